@@ -1,0 +1,1 @@
+//! norr-client (in progress)

@@ -1,0 +1,1 @@
+//! norr-knobs (in progress)

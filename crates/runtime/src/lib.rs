@@ -1,0 +1,1 @@
+//! norr-runtime (in progress)

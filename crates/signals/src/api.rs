@@ -1,0 +1,161 @@
+//! Signals between API clients (native clients, SQL nodes) and the data node's
+//! TC and DICT blocks. These cross the network; see `wire` for the codec.
+//!
+//! Transactions are named by the client: `txn` is a 64-bit handle unique among
+//! the client's open transactions. A transaction starts with the first TC_KEYREQ
+//! or locking SCAN_TABREQ that names it and ends with a TC_KEYREQ whose `exec` is
+//! Commit or Rollback, or with an abort (TC_KEYREF / SCAN_TABREF), after which the
+//! handle may be reused.
+
+use crate::error::NodeError;
+use crate::ops::{KeyOp, OpResult, ScanSpec};
+use crate::schema::{IndexDef, TableDef, TableId};
+use crate::value::Value;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ExecType {
+    /// Execute the batch, keep the transaction open (locks held).
+    NoCommit,
+    /// Execute the batch, then commit.
+    Commit,
+    /// Discard everything the transaction did (the batch must be empty).
+    Rollback,
+}
+
+/// TC_KEYREQ: API -> TC. A batch of key operations of one transaction.
+/// Reply: TC_KEYCONF with one result per operation, or TC_KEYREF (transaction aborted).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TcKeyReq {
+    pub txn: u64,
+    pub exec: ExecType,
+    pub ops: Vec<KeyOp>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TxnOutcome {
+    /// Batch executed, transaction still open.
+    Open,
+    Committed,
+    RolledBack,
+}
+
+/// TC_KEYCONF: TC -> API. Results in request order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TcKeyConf {
+    pub txn: u64,
+    pub outcome: TxnOutcome,
+    pub results: Vec<OpResult>,
+}
+
+/// TC_KEYREF: TC -> API. The transaction is aborted (all its changes undone, locks
+/// released). `op_index` names the failing operation of the batch, if one did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TcKeyRef {
+    pub txn: u64,
+    pub error: NodeError,
+    pub op_index: Option<u32>,
+}
+
+/// SCAN_TABREQ: API -> TC. Opens a scan. With `standalone`, the scan runs outside
+/// any transaction (committed read only) and `txn` is ignored. Reply: SCAN_TABCONF
+/// with the first batch, or SCAN_TABREF.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScanTabReq {
+    pub txn: u64,
+    pub scan_id: u32,
+    pub standalone: bool,
+    pub spec: ScanSpec,
+}
+
+/// SCAN_NEXTREQ: API -> TC. Asks for the next batch (reply SCAN_TABCONF), or
+/// closes the scan early when `close` (reply SCAN_TABCONF with `done`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScanNextReq {
+    pub txn: u64,
+    pub scan_id: u32,
+    pub close: bool,
+}
+
+/// SCAN_TABCONF: TC -> API. A batch of projected rows; `done` means the scan is
+/// finished and closed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScanTabConf {
+    pub txn: u64,
+    pub scan_id: u32,
+    pub rows: Vec<Vec<Value>>,
+    pub done: bool,
+}
+
+/// SCAN_TABREF: TC -> API. The scan failed and is closed. If it was part of a
+/// transaction, the transaction is aborted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScanTabRef {
+    pub txn: u64,
+    pub scan_id: u32,
+    pub error: NodeError,
+}
+
+/// Dictionary requests: API -> DICT. Reply DICT_CONF or DICT_REF with the same `req_id`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum DictOp {
+    /// Create a table (ids in the def are assigned by DICT). Reply: Table.
+    CreateTable(TableDef),
+    /// Reply: Done.
+    DropTable { name: String },
+    /// Remove every row, keep the definition (auto-increment restarts at 1). Reply: Done.
+    TruncateTable { name: String },
+    /// Build an index over the existing rows. Reply: Table (new version).
+    CreateIndex { table: String, index: IndexDef },
+    /// Reply: Table (new version).
+    DropIndex { table: String, index: String },
+    /// Reply: Table.
+    GetTable { name: String },
+    /// Reply: Tables.
+    ListTables,
+    /// Reserve `count` consecutive AUTO_INCREMENT values. Reply: AutoInc.
+    NextAutoInc { table: TableId, count: u64 },
+    /// Make sure later AUTO_INCREMENT values are > `used` (after an insert with an
+    /// explicit value). Reply: Done.
+    BumpAutoInc { table: TableId, used: u64 },
+    /// Reply: Stats.
+    NodeStats,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DictReq {
+    pub req_id: u32,
+    pub op: DictOp,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeStats {
+    pub data_memory_limit_bytes: u64,
+    pub data_memory_used_bytes: u64,
+    pub rows: u64,
+    pub tables: u32,
+    pub open_transactions: u32,
+    pub committed_transactions: u64,
+    pub aborted_transactions: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum DictResult {
+    Done,
+    Table(TableDef),
+    Tables(Vec<TableDef>),
+    AutoInc { first: u64 },
+    Stats(NodeStats),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DictConf {
+    pub req_id: u32,
+    pub result: DictResult,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DictRef {
+    pub req_id: u32,
+    pub error: NodeError,
+}

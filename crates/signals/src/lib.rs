@@ -1,0 +1,87 @@
+//! The signal catalogue of NorrDB and the types every layer shares: values and
+//! column types, schema objects, operations, error codes, the memcomparable key
+//! encoding and the wire codec.
+
+pub mod api;
+pub mod coerce;
+pub mod error;
+pub mod filter_eval;
+pub mod internal;
+pub mod keycode;
+pub mod ops;
+pub mod schema;
+pub mod value;
+pub mod wire;
+
+pub use api::*;
+pub use error::{ErrorClass, ErrorCode, NodeError};
+pub use internal::InternalSignal;
+pub use norr_kernel::{BlockRef, NodeId, Priority};
+pub use ops::*;
+pub use schema::*;
+pub use value::*;
+
+/// Block numbers.
+pub mod block {
+    /// Transaction coordinator.
+    pub const TC: u16 = 1;
+    /// Local query handler (owns the storage of its partitions).
+    pub const LQH: u16 = 2;
+    /// Dictionary.
+    pub const DICT: u16 = 3;
+    /// An API client's receiving end (lives in the client, not the data node).
+    pub const API: u16 = 10;
+}
+
+/// Every signal. Large payloads are boxed so the enum stays small in job buffers.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum Signal {
+    // --- API <-> TC ---
+    TcKeyReq(Box<TcKeyReq>),
+    TcKeyConf(Box<TcKeyConf>),
+    TcKeyRef(Box<TcKeyRef>),
+    ScanTabReq(Box<ScanTabReq>),
+    ScanNextReq(ScanNextReq),
+    ScanTabConf(Box<ScanTabConf>),
+    ScanTabRef(Box<ScanTabRef>),
+    // --- API <-> DICT ---
+    DictReq(Box<DictReq>),
+    DictConf(Box<DictConf>),
+    DictRef(Box<DictRef>),
+    /// Host -> TC and DICT (priority A): the API node lost its connection (or
+    /// crashed). TC aborts its open transactions and closes its scans.
+    ApiFailReq { api_node: NodeId },
+    /// Between blocks of the data node.
+    Internal(Box<InternalSignal>),
+}
+
+impl Signal {
+    /// Signals an API node may send to a data node; the host drops anything else
+    /// (and closes the connection) so a client cannot forge internal signals.
+    pub fn allowed_from_api(&self) -> bool {
+        matches!(
+            self,
+            Signal::TcKeyReq(_) | Signal::ScanTabReq(_) | Signal::ScanNextReq(_) | Signal::DictReq(_)
+        )
+    }
+
+    /// Short name for logs and traces.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Signal::TcKeyReq(_) => "TC_KEYREQ",
+            Signal::TcKeyConf(_) => "TC_KEYCONF",
+            Signal::TcKeyRef(_) => "TC_KEYREF",
+            Signal::ScanTabReq(_) => "SCAN_TABREQ",
+            Signal::ScanNextReq(_) => "SCAN_NEXTREQ",
+            Signal::ScanTabConf(_) => "SCAN_TABCONF",
+            Signal::ScanTabRef(_) => "SCAN_TABREF",
+            Signal::DictReq(_) => "DICT_REQ",
+            Signal::DictConf(_) => "DICT_CONF",
+            Signal::DictRef(_) => "DICT_REF",
+            Signal::ApiFailReq { .. } => "API_FAILREQ",
+            Signal::Internal(_) => "INTERNAL",
+        }
+    }
+}
+
+pub type Envelope = norr_kernel::Envelope<Signal>;

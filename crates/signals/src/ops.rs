@@ -1,0 +1,219 @@
+//! Operation descriptions carried by client requests (TC_KEYREQ, SCAN_TABREQ) and
+//! forwarded to LQH: key operations, lock modes, pushed-down filters and scan ranges.
+
+use crate::error::NodeError;
+use crate::schema::{ColumnId, IndexId, PartitionId, TableId};
+use crate::value::Value;
+use serde::{Deserialize, Serialize};
+
+/// Most operations in one TC_KEYREQ batch.
+pub const MAX_OPS_PER_BATCH: usize = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum OpKind {
+    Read,
+    /// Fails with DuplicateKey if the row exists.
+    Insert,
+    /// Fails with NoSuchRow if the row does not exist.
+    Update,
+    /// Upsert: insert, or overwrite the given columns if the row exists.
+    Write,
+    /// Fails with NoSuchRow if the row does not exist.
+    Delete,
+}
+
+impl OpKind {
+    pub fn is_write(self) -> bool {
+        !matches!(self, OpKind::Read)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LockMode {
+    /// Latest committed version, no lock (READ COMMITTED).
+    CommittedRead,
+    /// Shared row lock held to commit (LOCK IN SHARE MODE).
+    Shared,
+    /// Exclusive row lock held to commit (FOR UPDATE). Writes always lock exclusively.
+    Exclusive,
+}
+
+/// How a key operation finds its row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum KeyAccess {
+    /// Primary key values in primary-key column order.
+    Primary(Vec<Value>),
+    /// Values of a unique index's columns, in index column order. Read, update
+    /// and delete only (insert/write address rows by primary key).
+    Unique { index: IndexId, values: Vec<Value> },
+}
+
+/// One keyed operation inside a transaction batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyOp {
+    pub table: TableId,
+    /// Table version the client planned against (0 = do not check).
+    pub table_version: u32,
+    pub kind: OpKind,
+    /// Lock mode for reads; writes always lock exclusively.
+    pub lock: LockMode,
+    pub key: KeyAccess,
+    /// Required for tables with `PartitionScheme::User`; ignored otherwise.
+    pub partition: Option<PartitionId>,
+    /// Insert / Write / Update: column values to set. Insert and Write fill columns
+    /// not given from defaults (NULL, DEFAULT or AUTO_INCREMENT is the client's job).
+    pub values: Vec<(ColumnId, Value)>,
+    /// Update / Write of an existing row: add these deltas to the current
+    /// numeric values (interpreted update, e.g. `k = k + 1`); NULL stays NULL.
+    pub increments: Vec<(ColumnId, Value)>,
+    /// Read: columns to return, in this order (empty = every column in table order).
+    pub projection: Vec<ColumnId>,
+    /// If false, an error of this operation (e.g. NoSuchRow, DuplicateKey) is
+    /// returned in its result and the transaction goes on (NDB's AO_IgnoreError).
+    /// If true, any error aborts the transaction.
+    pub abort_on_error: bool,
+}
+
+impl KeyOp {
+    fn base(table: TableId, kind: OpKind, key: Vec<Value>) -> KeyOp {
+        KeyOp {
+            table,
+            table_version: 0,
+            kind,
+            lock: if kind.is_write() { LockMode::Exclusive } else { LockMode::CommittedRead },
+            key: KeyAccess::Primary(key),
+            partition: None,
+            values: Vec::new(),
+            increments: Vec::new(),
+            projection: Vec::new(),
+            abort_on_error: true,
+        }
+    }
+    pub fn read(table: TableId, key: Vec<Value>) -> KeyOp {
+        Self::base(table, OpKind::Read, key)
+    }
+    pub fn insert(table: TableId, key: Vec<Value>, values: Vec<(ColumnId, Value)>) -> KeyOp {
+        KeyOp { values, ..Self::base(table, OpKind::Insert, key) }
+    }
+    pub fn update(table: TableId, key: Vec<Value>, values: Vec<(ColumnId, Value)>) -> KeyOp {
+        KeyOp { values, ..Self::base(table, OpKind::Update, key) }
+    }
+    pub fn write(table: TableId, key: Vec<Value>, values: Vec<(ColumnId, Value)>) -> KeyOp {
+        KeyOp { values, ..Self::base(table, OpKind::Write, key) }
+    }
+    pub fn delete(table: TableId, key: Vec<Value>) -> KeyOp {
+        Self::base(table, OpKind::Delete, key)
+    }
+}
+
+/// Result of one operation of a batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum OpResult {
+    /// Read: the projected row. Writes: `None`.
+    Ok(Option<Vec<Value>>),
+    /// Only for operations with `abort_on_error == false`.
+    Err(NodeError),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+/// A filter evaluated inside the data node, with SQL three-valued logic: a
+/// comparison with NULL is UNKNOWN, and only rows whose filter is TRUE pass.
+/// Values are compared under the column's type and collation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Filter {
+    True,
+    False,
+    Cmp { col: ColumnId, op: CmpOp, value: Value },
+    /// Compare two columns of the same row.
+    CmpCols { left: ColumnId, op: CmpOp, right: ColumnId },
+    IsNull(ColumnId),
+    IsNotNull(ColumnId),
+    /// SQL LIKE: `%` any run, `_` one character, `\` escapes; under the column's
+    /// collation. Patterns with a literal prefix are the common case.
+    Like { col: ColumnId, pattern: Vec<u8> },
+    And(Vec<Filter>),
+    Or(Vec<Filter>),
+    Not(Box<Filter>),
+}
+
+/// One end of an ordered-index range: a prefix of the index columns.
+/// Empty `values` means unbounded on that side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bound {
+    pub values: Vec<Value>,
+    pub inclusive: bool,
+}
+
+impl Bound {
+    pub fn unbounded() -> Bound {
+        Bound { values: Vec::new(), inclusive: true }
+    }
+    pub fn inclusive(values: Vec<Value>) -> Bound {
+        Bound { values, inclusive: true }
+    }
+    pub fn exclusive(values: Vec<Value>) -> Bound {
+        Bound { values, inclusive: false }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScanRange {
+    pub low: Bound,
+    pub high: Bound,
+}
+
+/// A scan request as the client states it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScanSpec {
+    pub table: TableId,
+    pub table_version: u32,
+    /// None: full table scan (order unspecified). Some: ordered-index scan, rows
+    /// returned in index order (merged across partitions).
+    pub index: Option<IndexId>,
+    /// Only with `index`; None = whole index.
+    pub range: Option<ScanRange>,
+    pub descending: bool,
+    pub filter: Option<Filter>,
+    /// Columns to return (empty = all, in table order).
+    pub projection: Vec<ColumnId>,
+    /// CommittedRead takes no locks; Shared/Exclusive lock every returned row
+    /// until the transaction ends, so it can be updated/deleted by key in the
+    /// same transaction.
+    pub lock: LockMode,
+    /// Rows per batch returned to the client (1..=MAX_SCAN_BATCH_ROWS).
+    pub batch_rows: u32,
+    /// Stop after this many rows (None: no limit).
+    pub limit: Option<u64>,
+    /// Restrict to these partitions (pruning); None = all partitions.
+    pub partitions: Option<Vec<PartitionId>>,
+}
+
+pub const MAX_SCAN_BATCH_ROWS: u32 = 4096;
+
+impl ScanSpec {
+    /// A committed-read full-table scan of every column.
+    pub fn full(table: TableId) -> ScanSpec {
+        ScanSpec {
+            table,
+            table_version: 0,
+            index: None,
+            range: None,
+            descending: false,
+            filter: None,
+            projection: Vec::new(),
+            lock: LockMode::CommittedRead,
+            batch_rows: 256,
+            limit: None,
+            partitions: None,
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! norr-sim (in progress)

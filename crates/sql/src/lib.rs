@@ -1,0 +1,1 @@
+//! norr-sql (in progress)

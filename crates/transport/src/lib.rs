@@ -1,0 +1,1 @@
+//! norr-transport (in progress)

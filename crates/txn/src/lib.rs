@@ -1,0 +1,1 @@
+//! norr-txn (in progress)
