@@ -1,1 +1,8 @@
-//! norr-transport (in progress)
+//! Transport: frames, the connect handshake and the adaptive send policy, all
+//! without IO so that the production runtime, the client and the simulator share
+//! them.
+
+pub mod frame;
+pub mod handshake;
+
+pub use frame::{encode_frame, encode_frame_with, FrameDecoder, FrameError, DEFAULT_MAX_FRAME_BYTES};
