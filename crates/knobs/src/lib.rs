@@ -1,1 +1,117 @@
-//! norr-knobs (in progress)
+//! Every tunable of NorrDB in one place: its default, its allowed range and a
+//! "stress" value the simulator uses to shake out edge cases (tiny buffers, short
+//! time-outs). Add new knobs here, never as constants scattered in blocks.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Knobs {
+    /// Memory for table rows and indexes; inserts beyond it fail with "table is full".
+    pub data_memory_bytes: u64,
+    /// A transaction waiting this long for a row lock is aborted with the
+    /// retriable error 266 (breaks deadlocks).
+    pub lock_wait_timeout_ms: u64,
+    /// A transaction with no request for this long is aborted (frees its locks
+    /// when a client vanished without closing the connection).
+    pub txn_inactive_timeout_ms: u64,
+    /// Most concurrently open transactions in a TC.
+    pub max_transactions: u32,
+    /// Most operations in one transaction.
+    pub max_ops_per_txn: u32,
+    /// Most concurrently open scans in a TC.
+    pub max_scans: u32,
+    /// Rows a partition scan examines per step before yielding to other signals.
+    pub scan_examine_per_step: u32,
+    /// Default number of partitions of a new table.
+    pub default_partitions: u32,
+    /// Bound of the B job buffer for signals arriving from the network.
+    pub job_buffer_bound: usize,
+    /// Largest frame accepted from the network.
+    pub max_frame_bytes: usize,
+    /// Send buffer bound per connection; a client that does not read its replies
+    /// beyond this is disconnected.
+    pub max_send_buffer_bytes: usize,
+    /// Adaptive send: the longest a small message may wait to be coalesced with
+    /// others before it is sent anyway.
+    pub max_send_delay_us: u64,
+    /// Most API (client) connections.
+    pub max_api_connections: u32,
+}
+
+impl Default for Knobs {
+    fn default() -> Self {
+        Knobs {
+            data_memory_bytes: 1 << 30,
+            lock_wait_timeout_ms: 1_200,
+            txn_inactive_timeout_ms: 60_000,
+            max_transactions: 16_384,
+            max_ops_per_txn: 1_000_000,
+            max_scans: 4_096,
+            scan_examine_per_step: 512,
+            default_partitions: 8,
+            job_buffer_bound: 1 << 20,
+            max_frame_bytes: 64 << 20,
+            max_send_buffer_bytes: 256 << 20,
+            max_send_delay_us: 20,
+            max_api_connections: 1_024,
+        }
+    }
+}
+
+impl Knobs {
+    /// Values that drive rare paths: small memory, short timeouts, small batches.
+    pub fn stress() -> Knobs {
+        Knobs {
+            data_memory_bytes: 4 << 20,
+            lock_wait_timeout_ms: 50,
+            txn_inactive_timeout_ms: 2_000,
+            max_transactions: 64,
+            max_ops_per_txn: 64,
+            max_scans: 16,
+            scan_examine_per_step: 3,
+            default_partitions: 3,
+            job_buffer_bound: 256,
+            max_frame_bytes: 1 << 20,
+            max_send_buffer_bytes: 1 << 20,
+            max_send_delay_us: 200,
+            max_api_connections: 64,
+        }
+    }
+
+    /// Check ranges; the message names the knob and its allowed range.
+    pub fn validate(&self) -> Result<(), String> {
+        fn range<T: PartialOrd + std::fmt::Display>(name: &str, v: T, lo: T, hi: T) -> Result<(), String> {
+            if v < lo || v > hi {
+                return Err(format!("{name} = {v} is out of range {lo}..={hi}"));
+            }
+            Ok(())
+        }
+        range("data_memory_bytes", self.data_memory_bytes, 1 << 20, 1 << 44)?;
+        range("lock_wait_timeout_ms", self.lock_wait_timeout_ms, 1, 3_600_000)?;
+        range("txn_inactive_timeout_ms", self.txn_inactive_timeout_ms, 10, 86_400_000)?;
+        range("max_transactions", self.max_transactions, 1, 1 << 24)?;
+        range("max_ops_per_txn", self.max_ops_per_txn, 1, 1 << 30)?;
+        range("max_scans", self.max_scans, 1, 1 << 20)?;
+        range("scan_examine_per_step", self.scan_examine_per_step, 1, 1 << 20)?;
+        range("default_partitions", self.default_partitions, 1, 1024)?;
+        range("job_buffer_bound", self.job_buffer_bound, 16, 1 << 26)?;
+        range("max_frame_bytes", self.max_frame_bytes, 4096, 1 << 30)?;
+        range("max_send_buffer_bytes", self.max_send_buffer_bytes, 65536, 1 << 34)?;
+        range("max_send_delay_us", self.max_send_delay_us, 0, 100_000)?;
+        range("max_api_connections", self.max_api_connections, 1, 1 << 16)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn defaults_and_stress_are_valid() {
+        Knobs::default().validate().unwrap();
+        Knobs::stress().validate().unwrap();
+        let bad = Knobs { lock_wait_timeout_ms: 0, ..Knobs::default() };
+        assert!(bad.validate().unwrap_err().contains("lock_wait_timeout_ms"));
+    }
+}
