@@ -1,1 +1,7 @@
-//! norr-sql (in progress)
+//! `norr sqld`: a stateless SQL front end speaking the MySQL protocol on top of
+//! the native client API. See DESIGN.md for the module owners and contracts.
+
+pub mod engine;
+pub mod protocol;
+pub mod server;
+pub mod types;

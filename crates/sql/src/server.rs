@@ -1,0 +1,1 @@
+//! sqld listener and connection loop (in progress)

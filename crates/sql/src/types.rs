@@ -1,0 +1,200 @@
+//! Types shared by the protocol layer (`protocol`, `server`) and the engine
+//! (`engine`): result sets with MySQL column metadata, OK results, errors with
+//! MySQL error numbers and SQLSTATEs, warnings, and the per-connection session.
+
+use norr_signals::Value;
+use std::collections::BTreeMap;
+
+/// MySQL protocol field types (`enum_field_types`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FieldType {
+    Tiny = 0x01,
+    Short = 0x02,
+    Long = 0x03,
+    Float = 0x04,
+    Double = 0x05,
+    Null = 0x06,
+    Timestamp = 0x07,
+    LongLong = 0x08,
+    Int24 = 0x09,
+    Date = 0x0a,
+    Time = 0x0b,
+    DateTime = 0x0c,
+    Year = 0x0d,
+    VarChar = 0x0f,
+    NewDecimal = 0xf6,
+    TinyBlob = 0xf9,
+    MediumBlob = 0xfa,
+    LongBlob = 0xfb,
+    Blob = 0xfc,
+    VarString = 0xfd,
+    String = 0xfe,
+}
+
+/// Column definition flags (`*_FLAG` in mysql_com.h).
+pub mod column_flags {
+    pub const NOT_NULL: u16 = 1;
+    pub const PRI_KEY: u16 = 2;
+    pub const UNIQUE_KEY: u16 = 4;
+    pub const MULTIPLE_KEY: u16 = 8;
+    pub const BLOB: u16 = 16;
+    pub const UNSIGNED: u16 = 32;
+    pub const BINARY: u16 = 128;
+    pub const AUTO_INCREMENT: u16 = 512;
+    pub const TIMESTAMP: u16 = 1024;
+    pub const NO_DEFAULT_VALUE: u16 = 4096;
+    pub const NUM: u16 = 32768;
+}
+
+/// Character set / collation ids used in column metadata.
+pub mod charset {
+    /// utf8mb4_0900_ai_ci: our case-insensitive default.
+    pub const UTF8MB4_CI: u16 = 255;
+    /// utf8mb4_bin.
+    pub const UTF8MB4_BIN: u16 = 46;
+    /// binary (numbers, dates, BINARY/VARBINARY/BLOB).
+    pub const BINARY: u16 = 63;
+}
+
+/// One result-set column as the client sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnMeta {
+    pub schema: String,
+    pub table: String,
+    pub org_table: String,
+    pub name: String,
+    pub org_name: String,
+    pub field_type: FieldType,
+    /// Display length in bytes as MySQL reports it (e.g. VARCHAR(10) utf8mb4 -> 40).
+    pub column_length: u32,
+    pub decimals: u8,
+    pub flags: u16,
+    pub charset: u16,
+}
+
+impl ColumnMeta {
+    /// An expression column (no table), e.g. `SELECT 1+1`.
+    pub fn expr(name: &str, field_type: FieldType) -> ColumnMeta {
+        let charset = match field_type {
+            FieldType::VarChar | FieldType::VarString | FieldType::String => charset::UTF8MB4_CI,
+            _ => charset::BINARY,
+        };
+        ColumnMeta {
+            schema: String::new(),
+            table: String::new(),
+            org_table: String::new(),
+            name: name.to_string(),
+            org_name: String::new(),
+            field_type,
+            column_length: 0,
+            decimals: 0,
+            flags: 0,
+            charset,
+        }
+    }
+}
+
+/// What a statement returns. Values in `rows` are rendered by the protocol layer
+/// according to each column's `field_type` (text or binary protocol):
+/// Int/UInt -> integer, Float/Double -> MySQL float formatting, Decimal -> with
+/// its scale, Bytes -> as is, Date/DateTime/Time -> 'YYYY-MM-DD', 'YYYY-MM-DD
+/// hh:mm:ss[.ffffff]' (fraction only if `decimals` > 0), '[-]hh:mm:ss'.
+#[derive(Debug, Clone, PartialEq)]
+pub enum QueryOutput {
+    Rows { columns: Vec<ColumnMeta>, rows: Vec<Vec<Value>> },
+    Ok { affected_rows: u64, last_insert_id: u64, info: String },
+}
+
+impl QueryOutput {
+    pub fn ok(affected_rows: u64) -> QueryOutput {
+        QueryOutput::Ok { affected_rows, last_insert_id: 0, info: String::new() }
+    }
+}
+
+/// An error as the client sees it: MySQL error number, SQLSTATE, message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("ERROR {code} ({sqlstate}): {message}")]
+pub struct SqlError {
+    pub code: u16,
+    pub sqlstate: &'static str,
+    pub message: String,
+}
+
+impl SqlError {
+    pub fn new(code: u16, sqlstate: &'static str, message: impl Into<String>) -> SqlError {
+        SqlError { code, sqlstate, message: message.into() }
+    }
+    /// 1064 ER_PARSE_ERROR.
+    pub fn parse(message: impl Into<String>) -> SqlError {
+        SqlError::new(1064, "42000", message)
+    }
+    /// 1235 ER_NOT_SUPPORTED_YET.
+    pub fn unsupported(what: impl Into<String>) -> SqlError {
+        SqlError::new(1235, "42000", format!("This version of NorrDB doesn't yet support '{}'", what.into()))
+    }
+    /// 1105 ER_UNKNOWN_ERROR.
+    pub fn internal(message: impl Into<String>) -> SqlError {
+        SqlError::new(1105, "HY000", message)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WarningLevel {
+    Note,
+    Warning,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    pub level: WarningLevel,
+    pub code: u16,
+    pub message: String,
+}
+
+/// Per-connection state. Created by `Engine::new_session`, owned by the
+/// connection task, passed `&mut` to every engine call.
+pub struct Session {
+    pub connection_id: u32,
+    pub user: String,
+    pub current_db: Option<String>,
+    /// @@autocommit.
+    pub autocommit: bool,
+    /// True between BEGIN/START TRANSACTION (or the first statement with
+    /// autocommit off) and COMMIT/ROLLBACK.
+    pub in_transaction: bool,
+    /// The open native transaction, if any statement of the current
+    /// transaction has touched the data node yet.
+    pub txn: Option<norr_client::Transaction>,
+    /// Session system variables, lower-case names without @@.
+    pub vars: BTreeMap<String, Value>,
+    /// User variables (@name), lower-case names.
+    pub user_vars: BTreeMap<String, Value>,
+    pub last_insert_id: u64,
+    /// Warnings of the last statement (SHOW WARNINGS).
+    pub warnings: Vec<Warning>,
+    /// Client asked for "found rows" instead of "changed rows" (CLIENT_FOUND_ROWS).
+    pub client_found_rows: bool,
+    /// Client can take several statements in one COM_QUERY.
+    pub multi_statements: bool,
+}
+
+impl Session {
+    pub fn new(connection_id: u32, user: &str) -> Session {
+        Session {
+            connection_id,
+            user: user.to_string(),
+            current_db: None,
+            autocommit: true,
+            in_transaction: false,
+            txn: None,
+            vars: BTreeMap::new(),
+            user_vars: BTreeMap::new(),
+            last_insert_id: 0,
+            warnings: Vec::new(),
+            client_found_rows: false,
+            multi_statements: false,
+        }
+    }
+}
