@@ -2,7 +2,9 @@
 //! without IO so that the production runtime, the client and the simulator share
 //! them.
 
+pub mod adaptive_send;
 pub mod frame;
 pub mod handshake;
 
+pub use adaptive_send::{AdaptiveSend, AdaptiveSendConfig, SendBuffer, SendBufferFull};
 pub use frame::{encode_frame, encode_frame_with, FrameDecoder, FrameError, DEFAULT_MAX_FRAME_BYTES};
