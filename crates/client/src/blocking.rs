@@ -1,0 +1,179 @@
+//! The same API for synchronous code. A [`Client`] owns a small tokio runtime
+//! (one worker thread) that runs the connection's IO; every call blocks the
+//! calling thread until the reply arrives. Handles are `Send + Sync`: several
+//! threads may share one client (each with its own transactions).
+//!
+//! Do not call these from inside an async runtime (tokio panics on nested
+//! `block_on`); use the async [`crate::Client`] there.
+//!
+//! ```no_run
+//! use norr_client::blocking::Client;
+//! use norr_client::{ExecType, KeyOp, Value};
+//! let client = Client::connect("127.0.0.1:4100")?;
+//! let t = client.get_table("kv")?;
+//! let mut txn = client.begin();
+//! txn.execute(vec![KeyOp::write(t.id, vec![Value::Int(7)], vec![(1, Value::str("seven"))])], ExecType::NoCommit)?;
+//! txn.commit()?;
+//! # Ok::<(), norr_client::ClientError>(())
+//! ```
+
+use crate::{ClientError, ConnectOptions};
+use norr_signals::{ExecType, IndexDef, KeyOp, NodeStats, OpResult, ScanSpec, TableDef, TableId, Value};
+use std::sync::Arc;
+
+/// Blocking client: see the module docs.
+#[derive(Clone, Debug)]
+pub struct Client {
+    inner: crate::Client,
+    rt: Arc<tokio::runtime::Runtime>,
+}
+
+impl Client {
+    pub fn connect(addr: impl tokio::net::ToSocketAddrs) -> Result<Client, ClientError> {
+        Self::connect_with(addr, ConnectOptions::default())
+    }
+
+    pub fn connect_with(addr: impl tokio::net::ToSocketAddrs, opts: ConnectOptions) -> Result<Client, ClientError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("norr-client-io")
+            .enable_all()
+            .build()
+            .map_err(|e| ClientError::NotConnected(format!("cannot start the client runtime: {e}")))?;
+        // Spawn the IO tasks on the runtime's worker, not on the caller's thread.
+        let inner = rt.block_on(async {
+            let addrs = addr_owned(addr).await?;
+            let mut last = ClientError::NotConnected("the address resolved to nothing".to_string());
+            for a in addrs {
+                let opts = opts.clone();
+                match tokio::spawn(crate::Client::connect_with(a, opts)).await {
+                    Ok(Ok(c)) => return Ok(c),
+                    Ok(Err(e)) => last = e,
+                    Err(e) => last = ClientError::Protocol(format!("connect task failed: {e}")),
+                }
+            }
+            Err(last)
+        })?;
+        Ok(Client { inner, rt: Arc::new(rt) })
+    }
+
+    /// The async client underneath (shares the connection).
+    pub fn as_async(&self) -> &crate::Client {
+        &self.inner
+    }
+
+    fn run<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+
+    pub fn create_table(&self, def: TableDef) -> Result<TableDef, ClientError> {
+        self.run(self.inner.create_table(def))
+    }
+    pub fn drop_table(&self, name: &str) -> Result<(), ClientError> {
+        self.run(self.inner.drop_table(name))
+    }
+    pub fn truncate_table(&self, name: &str) -> Result<(), ClientError> {
+        self.run(self.inner.truncate_table(name))
+    }
+    pub fn create_index(&self, table: &str, index: IndexDef) -> Result<TableDef, ClientError> {
+        self.run(self.inner.create_index(table, index))
+    }
+    pub fn drop_index(&self, table: &str, index: &str) -> Result<TableDef, ClientError> {
+        self.run(self.inner.drop_index(table, index))
+    }
+    pub fn get_table(&self, name: &str) -> Result<TableDef, ClientError> {
+        self.run(self.inner.get_table(name))
+    }
+    pub fn list_tables(&self) -> Result<Vec<TableDef>, ClientError> {
+        self.run(self.inner.list_tables())
+    }
+    pub fn next_auto_inc(&self, table: TableId, count: u64) -> Result<u64, ClientError> {
+        self.run(self.inner.next_auto_inc(table, count))
+    }
+    pub fn bump_auto_inc(&self, table: TableId, used: u64) -> Result<(), ClientError> {
+        self.run(self.inner.bump_auto_inc(table, used))
+    }
+    pub fn node_stats(&self) -> Result<NodeStats, ClientError> {
+        self.run(self.inner.node_stats())
+    }
+    pub fn read(&self, table: TableId, key: Vec<Value>) -> Result<Option<Vec<Value>>, ClientError> {
+        self.run(self.inner.read(table, key))
+    }
+    pub fn begin(&self) -> Transaction {
+        Transaction { inner: Some(self.inner.begin()), rt: self.rt.clone() }
+    }
+    pub fn scan(&self, spec: ScanSpec) -> Result<ScanStream, ClientError> {
+        let s = self.run(self.inner.scan(spec))?;
+        Ok(ScanStream { inner: Some(s), rt: self.rt.clone() })
+    }
+}
+
+async fn addr_owned(addr: impl tokio::net::ToSocketAddrs) -> Result<Vec<std::net::SocketAddr>, ClientError> {
+    let addrs: Vec<_> = tokio::net::lookup_host(addr)
+        .await
+        .map_err(|e| ClientError::NotConnected(format!("cannot resolve the address: {e}")))?
+        .collect();
+    Ok(addrs)
+}
+
+/// Blocking transaction; dropping an unfinished one rolls it back.
+#[derive(Debug)]
+pub struct Transaction {
+    // Option so commit/rollback can move it out while Drop stays simple.
+    inner: Option<crate::Transaction>,
+    rt: Arc<tokio::runtime::Runtime>,
+}
+
+impl Transaction {
+    fn txn(&mut self) -> &mut crate::Transaction {
+        self.inner.as_mut().expect("transaction present until consumed")
+    }
+    pub fn execute(&mut self, ops: Vec<KeyOp>, exec: ExecType) -> Result<Vec<OpResult>, ClientError> {
+        let rt = self.rt.clone();
+        rt.block_on(self.txn().execute(ops, exec))
+    }
+    pub fn commit(mut self) -> Result<(), ClientError> {
+        let t = self.inner.take().expect("transaction present until consumed");
+        self.rt.block_on(t.commit())
+    }
+    pub fn rollback(mut self) -> Result<(), ClientError> {
+        let t = self.inner.take().expect("transaction present until consumed");
+        self.rt.block_on(t.rollback())
+    }
+    pub fn scan(&mut self, spec: ScanSpec) -> Result<ScanStream, ClientError> {
+        let rt = self.rt.clone();
+        let s = rt.block_on(self.txn().scan(spec))?;
+        Ok(ScanStream { inner: Some(s), rt })
+    }
+    pub fn is_finished(&self) -> bool {
+        self.inner.as_ref().map_or(true, |t| t.is_finished())
+    }
+}
+
+/// Blocking scan; also an `Iterator` over rows.
+#[derive(Debug)]
+pub struct ScanStream {
+    inner: Option<crate::ScanStream>,
+    rt: Arc<tokio::runtime::Runtime>,
+}
+
+impl ScanStream {
+    pub fn next_batch(&mut self) -> Result<Option<Vec<Vec<Value>>>, ClientError> {
+        match self.inner.as_mut() {
+            Some(s) => self.rt.block_on(s.next_batch()),
+            None => Ok(None),
+        }
+    }
+    pub fn collect_all(mut self) -> Result<Vec<Vec<Value>>, ClientError> {
+        match self.inner.take() {
+            Some(s) => self.rt.block_on(s.collect_all()),
+            None => Ok(Vec::new()),
+        }
+    }
+    pub fn close(mut self) -> Result<(), ClientError> {
+        match self.inner.take() {
+            Some(s) => self.rt.block_on(s.close()),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,504 @@
+//! The async API: [`Client`], [`Transaction`], [`ScanStream`].
+
+use crate::conn::{self, Conn, ReqKey, Reply, Shared};
+use crate::error::ClientError;
+use crate::ConnectOptions;
+use norr_signals::{
+    DictOp, DictReq, DictResult, ErrorCode, ExecType, IndexDef, KeyOp, NodeError, NodeStats, OpResult,
+    ScanNextReq, ScanSpec, ScanTabReq, Signal, TableDef, TableId, TcKeyReq, TxnOutcome, Value,
+};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+/// A connection to one data node, shared by any number of concurrent
+/// transactions. Cheap to clone: clones share the connection, which closes when
+/// the last clone (and the last transaction or scan made from it) is dropped.
+///
+/// ```no_run
+/// # async fn demo(addr: std::net::SocketAddr) -> Result<(), norr_client::ClientError> {
+/// use norr_client::{Client, ColumnDef, ColumnType, ExecType, KeyOp, Value};
+/// let client = Client::connect(addr).await?;
+/// let t = client
+///     .create_table(norr_client::table_def(
+///         "kv",
+///         vec![
+///             ColumnDef::new("k", ColumnType::BigInt { unsigned: false }).not_null(),
+///             ColumnDef::new("v", ColumnType::Varbinary { len: 100 }),
+///         ],
+///         vec![0],
+///     ))
+///     .await?;
+/// let mut txn = client.begin();
+/// txn.execute(vec![KeyOp::insert(t.id, vec![Value::Int(1)], vec![(1, Value::str("one"))])], ExecType::Commit)
+///     .await?;
+/// let row = client.read(t.id, vec![Value::Int(1)]).await?;
+/// assert_eq!(row, Some(vec![Value::Int(1), Value::str("one")]));
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    conn: Arc<Conn>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("api_node", &self.conn.shared.api_node)
+            .field("data_node", &self.conn.shared.data_node)
+            .finish()
+    }
+}
+
+fn protocol_mismatch(what: &str, reply: &Reply) -> ClientError {
+    ClientError::Protocol(format!("unexpected reply to {what}: {reply:?}"))
+}
+
+impl Client {
+    /// Connect with default options. Must be called inside a tokio runtime
+    /// (the connection's IO tasks are spawned on it).
+    pub async fn connect(addr: impl tokio::net::ToSocketAddrs) -> Result<Client, ClientError> {
+        Self::connect_with(addr, ConnectOptions::default()).await
+    }
+
+    pub async fn connect_with(
+        addr: impl tokio::net::ToSocketAddrs,
+        opts: ConnectOptions,
+    ) -> Result<Client, ClientError> {
+        let conn = conn::connect(addr, opts).await?;
+        Ok(Client { conn: Arc::new(conn) })
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.conn.shared
+    }
+
+    /// The API node id the data node gave this connection.
+    pub fn api_node(&self) -> u16 {
+        self.shared().api_node
+    }
+
+    /// The id of the data node this client is connected to.
+    pub fn data_node(&self) -> u16 {
+        self.shared().data_node
+    }
+
+    /// False once the connection has failed; every call then fails with
+    /// `NotConnected`.
+    pub fn is_connected(&self) -> bool {
+        self.shared().closed_reason().is_none()
+    }
+
+    async fn dict(&self, op: DictOp) -> Result<DictResult, ClientError> {
+        let s = self.shared();
+        let req_id = s.alloc_dict();
+        let reply = s.request(ReqKey::Dict(req_id), s.dict(), Signal::DictReq(Box::new(DictReq { req_id, op }))).await?;
+        match reply {
+            Reply::Dict(Ok(r)) => Ok(r),
+            Reply::Dict(Err(e)) => Err(ClientError::Node(e)),
+            other => Err(protocol_mismatch("DICT_REQ", &other)),
+        }
+    }
+
+    async fn dict_table(&self, op: DictOp) -> Result<TableDef, ClientError> {
+        match self.dict(op).await? {
+            DictResult::Table(t) => Ok(t),
+            other => Err(ClientError::Protocol(format!("expected a table definition, got {other:?}"))),
+        }
+    }
+
+    async fn dict_done(&self, op: DictOp) -> Result<(), ClientError> {
+        match self.dict(op).await? {
+            DictResult::Done => Ok(()),
+            other => Err(ClientError::Protocol(format!("expected Done, got {other:?}"))),
+        }
+    }
+
+    /// Create a table; returns the definition with the ids DICT assigned.
+    pub async fn create_table(&self, def: TableDef) -> Result<TableDef, ClientError> {
+        self.dict_table(DictOp::CreateTable(def)).await
+    }
+
+    pub async fn drop_table(&self, name: &str) -> Result<(), ClientError> {
+        self.dict_done(DictOp::DropTable { name: name.to_string() }).await
+    }
+
+    /// Remove every row, keep the definition.
+    pub async fn truncate_table(&self, name: &str) -> Result<(), ClientError> {
+        self.dict_done(DictOp::TruncateTable { name: name.to_string() }).await
+    }
+
+    /// Build an index over the existing rows; returns the new table version.
+    pub async fn create_index(&self, table: &str, index: IndexDef) -> Result<TableDef, ClientError> {
+        self.dict_table(DictOp::CreateIndex { table: table.to_string(), index }).await
+    }
+
+    pub async fn drop_index(&self, table: &str, index: &str) -> Result<TableDef, ClientError> {
+        self.dict_table(DictOp::DropIndex { table: table.to_string(), index: index.to_string() }).await
+    }
+
+    pub async fn get_table(&self, name: &str) -> Result<TableDef, ClientError> {
+        self.dict_table(DictOp::GetTable { name: name.to_string() }).await
+    }
+
+    pub async fn list_tables(&self) -> Result<Vec<TableDef>, ClientError> {
+        match self.dict(DictOp::ListTables).await? {
+            DictResult::Tables(t) => Ok(t),
+            other => Err(ClientError::Protocol(format!("expected a table list, got {other:?}"))),
+        }
+    }
+
+    /// Reserve `count` consecutive AUTO_INCREMENT values; returns the first.
+    pub async fn next_auto_inc(&self, table: TableId, count: u64) -> Result<u64, ClientError> {
+        match self.dict(DictOp::NextAutoInc { table, count }).await? {
+            DictResult::AutoInc { first } => Ok(first),
+            other => Err(ClientError::Protocol(format!("expected AutoInc, got {other:?}"))),
+        }
+    }
+
+    /// Make later AUTO_INCREMENT values greater than `used`.
+    pub async fn bump_auto_inc(&self, table: TableId, used: u64) -> Result<(), ClientError> {
+        self.dict_done(DictOp::BumpAutoInc { table, used }).await
+    }
+
+    /// Memory, row and transaction counters of the data node.
+    pub async fn node_stats(&self) -> Result<NodeStats, ClientError> {
+        match self.dict(DictOp::NodeStats).await? {
+            DictResult::Stats(s) => Ok(s),
+            other => Err(ClientError::Protocol(format!("expected Stats, got {other:?}"))),
+        }
+    }
+
+    /// Start a transaction. Nothing is sent until the first `execute` or `scan`.
+    pub fn begin(&self) -> Transaction {
+        let txn = self.shared().alloc_txn();
+        Transaction { client: self.clone(), txn, state: Arc::new(AtomicU8::new(TXN_IDLE)) }
+    }
+
+    /// Committed read of one row by primary key (a one-operation transaction):
+    /// `None` if there is no such row.
+    pub async fn read(&self, table: TableId, key: Vec<Value>) -> Result<Option<Vec<Value>>, ClientError> {
+        let mut op = KeyOp::read(table, key);
+        op.abort_on_error = false;
+        let mut txn = self.begin();
+        let mut res = txn.execute(vec![op], ExecType::Commit).await?;
+        match res.pop() {
+            Some(OpResult::Ok(row)) => Ok(row),
+            Some(OpResult::Err(e)) if e.code == ErrorCode::NoSuchRow => Ok(None),
+            Some(OpResult::Err(e)) => Err(ClientError::Node(e)),
+            None => Err(ClientError::Protocol("no result for the read".to_string())),
+        }
+    }
+
+    /// Standalone committed-read scan (no transaction, no locks).
+    pub async fn scan(&self, spec: ScanSpec) -> Result<ScanStream, ClientError> {
+        let txn = self.shared().alloc_txn();
+        ScanStream::open(self.clone(), txn, true, spec, None).await
+    }
+}
+
+const TXN_IDLE: u8 = 0;
+const TXN_OPEN: u8 = 1;
+const TXN_COMMITTED: u8 = 2;
+const TXN_ABORTED: u8 = 3;
+
+/// A transaction: batches of key operations and scans, each batch one round
+/// trip, ended by a commit or rollback. Dropping an unfinished transaction rolls
+/// it back in the background.
+///
+/// ```no_run
+/// # async fn demo(client: norr_client::Client, table: u32) -> Result<(), norr_client::ClientError> {
+/// use norr_client::{ExecType, KeyOp, LockMode, OpResult, Value};
+/// // Move 10 from account 1 to account 2, retrying on temporary errors.
+/// loop {
+///     let mut txn = client.begin();
+///     let mut read = KeyOp::read(table, vec![Value::Int(1)]);
+///     read.lock = LockMode::Exclusive;
+///     let r = async {
+///         let rows = txn.execute(vec![read], ExecType::NoCommit).await?;
+///         let mut debit = KeyOp::update(table, vec![Value::Int(1)], vec![]);
+///         debit.increments = vec![(1, Value::Int(-10))];
+///         let mut credit = KeyOp::update(table, vec![Value::Int(2)], vec![]);
+///         credit.increments = vec![(1, Value::Int(10))];
+///         txn.execute(vec![debit, credit], ExecType::Commit).await?;
+///         Ok::<_, norr_client::ClientError>(rows)
+///     }
+///     .await;
+///     match r {
+///         Ok(_) => break,
+///         Err(e) if e.is_temporary() => continue,
+///         Err(e) => return Err(e),
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+pub struct Transaction {
+    client: Client,
+    txn: u64,
+    /// Shared with the transaction's scans, which can abort it.
+    state: Arc<AtomicU8>,
+}
+
+impl std::fmt::Debug for Transaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transaction").field("txn", &self.txn).field("state", &self.state.load(Ordering::Relaxed)).finish()
+    }
+}
+
+impl Transaction {
+    /// The transaction's handle on the connection (for logs).
+    pub fn id(&self) -> u64 {
+        self.txn
+    }
+
+    /// True once committed, rolled back or aborted by the node.
+    pub fn is_finished(&self) -> bool {
+        self.state.load(Ordering::Acquire) >= TXN_COMMITTED
+    }
+
+    fn check_usable(&self) -> Result<(), ClientError> {
+        match self.state.load(Ordering::Acquire) {
+            TXN_COMMITTED => Err(ClientError::Protocol("transaction already committed".to_string())),
+            TXN_ABORTED => Err(ClientError::Node(NodeError::with(
+                ErrorCode::TransactionAborted,
+                "the transaction was aborted or rolled back; start a new one",
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Execute one batch of operations in one round trip. Results come in
+    /// request order. With `ExecType::Commit` the transaction commits after the
+    /// batch. An error aborts the transaction (all its changes undone), except
+    /// the per-operation errors of operations with `abort_on_error == false`,
+    /// which come back as `OpResult::Err`.
+    pub async fn execute(&mut self, ops: Vec<KeyOp>, exec: ExecType) -> Result<Vec<OpResult>, ClientError> {
+        self.check_usable()?;
+        if exec == ExecType::Rollback && !ops.is_empty() {
+            return Err(ClientError::Protocol("a Rollback batch must be empty".to_string()));
+        }
+        let idle = self.state.load(Ordering::Acquire) == TXN_IDLE;
+        if ops.is_empty() && idle {
+            // Nothing was ever sent: nothing to execute, commit or roll back.
+            if exec != ExecType::NoCommit {
+                self.state.store(if exec == ExecType::Commit { TXN_COMMITTED } else { TXN_ABORTED }, Ordering::Release);
+            }
+            return Ok(Vec::new());
+        }
+        let n_ops = ops.len();
+        let s = &self.client.conn.shared;
+        let txn = self.txn;
+        let sig = Signal::TcKeyReq(Box::new(TcKeyReq { txn, exec, ops }));
+        // From here the node may know the transaction: a drop must roll it back.
+        self.state.store(TXN_OPEN, Ordering::Release);
+        let reply = match s.request(ReqKey::Txn(txn), s.tc(), sig).await {
+            Ok(r) => r,
+            Err(e) => {
+                // Nothing was sent for a frame-size error of the first batch,
+                // but rolling back an unknown transaction is harmless.
+                if !matches!(e, ClientError::Node(_)) || !idle {
+                    self.abort_in_background();
+                } else {
+                    self.state.store(TXN_ABORTED, Ordering::Release);
+                }
+                return Err(e);
+            }
+        };
+        match reply {
+            Reply::Key(Ok(conf)) => {
+                let conf = *conf;
+                if conf.results.len() != n_ops {
+                    self.abort_in_background();
+                    return Err(ClientError::Protocol(format!(
+                        "TC_KEYCONF carries {} results for {n_ops} operations",
+                        conf.results.len()
+                    )));
+                }
+                match conf.outcome {
+                    TxnOutcome::Open => {}
+                    TxnOutcome::Committed => self.state.store(TXN_COMMITTED, Ordering::Release),
+                    TxnOutcome::RolledBack => self.state.store(TXN_ABORTED, Ordering::Release),
+                }
+                Ok(conf.results)
+            }
+            Reply::Key(Err(r)) => {
+                self.state.store(TXN_ABORTED, Ordering::Release);
+                let mut e = r.error;
+                if let Some(i) = r.op_index {
+                    if e.message.is_empty() {
+                        e.message = format!("operation {i} of the batch");
+                    } else {
+                        e.message = format!("{} (operation {i} of the batch)", e.message);
+                    }
+                }
+                Err(ClientError::Node(e))
+            }
+            other => {
+                self.abort_in_background();
+                Err(protocol_mismatch("TC_KEYREQ", &other))
+            }
+        }
+    }
+
+    /// Commit. Sends an empty Commit batch if anything was sent; a no-op if
+    /// nothing was.
+    pub async fn commit(mut self) -> Result<(), ClientError> {
+        self.execute(Vec::new(), ExecType::Commit).await.map(|_| ())
+    }
+
+    /// Roll back everything the transaction did and release its locks.
+    pub async fn rollback(mut self) -> Result<(), ClientError> {
+        if self.is_finished() {
+            return Ok(());
+        }
+        match self.execute(Vec::new(), ExecType::Rollback).await {
+            Ok(_) => Ok(()),
+            // The node forgot it already (aborted it): rolled back all the same.
+            Err(ClientError::Node(e)) if e.code == ErrorCode::TransactionAborted => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Scan inside the transaction: with `LockMode::Shared`/`Exclusive` the rows
+    /// returned stay locked until the transaction ends. A scan error aborts the
+    /// transaction.
+    pub async fn scan(&mut self, spec: ScanSpec) -> Result<ScanStream, ClientError> {
+        self.check_usable()?;
+        self.state.store(TXN_OPEN, Ordering::Release);
+        ScanStream::open(self.client.clone(), self.txn, false, spec, Some(self.state.clone())).await
+    }
+
+    /// Mark finished and queue a rollback without waiting for its reply.
+    fn abort_in_background(&mut self) {
+        let prev = self.state.swap(TXN_ABORTED, Ordering::AcqRel);
+        if prev == TXN_OPEN {
+            send_rollback(&self.client.conn.shared, self.txn);
+        }
+    }
+}
+
+fn send_rollback(s: &Shared, txn: u64) {
+    // Best effort: if the connection is gone the node aborts the transaction
+    // itself (API_FAILREQ).
+    let _ = s.send(s.tc(), Signal::TcKeyReq(Box::new(TcKeyReq { txn, exec: ExecType::Rollback, ops: Vec::new() })));
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        if self.state.load(Ordering::Acquire) == TXN_OPEN {
+            // An in-flight request of a cancelled `execute` may still be
+            // registered; its reply is dropped by the reader.
+            self.client.conn.shared.unregister(ReqKey::Txn(self.txn));
+            send_rollback(&self.client.conn.shared, self.txn);
+        }
+    }
+}
+
+/// The rows of a scan, fetched batch by batch (`ScanSpec::batch_rows` rows per
+/// round trip). Dropping an unfinished stream closes the scan in the background.
+pub struct ScanStream {
+    client: Client,
+    txn: u64,
+    scan_id: u32,
+    /// First batch, delivered with the open reply.
+    buffered: Option<Vec<Vec<Value>>>,
+    done: bool,
+    /// The owning transaction's state (None for a standalone scan).
+    txn_state: Option<Arc<AtomicU8>>,
+}
+
+impl std::fmt::Debug for ScanStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScanStream").field("scan_id", &self.scan_id).field("done", &self.done).finish()
+    }
+}
+
+impl ScanStream {
+    async fn open(
+        client: Client,
+        txn: u64,
+        standalone: bool,
+        spec: ScanSpec,
+        txn_state: Option<Arc<AtomicU8>>,
+    ) -> Result<ScanStream, ClientError> {
+        let s = &client.conn.shared;
+        let scan_id = s.alloc_scan();
+        let req = Signal::ScanTabReq(Box::new(ScanTabReq { txn, scan_id, standalone, spec }));
+        let mut st = ScanStream { client: client.clone(), txn, scan_id, buffered: None, done: false, txn_state };
+        let (rows, done) = st.round_trip(req).await?;
+        st.buffered = Some(rows);
+        st.done = done;
+        Ok(st)
+    }
+
+    async fn round_trip(&mut self, req: Signal) -> Result<(Vec<Vec<Value>>, bool), ClientError> {
+        let s = &self.client.conn.shared;
+        let res = s.request(ReqKey::Scan(self.scan_id), s.tc(), req).await;
+        let err = match res {
+            Ok(Reply::Scan(Ok(conf))) => return Ok((conf.rows, conf.done)),
+            Ok(Reply::Scan(Err(e))) => ClientError::Node(e),
+            Ok(other) => ClientError::Protocol(format!("unexpected reply to SCAN_TABREQ: {other:?}")),
+            Err(e) => e,
+        };
+        // The scan is closed by the node on SCAN_TABREF; the transaction is aborted.
+        self.done = true;
+        if let Some(st) = &self.txn_state {
+            let prev = st.swap(TXN_ABORTED, Ordering::AcqRel);
+            if prev == TXN_OPEN && !matches!(err, ClientError::Node(_)) {
+                send_rollback(s, self.txn);
+            }
+        }
+        Err(err)
+    }
+
+    /// The next batch of rows, or `None` when the scan is finished.
+    pub async fn next_batch(&mut self) -> Result<Option<Vec<Vec<Value>>>, ClientError> {
+        loop {
+            if let Some(rows) = self.buffered.take() {
+                if !rows.is_empty() {
+                    return Ok(Some(rows));
+                }
+            }
+            if self.done {
+                return Ok(None);
+            }
+            let req = Signal::ScanNextReq(ScanNextReq { txn: self.txn, scan_id: self.scan_id, close: false });
+            let (rows, done) = self.round_trip(req).await?;
+            self.buffered = Some(rows);
+            self.done = done;
+        }
+    }
+
+    /// Every remaining row.
+    pub async fn collect_all(mut self) -> Result<Vec<Vec<Value>>, ClientError> {
+        let mut all = Vec::new();
+        while let Some(mut b) = self.next_batch().await? {
+            all.append(&mut b);
+        }
+        Ok(all)
+    }
+
+    /// Close the scan early (waits for the node to confirm).
+    pub async fn close(mut self) -> Result<(), ClientError> {
+        self.buffered = None;
+        if self.done {
+            return Ok(());
+        }
+        let req = Signal::ScanNextReq(ScanNextReq { txn: self.txn, scan_id: self.scan_id, close: true });
+        self.round_trip(req).await?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl Drop for ScanStream {
+    fn drop(&mut self) {
+        if !self.done {
+            let s = &self.client.conn.shared;
+            s.unregister(ReqKey::Scan(self.scan_id));
+            let _ = s.send(
+                s.tc(),
+                Signal::ScanNextReq(ScanNextReq { txn: self.txn, scan_id: self.scan_id, close: true }),
+            );
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! One multiplexed connection to a data node: the handshake, a writer task that
+//! coalesces queued frames into one write, and a reader task that routes
+//! replies to the requests waiting for them.
+//!
+//! Send path: a caller encodes its frame straight into the shared send buffer
+//! (under a short mutex) and wakes the writer. The writer swaps the buffer out
+//! and writes it with one `write_all`; whatever is queued while that write is in
+//! progress goes out with the next one. At low load every request is written at
+//! once; at high load requests batch themselves without any timer (the adaptive
+//! send of NDB's transporters, with no artificial delay).
+//!
+//! Receive path: the reader decodes frames and completes the oneshot channel
+//! registered under the reply's key (transaction handle, scan id or dictionary
+//! request id). A reply nobody waits for (its caller gave up) is dropped.
+//!
+//! When the connection fails, every pending request completes with
+//! `NotConnected` and so does every later one.
+
+use crate::error::ClientError;
+use crate::ConnectOptions;
+use norr_kernel::{BlockRef, NodeId, Priority};
+use norr_signals::{block, wire, DictResult, Envelope, NodeError, ScanTabConf, Signal, TcKeyConf, TcKeyRef};
+use norr_transport::handshake::{self, Hello, HelloReply, MAGIC};
+use norr_transport::{encode_frame, encode_frame_with, FrameDecoder};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, Notify};
+
+/// A reply routed to one waiting request.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    Key(Result<Box<TcKeyConf>, Box<TcKeyRef>>),
+    Scan(Result<Box<ScanTabConf>, NodeError>),
+    Dict(Result<DictResult, NodeError>),
+}
+
+/// Key of a pending request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum ReqKey {
+    Txn(u64),
+    Scan(u32),
+    Dict(u32),
+}
+
+struct Pending {
+    waiting: HashMap<ReqKey, oneshot::Sender<Reply>>,
+    /// Set once the connection is gone: why.
+    closed: Option<String>,
+}
+
+struct SendQueue {
+    buf: Vec<u8>,
+    closed: bool,
+}
+
+/// State shared by the API handles and the two IO tasks.
+pub(crate) struct Shared {
+    pub api_node: NodeId,
+    pub data_node: NodeId,
+    pub opts: ConnectOptions,
+    pending: Mutex<Pending>,
+    send: Mutex<SendQueue>,
+    send_wakeup: Notify,
+    next_txn: AtomicU64,
+    next_scan: AtomicU32,
+    next_dict: AtomicU32,
+}
+
+/// Send buffer capacity kept between writes; a larger one (after a big batch)
+/// is shrunk back so an idle connection does not pin memory.
+const SEND_BUF_KEEP_BYTES: usize = 1 << 20;
+/// Bytes read from the socket per read call.
+const READ_CHUNK_BYTES: usize = 256 * 1024;
+
+impl Shared {
+    pub fn alloc_txn(&self) -> u64 {
+        self.next_txn.fetch_add(1, Ordering::Relaxed)
+    }
+    pub fn alloc_scan(&self) -> u32 {
+        self.next_scan.fetch_add(1, Ordering::Relaxed)
+    }
+    pub fn alloc_dict(&self) -> u32 {
+        self.next_dict.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn tc(&self) -> BlockRef {
+        BlockRef::new(self.data_node, block::TC, 0)
+    }
+    pub fn dict(&self) -> BlockRef {
+        BlockRef::new(self.data_node, block::DICT, 0)
+    }
+
+    /// Why the connection is closed, if it is.
+    pub fn closed_reason(&self) -> Option<String> {
+        self.pending.lock().expect("pending lock").closed.clone()
+    }
+
+    fn not_connected(&self) -> ClientError {
+        ClientError::NotConnected(
+            self.closed_reason().unwrap_or_else(|| "connection closed".to_string()),
+        )
+    }
+
+    /// Register interest in the reply under `key`. Fails if the connection is
+    /// closed or too many requests are pending.
+    pub fn register(&self, key: ReqKey) -> Result<oneshot::Receiver<Reply>, ClientError> {
+        let (tx, rx) = oneshot::channel();
+        let mut p = self.pending.lock().expect("pending lock");
+        if let Some(why) = &p.closed {
+            return Err(ClientError::NotConnected(why.clone()));
+        }
+        if p.waiting.len() >= self.opts.max_pending_requests {
+            return Err(ClientError::Node(NodeError::with(
+                norr_signals::ErrorCode::Overloaded,
+                format!("more than {} requests pending on this connection", self.opts.max_pending_requests),
+            )));
+        }
+        let old = p.waiting.insert(key, tx);
+        assert!(old.is_none(), "request key {key:?} registered twice");
+        Ok(rx)
+    }
+
+    pub fn unregister(&self, key: ReqKey) {
+        self.pending.lock().expect("pending lock").waiting.remove(&key);
+    }
+
+    /// Queue one message to `to`. Checks the frame size limit before anything
+    /// is queued, so an oversized request never reaches the node (which would
+    /// close the connection, failing every other transaction on it).
+    pub fn send(&self, to: BlockRef, signal: Signal) -> Result<(), ClientError> {
+        let env = Envelope { from: BlockRef::new(self.api_node, block::API, 0), to, prio: Priority::B, signal };
+        let mut q = self.send.lock().expect("send lock");
+        if q.closed {
+            drop(q);
+            return Err(self.not_connected());
+        }
+        let was_empty = q.buf.is_empty();
+        let start = q.buf.len();
+        encode_frame_with(&mut q.buf, |out| wire::encode_into(&env, out));
+        let payload = q.buf.len() - start - norr_transport::frame::FRAME_HEADER_BYTES;
+        if payload > self.opts.max_frame_bytes {
+            q.buf.truncate(start);
+            return Err(ClientError::Node(NodeError::with(
+                norr_signals::ErrorCode::ValueTooLarge,
+                format!(
+                    "request of {payload} bytes exceeds the frame limit of {} bytes; send smaller batches",
+                    self.opts.max_frame_bytes
+                ),
+            )));
+        }
+        drop(q);
+        if was_empty {
+            self.send_wakeup.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Send and wait for the reply under `key`, with the request timeout.
+    pub async fn request(&self, key: ReqKey, to: BlockRef, signal: Signal) -> Result<Reply, ClientError> {
+        let rx = self.register(key)?;
+        // Removes the registration if this future is dropped before the reply.
+        let guard = Unregister { shared: self, key };
+        self.send(to, signal)?;
+        let reply = match self.opts.request_timeout {
+            Some(t) => match tokio::time::timeout(t, rx).await {
+                Ok(r) => r,
+                Err(_) => return Err(ClientError::Timeout),
+            },
+            None => rx.await,
+        };
+        std::mem::forget(guard);
+        reply.map_err(|_| self.not_connected())
+    }
+
+    /// Mark the connection dead: fail every pending request, refuse new ones.
+    pub fn close(&self, why: String) {
+        let waiting = {
+            let mut p = self.pending.lock().expect("pending lock");
+            if p.closed.is_none() {
+                p.closed = Some(why);
+            }
+            std::mem::take(&mut p.waiting)
+        };
+        // Dropping the senders wakes every waiter with an error.
+        drop(waiting);
+        self.send.lock().expect("send lock").closed = true;
+        self.send_wakeup.notify_one();
+    }
+
+    fn dispatch(&self, env: Envelope) -> Result<(), String> {
+        let (key, reply) = match env.signal {
+            Signal::TcKeyConf(c) => (ReqKey::Txn(c.txn), Reply::Key(Ok(c))),
+            Signal::TcKeyRef(r) => (ReqKey::Txn(r.txn), Reply::Key(Err(r))),
+            Signal::ScanTabConf(c) => (ReqKey::Scan(c.scan_id), Reply::Scan(Ok(c))),
+            Signal::ScanTabRef(r) => (ReqKey::Scan(r.scan_id), Reply::Scan(Err(r.error))),
+            Signal::DictConf(c) => (ReqKey::Dict(c.req_id), Reply::Dict(Ok(c.result))),
+            Signal::DictRef(r) => (ReqKey::Dict(r.req_id), Reply::Dict(Err(r.error))),
+            other => return Err(format!("unexpected signal {} from the data node", other.name())),
+        };
+        let tx = self.pending.lock().expect("pending lock").waiting.remove(&key);
+        if let Some(tx) = tx {
+            // The waiter may have gone (dropped future): nothing to do.
+            let _ = tx.send(reply);
+        }
+        Ok(())
+    }
+}
+
+struct Unregister<'a> {
+    shared: &'a Shared,
+    key: ReqKey,
+}
+
+impl Drop for Unregister<'_> {
+    fn drop(&mut self) {
+        self.shared.unregister(self.key);
+    }
+}
+
+/// Owns the IO tasks; dropping it (with the last `Client` clone) stops them and
+/// closes the socket.
+pub(crate) struct Conn {
+    pub shared: Arc<Shared>,
+    reader: tokio::task::AbortHandle,
+    writer: tokio::task::AbortHandle,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.shared.close("client dropped".to_string());
+        self.reader.abort();
+        // The writer exits by itself once it has flushed (queued rollbacks of
+        // dropped transactions still go out), or is aborted with the runtime.
+        let _ = &self.writer;
+    }
+}
+
+/// Connect and handshake, then start the IO tasks on the current runtime.
+pub(crate) async fn connect(addr: impl tokio::net::ToSocketAddrs, opts: ConnectOptions) -> Result<Conn, ClientError> {
+    let io = async {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        Ok::<_, std::io::Error>(stream)
+    };
+    let stream = match tokio::time::timeout(opts.connect_timeout, io).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(ClientError::NotConnected(format!("connect failed: {e}"))),
+        Err(_) => return Err(ClientError::NotConnected("connect timed out".to_string())),
+    };
+    let (mut rd, mut wr) = stream.into_split();
+
+    let hello = Hello {
+        magic: MAGIC,
+        wire_version: wire::WIRE_VERSION,
+        client_name: opts.client_name.clone(),
+    };
+    let mut frame = Vec::new();
+    encode_frame(&handshake::encode_hello(&hello), &mut frame);
+    let mut dec = FrameDecoder::new(opts.max_frame_bytes);
+    let hs = async {
+        wr.write_all(&frame).await.map_err(|e| ClientError::NotConnected(format!("handshake write: {e}")))?;
+        let mut buf = vec![0u8; 4096];
+        loop {
+            if let Some(f) = dec.next_frame().map_err(|e| ClientError::Protocol(format!("handshake: {e}")))? {
+                return handshake::decode_reply(f).map_err(ClientError::Protocol);
+            }
+            let n = rd.read(&mut buf).await.map_err(|e| ClientError::NotConnected(format!("handshake read: {e}")))?;
+            if n == 0 {
+                return Err(ClientError::NotConnected("connection closed during handshake".to_string()));
+            }
+            dec.push(&buf[..n]);
+        }
+    };
+    let reply = match tokio::time::timeout(opts.connect_timeout, hs).await {
+        Ok(r) => r?,
+        Err(_) => return Err(ClientError::NotConnected("handshake timed out".to_string())),
+    };
+    let (api_node, data_node) = match reply {
+        HelloReply::Welcome { api_node, data_node, wire_version } => {
+            if wire_version != wire::WIRE_VERSION {
+                return Err(ClientError::Node(NodeError::with(
+                    norr_signals::ErrorCode::UnsupportedVersion,
+                    format!("node speaks wire version {wire_version}, client {}", wire::WIRE_VERSION),
+                )));
+            }
+            (api_node, data_node)
+        }
+        HelloReply::Refused { reason } => {
+            return Err(ClientError::Protocol(format!("data node refused the connection: {reason}")))
+        }
+    };
+
+    let shared = Arc::new(Shared {
+        api_node,
+        data_node,
+        opts,
+        pending: Mutex::new(Pending { waiting: HashMap::new(), closed: None }),
+        send: Mutex::new(SendQueue { buf: Vec::with_capacity(64 * 1024), closed: false }),
+        send_wakeup: Notify::new(),
+        next_txn: AtomicU64::new(1),
+        next_scan: AtomicU32::new(1),
+        next_dict: AtomicU32::new(1),
+    });
+    let reader = tokio::spawn(reader_task(shared.clone(), rd, dec)).abort_handle();
+    let writer = tokio::spawn(writer_task(shared.clone(), wr)).abort_handle();
+    Ok(Conn { shared, reader, writer })
+}
+
+async fn writer_task(shared: Arc<Shared>, mut wr: OwnedWriteHalf) {
+    let mut out: Vec<u8> = Vec::with_capacity(64 * 1024);
+    loop {
+        let closed = {
+            let mut q = shared.send.lock().expect("send lock");
+            std::mem::swap(&mut q.buf, &mut out);
+            q.closed
+        };
+        if !out.is_empty() {
+            if let Err(e) = wr.write_all(&out).await {
+                shared.close(format!("write failed: {e}"));
+                return;
+            }
+            out.clear();
+            if out.capacity() > SEND_BUF_KEEP_BYTES {
+                out.shrink_to(SEND_BUF_KEEP_BYTES);
+            }
+            // Frames may have queued during the write: go round without waiting.
+            continue;
+        }
+        if closed {
+            let _ = wr.shutdown().await;
+            return;
+        }
+        shared.send_wakeup.notified().await;
+    }
+}
+
+async fn reader_task(shared: Arc<Shared>, mut rd: OwnedReadHalf, mut dec: FrameDecoder) {
+    let mut buf = vec![0u8; READ_CHUNK_BYTES];
+    let why = 'outer: loop {
+        // Frames already buffered (the handshake read may have over-read).
+        loop {
+            match dec.next_frame() {
+                Ok(Some(f)) => match wire::decode(f) {
+                    Ok(env) => {
+                        if let Err(e) = shared.dispatch(env) {
+                            break 'outer e;
+                        }
+                    }
+                    Err(e) => break 'outer format!("bad message from the data node: {e}"),
+                },
+                Ok(None) => break,
+                Err(e) => break 'outer format!("bad frame from the data node: {e}"),
+            }
+        }
+        match rd.read(&mut buf).await {
+            Ok(0) => break "connection closed by the data node".to_string(),
+            Ok(n) => dec.push(&buf[..n]),
+            Err(e) => break format!("read failed: {e}"),
+        }
+    };
+    shared.close(why);
+}
