@@ -1,0 +1,195 @@
+//! Partition scans: full scans in slot order and ordered-index range scans.
+//!
+//! A cursor holds a position, never a reference into storage, so it stays valid
+//! across the inserts, updates and deletes LQH commits between batches:
+//! * full scan: the next RowId to look at. Rows live in slots that do not move,
+//!   so each row is seen at most once; rows inserted into slots behind the
+//!   cursor are missed, rows deleted before the cursor reaches them are not
+//!   returned.
+//! * ordered scan: the last returned entry key (`index key ++ pk`); the next
+//!   batch resumes strictly after (ascending) or before (descending) it. Entries
+//!   are unique, so no entry is returned twice. (An update that moves a row's
+//!   index key past the cursor makes it a new entry, which is then returned
+//!   again under its new key, as in any B-tree scan without locks.)
+
+use crate::fixed_pages::RowId;
+use crate::ordered_index::{key_range, range_is_empty};
+use crate::table_store::TableStore;
+use norr_signals::coerce::coerce_value;
+use norr_signals::filter_eval::eval_filter;
+use norr_signals::keycode::encode_value;
+use norr_signals::ops::{Bound as ScanBound, Filter, ScanRange};
+use norr_signals::schema::IndexKind;
+use norr_signals::value::Value;
+use norr_signals::{ErrorCode, IndexId, NodeError};
+use std::ops::Bound;
+
+/// Resumable position of a partition scan.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScanCursor {
+    Full {
+        next: u64,
+        done: bool,
+    },
+    Ordered {
+        index: IndexId,
+        low: Bound<Vec<u8>>,
+        high: Bound<Vec<u8>>,
+        descending: bool,
+        last: Option<Vec<u8>>,
+        done: bool,
+    },
+}
+
+impl ScanCursor {
+    pub fn is_done(&self) -> bool {
+        match self {
+            ScanCursor::Full { done, .. } | ScanCursor::Ordered { done, .. } => *done,
+        }
+    }
+}
+
+fn bad_bound(msg: String) -> NodeError {
+    NodeError::with(ErrorCode::BadScanBound, msg)
+}
+
+impl TableStore {
+    fn encode_bound(&self, index: IndexId, b: &ScanBound) -> Result<Vec<u8>, NodeError> {
+        let ix = self.index(index)?;
+        if b.values.len() > ix.key.cols.len() {
+            return Err(bad_bound(format!(
+                "bound has {} values, index {} has {} columns",
+                b.values.len(),
+                ix.def.name,
+                ix.key.cols.len()
+            )));
+        }
+        let mut out = Vec::new();
+        for ((v, t), c) in b.values.iter().zip(&ix.key.types).zip(&ix.key.cols) {
+            let name = &self.def.columns[*c].name;
+            let cv = coerce_value(v.clone(), t, true)
+                .map_err(|e| bad_bound(format!("bound value for column {name}: {}", e.message)))?;
+            encode_value(&mut out, &cv, t);
+        }
+        Ok(out)
+    }
+
+    pub fn scan_open(
+        &self,
+        pi: usize,
+        index: Option<IndexId>,
+        range: Option<&ScanRange>,
+        descending: bool,
+    ) -> Result<ScanCursor, NodeError> {
+        let _ = pi;
+        let Some(index) = index else {
+            if range.is_some() {
+                return Err(bad_bound("a range needs an ordered index".into()));
+            }
+            return Ok(ScanCursor::Full { next: 0, done: false });
+        };
+        let ix = self.index(index)?;
+        if ix.def.kind != IndexKind::Ordered {
+            return Err(bad_bound(format!("index {} is a hash index and cannot be scanned", ix.def.name)));
+        }
+        let (low, high) = match range {
+            None => (Bound::Unbounded, Bound::Unbounded),
+            Some(r) => {
+                let lo = self.encode_bound(index, &r.low)?;
+                let hi = self.encode_bound(index, &r.high)?;
+                key_range(&lo, r.low.inclusive, &hi, r.high.inclusive)
+            }
+        };
+        let done = range_is_empty(&low, &high);
+        Ok(ScanCursor::Ordered { index, low, high, descending, last: None, done })
+    }
+
+    fn passes(&self, filter: Option<&Filter>, row: &[Value]) -> Result<bool, NodeError> {
+        match filter {
+            None => Ok(true),
+            Some(f) => Ok(eval_filter(f, row, &self.def)? == Some(true)),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn scan_next(
+        &self,
+        pi: usize,
+        cursor: &mut ScanCursor,
+        filter: Option<&Filter>,
+        max_rows: usize,
+        examine_limit: usize,
+        out: &mut Vec<(RowId, Vec<Value>)>,
+    ) -> Result<bool, NodeError> {
+        // Always make progress, even with silly limits.
+        let examine_limit = examine_limit.max(1);
+        let mut examined = 0usize;
+        let mut returned = 0usize;
+        match cursor {
+            ScanCursor::Full { next, done } => {
+                if *done {
+                    return Ok(true);
+                }
+                let fixed = self.parts[pi].fixed();
+                while returned < max_rows && examined < examine_limit {
+                    let Some(r) = fixed.next_live(*next) else {
+                        *done = true;
+                        return Ok(true);
+                    };
+                    *next = r as u64 + 1;
+                    examined += 1;
+                    let row = self.read(pi, r);
+                    if self.passes(filter, &row)? {
+                        out.push((r, row));
+                        returned += 1;
+                    }
+                }
+                // Look ahead so the caller learns about exhaustion in this batch.
+                if fixed.next_live(*next).is_none() {
+                    *done = true;
+                }
+                Ok(*done)
+            }
+            ScanCursor::Ordered { index, low, high, descending, last, done } => {
+                if *done {
+                    return Ok(true);
+                }
+                let ord = self.parts[pi]
+                    .ordered
+                    .get(index)
+                    .ok_or_else(|| NodeError::with(ErrorCode::NoSuchIndex, format!("index {index} dropped during scan")))?;
+                let (lo, hi) = match (&last, *descending) {
+                    (None, _) => (low.clone(), high.clone()),
+                    (Some(k), false) => (Bound::Excluded(k.clone()), high.clone()),
+                    (Some(k), true) => (low.clone(), Bound::Excluded(k.clone())),
+                };
+                if range_is_empty(&lo, &hi) {
+                    *done = true;
+                    return Ok(true);
+                }
+                let mut it: Box<dyn Iterator<Item = (&Vec<u8>, &RowId)>> = if *descending {
+                    Box::new(ord.map.range((lo, hi)).rev())
+                } else {
+                    Box::new(ord.map.range((lo, hi)))
+                };
+                while returned < max_rows && examined < examine_limit {
+                    let Some((k, &r)) = it.next() else {
+                        *done = true;
+                        return Ok(true);
+                    };
+                    examined += 1;
+                    *last = Some(k.clone());
+                    let row = self.read(pi, r);
+                    if self.passes(filter, &row)? {
+                        out.push((r, row));
+                        returned += 1;
+                    }
+                }
+                if it.next().is_none() {
+                    *done = true;
+                }
+                Ok(*done)
+            }
+        }
+    }
+}
