@@ -1,1 +1,182 @@
-//! norr-runtime (in progress)
+//! The production host of a data node: sockets, the real clock and the thread
+//! that runs the blocks.
+//!
+//! The blocks are deterministic state machines (see `norr-kernel`); this crate
+//! feeds them: it accepts API connections, decodes frames into signals, delivers
+//! them into the node's [`Scheduler`], runs the scheduler, advances its clock
+//! from a monotonic real clock, fires delayed signals on time, and sends the
+//! signals addressed to API nodes back over their connections under the adaptive
+//! send policy of `norr-transport`.
+//!
+//! # Thread layout
+//!
+//! [`RuntimeOptions::threads`] is the thread layout. Only `threads: 1` is
+//! implemented: ONE event-loop thread (mio, like Redis) does network receive,
+//! runs every block and sends. That is the right layout on this project's
+//! 2-core machines; layouts with separate receive/send/LDM threads will be
+//! further values of the same option, not code changes in the blocks.
+//!
+//! # Connection protocol
+//!
+//! See `event_loop` for the connection life cycle: handshake, API node ids,
+//! validation of every frame, back-pressure and the `ApiFailReq` sent to TC and
+//! DICT when a connection ends.
+
+mod conn;
+mod event_loop;
+
+use norr_kernel::{NodeId, Scheduler};
+use norr_knobs::Knobs;
+use norr_signals::Signal;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+pub use conn::FIRST_API_NODE_ID;
+
+/// What a data node needs to start.
+#[derive(Debug, Clone)]
+pub struct DataNodeConfig {
+    pub node_id: NodeId,
+    /// Address for API connections (port 0: any free port, see
+    /// [`DataNodeHandle::local_addr`]).
+    pub listen: SocketAddr,
+    pub knobs: Knobs,
+}
+
+/// How the host runs the node: thread layout and loop bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeOptions {
+    /// Threads running the node. Only 1 is implemented: one event-loop thread
+    /// receives, runs every block and sends (the default on 2-core machines).
+    /// Other values are refused by [`start_data_node_with`] until the
+    /// multi-threaded layouts exist.
+    pub threads: u32,
+    /// Most signals executed between two looks at the network, so a busy node
+    /// still reads new requests and sends replies.
+    pub max_signals_per_poll: usize,
+    /// Most bytes read from one connection before the loop turns to the others
+    /// (fairness between clients).
+    pub max_read_bytes_per_round: usize,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        RuntimeOptions { threads: 1, max_signals_per_poll: 4096, max_read_bytes_per_round: 256 * 1024 }
+    }
+}
+
+/// A running data node.
+pub struct DataNodeHandle {
+    local_addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    waker: Arc<mio::Waker>,
+    thread: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl DataNodeHandle {
+    /// Where the node listens for API connections.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Ask the node to stop (returns at once; `join` waits for it). Open
+    /// connections are closed.
+    pub fn shutdown(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Err(e) = self.waker.wake() {
+            tracing::warn!("data node shutdown: waking the event loop failed: {e}");
+        }
+    }
+
+    /// Wait until the node has stopped (after `shutdown`, or a fatal error).
+    pub fn join(mut self) -> io::Result<()> {
+        self.join_inner()
+    }
+
+    fn join_inner(&mut self) -> io::Result<()> {
+        match self.thread.take() {
+            None => Ok(()),
+            Some(t) => match t.join() {
+                Ok(r) => r,
+                Err(_) => Err(io::Error::other("data node event loop panicked")),
+            },
+        }
+    }
+}
+
+impl Drop for DataNodeHandle {
+    /// Dropping the handle stops the node.
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            self.shutdown();
+            let _ = self.join_inner();
+        }
+    }
+}
+
+/// Start a data node with the blocks of `norr_txn::build_data_node` (wired by
+/// the binary through [`start_data_node_with`] until this crate depends on txn).
+/// Returns once the node listens.
+pub fn start_data_node(cfg: DataNodeConfig) -> io::Result<DataNodeHandle> {
+    let sched = default_blocks(&cfg)?;
+    start_data_node_with(cfg, RuntimeOptions::default(), sched)
+}
+
+/// Run a data node on the calling thread's behalf until it stops (the
+/// `norr datad` command).
+pub fn run_data_node(cfg: DataNodeConfig) -> io::Result<()> {
+    start_data_node(cfg)?.join()
+}
+
+/// The blocks a production data node runs.
+fn default_blocks(cfg: &DataNodeConfig) -> io::Result<Scheduler<Signal>> {
+    // TODO(runtime): norr_txn::build_data_node(cfg.node_id, &cfg.knobs) once txn lands.
+    let _ = cfg;
+    Err(io::Error::new(io::ErrorKind::Unsupported, "the TC/LQH/DICT blocks (norr-txn) are not wired in yet"))
+}
+
+/// Start a data node running the blocks registered in `sched` (tests use their
+/// own blocks). `sched` must belong to `cfg.node_id`, and its B job buffer bound
+/// should be `cfg.knobs.job_buffer_bound` (the host checks that bound before it
+/// delivers, so a refused signal is kept, never dropped).
+pub fn start_data_node_with(
+    cfg: DataNodeConfig,
+    opts: RuntimeOptions,
+    sched: Scheduler<Signal>,
+) -> io::Result<DataNodeHandle> {
+    cfg.knobs.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    if opts.threads != 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("threads = {}: only the single event-loop thread layout (threads = 1) is implemented", opts.threads),
+        ));
+    }
+    if sched.node() != cfg.node_id {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("scheduler belongs to node {}, config says node {}", sched.node(), cfg.node_id),
+        ));
+    }
+    let std_listener = std::net::TcpListener::bind(cfg.listen)?;
+    std_listener.set_nonblocking(true)?;
+    let local_addr = std_listener.local_addr()?;
+    let listener = mio::net::TcpListener::from_std(std_listener);
+    let poll = mio::Poll::new()?;
+    let waker = Arc::new(mio::Waker::new(poll.registry(), event_loop::WAKER)?);
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut el = event_loop::EventLoop::new(cfg.clone(), opts, sched, poll, listener, stop.clone())?;
+    let thread = std::thread::Builder::new()
+        .name(format!("norr-node-{}", cfg.node_id))
+        .spawn(move || {
+            let r = el.run();
+            if let Err(e) = &r {
+                tracing::error!("data node event loop failed: {e}");
+            }
+            r
+        })?;
+    tracing::info!(node = cfg.node_id, %local_addr, "data node listening");
+    Ok(DataNodeHandle { local_addr, stop, waker, thread: Some(thread) })
+}

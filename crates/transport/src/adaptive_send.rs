@@ -230,7 +230,7 @@ impl AdaptiveSend {
 /// The send buffer of one connection overflowed: the peer does not read its
 /// replies, and the host closes the connection.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("send buffer holds {len} bytes, over the limit of {max} bytes: peer is not reading")]
+#[error("send buffer holds {len} unsent bytes, at the limit of {max} bytes: peer is not reading")]
 pub struct SendBufferFull {
     pub len: usize,
     pub max: usize,
@@ -287,23 +287,21 @@ impl SendBuffer {
         }
     }
 
-    fn check(&self) -> Result<(), SendBufferFull> {
-        if self.len() > self.max_bytes {
+    /// Append one frame whose payload `fill` writes in place, unless the bytes
+    /// already pending reach the bound: then the peer is not reading, nothing is
+    /// appended and the host closes the connection. (So the buffer holds at most
+    /// `max_bytes` plus one frame: a single reply larger than the bound still
+    /// goes out to a peer that reads.)
+    pub fn push_frame_with(&mut self, fill: impl FnOnce(&mut Vec<u8>)) -> Result<(), SendBufferFull> {
+        if self.len() >= self.max_bytes {
             return Err(SendBufferFull { len: self.len(), max: self.max_bytes });
         }
-        Ok(())
-    }
-
-    /// Append one frame whose payload `fill` writes in place. The frame is
-    /// appended even when it overflows the bound; the error tells the host to
-    /// close the connection.
-    pub fn push_frame_with(&mut self, fill: impl FnOnce(&mut Vec<u8>)) -> Result<(), SendBufferFull> {
         if self.pos > 0 && self.pos == self.buf.len() {
             self.buf.clear();
             self.pos = 0;
         }
         crate::frame::encode_frame_with(&mut self.buf, fill);
-        self.check()
+        Ok(())
     }
 
     /// Append one frame carrying `payload`.
@@ -507,11 +505,17 @@ mod tests {
 
         // A peer that stops reading overflows the bound.
         let mut sb = SendBuffer::new(100);
-        for _ in 0..7 {
+        for _ in 0..8 {
             sb.push_frame(&[0u8; 4]).unwrap();
         }
-        let err = sb.push_frame(&[0u8; 20]).unwrap_err();
-        assert_eq!(err, SendBufferFull { len: 7 * 12 + 28, max: 100 });
+        sb.push_frame(&[0u8; 20]).unwrap(); // 96 pending: still accepted
+        let err = sb.push_frame(&[0u8; 1]).unwrap_err();
+        assert_eq!(err, SendBufferFull { len: 8 * 12 + 28, max: 100 });
+        assert_eq!(sb.len(), 124, "a refused frame is not appended");
+        // One frame larger than the bound goes to a peer that reads.
+        let mut sb = SendBuffer::new(100);
+        sb.push_frame(&[7u8; 500]).unwrap();
+        assert_eq!(sb.len(), 508);
 
         let mut sb = SendBuffer::new(1 << 20);
         sb.push_frame_with(|o| o.extend_from_slice(b"xyz")).unwrap();

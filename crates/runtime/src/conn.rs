@@ -1,0 +1,161 @@
+//! One API connection's state, and the pool of API node ids.
+
+use norr_kernel::NodeId;
+use norr_signals::Envelope;
+use norr_transport::{AdaptiveSend, FrameDecoder, SendBuffer};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+/// API node ids are handed out from here upwards (1..100 are for data nodes and
+/// management servers).
+pub const FIRST_API_NODE_ID: NodeId = 100;
+
+/// Why a connection ends (for the log).
+#[derive(Debug, Clone)]
+pub(crate) enum CloseReason {
+    Eof,
+    Io(String),
+    Protocol(String),
+    SendOverflow(String),
+    Refused(String),
+}
+
+impl std::fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CloseReason::Eof => write!(f, "peer closed the connection"),
+            CloseReason::Io(e) => write!(f, "io error: {e}"),
+            CloseReason::Protocol(e) => write!(f, "protocol violation: {e}"),
+            CloseReason::SendOverflow(e) => write!(f, "{e}"),
+            CloseReason::Refused(e) => write!(f, "refused: {e}"),
+        }
+    }
+}
+
+pub(crate) struct Conn {
+    pub stream: mio::net::TcpStream,
+    pub peer: SocketAddr,
+    pub decoder: FrameDecoder,
+    pub send: SendBuffer,
+    pub policy: AdaptiveSend,
+    /// Assigned at the handshake; `None` until then.
+    pub api_node: Option<NodeId>,
+    /// A signal the scheduler could not take (job buffer full): delivered first
+    /// when there is room; meanwhile the connection is not read (back-pressure).
+    pub stalled: Option<Envelope>,
+    /// The socket may hold unread bytes (reading was paused or its budget used).
+    pub read_more: bool,
+    /// Registered for WRITABLE: a write would have blocked.
+    pub write_interest: bool,
+    /// In the loop's list of connections with bytes to send.
+    pub in_dirty: bool,
+    /// Marked for closing at the end of this loop round.
+    pub close: Option<CloseReason>,
+}
+
+impl Conn {
+    pub fn new(
+        stream: mio::net::TcpStream,
+        peer: SocketAddr,
+        max_frame_bytes: usize,
+        max_send_buffer_bytes: usize,
+        policy: AdaptiveSend,
+    ) -> Conn {
+        Conn {
+            stream,
+            peer,
+            decoder: FrameDecoder::new(max_frame_bytes),
+            send: SendBuffer::new(max_send_buffer_bytes),
+            policy,
+            api_node: None,
+            stalled: None,
+            read_more: false,
+            write_interest: false,
+            in_dirty: false,
+            close: None,
+        }
+    }
+
+    /// Mark for closing; the first reason wins.
+    pub fn mark_close(&mut self, r: CloseReason) {
+        if self.close.is_none() {
+            self.close = Some(r);
+        }
+    }
+}
+
+/// API node ids: handed out lowest-first at start, then in FIFO order of their
+/// release, so an id is reused as late as possible. An id is released only after
+/// the `ApiFailReq` of its previous holder has been delivered *and executed*
+/// (the node was idle after it), so no signal of the old holder can be mistaken
+/// for one of the new holder.
+pub(crate) struct ApiIdPool {
+    free: VecDeque<NodeId>,
+    /// ApiFailReq delivered, not yet known to have run.
+    failing: Vec<NodeId>,
+    /// ApiFailReq ran in a round that did not leave the node idle.
+    draining: Vec<NodeId>,
+    capacity: usize,
+}
+
+impl ApiIdPool {
+    pub fn new(max_api_connections: u32) -> ApiIdPool {
+        let room = (NodeId::MAX - FIRST_API_NODE_ID) as usize + 1;
+        let capacity = (max_api_connections as usize).min(room);
+        assert!(capacity > 0);
+        let free = (0..capacity).map(|i| FIRST_API_NODE_ID + i as NodeId).collect();
+        ApiIdPool { free, failing: Vec::new(), draining: Vec::new(), capacity }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn alloc(&mut self) -> Option<NodeId> {
+        self.free.pop_front()
+    }
+
+    /// The holder of `id` is gone and its ApiFailReq was delivered.
+    pub fn failed(&mut self, id: NodeId) {
+        debug_assert!(!self.free.contains(&id), "api node {id} released twice");
+        self.failing.push(id);
+    }
+
+    /// Called before the scheduler runs: ids failed so far will have their
+    /// ApiFailReq executed in this run (priority A runs first).
+    pub fn before_run(&mut self) {
+        self.draining.append(&mut self.failing);
+    }
+
+    /// Called after the scheduler ran: if the node is idle, every signal of the
+    /// old holders has been executed and their ids may be reused.
+    pub fn after_run(&mut self, node_idle: bool) {
+        if node_idle {
+            self.free.extend(self.draining.drain(..));
+        }
+        debug_assert!(self.free.len() + self.failing.len() + self.draining.len() <= self.capacity);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_reused_only_after_the_node_was_idle() {
+        let mut p = ApiIdPool::new(2);
+        assert_eq!(p.alloc(), Some(100));
+        assert_eq!(p.alloc(), Some(101));
+        assert_eq!(p.alloc(), None);
+        p.failed(100);
+        p.after_run(true); // ApiFailReq not run yet
+        assert_eq!(p.alloc(), None);
+        p.before_run();
+        p.after_run(false);
+        assert_eq!(p.alloc(), None);
+        p.after_run(true);
+        assert_eq!(p.alloc(), Some(100));
+        let big = ApiIdPool::new(1 << 16);
+        assert_eq!(big.capacity(), (NodeId::MAX - FIRST_API_NODE_ID) as usize + 1);
+    }
+}

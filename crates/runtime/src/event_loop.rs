@@ -1,0 +1,558 @@
+//! The single event-loop thread of a data node (thread layout `threads: 1`).
+//!
+//! One round of the loop:
+//! 1. poll the sockets (timeout: 0 if work is ready, else the next timer's due
+//!    time, else forever; a waker interrupts it for shutdown);
+//! 2. accept new connections, read readable ones, decode and validate frames and
+//!    deliver their signals into the scheduler;
+//! 3. advance the scheduler's clock to the real monotonic clock (queues due
+//!    delayed signals) and run at most `max_signals_per_poll` signals;
+//! 4. route the signals addressed to API nodes into their connections' send
+//!    buffers and write them out as the adaptive send policy says;
+//! 5. close connections that ended, delivering `ApiFailReq` to TC and DICT.
+//!
+//! Before the loop blocks in poll it always writes every pending byte: poll has
+//! millisecond resolution, far above the microseconds the send policy may wait,
+//! so coalescing only happens while the loop is busy anyway (first a poll with
+//! timeout 0 looks for more work to batch with).
+//!
+//! Connection life cycle: the first frame must be a handshake `Hello` with our
+//! magic and wire version, else `Refused` and close. The node assigns an API
+//! node id and replies `Welcome`. Every later frame must be one well-formed
+//! wire message carrying a signal an API node may send (`allowed_from_api`),
+//! addressed to a block of this node; anything else (malformed, oversized, bad
+//! checksum, forged internal signal, another node) is logged and the connection
+//! closed. The envelope's sender is overwritten with the connection's own API
+//! block reference and its priority forced to B, so a client can neither pose as
+//! another client nor jump the queue. When the B job buffer is full the
+//! connection is not read until there is room (back-pressure, nothing dropped).
+
+use crate::conn::{ApiIdPool, CloseReason, Conn};
+use crate::{DataNodeConfig, RuntimeOptions};
+use mio::net::TcpListener;
+use mio::{Events, Interest, Poll, Token};
+use norr_kernel::{BlockRef, DeliverError, NodeId, Priority, Scheduler};
+use norr_signals::{block, wire, Envelope, Signal};
+use norr_transport::handshake::{self, HelloReply};
+use norr_transport::AdaptiveSendConfig;
+use std::collections::HashMap;
+use std::io::{self, Read};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::{debug, info, warn};
+
+pub(crate) const LISTENER: Token = Token(0);
+pub(crate) const WAKER: Token = Token(1);
+const FIRST_CONN: usize = 2;
+/// Connections accepted beyond `max_api_connections` (so that a client over the
+/// limit gets a `Refused` rather than a reset).
+const EXTRA_CONNS: usize = 16;
+const READ_CHUNK: usize = 64 * 1024;
+
+pub(crate) struct EventLoop {
+    node_id: NodeId,
+    knobs: norr_knobs::Knobs,
+    opts: RuntimeOptions,
+    send_cfg: AdaptiveSendConfig,
+    sched: Scheduler<Signal>,
+    /// Bound of the scheduler's B buffer as the host believes it (learned down
+    /// if the scheduler refuses earlier).
+    job_b_bound: usize,
+    poll: Poll,
+    listener: TcpListener,
+    stop: Arc<AtomicBool>,
+    start: Instant,
+    conns: Vec<Option<Conn>>,
+    free_slots: Vec<usize>,
+    live_conns: usize,
+    /// API node id -> connection slot.
+    api_slots: HashMap<NodeId, usize>,
+    ids: ApiIdPool,
+    /// Slots with bytes to send.
+    dirty: Vec<usize>,
+    /// Slots with something to do without a socket event (stalled or unread).
+    pending_read: Vec<usize>,
+    /// Slots marked for closing this round.
+    closing: Vec<usize>,
+    remote: Vec<Envelope>,
+    read_buf: Box<[u8]>,
+    /// The last poll was a zero-timeout look for more work before blocking.
+    probed: bool,
+    dropped_to_unknown: u64,
+}
+
+impl EventLoop {
+    pub fn new(
+        cfg: DataNodeConfig,
+        opts: RuntimeOptions,
+        sched: Scheduler<Signal>,
+        poll: Poll,
+        mut listener: TcpListener,
+        stop: Arc<AtomicBool>,
+    ) -> io::Result<EventLoop> {
+        poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
+        Ok(EventLoop {
+            node_id: cfg.node_id,
+            send_cfg: AdaptiveSendConfig::from_knobs(&cfg.knobs),
+            job_b_bound: cfg.knobs.job_buffer_bound,
+            ids: ApiIdPool::new(cfg.knobs.max_api_connections),
+            knobs: cfg.knobs,
+            opts,
+            sched,
+            poll,
+            listener,
+            stop,
+            start: Instant::now(),
+            conns: Vec::new(),
+            free_slots: Vec::new(),
+            live_conns: 0,
+            api_slots: HashMap::new(),
+            dirty: Vec::new(),
+            pending_read: Vec::new(),
+            closing: Vec::new(),
+            remote: Vec::new(),
+            read_buf: vec![0u8; READ_CHUNK].into_boxed_slice(),
+            probed: false,
+            dropped_to_unknown: 0,
+        })
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    pub fn run(&mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(1024);
+        while !self.stop.load(Ordering::SeqCst) {
+            let timeout = self.poll_timeout();
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if self.probed && events.is_empty() {
+                // Nothing more to batch with: send everything before blocking.
+                self.flush_all(true);
+            }
+            self.probed = false;
+            for ev in events.iter() {
+                match ev.token() {
+                    LISTENER => self.accept_all()?,
+                    WAKER => {}
+                    Token(t) => {
+                        let slot = t - FIRST_CONN;
+                        if ev.is_writable() {
+                            self.write_conn(slot);
+                        }
+                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                            self.read_conn(slot);
+                        }
+                    }
+                }
+            }
+            self.step();
+        }
+        info!(node = self.node_id, connections = self.live_conns, "data node stopping");
+        for slot in 0..self.conns.len() {
+            if let Some(mut c) = self.conns[slot].take() {
+                let _ = c.send.write_to(&mut c.stream);
+                let _ = self.poll.registry().deregister(&mut c.stream);
+            }
+        }
+        Ok(())
+    }
+
+    /// One round after the socket events: retry paused connections, run the
+    /// blocks, route and send their output, close ended connections.
+    fn step(&mut self) {
+        let now = self.now_ns();
+        self.sched.advance_to(now);
+        // Connections that paused (job buffer full) or have unread bytes.
+        if !self.pending_read.is_empty() {
+            let pending = std::mem::take(&mut self.pending_read);
+            for slot in pending {
+                self.read_conn(slot);
+            }
+        }
+        self.ids.before_run();
+        self.sched.run_until_idle(self.opts.max_signals_per_poll);
+        self.route_remote();
+        self.close_marked();
+        self.ids.after_run(!self.sched.has_ready());
+        self.flush_all(false);
+        self.close_marked();
+    }
+
+    fn poll_timeout(&mut self) -> Option<Duration> {
+        if self.sched.has_ready() || !self.pending_read.is_empty() || !self.closing.is_empty() {
+            return Some(Duration::ZERO);
+        }
+        if !self.dirty.is_empty() {
+            if !self.probed {
+                self.probed = true;
+                return Some(Duration::ZERO);
+            }
+            self.flush_all(true);
+            self.close_marked();
+        }
+        match self.sched.next_timer_ns() {
+            None => None,
+            Some(due) => Some(Duration::from_nanos(due.saturating_sub(self.now_ns()))),
+        }
+    }
+
+    fn accept_all(&mut self) -> io::Result<()> {
+        loop {
+            match self.listener.accept() {
+                Ok((mut stream, peer)) => {
+                    if self.live_conns >= self.ids.capacity() + EXTRA_CONNS {
+                        warn!(%peer, "too many connections: closing new connection at once");
+                        continue;
+                    }
+                    if let Err(e) = stream.set_nodelay(true) {
+                        warn!(%peer, "set TCP_NODELAY failed: {e}");
+                    }
+                    let slot = match self.free_slots.pop() {
+                        Some(s) => s,
+                        None => {
+                            self.conns.push(None);
+                            self.conns.len() - 1
+                        }
+                    };
+                    if let Err(e) =
+                        self.poll.registry().register(&mut stream, Token(slot + FIRST_CONN), Interest::READABLE)
+                    {
+                        warn!(%peer, "registering connection failed: {e}");
+                        self.free_slots.push(slot);
+                        continue;
+                    }
+                    let policy = norr_transport::AdaptiveSend::new(self.send_cfg, self.now_ns());
+                    let conn = Conn::new(
+                        stream,
+                        peer,
+                        self.knobs.max_frame_bytes,
+                        self.knobs.max_send_buffer_bytes,
+                        policy,
+                    );
+                    debug_assert!(self.conns[slot].is_none());
+                    self.conns[slot] = Some(conn);
+                    self.live_conns += 1;
+                    debug!(%peer, slot, "connection accepted");
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // Transient accept errors (EMFILE, ECONNABORTED...) must not stop the node.
+                Err(e) => {
+                    warn!("accept failed: {e}");
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn mark_close(&mut self, slot: usize, r: CloseReason) {
+        if let Some(c) = self.conns[slot].as_mut() {
+            if c.close.is_none() {
+                c.mark_close(r);
+                self.closing.push(slot);
+            }
+        }
+    }
+
+    /// Read what the socket has (up to the round's budget), handling each
+    /// complete frame as it arrives.
+    fn read_conn(&mut self, slot: usize) {
+        let mut budget = self.opts.max_read_bytes_per_round;
+        loop {
+            if !self.handle_frames(slot) {
+                return; // stalled or closing
+            }
+            let Some(c) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else { return };
+            if budget == 0 {
+                if !c.read_more {
+                    c.read_more = true;
+                    self.pending_read.push(slot);
+                }
+                return;
+            }
+            let want = budget.min(self.read_buf.len());
+            match c.stream.read(&mut self.read_buf[..want]) {
+                Ok(0) => {
+                    self.mark_close(slot, CloseReason::Eof);
+                    return;
+                }
+                Ok(n) => {
+                    c.decoder.push(&self.read_buf[..n]);
+                    budget -= n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.mark_close(slot, CloseReason::Io(e.to_string()));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Handle the complete frames buffered on a connection. Returns false if the
+    /// connection must not be read now (stalled on a full job buffer, or closing).
+    fn handle_frames(&mut self, slot: usize) -> bool {
+        let Some(c) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else { return false };
+        if c.close.is_some() {
+            return false;
+        }
+        c.read_more = false;
+        // A signal refused earlier goes first.
+        if let Some(env) = c.stalled.take() {
+            if let Err(env) = self.try_deliver(slot, env) {
+                self.pause(slot, env);
+                return false;
+            }
+        }
+        loop {
+            let Some(c) = self.conns[slot].as_mut() else { return false };
+            if c.close.is_some() {
+                return false;
+            }
+            let frame = match c.decoder.next_frame() {
+                Ok(Some(f)) => f,
+                Ok(None) => return true,
+                Err(e) => {
+                    let peer = c.peer;
+                    warn!(%peer, api_node = ?c.api_node, "bad frame: {e}; closing connection");
+                    self.mark_close(slot, CloseReason::Protocol(e.to_string()));
+                    return false;
+                }
+            };
+            let Some(api_node) = c.api_node else {
+                let hello = handshake::decode_hello(frame);
+                self.on_hello(slot, hello);
+                continue;
+            };
+            let decoded = wire::decode(frame);
+            let peer = c.peer;
+            let mut env = match decoded {
+                Ok(env) => env,
+                Err(e) => {
+                    warn!(%peer, api_node, "undecodable message: {e}; closing connection");
+                    self.mark_close(slot, CloseReason::Protocol(e.to_string()));
+                    return false;
+                }
+            };
+            if !env.signal.allowed_from_api() {
+                warn!(%peer, api_node, signal = env.signal.name(), "signal not allowed from an API node; closing connection");
+                self.mark_close(slot, CloseReason::Protocol(format!("{} not allowed from API", env.signal.name())));
+                return false;
+            }
+            if env.to.node != self.node_id || !self.sched.has_block(env.to) {
+                warn!(%peer, api_node, to = %env.to, "message addressed to no block of this node; closing connection");
+                self.mark_close(slot, CloseReason::Protocol(format!("bad destination {}", env.to)));
+                return false;
+            }
+            env.from = BlockRef::new(api_node, block::API, 0);
+            env.prio = Priority::B;
+            if let Err(env) = self.try_deliver(slot, env) {
+                self.pause(slot, env);
+                return false;
+            }
+        }
+    }
+
+    /// Deliver, or hand the signal back if the B job buffer is full.
+    fn try_deliver(&mut self, slot: usize, env: Envelope) -> Result<(), Envelope> {
+        if self.sched.job_b_len() >= self.job_b_bound {
+            return Err(env);
+        }
+        match self.sched.deliver(env) {
+            Ok(()) => Ok(()),
+            Err(DeliverError::Overloaded) => {
+                // The scheduler's bound is lower than the knob said: learn it. The
+                // refused signal is gone, so the client must not go on as if it
+                // had been delivered.
+                self.job_b_bound = self.sched.job_b_len().max(1);
+                warn!(bound = self.job_b_bound, "scheduler refused a signal below the configured job buffer bound");
+                self.mark_close(slot, CloseReason::Io("signal lost to an unexpected job buffer bound".into()));
+                Ok(())
+            }
+            Err(DeliverError::UnknownBlock(to)) => {
+                self.mark_close(slot, CloseReason::Protocol(format!("unknown block {to}")));
+                Ok(())
+            }
+        }
+    }
+
+    fn pause(&mut self, slot: usize, env: Envelope) {
+        let Some(c) = self.conns[slot].as_mut() else { return };
+        debug_assert!(c.stalled.is_none());
+        c.stalled = Some(env);
+        if !c.read_more {
+            c.read_more = true;
+            self.pending_read.push(slot);
+        }
+    }
+
+    fn on_hello(&mut self, slot: usize, hello: Result<handshake::Hello, String>) {
+        let c = self.conns[slot].as_mut().expect("live connection");
+        let peer = c.peer;
+        let refuse = |this: &mut EventLoop, reason: String| {
+            warn!(%peer, "handshake refused: {reason}");
+            let c = this.conns[slot].as_mut().expect("live connection");
+            let reply = handshake::encode_reply(&HelloReply::Refused { reason: reason.clone() });
+            let _ = c.send.push_frame(&reply);
+            this.mark_close(slot, CloseReason::Refused(reason));
+        };
+        let hello = match hello {
+            Ok(h) => h,
+            Err(e) => return refuse(self, e),
+        };
+        if hello.wire_version != wire::WIRE_VERSION {
+            return refuse(
+                self,
+                format!("wire version {} not supported (this node speaks {})", hello.wire_version, wire::WIRE_VERSION),
+            );
+        }
+        let Some(api_node) = self.ids.alloc() else {
+            return refuse(self, format!("too many API connections (max_api_connections = {})", self.ids.capacity()));
+        };
+        let reply =
+            HelloReply::Welcome { api_node, data_node: self.node_id, wire_version: wire::WIRE_VERSION };
+        let now = self.now_ns();
+        let c = self.conns[slot].as_mut().expect("live connection");
+        c.api_node = Some(api_node);
+        let r = c.send.push_frame(&handshake::encode_reply(&reply));
+        debug_assert!(r.is_ok(), "a handshake reply fits any send buffer");
+        c.policy.on_queued(now);
+        self.api_slots.insert(api_node, slot);
+        self.mark_dirty(slot);
+        info!(%peer, api_node, client = %hello.client_name, "API node connected");
+    }
+
+    fn mark_dirty(&mut self, slot: usize) {
+        if let Some(c) = self.conns[slot].as_mut() {
+            if !c.in_dirty {
+                c.in_dirty = true;
+                self.dirty.push(slot);
+            }
+        }
+    }
+
+    /// Move the scheduler's outgoing signals into their connections' send buffers.
+    fn route_remote(&mut self) {
+        self.sched.drain_remote_into(&mut self.remote);
+        if self.remote.is_empty() {
+            return;
+        }
+        let now = self.now_ns();
+        let mut remote = std::mem::take(&mut self.remote);
+        for env in remote.drain(..) {
+            let Some(&slot) = self.api_slots.get(&env.to.node) else {
+                // A reply to an API node that has gone (or a data node: not yet supported).
+                self.dropped_to_unknown += 1;
+                debug!(to = %env.to, signal = env.signal.name(), "dropping signal to an unconnected node");
+                continue;
+            };
+            let Some(c) = self.conns[slot].as_mut() else { continue };
+            if c.close.is_some() {
+                continue;
+            }
+            match c.send.push_frame_with(|out| wire::encode_into(&env, out)) {
+                Ok(()) => {
+                    c.policy.on_queued(now);
+                    self.mark_dirty(slot);
+                }
+                Err(e) => {
+                    warn!(peer = %c.peer, api_node = env.to.node, "{e}; closing connection");
+                    self.mark_close(slot, CloseReason::SendOverflow(e.to_string()));
+                }
+            }
+        }
+        self.remote = remote;
+    }
+
+    /// Write connections' pending bytes: all of them if `force`, else those the
+    /// adaptive send policy says are due.
+    fn flush_all(&mut self, force: bool) {
+        if self.dirty.is_empty() {
+            return;
+        }
+        let now = self.now_ns();
+        let dirty = std::mem::take(&mut self.dirty);
+        for slot in dirty {
+            let Some(c) = self.conns[slot].as_mut() else { continue };
+            c.in_dirty = false;
+            if c.send.is_empty() {
+                continue;
+            }
+            if c.write_interest {
+                continue; // waiting for WRITABLE; the event resumes it
+            }
+            if force || c.policy.should_send_now(now, c.send.len()) {
+                self.write_conn(slot);
+            } else {
+                self.mark_dirty(slot);
+            }
+        }
+    }
+
+    /// Write as much as the socket takes; register for WRITABLE if it is full.
+    fn write_conn(&mut self, slot: usize) {
+        let now = self.now_ns();
+        let Some(c) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else { return };
+        let token = Token(slot + FIRST_CONN);
+        match c.send.write_to(&mut c.stream) {
+            Ok(_) => {
+                c.policy.on_sent(now);
+                let want_write = !c.send.is_empty();
+                if want_write != c.write_interest {
+                    let interest = if want_write { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
+                    if let Err(e) = self.poll.registry().reregister(&mut c.stream, token, interest) {
+                        self.mark_close(slot, CloseReason::Io(e.to_string()));
+                        return;
+                    }
+                    c.write_interest = want_write;
+                }
+            }
+            Err(e) => self.mark_close(slot, CloseReason::Io(e.to_string())),
+        }
+    }
+
+    /// Close the connections marked this round; tell TC and DICT which API nodes
+    /// are gone.
+    fn close_marked(&mut self) {
+        while let Some(slot) = self.closing.pop() {
+            let Some(mut c) = self.conns[slot].take() else { continue };
+            let reason = c.close.take().unwrap_or(CloseReason::Eof);
+            // Best effort: a refusal or the last replies may still get out.
+            let _ = c.send.write_to(&mut c.stream);
+            let _ = self.poll.registry().deregister(&mut c.stream);
+            let _ = c.stream.shutdown(std::net::Shutdown::Both);
+            self.free_slots.push(slot);
+            self.live_conns -= 1;
+            match &reason {
+                CloseReason::Eof => info!(peer = %c.peer, api_node = ?c.api_node, "connection closed: {reason}"),
+                _ => warn!(peer = %c.peer, api_node = ?c.api_node, "connection closed: {reason}"),
+            }
+            if let Some(api_node) = c.api_node {
+                self.api_slots.remove(&api_node);
+                self.api_failed(api_node);
+            }
+        }
+    }
+
+    /// Deliver ApiFailReq (priority A, never refused) to TC and DICT.
+    fn api_failed(&mut self, api_node: NodeId) {
+        let from = BlockRef::new(self.node_id, 0, 0);
+        for b in [block::TC, block::DICT] {
+            let to = BlockRef::new(self.node_id, b, 0);
+            let env = Envelope { from, to, prio: Priority::A, signal: Signal::ApiFailReq { api_node } };
+            match self.sched.deliver(env) {
+                Ok(()) => {}
+                Err(e) => debug!(?e, api_node, "ApiFailReq not delivered"),
+            }
+        }
+        self.ids.failed(api_node);
+    }
+}
