@@ -29,12 +29,14 @@ fn bad(msg: String) -> NodeError {
     NodeError::with(ErrorCode::BadFilter, msg)
 }
 
-fn column<'a>(def: &'a TableDef, id: ColumnId) -> Result<&'a ColumnDef, NodeError> {
-    def.column(id).ok_or_else(|| bad(format!("column id {id} not in table {}", def.name)))
+fn column(def: &TableDef, id: ColumnId) -> Result<&ColumnDef, NodeError> {
+    def.column(id)
+        .ok_or_else(|| bad(format!("column id {id} not in table {}", def.name)))
 }
 
 fn cell(row: &[Value], id: ColumnId) -> Result<&Value, NodeError> {
-    row.get(id as usize).ok_or_else(|| bad(format!("row has no column {id}")))
+    row.get(id as usize)
+        .ok_or_else(|| bad(format!("row has no column {id}")))
 }
 
 fn apply(op: CmpOp, o: Ordering) -> bool {
@@ -55,7 +57,10 @@ fn already_canonical(lit: &Value, ty: &ColumnType) -> bool {
         (Value::Int(_), t) => t.int_range().is_some() && !t.is_unsigned_int(),
         (Value::UInt(_), t) => t.is_unsigned_int(),
         (Value::Double(_), ColumnType::Double) => true,
-        (Value::Bytes(_), ColumnType::Varchar { .. } | ColumnType::Char { .. } | ColumnType::Text { .. }) => true,
+        (
+            Value::Bytes(_),
+            ColumnType::Varchar { .. } | ColumnType::Char { .. } | ColumnType::Text { .. },
+        ) => true,
         (Value::Bytes(_), ColumnType::Varbinary { .. } | ColumnType::Blob) => true,
         (Value::Date(_), ColumnType::Date) => true,
         (Value::DateTime(_), ColumnType::DateTime | ColumnType::Timestamp) => true,
@@ -142,7 +147,11 @@ fn like_match(s: &[u32], p: &[Tok]) -> bool {
 pub fn like(value: &[u8], pattern: &[u8], ty: &ColumnType) -> bool {
     let text = ty.is_text();
     let ci = text && ty.collation() == Collation::CaseInsensitive;
-    let (v, p) = if ci { (fold_case(value), fold_case(pattern)) } else { (value.to_vec(), pattern.to_vec()) };
+    let (v, p) = if ci {
+        (fold_case(value), fold_case(pattern))
+    } else {
+        (value.to_vec(), pattern.to_vec())
+    };
     like_match(&units(&v, text), &tokens(&units(&p, text)))
 }
 
@@ -192,7 +201,12 @@ pub fn eval_filter(f: &Filter, row: &[Value], def: &TableDef) -> Result<Option<b
             match cell(row, *col)? {
                 Value::Null => None,
                 Value::Bytes(b) => Some(like(b, pattern, &c.ty)),
-                other => return Err(bad(format!("LIKE on non-string value {other:?} of column {}", c.name))),
+                other => {
+                    return Err(bad(format!(
+                        "LIKE on non-string value {other:?} of column {}",
+                        c.name
+                    )))
+                }
             }
         }
         Filter::And(fs) => {
@@ -241,21 +255,29 @@ fn validate(f: &Filter, def: &TableDef, depth: usize, nodes: &mut usize) -> Resu
         return Err(bad(format!("filter nested deeper than {MAX_FILTER_DEPTH}")));
     }
     if *nodes > MAX_FILTER_NODES {
-        return Err(bad(format!("filter has more than {MAX_FILTER_NODES} nodes")));
+        return Err(bad(format!(
+            "filter has more than {MAX_FILTER_NODES} nodes"
+        )));
     }
     match f {
         Filter::True | Filter::False => Ok(()),
         Filter::Cmp { col, value, .. } => {
             let c = column(def, *col)?;
             if !comparable_classes(&class_sample(&c.ty), value) {
-                return Err(bad(format!("column {} ({:?}) cannot be compared with {value:?}", c.name, c.ty)));
+                return Err(bad(format!(
+                    "column {} ({:?}) cannot be compared with {value:?}",
+                    c.name, c.ty
+                )));
             }
             Ok(())
         }
         Filter::CmpCols { left, right, .. } => {
             let (l, r) = (column(def, *left)?, column(def, *right)?);
             if !comparable_classes(&class_sample(&l.ty), &class_sample(&r.ty)) {
-                return Err(bad(format!("columns {} and {} have incomparable types", l.name, r.name)));
+                return Err(bad(format!(
+                    "columns {} and {} have incomparable types",
+                    l.name, r.name
+                )));
             }
             Ok(())
         }
@@ -267,7 +289,9 @@ fn validate(f: &Filter, def: &TableDef, depth: usize, nodes: &mut usize) -> Resu
             }
             Ok(())
         }
-        Filter::And(fs) | Filter::Or(fs) => fs.iter().try_for_each(|f| validate(f, def, depth + 1, nodes)),
+        Filter::And(fs) | Filter::Or(fs) => fs
+            .iter()
+            .try_for_each(|f| validate(f, def, depth + 1, nodes)),
         Filter::Not(inner) => validate(inner, def, depth + 1, nodes),
     }
 }
@@ -292,11 +316,29 @@ mod tests {
             columns: vec![
                 ColumnDef::new("id", ColumnType::Int { unsigned: false }).not_null(),
                 ColumnDef::new("tiny", ColumnType::TinyInt { unsigned: false }),
-                ColumnDef::new("name", ColumnType::Varchar { len: 20, collation: Collation::CaseInsensitive }),
-                ColumnDef::new("bin", ColumnType::Varchar { len: 20, collation: Collation::Binary }),
+                ColumnDef::new(
+                    "name",
+                    ColumnType::Varchar {
+                        len: 20,
+                        collation: Collation::CaseInsensitive,
+                    },
+                ),
+                ColumnDef::new(
+                    "bin",
+                    ColumnType::Varchar {
+                        len: 20,
+                        collation: Collation::Binary,
+                    },
+                ),
                 ColumnDef::new("f", ColumnType::Float),
                 ColumnDef::new("b4", ColumnType::Binary { len: 4 }),
-                ColumnDef::new("d", ColumnType::Decimal { precision: 6, scale: 2 }),
+                ColumnDef::new(
+                    "d",
+                    ColumnType::Decimal {
+                        precision: 6,
+                        scale: 2,
+                    },
+                ),
             ],
             primary_key: vec![0],
             partitioning: PartitionScheme::Key { columns: vec![] },
@@ -334,17 +376,37 @@ mod tests {
         assert_eq!(ev(&cmp(1, CmpOp::Gt, Value::Int(-1000))), Some(true));
         assert_eq!(ev(&cmp(1, CmpOp::Ge, Value::UInt(u64::MAX))), Some(false));
         assert_eq!(ev(&cmp(1, CmpOp::Ne, Value::Double(100.5))), Some(true));
-        assert_eq!(ev(&cmp(1, CmpOp::Le, Value::Decimal(Decimal { mantissa: 1000, scale: 1 }))), Some(true));
+        assert_eq!(
+            ev(&cmp(
+                1,
+                CmpOp::Le,
+                Value::Decimal(Decimal {
+                    mantissa: 1000,
+                    scale: 1
+                })
+            )),
+            Some(true)
+        );
         assert_eq!(ev(&cmp(2, CmpOp::Eq, Value::str("åsa berg"))), Some(true));
         assert_eq!(ev(&cmp(3, CmpOp::Eq, Value::str("abc"))), Some(false));
         assert_eq!(ev(&cmp(3, CmpOp::Lt, Value::str("abc"))), Some(true));
         // A too-long literal still compares.
-        assert_eq!(ev(&cmp(3, CmpOp::Lt, Value::str("Abcdefghijklmnopqrstuvwxyz"))), Some(true));
+        assert_eq!(
+            ev(&cmp(3, CmpOp::Lt, Value::str("Abcdefghijklmnopqrstuvwxyz"))),
+            Some(true)
+        );
         // FLOAT column equals the double literal after coercion.
         assert_eq!(ev(&cmp(4, CmpOp::Eq, Value::Double(0.1))), Some(true));
         // BINARY(4) equals a shorter literal padded.
         assert_eq!(ev(&cmp(5, CmpOp::Eq, Value::Bytes(vec![1, 2]))), Some(true));
-        assert_eq!(ev(&Filter::CmpCols { left: 0, op: CmpOp::Lt, right: 1 }), Some(true));
+        assert_eq!(
+            ev(&Filter::CmpCols {
+                left: 0,
+                op: CmpOp::Lt,
+                right: 1
+            }),
+            Some(true)
+        );
     }
 
     #[test]
@@ -353,35 +415,68 @@ mod tests {
         assert_eq!(ev(&unknown), None);
         assert_eq!(ev(&cmp(1, CmpOp::Eq, Value::Null)), None);
         assert_eq!(ev(&Filter::Not(Box::new(unknown.clone()))), None);
-        assert_eq!(ev(&Filter::And(vec![Filter::False, unknown.clone()])), Some(false));
-        assert_eq!(ev(&Filter::And(vec![unknown.clone(), Filter::False])), Some(false));
+        assert_eq!(
+            ev(&Filter::And(vec![Filter::False, unknown.clone()])),
+            Some(false)
+        );
+        assert_eq!(
+            ev(&Filter::And(vec![unknown.clone(), Filter::False])),
+            Some(false)
+        );
         assert_eq!(ev(&Filter::And(vec![Filter::True, unknown.clone()])), None);
-        assert_eq!(ev(&Filter::Or(vec![Filter::True, unknown.clone()])), Some(true));
-        assert_eq!(ev(&Filter::Or(vec![unknown.clone(), Filter::True])), Some(true));
+        assert_eq!(
+            ev(&Filter::Or(vec![Filter::True, unknown.clone()])),
+            Some(true)
+        );
+        assert_eq!(
+            ev(&Filter::Or(vec![unknown.clone(), Filter::True])),
+            Some(true)
+        );
         assert_eq!(ev(&Filter::Or(vec![Filter::False, unknown.clone()])), None);
         assert_eq!(ev(&Filter::And(vec![])), Some(true));
         assert_eq!(ev(&Filter::Or(vec![])), Some(false));
         assert_eq!(ev(&Filter::IsNull(6)), Some(true));
         assert_eq!(ev(&Filter::IsNotNull(6)), Some(false));
         assert_eq!(ev(&Filter::Not(Box::new(Filter::IsNull(1)))), Some(true));
-        assert_eq!(ev(&Filter::CmpCols { left: 0, op: CmpOp::Eq, right: 6 }), None);
+        assert_eq!(
+            ev(&Filter::CmpCols {
+                left: 0,
+                op: CmpOp::Eq,
+                right: 6
+            }),
+            None
+        );
     }
 
     #[test]
     fn like_patterns() {
-        let l = |col, p: &str| Filter::Like { col, pattern: p.as_bytes().to_vec() };
+        let l = |col, p: &str| Filter::Like {
+            col,
+            pattern: p.as_bytes().to_vec(),
+        };
         assert_eq!(ev(&l(2, "åsa%")), Some(true));
         assert_eq!(ev(&l(2, "ÅSA B_RG")), Some(true));
         assert_eq!(ev(&l(2, "%berg")), Some(true));
         assert_eq!(ev(&l(2, "%b%g%")), Some(true));
-        assert_eq!(ev(&l(2, "_sa%")), Some(true), "_ matches one character, not one byte");
+        assert_eq!(
+            ev(&l(2, "_sa%")),
+            Some(true),
+            "_ matches one character, not one byte"
+        );
         assert_eq!(ev(&l(2, "__sa%")), Some(false));
-        assert_eq!(ev(&l(3, "abc")), Some(false), "binary collation is case-sensitive");
+        assert_eq!(
+            ev(&l(3, "abc")),
+            Some(false),
+            "binary collation is case-sensitive"
+        );
         assert_eq!(ev(&l(3, "A%")), Some(true));
         let mut r = row();
         r[2] = Value::Null;
         assert_eq!(eval_filter(&l(2, "%"), &r, &def()).unwrap(), None);
-        let ci = ColumnType::Varchar { len: 20, collation: Collation::CaseInsensitive };
+        let ci = ColumnType::Varchar {
+            len: 20,
+            collation: Collation::CaseInsensitive,
+        };
         assert!(like(b"50%", b"50\\%", &ci));
         assert!(!like(b"500", b"50\\%", &ci));
         assert!(like(b"a_b", b"a\\_b", &ci));
@@ -400,16 +495,38 @@ mod tests {
         let e = |f: Filter| validate_filter(&f, &d).unwrap_err().code;
         assert_eq!(e(cmp(99, CmpOp::Eq, Value::Int(1))), ErrorCode::BadFilter);
         assert_eq!(e(cmp(1, CmpOp::Eq, Value::str("x"))), ErrorCode::BadFilter);
-        assert_eq!(e(Filter::Like { col: 1, pattern: b"1%".to_vec() }), ErrorCode::BadFilter);
-        assert_eq!(e(Filter::CmpCols { left: 0, op: CmpOp::Eq, right: 2 }), ErrorCode::BadFilter);
+        assert_eq!(
+            e(Filter::Like {
+                col: 1,
+                pattern: b"1%".to_vec()
+            }),
+            ErrorCode::BadFilter
+        );
+        assert_eq!(
+            e(Filter::CmpCols {
+                left: 0,
+                op: CmpOp::Eq,
+                right: 2
+            }),
+            ErrorCode::BadFilter
+        );
         assert_eq!(e(Filter::IsNull(77)), ErrorCode::BadFilter);
         let mut deep = Filter::True;
         for _ in 0..100 {
             deep = Filter::Not(Box::new(deep));
         }
         assert_eq!(e(deep), ErrorCode::BadFilter);
-        assert!(validate_filter(&Filter::And(vec![cmp(1, CmpOp::Eq, Value::Null), Filter::IsNull(2)]), &d).is_ok());
+        assert!(validate_filter(
+            &Filter::And(vec![cmp(1, CmpOp::Eq, Value::Null), Filter::IsNull(2)]),
+            &d
+        )
+        .is_ok());
         // Unknown column at evaluation time too.
-        assert_eq!(eval_filter(&Filter::IsNull(50), &row(), &d).unwrap_err().code, ErrorCode::BadFilter);
+        assert_eq!(
+            eval_filter(&Filter::IsNull(50), &row(), &d)
+                .unwrap_err()
+                .code,
+            ErrorCode::BadFilter
+        );
     }
 }

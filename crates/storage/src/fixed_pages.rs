@@ -38,7 +38,10 @@ pub struct FixedPages {
 
 impl FixedPages {
     pub fn new(slot_size: usize) -> FixedPages {
-        assert!(slot_size >= 4 && slot_size <= FIXED_PAGE_BYTES, "slot size {slot_size}");
+        assert!(
+            (4..=FIXED_PAGE_BYTES).contains(&slot_size),
+            "slot size {slot_size}"
+        );
         FixedPages {
             slot_size,
             slots_per_page: (FIXED_PAGE_BYTES / slot_size) as u32,
@@ -70,7 +73,11 @@ impl FixedPages {
         if self.partial.is_empty() {
             let page = (FIXED_PAGE_BYTES + self.bitmap_words() * 8) as u64;
             // A new page number may double the page table.
-            let table = if self.released.is_empty() { self.pages.capacity().max(4) * std::mem::size_of::<FixedPage>() } else { 0 };
+            let table = if self.released.is_empty() {
+                self.pages.capacity().max(4) * std::mem::size_of::<FixedPage>()
+            } else {
+                0
+            };
             page + table as u64
         } else {
             0
@@ -78,7 +85,10 @@ impl FixedPages {
     }
 
     fn split(&self, row: RowId) -> (usize, usize) {
-        ((row / self.slots_per_page) as usize, (row % self.slots_per_page) as usize)
+        (
+            (row / self.slots_per_page) as usize,
+            (row % self.slots_per_page) as usize,
+        )
     }
 
     pub fn is_live(&self, row: RowId) -> bool {
@@ -131,7 +141,10 @@ impl FixedPages {
             self.partial.remove(&p);
         }
         self.live += 1;
-        let row = p.checked_mul(spp).and_then(|b| b.checked_add(s)).expect("RowId space exhausted");
+        let row = p
+            .checked_mul(spp)
+            .and_then(|b| b.checked_add(s))
+            .expect("RowId space exhausted");
         assert_ne!(row, NONE);
         row
     }
@@ -194,7 +207,11 @@ impl FixedPages {
             let pg = &self.pages[p];
             if pg.buf.is_some() && pg.live > 0 {
                 let mut w = s / 64;
-                let mut bits = if w < pg.live_bits.len() { pg.live_bits[w] & (!0u64 << (s % 64)) } else { 0 };
+                let mut bits = if w < pg.live_bits.len() {
+                    pg.live_bits[w] & (!0u64 << (s % 64))
+                } else {
+                    0
+                };
                 while w < pg.live_bits.len() {
                     if bits != 0 {
                         let slot = w * 64 + bits.trailing_zeros() as usize;
@@ -223,7 +240,11 @@ impl FixedPages {
             allocated += 1;
             let n: u32 = pg.live_bits.iter().map(|w| w.count_ones()).sum();
             assert_eq!(n, pg.live, "page {p} live count");
-            assert_eq!(self.partial.contains(&(p as u32)), pg.live < self.slots_per_page, "page {p} partial set");
+            assert_eq!(
+                self.partial.contains(&(p as u32)),
+                pg.live < self.slots_per_page,
+                "page {p} partial set"
+            );
             live += n as u64;
         }
         assert_eq!(live, self.live);

@@ -86,11 +86,17 @@ impl TableStore {
             if range.is_some() {
                 return Err(bad_bound("a range needs an ordered index".into()));
             }
-            return Ok(ScanCursor::Full { next: 0, done: false });
+            return Ok(ScanCursor::Full {
+                next: 0,
+                done: false,
+            });
         };
         let ix = self.index(index)?;
         if ix.def.kind != IndexKind::Ordered {
-            return Err(bad_bound(format!("index {} is a hash index and cannot be scanned", ix.def.name)));
+            return Err(bad_bound(format!(
+                "index {} is a hash index and cannot be scanned",
+                ix.def.name
+            )));
         }
         let (low, high) = match range {
             None => (Bound::Unbounded, Bound::Unbounded),
@@ -101,7 +107,14 @@ impl TableStore {
             }
         };
         let done = range_is_empty(&low, &high);
-        Ok(ScanCursor::Ordered { index, low, high, descending, last: None, done })
+        Ok(ScanCursor::Ordered {
+            index,
+            low,
+            high,
+            descending,
+            last: None,
+            done,
+        })
     }
 
     fn passes(&self, filter: Option<&Filter>, row: &[Value]) -> Result<bool, NodeError> {
@@ -150,14 +163,23 @@ impl TableStore {
                 }
                 Ok(*done)
             }
-            ScanCursor::Ordered { index, low, high, descending, last, done } => {
+            ScanCursor::Ordered {
+                index,
+                low,
+                high,
+                descending,
+                last,
+                done,
+            } => {
                 if *done {
                     return Ok(true);
                 }
-                let ord = self.parts[pi]
-                    .ordered
-                    .get(index)
-                    .ok_or_else(|| NodeError::with(ErrorCode::NoSuchIndex, format!("index {index} dropped during scan")))?;
+                let ord = self.parts[pi].ordered.get(index).ok_or_else(|| {
+                    NodeError::with(
+                        ErrorCode::NoSuchIndex,
+                        format!("index {index} dropped during scan"),
+                    )
+                })?;
                 let (lo, hi) = match (&last, *descending) {
                     (None, _) => (low.clone(), high.clone()),
                     (Some(k), false) => (Bound::Excluded(k.clone()), high.clone()),

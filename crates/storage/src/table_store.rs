@@ -1,5 +1,5 @@
-//! One table's committed rows: partitions (fixed pages + var store + hash index
-//! + ordered indexes) and the table-wide unique maps. All index maintenance of
+//! One table's committed rows: partitions (fixed pages, var store, hash index,
+//! ordered indexes) and the table-wide unique maps. All index maintenance of
 //! insert / update / delete happens here.
 //!
 //! Every mutating operation first does all its checks (coercion, duplicate
@@ -14,8 +14,12 @@ use crate::row_format::RowLayout;
 use crate::var_storage::VarStore;
 use norr_signals::coerce::coerce_value;
 use norr_signals::keycode::{encode_value, partition_of};
-use norr_signals::schema::{IndexDef, IndexKind, PartitionScheme, MAX_COLUMNS, MAX_KEY_COLUMNS, MAX_PARTITIONS};
-use norr_signals::value::{ColumnType, Value, MAX_CHAR_LEN, MAX_DECIMAL_PRECISION, MAX_VARCHAR_LEN};
+use norr_signals::schema::{
+    IndexDef, IndexKind, PartitionScheme, MAX_COLUMNS, MAX_KEY_COLUMNS, MAX_PARTITIONS,
+};
+use norr_signals::value::{
+    ColumnType, Value, MAX_CHAR_LEN, MAX_DECIMAL_PRECISION, MAX_VARCHAR_LEN,
+};
 use norr_signals::{ErrorCode, IndexId, NodeError, PartitionId, TableDef};
 use std::collections::BTreeMap;
 
@@ -34,7 +38,10 @@ impl KeyInfo {
     fn new(def: &TableDef, cols: &[u16]) -> KeyInfo {
         KeyInfo {
             cols: cols.iter().map(|&c| c as usize).collect(),
-            types: cols.iter().map(|&c| def.columns[c as usize].ty.clone()).collect(),
+            types: cols
+                .iter()
+                .map(|&c| def.columns[c as usize].ty.clone())
+                .collect(),
         }
     }
 
@@ -55,7 +62,13 @@ impl KeyInfo {
     }
 
     /// Encode the key columns of a stored row, reading only those columns.
-    fn encode_stored(&self, layout: &RowLayout, fixed: &FixedPages, var: &VarStore, row: RowId) -> Vec<u8> {
+    fn encode_stored(
+        &self,
+        layout: &RowLayout,
+        fixed: &FixedPages,
+        var: &VarStore,
+        row: RowId,
+    ) -> Vec<u8> {
         let slot = fixed.slot(row);
         let payload = layout.var_ref(slot).map(|r| var.get(r)).unwrap_or(&[]);
         let mut out = Vec::with_capacity(16 * self.cols.len());
@@ -65,6 +78,10 @@ impl KeyInfo {
         out
     }
 }
+
+/// Per index of a row: (unique-map key if the index is unique and no key
+/// column is NULL, ordered entry `key ++ pk` if the index is ordered).
+type IndexKeys = (Option<Vec<u8>>, Option<Vec<u8>>);
 
 pub struct IndexState {
     pub def: IndexDef,
@@ -124,20 +141,32 @@ fn validate_type(name: &str, ty: &ColumnType) -> Result<(), NodeError> {
     if ok {
         Ok(())
     } else {
-        Err(err(ErrorCode::BadSchema, format!("column {name}: invalid type {ty:?}")))
+        Err(err(
+            ErrorCode::BadSchema,
+            format!("column {name}: invalid type {ty:?}"),
+        ))
     }
 }
 
 fn validate_key_cols(def: &TableDef, what: &str, cols: &[u16]) -> Result<(), NodeError> {
     if cols.is_empty() || cols.len() > MAX_KEY_COLUMNS {
-        return Err(err(ErrorCode::BadSchema, format!("{what} must have 1..={MAX_KEY_COLUMNS} columns")));
+        return Err(err(
+            ErrorCode::BadSchema,
+            format!("{what} must have 1..={MAX_KEY_COLUMNS} columns"),
+        ));
     }
     for (i, c) in cols.iter().enumerate() {
         if def.column(*c).is_none() {
-            return Err(err(ErrorCode::BadSchema, format!("{what} names unknown column id {c}")));
+            return Err(err(
+                ErrorCode::BadSchema,
+                format!("{what} names unknown column id {c}"),
+            ));
         }
         if cols[..i].contains(c) {
-            return Err(err(ErrorCode::BadSchema, format!("{what} names column id {c} twice")));
+            return Err(err(
+                ErrorCode::BadSchema,
+                format!("{what} names column id {c} twice"),
+            ));
         }
     }
     Ok(())
@@ -146,7 +175,10 @@ fn validate_key_cols(def: &TableDef, what: &str, cols: &[u16]) -> Result<(), Nod
 pub fn validate_index(def: &TableDef, ix: &IndexDef) -> Result<(), NodeError> {
     validate_key_cols(def, &format!("index {}", ix.name), &ix.columns)?;
     if ix.kind == IndexKind::UniqueHash && !ix.unique {
-        return Err(err(ErrorCode::BadSchema, format!("hash index {} must be unique", ix.name)));
+        return Err(err(
+            ErrorCode::BadSchema,
+            format!("hash index {} must be unique", ix.name),
+        ));
     }
     Ok(())
 }
@@ -154,20 +186,31 @@ pub fn validate_index(def: &TableDef, ix: &IndexDef) -> Result<(), NodeError> {
 impl TableStore {
     pub fn new(def: &TableDef) -> Result<TableStore, NodeError> {
         if def.columns.is_empty() || def.columns.len() > MAX_COLUMNS {
-            return Err(err(ErrorCode::BadSchema, format!("a table has 1..={MAX_COLUMNS} columns")));
+            return Err(err(
+                ErrorCode::BadSchema,
+                format!("a table has 1..={MAX_COLUMNS} columns"),
+            ));
         }
         for c in &def.columns {
             validate_type(&c.name, &c.ty)?;
         }
         if def.partitions == 0 || def.partitions > MAX_PARTITIONS {
-            return Err(err(ErrorCode::BadSchema, format!("partitions must be 1..={MAX_PARTITIONS}")));
+            return Err(err(
+                ErrorCode::BadSchema,
+                format!("partitions must be 1..={MAX_PARTITIONS}"),
+            ));
         }
         validate_key_cols(def, "primary key", &def.primary_key)?;
         let part_key = match &def.partitioning {
-            PartitionScheme::Key { columns } if !columns.is_empty() && columns != &def.primary_key => {
+            PartitionScheme::Key { columns }
+                if !columns.is_empty() && columns != &def.primary_key =>
+            {
                 validate_key_cols(def, "partition key", columns)?;
                 if let Some(c) = columns.iter().find(|c| !def.primary_key.contains(c)) {
-                    return Err(err(ErrorCode::BadSchema, format!("partition key column {c} is not in the primary key")));
+                    return Err(err(
+                        ErrorCode::BadSchema,
+                        format!("partition key column {c} is not in the primary key"),
+                    ));
                 }
                 Some(KeyInfo::new(def, columns))
             }
@@ -176,8 +219,14 @@ impl TableStore {
         let mut seen: Vec<(&str, IndexId)> = Vec::new();
         for ix in &def.indexes {
             validate_index(def, ix)?;
-            if seen.iter().any(|(n, id)| n.eq_ignore_ascii_case(&ix.name) || *id == ix.id) {
-                return Err(err(ErrorCode::IndexExists, format!("index {} defined twice", ix.name)));
+            if seen
+                .iter()
+                .any(|(n, id)| n.eq_ignore_ascii_case(&ix.name) || *id == ix.id)
+            {
+                return Err(err(
+                    ErrorCode::IndexExists,
+                    format!("index {} defined twice", ix.name),
+                ));
             }
             seen.push((&ix.name, ix.id));
         }
@@ -201,7 +250,10 @@ impl TableStore {
 
     fn reset_partitions(&mut self) {
         self.parts = (0..self.def.partitions)
-            .map(|_| Partition { fixed: Some(FixedPages::new(self.layout.slot_size)), ..Default::default() })
+            .map(|_| Partition {
+                fixed: Some(FixedPages::new(self.layout.slot_size)),
+                ..Default::default()
+            })
             .collect();
         for ix in &mut self.indexes {
             if let Some(u) = &mut ix.unique {
@@ -238,7 +290,11 @@ impl TableStore {
     }
 
     fn unique_footprint(&self) -> u64 {
-        self.indexes.iter().filter_map(|i| i.unique.as_ref()).map(|u| u.footprint()).sum()
+        self.indexes
+            .iter()
+            .filter_map(|i| i.unique.as_ref())
+            .map(|u| u.footprint())
+            .sum()
     }
 
     fn local_footprint(&self, pi: usize) -> u64 {
@@ -250,17 +306,22 @@ impl TableStore {
     }
 
     pub fn index(&self, id: IndexId) -> Result<&IndexState, NodeError> {
-        self.indexes
-            .iter()
-            .find(|i| i.def.id == id)
-            .ok_or_else(|| err(ErrorCode::NoSuchIndex, format!("index id {id} not on table {}", self.def.name)))
+        self.indexes.iter().find(|i| i.def.id == id).ok_or_else(|| {
+            err(
+                ErrorCode::NoSuchIndex,
+                format!("index id {id} not on table {}", self.def.name),
+            )
+        })
     }
 
     pub fn part_index(&self, p: PartitionId) -> Result<usize, NodeError> {
         if p < self.def.partitions {
             Ok(p as usize)
         } else {
-            Err(err(ErrorCode::BadPartition, format!("partition {p} of {} out of range", self.def.partitions)))
+            Err(err(
+                ErrorCode::BadPartition,
+                format!("partition {p} of {} out of range", self.def.partitions),
+            ))
         }
     }
 
@@ -269,13 +330,19 @@ impl TableStore {
         if row.len() != self.def.columns.len() {
             return Err(err(
                 ErrorCode::WrongValueType,
-                format!("row has {} values, table {} has {} columns", row.len(), self.def.name, self.def.columns.len()),
+                format!(
+                    "row has {} values, table {} has {} columns",
+                    row.len(),
+                    self.def.name,
+                    self.def.columns.len()
+                ),
             ));
         }
         row.into_iter()
             .zip(&self.def.columns)
             .map(|(v, c)| {
-                coerce_value(v, &c.ty, c.nullable).map_err(|e| err(e.code, format!("column {}: {}", c.name, e.message)))
+                coerce_value(v, &c.ty, c.nullable)
+                    .map_err(|e| err(e.code, format!("column {}: {}", c.name, e.message)))
             })
             .collect()
     }
@@ -285,16 +352,24 @@ impl TableStore {
         if values.len() != key.cols.len() {
             return Err(err(
                 ErrorCode::MissingKeyColumn,
-                format!("{} key values given, the key has {} columns", values.len(), key.cols.len()),
+                format!(
+                    "{} key values given, the key has {} columns",
+                    values.len(),
+                    key.cols.len()
+                ),
             ));
         }
         let mut out = Vec::new();
         for ((v, t), c) in values.iter().zip(&key.types).zip(&key.cols) {
             let name = &self.def.columns[*c].name;
             if v.is_null() {
-                return Err(err(ErrorCode::MissingKeyColumn, format!("key column {name} is NULL")));
+                return Err(err(
+                    ErrorCode::MissingKeyColumn,
+                    format!("key column {name} is NULL"),
+                ));
             }
-            let cv = coerce_value(v.clone(), t, false).map_err(|e| err(e.code, format!("column {name}: {}", e.message)))?;
+            let cv = coerce_value(v.clone(), t, false)
+                .map_err(|e| err(e.code, format!("column {name}: {}", e.message)))?;
             encode_value(&mut out, &cv, t);
         }
         Ok(out)
@@ -303,7 +378,10 @@ impl TableStore {
     /// Partition of a row with these primary key values.
     pub fn partition_of_pk(&self, pk_values: &[Value]) -> Result<PartitionId, NodeError> {
         if self.def.partitioning == PartitionScheme::User {
-            return Err(err(ErrorCode::MissingPartition, format!("table {} is user-partitioned", self.def.name)));
+            return Err(err(
+                ErrorCode::MissingPartition,
+                format!("table {} is user-partitioned", self.def.name),
+            ));
         }
         let enc = match &self.part_key {
             None => self.encode_key_values(&self.pk, pk_values)?,
@@ -314,7 +392,12 @@ impl TableStore {
                     .cols
                     .iter()
                     .map(|c| {
-                        let pos = self.pk.cols.iter().position(|p| p == c).expect("validated subset");
+                        let pos = self
+                            .pk
+                            .cols
+                            .iter()
+                            .position(|p| p == c)
+                            .expect("validated subset");
                         pk_values[pos].clone()
                     })
                     .collect();
@@ -333,14 +416,21 @@ impl TableStore {
             Some(k) => partition_of(&k.encoded(row), self.def.partitions),
         };
         if want != p {
-            return Err(err(ErrorCode::BadPartition, format!("row belongs in partition {want}, not {p}")));
+            return Err(err(
+                ErrorCode::BadPartition,
+                format!("row belongs in partition {want}, not {p}"),
+            ));
         }
         Ok(())
     }
 
     pub fn lookup(&self, pi: usize, pk: &[u8]) -> Option<RowId> {
         let part = &self.parts[pi];
-        part.hash.find(pk_hash(pk), |r| self.pk.encode_stored(&self.layout, part.fixed(), &part.var, r) == pk)
+        part.hash.find(pk_hash(pk), |r| {
+            self.pk
+                .encode_stored(&self.layout, part.fixed(), &part.var, r)
+                == pk
+        })
     }
 
     pub fn read(&self, pi: usize, row: RowId) -> Vec<Value> {
@@ -352,14 +442,22 @@ impl TableStore {
     pub fn read_into(&self, pi: usize, row: RowId, out: &mut Vec<Value>) {
         let part = &self.parts[pi];
         let slot = part.fixed().slot(row);
-        let payload = self.layout.var_ref(slot).map(|r| part.var.get(r)).unwrap_or(&[]);
+        let payload = self
+            .layout
+            .var_ref(slot)
+            .map(|r| part.var.get(r))
+            .unwrap_or(&[]);
         self.layout.read_row(slot, payload, out);
     }
 
     pub fn read_col(&self, pi: usize, row: RowId, col: usize) -> Value {
         let part = &self.parts[pi];
         let slot = part.fixed().slot(row);
-        let payload = self.layout.var_ref(slot).map(|r| part.var.get(r)).unwrap_or(&[]);
+        let payload = self
+            .layout
+            .var_ref(slot)
+            .map(|r| part.var.get(r))
+            .unwrap_or(&[]);
         self.layout.read_col(slot, payload, col)
     }
 
@@ -376,7 +474,7 @@ impl TableStore {
 
     /// Per index: (unique-map key if the index is unique and the key has no
     /// NULL, ordered entry if the index is ordered).
-    fn index_keys(&self, row: &[Value], pk: &[u8]) -> Vec<(Option<Vec<u8>>, Option<Vec<u8>>)> {
+    fn index_keys(&self, row: &[Value], pk: &[u8]) -> Vec<IndexKeys> {
         self.indexes
             .iter()
             .map(|ix| {
@@ -392,18 +490,28 @@ impl TableStore {
             .collect()
     }
 
-    fn keys_cost(keys: &[(Option<Vec<u8>>, Option<Vec<u8>>)]) -> u64 {
+    fn keys_cost(keys: &[IndexKeys]) -> u64 {
         keys.iter()
-            .map(|(u, o)| u.as_ref().map_or(0, |k| entry_cost(k.len())) + o.as_ref().map_or(0, |k| entry_cost(k.len())))
+            .map(|(u, o)| {
+                u.as_ref().map_or(0, |k| entry_cost(k.len()))
+                    + o.as_ref().map_or(0, |k| entry_cost(k.len()))
+            })
             .sum()
     }
 
-    fn check_unique(&self, keys: &[(Option<Vec<u8>>, Option<Vec<u8>>)], me: Option<(PartitionId, RowId)>) -> Result<(), NodeError> {
+    fn check_unique(
+        &self,
+        keys: &[IndexKeys],
+        me: Option<(PartitionId, RowId)>,
+    ) -> Result<(), NodeError> {
         for (ix, (uk, _)) in self.indexes.iter().zip(keys) {
             if let (Some(k), Some(map)) = (uk, &ix.unique) {
                 if let Some(at) = map.get(k) {
                     if Some(at) != me {
-                        return Err(err(ErrorCode::DuplicateUniqueKey, format!("duplicate entry for unique index {}", ix.def.name)));
+                        return Err(err(
+                            ErrorCode::DuplicateUniqueKey,
+                            format!("duplicate entry for unique index {}", ix.def.name),
+                        ));
                     }
                 }
             }
@@ -414,38 +522,62 @@ impl TableStore {
     fn table_full(&self, need: u64, budget: u64) -> NodeError {
         err(
             ErrorCode::TableFull,
-            format!("table {}: operation needs up to {need} bytes of data memory, {budget} free", self.def.name),
+            format!(
+                "table {}: operation needs up to {need} bytes of data memory, {budget} free",
+                self.def.name
+            ),
         )
     }
 
     /// Insert a row. Returns the row id and the change of `bytes`.
-    pub fn insert(&mut self, p: PartitionId, row: Vec<Value>, budget: u64) -> Result<(RowId, i64), NodeError> {
+    pub fn insert(
+        &mut self,
+        p: PartitionId,
+        row: Vec<Value>,
+        budget: u64,
+    ) -> Result<(RowId, i64), NodeError> {
         let pi = self.part_index(p)?;
         let row = self.coerce_full(row)?;
         let mut pk = Vec::new();
         if self.pk.encode_row(&row, &mut pk) {
-            return Err(err(ErrorCode::MissingKeyColumn, "a primary key column is NULL"));
+            return Err(err(
+                ErrorCode::MissingKeyColumn,
+                "a primary key column is NULL",
+            ));
         }
         self.check_placement(p, &row, &pk)?;
         if self.lookup(pi, &pk).is_some() {
-            return Err(err(ErrorCode::DuplicateKey, format!("duplicate primary key in table {}", self.def.name)));
+            return Err(err(
+                ErrorCode::DuplicateKey,
+                format!("duplicate primary key in table {}", self.def.name),
+            ));
         }
         let keys = self.index_keys(&row, &pk);
         self.check_unique(&keys, None)?;
         let payload = self.layout.var_payload(&row);
         let part = &self.parts[pi];
-        let need = part.fixed().alloc_cost() + part.var.alloc_cost(payload.len()) + part.hash.insert_cost() + Self::keys_cost(&keys);
+        let need = part.fixed().alloc_cost()
+            + part.var.alloc_cost(payload.len())
+            + part.hash.insert_cost()
+            + Self::keys_cost(&keys);
         if need > budget {
             return Err(self.table_full(need, budget));
         }
         let before = self.local_footprint(pi);
         let layout = &self.layout;
         let pkinfo = &self.pk;
-        let Partition { fixed, var, hash, ordered } = &mut self.parts[pi];
+        let Partition {
+            fixed,
+            var,
+            hash,
+            ordered,
+        } = &mut self.parts[pi];
         let fixed = fixed.as_mut().expect("partition initialised");
         let rowid = fixed.alloc();
         let vref = if layout.var_cols > 0 {
-            Some(var.alloc(rowid, &payload, &mut |owner, r| layout.set_var_ref(fixed.slot_mut(owner), r)))
+            Some(var.alloc(rowid, &payload, &mut |owner, r| {
+                layout.set_var_ref(fixed.slot_mut(owner), r)
+            }))
         } else {
             None
         };
@@ -454,38 +586,65 @@ impl TableStore {
         if let Some(r) = vref {
             layout.set_var_ref(slot, r);
         }
-        hash.insert(pk_hash(&pk), rowid, |r| pk_hash(&pkinfo.encode_stored(layout, fixed, var, r)));
+        hash.insert(pk_hash(&pk), rowid, |r| {
+            pk_hash(&pkinfo.encode_stored(layout, fixed, var, r))
+        });
         for (ix, (uk, ok)) in self.indexes.iter_mut().zip(keys) {
             if let Some(k) = ok {
-                ordered.get_mut(&ix.def.id).expect("ordered index of partition").insert(k, rowid);
+                ordered
+                    .get_mut(&ix.def.id)
+                    .expect("ordered index of partition")
+                    .insert(k, rowid);
             }
             if let (Some(k), Some(map)) = (uk, &mut ix.unique) {
                 map.insert(k, (p, rowid));
             }
         }
         let delta = self.local_footprint(pi) as i64 - before as i64;
-        debug_assert!(delta <= need as i64, "insert charged {delta} > estimated {need}");
+        debug_assert!(
+            delta <= need as i64,
+            "insert charged {delta} > estimated {need}"
+        );
         self.bytes = (self.bytes as i64 + delta) as u64;
-        debug_assert_eq!(self.parts[pi].hash.len() as u64, self.parts[pi].fixed().live_rows());
+        debug_assert_eq!(
+            self.parts[pi].hash.len() as u64,
+            self.parts[pi].fixed().live_rows()
+        );
         Ok((rowid, delta))
     }
 
     /// Replace a row (same primary key). Returns the change of `bytes`.
-    pub fn update(&mut self, p: PartitionId, rowid: RowId, new_row: Vec<Value>, budget: u64) -> Result<i64, NodeError> {
+    pub fn update(
+        &mut self,
+        p: PartitionId,
+        rowid: RowId,
+        new_row: Vec<Value>,
+        budget: u64,
+    ) -> Result<i64, NodeError> {
         let pi = self.part_index(p)?;
         if !self.is_live(pi, rowid) {
-            return Err(err(ErrorCode::NoSuchRow, format!("row {rowid} of partition {p} does not exist")));
+            return Err(err(
+                ErrorCode::NoSuchRow,
+                format!("row {rowid} of partition {p} does not exist"),
+            ));
         }
         let new_row = self.coerce_full(new_row)?;
         let old_row = self.read(pi, rowid);
         let pk = self.pk.encoded(&old_row);
         if self.pk.encoded(&new_row) != pk {
-            return Err(err(ErrorCode::KeyUpdateNotAllowed, "update changes the primary key"));
+            return Err(err(
+                ErrorCode::KeyUpdateNotAllowed,
+                "update changes the primary key",
+            ));
         }
         let old_keys = self.index_keys(&old_row, &pk);
         let new_keys = self.index_keys(&new_row, &pk);
         // Unchanged index keys need no work.
-        let changed: Vec<bool> = old_keys.iter().zip(&new_keys).map(|(o, n)| o != n).collect();
+        let changed: Vec<bool> = old_keys
+            .iter()
+            .zip(&new_keys)
+            .map(|(o, n)| o != n)
+            .collect();
         self.check_unique(&new_keys, Some((p, rowid)))?;
         let keys_need: u64 = new_keys
             .iter()
@@ -498,13 +657,22 @@ impl TableStore {
         let old_ref = self.layout.var_ref(part.fixed().slot(rowid));
         let old_len = old_ref.map_or(0, |r| part.var.get(r).len());
         let in_place = old_len == payload.len();
-        let need = if in_place { 0 } else { part.var.alloc_cost(payload.len()) } + keys_need;
+        let need = if in_place {
+            0
+        } else {
+            part.var.alloc_cost(payload.len())
+        } + keys_need;
         if need > budget {
             return Err(self.table_full(need, budget));
         }
         let before = self.local_footprint(pi);
         let layout = &self.layout;
-        let Partition { fixed, var, ordered, .. } = &mut self.parts[pi];
+        let Partition {
+            fixed,
+            var,
+            ordered,
+            ..
+        } = &mut self.parts[pi];
         let fixed = fixed.as_mut().expect("partition initialised");
         let vref = match old_ref {
             None => None,
@@ -516,7 +684,9 @@ impl TableStore {
             }
             Some(r) => {
                 var.free(r);
-                Some(var.alloc(rowid, &payload, &mut |owner, nr| layout.set_var_ref(fixed.slot_mut(owner), nr)))
+                Some(var.alloc(rowid, &payload, &mut |owner, nr| {
+                    layout.set_var_ref(fixed.slot_mut(owner), nr)
+                }))
             }
         };
         let slot = fixed.slot_mut(rowid);
@@ -555,18 +725,32 @@ impl TableStore {
     /// Delete a live row. Returns the change of `bytes`.
     pub fn delete(&mut self, p: PartitionId, rowid: RowId) -> i64 {
         let pi = self.part_index(p).expect("delete: partition out of range");
-        assert!(self.is_live(pi, rowid), "delete of dead row {rowid} in partition {p}");
+        assert!(
+            self.is_live(pi, rowid),
+            "delete of dead row {rowid} in partition {p}"
+        );
         let row = self.read(pi, rowid);
         let pk = self.pk.encoded(&row);
         let keys = self.index_keys(&row, &pk);
         let before = self.local_footprint(pi);
         let layout = &self.layout;
-        let Partition { fixed, var, hash, ordered } = &mut self.parts[pi];
+        let Partition {
+            fixed,
+            var,
+            hash,
+            ordered,
+        } = &mut self.parts[pi];
         let fixed = fixed.as_mut().expect("partition initialised");
-        assert!(hash.remove(pk_hash(&pk), rowid), "row {rowid} missing from the hash index");
+        assert!(
+            hash.remove(pk_hash(&pk), rowid),
+            "row {rowid} missing from the hash index"
+        );
         for (ix, (uk, ok)) in self.indexes.iter_mut().zip(keys) {
             if let Some(k) = ok {
-                ordered.get_mut(&ix.def.id).expect("ordered index of partition").remove(&k);
+                ordered
+                    .get_mut(&ix.def.id)
+                    .expect("ordered index of partition")
+                    .remove(&k);
             }
             if let (Some(k), Some(map)) = (uk, &mut ix.unique) {
                 map.remove(&k);
@@ -578,7 +762,10 @@ impl TableStore {
         fixed.free(rowid);
         let delta = self.local_footprint(pi) as i64 - before as i64;
         self.bytes = (self.bytes as i64 + delta) as u64;
-        debug_assert_eq!(self.parts[pi].hash.len() as u64, self.parts[pi].fixed().live_rows());
+        debug_assert_eq!(
+            self.parts[pi].hash.len() as u64,
+            self.parts[pi].fixed().live_rows()
+        );
         delta
     }
 
@@ -590,8 +777,15 @@ impl TableStore {
     /// Add an index built from the existing rows. Returns the change of `bytes`.
     pub fn create_index(&mut self, ix: &IndexDef, budget: u64) -> Result<i64, NodeError> {
         validate_index(&self.def, ix)?;
-        if self.indexes.iter().any(|i| i.def.id == ix.id || i.def.name.eq_ignore_ascii_case(&ix.name)) {
-            return Err(err(ErrorCode::IndexExists, format!("index {} (id {}) exists", ix.name, ix.id)));
+        if self
+            .indexes
+            .iter()
+            .any(|i| i.def.id == ix.id || i.def.name.eq_ignore_ascii_case(&ix.name))
+        {
+            return Err(err(
+                ErrorCode::IndexExists,
+                format!("index {} (id {}) exists", ix.name, ix.id),
+            ));
         }
         let key = KeyInfo::new(&self.def, &ix.columns);
         let ordered_kind = ix.kind == IndexKind::Ordered;
@@ -608,7 +802,10 @@ impl TableStore {
                 let has_null = key.encode_row(&row, &mut k);
                 if let (Some(map), false) = (&mut unique, has_null) {
                     if map.get(&k).is_some() {
-                        return Err(err(ErrorCode::DuplicateUniqueKey, format!("existing rows violate unique index {}", ix.name)));
+                        return Err(err(
+                            ErrorCode::DuplicateUniqueKey,
+                            format!("existing rows violate unique index {}", ix.name),
+                        ));
                     }
                     need += entry_cost(k.len());
                     map.insert(k.clone(), (pi as PartitionId, r));
@@ -643,7 +840,12 @@ impl TableStore {
             .indexes
             .iter()
             .position(|i| i.def.id == id)
-            .ok_or_else(|| err(ErrorCode::NoSuchIndex, format!("index id {id} not on table {}", self.def.name)))?;
+            .ok_or_else(|| {
+                err(
+                    ErrorCode::NoSuchIndex,
+                    format!("index id {id} not on table {}", self.def.name),
+                )
+            })?;
         self.indexes.remove(pos);
         self.def.indexes.retain(|i| i.id != id);
         for p in &mut self.parts {
@@ -661,7 +863,11 @@ impl TableStore {
             .layout
             .var_col_ids
             .iter()
-            .map(|&c| row.get(c).and_then(|v| v.as_bytes()).map_or(0, |b| b.len() + 10))
+            .map(|&c| {
+                row.get(c)
+                    .and_then(|v| v.as_bytes())
+                    .map_or(0, |b| b.len() + 10)
+            })
             .sum();
         let worst = self
             .parts
@@ -669,11 +875,32 @@ impl TableStore {
             .map(|p| p.fixed().alloc_cost() + p.var.alloc_cost(payload_len) + p.hash.insert_cost())
             .max()
             .unwrap_or(0);
-        let keys: u64 = self.indexes.iter().map(|ix| {
-            let k = ix.key.types.len() as u64 * 16 + ix.key.cols.iter().map(|&c| row.get(c).and_then(|v| v.as_bytes()).map_or(0, |b| b.len() as u64)).sum::<u64>();
-            let pk = self.pk.types.len() as u64 * 16;
-            (if ix.unique.is_some() { entry_cost(k as usize) } else { 0 }) + if ix.is_ordered() { entry_cost((k + pk) as usize) } else { 0 }
-        }).sum();
+        let keys: u64 = self
+            .indexes
+            .iter()
+            .map(|ix| {
+                let k = ix.key.types.len() as u64 * 16
+                    + ix.key
+                        .cols
+                        .iter()
+                        .map(|&c| {
+                            row.get(c)
+                                .and_then(|v| v.as_bytes())
+                                .map_or(0, |b| b.len() as u64)
+                        })
+                        .sum::<u64>();
+                let pk = self.pk.types.len() as u64 * 16;
+                (if ix.unique.is_some() {
+                    entry_cost(k as usize)
+                } else {
+                    0
+                }) + if ix.is_ordered() {
+                    entry_cost((k + pk) as usize)
+                } else {
+                    0
+                }
+            })
+            .sum();
         worst + keys
     }
 
@@ -684,23 +911,46 @@ impl TableStore {
         for (pi, part) in self.parts.iter().enumerate() {
             let fixed = part.fixed();
             fixed.check_invariants();
-            assert_eq!(part.hash.len() as u64, fixed.live_rows(), "partition {pi}: hash index size != rows");
+            assert_eq!(
+                part.hash.len() as u64,
+                fixed.live_rows(),
+                "partition {pi}: hash index size != rows"
+            );
             let mut chunks = 0;
             let mut next = 0u64;
             while let Some(r) = fixed.next_live(next) {
                 next = r as u64 + 1;
                 let row = self.read(pi, r);
                 let pk = self.pk.encoded(&row);
-                assert_eq!(self.lookup(pi, &pk), Some(r), "partition {pi}: row {r} not found by its key");
+                assert_eq!(
+                    self.lookup(pi, &pk),
+                    Some(r),
+                    "partition {pi}: row {r} not found by its key"
+                );
                 if let Some(vr) = self.layout.var_ref(fixed.slot(r)) {
                     chunks += u64::from(!vr.is_none());
                 }
-                for (i, (ix, (uk, ok))) in self.indexes.iter().zip(self.index_keys(&row, &pk)).enumerate() {
+                for (i, (ix, (uk, ok))) in self
+                    .indexes
+                    .iter()
+                    .zip(self.index_keys(&row, &pk))
+                    .enumerate()
+                {
                     if let Some(k) = ok {
-                        assert_eq!(part.ordered[&ix.def.id].map.get(&k), Some(&r), "ordered index {} entry", ix.def.name);
+                        assert_eq!(
+                            part.ordered[&ix.def.id].map.get(&k),
+                            Some(&r),
+                            "ordered index {} entry",
+                            ix.def.name
+                        );
                     }
                     if let (Some(k), Some(map)) = (uk, &ix.unique) {
-                        assert_eq!(map.get(&k), Some((pi as PartitionId, r)), "unique index {} entry", ix.def.name);
+                        assert_eq!(
+                            map.get(&k),
+                            Some((pi as PartitionId, r)),
+                            "unique index {} entry",
+                            ix.def.name
+                        );
                         unique_counts[i] += 1;
                     }
                 }
@@ -717,6 +967,10 @@ impl TableStore {
                 assert_eq!(map.map.len(), n, "unique index {} size", ix.def.name);
             }
         }
-        assert_eq!(self.bytes, self.compute_footprint(), "table byte count drifted");
+        assert_eq!(
+            self.bytes,
+            self.compute_footprint(),
+            "table byte count drifted"
+        );
     }
 }
