@@ -40,6 +40,7 @@ pub mod memory;
 mod ordered_index;
 mod row_format;
 mod scan;
+mod table_ddl;
 mod table_store;
 mod var_storage;
 

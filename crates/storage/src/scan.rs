@@ -15,7 +15,7 @@
 use crate::fixed_pages::RowId;
 use crate::ordered_index::{key_range, range_is_empty};
 use crate::table_store::TableStore;
-use norr_signals::coerce::coerce_value;
+use norr_signals::coerce::{class_sample, coerce_value, compare_values};
 use norr_signals::filter_eval::eval_filter;
 use norr_signals::keycode::encode_value;
 use norr_signals::ops::{Bound as ScanBound, Filter, ScanRange};
@@ -54,7 +54,17 @@ fn bad_bound(msg: String) -> NodeError {
 }
 
 impl TableStore {
-    fn encode_bound(&self, index: IndexId, b: &ScanBound) -> Result<Vec<u8>, NodeError> {
+    /// Encode a bound prefix. A value the column cannot hold still bounds the
+    /// range: a string too long, an invalid date or similar of the column's own
+    /// class is encoded as it is (its order is still right); a number out of the
+    /// column's range becomes +inf / -inf at its position (returned as
+    /// `Some(true)` / `Some(false)` with the prefix before it), so
+    /// `tinyint_col < 1000` scans every non-NULL value instead of failing.
+    fn encode_bound(
+        &self,
+        index: IndexId,
+        b: &ScanBound,
+    ) -> Result<(Vec<u8>, Option<bool>), NodeError> {
         let ix = self.index(index)?;
         if b.values.len() > ix.key.cols.len() {
             return Err(bad_bound(format!(
@@ -67,11 +77,37 @@ impl TableStore {
         let mut out = Vec::new();
         for ((v, t), c) in b.values.iter().zip(&ix.key.types).zip(&ix.key.cols) {
             let name = &self.def.columns[*c].name;
-            let cv = coerce_value(v.clone(), t, true)
-                .map_err(|e| bad_bound(format!("bound value for column {name}: {}", e.message)))?;
-            encode_value(&mut out, &cv, t);
+            match coerce_value(v.clone(), t, true) {
+                Ok(cv) => encode_value(&mut out, &cv, t),
+                Err(e) => {
+                    let sample = class_sample(t);
+                    let numeric = matches!(
+                        sample,
+                        Value::Int(_)
+                            | Value::UInt(_)
+                            | Value::Float(_)
+                            | Value::Double(_)
+                            | Value::Decimal(_)
+                    );
+                    if !numeric && std::mem::discriminant(v) == std::mem::discriminant(&sample) {
+                        encode_value(&mut out, v, t);
+                        continue;
+                    }
+                    if numeric && e.code == ErrorCode::ValueOutOfRange {
+                        match compare_values(v, &Value::Int(0), t) {
+                            Some(std::cmp::Ordering::Greater) => return Ok((out, Some(true))),
+                            Some(std::cmp::Ordering::Less) => return Ok((out, Some(false))),
+                            _ => {}
+                        }
+                    }
+                    return Err(bad_bound(format!(
+                        "bound value for column {name}: {}",
+                        e.message
+                    )));
+                }
+            }
         }
-        Ok(out)
+        Ok((out, None))
     }
 
     pub fn scan_open(
@@ -101,9 +137,23 @@ impl TableStore {
         let (low, high) = match range {
             None => (Bound::Unbounded, Bound::Unbounded),
             Some(r) => {
-                let lo = self.encode_bound(index, &r.low)?;
-                let hi = self.encode_bound(index, &r.high)?;
-                key_range(&lo, r.low.inclusive, &hi, r.high.inclusive)
+                let (lo, lo_inf) = self.encode_bound(index, &r.low)?;
+                let (hi, hi_inf) = self.encode_bound(index, &r.high)?;
+                let (mut l, mut h) = key_range(&lo, r.low.inclusive, &hi, r.high.inclusive);
+                // An infinite value at some position: the marker byte sorts
+                // after NULL (0x00) and before (0x01) or after (0x02) every
+                // non-NULL value at that position.
+                if let Some(plus) = lo_inf {
+                    l = Bound::Included(
+                        [lo.as_slice(), &[if plus { 0x02 } else { 0x01 }]].concat(),
+                    );
+                }
+                if let Some(plus) = hi_inf {
+                    h = Bound::Excluded(
+                        [hi.as_slice(), &[if plus { 0x02 } else { 0x01 }]].concat(),
+                    );
+                }
+                (l, h)
             }
         };
         let done = range_is_empty(&low, &high);

@@ -23,7 +23,7 @@ use norr_signals::value::{
 use norr_signals::{ErrorCode, IndexId, NodeError, PartitionId, TableDef};
 use std::collections::BTreeMap;
 
-fn err(code: ErrorCode, msg: impl Into<String>) -> NodeError {
+pub(crate) fn err(code: ErrorCode, msg: impl Into<String>) -> NodeError {
     NodeError::with(code, msg)
 }
 
@@ -35,7 +35,7 @@ pub struct KeyInfo {
 }
 
 impl KeyInfo {
-    fn new(def: &TableDef, cols: &[u16]) -> KeyInfo {
+    pub(crate) fn new(def: &TableDef, cols: &[u16]) -> KeyInfo {
         KeyInfo {
             cols: cols.iter().map(|&c| c as usize).collect(),
             types: cols
@@ -62,7 +62,7 @@ impl KeyInfo {
     }
 
     /// Encode the key columns of a stored row, reading only those columns.
-    fn encode_stored(
+    pub(crate) fn encode_stored(
         &self,
         layout: &RowLayout,
         fixed: &FixedPages,
@@ -81,7 +81,7 @@ impl KeyInfo {
 
 /// Per index of a row: (unique-map key if the index is unique and no key
 /// column is NULL, ordered entry `key ++ pk` if the index is ordered).
-type IndexKeys = (Option<Vec<u8>>, Option<Vec<u8>>);
+pub(crate) type IndexKeys = (Option<Vec<u8>>, Option<Vec<u8>>);
 
 pub struct IndexState {
     pub def: IndexDef,
@@ -105,7 +105,7 @@ pub struct Partition {
 }
 
 impl Partition {
-    fn footprint(&self) -> u64 {
+    pub(crate) fn footprint(&self) -> u64 {
         self.fixed.as_ref().map_or(0, |f| f.footprint())
             + self.var.footprint()
             + self.hash.footprint()
@@ -248,7 +248,7 @@ impl TableStore {
         Ok(t)
     }
 
-    fn reset_partitions(&mut self) {
+    pub(crate) fn reset_partitions(&mut self) {
         self.parts = (0..self.def.partitions)
             .map(|_| Partition {
                 fixed: Some(FixedPages::new(self.layout.slot_size)),
@@ -270,7 +270,7 @@ impl TableStore {
         self.bytes = self.compute_footprint();
     }
 
-    fn add_index_state(&mut self, ix: IndexDef) {
+    pub(crate) fn add_index_state(&mut self, ix: IndexDef) {
         let st = IndexState {
             key: KeyInfo::new(&self.def, &ix.columns),
             unique: ix.unique.then(UniqueMap::default),
@@ -289,7 +289,7 @@ impl TableStore {
         self.parts.iter().map(|p| p.footprint()).sum::<u64>() + self.unique_footprint()
     }
 
-    fn unique_footprint(&self) -> u64 {
+    pub(crate) fn unique_footprint(&self) -> u64 {
         self.indexes
             .iter()
             .filter_map(|i| i.unique.as_ref())
@@ -297,7 +297,7 @@ impl TableStore {
             .sum()
     }
 
-    fn local_footprint(&self, pi: usize) -> u64 {
+    pub(crate) fn local_footprint(&self, pi: usize) -> u64 {
         self.parts[pi].footprint() + self.unique_footprint()
     }
 
@@ -407,7 +407,12 @@ impl TableStore {
         Ok(partition_of(&enc, self.def.partitions))
     }
 
-    fn check_placement(&self, p: PartitionId, row: &[Value], pk: &[u8]) -> Result<(), NodeError> {
+    pub(crate) fn check_placement(
+        &self,
+        p: PartitionId,
+        row: &[Value],
+        pk: &[u8],
+    ) -> Result<(), NodeError> {
         if self.def.partitioning == PartitionScheme::User {
             return Ok(());
         }
@@ -474,7 +479,7 @@ impl TableStore {
 
     /// Per index: (unique-map key if the index is unique and the key has no
     /// NULL, ordered entry if the index is ordered).
-    fn index_keys(&self, row: &[Value], pk: &[u8]) -> Vec<IndexKeys> {
+    pub(crate) fn index_keys(&self, row: &[Value], pk: &[u8]) -> Vec<IndexKeys> {
         self.indexes
             .iter()
             .map(|ix| {
@@ -490,7 +495,7 @@ impl TableStore {
             .collect()
     }
 
-    fn keys_cost(keys: &[IndexKeys]) -> u64 {
+    pub(crate) fn keys_cost(keys: &[IndexKeys]) -> u64 {
         keys.iter()
             .map(|(u, o)| {
                 u.as_ref().map_or(0, |k| entry_cost(k.len()))
@@ -499,7 +504,7 @@ impl TableStore {
             .sum()
     }
 
-    fn check_unique(
+    pub(crate) fn check_unique(
         &self,
         keys: &[IndexKeys],
         me: Option<(PartitionId, RowId)>,
@@ -519,7 +524,7 @@ impl TableStore {
         Ok(())
     }
 
-    fn table_full(&self, need: u64, budget: u64) -> NodeError {
+    pub(crate) fn table_full(&self, need: u64, budget: u64) -> NodeError {
         err(
             ErrorCode::TableFull,
             format!(
@@ -772,205 +777,5 @@ impl TableStore {
     /// Empty every partition (keeping the definition and its indexes).
     pub fn truncate(&mut self) {
         self.reset_partitions();
-    }
-
-    /// Add an index built from the existing rows. Returns the change of `bytes`.
-    pub fn create_index(&mut self, ix: &IndexDef, budget: u64) -> Result<i64, NodeError> {
-        validate_index(&self.def, ix)?;
-        if self
-            .indexes
-            .iter()
-            .any(|i| i.def.id == ix.id || i.def.name.eq_ignore_ascii_case(&ix.name))
-        {
-            return Err(err(
-                ErrorCode::IndexExists,
-                format!("index {} (id {}) exists", ix.name, ix.id),
-            ));
-        }
-        let key = KeyInfo::new(&self.def, &ix.columns);
-        let ordered_kind = ix.kind == IndexKind::Ordered;
-        let mut unique = ix.unique.then(UniqueMap::default);
-        let mut per_part: Vec<OrderedIndex> = Vec::new();
-        let mut need = 0u64;
-        for (pi, part) in self.parts.iter().enumerate() {
-            let mut ord = OrderedIndex::default();
-            let mut next = 0u64;
-            while let Some(r) = part.fixed().next_live(next) {
-                next = r as u64 + 1;
-                let row = self.read(pi, r);
-                let mut k = Vec::new();
-                let has_null = key.encode_row(&row, &mut k);
-                if let (Some(map), false) = (&mut unique, has_null) {
-                    if map.get(&k).is_some() {
-                        return Err(err(
-                            ErrorCode::DuplicateUniqueKey,
-                            format!("existing rows violate unique index {}", ix.name),
-                        ));
-                    }
-                    need += entry_cost(k.len());
-                    map.insert(k.clone(), (pi as PartitionId, r));
-                }
-                if ordered_kind {
-                    k.extend_from_slice(&self.pk.encoded(&row));
-                    need += entry_cost(k.len());
-                    ord.insert(k, r);
-                }
-            }
-            per_part.push(ord);
-        }
-        if need > budget {
-            return Err(self.table_full(need, budget));
-        }
-        let before = self.bytes;
-        self.add_index_state(ix.clone());
-        let st = self.indexes.last_mut().expect("just added");
-        st.unique = unique;
-        if ordered_kind {
-            for (part, ord) in self.parts.iter_mut().zip(per_part) {
-                part.ordered.insert(ix.id, ord);
-            }
-        }
-        self.bytes = self.compute_footprint();
-        Ok(self.bytes as i64 - before as i64)
-    }
-
-    /// Remove an index. Returns the change of `bytes`.
-    pub fn drop_index(&mut self, id: IndexId) -> Result<i64, NodeError> {
-        let pos = self
-            .indexes
-            .iter()
-            .position(|i| i.def.id == id)
-            .ok_or_else(|| {
-                err(
-                    ErrorCode::NoSuchIndex,
-                    format!("index id {id} not on table {}", self.def.name),
-                )
-            })?;
-        self.indexes.remove(pos);
-        self.def.indexes.retain(|i| i.id != id);
-        for p in &mut self.parts {
-            p.ordered.remove(&id);
-        }
-        let before = self.bytes;
-        self.bytes = self.compute_footprint();
-        Ok(self.bytes as i64 - before as i64)
-    }
-
-    /// Upper bound of the memory inserting `row` into the fullest-looking
-    /// partition could take (`reserve_check`).
-    pub fn insert_cost_estimate(&self, row: &[Value]) -> u64 {
-        let payload_len: usize = self
-            .layout
-            .var_col_ids
-            .iter()
-            .map(|&c| {
-                row.get(c)
-                    .and_then(|v| v.as_bytes())
-                    .map_or(0, |b| b.len() + 10)
-            })
-            .sum();
-        let worst = self
-            .parts
-            .iter()
-            .map(|p| p.fixed().alloc_cost() + p.var.alloc_cost(payload_len) + p.hash.insert_cost())
-            .max()
-            .unwrap_or(0);
-        let keys: u64 = self
-            .indexes
-            .iter()
-            .map(|ix| {
-                let k = ix.key.types.len() as u64 * 16
-                    + ix.key
-                        .cols
-                        .iter()
-                        .map(|&c| {
-                            row.get(c)
-                                .and_then(|v| v.as_bytes())
-                                .map_or(0, |b| b.len() as u64)
-                        })
-                        .sum::<u64>();
-                let pk = self.pk.types.len() as u64 * 16;
-                (if ix.unique.is_some() {
-                    entry_cost(k as usize)
-                } else {
-                    0
-                }) + if ix.is_ordered() {
-                    entry_cost((k + pk) as usize)
-                } else {
-                    0
-                }
-            })
-            .sum();
-        worst + keys
-    }
-
-    /// Check internal consistency (tests; cheap enough for debug runs of small
-    /// tables). Panics on corruption.
-    pub fn check_invariants(&self) {
-        let mut unique_counts = vec![0usize; self.indexes.len()];
-        for (pi, part) in self.parts.iter().enumerate() {
-            let fixed = part.fixed();
-            fixed.check_invariants();
-            assert_eq!(
-                part.hash.len() as u64,
-                fixed.live_rows(),
-                "partition {pi}: hash index size != rows"
-            );
-            let mut chunks = 0;
-            let mut next = 0u64;
-            while let Some(r) = fixed.next_live(next) {
-                next = r as u64 + 1;
-                let row = self.read(pi, r);
-                let pk = self.pk.encoded(&row);
-                assert_eq!(
-                    self.lookup(pi, &pk),
-                    Some(r),
-                    "partition {pi}: row {r} not found by its key"
-                );
-                if let Some(vr) = self.layout.var_ref(fixed.slot(r)) {
-                    chunks += u64::from(!vr.is_none());
-                }
-                for (i, (ix, (uk, ok))) in self
-                    .indexes
-                    .iter()
-                    .zip(self.index_keys(&row, &pk))
-                    .enumerate()
-                {
-                    if let Some(k) = ok {
-                        assert_eq!(
-                            part.ordered[&ix.def.id].map.get(&k),
-                            Some(&r),
-                            "ordered index {} entry",
-                            ix.def.name
-                        );
-                    }
-                    if let (Some(k), Some(map)) = (uk, &ix.unique) {
-                        assert_eq!(
-                            map.get(&k),
-                            Some((pi as PartitionId, r)),
-                            "unique index {} entry",
-                            ix.def.name
-                        );
-                        unique_counts[i] += 1;
-                    }
-                }
-            }
-            assert_eq!(chunks, part.var.chunks(), "partition {pi}: var chunk count");
-            for ix in &self.indexes {
-                if ix.is_ordered() {
-                    assert_eq!(part.ordered[&ix.def.id].map.len() as u64, fixed.live_rows());
-                }
-            }
-        }
-        for (ix, n) in self.indexes.iter().zip(unique_counts) {
-            if let Some(map) = &ix.unique {
-                assert_eq!(map.map.len(), n, "unique index {} size", ix.def.name);
-            }
-        }
-        assert_eq!(
-            self.bytes,
-            self.compute_footprint(),
-            "table byte count drifted"
-        );
     }
 }

@@ -268,6 +268,111 @@ fn bad_scans_are_rejected() {
 }
 
 #[test]
+fn out_of_range_bounds_still_bound() {
+    let mut s = Storage::new(16 << 20);
+    let mut def = table(
+        T,
+        vec![
+            ColumnDef::new("id", bigint()).not_null(),
+            ColumnDef::new("t", ColumnType::TinyInt { unsigned: true }),
+            ColumnDef::new(
+                "v",
+                ColumnType::Varchar {
+                    len: 3,
+                    collation: norr_signals::value::Collation::Binary,
+                },
+            ),
+        ],
+        vec![0],
+        1,
+    );
+    def.indexes
+        .push(index(IX, "tv", vec![1, 2], false, IndexKind::Ordered));
+    s.create_table(&def).unwrap();
+    let vals = [(0, "a"), (5, "abc"), (5, "abd"), (255, "zzz")];
+    for (i, (t, v)) in vals.iter().enumerate() {
+        s.insert(
+            T,
+            0,
+            vec![Value::Int(i as i64), Value::Int(*t), Value::str(v)],
+        )
+        .unwrap();
+    }
+    s.insert(T, 0, vec![Value::Int(9), Value::Null, Value::Null])
+        .unwrap();
+    let ids = |s: &Storage, low: Bound, high: Bound, desc: bool| -> Vec<i64> {
+        let mut cur = s
+            .scan_open(T, 0, Some(IX), Some(&ScanRange { low, high }), desc)
+            .unwrap();
+        drain(s, 0, &mut cur, None, 2)
+    };
+    let un = Bound::unbounded;
+    // t < 1000: every non-NULL t, plus NULL as for any range without a low bound.
+    assert_eq!(
+        ids(&s, un(), Bound::exclusive(vec![Value::Int(1000)]), false),
+        vec![9, 0, 1, 2, 3]
+    );
+    // t > -5: every non-NULL t.
+    assert_eq!(
+        ids(&s, Bound::exclusive(vec![Value::Int(-5)]), un(), false),
+        vec![0, 1, 2, 3]
+    );
+    // t >= 1000 and t <= -1: nothing.
+    assert!(ids(&s, Bound::inclusive(vec![Value::Int(1000)]), un(), true).is_empty());
+    assert_eq!(
+        ids(&s, un(), Bound::inclusive(vec![Value::Int(-1)]), false),
+        vec![9]
+    );
+    // (5, v) with v beyond the column length: compared as the longer string.
+    assert_eq!(
+        ids(
+            &s,
+            Bound::inclusive(vec![Value::Int(5), Value::str("abcd")]),
+            un(),
+            false
+        ),
+        vec![2, 3]
+    );
+    assert_eq!(
+        ids(
+            &s,
+            un(),
+            Bound::exclusive(vec![Value::Int(5), Value::str("abcd")]),
+            true
+        ),
+        vec![1, 0, 9]
+    );
+    // A number for a string column is no bound.
+    let r = ScanRange {
+        low: un(),
+        high: Bound::inclusive(vec![Value::Int(5), Value::Int(7)]),
+    };
+    assert_eq!(
+        s.scan_open(T, 0, Some(IX), Some(&r), false)
+            .unwrap_err()
+            .code,
+        ErrorCode::BadScanBound
+    );
+    // (300, ..) on the composite: beyond every t, whatever follows.
+    assert_eq!(
+        ids(
+            &s,
+            un(),
+            Bound::inclusive(vec![Value::Int(300), Value::str("a")]),
+            false
+        ),
+        vec![9, 0, 1, 2, 3]
+    );
+    assert!(ids(
+        &s,
+        Bound::exclusive(vec![Value::Int(300), Value::str("a")]),
+        un(),
+        false
+    )
+    .is_empty());
+}
+
+#[test]
 fn full_scan_with_filters_and_examine_limit() {
     let s = setup(2, 500);
     let def = s.table_def(T).unwrap().clone();
