@@ -1,0 +1,194 @@
+//! One simulation run: seed -> knobs, network parameters, node, workload;
+//! load phase, drain phase, final checks; a report with the trace hash.
+
+use crate::host::{random_knobs, Host, NetParams, Phase};
+use crate::rng::Rng;
+use crate::toy::{build_toy_node, ToyBug};
+use crate::workload::{bank::Bank, locks::Locks, model::Model, open_transactions, Workload};
+use norr_kernel::Scheduler;
+use norr_knobs::Knobs;
+use norr_signals::Signal;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkloadKind {
+    Bank,
+    Model,
+    Locks,
+}
+
+impl WorkloadKind {
+    pub const ALL: [WorkloadKind; 3] = [WorkloadKind::Bank, WorkloadKind::Model, WorkloadKind::Locks];
+    pub fn parse(s: &str) -> Option<WorkloadKind> {
+        match s {
+            "bank" => Some(WorkloadKind::Bank),
+            "model" => Some(WorkloadKind::Model),
+            "locks" => Some(WorkloadKind::Locks),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadKind::Bank => "bank",
+            WorkloadKind::Model => "model",
+            WorkloadKind::Locks => "locks",
+        }
+    }
+}
+
+/// Which data node the simulator hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    /// The real blocks from norr-txn.
+    Real,
+    /// The toy node of this crate (host development, checker self-tests).
+    Toy(ToyBug),
+}
+
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub seed: u64,
+    pub workload: WorkloadKind,
+    /// Steps (host events) of the load phase.
+    pub steps: u64,
+    pub node: NodeKind,
+    pub verbose: bool,
+}
+
+impl SimConfig {
+    pub fn new(seed: u64, workload: WorkloadKind) -> SimConfig {
+        SimConfig { seed, workload, steps: 3_000, node: default_node(), verbose: false }
+    }
+}
+
+/// The real node once norr-txn provides it, else the toy.
+pub fn default_node() -> NodeKind {
+    crate::REAL_NODE_DEFAULT
+}
+
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    pub seed: u64,
+    pub workload: WorkloadKind,
+    pub node: NodeKind,
+    pub trace_hash: u64,
+    pub trace_events: u64,
+    pub steps: u64,
+    pub virtual_ns: u64,
+    pub failure: Option<String>,
+    pub summary: String,
+    pub host: String,
+    pub knobs: Knobs,
+}
+
+impl RunReport {
+    pub fn repro(&self) -> String {
+        let node = match self.node {
+            NodeKind::Real => String::new(),
+            NodeKind::Toy(ToyBug::None) => " --toy".to_string(),
+            NodeKind::Toy(b) => format!(" --toy-bug {b:?}"),
+        };
+        format!(
+            "cargo run -p norr-sim -- --seed {} --workload {} --steps {}{node}",
+            self.seed,
+            self.workload.name(),
+            self.steps_cfg()
+        )
+    }
+    fn steps_cfg(&self) -> u64 {
+        self.steps
+    }
+}
+
+fn build_node(kind: NodeKind, knobs: &Knobs) -> Scheduler<Signal> {
+    match kind {
+        NodeKind::Toy(bug) => build_toy_node(crate::host::DATA_NODE, knobs, bug),
+        NodeKind::Real => crate::real_node(crate::host::DATA_NODE, knobs),
+    }
+}
+
+/// Most steps of the drain phase and the longest virtual time it may take.
+const DRAIN_MAX_STEPS: u64 = 200_000;
+const DRAIN_MAX_NS: u64 = 300_000_000_000;
+
+pub fn run(cfg: &SimConfig) -> RunReport {
+    let mut rng = Rng::new(cfg.seed);
+    let knobs = random_knobs(&mut rng.fork());
+    let net = NetParams::random(&mut rng.fork());
+    let mut wrng = rng.fork();
+    let mut w: Box<dyn Workload> = match cfg.workload {
+        WorkloadKind::Bank => Box::new(Bank::new(&mut wrng, net.clients)),
+        WorkloadKind::Model => Box::new(Model::new(&mut wrng, net.clients)),
+        WorkloadKind::Locks => Box::new(Locks::new(&mut wrng, net.clients)),
+    };
+    let node = build_node(cfg.node, &knobs);
+    let mut host = Host::new(rng.fork(), node, knobs.clone(), net);
+    host.verbose = cfg.verbose;
+    host.trace.write_u64(cfg.seed);
+    let failure = drive(cfg, &mut host, w.as_mut()).err();
+    let s = &host.stats;
+    RunReport {
+        seed: cfg.seed,
+        workload: cfg.workload,
+        node: cfg.node,
+        trace_hash: host.trace.finish(),
+        trace_events: host.trace.events(),
+        steps: cfg.steps,
+        virtual_ns: host.now_ns,
+        failure,
+        summary: w.summary(),
+        host: format!(
+            "clients={} steps={} to_node={} to_client={} node_signals={} timers={} crashes={} api_fail_races={} dropped_inflight={} dropped_to_dead={} overloaded_retries={} long_delays={}",
+            host.net.clients,
+            s.steps,
+            s.to_node,
+            s.to_client,
+            s.node_signals,
+            s.timers,
+            s.crashes,
+            s.api_fail_races,
+            s.dropped_inflight,
+            s.dropped_to_dead,
+            s.overloaded_retries,
+            s.long_delays
+        ),
+        knobs,
+    }
+}
+
+fn drive(cfg: &SimConfig, host: &mut Host, w: &mut dyn Workload) -> Result<(), String> {
+    w.setup(host)?;
+    host.start_clients(w)?;
+    // Load.
+    while host.stats.steps < cfg.steps {
+        if !host.step(w)? {
+            break;
+        }
+    }
+    // Drain: no new transactions, no crashes; every outstanding request must
+    // get its answer.
+    host.phase = Phase::Drain;
+    let start_steps = host.stats.steps;
+    let start_ns = host.now_ns;
+    loop {
+        let all_idle = (0..host.clients()).all(|c| !host.client_alive(c) || w.is_idle(c));
+        if all_idle && !host.has_host_events() {
+            break;
+        }
+        if host.stats.steps - start_steps > DRAIN_MAX_STEPS || host.now_ns - start_ns > DRAIN_MAX_NS {
+            let stuck: Vec<usize> = (0..host.clients()).filter(|&c| host.client_alive(c) && !w.is_idle(c)).collect();
+            return Err(format!("hang: clients {stuck:?} still wait for an answer after the drain phase"));
+        }
+        if !host.step(w)? {
+            let stuck: Vec<usize> = (0..host.clients()).filter(|&c| host.client_alive(c) && !w.is_idle(c)).collect();
+            return Err(format!("hang: clients {stuck:?} wait for an answer, nothing left to happen"));
+        }
+    }
+    // Let inactivity time-outs and API failure handling settle, then check.
+    w.finish(host)?;
+    if let Some(open) = open_transactions(host)? {
+        if open != 0 {
+            return Err(format!("leak: node reports {open} open transactions after every client finished or failed"));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,540 @@
+//! Model: small transactions of random Insert / Update / Write / Delete / Read
+//! (committed read, shared, exclusive) on random keys, plus committed-read
+//! scans, checked against a reference model by an omniscient observer.
+//!
+//! What READ COMMITTED with row locks guarantees, and what is checked:
+//! * an operation that succeeds holds its row lock to commit (writes, locking
+//!   reads, inserts), so from then on the transaction's own view of the key is
+//!   exact: the result of the first successful locking operation must match the
+//!   committed state at the moment the reply leaves the node (nobody can commit
+//!   the key between the lock grant and that moment), later ones must match the
+//!   transaction's own writes;
+//! * a committed read, a failed operation (which may take no lock) and every
+//!   row of a committed-read scan must match *some* committed state of the key
+//!   between the request reaching the node and the reply leaving it;
+//! * commit is atomic and happens when the committed TC_KEYCONF leaves the
+//!   node (the host orders committed confs first within a step); aborted
+//!   transactions leave no trace (a value written only by an aborted
+//!   transaction is never seen: values are unique);
+//! * at the end the table equals the model.
+//!
+//! Clients never crash while a commit is outstanding: the outcome would be in
+//! doubt and the model could not be kept exact (bank and locks cover that).
+
+use super::*;
+use std::collections::BTreeMap;
+
+const V: ColumnId = 1;
+
+#[derive(Debug)]
+enum St {
+    Idle,
+    /// Waiting for the reply of batch `batch` (of `batches`).
+    Batch { txn: u64, batch: u32, batches: u32, commit: bool },
+    Scan { scan_id: u32, rows: Vec<(i64, i64)> },
+}
+
+#[derive(Debug, Default)]
+struct MTxn {
+    /// The batch on its way / executing, and the step it reached the node.
+    batch: Vec<KeyOp>,
+    delivered_step: Option<u64>,
+    /// Keys this transaction holds a lock on: its exact view (None = absent).
+    view: BTreeMap<i64, Option<i64>>,
+    /// Its writes, applied to the model at commit.
+    writes: BTreeMap<i64, Option<i64>>,
+}
+
+pub struct Model {
+    table: TableId,
+    keys: i64,
+    partitions: u32,
+    st: Vec<St>,
+    next_txn: u64,
+    next_scan: u32,
+    next_val: i64,
+    /// Committed state per key.
+    model: BTreeMap<i64, i64>,
+    /// Committed states per key over time: (step, state after the commit).
+    hist: BTreeMap<i64, Vec<(u64, Option<i64>)>>,
+    txns: BTreeMap<(NodeId, u64), MTxn>,
+    scans: BTreeMap<(NodeId, u32), u64>,
+    now_step: u64,
+    pub commits: u64,
+    pub aborts: u64,
+    pub rollbacks: u64,
+    pub ops_checked: u64,
+    pub exact_checks: u64,
+    pub scans_checked: u64,
+}
+
+fn op_key(op: &KeyOp) -> i64 {
+    match &op.key {
+        KeyAccess::Primary(v) => v.first().and_then(|v| v.as_i64()).unwrap_or(-1),
+        KeyAccess::Unique { .. } => -1,
+    }
+}
+
+fn op_val(op: &KeyOp) -> Option<i64> {
+    op.values.iter().find(|(c, _)| *c == V).and_then(|(_, v)| v.as_i64())
+}
+
+impl Model {
+    pub fn new(rng: &mut Rng, clients: usize) -> Model {
+        Model {
+            table: 0,
+            keys: rng.range(2, 12) as i64,
+            partitions: rng.range(1, 4) as u32,
+            st: (0..clients).map(|_| St::Idle).collect(),
+            next_txn: 1,
+            next_scan: 1,
+            next_val: 1000,
+            model: BTreeMap::new(),
+            hist: BTreeMap::new(),
+            txns: BTreeMap::new(),
+            scans: BTreeMap::new(),
+            now_step: 0,
+            commits: 0,
+            aborts: 0,
+            rollbacks: 0,
+            ops_checked: 0,
+            exact_checks: 0,
+            scans_checked: 0,
+        }
+    }
+
+    fn committed(&self, k: i64) -> Option<i64> {
+        self.model.get(&k).copied()
+    }
+
+    /// Was `state` the committed state of `k` at some moment of steps `from..=to`?
+    fn seen_in_window(&self, k: i64, state: Option<i64>, from: u64) -> bool {
+        let Some(h) = self.hist.get(&k) else { return state.is_none() };
+        // State at the start of step `from`: the last change before it.
+        let before = h.iter().rev().find(|(s, _)| *s < from).map(|(_, st)| *st).unwrap_or(None);
+        before == state || h.iter().any(|(s, st)| *s >= from && *st == state)
+    }
+
+    /// Was the key present at some moment since step `from`?
+    fn present_in_window(&self, k: i64, from: u64) -> bool {
+        let Some(h) = self.hist.get(&k) else { return false };
+        let before = h.iter().rev().find(|(s, _)| *s < from).map(|(_, st)| *st).unwrap_or(None);
+        before.is_some() || h.iter().any(|(s, st)| *s >= from && st.is_some())
+    }
+
+    fn window_err(&self, what: &str, k: i64, state: Option<i64>, from: u64) -> Result<(), String> {
+        if self.seen_in_window(k, state, from) {
+            Ok(())
+        } else {
+            Err(format!(
+                "model: {what} on key {k} observed {state:?}, never the committed state between step {from} and {}; history {:?}",
+                self.now_step,
+                self.hist.get(&k)
+            ))
+        }
+    }
+
+    fn idle(&mut self, c: &mut ClientCtx<'_>) {
+        self.st[c.client] = St::Idle;
+        let t = c.rng.range(0, 1_000_000);
+        c.wake_after(t);
+    }
+
+    fn random_batch(&mut self, c: &mut ClientCtx<'_>) -> Vec<KeyOp> {
+        let n = c.rng.range(1, 3);
+        let mut ops = Vec::new();
+        for _ in 0..n {
+            let k = vec![Value::Int(c.rng.below(self.keys as u64) as i64)];
+            self.next_val += 1;
+            let val = vec![(V, Value::Int(self.next_val))];
+            let roll = c.rng.below(100);
+            let mut op = if roll < 30 {
+                let mut op = KeyOp::read(self.table, k);
+                op.lock = *c.rng.pick(&[LockMode::CommittedRead, LockMode::Shared, LockMode::Exclusive]);
+                op.projection = vec![V];
+                op
+            } else if roll < 50 {
+                KeyOp::insert(self.table, k, val)
+            } else if roll < 70 {
+                KeyOp::update(self.table, k, val)
+            } else if roll < 85 {
+                KeyOp::write(self.table, k, val)
+            } else {
+                KeyOp::delete(self.table, k)
+            };
+            op.abort_on_error = c.rng.chance(0.3);
+            ops.push(op);
+        }
+        ops
+    }
+
+    /// Check the results of a batch that executed (TC_KEYCONF) and update the
+    /// transaction's view.
+    fn check_batch(&mut self, key: (NodeId, u64), results: &[OpResult]) -> Result<(), String> {
+        let Some(mut t) = self.txns.remove(&key) else {
+            return Err(format!("model: TC_KEYCONF for unknown transaction {key:?}"));
+        };
+        let from = t.delivered_step.ok_or_else(|| format!("model: reply to txn {key:?} before its request reached the node"))?;
+        if results.len() != t.batch.len() {
+            return Err(format!("model: {} results for {} operations", results.len(), t.batch.len()));
+        }
+        let batch = std::mem::take(&mut t.batch);
+        for (op, res) in batch.iter().zip(results) {
+            self.ops_checked += 1;
+            let k = op_key(op);
+            let mine = t.view.get(&k).copied();
+            let exact = |this: &Model, what: &str, got: Option<i64>| -> Result<(), String> {
+                let expect = match mine {
+                    Some(v) => v,
+                    None => this.committed(k),
+                };
+                if got != expect {
+                    return Err(format!(
+                        "model: txn {key:?} {what} on key {k}: observed {got:?}, expected {expect:?} ({}); history {:?}",
+                        if mine.is_some() { "own locked view" } else { "committed state, lock held" },
+                        this.hist.get(&k)
+                    ));
+                }
+                Ok(())
+            };
+            let soft_err = |res: &OpResult| -> Option<ErrorCode> {
+                match res {
+                    OpResult::Err(e) => Some(e.code),
+                    _ => None,
+                }
+            };
+            if let Some(code) = soft_err(res) {
+                if op.abort_on_error {
+                    return Err(format!("model: op with abort_on_error returned an error in its result: {code:?}"));
+                }
+                let state = match (op.kind, code) {
+                    (OpKind::Insert, ErrorCode::DuplicateKey) => Some(0),
+                    (OpKind::Read | OpKind::Update | OpKind::Delete, ErrorCode::NoSuchRow) => None,
+                    _ => return Err(format!("model: {:?} on key {k} failed with unexpected {code:?}", op.kind)),
+                };
+                // Failed ops: exact if the key is locked by us, else some committed state in the window.
+                let present = state.is_some();
+                match mine {
+                    Some(v) => {
+                        self.exact_checks += 1;
+                        if v.is_some() != present {
+                            return Err(format!("model: txn {key:?} {:?} on locked key {k} failed with {code:?}, own view {v:?}", op.kind));
+                        }
+                    }
+                    None => {
+                        let ok = if present { self.present_in_window(k, from) } else { self.seen_in_window(k, None, from) };
+                        if !ok {
+                            return Err(format!(
+                                "model: {:?} on key {k} failed with {code:?}, but the key was never {} between step {from} and {}; history {:?}",
+                                op.kind,
+                                if present { "present" } else { "absent" },
+                                self.now_step,
+                                self.hist.get(&k)
+                            ));
+                        }
+                    }
+                }
+                continue;
+            }
+            let OpResult::Ok(row) = res else { unreachable!() };
+            match op.kind {
+                OpKind::Read => {
+                    let Some(row) = row else { return Err(format!("model: read of key {k} returned no row")) };
+                    let got = Some(int_of(row.first().ok_or("model: empty row")?)?);
+                    if op.lock == LockMode::CommittedRead {
+                        // Own uncommitted write or a committed state in the window.
+                        if mine != Some(got) {
+                            self.window_err("committed read", k, got, from)?;
+                        }
+                    } else {
+                        self.exact_checks += 1;
+                        exact(self, "locking read", got)?;
+                        t.view.insert(k, got);
+                    }
+                }
+                OpKind::Insert => {
+                    self.exact_checks += 1;
+                    exact(self, "insert (row must be absent)", None)?;
+                    t.view.insert(k, op_val(op));
+                    t.writes.insert(k, op_val(op));
+                }
+                OpKind::Update | OpKind::Delete => {
+                    let cur = match mine {
+                        Some(v) => v,
+                        None => self.committed(k),
+                    };
+                    self.exact_checks += 1;
+                    if cur.is_none() {
+                        return Err(format!(
+                            "model: txn {key:?} {:?} on key {k} succeeded, but the row is absent ({}); history {:?}",
+                            op.kind,
+                            if mine.is_some() { "own locked view" } else { "committed state, lock held" },
+                            self.hist.get(&k)
+                        ));
+                    }
+                    let new = if op.kind == OpKind::Update { op_val(op) } else { None };
+                    t.view.insert(k, new);
+                    t.writes.insert(k, new);
+                }
+                OpKind::Write => {
+                    t.view.insert(k, op_val(op));
+                    t.writes.insert(k, op_val(op));
+                }
+            }
+            if row.is_some() && op.kind != OpKind::Read {
+                return Err(format!("model: {:?} returned a row", op.kind));
+            }
+        }
+        self.txns.insert(key, t);
+        Ok(())
+    }
+
+    fn apply_commit(&mut self, key: (NodeId, u64)) -> Result<(), String> {
+        let t = self.txns.remove(&key).ok_or_else(|| format!("model: commit of unknown txn {key:?}"))?;
+        for (k, v) in t.writes {
+            match v {
+                Some(v) => self.model.insert(k, v),
+                None => self.model.remove(&k),
+            };
+            self.hist.entry(k).or_default().push((self.now_step, v));
+        }
+        Ok(())
+    }
+}
+
+impl Workload for Model {
+    fn name(&self) -> &'static str {
+        "model"
+    }
+
+    fn setup(&mut self, host: &mut Host) -> Result<(), String> {
+        let def = create_table(host, int_table("kv", &["v"], true, self.partitions))?;
+        self.table = def.id;
+        let mut ops = Vec::new();
+        for k in 0..self.keys {
+            if k % 2 == 0 {
+                self.next_val += 1;
+                ops.push(KeyOp::insert(self.table, vec![Value::Int(k)], vec![(V, Value::Int(self.next_val))]));
+                self.model.insert(k, self.next_val);
+                self.hist.entry(k).or_default().push((0, Some(self.next_val)));
+            }
+        }
+        admin_commit(host, 1, ops)?;
+        Ok(())
+    }
+
+    fn on_start(&mut self, c: &mut ClientCtx<'_>) {
+        self.st[c.client] = St::Idle;
+        let t = c.rng.range(0, 500_000);
+        c.wake_after(t);
+    }
+
+    fn can_crash(&self, client: usize) -> bool {
+        !matches!(self.st[client], St::Batch { commit: true, .. })
+    }
+
+    fn on_wake(&mut self, c: &mut ClientCtx<'_>) -> Result<(), String> {
+        if !matches!(self.st[c.client], St::Idle) || c.stopping {
+            return Ok(());
+        }
+        if c.rng.chance(0.12) {
+            self.next_scan += 1;
+            let scan_id = self.next_scan;
+            let mut spec = ScanSpec::full(self.table);
+            spec.projection = vec![0, V];
+            spec.batch_rows = c.rng.range(1, self.keys as u64 + 1) as u32;
+            c.send(Signal::ScanTabReq(Box::new(ScanTabReq { txn: 0, scan_id, standalone: true, spec })));
+            self.st[c.client] = St::Scan { scan_id, rows: Vec::new() };
+            return Ok(());
+        }
+        self.next_txn += 1;
+        let txn = self.next_txn;
+        let batches = c.rng.range(1, 3) as u32;
+        self.send_batch(c, txn, 1, batches);
+        Ok(())
+    }
+
+    fn on_reply(&mut self, c: &mut ClientCtx<'_>, sig: Signal) -> Result<(), String> {
+        let st = std::mem::replace(&mut self.st[c.client], St::Idle);
+        match (st, sig) {
+            (St::Batch { txn, .. }, Signal::TcKeyRef(r)) if r.txn == txn => {
+                if is_temporary(&r.error) {
+                    self.aborts += 1;
+                } else {
+                    self.rollbacks += 1;
+                }
+                self.idle(c);
+            }
+            (St::Batch { txn, batch, batches, commit }, Signal::TcKeyConf(conf)) if conf.txn == txn => {
+                if commit {
+                    match conf.outcome {
+                        TxnOutcome::Committed => self.commits += 1,
+                        TxnOutcome::RolledBack => self.rollbacks += 1,
+                        TxnOutcome::Open => return Err("model: commit answered Open".into()),
+                    }
+                    self.idle(c);
+                } else {
+                    if conf.outcome != TxnOutcome::Open {
+                        return Err(format!("model: NoCommit batch answered {:?}", conf.outcome));
+                    }
+                    self.send_batch(c, txn, batch + 1, batches);
+                }
+            }
+            (St::Scan { scan_id, mut rows }, Signal::ScanTabConf(conf)) if conf.scan_id == scan_id => {
+                for r in &conf.rows {
+                    if r.len() != 2 {
+                        return Err(format!("model: scan row {r:?}"));
+                    }
+                    rows.push((int_of(&r[0])?, int_of(&r[1])?));
+                }
+                if conf.done {
+                    let from = self.scans.remove(&(c.api, scan_id)).ok_or("model: scan reply before its request reached the node")?;
+                    let mut got = BTreeMap::new();
+                    for &(k, v) in &rows {
+                        if got.insert(k, v).is_some() {
+                            return Err(format!("model: committed-read scan returned key {k} twice"));
+                        }
+                    }
+                    for k in 0..self.keys {
+                        self.window_err("committed-read scan", k, got.get(&k).copied(), from)?;
+                    }
+                    if let Some(k) = got.keys().find(|k| **k < 0 || **k >= self.keys) {
+                        return Err(format!("model: scan returned key {k} that was never written"));
+                    }
+                    self.scans_checked += 1;
+                    self.idle(c);
+                } else {
+                    c.send(Signal::ScanNextReq(ScanNextReq { txn: 0, scan_id, close: false }));
+                    self.st[c.client] = St::Scan { scan_id, rows };
+                }
+            }
+            (St::Scan { scan_id, .. }, Signal::ScanTabRef(r)) if r.scan_id == scan_id => {
+                if !is_temporary(&r.error) {
+                    return Err(format!("model: committed-read scan failed with {}", r.error));
+                }
+                self.idle(c);
+            }
+            (st, sig) => return Err(format!("model: client {} got {sig:?} in {st:?}", c.client)),
+        }
+        Ok(())
+    }
+
+    fn on_crash(&mut self, client: usize, _api: NodeId) {
+        self.st[client] = St::Idle;
+    }
+
+    fn observe_request(&mut self, step: u64, api: NodeId, sig: &Signal) -> Result<(), String> {
+        self.now_step = step;
+        match sig {
+            Signal::TcKeyReq(r) => {
+                if let Some(t) = self.txns.get_mut(&(api, r.txn)) {
+                    t.delivered_step = Some(step);
+                }
+            }
+            Signal::ScanTabReq(r) => {
+                self.scans.insert((api, r.scan_id), step);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn observe_emitted(&mut self, step: u64, api: NodeId, sig: &Signal) -> Result<(), String> {
+        self.now_step = step;
+        match sig {
+            Signal::TcKeyConf(conf) => {
+                let key = (api, conf.txn);
+                match conf.outcome {
+                    TxnOutcome::Open => self.check_batch(key, &conf.results)?,
+                    TxnOutcome::Committed => {
+                        self.check_batch(key, &conf.results)?;
+                        self.apply_commit(key)?;
+                    }
+                    TxnOutcome::RolledBack => {
+                        self.txns.remove(&key);
+                    }
+                }
+            }
+            Signal::TcKeyRef(r) => {
+                let key = (api, r.txn);
+                let Some(t) = self.txns.remove(&key) else {
+                    return Err(format!("model: TC_KEYREF for unknown transaction {key:?}"));
+                };
+                if !is_temporary(&r.error) {
+                    // The failing op must be one that can fail that way.
+                    let Some(i) = r.op_index else {
+                        return Err(format!("model: non-retriable abort {} without an operation index", r.error));
+                    };
+                    let Some(op) = t.batch.get(i as usize) else {
+                        return Err(format!("model: TC_KEYREF op_index {i} out of range"));
+                    };
+                    let ok = matches!(
+                        (op.kind, r.error.code),
+                        (OpKind::Insert, ErrorCode::DuplicateKey) | (OpKind::Read | OpKind::Update | OpKind::Delete, ErrorCode::NoSuchRow)
+                    );
+                    if !ok || !op.abort_on_error {
+                        return Err(format!("model: {:?} (abort_on_error={}) aborted the txn with {}", op.kind, op.abort_on_error, r.error));
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn is_idle(&self, client: usize) -> bool {
+        matches!(self.st[client], St::Idle)
+    }
+
+    fn finish(&mut self, host: &mut Host) -> Result<(), String> {
+        let rows = admin_scan(host, self.table, 1)?;
+        let mut got = BTreeMap::new();
+        for r in rows {
+            let (k, v) = (int_of(&r[0])?, int_of(&r[1])?);
+            if got.insert(k, v).is_some() {
+                return Err(format!("model: final scan returned key {k} twice"));
+            }
+        }
+        if got != self.model {
+            return Err(format!("model: final table {got:?} differs from the model {:?}", self.model));
+        }
+        for k in 0..self.keys {
+            let r = admin_read(host, 2_000_000 + k as u64, self.table, k)?;
+            let v = match r {
+                Some(row) => Some(int_of(&row[1])?),
+                None => None,
+            };
+            if v != self.committed(k) {
+                return Err(format!("model: final read of key {k} = {v:?}, model {:?}", self.committed(k)));
+            }
+        }
+        Ok(())
+    }
+
+    fn summary(&self) -> String {
+        format!(
+            "model: keys={} commits={} rollbacks={} aborts={} ops_checked={} exact_checks={} scans_checked={}",
+            self.keys, self.commits, self.rollbacks, self.aborts, self.ops_checked, self.exact_checks, self.scans_checked
+        )
+    }
+}
+
+impl Model {
+    fn send_batch(&mut self, c: &mut ClientCtx<'_>, txn: u64, batch: u32, batches: u32) {
+        let last = batch >= batches || c.stopping;
+        let (exec, ops) = if !last {
+            (ExecType::NoCommit, self.random_batch(c))
+        } else if c.rng.chance(0.1) {
+            (ExecType::Rollback, vec![])
+        } else if c.rng.chance(0.2) {
+            (ExecType::Commit, vec![])
+        } else {
+            (ExecType::Commit, self.random_batch(c))
+        };
+        let t = self.txns.entry((c.api, txn)).or_default();
+        t.batch = ops.clone();
+        t.delivered_step = None;
+        c.send(tc_key(txn, exec, ops));
+        self.st[c.client] = St::Batch { txn, batch, batches, commit: last };
+    }
+}
