@@ -1,10 +1,186 @@
 //! Signals between blocks inside the data node (TC <-> LQH, DICT <-> LQH/TC).
 //! Owned by the txn crate's authors; each signal's doc says sender, receiver and reply.
+//!
+//! Transaction protocol (one replica today; the phases are there so replication
+//! can slot in between without changing TC's state machine):
+//!
+//! * prepare: one `LqhKeyReq` per operation. LQH locks the row, checks the
+//!   operation (missing row, duplicate key, unique constraints, memory) and keeps
+//!   the new row image in its operation record. Reply `LqhKeyConf` / `LqhKeyRef`.
+//!   A transaction's operations execute at LQH in arrival order.
+//! * commit: `LqhCommitReq` to every LQH that took part. LQH applies the images
+//!   to storage (cannot fail: everything was checked at prepare) and releases the
+//!   locks. Reply `LqhCommitConf`. TC answers the client once every LQH confirmed.
+//! * complete: `LqhCompleteReq`: LQH frees the operation records. Reply
+//!   `LqhCompleteConf`. (With backups, this is where backup locks are released.)
+//! * abort: `LqhAbortReq`: LQH discards the images, cancels queued operations
+//!   and lock waits, releases locks, frees the record. Reply `LqhAbortConf`, also
+//!   for a transaction LQH never saw.
 
+use crate::error::NodeError;
+use crate::ops::{Filter, KeyOp, LockMode, ScanRange};
+use crate::schema::{ColumnId, IndexId, PartitionId, TableDef, TableId};
+use crate::value::Value;
 use serde::{Deserialize, Serialize};
+
+/// A transaction as TC numbers it: unique among the transactions of one TC.
+pub type TxnId = u64;
+/// A scan as TC numbers it: unique among the scans of one TC.
+pub type ScanKey = u64;
+
+/// A schema change DICT pushes to LQH (which changes storage) and then to TC
+/// (which keeps a copy of the table definitions for routing and validation).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum SchemaChange {
+    /// The def carries its assigned id, version, partitions and index ids.
+    CreateTable(TableDef),
+    DropTable(TableId),
+    TruncateTable(TableId),
+    /// `def` is the new definition (new version) that includes the index.
+    CreateIndex {
+        def: TableDef,
+        index: IndexId,
+    },
+    /// `def` is the new definition without the index.
+    DropIndex {
+        def: TableDef,
+        index: IndexId,
+    },
+}
+
+impl SchemaChange {
+    pub fn table(&self) -> TableId {
+        match self {
+            SchemaChange::CreateTable(d) => d.id,
+            SchemaChange::DropTable(t) | SchemaChange::TruncateTable(t) => *t,
+            SchemaChange::CreateIndex { def, .. } | SchemaChange::DropIndex { def, .. } => def.id,
+        }
+    }
+}
+
+/// One row a partition scan returns to TC.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScanRow {
+    /// Ordered-index scans: `Storage::ordered_key` of the row (index key ++ pk),
+    /// which TC merges on. Empty for full-table scans.
+    pub key: Vec<u8>,
+    /// The projected row.
+    pub values: Vec<Value>,
+}
+
+/// LQH_SCANREQ: TC -> LQH. Open a scan of one partition and return the first
+/// batch. Reply: `LqhScanConf` (then the scan waits for `LqhScanNextReq`), or
+/// `LqhScanRef` (scan closed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LqhScanReq {
+    pub scan: ScanKey,
+    /// None: standalone scan (committed read, no locks).
+    pub txn: Option<TxnId>,
+    pub table: TableId,
+    pub table_version: u32,
+    pub part: PartitionId,
+    pub index: Option<IndexId>,
+    pub range: Option<ScanRange>,
+    pub descending: bool,
+    pub filter: Option<Filter>,
+    /// Empty: every column.
+    pub projection: Vec<ColumnId>,
+    pub lock: LockMode,
+    /// Most rows per `LqhScanConf`.
+    pub batch_rows: u32,
+}
+
+/// Per-block figures DICT gathers for `DictOp::NodeStats`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BlockStats {
+    pub data_memory_limit_bytes: u64,
+    pub data_memory_used_bytes: u64,
+    pub rows: u64,
+    pub open_transactions: u32,
+    pub committed_transactions: u64,
+    pub aborted_transactions: u64,
+    /// Named event counters of the block (ops, lock waits, time-outs, probes).
+    pub counters: Vec<(String, u64)>,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum InternalSignal {
-    /// Placeholder until the TC/LQH protocol lands.
-    Nop,
+    /// TC -> LQH: prepare operation `seq` of transaction `txn` (lock, check,
+    /// build the new row image). `part`: the row's partition, None when the
+    /// operation goes through a unique index (LQH resolves it).
+    /// Reply: `LqhKeyConf` or `LqhKeyRef` with the same `txn` and `seq`.
+    LqhKeyReq {
+        txn: TxnId,
+        seq: u32,
+        part: Option<PartitionId>,
+        op: Box<KeyOp>,
+    },
+    /// LQH -> TC: operation prepared. `row`: the projected row of a read.
+    LqhKeyConf {
+        txn: TxnId,
+        seq: u32,
+        row: Option<Vec<Value>>,
+    },
+    /// LQH -> TC: operation failed. With `fatal` (lock-wait time-out,
+    /// transaction invalidated by DDL) TC aborts the transaction whatever the
+    /// operation's `abort_on_error`.
+    LqhKeyRef {
+        txn: TxnId,
+        seq: u32,
+        error: NodeError,
+        fatal: bool,
+    },
+    /// TC -> LQH: commit phase. Reply `LqhCommitConf`, or `LqhCommitRef` if a
+    /// concurrent DDL invalidated the transaction (LQH then aborted it).
+    LqhCommitReq { txn: TxnId },
+    /// LQH -> TC: changes applied, locks released.
+    LqhCommitConf { txn: TxnId },
+    /// LQH -> TC: the transaction could not commit here and was aborted.
+    LqhCommitRef { txn: TxnId, error: NodeError },
+    /// TC -> LQH: complete phase: free the operation records. Reply `LqhCompleteConf`.
+    LqhCompleteReq { txn: TxnId },
+    /// LQH -> TC.
+    LqhCompleteConf { txn: TxnId },
+    /// TC -> LQH: abort the transaction. Reply `LqhAbortConf` (always).
+    LqhAbortReq { txn: TxnId },
+    /// LQH -> TC.
+    LqhAbortConf { txn: TxnId },
+    /// LQH -> LQH (delayed by lock_wait_timeout_ms): lock wait `tag` timed out,
+    /// unless it was granted or cancelled meanwhile. No reply.
+    LqhLockTimeout { tag: u64 },
+    /// TC -> LQH: open a partition scan (see `LqhScanReq`).
+    LqhScanReq(Box<LqhScanReq>),
+    /// TC -> LQH: next batch of an open partition scan. Reply `LqhScanConf` / `LqhScanRef`.
+    LqhScanNextReq { scan: ScanKey, part: PartitionId },
+    /// TC -> LQH: close a partition scan early. No reply (locks taken stay with
+    /// the transaction).
+    LqhScanCloseReq { scan: ScanKey, part: PartitionId },
+    /// LQH -> LQH: continue a partition scan step (a scan examines at most
+    /// scan_examine_per_step rows per signal so it never monopolises the thread).
+    LqhScanStep { scan: ScanKey, part: PartitionId },
+    /// LQH -> TC: a batch of rows; with `done` the partition scan is finished and closed.
+    LqhScanConf {
+        scan: ScanKey,
+        part: PartitionId,
+        rows: Vec<ScanRow>,
+        done: bool,
+    },
+    /// LQH -> TC: the partition scan failed and is closed.
+    LqhScanRef {
+        scan: ScanKey,
+        part: PartitionId,
+        error: NodeError,
+    },
+    /// DICT -> LQH (first), then DICT -> TC (after every LQH confirmed): apply a
+    /// schema change. Reply `SchemaChangeConf` with the same `req`.
+    SchemaChangeReq { req: u64, change: Box<SchemaChange> },
+    /// LQH/TC -> DICT. `error`: why LQH could not apply it (e.g. a unique index
+    /// build found duplicates); TC never fails.
+    SchemaChangeConf { req: u64, error: Option<NodeError> },
+    /// DICT -> LQH and TC: report figures. Reply `StatsConf`.
+    StatsReq { req: u64 },
+    /// LQH/TC -> DICT.
+    StatsConf { req: u64, stats: Box<BlockStats> },
+    /// TC -> TC (delayed): periodic check for inactive transactions and idle scans.
+    TcTimeoutCheck,
 }

@@ -1,1 +1,44 @@
-//! norr-txn (in progress)
+//! The TC, LQH and DICT blocks of one data node: transactions (routing,
+//! batches, commit/abort phases, time-outs), row locks and operation execution
+//! on local partitions, partition scans and their coordination, and the schema.
+//!
+//! Hosts (the threaded runtime and the simulator) build a node with
+//! [`build_data_node`] and drive it only through `Scheduler::deliver`,
+//! `run_one`, `advance_to` and `take_remote`. [`testkit`] wraps that for tests.
+
+pub mod counters;
+pub mod dict;
+pub mod lock_queue;
+pub mod lqh;
+pub mod route;
+pub mod store;
+pub mod tc;
+pub mod testkit;
+pub mod validate;
+
+use norr_kernel::{NodeId, Scheduler};
+use norr_knobs::Knobs;
+use norr_signals::{block, Signal};
+
+/// LQH (LDM) instances per data node. One today; routing goes through
+/// `route::lqh_instance`, so raising it only needs storage split per instance.
+pub const LQH_INSTANCES: u16 = 1;
+
+/// A data node's scheduler with TC (instance 0), the LQH instances and DICT.
+pub fn build_data_node(node: NodeId, knobs: &Knobs) -> Scheduler<Signal> {
+    let mut s = Scheduler::new(node, knobs.job_buffer_bound);
+    s.add_block(
+        block::TC,
+        0,
+        Box::new(tc::Tc::new(node, LQH_INSTANCES, knobs)),
+    );
+    for i in 0..LQH_INSTANCES {
+        s.add_block(block::LQH, i, Box::new(lqh::Lqh::new(i, knobs)));
+    }
+    s.add_block(
+        block::DICT,
+        0,
+        Box::new(dict::Dict::new(node, LQH_INSTANCES, knobs)),
+    );
+    s
+}

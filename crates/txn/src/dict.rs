@@ -1,0 +1,405 @@
+//! DICT: the schema of the data node. Validates and numbers tables and
+//! indexes, hands out AUTO_INCREMENT values, and pushes every schema change to
+//! the LQH instances (storage) first, then to TC (routing), replying to the
+//! client once both confirmed. DDL requests run one at a time, in arrival order.
+
+use crate::validate::{validate_index, validate_table};
+use norr_kernel::{Block, BlockRef, Ctx, NodeId};
+use norr_knobs::Knobs;
+use norr_signals::internal::{BlockStats, InternalSignal, SchemaChange};
+use norr_signals::schema::{IndexId, TableDef, TableId};
+use norr_signals::{
+    block, DictConf, DictOp, DictRef, DictReq, DictResult, ErrorCode, NodeError, NodeStats, Signal,
+};
+use std::collections::{BTreeMap, VecDeque};
+
+/// Most DDL requests queued before DICT answers Overloaded.
+const MAX_QUEUED_DDL: usize = 1024;
+/// Most tables a node holds.
+const MAX_TABLES: usize = 20_000;
+
+struct Queued {
+    from: BlockRef,
+    req: DictReq,
+}
+
+enum Stage {
+    /// Waiting for `waiting` LQH instances.
+    Lqh {
+        waiting: usize,
+        error: Option<NodeError>,
+    },
+    Tc,
+    Stats {
+        waiting: usize,
+        acc: BlockStats,
+    },
+}
+
+struct Active {
+    from: BlockRef,
+    req_id: u32,
+    req: u64,
+    change: Option<SchemaChange>,
+    stage: Stage,
+    silent: bool,
+}
+
+pub struct Dict {
+    node: NodeId,
+    lqh_instances: u16,
+    default_partitions: u32,
+    tables: BTreeMap<TableId, TableDef>,
+    next_table_id: TableId,
+    next_index_id: IndexId,
+    /// Next AUTO_INCREMENT value per table.
+    auto_inc: BTreeMap<TableId, u64>,
+    queue: VecDeque<Queued>,
+    active: Option<Active>,
+    next_req: u64,
+}
+
+fn internal(s: InternalSignal) -> Signal {
+    Signal::Internal(Box::new(s))
+}
+
+impl Dict {
+    pub fn new(node: NodeId, lqh_instances: u16, knobs: &Knobs) -> Dict {
+        Dict {
+            node,
+            lqh_instances,
+            default_partitions: knobs.default_partitions,
+            tables: BTreeMap::new(),
+            next_table_id: 1,
+            next_index_id: 1,
+            auto_inc: BTreeMap::new(),
+            queue: VecDeque::new(),
+            active: None,
+            next_req: 1,
+        }
+    }
+
+    fn by_name(&self, name: &str) -> Option<&TableDef> {
+        self.tables.values().find(|t| t.name == name)
+    }
+
+    fn find(&self, name: &str) -> Result<TableDef, NodeError> {
+        self.by_name(name)
+            .cloned()
+            .ok_or_else(|| NodeError::with(ErrorCode::NoSuchTable, name.to_string()))
+    }
+
+    fn conf(ctx: &mut Ctx<'_, Signal>, to: BlockRef, req_id: u32, result: DictResult) {
+        ctx.send(to, Signal::DictConf(Box::new(DictConf { req_id, result })));
+    }
+
+    fn dref(ctx: &mut Ctx<'_, Signal>, to: BlockRef, req_id: u32, error: NodeError) {
+        ctx.send(to, Signal::DictRef(Box::new(DictRef { req_id, error })));
+    }
+
+    fn on_req(&mut self, from: BlockRef, req: DictReq, ctx: &mut Ctx<'_, Signal>) {
+        let id = req.req_id;
+        match &req.op {
+            DictOp::GetTable { name } => match self.by_name(name) {
+                Some(d) => Self::conf(ctx, from, id, DictResult::Table(d.clone())),
+                None => Self::dref(
+                    ctx,
+                    from,
+                    id,
+                    NodeError::with(ErrorCode::NoSuchTable, name.clone()),
+                ),
+            },
+            DictOp::ListTables => Self::conf(
+                ctx,
+                from,
+                id,
+                DictResult::Tables(self.tables.values().cloned().collect()),
+            ),
+            DictOp::NextAutoInc { table, count } => match self.auto_inc.get_mut(table) {
+                Some(next) => {
+                    let first = *next;
+                    *next = next.saturating_add((*count).max(1));
+                    Self::conf(ctx, from, id, DictResult::AutoInc { first });
+                }
+                None => Self::dref(
+                    ctx,
+                    from,
+                    id,
+                    NodeError::with(ErrorCode::NoSuchTable, format!("table id {table}")),
+                ),
+            },
+            DictOp::BumpAutoInc { table, used } => match self.auto_inc.get_mut(table) {
+                Some(next) => {
+                    *next = (*next).max(used.saturating_add(1));
+                    Self::conf(ctx, from, id, DictResult::Done);
+                }
+                None => Self::dref(
+                    ctx,
+                    from,
+                    id,
+                    NodeError::with(ErrorCode::NoSuchTable, format!("table id {table}")),
+                ),
+            },
+            _ => {
+                if self.queue.len() >= MAX_QUEUED_DDL {
+                    return Self::dref(
+                        ctx,
+                        from,
+                        id,
+                        NodeError::with(ErrorCode::Overloaded, "too many queued DDL requests"),
+                    );
+                }
+                self.queue.push_back(Queued { from, req });
+                self.start_next(ctx);
+            }
+        }
+    }
+
+    /// Start queued requests until one needs to wait for other blocks.
+    fn start_next(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        while self.active.is_none() {
+            let Some(q) = self.queue.pop_front() else {
+                return;
+            };
+            let (from, req_id) = (q.from, q.req.req_id);
+            match self.plan(q.req.op) {
+                Err(e) => Self::dref(ctx, from, req_id, e),
+                Ok(None) => {
+                    // NodeStats: ask every block.
+                    let req = self.next_req;
+                    self.next_req += 1;
+                    for i in 0..self.lqh_instances {
+                        ctx.send(
+                            BlockRef::new(self.node, block::LQH, i),
+                            internal(InternalSignal::StatsReq { req }),
+                        );
+                    }
+                    ctx.send(
+                        BlockRef::new(self.node, block::TC, 0),
+                        internal(InternalSignal::StatsReq { req }),
+                    );
+                    let waiting = self.lqh_instances as usize + 1;
+                    let stage = Stage::Stats {
+                        waiting,
+                        acc: BlockStats::default(),
+                    };
+                    self.active = Some(Active {
+                        from,
+                        req_id,
+                        req,
+                        change: None,
+                        stage,
+                        silent: false,
+                    });
+                }
+                Ok(Some(change)) => {
+                    let req = self.next_req;
+                    self.next_req += 1;
+                    for i in 0..self.lqh_instances {
+                        let s = InternalSignal::SchemaChangeReq {
+                            req,
+                            change: Box::new(change.clone()),
+                        };
+                        ctx.send(BlockRef::new(self.node, block::LQH, i), internal(s));
+                    }
+                    let stage = Stage::Lqh {
+                        waiting: self.lqh_instances as usize,
+                        error: None,
+                    };
+                    self.active = Some(Active {
+                        from,
+                        req_id,
+                        req,
+                        change: Some(change),
+                        stage,
+                        silent: false,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Validate a DDL request against the current schema. Ok(None): NodeStats.
+    fn plan(&mut self, op: DictOp) -> Result<Option<SchemaChange>, NodeError> {
+        Ok(Some(match op {
+            DictOp::CreateTable(mut def) => {
+                if self.by_name(&def.name).is_some() {
+                    return Err(NodeError::with(ErrorCode::TableExists, def.name));
+                }
+                if self.tables.len() >= MAX_TABLES {
+                    return Err(NodeError::new(ErrorCode::TooManyTables));
+                }
+                if def.partitions == 0 {
+                    def.partitions = self.default_partitions;
+                }
+                validate_table(&def).map_err(|m| NodeError::with(ErrorCode::BadSchema, m))?;
+                def.id = self.next_table_id;
+                self.next_table_id += 1;
+                def.version = 1;
+                for idx in &mut def.indexes {
+                    idx.id = self.next_index_id;
+                    self.next_index_id += 1;
+                }
+                SchemaChange::CreateTable(def)
+            }
+            DictOp::DropTable { name } => SchemaChange::DropTable(self.find(&name)?.id),
+            DictOp::TruncateTable { name } => SchemaChange::TruncateTable(self.find(&name)?.id),
+            DictOp::CreateIndex { table, mut index } => {
+                let mut def = self.find(&table)?;
+                if def.index_by_name(&index.name).is_some() {
+                    return Err(NodeError::with(ErrorCode::IndexExists, index.name));
+                }
+                validate_index(&def, &index)
+                    .map_err(|m| NodeError::with(ErrorCode::BadSchema, m))?;
+                index.id = self.next_index_id;
+                self.next_index_id += 1;
+                let id = index.id;
+                def.indexes.push(index);
+                def.version += 1;
+                SchemaChange::CreateIndex { def, index: id }
+            }
+            DictOp::DropIndex { table, index } => {
+                let mut def = self.find(&table)?;
+                let id = def
+                    .index_by_name(&index)
+                    .ok_or_else(|| NodeError::with(ErrorCode::NoSuchIndex, index))?
+                    .id;
+                def.indexes.retain(|i| i.id != id);
+                def.version += 1;
+                SchemaChange::DropIndex { def, index: id }
+            }
+            DictOp::NodeStats => return Ok(None),
+            DictOp::GetTable { .. }
+            | DictOp::ListTables
+            | DictOp::NextAutoInc { .. }
+            | DictOp::BumpAutoInc { .. } => {
+                unreachable!("answered without queueing")
+            }
+        }))
+    }
+
+    /// Make a confirmed change DICT's own truth and build the client's answer.
+    fn commit(&mut self, change: SchemaChange) -> DictResult {
+        match change {
+            SchemaChange::CreateTable(def) => {
+                self.auto_inc.insert(def.id, 1);
+                self.tables.insert(def.id, def.clone());
+                DictResult::Table(def)
+            }
+            SchemaChange::DropTable(t) => {
+                self.tables.remove(&t);
+                self.auto_inc.remove(&t);
+                DictResult::Done
+            }
+            SchemaChange::TruncateTable(t) => {
+                self.auto_inc.insert(t, 1);
+                DictResult::Done
+            }
+            SchemaChange::CreateIndex { def, .. } | SchemaChange::DropIndex { def, .. } => {
+                self.tables.insert(def.id, def.clone());
+                DictResult::Table(def)
+            }
+        }
+    }
+
+    fn finish(&mut self, ctx: &mut Ctx<'_, Signal>, result: Result<DictResult, NodeError>) {
+        let a = self.active.take().expect("active request");
+        if !a.silent {
+            match result {
+                Ok(r) => Self::conf(ctx, a.from, a.req_id, r),
+                Err(e) => Self::dref(ctx, a.from, a.req_id, e),
+            }
+        }
+        self.start_next(ctx);
+    }
+
+    fn on_schema_conf(&mut self, req: u64, error: Option<NodeError>, ctx: &mut Ctx<'_, Signal>) {
+        let Some(a) = self.active.as_mut().filter(|a| a.req == req) else {
+            debug_assert!(false, "stray schema conf {req}");
+            return;
+        };
+        match &mut a.stage {
+            Stage::Lqh {
+                waiting,
+                error: first,
+            } => {
+                *waiting -= 1;
+                if first.is_none() {
+                    *first = error;
+                }
+                if *waiting > 0 {
+                    return;
+                }
+                if let Some(e) = first.take() {
+                    // With several LQH instances, those that applied it would
+                    // need undoing; with one, nothing changed.
+                    return self.finish(ctx, Err(e));
+                }
+                a.stage = Stage::Tc;
+                let change = a.change.clone().expect("schema change");
+                let s = InternalSignal::SchemaChangeReq {
+                    req,
+                    change: Box::new(change),
+                };
+                ctx.send(BlockRef::new(self.node, block::TC, 0), internal(s));
+            }
+            Stage::Tc => {
+                debug_assert!(error.is_none(), "TC cannot refuse a schema change");
+                let change = a.change.take().expect("schema change");
+                let r = self.commit(change);
+                self.finish(ctx, Ok(r));
+            }
+            Stage::Stats { .. } => debug_assert!(false, "schema conf during stats"),
+        }
+    }
+
+    fn on_stats_conf(&mut self, req: u64, s: BlockStats, ctx: &mut Ctx<'_, Signal>) {
+        let Some(a) = self.active.as_mut().filter(|a| a.req == req) else {
+            return;
+        };
+        let Stage::Stats { waiting, acc } = &mut a.stage else {
+            return;
+        };
+        acc.data_memory_limit_bytes += s.data_memory_limit_bytes;
+        acc.data_memory_used_bytes += s.data_memory_used_bytes;
+        acc.rows += s.rows;
+        acc.open_transactions += s.open_transactions;
+        acc.committed_transactions += s.committed_transactions;
+        acc.aborted_transactions += s.aborted_transactions;
+        *waiting -= 1;
+        if *waiting == 0 {
+            let st = NodeStats {
+                data_memory_limit_bytes: acc.data_memory_limit_bytes,
+                data_memory_used_bytes: acc.data_memory_used_bytes,
+                rows: acc.rows,
+                tables: self.tables.len() as u32,
+                open_transactions: acc.open_transactions,
+                committed_transactions: acc.committed_transactions,
+                aborted_transactions: acc.aborted_transactions,
+            };
+            self.finish(ctx, Ok(DictResult::Stats(st)));
+        }
+    }
+}
+
+impl Block<Signal> for Dict {
+    fn on_signal(&mut self, env: norr_kernel::Envelope<Signal>, ctx: &mut Ctx<'_, Signal>) {
+        match env.signal {
+            Signal::DictReq(req) => self.on_req(env.from, *req, ctx),
+            Signal::ApiFailReq { api_node } => {
+                self.queue.retain(|q| q.from.node != api_node);
+                if let Some(a) = self.active.as_mut().filter(|a| a.from.node == api_node) {
+                    a.silent = true;
+                }
+            }
+            Signal::Internal(sig) => match *sig {
+                InternalSignal::SchemaChangeConf { req, error } => {
+                    self.on_schema_conf(req, error, ctx)
+                }
+                InternalSignal::StatsConf { req, stats } => self.on_stats_conf(req, *stats, ctx),
+                other => debug_assert!(false, "DICT got unexpected {other:?}"),
+            },
+            other => debug_assert!(false, "DICT got unexpected {}", other.name()),
+        }
+    }
+}

@@ -1,0 +1,533 @@
+//! Execution of one key operation at LQH (the prepare phase of an operation).
+
+use super::{Lqh, Pending, QueuedOp, Step, WaitTarget};
+use crate::lock_queue::{LockKey, Mode};
+use norr_kernel::Ctx;
+use norr_signals::coerce::{coerce_row, coerce_value, rescale_round};
+use norr_signals::internal::TxnId;
+use norr_signals::keycode::encode_value;
+use norr_signals::ops::{KeyAccess, LockMode, OpKind};
+use norr_signals::schema::{ColumnId, IndexDef, PartitionId, TableDef};
+use norr_signals::value::{ColumnType, Decimal, Value};
+use norr_signals::{ErrorCode, NodeError, Signal};
+use std::sync::Arc;
+
+macro_rules! tri {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(e) => return Step::Done(Err(e)),
+        }
+    };
+}
+
+/// A fixed page and a var page of storage (32 KiB each).
+const PAGES_EST_BYTES: u64 = 2 * 32 * 1024;
+
+/// Rough bytes a row image takes, on the generous side so that the sum of
+/// reservations covers what storage will really use at commit.
+pub(super) fn est_bytes(row: &[Value]) -> u64 {
+    let mut n = 128u64;
+    for v in row {
+        n += match v {
+            Value::Bytes(b) => 16 + 2 * b.len() as u64,
+            _ => 32,
+        };
+    }
+    n
+}
+
+/// Columns `cols` of `row` (every column when empty).
+pub(super) fn project(
+    def: &TableDef,
+    row: &[Value],
+    cols: &[ColumnId],
+) -> Result<Vec<Value>, NodeError> {
+    if cols.is_empty() {
+        return Ok(row.to_vec());
+    }
+    cols.iter()
+        .map(|c| {
+            row.get(*c as usize).cloned().ok_or_else(|| {
+                NodeError::with(
+                    ErrorCode::NoSuchColumn,
+                    format!("column id {c} in table {}", def.name),
+                )
+            })
+        })
+        .collect()
+}
+
+fn same_key_value(a: &Value, b: &Value, ty: &ColumnType) -> bool {
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    encode_value(&mut x, a, ty);
+    encode_value(&mut y, b, ty);
+    x == y
+}
+
+fn num_i128(v: &Value) -> Option<i128> {
+    match v {
+        Value::Int(i) => Some(*i as i128),
+        Value::UInt(u) => Some(*u as i128),
+        Value::Decimal(d) if d.scale == 0 => Some(d.mantissa),
+        _ => None,
+    }
+}
+
+fn num_f64(v: &Value) -> Option<f64> {
+    match v {
+        Value::Int(i) => Some(*i as f64),
+        Value::UInt(u) => Some(*u as f64),
+        Value::Float(f) => Some(*f as f64),
+        Value::Double(f) => Some(*f),
+        Value::Decimal(d) => Some(d.mantissa as f64 / 10f64.powi(d.scale as i32)),
+        _ => None,
+    }
+}
+
+/// `cur + delta` for an interpreted update (`k = k + delta`). NULL stays NULL.
+pub(super) fn add_delta(
+    cur: &Value,
+    delta: &Value,
+    ty: &ColumnType,
+    nullable: bool,
+) -> Result<Value, NodeError> {
+    let out_of_range = || {
+        NodeError::with(
+            ErrorCode::ValueOutOfRange,
+            "increment overflows the column type",
+        )
+    };
+    let wrong = || {
+        NodeError::with(
+            ErrorCode::WrongValueType,
+            format!("cannot add {delta:?} to {cur:?}"),
+        )
+    };
+    if cur.is_null() || delta.is_null() {
+        return Ok(Value::Null);
+    }
+    let v = match cur {
+        Value::Int(_) | Value::UInt(_) => {
+            let sum = num_i128(cur)
+                .expect("int")
+                .checked_add(num_i128(delta).ok_or_else(wrong)?)
+                .ok_or_else(out_of_range)?;
+            let (lo, hi) = ty.int_range().ok_or_else(wrong)?;
+            if sum < lo || sum > hi {
+                return Err(out_of_range());
+            }
+            if ty.is_unsigned_int() {
+                Value::UInt(sum as u64)
+            } else {
+                Value::Int(sum as i64)
+            }
+        }
+        Value::Double(a) => {
+            let s = a + num_f64(delta).ok_or_else(wrong)?;
+            if !s.is_finite() {
+                return Err(out_of_range());
+            }
+            Value::Double(s)
+        }
+        Value::Float(a) => {
+            let s = (*a as f64 + num_f64(delta).ok_or_else(wrong)?) as f32;
+            if !s.is_finite() {
+                return Err(out_of_range());
+            }
+            Value::Float(s)
+        }
+        Value::Decimal(a) => {
+            let d = match delta {
+                Value::Decimal(d) => *d,
+                other => Decimal {
+                    mantissa: num_i128(other).ok_or_else(wrong)?,
+                    scale: 0,
+                },
+            };
+            let dm = rescale_round(d.mantissa, d.scale, a.scale).ok_or_else(out_of_range)?;
+            Value::Decimal(Decimal {
+                mantissa: a.mantissa.checked_add(dm).ok_or_else(out_of_range)?,
+                scale: a.scale,
+            })
+        }
+        _ => return Err(wrong()),
+    };
+    coerce_value(v, ty, nullable).map_err(|e| {
+        if e.code == ErrorCode::ValueOutOfRange {
+            out_of_range()
+        } else {
+            e
+        }
+    })
+}
+
+/// Values of a unique index in a row; None if any is NULL (NULLs never collide).
+fn unique_values(idx: &IndexDef, row: &[Value]) -> Option<Vec<Value>> {
+    let v: Vec<Value> = idx
+        .columns
+        .iter()
+        .map(|c| row[*c as usize].clone())
+        .collect();
+    if v.iter().any(|x| x.is_null()) {
+        None
+    } else {
+        Some(v)
+    }
+}
+
+impl Lqh {
+    fn pk_of(&self, def: &TableDef, row: &[Value]) -> Result<Vec<u8>, NodeError> {
+        let pk: Vec<Value> = def
+            .primary_key
+            .iter()
+            .map(|c| row[*c as usize].clone())
+            .collect();
+        self.storage.encode_pk(def.id, &pk)
+    }
+
+    fn unique_key(&self, def: &TableDef, idx: &IndexDef, row: &[Value]) -> Option<Vec<u8>> {
+        unique_values(idx, row)?;
+        Some(self.storage.encode_index_key(def.id, idx.id, row))
+    }
+
+    /// Find the row a unique-index access names: the transaction's own images
+    /// first, then committed storage. None: no such row.
+    fn resolve_unique(
+        &self,
+        t: TxnId,
+        def: &TableDef,
+        idx: &IndexDef,
+        values: &[Value],
+    ) -> Result<Option<(PartitionId, Vec<u8>)>, NodeError> {
+        if values.len() != idx.columns.len() {
+            return Err(NodeError::with(
+                ErrorCode::MissingKeyColumn,
+                "wrong number of unique index values",
+            ));
+        }
+        let mut probe = vec![Value::Null; def.columns.len()];
+        for (c, v) in idx.columns.iter().zip(values) {
+            let col = &def.columns[*c as usize];
+            if v.is_null() {
+                return Err(NodeError::with(
+                    ErrorCode::MissingKeyColumn,
+                    format!("NULL for {}", col.name),
+                ));
+            }
+            probe[*c as usize] = coerce_value(v.clone(), &col.ty, false)?;
+        }
+        let want = self.storage.encode_index_key(def.id, idx.id, &probe);
+        let txn = self.txns.get(&t);
+        if let Some(txn) = txn {
+            for ((tab, enc), p) in &txn.pending {
+                if *tab == def.id
+                    && p.image
+                        .as_ref()
+                        .is_some_and(|r| self.unique_key(def, idx, r).as_ref() == Some(&want))
+                {
+                    return Ok(Some((p.part, enc.clone())));
+                }
+            }
+        }
+        let Some((part, rid)) = self.storage.lookup_unique(def.id, idx.id, values)? else {
+            return Ok(None);
+        };
+        let row = self.storage.read_row(def.id, part, rid);
+        let enc = self.pk_of(def, &row)?;
+        if txn.is_some_and(|x| x.pending.contains_key(&(def.id, enc.clone()))) {
+            // Our own image of that row no longer has the value (checked above).
+            return Ok(None);
+        }
+        Ok(Some((part, enc)))
+    }
+
+    /// Image of a row as transaction `t` sees it under its lock.
+    pub(super) fn current(
+        &self,
+        t: TxnId,
+        def: &TableDef,
+        part: PartitionId,
+        enc: &[u8],
+    ) -> Option<Vec<Value>> {
+        if let Some(p) = self
+            .txns
+            .get(&t)
+            .and_then(|x| x.pending.get(&(def.id, enc.to_vec())))
+        {
+            return p.image.clone();
+        }
+        self.storage
+            .lookup(def.id, part, enc)
+            .map(|r| self.storage.read_row(def.id, part, r))
+    }
+
+    fn insert_image(
+        &self,
+        def: &TableDef,
+        key: &[Value],
+        q: &QueuedOp,
+    ) -> Result<Vec<Value>, NodeError> {
+        let mut values = q.op.values.clone();
+        for (i, c) in def.primary_key.iter().enumerate() {
+            let col = &def.columns[*c as usize];
+            let kv = coerce_value(key[i].clone(), &col.ty, false)?;
+            match values.iter().find(|(vc, _)| vc == c) {
+                Some((_, v)) => {
+                    let v = coerce_value(v.clone(), &col.ty, false)?;
+                    if !same_key_value(&v, &kv, &col.ty) {
+                        return Err(NodeError::with(
+                            ErrorCode::KeyUpdateNotAllowed,
+                            format!("value of key column {} differs from the key", col.name),
+                        ));
+                    }
+                }
+                None => values.push((*c, kv)),
+            }
+        }
+        coerce_row(def, &values)
+    }
+
+    fn update_image(
+        &self,
+        def: &TableDef,
+        cur: &[Value],
+        q: &QueuedOp,
+    ) -> Result<Vec<Value>, NodeError> {
+        let mut row = cur.to_vec();
+        let col_of = |c: ColumnId| {
+            def.column(c).ok_or_else(|| {
+                NodeError::with(
+                    ErrorCode::NoSuchColumn,
+                    format!("column id {c} in table {}", def.name),
+                )
+            })
+        };
+        for (c, v) in &q.op.values {
+            let col = col_of(*c)?;
+            let v = coerce_value(v.clone(), &col.ty, col.nullable).map_err(|e| {
+                NodeError::with(e.code, format!("column {}: {}", col.name, e.message))
+            })?;
+            if def.primary_key.contains(c) && !same_key_value(&v, &row[*c as usize], &col.ty) {
+                return Err(NodeError::with(
+                    ErrorCode::KeyUpdateNotAllowed,
+                    format!("column {}", col.name),
+                ));
+            }
+            row[*c as usize] = v;
+        }
+        for (c, d) in &q.op.increments {
+            let col = col_of(*c)?;
+            if def.primary_key.contains(c) {
+                return Err(NodeError::with(
+                    ErrorCode::KeyUpdateNotAllowed,
+                    format!("column {}", col.name),
+                ));
+            }
+            row[*c as usize] =
+                add_delta(&row[*c as usize], d, &col.ty, col.nullable).map_err(|e| {
+                    NodeError::with(e.code, format!("column {}: {}", col.name, e.message))
+                })?;
+        }
+        Ok(row)
+    }
+
+    /// Try to run operation `q` of transaction `t`. Changes nothing until every
+    /// lock it needs is held.
+    pub(super) fn exec_op(&mut self, t: TxnId, q: &QueuedOp, ctx: &mut Ctx<'_, Signal>) -> Step {
+        let op = &q.op;
+        let Some(def) = self.defs.get(&op.table).map(Arc::clone) else {
+            return Step::Done(Err(NodeError::with(
+                ErrorCode::NoSuchTable,
+                format!("table id {}", op.table),
+            )));
+        };
+        if op.table_version != 0 && op.table_version != def.version {
+            return Step::Done(Err(NodeError::with(
+                ErrorCode::SchemaVersionMismatch,
+                format!(
+                    "table {} is at version {}, operation planned for {}",
+                    def.name, def.version, op.table_version
+                ),
+            )));
+        }
+        let (part, enc) = match &op.key {
+            KeyAccess::Primary(vals) => {
+                let part = q
+                    .part
+                    .expect("TC routes primary-key operations to a partition");
+                if part >= def.partitions {
+                    return Step::Done(Err(NodeError::new(ErrorCode::BadPartition)));
+                }
+                (part, tri!(self.storage.encode_pk(def.id, vals)))
+            }
+            KeyAccess::Unique { index, values } => {
+                let Some(idx) = def.index(*index).filter(|i| i.unique) else {
+                    return Step::Done(Err(NodeError::with(
+                        ErrorCode::NoSuchIndex,
+                        format!("unique index id {index}"),
+                    )));
+                };
+                match tri!(self.resolve_unique(t, &def, idx, values)) {
+                    Some(x) => x,
+                    None => return Step::Done(Err(NodeError::new(ErrorCode::NoSuchRow))),
+                }
+            }
+        };
+
+        if op.kind == OpKind::Read && op.lock == LockMode::CommittedRead {
+            // No lock: the latest committed image, or our own uncommitted one.
+            return Step::Done(match self.current(t, &def, part, &enc) {
+                Some(row) => project(&def, &row, &op.projection).map(Some),
+                None => Err(NodeError::new(ErrorCode::NoSuchRow)),
+            });
+        }
+
+        let mode = if op.kind.is_write() || op.lock == LockMode::Exclusive {
+            Mode::Exclusive
+        } else {
+            Mode::Shared
+        };
+        if let Some(tag) = self.lock(
+            t,
+            &LockKey::Row(def.id, enc.clone()),
+            mode,
+            WaitTarget::Op(t),
+            ctx,
+        ) {
+            return Step::Wait(tag);
+        }
+        let cur = self.current(t, &def, part, &enc);
+        let key_vals = match &op.key {
+            KeyAccess::Primary(v) => v.clone(),
+            KeyAccess::Unique { .. } => Vec::new(),
+        };
+        let new: Option<Vec<Value>> = match (op.kind, &cur) {
+            (OpKind::Read, Some(row)) => {
+                return Step::Done(project(&def, row, &op.projection).map(Some))
+            }
+            (OpKind::Read | OpKind::Update | OpKind::Delete, None) => {
+                return Step::Done(Err(NodeError::new(ErrorCode::NoSuchRow)))
+            }
+            (OpKind::Insert, Some(_)) => {
+                return Step::Done(Err(NodeError::new(ErrorCode::DuplicateKey)))
+            }
+            (OpKind::Insert | OpKind::Write, None) => {
+                Some(tri!(self.insert_image(&def, &key_vals, q)))
+            }
+            (OpKind::Update | OpKind::Write, Some(row)) => {
+                Some(tri!(self.update_image(&def, row, q)))
+            }
+            (OpKind::Delete, Some(_)) => None,
+        };
+
+        let old_est = self.txns[&t]
+            .pending
+            .get(&(def.id, enc.clone()))
+            .map_or(0, |p| p.est_bytes);
+        let new_est = new.as_deref().map_or(0, est_bytes);
+        // The first write of a transaction into a partition may need fresh
+        // fixed and var pages at commit: reserve them once.
+        let fresh = !self.txns[&t].page_reserved.contains(&(def.id, part));
+        let page_est = if new.is_some() && fresh {
+            PAGES_EST_BYTES
+        } else {
+            0
+        };
+        if let Some(row) = &new {
+            tri!(self.storage.reserve_check(def.id, row));
+            let m = self.storage.memory();
+            let need = new_est + page_est;
+            if need > old_est && m.used_bytes + self.reserved_bytes + need - old_est > m.limit_bytes
+            {
+                crate::probe!(self.counters, "lqh: table full by reservations");
+                return Step::Done(Err(NodeError::with(
+                    ErrorCode::TableFull,
+                    "data memory is reserved by uncommitted changes",
+                )));
+            }
+        }
+
+        // Unique indexes: lock the old and new values of every changed unique
+        // key, then check the new one against committed rows and our own images.
+        for idx in def.indexes.iter().filter(|i| i.unique) {
+            let old_k = cur.as_deref().and_then(|r| self.unique_key(&def, idx, r));
+            let new_k = new.as_deref().and_then(|r| self.unique_key(&def, idx, r));
+            if old_k == new_k {
+                continue;
+            }
+            for k in [&old_k, &new_k].into_iter().flatten() {
+                let key = LockKey::Unique(def.id, idx.id, k.clone());
+                if let Some(tag) = self.lock(t, &key, Mode::Exclusive, WaitTarget::Op(t), ctx) {
+                    return Step::Wait(tag);
+                }
+            }
+            if let (Some(nk), Some(row)) = (&new_k, &new) {
+                tri!(self.check_unique(t, &def, idx, &enc, nk, row));
+            }
+        }
+
+        let txn = self.txns.get_mut(&t).expect("running op has a transaction");
+        txn.reserved_bytes = txn.reserved_bytes + new_est + page_est - old_est;
+        self.reserved_bytes = self.reserved_bytes + new_est + page_est - old_est;
+        if page_est > 0 {
+            txn.page_reserved.insert((def.id, part));
+        }
+        txn.pending.insert(
+            (def.id, enc),
+            Pending {
+                part,
+                image: new,
+                est_bytes: new_est,
+            },
+        );
+        Step::Done(Ok(None))
+    }
+
+    fn check_unique(
+        &self,
+        t: TxnId,
+        def: &TableDef,
+        idx: &IndexDef,
+        enc: &[u8],
+        nk: &[u8],
+        row: &[Value],
+    ) -> Result<(), NodeError> {
+        let dup = || {
+            NodeError::with(
+                ErrorCode::DuplicateUniqueKey,
+                format!("index {} of table {}", idx.name, def.name),
+            )
+        };
+        let txn = &self.txns[&t];
+        for ((tab, e), p) in &txn.pending {
+            if *tab == def.id
+                && e.as_slice() != enc
+                && p.image
+                    .as_ref()
+                    .is_some_and(|r| self.unique_key(def, idx, r).as_deref() == Some(nk))
+            {
+                return Err(dup());
+            }
+        }
+        let vals = unique_values(idx, row).expect("non-null unique key");
+        if let Some((p, rid)) = self.storage.lookup_unique(def.id, idx.id, &vals)? {
+            let other = self.pk_of(def, &self.storage.read_row(def.id, p, rid))?;
+            if other.as_slice() == enc {
+                return Ok(());
+            }
+            match txn.pending.get(&(def.id, other)) {
+                // We deleted that row or moved its value away: no collision.
+                Some(pend)
+                    if pend
+                        .image
+                        .as_ref()
+                        .and_then(|r| self.unique_key(def, idx, r))
+                        .as_deref()
+                        != Some(nk) => {}
+                _ => return Err(dup()),
+            }
+        }
+        Ok(())
+    }
+}

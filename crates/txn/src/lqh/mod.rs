@@ -1,0 +1,611 @@
+//! LQH: executes operations on the partitions of one LDM instance.
+//!
+//! Per transaction, LQH keeps an operation record: a FIFO of operations still to
+//! run (a transaction's operations run in arrival order, so an insert then an
+//! update of the same key in one batch apply in batch order), the new row
+//! images by row key (uncommitted; storage holds committed data only), and the
+//! locks it holds. Commit applies the images to storage; abort drops them.
+//!
+//! Blocking is never done: an operation that must wait for a lock is parked at
+//! the head of its transaction's queue and re-run from the start when the lock
+//! is granted (its earlier lock requests are then re-entrant, and nothing is
+//! changed before every lock is held, so a re-run is idempotent).
+
+mod exec;
+mod scan;
+
+use crate::counters::Counters;
+use crate::lock_queue::{Acquire, Grant, LockKey, LockTable, Mode};
+use crate::store::Storage;
+use norr_kernel::{Block, BlockRef, Ctx};
+use norr_knobs::Knobs;
+use norr_signals::internal::{BlockStats, InternalSignal, ScanKey, SchemaChange, TxnId};
+use norr_signals::schema::{PartitionId, TableDef, TableId};
+use norr_signals::value::Value;
+use norr_signals::{ErrorCode, KeyOp, NodeError, Signal};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+pub(crate) use scan::LqhScan;
+
+/// An operation waiting its turn in its transaction.
+struct QueuedOp {
+    seq: u32,
+    part: Option<PartitionId>,
+    op: Box<KeyOp>,
+}
+
+/// The uncommitted state of one row written by a transaction.
+struct Pending {
+    part: PartitionId,
+    /// New image; None = deleted.
+    image: Option<Vec<Value>>,
+    /// Memory reserved for the image until commit (see `Lqh::reserved_bytes`).
+    est_bytes: u64,
+}
+
+type RowKey = (TableId, Vec<u8>);
+
+struct LqhTxn {
+    tc: BlockRef,
+    queue: VecDeque<QueuedOp>,
+    /// Tag of the lock wait the head operation is parked on.
+    waiting: Option<u64>,
+    pending: BTreeMap<RowKey, Pending>,
+    /// Keys held or waited for, released at commit/abort.
+    locks: BTreeSet<LockKey>,
+    /// Set when a concurrent DDL invalidated the transaction: every later
+    /// operation and the commit fail with it (TC then aborts).
+    doomed: Option<NodeError>,
+    /// A lock-wait time-out failed an operation: TC is about to abort, later
+    /// queued operations are dropped.
+    halted: bool,
+    reserved_bytes: u64,
+    /// (table, partition) pairs this transaction reserved fresh pages in.
+    page_reserved: BTreeSet<(TableId, PartitionId)>,
+    committed: bool,
+}
+
+impl LqhTxn {
+    fn new(tc: BlockRef) -> LqhTxn {
+        LqhTxn {
+            tc,
+            queue: VecDeque::new(),
+            waiting: None,
+            pending: BTreeMap::new(),
+            locks: BTreeSet::new(),
+            doomed: None,
+            halted: false,
+            reserved_bytes: 0,
+            page_reserved: BTreeSet::new(),
+            committed: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WaitTarget {
+    Op(TxnId),
+    Scan(ScanKey, PartitionId),
+}
+
+struct WaitInfo {
+    key: LockKey,
+    owner: TxnId,
+    target: WaitTarget,
+}
+
+pub struct Lqh {
+    instance: u16,
+    lock_wait_timeout_ns: u64,
+    examine_per_step: usize,
+    storage: Storage,
+    /// Table definitions as applied to storage (cheap to clone per operation).
+    defs: HashMap<TableId, Arc<TableDef>>,
+    locks: LockTable,
+    txns: BTreeMap<TxnId, LqhTxn>,
+    waits: HashMap<u64, WaitInfo>,
+    next_tag: u64,
+    scans: BTreeMap<(ScanKey, PartitionId), LqhScan>,
+    /// Estimated bytes of uncommitted images, checked with storage's used bytes
+    /// at prepare so that commit never runs out of memory.
+    reserved_bytes: u64,
+    counters: Counters,
+}
+
+/// Outcome of one attempt to run an operation.
+enum Step {
+    Done(Result<Option<Vec<Value>>, NodeError>),
+    /// Parked on lock wait `tag`.
+    Wait(u64),
+}
+
+impl Lqh {
+    pub fn new(instance: u16, knobs: &Knobs) -> Lqh {
+        Lqh {
+            instance,
+            lock_wait_timeout_ns: knobs.lock_wait_timeout_ms * 1_000_000,
+            examine_per_step: knobs.scan_examine_per_step.max(1) as usize,
+            storage: Storage::new(knobs.data_memory_bytes),
+            defs: HashMap::new(),
+            locks: LockTable::new(),
+            txns: BTreeMap::new(),
+            waits: HashMap::new(),
+            next_tag: 1,
+            scans: BTreeMap::new(),
+            reserved_bytes: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    pub fn instance(&self) -> u16 {
+        self.instance
+    }
+
+    /// Ask for a lock for `owner`; Some(tag) if it must wait (a time-out is armed).
+    fn lock(
+        &mut self,
+        owner: TxnId,
+        key: &LockKey,
+        mode: Mode,
+        target: WaitTarget,
+        ctx: &mut Ctx<'_, Signal>,
+    ) -> Option<u64> {
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        let txn = self
+            .txns
+            .get_mut(&owner)
+            .expect("lock owner has a transaction record");
+        if !txn.locks.contains(key) {
+            txn.locks.insert(key.clone());
+        }
+        match self.locks.acquire(key, owner, mode, tag) {
+            Acquire::Granted => None,
+            Acquire::Waiting => {
+                self.counters.bump("lqh: lock waits");
+                self.waits.insert(
+                    tag,
+                    WaitInfo {
+                        key: key.clone(),
+                        owner,
+                        target,
+                    },
+                );
+                let me = ctx.self_ref();
+                ctx.send_delayed(
+                    me,
+                    Signal::Internal(Box::new(InternalSignal::LqhLockTimeout { tag })),
+                    self.lock_wait_timeout_ns,
+                );
+                Some(tag)
+            }
+        }
+    }
+
+    /// Resume whoever was granted a lock.
+    fn on_grants(&mut self, grants: Vec<Grant>, ctx: &mut Ctx<'_, Signal>) {
+        for g in grants {
+            let Some(w) = self.waits.remove(&g.tag) else {
+                continue;
+            };
+            debug_assert_eq!(w.owner, g.owner);
+            match w.target {
+                WaitTarget::Op(t) => {
+                    if let Some(txn) = self.txns.get_mut(&t) {
+                        if txn.waiting == Some(g.tag) {
+                            txn.waiting = None;
+                            self.run_queue(t, ctx);
+                        }
+                    }
+                }
+                WaitTarget::Scan(s, p) => {
+                    if let Some(sc) = self.scans.get_mut(&(s, p)) {
+                        if sc.waiting == Some(g.tag) {
+                            sc.waiting = None;
+                            self.scan_step((s, p), ctx);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn reply(ctx: &mut Ctx<'_, Signal>, to: BlockRef, s: InternalSignal) {
+        ctx.send(to, Signal::Internal(Box::new(s)));
+    }
+
+    /// Run the transaction's queued operations until one must wait.
+    fn run_queue(&mut self, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
+        loop {
+            let Some(txn) = self.txns.get_mut(&t) else {
+                return;
+            };
+            if txn.waiting.is_some() {
+                return;
+            }
+            let Some(q) = txn.queue.pop_front() else {
+                return;
+            };
+            let tc = txn.tc;
+            if let Some(e) = txn.doomed.clone() {
+                Self::reply(
+                    ctx,
+                    tc,
+                    InternalSignal::LqhKeyRef {
+                        txn: t,
+                        seq: q.seq,
+                        error: e,
+                        fatal: true,
+                    },
+                );
+                continue;
+            }
+            self.counters.bump("lqh: operations");
+            match self.exec_op(t, &q, ctx) {
+                Step::Done(Ok(row)) => Self::reply(
+                    ctx,
+                    tc,
+                    InternalSignal::LqhKeyConf {
+                        txn: t,
+                        seq: q.seq,
+                        row,
+                    },
+                ),
+                Step::Done(Err(error)) => Self::reply(
+                    ctx,
+                    tc,
+                    InternalSignal::LqhKeyRef {
+                        txn: t,
+                        seq: q.seq,
+                        error,
+                        fatal: false,
+                    },
+                ),
+                Step::Wait(tag) => {
+                    let txn = self.txns.get_mut(&t).expect("still there");
+                    txn.waiting = Some(tag);
+                    txn.queue.push_front(q);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn on_key_req(
+        &mut self,
+        tc: BlockRef,
+        t: TxnId,
+        seq: u32,
+        part: Option<PartitionId>,
+        op: Box<KeyOp>,
+        ctx: &mut Ctx<'_, Signal>,
+    ) {
+        let txn = self.txns.entry(t).or_insert_with(|| LqhTxn::new(tc));
+        assert!(!txn.committed, "operation for committed transaction {t}");
+        if txn.halted {
+            // TC aborts the transaction: nothing more runs.
+            return;
+        }
+        txn.queue.push_back(QueuedOp { seq, part, op });
+        if txn.waiting.is_none() {
+            self.run_queue(t, ctx);
+        }
+    }
+
+    fn on_lock_timeout(&mut self, tag: u64, ctx: &mut Ctx<'_, Signal>) {
+        let Some(w) = self.waits.remove(&tag) else {
+            return;
+        }; // granted or cancelled meanwhile
+        crate::probe!(self.counters, "lqh: lock wait timed out");
+        let mut grants = Vec::new();
+        self.locks.cancel_wait(&w.key, w.owner, tag, &mut grants);
+        let error = NodeError::with(ErrorCode::LockWaitTimeout, "lock wait timed out");
+        match w.target {
+            WaitTarget::Op(t) => {
+                let txn = self.txns.get_mut(&t).expect("waiting op has a transaction");
+                assert_eq!(txn.waiting, Some(tag));
+                txn.waiting = None;
+                txn.halted = true;
+                let q = txn.queue.pop_front().expect("parked op");
+                txn.queue.clear();
+                let tc = txn.tc;
+                Self::reply(
+                    ctx,
+                    tc,
+                    InternalSignal::LqhKeyRef {
+                        txn: t,
+                        seq: q.seq,
+                        error,
+                        fatal: true,
+                    },
+                );
+            }
+            WaitTarget::Scan(s, p) => {
+                if let Some(sc) = self.scans.remove(&(s, p)) {
+                    Self::reply(
+                        ctx,
+                        sc.tc,
+                        InternalSignal::LqhScanRef {
+                            scan: s,
+                            part: p,
+                            error,
+                        },
+                    );
+                }
+            }
+        }
+        self.on_grants(grants, ctx);
+    }
+
+    /// Release every lock and wait of a transaction; drop its scans.
+    fn release_txn(&mut self, t: TxnId, txn: &mut LqhTxn, ctx: &mut Ctx<'_, Signal>) {
+        let mut grants = Vec::new();
+        if let Some(tag) = txn.waiting.take() {
+            if let Some(w) = self.waits.remove(&tag) {
+                self.locks.cancel_wait(&w.key, t, tag, &mut grants);
+            }
+        }
+        let scans: Vec<_> = self
+            .scans
+            .iter()
+            .filter(|(_, s)| s.txn == Some(t))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in scans {
+            self.drop_scan(k, &mut grants);
+        }
+        for key in std::mem::take(&mut txn.locks) {
+            self.locks.release(&key, t, &mut grants);
+        }
+        self.reserved_bytes -= txn.reserved_bytes;
+        txn.reserved_bytes = 0;
+        txn.pending.clear();
+        txn.queue.clear();
+        self.on_grants(grants, ctx);
+    }
+
+    fn on_abort(&mut self, tc: BlockRef, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
+        if let Some(mut txn) = self.txns.remove(&t) {
+            assert!(!txn.committed, "abort after commit of {t}");
+            self.counters.bump("lqh: aborts");
+            self.release_txn(t, &mut txn, ctx);
+        }
+        Self::reply(ctx, tc, InternalSignal::LqhAbortConf { txn: t });
+    }
+
+    fn on_commit(&mut self, tc: BlockRef, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
+        let Some(mut txn) = self.txns.remove(&t) else {
+            // A transaction that only did committed reads here has no record.
+            self.txns.insert(
+                t,
+                LqhTxn {
+                    committed: true,
+                    ..LqhTxn::new(tc)
+                },
+            );
+            Self::reply(ctx, tc, InternalSignal::LqhCommitConf { txn: t });
+            return;
+        };
+        assert!(
+            txn.queue.is_empty() && txn.waiting.is_none(),
+            "commit of {t} with operations in flight"
+        );
+        if let Some(error) = txn.doomed.clone() {
+            crate::probe!(self.counters, "lqh: commit refused after ddl");
+            self.release_txn(t, &mut txn, ctx);
+            Self::reply(ctx, tc, InternalSignal::LqhCommitRef { txn: t, error });
+            return;
+        }
+        self.apply(&txn);
+        self.counters.bump("lqh: commits");
+        self.release_txn(t, &mut txn, ctx);
+        txn.committed = true;
+        self.txns.insert(t, txn);
+        Self::reply(ctx, tc, InternalSignal::LqhCommitConf { txn: t });
+    }
+
+    /// Apply a transaction's images to storage: deletes first, then updates,
+    /// then inserts, so a unique value moved from a deleted row to a new one
+    /// never collides inside storage. Everything was checked at prepare.
+    fn apply(&mut self, txn: &LqhTxn) {
+        let st = &mut self.storage;
+        for pass in 0..3 {
+            for ((table, enc), p) in &txn.pending {
+                let cur = st.lookup(*table, p.part, enc);
+                let r = match (pass, cur, &p.image) {
+                    (0, Some(rid), None) => {
+                        st.delete(*table, p.part, rid);
+                        Ok(())
+                    }
+                    (1, Some(rid), Some(img)) => st.update(*table, p.part, rid, img.clone()),
+                    (2, None, Some(img)) => st.insert(*table, p.part, img.clone()).map(|_| ()),
+                    _ => Ok(()),
+                };
+                if let Err(e) = r {
+                    panic!("storage refused a prepared change of table {table} at commit: {e}");
+                }
+            }
+        }
+    }
+
+    fn on_complete(&mut self, tc: BlockRef, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
+        if let Some(txn) = self.txns.remove(&t) {
+            assert!(txn.committed, "complete before commit of {t}");
+        }
+        Self::reply(ctx, tc, InternalSignal::LqhCompleteConf { txn: t });
+    }
+
+    /// A DDL changed `table` under running transactions: those with uncommitted
+    /// writes on it can no longer commit safely (their checks ran against the
+    /// old definition or rows); they fail at their next operation or commit.
+    fn doom_writers(&mut self, table: TableId, why: &str) {
+        for txn in self.txns.values_mut() {
+            if txn.committed || !txn.pending.keys().any(|(t, _)| *t == table) {
+                continue;
+            }
+            crate::probe!(self.counters, "lqh: transaction doomed by ddl");
+            txn.doomed = Some(NodeError::with(
+                ErrorCode::SchemaVersionMismatch,
+                why.to_string(),
+            ));
+            let keys: Vec<RowKey> = txn
+                .pending
+                .keys()
+                .filter(|(t, _)| *t == table)
+                .cloned()
+                .collect();
+            for k in keys {
+                let p = txn.pending.remove(&k).expect("listed");
+                txn.reserved_bytes -= p.est_bytes;
+                self.reserved_bytes -= p.est_bytes;
+            }
+        }
+    }
+
+    /// Fail the open scans of `table` (optionally only those on `index`).
+    fn fail_scans(
+        &mut self,
+        table: TableId,
+        index: Option<norr_signals::IndexId>,
+        ctx: &mut Ctx<'_, Signal>,
+    ) {
+        let keys: Vec<_> = self
+            .scans
+            .iter()
+            .filter(|(_, s)| s.table == table && (index.is_none() || s.index == index))
+            .map(|(k, _)| *k)
+            .collect();
+        let mut grants = Vec::new();
+        for k in keys {
+            let tc = self.scans[&k].tc;
+            self.drop_scan(k, &mut grants);
+            let error = NodeError::with(
+                ErrorCode::SchemaVersionMismatch,
+                "table changed during the scan",
+            );
+            Self::reply(
+                ctx,
+                tc,
+                InternalSignal::LqhScanRef {
+                    scan: k.0,
+                    part: k.1,
+                    error,
+                },
+            );
+        }
+        self.on_grants(grants, ctx);
+    }
+
+    fn on_schema_change(
+        &mut self,
+        change: SchemaChange,
+        ctx: &mut Ctx<'_, Signal>,
+    ) -> Option<NodeError> {
+        let table = change.table();
+        let r = match change {
+            SchemaChange::CreateTable(def) => {
+                let r = self.storage.create_table(&def);
+                if r.is_ok() {
+                    self.defs.insert(def.id, Arc::new(def));
+                }
+                r
+            }
+            SchemaChange::DropTable(t) => {
+                self.doom_writers(t, "table dropped by a concurrent DDL");
+                self.fail_scans(t, None, ctx);
+                self.defs.remove(&t);
+                self.storage.drop_table(t)
+            }
+            SchemaChange::TruncateTable(t) => {
+                self.doom_writers(t, "table truncated by a concurrent DDL");
+                self.fail_scans(t, None, ctx);
+                self.storage.truncate_table(t)
+            }
+            SchemaChange::CreateIndex { def, index } => {
+                let idx = def
+                    .index(index)
+                    .expect("DICT sends the def with the index")
+                    .clone();
+                let r = self.storage.create_index(table, &idx);
+                if r.is_ok() {
+                    self.doom_writers(table, "index created by a concurrent DDL");
+                    self.defs.insert(table, Arc::new(def));
+                }
+                r
+            }
+            SchemaChange::DropIndex { def, index } => {
+                self.doom_writers(table, "index dropped by a concurrent DDL");
+                self.fail_scans(table, Some(index), ctx);
+                self.defs.insert(table, Arc::new(def));
+                self.storage.drop_index(table, index)
+            }
+        };
+        r.err()
+    }
+
+    fn stats(&self) -> BlockStats {
+        let m = self.storage.memory();
+        let mut counters = self.counters.snapshot();
+        counters.push(("lqh: open transactions".into(), self.txns.len() as u64));
+        counters.push(("lqh: locked keys".into(), self.locks.len() as u64));
+        counters.push(("lqh: open scans".into(), self.scans.len() as u64));
+        BlockStats {
+            data_memory_limit_bytes: m.limit_bytes,
+            data_memory_used_bytes: m.used_bytes,
+            rows: m.rows,
+            counters,
+            ..BlockStats::default()
+        }
+    }
+}
+
+impl Block<Signal> for Lqh {
+    fn on_signal(&mut self, env: norr_kernel::Envelope<Signal>, ctx: &mut Ctx<'_, Signal>) {
+        let from = env.from;
+        let Signal::Internal(sig) = env.signal else {
+            debug_assert!(false, "LQH got a non-internal signal {}", env.signal.name());
+            return;
+        };
+        match *sig {
+            InternalSignal::LqhKeyReq { txn, seq, part, op } => {
+                self.on_key_req(from, txn, seq, part, op, ctx)
+            }
+            InternalSignal::LqhCommitReq { txn } => self.on_commit(from, txn, ctx),
+            InternalSignal::LqhCompleteReq { txn } => self.on_complete(from, txn, ctx),
+            InternalSignal::LqhAbortReq { txn } => self.on_abort(from, txn, ctx),
+            InternalSignal::LqhLockTimeout { tag } => self.on_lock_timeout(tag, ctx),
+            InternalSignal::LqhScanReq(req) => self.on_scan_req(from, *req, ctx),
+            InternalSignal::LqhScanNextReq { scan, part } => {
+                self.on_scan_next(from, scan, part, ctx)
+            }
+            InternalSignal::LqhScanCloseReq { scan, part } => {
+                let mut grants = Vec::new();
+                self.drop_scan((scan, part), &mut grants);
+                self.on_grants(grants, ctx);
+            }
+            InternalSignal::LqhScanStep { scan, part } => {
+                if self
+                    .scans
+                    .get(&(scan, part))
+                    .is_some_and(|s| s.step_scheduled)
+                {
+                    self.scans
+                        .get_mut(&(scan, part))
+                        .expect("checked")
+                        .step_scheduled = false;
+                    self.scan_step((scan, part), ctx);
+                }
+            }
+            InternalSignal::SchemaChangeReq { req, change } => {
+                let error = self.on_schema_change(*change, ctx);
+                Self::reply(ctx, from, InternalSignal::SchemaChangeConf { req, error });
+            }
+            InternalSignal::StatsReq { req } => {
+                let stats = Box::new(self.stats());
+                Self::reply(ctx, from, InternalSignal::StatsConf { req, stats });
+            }
+            other => debug_assert!(false, "LQH got unexpected {other:?}"),
+        }
+    }
+}

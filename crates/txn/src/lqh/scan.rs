@@ -1,0 +1,311 @@
+//! Partition scans at LQH.
+//!
+//! Each signal examines at most `scan_examine_per_step` rows, then either
+//! replies (batch full or partition exhausted) or sends itself `LqhScanStep` to
+//! go on, so a big scan shares the thread with everything else.
+//!
+//! Locking scans: storage returns candidates that pass the filter on their
+//! committed image; each is then locked (possibly waiting), re-read under the
+//! lock (it may have changed or gone) and filtered again before it is returned.
+
+use super::exec::project;
+use super::{Lqh, WaitTarget};
+use crate::lock_queue::{Grant, LockKey, Mode};
+use crate::store::ScanCursor;
+use norr_kernel::{BlockRef, Ctx};
+use norr_signals::filter_eval::eval_filter;
+use norr_signals::internal::{InternalSignal, LqhScanReq, ScanKey, ScanRow, TxnId};
+use norr_signals::ops::{Filter, LockMode};
+use norr_signals::schema::{ColumnId, IndexId, PartitionId, TableDef, TableId};
+use norr_signals::value::Value;
+use norr_signals::{ErrorCode, NodeError, Signal};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+pub(crate) struct LqhScan {
+    pub(super) tc: BlockRef,
+    pub(super) txn: Option<TxnId>,
+    pub(super) table: TableId,
+    pub(super) index: Option<IndexId>,
+    part: PartitionId,
+    def: Arc<TableDef>,
+    cursor: ScanCursor,
+    filter: Option<Filter>,
+    projection: Vec<ColumnId>,
+    lock: LockMode,
+    batch_rows: usize,
+    out: Vec<ScanRow>,
+    /// Locking scans: rows found, not yet locked.
+    candidates: VecDeque<Vec<Value>>,
+    exhausted: bool,
+    /// Waiting for TC's next request.
+    idle: bool,
+    pub(super) waiting: Option<u64>,
+    pub(super) step_scheduled: bool,
+}
+
+type Key = (ScanKey, PartitionId);
+
+impl Lqh {
+    pub(super) fn on_scan_req(&mut self, tc: BlockRef, req: LqhScanReq, ctx: &mut Ctx<'_, Signal>) {
+        let key = (req.scan, req.part);
+        let fail = |ctx: &mut Ctx<'_, Signal>, error: NodeError| {
+            Self::reply(
+                ctx,
+                tc,
+                InternalSignal::LqhScanRef {
+                    scan: req.scan,
+                    part: req.part,
+                    error,
+                },
+            )
+        };
+        let Some(def) = self.defs.get(&req.table).map(Arc::clone) else {
+            return fail(
+                ctx,
+                NodeError::with(ErrorCode::NoSuchTable, format!("table id {}", req.table)),
+            );
+        };
+        if req.table_version != 0 && req.table_version != def.version {
+            return fail(ctx, NodeError::new(ErrorCode::SchemaVersionMismatch));
+        }
+        assert!(!self.scans.contains_key(&key), "scan {key:?} opened twice");
+        let cursor = match self.storage.scan_open(
+            req.table,
+            req.part,
+            req.index,
+            req.range.as_ref(),
+            req.descending,
+        ) {
+            Ok(c) => c,
+            Err(e) => return fail(ctx, e),
+        };
+        let lock = if req.txn.is_some() {
+            req.lock
+        } else {
+            LockMode::CommittedRead
+        };
+        if lock != LockMode::CommittedRead {
+            let t = req.txn.expect("locking scan has a transaction");
+            let txn = self.txns.entry(t).or_insert_with(|| super::LqhTxn::new(tc));
+            assert!(!txn.committed);
+        }
+        self.counters.bump("lqh: scans");
+        self.scans.insert(
+            key,
+            LqhScan {
+                tc,
+                txn: req.txn,
+                table: req.table,
+                index: req.index,
+                part: req.part,
+                def,
+                cursor,
+                filter: req.filter,
+                projection: req.projection,
+                lock,
+                batch_rows: req.batch_rows.max(1) as usize,
+                out: Vec::new(),
+                candidates: VecDeque::new(),
+                exhausted: false,
+                idle: false,
+                waiting: None,
+                step_scheduled: false,
+            },
+        );
+        self.scan_step(key, ctx);
+    }
+
+    pub(super) fn on_scan_next(
+        &mut self,
+        tc: BlockRef,
+        scan: ScanKey,
+        part: PartitionId,
+        ctx: &mut Ctx<'_, Signal>,
+    ) {
+        match self.scans.get_mut(&(scan, part)) {
+            Some(s) if s.idle => {
+                s.idle = false;
+                self.scan_step((scan, part), ctx);
+            }
+            Some(_) => debug_assert!(false, "next request for a running scan"),
+            None => {
+                let error = NodeError::new(ErrorCode::NoSuchScan);
+                Self::reply(ctx, tc, InternalSignal::LqhScanRef { scan, part, error });
+            }
+        }
+    }
+
+    /// Remove a scan, cancelling its lock wait.
+    pub(super) fn drop_scan(&mut self, key: Key, grants: &mut Vec<Grant>) {
+        let Some(s) = self.scans.remove(&key) else {
+            return;
+        };
+        if let Some(tag) = s.waiting {
+            if let Some(w) = self.waits.remove(&tag) {
+                self.locks.cancel_wait(&w.key, w.owner, tag, grants);
+            }
+        }
+    }
+
+    /// Lock, re-read and re-filter the pending candidates. Returns false if
+    /// the scan is now waiting for a lock.
+    fn scan_lock_candidates(
+        &mut self,
+        key: Key,
+        ctx: &mut Ctx<'_, Signal>,
+    ) -> Result<bool, NodeError> {
+        loop {
+            let s = self.scans.get(&key).expect("scan");
+            if s.out.len() >= s.batch_rows {
+                return Ok(true);
+            }
+            let Some(row) = s.candidates.front() else {
+                return Ok(true);
+            };
+            let (def, t, part) = (
+                Arc::clone(&s.def),
+                s.txn.expect("locking scan has a txn"),
+                s.part,
+            );
+            let mode = if s.lock == LockMode::Exclusive {
+                Mode::Exclusive
+            } else {
+                Mode::Shared
+            };
+            let pk: Vec<Value> = def
+                .primary_key
+                .iter()
+                .map(|c| row[*c as usize].clone())
+                .collect();
+            let enc = self.storage.encode_pk(def.id, &pk)?;
+            if let Some(tag) = self.lock(
+                t,
+                &LockKey::Row(def.id, enc.clone()),
+                mode,
+                WaitTarget::Scan(key.0, key.1),
+                ctx,
+            ) {
+                self.scans.get_mut(&key).expect("scan").waiting = Some(tag);
+                return Ok(false);
+            }
+            let now = self.current(t, &def, part, &enc);
+            let s = self.scans.get_mut(&key).expect("scan");
+            s.candidates.pop_front();
+            let Some(now) = now else {
+                crate::probe!(self.counters, "lqh: locked scan row vanished");
+                continue;
+            };
+            if let Some(f) = &s.filter {
+                if eval_filter(f, &now, &def)? != Some(true) {
+                    crate::probe!(self.counters, "lqh: locked scan row no longer matches");
+                    continue;
+                }
+            }
+            let k = match s.index {
+                Some(ix) => self.storage.ordered_key(def.id, ix, &now),
+                None => Vec::new(),
+            };
+            let values = project(&def, &now, &s.projection)?;
+            s.out.push(ScanRow { key: k, values });
+        }
+    }
+
+    /// One step of a partition scan.
+    pub(super) fn scan_step(&mut self, key: Key, ctx: &mut Ctx<'_, Signal>) {
+        if let Err(error) = self.scan_step_inner(key, ctx) {
+            let mut grants = Vec::new();
+            if let Some(s) = self.scans.get(&key) {
+                let tc = s.tc;
+                self.drop_scan(key, &mut grants);
+                Self::reply(
+                    ctx,
+                    tc,
+                    InternalSignal::LqhScanRef {
+                        scan: key.0,
+                        part: key.1,
+                        error,
+                    },
+                );
+            }
+            self.on_grants(grants, ctx);
+        }
+    }
+
+    fn scan_step_inner(&mut self, key: Key, ctx: &mut Ctx<'_, Signal>) -> Result<(), NodeError> {
+        let mut examined = false;
+        loop {
+            let Some(s) = self.scans.get(&key) else {
+                return Ok(());
+            };
+            if s.idle || s.waiting.is_some() {
+                return Ok(());
+            }
+            if !s.candidates.is_empty() && !self.scan_lock_candidates(key, ctx)? {
+                return Ok(());
+            }
+            let s = self.scans.get_mut(&key).expect("scan");
+            let finished = s.exhausted && s.candidates.is_empty();
+            if s.out.len() >= s.batch_rows || finished {
+                let rows = std::mem::take(&mut s.out);
+                let tc = s.tc;
+                if finished {
+                    self.scans.remove(&key);
+                } else {
+                    s.idle = true;
+                }
+                Self::reply(
+                    ctx,
+                    tc,
+                    InternalSignal::LqhScanConf {
+                        scan: key.0,
+                        part: key.1,
+                        rows,
+                        done: finished,
+                    },
+                );
+                return Ok(());
+            }
+            if examined {
+                // Yield: continue in a later signal.
+                s.step_scheduled = true;
+                let me = ctx.self_ref();
+                Self::reply(
+                    ctx,
+                    me,
+                    InternalSignal::LqhScanStep {
+                        scan: key.0,
+                        part: key.1,
+                    },
+                );
+                return Ok(());
+            }
+            examined = true;
+            let want = s
+                .batch_rows
+                .saturating_sub(s.out.len() + s.candidates.len());
+            let mut found = Vec::new();
+            s.exhausted = self.storage.scan_next(
+                s.table,
+                s.part,
+                &mut s.cursor,
+                s.filter.as_ref(),
+                want.max(1),
+                self.examine_per_step,
+                &mut found,
+            )?;
+            for (_, row) in found {
+                if s.lock == LockMode::CommittedRead {
+                    let k = match s.index {
+                        Some(ix) => self.storage.ordered_key(s.table, ix, &row),
+                        None => Vec::new(),
+                    };
+                    let values = project(&s.def, &row, &s.projection)?;
+                    s.out.push(ScanRow { key: k, values });
+                } else {
+                    s.candidates.push_back(row);
+                }
+            }
+        }
+    }
+}

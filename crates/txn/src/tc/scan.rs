@@ -1,0 +1,501 @@
+//! TC's scan coordinator: opens one partition scan per partition (all at once,
+//! so partitions are scanned in parallel), buffers at most one LQH batch per
+//! partition, and hands the client batches of at most `batch_rows` rows. For
+//! ordered-index scans it merges the partitions' sorted streams on their
+//! ordered keys (k-way merge), so the client sees index order.
+
+use super::{internal, AbortReply, Tc, TxnState};
+use crate::route::lqh_instance;
+use norr_kernel::{BlockRef, Ctx};
+use norr_signals::coerce::coerce_value;
+use norr_signals::filter_eval::validate_filter;
+use norr_signals::internal::{InternalSignal, LqhScanReq, ScanKey, ScanRow, TxnId};
+use norr_signals::ops::{LockMode, ScanSpec, MAX_SCAN_BATCH_ROWS};
+use norr_signals::schema::{IndexKind, PartitionId, TableDef};
+use norr_signals::value::Value;
+use norr_signals::{
+    ErrorCode, NodeError, ScanNextReq, ScanTabConf, ScanTabRef, ScanTabReq, Signal,
+};
+use std::collections::VecDeque;
+
+struct PartScan {
+    part: PartitionId,
+    lqh: BlockRef,
+    buf: VecDeque<ScanRow>,
+    done: bool,
+    /// A request to LQH is in flight.
+    outstanding: bool,
+}
+
+pub(crate) struct TcScan {
+    pub(super) api: BlockRef,
+    scan_id: u32,
+    handle: u64,
+    txn: Option<TxnId>,
+    ordered: bool,
+    descending: bool,
+    batch_rows: usize,
+    /// Rows still allowed by the limit.
+    remaining: u64,
+    parts: Vec<PartScan>,
+    /// The batch being assembled for the client.
+    out: Vec<Vec<Value>>,
+    client_waiting: bool,
+    last_active_ns: u64,
+}
+
+fn validate_spec(def: &TableDef, spec: &ScanSpec) -> Result<Vec<PartitionId>, NodeError> {
+    if spec.table_version != 0 && spec.table_version != def.version {
+        return Err(NodeError::with(
+            ErrorCode::SchemaVersionMismatch,
+            format!("table {} is at version {}", def.name, def.version),
+        ));
+    }
+    if spec.batch_rows == 0 || spec.batch_rows > MAX_SCAN_BATCH_ROWS {
+        return Err(NodeError::with(
+            ErrorCode::MalformedSignal,
+            format!("batch_rows must be 1..={MAX_SCAN_BATCH_ROWS}"),
+        ));
+    }
+    match spec.index {
+        None if spec.range.is_some() => {
+            return Err(NodeError::with(
+                ErrorCode::BadScanBound,
+                "a range needs an ordered index",
+            ));
+        }
+        None => {}
+        Some(ix) => {
+            let idx = def
+                .index(ix)
+                .ok_or_else(|| NodeError::with(ErrorCode::NoSuchIndex, format!("index id {ix}")))?;
+            if idx.kind != IndexKind::Ordered {
+                return Err(NodeError::with(
+                    ErrorCode::NoSuchIndex,
+                    format!("index {} is not ordered", idx.name),
+                ));
+            }
+            if let Some(r) = &spec.range {
+                for b in [&r.low, &r.high] {
+                    if b.values.len() > idx.columns.len() {
+                        return Err(NodeError::with(
+                            ErrorCode::BadScanBound,
+                            "bound longer than the index key",
+                        ));
+                    }
+                    for (c, v) in idx.columns.iter().zip(&b.values) {
+                        let col = &def.columns[*c as usize];
+                        coerce_value(v.clone(), &col.ty, true).map_err(|e| {
+                            NodeError::with(
+                                ErrorCode::BadScanBound,
+                                format!("column {}: {}", col.name, e.message),
+                            )
+                        })?;
+                    }
+                }
+            }
+        }
+    }
+    if let Some(f) = &spec.filter {
+        validate_filter(f, def)
+            .map_err(|e| NodeError::with(ErrorCode::BadFilter, e.to_string()))?;
+    }
+    if let Some(c) = spec.projection.iter().find(|c| def.column(**c).is_none()) {
+        return Err(NodeError::with(
+            ErrorCode::NoSuchColumn,
+            format!("column id {c} in table {}", def.name),
+        ));
+    }
+    let mut parts = match &spec.partitions {
+        None => (0..def.partitions).collect::<Vec<_>>(),
+        Some(ps) => {
+            if let Some(p) = ps.iter().find(|p| **p >= def.partitions) {
+                return Err(NodeError::with(
+                    ErrorCode::BadPartition,
+                    format!("partition {p} of {}", def.partitions),
+                ));
+            }
+            ps.clone()
+        }
+    };
+    parts.sort_unstable();
+    parts.dedup();
+    Ok(parts)
+}
+
+impl Tc {
+    pub(super) fn scan_ref(
+        ctx: &mut Ctx<'_, Signal>,
+        to: BlockRef,
+        txn: u64,
+        scan_id: u32,
+        error: NodeError,
+    ) {
+        ctx.send(
+            to,
+            Signal::ScanTabRef(Box::new(ScanTabRef {
+                txn,
+                scan_id,
+                error,
+            })),
+        );
+    }
+
+    fn scan_conf(
+        ctx: &mut Ctx<'_, Signal>,
+        to: BlockRef,
+        txn: u64,
+        scan_id: u32,
+        rows: Vec<Vec<Value>>,
+        done: bool,
+    ) {
+        ctx.send(
+            to,
+            Signal::ScanTabConf(Box::new(ScanTabConf {
+                txn,
+                scan_id,
+                rows,
+                done,
+            })),
+        );
+    }
+
+    pub(super) fn on_scan_tab_req(
+        &mut self,
+        api: BlockRef,
+        req: ScanTabReq,
+        ctx: &mut Ctx<'_, Signal>,
+    ) {
+        let (handle, scan_id) = (req.txn, req.scan_id);
+        let fail =
+            |ctx: &mut Ctx<'_, Signal>, e: NodeError| Self::scan_ref(ctx, api, handle, scan_id, e);
+        if self.scan_by_client.contains_key(&(api.node, scan_id)) {
+            return fail(
+                ctx,
+                NodeError::with(
+                    ErrorCode::MalformedSignal,
+                    format!("scan id {scan_id} is open"),
+                ),
+            );
+        }
+        if self.scans.len() >= self.max_scans {
+            crate::probe!(self.counters, "tc: out of scan records");
+            return fail(
+                ctx,
+                NodeError::with(ErrorCode::Overloaded, "too many open scans"),
+            );
+        }
+        let spec = req.spec;
+        let Some(def) = self.defs.get(&spec.table).cloned() else {
+            return fail(
+                ctx,
+                NodeError::with(ErrorCode::NoSuchTable, format!("table id {}", spec.table)),
+            );
+        };
+        let parts = match validate_spec(&def, &spec) {
+            Ok(p) => p,
+            Err(e) => return fail(ctx, e),
+        };
+        // Only a locking scan belongs to the transaction; a committed-read scan
+        // holds nothing to commit or abort.
+        let locking = !req.standalone && spec.lock != LockMode::CommittedRead;
+        let txn = if locking {
+            let t = match self.txn_for(api, handle, ctx.now_ns()) {
+                Ok(t) => t,
+                Err(e) => return fail(ctx, e),
+            };
+            let x = self.txns.get_mut(&t).expect("txn");
+            if matches!(
+                x.state,
+                TxnState::Committing { .. } | TxnState::Aborting { .. }
+            ) {
+                return fail(
+                    ctx,
+                    NodeError::with(ErrorCode::MalformedSignal, "transaction is ending"),
+                );
+            }
+            x.last_active_ns = ctx.now_ns();
+            Some(t)
+        } else {
+            None
+        };
+        let key = self.next_scan;
+        self.next_scan += 1;
+        self.counters.bump("tc: scans");
+        let mut scan = TcScan {
+            api,
+            scan_id,
+            handle,
+            txn,
+            ordered: spec.index.is_some(),
+            descending: spec.descending,
+            batch_rows: spec.batch_rows as usize,
+            remaining: spec.limit.unwrap_or(u64::MAX),
+            parts: Vec::with_capacity(parts.len()),
+            out: Vec::new(),
+            client_waiting: true,
+            last_active_ns: ctx.now_ns(),
+        };
+        for p in parts {
+            let inst = lqh_instance(p, self.lqh_instances);
+            let lqh = self.lqh_ref(inst);
+            if let Some(t) = txn {
+                let x = self.txns.get_mut(&t).expect("txn");
+                x.participants.insert(inst);
+            }
+            let done = scan.remaining == 0;
+            if !done {
+                let r = LqhScanReq {
+                    scan: key,
+                    txn,
+                    table: spec.table,
+                    table_version: spec.table_version,
+                    part: p,
+                    index: spec.index,
+                    range: spec.range.clone(),
+                    descending: spec.descending,
+                    filter: spec.filter.clone(),
+                    projection: spec.projection.clone(),
+                    lock: if locking {
+                        spec.lock
+                    } else {
+                        LockMode::CommittedRead
+                    },
+                    batch_rows: spec
+                        .batch_rows
+                        .min(scan.remaining.min(u32::MAX as u64) as u32)
+                        .max(1),
+                };
+                ctx.send(lqh, internal(InternalSignal::LqhScanReq(Box::new(r))));
+            }
+            scan.parts.push(PartScan {
+                part: p,
+                lqh,
+                buf: VecDeque::new(),
+                done,
+                outstanding: !done,
+            });
+        }
+        if let Some(t) = txn {
+            self.txns.get_mut(&t).expect("txn").scans.insert(key);
+        }
+        self.scan_by_client.insert((api.node, scan_id), key);
+        self.scans.insert(key, scan);
+        self.arm_timer(ctx);
+        self.pump(key, ctx);
+    }
+
+    pub(super) fn on_scan_next_req(
+        &mut self,
+        api: BlockRef,
+        req: ScanNextReq,
+        ctx: &mut Ctx<'_, Signal>,
+    ) {
+        let Some(&key) = self.scan_by_client.get(&(api.node, req.scan_id)) else {
+            return Self::scan_ref(
+                ctx,
+                api,
+                req.txn,
+                req.scan_id,
+                NodeError::new(ErrorCode::NoSuchScan),
+            );
+        };
+        let now = ctx.now_ns();
+        let s = self.scans.get_mut(&key).expect("indexed scan");
+        s.last_active_ns = now;
+        if let Some(x) = s.txn.and_then(|t| self.txns.get_mut(&t)) {
+            x.last_active_ns = now;
+        }
+        if req.close {
+            let (api, handle, id) = (s.api, s.handle, s.scan_id);
+            self.close_scan(key, ctx);
+            return Self::scan_conf(ctx, api, handle, id, Vec::new(), true);
+        }
+        if s.client_waiting {
+            return Self::scan_ref(
+                ctx,
+                api,
+                req.txn,
+                req.scan_id,
+                NodeError::with(ErrorCode::MalformedSignal, "scan busy"),
+            );
+        }
+        s.client_waiting = true;
+        self.pump(key, ctx);
+    }
+
+    /// Close a scan: tell the LQHs still scanning, forget it. No reply.
+    pub(super) fn close_scan(&mut self, key: ScanKey, ctx: &mut Ctx<'_, Signal>) {
+        let Some(s) = self.scans.remove(&key) else {
+            return;
+        };
+        self.scan_by_client.remove(&(s.api.node, s.scan_id));
+        if let Some(x) = s.txn.and_then(|t| self.txns.get_mut(&t)) {
+            x.scans.remove(&key);
+        }
+        for p in &s.parts {
+            if !p.done {
+                ctx.send(
+                    p.lqh,
+                    internal(InternalSignal::LqhScanCloseReq {
+                        scan: key,
+                        part: p.part,
+                    }),
+                );
+            }
+        }
+    }
+
+    pub(super) fn close_idle_scans(&mut self, now: u64, ctx: &mut Ctx<'_, Signal>) {
+        let idle: Vec<ScanKey> = self
+            .scans
+            .iter()
+            .filter(|(_, s)| {
+                s.txn.is_none()
+                    && !s.client_waiting
+                    && now.saturating_sub(s.last_active_ns) >= self.txn_inactive_ns
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for k in idle {
+            crate::probe!(self.counters, "tc: idle scan closed");
+            self.close_scan(k, ctx);
+        }
+    }
+
+    pub(super) fn on_lqh_scan_conf(
+        &mut self,
+        key: ScanKey,
+        part: PartitionId,
+        rows: Vec<ScanRow>,
+        done: bool,
+        ctx: &mut Ctx<'_, Signal>,
+    ) {
+        let Some(s) = self.scans.get_mut(&key) else {
+            return;
+        }; // closed meanwhile
+        let p = s
+            .parts
+            .iter_mut()
+            .find(|p| p.part == part)
+            .expect("scan part");
+        assert!(p.outstanding && p.buf.is_empty(), "unrequested scan batch");
+        p.outstanding = false;
+        p.done = done;
+        p.buf.extend(rows);
+        self.pump(key, ctx);
+    }
+
+    pub(super) fn on_lqh_scan_ref(
+        &mut self,
+        key: ScanKey,
+        part: PartitionId,
+        error: NodeError,
+        ctx: &mut Ctx<'_, Signal>,
+    ) {
+        let Some(s) = self.scans.get_mut(&key) else {
+            return;
+        };
+        if let Some(p) = s.parts.iter_mut().find(|p| p.part == part) {
+            p.done = true; // LQH closed it
+        }
+        let (api, handle, scan_id, txn) = (s.api, s.handle, s.scan_id, s.txn);
+        self.close_scan(key, ctx);
+        if error.code == ErrorCode::LockWaitTimeout {
+            self.counters.bump("tc: lock wait timeouts");
+        }
+        match txn.filter(|t| self.txns.contains_key(t)) {
+            Some(t) if matches!(self.txns[&t].state, TxnState::Idle) => {
+                self.abort(t, AbortReply::ScanRef { scan_id, error }, ctx)
+            }
+            Some(t) => {
+                // A batch or commit is in progress: answer the scan now; the
+                // transaction is aborted (its next request learns it).
+                if matches!(self.txns[&t].state, TxnState::Executing) {
+                    let e = NodeError::with(
+                        ErrorCode::TransactionAborted,
+                        "a scan of the transaction failed",
+                    );
+                    self.abort(
+                        t,
+                        AbortReply::KeyRef {
+                            error: e,
+                            op_index: None,
+                        },
+                        ctx,
+                    );
+                }
+                Self::scan_ref(ctx, api, handle, scan_id, error);
+            }
+            None => Self::scan_ref(ctx, api, handle, scan_id, error),
+        }
+    }
+
+    /// Move rows from the partition buffers into the client's batch; send it
+    /// when full or finished; ask LQHs for more when a buffer runs dry.
+    fn pump(&mut self, key: ScanKey, ctx: &mut Ctx<'_, Signal>) {
+        let s = self.scans.get_mut(&key).expect("scan");
+        if !s.client_waiting {
+            return;
+        }
+        while s.out.len() < s.batch_rows && s.remaining > 0 {
+            let pick = if s.ordered {
+                // Every live partition must show its next row before we know the minimum.
+                if s.parts.iter().any(|p| p.buf.is_empty() && !p.done) {
+                    None
+                } else {
+                    let mut best: Option<usize> = None;
+                    for (i, p) in s.parts.iter().enumerate() {
+                        let Some(r) = p.buf.front() else { continue };
+                        let better = match best {
+                            None => true,
+                            Some(b) => {
+                                let bk = &s.parts[b].buf.front().expect("non-empty").key;
+                                if s.descending {
+                                    r.key > *bk
+                                } else {
+                                    r.key < *bk
+                                }
+                            }
+                        };
+                        if better {
+                            best = Some(i);
+                        }
+                    }
+                    best
+                }
+            } else {
+                s.parts.iter().position(|p| !p.buf.is_empty())
+            };
+            let Some(i) = pick else { break };
+            let row = s.parts[i].buf.pop_front().expect("picked");
+            s.out.push(row.values);
+            s.remaining -= 1;
+        }
+        let exhausted = s.parts.iter().all(|p| p.done && p.buf.is_empty());
+        let finished = exhausted || s.remaining == 0;
+        if s.out.len() >= s.batch_rows || finished {
+            let rows = std::mem::take(&mut s.out);
+            let (api, handle, id) = (s.api, s.handle, s.scan_id);
+            s.client_waiting = false;
+            if finished {
+                self.close_scan(key, ctx);
+            }
+            return Self::scan_conf(ctx, api, handle, id, rows, finished);
+        }
+        for p in s
+            .parts
+            .iter_mut()
+            .filter(|p| p.buf.is_empty() && !p.done && !p.outstanding)
+        {
+            p.outstanding = true;
+            ctx.send(
+                p.lqh,
+                internal(InternalSignal::LqhScanNextReq {
+                    scan: key,
+                    part: p.part,
+                }),
+            );
+        }
+    }
+}
