@@ -1,1 +1,103 @@
-fn main() {}
+//! `norr`: the NorrDB command-line tool.
+
+mod config;
+mod up;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use config::KnobArgs;
+use norr_runtime::{start_data_node, DataNodeConfig};
+use std::net::SocketAddr;
+
+/// NorrDB: an in-memory, distributed, transactional database in the style of
+/// MySQL NDB Cluster.
+///
+/// Start here: `norr up` runs a local cluster on loopback. Logging follows
+/// RUST_LOG (default "info"), e.g. RUST_LOG=norr_runtime=debug.
+#[derive(Debug, Parser)]
+#[command(name = "norr", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a data node: holds partitions in memory and executes transactions
+    /// for API clients (native protocol).
+    Datad(DatadArgs),
+    /// Start a local cluster on loopback (data node, and the SQL node once it
+    /// is wired in), print how to connect, run until Ctrl-C.
+    Up(up::UpArgs),
+    // WIRING(sqld): when norr_sql exposes `SqldArgs` (clap::Args) and
+    // `run_sqld(args) -> anyhow::Result<()>`, add:
+    //     /// Run a SQL node: MySQL protocol front end on the native API.
+    //     Sqld(norr_sql::SqldArgs),
+    // and in `main`: `Command::Sqld(a) => norr_sql::run_sqld(a)`.
+    //
+    // WIRING(bench): when norr_client exposes `bench::BenchArgs` and
+    // `bench::run_bench(args) -> anyhow::Result<()>`, add:
+    //     /// Native-API load generator (flexAsynch style).
+    //     Bench(norr_client::bench::BenchArgs),
+    // and in `main`: `Command::Bench(a) => norr_client::bench::run_bench(a)`.
+}
+
+#[derive(Debug, clap::Args)]
+struct DatadArgs {
+    /// This data node's id (1..=99; 100 and up are handed to API clients).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=99))]
+    node_id: u16,
+    /// Address to accept API connections on (native protocol).
+    #[arg(long, default_value = "127.0.0.1:2202", value_name = "ADDR:PORT")]
+    listen: SocketAddr,
+    /// Threads running the node. Only 1 is implemented: one event loop runs
+    /// the network and every block (right for 2-core machines).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    threads: u32,
+    /// Print the effective configuration (file + flags) as TOML and exit.
+    #[arg(long)]
+    print_config: bool,
+    #[command(flatten)]
+    knobs: KnobArgs,
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let r = match cli.cmd {
+        Command::Datad(a) => datad(a),
+        Command::Up(a) => up::run(a),
+    };
+    match r {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("norr: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn datad(a: DatadArgs) -> anyhow::Result<()> {
+    let knobs = a.knobs.load()?;
+    if a.print_config {
+        print!("{}", config::knobs_to_toml(&knobs));
+        return Ok(());
+    }
+    if a.threads != 1 {
+        anyhow::bail!("--threads {}: only the single event-loop layout (--threads 1) is implemented", a.threads);
+    }
+    let cfg = DataNodeConfig { node_id: a.node_id, listen: a.listen, knobs };
+    let node = start_data_node(cfg).with_context(|| format!("cannot start data node on {}", a.listen))?;
+    eprintln!("norr datad: data node {} listening on {} (Ctrl-C stops it)", a.node_id, node.local_addr());
+    let stopper = node.stopper();
+    ctrlc::set_handler(move || stopper.stop()).context("cannot install the Ctrl-C handler")?;
+    node.join().context("data node failed")?;
+    eprintln!("norr datad: stopped");
+    Ok(())
+}

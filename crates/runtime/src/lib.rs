@@ -68,6 +68,23 @@ impl Default for RuntimeOptions {
     }
 }
 
+/// Stops a data node from any thread (a Ctrl-C handler, a test).
+#[derive(Clone)]
+pub struct NodeStopper {
+    stop: Arc<AtomicBool>,
+    waker: Arc<mio::Waker>,
+}
+
+impl NodeStopper {
+    /// Ask the node to stop; returns at once.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Err(e) = self.waker.wake() {
+            tracing::warn!("data node shutdown: waking the event loop failed: {e}");
+        }
+    }
+}
+
 /// A running data node.
 pub struct DataNodeHandle {
     local_addr: SocketAddr,
@@ -85,10 +102,13 @@ impl DataNodeHandle {
     /// Ask the node to stop (returns at once; `join` waits for it). Open
     /// connections are closed.
     pub fn shutdown(&self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Err(e) = self.waker.wake() {
-            tracing::warn!("data node shutdown: waking the event loop failed: {e}");
-        }
+        self.stopper().stop();
+    }
+
+    /// A handle that can stop the node from another thread while this one waits
+    /// in `join`.
+    pub fn stopper(&self) -> NodeStopper {
+        NodeStopper { stop: self.stop.clone(), waker: self.waker.clone() }
     }
 
     /// Wait until the node has stopped (after `shutdown`, or a fatal error).

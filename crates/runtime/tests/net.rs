@@ -463,3 +463,15 @@ fn shutdown_closes_connections_and_refuses_bad_config() {
     let two = RuntimeOptions { threads: 2, ..RuntimeOptions::default() };
     assert!(start_data_node_with(cfg, two, sched).is_err());
 }
+
+#[test]
+fn stopper_stops_from_another_thread() {
+    let (h, _log) = start(Knobs::default());
+    let stopper = h.stopper();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        stopper.stop();
+    });
+    h.join().unwrap();
+    t.join().unwrap();
+}

@@ -1,0 +1,155 @@
+//! Data node configuration from a TOML file of `norr_knobs::Knobs`, overridden
+//! by command-line flags, then validated.
+
+use anyhow::{bail, Context};
+use norr_knobs::Knobs;
+use std::path::PathBuf;
+
+/// Knob flags shared by `norr datad` and `norr up`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct KnobArgs {
+    /// TOML file of data node knobs (`norr datad --print-config` prints every
+    /// knob with its current value: a starting point). Flags override the file.
+    #[arg(long, value_name = "FILE.toml")]
+    pub config: Option<PathBuf>,
+    /// Memory for rows and indexes (suffixes K, M, G, T: powers of 1024).
+    /// Inserts beyond it fail with "table is full". Default 1G.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub data_memory: Option<u64>,
+    /// A transaction waiting this long for a row lock is aborted with the
+    /// retriable error 266 (breaks deadlocks). Default 1200.
+    #[arg(long, value_name = "MS")]
+    pub lock_wait_timeout_ms: Option<u64>,
+    /// Most concurrent API (client and SQL node) connections. Default 1024.
+    #[arg(long, value_name = "N")]
+    pub max_api_connections: Option<u32>,
+    /// Longest a small reply may wait to be sent together with others
+    /// (adaptive send; 0 = never wait). Default 20.
+    #[arg(long, value_name = "US")]
+    pub max_send_delay_us: Option<u64>,
+    /// Set any knob by its name in the config file, e.g.
+    /// `--set txn_inactive_timeout_ms=30000` or `--set max_frame_bytes=16M`.
+    /// May be repeated; wins over the file and the flags above.
+    #[arg(long = "set", value_name = "KNOB=VALUE")]
+    pub set: Vec<String>,
+}
+
+/// Parse "1073741824", "1G", "512M", "64KiB", "4k" (powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let stripped = lower.trim_end_matches("ib").trim_end_matches('b');
+    let (num, mult) = match stripped.chars().last() {
+        Some('k') => (&stripped[..stripped.len() - 1], 1u64 << 10),
+        Some('m') => (&stripped[..stripped.len() - 1], 1u64 << 20),
+        Some('g') => (&stripped[..stripped.len() - 1], 1u64 << 30),
+        Some('t') => (&stripped[..stripped.len() - 1], 1u64 << 40),
+        _ => (stripped, 1),
+    };
+    let n: u64 = num.trim().parse().map_err(|_| format!("'{s}' is not a size (examples: 1073741824, 512M, 1G)"))?;
+    n.checked_mul(mult).ok_or_else(|| format!("size '{s}' is too large"))
+}
+
+fn int(v: u64) -> anyhow::Result<toml::Value> {
+    Ok(toml::Value::Integer(i64::try_from(v).context("value too large")?))
+}
+
+impl KnobArgs {
+    /// File, then flags, then `--set`; validated.
+    pub fn load(&self) -> anyhow::Result<Knobs> {
+        let mut table = match &self.config {
+            None => toml::Table::new(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read config file {}", path.display()))?;
+                toml::from_str::<toml::Table>(&text)
+                    .with_context(|| format!("config file {} is not valid TOML", path.display()))?
+            }
+        };
+        let flags: [(&str, Option<u64>); 4] = [
+            ("data_memory_bytes", self.data_memory),
+            ("lock_wait_timeout_ms", self.lock_wait_timeout_ms),
+            ("max_api_connections", self.max_api_connections.map(u64::from)),
+            ("max_send_delay_us", self.max_send_delay_us),
+        ];
+        for (name, v) in flags {
+            if let Some(v) = v {
+                table.insert(name.to_string(), int(v)?);
+            }
+        }
+        for kv in &self.set {
+            let Some((k, v)) = kv.split_once('=') else {
+                bail!("--set {kv}: expected KNOB=VALUE, e.g. --set lock_wait_timeout_ms=500");
+            };
+            let (k, v) = (k.trim(), v.trim());
+            let value = if k.ends_with("_bytes") {
+                int(parse_size(v).map_err(|e| anyhow::anyhow!("--set {k}: {e}"))?)?
+            } else {
+                let t: toml::Table =
+                    toml::from_str(&format!("v = {v}")).with_context(|| format!("--set {k}: '{v}' is not a value"))?;
+                t["v"].clone()
+            };
+            table.insert(k.to_string(), value);
+        }
+        let knobs: Knobs = toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| {
+            anyhow::anyhow!("invalid configuration: {}", e.message().trim())
+        })?;
+        knobs.validate().map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+        Ok(knobs)
+    }
+}
+
+/// The effective knobs as a TOML file.
+pub fn knobs_to_toml(k: &Knobs) -> String {
+    toml::to_string(k).expect("knobs serialize to TOML")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("512m"), Ok(512 << 20));
+        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_size("4kb"), Ok(4096));
+        assert_eq!(parse_size("123"), Ok(123));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("99999999999T").is_err());
+    }
+
+    #[test]
+    fn file_flags_and_set_layer_in_order() {
+        let dir = std::env::temp_dir().join(format!("norr-cli-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("k.toml");
+        std::fs::write(&f, "lock_wait_timeout_ms = 700\nmax_scans = 33\n").unwrap();
+        let a = KnobArgs {
+            config: Some(f.clone()),
+            data_memory: Some(64 << 20),
+            set: vec!["max_scans=44".into(), "max_frame_bytes=2M".into()],
+            ..KnobArgs::default()
+        };
+        let k = a.load().unwrap();
+        assert_eq!(k.lock_wait_timeout_ms, 700);
+        assert_eq!(k.max_scans, 44);
+        assert_eq!(k.data_memory_bytes, 64 << 20);
+        assert_eq!(k.max_frame_bytes, 2 << 20);
+        assert_eq!(k.max_transactions, Knobs::default().max_transactions);
+
+        // The printed config reads back to the same knobs.
+        std::fs::write(&f, knobs_to_toml(&k)).unwrap();
+        let back = KnobArgs { config: Some(f.clone()), ..KnobArgs::default() }.load().unwrap();
+        assert_eq!(back, k);
+
+        std::fs::write(&f, "no_such_knob = 1\n").unwrap();
+        let e = KnobArgs { config: Some(f.clone()), ..KnobArgs::default() }.load().unwrap_err();
+        assert!(format!("{e:#}").contains("no_such_knob"), "{e:#}");
+        let e = KnobArgs { lock_wait_timeout_ms: Some(0), ..KnobArgs::default() }.load().unwrap_err();
+        assert!(format!("{e:#}").contains("lock_wait_timeout_ms = 0 is out of range"), "{e:#}");
+        let e = KnobArgs { set: vec!["nonsense".into()], ..KnobArgs::default() }.load().unwrap_err();
+        assert!(format!("{e:#}").contains("KNOB=VALUE"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
