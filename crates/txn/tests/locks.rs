@@ -1,0 +1,245 @@
+//! Row locks: compatibility, waits, lock-wait time-out, deadlock, API failure,
+//! inactivity time-out.
+
+use norr_knobs::Knobs;
+use norr_signals::ops::{KeyOp, LockMode, OpResult};
+use norr_signals::schema::TableDef;
+use norr_signals::value::{ColumnType, Value};
+use norr_signals::{ErrorCode, ExecType, TxnOutcome};
+use norr_txn::testkit::{table_def, Harness};
+
+fn setup(knobs: Knobs) -> (Harness, TableDef) {
+    let mut h = Harness::new(knobs);
+    let d = h
+        .create_table(table_def(
+            "t",
+            4,
+            &[("a", ColumnType::BigInt { unsigned: false })],
+        ))
+        .unwrap();
+    let t = d.id;
+    let ops = (1..=4)
+        .map(|i| KeyOp::insert(t, vec![Value::Int(i)], vec![(1, Value::Int(i * 10))]))
+        .collect();
+    h.autocommit(ops).unwrap();
+    (h, d)
+}
+
+fn read(t: u32, id: i64, lock: LockMode) -> KeyOp {
+    KeyOp {
+        lock,
+        ..KeyOp::read(t, vec![Value::Int(id)])
+    }
+}
+
+fn upd(t: u32, id: i64, a: i64) -> KeyOp {
+    KeyOp::update(t, vec![Value::Int(id)], vec![(1, Value::Int(a))])
+}
+
+#[test]
+fn shared_locks_are_compatible_exclusive_waits_until_commit() {
+    let (mut h, d) = setup(Knobs::default());
+    let t = d.id;
+    h.key(1, 1, ExecType::NoCommit, vec![read(t, 1, LockMode::Shared)])
+        .unwrap();
+    h.key(2, 1, ExecType::NoCommit, vec![read(t, 1, LockMode::Shared)])
+        .unwrap();
+    // A writer waits behind both readers.
+    assert!(h
+        .try_key(3, 1, ExecType::Commit, vec![upd(t, 1, 99)])
+        .is_none());
+    // Committed read neither blocks nor sees anything uncommitted.
+    assert_eq!(h.get(t, vec![Value::Int(1)]).unwrap()[1], Value::Int(10));
+    h.key(1, 1, ExecType::Commit, vec![]).unwrap();
+    assert!(
+        h.take_key_reply(3, 1).is_none(),
+        "one reader still holds it"
+    );
+    h.key(2, 1, ExecType::Commit, vec![]).unwrap();
+    let c = h
+        .take_key_reply(3, 1)
+        .expect("granted after the readers committed")
+        .unwrap();
+    assert_eq!(c.outcome, TxnOutcome::Committed);
+    assert_eq!(h.get(t, vec![Value::Int(1)]).unwrap()[1], Value::Int(99));
+}
+
+#[test]
+fn exclusive_read_blocks_and_upgrade_works() {
+    let (mut h, d) = setup(Knobs::default());
+    let t = d.id;
+    h.key(
+        1,
+        1,
+        ExecType::NoCommit,
+        vec![read(t, 2, LockMode::Exclusive)],
+    )
+    .unwrap();
+    assert!(h
+        .try_key(2, 1, ExecType::NoCommit, vec![read(t, 2, LockMode::Shared)])
+        .is_none());
+    // Uncommitted write is invisible to committed reads.
+    h.key(1, 1, ExecType::NoCommit, vec![upd(t, 2, 7)]).unwrap();
+    assert_eq!(h.get(t, vec![Value::Int(2)]).unwrap()[1], Value::Int(20));
+    h.key(1, 1, ExecType::Commit, vec![]).unwrap();
+    let c = h.take_key_reply(2, 1).unwrap().unwrap();
+    assert_eq!(
+        c.results[0],
+        OpResult::Ok(Some(vec![Value::Int(2), Value::Int(7)])),
+        "re-read after the grant"
+    );
+    // Shared -> exclusive upgrade by the only holder.
+    h.key(2, 1, ExecType::Commit, vec![upd(t, 2, 8)]).unwrap();
+    assert_eq!(h.get(t, vec![Value::Int(2)]).unwrap()[1], Value::Int(8));
+}
+
+#[test]
+fn lock_wait_timeout_aborts_the_waiter_only() {
+    let knobs = Knobs {
+        lock_wait_timeout_ms: 100,
+        ..Knobs::default()
+    };
+    let (mut h, d) = setup(knobs);
+    let t = d.id;
+    h.key(1, 1, ExecType::NoCommit, vec![upd(t, 1, 11)])
+        .unwrap();
+    // The waiter has done other work first: all of it is undone.
+    assert!(h
+        .try_key(2, 5, ExecType::NoCommit, vec![upd(t, 3, 33), upd(t, 1, 12)])
+        .is_none());
+    let out = h.advance_ms(99);
+    h.inbox.extend(out);
+    assert!(h.take_key_reply(2, 5).is_none(), "not before the time-out");
+    let out = h.advance_ms(2);
+    h.inbox.extend(out);
+    let r = h.take_key_reply(2, 5).expect("timed out").unwrap_err();
+    assert_eq!(r.error.code, ErrorCode::LockWaitTimeout);
+    assert!(r.error.code.is_temporary());
+    assert_eq!(r.op_index, Some(1));
+    // Its lock on row 3 is gone; the holder goes on and commits.
+    h.autocommit(vec![upd(t, 3, 34)]).unwrap();
+    let c = h.key(1, 1, ExecType::Commit, vec![upd(t, 2, 22)]).unwrap();
+    assert_eq!(c.outcome, TxnOutcome::Committed);
+    assert_eq!(h.get(t, vec![Value::Int(1)]).unwrap()[1], Value::Int(11));
+    // The aborted handle is free again.
+    h.key(2, 5, ExecType::Commit, vec![upd(t, 1, 13)]).unwrap();
+    assert_eq!(h.get(t, vec![Value::Int(1)]).unwrap()[1], Value::Int(13));
+}
+
+#[test]
+fn deadlock_is_broken_by_the_timeout() {
+    let knobs = Knobs {
+        lock_wait_timeout_ms: 50,
+        ..Knobs::default()
+    };
+    let (mut h, d) = setup(knobs);
+    let t = d.id;
+    h.key(1, 1, ExecType::NoCommit, vec![upd(t, 1, 100)])
+        .unwrap();
+    h.key(2, 1, ExecType::NoCommit, vec![upd(t, 2, 200)])
+        .unwrap();
+    assert!(h
+        .try_key(1, 1, ExecType::NoCommit, vec![upd(t, 2, 101)])
+        .is_none());
+    let _ = h.advance_ms(10);
+    assert!(h
+        .try_key(2, 1, ExecType::NoCommit, vec![upd(t, 1, 201)])
+        .is_none());
+    let out = h.advance_ms(45);
+    h.inbox.extend(out);
+    // The first waiter times out; its abort releases row 1, so the second is granted.
+    let r1 = h.take_key_reply(1, 1).unwrap().unwrap_err();
+    assert_eq!(r1.error.code, ErrorCode::LockWaitTimeout);
+    let r2 = h.take_key_reply(2, 1).unwrap().unwrap();
+    assert_eq!(r2.outcome, TxnOutcome::Open);
+    h.key(2, 1, ExecType::Commit, vec![]).unwrap();
+    assert_eq!(h.get(t, vec![Value::Int(1)]).unwrap()[1], Value::Int(201));
+    assert_eq!(h.get(t, vec![Value::Int(2)]).unwrap()[1], Value::Int(200));
+}
+
+#[test]
+fn api_failure_releases_locks_and_silences_replies() {
+    let (mut h, d) = setup(Knobs::default());
+    let t = d.id;
+    h.key(
+        1,
+        1,
+        ExecType::NoCommit,
+        vec![upd(t, 1, 5), KeyOp::insert(t, vec![Value::Int(50)], vec![])],
+    )
+    .unwrap();
+    // Another client of the same API node waits on a lock: also dropped.
+    assert!(h
+        .try_key(1, 2, ExecType::NoCommit, vec![upd(t, 1, 6)])
+        .is_none());
+    assert!(h
+        .try_key(2, 1, ExecType::Commit, vec![upd(t, 1, 7)])
+        .is_none());
+    let out = h.api_fail(1);
+    assert!(
+        out.iter().all(|e| e.to.node != 1),
+        "nothing sent to the failed API node: {out:?}"
+    );
+    h.inbox.extend(out);
+    assert_eq!(
+        h.take_key_reply(2, 1).unwrap().unwrap().outcome,
+        TxnOutcome::Committed
+    );
+    assert_eq!(h.get(t, vec![Value::Int(1)]).unwrap()[1], Value::Int(7));
+    assert_eq!(h.get(t, vec![Value::Int(50)]), None);
+    assert_eq!(h.stats().open_transactions, 0);
+    // The node id may reconnect and start afresh.
+    h.key(1, 1, ExecType::Commit, vec![upd(t, 1, 8)]).unwrap();
+}
+
+#[test]
+fn inactive_transaction_is_aborted_and_its_handle_reports_it() {
+    let knobs = Knobs {
+        txn_inactive_timeout_ms: 1_000,
+        ..Knobs::default()
+    };
+    let (mut h, d) = setup(knobs);
+    let t = d.id;
+    h.key(1, 1, ExecType::NoCommit, vec![upd(t, 1, 5)]).unwrap();
+    h.key(1, 2, ExecType::NoCommit, vec![upd(t, 2, 5)]).unwrap();
+    // Txn 2 stays active, txn 1 goes quiet.
+    for _ in 0..6 {
+        let out = h.advance_ms(300);
+        h.inbox.extend(out);
+        h.key(1, 2, ExecType::NoCommit, vec![read(t, 2, LockMode::Shared)])
+            .unwrap();
+    }
+    // Row 1 is free again.
+    h.autocommit(vec![upd(t, 1, 9)]).unwrap();
+    let r = h
+        .key(1, 1, ExecType::Commit, vec![upd(t, 3, 1)])
+        .unwrap_err();
+    assert_eq!(r.error.code, ErrorCode::TransactionTimeout);
+    // Reported once; then the handle starts a new transaction.
+    h.key(1, 1, ExecType::Commit, vec![upd(t, 3, 1)]).unwrap();
+    h.key(1, 2, ExecType::Commit, vec![]).unwrap();
+    assert_eq!(h.get(t, vec![Value::Int(2)]).unwrap()[1], Value::Int(5));
+    // With nothing open the timer stops (no signals pending forever).
+    let _ = h.advance_ms(5_000);
+    assert_eq!(h.sched.next_timer_ns(), None);
+}
+
+#[test]
+fn request_while_busy_is_refused() {
+    let (mut h, d) = setup(Knobs::default());
+    let t = d.id;
+    h.key(1, 1, ExecType::NoCommit, vec![upd(t, 1, 1)]).unwrap();
+    assert!(h
+        .try_key(2, 1, ExecType::NoCommit, vec![upd(t, 1, 2)])
+        .is_none());
+    let r = h
+        .key(2, 1, ExecType::NoCommit, vec![upd(t, 2, 2)])
+        .unwrap_err();
+    assert_eq!(r.error.code, ErrorCode::MalformedSignal);
+    h.key(1, 1, ExecType::Commit, vec![]).unwrap();
+    assert_eq!(
+        h.take_key_reply(2, 1).unwrap().unwrap().outcome,
+        TxnOutcome::Open
+    );
+    h.key(2, 1, ExecType::Commit, vec![]).unwrap();
+}
