@@ -137,9 +137,9 @@ impl Drop for DataNodeHandle {
     }
 }
 
-/// Start a data node with the blocks of `norr_txn::build_data_node` (wired by
-/// the binary through [`start_data_node_with`] until this crate depends on txn).
-/// Returns once the node listens.
+/// Start a data node running the blocks of `norr_txn::build_data_node` (TC,
+/// LQH, DICT) with the default [`RuntimeOptions`] (`threads: 1`). Returns once
+/// the node listens.
 pub fn start_data_node(cfg: DataNodeConfig) -> io::Result<DataNodeHandle> {
     let sched = default_blocks(&cfg)?;
     start_data_node_with(cfg, RuntimeOptions::default(), sched)
@@ -153,9 +153,8 @@ pub fn run_data_node(cfg: DataNodeConfig) -> io::Result<()> {
 
 /// The blocks a production data node runs.
 fn default_blocks(cfg: &DataNodeConfig) -> io::Result<Scheduler<Signal>> {
-    // TODO(runtime): norr_txn::build_data_node(cfg.node_id, &cfg.knobs) once txn lands.
-    let _ = cfg;
-    Err(io::Error::new(io::ErrorKind::Unsupported, "the TC/LQH/DICT blocks (norr-txn) are not wired in yet"))
+    cfg.knobs.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    Ok(norr_txn::build_data_node(cfg.node_id, &cfg.knobs))
 }
 
 /// Start a data node running the blocks registered in `sched` (tests use their
