@@ -20,12 +20,12 @@ fn check_name(what: &str, name: &str) -> Result<(), String> {
 
 fn check_type(col: &str, ty: &ColumnType) -> Result<(), String> {
     match ty {
-        ColumnType::Decimal { precision, scale } => {
-            if *precision == 0 || *precision > MAX_DECIMAL_PRECISION || scale > precision {
-                return Err(format!(
-                    "column {col}: DECIMAL({precision},{scale}) needs precision 1..={MAX_DECIMAL_PRECISION} and scale <= precision"
-                ));
-            }
+        ColumnType::Decimal { precision, scale }
+            if *precision == 0 || *precision > MAX_DECIMAL_PRECISION || scale > precision =>
+        {
+            return Err(format!(
+                "column {col}: DECIMAL({precision},{scale}) needs precision 1..={MAX_DECIMAL_PRECISION} and scale <= precision"
+            ));
         }
         ColumnType::Char { len, .. } | ColumnType::Binary { len } if *len > MAX_CHAR_LEN => {
             return Err(format!("column {col}: length {len} exceeds {MAX_CHAR_LEN}"));
