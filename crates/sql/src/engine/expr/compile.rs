@@ -1,0 +1,907 @@
+//! sqlparser `Expr` -> `CExpr`: name resolution against a `Scope`, parameter
+//! numbering, aggregate extraction and subquery registration.
+
+use super::value::{parse_decimal, ArithOp, Coll};
+use super::{cmp_coll, CExpr, CmpKind, SqlType, TClass};
+use crate::engine::expr::datetime::Unit;
+use crate::engine::functions::{self, unify, Func};
+use crate::types::SqlError;
+use norr_signals::{ColumnType, Value};
+use sqlparser::ast::{
+    self, BinaryOperator, DuplicateTreatment, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Query,
+    UnaryOperator,
+};
+
+/// One column visible to expressions.
+#[derive(Debug, Clone)]
+pub struct ScopeCol {
+    /// Table alias (or name) the column belongs to, lower-case; empty for derived columns.
+    pub table: String,
+    /// Column name as declared.
+    pub name: String,
+    pub ty: SqlType,
+}
+
+/// The columns of the row an expression is evaluated against, in row order.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    pub cols: Vec<ScopeCol>,
+}
+
+impl Scope {
+    /// Find a column by optional qualifier and name. Err(true) = ambiguous.
+    pub fn find(&self, table: Option<&str>, name: &str) -> Result<Option<usize>, ()> {
+        let mut hit = None;
+        for (i, c) in self.cols.iter().enumerate() {
+            if !c.name.eq_ignore_ascii_case(name) {
+                continue;
+            }
+            if let Some(t) = table {
+                if !c.table.eq_ignore_ascii_case(t) {
+                    continue;
+                }
+            }
+            if hit.is_some() {
+                return Err(());
+            }
+            hit = Some(i);
+        }
+        Ok(hit)
+    }
+}
+
+/// SqlType of a stored column.
+pub fn column_sqltype(ty: &ColumnType) -> SqlType {
+    use ColumnType as C;
+    let (class, len, dec) = match ty {
+        C::TinyInt { unsigned } | C::SmallInt { unsigned } | C::MediumInt { unsigned } | C::Int { unsigned } | C::BigInt { unsigned } => {
+            (if *unsigned { TClass::UInt } else { TClass::Int }, 20, 0)
+        }
+        C::Float | C::Double => (TClass::Double, 22, 31),
+        C::Decimal { precision, scale } => (TClass::Decimal, *precision as u32 + 2, *scale),
+        C::Char { len, .. } | C::Varchar { len, .. } => (TClass::Str, *len, 0),
+        C::Text { .. } => (TClass::Str, 65535, 0),
+        C::Binary { len } | C::Varbinary { len } => (TClass::Bin, *len, 0),
+        C::Blob => (TClass::Bin, 65535, 0),
+        C::Date => (TClass::Date, 10, 0),
+        C::DateTime | C::Timestamp => (TClass::DateTime, 19, 0),
+        C::Time => (TClass::Time, 10, 0),
+    };
+    let coll = if ty.is_text() && ty.collation() == norr_signals::Collation::CaseInsensitive {
+        Coll::Ci
+    } else if ty.is_bytes() {
+        Coll::Bin
+    } else {
+        Coll::Ci
+    };
+    SqlType { class, coll, decimals: dec, len }
+}
+
+/// Positions of `?` placeholders in text order (line, column), so that each
+/// placeholder gets its parameter number no matter the order of compilation.
+#[derive(Debug, Clone, Default)]
+pub struct ParamMap {
+    locs: Vec<(u64, u64)>,
+}
+
+impl ParamMap {
+    pub fn from_statement<V: ast::Visit>(stmt: &V) -> ParamMap {
+        let mut locs = Vec::new();
+        let _ = ast::visit_expressions(stmt, |e| {
+            if let Expr::Value(v) = e {
+                if matches!(v.value, ast::Value::Placeholder(_)) {
+                    locs.push((v.span.start.line, v.span.start.column));
+                }
+            }
+            std::ops::ControlFlow::<()>::Continue(())
+        });
+        locs.sort_unstable();
+        locs.dedup();
+        ParamMap { locs }
+    }
+    pub fn count(&self) -> usize {
+        self.locs.len()
+    }
+    fn index(&self, span: &sqlparser::tokenizer::Span) -> Option<usize> {
+        self.locs.binary_search(&(span.start.line, span.start.column)).ok()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AggKind {
+    CountStar,
+    Count,
+    Sum,
+    Avg,
+    Min,
+    Max,
+    GroupConcat,
+    BitAnd,
+    BitOr,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AggSpec {
+    pub kind: AggKind,
+    pub arg: Option<CExpr>,
+    pub distinct: bool,
+    pub coll: Coll,
+    pub ty: SqlType,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubKind {
+    Scalar,
+    Exists,
+    In,
+}
+
+/// Callback into the query compiler for subqueries.
+pub trait SubqueryHost {
+    /// Compile `q` (with `outer` as the enclosing scope) and return its number
+    /// and the type of its first column.
+    fn add_subquery(&mut self, q: &Query, kind: SubKind, outer: &Scope) -> Result<(usize, SqlType), SqlError>;
+    /// Name of a system variable -> index into EvalCtx::sysvals.
+    fn sysvar(&mut self, name: &str, global: bool) -> usize;
+    fn uservar(&mut self, name: &str) -> usize;
+}
+
+pub struct Compiler<'a> {
+    pub scope: &'a Scope,
+    /// Enclosing query's scope (columns become `CExpr::Outer`).
+    pub outer: Option<&'a Scope>,
+    pub params: &'a ParamMap,
+    /// Clause name for error messages ("field list", "where clause", ...).
+    pub clause: &'static str,
+    /// If set, aggregate calls are allowed and collected here; an aggregate k is
+    /// read as `Col(agg_base + k)`.
+    pub aggs: Option<&'a mut Vec<AggSpec>>,
+    pub agg_base: usize,
+    /// Select-list aliases usable in this clause (ORDER BY / HAVING).
+    pub aliases: &'a [(String, CExpr, SqlType)],
+    pub host: &'a mut dyn SubqueryHost,
+}
+
+pub fn unknown_column(name: &str, clause: &str) -> SqlError {
+    SqlError::new(1054, "42S22", format!("Unknown column '{name}' in '{clause}'"))
+}
+
+fn ident_name(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Identifier(i) => Some(i.value.clone()),
+        _ => None,
+    }
+}
+
+fn num_literal(s: &str) -> Result<Value, SqlError> {
+    let lower = s.to_ascii_lowercase();
+    if lower.contains('e') {
+        return lower.parse::<f64>().map(Value::Double).map_err(|_| SqlError::parse(format!("bad number {s}")));
+    }
+    if lower.contains('.') {
+        return parse_decimal(s)
+            .map(Value::Decimal)
+            .or_else(|| lower.parse::<f64>().ok().map(Value::Double))
+            .ok_or_else(|| SqlError::parse(format!("bad number {s}")));
+    }
+    if let Ok(i) = s.parse::<i64>() {
+        return Ok(Value::Int(i));
+    }
+    if let Ok(u) = s.parse::<u64>() {
+        return Ok(Value::UInt(u));
+    }
+    parse_decimal(s).map(Value::Decimal).ok_or_else(|| SqlError::parse(format!("bad number {s}")))
+}
+
+fn lit_type(v: &Value) -> SqlType {
+    match v {
+        Value::Null => SqlType::new(TClass::Null),
+        Value::Int(_) => SqlType::new(TClass::Int),
+        Value::UInt(_) => SqlType::new(TClass::UInt),
+        Value::Float(_) | Value::Double(_) => SqlType { decimals: 31, ..SqlType::new(TClass::Double) },
+        Value::Decimal(d) => SqlType { decimals: d.scale, ..SqlType::new(TClass::Decimal) },
+        Value::Bytes(b) => SqlType { len: b.len() as u32, ..SqlType::new(TClass::Str) },
+        Value::Date(_) => SqlType::new(TClass::Date),
+        Value::DateTime(_) => SqlType::new(TClass::DateTime),
+        Value::Time(_) => SqlType::new(TClass::Time),
+    }
+}
+
+fn hex_decode(s: &str) -> Option<Vec<u8>> {
+    let s = if s.len() % 2 == 1 { format!("0{s}") } else { s.to_string() };
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok()).collect()
+}
+
+fn unit_of(f: &ast::DateTimeField) -> Result<Unit, SqlError> {
+    Unit::parse(&f.to_string()).ok_or_else(|| SqlError::unsupported(format!("INTERVAL unit {f}")))
+}
+
+fn agg_kind(name: &str) -> Option<AggKind> {
+    Some(match name {
+        "count" => AggKind::Count,
+        "sum" => AggKind::Sum,
+        "avg" => AggKind::Avg,
+        "min" => AggKind::Min,
+        "max" => AggKind::Max,
+        "group_concat" => AggKind::GroupConcat,
+        "bit_and" => AggKind::BitAnd,
+        "bit_or" => AggKind::BitOr,
+        _ => return None,
+    })
+}
+
+/// True if the expression contains an aggregate call (not inside a subquery).
+pub fn has_aggregate(e: &Expr) -> bool {
+    let mut found = false;
+    let _ = ast::visit_expressions(e, |x| {
+        match x {
+            Expr::Function(f) => {
+                let n = f.name.to_string().to_ascii_lowercase();
+                if agg_kind(&n).is_some() {
+                    found = true;
+                    return std::ops::ControlFlow::Break(());
+                }
+            }
+            Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => {}
+            _ => {}
+        }
+        std::ops::ControlFlow::Continue(())
+    });
+    found
+}
+
+impl<'a> Compiler<'a> {
+    fn resolve(&self, table: Option<&str>, name: &str, display: &str) -> Result<(CExpr, SqlType), SqlError> {
+        match self.scope.find(table, name) {
+            Ok(Some(i)) => return Ok((CExpr::Col(i), self.scope.cols[i].ty)),
+            Err(()) => {
+                return Err(SqlError::new(
+                    1052,
+                    "23000",
+                    format!("Column '{display}' in {} is ambiguous", self.clause),
+                ))
+            }
+            Ok(None) => {}
+        }
+        if table.is_none() {
+            if let Some((_, e, t)) = self.aliases.iter().find(|(a, _, _)| a.eq_ignore_ascii_case(name)) {
+                return Ok((e.clone(), *t));
+            }
+        }
+        if let Some(outer) = self.outer {
+            if let Ok(Some(i)) = outer.find(table, name) {
+                return Ok((CExpr::Outer(i), outer.cols[i].ty));
+            }
+        }
+        Err(unknown_column(display, self.clause))
+    }
+
+    pub fn compile(&mut self, e: &Expr) -> Result<(CExpr, SqlType), SqlError> {
+        use CExpr as C;
+        Ok(match e {
+            Expr::Identifier(id) => {
+                let v = &id.value;
+                if let Some(name) = v.strip_prefix("@@") {
+                    let (global, n) = split_scope(name);
+                    (C::SysVar(self.host.sysvar(n, global)), SqlType::new(TClass::Str))
+                } else if let Some(name) = v.strip_prefix('@') {
+                    (C::UserVar(self.host.uservar(name)), SqlType::new(TClass::Str))
+                } else {
+                    self.resolve(None, v, v)?
+                }
+            }
+            Expr::CompoundIdentifier(parts) => {
+                let names: Vec<&str> = parts.iter().map(|p| p.value.as_str()).collect();
+                if let Some(first) = names.first() {
+                    if let Some(scope) = first.strip_prefix("@@") {
+                        let global = scope.eq_ignore_ascii_case("global");
+                        let n = names[1..].join(".");
+                        return Ok((C::SysVar(self.host.sysvar(&n, global)), SqlType::new(TClass::Str)));
+                    }
+                }
+                let display = names.join(".");
+                match names.len() {
+                    2 => self.resolve(Some(names[0]), names[1], &display)?,
+                    3 => self.resolve(Some(names[1]), names[2], &display)?,
+                    _ => return Err(unknown_column(&display, self.clause)),
+                }
+            }
+            Expr::Value(v) => match &v.value {
+                ast::Value::Placeholder(_) => {
+                    let i = self.params.index(&v.span).ok_or_else(|| SqlError::internal("unnumbered placeholder"))?;
+                    (C::Param(i), SqlType::new(TClass::Str))
+                }
+                other => {
+                    let val = literal(other)?;
+                    let t = lit_type(&val);
+                    (C::Lit(val), t)
+                }
+            },
+            Expr::TypedString(ts) => {
+                let s = match &ts.value.value {
+                    ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let f = match ts.data_type.to_string().to_ascii_uppercase().as_str() {
+                    "DATE" => Func::CastDate,
+                    "TIME" => Func::CastTime,
+                    _ => Func::CastDateTime,
+                };
+                let t = functions::ret_type(f, &[]);
+                (C::Func(f, vec![C::Lit(Value::Bytes(s.into_bytes()))]), t)
+            }
+            Expr::Nested(x) => self.compile(x)?,
+            Expr::UnaryOp { op, expr } => {
+                let (x, t) = self.compile(expr)?;
+                match op {
+                    UnaryOperator::Minus => match x {
+                        C::Lit(Value::Int(i)) => (C::Lit(Value::Int(-i)), t),
+                        C::Lit(Value::UInt(u)) if u == 1u64 << 63 => (C::Lit(Value::Int(i64::MIN)), SqlType::new(TClass::Int)),
+                        C::Lit(Value::Decimal(d)) => (C::Lit(Value::Decimal(norr_signals::Decimal { mantissa: -d.mantissa, scale: d.scale })), t),
+                        C::Lit(Value::Double(f)) => (C::Lit(Value::Double(-f)), t),
+                        x => (C::Neg(Box::new(x)), if t.is_numeric() { t } else { SqlType::new(TClass::Double) }),
+                    },
+                    UnaryOperator::Plus => (x, t),
+                    UnaryOperator::Not | UnaryOperator::BangNot => (C::Not(Box::new(x)), SqlType::new(TClass::Int)),
+                    other => return Err(SqlError::unsupported(format!("operator {other}"))),
+                }
+            }
+            Expr::BinaryOp { left, op, right } => self.binary(left, op, right)?,
+            Expr::IsNull(x) => (C::IsNull(Box::new(self.compile(x)?.0), false), SqlType::new(TClass::Int)),
+            Expr::IsNotNull(x) => (C::IsNull(Box::new(self.compile(x)?.0), true), SqlType::new(TClass::Int)),
+            Expr::IsTrue(x) => (C::IsBool(Box::new(self.compile(x)?.0), true, false), SqlType::new(TClass::Int)),
+            Expr::IsNotTrue(x) => (C::IsBool(Box::new(self.compile(x)?.0), true, true), SqlType::new(TClass::Int)),
+            Expr::IsFalse(x) => (C::IsBool(Box::new(self.compile(x)?.0), false, false), SqlType::new(TClass::Int)),
+            Expr::IsNotFalse(x) => (C::IsBool(Box::new(self.compile(x)?.0), false, true), SqlType::new(TClass::Int)),
+            Expr::IsDistinctFrom(a, b2) | Expr::IsNotDistinctFrom(a, b2) => {
+                let (x, tx) = self.compile(a)?;
+                let (y, ty) = self.compile(b2)?;
+                let eq = C::NullSafeEq(Box::new(x), Box::new(y), cmp_coll(&tx, &ty));
+                let r = if matches!(e, Expr::IsDistinctFrom(..)) { C::Not(Box::new(eq)) } else { eq };
+                (r, SqlType::new(TClass::Int))
+            }
+            Expr::InList { expr, list, negated } => {
+                let (x, tx) = self.compile(expr)?;
+                let mut items = Vec::with_capacity(list.len());
+                let mut coll = if tx.is_string() { cmp_coll(&tx, &tx) } else { Coll::Ci };
+                for it in list {
+                    let (c, t) = self.compile(it)?;
+                    if cmp_coll(&tx, &t) == Coll::Bin {
+                        coll = Coll::Bin;
+                    }
+                    items.push(c);
+                }
+                (C::InList { expr: Box::new(x), list: items, negated: *negated, coll }, SqlType::new(TClass::Int))
+            }
+            Expr::InSubquery { expr, subquery, negated } => {
+                let (x, tx) = self.compile(expr)?;
+                let (sub, ts) = self.host.add_subquery(subquery, SubKind::In, self.scope)?;
+                (C::InSub { expr: Box::new(x), sub, negated: *negated, coll: cmp_coll(&tx, &ts) }, SqlType::new(TClass::Int))
+            }
+            Expr::Exists { subquery, negated } => {
+                let (sub, _) = self.host.add_subquery(subquery, SubKind::Exists, self.scope)?;
+                (C::Exists { sub, negated: *negated }, SqlType::new(TClass::Int))
+            }
+            Expr::Subquery(q) => {
+                let (sub, t) = self.host.add_subquery(q, SubKind::Scalar, self.scope)?;
+                (C::ScalarSub(sub), t)
+            }
+            Expr::Between { expr, negated, low, high } => {
+                let (x, tx) = self.compile(expr)?;
+                let (l, tl) = self.compile(low)?;
+                let (h, th) = self.compile(high)?;
+                let coll = if cmp_coll(&tx, &tl) == Coll::Bin || cmp_coll(&tx, &th) == Coll::Bin { Coll::Bin } else { Coll::Ci };
+                (
+                    C::Between { expr: Box::new(x), low: Box::new(l), high: Box::new(h), negated: *negated, coll },
+                    SqlType::new(TClass::Int),
+                )
+            }
+            Expr::Like { negated, expr, pattern, escape_char, any: false } | Expr::ILike { negated, expr, pattern, escape_char, any: false } => {
+                let (x, tx) = self.compile(expr)?;
+                let (p, tp) = self.compile(pattern)?;
+                let escape = match escape_char.as_deref() {
+                    Some(Expr::Value(v)) => match &v.value {
+                        ast::Value::SingleQuotedString(s) => s.bytes().next().unwrap_or(b'\\'),
+                        _ => b'\\',
+                    },
+                    _ => b'\\',
+                };
+                let coll = if matches!(e, Expr::ILike { .. }) { Coll::Ci } else { cmp_coll(&tx, &tp) };
+                (C::Like { expr: Box::new(x), pattern: Box::new(p), escape, negated: *negated, coll }, SqlType::new(TClass::Int))
+            }
+            Expr::Case { operand, conditions, else_result, .. } => {
+                let mut types = Vec::new();
+                let (op, top) = match operand {
+                    Some(o) => {
+                        let (c, t) = self.compile(o)?;
+                        (Some(Box::new(c)), Some(t))
+                    }
+                    None => (None, None),
+                };
+                let mut coll = Coll::Ci;
+                let mut whens = Vec::with_capacity(conditions.len());
+                for cw in conditions {
+                    let (w, tw) = self.compile(&cw.condition)?;
+                    if let Some(t) = &top {
+                        if cmp_coll(t, &tw) == Coll::Bin {
+                            coll = Coll::Bin;
+                        }
+                    }
+                    let (r, tr) = self.compile(&cw.result)?;
+                    types.push(tr);
+                    whens.push((w, r));
+                }
+                let else_ = match else_result {
+                    Some(x) => {
+                        let (c, t) = self.compile(x)?;
+                        types.push(t);
+                        Some(Box::new(c))
+                    }
+                    None => None,
+                };
+                (C::Case { operand: op, whens, else_, coll }, unify(&types))
+            }
+            Expr::Cast { expr, data_type, .. } | Expr::Convert { expr, data_type: Some(data_type), .. } => {
+                let (x, tx) = self.compile(expr)?;
+                self.cast(x, tx, data_type)?
+            }
+            Expr::Ceil { expr, .. } => self.call_fn(Func::Ceil, &[expr.as_ref().clone()])?,
+            Expr::Floor { expr, .. } => self.call_fn(Func::Floor, &[expr.as_ref().clone()])?,
+            Expr::Position { expr, r#in } => self.call_fn(Func::Locate, &[expr.as_ref().clone(), r#in.as_ref().clone()])?,
+            Expr::Substring { expr, substring_from, substring_for, .. } => {
+                let mut args = vec![expr.as_ref().clone()];
+                args.push(substring_from.as_deref().cloned().unwrap_or_else(|| num_expr(1)));
+                if let Some(f) = substring_for {
+                    args.push(f.as_ref().clone());
+                }
+                self.call_fn(Func::Substring, &args)?
+            }
+            Expr::Trim { trim_where, trim_what, expr, .. } => {
+                let (x, t) = self.compile(expr)?;
+                match trim_what {
+                    None => {
+                        let f = match trim_where {
+                            Some(ast::TrimWhereField::Leading) => Func::LTrim,
+                            Some(ast::TrimWhereField::Trailing) => Func::RTrim,
+                            _ => Func::Trim,
+                        };
+                        (C::Func(f, vec![x]), t)
+                    }
+                    Some(_) => return Err(SqlError::unsupported("TRIM(... FROM ...) with a custom character")),
+                }
+            }
+            Expr::Extract { field, expr, .. } => {
+                let f = match unit_of(field)? {
+                    Unit::Year => Func::Year,
+                    Unit::Month => Func::Month,
+                    Unit::Day => Func::Day,
+                    Unit::Hour => Func::Hour,
+                    Unit::Minute => Func::Minute,
+                    Unit::Second => Func::Second,
+                    _ => return Err(SqlError::unsupported(format!("EXTRACT({field})"))),
+                };
+                self.call_fn(f, &[expr.as_ref().clone()])?
+            }
+            Expr::Function(f) => self.function(f)?,
+            Expr::Tuple(_) => return Err(SqlError::new(1241, "21000", "Operand should contain 1 column(s)")),
+            Expr::Interval(_) => return Err(SqlError::parse("INTERVAL is only allowed with DATE_ADD/DATE_SUB or +/-")),
+            other => return Err(SqlError::unsupported(format!("expression {other}"))),
+        })
+    }
+
+    fn call_fn(&mut self, f: Func, args: &[Expr]) -> Result<(CExpr, SqlType), SqlError> {
+        let mut cs = Vec::with_capacity(args.len());
+        let mut ts = Vec::with_capacity(args.len());
+        for a in args {
+            let (c, t) = self.compile(a)?;
+            cs.push(c);
+            ts.push(t);
+        }
+        let t = functions::ret_type(f, &ts);
+        Ok((CExpr::Func(f, cs), t))
+    }
+
+    fn cast(&mut self, x: CExpr, tx: SqlType, dt: &ast::DataType) -> Result<(CExpr, SqlType), SqlError> {
+        let name = dt.to_string().to_ascii_uppercase();
+        let base = name.split('(').next().unwrap_or("").trim().to_string();
+        let f = match base.as_str() {
+            "SIGNED" | "SIGNED INTEGER" | "INT" | "INTEGER" | "BIGINT" => Func::CastSigned,
+            "UNSIGNED" | "UNSIGNED INTEGER" | "INT UNSIGNED" | "BIGINT UNSIGNED" => Func::CastUnsigned,
+            "CHAR" | "VARCHAR" | "NCHAR" | "TEXT" | "CHARACTER" => Func::CastChar,
+            "BINARY" | "VARBINARY" | "BLOB" => Func::CastBinary,
+            "DATE" => Func::CastDate,
+            "DATETIME" | "TIMESTAMP" => Func::CastDateTime,
+            "TIME" => Func::CastTime,
+            "DOUBLE" | "FLOAT" | "REAL" | "DOUBLE PRECISION" => Func::CastDouble,
+            "DECIMAL" | "NUMERIC" | "DEC" => {
+                let nums: Vec<i64> = name
+                    .split(['(', ')', ','])
+                    .skip(1)
+                    .filter_map(|s| s.trim().parse().ok())
+                    .collect();
+                let p = nums.first().copied().unwrap_or(10);
+                let s = nums.get(1).copied().unwrap_or(0);
+                let t = SqlType { decimals: s as u8, len: p as u32 + 2, ..SqlType::new(TClass::Decimal) };
+                return Ok((CExpr::Func(Func::CastDecimal, vec![x, CExpr::Lit(Value::Int(p)), CExpr::Lit(Value::Int(s))]), t));
+            }
+            _ => return Err(SqlError::unsupported(format!("CAST AS {name}"))),
+        };
+        let t = functions::ret_type(f, &[tx]);
+        Ok((CExpr::Func(f, vec![x]), t))
+    }
+
+    fn binary(&mut self, left: &Expr, op: &BinaryOperator, right: &Expr) -> Result<(CExpr, SqlType), SqlError> {
+        use BinaryOperator as B;
+        // date +/- INTERVAL
+        if matches!(op, B::Plus | B::Minus) {
+            if let Expr::Interval(iv) = right {
+                return self.date_add(left, iv, *op == B::Minus);
+            }
+            if let (Expr::Interval(iv), B::Plus) = (left, op) {
+                return self.date_add(right, iv, false);
+            }
+        }
+        let (l, tl) = self.compile(left)?;
+        let (r, tr) = self.compile(right)?;
+        let int = SqlType::new(TClass::Int);
+        let cmp = |k: CmpKind| (CExpr::Cmp(k, Box::new(l.clone()), Box::new(r.clone()), cmp_coll(&tl, &tr)), int);
+        Ok(match op {
+            B::Eq => cmp(CmpKind::Eq),
+            B::NotEq => cmp(CmpKind::Ne),
+            B::Lt => cmp(CmpKind::Lt),
+            B::LtEq => cmp(CmpKind::Le),
+            B::Gt => cmp(CmpKind::Gt),
+            B::GtEq => cmp(CmpKind::Ge),
+            B::Spaceship => (CExpr::NullSafeEq(Box::new(l), Box::new(r), cmp_coll(&tl, &tr)), int),
+            B::And => (CExpr::And(Box::new(l), Box::new(r)), int),
+            B::Or => (CExpr::Or(Box::new(l), Box::new(r)), int),
+            B::Xor => (CExpr::Xor(Box::new(l), Box::new(r)), int),
+            B::Plus | B::Minus | B::Multiply | B::Divide | B::Modulo | B::MyIntegerDivide | B::DuckIntegerDivide => {
+                let aop = match op {
+                    B::Plus => ArithOp::Add,
+                    B::Minus => ArithOp::Sub,
+                    B::Multiply => ArithOp::Mul,
+                    B::Divide => ArithOp::Div,
+                    B::Modulo => ArithOp::Mod,
+                    _ => ArithOp::IntDiv,
+                };
+                let t = arith_type(aop, &tl, &tr);
+                (CExpr::Arith(aop, Box::new(l), Box::new(r)), t)
+            }
+            B::StringConcat => (CExpr::Or(Box::new(l), Box::new(r)), int),
+            other => return Err(SqlError::unsupported(format!("operator {other}"))),
+        })
+    }
+
+    fn date_add(&mut self, date: &Expr, iv: &ast::Interval, sub: bool) -> Result<(CExpr, SqlType), SqlError> {
+        let (d, td) = self.compile(date)?;
+        let (n, _) = self.compile(&iv.value)?;
+        let unit = match &iv.leading_field {
+            Some(f) => unit_of(f)?,
+            None => Unit::Day,
+        };
+        let f = if sub { Func::DateSub } else { Func::DateAdd };
+        let t = functions::ret_type(f, &[td]);
+        Ok((CExpr::Func(f, vec![d, n, CExpr::Lit(Value::Int(functions::unit_code(unit)))]), t))
+    }
+
+    fn function(&mut self, f: &ast::Function) -> Result<(CExpr, SqlType), SqlError> {
+        let name = f.name.0.last().map(|p| p.to_string()).unwrap_or_default().to_ascii_lowercase();
+        let (args, distinct): (Vec<&FunctionArgExpr>, bool) = match &f.args {
+            FunctionArguments::None => (Vec::new(), false),
+            FunctionArguments::Subquery(_) => return Err(SqlError::unsupported("subquery as a function argument")),
+            FunctionArguments::List(l) => (
+                l.args
+                    .iter()
+                    .map(|a| match a {
+                        FunctionArg::Unnamed(x) | FunctionArg::Named { arg: x, .. } | FunctionArg::ExprNamed { arg: x, .. } => x,
+                    })
+                    .collect(),
+                matches!(l.duplicate_treatment, Some(DuplicateTreatment::Distinct)),
+            ),
+        };
+        if f.over.is_some() {
+            return Err(SqlError::unsupported("window functions"));
+        }
+        if let Some(kind) = agg_kind(&name) {
+            return self.aggregate(kind, &args, distinct, &name);
+        }
+        let exprs: Vec<Expr> = args
+            .iter()
+            .map(|a| match a {
+                FunctionArgExpr::Expr(e) => Ok(e.clone()),
+                _ => Err(SqlError::parse(format!("'*' is not allowed in {name}()"))),
+            })
+            .collect::<Result<_, _>>()?;
+        // Lazy control functions.
+        match name.as_str() {
+            "ifnull" | "coalesce" => {
+                if (name == "ifnull" && exprs.len() != 2) || exprs.is_empty() {
+                    return Err(wrong_args(&name));
+                }
+                let mut cs = Vec::new();
+                let mut ts = Vec::new();
+                for x in &exprs {
+                    let (c, t) = self.compile(x)?;
+                    cs.push(c);
+                    ts.push(t);
+                }
+                return Ok((CExpr::Coalesce(cs), unify(&ts)));
+            }
+            "if" => {
+                if exprs.len() != 3 {
+                    return Err(wrong_args(&name));
+                }
+                let (c, _) = self.compile(&exprs[0])?;
+                let (a, ta) = self.compile(&exprs[1])?;
+                let (b, tb) = self.compile(&exprs[2])?;
+                return Ok((
+                    CExpr::Case { operand: None, whens: vec![(c, a)], else_: Some(Box::new(b)), coll: Coll::Ci },
+                    unify(&[ta, tb]),
+                ));
+            }
+            "date_add" | "date_sub" | "adddate" | "subdate" if exprs.len() == 2 => {
+                let sub = name == "date_sub" || name == "subdate";
+                if let Expr::Interval(iv) = &exprs[1] {
+                    return self.date_add(&exprs[0], iv, sub);
+                }
+                // ADDDATE(d, n): days.
+                let (d, td) = self.compile(&exprs[0])?;
+                let (n, _) = self.compile(&exprs[1])?;
+                let fx = if sub { Func::DateSub } else { Func::DateAdd };
+                let t = functions::ret_type(fx, &[td]);
+                return Ok((CExpr::Func(fx, vec![d, n, CExpr::Lit(Value::Int(4))]), t));
+            }
+            _ => {}
+        }
+        let Some((func, min, max)) = functions::lookup(&name) else {
+            return Err(SqlError::new(1305, "42000", format!("FUNCTION {name} does not exist")));
+        };
+        if exprs.len() < min || exprs.len() > max {
+            return Err(wrong_args(&name));
+        }
+        self.call_fn(func, &exprs)
+    }
+
+    fn aggregate(&mut self, kind: AggKind, args: &[&FunctionArgExpr], distinct: bool, name: &str) -> Result<(CExpr, SqlType), SqlError> {
+        if self.aggs.is_none() {
+            return Err(SqlError::new(1111, "HY000", "Invalid use of group function"));
+        }
+        let (kind, arg, ty, coll) = match (kind, args) {
+            (AggKind::Count, [FunctionArgExpr::Wildcard]) => (AggKind::CountStar, None, SqlType::new(TClass::Int), Coll::Ci),
+            (_, [FunctionArgExpr::Expr(x)]) => {
+                // An aggregate's argument is evaluated on source rows: no nested aggregates.
+                let saved = self.aggs.take();
+                let r = self.compile(x);
+                self.aggs = saved;
+                let (c, t) = r?;
+                let ty = match kind {
+                    AggKind::Count => SqlType::new(TClass::Int),
+                    AggKind::Sum => match t.class {
+                        TClass::Int | TClass::UInt | TClass::Decimal => SqlType { decimals: t.decimals, ..SqlType::new(TClass::Decimal) },
+                        _ => SqlType { decimals: 31, ..SqlType::new(TClass::Double) },
+                    },
+                    AggKind::Avg => match t.class {
+                        TClass::Int | TClass::UInt | TClass::Decimal => {
+                            SqlType { decimals: t.decimals + 4, ..SqlType::new(TClass::Decimal) }
+                        }
+                        _ => SqlType { decimals: 31, ..SqlType::new(TClass::Double) },
+                    },
+                    AggKind::Min | AggKind::Max => t,
+                    AggKind::GroupConcat => SqlType::new(TClass::Str),
+                    AggKind::BitAnd | AggKind::BitOr => SqlType::new(TClass::UInt),
+                    AggKind::CountStar => SqlType::new(TClass::Int),
+                };
+                (kind, Some(c), ty, cmp_coll(&t, &t))
+            }
+            (AggKind::GroupConcat, many) if !many.is_empty() => {
+                // GROUP_CONCAT(a, b, ...) concatenates its arguments.
+                let exprs: Vec<Expr> = many
+                    .iter()
+                    .filter_map(|a| match a {
+                        FunctionArgExpr::Expr(e) => Some(e.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                let saved = self.aggs.take();
+                let r = self.call_fn(Func::Concat, &exprs);
+                self.aggs = saved;
+                (kind, Some(r?.0), SqlType::new(TClass::Str), Coll::Ci)
+            }
+            _ => return Err(wrong_args(name)),
+        };
+        let aggs = self.aggs.as_mut().ok_or_else(|| SqlError::internal("aggregates"))?;
+        let spec = AggSpec { kind, arg, distinct, coll, ty };
+        let k = match aggs.iter().position(|a| *a == spec) {
+            Some(k) => k,
+            None => {
+                aggs.push(spec);
+                aggs.len() - 1
+            }
+        };
+        Ok((CExpr::Col(self.agg_base + k), ty))
+    }
+}
+
+fn split_scope(name: &str) -> (bool, &str) {
+    let lower = name.to_ascii_lowercase();
+    if lower.starts_with("global.") {
+        (true, &name[7..])
+    } else if lower.starts_with("session.") {
+        (false, &name[8..])
+    } else if lower.starts_with("local.") {
+        (false, &name[6..])
+    } else {
+        (false, name)
+    }
+}
+
+fn wrong_args(name: &str) -> SqlError {
+    SqlError::new(1582, "42000", format!("Incorrect parameter count in the call to native function '{name}'"))
+}
+
+fn num_expr(n: i64) -> Expr {
+    Expr::value(ast::Value::Number(n.to_string(), false))
+}
+
+pub fn arith_type(op: ArithOp, a: &SqlType, b: &SqlType) -> SqlType {
+    use TClass::*;
+    let class = match (a.class, b.class) {
+        (Double, _) | (_, Double) | (Str, _) | (_, Str) | (Bin, _) | (_, Bin) => Double,
+        _ if op == ArithOp::IntDiv => Int,
+        _ if op == ArithOp::Div => Decimal,
+        (Decimal, _) | (_, Decimal) => Decimal,
+        (UInt, _) | (_, UInt) => UInt,
+        (Null, _) | (_, Null) => Int,
+        _ => Int,
+    };
+    let decimals = match (class, op) {
+        (Decimal, ArithOp::Div) => a.decimals + super::value::DIV_PRECISION_INCREMENT,
+        (Decimal, ArithOp::Mul) => a.decimals + b.decimals,
+        (Decimal, _) => a.decimals.max(b.decimals),
+        (Double, _) => 31,
+        _ => 0,
+    };
+    SqlType { class, coll: Coll::Ci, decimals, len: 0 }
+}
+
+/// A literal value of the AST.
+pub fn literal(v: &ast::Value) -> Result<Value, SqlError> {
+    Ok(match v {
+        ast::Value::Number(s, _) => num_literal(s)?,
+        ast::Value::SingleQuotedString(s)
+        | ast::Value::DoubleQuotedString(s)
+        | ast::Value::NationalStringLiteral(s)
+        | ast::Value::EscapedStringLiteral(s)
+        | ast::Value::SingleQuotedByteStringLiteral(s)
+        | ast::Value::DoubleQuotedByteStringLiteral(s) => Value::Bytes(s.as_bytes().to_vec()),
+        ast::Value::HexStringLiteral(h) => {
+            Value::Bytes(hex_decode(h).ok_or_else(|| SqlError::parse(format!("bad hex literal X'{h}'")))?)
+        }
+        ast::Value::Boolean(b) => Value::Int(*b as i64),
+        ast::Value::Null => Value::Null,
+        other => return Err(SqlError::unsupported(format!("literal {other}"))),
+    })
+}
+
+/// Name MySQL gives an unaliased select expression: its text.
+pub fn expr_display_name(e: &Expr) -> String {
+    match e {
+        Expr::Identifier(i) => i.value.clone(),
+        Expr::CompoundIdentifier(p) => p.last().map(|i| i.value.clone()).unwrap_or_default(),
+        Expr::Value(v) => match &v.value {
+            ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s.clone(),
+            _ => e.to_string(),
+        },
+        _ => e.to_string(),
+    }
+}
+
+pub fn ident_of(e: &Expr) -> Option<String> {
+    ident_name(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::expr::{eval, EvalCtx};
+    use sqlparser::dialect::MySqlDialect;
+    use sqlparser::parser::Parser;
+
+    struct NoSubs;
+    impl SubqueryHost for NoSubs {
+        fn add_subquery(&mut self, _q: &Query, _k: SubKind, _o: &Scope) -> Result<(usize, SqlType), SqlError> {
+            Err(SqlError::unsupported("subquery"))
+        }
+        fn sysvar(&mut self, _n: &str, _g: bool) -> usize {
+            0
+        }
+        fn uservar(&mut self, _n: &str) -> usize {
+            0
+        }
+    }
+
+    /// Compile and evaluate `expr` against row (a INT, b VARCHAR ci, c VARBINARY).
+    pub fn ev_params(sql: &str, row: &[Value], params: &[Value]) -> Result<Value, SqlError> {
+        let e = Parser::new(&MySqlDialect {}).try_with_sql(sql).unwrap().parse_expr().unwrap();
+        let scope = Scope {
+            cols: vec![
+                ScopeCol { table: "t".into(), name: "a".into(), ty: SqlType::new(TClass::Int) },
+                ScopeCol { table: "t".into(), name: "b".into(), ty: SqlType::new(TClass::Str) },
+                ScopeCol { table: "t".into(), name: "c".into(), ty: SqlType { coll: Coll::Bin, ..SqlType::new(TClass::Bin) } },
+            ],
+        };
+        let pm = ParamMap::from_statement(&e);
+        let mut host = NoSubs;
+        let mut c = Compiler { scope: &scope, outer: None, params: &pm, clause: "field list", aggs: None, agg_base: 0, aliases: &[], host: &mut host };
+        let (ce, _) = c.compile(&e)?;
+        let mut ctx = EvalCtx::new(params);
+        eval(&ce, row, &mut ctx)
+    }
+
+    fn ev(sql: &str) -> Value {
+        ev_params(sql, &[Value::Int(5), Value::str("Hello"), Value::str("Hello")], &[]).unwrap()
+    }
+
+    #[test]
+    fn arithmetic_and_comparison() {
+        assert_eq!(ev("1 + 2 * 3"), Value::Int(7));
+        assert_eq!(ev("a * 2"), Value::Int(10));
+        assert_eq!(ev("7 / 2"), Value::Decimal(norr_signals::Decimal { mantissa: 35000, scale: 4 }));
+        assert_eq!(ev("7 DIV 2"), Value::Int(3));
+        assert_eq!(ev("7 % 3"), Value::Int(1));
+        assert_eq!(ev("1.5 + 1"), Value::Decimal(norr_signals::Decimal { mantissa: 25, scale: 1 }));
+        assert_eq!(ev("1e1 + 1"), Value::Double(11.0));
+        assert_eq!(ev("'3' + 4"), Value::Double(7.0));
+        assert_eq!(ev("-a"), Value::Int(-5));
+        assert_eq!(ev("b = 'hello'"), Value::Int(1));
+        assert_eq!(ev("c = 'hello'"), Value::Int(0));
+        assert_eq!(ev("a BETWEEN 1 AND 5"), Value::Int(1));
+        assert_eq!(ev("a IN (1, 2, 5)"), Value::Int(1));
+        assert_eq!(ev("a NOT IN (1, 2)"), Value::Int(1));
+        assert_eq!(ev("NULL = NULL"), Value::Null);
+        assert_eq!(ev("NULL <=> NULL"), Value::Int(1));
+        assert_eq!(ev("b LIKE 'h%'"), Value::Int(1));
+        assert_eq!(ev("b IS NOT NULL"), Value::Int(1));
+        assert_eq!(ev("9223372036854775807 + 0"), Value::Int(i64::MAX));
+        let e = ev_params("9223372036854775807 + 1", &[], &[]).unwrap_err();
+        assert_eq!(e.code, 1690);
+        assert_eq!(e.message, "BIGINT value is out of range in '(9223372036854775807 + 1)'");
+        assert_eq!(ev("-9223372036854775808"), Value::Int(i64::MIN));
+    }
+
+    #[test]
+    fn functions_and_case() {
+        assert_eq!(ev("CASE WHEN a > 3 THEN 'big' ELSE 'small' END"), Value::str("big"));
+        assert_eq!(ev("CASE a WHEN 1 THEN 'one' WHEN 5 THEN 'five' END"), Value::str("five"));
+        assert_eq!(ev("IFNULL(NULL, 3)"), Value::Int(3));
+        assert_eq!(ev("COALESCE(NULL, NULL, 'x')"), Value::str("x"));
+        assert_eq!(ev("IF(a = 5, 'y', 'n')"), Value::str("y"));
+        assert_eq!(ev("NULLIF(1, 1)"), Value::Null);
+        assert_eq!(ev("CONCAT(b, '-', a)"), Value::str("Hello-5"));
+        assert_eq!(ev("UPPER(b)"), Value::str("HELLO"));
+        assert_eq!(ev("SUBSTRING(b, 2, 3)"), Value::str("ell"));
+        assert_eq!(ev("SUBSTRING(b FROM 2 FOR 3)"), Value::str("ell"));
+        assert_eq!(ev("CAST('42' AS SIGNED)"), Value::Int(42));
+        assert_eq!(ev("CAST(a AS CHAR)"), Value::str("5"));
+        assert_eq!(ev("DATE_ADD('2024-01-31', INTERVAL 1 MONTH)"), Value::Date(norr_signals::Date { year: 2024, month: 2, day: 29 }));
+        assert_eq!(ev("YEAR(DATE '2020-05-06')"), Value::Int(2020));
+        assert_eq!(ev("DATE '2020-05-06' + INTERVAL 1 DAY"), Value::Date(norr_signals::Date { year: 2020, month: 5, day: 7 }));
+        assert_eq!(ev("ABS(-3) + FLOOR(2.7) + CEIL(2.1)"), Value::Int(8));
+        assert_eq!(ev("ROUND(2.567, 2)"), Value::Decimal(norr_signals::Decimal { mantissa: 257, scale: 2 }));
+        assert_eq!(ev("GREATEST(1, 5, 3)"), Value::Int(5));
+    }
+
+    #[test]
+    fn params_are_numbered_in_text_order() {
+        let v = ev_params("? - ?", &[], &[Value::Int(10), Value::Int(3)]).unwrap();
+        assert_eq!(v, Value::Int(7));
+    }
+
+    #[test]
+    fn errors() {
+        assert_eq!(ev_params("zz + 1", &[], &[]).unwrap_err().code, 1054);
+        assert_eq!(ev_params("NOSUCHFN(1)", &[], &[]).unwrap_err().code, 1305);
+        assert_eq!(ev_params("COUNT(*)", &[], &[]).unwrap_err().code, 1111);
+    }
+}

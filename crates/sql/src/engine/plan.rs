@@ -1,0 +1,581 @@
+//! Access-path planning for one table: primary-key lookup (batched for IN
+//! lists), unique-index lookup, ordered-index range scan, or full scan; the
+//! pushed-down filter; the key conversions that make lookups exact.
+//!
+//! The planner works on the conjuncts of a predicate compiled over the
+//! table's own row (column offset = column id). Every conjunct is still
+//! evaluated on the SQL node after the access, so an access path or a pushed
+//! filter may return a superset of the rows (never a subset): that keeps MySQL
+//! comparison semantics exact even where the data node compares differently.
+
+use crate::engine::expr::value::{sql_cmp, Coll, Warnings};
+use crate::engine::expr::{eval, is_row_independent, CExpr, CmpKind, EvalCtx};
+use crate::types::SqlError;
+use norr_signals::coerce::{class_sample, coerce_value, comparable_classes};
+use norr_signals::{Bound, CmpOp, ColumnDef, ColumnId, ColumnType, Filter, IndexId, IndexKind, ScanRange, TableDef, Value};
+use std::cmp::Ordering;
+
+/// Most keys one lookup plan may produce (IN lists x columns); beyond it we scan.
+pub const MAX_LOOKUP_KEYS: usize = 4096;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Access {
+    /// Primary-key lookups: each key is one expression per pk column (IN lists expanded).
+    PkLookup { keys: Vec<Vec<CExpr>> },
+    /// Unique-index lookups (ordered unique or unique hash index).
+    UniqueLookup { index: IndexId, name: String, keys: Vec<Vec<CExpr>> },
+    /// Ordered-index range: equality prefix, then an optional range on the next column.
+    IndexRange {
+        index: IndexId,
+        name: String,
+        eq: Vec<CExpr>,
+        low: Option<(CExpr, bool)>,
+        high: Option<(CExpr, bool)>,
+    },
+    FullScan,
+}
+
+impl Access {
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Access::PkLookup { keys } if keys.len() > 1 => "primary key batch lookup",
+            Access::PkLookup { .. } => "primary key lookup",
+            Access::UniqueLookup { .. } => "unique index lookup",
+            Access::IndexRange { .. } => "index range scan",
+            Access::FullScan => "full table scan",
+        }
+    }
+}
+
+/// A simple shape of a conjunct over one table's row.
+#[derive(Debug, Clone)]
+enum Atom<'a> {
+    /// col op expr (expr row-independent)
+    Cmp(ColumnId, CmpKind, &'a CExpr),
+    In(ColumnId, &'a [CExpr]),
+}
+
+fn atom(e: &CExpr) -> Option<Atom<'_>> {
+    match e {
+        CExpr::Cmp(k, l, r, _) => match (l.as_ref(), r.as_ref()) {
+            (CExpr::Col(c), x) if is_row_independent(x) => Some(Atom::Cmp(*c as ColumnId, *k, x)),
+            (x, CExpr::Col(c)) if is_row_independent(x) => Some(Atom::Cmp(*c as ColumnId, k.flip(), x)),
+            _ => None,
+        },
+        CExpr::InList { expr, list, negated: false, .. } => match expr.as_ref() {
+            CExpr::Col(c) if list.iter().all(is_row_independent) => Some(Atom::In(*c as ColumnId, list)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Value lists per column from equality / IN conjuncts.
+fn eq_lists<'a>(conj: &'a [CExpr]) -> Vec<(ColumnId, Vec<&'a CExpr>)> {
+    let mut out: Vec<(ColumnId, Vec<&CExpr>)> = Vec::new();
+    for c in conj {
+        let (col, vals): (ColumnId, Vec<&CExpr>) = match atom(c) {
+            Some(Atom::Cmp(col, CmpKind::Eq, x)) => (col, vec![x]),
+            Some(Atom::In(col, list)) => (col, list.iter().collect()),
+            _ => continue,
+        };
+        match out.iter_mut().find(|(c2, _)| *c2 == col) {
+            // Several equalities on one column: keep the shortest list (all are checked later anyway).
+            Some((_, v)) => {
+                if vals.len() < v.len() {
+                    *v = vals;
+                }
+            }
+            None => out.push((col, vals)),
+        }
+    }
+    out
+}
+
+fn key_product(cols: &[ColumnId], lists: &[(ColumnId, Vec<&CExpr>)]) -> Option<Vec<Vec<CExpr>>> {
+    let mut keys: Vec<Vec<CExpr>> = vec![Vec::new()];
+    for c in cols {
+        let (_, vals) = lists.iter().find(|(x, _)| x == c)?;
+        if keys.len() * vals.len() > MAX_LOOKUP_KEYS {
+            return None;
+        }
+        let mut next = Vec::with_capacity(keys.len() * vals.len());
+        for k in &keys {
+            for v in vals {
+                let mut k2 = k.clone();
+                k2.push((*v).clone());
+                next.push(k2);
+            }
+        }
+        keys = next;
+    }
+    Some(keys)
+}
+
+/// Choose the access path for a table given the conjuncts over its row.
+/// `pk_ordered` is an ordered index whose columns are exactly the primary key
+/// (the hidden ordered pk index NDB keeps), used for pk range scans.
+pub fn choose_access(def: &TableDef, conj: &[CExpr]) -> Access {
+    let lists = eq_lists(conj);
+    if let Some(keys) = key_product(&def.primary_key, &lists) {
+        return Access::PkLookup { keys };
+    }
+    for ix in &def.indexes {
+        if ix.unique {
+            if let Some(keys) = key_product(&ix.columns, &lists) {
+                return Access::UniqueLookup { index: ix.id, name: ix.name.clone(), keys };
+            }
+        }
+    }
+    // Ordered index with the longest equality prefix, plus a range on the next column.
+    let mut best: Option<(usize, Access)> = None;
+    for ix in def.indexes.iter().filter(|i| i.kind == IndexKind::Ordered) {
+        let mut eq = Vec::new();
+        for c in &ix.columns {
+            match lists.iter().find(|(x, v)| x == c && v.len() == 1) {
+                Some((_, v)) => eq.push(v[0].clone()),
+                None => break,
+            }
+        }
+        let mut low = None;
+        let mut high = None;
+        if let Some(next) = ix.columns.get(eq.len()) {
+            for c in conj {
+                match c {
+                    CExpr::Between { expr, low: l, high: h, negated: false, .. }
+                        if matches!(expr.as_ref(), CExpr::Col(x) if *x as ColumnId == *next)
+                            && is_row_independent(l)
+                            && is_row_independent(h) =>
+                    {
+                        low.get_or_insert(((**l).clone(), true));
+                        high.get_or_insert(((**h).clone(), true));
+                    }
+                    _ => match atom(c) {
+                        Some(Atom::Cmp(col, k, x)) if col == *next => match k {
+                            CmpKind::Gt | CmpKind::Ge => {
+                                low.get_or_insert((x.clone(), k == CmpKind::Ge));
+                            }
+                            CmpKind::Lt | CmpKind::Le => {
+                                high.get_or_insert((x.clone(), k == CmpKind::Le));
+                            }
+                            _ => {}
+                        },
+                        _ => {}
+                    },
+                }
+            }
+        }
+        let score = eq.len() * 2 + low.is_some() as usize + high.is_some() as usize;
+        if score == 0 {
+            continue;
+        }
+        if best.as_ref().is_none_or(|(s, _)| score > *s) {
+            best = Some((score, Access::IndexRange { index: ix.id, name: ix.name.clone(), eq, low, high }));
+        }
+    }
+    match best {
+        Some((_, a)) => a,
+        None => Access::FullScan,
+    }
+}
+
+/// How a value converts to a key of a column.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeyConv {
+    Val(Value),
+    /// No stored value can equal it (NULL, out of range, fraction for an int column).
+    NoMatch,
+    /// Compared differently in SQL (e.g. a number against a string column): scan instead.
+    Fallback,
+}
+
+/// Exact conversion of a lookup value to a column's key value.
+pub fn key_value(v: &Value, col: &ColumnDef) -> KeyConv {
+    if v.is_null() {
+        return KeyConv::NoMatch;
+    }
+    let ty = &col.ty;
+    let candidate = match (ty, v) {
+        (t, Value::Bytes(b)) if t.int_range().is_some() => {
+            let s = String::from_utf8_lossy(b);
+            match s.trim().parse::<i64>() {
+                Ok(i) => Value::Int(i),
+                Err(_) => match s.trim().parse::<u64>() {
+                    Ok(u) => Value::UInt(u),
+                    Err(_) => return KeyConv::Fallback,
+                },
+            }
+        }
+        (t, Value::Double(f)) if t.int_range().is_some() => {
+            if f.fract() != 0.0 {
+                return KeyConv::NoMatch;
+            }
+            if f.abs() > 9.2e18 {
+                return KeyConv::Fallback;
+            }
+            Value::Int(*f as i64)
+        }
+        (t, Value::Bytes(_)) if !t.is_bytes() && !matches!(t, ColumnType::Date | ColumnType::DateTime | ColumnType::Timestamp | ColumnType::Time) => {
+            return KeyConv::Fallback
+        }
+        (ColumnType::Date, Value::Bytes(b)) => match crate::engine::expr::datetime::parse_datetime(b) {
+            Some((dt, _)) if (dt.hour, dt.minute, dt.second, dt.micro) == (0, 0, 0, 0) => Value::Date(dt.date),
+            Some(_) => return KeyConv::NoMatch,
+            None => return KeyConv::Fallback,
+        },
+        (ColumnType::DateTime | ColumnType::Timestamp, Value::Bytes(b)) => match crate::engine::expr::datetime::parse_datetime(b) {
+            Some((dt, _)) => Value::DateTime(dt),
+            None => return KeyConv::Fallback,
+        },
+        (ColumnType::Time, Value::Bytes(b)) => match crate::engine::expr::datetime::parse_time(b) {
+            Some(t) => Value::Time(t),
+            None => return KeyConv::Fallback,
+        },
+        (t, x) if t.is_bytes() && !matches!(x, Value::Bytes(_)) => return KeyConv::Fallback,
+        (_, x) => x.clone(),
+    };
+    if !comparable_classes(&candidate, &class_sample(ty)) {
+        return KeyConv::Fallback;
+    }
+    match coerce_value(candidate.clone(), ty, true) {
+        Ok(c) => {
+            // Exact only if the coerced value still equals the original.
+            let mut w = Warnings::default();
+            let coll = if ty.is_text() && ty.collation() == norr_signals::Collation::CaseInsensitive { Coll::Ci } else { Coll::Bin };
+            if ty.is_bytes() || sql_cmp(&c, &candidate, coll, &mut w) == Some(Ordering::Equal) {
+                KeyConv::Val(c)
+            } else {
+                KeyConv::NoMatch
+            }
+        }
+        Err(_) => KeyConv::NoMatch,
+    }
+}
+
+/// Evaluate lookup keys. Ok(None) = fall back to a scan.
+pub fn eval_keys(keys: &[Vec<CExpr>], cols: &[ColumnId], def: &TableDef, ctx: &mut EvalCtx) -> Result<Option<Vec<Vec<Value>>>, SqlError> {
+    let mut out = Vec::with_capacity(keys.len());
+    'keys: for k in keys {
+        let mut vals = Vec::with_capacity(k.len());
+        for (e, c) in k.iter().zip(cols) {
+            let v = eval(e, &[], ctx)?;
+            match key_value(&v, &def.columns[*c as usize]) {
+                KeyConv::Val(x) => vals.push(x),
+                KeyConv::NoMatch => continue 'keys,
+                KeyConv::Fallback => return Ok(None),
+            }
+        }
+        if !out.contains(&vals) {
+            out.push(vals);
+        }
+    }
+    Ok(Some(out))
+}
+
+/// Evaluate an index range into native bounds (widening where a bound does not convert exactly).
+pub fn eval_range(def: &TableDef, index_cols: &[ColumnId], eq: &[CExpr], low: &Option<(CExpr, bool)>, high: &Option<(CExpr, bool)>, ctx: &mut EvalCtx) -> Result<Option<ScanRange>, SqlError> {
+    let mut prefix = Vec::new();
+    for (e, c) in eq.iter().zip(index_cols) {
+        let v = eval(e, &[], ctx)?;
+        match key_value(&v, &def.columns[*c as usize]) {
+            KeyConv::Val(x) => prefix.push(x),
+            KeyConv::NoMatch => return Ok(None),
+            KeyConv::Fallback => break,
+        }
+    }
+    let mut lo = Bound::inclusive(prefix.clone());
+    let mut hi = Bound::inclusive(prefix.clone());
+    if prefix.len() == eq.len() {
+        if let Some(next) = index_cols.get(prefix.len()) {
+            let col = &def.columns[*next as usize];
+            for (side, b) in [(true, low), (false, high)] {
+                if let Some((e, incl)) = b {
+                    let v = eval(e, &[], ctx)?;
+                    if v.is_null() {
+                        return Ok(None); // col < NULL is never true
+                    }
+                    if let KeyConv::Val(x) = key_value(&v, col) {
+                        let mut vals = prefix.clone();
+                        vals.push(x);
+                        let bd = Bound { values: vals, inclusive: *incl };
+                        if side {
+                            lo = bd;
+                        } else {
+                            hi = bd;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if lo.values.is_empty() && hi.values.is_empty() {
+        return Ok(Some(ScanRange { low: Bound::unbounded(), high: Bound::unbounded() }));
+    }
+    Ok(Some(ScanRange { low: lo, high: hi }))
+}
+
+fn cmp_op(k: CmpKind) -> CmpOp {
+    match k {
+        CmpKind::Eq => CmpOp::Eq,
+        CmpKind::Ne => CmpOp::Ne,
+        CmpKind::Lt => CmpOp::Lt,
+        CmpKind::Le => CmpOp::Le,
+        CmpKind::Gt => CmpOp::Gt,
+        CmpKind::Ge => CmpOp::Ge,
+    }
+}
+
+/// Most nodes of a pushed filter we build.
+const MAX_PUSHED_NODES: usize = 1024;
+
+/// Translate conjuncts into a data-node filter (those that translate exactly;
+/// the rest stay SQL-side only). None = nothing to push.
+pub fn build_filter(def: &TableDef, conj: &[CExpr], ctx: &mut EvalCtx) -> Result<Option<Filter>, SqlError> {
+    let mut parts = Vec::new();
+    let mut budget = MAX_PUSHED_NODES;
+    for c in conj {
+        if let Some(f) = push(def, c, ctx, &mut budget)? {
+            parts.push(f);
+        }
+    }
+    Ok(match parts.len() {
+        0 => None,
+        1 => parts.pop(),
+        _ => Some(Filter::And(parts)),
+    })
+}
+
+fn filter_value(def: &TableDef, col: ColumnId, v: Value) -> Option<Value> {
+    let c = def.columns.get(col as usize)?;
+    match key_value(&v, c) {
+        KeyConv::Val(x) => Some(x),
+        _ => {
+            // Same class but out of range is still comparable by value.
+            if comparable_classes(&v, &class_sample(&c.ty)) && !matches!(v, Value::Bytes(_)) && !c.ty.is_bytes() {
+                Some(v)
+            } else {
+                None
+            }
+        }
+    }
+}
+
+fn push(def: &TableDef, e: &CExpr, ctx: &mut EvalCtx, budget: &mut usize) -> Result<Option<Filter>, SqlError> {
+    if *budget == 0 {
+        return Ok(None);
+    }
+    *budget -= 1;
+    let col_ok = |c: usize| c < def.columns.len();
+    Ok(match e {
+        CExpr::IsNull(x, neg) => match x.as_ref() {
+            CExpr::Col(c) if col_ok(*c) => {
+                Some(if *neg { Filter::IsNotNull(*c as ColumnId) } else { Filter::IsNull(*c as ColumnId) })
+            }
+            _ => None,
+        },
+        CExpr::Cmp(k, l, r, coll) => {
+            let (c, k, x) = match (l.as_ref(), r.as_ref()) {
+                (CExpr::Col(c), x) if is_row_independent(x) => (*c, *k, x),
+                (x, CExpr::Col(c)) if is_row_independent(x) => (*c, k.flip(), x),
+                (CExpr::Col(a), CExpr::Col(b)) if col_ok(*a) && col_ok(*b) => {
+                    let (ta, tb) = (&def.columns[*a].ty, &def.columns[*b].ty);
+                    if ta == tb && (!ta.is_text() || *coll == coll_of(ta)) {
+                        return Ok(Some(Filter::CmpCols { left: *a as ColumnId, op: cmp_op(*k), right: *b as ColumnId }));
+                    }
+                    return Ok(None);
+                }
+                _ => return Ok(None),
+            };
+            if !col_ok(c) {
+                return Ok(None);
+            }
+            let ty = &def.columns[c].ty;
+            if ty.is_text() && *coll != coll_of(ty) {
+                return Ok(None);
+            }
+            let v = eval(x, &[], ctx)?;
+            if v.is_null() {
+                return Ok(Some(Filter::False));
+            }
+            filter_value(def, c as ColumnId, v).map(|value| Filter::Cmp { col: c as ColumnId, op: cmp_op(k), value })
+        }
+        CExpr::Between { expr, low, high, negated: false, coll } => match expr.as_ref() {
+            CExpr::Col(c) if col_ok(*c) && is_row_independent(low) && is_row_independent(high) => {
+                let ty = &def.columns[*c].ty;
+                if ty.is_text() && *coll != coll_of(ty) {
+                    return Ok(None);
+                }
+                let (lv, hv) = (eval(low, &[], ctx)?, eval(high, &[], ctx)?);
+                match (filter_value(def, *c as ColumnId, lv), filter_value(def, *c as ColumnId, hv)) {
+                    (Some(a), Some(b)) => Some(Filter::And(vec![
+                        Filter::Cmp { col: *c as ColumnId, op: CmpOp::Ge, value: a },
+                        Filter::Cmp { col: *c as ColumnId, op: CmpOp::Le, value: b },
+                    ])),
+                    _ => None,
+                }
+            }
+            _ => None,
+        },
+        CExpr::InList { expr, list, negated: false, coll } => match expr.as_ref() {
+            CExpr::Col(c) if col_ok(*c) && list.iter().all(is_row_independent) && list.len() <= 256 => {
+                let ty = &def.columns[*c].ty;
+                if ty.is_text() && *coll != coll_of(ty) {
+                    return Ok(None);
+                }
+                let mut alts = Vec::new();
+                for x in list {
+                    let v = eval(x, &[], ctx)?;
+                    if v.is_null() {
+                        continue;
+                    }
+                    match filter_value(def, *c as ColumnId, v) {
+                        Some(value) => alts.push(Filter::Cmp { col: *c as ColumnId, op: CmpOp::Eq, value }),
+                        None => return Ok(None),
+                    }
+                }
+                Some(if alts.is_empty() { Filter::False } else { Filter::Or(alts) })
+            }
+            _ => None,
+        },
+        CExpr::Like { expr, pattern, escape: b'\\', negated, coll } => match (expr.as_ref(), pattern.as_ref()) {
+            (CExpr::Col(c), p) if col_ok(*c) && is_row_independent(p) && def.columns[*c].ty.is_bytes() => {
+                let ty = &def.columns[*c].ty;
+                if ty.is_text() && *coll != coll_of(ty) {
+                    return Ok(None);
+                }
+                match eval(p, &[], ctx)? {
+                    Value::Bytes(pat) => {
+                        let f = Filter::Like { col: *c as ColumnId, pattern: pat };
+                        Some(if *negated { Filter::And(vec![Filter::IsNotNull(*c as ColumnId), Filter::Not(Box::new(f))]) } else { f })
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        },
+        CExpr::And(a, b) => {
+            let fa = push(def, a, ctx, budget)?;
+            let fb = push(def, b, ctx, budget)?;
+            match (fa, fb) {
+                (Some(x), Some(y)) => Some(Filter::And(vec![x, y])),
+                (Some(x), None) | (None, Some(x)) => Some(x),
+                (None, None) => None,
+            }
+        }
+        CExpr::Or(a, b) => match (push(def, a, ctx, budget)?, push(def, b, ctx, budget)?) {
+            (Some(x), Some(y)) => Some(Filter::Or(vec![x, y])),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+fn coll_of(ty: &ColumnType) -> Coll {
+    if ty.is_text() && ty.collation() == norr_signals::Collation::CaseInsensitive {
+        Coll::Ci
+    } else {
+        Coll::Bin
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::expr::value::Coll;
+    use norr_signals::{IndexDef, PartitionScheme};
+
+    fn def() -> TableDef {
+        TableDef {
+            id: 7,
+            version: 1,
+            name: "db/t".into(),
+            columns: vec![
+                ColumnDef::new("id", ColumnType::Int { unsigned: false }).not_null(),
+                ColumnDef::new("k", ColumnType::Int { unsigned: false }),
+                ColumnDef::new("c", ColumnType::Char { len: 10, collation: norr_signals::Collation::CaseInsensitive }),
+                ColumnDef::new("u", ColumnType::Varchar { len: 10, collation: norr_signals::Collation::CaseInsensitive }),
+            ],
+            primary_key: vec![0],
+            partitioning: PartitionScheme::Key { columns: vec![] },
+            partitions: 4,
+            indexes: vec![
+                IndexDef { id: 1, name: "k_1".into(), columns: vec![1], unique: false, kind: IndexKind::Ordered },
+                IndexDef { id: 2, name: "u_1".into(), columns: vec![3], unique: true, kind: IndexKind::Ordered },
+                IndexDef { id: 3, name: "PRIMARY$ordered".into(), columns: vec![0], unique: true, kind: IndexKind::Ordered },
+            ],
+            extra: vec![],
+        }
+    }
+    fn col(i: usize) -> Box<CExpr> {
+        Box::new(CExpr::Col(i))
+    }
+    fn lit(v: i64) -> Box<CExpr> {
+        Box::new(CExpr::Lit(Value::Int(v)))
+    }
+    fn cmp(k: CmpKind, c: usize, v: i64) -> CExpr {
+        CExpr::Cmp(k, col(c), lit(v), Coll::Ci)
+    }
+
+    #[test]
+    fn pk_equality_is_a_lookup() {
+        let a = choose_access(&def(), &[cmp(CmpKind::Eq, 0, 5)]);
+        assert_eq!(a, Access::PkLookup { keys: vec![vec![CExpr::Lit(Value::Int(5))]] });
+        // reversed operands and a parameter
+        let a = choose_access(&def(), &[CExpr::Cmp(CmpKind::Eq, Box::new(CExpr::Param(0)), col(0), Coll::Ci)]);
+        assert_eq!(a, Access::PkLookup { keys: vec![vec![CExpr::Param(0)]] });
+    }
+
+    #[test]
+    fn pk_in_list_is_a_batch() {
+        let e = CExpr::InList { expr: col(0), list: vec![CExpr::Lit(Value::Int(1)), CExpr::Lit(Value::Int(2))], negated: false, coll: Coll::Ci };
+        match choose_access(&def(), &[e]) {
+            Access::PkLookup { keys } => assert_eq!(keys.len(), 2),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn unique_and_range_and_full() {
+        let e = CExpr::Cmp(CmpKind::Eq, col(3), Box::new(CExpr::Lit(Value::str("x"))), Coll::Ci);
+        assert!(matches!(choose_access(&def(), &[e]), Access::UniqueLookup { index: 2, .. }));
+        let a = choose_access(&def(), &[cmp(CmpKind::Ge, 1, 3), cmp(CmpKind::Lt, 1, 9)]);
+        match a {
+            Access::IndexRange { index: 1, eq, low: Some((_, true)), high: Some((_, false)), .. } => assert!(eq.is_empty()),
+            other => panic!("{other:?}"),
+        }
+        let b = CExpr::Between { expr: col(0), low: lit(1), high: lit(10), negated: false, coll: Coll::Ci };
+        assert!(matches!(choose_access(&def(), &[b]), Access::IndexRange { index: 3, .. }));
+        assert_eq!(choose_access(&def(), &[cmp(CmpKind::Ne, 0, 1)]), Access::FullScan);
+        // column compared to another column: not a key
+        assert_eq!(choose_access(&def(), &[CExpr::Cmp(CmpKind::Eq, col(0), col(1), Coll::Ci)]), Access::FullScan);
+        assert_eq!(choose_access(&def(), &[]), Access::FullScan);
+    }
+
+    #[test]
+    fn key_conversion_is_exact() {
+        let d = def();
+        assert_eq!(key_value(&Value::str("12"), &d.columns[0]), KeyConv::Val(Value::Int(12)));
+        assert_eq!(key_value(&Value::str("abc"), &d.columns[0]), KeyConv::Fallback);
+        assert_eq!(key_value(&Value::Double(1.5), &d.columns[0]), KeyConv::NoMatch);
+        assert_eq!(key_value(&Value::Int(1 << 40), &d.columns[0]), KeyConv::NoMatch);
+        assert_eq!(key_value(&Value::Null, &d.columns[0]), KeyConv::NoMatch);
+        assert_eq!(key_value(&Value::Int(5), &d.columns[2]), KeyConv::Fallback);
+        assert_eq!(key_value(&Value::str("01234567890"), &d.columns[2]), KeyConv::NoMatch);
+    }
+
+    #[test]
+    fn filters_push_down() {
+        let d = def();
+        let mut ctx = EvalCtx::new(&[]);
+        let f = build_filter(&d, &[cmp(CmpKind::Gt, 1, 3), CExpr::IsNull(col(2), true)], &mut ctx).unwrap();
+        assert_eq!(
+            f,
+            Some(Filter::And(vec![Filter::Cmp { col: 1, op: CmpOp::Gt, value: Value::Int(3) }, Filter::IsNotNull(2)]))
+        );
+        // string literal vs int column is not pushed (MySQL compares as double)
+        let e = CExpr::Cmp(CmpKind::Eq, col(1), Box::new(CExpr::Lit(Value::str("3x"))), Coll::Ci);
+        assert_eq!(build_filter(&d, &[e], &mut ctx).unwrap(), None);
+        let like = CExpr::Like { expr: col(2), pattern: Box::new(CExpr::Lit(Value::str("ab%"))), escape: b'\\', negated: false, coll: Coll::Ci };
+        assert_eq!(build_filter(&d, &[like], &mut ctx).unwrap(), Some(Filter::Like { col: 2, pattern: b"ab%".to_vec() }));
+    }
+}
