@@ -21,6 +21,7 @@ use crate::error::NodeError;
 use crate::ops::{Filter, KeyOp, LockMode, ScanRange};
 use crate::schema::{ColumnId, IndexId, PartitionId, TableDef, TableId};
 use crate::value::Value;
+use norr_kernel::NodeId;
 use serde::{Deserialize, Serialize};
 
 /// A transaction as TC numbers it: unique among the transactions of one TC.
@@ -183,4 +184,9 @@ pub enum InternalSignal {
     StatsConf { req: u64, stats: Box<BlockStats> },
     /// TC -> TC (delayed): periodic check for inactive transactions and idle scans.
     TcTimeoutCheck,
+    /// TC -> TC and DICT -> DICT, priority B, sent while handling API_FAILREQ
+    /// (priority A): requests of the failed API node already queued in job
+    /// buffer B run before it and are dropped; once it runs, the node id may
+    /// connect again. No reply.
+    ApiFailDone { api_node: NodeId },
 }

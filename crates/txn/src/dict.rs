@@ -57,6 +57,8 @@ pub struct Dict {
     queue: VecDeque<Queued>,
     active: Option<Active>,
     next_req: u64,
+    /// API nodes whose failure is being handled (see `InternalSignal::ApiFailDone`).
+    failed_apis: std::collections::BTreeSet<NodeId>,
 }
 
 fn internal(s: InternalSignal) -> Signal {
@@ -76,6 +78,7 @@ impl Dict {
             queue: VecDeque::new(),
             active: None,
             next_req: 1,
+            failed_apis: Default::default(),
         }
     }
 
@@ -385,8 +388,13 @@ impl Dict {
 impl Block<Signal> for Dict {
     fn on_signal(&mut self, env: norr_kernel::Envelope<Signal>, ctx: &mut Ctx<'_, Signal>) {
         match env.signal {
+            Signal::DictReq(_) if self.failed_apis.contains(&env.from.node) => {}
             Signal::DictReq(req) => self.on_req(env.from, *req, ctx),
             Signal::ApiFailReq { api_node } => {
+                if self.failed_apis.insert(api_node) {
+                    let me = ctx.self_ref();
+                    ctx.send(me, internal(InternalSignal::ApiFailDone { api_node }));
+                }
                 self.queue.retain(|q| q.from.node != api_node);
                 if let Some(a) = self.active.as_mut().filter(|a| a.from.node == api_node) {
                     a.silent = true;
@@ -397,6 +405,9 @@ impl Block<Signal> for Dict {
                     self.on_schema_conf(req, error, ctx)
                 }
                 InternalSignal::StatsConf { req, stats } => self.on_stats_conf(req, *stats, ctx),
+                InternalSignal::ApiFailDone { api_node } => {
+                    self.failed_apis.remove(&api_node);
+                }
                 other => debug_assert!(false, "DICT got unexpected {other:?}"),
             },
             other => debug_assert!(false, "DICT got unexpected {}", other.name()),

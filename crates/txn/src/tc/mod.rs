@@ -104,6 +104,9 @@ pub struct Tc {
     scan_by_client: HashMap<(NodeId, u32), ScanKey>,
     next_scan: ScanKey,
     timer_armed: bool,
+    /// API nodes whose failure is being handled: their requests still queued
+    /// behind API_FAILREQ are dropped (see `InternalSignal::ApiFailDone`).
+    failed_apis: BTreeSet<NodeId>,
     committed: u64,
     aborted: u64,
     counters: Counters,
@@ -132,6 +135,7 @@ impl Tc {
             scan_by_client: HashMap::new(),
             next_scan: 1,
             timer_armed: false,
+            failed_apis: BTreeSet::new(),
             committed: 0,
             aborted: 0,
             counters: Counters::default(),
@@ -419,15 +423,32 @@ impl Tc {
         Self::key_conf(ctx, txn.api, txn.handle, TxnOutcome::Open, results);
     }
 
-    fn close_txn_scans(&mut self, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
-        let scans = std::mem::take(&mut self.txns.get_mut(&t).expect("txn").scans);
+    /// Close the transaction's scans. A client waiting for one of them is told
+    /// (`ended`: the scan ends with the transaction's commit (Ok) or abort (Err)),
+    /// unless the API node is gone.
+    fn close_txn_scans(
+        &mut self,
+        t: TxnId,
+        ended: Result<(), NodeError>,
+        ctx: &mut Ctx<'_, Signal>,
+    ) {
+        let txn = self.txns.get_mut(&t).expect("txn");
+        let silent = txn.silent;
+        let scans = std::mem::take(&mut txn.scans);
         for s in scans {
+            if let Some(sc) = self.scans.get(&s).filter(|sc| sc.client_waiting && !silent) {
+                let (api, handle, id) = (sc.api, sc.handle, sc.scan_id);
+                match &ended {
+                    Ok(()) => Self::scan_conf(ctx, api, handle, id, Vec::new(), true),
+                    Err(e) => Self::scan_ref(ctx, api, handle, id, e.clone()),
+                }
+            }
             self.close_scan(s, ctx);
         }
     }
 
     fn commit(&mut self, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
-        self.close_txn_scans(t, ctx);
+        self.close_txn_scans(t, Ok(()), ctx);
         let txn = self.txns.get_mut(&t).expect("txn");
         let parts: Vec<u16> = txn.participants.iter().copied().collect();
         txn.state = TxnState::Committing {
@@ -503,7 +524,11 @@ impl Tc {
 
     /// Abort `t` at every participant; answer per `reply` once all confirmed.
     fn abort(&mut self, t: TxnId, reply: AbortReply, ctx: &mut Ctx<'_, Signal>) {
-        self.close_txn_scans(t, ctx);
+        let e = NodeError::with(
+            ErrorCode::TransactionAborted,
+            "the scan's transaction was aborted",
+        );
+        self.close_txn_scans(t, Err(e), ctx);
         let txn = self.txns.get_mut(&t).expect("txn");
         txn.batch = None;
         let parts: Vec<u16> = txn.participants.iter().copied().collect();
@@ -583,6 +608,9 @@ impl Tc {
             .filter(|(_, x)| {
                 matches!(x.state, TxnState::Idle)
                     && now.saturating_sub(x.last_active_ns) >= self.txn_inactive_ns
+                    // A scan the client waits for is activity (it may be
+                    // waiting for row locks, each bounded by the lock time-out).
+                    && !x.scans.iter().any(|k| self.scans.get(k).is_some_and(|s| s.client_waiting))
             })
             .map(|(t, _)| *t)
             .collect();
@@ -600,6 +628,14 @@ impl Tc {
 
     fn on_api_fail(&mut self, api_node: NodeId, ctx: &mut Ctx<'_, Signal>) {
         crate::probe!(self.counters, "tc: api failure");
+        if self.failed_apis.insert(api_node) {
+            let me = ctx.self_ref();
+            ctx.send_prio(
+                me,
+                internal(InternalSignal::ApiFailDone { api_node }),
+                Priority::B,
+            );
+        }
         self.tombstones.retain(|(n, _), _| *n != api_node);
         let scans: Vec<ScanKey> = self
             .scans
@@ -658,6 +694,11 @@ impl Tc {
 impl Block<Signal> for Tc {
     fn on_signal(&mut self, env: norr_kernel::Envelope<Signal>, ctx: &mut Ctx<'_, Signal>) {
         let from = env.from;
+        if from.block == block::API && self.failed_apis.contains(&from.node) {
+            // Sent before the API node failed, run after API_FAILREQ: drop.
+            crate::probe!(self.counters, "tc: request of a failed api dropped");
+            return;
+        }
         match env.signal {
             Signal::TcKeyReq(req) => self.on_key_req(from, *req, ctx),
             Signal::ScanTabReq(req) => self.on_scan_tab_req(from, *req, ctx),
@@ -689,6 +730,9 @@ impl Block<Signal> for Tc {
                     self.on_lqh_scan_ref(scan, part, error, ctx)
                 }
                 InternalSignal::TcTimeoutCheck => self.on_timeout_check(ctx),
+                InternalSignal::ApiFailDone { api_node } => {
+                    self.failed_apis.remove(&api_node);
+                }
                 InternalSignal::SchemaChangeReq { req, change } => {
                     self.on_schema_change(*change);
                     ctx.send_prio(

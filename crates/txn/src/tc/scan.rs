@@ -29,8 +29,8 @@ struct PartScan {
 
 pub(crate) struct TcScan {
     pub(super) api: BlockRef,
-    scan_id: u32,
-    handle: u64,
+    pub(super) scan_id: u32,
+    pub(super) handle: u64,
     txn: Option<TxnId>,
     ordered: bool,
     descending: bool,
@@ -40,7 +40,7 @@ pub(crate) struct TcScan {
     parts: Vec<PartScan>,
     /// The batch being assembled for the client.
     out: Vec<Vec<Value>>,
-    client_waiting: bool,
+    pub(super) client_waiting: bool,
     last_active_ns: u64,
 }
 
@@ -141,7 +141,7 @@ impl Tc {
         );
     }
 
-    fn scan_conf(
+    pub(super) fn scan_conf(
         ctx: &mut Ctx<'_, Signal>,
         to: BlockRef,
         txn: u64,
