@@ -32,16 +32,22 @@ pub(crate) fn err(code: ErrorCode, msg: impl Into<String>) -> NodeError {
 pub struct KeyInfo {
     pub cols: Vec<usize>,
     pub types: Vec<ColumnType>,
+    /// Some key column lives in the var part.
+    needs_var: bool,
 }
 
 impl KeyInfo {
     pub(crate) fn new(def: &TableDef, cols: &[u16]) -> KeyInfo {
+        let types: Vec<ColumnType> = cols
+            .iter()
+            .map(|&c| def.columns[c as usize].ty.clone())
+            .collect();
         KeyInfo {
             cols: cols.iter().map(|&c| c as usize).collect(),
-            types: cols
+            needs_var: types
                 .iter()
-                .map(|&c| def.columns[c as usize].ty.clone())
-                .collect(),
+                .any(|t| t.is_bytes() && !matches!(t, ColumnType::Binary { .. })),
+            types,
         }
     }
 
@@ -61,21 +67,27 @@ impl KeyInfo {
         out
     }
 
-    /// Encode the key columns of a stored row, reading only those columns.
+    /// Encode the key columns of a stored row into `out` (cleared first),
+    /// reading only those columns (the var part only if a key column is there).
+    /// Hot: the hash index calls it for every row it rehashes when it grows.
     pub(crate) fn encode_stored(
         &self,
         layout: &RowLayout,
         fixed: &FixedPages,
         var: &VarStore,
         row: RowId,
-    ) -> Vec<u8> {
+        out: &mut Vec<u8>,
+    ) {
+        out.clear();
         let slot = fixed.slot(row);
-        let payload = layout.var_ref(slot).map(|r| var.get(r)).unwrap_or(&[]);
-        let mut out = Vec::with_capacity(16 * self.cols.len());
+        let payload = if self.needs_var {
+            layout.var_ref(slot).map(|r| var.get(r)).unwrap_or(&[])
+        } else {
+            &[]
+        };
         for (c, t) in self.cols.iter().zip(&self.types) {
-            encode_value(&mut out, &layout.read_col(slot, payload, *c), t);
+            encode_value(out, &layout.read_col(slot, payload, *c), t);
         }
-        out
     }
 }
 
@@ -231,6 +243,17 @@ impl TableStore {
             seen.push((&ix.name, ix.id));
         }
         let layout = RowLayout::new(def);
+        // At least 4 rows per page, so a page's slack stays small.
+        if layout.slot_size > crate::memory::FIXED_PAGE_BYTES / 4 {
+            return Err(err(
+                ErrorCode::BadSchema,
+                format!(
+                    "fixed-size part of a row is {} bytes, the limit is {}",
+                    layout.slot_size,
+                    crate::memory::FIXED_PAGE_BYTES / 4
+                ),
+            ));
+        }
         let mut t = TableStore {
             def: def.clone(),
             pk: KeyInfo::new(def, &def.primary_key),
@@ -431,10 +454,11 @@ impl TableStore {
 
     pub fn lookup(&self, pi: usize, pk: &[u8]) -> Option<RowId> {
         let part = &self.parts[pi];
+        let mut buf = Vec::new();
         part.hash.find(pk_hash(pk), |r| {
             self.pk
-                .encode_stored(&self.layout, part.fixed(), &part.var, r)
-                == pk
+                .encode_stored(&self.layout, part.fixed(), &part.var, r, &mut buf);
+            buf == pk
         })
     }
 
@@ -591,8 +615,11 @@ impl TableStore {
         if let Some(r) = vref {
             layout.set_var_ref(slot, r);
         }
+        let buf = std::cell::RefCell::new(Vec::with_capacity(64));
         hash.insert(pk_hash(&pk), rowid, |r| {
-            pk_hash(&pkinfo.encode_stored(layout, fixed, var, r))
+            let mut b = buf.borrow_mut();
+            pkinfo.encode_stored(layout, fixed, var, r, &mut b);
+            pk_hash(&b)
         });
         for (ix, (uk, ok)) in self.indexes.iter_mut().zip(keys) {
             if let Some(k) = ok {

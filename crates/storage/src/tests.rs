@@ -374,6 +374,25 @@ fn keys_and_partitions() {
     bad.partitions = 1;
     bad.primary_key = vec![9];
     assert_eq!(s.create_table(&bad).unwrap_err().code, ErrorCode::BadSchema);
+    bad.primary_key = vec![0];
+    for i in 0..40 {
+        bad.columns.push(ColumnDef::new(
+            &format!("wide{i}"),
+            ColumnType::Binary { len: 255 },
+        ));
+    }
+    assert_eq!(
+        s.create_table(&bad).unwrap_err().code,
+        ErrorCode::BadSchema,
+        "row too wide"
+    );
+    bad.columns.truncate(3 + 20);
+    s.create_table(&bad).unwrap();
+    let mut row = kv(1, None, 1);
+    row.extend((0..20).map(|_| Value::Bytes(vec![1; 255])));
+    put(&mut s, 8, row.clone()).unwrap();
+    let (p8, r8) = get(&s, 8, &[Value::Int(1)]).unwrap();
+    assert_eq!(s.read_row(8, p8, r8), row);
 }
 
 #[test]
@@ -523,45 +542,9 @@ fn memory_limit_table_full_then_recovers() {
     assert_eq!(s.memory().used_bytes, 0);
 }
 
-/// Per-row memory overhead for a (BIGINT pk, BIGINT, CHAR(20)) table: bytes
-/// charged beyond the column data, averaged over 100k rows.
-pub(crate) fn measure_overhead(rows: i64) -> f64 {
-    let mut s = Storage::new(1 << 30);
-    let def = table(
-        1,
-        vec![
-            ColumnDef::new("id", bigint()).not_null(),
-            ColumnDef::new("v", bigint()),
-            ColumnDef::new(
-                "c",
-                ColumnType::Char {
-                    len: 20,
-                    collation: Collation::CaseInsensitive,
-                },
-            ),
-        ],
-        vec![0],
-        1,
-    );
-    s.create_table(&def).unwrap();
-    let mut data = 0u64;
-    for i in 0..rows {
-        let row = vec![
-            Value::Int(i),
-            Value::Int(i * 7),
-            Value::str(&format!("{:020}", i)),
-        ];
-        data += s.data_bytes_of_row(1, &row) as u64;
-        s.insert(1, 0, row).unwrap();
-    }
-    assert_eq!(data, 36 * rows as u64);
-    let m = s.memory();
-    (m.used_bytes - data) as f64 / rows as f64
-}
-
 #[test]
 fn overhead_per_row_at_most_32_bytes() {
-    let o = measure_overhead(100_000);
+    let o = crate::memory::measure_row_overhead(100_000);
     println!("per-row overhead (BIGINT pk, BIGINT, CHAR(20)), 100k rows: {o:.2} bytes");
     assert!(o <= 32.0, "overhead {o} bytes/row");
 }
@@ -654,4 +637,83 @@ fn big_values_and_var_page_churn() {
             assert_eq!(s.read_row(1, p, r)[0], Value::Int(k));
         }
     }
+}
+
+/// Rough speed figures (run with `cargo test --release -p norr-storage perf -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn perf_smoke() {
+    let n = 1_000_000i64;
+    let mut s = Storage::new(4 << 30);
+    s.create_table(&kv_table(9, 1)).unwrap();
+    let t0 = std::time::Instant::now();
+    for k in 0..n {
+        s.insert(9, 0, kv(k, Some("some text"), k % 1000)).unwrap();
+    }
+    println!(
+        "insert without secondary index {:.2} M/s",
+        n as f64 / t0.elapsed().as_secs_f64() / 1e6
+    );
+    s.drop_table(9).unwrap();
+    let mut def = kv_table(1, 1);
+    def.indexes
+        .push(index(2, "n", vec![2], false, IndexKind::Ordered));
+    s.create_table(&def).unwrap();
+    let t0 = std::time::Instant::now();
+    for k in 0..n {
+        s.insert(1, 0, kv(k, Some("some text"), k % 1000)).unwrap();
+    }
+    let t1 = std::time::Instant::now();
+    let mut found = 0;
+    for k in 0..n {
+        let enc = s.encode_pk(1, &[Value::Int(k)]).unwrap();
+        found += s.lookup(1, 0, &enc).is_some() as i64;
+    }
+    assert_eq!(found, n);
+    let t2 = std::time::Instant::now();
+    let mut cur = s.scan_open(1, 0, None, None, false).unwrap();
+    let mut out = Vec::new();
+    let mut rows = 0;
+    loop {
+        out.clear();
+        let done = s
+            .scan_next(1, 0, &mut cur, None, 1000, 1000, &mut out)
+            .unwrap();
+        rows += out.len();
+        if done {
+            break;
+        }
+    }
+    assert_eq!(rows as i64, n);
+    let t3 = std::time::Instant::now();
+    for k in 0..n {
+        let enc = s.encode_pk(1, &[Value::Int(k)]).unwrap();
+        let r = s.lookup(1, 0, &enc).unwrap();
+        s.delete(1, 0, r);
+    }
+    let t4 = std::time::Instant::now();
+    let rate = |d: std::time::Duration| n as f64 / d.as_secs_f64() / 1e6;
+    println!(
+        "insert {:.2} M/s, pk lookup {:.2} M/s, full scan {:.2} M rows/s, delete {:.2} M/s",
+        rate(t1 - t0),
+        rate(t2 - t1),
+        rate(t3 - t2),
+        rate(t4 - t3)
+    );
+}
+
+#[test]
+#[ignore]
+fn perf_insert_only() {
+    let n = 1_000_000i64;
+    let mut s = Storage::new(4 << 30);
+    s.create_table(&kv_table(9, 1)).unwrap();
+    let t0 = std::time::Instant::now();
+    for k in 0..n {
+        s.insert(9, 0, kv(k, Some("some text"), k % 1000)).unwrap();
+    }
+    println!(
+        "insert without secondary index {:.2} M/s",
+        n as f64 / t0.elapsed().as_secs_f64() / 1e6
+    );
 }
