@@ -413,6 +413,9 @@ impl Host {
         match item {
             UpItem::ApiFail { .. } => {
                 self.up.remove(&api);
+                if self.verbose {
+                    eprintln!("[{now:>12}] step {} API_FAILREQ {api}", self.stats.steps);
+                }
                 self.deliver_api_fail(api);
             }
             UpItem::Sig(env) => {
@@ -422,6 +425,9 @@ impl Host {
                     Ok(()) => {
                         self.stats.to_node += 1;
                         self.trace.event(now, kind::TO_NODE, from, to, &sig_copy);
+                        if self.verbose {
+                            eprintln!("[{now:>12}] step {} node <- {from}: {sig_copy:?}", self.stats.steps);
+                        }
                         w.observe_request(self.stats.steps, api, &sig_copy)?;
                         // The race: API_FAILREQ (job buffer A) overtakes this request.
                         let link = self.up.get_mut(&api).expect("link");
@@ -496,6 +502,9 @@ impl Host {
         for env in out {
             let api = env.to.node;
             self.trace.event(self.now_ns, kind::EMIT, env.from, env.to, &env.signal);
+            if self.verbose {
+                eprintln!("[{:>12}] step {} node -> {}: {:?}", self.now_ns, self.stats.steps, env.to, env.signal);
+            }
             if api == ADMIN_API {
                 self.admin_replies.push(env);
                 continue;
@@ -598,9 +607,15 @@ impl Host {
             Signal::DictReq(_) => block::DICT,
             _ => block::TC,
         };
+        self.admin_request_to(to_block, 0, sig, w)
+    }
+
+    /// `admin_request` to a named block instance (probes ask TC and LQH for
+    /// their counters with an internal STATS_REQ).
+    pub fn admin_request_to<W: Workload + ?Sized>(&mut self, to_block: u16, instance: u16, sig: Signal, w: &mut W) -> Result<Signal, String> {
         let env = Envelope {
             from: BlockRef::new(ADMIN_API, block::API, 0),
-            to: BlockRef::new(DATA_NODE, to_block, 0),
+            to: BlockRef::new(DATA_NODE, to_block, instance),
             prio: Priority::B,
             signal: sig,
         };

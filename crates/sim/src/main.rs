@@ -40,7 +40,7 @@ fn main() {
                     eprintln!("{p}: {e}");
                     std::process::exit(2)
                 });
-                seeds.extend(parse_seeds(&text));
+                seeds.extend(parse_seeds(&text).into_iter().map(|l| (l.workload, l.seed)));
             }
             "--workload" => {
                 let w = val(&mut i);
@@ -99,6 +99,9 @@ fn main() {
                 println!("  {}", r.summary);
                 println!("  {}", r.host);
                 println!("  knobs: {:?}", r.knobs);
+                if !r.probes.is_empty() {
+                    println!("  probes: {:?}", r.probes);
+                }
             }
         }
     }

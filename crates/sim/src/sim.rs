@@ -78,6 +78,8 @@ pub struct RunReport {
     pub summary: String,
     pub host: String,
     pub knobs: Knobs,
+    /// Rare-path counters (`probe!` markers) of the node's blocks at the end.
+    pub probes: Vec<(String, u64)>,
 }
 
 impl RunReport {
@@ -125,6 +127,7 @@ pub fn run(cfg: &SimConfig) -> RunReport {
     host.verbose = cfg.verbose;
     host.trace.write_u64(cfg.seed);
     let failure = drive(cfg, &mut host, w.as_mut()).err();
+    let probes = if failure.is_none() { probes(&mut host).unwrap_or_default() } else { Vec::new() };
     let s = &host.stats;
     RunReport {
         seed: cfg.seed,
@@ -152,7 +155,32 @@ pub fn run(cfg: &SimConfig) -> RunReport {
             s.long_delays
         ),
         knobs,
+        probes,
     }
+}
+
+/// Ask TC and every LQH for their named counters (real node only; the toy
+/// does not answer STATS_REQ and gets no entry).
+pub fn probes(host: &mut Host) -> Result<Vec<(String, u64)>, String> {
+    use norr_signals::{block, InternalSignal};
+    let mut out = Vec::new();
+    if !host.node.has_block(norr_kernel::BlockRef::new(crate::host::DATA_NODE, block::LQH, 0)) {
+        return Ok(out);
+    }
+    let mut targets = vec![(block::TC, 0u16)];
+    for i in 0..norr_txn::LQH_INSTANCES {
+        targets.push((block::LQH, i));
+    }
+    for (b, i) in targets {
+        let req = Signal::Internal(Box::new(InternalSignal::StatsReq { req: 7 }));
+        if let Signal::Internal(reply) = host.admin_request_to(b, i, req, &mut crate::workload::NoObserver)? {
+            if let InternalSignal::StatsConf { stats, .. } = *reply {
+                out.extend(stats.counters);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 fn drive(cfg: &SimConfig, host: &mut Host, w: &mut dyn Workload) -> Result<(), String> {
