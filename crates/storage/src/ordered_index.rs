@@ -10,12 +10,71 @@
 use crate::fixed_pages::RowId;
 use crate::memory::entry_cost;
 use norr_signals::PartitionId;
+use std::borrow::Borrow;
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
+/// Keys up to this many bytes are stored inline in the B-tree node.
+pub const INLINE_KEY_BYTES: usize = 30;
+
+/// An index key (keycode bytes). Short keys (most: a BIGINT key plus a BIGINT
+/// pk is 18 bytes) live inline in the B-tree node: no heap allocation per
+/// entry, and comparisons during a search touch no other cache line.
+#[derive(Clone)]
+pub enum IKey {
+    Inline(u8, [u8; INLINE_KEY_BYTES]),
+    Heap(Box<[u8]>),
+}
+
+impl IKey {
+    pub fn new(b: &[u8]) -> IKey {
+        if b.len() <= INLINE_KEY_BYTES {
+            let mut a = [0u8; INLINE_KEY_BYTES];
+            a[..b.len()].copy_from_slice(b);
+            IKey::Inline(b.len() as u8, a)
+        } else {
+            IKey::Heap(b.into())
+        }
+    }
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            IKey::Inline(n, a) => &a[..*n as usize],
+            IKey::Heap(b) => b,
+        }
+    }
+}
+
+impl Borrow<[u8]> for IKey {
+    fn borrow(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+impl PartialEq for IKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+impl Eq for IKey {}
+impl PartialOrd for IKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for IKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.as_slice().cmp(other.as_slice())
+    }
+}
+impl std::fmt::Debug for IKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:02x?}", self.as_slice())
+    }
+}
+
 #[derive(Default, Clone)]
 pub struct OrderedIndex {
-    pub map: BTreeMap<Vec<u8>, RowId>,
+    pub map: BTreeMap<IKey, RowId>,
     bytes: u64,
 }
 
@@ -23,9 +82,9 @@ impl OrderedIndex {
     pub fn footprint(&self) -> u64 {
         self.bytes
     }
-    pub fn insert(&mut self, key: Vec<u8>, row: RowId) {
+    pub fn insert(&mut self, key: &[u8], row: RowId) {
         self.bytes += entry_cost(key.len());
-        let old = self.map.insert(key, row);
+        let old = self.map.insert(IKey::new(key), row);
         assert!(old.is_none(), "ordered index entry already present");
     }
     pub fn remove(&mut self, key: &[u8]) {
@@ -37,7 +96,7 @@ impl OrderedIndex {
 
 #[derive(Default, Clone)]
 pub struct UniqueMap {
-    pub map: BTreeMap<Vec<u8>, (PartitionId, RowId)>,
+    pub map: BTreeMap<IKey, (PartitionId, RowId)>,
     bytes: u64,
 }
 
@@ -48,9 +107,9 @@ impl UniqueMap {
     pub fn get(&self, key: &[u8]) -> Option<(PartitionId, RowId)> {
         self.map.get(key).copied()
     }
-    pub fn insert(&mut self, key: Vec<u8>, at: (PartitionId, RowId)) {
+    pub fn insert(&mut self, key: &[u8], at: (PartitionId, RowId)) {
         self.bytes += entry_cost(key.len());
-        let old = self.map.insert(key, at);
+        let old = self.map.insert(IKey::new(key), at);
         assert!(old.is_none(), "unique map entry already present");
     }
     pub fn remove(&mut self, key: &[u8]) {
@@ -120,6 +179,28 @@ pub fn range_is_empty(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inline_and_heap_keys_order_as_bytes() {
+        let keys: Vec<Vec<u8>> = vec![
+            vec![],
+            vec![0],
+            vec![1; 30],
+            vec![1; 31],
+            vec![1; 29],
+            vec![2],
+            vec![1; 100],
+        ];
+        for a in &keys {
+            for b in &keys {
+                assert_eq!(IKey::new(a).cmp(&IKey::new(b)), a.cmp(b));
+                assert_eq!(IKey::new(a).as_slice(), &a[..]);
+            }
+        }
+        assert!(matches!(IKey::new(&[1; 30]), IKey::Inline(..)));
+        assert!(matches!(IKey::new(&[1; 31]), IKey::Heap(..)));
+        assert_eq!(std::mem::size_of::<IKey>(), 32);
+    }
 
     #[test]
     fn successor() {

@@ -13,7 +13,7 @@
 //!   again under its new key, as in any B-tree scan without locks.)
 
 use crate::fixed_pages::RowId;
-use crate::ordered_index::{key_range, range_is_empty};
+use crate::ordered_index::{key_range, range_is_empty, IKey};
 use crate::table_store::TableStore;
 use norr_signals::coerce::{class_sample, coerce_value, compare_values};
 use norr_signals::filter_eval::eval_filter;
@@ -46,6 +46,14 @@ impl ScanCursor {
         match self {
             ScanCursor::Full { done, .. } | ScanCursor::Ordered { done, .. } => *done,
         }
+    }
+}
+
+fn as_slice_bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(v) => Bound::Included(v.as_slice()),
+        Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
     }
 }
 
@@ -239,10 +247,12 @@ impl TableStore {
                     *done = true;
                     return Ok(true);
                 }
-                let mut it: Box<dyn Iterator<Item = (&Vec<u8>, &RowId)>> = if *descending {
-                    Box::new(ord.map.range((lo, hi)).rev())
+                let bounds: (Bound<&[u8]>, Bound<&[u8]>) =
+                    (as_slice_bound(&lo), as_slice_bound(&hi));
+                let mut it: Box<dyn Iterator<Item = (&IKey, &RowId)>> = if *descending {
+                    Box::new(ord.map.range::<[u8], _>(bounds).rev())
                 } else {
-                    Box::new(ord.map.range((lo, hi)))
+                    Box::new(ord.map.range::<[u8], _>(bounds))
                 };
                 while returned < max_rows && examined < examine_limit {
                     let Some((k, &r)) = it.next() else {
@@ -250,7 +260,7 @@ impl TableStore {
                         return Ok(true);
                     };
                     examined += 1;
-                    *last = Some(k.clone());
+                    *last = Some(k.as_slice().to_vec());
                     let row = self.read(pi, r);
                     if self.passes(filter, &row)? {
                         out.push((r, row));

@@ -43,12 +43,12 @@ impl TableStore {
                         ));
                     }
                     need += entry_cost(k.len());
-                    map.insert(k.clone(), (pi as PartitionId, r));
+                    map.insert(&k, (pi as PartitionId, r));
                 }
                 if ordered_kind {
                     k.extend_from_slice(&self.pk.encoded(&row));
                     need += entry_cost(k.len());
-                    ord.insert(k, r);
+                    ord.insert(&k, r);
                 }
             }
             per_part.push(ord);
@@ -173,7 +173,7 @@ impl TableStore {
                 {
                     if let Some(k) = ok {
                         assert_eq!(
-                            part.ordered[&ix.def.id].map.get(&k),
+                            part.ordered[&ix.def.id].map.get(k.as_slice()),
                             Some(&r),
                             "ordered index {} entry",
                             ix.def.name

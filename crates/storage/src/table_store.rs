@@ -626,10 +626,10 @@ impl TableStore {
                 ordered
                     .get_mut(&ix.def.id)
                     .expect("ordered index of partition")
-                    .insert(k, rowid);
+                    .insert(&k, rowid);
             }
             if let (Some(k), Some(map)) = (uk, &mut ix.unique) {
-                map.insert(k, (p, rowid));
+                map.insert(&k, (p, rowid));
             }
         }
         let delta = self.local_footprint(pi) as i64 - before as i64;
@@ -737,7 +737,7 @@ impl TableStore {
                     ord.remove(k);
                 }
                 if let Some(k) = new_o {
-                    ord.insert(k.clone(), rowid);
+                    ord.insert(k, rowid);
                 }
             }
             if let Some(map) = &mut ix.unique {
@@ -745,7 +745,7 @@ impl TableStore {
                     map.remove(k);
                 }
                 if let Some(k) = new_u {
-                    map.insert(k.clone(), (p, rowid));
+                    map.insert(k, (p, rowid));
                 }
             }
         }
