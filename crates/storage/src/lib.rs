@@ -18,21 +18,37 @@
 //! * `table_store`: a table's partitions and index maintenance.
 //! * `scan`: full and ordered scans with resumable cursors.
 //!
-//! Memory: for a (BIGINT pk, BIGINT, CHAR(20)) table the measured overhead per
-//! row beyond the column data is printed by
-//! `cargo test -p norr-storage overhead -- --nocapture` (about 22 bytes/row:
+//! Memory: for a (BIGINT pk, BIGINT, CHAR(20)) table the overhead per row
+//! beyond the column data is about 21 bytes at 100k rows (target <= 32):
 //! null bitmap 1, var ref 6, var chunk header 6 + length 1, hash index ~6.6
-//! (power-of-two bucket count, 5 bytes per bucket), page slack < 1).
+//! (power-of-two bucket count, 5 bytes per bucket; between 5.7 and 11.4 as the
+//! table fills and doubles), page slack < 1. `memory::measure_row_overhead`
+//! computes it; `cargo test -p norr-storage overhead -- --nocapture` prints it.
+//! Ordered-index entries are charged ~64 bytes each (keys up to 30 bytes live
+//! inline in the B-tree node).
 //!
-//! API changes (relative to the agreed API):
-//! * none in signatures. Notes: `read_projected` clears `out` first; `delete`,
-//!   `read_row` and `read_projected` panic on a RowId that is not live (a caller
-//!   bug that would corrupt data); `delete` on an unknown table is a no-op;
-//!   `update` of a dead RowId returns `NoSuchRow`; `insert` also checks that the
-//!   row belongs in the partition (`BadPartition`) and re-coerces the row (so a
-//!   wrong value class is an error, never silent corruption).
-//! * added: `ScanCursor::is_done`, `Storage::check_invariants` (tests),
-//!   `Storage::data_bytes_of_row`, `Storage::tables`.
+//! Uniqueness of unique indexes is enforced across the partitions held by this
+//! `Storage` (a table-wide map); partitions stored on other nodes are not seen.
+//!
+//! API changes (relative to the agreed API): none in names or signatures.
+//! Semantics worth knowing:
+//! * `read_projected` clears `out` first; empty `cols` = every column.
+//! * `read_row`, `read_projected` and `delete` panic on a RowId that is not
+//!   live (a caller bug that would otherwise corrupt data); `delete` on an
+//!   unknown table is a no-op; `update` of a dead RowId returns `NoSuchRow`.
+//! * `insert` / `update` coerce the row again (a wrong value class is an error,
+//!   never silent corruption) and `insert` checks that the row belongs in the
+//!   partition (`BadPartition`).
+//! * `lookup_unique` with a NULL value returns `Ok(None)` (NULL matches
+//!   nothing); on a non-unique index it is `NoSuchIndex`.
+//! * `scan_next` appends at most `max_rows` rows per call (counted per call,
+//!   not by `out.len()`), looks at no more than `examine_limit` rows (at least
+//!   1), and returns true as soon as the partition is known to be exhausted.
+//! * Scan bounds out of a numeric column's range act as -inf/+inf (so
+//!   `tinyint < 1000` scans every non-NULL value); strings longer than the
+//!   column compare as they are; other uncoercible bounds are `BadScanBound`.
+//! * Added: `ScanCursor::is_done`, `Storage::tables`, `Storage::data_bytes_of_row`,
+//!   `Storage::check_invariants` (tests), `memory::measure_row_overhead`.
 
 mod fixed_pages;
 mod hash_index;

@@ -717,3 +717,99 @@ fn perf_insert_only() {
         n as f64 / t0.elapsed().as_secs_f64() / 1e6
     );
 }
+
+#[test]
+fn composite_var_primary_key_case_insensitive() {
+    let mut s = Storage::new(64 << 20);
+    let def = table(
+        4,
+        vec![
+            ColumnDef::new("name", varchar(30)).not_null(),
+            ColumnDef::new("n", ColumnType::Int { unsigned: false }).not_null(),
+            ColumnDef::new(
+                "note",
+                ColumnType::Text {
+                    collation: Collation::Binary,
+                },
+            ),
+        ],
+        vec![0, 1],
+        2,
+    );
+    s.create_table(&def).unwrap();
+    let row =
+        |name: &str, n: i64, note: &str| vec![Value::str(name), Value::Int(n), Value::str(note)];
+    // Enough rows to grow the hash tables several times (rehash reads var pks).
+    for i in 0..5000 {
+        put(
+            &mut s,
+            4,
+            row(&format!("Name{i}"), i % 3, &"x".repeat(i as usize % 50)),
+        )
+        .unwrap();
+    }
+    assert_eq!(
+        put(&mut s, 4, row("NAME7", 1, "dup")).unwrap_err().code,
+        ErrorCode::DuplicateKey
+    );
+    put(&mut s, 4, row("NAME7", 2, "other n")).unwrap();
+    let (p, r) = get(&s, 4, &[Value::str("name7"), Value::Int(1)]).expect("case-insensitive pk");
+    assert_eq!(s.read_row(4, p, r)[0], Value::str("Name7"));
+    // Churn the var parts (notes change size) and delete half.
+    for i in 0..5000 {
+        let (p, r) = get(&s, 4, &[Value::str(&format!("name{i}")), Value::Int(i % 3)]).unwrap();
+        if i % 2 == 0 {
+            s.delete(4, p, r);
+        } else {
+            s.update(
+                4,
+                p,
+                r,
+                row(&format!("Name{i}"), i % 3, &"y".repeat(i as usize % 97)),
+            )
+            .unwrap();
+        }
+    }
+    s.check_invariants();
+    assert_eq!(s.row_count(4), 2501);
+    for i in (1..5000).step_by(2) {
+        let (p, r) = get(&s, 4, &[Value::str(&format!("NAME{i}")), Value::Int(i % 3)]).unwrap();
+        assert_eq!(
+            s.read_row(4, p, r)[2],
+            Value::str(&"y".repeat(i as usize % 97))
+        );
+    }
+}
+
+#[test]
+fn tables_share_the_memory_limit() {
+    let mut s = Storage::new(2 << 20);
+    s.create_table(&kv_table(1, 1)).unwrap();
+    s.create_table(&kv_table(2, 1)).unwrap();
+    let mut k = 0;
+    while put(&mut s, 1, kv(k, Some("filler filler filler"), k)).is_ok() {
+        k += 1;
+    }
+    assert_eq!(
+        put(&mut s, 2, kv(0, Some("x"), 0)).unwrap_err().code,
+        ErrorCode::TableFull
+    );
+    assert_eq!(
+        s.reserve_check(2, &kv(0, Some("x"), 0)).unwrap_err().code,
+        ErrorCode::TableFull
+    );
+    s.truncate_table(1).unwrap();
+    put(&mut s, 2, kv(0, Some("x"), 0)).unwrap();
+    s.reserve_check(2, &kv(1, Some("x"), 0)).unwrap();
+    s.check_invariants();
+    s.drop_table(1).unwrap();
+    s.drop_table(2).unwrap();
+    assert_eq!(
+        s.memory(),
+        MemoryStats {
+            limit_bytes: 2 << 20,
+            used_bytes: 0,
+            rows: 0
+        }
+    );
+}
