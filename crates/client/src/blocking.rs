@@ -6,15 +6,31 @@
 //! Do not call these from inside an async runtime (tokio panics on nested
 //! `block_on`); use the async [`crate::Client`] there.
 //!
-//! ```no_run
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let knobs = norr_knobs::Knobs::default();
+//! # let node = norr_runtime::start_data_node_with(
+//! #     norr_runtime::DataNodeConfig { node_id: 1, listen: "127.0.0.1:0".parse()?, knobs: knobs.clone() },
+//! #     Default::default(),
+//! #     norr_txn::build_data_node(1, &knobs),
+//! # )?;
+//! # let addr = node.local_addr();
 //! use norr_client::blocking::Client;
-//! use norr_client::{ExecType, KeyOp, Value};
-//! let client = Client::connect("127.0.0.1:4100")?;
-//! let t = client.get_table("kv")?;
+//! use norr_client::{table_def, ColumnDef, ColumnType, ExecType, KeyOp, Value};
+//! let client = Client::connect(addr)?; // e.g. "127.0.0.1:2202"
+//! let t = client.create_table(table_def(
+//!     "kv",
+//!     vec![
+//!         ColumnDef::new("k", ColumnType::Int { unsigned: false }).not_null(),
+//!         ColumnDef::new("v", ColumnType::Varchar { len: 20, collation: Default::default() }),
+//!     ],
+//!     vec![0],
+//! ))?;
 //! let mut txn = client.begin();
 //! txn.execute(vec![KeyOp::write(t.id, vec![Value::Int(7)], vec![(1, Value::str("seven"))])], ExecType::NoCommit)?;
 //! txn.commit()?;
-//! # Ok::<(), norr_client::ClientError>(())
+//! assert_eq!(client.read(t.id, vec![Value::Int(7)])?, Some(vec![Value::Int(7), Value::str("seven")]));
+//! # Ok(()) }
 //! ```
 
 use crate::{ClientError, ConnectOptions};

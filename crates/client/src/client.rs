@@ -14,8 +14,16 @@ use std::sync::Arc;
 /// transactions. Cheap to clone: clones share the connection, which closes when
 /// the last clone (and the last transaction or scan made from it) is dropped.
 ///
-/// ```no_run
-/// # async fn demo(addr: std::net::SocketAddr) -> Result<(), norr_client::ClientError> {
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let knobs = norr_knobs::Knobs::default();
+/// # let node = norr_runtime::start_data_node_with(
+/// #     norr_runtime::DataNodeConfig { node_id: 1, listen: "127.0.0.1:0".parse()?, knobs: knobs.clone() },
+/// #     Default::default(),
+/// #     norr_txn::build_data_node(1, &knobs),
+/// # )?;
+/// # let addr = node.local_addr();
+/// # tokio::runtime::Runtime::new()?.block_on(async move {
 /// use norr_client::{Client, ColumnDef, ColumnType, ExecType, KeyOp, Value};
 /// let client = Client::connect(addr).await?;
 /// let t = client
@@ -33,6 +41,8 @@ use std::sync::Arc;
 ///     .await?;
 /// let row = client.read(t.id, vec![Value::Int(1)]).await?;
 /// assert_eq!(row, Some(vec![Value::Int(1), Value::str("one")]));
+/// # Ok::<(), norr_client::ClientError>(())
+/// # })?;
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -205,9 +215,26 @@ const TXN_ABORTED: u8 = 3;
 /// trip, ended by a commit or rollback. Dropping an unfinished transaction rolls
 /// it back in the background.
 ///
-/// ```no_run
-/// # async fn demo(client: norr_client::Client, table: u32) -> Result<(), norr_client::ClientError> {
-/// use norr_client::{ExecType, KeyOp, LockMode, OpResult, Value};
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let knobs = norr_knobs::Knobs::default();
+/// # let node = norr_runtime::start_data_node_with(
+/// #     norr_runtime::DataNodeConfig { node_id: 1, listen: "127.0.0.1:0".parse()?, knobs: knobs.clone() },
+/// #     Default::default(),
+/// #     norr_txn::build_data_node(1, &knobs),
+/// # )?;
+/// # let addr = node.local_addr();
+/// # tokio::runtime::Runtime::new()?.block_on(async move {
+/// # use norr_client::{Client, ColumnDef, ColumnType};
+/// use norr_client::{ExecType, KeyOp, LockMode, Value};
+/// # let client = Client::connect(addr).await?;
+/// # let t = client.create_table(norr_client::table_def("accounts", vec![
+/// #     ColumnDef::new("id", ColumnType::BigInt { unsigned: false }).not_null(),
+/// #     ColumnDef::new("balance", ColumnType::BigInt { unsigned: false }).not_null()], vec![0])).await?;
+/// # let table = t.id;
+/// # client.begin().execute(vec![
+/// #     KeyOp::insert(table, vec![Value::Int(1)], vec![(1, Value::Int(100))]),
+/// #     KeyOp::insert(table, vec![Value::Int(2)], vec![(1, Value::Int(0))])], ExecType::Commit).await?;
 /// // Move 10 from account 1 to account 2, retrying on temporary errors.
 /// loop {
 ///     let mut txn = client.begin();
@@ -229,6 +256,9 @@ const TXN_ABORTED: u8 = 3;
 ///         Err(e) => return Err(e),
 ///     }
 /// }
+/// assert_eq!(client.read(table, vec![Value::Int(2)]).await?.unwrap()[1], Value::Int(10));
+/// # Ok::<(), norr_client::ClientError>(())
+/// # })?;
 /// # Ok(()) }
 /// ```
 pub struct Transaction {

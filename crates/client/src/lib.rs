@@ -12,13 +12,27 @@
 //! * [`blocking`] has the same API for synchronous code.
 //! * [`bench`] is the `norr bench` load generator.
 //!
-//! ```no_run
-//! # async fn demo() -> Result<(), norr_client::ClientError> {
-//! use norr_client::{Client, ScanSpec};
-//! let client = Client::connect("127.0.0.1:4100").await?;
-//! let t = client.get_table("kv").await?;
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let knobs = norr_knobs::Knobs::default();
+//! # let node = norr_runtime::start_data_node_with(
+//! #     norr_runtime::DataNodeConfig { node_id: 1, listen: "127.0.0.1:0".parse()?, knobs: knobs.clone() },
+//! #     Default::default(),
+//! #     norr_txn::build_data_node(1, &knobs),
+//! # )?;
+//! # let addr = node.local_addr();
+//! # tokio::runtime::Runtime::new()?.block_on(async move {
+//! use norr_client::{table_def, Client, ColumnDef, ColumnType, ExecType, KeyOp, ScanSpec, Value};
+//! let client = Client::connect(addr).await?; // e.g. "127.0.0.1:2202", where `norr datad` listens
+//! let t = client
+//!     .create_table(table_def("kv", vec![ColumnDef::new("k", ColumnType::Int { unsigned: false }).not_null()], vec![0]))
+//!     .await?;
+//! let inserts = (0..10).map(|k| KeyOp::insert(t.id, vec![Value::Int(k)], vec![])).collect();
+//! client.begin().execute(inserts, ExecType::Commit).await?;
 //! let rows = client.scan(ScanSpec::full(t.id)).await?.collect_all().await?;
-//! println!("{} rows", rows.len());
+//! assert_eq!(rows.len(), 10);
+//! # Ok::<(), norr_client::ClientError>(())
+//! # })?;
 //! # Ok(()) }
 //! ```
 

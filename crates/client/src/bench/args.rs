@@ -11,7 +11,7 @@ use std::time::Duration;
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
     /// Data node address (host:port).
-    #[arg(long, default_value = "127.0.0.1:4100")]
+    #[arg(long, default_value = "127.0.0.1:2202")]
     pub addr: String,
     /// Client threads; each owns one connection.
     #[arg(long, default_value_t = 1)]
@@ -25,7 +25,8 @@ pub struct BenchArgs {
     /// Bytes of the value column of each row.
     #[arg(long = "record-size", default_value_t = 100)]
     pub record_size: usize,
-    /// Number of keys (rows loaded with --load; reads/updates/deletes pick keys uniformly below it).
+    /// Number of keys (rows loaded with --load). Reads, updates and deletes pick keys
+    /// uniformly below it; each in-flight transaction owns a disjoint share (no lock conflicts).
     #[arg(long, default_value_t = 100_000)]
     pub keys: u64,
     /// Operation mix by weight, e.g. `read=80,update=20` (kinds: read, insert, update, delete).
@@ -79,6 +80,9 @@ impl BenchArgs {
         }
         if self.keys == 0 || self.keys > (1 << 31) {
             bail!("--keys must be 1..=2^31");
+        }
+        if self.keys < (self.threads * self.inflight) as u64 {
+            bail!("--keys must be at least --threads x --inflight (each worker owns a share of the keys)");
         }
         if self.record_size > 65_535 {
             bail!("--record-size must be at most 65535 (VARBINARY)");
@@ -193,7 +197,7 @@ mod tests {
         assert!(Cli::try_parse_from(["bench", "--mix", "scan=1"]).is_err());
         c.bench.validate().unwrap();
         let d = Cli::try_parse_from(["bench"]).unwrap().bench;
-        let n = BenchArgs::new("127.0.0.1:4100");
+        let n = BenchArgs::new("127.0.0.1:2202");
         assert_eq!((d.threads, d.inflight, d.batch, d.keys, d.mix), (n.threads, n.inflight, n.batch, n.keys, n.mix));
     }
 

@@ -286,6 +286,9 @@ async fn run_thread(
                 // Inserted keys live above the loaded range, unique per worker.
                 let mut insert_seq: u64 = 0;
                 let insert_base = args.keys + (((thread_no * args.inflight + w) as u64) << 32);
+                let workers_total = (args.threads * args.inflight) as u64;
+                let worker_index = (thread_no * args.inflight + w) as u64;
+                let worker_keys = (args.keys / workers_total).max(1);
                 let mut ops: Vec<KeyOp> = Vec::with_capacity(args.batch);
                 loop {
                     let now = Instant::now();
@@ -295,7 +298,10 @@ async fn run_thread(
                     let kind = args.mix.pick(next_rand());
                     ops.clear();
                     for _ in 0..args.batch {
-                        let k = (next_rand() % args.keys) as i64;
+                        // Each worker owns the keys congruent to its index, so
+                        // concurrent write batches never wait for each other's
+                        // locks (no deadlocks to time out, as flexAsynch).
+                        let k = (worker_index + (next_rand() % worker_keys) * workers_total) as i64;
                         let mut op = match kind {
                             OpMix::Read => KeyOp::read(table.id, vec![Value::Int(k)]),
                             OpMix::Update => KeyOp::update(table.id, vec![Value::Int(k)], vec![(1, value.clone())]),
