@@ -35,11 +35,10 @@ enum Command {
     //     Sqld(norr_sql::SqldArgs),
     // and in `main`: `Command::Sqld(a) => norr_sql::run_sqld(a)`.
     //
-    // WIRING(bench): when norr_client exposes `bench::BenchArgs` and
-    // `bench::run_bench(args) -> anyhow::Result<()>`, add:
-    //     /// Native-API load generator (flexAsynch style).
-    //     Bench(norr_client::bench::BenchArgs),
-    // and in `main`: `Command::Bench(a) => norr_client::bench::run_bench(a)`.
+    /// Native-API load generator (flexAsynch style): threads, in-flight
+    /// batches, record size and operation mix; prints throughput and latency
+    /// percentiles. Run against `norr up` or `norr datad`.
+    Bench(norr_client::bench::BenchArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -64,7 +63,12 @@ struct DatadArgs {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    use std::io::IsTerminal;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
 }
 
 fn main() -> std::process::ExitCode {
@@ -73,6 +77,7 @@ fn main() -> std::process::ExitCode {
     let r = match cli.cmd {
         Command::Datad(a) => datad(a),
         Command::Up(a) => up::run(a),
+        Command::Bench(a) => norr_client::bench::run_bench(a),
     };
     match r {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -90,11 +95,22 @@ fn datad(a: DatadArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     if a.threads != 1 {
-        anyhow::bail!("--threads {}: only the single event-loop layout (--threads 1) is implemented", a.threads);
+        anyhow::bail!(
+            "--threads {}: only the single event-loop layout (--threads 1) is implemented",
+            a.threads
+        );
     }
-    let cfg = DataNodeConfig { node_id: a.node_id, listen: a.listen, knobs };
+    let cfg = DataNodeConfig {
+        node_id: a.node_id,
+        listen: a.listen,
+        knobs,
+    };
     let node = start_data_node(cfg).with_context(|| format!("cannot start data node on {}", a.listen))?;
-    eprintln!("norr datad: data node {} listening on {} (Ctrl-C stops it)", a.node_id, node.local_addr());
+    eprintln!(
+        "norr datad: data node {} listening on {} (Ctrl-C stops it)",
+        a.node_id,
+        node.local_addr()
+    );
     let stopper = node.stopper();
     ctrlc::set_handler(move || stopper.stop()).context("cannot install the Ctrl-C handler")?;
     node.join().context("data node failed")?;

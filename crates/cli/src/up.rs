@@ -20,7 +20,11 @@ pub struct UpArgs {
 pub fn run(a: UpArgs) -> anyhow::Result<()> {
     let knobs = a.knobs.load()?;
     let native = SocketAddr::from((Ipv4Addr::LOCALHOST, a.port_base));
-    let cfg = DataNodeConfig { node_id: 1, listen: native, knobs };
+    let cfg = DataNodeConfig {
+        node_id: 1,
+        listen: native,
+        knobs,
+    };
     let node = start_data_node(cfg).with_context(|| {
         format!("cannot start the data node on {native} (port taken? choose another with --port-base)")
     })?;

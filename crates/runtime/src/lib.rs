@@ -64,7 +64,11 @@ pub struct RuntimeOptions {
 
 impl Default for RuntimeOptions {
     fn default() -> Self {
-        RuntimeOptions { threads: 1, max_signals_per_poll: 4096, max_read_bytes_per_round: 256 * 1024 }
+        RuntimeOptions {
+            threads: 1,
+            max_signals_per_poll: 4096,
+            max_read_bytes_per_round: 256 * 1024,
+        }
     }
 }
 
@@ -108,7 +112,10 @@ impl DataNodeHandle {
     /// A handle that can stop the node from another thread while this one waits
     /// in `join`.
     pub fn stopper(&self) -> NodeStopper {
-        NodeStopper { stop: self.stop.clone(), waker: self.waker.clone() }
+        NodeStopper {
+            stop: self.stop.clone(),
+            waker: self.waker.clone(),
+        }
     }
 
     /// Wait until the node has stopped (after `shutdown`, or a fatal error).
@@ -153,7 +160,9 @@ pub fn run_data_node(cfg: DataNodeConfig) -> io::Result<()> {
 
 /// The blocks a production data node runs.
 fn default_blocks(cfg: &DataNodeConfig) -> io::Result<Scheduler<Signal>> {
-    cfg.knobs.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    cfg.knobs
+        .validate()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     Ok(norr_txn::build_data_node(cfg.node_id, &cfg.knobs))
 }
 
@@ -166,17 +175,26 @@ pub fn start_data_node_with(
     opts: RuntimeOptions,
     sched: Scheduler<Signal>,
 ) -> io::Result<DataNodeHandle> {
-    cfg.knobs.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    cfg.knobs
+        .validate()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     if opts.threads != 1 {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
-            format!("threads = {}: only the single event-loop thread layout (threads = 1) is implemented", opts.threads),
+            format!(
+                "threads = {}: only the single event-loop thread layout (threads = 1) is implemented",
+                opts.threads
+            ),
         ));
     }
     if sched.node() != cfg.node_id {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("scheduler belongs to node {}, config says node {}", sched.node(), cfg.node_id),
+            format!(
+                "scheduler belongs to node {}, config says node {}",
+                sched.node(),
+                cfg.node_id
+            ),
         ));
     }
     let std_listener = std::net::TcpListener::bind(cfg.listen)?;
@@ -197,5 +215,10 @@ pub fn start_data_node_with(
             r
         })?;
     tracing::info!(node = cfg.node_id, %local_addr, "data node listening");
-    Ok(DataNodeHandle { local_addr, stop, waker, thread: Some(thread) })
+    Ok(DataNodeHandle {
+        local_addr,
+        stop,
+        waker,
+        thread: Some(thread),
+    })
 }
