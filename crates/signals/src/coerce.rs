@@ -1174,4 +1174,96 @@ mod tests {
         );
         assert_eq!(compare_values(&Value::Int(1), &Value::str("1"), &t), None);
     }
+
+    /// Random values of every type: wherever coercion succeeds, compare_values
+    /// agrees with the keycode byte order (seeded, replays exactly).
+    #[test]
+    fn random_compare_matches_keycode() {
+        let mut seed = 0x1234_5678_9abc_def1u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let types = [
+            ColumnType::TinyInt { unsigned: false },
+            ColumnType::SmallInt { unsigned: true },
+            ColumnType::BigInt { unsigned: false },
+            ColumnType::BigInt { unsigned: true },
+            ColumnType::Float,
+            ColumnType::Double,
+            ColumnType::Decimal {
+                precision: 12,
+                scale: 3,
+            },
+            ColumnType::Varchar {
+                len: 6,
+                collation: Collation::CaseInsensitive,
+            },
+            ColumnType::Varchar {
+                len: 6,
+                collation: Collation::Binary,
+            },
+            ColumnType::Binary { len: 3 },
+            ColumnType::Date,
+            ColumnType::DateTime,
+            ColumnType::Time,
+        ];
+        let alphabet = ["a", "A", "b", "B", "ä", "Ä", "\u{0}", " ", "z"];
+        let random_value = |next: &mut dyn FnMut() -> u64| -> Value {
+            match next() % 9 {
+                0 => Value::Int((next() % 600) as i64 - 300),
+                1 => Value::UInt(next() % 70_000),
+                2 => Value::Int(next() as i64),
+                3 => Value::Double(((next() % 20_000) as f64 - 10_000.0) / 7.0),
+                4 => Value::Decimal(Decimal {
+                    mantissa: (next() % 2_000_000) as i128 - 1_000_000,
+                    scale: (next() % 5) as u8,
+                }),
+                5 => {
+                    let n = next() % 5;
+                    let s: String = (0..n)
+                        .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                        .collect();
+                    Value::str(&s)
+                }
+                6 => Value::Date(Date {
+                    year: 1990 + (next() % 40) as u16,
+                    month: 1 + (next() % 12) as u8,
+                    day: 1 + (next() % 28) as u8,
+                }),
+                7 => Value::DateTime(DateTime {
+                    date: Date {
+                        year: 2000,
+                        month: 1 + (next() % 2) as u8,
+                        day: 1 + (next() % 3) as u8,
+                    },
+                    hour: (next() % 24) as u8,
+                    minute: (next() % 60) as u8,
+                    second: 0,
+                    micro: (next() % 3) as u32,
+                }),
+                _ => Value::Time((next() % 1_000_000) as i64 - 500_000),
+            }
+        };
+        let mut checked = 0;
+        for _ in 0..100_000 {
+            let ty = &types[(next() % types.len() as u64) as usize];
+            let (a, b) = (random_value(&mut next), random_value(&mut next));
+            let (Ok(ca), Ok(cb)) = (coerce_value(a, ty, false), coerce_value(b, ty, false)) else {
+                continue;
+            };
+            let (mut ka, mut kb) = (Vec::new(), Vec::new());
+            keycode::encode_value(&mut ka, &ca, ty);
+            keycode::encode_value(&mut kb, &cb, ty);
+            assert_eq!(
+                compare_values(&ca, &cb, ty),
+                Some(ka.cmp(&kb)),
+                "{ty:?} {ca:?} {cb:?}"
+            );
+            checked += 1;
+        }
+        assert!(checked > 5_000, "only {checked} pairs coerced");
+    }
 }
