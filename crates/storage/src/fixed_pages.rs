@@ -181,7 +181,10 @@ impl FixedPages {
         pg.live_bits[s / 64] &= !(1 << (s % 64));
         pg.live -= 1;
         self.live -= 1;
-        if pg.live == 0 {
+        // An empty page is released, unless it is the partition's last one
+        // (so a small table with insert/delete churn does not allocate and
+        // zero a page per row).
+        if pg.live == 0 && self.allocated_pages > 1 {
             pg.buf = None;
             pg.live_bits = Vec::new();
             pg.free_head = NONE;
@@ -279,5 +282,18 @@ mod tests {
         assert_eq!(fp.alloc(), spp, "released page number reused");
         fp.check_invariants();
         assert_eq!(fp.next_live(3 * spp as u64), None);
+        // Emptying everything keeps one page.
+        for r in 0..3 * spp {
+            if fp.is_live(r) {
+                fp.free(r);
+            }
+        }
+        assert_eq!(fp.allocated_pages, 1);
+        assert_eq!(fp.live_rows(), 0);
+        fp.check_invariants();
+        let r = fp.alloc();
+        assert!(fp.is_live(r));
+        assert_eq!(fp.allocated_pages, 1);
+        fp.check_invariants();
     }
 }
