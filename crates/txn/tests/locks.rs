@@ -243,3 +243,145 @@ fn request_while_busy_is_refused() {
     );
     h.key(2, 1, ExecType::Commit, vec![]).unwrap();
 }
+
+#[test]
+fn requests_queued_behind_api_failure_are_dropped() {
+    use norr_kernel::{BlockRef, Envelope, Priority};
+    use norr_signals::{block, Signal, TcKeyReq};
+    let (mut h, d) = setup(Knobs::default());
+    let t = d.id;
+    // The request is in job buffer B when API_FAILREQ (priority A) arrives.
+    h.send(
+        1,
+        Signal::TcKeyReq(Box::new(TcKeyReq {
+            txn: 1,
+            exec: ExecType::NoCommit,
+            ops: vec![upd(t, 1, 5)],
+        })),
+    );
+    for b in [block::TC, block::DICT] {
+        let env = Envelope {
+            from: BlockRef::new(0, 0, 0),
+            to: BlockRef::new(h.node, b, 0),
+            prio: Priority::A,
+            signal: Signal::ApiFailReq { api_node: 1 },
+        };
+        h.sched.deliver(env).unwrap();
+    }
+    let out = h.run();
+    assert!(out.iter().all(|e| e.to.node != 1), "{out:?}");
+    assert_eq!(h.stats().open_transactions, 0);
+    h.autocommit(vec![upd(t, 1, 6)]).unwrap();
+    // Once handled, the node id may connect again.
+    h.key(1, 1, ExecType::Commit, vec![upd(t, 1, 7)]).unwrap();
+}
+
+#[test]
+fn api_failure_closes_scans() {
+    use norr_signals::ops::ScanSpec;
+    let (mut h, d) = setup(Knobs::default());
+    let spec = ScanSpec {
+        batch_rows: 1,
+        ..ScanSpec::full(d.id)
+    };
+    let (_, r) = h.scan_open(1, 1, true, spec.clone());
+    assert!(!r.unwrap().unwrap().done);
+    let (_, r) = h.scan_open(
+        1,
+        2,
+        false,
+        ScanSpec {
+            lock: LockMode::Exclusive,
+            ..spec
+        },
+    );
+    assert!(!r.unwrap().unwrap().done);
+    let out = h.api_fail(1);
+    assert!(out.iter().all(|e| e.to.node != 1));
+    // Locks of the locking scan are gone.
+    h.autocommit((1..=4).map(|i| upd(d.id, i, 0)).collect())
+        .unwrap();
+    assert_eq!(h.stats().open_transactions, 0);
+}
+
+#[test]
+fn long_lock_waits_of_a_scan_do_not_count_as_inactivity() {
+    use norr_signals::ops::ScanSpec;
+    let knobs = Knobs {
+        txn_inactive_timeout_ms: 100,
+        lock_wait_timeout_ms: 80,
+        ..Knobs::default()
+    };
+    let (mut h, _) = setup(knobs);
+    // One partition, so the scan meets the rows one after the other.
+    let d = h
+        .create_table(table_def(
+            "one",
+            1,
+            &[("a", ColumnType::BigInt { unsigned: false })],
+        ))
+        .unwrap();
+    let t = d.id;
+    h.autocommit(
+        (1..=4)
+            .map(|i| KeyOp::insert(t, vec![Value::Int(i)], vec![]))
+            .collect(),
+    )
+    .unwrap();
+    // Rows 1..=3 are locked one after the other by other transactions; each
+    // is released just before the scan's wait would time out.
+    for i in 1..=3 {
+        h.key(2, i as u64, ExecType::NoCommit, vec![upd(t, i, 0)])
+            .unwrap();
+    }
+    let (id, r) = h.scan_open(
+        1,
+        9,
+        false,
+        ScanSpec {
+            lock: LockMode::Shared,
+            ..ScanSpec::full(t)
+        },
+    );
+    assert!(r.is_none());
+    for i in 1..=3 {
+        let out = h.advance_ms(70);
+        h.inbox.extend(out);
+        h.key(2, i as u64, ExecType::Commit, vec![]).unwrap();
+        // Keep the holders alive.
+        for j in i + 1..=3 {
+            h.key(2, j as u64, ExecType::NoCommit, vec![]).unwrap();
+        }
+    }
+    let c = h.take_scan_reply(1, id).expect("scan answered");
+    let c = c.unwrap();
+    assert!(c.done);
+    assert_eq!(c.rows.len(), 4);
+    assert_eq!(
+        h.key(1, 9, ExecType::Commit, vec![]).unwrap().outcome,
+        TxnOutcome::Committed
+    );
+}
+
+#[test]
+fn idle_standalone_scan_is_closed() {
+    use norr_signals::ops::ScanSpec;
+    let knobs = Knobs {
+        txn_inactive_timeout_ms: 100,
+        ..Knobs::default()
+    };
+    let (mut h, d) = setup(knobs);
+    let (id, r) = h.scan_open(
+        1,
+        0,
+        true,
+        ScanSpec {
+            batch_rows: 1,
+            ..ScanSpec::full(d.id)
+        },
+    );
+    assert!(!r.unwrap().unwrap().done);
+    let _ = h.advance_ms(300);
+    let e = h.scan_next(1, 0, id, false).unwrap().unwrap_err();
+    assert_eq!(e.error.code, ErrorCode::NoSuchScan);
+}

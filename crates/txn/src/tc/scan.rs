@@ -478,6 +478,12 @@ impl Tc {
             let rows = std::mem::take(&mut s.out);
             let (api, handle, id) = (s.api, s.handle, s.scan_id);
             s.client_waiting = false;
+            // The inactivity clock restarts when the client gets the answer.
+            let now = ctx.now_ns();
+            s.last_active_ns = now;
+            if let Some(x) = s.txn.and_then(|t| self.txns.get_mut(&t)) {
+                x.last_active_ns = now;
+            }
             if finished {
                 self.close_scan(key, ctx);
             }
