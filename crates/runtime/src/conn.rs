@@ -33,6 +33,8 @@ impl std::fmt::Display for CloseReason {
 }
 
 pub(crate) struct Conn {
+    /// Unique per accepted connection (slots are reused; serials are not).
+    pub serial: u64,
     pub stream: mio::net::TcpStream,
     pub peer: SocketAddr,
     pub decoder: FrameDecoder,
@@ -55,6 +57,7 @@ pub(crate) struct Conn {
 
 impl Conn {
     pub fn new(
+        serial: u64,
         stream: mio::net::TcpStream,
         peer: SocketAddr,
         max_frame_bytes: usize,
@@ -62,6 +65,7 @@ impl Conn {
         policy: AdaptiveSend,
     ) -> Conn {
         Conn {
+            serial,
             stream,
             peer,
             decoder: FrameDecoder::new(max_frame_bytes),

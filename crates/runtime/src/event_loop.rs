@@ -35,7 +35,7 @@ use norr_kernel::{BlockRef, DeliverError, NodeId, Priority, Scheduler};
 use norr_signals::{block, wire, Envelope, Signal};
 use norr_transport::handshake::{self, HelloReply};
 use norr_transport::AdaptiveSendConfig;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -79,6 +79,10 @@ pub(crate) struct EventLoop {
     read_buf: Box<[u8]>,
     /// The last poll was a zero-timeout look for more work before blocking.
     probed: bool,
+    next_serial: u64,
+    /// (deadline_ns, slot, serial) of connections not yet past the handshake,
+    /// in deadline order (deadlines are accept time + a constant).
+    handshake_deadlines: VecDeque<(u64, usize, u64)>,
     dropped_to_unknown: u64,
 }
 
@@ -114,6 +118,8 @@ impl EventLoop {
             remote: Vec::new(),
             read_buf: vec![0u8; READ_CHUNK].into_boxed_slice(),
             probed: false,
+            next_serial: 0,
+            handshake_deadlines: VecDeque::new(),
             dropped_to_unknown: 0,
         })
     }
@@ -169,6 +175,7 @@ impl EventLoop {
     fn step(&mut self) {
         let now = self.now_ns();
         self.sched.advance_to(now);
+        self.expire_handshakes(now);
         // Connections that paused (job buffer full) or have unread bytes.
         if !self.pending_read.is_empty() {
             let pending = std::mem::take(&mut self.pending_read);
@@ -197,9 +204,26 @@ impl EventLoop {
             self.flush_all(true);
             self.close_marked();
         }
-        match self.sched.next_timer_ns() {
-            None => None,
-            Some(due) => Some(Duration::from_nanos(due.saturating_sub(self.now_ns()))),
+        let handshake_due = self.handshake_deadlines.front().map(|d| d.0);
+        let due = match (self.sched.next_timer_ns(), handshake_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        due.map(|due| Duration::from_nanos(due.saturating_sub(self.now_ns())))
+    }
+
+    /// Close connections that did not complete the handshake in time.
+    fn expire_handshakes(&mut self, now: u64) {
+        while let Some(&(deadline, slot, serial)) = self.handshake_deadlines.front() {
+            if deadline > now {
+                break;
+            }
+            self.handshake_deadlines.pop_front();
+            let Some(c) = self.conns[slot].as_ref() else { continue };
+            if c.serial == serial && c.api_node.is_none() {
+                warn!(peer = %c.peer, "no handshake within {} ms; closing connection", self.opts.handshake_timeout_ms);
+                self.mark_close(slot, CloseReason::Protocol("handshake timed out".into()));
+            }
         }
     }
 
@@ -230,8 +254,14 @@ impl EventLoop {
                         self.free_slots.push(slot);
                         continue;
                     }
-                    let policy = norr_transport::AdaptiveSend::new(self.send_cfg, self.now_ns());
+                    let now = self.now_ns();
+                    let policy = norr_transport::AdaptiveSend::new(self.send_cfg, now);
+                    let serial = self.next_serial;
+                    self.next_serial += 1;
+                    let deadline = now.saturating_add(self.opts.handshake_timeout_ms.saturating_mul(1_000_000));
+                    self.handshake_deadlines.push_back((deadline, slot, serial));
                     let conn = Conn::new(
+                        serial,
                         stream,
                         peer,
                         self.knobs.max_frame_bytes,

@@ -60,6 +60,9 @@ pub struct RuntimeOptions {
     /// Most bytes read from one connection before the loop turns to the others
     /// (fairness between clients).
     pub max_read_bytes_per_round: usize,
+    /// A connection that has not completed the handshake this long after it was
+    /// accepted is closed (idle sockets must not hold connection slots).
+    pub handshake_timeout_ms: u64,
 }
 
 impl Default for RuntimeOptions {
@@ -68,6 +71,7 @@ impl Default for RuntimeOptions {
             threads: 1,
             max_signals_per_poll: 4096,
             max_read_bytes_per_round: 256 * 1024,
+            handshake_timeout_ms: 10_000,
         }
     }
 }

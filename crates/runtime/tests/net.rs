@@ -611,3 +611,88 @@ fn stopper_stops_from_another_thread() {
     h.join().unwrap();
     t.join().unwrap();
 }
+
+#[test]
+fn silent_connections_are_closed_after_the_handshake_timeout() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let knobs = Knobs::default();
+    let mut sched = Scheduler::new(NODE, knobs.job_buffer_bound);
+    sched.add_block(
+        block::TC,
+        0,
+        Box::new(Echo {
+            log: log.clone(),
+            delayed: vec![],
+        }),
+    );
+    let cfg = DataNodeConfig {
+        node_id: NODE,
+        listen: "127.0.0.1:0".parse().unwrap(),
+        knobs,
+    };
+    let opts = RuntimeOptions {
+        handshake_timeout_ms: 200,
+        ..RuntimeOptions::default()
+    };
+    let h = start_data_node_with(cfg, opts, sched).unwrap();
+    let t = Instant::now();
+    let mut silent = raw(&h);
+    let mut c = connect(&h);
+    assert!(closed_by_node(&mut silent));
+    let el = t.elapsed();
+    assert!(
+        el >= Duration::from_millis(200) && el < Duration::from_secs(3),
+        "{el:?}"
+    );
+    // A connection past the handshake is not affected.
+    std::thread::sleep(Duration::from_millis(300));
+    c.echo(1);
+}
+
+#[test]
+fn random_input_never_brings_the_node_down() {
+    let (h, log) = start(Knobs::stress());
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    // A valid message to mutate: well-framed payloads that are almost right
+    // reach deep into the decoder.
+    let good = wire::encode(&env(BlockRef::new(100, block::API, 0), block::TC, keyreq(3)));
+    let mut victims = 0;
+    for round in 0..150 {
+        let mut c = connect(&h);
+        let mut payload = if round % 3 == 0 {
+            (0..rnd() % 200).map(|_| rnd() as u8).collect::<Vec<u8>>()
+        } else {
+            let mut p = good.clone();
+            for _ in 0..1 + rnd() % 4 {
+                let i = (rnd() as usize) % p.len();
+                p[i] = rnd() as u8;
+            }
+            p
+        };
+        if round % 7 == 0 {
+            payload.truncate((rnd() as usize) % (payload.len() + 1));
+        }
+        let mut w = Vec::new();
+        encode_frame(&payload, &mut w);
+        if c.s.write_all(&w).is_err() {
+            continue;
+        }
+        // Either a reply (the mutation kept it valid) or a close; never a hang.
+        let mut buf = [0u8; 4096];
+        c.s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        match c.s.read(&mut buf) {
+            Ok(0) | Err(_) => victims += 1,
+            Ok(_) => {}
+        }
+    }
+    assert!(victims > 0);
+    // Still serving.
+    connect(&h).echo(9);
+    drop(log);
+}

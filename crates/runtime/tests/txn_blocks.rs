@@ -195,3 +195,79 @@ fn key_read_round_trip_latency() {
     eprintln!("loopback key-read round trip (autocommit, this build's profile): {per:?}");
     assert!(per < Duration::from_millis(20));
 }
+
+#[test]
+fn mutated_requests_never_bring_the_real_node_down() {
+    let h = start(Knobs::stress());
+    let mut setup = Client::connect(&h);
+    let t = create_table(&mut setup, "fuzz");
+    let me = BlockRef::new(100, block::API, 0);
+    let to_tc = BlockRef::new(NODE, block::TC, 0);
+    let to_dict = BlockRef::new(NODE, block::DICT, 0);
+    let seeds: Vec<Vec<u8>> = vec![
+        wire::encode(&Envelope {
+            from: me,
+            to: to_tc,
+            prio: Priority::B,
+            signal: Signal::TcKeyReq(Box::new(TcKeyReq {
+                txn: 5,
+                exec: ExecType::Commit,
+                ops: vec![
+                    KeyOp::insert(t, vec![Value::Int(2)], vec![(1, Value::Int(3))]),
+                    KeyOp::read(t, vec![Value::Int(2)]),
+                ],
+            })),
+        }),
+        wire::encode(&Envelope {
+            from: me,
+            to: to_dict,
+            prio: Priority::B,
+            signal: Signal::DictReq(Box::new(DictReq {
+                req_id: 9,
+                op: DictOp::CreateTable(norr_txn::testkit::table_def(
+                    "f2",
+                    2,
+                    &[(
+                        "v",
+                        ColumnType::Varchar {
+                            len: 10,
+                            collation: Default::default(),
+                        },
+                    )],
+                )),
+            })),
+        }),
+    ];
+    let mut x: u64 = 0xD1B5_4A32_D192_ED03;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut c = Client::connect(&h);
+    for round in 0..400 {
+        let mut p = seeds[round % seeds.len()].clone();
+        for _ in 0..1 + rnd() % 3 {
+            let i = (rnd() as usize) % p.len();
+            p[i] = rnd() as u8;
+        }
+        let mut w = Vec::new();
+        encode_frame(&p, &mut w);
+        if c.s.write_all(&w).is_err() {
+            c = Client::connect(&h);
+            continue;
+        }
+        c.s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        let mut buf = [0u8; 4096];
+        if let Ok(0) | Err(_) = c.s.read(&mut buf) {
+            c = Client::connect(&h); // closed (or no reply): start afresh
+        }
+    }
+    // The node is alive and consistent enough to serve.
+    setup.key(77, ExecType::Commit, vec![KeyOp::read(t, vec![Value::Int(424242)])]);
+    match setup.recv() {
+        Signal::TcKeyConf(_) | Signal::TcKeyRef(_) => {}
+        other => panic!("read after fuzz: {other:?}"),
+    }
+}
