@@ -6,6 +6,28 @@
 //! or locking SCAN_TABREQ that names it and ends with a TC_KEYREQ whose `exec` is
 //! Commit or Rollback, or with an abort (TC_KEYREF / SCAN_TABREF), after which the
 //! handle may be reused.
+//!
+//! Details (TC in `norr-txn`):
+//! * a transaction has one request in progress at a time: a TC_KEYREQ sent
+//!   before the previous one was answered gets TC_KEYREF MalformedSignal and
+//!   the transaction is left as it was;
+//! * a transaction the node aborted on its own (inactive longer than
+//!   txn_inactive_timeout_ms) answers the next TC_KEYREQ naming its handle with
+//!   TC_KEYREF TransactionTimeout (a Rollback gets RolledBack); the handle is
+//!   free after that one answer;
+//! * Rollback or an empty Commit of an unknown handle are answered RolledBack /
+//!   Committed;
+//! * a lock-wait time-out always aborts the transaction (TC_KEYREF
+//!   LockWaitTimeout, `op_index` = the waiting operation), even for an
+//!   operation with `abort_on_error == false`;
+//! * a committed-read key operation of a transaction on a row that transaction
+//!   wrote returns its own uncommitted image (read your own writes); it never
+//!   sees another transaction's;
+//! * a committed-read SCAN_TABREQ never starts a transaction, even with
+//!   `standalone == false`; a locking one does (and holds its row locks);
+//! * a scan still open when its transaction commits ends with SCAN_TABCONF
+//!   `done` (if the client waits for it) or is silently closed; when the
+//!   transaction aborts it ends with SCAN_TABREF TransactionAborted.
 
 use crate::error::NodeError;
 use crate::ops::{KeyOp, OpResult, ScanSpec};

@@ -29,6 +29,13 @@ pub fn partition_of_pk(def: &TableDef, pk: &[Value]) -> Result<PartitionId, Node
             ),
         ));
     }
+    if let Some(i) = pk.iter().position(|v| v.is_null()) {
+        let name = &def.columns[def.primary_key[i] as usize].name;
+        return Err(NodeError::with(
+            ErrorCode::MissingKeyColumn,
+            format!("NULL for key column {name}"),
+        ));
+    }
     let cols = def.partition_key_columns();
     let mut vals = Vec::with_capacity(cols.len());
     let mut types = Vec::with_capacity(cols.len());
@@ -85,5 +92,65 @@ pub fn op_partition(def: &TableDef, op: &KeyOp) -> Result<Option<PartitionId>, N
             }
             Ok(None)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Storage;
+    use norr_signals::schema::ColumnDef;
+    use norr_signals::value::{Collation, ColumnType};
+
+    /// TC routes by `partition_of_pk`; storage refuses rows in the wrong
+    /// partition. Both must agree for every type and partition-key choice.
+    #[test]
+    fn agrees_with_storage() {
+        let mut st = Storage::new(1 << 24);
+        let cols = vec![
+            ColumnDef::new("a", ColumnType::Int { unsigned: false }).not_null(),
+            ColumnDef::new(
+                "b",
+                ColumnType::Varchar {
+                    len: 10,
+                    collation: Collation::CaseInsensitive,
+                },
+            )
+            .not_null(),
+            ColumnDef::new("c", ColumnType::BigInt { unsigned: true }).not_null(),
+        ];
+        for (id, pcols) in [(1, vec![]), (2, vec![1]), (3, vec![2, 0])] {
+            let def = TableDef {
+                id,
+                version: 1,
+                name: format!("t{id}"),
+                columns: cols.clone(),
+                primary_key: vec![0, 1, 2],
+                partitioning: PartitionScheme::Key { columns: pcols },
+                partitions: 7,
+                indexes: Vec::new(),
+                extra: Vec::new(),
+            };
+            st.create_table(&def).unwrap();
+            for i in 0..200i64 {
+                // Values of another class than the column's (Int for UInt) are coerced first.
+                let pk = vec![
+                    Value::Int(i - 100),
+                    Value::str(&format!("K{}", i % 13)),
+                    Value::Int(i * 7),
+                ];
+                assert_eq!(
+                    partition_of_pk(&def, &pk).unwrap(),
+                    st.partition_of_pk(id, &pk).unwrap()
+                );
+            }
+            let e = partition_of_pk(&def, &[Value::Int(1)]).unwrap_err();
+            assert_eq!(e.code, ErrorCode::MissingKeyColumn);
+            let e =
+                partition_of_pk(&def, &[Value::Null, Value::str("x"), Value::Int(1)]).unwrap_err();
+            assert_eq!(e.code, ErrorCode::MissingKeyColumn);
+        }
+        assert_eq!(lqh_instance(5, 1), 0);
+        assert_eq!(lqh_instance(5, 4), 1);
     }
 }

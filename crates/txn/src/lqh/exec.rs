@@ -531,3 +531,98 @@ impl Lqh {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deltas() {
+        let i8t = ColumnType::TinyInt { unsigned: false };
+        assert_eq!(
+            add_delta(&Value::Int(120), &Value::Int(7), &i8t, true).unwrap(),
+            Value::Int(127)
+        );
+        assert_eq!(
+            add_delta(&Value::Int(120), &Value::Int(8), &i8t, true)
+                .unwrap_err()
+                .code,
+            ErrorCode::ValueOutOfRange
+        );
+        let u64t = ColumnType::BigInt { unsigned: true };
+        assert_eq!(
+            add_delta(&Value::UInt(u64::MAX - 1), &Value::Int(1), &u64t, true).unwrap(),
+            Value::UInt(u64::MAX)
+        );
+        assert_eq!(
+            add_delta(&Value::UInt(u64::MAX), &Value::Int(1), &u64t, true)
+                .unwrap_err()
+                .code,
+            ErrorCode::ValueOutOfRange
+        );
+        assert_eq!(
+            add_delta(&Value::UInt(0), &Value::Int(-1), &u64t, true)
+                .unwrap_err()
+                .code,
+            ErrorCode::ValueOutOfRange
+        );
+        let i64t = ColumnType::BigInt { unsigned: false };
+        assert_eq!(
+            add_delta(&Value::Int(i64::MAX), &Value::Int(1), &i64t, true)
+                .unwrap_err()
+                .code,
+            ErrorCode::ValueOutOfRange
+        );
+        assert_eq!(
+            add_delta(&Value::Null, &Value::Int(1), &i64t, true).unwrap(),
+            Value::Null
+        );
+        assert_eq!(
+            add_delta(&Value::Int(1), &Value::str("x"), &i64t, true)
+                .unwrap_err()
+                .code,
+            ErrorCode::WrongValueType
+        );
+        let dt = ColumnType::Decimal {
+            precision: 4,
+            scale: 2,
+        };
+        let d = |m| {
+            Value::Decimal(Decimal {
+                mantissa: m,
+                scale: 2,
+            })
+        };
+        assert_eq!(
+            add_delta(&d(9900), &Value::Int(-1), &dt, true).unwrap(),
+            d(9800)
+        );
+        assert_eq!(
+            add_delta(&d(9900), &Value::Int(1), &dt, true)
+                .unwrap_err()
+                .code,
+            ErrorCode::ValueOutOfRange
+        );
+        assert_eq!(
+            add_delta(
+                &Value::Double(1.5),
+                &Value::Int(2),
+                &ColumnType::Double,
+                true
+            )
+            .unwrap(),
+            Value::Double(3.5)
+        );
+        assert_eq!(
+            add_delta(
+                &Value::Double(f64::MAX),
+                &Value::Double(f64::MAX),
+                &ColumnType::Double,
+                true
+            )
+            .unwrap_err()
+            .code,
+            ErrorCode::ValueOutOfRange
+        );
+    }
+}
