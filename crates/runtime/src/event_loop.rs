@@ -49,6 +49,10 @@ const FIRST_CONN: usize = 2;
 /// limit gets a `Refused` rather than a reset).
 const EXTRA_CONNS: usize = 16;
 const READ_CHUNK: usize = 64 * 1024;
+/// Most bytes a connection may have buffered before its handshake completes
+/// (a `Hello` is tens of bytes): a stranger cannot make the node buffer a
+/// maximum-size frame.
+const MAX_HELLO_BYTES: usize = 64 * 1024;
 
 pub(crate) struct EventLoop {
     node_id: NodeId,
@@ -304,6 +308,11 @@ impl EventLoop {
             let Some(c) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
                 return;
             };
+            if c.api_node.is_none() && c.decoder.buffered_len() > MAX_HELLO_BYTES {
+                warn!(peer = %c.peer, "handshake frame larger than {MAX_HELLO_BYTES} bytes; closing connection");
+                self.mark_close(slot, CloseReason::Protocol("oversized handshake".into()));
+                return;
+            }
             if budget == 0 {
                 if !c.read_more {
                     c.read_more = true;
