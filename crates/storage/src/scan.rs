@@ -202,6 +202,7 @@ impl TableStore {
                     return Ok(true);
                 }
                 let fixed = self.parts[pi].fixed();
+                let mut row = Vec::new();
                 while returned < max_rows && examined < examine_limit {
                     let Some(r) = fixed.next_live(*next) else {
                         *done = true;
@@ -209,10 +210,13 @@ impl TableStore {
                     };
                     *next = r as u64 + 1;
                     examined += 1;
-                    let row = self.read(pi, r);
+                    // Reuse one buffer for rows the filter rejects.
+                    self.read_into(pi, r, &mut row);
                     if self.passes(filter, &row)? {
-                        out.push((r, row));
+                        out.push((r, std::mem::take(&mut row)));
                         returned += 1;
+                    } else {
+                        row.clear();
                     }
                 }
                 // Look ahead so the caller learns about exhaustion in this batch.
@@ -254,21 +258,27 @@ impl TableStore {
                 } else {
                     Box::new(ord.map.range::<[u8], _>(bounds))
                 };
+                let mut row = Vec::new();
+                let mut last_key: Option<&IKey> = None;
                 while returned < max_rows && examined < examine_limit {
                     let Some((k, &r)) = it.next() else {
                         *done = true;
                         return Ok(true);
                     };
                     examined += 1;
-                    *last = Some(k.as_slice().to_vec());
-                    let row = self.read(pi, r);
+                    last_key = Some(k);
+                    self.read_into(pi, r, &mut row);
                     if self.passes(filter, &row)? {
-                        out.push((r, row));
+                        out.push((r, std::mem::take(&mut row)));
                         returned += 1;
+                    } else {
+                        row.clear();
                     }
                 }
                 if it.next().is_none() {
                     *done = true;
+                } else if let Some(k) = last_key {
+                    *last = Some(k.as_slice().to_vec());
                 }
                 Ok(*done)
             }

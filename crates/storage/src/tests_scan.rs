@@ -517,3 +517,32 @@ fn ordered_scan_cursor_survives_changes() {
     cursor_survives_changes(Some(IX), false);
     cursor_survives_changes(Some(IX), true);
 }
+
+#[test]
+fn empty_partitions_and_tables() {
+    let s = setup(4, 0);
+    for p in 0..4 {
+        for ix in [None, Some(IX)] {
+            for desc in [false, true] {
+                let mut cur = s.scan_open(T, p, ix, None, desc).unwrap();
+                let mut out = Vec::new();
+                assert!(s.scan_next(T, p, &mut cur, None, 10, 10, &mut out).unwrap());
+                assert!(out.is_empty());
+                assert!(cur.is_done());
+                // Calling again after the end is harmless.
+                assert!(s.scan_next(T, p, &mut cur, None, 10, 10, &mut out).unwrap());
+            }
+        }
+    }
+    // Exhaustion is reported with the last batch, not one call later.
+    let s = setup(1, 10);
+    let mut cur = s.scan_open(T, 0, None, None, false).unwrap();
+    let mut out = Vec::new();
+    assert!(s.scan_next(T, 0, &mut cur, None, 10, 10, &mut out).unwrap());
+    assert_eq!(out.len(), 10);
+    let mut cur = s.scan_open(T, 0, Some(IX), None, true).unwrap();
+    out.clear();
+    assert!(!s.scan_next(T, 0, &mut cur, None, 9, 100, &mut out).unwrap());
+    assert!(s.scan_next(T, 0, &mut cur, None, 9, 100, &mut out).unwrap());
+    assert_eq!(out.len(), 10);
+}
