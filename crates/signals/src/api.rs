@@ -27,7 +27,9 @@
 //!   `standalone == false`; a locking one does (and holds its row locks);
 //! * a scan still open when its transaction commits ends with SCAN_TABCONF
 //!   `done` (if the client waits for it) or is silently closed; when the
-//!   transaction aborts it ends with SCAN_TABREF TransactionAborted.
+//!   transaction aborts it ends with SCAN_TABREF TransactionAborted;
+//! * a scan the client leaves idle longer than txn_inactive_timeout_ms is
+//!   closed; the next SCAN_NEXTREQ for it gets SCAN_TABREF TransactionTimeout.
 
 use crate::error::NodeError;
 use crate::ops::{KeyOp, OpResult, ScanSpec};

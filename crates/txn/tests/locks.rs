@@ -383,5 +383,11 @@ fn idle_standalone_scan_is_closed() {
     assert!(!r.unwrap().unwrap().done);
     let _ = h.advance_ms(300);
     let e = h.scan_next(1, 0, id, false).unwrap().unwrap_err();
+    assert_eq!(
+        e.error.code,
+        ErrorCode::TransactionTimeout,
+        "retriable, reported once"
+    );
+    let e = h.scan_next(1, 0, id, false).unwrap().unwrap_err();
     assert_eq!(e.error.code, ErrorCode::NoSuchScan);
 }

@@ -102,6 +102,8 @@ pub struct Tc {
     tombstones: BTreeMap<(NodeId, u64), NodeError>,
     scans: BTreeMap<ScanKey, TcScan>,
     scan_by_client: HashMap<(NodeId, u32), ScanKey>,
+    /// Scans TC closed on its own (inactivity), with the error to report.
+    scan_tombstones: BTreeMap<(NodeId, u32), NodeError>,
     next_scan: ScanKey,
     timer_armed: bool,
     /// API nodes whose failure is being handled: their requests still queued
@@ -133,6 +135,7 @@ impl Tc {
             tombstones: BTreeMap::new(),
             scans: BTreeMap::new(),
             scan_by_client: HashMap::new(),
+            scan_tombstones: BTreeMap::new(),
             next_scan: 1,
             timer_armed: false,
             failed_apis: BTreeSet::new(),
@@ -616,6 +619,10 @@ impl Tc {
             .collect();
         for t in idle {
             crate::probe!(self.counters, "tc: inactive transaction aborted");
+            let scans: Vec<ScanKey> = self.txns[&t].scans.iter().copied().collect();
+            for k in scans {
+                self.tombstone_scan(k);
+            }
             let e = NodeError::with(
                 ErrorCode::TransactionTimeout,
                 "transaction inactive too long",
@@ -637,6 +644,7 @@ impl Tc {
             );
         }
         self.tombstones.retain(|(n, _), _| *n != api_node);
+        self.scan_tombstones.retain(|(n, _), _| *n != api_node);
         let scans: Vec<ScanKey> = self
             .scans
             .iter()

@@ -169,6 +169,7 @@ impl Tc {
         let (handle, scan_id) = (req.txn, req.scan_id);
         let fail =
             |ctx: &mut Ctx<'_, Signal>, e: NodeError| Self::scan_ref(ctx, api, handle, scan_id, e);
+        self.scan_tombstones.remove(&(api.node, scan_id));
         if self.scan_by_client.contains_key(&(api.node, scan_id)) {
             return fail(
                 ctx,
@@ -292,13 +293,11 @@ impl Tc {
         ctx: &mut Ctx<'_, Signal>,
     ) {
         let Some(&key) = self.scan_by_client.get(&(api.node, req.scan_id)) else {
-            return Self::scan_ref(
-                ctx,
-                api,
-                req.txn,
-                req.scan_id,
-                NodeError::new(ErrorCode::NoSuchScan),
-            );
+            let error = self
+                .scan_tombstones
+                .remove(&(api.node, req.scan_id))
+                .unwrap_or_else(|| NodeError::new(ErrorCode::NoSuchScan));
+            return Self::scan_ref(ctx, api, req.txn, req.scan_id, error);
         };
         let now = ctx.now_ns();
         let s = self.scans.get_mut(&key).expect("indexed scan");
@@ -346,6 +345,20 @@ impl Tc {
         }
     }
 
+    /// Remember that TC closed the scan on its own, so the client's next
+    /// request for it learns why (a retriable time-out, not NoSuchScan).
+    pub(super) fn tombstone_scan(&mut self, key: ScanKey) {
+        let Some(s) = self.scans.get(&key) else {
+            return;
+        };
+        if self.scan_tombstones.len() >= self.max_scans {
+            let first = *self.scan_tombstones.keys().next().expect("non-empty");
+            self.scan_tombstones.remove(&first);
+        }
+        let e = NodeError::with(ErrorCode::TransactionTimeout, "scan inactive too long");
+        self.scan_tombstones.insert((s.api.node, s.scan_id), e);
+    }
+
     pub(super) fn close_idle_scans(&mut self, now: u64, ctx: &mut Ctx<'_, Signal>) {
         let idle: Vec<ScanKey> = self
             .scans
@@ -359,6 +372,7 @@ impl Tc {
             .collect();
         for k in idle {
             crate::probe!(self.counters, "tc: idle scan closed");
+            self.tombstone_scan(k);
             self.close_scan(k, ctx);
         }
     }
