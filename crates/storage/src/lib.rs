@@ -32,7 +32,8 @@
 //!
 //! API changes (relative to the agreed API): none in names or signatures.
 //! Semantics worth knowing:
-//! * `read_projected` clears `out` first; empty `cols` = every column.
+//! * `read_projected` clears `out` first; empty `cols` = every column; an
+//!   unknown column id reads as NULL (validate projections in LQH).
 //! * `read_row`, `read_projected` and `delete` panic on a RowId that is not
 //!   live (a caller bug that would otherwise corrupt data); `delete` on an
 //!   unknown table is a no-op; `update` of a dead RowId returns `NoSuchRow`.
@@ -260,10 +261,15 @@ impl Storage {
         if cols.is_empty() {
             t.read_into(part as usize, row, out);
         } else {
-            out.extend(
-                cols.iter()
-                    .map(|&c| t.read_col(part as usize, row, c as usize)),
-            );
+            // An unknown column id reads as NULL rather than crashing the
+            // node (LQH validates projections against the table first).
+            out.extend(cols.iter().map(|&c| {
+                if (c as usize) < t.def.columns.len() {
+                    t.read_col(part as usize, row, c as usize)
+                } else {
+                    Value::Null
+                }
+            }));
         }
     }
 

@@ -750,6 +750,10 @@ impl TableStore {
             }
         }
         let delta = self.local_footprint(pi) as i64 - before as i64;
+        debug_assert!(
+            delta <= need as i64,
+            "update charged {delta} > estimated {need}"
+        );
         self.bytes = (self.bytes as i64 + delta) as u64;
         Ok(delta)
     }
