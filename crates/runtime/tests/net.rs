@@ -310,7 +310,8 @@ fn bad_handshakes_are_refused() {
 #[test]
 fn hostile_frames_close_the_connection_and_the_node_keeps_serving() {
     let (h, log) = start(Knobs::default());
-    let cases: Vec<(&str, Box<dyn Fn(&Client) -> Vec<u8>>)> = vec![
+    type MakeBytes = Box<dyn Fn(&Client) -> Vec<u8>>;
+    let cases: Vec<(&str, MakeBytes)> = vec![
         (
             "garbage bytes",
             Box::new(|_| b"hello garbage!!! \x00\x01\x02\xff".to_vec()),
