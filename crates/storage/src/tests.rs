@@ -813,3 +813,16 @@ fn tables_share_the_memory_limit() {
         }
     );
 }
+
+/// The overhead at several table sizes, including just after the hash index
+/// doubled (114_689 rows): `cargo test -p norr-storage overhead_curve -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn overhead_curve() {
+    for rows in [1_000, 10_000, 100_000, 114_689, 200_000, 1_000_000] {
+        println!(
+            "{rows:>9} rows: {:.2} bytes/row",
+            crate::memory::measure_row_overhead(rows)
+        );
+    }
+}
