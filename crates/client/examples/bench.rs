@@ -5,7 +5,10 @@
 use clap::Parser;
 
 #[derive(Parser)]
-#[command(name = "norr-bench", about = "Native-API load generator (flexAsynch style)")]
+#[command(
+    name = "norr-bench",
+    about = "Native-API load generator (flexAsynch style)"
+)]
 struct Cli {
     #[command(flatten)]
     bench: norr_client::bench::BenchArgs,
