@@ -7,6 +7,8 @@
 //! literal 0.1, and a BINARY(4) column equals a shorter literal padded with 0x00);
 //! a literal that cannot be coerced (out of range, too long) is compared by value
 //! as it is, so `tinyint_col < 1000` is TRUE for every non-NULL row.
+//! Numbers compared with an integer or DECIMAL column compare by exact value
+//! without coercion (coercing would round: DECIMAL(5,2) 1.00 = 1.004 is FALSE).
 //!
 //! `validate_filter` rejects, before a scan starts, filters naming unknown
 //! columns, comparing incompatible classes, LIKE on a non-string column, or
@@ -237,8 +239,18 @@ pub fn eval_filter(f: &Filter, row: &[Value], def: &TableDef) -> Result<Option<b
     })
 }
 
+/// Numbers compared with an integer or DECIMAL column compare by exact value:
+/// coercing would round (DECIMAL(5,2) = 1.004 must not match 1.00).
+fn exact_numeric(lit: &Value, ty: &ColumnType) -> bool {
+    let num = matches!(
+        lit,
+        Value::Int(_) | Value::UInt(_) | Value::Decimal(_) | Value::Float(_) | Value::Double(_)
+    );
+    num && (ty.int_range().is_some() || matches!(ty, ColumnType::Decimal { .. }))
+}
+
 fn literal_order(v: &Value, lit: &Value, col: &ColumnDef) -> Result<Ordering, NodeError> {
-    let ord = if already_canonical(lit, &col.ty) {
+    let ord = if already_canonical(lit, &col.ty) || exact_numeric(lit, &col.ty) {
         compare_values(v, lit, &col.ty)
     } else {
         match coerce_value(lit.clone(), &col.ty, true) {
@@ -371,6 +383,33 @@ mod tests {
 
     #[test]
     fn comparisons() {
+        // DECIMAL compares exactly with a literal of more scale.
+        let mut r = row();
+        r[6] = Value::Decimal(Decimal {
+            mantissa: 100,
+            scale: 2,
+        });
+        let d = def();
+        let e = |f: Filter| eval_filter(&f, &r, &d).unwrap();
+        let lit = |m, s| {
+            Value::Decimal(Decimal {
+                mantissa: m,
+                scale: s,
+            })
+        };
+        assert_eq!(e(cmp(6, CmpOp::Eq, lit(1004, 3))), Some(false));
+        assert_eq!(e(cmp(6, CmpOp::Lt, lit(1004, 3))), Some(true));
+        assert_eq!(e(cmp(6, CmpOp::Eq, lit(1, 0))), Some(true));
+        assert_eq!(e(cmp(6, CmpOp::Eq, Value::Double(1.0))), Some(true));
+        assert_eq!(e(cmp(6, CmpOp::Gt, Value::Double(0.999))), Some(true));
+        assert_eq!(
+            e(cmp(6, CmpOp::Lt, lit(99_999_999, 0))),
+            Some(true),
+            "beyond the precision"
+        );
+        // An integer column compared with a fraction.
+        assert_eq!(e(cmp(1, CmpOp::Lt, Value::Double(100.5))), Some(true));
+        assert_eq!(e(cmp(1, CmpOp::Gt, lit(9995, 2))), Some(true));
         assert_eq!(ev(&cmp(1, CmpOp::Eq, Value::Int(100))), Some(true));
         assert_eq!(ev(&cmp(1, CmpOp::Lt, Value::Int(1000))), Some(true));
         assert_eq!(ev(&cmp(1, CmpOp::Gt, Value::Int(-1000))), Some(true));
