@@ -567,3 +567,99 @@ fn table_full_then_node_keeps_working() {
     assert_eq!(h.autocommit(ops).unwrap_err().code, ErrorCode::TableFull);
     assert_eq!(h.stats().open_transactions, 0);
 }
+
+#[test]
+fn unique_values_inside_one_transaction() {
+    let mut h = Harness::new(Knobs::default());
+    let mut def = table_def(
+        "u",
+        3,
+        &[(
+            "email",
+            ColumnType::Varchar {
+                len: 40,
+                collation: Default::default(),
+            },
+        )],
+    );
+    def.indexes
+        .push(index_def("by_email", &[1], true, IndexKind::UniqueHash));
+    let d = h.create_table(def).unwrap();
+    let (t, ix) = (d.id, d.indexes[0].id);
+    let row = |id: i64, e: &str| KeyOp::insert(t, vec![Value::Int(id)], vec![(1, Value::str(e))]);
+    let ur = |v: &str| {
+        let mut op = KeyOp {
+            key: KeyAccess::Unique {
+                index: ix,
+                values: vec![Value::str(v)],
+            },
+            ..KeyOp::read(t, vec![])
+        };
+        op.abort_on_error = false;
+        op.lock = LockMode::Shared;
+        op
+    };
+    h.autocommit(vec![row(1, "a")]).unwrap();
+    // Own uncommitted insert is found through the index; a moved value is not.
+    let c = h
+        .key(
+            1,
+            1,
+            ExecType::NoCommit,
+            vec![
+                row(2, "b"),
+                ur("b"),
+                KeyOp::update(t, vec![Value::Int(1)], vec![(1, Value::str("z"))]),
+                ur("a"),
+                ur("z"),
+                row(3, "a"),
+                ur("a"),
+            ],
+        )
+        .unwrap();
+    assert_eq!(
+        c.results[1],
+        OpResult::Ok(Some(vec![Value::Int(2), Value::str("b")]))
+    );
+    assert!(matches!(&c.results[3], OpResult::Err(e) if e.code == ErrorCode::NoSuchRow));
+    assert_eq!(
+        c.results[4],
+        OpResult::Ok(Some(vec![Value::Int(1), Value::str("z")]))
+    );
+    assert_eq!(
+        c.results[5],
+        OpResult::Ok(None),
+        "value freed by the update earlier in the txn"
+    );
+    assert_eq!(
+        c.results[6],
+        OpResult::Ok(Some(vec![Value::Int(3), Value::str("a")]))
+    );
+    // Others do not see it yet: a committed read through the index finds row 1.
+    let mut cr = ur("a");
+    cr.lock = LockMode::CommittedRead;
+    assert_eq!(
+        h.autocommit(vec![cr.clone()]).unwrap()[0],
+        OpResult::Ok(Some(vec![Value::Int(1), Value::str("a")]))
+    );
+    h.key(1, 1, ExecType::Commit, vec![]).unwrap();
+    assert_eq!(
+        h.autocommit(vec![cr]).unwrap()[0],
+        OpResult::Ok(Some(vec![Value::Int(3), Value::str("a")]))
+    );
+    // Deleting an own insert frees its value inside the transaction.
+    h.key(
+        1,
+        2,
+        ExecType::NoCommit,
+        vec![
+            row(4, "q"),
+            KeyOp::delete(t, vec![Value::Int(4)]),
+            row(5, "q"),
+        ],
+    )
+    .unwrap();
+    h.key(1, 2, ExecType::Commit, vec![]).unwrap();
+    assert_eq!(h.get(t, vec![Value::Int(5)]).unwrap()[1], Value::str("q"));
+    assert_eq!(h.get(t, vec![Value::Int(4)]), None);
+}

@@ -220,14 +220,10 @@ impl Lqh {
         let want = self.storage.encode_index_key(def.id, idx.id, &probe);
         let txn = self.txns.get(&t);
         if let Some(txn) = txn {
-            for ((tab, enc), p) in &txn.pending {
-                if *tab == def.id
-                    && p.image
-                        .as_ref()
-                        .is_some_and(|r| self.unique_key(def, idx, r).as_ref() == Some(&want))
-                {
-                    return Ok(Some((p.part, enc.clone())));
-                }
+            if let Some(enc) = txn.uniq.get(&(def.id, idx.id, want)) {
+                let p = &txn.pending[&(def.id, enc.clone())];
+                debug_assert!(p.image.is_some(), "unique value of a deleted image");
+                return Ok(Some((p.part, enc.clone())));
             }
         }
         let Some((part, rid)) = self.storage.lookup_unique(def.id, idx.id, values)? else {
@@ -467,7 +463,34 @@ impl Lqh {
             }
         }
 
+        // Index the unique values of the new image (and forget the old image's).
+        let mut uniq_old = Vec::new();
+        let mut uniq_new = Vec::new();
+        let prev = self.txns[&t]
+            .pending
+            .get(&(def.id, enc.clone()))
+            .and_then(|p| p.image.as_ref());
+        for idx in def.indexes.iter().filter(|i| i.unique) {
+            if let Some(k) = prev.and_then(|r| self.unique_key(&def, idx, r)) {
+                uniq_old.push((def.id, idx.id, k));
+            }
+            if let Some(k) = new.as_deref().and_then(|r| self.unique_key(&def, idx, r)) {
+                uniq_new.push((def.id, idx.id, k));
+            }
+        }
         let txn = self.txns.get_mut(&t).expect("running op has a transaction");
+        for k in uniq_old {
+            if txn.uniq.get(&k) == Some(&enc) {
+                txn.uniq.remove(&k);
+            }
+        }
+        for k in uniq_new {
+            let other = txn.uniq.insert(k, enc.clone());
+            debug_assert!(
+                other.is_none_or(|o| o == enc),
+                "unique value held by two pending images"
+            );
+        }
         txn.reserved_bytes = txn.reserved_bytes + new_est + page_est - old_est;
         self.reserved_bytes = self.reserved_bytes + new_est + page_est - old_est;
         if page_est > 0 {
@@ -500,15 +523,12 @@ impl Lqh {
             )
         };
         let txn = &self.txns[&t];
-        for ((tab, e), p) in &txn.pending {
-            if *tab == def.id
-                && e.as_slice() != enc
-                && p.image
-                    .as_ref()
-                    .is_some_and(|r| self.unique_key(def, idx, r).as_deref() == Some(nk))
-            {
-                return Err(dup());
-            }
+        if txn
+            .uniq
+            .get(&(def.id, idx.id, nk.to_vec()))
+            .is_some_and(|e| e.as_slice() != enc)
+        {
+            return Err(dup());
         }
         let vals = unique_values(idx, row).expect("non-null unique key");
         if let Some((p, rid)) = self.storage.lookup_unique(def.id, idx.id, &vals)? {

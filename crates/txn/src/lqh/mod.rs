@@ -52,6 +52,9 @@ struct LqhTxn {
     /// Tag of the lock wait the head operation is parked on.
     waiting: Option<u64>,
     pending: BTreeMap<RowKey, Pending>,
+    /// Unique index values held by the pending images: (table, index,
+    /// encoded value) -> encoded pk of the row whose image has it. Lookups only.
+    uniq: HashMap<(TableId, norr_signals::IndexId, Vec<u8>), Vec<u8>>,
     /// Keys held or waited for, released at commit/abort.
     locks: BTreeSet<LockKey>,
     /// Set when a concurrent DDL invalidated the transaction: every later
@@ -73,6 +76,7 @@ impl LqhTxn {
             queue: VecDeque::new(),
             waiting: None,
             pending: BTreeMap::new(),
+            uniq: HashMap::new(),
             locks: BTreeSet::new(),
             doomed: None,
             halted: false,
@@ -361,6 +365,7 @@ impl Lqh {
         self.reserved_bytes -= txn.reserved_bytes;
         txn.reserved_bytes = 0;
         txn.pending.clear();
+        txn.uniq.clear();
         txn.queue.clear();
         self.on_grants(grants, ctx);
     }
@@ -455,6 +460,7 @@ impl Lqh {
                 .filter(|(t, _)| *t == table)
                 .cloned()
                 .collect();
+            txn.uniq.retain(|(t, _, _), _| *t != table);
             for k in keys {
                 let p = txn.pending.remove(&k).expect("listed");
                 txn.reserved_bytes -= p.est_bytes;
