@@ -28,7 +28,7 @@
 //! connection is not read until there is room (back-pressure, nothing dropped).
 
 use crate::conn::{ApiIdPool, CloseReason, Conn};
-use crate::{DataNodeConfig, RuntimeOptions};
+use crate::{DataNodeConfig, RuntimeOptions, RuntimeStats};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 use norr_kernel::{BlockRef, DeliverError, NodeId, Priority, Scheduler};
@@ -87,7 +87,8 @@ pub(crate) struct EventLoop {
     /// (deadline_ns, slot, serial) of connections not yet past the handshake,
     /// in deadline order (deadlines are accept time + a constant).
     handshake_deadlines: VecDeque<(u64, usize, u64)>,
-    dropped_to_unknown: u64,
+    stats: RuntimeStats,
+    shared_stats: Arc<std::sync::Mutex<RuntimeStats>>,
 }
 
 impl EventLoop {
@@ -98,6 +99,7 @@ impl EventLoop {
         poll: Poll,
         mut listener: TcpListener,
         stop: Arc<AtomicBool>,
+        shared_stats: Arc<std::sync::Mutex<RuntimeStats>>,
     ) -> io::Result<EventLoop> {
         poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
         Ok(EventLoop {
@@ -124,7 +126,8 @@ impl EventLoop {
             probed: false,
             next_serial: 0,
             handshake_deadlines: VecDeque::new(),
-            dropped_to_unknown: 0,
+            stats: RuntimeStats::default(),
+            shared_stats,
         })
     }
 
@@ -194,6 +197,11 @@ impl EventLoop {
         self.ids.after_run(!self.sched.has_ready());
         self.flush_all(false);
         self.close_marked();
+        if let Ok(mut s) = self.shared_stats.lock() {
+            if *s != self.stats {
+                s.clone_from(&self.stats);
+            }
+        }
     }
 
     fn poll_timeout(&mut self) -> Option<Duration> {
@@ -275,6 +283,7 @@ impl EventLoop {
                     debug_assert!(self.conns[slot].is_none());
                     self.conns[slot] = Some(conn);
                     self.live_conns += 1;
+                    self.stats.connections_accepted += 1;
                     debug!(%peer, slot, "connection accepted");
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
@@ -417,7 +426,10 @@ impl EventLoop {
             return Err(env);
         }
         match self.sched.deliver(env) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.stats.signals_in += 1;
+                Ok(())
+            }
             Err(DeliverError::Overloaded) => {
                 // The scheduler's bound is lower than the knob said: learn it. The
                 // refused signal is gone, so the client must not go on as if it
@@ -444,6 +456,7 @@ impl EventLoop {
         let Some(c) = self.conns[slot].as_mut() else { return };
         debug_assert!(c.stalled.is_none());
         c.stalled = Some(env);
+        self.stats.stalls += 1;
         if !c.read_more {
             c.read_more = true;
             self.pending_read.push(slot);
@@ -519,7 +532,7 @@ impl EventLoop {
         for env in remote.drain(..) {
             let Some(&slot) = self.api_slots.get(&env.to.node) else {
                 // A reply to an API node that has gone (or a data node: not yet supported).
-                self.dropped_to_unknown += 1;
+                self.stats.dropped_to_unknown += 1;
                 debug!(to = %env.to, signal = env.signal.name(), "dropping signal to an unconnected node");
                 continue;
             };
@@ -530,6 +543,7 @@ impl EventLoop {
             match c.send.push_frame_with(|out| wire::encode_into(&env, out)) {
                 Ok(()) => {
                     c.policy.on_queued(now);
+                    self.stats.signals_out += 1;
                     self.mark_dirty(slot);
                 }
                 Err(e) => {
@@ -574,7 +588,11 @@ impl EventLoop {
         };
         let token = Token(slot + FIRST_CONN);
         match c.send.write_to(&mut c.stream) {
-            Ok(_) => {
+            Ok(n) => {
+                if n > 0 {
+                    self.stats.flushes += 1;
+                    self.stats.bytes_out += n as u64;
+                }
                 c.policy.on_sent(now);
                 let want_write = !c.send.is_empty();
                 if want_write != c.write_interest {
@@ -606,6 +624,10 @@ impl EventLoop {
             let _ = c.stream.shutdown(std::net::Shutdown::Both);
             self.free_slots.push(slot);
             self.live_conns -= 1;
+            self.stats.connections_closed += 1;
+            if matches!(reason, CloseReason::Protocol(_) | CloseReason::Refused(_)) {
+                self.stats.protocol_errors += 1;
+            }
             match &reason {
                 CloseReason::Eof => info!(peer = %c.peer, api_node = ?c.api_node, "connection closed: {reason}"),
                 _ => warn!(peer = %c.peer, api_node = ?c.api_node, "connection closed: {reason}"),

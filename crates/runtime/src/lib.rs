@@ -76,6 +76,27 @@ impl Default for RuntimeOptions {
     }
 }
 
+/// Counters of the host (network side, not the blocks'), published once per
+/// loop round.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuntimeStats {
+    pub connections_accepted: u64,
+    pub connections_closed: u64,
+    /// Connections closed for a protocol violation or a refused handshake.
+    pub protocol_errors: u64,
+    /// Signals from API nodes delivered into the scheduler.
+    pub signals_in: u64,
+    /// Signals queued for API nodes.
+    pub signals_out: u64,
+    /// Flushes of a send buffer to its socket (each may carry many signals).
+    pub flushes: u64,
+    pub bytes_out: u64,
+    /// Times a connection was paused because the job buffer was full.
+    pub stalls: u64,
+    /// Signals for API nodes no longer connected.
+    pub dropped_to_unknown: u64,
+}
+
 /// Stops a data node from any thread (a Ctrl-C handler, a test).
 #[derive(Clone)]
 pub struct NodeStopper {
@@ -96,6 +117,7 @@ impl NodeStopper {
 /// A running data node.
 pub struct DataNodeHandle {
     local_addr: SocketAddr,
+    stats: Arc<std::sync::Mutex<RuntimeStats>>,
     stop: Arc<AtomicBool>,
     waker: Arc<mio::Waker>,
     thread: Option<JoinHandle<io::Result<()>>>,
@@ -105,6 +127,11 @@ impl DataNodeHandle {
     /// Where the node listens for API connections.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The host's counters as of the last loop round.
+    pub fn stats(&self) -> RuntimeStats {
+        self.stats.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
     /// Ask the node to stop (returns at once; `join` waits for it). Open
@@ -208,7 +235,8 @@ pub fn start_data_node_with(
     let poll = mio::Poll::new()?;
     let waker = Arc::new(mio::Waker::new(poll.registry(), event_loop::WAKER)?);
     let stop = Arc::new(AtomicBool::new(false));
-    let mut el = event_loop::EventLoop::new(cfg.clone(), opts, sched, poll, listener, stop.clone())?;
+    let stats = Arc::new(std::sync::Mutex::new(RuntimeStats::default()));
+    let mut el = event_loop::EventLoop::new(cfg.clone(), opts, sched, poll, listener, stop.clone(), stats.clone())?;
     let thread = std::thread::Builder::new()
         .name(format!("norr-node-{}", cfg.node_id))
         .spawn(move || {
@@ -221,6 +249,7 @@ pub fn start_data_node_with(
     tracing::info!(node = cfg.node_id, %local_addr, "data node listening");
     Ok(DataNodeHandle {
         local_addr,
+        stats,
         stop,
         waker,
         thread: Some(thread),

@@ -265,6 +265,12 @@ fn handshake_echo_and_round_trip_latency() {
         }
     }
     assert!(log.lock().unwrap().senders.iter().all(|s| *s == c.me()));
+    let st = h.stats();
+    eprintln!("{st:?}");
+    assert_eq!(st.signals_in, 2 * n + 1);
+    assert_eq!(st.signals_out, 2 * n + 1);
+    // Pipelined replies leave in far fewer socket writes than signals.
+    assert!(st.flushes < 2 * n, "{st:?}");
     h.shutdown();
     h.join().unwrap();
 }
@@ -399,6 +405,7 @@ fn hostile_frames_close_the_connection_and_the_node_keeps_serving() {
         connect(&h).echo(2);
     }
     // Every closed connection was reported to TC and DICT.
+    assert!(h.stats().protocol_errors >= cases.len() as u64);
     wait_for("ApiFailReq for every victim", || {
         let l = log.lock().unwrap();
         victims
@@ -517,6 +524,7 @@ fn full_job_buffer_pushes_back_without_dropping() {
         }
     }
     writer.join().unwrap();
+    assert!(h.stats().stalls > 0, "the job buffer bound was never hit");
 }
 
 #[test]
