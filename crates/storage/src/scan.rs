@@ -15,13 +15,15 @@
 use crate::fixed_pages::RowId;
 use crate::ordered_index::{key_range, range_is_empty, IKey};
 use crate::table_store::TableStore;
-use norr_signals::coerce::{class_sample, coerce_value, compare_values};
+use norr_signals::coerce::{class_sample, coerce_value, compare_values, rescale_round};
 use norr_signals::filter_eval::eval_filter;
 use norr_signals::keycode::encode_value;
 use norr_signals::ops::{Bound as ScanBound, Filter, ScanRange};
 use norr_signals::schema::IndexKind;
 use norr_signals::value::Value;
+use norr_signals::value::{ColumnType, Decimal};
 use norr_signals::{ErrorCode, IndexId, NodeError};
+use std::cmp::Ordering;
 use std::ops::Bound;
 
 /// Resumable position of a partition scan.
@@ -61,18 +63,60 @@ fn bad_bound(msg: String) -> NodeError {
     NodeError::with(ErrorCode::BadScanBound, msg)
 }
 
+/// A bound prefix ready for the B-tree: encoded values, whether it ends in an
+/// infinite value (`Some(true)` = +inf, `Some(false)` = -inf) and whether it
+/// is inclusive.
+struct EncodedBound {
+    prefix: Vec<u8>,
+    inf: Option<bool>,
+    inclusive: bool,
+}
+
+/// A number between two values of an integer or DECIMAL column (2.5 for an
+/// INT, 1.004 for a DECIMAL(5,2)) bounds the range at the nearest column value
+/// inside it: the ceiling for a low bound, the floor for a high bound (both
+/// then inclusive), returned with `true`. An exact float comes back as the
+/// equal decimal with `false`; None if the column or value is not numeric.
+fn inside_value(v: &Value, t: &ColumnType, low_side: bool) -> Option<(Value, bool)> {
+    let scale = match t {
+        ColumnType::Decimal { scale, .. } => *scale,
+        _ if t.int_range().is_some() => 0,
+        _ => return None,
+    };
+    let scaled = |f: f64| {
+        let x = (f * 10f64.powi(scale as i32)).round();
+        (x.is_finite() && x.abs() < 1e37).then_some(x as i128)
+    };
+    let cand = match v {
+        Value::Decimal(d) => rescale_round(d.mantissa, d.scale, scale)?,
+        Value::Double(f) => scaled(*f)?,
+        Value::Float(f) => scaled(*f as f64)?,
+        _ => return None,
+    };
+    let dec = |m: i128| Value::Decimal(Decimal { mantissa: m, scale });
+    let m = match compare_values(&dec(cand), v, t)? {
+        // Exact: the same number as a decimal, which integer columns accept.
+        Ordering::Equal => return Some((dec(cand), false)),
+        Ordering::Less if low_side => cand + 1,
+        Ordering::Greater if !low_side => cand - 1,
+        _ => cand,
+    };
+    Some((dec(m), true))
+}
+
 impl TableStore {
     /// Encode a bound prefix. A value the column cannot hold still bounds the
     /// range: a string too long, an invalid date or similar of the column's own
     /// class is encoded as it is (its order is still right); a number out of the
-    /// column's range becomes +inf / -inf at its position (returned as
-    /// `Some(true)` / `Some(false)` with the prefix before it), so
-    /// `tinyint_col < 1000` scans every non-NULL value instead of failing.
+    /// column's range becomes +inf / -inf at its position, so
+    /// `tinyint_col < 1000` scans every non-NULL value instead of failing; a
+    /// number between two column values becomes the nearest one inside the range.
     fn encode_bound(
         &self,
         index: IndexId,
         b: &ScanBound,
-    ) -> Result<(Vec<u8>, Option<bool>), NodeError> {
+        low_side: bool,
+    ) -> Result<EncodedBound, NodeError> {
         let ix = self.index(index)?;
         if b.values.len() > ix.key.cols.len() {
             return Err(bad_bound(format!(
@@ -85,8 +129,19 @@ impl TableStore {
         let mut out = Vec::new();
         for ((v, t), c) in b.values.iter().zip(&ix.key.types).zip(&ix.key.cols) {
             let name = &self.def.columns[*c].name;
+            // An inexact number ends the prefix: nothing after it matters.
+            let (v, ends) = inside_value(v, t, low_side).unwrap_or_else(|| (v.clone(), false));
             match coerce_value(v.clone(), t, true) {
-                Ok(cv) => encode_value(&mut out, &cv, t),
+                Ok(cv) => {
+                    encode_value(&mut out, &cv, t);
+                    if ends {
+                        return Ok(EncodedBound {
+                            prefix: out,
+                            inf: None,
+                            inclusive: true,
+                        });
+                    }
+                }
                 Err(e) => {
                     let sample = class_sample(t);
                     let numeric = matches!(
@@ -97,15 +152,22 @@ impl TableStore {
                             | Value::Double(_)
                             | Value::Decimal(_)
                     );
-                    if !numeric && std::mem::discriminant(v) == std::mem::discriminant(&sample) {
-                        encode_value(&mut out, v, t);
+                    if !numeric && std::mem::discriminant(&v) == std::mem::discriminant(&sample) {
+                        encode_value(&mut out, &v, t);
                         continue;
                     }
                     if numeric && e.code == ErrorCode::ValueOutOfRange {
-                        match compare_values(v, &Value::Int(0), t) {
-                            Some(std::cmp::Ordering::Greater) => return Ok((out, Some(true))),
-                            Some(std::cmp::Ordering::Less) => return Ok((out, Some(false))),
-                            _ => {}
+                        let inf = match compare_values(&v, &Value::Int(0), t) {
+                            Some(Ordering::Greater) => Some(true),
+                            Some(Ordering::Less) => Some(false),
+                            _ => None,
+                        };
+                        if inf.is_some() {
+                            return Ok(EncodedBound {
+                                prefix: out,
+                                inf,
+                                inclusive: true,
+                            });
                         }
                     }
                     return Err(bad_bound(format!(
@@ -115,7 +177,11 @@ impl TableStore {
                 }
             }
         }
-        Ok((out, None))
+        Ok(EncodedBound {
+            prefix: out,
+            inf: None,
+            inclusive: b.inclusive,
+        })
     }
 
     pub fn scan_open(
@@ -145,20 +211,20 @@ impl TableStore {
         let (low, high) = match range {
             None => (Bound::Unbounded, Bound::Unbounded),
             Some(r) => {
-                let (lo, lo_inf) = self.encode_bound(index, &r.low)?;
-                let (hi, hi_inf) = self.encode_bound(index, &r.high)?;
-                let (mut l, mut h) = key_range(&lo, r.low.inclusive, &hi, r.high.inclusive);
+                let lo = self.encode_bound(index, &r.low, true)?;
+                let hi = self.encode_bound(index, &r.high, false)?;
+                let (mut l, mut h) = key_range(&lo.prefix, lo.inclusive, &hi.prefix, hi.inclusive);
                 // An infinite value at some position: the marker byte sorts
                 // after NULL (0x00) and before (0x01) or after (0x02) every
                 // non-NULL value at that position.
-                if let Some(plus) = lo_inf {
+                if let Some(plus) = lo.inf {
                     l = Bound::Included(
-                        [lo.as_slice(), &[if plus { 0x02 } else { 0x01 }]].concat(),
+                        [lo.prefix.as_slice(), &[if plus { 0x02 } else { 0x01 }]].concat(),
                     );
                 }
-                if let Some(plus) = hi_inf {
+                if let Some(plus) = hi.inf {
                     h = Bound::Excluded(
-                        [hi.as_slice(), &[if plus { 0x02 } else { 0x01 }]].concat(),
+                        [hi.prefix.as_slice(), &[if plus { 0x02 } else { 0x01 }]].concat(),
                     );
                 }
                 (l, h)

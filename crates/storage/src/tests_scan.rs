@@ -546,3 +546,100 @@ fn empty_partitions_and_tables() {
     assert!(s.scan_next(T, 0, &mut cur, None, 9, 100, &mut out).unwrap());
     assert_eq!(out.len(), 10);
 }
+
+#[test]
+fn fractional_bounds_on_integer_and_decimal_indexes() {
+    use norr_signals::coerce::compare_values;
+    use norr_signals::value::Decimal;
+    use std::cmp::Ordering;
+    let dec_ty = ColumnType::Decimal {
+        precision: 5,
+        scale: 2,
+    };
+    let int_ty = ColumnType::TinyInt { unsigned: false };
+    for (ty, vals) in [
+        (
+            dec_ty.clone(),
+            (-12..=12)
+                .map(|i| {
+                    Value::Decimal(Decimal {
+                        mantissa: i * 25,
+                        scale: 2,
+                    })
+                })
+                .collect::<Vec<_>>(),
+        ),
+        (int_ty.clone(), (-5..=5).map(Value::Int).collect::<Vec<_>>()),
+    ] {
+        let mut s = Storage::new(16 << 20);
+        let mut def = table(
+            T,
+            vec![
+                ColumnDef::new("id", bigint()).not_null(),
+                ColumnDef::new("v", ty.clone()),
+            ],
+            vec![0],
+            1,
+        );
+        def.indexes
+            .push(index(IX, "v", vec![1], false, IndexKind::Ordered));
+        s.create_table(&def).unwrap();
+        for (i, v) in vals.iter().enumerate() {
+            s.insert(T, 0, vec![Value::Int(i as i64), v.clone()])
+                .unwrap();
+        }
+        let lits = [
+            Value::Double(0.5),
+            Value::Double(-0.3),
+            Value::Double(1.004),
+            Value::Decimal(Decimal {
+                mantissa: 1004,
+                scale: 3,
+            }),
+            Value::Decimal(Decimal {
+                mantissa: -2501,
+                scale: 3,
+            }),
+            Value::Decimal(Decimal {
+                mantissa: 25,
+                scale: 1,
+            }),
+            Value::Int(2),
+            Value::Double(1e10),
+            Value::Decimal(Decimal {
+                mantissa: -99_999_999,
+                scale: 3,
+            }),
+        ];
+        for lo in &lits {
+            for hi in &lits {
+                for (li, hi_incl) in [(true, true), (true, false), (false, true), (false, false)] {
+                    let want: Vec<i64> = vals
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, v)| {
+                            let a = compare_values(v, lo, &ty).unwrap();
+                            let b = compare_values(v, hi, &ty).unwrap();
+                            (a == Ordering::Greater || (li && a == Ordering::Equal))
+                                && (b == Ordering::Less || (hi_incl && b == Ordering::Equal))
+                        })
+                        .map(|(i, _)| i as i64)
+                        .collect();
+                    let range = ScanRange {
+                        low: Bound {
+                            values: vec![lo.clone()],
+                            inclusive: li,
+                        },
+                        high: Bound {
+                            values: vec![hi.clone()],
+                            inclusive: hi_incl,
+                        },
+                    };
+                    let mut cur = s.scan_open(T, 0, Some(IX), Some(&range), false).unwrap();
+                    let got = drain(&s, 0, &mut cur, None, 4);
+                    assert_eq!(got, want, "{ty:?} {lo:?}..{hi:?} incl {li}/{hi_incl}");
+                }
+            }
+        }
+    }
+}
