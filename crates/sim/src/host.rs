@@ -66,6 +66,10 @@ pub struct NetParams {
     pub restart_max_ns: u64,
     /// Longest think time between a client's transactions.
     pub think_max_ns: u64,
+    /// Probability that a client stalls (GC pause, slow application) before
+    /// sending a request, for up to `stall_max_ns`: drives inactivity time-outs.
+    pub stall_p: f64,
+    pub stall_max_ns: u64,
 }
 
 impl NetParams {
@@ -84,6 +88,8 @@ impl NetParams {
             api_fail_race_p: *rng.pick(&[0.0, 0.3, 0.8]),
             restart_max_ns: rng.range(1, 300) * NS_PER_MS,
             think_max_ns: rng.range(0, 3_000) * NS_PER_US,
+            stall_p: *rng.pick(&[0.0, 0.0, 0.005, 0.02]),
+            stall_max_ns: rng.range(100, 10_000) * NS_PER_MS,
         }
     }
 }
@@ -120,6 +126,17 @@ pub fn random_knobs(rng: &mut Rng) -> Knobs {
         max_send_delay_us: mix(rng, d.max_send_delay_us, s.max_send_delay_us),
         max_api_connections: d.max_api_connections,
     };
+    let mut k = k;
+    // Now and then far below the stress values, to reach the "out of records" paths.
+    if rng.chance(0.1) {
+        k.max_transactions = rng.range(1, 6) as u32;
+    }
+    if rng.chance(0.1) {
+        k.max_ops_per_txn = rng.range(1, 8) as u32;
+    }
+    if rng.chance(0.1) {
+        k.max_scans = rng.range(1, 3) as u32;
+    }
     debug_assert!(k.validate().is_ok(), "{:?}", k.validate());
     k
 }
@@ -196,6 +213,7 @@ pub struct HostStats {
     pub dropped_to_dead: u64,
     pub overloaded_retries: u64,
     pub long_delays: u64,
+    pub stalls: u64,
     pub node_signals: u64,
     pub timers: u64,
 }
@@ -327,7 +345,11 @@ impl Host {
                 prio: Priority::B,
                 signal: sig,
             };
-            let d = self.net_delay();
+            let mut d = self.net_delay();
+            if self.phase == Phase::Load && self.rng.chance(self.net.stall_p) {
+                self.stats.stalls += 1;
+                d += self.rng.range(1, self.net.stall_max_ns);
+            }
             let link = self.up.get_mut(&api).ok_or("client without link")?;
             assert!(!link.closed, "send on a closed link");
             let due = (self.now_ns + d).max(link.last_due);

@@ -118,9 +118,9 @@ pub fn run(cfg: &SimConfig) -> RunReport {
     let net = NetParams::random(&mut rng.fork());
     let mut wrng = rng.fork();
     let mut w: Box<dyn Workload> = match cfg.workload {
-        WorkloadKind::Bank => Box::new(Bank::new(&mut wrng, net.clients)),
-        WorkloadKind::Model => Box::new(Model::new(&mut wrng, net.clients)),
-        WorkloadKind::Locks => Box::new(Locks::new(&mut wrng, net.clients)),
+        WorkloadKind::Bank => Box::new(Bank::new(&mut wrng, net.clients, &knobs)),
+        WorkloadKind::Model => Box::new(Model::new(&mut wrng, net.clients, &knobs)),
+        WorkloadKind::Locks => Box::new(Locks::new(&mut wrng, net.clients, &knobs)),
     };
     let node = build_node(cfg.node, &knobs);
     let mut host = Host::new(rng.fork(), node, knobs.clone(), net);
@@ -140,7 +140,7 @@ pub fn run(cfg: &SimConfig) -> RunReport {
         failure,
         summary: w.summary(),
         host: format!(
-            "clients={} steps={} to_node={} to_client={} node_signals={} timers={} crashes={} api_fail_races={} dropped_inflight={} dropped_to_dead={} overloaded_retries={} long_delays={}",
+            "clients={} steps={} to_node={} to_client={} node_signals={} timers={} crashes={} api_fail_races={} dropped_inflight={} dropped_to_dead={} overloaded_retries={} long_delays={} stalls={}",
             host.net.clients,
             s.steps,
             s.to_node,
@@ -152,7 +152,8 @@ pub fn run(cfg: &SimConfig) -> RunReport {
             s.dropped_inflight,
             s.dropped_to_dead,
             s.overloaded_retries,
-            s.long_delays
+            s.long_delays,
+            s.stalls
         ),
         knobs,
         probes,

@@ -42,10 +42,11 @@ pub struct Bank {
     /// (an unsolicited SCAN_TABREF crossed the client's SCAN_NEXTREQ).
     pub stray_scan_refs: u64,
     last_scan: Vec<u32>,
+    idle_scans: IdleScans,
 }
 
 impl Bank {
-    pub fn new(rng: &mut Rng, clients: usize) -> Bank {
+    pub fn new(rng: &mut Rng, clients: usize, knobs: &norr_knobs::Knobs) -> Bank {
         let accounts = rng.range(2, 10) as i64;
         let initial = rng.range(1, 100) as i64;
         Bank {
@@ -64,6 +65,7 @@ impl Bank {
             scans_checked: 0,
             stray_scan_refs: 0,
             last_scan: vec![0; clients],
+            idle_scans: IdleScans::new(clients, knobs),
         }
     }
 
@@ -191,8 +193,11 @@ impl Workload for Bank {
         self.table = def.id;
         let ops = (0..self.accounts)
             .map(|id| KeyOp::insert(self.table, vec![Value::Int(id)], vec![(BAL, Value::Int(self.initial))]))
-            .collect();
-        admin_commit(host, 1, ops)?;
+            .collect::<Vec<_>>();
+        // One row per transaction: max_ops_per_txn may be tiny.
+        for (i, op) in ops.into_iter().enumerate() {
+            admin_commit(host, 1 + i as u64, vec![op])?;
+        }
         Ok(())
     }
 
@@ -305,6 +310,7 @@ impl Workload for Bank {
                 if conf.scan_id != scan_id {
                     return Err(format!("bank: SCAN_TABCONF for scan {} while in scan {scan_id}", conf.scan_id));
                 }
+                self.idle_scans.replied(c);
                 if closing && !conf.done {
                     return Err("bank: close request answered without done".into());
                 }
@@ -345,17 +351,25 @@ impl Workload for Bank {
                 }
             }
             Signal::ScanTabRef(r) => {
-                let St::Scan { scan_id, .. } = st else {
+                let St::Scan { scan_id, txn, standalone, .. } = st else {
                     return Err(format!("bank: SCAN_TABREF in {st:?}"));
                 };
                 if r.scan_id != scan_id {
                     return Err(format!("bank: SCAN_TABREF for scan {} while in scan {scan_id}", r.scan_id));
                 }
-                if !is_temporary(&r.error) {
-                    return Err(format!("bank: scan failed with a non-retriable error {}", r.error));
+                if is_temporary(&r.error) {
+                    self.aborts += 1;
+                    self.idle(c);
+                } else {
+                    self.idle_scans.judge(c, &r.error).map_err(|e| format!("bank: {e}"))?;
+                    if standalone {
+                        self.idle(c);
+                    } else {
+                        // The transaction may still be open: end it.
+                        c.send(tc_key(txn, ExecType::Rollback, vec![]));
+                        self.st[c.client] = St::EndScanTxn { txn, commit: false };
+                    }
                 }
-                self.aborts += 1;
-                self.idle(c);
             }
             other => return Err(format!("bank: unexpected {}", other.name())),
         }
@@ -388,8 +402,8 @@ impl Workload for Bank {
 
     fn summary(&self) -> String {
         format!(
-            "bank: accounts={} total={} commits={} rollbacks={} aborts={} locked_reads_checked={} scans_checked={} stray_scan_refs={}",
-            self.accounts, self.total, self.commits, self.rollbacks, self.aborts, self.locked_reads_checked, self.scans_checked, self.stray_scan_refs
+            "bank: accounts={} total={} commits={} rollbacks={} aborts={} locked_reads_checked={} scans_checked={} stray_scan_refs={} idle_scans_closed={}",
+            self.accounts, self.total, self.commits, self.rollbacks, self.aborts, self.locked_reads_checked, self.scans_checked, self.stray_scan_refs, self.idle_scans.closed_idle
         )
     }
 }

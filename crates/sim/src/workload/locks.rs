@@ -49,7 +49,7 @@ pub struct Locks {
 }
 
 impl Locks {
-    pub fn new(rng: &mut Rng, clients: usize) -> Locks {
+    pub fn new(rng: &mut Rng, clients: usize, _knobs: &norr_knobs::Knobs) -> Locks {
         let rows = rng.range(1, 3) as i64;
         Locks {
             table: 0,
@@ -96,8 +96,10 @@ impl Workload for Locks {
     fn setup(&mut self, host: &mut Host) -> Result<(), String> {
         let def = create_table(host, int_table("ctr", &["n"], false, self.partitions))?;
         self.table = def.id;
-        let ops = (0..self.rows).map(|id| KeyOp::insert(self.table, vec![Value::Int(id)], vec![(N, Value::Int(0))])).collect();
-        admin_commit(host, 1, ops)?;
+        // One row per transaction: max_ops_per_txn may be tiny.
+        for id in 0..self.rows {
+            admin_commit(host, 1 + id as u64, vec![KeyOp::insert(self.table, vec![Value::Int(id)], vec![(N, Value::Int(0))])])?;
+        }
         Ok(())
     }
 

@@ -211,3 +211,34 @@ pub fn int_of(v: &Value) -> Result<i64, String> {
 pub fn is_temporary(e: &NodeError) -> bool {
     e.code.is_temporary()
 }
+
+/// Tells a scan the node closed because the client left it idle (TC closes
+/// scans idle longer than `txn_inactive_timeout_ms`; the next SCAN_NEXTREQ then
+/// gets NoSuchScan) from a scan the node lost.
+#[derive(Debug, Clone)]
+pub struct IdleScans {
+    inactive_ns: u64,
+    last_reply_ns: Vec<u64>,
+    pub closed_idle: u64,
+}
+
+impl IdleScans {
+    pub fn new(clients: usize, knobs: &norr_knobs::Knobs) -> IdleScans {
+        IdleScans { inactive_ns: knobs.txn_inactive_timeout_ms * 1_000_000, last_reply_ns: vec![0; clients], closed_idle: 0 }
+    }
+    /// The client got a scan batch now.
+    pub fn replied(&mut self, c: &ClientCtx<'_>) {
+        self.last_reply_ns[c.client] = c.now_ns;
+    }
+    /// A NoSuchScan answer to SCAN_NEXTREQ: Ok if the scan sat idle long
+    /// enough for TC to close it (half the limit: the client's clock sees
+    /// network delays the node does not).
+    pub fn judge(&mut self, c: &ClientCtx<'_>, e: &NodeError) -> Result<(), String> {
+        let idle = c.now_ns.saturating_sub(self.last_reply_ns[c.client]);
+        if e.code == ErrorCode::NoSuchScan && idle >= self.inactive_ns / 2 {
+            self.closed_idle += 1;
+            return Ok(());
+        }
+        Err(format!("scan failed with {e} after {} ms idle (inactivity limit {} ms)", idle / 1_000_000, self.inactive_ns / 1_000_000))
+    }
+}

@@ -68,6 +68,7 @@ pub struct Model {
     pub scans_checked: u64,
     /// Keys a committed-read scan returned twice (deleted and re-inserted during the scan).
     pub scan_dups: u64,
+    idle_scans: IdleScans,
 }
 
 fn op_key(op: &KeyOp) -> i64 {
@@ -82,7 +83,7 @@ fn op_val(op: &KeyOp) -> Option<i64> {
 }
 
 impl Model {
-    pub fn new(rng: &mut Rng, clients: usize) -> Model {
+    pub fn new(rng: &mut Rng, clients: usize, knobs: &norr_knobs::Knobs) -> Model {
         Model {
             table: 0,
             keys: rng.range(2, 12) as i64,
@@ -103,6 +104,7 @@ impl Model {
             exact_checks: 0,
             scans_checked: 0,
             scan_dups: 0,
+            idle_scans: IdleScans::new(clients, knobs),
         }
     }
 
@@ -322,7 +324,9 @@ impl Workload for Model {
                 self.hist.entry(k).or_default().push((0, Some(self.next_val)));
             }
         }
-        admin_commit(host, 1, ops)?;
+        for (i, op) in ops.into_iter().enumerate() {
+            admin_commit(host, 1 + i as u64, vec![op])?;
+        }
         Ok(())
     }
 
@@ -384,6 +388,7 @@ impl Workload for Model {
                 }
             }
             (St::Scan { scan_id, mut rows }, Signal::ScanTabConf(conf)) if conf.scan_id == scan_id => {
+                self.idle_scans.replied(c);
                 for r in &conf.rows {
                     if r.len() != 2 {
                         return Err(format!("model: scan row {r:?}"));
@@ -424,8 +429,9 @@ impl Workload for Model {
             }
             (St::Scan { scan_id, .. }, Signal::ScanTabRef(r)) if r.scan_id == scan_id => {
                 if !is_temporary(&r.error) {
-                    return Err(format!("model: committed-read scan failed with {}", r.error));
+                    self.idle_scans.judge(c, &r.error).map_err(|e| format!("model: committed-read {e}"))?;
                 }
+                self.scans.remove(&(c.api, scan_id));
                 self.idle(c);
             }
             (st, sig) => return Err(format!("model: client {} got {sig:?} in {st:?}", c.client)),
@@ -527,8 +533,8 @@ impl Workload for Model {
 
     fn summary(&self) -> String {
         format!(
-            "model: keys={} commits={} rollbacks={} aborts={} ops_checked={} exact_checks={} scans_checked={} scan_dups={}",
-            self.keys, self.commits, self.rollbacks, self.aborts, self.ops_checked, self.exact_checks, self.scans_checked, self.scan_dups
+            "model: keys={} commits={} rollbacks={} aborts={} ops_checked={} exact_checks={} scans_checked={} scan_dups={} idle_scans_closed={}",
+            self.keys, self.commits, self.rollbacks, self.aborts, self.ops_checked, self.exact_checks, self.scans_checked, self.scan_dups, self.idle_scans.closed_idle
         )
     }
 }
