@@ -41,6 +41,8 @@ pub mod blocking;
 mod client;
 mod conn;
 mod error;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use client::{Client, ScanStream, Transaction};
 pub use error::ClientError;
