@@ -53,6 +53,7 @@
 
 mod fixed_pages;
 mod hash_index;
+mod keys;
 pub mod memory;
 mod ordered_index;
 mod row_format;
@@ -63,6 +64,8 @@ mod var_storage;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_perf;
 #[cfg(test)]
 mod tests_random;
 #[cfg(test)]

@@ -1,0 +1,73 @@
+//! Key columns of a table (primary key, index keys): encoding them from a full
+//! row or straight from a stored row.
+
+use crate::fixed_pages::{FixedPages, RowId};
+use crate::row_format::RowLayout;
+use crate::var_storage::VarStore;
+use norr_signals::keycode::encode_value;
+use norr_signals::value::{ColumnType, Value};
+use norr_signals::TableDef;
+
+/// Columns and types of a key (primary key or index).
+#[derive(Debug, Clone)]
+pub struct KeyInfo {
+    pub cols: Vec<usize>,
+    pub types: Vec<ColumnType>,
+    /// Some key column lives in the var part.
+    needs_var: bool,
+}
+
+impl KeyInfo {
+    pub(crate) fn new(def: &TableDef, cols: &[u16]) -> KeyInfo {
+        let types: Vec<ColumnType> = cols
+            .iter()
+            .map(|&c| def.columns[c as usize].ty.clone())
+            .collect();
+        KeyInfo {
+            cols: cols.iter().map(|&c| c as usize).collect(),
+            needs_var: types
+                .iter()
+                .any(|t| t.is_bytes() && !matches!(t, ColumnType::Binary { .. })),
+            types,
+        }
+    }
+
+    /// Encode the key columns of a full row; also tells whether one was NULL.
+    pub fn encode_row(&self, row: &[Value], out: &mut Vec<u8>) -> bool {
+        let mut has_null = false;
+        for (c, t) in self.cols.iter().zip(&self.types) {
+            has_null |= row[*c].is_null();
+            encode_value(out, &row[*c], t);
+        }
+        has_null
+    }
+
+    pub fn encoded(&self, row: &[Value]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16 * self.cols.len());
+        self.encode_row(row, &mut out);
+        out
+    }
+
+    /// Encode the key columns of a stored row into `out` (cleared first),
+    /// reading only those columns (the var part only if a key column is there).
+    /// Hot: the hash index calls it for every row it rehashes when it grows.
+    pub(crate) fn encode_stored(
+        &self,
+        layout: &RowLayout,
+        fixed: &FixedPages,
+        var: &VarStore,
+        row: RowId,
+        out: &mut Vec<u8>,
+    ) {
+        out.clear();
+        let slot = fixed.slot(row);
+        let payload = if self.needs_var {
+            layout.var_ref(slot).map(|r| var.get(r)).unwrap_or(&[])
+        } else {
+            &[]
+        };
+        for (c, t) in self.cols.iter().zip(&self.types) {
+            encode_value(out, &layout.read_col(slot, payload, *c), t);
+        }
+    }
+}
