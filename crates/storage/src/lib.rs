@@ -12,10 +12,12 @@
 //!   page, live bitmap for scans; RowId = page * slots_per_page + slot.
 //! * `var_storage`: 32 KiB var pages with compaction, big values allocated alone.
 //! * `hash_index`: per-partition `HashTable<RowId>`, keys re-read from rows.
+//! * `keys`: encoding key columns from full rows or straight from stored rows.
 //! * `ordered_index`: per-partition `BTreeMap<index key ++ pk, RowId>` and
 //!   table-wide unique maps.
 //! * `memory`: accounting against `data_memory_bytes`.
-//! * `table_store`: a table's partitions and index maintenance.
+//! * `table_store`: a table's partitions and index maintenance;
+//!   `table_ddl`: index build/drop, memory estimates, invariant checks.
 //! * `scan`: full and ordered scans with resumable cursors.
 //!
 //! Memory: for a (BIGINT pk, BIGINT, CHAR(20)) table the overhead per row
@@ -46,8 +48,13 @@
 //!   not by `out.len()`), looks at no more than `examine_limit` rows (at least
 //!   1), and returns true as soon as the partition is known to be exhausted.
 //! * Scan bounds out of a numeric column's range act as -inf/+inf (so
-//!   `tinyint < 1000` scans every non-NULL value); strings longer than the
-//!   column compare as they are; other uncoercible bounds are `BadScanBound`.
+//!   `tinyint < 1000` scans every non-NULL value); a fraction on an integer
+//!   or DECIMAL index snaps to the nearest column value inside the range
+//!   (`int_col > 2.5` scans from 3); strings longer than the column compare as
+//!   they are; other uncoercible bounds are `BadScanBound`.
+//! * Ordered scans: an update that moves a row's index key past the cursor
+//!   makes it a new entry that the scan returns again (no locks); full scans
+//!   never return a row twice.
 //! * Added: `ScanCursor::is_done`, `Storage::tables`, `Storage::data_bytes_of_row`,
 //!   `Storage::check_invariants` (tests), `memory::measure_row_overhead`.
 
