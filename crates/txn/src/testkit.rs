@@ -303,6 +303,38 @@ impl Harness {
         }
     }
 
+    /// Named counters (probes) of TC and every LQH instance, summed by name.
+    pub fn counters(&mut self) -> std::collections::BTreeMap<String, u64> {
+        use norr_signals::internal::InternalSignal;
+        let mut targets = vec![(block::TC, 0)];
+        targets.extend((0..crate::LQH_INSTANCES).map(|i| (block::LQH, i)));
+        for (b, i) in targets {
+            let sig = Signal::Internal(Box::new(InternalSignal::StatsReq { req: 0 }));
+            let env = Envelope {
+                from: api_ref(100),
+                to: BlockRef::new(self.node, b, i),
+                prio: Priority::B,
+                signal: sig,
+            };
+            self.sched.deliver(env).expect("deliver");
+        }
+        let mut out = std::collections::BTreeMap::new();
+        for e in self.run() {
+            match e.signal {
+                Signal::Internal(s) => match *s {
+                    InternalSignal::StatsConf { stats, .. } => {
+                        for (k, v) in stats.counters {
+                            *out.entry(k).or_insert(0) += v;
+                        }
+                    }
+                    other => panic!("unexpected {other:?}"),
+                },
+                _ => self.inbox.push(e),
+            }
+        }
+        out
+    }
+
     pub fn stats(&mut self) -> NodeStats {
         match self.dict(100, DictOp::NodeStats).expect("stats") {
             DictResult::Stats(s) => s,

@@ -412,23 +412,45 @@ impl Lqh {
 
     /// Apply a transaction's images to storage: deletes first, then updates,
     /// then inserts, so a unique value moved from a deleted row to a new one
-    /// never collides inside storage. Everything was checked at prepare.
+    /// never collides inside storage. Updates that swap unique values between
+    /// rows of the transaction collide transiently whatever their order: those
+    /// are applied as delete + insert after the other updates. Everything was
+    /// checked at prepare, so nothing else can fail.
     fn apply(&mut self, txn: &LqhTxn) {
         let st = &mut self.storage;
+        let refused = |table: TableId, e: NodeError| -> ! {
+            panic!("storage refused a prepared change of table {table} at commit: {e}")
+        };
+        let mut deferred = Vec::new();
         for pass in 0..3 {
+            if pass == 2 {
+                for (table, part, rid) in deferred.drain(..) {
+                    st.delete(table, part, rid);
+                }
+            }
             for ((table, enc), p) in &txn.pending {
                 let cur = st.lookup(*table, p.part, enc);
-                let r = match (pass, cur, &p.image) {
-                    (0, Some(rid), None) => {
-                        st.delete(*table, p.part, rid);
-                        Ok(())
+                match (pass, cur, &p.image) {
+                    (0, Some(rid), None) => st.delete(*table, p.part, rid),
+                    (1, Some(rid), Some(img)) => {
+                        match st.update(*table, p.part, rid, img.clone()) {
+                            Ok(()) => {}
+                            Err(e) if e.code == ErrorCode::DuplicateUniqueKey => {
+                                crate::probe!(
+                                    self.counters,
+                                    "lqh: unique swap applied as delete+insert"
+                                );
+                                deferred.push((*table, p.part, rid));
+                            }
+                            Err(e) => refused(*table, e),
+                        }
                     }
-                    (1, Some(rid), Some(img)) => st.update(*table, p.part, rid, img.clone()),
-                    (2, None, Some(img)) => st.insert(*table, p.part, img.clone()).map(|_| ()),
-                    _ => Ok(()),
-                };
-                if let Err(e) = r {
-                    panic!("storage refused a prepared change of table {table} at commit: {e}");
+                    (2, None, Some(img)) => {
+                        if let Err(e) = st.insert(*table, p.part, img.clone()) {
+                            refused(*table, e);
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
