@@ -462,3 +462,56 @@ fn small_steps() -> Knobs {
         ..Knobs::default()
     }
 }
+
+#[test]
+fn locking_ordered_scan_skips_rows_that_moved_while_waiting() {
+    let (mut h, d) = setup(Knobs::default());
+    let (t, ix) = (d.id, d.indexes[0].id);
+    // Row 10 (k = 10) is moved to k = 45 by a transaction the scan waits for.
+    h.key(
+        2,
+        1,
+        ExecType::NoCommit,
+        vec![KeyOp::update(
+            t,
+            vec![Value::Int(10)],
+            vec![(1, Value::Int(45))],
+        )],
+    )
+    .unwrap();
+    let range = ScanRange {
+        low: Bound::inclusive(vec![Value::Int(10)]),
+        high: Bound::inclusive(vec![Value::Int(11)]),
+    };
+    let spec = ScanSpec {
+        index: Some(ix),
+        range: Some(range),
+        lock: LockMode::Exclusive,
+        ..ScanSpec::full(t)
+    };
+    let (id, r) = h.scan_open(1, 1, false, spec);
+    assert!(r.is_none());
+    h.key(2, 1, ExecType::Commit, vec![]).unwrap();
+    let out = h.run();
+    h.inbox.extend(out);
+    let c = h.take_scan_reply(1, id).unwrap().unwrap();
+    let got: Vec<(i64, i64)> = c
+        .rows
+        .iter()
+        .map(|r| (r[1].as_i64().unwrap(), r[0].as_i64().unwrap()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (10, 60),
+            (10, 110),
+            (10, 160),
+            (11, 11),
+            (11, 61),
+            (11, 111),
+            (11, 161)
+        ]
+    );
+    h.key(1, 1, ExecType::Commit, vec![]).unwrap();
+    assert_eq!(h.counters()["lqh: locked scan row moved in the index"], 1);
+}

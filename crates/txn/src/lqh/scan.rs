@@ -191,7 +191,7 @@ impl Lqh {
             }
             let now = self.current(t, &def, part, &enc);
             let s = self.scans.get_mut(&key).expect("scan");
-            s.candidates.pop_front();
+            let found = s.candidates.pop_front().expect("candidate");
             let Some(now) = now else {
                 crate::probe!(self.counters, "lqh: locked scan row vanished");
                 continue;
@@ -203,7 +203,18 @@ impl Lqh {
                 }
             }
             let k = match s.index {
-                Some(ix) => self.storage.ordered_key(def.id, ix, &now),
+                Some(ix) => {
+                    let k = self.storage.ordered_key(def.id, ix, &now);
+                    if k != self.storage.ordered_key(def.id, ix, &found) {
+                        // Its index key changed while we waited: it no longer
+                        // sits at this position of the ordered stream (and may
+                        // be outside the range). Returning it would break the
+                        // order TC merges on.
+                        crate::probe!(self.counters, "lqh: locked scan row moved in the index");
+                        continue;
+                    }
+                    k
+                }
                 None => Vec::new(),
             };
             let values = project(&def, &now, &s.projection)?;
