@@ -56,9 +56,46 @@ impl SubqueryHost for ConstHost {
     }
 }
 
+/// `a MOD b` -> `a % b` (sqlparser's MySQL dialect lacks the MOD operator), outside quotes.
+fn rewrite_mod(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut quote: Option<char> = None;
+    let chars: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if let Some(q) = quote {
+            if c == q {
+                quote = None;
+            }
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        if c == '\'' || c == '"' || c == '`' {
+            quote = Some(c);
+        }
+        let word_start = i == 0 || !(chars[i - 1].is_alphanumeric() || chars[i - 1] == '_');
+        if word_start && i + 3 <= chars.len() && chars[i..i + 3].iter().collect::<String>().eq_ignore_ascii_case("mod") {
+            let after = chars.get(i + 3).copied();
+            let word_end = after.is_none_or(|a| !(a.is_alphanumeric() || a == '_'));
+            let next_non_space = chars[i + 3..].iter().find(|c| !c.is_whitespace()).copied();
+            if word_end && next_non_space != Some('(') {
+                out.push('%');
+                i += 3;
+                continue;
+            }
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
+}
+
 fn parse_expr(text: &str) -> Result<sqlparser::ast::Expr, SqlError> {
+    let text = rewrite_mod(text);
     sqlparser::parser::Parser::new(&sqlparser::dialect::MySqlDialect {})
-        .try_with_sql(text)
+        .try_with_sql(&text)
         .and_then(|mut p| p.parse_expr())
         .map_err(|e| SqlError::parse(e.to_string()))
 }
@@ -656,6 +693,17 @@ mod tests {
             f.prune(&def, &[(0, ColRange::In(vec![Value::str("b")])), (1, ColRange::In(vec![Value::Int(2)]))]),
             Some(vec![1])
         );
+    }
+
+    #[test]
+    fn mod_operator_in_partition_expressions() {
+        assert_eq!(rewrite_mod("id MOD 7"), "id % 7");
+        assert_eq!(rewrite_mod("MOD(id, 7)"), "MOD(id, 7)");
+        assert_eq!(rewrite_mod("model mod 2"), "model % 2");
+        let (def, scope) = table(&[("id", int()), ("v", int())]);
+        let info = PartitionInfo { kind: PartitionKind::Hash { expr: "id MOD 7".into(), linear: false }, count: Some(3), defs: vec![] };
+        let f = PartFn::build(&def, Some(&info), &scope).unwrap();
+        assert_eq!(f.partition_of_row(&def, &[Value::Int(10), Value::Null]).unwrap(), Some(0));
     }
 
     #[test]

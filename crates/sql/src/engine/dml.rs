@@ -1,0 +1,1430 @@
+//! INSERT (multi-row, IGNORE, ON DUPLICATE KEY UPDATE, INSERT ... SELECT),
+//! REPLACE, UPDATE and DELETE (WHERE / ORDER BY / LIMIT).
+//!
+//! Values are converted to the column types with MySQL strict-mode errors
+//! (1048, 1264, 1265, 1292, 1364, 1366, 1406) *before* anything is written.
+//!
+//! Statement atomicity ("no statement is half applied"):
+//! * autocommit: the statement is one native transaction; any error rolls it
+//!   back (`txn_control::end_statement`).
+//! * inside an explicit transaction: write operations are sent with
+//!   `abort_on_error = false`, so a failing operation (duplicate key, ...)
+//!   does not abort the native transaction. On failure we *compensate*: the
+//!   statement's own applied operations are undone in the same transaction
+//!   (inserted rows deleted, updated rows written back, deleted rows
+//!   re-inserted), the error is returned, and the transaction goes on, as in
+//!   MySQL. Errors that abort the native transaction (lock wait timeout, node
+//!   failure) roll back the whole transaction, as NDB does.
+//!
+//! Fast paths (one native round trip in autocommit mode): single-row INSERT
+//! with values, `UPDATE t SET k=k+1 WHERE pk=?` (interpreted increment),
+//! `UPDATE t SET c=? WHERE pk=?` (read + update in one batch, so "changed"
+//! rows are exact), `DELETE FROM t WHERE pk=?`.
+
+use crate::engine::catalog::{SqlDefault, SqlTable};
+use crate::engine::error_map::{self, ErrCtx};
+use crate::engine::exec::{self, key_partition, Reader, Row};
+use crate::engine::expr::compile::{column_sqltype, Compiler, ParamMap, Scope, ScopeCol};
+use crate::engine::expr::value::{self as vals, parse_decimal, str_to_num, Coll, Num, Warnings};
+use crate::engine::expr::{conjuncts, eval, is_row_independent, CExpr, EvalCtx};
+use crate::engine::partition::PartFn;
+use crate::engine::plan::{self, Access};
+use crate::engine::query::{resolve_tables, OrderKey, StmtCompiler, TableAccess, Tables};
+use crate::engine::{txn_control, Engine};
+use crate::types::{QueryOutput, Session, SqlError};
+use norr_client::{ClientError, Transaction};
+use norr_signals::coerce::coerce_value;
+use norr_signals::{
+    ColumnDef, ColumnId, ColumnType, ErrorCode, ExecType, KeyAccess, KeyOp, LockMode, NodeError, OpKind, OpResult,
+    PartitionId, TableDef, Value, MAX_OPS_PER_BATCH,
+};
+use sqlparser::ast::{self, Expr, Statement};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+// ---------------------------------------------------------------- values
+
+fn col_err(code: u16, state: &'static str, msg: String) -> SqlError {
+    SqlError::new(code, state, msg)
+}
+
+fn out_of_range(col: &ColumnDef, row: u64) -> SqlError {
+    col_err(1264, "22003", format!("Out of range value for column '{}' at row {row}", col.name))
+}
+
+fn too_long(col: &ColumnDef, row: u64) -> SqlError {
+    col_err(1406, "22001", format!("Data too long for column '{}' at row {row}", col.name))
+}
+
+fn incorrect(kind: &str, v: &[u8], col: &ColumnDef, row: u64) -> SqlError {
+    col_err(
+        1366,
+        "HY000",
+        format!("Incorrect {kind} value: '{}' for column '{}' at row {row}", String::from_utf8_lossy(v), col.name),
+    )
+}
+
+fn truncated(col: &ColumnDef, row: u64) -> SqlError {
+    col_err(1265, "01000", format!("Data truncated for column '{}' at row {row}", col.name))
+}
+
+fn round_to_int(n: Num) -> Option<i128> {
+    match n {
+        Num::I(i) => Some(i as i128),
+        Num::U(u) => Some(u as i128),
+        Num::D(d) => norr_signals::coerce::rescale_round(d.mantissa, d.scale, 0),
+        Num::F(f) => {
+            if !f.is_finite() || f.abs() > 1.8e19 {
+                None
+            } else {
+                Some(f.round() as i128)
+            }
+        }
+    }
+}
+
+/// Strictly parse a whole string as a number (for numeric columns).
+/// Err(true) = numeric prefix followed by garbage (1265), Err(false) = not a number (1366).
+fn parse_number_strict(b: &[u8]) -> Result<Num, bool> {
+    let s = String::from_utf8_lossy(b);
+    let t = s.trim();
+    if t.is_empty() {
+        return Err(false);
+    }
+    if let Ok(i) = t.parse::<i64>() {
+        return Ok(Num::I(i));
+    }
+    if let Ok(u) = t.parse::<u64>() {
+        return Ok(Num::U(u));
+    }
+    if let Some(d) = parse_decimal(t) {
+        return Ok(Num::D(d));
+    }
+    if let Ok(f) = t.parse::<f64>() {
+        if f.is_finite() {
+            return Ok(Num::F(f));
+        }
+    }
+    let (_, complete) = str_to_num(b);
+    let has_digit = t.bytes().take_while(|c| !c.is_ascii_alphabetic() || *c == b'e').any(|c| c.is_ascii_digit());
+    if !complete && has_digit && t.as_bytes().first().is_some_and(|c| c.is_ascii_digit() || *c == b'-' || *c == b'+' || *c == b'.') {
+        return Err(true);
+    }
+    Err(false)
+}
+
+/// Convert a value for storage in a column, with MySQL strict-mode errors.
+/// `row` is the 1-based row number for messages.
+pub fn store_value(v: Value, col: &ColumnDef, row: u64, w: &mut Warnings) -> Result<Value, SqlError> {
+    let _ = w;
+    if v.is_null() {
+        if !col.nullable {
+            return Err(col_err(1048, "23000", format!("Column '{}' cannot be null", col.name)));
+        }
+        return Ok(Value::Null);
+    }
+    let ty = &col.ty;
+    let converted = match ty {
+        t if t.int_range().is_some() => {
+            let (lo, hi) = t.int_range().unwrap_or((0, 0));
+            let n = match &v {
+                Value::Bytes(b) => match parse_number_strict(b) {
+                    Ok(n) => n,
+                    Err(true) => return Err(truncated(col, row)),
+                    Err(false) => return Err(incorrect("integer", b, col, row)),
+                },
+                other => vals::to_num(other, &mut Warnings::default()).unwrap_or(Num::I(0)),
+            };
+            let i = round_to_int(n).ok_or_else(|| out_of_range(col, row))?;
+            if i < lo || i > hi {
+                return Err(out_of_range(col, row));
+            }
+            if t.is_unsigned_int() {
+                Value::UInt(i as u64)
+            } else {
+                Value::Int(i as i64)
+            }
+        }
+        ColumnType::Float | ColumnType::Double | ColumnType::Decimal { .. } => {
+            let n = match &v {
+                Value::Bytes(b) => match parse_number_strict(b) {
+                    Ok(n) => n,
+                    Err(true) => return Err(truncated(col, row)),
+                    Err(false) => {
+                        return Err(incorrect(if matches!(ty, ColumnType::Decimal { .. }) { "decimal" } else { "double" }, b, col, row))
+                    }
+                },
+                other => vals::to_num(other, &mut Warnings::default()).unwrap_or(Num::I(0)),
+            };
+            match (ty, n) {
+                (ColumnType::Decimal { .. }, Num::F(f)) => match parse_decimal(&format!("{f:.30}")) {
+                    Some(d) => Value::Decimal(d),
+                    None => return Err(out_of_range(col, row)),
+                },
+                (ColumnType::Decimal { .. }, Num::U(u)) => Value::Decimal(norr_signals::Decimal { mantissa: u as i128, scale: 0 }),
+                (_, n) => n.to_value(),
+            }
+        }
+        t if t.is_bytes() => match v {
+            Value::Bytes(b) => Value::Bytes(b),
+            other => Value::Bytes(vals::to_text(&other).map(|c| c.into_owned()).unwrap_or_default()),
+        },
+        ColumnType::Date | ColumnType::DateTime | ColumnType::Timestamp => {
+            let kind = if matches!(ty, ColumnType::Date) { "date" } else { "datetime" };
+            let dt = match &v {
+                Value::Date(d) => norr_signals::DateTime { date: *d, hour: 0, minute: 0, second: 0, micro: 0 },
+                Value::DateTime(dt) => *dt,
+                other => {
+                    let text = vals::to_text(other).map(|c| c.into_owned()).unwrap_or_default();
+                    match crate::engine::expr::datetime::parse_datetime(&text) {
+                        Some((dt, _)) => dt,
+                        None => {
+                            return Err(col_err(
+                                1292,
+                                "22007",
+                                format!("Incorrect {kind} value: '{}' for column '{}' at row {row}", String::from_utf8_lossy(&text), col.name),
+                            ))
+                        }
+                    }
+                }
+            };
+            if matches!(ty, ColumnType::Date) {
+                Value::Date(dt.date)
+            } else {
+                Value::DateTime(dt)
+            }
+        }
+        ColumnType::Time => match &v {
+            Value::Time(_) => v,
+            Value::DateTime(dt) => Value::Time((dt.hour as i64 * 3600 + dt.minute as i64 * 60 + dt.second as i64) * 1_000_000 + dt.micro as i64),
+            other => {
+                let text = vals::to_text(other).map(|c| c.into_owned()).unwrap_or_default();
+                match crate::engine::expr::datetime::parse_time(&text) {
+                    Some(t) => Value::Time(t),
+                    None => {
+                        return Err(col_err(
+                            1292,
+                            "22007",
+                            format!("Incorrect time value: '{}' for column '{}' at row {row}", String::from_utf8_lossy(&text), col.name),
+                        ))
+                    }
+                }
+            }
+        },
+        _ => v,
+    };
+    coerce_value(converted.clone(), ty, col.nullable).map_err(|e| match e.code {
+        ErrorCode::ValueOutOfRange => {
+            if matches!(ty, ColumnType::Date | ColumnType::DateTime | ColumnType::Timestamp) {
+                col_err(
+                    1292,
+                    "22007",
+                    format!(
+                        "Incorrect {} value: '{}' for column '{}' at row {row}",
+                        if matches!(ty, ColumnType::Date) { "date" } else { "datetime" },
+                        vals::to_string_lossy(&converted).unwrap_or_default(),
+                        col.name
+                    ),
+                )
+            } else {
+                out_of_range(col, row)
+            }
+        }
+        ErrorCode::ValueTooLarge => too_long(col, row),
+        ErrorCode::NullInNotNullColumn => col_err(1048, "23000", format!("Column '{}' cannot be null", col.name)),
+        _ => incorrect("string", &vals::to_text(&converted).unwrap_or_default(), col, row),
+    })
+}
+
+// ---------------------------------------------------------------- helpers
+
+fn table_ctx(t: &SqlTable) -> ErrCtx {
+    ErrCtx::table(&t.db, &t.name)
+}
+
+fn key_text(vals_: &[Value]) -> String {
+    vals_.iter().map(|v| vals::to_string_lossy(v).unwrap_or_else(|| "NULL".into())).collect::<Vec<_>>().join("-")
+}
+
+/// The duplicate-key error for a row (PRIMARY, or the unique index it collides on).
+fn dup_error(t: &SqlTable, e: &NodeError, row: &[Value]) -> SqlError {
+    let mut ctx = table_ctx(t);
+    if e.code == ErrorCode::DuplicateKey {
+        ctx.key_name = Some("PRIMARY".into());
+        ctx.key_value = Some(key_text(&t.def.primary_key.iter().map(|c| row[*c as usize].clone()).collect::<Vec<_>>()));
+    } else {
+        let uniq: Vec<_> = t.def.indexes.iter().filter(|i| i.unique).collect();
+        let ix = uniq.iter().find(|i| e.message.contains(&i.name)).or(uniq.first());
+        if let Some(ix) = ix {
+            ctx.key_name = Some(ix.name.clone());
+            ctx.key_value = Some(key_text(&ix.columns.iter().map(|c| row[*c as usize].clone()).collect::<Vec<_>>()));
+        }
+    }
+    error_map::from_node(e, &ctx)
+}
+
+fn is_dup(e: &NodeError) -> bool {
+    matches!(e.code, ErrorCode::DuplicateKey | ErrorCode::DuplicateUniqueKey)
+}
+
+fn op_for(t: &SqlTable, kind: OpKind, key: Vec<Value>, values: Vec<(ColumnId, Value)>, partition: Option<PartitionId>) -> KeyOp {
+    KeyOp {
+        table: t.def.id,
+        table_version: t.def.version,
+        kind,
+        lock: LockMode::Exclusive,
+        key: KeyAccess::Primary(key),
+        partition,
+        values,
+        increments: Vec::new(),
+        projection: Vec::new(),
+        abort_on_error: false,
+    }
+}
+
+fn pk_of(def: &TableDef, row: &[Value]) -> Vec<Value> {
+    def.primary_key.iter().map(|c| row[*c as usize].clone()).collect()
+}
+
+fn row_partition(part: &PartFn, def: &TableDef, row: &[Value]) -> Result<Option<PartitionId>, SqlError> {
+    if !part.is_user() {
+        return Ok(None);
+    }
+    part.partition_of_row(def, row)
+}
+
+/// Execute write ops in batches; results in order.
+async fn exec_ops(txn: &mut Transaction, ops: Vec<KeyOp>, t: &SqlTable) -> Result<Vec<OpResult>, SqlError> {
+    let mut out = Vec::with_capacity(ops.len());
+    let mut it = ops.into_iter().peekable();
+    while it.peek().is_some() {
+        let batch: Vec<KeyOp> = it.by_ref().take(MAX_OPS_PER_BATCH).collect();
+        let r = txn.execute(batch, ExecType::NoCommit).await.map_err(|e| error_map::from_client(e, &table_ctx(t)))?;
+        out.extend(r);
+    }
+    Ok(out)
+}
+
+/// True if the statement runs as its own native transaction (autocommit, nothing open).
+fn autocommit_alone(s: &Session) -> bool {
+    s.autocommit && !s.in_transaction && s.txn.is_none()
+}
+
+/// Best-effort undo of a statement's applied operations (explicit transactions).
+async fn compensate(txn: &mut Transaction, undo: Vec<KeyOp>) {
+    if undo.is_empty() || txn.is_finished() {
+        return;
+    }
+    let _ = txn.execute(undo, ExecType::NoCommit).await;
+}
+
+// ---------------------------------------------------------------- auto increment
+
+/// Highest AUTO_INCREMENT value known to be handed out or used, per (engine, table, version):
+/// an explicit value below it needs no `bump_auto_inc` round trip.
+fn auto_inc_known() -> &'static Mutex<HashMap<(usize, u32, u32), u64>> {
+    static M: OnceLock<Mutex<HashMap<(usize, u32, u32), u64>>> = OnceLock::new();
+    M.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn ai_key(engine: &Engine, def: &TableDef) -> (usize, u32, u32) {
+    (engine as *const Engine as usize, def.id, def.version)
+}
+
+async fn reserve_auto_inc(engine: &Engine, t: &SqlTable, n: u64) -> Result<u64, SqlError> {
+    let first = engine.client().next_auto_inc(t.def.id, n).await.map_err(|e| error_map::from_client(e, &table_ctx(t)))?;
+    if let Ok(mut m) = auto_inc_known().lock() {
+        let e = m.entry(ai_key(engine, &t.def)).or_insert(0);
+        *e = (*e).max(first + n - 1);
+    }
+    Ok(first)
+}
+
+async fn bump_auto_inc(engine: &Engine, t: &SqlTable, used: u64) -> Result<(), SqlError> {
+    let known = auto_inc_known().lock().ok().and_then(|m| m.get(&ai_key(engine, &t.def)).copied()).unwrap_or(0);
+    if used <= known {
+        return Ok(());
+    }
+    engine.client().bump_auto_inc(t.def.id, used).await.map_err(|e| error_map::from_client(e, &table_ctx(t)))?;
+    if let Ok(mut m) = auto_inc_known().lock() {
+        let e = m.entry(ai_key(engine, &t.def)).or_insert(0);
+        *e = (*e).max(used);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- INSERT
+
+fn table_scope(t: &SqlTable, alias: &str) -> Scope {
+    Scope {
+        cols: t
+            .def
+            .columns
+            .iter()
+            .zip(&t.meta.columns)
+            .map(|(c, m)| ScopeCol {
+                table: alias.to_lowercase(),
+                name: if m.hidden { "\u{0}hidden".into() } else { c.name.clone() },
+                ty: column_sqltype(&c.ty),
+            })
+            .collect(),
+    }
+}
+
+/// Rewrite VALUES(col) in ON DUPLICATE KEY UPDATE to a reference to the new row.
+fn rewrite_values_fn(e: &mut Expr) {
+    let _ = ast::visit_expressions_mut(e, |x| {
+        if let Expr::Function(f) = x {
+            if f.name.to_string().eq_ignore_ascii_case("values") {
+                if let ast::FunctionArguments::List(l) = &f.args {
+                    if let Some(ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(Expr::Identifier(id)))) = l.args.first() {
+                        *x = Expr::CompoundIdentifier(vec![ast::Ident::new("\u{1}new"), id.clone()]);
+                    }
+                }
+            }
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+}
+
+fn assignment_col(t: &SqlTable, a: &ast::Assignment) -> Result<ColumnId, SqlError> {
+    let name = match &a.target {
+        ast::AssignmentTarget::ColumnName(n) => n.0.last().map(|p| p.as_ident().map(|i| i.value.clone()).unwrap_or_else(|| p.to_string())).unwrap_or_default(),
+        ast::AssignmentTarget::Tuple(_) => return Err(SqlError::unsupported("tuple assignment")),
+    };
+    t.column(&name).map(|(id, _, _)| id).ok_or_else(|| error_map::unknown_column(&name, "field list"))
+}
+
+enum InsertMode {
+    Plain,
+    Ignore,
+    Replace,
+    Upsert(Vec<(ColumnId, CExpr)>),
+}
+
+/// The dispatcher's entry point for INSERT and REPLACE.
+pub async fn execute_insert(engine: &Engine, session: &mut Session, st: &Statement, params: &[Value]) -> Result<QueryOutput, SqlError> {
+    let Statement::Insert(ins) = st else { return Err(SqlError::internal("not an INSERT")) };
+    let ast::TableObject::TableName(name) = &ins.table else { return Err(SqlError::unsupported("INSERT INTO TABLE FUNCTION")) };
+    let tables = resolve_tables(engine, session, st).await?;
+    let t = tables.get(name)?;
+    let pm = ParamMap::from_statement(st);
+    if params.len() < pm.count() {
+        return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
+    }
+    let scope = table_scope(&t, &t.name);
+    let width = t.def.columns.len();
+
+    // Target columns.
+    let mut target: Vec<ColumnId> = Vec::new();
+    let mut set_exprs: Vec<&Expr> = Vec::new();
+    if !ins.assignments.is_empty() {
+        for a in &ins.assignments {
+            target.push(assignment_col(&t, a)?);
+            set_exprs.push(&a.value);
+        }
+    } else if ins.columns.is_empty() {
+        target = t.columns_visible().map(|(id, _, _)| id).collect();
+    } else {
+        for c in &ins.columns {
+            let n = c.0.last().map(|p| p.as_ident().map(|i| i.value.clone()).unwrap_or_else(|| p.to_string())).unwrap_or_default();
+            let id = t.column(&n).map(|(id, _, _)| id).ok_or_else(|| error_map::unknown_column(&n, "field list"))?;
+            if target.contains(&id) {
+                return Err(SqlError::new(1110, "42000", format!("Column '{n}' specified twice")));
+            }
+            target.push(id);
+        }
+    }
+
+    let mut sc = StmtCompiler::new(&tables, pm.clone());
+    // Source rows: expressions (VALUES / SET) or a query.
+    enum Src {
+        Exprs(Vec<Vec<Option<CExpr>>>),
+        Query(crate::engine::query::Compiled),
+    }
+    let empty_scope = Scope::default();
+    let src = if !set_exprs.is_empty() {
+        let mut row = Vec::new();
+        for e in set_exprs {
+            row.push(compile_value_expr(&mut sc, &empty_scope, e, &pm)?);
+        }
+        Src::Exprs(vec![row])
+    } else {
+        let Some(q) = &ins.source else { return Err(SqlError::parse("INSERT without values")) };
+        match q.body.as_ref() {
+            ast::SetExpr::Values(v) => {
+                let mut rows = Vec::with_capacity(v.rows.len());
+                for (i, r) in v.rows.iter().enumerate() {
+                    if r.content.len() != target.len() && !(target.is_empty() && r.content.is_empty()) {
+                        return Err(SqlError::new(1136, "21S01", format!("Column count doesn't match value count at row {}", i + 1)));
+                    }
+                    let mut row = Vec::with_capacity(r.content.len());
+                    for e in &r.content {
+                        row.push(compile_value_expr(&mut sc, &empty_scope, e, &pm)?);
+                    }
+                    rows.push(row);
+                }
+                Src::Exprs(rows)
+            }
+            _ => {
+                let mut sc2 = StmtCompiler::new(&tables, pm.clone());
+                let root = sc2.compile_query(q, None, LockMode::CommittedRead)?;
+                let c = sc2.finish(root);
+                if c.columns().len() != target.len() {
+                    return Err(SqlError::new(1136, "21S01", "Column count doesn't match value count at row 1"));
+                }
+                Src::Query(c)
+            }
+        }
+    };
+
+    // Mode.
+    let mode = if ins.replace_into {
+        InsertMode::Replace
+    } else if let Some(ast::OnInsert::DuplicateKeyUpdate(assigns)) = &ins.on {
+        let mut both = scope.clone();
+        for c in &scope.cols {
+            both.cols.push(ScopeCol { table: "\u{1}new".into(), name: c.name.clone(), ty: c.ty });
+        }
+        let mut list = Vec::new();
+        for a in assigns {
+            let col = assignment_col(&t, a)?;
+            let mut e = a.value.clone();
+            rewrite_values_fn(&mut e);
+            let params = pm.clone();
+            let mut comp = Compiler { scope: &both, outer: None, params: &params, clause: "field list", aggs: None, agg_base: 0, aliases: &[], host: &mut sc };
+            list.push((col, comp.compile(&e)?.0));
+        }
+        InsertMode::Upsert(list)
+    } else if ins.ignore {
+        InsertMode::Ignore
+    } else {
+        InsertMode::Plain
+    };
+    let subs_compiled = sc.subs.len();
+    let sysvars = std::mem::take(&mut sc.sysvars);
+    let uservars = std::mem::take(&mut sc.uservars);
+    if subs_compiled > 0 {
+        return Err(SqlError::unsupported("subqueries in INSERT values"));
+    }
+
+    let mut ctx = exec::make_ctx(session, params, &sysvars, &uservars)?;
+    // Evaluate source rows.
+    let raw_rows: Vec<Vec<Option<Value>>> = match &src {
+        Src::Exprs(rows) => {
+            let mut out = Vec::with_capacity(rows.len());
+            for r in rows {
+                let mut vrow = Vec::with_capacity(r.len());
+                for e in r {
+                    vrow.push(match e {
+                        None => None,
+                        Some(e) => Some(eval(e, &[], &mut ctx)?),
+                    });
+                }
+                out.push(vrow);
+            }
+            out
+        }
+        Src::Query(c) => exec::run_compiled(engine, session, c, params).await?.into_iter().map(|r| r.into_iter().map(Some).collect()).collect(),
+    };
+
+    // Build full rows with defaults, auto-increment and strict conversion.
+    let ai_col = t.def.columns.iter().position(|c| c.auto_increment).map(|i| i as ColumnId);
+    let mut need_ai = 0u64;
+    let mut rows: Vec<Vec<Option<Value>>> = Vec::with_capacity(raw_rows.len());
+    for raw in raw_rows {
+        let mut full: Vec<Option<Value>> = vec![None; width];
+        for (c, v) in target.iter().zip(raw) {
+            full[*c as usize] = v;
+        }
+        if let Some(ai) = ai_col {
+            let v = &full[ai as usize];
+            let gen = match v {
+                None | Some(Value::Null) => true,
+                Some(x) => vals::to_i64(x, &mut Warnings::default()) == Some(0) && !matches!(x, Value::Bytes(_)),
+            };
+            if gen {
+                full[ai as usize] = None;
+                need_ai += 1;
+            }
+        }
+        rows.push(full);
+    }
+    let mut first_ai = 0u64;
+    let mut next_ai = 0u64;
+    if need_ai > 0 {
+        first_ai = reserve_auto_inc(engine, &t, need_ai).await?;
+        next_ai = first_ai;
+    }
+    let mut max_explicit_ai = 0u64;
+    let mut final_rows: Vec<Row> = Vec::with_capacity(rows.len());
+    for (ri, full) in rows.into_iter().enumerate() {
+        let rowno = ri as u64 + 1;
+        let mut out = Vec::with_capacity(width);
+        for (ci, v) in full.into_iter().enumerate() {
+            let col = &t.def.columns[ci];
+            let meta = &t.meta.columns[ci];
+            let v = match v {
+                Some(v) => {
+                    if v.is_null() && matches!(col.ty, ColumnType::Timestamp) && !col.nullable {
+                        Value::DateTime(ctx.now)
+                    } else {
+                        v
+                    }
+                }
+                None if Some(ci as ColumnId) == ai_col => {
+                    let x = next_ai;
+                    next_ai += 1;
+                    if col.ty.is_unsigned_int() {
+                        Value::UInt(x)
+                    } else {
+                        Value::Int(x as i64)
+                    }
+                }
+                None => match &meta.default {
+                    SqlDefault::CurrentTimestamp { .. } => Value::DateTime(ctx.now),
+                    SqlDefault::Null => Value::Null,
+                    SqlDefault::Literal { .. } => col.default.clone().unwrap_or(Value::Null),
+                    SqlDefault::None => match &col.default {
+                        Some(d) => d.clone(),
+                        None if col.nullable => Value::Null,
+                        None => return Err(col_err(1364, "HY000", format!("Field '{}' doesn't have a default value", col.name))),
+                    },
+                },
+            };
+            let v = store_value(v, col, rowno, &mut ctx.warnings)?;
+            if Some(ci as ColumnId) == ai_col {
+                if let Some(i) = v.as_i64() {
+                    if i > 0 {
+                        max_explicit_ai = max_explicit_ai.max(i as u64);
+                    }
+                } else if let Value::UInt(u) = v {
+                    max_explicit_ai = max_explicit_ai.max(u);
+                }
+            }
+            out.push(v);
+        }
+        final_rows.push(out);
+    }
+    if max_explicit_ai >= next_ai.max(1) && ai_col.is_some() {
+        bump_auto_inc(engine, &t, max_explicit_ai).await?;
+    }
+    let part = exec_part(&t)?;
+    let mut partitions = Vec::with_capacity(final_rows.len());
+    for r in &final_rows {
+        partitions.push(row_partition(&part, &t.def, r)?);
+    }
+
+    // Fast path: autocommit, plain insert: one batch with commit.
+    if autocommit_alone(session) && matches!(mode, InsertMode::Plain) && final_rows.len() <= MAX_OPS_PER_BATCH {
+        let ops: Vec<KeyOp> = final_rows
+            .iter()
+            .zip(&partitions)
+            .map(|(r, p)| {
+                let mut op = op_for(&t, OpKind::Insert, pk_of(&t.def, r), r.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect(), *p);
+                op.abort_on_error = true;
+                op
+            })
+            .collect();
+        let mut txn = engine.client().begin();
+        let res = txn.execute(ops, ExecType::Commit).await;
+        if let Err(e) = res {
+            return Err(insert_client_err(&t, e, &final_rows));
+        }
+        let n = final_rows.len() as u64;
+        return Ok(finish_insert(session, ctx, n, first_ai, need_ai, n, 0));
+    }
+
+    txn_control::begin_statement(engine, session);
+    let res = match session.txn.as_mut() {
+        Some(txn) => insert_rows(txn, &t, &part, &final_rows, &partitions, &mode, &mut ctx, session.client_found_rows).await,
+        None => Err(SqlError::internal("no transaction")),
+    };
+    let (affected, dups) = txn_control::end_statement(engine, session, res).await?;
+    let n = final_rows.len() as u64;
+    Ok(finish_insert(session, ctx, affected, first_ai, need_ai, n, dups))
+}
+
+fn exec_part(t: &SqlTable) -> Result<Arc<PartFn>, SqlError> {
+    let scope = table_scope(t, &t.name);
+    Ok(Arc::new(PartFn::build(&t.def, t.meta.partition.as_ref(), &scope)?))
+}
+
+fn insert_client_err(t: &SqlTable, e: ClientError, rows: &[Row]) -> SqlError {
+    if let ClientError::Node(ne) = &e {
+        if is_dup(ne) {
+            // Which row? The node names the key in its message when it can; else the first row.
+            let row = rows.iter().find(|r| ne.message.contains(&key_text(&pk_of(&t.def, r)))).or(rows.first());
+            if let Some(r) = row {
+                return dup_error(t, ne, r);
+            }
+        }
+    }
+    error_map::from_client(e, &table_ctx(t))
+}
+
+fn finish_insert(session: &mut Session, ctx: EvalCtx, affected: u64, first_ai: u64, need_ai: u64, rows: u64, dups: u64) -> QueryOutput {
+    session.warnings = ctx.warnings.list;
+    if need_ai > 0 {
+        session.last_insert_id = first_ai;
+    }
+    let info = if rows > 1 || dups > 0 {
+        format!("Records: {rows}  Duplicates: {dups}  Warnings: {}", session.warnings.len())
+    } else {
+        String::new()
+    };
+    QueryOutput::Ok { affected_rows: affected, last_insert_id: if need_ai > 0 { first_ai } else { 0 }, info }
+}
+
+fn compile_value_expr(sc: &mut StmtCompiler, scope: &Scope, e: &Expr, pm: &ParamMap) -> Result<Option<CExpr>, SqlError> {
+    if let Expr::Identifier(id) = e {
+        if id.value.eq_ignore_ascii_case("default") && id.quote_style.is_none() {
+            return Ok(None);
+        }
+    }
+    let mut comp = Compiler { scope, outer: None, params: pm, clause: "field list", aggs: None, agg_base: 0, aliases: &[], host: sc };
+    Ok(Some(comp.compile(e)?.0))
+}
+
+/// Insert rows in the session transaction; returns (affected rows, duplicates).
+#[allow(clippy::too_many_arguments)]
+async fn insert_rows(
+    txn: &mut Transaction,
+    t: &SqlTable,
+    part: &PartFn,
+    rows: &[Row],
+    partitions: &[Option<PartitionId>],
+    mode: &InsertMode,
+    ctx: &mut EvalCtx<'_>,
+    found_rows: bool,
+) -> Result<(u64, u64), SqlError> {
+    let ops: Vec<KeyOp> = rows
+        .iter()
+        .zip(partitions)
+        .map(|(r, p)| op_for(t, OpKind::Insert, pk_of(&t.def, r), r.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect(), *p))
+        .collect();
+    let res = exec_ops(txn, ops, t).await?;
+    let mut undo: Vec<KeyOp> = Vec::new();
+    let mut affected = 0u64;
+    let mut dups = 0u64;
+    for (i, r) in res.iter().enumerate() {
+        let row = &rows[i];
+        match r {
+            OpResult::Ok(_) => {
+                affected += 1;
+                undo.push(op_for(t, OpKind::Delete, pk_of(&t.def, row), vec![], partitions[i]));
+            }
+            OpResult::Err(e) if is_dup(e) => {
+                dups += 1;
+                let outcome = match mode {
+                    InsertMode::Plain => Err(dup_error(t, e, row)),
+                    InsertMode::Ignore => {
+                        let err = dup_error(t, e, row);
+                        ctx.warnings.push(err.code, err.message);
+                        Ok(0)
+                    }
+                    InsertMode::Replace => replace_row(txn, t, part, row, partitions[i], e, &mut undo).await,
+                    InsertMode::Upsert(assigns) => upsert_row(txn, t, part, row, e, assigns, ctx, &mut undo, found_rows).await,
+                };
+                match outcome {
+                    Ok(n) => affected += n,
+                    Err(err) => {
+                        undo.reverse();
+                        compensate(txn, undo).await;
+                        return Err(err);
+                    }
+                }
+            }
+            OpResult::Err(e) => {
+                let mut ectx = table_ctx(t);
+                ectx.row = Some(i as u64 + 1);
+                let err = error_map::from_node(e, &ectx);
+                undo.reverse();
+                compensate(txn, undo).await;
+                return Err(err);
+            }
+        }
+    }
+    Ok((affected, dups))
+}
+
+/// Read the row a new row collides with (by pk, else by the colliding unique index).
+async fn conflicting_row(txn: &mut Transaction, t: &SqlTable, row: &[Value], e: &NodeError) -> Result<Option<Row>, SqlError> {
+    let mut candidates: Vec<KeyAccess> = Vec::new();
+    if e.code == ErrorCode::DuplicateKey {
+        candidates.push(KeyAccess::Primary(pk_of(&t.def, row)));
+    } else {
+        for ix in t.def.indexes.iter().filter(|i| i.unique) {
+            let vals_: Vec<Value> = ix.columns.iter().map(|c| row[*c as usize].clone()).collect();
+            if vals_.iter().any(|v| v.is_null()) {
+                continue;
+            }
+            candidates.push(KeyAccess::Unique { index: ix.id, values: vals_ });
+        }
+    }
+    for key in candidates {
+        let op = KeyOp {
+            table: t.def.id,
+            table_version: t.def.version,
+            kind: OpKind::Read,
+            lock: LockMode::Exclusive,
+            key,
+            partition: None,
+            values: vec![],
+            increments: vec![],
+            projection: vec![],
+            abort_on_error: false,
+        };
+        let mut op = op;
+        if let (KeyAccess::Primary(k), true) = (&op.key, t.meta.partition.is_some()) {
+            let part = exec_part(t)?;
+            let ta = TableAccess { table: Arc::new(t.clone()), part, access: Access::FullScan, local: vec![], needed: vec![], lock: LockMode::Exclusive };
+            op.partition = key_partition(&ta, &t.def.primary_key, k).ok().flatten();
+        }
+        let r = txn.execute(vec![op], ExecType::NoCommit).await.map_err(|e| error_map::from_client(e, &table_ctx(t)))?;
+        if let Some(OpResult::Ok(Some(row))) = r.into_iter().next() {
+            return Ok(Some(row));
+        }
+    }
+    Ok(None)
+}
+
+async fn replace_row(
+    txn: &mut Transaction,
+    t: &SqlTable,
+    part: &PartFn,
+    row: &[Value],
+    p: Option<PartitionId>,
+    e: &NodeError,
+    undo: &mut Vec<KeyOp>,
+) -> Result<u64, SqlError> {
+    let mut affected = 0;
+    let mut err = e.clone();
+    // Delete every row the new one collides with, then insert (at most a few rounds).
+    for _ in 0..8 {
+        let Some(old) = conflicting_row(txn, t, row, &err).await? else { return Err(dup_error(t, &err, row)) };
+        let oldp = row_partition(part, &t.def, &old)?;
+        let del = op_for(t, OpKind::Delete, pk_of(&t.def, &old), vec![], oldp);
+        exec_ops(txn, vec![del], t).await?;
+        undo.push(op_for(t, OpKind::Insert, pk_of(&t.def, &old), old.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect(), oldp));
+        affected += 1;
+        let ins = op_for(t, OpKind::Insert, pk_of(&t.def, row), row.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect(), p);
+        match exec_ops(txn, vec![ins], t).await?.into_iter().next() {
+            Some(OpResult::Ok(_)) => {
+                undo.push(op_for(t, OpKind::Delete, pk_of(&t.def, row), vec![], p));
+                return Ok(affected + 1);
+            }
+            Some(OpResult::Err(e2)) if is_dup(&e2) => err = e2,
+            Some(OpResult::Err(e2)) => return Err(error_map::from_node(&e2, &table_ctx(t))),
+            None => return Err(SqlError::internal("no result")),
+        }
+    }
+    Err(dup_error(t, &err, row))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn upsert_row(
+    txn: &mut Transaction,
+    t: &SqlTable,
+    part: &PartFn,
+    row: &[Value],
+    e: &NodeError,
+    assigns: &[(ColumnId, CExpr)],
+    ctx: &mut EvalCtx<'_>,
+    undo: &mut Vec<KeyOp>,
+    found_rows: bool,
+) -> Result<u64, SqlError> {
+    let Some(old) = conflicting_row(txn, t, row, e).await? else { return Err(dup_error(t, e, row)) };
+    let mut both = old.clone();
+    both.extend_from_slice(row);
+    let mut new = old.clone();
+    for (c, ex) in assigns {
+        let v = eval(ex, &both, ctx)?;
+        let v = store_value(v, &t.def.columns[*c as usize], 1, &mut ctx.warnings)?;
+        new[*c as usize] = v.clone();
+        both[*c as usize] = v;
+    }
+    let changed: Vec<(ColumnId, Value)> = new
+        .iter()
+        .enumerate()
+        .filter(|(i, v)| !vals::group_eq(v, &old[*i], Coll::Bin))
+        .map(|(i, v)| (i as ColumnId, v.clone()))
+        .collect();
+    if changed.is_empty() {
+        return Ok(if found_rows { 1 } else { 0 });
+    }
+    apply_update(txn, t, part, &old, &new, &changed, undo).await?;
+    Ok(2)
+}
+
+/// Update one row (delete + insert when the key or the partition changes).
+async fn apply_update(
+    txn: &mut Transaction,
+    t: &SqlTable,
+    part: &PartFn,
+    old: &[Value],
+    new: &[Value],
+    changed: &[(ColumnId, Value)],
+    undo: &mut Vec<KeyOp>,
+) -> Result<(), SqlError> {
+    let oldp = row_partition(part, &t.def, old)?;
+    let newp = row_partition(part, &t.def, new)?;
+    let key_changed = changed.iter().any(|(c, _)| t.def.primary_key.contains(c));
+    let full = |r: &[Value]| r.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect::<Vec<_>>();
+    if key_changed || oldp != newp {
+        let del = op_for(t, OpKind::Delete, pk_of(&t.def, old), vec![], oldp);
+        let ins = op_for(t, OpKind::Insert, pk_of(&t.def, new), full(new), newp);
+        let res = exec_ops(txn, vec![del, ins], t).await?;
+        if let Some(OpResult::Ok(_)) = res.first() {
+            undo.push(op_for(t, OpKind::Insert, pk_of(&t.def, old), full(old), oldp));
+        }
+        match res.get(1) {
+            Some(OpResult::Ok(_)) => {
+                undo.push(op_for(t, OpKind::Delete, pk_of(&t.def, new), vec![], newp));
+                Ok(())
+            }
+            Some(OpResult::Err(e)) if is_dup(e) => Err(dup_error(t, e, new)),
+            Some(OpResult::Err(e)) => Err(error_map::from_node(e, &table_ctx(t))),
+            None => Err(SqlError::internal("no result")),
+        }
+    } else {
+        let op = op_for(t, OpKind::Update, pk_of(&t.def, old), changed.to_vec(), oldp);
+        match exec_ops(txn, vec![op], t).await?.into_iter().next() {
+            Some(OpResult::Ok(_)) => {
+                let back: Vec<(ColumnId, Value)> = changed.iter().map(|(c, _)| (*c, old[*c as usize].clone())).collect();
+                undo.push(op_for(t, OpKind::Update, pk_of(&t.def, old), back, oldp));
+                Ok(())
+            }
+            Some(OpResult::Err(e)) if is_dup(&e) => Err(dup_error(t, &e, new)),
+            Some(OpResult::Err(e)) => {
+                let mut ectx = table_ctx(t);
+                ectx.column = changed.first().map(|(c, _)| t.def.columns[*c as usize].name.clone());
+                Err(error_map::from_node(&e, &ectx))
+            }
+            None => Err(SqlError::internal("no result")),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- UPDATE / DELETE
+
+/// A compiled single-table UPDATE or DELETE.
+struct RowStmt {
+    table: Arc<SqlTable>,
+    part: Arc<PartFn>,
+    conj: Vec<CExpr>,
+    access: Access,
+    order: Vec<OrderKey>,
+    limit: Option<CExpr>,
+    /// UPDATE: (column, expression over the row being updated).
+    sets: Vec<(ColumnId, CExpr)>,
+    sysvars: Vec<(String, bool)>,
+    uservars: Vec<String>,
+}
+
+fn single_table(from: &[ast::TableWithJoins]) -> Result<(&ast::ObjectName, String), SqlError> {
+    if from.len() != 1 || !from[0].joins.is_empty() {
+        return Err(SqlError::unsupported("multi-table UPDATE / DELETE"));
+    }
+    match &from[0].relation {
+        ast::TableFactor::Table { name, alias, .. } => {
+            let a = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or_else(|| name.0.last().map(|p| p.to_string()).unwrap_or_default());
+            Ok((name, a))
+        }
+        _ => Err(SqlError::unsupported("UPDATE / DELETE of a derived table")),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn compile_row_stmt(
+    tables: &Tables,
+    pm: ParamMap,
+    name: &ast::ObjectName,
+    alias: &str,
+    selection: Option<&Expr>,
+    order_by: &[ast::OrderByExpr],
+    limit: Option<&Expr>,
+    assigns: &[ast::Assignment],
+) -> Result<RowStmt, SqlError> {
+    let t = tables.get(name)?;
+    let scope = table_scope(&t, alias);
+    let mut sc = StmtCompiler::new(tables, pm.clone());
+    let mut conj = Vec::new();
+    if let Some(w) = selection {
+        let mut c = Compiler { scope: &scope, outer: None, params: &pm, clause: "where clause", aggs: None, agg_base: 0, aliases: &[], host: &mut sc };
+        conjuncts(c.compile(w)?.0, &mut conj);
+    }
+    let mut sets = Vec::new();
+    for a in assigns {
+        let col = assignment_col(&t, a)?;
+        let mut c = Compiler { scope: &scope, outer: None, params: &pm, clause: "field list", aggs: None, agg_base: 0, aliases: &[], host: &mut sc };
+        sets.push((col, c.compile(&a.value)?.0));
+    }
+    let mut order = Vec::new();
+    for o in order_by {
+        let mut c = Compiler { scope: &scope, outer: None, params: &pm, clause: "order clause", aggs: None, agg_base: 0, aliases: &[], host: &mut sc };
+        let (e, ty) = c.compile(&o.expr)?;
+        order.push(OrderKey { expr: e, desc: matches!(o.options.sort, Some(ast::OrderBySort::Desc)), coll: ty.coll });
+    }
+    let limit = match limit {
+        Some(l) => {
+            let empty = Scope::default();
+            let mut c = Compiler { scope: &empty, outer: None, params: &pm, clause: "LIMIT", aggs: None, agg_base: 0, aliases: &[], host: &mut sc };
+            Some(c.compile(l)?.0)
+        }
+        None => None,
+    };
+    if !sc.subs.is_empty() {
+        return Err(SqlError::unsupported("subqueries in UPDATE / DELETE"));
+    }
+    let part = exec_part(&t)?;
+    let access = plan::choose_access(&t.def, &conj);
+    Ok(RowStmt { table: t, part, conj, access, order, limit, sets, sysvars: sc.sysvars, uservars: sc.uservars })
+}
+
+/// Conjuncts fully answered by a pk lookup (each is `pk_col = value` / IN on a pk column).
+fn only_pk_conjuncts(def: &TableDef, conj: &[CExpr]) -> bool {
+    conj.iter().all(|c| match c {
+        CExpr::Cmp(crate::engine::expr::CmpKind::Eq, l, r, _) => match (l.as_ref(), r.as_ref()) {
+            (CExpr::Col(x), v) | (v, CExpr::Col(x)) => def.primary_key.contains(&(*x as ColumnId)) && is_row_independent(v),
+            _ => false,
+        },
+        CExpr::InList { expr, list, negated: false, .. } => {
+            matches!(expr.as_ref(), CExpr::Col(x) if def.primary_key.contains(&(*x as ColumnId))) && list.iter().all(is_row_independent)
+        }
+        _ => false,
+    })
+}
+
+/// `col = col + const` / `col = col - const` on a numeric column: an interpreted increment.
+fn as_increment(col: ColumnId, e: &CExpr, def: &TableDef) -> Option<CExpr> {
+    use crate::engine::expr::value::ArithOp;
+    let ty = &def.columns[col as usize].ty;
+    if ty.int_range().is_none() {
+        return None;
+    }
+    match e {
+        CExpr::Arith(op @ (ArithOp::Add | ArithOp::Sub), l, r) => match (l.as_ref(), r.as_ref()) {
+            (CExpr::Col(c), d) if *c as ColumnId == col && is_row_independent(d) => {
+                Some(if *op == ArithOp::Add { d.clone() } else { CExpr::Neg(Box::new(d.clone())) })
+            }
+            (d, CExpr::Col(c)) if *op == ArithOp::Add && *c as ColumnId == col && is_row_independent(d) => Some(d.clone()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn update_info(matched: u64, changed: u64, warnings: usize) -> String {
+    format!("Rows matched: {matched}  Changed: {changed}  Warnings: {warnings}")
+}
+
+/// Fetch the rows an UPDATE / DELETE affects (locked, all columns), filtered, ordered, limited.
+async fn target_rows(txn: &mut Transaction, rs: &RowStmt, ctx: &mut EvalCtx<'_>) -> Result<Vec<Row>, SqlError> {
+    let ta = TableAccess {
+        table: rs.table.clone(),
+        part: rs.part.clone(),
+        access: rs.access.clone(),
+        local: rs.conj.clone(),
+        needed: (0..rs.table.def.columns.len() as ColumnId).collect(),
+        lock: LockMode::Exclusive,
+    };
+    let mut rd = Reader::Txn(txn);
+    let mut rows = exec::fetch_table(&mut rd, &ta, ctx, None).await?;
+    if !rs.order.is_empty() {
+        let mut keyed = Vec::with_capacity(rows.len());
+        for r in rows {
+            let k = rs.order.iter().map(|o| eval(&o.expr, &r, ctx)).collect::<Result<Vec<_>, _>>()?;
+            keyed.push((k, r));
+        }
+        keyed.sort_by(|a, b| {
+            for (i, o) in rs.order.iter().enumerate() {
+                let c = vals::order_cmp(&a.0[i], &b.0[i], o.coll);
+                let c = if o.desc { c.reverse() } else { c };
+                if c != std::cmp::Ordering::Equal {
+                    return c;
+                }
+            }
+            std::cmp::Ordering::Equal
+        });
+        rows = keyed.into_iter().map(|(_, r)| r).collect();
+    }
+    if let Some(l) = &rs.limit {
+        let n = vals::to_i64(&eval(l, &[], ctx)?, &mut Warnings::default()).unwrap_or(0).max(0) as usize;
+        rows.truncate(n);
+    }
+    Ok(rows)
+}
+
+/// The dispatcher's entry point for UPDATE.
+pub async fn execute_update(engine: &Engine, session: &mut Session, st: &Statement, params: &[Value]) -> Result<QueryOutput, SqlError> {
+    let Statement::Update(u) = st else { return Err(SqlError::internal("not an UPDATE")) };
+    if u.from.is_some() {
+        return Err(SqlError::unsupported("UPDATE ... FROM"));
+    }
+    let (name, alias) = single_table(std::slice::from_ref(&u.table))?;
+    let tables = resolve_tables(engine, session, st).await?;
+    let pm = ParamMap::from_statement(st);
+    if params.len() < pm.count() {
+        return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
+    }
+    let rs = compile_row_stmt(&tables, pm, name, &alias, u.selection.as_ref(), &u.order_by, u.limit.as_ref(), &u.assignments)?;
+    let mut ctx = exec::make_ctx(session, params, &rs.sysvars, &rs.uservars)?;
+    let def = &rs.table.def;
+    let found_rows = session.client_found_rows;
+
+    // Fast path: pk lookup, nothing else in WHERE, row-independent values or increments.
+    if let Access::PkLookup { keys } = &rs.access {
+        let no_key_change = rs.sets.iter().all(|(c, _)| !def.primary_key.contains(c));
+        let part_cols_untouched = rs.sets.iter().all(|(c, _)| !rs.part.columns().contains(c));
+        let simple = rs.sets.iter().all(|(c, e)| is_row_independent(e) || as_increment(*c, e, def).is_some());
+        let no_on_update = !rs.table.meta.columns.iter().any(|m| m.on_update_now);
+        if only_pk_conjuncts(def, &rs.conj) && rs.order.is_empty() && rs.limit.is_none() && no_key_change && part_cols_untouched && simple && no_on_update {
+            if let Some(keys) = plan::eval_keys(keys, &def.primary_key, def, &mut ctx)? {
+                return update_by_keys(engine, session, &rs, keys, ctx, found_rows).await;
+            }
+        }
+    }
+
+    txn_control::begin_statement(engine, session);
+    let res = match session.txn.as_mut() {
+        Some(txn) => update_general(txn, &rs, &mut ctx).await,
+        None => Err(SqlError::internal("no transaction")),
+    };
+    let (matched, changed) = txn_control::end_statement(engine, session, res).await?;
+    session.warnings = std::mem::take(&mut ctx.warnings.list);
+    let info = update_info(matched, changed, session.warnings.len());
+    Ok(QueryOutput::Ok { affected_rows: if found_rows { matched } else { changed }, last_insert_id: 0, info })
+}
+
+async fn update_general(txn: &mut Transaction, rs: &RowStmt, ctx: &mut EvalCtx<'_>) -> Result<(u64, u64), SqlError> {
+    let t = &rs.table;
+    let rows = target_rows(txn, rs, ctx).await?;
+    let on_update: Vec<ColumnId> = t
+        .meta
+        .columns
+        .iter()
+        .enumerate()
+        .filter(|(i, m)| m.on_update_now && !rs.sets.iter().any(|(c, _)| *c as usize == *i))
+        .map(|(i, _)| i as ColumnId)
+        .collect();
+    // Compute every new row first: conversion errors leave nothing written.
+    let mut plans = Vec::with_capacity(rows.len());
+    for (ri, old) in rows.iter().enumerate() {
+        let mut new = old.clone();
+        for (c, e) in &rs.sets {
+            let v = eval(e, &new, ctx)?;
+            new[*c as usize] = store_value(v, &t.def.columns[*c as usize], ri as u64 + 1, &mut ctx.warnings)?;
+        }
+        let mut changed: Vec<(ColumnId, Value)> = new
+            .iter()
+            .enumerate()
+            .filter(|(i, v)| !vals::group_eq(v, &old[*i], Coll::Bin))
+            .map(|(i, v)| (i as ColumnId, v.clone()))
+            .collect();
+        if !changed.is_empty() {
+            for c in &on_update {
+                let v = Value::DateTime(ctx.now);
+                new[*c as usize] = v.clone();
+                changed.push((*c, v));
+            }
+        }
+        plans.push((new, changed));
+    }
+    let mut undo = Vec::new();
+    let mut n_changed = 0u64;
+    for (old, (new, changed)) in rows.iter().zip(plans) {
+        if changed.is_empty() {
+            continue;
+        }
+        if let Err(e) = apply_update(txn, t, &rs.part, old, &new, &changed, &mut undo).await {
+            undo.reverse();
+            compensate(txn, undo).await;
+            return Err(e);
+        }
+        n_changed += 1;
+    }
+    Ok((rows.len() as u64, n_changed))
+}
+
+/// UPDATE by primary keys without reading first (increments) or with the read
+/// in the same batch (exact "changed" count): one round trip per batch.
+async fn update_by_keys(engine: &Engine, session: &mut Session, rs: &RowStmt, keys: Vec<Vec<Value>>, mut ctx: EvalCtx<'_>, found_rows: bool) -> Result<QueryOutput, SqlError> {
+    let t = &rs.table;
+    let def = &t.def;
+    let mut values: Vec<(ColumnId, Value)> = Vec::new();
+    let mut increments: Vec<(ColumnId, Value)> = Vec::new();
+    for (c, e) in &rs.sets {
+        let col = &def.columns[*c as usize];
+        if let Some(d) = as_increment(*c, e, def) {
+            let dv = eval(&d, &[], &mut ctx)?;
+            if dv.is_null() {
+                values.push((*c, store_value(Value::Null, col, 1, &mut ctx.warnings)?));
+            } else {
+                let n = vals::to_num(&dv, &mut ctx.warnings).unwrap_or(Num::I(0));
+                let i = round_to_int(n).ok_or_else(|| out_of_range(col, 1))?;
+                let i = i64::try_from(i).map_err(|_| out_of_range(col, 1))?;
+                increments.push((*c, Value::Int(i)));
+            }
+        } else {
+            let v = eval(e, &[], &mut ctx)?;
+            values.push((*c, store_value(v, col, 1, &mut ctx.warnings)?));
+        }
+    }
+    let ta = TableAccess { table: t.clone(), part: rs.part.clone(), access: Access::FullScan, local: vec![], needed: vec![], lock: LockMode::Exclusive };
+    let read_cols: Vec<ColumnId> = values.iter().map(|(c, _)| *c).collect();
+    let mut ops = Vec::with_capacity(keys.len() * 2);
+    for k in &keys {
+        let Ok(p) = key_partition(&ta, &def.primary_key, k) else { continue };
+        if !values.is_empty() {
+            let mut rd = op_for(t, OpKind::Read, k.clone(), vec![], p);
+            rd.projection = read_cols.clone();
+            ops.push(rd);
+        }
+        let mut op = op_for(t, OpKind::Update, k.clone(), values.clone(), p);
+        op.increments = increments.clone();
+        ops.push(op);
+    }
+    let per = if values.is_empty() { 1 } else { 2 };
+    // Several keys in autocommit go through the statement transaction, so a
+    // failing one rolls back the others.
+    let alone = autocommit_alone(session) && keys.len() == 1;
+    let res = if alone {
+        let mut txn = engine.client().begin();
+        run_ops(&mut txn, ops, true, t).await.map_err(|e| fix_col(e, def, &rs.sets))?
+    } else {
+        txn_control::begin_statement(engine, session);
+        let r = match session.txn.as_mut() {
+            Some(txn) => {
+                let r = run_ops(txn, ops, false, t).await;
+                match r {
+                    Ok(res) => {
+                        // An operation error (e.g. out of range increment): undo the applied ones.
+                        if let Some(e) = res.iter().find_map(|x| match x {
+                            OpResult::Err(e) if e.code != ErrorCode::NoSuchRow => Some(e.clone()),
+                            _ => None,
+                        }) {
+                            let mut undo = Vec::new();
+                            for (i, r) in res.iter().enumerate() {
+                                if i % per == 0 && per == 2 {
+                                    if let (OpResult::Ok(Some(old)), Some(OpResult::Ok(_))) = (r, res.get(i + 1)) {
+                                        let k = &keys[i / per];
+                                        let back: Vec<(ColumnId, Value)> = read_cols.iter().cloned().zip(old.iter().cloned()).collect();
+                                        undo.push(op_for(t, OpKind::Update, k.clone(), back, key_partition(&ta, &def.primary_key, k).ok().flatten()));
+                                    }
+                                } else if per == 1 {
+                                    if let OpResult::Ok(_) = r {
+                                        let k = &keys[i];
+                                        let mut op = op_for(t, OpKind::Update, k.clone(), vec![], key_partition(&ta, &def.primary_key, k).ok().flatten());
+                                        op.increments = increments.iter().map(|(c, v)| (*c, Value::Int(-v.as_i64().unwrap_or(0)))).collect();
+                                        undo.push(op);
+                                    }
+                                }
+                            }
+                            compensate(txn, undo).await;
+                            Err(fix_col(error_map::from_node(&e, &table_ctx(t)), def, &rs.sets))
+                        } else {
+                            Ok(res)
+                        }
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            None => Err(SqlError::internal("no transaction")),
+        };
+        txn_control::end_statement(engine, session, r).await?
+    };
+    let mut matched = 0u64;
+    let mut changed = 0u64;
+    for chunk in res.chunks(per) {
+        let upd = chunk.last();
+        match upd {
+            Some(OpResult::Ok(_)) => {
+                matched += 1;
+                let same = per == 2
+                    && match &chunk[0] {
+                        OpResult::Ok(Some(old)) => increments.is_empty() && old.iter().zip(&values).all(|(o, (_, n))| vals::group_eq(o, n, Coll::Bin)),
+                        _ => false,
+                    };
+                if !same {
+                    changed += 1;
+                }
+            }
+            Some(OpResult::Err(e)) if e.code == ErrorCode::NoSuchRow => {}
+            Some(OpResult::Err(e)) => return Err(fix_col(error_map::from_node(e, &table_ctx(t)), def, &rs.sets)),
+            None => {}
+        }
+    }
+    session.warnings = std::mem::take(&mut ctx.warnings.list);
+    let info = update_info(matched, changed, session.warnings.len());
+    Ok(QueryOutput::Ok { affected_rows: if found_rows { matched } else { changed }, last_insert_id: 0, info })
+}
+
+async fn run_ops(txn: &mut Transaction, ops: Vec<KeyOp>, commit: bool, t: &SqlTable) -> Result<Vec<OpResult>, SqlError> {
+    if commit {
+        txn.execute(ops, ExecType::Commit).await.map_err(|e| error_map::from_client(e, &table_ctx(t)))
+    } else {
+        exec_ops(txn, ops, t).await
+    }
+}
+
+/// Put the column name into a node error message mapped without one ('?').
+fn fix_col(mut e: SqlError, def: &TableDef, sets: &[(ColumnId, CExpr)]) -> SqlError {
+    if e.message.contains("column '?'") {
+        if let Some((c, _)) = sets.first() {
+            e.message = e.message.replace("column '?'", &format!("column '{}'", def.columns[*c as usize].name));
+        }
+    }
+    e
+}
+
+/// The table access an UPDATE / DELETE would use (for EXPLAIN).
+pub(crate) async fn explain_access(engine: &Engine, session: &Session, st: &Statement) -> Result<(TableAccess, String), SqlError> {
+    let (name, alias, selection, order_by, limit, assigns): (&ast::ObjectName, String, Option<&Expr>, &[ast::OrderByExpr], Option<&Expr>, &[ast::Assignment]) = match st {
+        Statement::Update(u) => {
+            let (n, a) = single_table(std::slice::from_ref(&u.table))?;
+            (n, a, u.selection.as_ref(), &u.order_by, u.limit.as_ref(), &u.assignments)
+        }
+        Statement::Delete(d) => {
+            let from = match &d.from {
+                ast::FromTable::WithFromKeyword(v) | ast::FromTable::WithoutKeyword(v) => v,
+            };
+            let (n, a) = single_table(from)?;
+            (n, a, d.selection.as_ref(), &d.order_by, d.limit.as_ref(), &[])
+        }
+        _ => return Err(SqlError::unsupported("EXPLAIN of this statement")),
+    };
+    let tables = resolve_tables(engine, session, st).await?;
+    let rs = compile_row_stmt(&tables, ParamMap::from_statement(st), name, &alias, selection, order_by, limit, assigns)?;
+    Ok((
+        TableAccess { table: rs.table, part: rs.part, access: rs.access, local: rs.conj, needed: vec![], lock: LockMode::Exclusive },
+        alias,
+    ))
+}
+
+/// The dispatcher's entry point for DELETE.
+pub async fn execute_delete(engine: &Engine, session: &mut Session, st: &Statement, params: &[Value]) -> Result<QueryOutput, SqlError> {
+    let Statement::Delete(d) = st else { return Err(SqlError::internal("not a DELETE")) };
+    if !d.tables.is_empty() || d.using.is_some() {
+        return Err(SqlError::unsupported("multi-table DELETE"));
+    }
+    let from = match &d.from {
+        ast::FromTable::WithFromKeyword(v) | ast::FromTable::WithoutKeyword(v) => v,
+    };
+    let (name, alias) = single_table(from)?;
+    let tables = resolve_tables(engine, session, st).await?;
+    let pm = ParamMap::from_statement(st);
+    if params.len() < pm.count() {
+        return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
+    }
+    let rs = compile_row_stmt(&tables, pm, name, &alias, d.selection.as_ref(), &d.order_by, d.limit.as_ref(), &[])?;
+    let mut ctx = exec::make_ctx(session, params, &rs.sysvars, &rs.uservars)?;
+    let t = rs.table.clone();
+    let def = &t.def;
+
+    // Fast path: delete by primary keys.
+    if let Access::PkLookup { keys } = &rs.access {
+        if only_pk_conjuncts(def, &rs.conj) && rs.order.is_empty() && rs.limit.is_none() && autocommit_alone(session) {
+            if let Some(keys) = plan::eval_keys(keys, &def.primary_key, def, &mut ctx)? {
+                let ta = TableAccess { table: t.clone(), part: rs.part.clone(), access: Access::FullScan, local: vec![], needed: vec![], lock: LockMode::Exclusive };
+                let ops: Vec<KeyOp> = keys
+                    .iter()
+                    .filter_map(|k| key_partition(&ta, &def.primary_key, k).ok().map(|p| op_for(&t, OpKind::Delete, k.clone(), vec![], p)))
+                    .collect();
+                if ops.len() <= MAX_OPS_PER_BATCH {
+                    let mut txn = engine.client().begin();
+                    let res = txn.execute(ops, ExecType::Commit).await.map_err(|e| error_map::from_client(e, &table_ctx(&t)))?;
+                    let mut n = 0;
+                    for r in res {
+                        match r {
+                            OpResult::Ok(_) => n += 1,
+                            OpResult::Err(e) if e.code == ErrorCode::NoSuchRow => {}
+                            OpResult::Err(e) => return Err(error_map::from_node(&e, &table_ctx(&t))),
+                        }
+                    }
+                    session.warnings = std::mem::take(&mut ctx.warnings.list);
+                    return Ok(QueryOutput::ok(n));
+                }
+            }
+        }
+    }
+
+    txn_control::begin_statement(engine, session);
+    let res = match session.txn.as_mut() {
+        Some(txn) => delete_general(txn, &rs, &mut ctx).await,
+        None => Err(SqlError::internal("no transaction")),
+    };
+    let n = txn_control::end_statement(engine, session, res).await?;
+    session.warnings = std::mem::take(&mut ctx.warnings.list);
+    Ok(QueryOutput::ok(n))
+}
+
+async fn delete_general(txn: &mut Transaction, rs: &RowStmt, ctx: &mut EvalCtx<'_>) -> Result<u64, SqlError> {
+    let t = &rs.table;
+    let rows = target_rows(txn, rs, ctx).await?;
+    let mut ops = Vec::with_capacity(rows.len());
+    let mut parts = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let p = row_partition(&rs.part, &t.def, r)?;
+        parts.push(p);
+        ops.push(op_for(t, OpKind::Delete, pk_of(&t.def, r), vec![], p));
+    }
+    let res = exec_ops(txn, ops, t).await?;
+    let mut n = 0;
+    let mut undo = Vec::new();
+    for (i, r) in res.iter().enumerate() {
+        match r {
+            OpResult::Ok(_) => {
+                n += 1;
+                let row = &rows[i];
+                undo.push(op_for(t, OpKind::Insert, pk_of(&t.def, row), row.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect(), parts[i]));
+            }
+            OpResult::Err(e) if e.code == ErrorCode::NoSuchRow => {}
+            OpResult::Err(e) => {
+                let err = error_map::from_node(e, &table_ctx(t));
+                compensate(txn, undo).await;
+                return Err(err);
+            }
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn col(ty: ColumnType) -> ColumnDef {
+        ColumnDef::new("c", ty).not_null()
+    }
+
+    #[test]
+    fn strict_mode_errors() {
+        let mut w = Warnings::default();
+        let int = col(ColumnType::Int { unsigned: false });
+        assert_eq!(store_value(Value::Int(5), &int, 1, &mut w).unwrap(), Value::Int(5));
+        assert_eq!(store_value(Value::str(" 7 "), &int, 1, &mut w).unwrap(), Value::Int(7));
+        assert_eq!(store_value(Value::str("2.5"), &int, 1, &mut w).unwrap(), Value::Int(3));
+        assert_eq!(store_value(Value::Int(1 << 40), &int, 2, &mut w).unwrap_err().message, "Out of range value for column 'c' at row 2");
+        let e = store_value(Value::str("abc"), &int, 1, &mut w).unwrap_err();
+        assert_eq!((e.code, e.message.as_str()), (1366, "Incorrect integer value: 'abc' for column 'c' at row 1"));
+        assert_eq!(store_value(Value::str("12abc"), &int, 1, &mut w).unwrap_err().code, 1265);
+        assert_eq!(store_value(Value::Null, &int, 1, &mut w).unwrap_err().message, "Column 'c' cannot be null");
+        let tiny = col(ColumnType::TinyInt { unsigned: true });
+        assert_eq!(store_value(Value::Int(-1), &tiny, 1, &mut w).unwrap_err().code, 1264);
+        let vc = col(ColumnType::Varchar { len: 3, collation: norr_signals::Collation::CaseInsensitive });
+        assert_eq!(store_value(Value::str("abcd"), &vc, 1, &mut w).unwrap_err().message, "Data too long for column 'c' at row 1");
+        assert_eq!(store_value(Value::Int(12), &vc, 1, &mut w).unwrap(), Value::str("12"));
+        let dec = col(ColumnType::Decimal { precision: 5, scale: 2 });
+        assert_eq!(store_value(Value::str("1.005"), &dec, 1, &mut w).unwrap(), Value::Decimal(norr_signals::Decimal { mantissa: 101, scale: 2 }));
+        assert_eq!(store_value(Value::Int(1000), &dec, 1, &mut w).unwrap_err().code, 1264);
+        let d = col(ColumnType::Date);
+        assert_eq!(store_value(Value::str("2024-13-01"), &d, 1, &mut w).unwrap_err().code, 1292);
+        assert_eq!(
+            store_value(Value::str("2024-02-29"), &d, 1, &mut w).unwrap(),
+            Value::Date(norr_signals::Date { year: 2024, month: 2, day: 29 })
+        );
+        let dbl = col(ColumnType::Double);
+        assert_eq!(store_value(Value::str("1e3"), &dbl, 1, &mut w).unwrap(), Value::Double(1000.0));
+    }
+}

@@ -1,0 +1,1008 @@
+//! Execution of compiled queries on the native client: key lookups (batched),
+//! range and full scans with pushed filters and pruned partitions, joins
+//! (batched key lookups of the inner side, or hash / nested loops over a
+//! fetched inner side), aggregation, ORDER BY, DISTINCT, LIMIT, subqueries.
+
+use crate::engine::error_map::{self, ErrCtx};
+use crate::engine::expr::compile::{AggKind, AggSpec, ScopeCol, SubKind};
+use crate::engine::expr::value::{self as vals, order_cmp, Coll, Num};
+use crate::engine::expr::{eval, eval_pred, is_row_independent, CExpr, CmpKind, EvalCtx, SubResult};
+use crate::engine::partition::{constraints_from, ColRange};
+use crate::engine::plan::{self, Access, KeyConv};
+use crate::engine::query::{Compiled, OrderKey, QueryNode, SelectPlan, SetOpPlan, SourceKind, TableAccess};
+use crate::engine::{txn_control, vars, Engine};
+use crate::types::{Session, SqlError};
+use norr_client::{Client, ClientError, Transaction};
+use norr_signals::{
+    ColumnId, Decimal, ErrorCode, ExecType, KeyAccess, KeyOp, LockMode, OpKind, OpResult, PartitionId, ScanSpec, TableDef, Value,
+    MAX_OPS_PER_BATCH,
+};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+
+/// Rows per scan batch we ask the data node for.
+pub const SCAN_BATCH_ROWS: u32 = 1024;
+/// Outer rows per batch of join key lookups.
+pub const JOIN_BATCH: usize = 1024;
+/// Most rows a statement may materialise (bounded memory per statement).
+pub const MAX_RESULT_ROWS: usize = 50_000_000;
+
+pub type Row = Vec<Value>;
+type BoxFut<'a, T> = Pin<Box<dyn Future<Output = Result<T, SqlError>> + Send + 'a>>;
+
+/// Where reads go: a standalone committed read, or the session's transaction.
+pub enum Reader<'a> {
+    Standalone(&'a Client),
+    Txn(&'a mut Transaction),
+}
+
+impl Reader<'_> {
+    pub async fn key_ops(&mut self, ops: Vec<KeyOp>) -> Result<Vec<OpResult>, ClientError> {
+        match self {
+            Reader::Standalone(c) => {
+                // One round trip: execute + commit of a read-only transaction.
+                let mut t = c.begin();
+                t.execute(ops, ExecType::Commit).await
+            }
+            Reader::Txn(t) => t.execute(ops, ExecType::NoCommit).await,
+        }
+    }
+    pub async fn scan(&mut self, spec: ScanSpec) -> Result<Vec<Row>, ClientError> {
+        match self {
+            Reader::Standalone(c) => c.scan(spec).await?.collect_all().await,
+            Reader::Txn(t) => t.scan(spec).await?.collect_all().await,
+        }
+    }
+}
+
+pub fn table_err(def: &TableDef) -> ErrCtx {
+    let (db, t) = def.name.split_once('/').unwrap_or(("", &def.name));
+    ErrCtx::table(db, t)
+}
+
+/// Build the evaluation context of a statement from the session.
+pub fn make_ctx<'p>(session: &Session, params: &'p [Value], sysvars: &[(String, bool)], uservars: &[String]) -> Result<EvalCtx<'p>, SqlError> {
+    let mut ctx = EvalCtx::new(params);
+    ctx.current_db = session.current_db.clone();
+    ctx.connection_id = session.connection_id;
+    ctx.last_insert_id = session.last_insert_id;
+    if let Some(Value::Bytes(v)) = vars::get_system_var(session, "version", false) {
+        ctx.version = String::from_utf8_lossy(&v).into_owned();
+    }
+    for (name, global) in sysvars {
+        match vars::get_system_var(session, name, *global) {
+            Some(v) => ctx.sysvals.push(v),
+            None => return Err(error_map::unknown_system_variable(name)),
+        }
+    }
+    for u in uservars {
+        ctx.uservals.push(vars::get_user_var(session, u));
+    }
+    Ok(ctx)
+}
+
+fn node_locks(n: &QueryNode) -> bool {
+    match n {
+        QueryNode::Select(p) => p.lock != LockMode::CommittedRead,
+        QueryNode::SetOp(s) => node_locks(&s.left) || node_locks(&s.right),
+    }
+}
+
+/// Run a compiled SELECT for the session: through its transaction when one is
+/// open or rows are locked, else as standalone committed reads.
+pub async fn run_compiled(engine: &Engine, session: &mut Session, c: &Compiled, params: &[Value]) -> Result<Vec<Row>, SqlError> {
+    if params.len() < c.param_count {
+        return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
+    }
+    let mut ctx = make_ctx(session, params, &c.sysvars, &c.uservars)?;
+    let use_txn = session.in_transaction || session.txn.is_some() || !session.autocommit || node_locks(&c.root);
+    let res = if use_txn {
+        txn_control::begin_statement(engine, session);
+        let res = match session.txn.as_mut() {
+            Some(t) => {
+                let mut rd = Reader::Txn(t);
+                run_with_subs(&mut rd, c, &mut ctx).await
+            }
+            None => Err(SqlError::internal("no transaction")),
+        };
+        txn_control::end_statement(engine, session, res).await
+    } else {
+        let mut rd = Reader::Standalone(engine.client());
+        run_with_subs(&mut rd, c, &mut ctx).await
+    };
+    session.warnings = std::mem::take(&mut ctx.warnings.list);
+    if let Some(id) = ctx.set_last_insert_id {
+        session.last_insert_id = id;
+    }
+    res
+}
+
+/// Run the uncorrelated subqueries, then the root.
+pub async fn run_with_subs(rd: &mut Reader<'_>, c: &Compiled, ctx: &mut EvalCtx<'_>) -> Result<Vec<Row>, SqlError> {
+    ctx.subs = vec![SubResult::NotRun; c.subs.len()];
+    for (i, s) in c.subs.iter().enumerate() {
+        if !s.correlated {
+            let r = run_sub(rd, c, i, ctx).await?;
+            ctx.subs[i] = r;
+        }
+    }
+    run_node(rd, c, &c.root, ctx).await
+}
+
+fn run_sub<'a>(rd: &'a mut Reader<'_>, c: &'a Compiled, i: usize, ctx: &'a mut EvalCtx<'_>) -> BoxFut<'a, SubResult> {
+    Box::pin(async move {
+        let s = &c.subs[i];
+        let rows = run_node(rd, c, &s.node, ctx).await?;
+        Ok(match s.kind {
+            SubKind::Exists => SubResult::Exists(!rows.is_empty()),
+            SubKind::Scalar => {
+                if rows.len() > 1 {
+                    return Err(SqlError::new(1242, "21000", "Subquery returns more than 1 row"));
+                }
+                SubResult::Scalar(rows.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or(Value::Null))
+            }
+            SubKind::In => {
+                let mut has_null = false;
+                let mut values = Vec::with_capacity(rows.len());
+                for r in rows {
+                    let v = r.into_iter().next().unwrap_or(Value::Null);
+                    if v.is_null() {
+                        has_null = true;
+                    } else {
+                        values.push(v);
+                    }
+                }
+                SubResult::Set { values, has_null }
+            }
+        })
+    })
+}
+
+pub fn run_node<'a>(rd: &'a mut Reader<'_>, c: &'a Compiled, n: &'a QueryNode, ctx: &'a mut EvalCtx<'_>) -> BoxFut<'a, Vec<Row>> {
+    Box::pin(async move {
+        match n {
+            QueryNode::Select(p) => run_select(rd, c, p, ctx).await,
+            QueryNode::SetOp(s) => run_setop(rd, c, s, ctx).await,
+        }
+    })
+}
+
+async fn run_setop(rd: &mut Reader<'_>, c: &Compiled, s: &SetOpPlan, ctx: &mut EvalCtx<'_>) -> Result<Vec<Row>, SqlError> {
+    let mut rows = run_node(rd, c, &s.left, ctx).await?;
+    rows.extend(run_node(rd, c, &s.right, ctx).await?);
+    if s.distinct {
+        let colls: Vec<Coll> = s.types.iter().map(|t| t.coll).collect();
+        rows = dedup(rows, &colls);
+    }
+    let keyed: Vec<(Vec<Value>, Row)> = if s.order.is_empty() {
+        rows.into_iter().map(|r| (Vec::new(), r)).collect()
+    } else {
+        let mut v = Vec::with_capacity(rows.len());
+        for r in rows {
+            let k = s.order.iter().map(|o| eval(&o.expr, &r, ctx)).collect::<Result<Vec<_>, _>>()?;
+            v.push((k, r));
+        }
+        v
+    };
+    finish_rows(keyed, &s.order, false, &[], s.limit.as_ref(), s.offset.as_ref(), ctx)
+}
+
+/// Group / distinct key: values encoded so that SQL-equal values are equal bytes.
+pub fn encode_group_key(vals_: &[Value], colls: &[Coll], out: &mut Vec<u8>) {
+    for (i, v) in vals_.iter().enumerate() {
+        match v {
+            Value::Null => out.push(0),
+            Value::Int(x) => {
+                out.push(1);
+                out.extend_from_slice(&(*x as i128).to_be_bytes());
+            }
+            Value::UInt(x) => {
+                out.push(1);
+                out.extend_from_slice(&(*x as i128).to_be_bytes());
+            }
+            Value::Decimal(d) => {
+                let (mut m, mut s) = (d.mantissa, d.scale);
+                while s > 0 && m % 10 == 0 {
+                    m /= 10;
+                    s -= 1;
+                }
+                if s == 0 {
+                    out.push(1);
+                    out.extend_from_slice(&m.to_be_bytes());
+                } else {
+                    out.push(2);
+                    out.extend_from_slice(&m.to_be_bytes());
+                    out.push(s);
+                }
+            }
+            Value::Float(f) => {
+                out.push(3);
+                out.extend_from_slice(&(*f as f64).to_bits().to_be_bytes());
+            }
+            Value::Double(f) => {
+                out.push(3);
+                out.extend_from_slice(&(if *f == 0.0 { 0.0f64 } else { *f }).to_bits().to_be_bytes());
+            }
+            Value::Bytes(b) => {
+                out.push(4);
+                let folded;
+                let b: &[u8] = if colls.get(i).copied().unwrap_or(Coll::Ci) == Coll::Ci {
+                    folded = norr_signals::keycode::fold_case(b);
+                    &folded
+                } else {
+                    b
+                };
+                out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+                out.extend_from_slice(b);
+            }
+            other => {
+                out.push(5);
+                out.extend_from_slice(format!("{other:?}").as_bytes());
+                out.push(0);
+            }
+        }
+    }
+}
+
+fn dedup(rows: Vec<Row>, colls: &[Coll]) -> Vec<Row> {
+    let mut seen = std::collections::HashSet::with_capacity(rows.len());
+    let mut out = Vec::with_capacity(rows.len());
+    let mut key = Vec::new();
+    for r in rows {
+        key.clear();
+        encode_group_key(&r, colls, &mut key);
+        if seen.insert(key.clone()) {
+            out.push(r);
+        }
+    }
+    out
+}
+
+fn eval_count(e: Option<&CExpr>, ctx: &mut EvalCtx, what: &str) -> Result<Option<u64>, SqlError> {
+    let Some(e) = e else { return Ok(None) };
+    let v = eval(e, &[], ctx)?;
+    match v {
+        Value::Null => Ok(None),
+        Value::Int(i) if i >= 0 => Ok(Some(i as u64)),
+        Value::UInt(u) => Ok(Some(u)),
+        _ => Err(SqlError::new(1210, "HY000", format!("Incorrect arguments to {what}"))),
+    }
+}
+
+/// Sort by keys, DISTINCT, OFFSET, LIMIT.
+fn finish_rows(
+    mut keyed: Vec<(Vec<Value>, Row)>,
+    order: &[OrderKey],
+    distinct: bool,
+    out_colls: &[Coll],
+    limit: Option<&CExpr>,
+    offset: Option<&CExpr>,
+    ctx: &mut EvalCtx,
+) -> Result<Vec<Row>, SqlError> {
+    if !order.is_empty() {
+        keyed.sort_by(|a, b| {
+            for (i, o) in order.iter().enumerate() {
+                let c = order_cmp(&a.0[i], &b.0[i], o.coll);
+                let c = if o.desc { c.reverse() } else { c };
+                if c != std::cmp::Ordering::Equal {
+                    return c;
+                }
+            }
+            std::cmp::Ordering::Equal
+        });
+    }
+    let mut rows: Vec<Row> = keyed.into_iter().map(|(_, r)| r).collect();
+    if distinct {
+        rows = dedup(rows, out_colls);
+    }
+    let off = eval_count(offset, ctx, "OFFSET")?.unwrap_or(0) as usize;
+    let lim = eval_count(limit, ctx, "LIMIT")?;
+    if off > 0 {
+        rows.drain(..off.min(rows.len()));
+    }
+    if let Some(l) = lim {
+        rows.truncate(l as usize);
+    }
+    Ok(rows)
+}
+
+/// Per-column constraints for partition pruning from a table's local conjuncts.
+fn prune_constraints(def: &TableDef, local: &[CExpr], ctx: &mut EvalCtx) -> Result<Vec<(ColumnId, ColRange)>, SqlError> {
+    let mut cmps = Vec::new();
+    let mut ins = Vec::new();
+    let conv = |c: usize, v: Value| -> Option<Value> {
+        match plan::key_value(&v, def.columns.get(c)?) {
+            KeyConv::Val(x) => Some(x),
+            _ => None,
+        }
+    };
+    for e in local {
+        match e {
+            CExpr::Cmp(k, l, r, _) => {
+                let (c, k, x) = match (l.as_ref(), r.as_ref()) {
+                    (CExpr::Col(c), x) if is_row_independent(x) => (*c, *k, x),
+                    (x, CExpr::Col(c)) if is_row_independent(x) => (*c, k.flip(), x),
+                    _ => continue,
+                };
+                let v = eval(x, &[], ctx)?;
+                if let Some(v) = conv(c, v) {
+                    cmps.push((c as ColumnId, k, v));
+                }
+            }
+            CExpr::Between { expr, low, high, negated: false, .. } => {
+                if let CExpr::Col(c) = expr.as_ref() {
+                    if is_row_independent(low) && is_row_independent(high) {
+                        let (a, b) = (eval(low, &[], ctx)?, eval(high, &[], ctx)?);
+                        if let (Some(a), Some(b)) = (conv(*c, a), conv(*c, b)) {
+                            cmps.push((*c as ColumnId, CmpKind::Ge, a));
+                            cmps.push((*c as ColumnId, CmpKind::Le, b));
+                        }
+                    }
+                }
+            }
+            CExpr::InList { expr, list, negated: false, .. } => {
+                if let CExpr::Col(c) = expr.as_ref() {
+                    if list.iter().all(is_row_independent) {
+                        let mut vs = Vec::new();
+                        let mut ok = true;
+                        for x in list {
+                            match conv(*c, eval(x, &[], ctx)?) {
+                                Some(v) => vs.push(v),
+                                None => ok = false,
+                            }
+                        }
+                        if ok {
+                            ins.push((*c as ColumnId, vs));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(constraints_from(&cmps, &ins))
+}
+
+/// Partitions a scan of this table needs (None = all).
+pub fn scan_partitions(t: &TableAccess, ctx: &mut EvalCtx) -> Result<Option<Vec<PartitionId>>, SqlError> {
+    if t.part.partition_count() <= 1 {
+        return Ok(None);
+    }
+    let cons = prune_constraints(&t.table.def, &t.local, ctx)?;
+    if cons.is_empty() {
+        return Ok(None);
+    }
+    Ok(t.part.prune(&t.table.def, &cons))
+}
+
+/// Partition of a keyed operation on a user-partitioned table (None otherwise).
+/// Err(()) = no partition can hold the key.
+pub fn key_partition(t: &TableAccess, key_cols: &[ColumnId], key: &[Value]) -> Result<Option<PartitionId>, ()> {
+    if !t.part.is_user() {
+        return Ok(None);
+    }
+    let def = &t.table.def;
+    let mut row = vec![Value::Null; def.columns.len()];
+    for (c, v) in key_cols.iter().zip(key) {
+        row[*c as usize] = v.clone();
+    }
+    if !t.part.columns().iter().all(|c| key_cols.contains(c)) {
+        return Ok(None);
+    }
+    t.part.partition_of_row(def, &row).map_err(|_| ())
+}
+
+fn read_op(t: &TableAccess, key: KeyAccess, partition: Option<PartitionId>) -> KeyOp {
+    let def = &t.table.def;
+    KeyOp {
+        table: def.id,
+        table_version: def.version,
+        kind: OpKind::Read,
+        lock: t.lock,
+        key,
+        partition,
+        values: Vec::new(),
+        increments: Vec::new(),
+        projection: t.needed.clone(),
+        abort_on_error: false,
+    }
+}
+
+/// Spread a projected row into a full-width table row.
+fn widen(t: &TableAccess, r: Vec<Value>) -> Row {
+    let n = t.table.def.columns.len();
+    if t.needed.len() == n {
+        return r;
+    }
+    let mut row = vec![Value::Null; n];
+    for (c, v) in t.needed.iter().zip(r) {
+        row[*c as usize] = v;
+    }
+    row
+}
+
+/// Key reads (pk or unique); results in key order, missing rows skipped.
+/// Returns (key index, row) pairs.
+pub async fn read_keys(rd: &mut Reader<'_>, t: &TableAccess, index: Option<norr_signals::IndexId>, cols: &[ColumnId], keys: Vec<Vec<Value>>) -> Result<Vec<(usize, Row)>, SqlError> {
+    let mut out = Vec::with_capacity(keys.len());
+    let mut ops = Vec::with_capacity(keys.len().min(MAX_OPS_PER_BATCH));
+    let mut idx = Vec::with_capacity(keys.len().min(MAX_OPS_PER_BATCH));
+    let total = keys.len();
+    for (i, k) in keys.into_iter().enumerate() {
+        let part = match key_partition(t, cols, &k) {
+            Ok(p) => p,
+            Err(()) => continue,
+        };
+        let access = match index {
+            None => KeyAccess::Primary(k),
+            Some(ix) => KeyAccess::Unique { index: ix, values: k },
+        };
+        ops.push(read_op(t, access, part));
+        idx.push(i);
+        if ops.len() == MAX_OPS_PER_BATCH || i + 1 == total {
+            let res = rd.key_ops(std::mem::take(&mut ops)).await.map_err(|e| error_map::from_client(e, &table_err(&t.table.def)))?;
+            for (j, r) in res.into_iter().enumerate() {
+                match r {
+                    OpResult::Ok(Some(row)) => out.push((idx[j], widen(t, row))),
+                    OpResult::Ok(None) => {}
+                    OpResult::Err(e) if e.code == ErrorCode::NoSuchRow => {}
+                    OpResult::Err(e) => return Err(error_map::from_node(&e, &table_err(&t.table.def))),
+                }
+            }
+            idx.clear();
+        }
+    }
+    if !ops.is_empty() {
+        let res = rd.key_ops(ops).await.map_err(|e| error_map::from_client(e, &table_err(&t.table.def)))?;
+        for (j, r) in res.into_iter().enumerate() {
+            match r {
+                OpResult::Ok(Some(row)) => out.push((idx[j], widen(t, row))),
+                OpResult::Err(e) if e.code != ErrorCode::NoSuchRow => return Err(error_map::from_node(&e, &table_err(&t.table.def))),
+                _ => {}
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The scan spec for a table access (None = provably no rows).
+pub fn scan_spec(t: &TableAccess, ctx: &mut EvalCtx, limit: Option<u64>) -> Result<Option<ScanSpec>, SqlError> {
+    let def = &t.table.def;
+    let partitions = scan_partitions(t, ctx)?;
+    if partitions.as_ref().is_some_and(|p| p.is_empty()) {
+        return Ok(None);
+    }
+    let mut spec = ScanSpec::full(def.id);
+    spec.table_version = def.version;
+    spec.projection = t.needed.clone();
+    spec.lock = t.lock;
+    spec.batch_rows = SCAN_BATCH_ROWS;
+    spec.partitions = partitions;
+    spec.filter = plan::build_filter(def, &t.local, ctx)?;
+    spec.limit = limit;
+    if let Access::IndexRange { index, eq, low, high, .. } = &t.access {
+        let ix = def.index(*index).ok_or_else(|| SqlError::internal("index vanished"))?;
+        match plan::eval_range(def, &ix.columns, eq, low, high, ctx)? {
+            None => return Ok(None),
+            Some(r) => {
+                spec.index = Some(*index);
+                spec.range = Some(r);
+            }
+        }
+    }
+    Ok(Some(spec))
+}
+
+/// Fetch the rows of a table access (local conjuncts applied).
+pub async fn fetch_table(rd: &mut Reader<'_>, t: &TableAccess, ctx: &mut EvalCtx<'_>, limit: Option<u64>) -> Result<Vec<Row>, SqlError> {
+    let def = &t.table.def;
+    let keyed = match &t.access {
+        Access::PkLookup { keys } => plan::eval_keys(keys, &def.primary_key, def, ctx)?.map(|k| (None, def.primary_key.clone(), k)),
+        Access::UniqueLookup { index, keys, .. } => {
+            let cols = def.index(*index).map(|i| i.columns.clone()).unwrap_or_default();
+            plan::eval_keys(keys, &cols, def, ctx)?.map(|k| (Some(*index), cols, k))
+        }
+        _ => None,
+    };
+    let rows: Vec<Row> = match keyed {
+        Some((index, cols, keys)) => read_keys(rd, t, index, &cols, keys).await?.into_iter().map(|(_, r)| r).collect(),
+        None => {
+            let mut t2;
+            let t = if matches!(t.access, Access::PkLookup { .. } | Access::UniqueLookup { .. }) {
+                // Lookup keys did not convert exactly: scan instead.
+                t2 = TableAccess { table: t.table.clone(), part: t.part.clone(), access: Access::FullScan, local: t.local.clone(), needed: t.needed.clone(), lock: t.lock };
+                t2.access = Access::FullScan;
+                &t2
+            } else {
+                t
+            };
+            match scan_spec(t, ctx, limit)? {
+                None => Vec::new(),
+                Some(spec) => {
+                    let rows = rd.scan(spec).await.map_err(|e| error_map::from_client(e, &table_err(def)))?;
+                    rows.into_iter().map(|r| widen(t, r)).collect()
+                }
+            }
+        }
+    };
+    if t.local.is_empty() {
+        return Ok(rows);
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    'rows: for r in rows {
+        for c in &t.local {
+            if !eval_pred(c, &r, ctx)? {
+                continue 'rows;
+            }
+        }
+        out.push(r);
+    }
+    Ok(out)
+}
+
+fn concat(a: &[Value], b: &[Value]) -> Row {
+    let mut r = Vec::with_capacity(a.len() + b.len());
+    r.extend_from_slice(a);
+    r.extend_from_slice(b);
+    r
+}
+
+/// An equality usable for a hash join: (inner column offset in joined row, outer expr).
+fn hash_key(on: &[CExpr], base: usize, width: usize) -> Option<(usize, usize, Coll)> {
+    for c in on {
+        if let CExpr::Cmp(CmpKind::Eq, l, r, coll) = c {
+            if let (CExpr::Col(a), CExpr::Col(b)) = (l.as_ref(), r.as_ref()) {
+                let inner = |x: usize| x >= base && x < base + width;
+                if inner(*a) && *b < base {
+                    return Some((*a, *b, *coll));
+                }
+                if inner(*b) && *a < base {
+                    return Some((*b, *a, *coll));
+                }
+            }
+        }
+    }
+    None
+}
+
+async fn run_select(rd: &mut Reader<'_>, c: &Compiled, p: &SelectPlan, ctx: &mut EvalCtx<'_>) -> Result<Vec<Row>, SqlError> {
+    // Limit pushdown: one table, nothing that needs every row.
+    let push_limit = if p.sources.len() == 1 && p.filter.is_empty() && p.agg.is_none() && p.order.is_empty() && !p.distinct && p.correlated.is_empty() {
+        match &p.sources[0].kind {
+            SourceKind::Table(t) if t.local.is_empty() => match eval_count(p.limit.as_ref(), ctx, "LIMIT")? {
+                Some(l) => Some(l + eval_count(p.offset.as_ref(), ctx, "OFFSET")?.unwrap_or(0)),
+                None => None,
+            },
+            _ => None,
+        }
+    } else {
+        None
+    };
+    let mut rows: Vec<Row> = vec![Vec::new()];
+    for (si, s) in p.sources.iter().enumerate() {
+        let prefix_width = s.base;
+        let null_ext = vec![Value::Null; s.width];
+        let mut next: Vec<Row> = Vec::new();
+        if let (Some(l), SourceKind::Table(t)) = (&s.lookup, &s.kind) {
+            // Batched key lookups of the inner side, one batch per JOIN_BATCH outer rows.
+            for chunk in rows.chunks(JOIN_BATCH) {
+                let mut keys: Vec<Vec<Value>> = Vec::new();
+                let mut key_of_row: Vec<Option<usize>> = Vec::with_capacity(chunk.len());
+                let mut key_index: HashMap<Vec<u8>, usize> = HashMap::new();
+                for r in chunk {
+                    let mut k = Vec::with_capacity(l.keys.len());
+                    let mut ok = true;
+                    for (e, col) in l.keys.iter().zip(&l.cols) {
+                        let v = eval(e, r, ctx)?;
+                        match plan::key_value(&v, &t.table.def.columns[*col as usize]) {
+                            KeyConv::Val(x) => k.push(x),
+                            _ => {
+                                ok = false;
+                                break;
+                            }
+                        }
+                    }
+                    if !ok {
+                        key_of_row.push(None);
+                        continue;
+                    }
+                    let mut enc = Vec::new();
+                    encode_group_key(&k, &vec![Coll::Ci; k.len()], &mut enc);
+                    let ki = *key_index.entry(enc).or_insert_with(|| {
+                        keys.push(k);
+                        keys.len() - 1
+                    });
+                    key_of_row.push(Some(ki));
+                }
+                let found = read_keys(rd, t, l.index, &l.cols, keys).await?;
+                let mut by_key: HashMap<usize, Row> = HashMap::with_capacity(found.len());
+                'found: for (ki, row) in found {
+                    for lc in &t.local {
+                        if !eval_pred(lc, &row, ctx)? {
+                            continue 'found;
+                        }
+                    }
+                    by_key.insert(ki, row);
+                }
+                for (r, k) in chunk.iter().zip(key_of_row) {
+                    let mut matched = false;
+                    if let Some(inner) = k.and_then(|k| by_key.get(&k)) {
+                        let joined = concat(r, inner);
+                        let mut pass = true;
+                        for cnd in &s.on {
+                            if !eval_pred(cnd, &joined, ctx)? {
+                                pass = false;
+                                break;
+                            }
+                        }
+                        if pass {
+                            matched = true;
+                            next.push(joined);
+                        }
+                    }
+                    if !matched && s.left_join {
+                        next.push(concat(r, &null_ext));
+                    }
+                }
+            }
+            rows = next;
+            continue;
+        }
+        let inner: Vec<Row> = match &s.kind {
+            SourceKind::Table(t) => fetch_table(rd, t, ctx, push_limit).await?,
+            SourceKind::Derived(n) => run_node(rd, c, n, ctx).await?,
+            SourceKind::Rows(r) => r.clone(),
+        };
+        if si == 0 {
+            rows = inner;
+            // ON of the first source (only from nested joins) acts as a filter.
+            if !s.on.is_empty() {
+                let mut keep = Vec::with_capacity(rows.len());
+                'r0: for r in rows {
+                    for cnd in &s.on {
+                        if !eval_pred(cnd, &r, ctx)? {
+                            continue 'r0;
+                        }
+                    }
+                    keep.push(r);
+                }
+                rows = keep;
+            }
+            continue;
+        }
+        if let Some((inner_col, outer_col, coll)) = hash_key(&s.on, prefix_width, s.width) {
+            let mut table: HashMap<Vec<u8>, Vec<usize>> = HashMap::with_capacity(inner.len());
+            for (i, r) in inner.iter().enumerate() {
+                let v = &r[inner_col - prefix_width];
+                if v.is_null() {
+                    continue;
+                }
+                let mut k = Vec::new();
+                encode_group_key(std::slice::from_ref(v), &[coll], &mut k);
+                table.entry(k).or_default().push(i);
+            }
+            for r in &rows {
+                let mut matched = false;
+                let v = &r[outer_col];
+                if !v.is_null() {
+                    let mut k = Vec::new();
+                    encode_group_key(std::slice::from_ref(v), &[coll], &mut k);
+                    if let Some(list) = table.get(&k) {
+                        for &i in list {
+                            let joined = concat(r, &inner[i]);
+                            let mut pass = true;
+                            for cnd in &s.on {
+                                if !eval_pred(cnd, &joined, ctx)? {
+                                    pass = false;
+                                    break;
+                                }
+                            }
+                            if pass {
+                                matched = true;
+                                next.push(joined);
+                            }
+                        }
+                    }
+                }
+                if !matched && s.left_join {
+                    next.push(concat(r, &null_ext));
+                }
+            }
+        } else {
+            for r in &rows {
+                let mut matched = false;
+                for ir in &inner {
+                    let joined = concat(r, ir);
+                    let mut pass = true;
+                    for cnd in &s.on {
+                        if !eval_pred(cnd, &joined, ctx)? {
+                            pass = false;
+                            break;
+                        }
+                    }
+                    if pass {
+                        matched = true;
+                        next.push(joined);
+                        if next.len() > MAX_RESULT_ROWS {
+                            return Err(SqlError::new(1104, "42000", "The SELECT would examine too many rows"));
+                        }
+                    }
+                }
+                if !matched && s.left_join {
+                    next.push(concat(r, &null_ext));
+                }
+            }
+        }
+        rows = next;
+    }
+
+    // WHERE (rest), with correlated subqueries run per row.
+    if !p.filter.is_empty() || !p.correlated.is_empty() {
+        let mut keep = Vec::with_capacity(rows.len());
+        'w: for r in rows {
+            if !p.correlated.is_empty() {
+                run_correlated(rd, c, &p.correlated, &r, ctx).await?;
+            }
+            for f in &p.filter {
+                if !eval_pred(f, &r, ctx)? {
+                    continue 'w;
+                }
+            }
+            keep.push(r);
+        }
+        rows = keep;
+    }
+
+    // Aggregation.
+    let rows = match &p.agg {
+        Some(a) => aggregate(rows, a, p.width, ctx)?,
+        None => rows,
+    };
+    // HAVING, projection, order keys.
+    let mut keyed: Vec<(Vec<Value>, Row)> = Vec::with_capacity(rows.len());
+    for r in rows {
+        if let Some(h) = &p.having {
+            if !eval_pred(h, &r, ctx)? {
+                continue;
+            }
+        }
+        if !p.correlated.is_empty() && p.agg.is_none() {
+            run_correlated(rd, c, &p.correlated, &r, ctx).await?;
+        }
+        let mut out = Vec::with_capacity(p.proj.len());
+        for e in &p.proj {
+            out.push(eval(e, &r, ctx)?);
+        }
+        let mut keys = Vec::with_capacity(p.order.len());
+        for o in &p.order {
+            keys.push(eval(&o.expr, &r, ctx)?);
+        }
+        keyed.push((keys, out));
+    }
+    let colls: Vec<Coll> = p.types.iter().map(|t| t.coll).collect();
+    finish_rows(keyed, &p.order, p.distinct, &colls, p.limit.as_ref(), p.offset.as_ref(), ctx)
+}
+
+async fn run_correlated(rd: &mut Reader<'_>, c: &Compiled, subs: &[usize], row: &Row, ctx: &mut EvalCtx<'_>) -> Result<(), SqlError> {
+    for &i in subs {
+        let saved = std::mem::replace(&mut ctx.outer_row, row.clone());
+        let r = run_sub(rd, c, i, ctx).await;
+        ctx.outer_row = saved;
+        ctx.subs[i] = r?;
+    }
+    Ok(())
+}
+
+/// Running state of one aggregate.
+#[derive(Debug, Clone)]
+enum AggState {
+    Count(i64),
+    Sum(Option<Num>),
+    Avg(Option<Num>, i64),
+    Min(Option<Value>),
+    Max(Option<Value>),
+    Concat(Option<Vec<u8>>),
+    Bit(Option<u64>),
+}
+
+fn agg_init(a: &AggSpec) -> AggState {
+    match a.kind {
+        AggKind::CountStar | AggKind::Count => AggState::Count(0),
+        AggKind::Sum => AggState::Sum(None),
+        AggKind::Avg => AggState::Avg(None, 0),
+        AggKind::Min => AggState::Min(None),
+        AggKind::Max => AggState::Max(None),
+        AggKind::GroupConcat => AggState::Concat(None),
+        AggKind::BitAnd | AggKind::BitOr => AggState::Bit(None),
+    }
+}
+
+fn add_num(acc: Option<Num>, v: Num) -> Result<Num, SqlError> {
+    let v = match v {
+        Num::I(_) | Num::U(_) => Num::D(Decimal { mantissa: match v { Num::I(i) => i as i128, Num::U(u) => u as i128, _ => 0 }, scale: 0 }),
+        o => o,
+    };
+    match acc {
+        None => Ok(v),
+        Some(a) => Ok(vals::arith(vals::ArithOp::Add, a, v, &|| "sum".into())?.unwrap_or(a)),
+    }
+}
+
+fn agg_step(st: &mut AggState, a: &AggSpec, v: Option<Value>, ctx: &mut EvalCtx) -> Result<(), SqlError> {
+    let v = match v {
+        None => {
+            // COUNT(*)
+            if let AggState::Count(n) = st {
+                *n += 1;
+            }
+            return Ok(());
+        }
+        Some(Value::Null) => return Ok(()),
+        Some(v) => v,
+    };
+    match st {
+        AggState::Count(n) => *n += 1,
+        AggState::Sum(s) => {
+            if let Some(x) = vals::to_num(&v, &mut ctx.warnings) {
+                *s = Some(add_num(*s, x)?);
+            }
+        }
+        AggState::Avg(s, n) => {
+            if let Some(x) = vals::to_num(&v, &mut ctx.warnings) {
+                *s = Some(add_num(*s, x)?);
+                *n += 1;
+            }
+        }
+        AggState::Min(m) => {
+            if m.as_ref().is_none_or(|cur| order_cmp(&v, cur, a.coll) == std::cmp::Ordering::Less) {
+                *m = Some(v);
+            }
+        }
+        AggState::Max(m) => {
+            if m.as_ref().is_none_or(|cur| order_cmp(&v, cur, a.coll) == std::cmp::Ordering::Greater) {
+                *m = Some(v);
+            }
+        }
+        AggState::Concat(s) => {
+            let t = vals::to_text(&v).unwrap_or_default();
+            match s {
+                None => *s = Some(t.into_owned()),
+                Some(b) => {
+                    b.push(b',');
+                    b.extend_from_slice(&t);
+                }
+            }
+        }
+        AggState::Bit(b) => {
+            let x = vals::to_i64(&v, &mut ctx.warnings).unwrap_or(0) as u64;
+            *b = Some(match (a.kind, *b) {
+                (_, None) => x,
+                (AggKind::BitAnd, Some(y)) => x & y,
+                (_, Some(y)) => x | y,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn agg_final(st: AggState, a: &AggSpec) -> Value {
+    match st {
+        AggState::Count(n) => Value::Int(n),
+        AggState::Sum(s) => match s {
+            None => Value::Null,
+            Some(Num::F(f)) => Value::Double(f),
+            Some(n) => n.to_value(),
+        },
+        AggState::Avg(s, n) => match s {
+            None => Value::Null,
+            Some(Num::F(f)) => Value::Double(f / n as f64),
+            Some(x) => match vals::arith(vals::ArithOp::Div, x, Num::I(n), &|| "avg".into()) {
+                Ok(Some(r)) => r.to_value(),
+                _ => Value::Null,
+            },
+        },
+        AggState::Min(m) | AggState::Max(m) => m.unwrap_or(Value::Null),
+        AggState::Concat(s) => s.map(Value::Bytes).unwrap_or(Value::Null),
+        AggState::Bit(b) => Value::UInt(b.unwrap_or(if a.kind == AggKind::BitAnd { u64::MAX } else { 0 })),
+    }
+}
+
+/// GROUP BY + aggregates: one post-aggregation row per group = first source row ++ aggregate values.
+fn aggregate(rows: Vec<Row>, a: &crate::engine::query::AggPlan, width: usize, ctx: &mut EvalCtx) -> Result<Vec<Row>, SqlError> {
+    struct Group {
+        first: Row,
+        states: Vec<AggState>,
+        seen: Vec<std::collections::HashSet<Vec<u8>>>,
+    }
+    let mut groups: Vec<Group> = Vec::new();
+    let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut key = Vec::new();
+    let mut gvals = Vec::with_capacity(a.group_by.len());
+    for r in rows {
+        gvals.clear();
+        for g in &a.group_by {
+            gvals.push(eval(g, &r, ctx)?);
+        }
+        key.clear();
+        encode_group_key(&gvals, &a.group_colls, &mut key);
+        let gi = match index.get(&key) {
+            Some(i) => *i,
+            None => {
+                groups.push(Group {
+                    first: r.clone(),
+                    states: a.aggs.iter().map(agg_init).collect(),
+                    seen: a.aggs.iter().map(|_| Default::default()).collect(),
+                });
+                index.insert(key.clone(), groups.len() - 1);
+                groups.len() - 1
+            }
+        };
+        let g = &mut groups[gi];
+        for (k, spec) in a.aggs.iter().enumerate() {
+            let v = match &spec.arg {
+                None => None,
+                Some(e) => Some(eval(e, &r, ctx)?),
+            };
+            if spec.distinct {
+                if let Some(v) = &v {
+                    if v.is_null() {
+                        continue;
+                    }
+                    let mut enc = Vec::new();
+                    encode_group_key(std::slice::from_ref(v), &[spec.coll], &mut enc);
+                    if !g.seen[k].insert(enc) {
+                        continue;
+                    }
+                }
+            }
+            agg_step(&mut g.states[k], spec, v, ctx)?;
+        }
+    }
+    if groups.is_empty() && a.group_by.is_empty() {
+        // Aggregates over no rows: one row (COUNT = 0, others NULL).
+        groups.push(Group { first: vec![Value::Null; width], states: a.aggs.iter().map(agg_init).collect(), seen: vec![] });
+    }
+    let mut out = Vec::with_capacity(groups.len());
+    for g in groups {
+        let mut row = g.first;
+        row.resize(width, Value::Null);
+        for (st, spec) in g.states.into_iter().zip(&a.aggs) {
+            row.push(agg_final(st, spec));
+        }
+        out.push(row);
+    }
+    Ok(out)
+}
+
+/// information_schema tables (served by the catalog's `infoschema` module).
+pub async fn virtual_table(engine: &Engine, session: &Session, name: &str) -> Result<(Vec<ScopeCol>, Vec<Vec<Value>>), SqlError> {
+    use crate::engine::expr::{SqlType, TClass};
+    use crate::types::FieldType;
+    match crate::engine::infoschema::virtual_table(engine, session, name).await? {
+        None => Err(crate::engine::infoschema::unknown_table_error(name)),
+        Some((cols, rows)) => {
+            let scope = cols
+                .iter()
+                .map(|c| {
+                    let class = match c.field_type {
+                        FieldType::Tiny | FieldType::Short | FieldType::Long | FieldType::LongLong | FieldType::Int24 => {
+                            if c.flags & crate::types::column_flags::UNSIGNED != 0 {
+                                TClass::UInt
+                            } else {
+                                TClass::Int
+                            }
+                        }
+                        FieldType::NewDecimal => TClass::Decimal,
+                        FieldType::Double | FieldType::Float => TClass::Double,
+                        FieldType::DateTime | FieldType::Timestamp => TClass::DateTime,
+                        FieldType::Date => TClass::Date,
+                        _ => TClass::Str,
+                    };
+                    ScopeCol { table: name.to_lowercase(), name: c.name.clone(), ty: SqlType::new(class) }
+                })
+                .collect();
+            Ok((scope, rows))
+        }
+    }
+}

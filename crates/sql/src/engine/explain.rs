@@ -1,0 +1,185 @@
+//! EXPLAIN: MySQL's traditional table format, one row per table access, with
+//! the access path NorrDB uses (`type`: const = primary-key lookup, eq_ref =
+//! unique lookup or batched join lookup, range = index range or several key
+//! lookups, ALL = full scan; `Extra` spells it out) and the partitions left
+//! after pruning (evaluated with the statement's parameters, if any).
+
+use crate::engine::exec::{self, scan_partitions};
+use crate::engine::expr::EvalCtx;
+use crate::engine::partition::PartFn;
+use crate::engine::plan::{self, Access};
+use crate::engine::query::{prepare_query, QueryNode, SelectPlan, SourceKind, TableAccess};
+use crate::engine::{dml, Engine};
+use crate::types::{ColumnMeta, FieldType, QueryOutput, Session, SqlError};
+use norr_signals::Value;
+use sqlparser::ast::Statement;
+
+/// Column names of EXPLAIN's output.
+pub const EXPLAIN_COLUMNS: [&str; 12] =
+    ["id", "select_type", "table", "partitions", "type", "possible_keys", "key", "key_len", "ref", "rows", "filtered", "Extra"];
+
+fn columns() -> Vec<ColumnMeta> {
+    EXPLAIN_COLUMNS
+        .iter()
+        .map(|n| {
+            let ft = match *n {
+                "id" | "rows" => FieldType::LongLong,
+                "filtered" => FieldType::Double,
+                _ => FieldType::VarString,
+            };
+            ColumnMeta::expr(n, ft)
+        })
+        .collect()
+}
+
+fn s(x: &str) -> Value {
+    Value::str(x)
+}
+
+/// Partition names of a table (declared names, else p0..pN-1).
+pub fn partition_names(t: &crate::engine::catalog::SqlTable, part: &PartFn) -> Vec<String> {
+    if let Some(info) = &t.meta.partition {
+        if !info.defs.is_empty() {
+            return info.defs.iter().map(|d| d.name.clone()).collect();
+        }
+    }
+    (0..part.partition_count().max(1)).map(|i| format!("p{i}")).collect()
+}
+
+/// One EXPLAIN row for a table access.
+pub fn access_row(id: i64, select_type: &str, alias: &str, ta: &TableAccess, join_lookup: bool, ctx: &mut EvalCtx) -> Result<Vec<Value>, SqlError> {
+    let def = &ta.table.def;
+    let names = partition_names(&ta.table, &ta.part);
+    let (ty, key, mut extra) = match (&ta.access, join_lookup) {
+        (_, true) => ("eq_ref", "PRIMARY".to_string(), "batched key lookup per outer row batch".to_string()),
+        (Access::PkLookup { keys }, _) if keys.len() == 1 => ("const", "PRIMARY".to_string(), "primary key lookup".to_string()),
+        (Access::PkLookup { keys }, _) => ("range", "PRIMARY".to_string(), format!("primary key batch lookup ({} keys)", keys.len())),
+        (Access::UniqueLookup { name, keys, .. }, _) => {
+            (if keys.len() == 1 { "const" } else { "range" }, name.clone(), "unique index lookup".to_string())
+        }
+        (Access::IndexRange { name, .. }, _) => ("range", name.clone(), "index range scan".to_string()),
+        (Access::FullScan, _) => ("ALL", String::new(), "full table scan".to_string()),
+    };
+    // Partitions after pruning.
+    let parts: Vec<String> = match &ta.access {
+        Access::PkLookup { keys } if !join_lookup => match plan::eval_keys(keys, &def.primary_key, def, ctx) {
+            Ok(Some(ks)) if ta.part.partition_count() > 0 => {
+                let mut ps: Vec<u32> = Vec::new();
+                for k in &ks {
+                    let mut row = vec![Value::Null; def.columns.len()];
+                    for (c, v) in def.primary_key.iter().zip(k) {
+                        row[*c as usize] = v.clone();
+                    }
+                    if ta.part.columns().iter().all(|c| def.primary_key.contains(c)) {
+                        if let Ok(Some(p)) = ta.part.partition_of_row(def, &row) {
+                            if !ps.contains(&p) {
+                                ps.push(p);
+                            }
+                        }
+                    }
+                }
+                if ps.is_empty() {
+                    names.clone()
+                } else {
+                    ps.sort_unstable();
+                    ps.iter().filter_map(|p| names.get(*p as usize).cloned()).collect()
+                }
+            }
+            _ => names.clone(),
+        },
+        _ => match scan_partitions(ta, ctx)? {
+            None => names.clone(),
+            Some(ps) => ps.iter().filter_map(|p| names.get(*p as usize).cloned()).collect(),
+        },
+    };
+    if !join_lookup && matches!(ta.access, Access::IndexRange { .. } | Access::FullScan) && plan::build_filter(def, &ta.local, ctx)?.is_some() {
+        extra.push_str("; Using pushed condition");
+    }
+    if parts.is_empty() {
+        extra = "no matching row in pruned partitions".to_string();
+    }
+    Ok(vec![
+        Value::Int(id),
+        s(select_type),
+        s(alias),
+        if parts.is_empty() || ta.table.meta.partition.is_none() { Value::Null } else { s(&parts.join(",")) },
+        s(ty),
+        if key.is_empty() { Value::Null } else { s(&key) },
+        if key.is_empty() { Value::Null } else { s(&key) },
+        Value::Null,
+        Value::Null,
+        Value::Null,
+        Value::Double(100.0),
+        s(&extra),
+    ])
+}
+
+fn explain_node(n: &QueryNode, id: &mut i64, select_type: &str, out: &mut Vec<Vec<Value>>, ctx: &mut EvalCtx) -> Result<(), SqlError> {
+    match n {
+        QueryNode::SetOp(s) => {
+            explain_node(&s.left, id, select_type, out, ctx)?;
+            explain_node(&s.right, id, "UNION", out, ctx)
+        }
+        QueryNode::Select(p) => explain_select(p, id, select_type, out, ctx),
+    }
+}
+
+fn explain_select(p: &SelectPlan, id: &mut i64, select_type: &str, out: &mut Vec<Vec<Value>>, ctx: &mut EvalCtx) -> Result<(), SqlError> {
+    *id += 1;
+    let my_id = *id;
+    for src in &p.sources {
+        match &src.kind {
+            SourceKind::Table(t) => out.push(access_row(my_id, select_type, &src.alias, t, src.lookup.is_some(), ctx)?),
+            SourceKind::Derived(n) => {
+                out.push(vec![Value::Int(my_id), s(select_type), s(&src.alias), Value::Null, s("ALL"), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Double(100.0), s("derived table")]);
+                explain_node(n, id, "DERIVED", out, ctx)?;
+            }
+            SourceKind::Rows(_) => {
+                if p.sources.len() == 1 && src.alias.is_empty() {
+                    out.push(vec![Value::Int(my_id), s(select_type), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, s("No tables used")]);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The dispatcher's entry point for EXPLAIN <statement>.
+pub async fn execute_explain(engine: &Engine, session: &mut Session, st: &Statement, params: &[Value]) -> Result<QueryOutput, SqlError> {
+    let Statement::Explain { statement, analyze: false, .. } = st else {
+        return Err(SqlError::unsupported("EXPLAIN ANALYZE"));
+    };
+    let mut rows = Vec::new();
+    match statement.as_ref() {
+        Statement::Query(q) => {
+            let c = prepare_query(engine, session, q).await?;
+            let mut ctx = exec::make_ctx(session, params, &c.sysvars, &c.uservars)?;
+            let mut id = 0;
+            explain_node(&c.root, &mut id, "SIMPLE", &mut rows, &mut ctx)?;
+            for sub in &c.subs {
+                explain_node(&sub.node, &mut id, if sub.correlated { "DEPENDENT SUBQUERY" } else { "SUBQUERY" }, &mut rows, &mut ctx)?;
+            }
+            if c.subs.is_empty() && matches!(c.root, QueryNode::SetOp(_)) {
+                // keep MySQL's select_type for the first part of a UNION
+                if let Some(r) = rows.first_mut() {
+                    r[1] = s("PRIMARY");
+                }
+            } else if !c.subs.is_empty() {
+                if let Some(r) = rows.first_mut() {
+                    r[1] = s("PRIMARY");
+                }
+            }
+        }
+        Statement::Update(_) | Statement::Delete(_) => {
+            let (ta, alias) = dml::explain_access(engine, session, statement).await?;
+            let mut ctx = exec::make_ctx(session, params, &[], &[])?;
+            let kind = if matches!(statement.as_ref(), Statement::Update(_)) { "UPDATE" } else { "DELETE" };
+            rows.push(access_row(1, kind, &alias, &ta, false, &mut ctx)?);
+        }
+        Statement::Insert(_) => {
+            rows.push(vec![Value::Int(1), s("INSERT"), Value::Null, Value::Null, s("ALL"), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null]);
+        }
+        _ => return Err(SqlError::unsupported("EXPLAIN of this statement")),
+    }
+    Ok(QueryOutput::Rows { columns: columns(), rows })
+}

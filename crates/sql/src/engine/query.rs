@@ -1,0 +1,1048 @@
+//! SELECT: compilation of a `sqlparser::ast::Query` into a plan (`Compiled`),
+//! and the entry points the dispatcher calls.
+//!
+//! Compilation is independent of parameter values, so a prepared statement
+//! compiles once (`prepare_query`) and executes many times
+//! (`execute_prepared_query`); `execute_query` does both.
+
+use crate::engine::catalog::SqlTable;
+use crate::engine::error_map;
+use crate::engine::exec;
+use crate::engine::expr::compile::{
+    column_sqltype, expr_display_name, has_aggregate, AggSpec, Compiler, ParamMap, Scope, ScopeCol, SubKind,
+    SubqueryHost,
+};
+use crate::engine::expr::value::Coll;
+use crate::engine::expr::{cmp_coll, collect_cols, conjuncts, for_each_child, map_cols, CExpr, CmpKind, SqlType};
+use crate::engine::functions::unify;
+use crate::engine::partition::PartFn;
+use crate::engine::plan::{choose_access, Access};
+use crate::engine::Engine;
+use crate::types::{ColumnMeta, QueryOutput, Session, SqlError};
+use norr_signals::{ColumnId, IndexId, LockMode, Value};
+use sqlparser::ast::{self, Expr, JoinConstraint, JoinOperator, Query, SelectItem, SetExpr, TableFactor};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A compiled statement (SELECT, or the SELECT part of INSERT ... SELECT).
+#[derive(Debug)]
+pub struct Compiled {
+    pub root: QueryNode,
+    pub subs: Vec<SubPlan>,
+    pub sysvars: Vec<(String, bool)>,
+    pub uservars: Vec<String>,
+    pub param_count: usize,
+}
+
+impl Compiled {
+    pub fn columns(&self) -> &[ColumnMeta] {
+        self.root.columns()
+    }
+}
+
+#[derive(Debug)]
+pub struct SubPlan {
+    pub node: QueryNode,
+    pub kind: SubKind,
+    /// Reads columns of the enclosing query's row: run once per outer row.
+    pub correlated: bool,
+}
+
+#[derive(Debug)]
+pub enum QueryNode {
+    Select(Box<SelectPlan>),
+    SetOp(Box<SetOpPlan>),
+}
+
+impl QueryNode {
+    pub fn columns(&self) -> &[ColumnMeta] {
+        match self {
+            QueryNode::Select(s) => &s.columns,
+            QueryNode::SetOp(s) => &s.columns,
+        }
+    }
+    pub fn types(&self) -> &[SqlType] {
+        match self {
+            QueryNode::Select(s) => &s.types,
+            QueryNode::SetOp(s) => &s.types,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct SetOpPlan {
+    pub left: QueryNode,
+    pub right: QueryNode,
+    pub distinct: bool,
+    pub columns: Vec<ColumnMeta>,
+    pub types: Vec<SqlType>,
+    /// Over the output row.
+    pub order: Vec<OrderKey>,
+    pub limit: Option<CExpr>,
+    pub offset: Option<CExpr>,
+}
+
+#[derive(Debug, Clone)]
+pub struct OrderKey {
+    pub expr: CExpr,
+    pub desc: bool,
+    pub coll: Coll,
+}
+
+#[derive(Debug)]
+pub struct AggPlan {
+    /// Over the joined row.
+    pub group_by: Vec<CExpr>,
+    pub group_colls: Vec<Coll>,
+    pub aggs: Vec<AggSpec>,
+}
+
+#[derive(Debug)]
+pub struct SelectPlan {
+    pub sources: Vec<Source>,
+    /// Width of the joined row.
+    pub width: usize,
+    /// WHERE conjuncts still to evaluate on joined rows.
+    pub filter: Vec<CExpr>,
+    pub agg: Option<AggPlan>,
+    /// Over the post-aggregation row (joined row ++ aggregate values).
+    pub having: Option<CExpr>,
+    pub proj: Vec<CExpr>,
+    pub columns: Vec<ColumnMeta>,
+    pub types: Vec<SqlType>,
+    pub distinct: bool,
+    pub order: Vec<OrderKey>,
+    pub limit: Option<CExpr>,
+    pub offset: Option<CExpr>,
+    pub lock: LockMode,
+    /// Correlated subqueries read in `filter` / `proj` (run per row).
+    pub correlated: Vec<usize>,
+}
+
+#[derive(Debug)]
+pub struct Source {
+    pub alias: String,
+    pub kind: SourceKind,
+    pub base: usize,
+    pub width: usize,
+    pub left_join: bool,
+    /// ON conjuncts over the joined row prefix (up to this source).
+    pub on: Vec<CExpr>,
+    /// Per outer row key lookups (batched) instead of a scan of this source.
+    pub lookup: Option<JoinLookup>,
+}
+
+#[derive(Debug)]
+pub enum SourceKind {
+    Table(TableAccess),
+    Derived(Box<QueryNode>),
+    /// Constant rows (no FROM: one empty row; information_schema tables).
+    Rows(Vec<Vec<Value>>),
+}
+
+#[derive(Debug)]
+pub struct TableAccess {
+    pub table: Arc<SqlTable>,
+    pub part: Arc<PartFn>,
+    pub access: Access,
+    /// Conjuncts over the table's own row (offset = column id).
+    pub local: Vec<CExpr>,
+    /// Columns to fetch, ascending.
+    pub needed: Vec<ColumnId>,
+    pub lock: LockMode,
+}
+
+#[derive(Debug)]
+pub struct JoinLookup {
+    /// None = primary key.
+    pub index: Option<IndexId>,
+    pub cols: Vec<ColumnId>,
+    /// Over the joined row prefix before this source.
+    pub keys: Vec<CExpr>,
+}
+
+/// Tables of a statement, resolved (async) before compilation.
+pub struct Tables {
+    pub map: HashMap<(String, String), Arc<SqlTable>>,
+    pub default_db: Option<String>,
+    pub virtual_rows: HashMap<(String, String), (Vec<ScopeCol>, Vec<Vec<Value>>)>,
+}
+
+impl Tables {
+    pub fn key(&self, name: &ast::ObjectName) -> Result<(String, String), SqlError> {
+        let parts: Vec<String> = name.0.iter().map(|p| p.as_ident().map(|i| i.value.clone()).unwrap_or_else(|| p.to_string())).collect();
+        match parts.as_slice() {
+            [t] => match &self.default_db {
+                Some(db) => Ok((db.clone(), t.clone())),
+                None => Err(error_map::no_db()),
+            },
+            [db, t] => Ok((db.clone(), t.clone())),
+            _ => Err(SqlError::parse(format!("bad table name {name}"))),
+        }
+    }
+    pub fn get(&self, name: &ast::ObjectName) -> Result<Arc<SqlTable>, SqlError> {
+        let k = self.key(name)?;
+        self.map.get(&k).cloned().ok_or_else(|| error_map::no_such_table(&k.0, &k.1))
+    }
+}
+
+/// Resolve every table the statement names.
+pub async fn resolve_tables<V: ast::Visit>(engine: &Engine, session: &Session, stmt: &V) -> Result<Tables, SqlError> {
+    let mut names = Vec::new();
+    let _ = ast::visit_relations(stmt, |n| {
+        names.push(n.clone());
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    let mut t = Tables { map: HashMap::new(), default_db: session.current_db.clone(), virtual_rows: HashMap::new() };
+    for n in names {
+        let k = t.key(&n)?;
+        if t.map.contains_key(&k) || t.virtual_rows.contains_key(&k) {
+            continue;
+        }
+        if k.0.eq_ignore_ascii_case("information_schema") {
+            let rows = exec::virtual_table(engine, session, &k.1).await?;
+            t.virtual_rows.insert(k, rows);
+            continue;
+        }
+        let tbl = engine.catalog().get(&k.0, &k.1).await?;
+        t.map.insert(k, tbl);
+    }
+    Ok(t)
+}
+
+/// Statement-wide compile state (subqueries, variables, parameters).
+pub struct StmtCompiler<'a> {
+    pub tables: &'a Tables,
+    pub params: ParamMap,
+    pub subs: Vec<SubPlan>,
+    pub sysvars: Vec<(String, bool)>,
+    pub uservars: Vec<String>,
+}
+
+impl SubqueryHost for StmtCompiler<'_> {
+    fn add_subquery(&mut self, q: &Query, kind: SubKind, outer: &Scope) -> Result<(usize, SqlType), SqlError> {
+        let node = self.compile_query(q, Some(outer), LockMode::CommittedRead)?;
+        if kind != SubKind::Exists && node.columns().len() != 1 {
+            return Err(SqlError::new(1241, "21000", "Operand should contain 1 column(s)"));
+        }
+        let ty = node.types().first().copied().unwrap_or(SqlType::new(crate::engine::expr::TClass::Null));
+        let correlated = node_reads_outer(&node);
+        self.subs.push(SubPlan { node, kind, correlated });
+        Ok((self.subs.len() - 1, ty))
+    }
+    fn sysvar(&mut self, name: &str, global: bool) -> usize {
+        let n = name.to_ascii_lowercase();
+        if let Some(i) = self.sysvars.iter().position(|(x, g)| *x == n && *g == global) {
+            return i;
+        }
+        self.sysvars.push((n, global));
+        self.sysvars.len() - 1
+    }
+    fn uservar(&mut self, name: &str) -> usize {
+        let n = name.trim_matches('`').to_ascii_lowercase();
+        if let Some(i) = self.uservars.iter().position(|x| *x == n) {
+            return i;
+        }
+        self.uservars.push(n);
+        self.uservars.len() - 1
+    }
+}
+
+fn reads_outer(e: &CExpr) -> bool {
+    match e {
+        CExpr::Outer(_) => true,
+        _ => {
+            let mut r = false;
+            for_each_child(e, &mut |c| r |= reads_outer(c));
+            r
+        }
+    }
+}
+
+fn node_reads_outer(n: &QueryNode) -> bool {
+    match n {
+        QueryNode::SetOp(s) => node_reads_outer(&s.left) || node_reads_outer(&s.right),
+        QueryNode::Select(p) => {
+            let mut all: Vec<&CExpr> = Vec::new();
+            all.extend(p.filter.iter());
+            all.extend(p.proj.iter());
+            all.extend(p.having.iter());
+            all.extend(p.order.iter().map(|o| &o.expr));
+            for s in &p.sources {
+                all.extend(s.on.iter());
+                if let SourceKind::Table(t) = &s.kind {
+                    all.extend(t.local.iter());
+                }
+                if let Some(l) = &s.lookup {
+                    all.extend(l.keys.iter());
+                }
+            }
+            if let Some(a) = &p.agg {
+                all.extend(a.group_by.iter());
+                all.extend(a.aggs.iter().filter_map(|x| x.arg.as_ref()));
+            }
+            all.into_iter().any(reads_outer)
+        }
+    }
+}
+
+fn lock_of(q: &Query) -> LockMode {
+    match q.locks.first().map(|l| &l.lock_type) {
+        Some(ast::LockType::Update) => LockMode::Exclusive,
+        Some(ast::LockType::Share) => LockMode::Shared,
+        None => LockMode::CommittedRead,
+    }
+}
+
+fn const_expr(c: &mut StmtCompiler, e: &Expr) -> Result<CExpr, SqlError> {
+    let scope = Scope::default();
+    let params = c.params.clone();
+    let mut comp = Compiler { scope: &scope, outer: None, params: &params, clause: "LIMIT", aggs: None, agg_base: 0, aliases: &[], host: c };
+    Ok(comp.compile(e)?.0)
+}
+
+fn limit_offset(c: &mut StmtCompiler, q: &Query) -> Result<(Option<CExpr>, Option<CExpr>), SqlError> {
+    Ok(match &q.limit_clause {
+        None => (None, None),
+        Some(ast::LimitClause::LimitOffset { limit, offset, .. }) => (
+            match limit {
+                Some(l) => Some(const_expr(c, l)?),
+                None => None,
+            },
+            match offset {
+                Some(o) => Some(const_expr(c, &o.value)?),
+                None => None,
+            },
+        ),
+        Some(ast::LimitClause::OffsetCommaLimit { offset, limit }) => (Some(const_expr(c, limit)?), Some(const_expr(c, offset)?)),
+    })
+}
+
+fn order_exprs(q: &Query) -> &[ast::OrderByExpr] {
+    match q.order_by.as_ref().map(|o| &o.kind) {
+        Some(ast::OrderByKind::Expressions(v)) => v,
+        _ => &[],
+    }
+}
+
+fn is_desc(o: &ast::OrderByExpr) -> bool {
+    matches!(o.options.sort, Some(ast::OrderBySort::Desc))
+}
+
+fn position_of(e: &Expr) -> Option<usize> {
+    match e {
+        Expr::Value(v) => match &v.value {
+            ast::Value::Number(n, _) => n.parse::<usize>().ok(),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+impl<'a> StmtCompiler<'a> {
+    pub fn new(tables: &'a Tables, params: ParamMap) -> StmtCompiler<'a> {
+        StmtCompiler { tables, params, subs: Vec::new(), sysvars: Vec::new(), uservars: Vec::new() }
+    }
+
+    pub fn finish(self, root: QueryNode) -> Compiled {
+        let param_count = self.params.count();
+        Compiled { root, subs: self.subs, sysvars: self.sysvars, uservars: self.uservars, param_count }
+    }
+
+    pub fn compile_query(&mut self, q: &Query, outer: Option<&Scope>, lock: LockMode) -> Result<QueryNode, SqlError> {
+        if q.with.is_some() {
+            return Err(SqlError::unsupported("WITH (common table expressions)"));
+        }
+        let lock = if q.locks.is_empty() { lock } else { lock_of(q) };
+        match q.body.as_ref() {
+            SetExpr::Select(s) => {
+                let (lim, off) = limit_offset(self, q)?;
+                let plan = self.compile_select(s, order_exprs(q), lim, off, outer, lock)?;
+                Ok(QueryNode::Select(Box::new(plan)))
+            }
+            SetExpr::Query(inner) if q.order_by.is_none() && q.limit_clause.is_none() => self.compile_query(inner, outer, lock),
+            _ => {
+                let body = self.compile_setexpr(&q.body, outer, lock)?;
+                let (limit, offset) = limit_offset(self, q)?;
+                let order = order_exprs(q);
+                if order.is_empty() && limit.is_none() && offset.is_none() {
+                    return Ok(body);
+                }
+                // ORDER BY / LIMIT over a set operation (or parenthesized query): by output column.
+                let columns = body.columns().to_vec();
+                let types = body.types().to_vec();
+                let mut keys = Vec::new();
+                for o in order {
+                    let idx = match &o.expr {
+                        e if position_of(e).is_some() => position_of(e).map(|p| p.saturating_sub(1)),
+                        Expr::Identifier(i) => columns.iter().position(|c| c.name.eq_ignore_ascii_case(&i.value)),
+                        Expr::CompoundIdentifier(p) => p.last().and_then(|i| columns.iter().position(|c| c.name.eq_ignore_ascii_case(&i.value))),
+                        _ => None,
+                    };
+                    let Some(idx) = idx.filter(|i| *i < columns.len()) else {
+                        return Err(crate::engine::expr::compile::unknown_column(&o.expr.to_string(), "order clause"));
+                    };
+                    keys.push(OrderKey { expr: CExpr::Col(idx), desc: is_desc(o), coll: types[idx].coll });
+                }
+                Ok(QueryNode::SetOp(Box::new(SetOpPlan {
+                    left: body,
+                    right: QueryNode::Select(Box::new(empty_select(&columns, &types))),
+                    distinct: false,
+                    columns,
+                    types,
+                    order: keys,
+                    limit,
+                    offset,
+                })))
+            }
+        }
+    }
+
+    fn compile_setexpr(&mut self, e: &SetExpr, outer: Option<&Scope>, lock: LockMode) -> Result<QueryNode, SqlError> {
+        match e {
+            SetExpr::Select(s) => Ok(QueryNode::Select(Box::new(self.compile_select(s, &[], None, None, outer, lock)?))),
+            SetExpr::Query(q) => self.compile_query(q, outer, lock),
+            SetExpr::SetOperation { left, op, set_quantifier, right } => {
+                if *op != ast::SetOperator::Union {
+                    return Err(SqlError::unsupported(format!("{op}")));
+                }
+                let l = self.compile_setexpr(left, outer, lock)?;
+                let r = self.compile_setexpr(right, outer, lock)?;
+                if l.columns().len() != r.columns().len() {
+                    return Err(SqlError::new(1222, "21000", "The used SELECT statements have a different number of columns"));
+                }
+                let types: Vec<SqlType> = l.types().iter().zip(r.types()).map(|(a, b)| unify(&[*a, *b])).collect();
+                let columns: Vec<ColumnMeta> = l
+                    .columns()
+                    .iter()
+                    .zip(&types)
+                    .map(|(c, t)| {
+                        let mut m = ColumnMeta::expr(&c.name, t.field_type());
+                        m.decimals = t.decimals;
+                        m
+                    })
+                    .collect();
+                let distinct = !matches!(set_quantifier, ast::SetQuantifier::All);
+                Ok(QueryNode::SetOp(Box::new(SetOpPlan { left: l, right: r, distinct, columns, types, order: vec![], limit: None, offset: None })))
+            }
+            SetExpr::Values(v) => {
+                // VALUES as a query: constant rows.
+                let mut rows = Vec::new();
+                for r in &v.rows {
+                    let mut row = Vec::new();
+                    for x in &r.content {
+                        let c = const_expr(self, x)?;
+                        match c {
+                            CExpr::Lit(v) => row.push(v),
+                            _ => return Err(SqlError::unsupported("non-constant VALUES row")),
+                        }
+                    }
+                    rows.push(row);
+                }
+                let n = rows.first().map(|r| r.len()).unwrap_or(0);
+                let cols: Vec<ScopeCol> =
+                    (0..n).map(|i| ScopeCol { table: String::new(), name: format!("column_{i}"), ty: SqlType::new(crate::engine::expr::TClass::Str) }).collect();
+                let mut p = empty_select(&[], &[]);
+                p.sources = vec![Source { alias: String::new(), kind: SourceKind::Rows(rows), base: 0, width: n, left_join: false, on: vec![], lookup: None }];
+                p.width = n;
+                p.proj = (0..n).map(CExpr::Col).collect();
+                p.types = cols.iter().map(|c| c.ty).collect();
+                p.columns = cols.iter().map(|c| ColumnMeta::expr(&c.name, c.ty.field_type())).collect();
+                Ok(QueryNode::Select(Box::new(p)))
+            }
+            other => Err(SqlError::unsupported(format!("{other}"))),
+        }
+    }
+
+    /// Add a FROM item to the scope and sources.
+    fn add_factor(&mut self, f: &TableFactor, scope: &mut Scope, sources: &mut Vec<Source>, outer: Option<&Scope>, lock: LockMode) -> Result<usize, SqlError> {
+        let base = scope.cols.len();
+        match f {
+            TableFactor::Table { name, alias, .. } => {
+                let key = self.tables.key(name)?;
+                let alias_name = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or_else(|| key.1.clone());
+                if sources.iter().any(|s| s.alias.eq_ignore_ascii_case(&alias_name)) {
+                    return Err(SqlError::new(1066, "42000", format!("Not unique table/alias: '{alias_name}'")));
+                }
+                if let Some((cols, rows)) = self.tables.virtual_rows.get(&key) {
+                    for c in cols {
+                        scope.cols.push(ScopeCol { table: alias_name.to_lowercase(), name: c.name.clone(), ty: c.ty });
+                    }
+                    sources.push(Source { alias: alias_name, kind: SourceKind::Rows(rows.clone()), base, width: cols.len(), left_join: false, on: vec![], lookup: None });
+                    return Ok(sources.len() - 1);
+                }
+                let table = self.tables.get(name)?;
+                let mut local_scope = Scope::default();
+                for c in &table.def.columns {
+                    let sc = ScopeCol { table: alias_name.to_lowercase(), name: c.name.clone(), ty: column_sqltype(&c.ty) };
+                    local_scope.cols.push(sc.clone());
+                    scope.cols.push(sc);
+                }
+                // Hidden columns are not addressable by name.
+                for (i, m) in table.meta.columns.iter().enumerate() {
+                    if m.hidden {
+                        scope.cols[base + i].name = String::from("\u{0}hidden");
+                    }
+                }
+                let part = Arc::new(PartFn::build(&table.def, table.meta.partition.as_ref(), &local_scope)?);
+                let width = table.def.columns.len();
+                sources.push(Source {
+                    alias: alias_name,
+                    kind: SourceKind::Table(TableAccess { table, part, access: Access::FullScan, local: vec![], needed: vec![], lock }),
+                    base,
+                    width,
+                    left_join: false,
+                    on: vec![],
+                    lookup: None,
+                });
+            }
+            TableFactor::Derived { subquery, alias, lateral: false, .. } => {
+                let Some(alias) = alias else {
+                    return Err(SqlError::new(1248, "42000", "Every derived table must have its own alias"));
+                };
+                let node = self.compile_query(subquery, outer, LockMode::CommittedRead)?;
+                let cols = node.columns().to_vec();
+                let types = node.types().to_vec();
+                for (c, t) in cols.iter().zip(&types) {
+                    scope.cols.push(ScopeCol { table: alias.name.value.to_lowercase(), name: c.name.clone(), ty: *t });
+                }
+                sources.push(Source {
+                    alias: alias.name.value.clone(),
+                    kind: SourceKind::Derived(Box::new(node)),
+                    base,
+                    width: cols.len(),
+                    left_join: false,
+                    on: vec![],
+                    lookup: None,
+                });
+            }
+            TableFactor::NestedJoin { table_with_joins, alias: None } if table_with_joins.joins.is_empty() => {
+                return self.add_factor(&table_with_joins.relation, scope, sources, outer, lock);
+            }
+            other => return Err(SqlError::unsupported(format!("FROM {other}"))),
+        }
+        Ok(sources.len() - 1)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn compile_select(
+        &mut self,
+        s: &ast::Select,
+        order_by: &[ast::OrderByExpr],
+        limit: Option<CExpr>,
+        offset: Option<CExpr>,
+        outer: Option<&Scope>,
+        lock: LockMode,
+    ) -> Result<SelectPlan, SqlError> {
+        let mut scope = Scope::default();
+        let mut sources: Vec<Source> = Vec::new();
+        let params = self.params.clone();
+        // FROM and JOINs.
+        for twj in &s.from {
+            let first = self.add_factor(&twj.relation, &mut scope, &mut sources, outer, lock)?;
+            let _ = first;
+            for j in &twj.joins {
+                let (left, constraint) = match &j.join_operator {
+                    JoinOperator::Join(c) | JoinOperator::Inner(c) | JoinOperator::CrossJoin(c) | JoinOperator::StraightJoin(c) => (false, c),
+                    JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (true, c),
+                    other => return Err(SqlError::unsupported(format!("join {other:?}").chars().take(60).collect::<String>())),
+                };
+                let idx = self.add_factor(&j.relation, &mut scope, &mut sources, outer, lock)?;
+                sources[idx].left_join = left;
+                let on = match constraint {
+                    JoinConstraint::On(e) => {
+                        let mut c = Compiler { scope: &scope, outer, params: &params, clause: "on clause", aggs: None, agg_base: 0, aliases: &[], host: self };
+                        let (ce, _) = c.compile(e)?;
+                        let mut v = Vec::new();
+                        conjuncts(ce, &mut v);
+                        v
+                    }
+                    JoinConstraint::Using(cols) => {
+                        let mut v = Vec::new();
+                        let (b, w) = (sources[idx].base, sources[idx].width);
+                        for name in cols {
+                            let n = name.to_string();
+                            let right = (b..b + w).find(|i| scope.cols[*i].name.eq_ignore_ascii_case(&n));
+                            let left_col = (0..b).find(|i| scope.cols[*i].name.eq_ignore_ascii_case(&n));
+                            match (left_col, right) {
+                                (Some(l), Some(r)) => v.push(CExpr::Cmp(CmpKind::Eq, Box::new(CExpr::Col(l)), Box::new(CExpr::Col(r)), cmp_coll(&scope.cols[l].ty, &scope.cols[r].ty))),
+                                _ => return Err(crate::engine::expr::compile::unknown_column(&n, "from clause")),
+                            }
+                        }
+                        v
+                    }
+                    JoinConstraint::None => vec![],
+                    JoinConstraint::Natural => return Err(SqlError::unsupported("NATURAL JOIN")),
+                };
+                sources[idx].on = on;
+            }
+        }
+        if sources.is_empty() {
+            sources.push(Source { alias: String::new(), kind: SourceKind::Rows(vec![vec![]]), base: 0, width: 0, left_join: false, on: vec![], lookup: None });
+        }
+        let width = scope.cols.len();
+
+        // WHERE.
+        let mut filter = Vec::new();
+        if let Some(w) = &s.selection {
+            if has_aggregate(w) {
+                return Err(SqlError::new(1111, "HY000", "Invalid use of group function"));
+            }
+            let mut c = Compiler { scope: &scope, outer, params: &params, clause: "where clause", aggs: None, agg_base: 0, aliases: &[], host: self };
+            let (ce, _) = c.compile(w)?;
+            conjuncts(ce, &mut filter);
+        }
+
+        // Aggregation?
+        let group_exprs: &[Expr] = match &s.group_by {
+            ast::GroupByExpr::Expressions(v, _) => v,
+            ast::GroupByExpr::All(_) => return Err(SqlError::unsupported("GROUP BY ALL")),
+        };
+        let aggregating = !group_exprs.is_empty()
+            || s.projection.iter().any(|p| match p {
+                SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => has_aggregate(e),
+                _ => false,
+            })
+            || s.having.as_ref().is_some_and(has_aggregate)
+            || order_by.iter().any(|o| has_aggregate(&o.expr));
+        let mut aggs: Vec<AggSpec> = Vec::new();
+
+        // Projection.
+        let mut proj = Vec::new();
+        let mut columns = Vec::new();
+        let mut types = Vec::new();
+        let mut aliases: Vec<(String, CExpr, SqlType)> = Vec::new();
+        for item in &s.projection {
+            match item {
+                SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
+                    let qual = match item {
+                        SelectItem::QualifiedWildcard(ast::SelectItemQualifiedWildcardKind::ObjectName(n), _) => {
+                            Some(n.0.last().map(|p| p.to_string()).unwrap_or_default())
+                        }
+                        _ => None,
+                    };
+                    let mut any = false;
+                    for src in &sources {
+                        if let Some(q) = &qual {
+                            if !src.alias.eq_ignore_ascii_case(q.trim_matches('`')) {
+                                continue;
+                            }
+                        }
+                        any = true;
+                        for i in src.base..src.base + src.width {
+                            if scope.cols[i].name.starts_with('\u{0}') {
+                                continue;
+                            }
+                            proj.push(CExpr::Col(i));
+                            types.push(scope.cols[i].ty);
+                            columns.push(column_meta_for(&sources, &scope, i, None));
+                        }
+                    }
+                    if !any {
+                        return Err(SqlError::new(1051, "42S02", format!("Unknown table '{}'", qual.unwrap_or_default())));
+                    }
+                }
+                SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+                    let alias = match item {
+                        SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.clone()),
+                        _ => None,
+                    };
+                    let mut c = Compiler {
+                        scope: &scope,
+                        outer,
+                        params: &params,
+                        clause: "field list",
+                        aggs: if aggregating { Some(&mut aggs) } else { None },
+                        agg_base: width,
+                        aliases: &[],
+                        host: self,
+                    };
+                    let (ce, t) = c.compile(e)?;
+                    let name = alias.clone().unwrap_or_else(|| expr_display_name(e));
+                    let meta = match &ce {
+                        CExpr::Col(i) if *i < width => column_meta_for(&sources, &scope, *i, Some(&name)),
+                        _ => {
+                            let mut m = ColumnMeta::expr(&name, t.field_type());
+                            m.decimals = t.decimals;
+                            if t.class == crate::engine::expr::TClass::UInt {
+                                m.flags |= crate::types::column_flags::UNSIGNED;
+                            }
+                            if t.is_string() && t.coll == Coll::Bin && t.class == crate::engine::expr::TClass::Bin {
+                                m.charset = crate::types::charset::BINARY;
+                            }
+                            m.column_length = t.len.max(match t.class {
+                                crate::engine::expr::TClass::Int | crate::engine::expr::TClass::UInt => 21,
+                                crate::engine::expr::TClass::Double => 23,
+                                crate::engine::expr::TClass::Decimal => 20,
+                                crate::engine::expr::TClass::Date => 10,
+                                crate::engine::expr::TClass::DateTime => 19,
+                                crate::engine::expr::TClass::Time => 10,
+                                _ => 0,
+                            }) * if t.is_string() && t.class == crate::engine::expr::TClass::Str { 4 } else { 1 };
+                            m
+                        }
+                    };
+                    aliases.push((name, ce.clone(), t));
+                    proj.push(ce);
+                    types.push(t);
+                    columns.push(meta);
+                }
+                other => return Err(SqlError::unsupported(format!("select item {other}"))),
+            }
+        }
+
+        // GROUP BY.
+        let mut group_by = Vec::new();
+        let mut group_colls = Vec::new();
+        for g in group_exprs {
+            if let Some(p) = position_of(g) {
+                let i = p.checked_sub(1).filter(|i| *i < proj.len()).ok_or_else(|| {
+                    SqlError::new(1054, "42S22", format!("Unknown column '{p}' in 'group statement'"))
+                })?;
+                if max_col_at_least(&proj[i], width) {
+                    return Err(SqlError::new(1056, "42000", format!("Can't group on '{}'", columns[i].name)));
+                }
+                group_by.push(proj[i].clone());
+                group_colls.push(types[i].coll);
+                continue;
+            }
+            // A bare name that is not a column but a select alias groups by that expression.
+            let mut c = Compiler { scope: &scope, outer, params: &params, clause: "group statement", aggs: None, agg_base: 0, aliases: &aliases, host: self };
+            let (ce, t) = c.compile(g)?;
+            group_by.push(ce);
+            group_colls.push(t.coll);
+        }
+
+        // HAVING.
+        let having = match &s.having {
+            Some(h) => {
+                let mut c = Compiler {
+                    scope: &scope,
+                    outer,
+                    params: &params,
+                    clause: "having clause",
+                    aggs: if aggregating { Some(&mut aggs) } else { None },
+                    agg_base: width,
+                    aliases: &aliases,
+                    host: self,
+                };
+                Some(c.compile(h)?.0)
+            }
+            None => None,
+        };
+
+        // ORDER BY.
+        let mut order = Vec::new();
+        for o in order_by {
+            let (expr, t) = if let Some(p) = position_of(&o.expr) {
+                let i = p.checked_sub(1).filter(|i| *i < proj.len()).ok_or_else(|| {
+                    SqlError::new(1054, "42S22", format!("Unknown column '{p}' in 'order clause'"))
+                })?;
+                (proj[i].clone(), types[i])
+            } else if let Some((_, e, t)) = match &o.expr {
+                Expr::Identifier(id) => aliases.iter().find(|(a, _, _)| a.eq_ignore_ascii_case(&id.value)),
+                _ => None,
+            } {
+                (e.clone(), *t)
+            } else {
+                let mut c = Compiler {
+                    scope: &scope,
+                    outer,
+                    params: &params,
+                    clause: "order clause",
+                    aggs: if aggregating { Some(&mut aggs) } else { None },
+                    agg_base: width,
+                    aliases: &aliases,
+                    host: self,
+                };
+                c.compile(&o.expr)?
+            };
+            order.push(OrderKey { expr, desc: is_desc(o), coll: t.coll });
+        }
+
+        let distinct = match &s.distinct {
+            None | Some(ast::Distinct::All) => false,
+            Some(ast::Distinct::Distinct) => true,
+            Some(ast::Distinct::On(_)) => return Err(SqlError::unsupported("DISTINCT ON")),
+        };
+        let agg = if aggregating { Some(AggPlan { group_by, group_colls, aggs }) } else { None };
+
+        let mut plan = SelectPlan {
+            sources,
+            width,
+            filter,
+            agg,
+            having,
+            proj,
+            columns,
+            types,
+            distinct,
+            order,
+            limit,
+            offset,
+            lock,
+            correlated: vec![],
+        };
+        self.plan_access(&mut plan);
+        plan.correlated = self.correlated_in(&plan);
+        Ok(plan)
+    }
+
+    fn correlated_in(&self, plan: &SelectPlan) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut visit = |e: &CExpr| collect_subs(e, &mut out);
+        plan.filter.iter().for_each(&mut visit);
+        plan.proj.iter().for_each(&mut visit);
+        out.retain(|i| self.subs.get(*i).is_some_and(|s| s.correlated));
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Choose access paths, push single-table conjuncts, set up join lookups.
+    fn plan_access(&self, plan: &mut SelectPlan) {
+        let n = plan.sources.len();
+        let mut remaining = std::mem::take(&mut plan.filter);
+        for si in 0..n {
+            let (base, width, left_join) = (plan.sources[si].base, plan.sources[si].width, plan.sources[si].left_join);
+            let in_range = |e: &CExpr| {
+                let mut cols = Vec::new();
+                collect_cols(e, &mut cols);
+                !cols.is_empty() && cols.iter().all(|c| *c >= base && *c < base + width) && !has_sub(e)
+            };
+            let mut local: Vec<CExpr> = Vec::new();
+            // WHERE conjuncts move into the first/inner-joined sources.
+            if !left_join {
+                let mut keep = Vec::new();
+                for c in remaining.drain(..) {
+                    if in_range(&c) {
+                        local.push(c);
+                    } else {
+                        keep.push(c);
+                    }
+                }
+                remaining = keep;
+            }
+            // ON conjuncts on this source alone are applied when fetching it.
+            let mut on_keep = Vec::new();
+            for c in std::mem::take(&mut plan.sources[si].on) {
+                if in_range(&c) {
+                    local.push(c);
+                } else {
+                    on_keep.push(c);
+                }
+            }
+            plan.sources[si].on = on_keep;
+            // Inner join: WHERE conjuncts over this and earlier sources join here
+            // (hash join / key lookup instead of a cross product).
+            if si > 0 && !left_join {
+                let mut keep = Vec::new();
+                for c in remaining.drain(..) {
+                    let mut cols = Vec::new();
+                    collect_cols(&c, &mut cols);
+                    let mine = cols.iter().any(|x| *x >= base && *x < base + width);
+                    if mine && cols.iter().all(|x| *x < base + width) && !has_sub(&c) {
+                        plan.sources[si].on.push(c);
+                    } else {
+                        keep.push(c);
+                    }
+                }
+                remaining = keep;
+            }
+            let mut local_rel: Vec<CExpr> = local
+                .iter()
+                .cloned()
+                .map(|mut e| {
+                    map_cols(&mut e, &|i| i - base);
+                    e
+                })
+                .collect();
+            let src = &mut plan.sources[si];
+            match &mut src.kind {
+                SourceKind::Table(t) => {
+                    t.access = choose_access(&t.table.def, &local_rel);
+                    t.local = std::mem::take(&mut local_rel);
+                    // Join lookup: key columns equal to expressions over earlier sources.
+                    if si > 0 {
+                        let mut conds: Vec<&CExpr> = src.on.iter().collect();
+                        if !left_join {
+                            conds.extend(remaining.iter());
+                        }
+                        src.lookup = join_lookup(&t.table, base, width, &conds);
+                    }
+                }
+                _ => {
+                    // Non-table sources keep their conjuncts as ON/WHERE filters.
+                    if left_join {
+                        src.on.extend(local);
+                    } else {
+                        remaining.extend(local);
+                    }
+                }
+            }
+        }
+        plan.filter = remaining;
+        // Needed columns per table source.
+        let mut used: Vec<usize> = Vec::new();
+        let mut all: Vec<&CExpr> = Vec::new();
+        all.extend(plan.filter.iter());
+        all.extend(plan.proj.iter());
+        all.extend(plan.having.iter());
+        all.extend(plan.order.iter().map(|o| &o.expr));
+        if let Some(a) = &plan.agg {
+            all.extend(a.group_by.iter());
+            all.extend(a.aggs.iter().filter_map(|x| x.arg.as_ref()));
+        }
+        for s in &plan.sources {
+            all.extend(s.on.iter());
+            if let Some(l) = &s.lookup {
+                all.extend(l.keys.iter());
+            }
+        }
+        for e in all {
+            collect_cols(e, &mut used);
+        }
+        let fetch_all = self.subs.iter().any(|s| s.correlated);
+        for s in &mut plan.sources {
+            let (base, width) = (s.base, s.width);
+            if let SourceKind::Table(t) = &mut s.kind {
+                let mut needed: Vec<ColumnId> = if fetch_all {
+                    (0..width as ColumnId).collect()
+                } else {
+                    used.iter().filter(|c| **c >= base && **c < base + width).map(|c| (*c - base) as ColumnId).collect()
+                };
+                let mut lc = Vec::new();
+                for e in &t.local {
+                    collect_cols(e, &mut lc);
+                }
+                needed.extend(lc.into_iter().map(|c| c as ColumnId));
+                if let Some(l) = &s.lookup {
+                    needed.extend(l.cols.iter().copied());
+                }
+                needed.sort_unstable();
+                needed.dedup();
+                if needed.is_empty() {
+                    // Fetch the first key column so a row still arrives.
+                    needed.push(t.table.def.primary_key[0]);
+                }
+                t.needed = needed;
+            }
+        }
+    }
+}
+
+fn has_sub(e: &CExpr) -> bool {
+    let mut v = Vec::new();
+    collect_subs(e, &mut v);
+    !v.is_empty() || reads_outer(e)
+}
+
+fn collect_subs(e: &CExpr, out: &mut Vec<usize>) {
+    match e {
+        CExpr::InSub { sub, expr, .. } => {
+            out.push(*sub);
+            collect_subs(expr, out);
+        }
+        CExpr::Exists { sub, .. } | CExpr::ScalarSub(sub) => out.push(*sub),
+        _ => for_each_child(e, &mut |c| collect_subs(c, out)),
+    }
+}
+
+fn max_col_at_least(e: &CExpr, width: usize) -> bool {
+    crate::engine::expr::max_col(e).is_some_and(|m| m >= width)
+}
+
+fn join_lookup(table: &SqlTable, base: usize, width: usize, conds: &[&CExpr]) -> Option<JoinLookup> {
+    // inner_col -> expression over columns before `base`
+    let mut eqs: Vec<(ColumnId, CExpr)> = Vec::new();
+    for c in conds {
+        if let CExpr::Cmp(CmpKind::Eq, l, r, _) = c {
+            for (a, b) in [(l, r), (r, l)] {
+                if let CExpr::Col(i) = a.as_ref() {
+                    if *i >= base && *i < base + width {
+                        let mut cols = Vec::new();
+                        collect_cols(b, &mut cols);
+                        if cols.iter().all(|x| *x < base) && !has_sub(b) {
+                            eqs.push(((*i - base) as ColumnId, (**b).clone()));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let find = |cols: &[ColumnId]| -> Option<Vec<CExpr>> {
+        cols.iter().map(|c| eqs.iter().find(|(x, _)| x == c).map(|(_, e)| e.clone())).collect()
+    };
+    if let Some(keys) = find(&table.def.primary_key) {
+        return Some(JoinLookup { index: None, cols: table.def.primary_key.clone(), keys });
+    }
+    for ix in table.def.indexes.iter().filter(|i| i.unique) {
+        if let Some(keys) = find(&ix.columns) {
+            return Some(JoinLookup { index: Some(ix.id), cols: ix.columns.clone(), keys });
+        }
+    }
+    None
+}
+
+fn column_meta_for(sources: &[Source], scope: &Scope, i: usize, alias: Option<&str>) -> ColumnMeta {
+    for s in sources {
+        if i >= s.base && i < s.base + s.width {
+            if let SourceKind::Table(t) = &s.kind {
+                let mut m = t.table.column_meta((i - s.base) as ColumnId);
+                m.table = s.alias.clone();
+                if let Some(a) = alias {
+                    m.name = a.to_string();
+                }
+                return m;
+            }
+        }
+    }
+    let c = &scope.cols[i];
+    let mut m = ColumnMeta::expr(alias.unwrap_or(&c.name), c.ty.field_type());
+    m.decimals = c.ty.decimals;
+    m
+}
+
+fn empty_select(columns: &[ColumnMeta], types: &[SqlType]) -> SelectPlan {
+    SelectPlan {
+        sources: vec![Source { alias: String::new(), kind: SourceKind::Rows(vec![]), base: 0, width: 0, left_join: false, on: vec![], lookup: None }],
+        width: 0,
+        filter: vec![],
+        agg: None,
+        having: None,
+        proj: vec![],
+        columns: columns.to_vec(),
+        types: types.to_vec(),
+        distinct: false,
+        order: vec![],
+        limit: None,
+        offset: None,
+        lock: LockMode::CommittedRead,
+        correlated: vec![],
+    }
+}
+
+/// Compile a query statement (tables resolved first).
+pub async fn prepare_query(engine: &Engine, session: &Session, q: &Query) -> Result<Arc<Compiled>, SqlError> {
+    let tables = resolve_tables(engine, session, q).await?;
+    let mut c = StmtCompiler::new(&tables, ParamMap::from_statement(q));
+    let root = c.compile_query(q, None, LockMode::CommittedRead)?;
+    Ok(Arc::new(c.finish(root)))
+}
+
+/// Result columns of a SELECT without running it (for COM_STMT_PREPARE).
+pub async fn result_columns(engine: &Engine, session: &Session, q: &Query) -> Result<Vec<ColumnMeta>, SqlError> {
+    Ok(prepare_query(engine, session, q).await?.columns().to_vec())
+}
+
+/// Run a compiled query.
+pub async fn execute_prepared_query(engine: &Engine, session: &mut Session, c: &Compiled, params: &[Value]) -> Result<QueryOutput, SqlError> {
+    let rows = exec::run_compiled(engine, session, c, params).await?;
+    Ok(QueryOutput::Rows { columns: c.columns().to_vec(), rows })
+}
+
+/// The dispatcher's entry point for SELECT / UNION / VALUES queries.
+pub async fn execute_query(engine: &Engine, session: &mut Session, q: &Query, params: &[Value]) -> Result<QueryOutput, SqlError> {
+    let c = prepare_query(engine, session, q).await?;
+    execute_prepared_query(engine, session, &c, params).await
+}
