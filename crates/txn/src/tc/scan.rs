@@ -237,6 +237,15 @@ impl Tc {
             client_waiting: true,
             last_active_ns: ctx.now_ns(),
         };
+        // Rows each partition returns per step: about two client batches
+        // spread over the partitions, so TC buffers O(batch_rows) rows
+        // whatever the partition count (at least one row per partition, which
+        // an ordered merge needs).
+        let per_part = (2 * spec.batch_rows)
+            .div_ceil(parts.len().max(1) as u32)
+            .min(spec.batch_rows)
+            .min(scan.remaining.min(u32::MAX as u64) as u32)
+            .max(1);
         for p in parts {
             let inst = lqh_instance(p, self.lqh_instances);
             let lqh = self.lqh_ref(inst);
@@ -262,10 +271,7 @@ impl Tc {
                     } else {
                         LockMode::CommittedRead
                     },
-                    batch_rows: spec
-                        .batch_rows
-                        .min(scan.remaining.min(u32::MAX as u64) as u32)
-                        .max(1),
+                    batch_rows: per_part,
                 };
                 ctx.send(lqh, internal(InternalSignal::LqhScanReq(Box::new(r))));
             }
