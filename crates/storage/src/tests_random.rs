@@ -267,17 +267,35 @@ fn run(seed: u64, ops: usize) {
     assert!(model.len() > 100);
 }
 
+/// `NORR_STORAGE_SEEDS=N` runs N seeds (default 6), `NORR_STORAGE_SEED=S` one.
 #[test]
 fn random_ops_match_model() {
-    for seed in 1..=6u64 {
+    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+    if let Some(seed) = env("NORR_STORAGE_SEED") {
+        return run(seed, 4000);
+    }
+    for seed in 1..=env("NORR_STORAGE_SEEDS").unwrap_or(6) {
         run(seed * 0x9e37_79b9, 4000);
     }
 }
 
+fn seeds() -> u64 {
+    std::env::var("NORR_STORAGE_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+}
+
 #[test]
 fn random_ops_hit_table_full() {
+    for seed in 0..seeds() {
+        table_full_run(42 + seed * 7919);
+    }
+}
+
+fn table_full_run(seed: u64) {
     // A small node: inserts regularly fail with TableFull, and must change nothing.
-    let mut rng = Rng(42);
+    let mut rng = Rng(seed);
     let mut s = Storage::new(300 * 1024);
     let def = table(
         T,
@@ -343,7 +361,13 @@ fn random_ops_hit_table_full() {
 /// with NoSuchIndex, and the invariants hold throughout.
 #[test]
 fn random_ops_with_ddl_and_open_scans() {
-    let mut rng = Rng(0xdd1);
+    for seed in 0..seeds() {
+        ddl_run(0xdd1 + seed * 7919);
+    }
+}
+
+fn ddl_run(seed: u64) {
+    let mut rng = Rng(seed);
     let mut s = Storage::new(32 << 20);
     let def = table(
         T,
