@@ -72,8 +72,6 @@ mod var_storage;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod tests_perf;
-#[cfg(test)]
 mod tests_random;
 #[cfg(test)]
 mod tests_scan;
