@@ -29,7 +29,11 @@
 //!   `done` (if the client waits for it) or is silently closed; when the
 //!   transaction aborts it ends with SCAN_TABREF TransactionAborted;
 //! * a scan the client leaves idle longer than txn_inactive_timeout_ms is
-//!   closed; the next SCAN_NEXTREQ for it gets SCAN_TABREF TransactionTimeout.
+//!   closed; the next SCAN_NEXTREQ for it gets SCAN_TABREF TransactionTimeout;
+//! * TC never sends a SCAN_TABREF unasked: a scan that fails while the client
+//!   holds a batch (e.g. a lock-wait time-out in another partition) aborts its
+//!   transaction at once, and the next SCAN_NEXTREQ (also a close) gets the
+//!   SCAN_TABREF; that answer frees the transaction handle.
 
 use crate::error::NodeError;
 use crate::ops::{KeyOp, OpResult, ScanSpec};

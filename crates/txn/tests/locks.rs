@@ -391,3 +391,38 @@ fn idle_standalone_scan_is_closed() {
     let e = h.scan_next(1, 0, id, false).unwrap().unwrap_err();
     assert_eq!(e.error.code, ErrorCode::NoSuchScan);
 }
+
+#[test]
+fn inactive_locking_scan_reports_the_timeout_once() {
+    use norr_signals::ops::ScanSpec;
+    let knobs = Knobs {
+        txn_inactive_timeout_ms: 100,
+        ..Knobs::default()
+    };
+    let (mut h, d) = setup(knobs);
+    let (id, r) = h.scan_open(
+        1,
+        3,
+        false,
+        ScanSpec {
+            lock: LockMode::Exclusive,
+            batch_rows: 1,
+            ..ScanSpec::full(d.id)
+        },
+    );
+    assert!(!r.unwrap().unwrap().done);
+    let out = h.advance_ms(300);
+    assert!(out.iter().all(|e| e.to.node != 1));
+    // Locks are released.
+    h.autocommit((1..=4).map(|i| upd(d.id, i, 0)).collect())
+        .unwrap();
+    let e = h.scan_next(1, 3, id, false).unwrap().unwrap_err();
+    assert_eq!(e.error.code, ErrorCode::TransactionTimeout);
+    // That answer freed the handle.
+    assert_eq!(
+        h.key(1, 3, ExecType::Commit, vec![upd(d.id, 1, 1)])
+            .unwrap()
+            .outcome,
+        TxnOutcome::Committed
+    );
+}

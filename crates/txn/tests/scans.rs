@@ -515,3 +515,75 @@ fn locking_ordered_scan_skips_rows_that_moved_while_waiting() {
     h.key(1, 1, ExecType::Commit, vec![]).unwrap();
     assert_eq!(h.counters()["lqh: locked scan row moved in the index"], 1);
 }
+
+#[test]
+fn scan_failing_between_batches_is_reported_on_the_next_request() {
+    let knobs = Knobs {
+        lock_wait_timeout_ms: 100,
+        ..Knobs::default()
+    };
+    let mut h = Harness::new(knobs);
+    let d = h
+        .create_table(table_def(
+            "two",
+            2,
+            &[("v", ColumnType::Int { unsigned: false })],
+        ))
+        .unwrap();
+    let t = d.id;
+    h.autocommit(
+        (0..20)
+            .map(|i| KeyOp::insert(t, vec![Value::Int(i)], vec![]))
+            .collect(),
+    )
+    .unwrap();
+    // Lock one row of each partition... but only one partition's row is locked:
+    // the other partition's scan delivers, the locked one times out later.
+    let spec = ScanSpec {
+        partitions: Some(vec![0]),
+        ..ScanSpec::full(t)
+    };
+    let (p0, _) = h.scan_all(1, 1, true, spec).unwrap();
+    let victim = p0[0][0].as_i64().unwrap();
+    h.key(
+        2,
+        1,
+        ExecType::NoCommit,
+        vec![KeyOp::update(
+            t,
+            vec![Value::Int(victim)],
+            vec![(1, Value::Int(1))],
+        )],
+    )
+    .unwrap();
+    let spec = ScanSpec {
+        lock: LockMode::Shared,
+        batch_rows: 1,
+        ..ScanSpec::full(t)
+    };
+    let (id, r) = h.scan_open(1, 7, false, spec);
+    let c = r.expect("partition 1 delivers at once").unwrap();
+    assert!(!c.done);
+    // The client thinks; meanwhile the other partition's lock wait times out.
+    let out = h.advance_ms(200);
+    assert!(
+        out.iter().all(|e| e.to.node != 1),
+        "nothing unasked: {out:?}"
+    );
+    // The transaction is already aborted: its locks are free.
+    h.autocommit(vec![KeyOp::update(
+        t,
+        vec![Value::Int(c.rows[0][0].as_i64().unwrap())],
+        vec![(1, Value::Int(2))],
+    )])
+    .unwrap();
+    let e = h.scan_next(1, 7, id, false).unwrap().unwrap_err();
+    assert_eq!(e.error.code, ErrorCode::LockWaitTimeout);
+    // The handle is free again (the SCAN_TABREF told the client).
+    assert_eq!(
+        h.key(1, 7, ExecType::Commit, vec![]).unwrap().outcome,
+        TxnOutcome::Committed
+    );
+    h.key(2, 1, ExecType::Commit, vec![]).unwrap();
+    assert_eq!(h.stats().open_transactions, 0);
+}

@@ -103,7 +103,9 @@ pub struct Tc {
     scans: BTreeMap<ScanKey, TcScan>,
     scan_by_client: HashMap<(NodeId, u32), ScanKey>,
     /// Scans TC closed on its own (inactivity), with the error to report.
-    scan_tombstones: BTreeMap<(NodeId, u32), NodeError>,
+    /// The transaction handle in the value is forgotten with it: the client
+    /// learns from the SCAN_TABREF that its transaction was aborted.
+    scan_tombstones: BTreeMap<(NodeId, u32), (NodeError, Option<u64>)>,
     next_scan: ScanKey,
     timer_armed: bool,
     /// API nodes whose failure is being handled: their requests still queued
@@ -439,6 +441,11 @@ impl Tc {
         let silent = txn.silent;
         let scans = std::mem::take(&mut txn.scans);
         for s in scans {
+            if let (Err(e), Some(sc)) = (&ended, self.scans.get(&s)) {
+                if !sc.client_waiting && !silent {
+                    self.tombstone_scan(s, e.clone(), false);
+                }
+            }
             if let Some(sc) = self.scans.get(&s).filter(|sc| sc.client_waiting && !silent) {
                 let (api, handle, id) = (sc.api, sc.handle, sc.scan_id);
                 match &ended {
@@ -621,7 +628,11 @@ impl Tc {
             crate::probe!(self.counters, "tc: inactive transaction aborted");
             let scans: Vec<ScanKey> = self.txns[&t].scans.iter().copied().collect();
             for k in scans {
-                self.tombstone_scan(k);
+                let e = NodeError::with(
+                    ErrorCode::TransactionTimeout,
+                    "transaction inactive too long",
+                );
+                self.tombstone_scan(k, e, true);
             }
             let e = NodeError::with(
                 ErrorCode::TransactionTimeout,

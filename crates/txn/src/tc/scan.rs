@@ -299,10 +299,15 @@ impl Tc {
         ctx: &mut Ctx<'_, Signal>,
     ) {
         let Some(&key) = self.scan_by_client.get(&(api.node, req.scan_id)) else {
-            let error = self
-                .scan_tombstones
-                .remove(&(api.node, req.scan_id))
-                .unwrap_or_else(|| NodeError::new(ErrorCode::NoSuchScan));
+            let error = match self.scan_tombstones.remove(&(api.node, req.scan_id)) {
+                Some((error, handle)) => {
+                    if let Some(h) = handle {
+                        self.tombstones.remove(&(api.node, h));
+                    }
+                    error
+                }
+                None => NodeError::new(ErrorCode::NoSuchScan),
+            };
             return Self::scan_ref(ctx, api, req.txn, req.scan_id, error);
         };
         let now = ctx.now_ns();
@@ -353,7 +358,9 @@ impl Tc {
 
     /// Remember that TC closed the scan on its own, so the client's next
     /// request for it learns why (a retriable time-out, not NoSuchScan).
-    pub(super) fn tombstone_scan(&mut self, key: ScanKey) {
+    /// `free_handle`: reading the tombstone also forgets the transaction's
+    /// tombstone (the SCAN_TABREF is how the client learns of the abort).
+    pub(super) fn tombstone_scan(&mut self, key: ScanKey, error: NodeError, free_handle: bool) {
         let Some(s) = self.scans.get(&key) else {
             return;
         };
@@ -361,8 +368,11 @@ impl Tc {
             let first = *self.scan_tombstones.keys().next().expect("non-empty");
             self.scan_tombstones.remove(&first);
         }
-        let e = NodeError::with(ErrorCode::TransactionTimeout, "scan inactive too long");
-        self.scan_tombstones.insert((s.api.node, s.scan_id), e);
+        let handle = s.txn.filter(|_| free_handle).map(|_| s.handle);
+        // The first reason recorded wins (a time-out, then the abort it causes).
+        self.scan_tombstones
+            .entry((s.api.node, s.scan_id))
+            .or_insert((error, handle));
     }
 
     pub(super) fn close_idle_scans(&mut self, now: u64, ctx: &mut Ctx<'_, Signal>) {
@@ -378,7 +388,8 @@ impl Tc {
             .collect();
         for k in idle {
             crate::probe!(self.counters, "tc: idle scan closed");
-            self.tombstone_scan(k);
+            let e = NodeError::with(ErrorCode::TransactionTimeout, "scan inactive too long");
+            self.tombstone_scan(k, e, true);
             self.close_scan(k, ctx);
         }
     }
@@ -419,36 +430,54 @@ impl Tc {
         if let Some(p) = s.parts.iter_mut().find(|p| p.part == part) {
             p.done = true; // LQH closed it
         }
-        let (api, handle, scan_id, txn) = (s.api, s.handle, s.scan_id, s.txn);
-        self.close_scan(key, ctx);
+        let (api, handle, scan_id, txn, waiting) =
+            (s.api, s.handle, s.scan_id, s.txn, s.client_waiting);
         if error.code == ErrorCode::LockWaitTimeout {
             self.counters.bump("tc: lock wait timeouts");
         }
-        match txn.filter(|t| self.txns.contains_key(t)) {
-            Some(t) if matches!(self.txns[&t].state, TxnState::Idle) => {
-                self.abort(t, AbortReply::ScanRef { scan_id, error }, ctx)
-            }
-            Some(t) => {
-                // A batch or commit is in progress: answer the scan now; the
-                // transaction is aborted (its next request learns it).
-                if matches!(self.txns[&t].state, TxnState::Executing) {
-                    let e = NodeError::with(
-                        ErrorCode::TransactionAborted,
-                        "a scan of the transaction failed",
-                    );
-                    self.abort(
-                        t,
-                        AbortReply::KeyRef {
-                            error: e,
-                            op_index: None,
-                        },
-                        ctx,
-                    );
-                }
+        if !waiting {
+            // Never answer unasked: the client learns it from its next
+            // SCAN_NEXTREQ (also when that one closes the scan).
+            crate::probe!(self.counters, "tc: scan failed between batches");
+            self.tombstone_scan(key, error.clone(), true);
+        }
+        self.close_scan(key, ctx);
+        let Some(t) = txn.filter(|t| self.txns.contains_key(t)) else {
+            if waiting {
                 Self::scan_ref(ctx, api, handle, scan_id, error);
             }
-            None => Self::scan_ref(ctx, api, handle, scan_id, error),
-        }
+            return;
+        };
+        let reply = match (&self.txns[&t].state, waiting) {
+            (TxnState::Idle, true) => AbortReply::ScanRef { scan_id, error },
+            // The scan tombstone reports it and frees the handle; until then
+            // a request naming the handle learns it too.
+            (TxnState::Idle, false) => AbortReply::Tombstone(NodeError::with(
+                ErrorCode::TransactionAborted,
+                "a scan of the transaction failed",
+            )),
+            (TxnState::Executing, _) => {
+                if waiting {
+                    Self::scan_ref(ctx, api, handle, scan_id, error);
+                }
+                let error = NodeError::with(
+                    ErrorCode::TransactionAborted,
+                    "a scan of the transaction failed",
+                );
+                AbortReply::KeyRef {
+                    error,
+                    op_index: None,
+                }
+            }
+            // Committing or aborting already: that outcome stands.
+            _ => {
+                if waiting {
+                    Self::scan_ref(ctx, api, handle, scan_id, error);
+                }
+                return;
+            }
+        };
+        self.abort(t, reply, ctx);
     }
 
     /// Move rows from the partition buffers into the client's batch; send it
