@@ -60,7 +60,11 @@ pub fn parse_seeds(text: &str) -> Vec<SeedLine> {
             None => (None, line),
         };
         if let Ok(seed) = s.parse::<u64>() {
-            out.push(SeedLine { workload, seed, known_bug });
+            out.push(SeedLine {
+                workload,
+                seed,
+                known_bug,
+            });
         }
     }
     out

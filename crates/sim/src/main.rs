@@ -44,7 +44,11 @@ fn main() {
             }
             "--workload" => {
                 let w = val(&mut i);
-                workloads = if w == "all" { WorkloadKind::ALL.to_vec() } else { vec![WorkloadKind::parse(&w).unwrap_or_else(|| usage())] };
+                workloads = if w == "all" {
+                    WorkloadKind::ALL.to_vec()
+                } else {
+                    vec![WorkloadKind::parse(&w).unwrap_or_else(|| usage())]
+                };
             }
             "--steps" => steps = val(&mut i).parse().unwrap_or_else(|_| usage()),
             "--toy" => node = NodeKind::Toy(ToyBug::None),
@@ -65,12 +69,22 @@ fn main() {
         // Random seeds come from the process id and the clock: the only
         // nondeterminism of the tool, and every seed is printed.
         let base = start.unwrap_or_else(|| {
-            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0);
             let mut x = t ^ ((std::process::id() as u64) << 32);
             norr_sim::rng::splitmix64(&mut x)
         });
         for k in 0..n {
-            seeds.push((None, if start.is_some() { base + k } else { base.wrapping_add(k.wrapping_mul(0x9E37_79B9_7F4A_7C15)) }));
+            seeds.push((
+                None,
+                if start.is_some() {
+                    base + k
+                } else {
+                    base.wrapping_add(k.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+                },
+            ));
         }
     }
     if seeds.is_empty() {
@@ -78,20 +92,46 @@ fn main() {
     }
     let mut failed = 0u64;
     let mut runs = 0u64;
+    // Probe name -> (runs that reached it, total hits).
+    let mut probes: std::collections::BTreeMap<String, (u64, u64)> =
+        std::collections::BTreeMap::new();
     for (w, seed) in seeds {
         let ws: Vec<WorkloadKind> = match w {
             Some(w) => vec![w],
             None => workloads.clone(),
         };
         for w in ws {
-            let cfg = SimConfig { seed, workload: w, steps, node, verbose };
+            let cfg = SimConfig {
+                seed,
+                workload: w,
+                steps,
+                node,
+                verbose,
+            };
             let r = run(&cfg);
             runs += 1;
+            for (name, n) in &r.probes {
+                if *n > 0 {
+                    let e = probes.entry(name.clone()).or_default();
+                    e.0 += 1;
+                    e.1 += n;
+                }
+            }
             match &r.failure {
-                None => println!("seed {seed} workload {} trace {:016x} ok ({} events, {} ms virtual)", w.name(), r.trace_hash, r.trace_events, r.virtual_ns / 1_000_000),
+                None => println!(
+                    "seed {seed} workload {} trace {:016x} ok ({} events, {} ms virtual)",
+                    w.name(),
+                    r.trace_hash,
+                    r.trace_events,
+                    r.virtual_ns / 1_000_000
+                ),
                 Some(f) => {
                     failed += 1;
-                    println!("seed {seed} workload {} trace {:016x} FAILED: {f}", w.name(), r.trace_hash);
+                    println!(
+                        "seed {seed} workload {} trace {:016x} FAILED: {f}",
+                        w.name(),
+                        r.trace_hash
+                    );
                     println!("  reproduce: {}", r.repro());
                 }
             }
@@ -103,6 +143,12 @@ fn main() {
                     println!("  probes: {:?}", r.probes);
                 }
             }
+        }
+    }
+    if runs > 1 && !probes.is_empty() {
+        println!("probes reached (runs, hits):");
+        for (name, (r, n)) in &probes {
+            println!("  {name:<45} {r:>6} {n:>10}");
         }
     }
     println!("{} passed, {} failed", runs - failed, failed);

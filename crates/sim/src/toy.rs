@@ -92,7 +92,9 @@ impl State {
     }
 
     fn end_txn(&mut self, t: TxnKey, commit: bool) {
-        let Some(txn) = self.txns.remove(&t) else { return };
+        let Some(txn) = self.txns.remove(&t) else {
+            return;
+        };
         if commit {
             self.committed += 1;
             for (i, (rk, img)) in txn.writes.into_iter().enumerate() {
@@ -135,9 +137,16 @@ impl State {
 
     /// Execute one op. Err(fatal error) aborts the transaction.
     fn exec_op(&mut self, t: TxnKey, op: &KeyOp) -> Result<OpResult, NodeError> {
-        let def = self.tables.get(&op.table).ok_or(NodeError::new(ErrorCode::NoSuchTable))?.clone();
+        let def = self
+            .tables
+            .get(&op.table)
+            .ok_or(NodeError::new(ErrorCode::NoSuchTable))?
+            .clone();
         let KeyAccess::Primary(pk) = &op.key else {
-            return Err(NodeError::with(ErrorCode::Internal, "toy: unique access unsupported"));
+            return Err(NodeError::with(
+                ErrorCode::Internal,
+                "toy: unique access unsupported",
+            ));
         };
         let rk = row_key(op.table, pk);
         let locked = op.kind.is_write() || op.lock != LockMode::CommittedRead;
@@ -189,7 +198,10 @@ impl State {
                     let r = if op.projection.is_empty() {
                         r
                     } else {
-                        op.projection.iter().map(|c| r[*c as usize].clone()).collect()
+                        op.projection
+                            .iter()
+                            .map(|c| r[*c as usize].clone())
+                            .collect()
                     };
                     Ok(OpResult::Ok(Some(r)))
                 }
@@ -227,7 +239,11 @@ impl State {
         let me = ctx.self_ref();
         if !self.timer_armed {
             self.timer_armed = true;
-            ctx.send_delayed(BlockRef::new(self.node, block::TC, 0), Signal::Internal(Box::new(InternalSignal::TcTimeoutCheck)), CHECK_INTERVAL_NS);
+            ctx.send_delayed(
+                BlockRef::new(self.node, block::TC, 0),
+                Signal::Internal(Box::new(InternalSignal::TcTimeoutCheck)),
+                CHECK_INTERVAL_NS,
+            );
         }
         let from = env.from;
         match env.signal {
@@ -236,7 +252,12 @@ impl State {
                     return;
                 }
                 self.failed_apis.insert(api_node);
-                let ts: Vec<TxnKey> = self.txns.keys().filter(|k| k.0 == api_node).copied().collect();
+                let ts: Vec<TxnKey> = self
+                    .txns
+                    .keys()
+                    .filter(|k| k.0 == api_node)
+                    .copied()
+                    .collect();
                 for t in ts {
                     self.end_txn(t, false);
                 }
@@ -245,13 +266,21 @@ impl State {
             }
             Signal::Internal(i) if matches!(*i, InternalSignal::TcTimeoutCheck) => {
                 let limit = self.knobs.txn_inactive_timeout_ms * 1_000_000;
-                let stale: Vec<TxnKey> =
-                    self.txns.iter().filter(|(_, t)| now.saturating_sub(t.last_active_ns) > limit).map(|(k, _)| *k).collect();
+                let stale: Vec<TxnKey> = self
+                    .txns
+                    .iter()
+                    .filter(|(_, t)| now.saturating_sub(t.last_active_ns) > limit)
+                    .map(|(k, _)| *k)
+                    .collect();
                 for t in stale {
                     self.end_txn(t, false);
                     self.timed_out.insert(t);
                 }
-                ctx.send_delayed(me, Signal::Internal(Box::new(InternalSignal::TcTimeoutCheck)), CHECK_INTERVAL_NS);
+                ctx.send_delayed(
+                    me,
+                    Signal::Internal(Box::new(InternalSignal::TcTimeoutCheck)),
+                    CHECK_INTERVAL_NS,
+                );
             }
             Signal::DictReq(req) => {
                 let result = match req.op {
@@ -274,11 +303,20 @@ impl State {
                         committed_transactions: self.committed,
                         aborted_transactions: self.aborted,
                     })),
-                    _ => Err(NodeError::with(ErrorCode::Internal, "toy: unsupported dict op")),
+                    _ => Err(NodeError::with(
+                        ErrorCode::Internal,
+                        "toy: unsupported dict op",
+                    )),
                 };
                 let sig = match result {
-                    Ok(result) => Signal::DictConf(Box::new(DictConf { req_id: req.req_id, result })),
-                    Err(error) => Signal::DictRef(Box::new(DictRef { req_id: req.req_id, error })),
+                    Ok(result) => Signal::DictConf(Box::new(DictConf {
+                        req_id: req.req_id,
+                        result,
+                    })),
+                    Err(error) => Signal::DictRef(Box::new(DictRef {
+                        req_id: req.req_id,
+                        error,
+                    })),
                 };
                 ctx.send(from, sig);
             }
@@ -288,24 +326,43 @@ impl State {
                     return;
                 }
                 if self.timed_out.remove(&t) {
-                    let r = TcKeyRef { txn: req.txn, error: NodeError::new(ErrorCode::TransactionTimeout), op_index: None };
+                    let r = TcKeyRef {
+                        txn: req.txn,
+                        error: NodeError::new(ErrorCode::TransactionTimeout),
+                        op_index: None,
+                    };
                     ctx.send(from, Signal::TcKeyRef(Box::new(r)));
                     return;
                 }
                 if req.exec == ExecType::Rollback {
                     self.end_txn(t, false);
-                    let c = TcKeyConf { txn: req.txn, outcome: TxnOutcome::RolledBack, results: vec![] };
+                    let c = TcKeyConf {
+                        txn: req.txn,
+                        outcome: TxnOutcome::RolledBack,
+                        results: vec![],
+                    };
                     ctx.send(from, Signal::TcKeyConf(Box::new(c)));
                     return;
                 }
-                self.txns.entry(t).or_insert_with(|| Txn { writes: BTreeMap::new(), locks: BTreeSet::new(), last_active_ns: now }).last_active_ns = now;
+                self.txns
+                    .entry(t)
+                    .or_insert_with(|| Txn {
+                        writes: BTreeMap::new(),
+                        locks: BTreeSet::new(),
+                        last_active_ns: now,
+                    })
+                    .last_active_ns = now;
                 let mut results = Vec::new();
                 for (i, op) in req.ops.iter().enumerate() {
                     match self.exec_op(t, op) {
                         Ok(r) => results.push(r),
                         Err(error) => {
                             self.end_txn(t, false);
-                            let r = TcKeyRef { txn: req.txn, error, op_index: Some(i as u32) };
+                            let r = TcKeyRef {
+                                txn: req.txn,
+                                error,
+                                op_index: Some(i as u32),
+                            };
                             ctx.send(from, Signal::TcKeyRef(Box::new(r)));
                             return;
                         }
@@ -317,7 +374,14 @@ impl State {
                 } else {
                     TxnOutcome::Open
                 };
-                ctx.send(from, Signal::TcKeyConf(Box::new(TcKeyConf { txn: req.txn, outcome, results })));
+                ctx.send(
+                    from,
+                    Signal::TcKeyConf(Box::new(TcKeyConf {
+                        txn: req.txn,
+                        outcome,
+                        results,
+                    })),
+                );
             }
             Signal::ScanTabReq(req) => {
                 if self.failed_apis.contains(&from.node) {
@@ -326,7 +390,11 @@ impl State {
                 let t = (from.node, req.txn);
                 let spec = req.spec;
                 let fail = |ctx: &mut Ctx<'_, Signal>, code: ErrorCode| {
-                    let r = ScanTabRef { txn: req.txn, scan_id: req.scan_id, error: NodeError::new(code) };
+                    let r = ScanTabRef {
+                        txn: req.txn,
+                        scan_id: req.scan_id,
+                        error: NodeError::new(code),
+                    };
                     ctx.send(from, Signal::ScanTabRef(Box::new(r)));
                 };
                 let Some(def) = self.tables.get(&spec.table).cloned() else {
@@ -334,22 +402,49 @@ impl State {
                 };
                 let locking = !req.standalone && spec.lock != LockMode::CommittedRead;
                 if !req.standalone {
-                    self.txns.entry(t).or_insert_with(|| Txn { writes: BTreeMap::new(), locks: BTreeSet::new(), last_active_ns: now }).last_active_ns = now;
+                    self.txns
+                        .entry(t)
+                        .or_insert_with(|| Txn {
+                            writes: BTreeMap::new(),
+                            locks: BTreeSet::new(),
+                            last_active_ns: now,
+                        })
+                        .last_active_ns = now;
                 }
-                let keys: Vec<RowKey> = self.rows.range((spec.table, Vec::new())..(spec.table + 1, Vec::new())).map(|(k, _)| k.clone()).collect();
+                let keys: Vec<RowKey> = self
+                    .rows
+                    .range((spec.table, Vec::new())..(spec.table + 1, Vec::new()))
+                    .map(|(k, _)| k.clone())
+                    .collect();
                 let mut rows = Vec::new();
                 for rk in keys {
                     if locking && !self.lock(t, &rk, spec.lock == LockMode::Exclusive) {
                         self.end_txn(t, false);
                         return fail(ctx, ErrorCode::LockWaitTimeout);
                     }
-                    let Some(r) = self.current(t, &rk, !req.standalone) else { continue };
-                    let r = if spec.projection.is_empty() { r } else { spec.projection.iter().map(|c| r[*c as usize].clone()).collect() };
+                    let Some(r) = self.current(t, &rk, !req.standalone) else {
+                        continue;
+                    };
+                    let r = if spec.projection.is_empty() {
+                        r
+                    } else {
+                        spec.projection
+                            .iter()
+                            .map(|c| r[*c as usize].clone())
+                            .collect()
+                    };
                     rows.push(r);
                 }
                 let _ = def;
                 let batch = spec.batch_rows.clamp(1, MAX_SCAN_BATCH_ROWS) as usize;
-                self.scans.insert((from.node, req.scan_id), Scan { rows, pos: 0, batch });
+                self.scans.insert(
+                    (from.node, req.scan_id),
+                    Scan {
+                        rows,
+                        pos: 0,
+                        batch,
+                    },
+                );
                 self.scan_batch(from, req.txn, req.scan_id, false, ctx);
             }
             Signal::ScanNextReq(req) => {
@@ -357,7 +452,11 @@ impl State {
                     return;
                 }
                 if !self.scans.contains_key(&(from.node, req.scan_id)) {
-                    let r = ScanTabRef { txn: req.txn, scan_id: req.scan_id, error: NodeError::new(ErrorCode::NoSuchScan) };
+                    let r = ScanTabRef {
+                        txn: req.txn,
+                        scan_id: req.scan_id,
+                        error: NodeError::new(ErrorCode::NoSuchScan),
+                    };
                     ctx.send(from, Signal::ScanTabRef(Box::new(r)));
                     return;
                 }
@@ -367,17 +466,38 @@ impl State {
         }
     }
 
-    fn scan_batch(&mut self, to: BlockRef, txn: u64, scan_id: u32, close: bool, ctx: &mut Ctx<'_, Signal>) {
+    fn scan_batch(
+        &mut self,
+        to: BlockRef,
+        txn: u64,
+        scan_id: u32,
+        close: bool,
+        ctx: &mut Ctx<'_, Signal>,
+    ) {
         let key = (to.node, scan_id);
-        let Some(s) = self.scans.get_mut(&key) else { return };
-        let end = if close { s.pos } else { (s.pos + s.batch).min(s.rows.len()) };
+        let Some(s) = self.scans.get_mut(&key) else {
+            return;
+        };
+        let end = if close {
+            s.pos
+        } else {
+            (s.pos + s.batch).min(s.rows.len())
+        };
         let rows = s.rows[s.pos..end].to_vec();
         s.pos = end;
         let done = close || s.pos >= s.rows.len();
         if done {
             self.scans.remove(&key);
         }
-        ctx.send(to, Signal::ScanTabConf(Box::new(ScanTabConf { txn, scan_id, rows, done })));
+        ctx.send(
+            to,
+            Signal::ScanTabConf(Box::new(ScanTabConf {
+                txn,
+                scan_id,
+                rows,
+                done,
+            })),
+        );
     }
 }
 
@@ -411,7 +531,13 @@ pub fn build_toy_node(node: NodeId, knobs: &Knobs, bug: ToyBug) -> Scheduler<Sig
         timer_armed: false,
     }));
     let mut s = Scheduler::new(node, knobs.job_buffer_bound);
-    s.add_block(block::TC, 0, Box::new(Front { state: state.clone() }));
+    s.add_block(
+        block::TC,
+        0,
+        Box::new(Front {
+            state: state.clone(),
+        }),
+    );
     s.add_block(block::DICT, 0, Box::new(Front { state }));
     s
 }

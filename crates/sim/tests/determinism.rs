@@ -10,7 +10,10 @@ fn same_seed_same_trace() {
             let cfg = SimConfig::new(seed, w);
             let a = run(&cfg);
             let b = run(&cfg);
-            assert_eq!(a.trace_hash, b.trace_hash, "seed {seed} {w:?}: trace differs between replays");
+            assert_eq!(
+                a.trace_hash, b.trace_hash,
+                "seed {seed} {w:?}: trace differs between replays"
+            );
             assert_eq!(a.trace_events, b.trace_events);
             assert_eq!(a.summary, b.summary);
             assert_eq!(a.failure, b.failure);
@@ -51,7 +54,11 @@ fn toy_node_is_clean() {
             let mut cfg = SimConfig::new(seed, w);
             cfg.node = NodeKind::Toy(ToyBug::None);
             let r = run(&cfg);
-            assert!(r.failure.is_none(), "toy {w:?} seed {seed}: {:?}", r.failure);
+            assert!(
+                r.failure.is_none(),
+                "toy {w:?} seed {seed}: {:?}",
+                r.failure
+            );
         }
     }
 }

@@ -9,10 +9,21 @@ fn run_one(seed: u64, w: WorkloadKind, steps: u64) -> Result<(), String> {
     let mut cfg = SimConfig::new(seed, w);
     cfg.steps = steps;
     let r = run(&cfg);
-    println!("seed {seed} workload {} trace {:016x} {}", w.name(), r.trace_hash, r.summary);
+    println!(
+        "seed {seed} workload {} trace {:016x} {}",
+        w.name(),
+        r.trace_hash,
+        r.summary
+    );
     match &r.failure {
         None => Ok(()),
-        Some(f) => Err(format!("seed {seed} workload {} FAILED: {f}\n  {}\n  {}\n  reproduce: {}", w.name(), r.summary, r.host, r.repro())),
+        Some(f) => Err(format!(
+            "seed {seed} workload {} FAILED: {f}\n  {}\n  {}\n  reproduce: {}",
+            w.name(),
+            r.summary,
+            r.host,
+            r.repro()
+        )),
     }
 }
 
@@ -26,11 +37,20 @@ fn lines(known_bug: bool) -> Vec<(u64, WorkloadKind)> {
             None => WorkloadKind::ALL.iter().map(|&w| (l.seed, w)).collect(),
         }
     };
-    let bugs: Vec<(u64, WorkloadKind)> = all.iter().filter(|l| l.known_bug).flat_map(expand).collect();
+    let bugs: Vec<(u64, WorkloadKind)> = all
+        .iter()
+        .filter(|l| l.known_bug)
+        .flat_map(expand)
+        .collect();
     if known_bug {
         return bugs;
     }
-    let mut out: Vec<(u64, WorkloadKind)> = all.iter().filter(|l| !l.known_bug).flat_map(expand).filter(|p| !bugs.contains(p)).collect();
+    let mut out: Vec<(u64, WorkloadKind)> = all
+        .iter()
+        .filter(|l| !l.known_bug)
+        .flat_map(expand)
+        .filter(|p| !bugs.contains(p))
+        .collect();
     out.dedup();
     out
 }
@@ -39,14 +59,23 @@ fn lines(known_bug: bool) -> Vec<(u64, WorkloadKind)> {
 fn fixed_seeds() {
     let seeds = lines(false);
     assert!(!seeds.is_empty());
-    let failures: Vec<String> = seeds.into_iter().filter_map(|(s, w)| run_one(s, w, 3_000).err()).collect();
+    let failures: Vec<String> = seeds
+        .into_iter()
+        .filter_map(|(s, w)| run_one(s, w, 3_000).err())
+        .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]
 fn random_seeds() {
-    let n: u64 = std::env::var("NORR_SIM_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(7);
+    let n: u64 = std::env::var("NORR_SIM_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(7);
     let mut x = t ^ ((std::process::id() as u64) << 20);
     // While seeds.txt lists open bugs, random seeds that fail are reported
     // (add them to seeds.txt) but do not fail CI: they would mostly re-find
@@ -64,7 +93,10 @@ fn random_seeds() {
         }
     }
     if !failures.is_empty() {
-        println!("random seeds FAILED (open bugs are listed in seeds.txt; strict={strict}):\n{}", failures.join("\n"));
+        println!(
+            "random seeds FAILED (open bugs are listed in seeds.txt; strict={strict}):\n{}",
+            failures.join("\n")
+        );
     }
     assert!(!strict || failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -76,7 +108,10 @@ fn random_seeds() {
 fn known_bug_seeds() {
     for (s, w) in lines(true) {
         match run_one(s, w, 3_000) {
-            Ok(()) => println!("seed {s} {}: PASSES now: remove its `!` in seeds.txt", w.name()),
+            Ok(()) => println!(
+                "seed {s} {}: PASSES now: remove its `!` in seeds.txt",
+                w.name()
+            ),
             Err(e) => println!("still failing: {e}"),
         }
     }

@@ -13,15 +13,36 @@ const BAL: ColumnId = 1;
 enum St {
     Idle,
     /// Sent: read a and b with locks (NoCommit).
-    Transfer1 { txn: u64, a: i64, b: i64, amount: i64, use_increments: bool },
+    Transfer1 {
+        txn: u64,
+        a: i64,
+        b: i64,
+        amount: i64,
+        use_increments: bool,
+    },
     /// Sent: the writes with Commit, or a Rollback.
-    Transfer2 { txn: u64 },
+    Transfer2 {
+        txn: u64,
+    },
     /// Sent: read every account in one Commit batch.
-    Reader { txn: u64, locked: bool },
+    Reader {
+        txn: u64,
+        locked: bool,
+    },
     /// A scan is open.
-    Scan { txn: u64, scan_id: u32, standalone: bool, locked: bool, rows: Vec<i64>, closing: bool },
+    Scan {
+        txn: u64,
+        scan_id: u32,
+        standalone: bool,
+        locked: bool,
+        rows: Vec<i64>,
+        closing: bool,
+    },
     /// Sent: the empty Commit that ends a locking scan's transaction.
-    EndScanTxn { txn: u64, commit: bool },
+    EndScanTxn {
+        txn: u64,
+        commit: bool,
+    },
 }
 
 pub struct Bank {
@@ -91,7 +112,9 @@ impl Bank {
     fn check_rows(&self, what: &str, rows: &[(i64, i64)], exact: bool) -> Result<(), String> {
         for &(id, bal) in rows {
             if bal < 0 {
-                return Err(format!("bank: {what} saw account {id} with negative balance {bal}"));
+                return Err(format!(
+                    "bank: {what} saw account {id} with negative balance {bal}"
+                ));
             }
         }
         if exact {
@@ -99,11 +122,19 @@ impl Bank {
             ids.sort();
             ids.dedup();
             if ids.len() as i64 != self.accounts || rows.len() as i64 != self.accounts {
-                return Err(format!("bank: {what} saw {} rows ({} distinct), expected {}", rows.len(), ids.len(), self.accounts));
+                return Err(format!(
+                    "bank: {what} saw {} rows ({} distinct), expected {}",
+                    rows.len(),
+                    ids.len(),
+                    self.accounts
+                ));
             }
             let sum: i64 = rows.iter().map(|r| r.1).sum();
             if sum != self.total {
-                return Err(format!("bank: {what} saw total {sum}, expected {} (rows {rows:?})", self.total));
+                return Err(format!(
+                    "bank: {what} saw total {sum}, expected {} (rows {rows:?})",
+                    self.total
+                ));
             }
         }
         Ok(())
@@ -138,15 +169,29 @@ impl Bank {
             let amount = c.rng.range(1, (self.initial as u64 * 2).max(1)) as i64;
             // Mostly exclusive locks; sometimes shared (upgraded by the write:
             // deadlock-prone, exercises lock-wait time-outs).
-            let lock = if c.rng.chance(0.15) { LockMode::Shared } else { LockMode::Exclusive };
+            let lock = if c.rng.chance(0.15) {
+                LockMode::Shared
+            } else {
+                LockMode::Exclusive
+            };
             let mut ops = vec![self.read_op(a, lock), self.read_op(b, lock)];
             if c.rng.chance(0.5) {
                 ops.swap(0, 1);
             }
-            let (first, second) = if ops[0].key == KeyAccess::Primary(vec![Value::Int(a)]) { (a, b) } else { (b, a) };
+            let (first, second) = if ops[0].key == KeyAccess::Primary(vec![Value::Int(a)]) {
+                (a, b)
+            } else {
+                (b, a)
+            };
             let _ = (first, second);
             c.send(tc_key(txn, ExecType::NoCommit, ops));
-            self.st[c.client] = St::Transfer1 { txn, a, b, amount, use_increments: c.rng.chance(0.3) };
+            self.st[c.client] = St::Transfer1 {
+                txn,
+                a,
+                b,
+                amount,
+                use_increments: c.rng.chance(0.3),
+            };
         } else if roll < 80 {
             let locked = roll < 72;
             let lock = if !locked {
@@ -176,8 +221,20 @@ impl Bank {
             } else {
                 LockMode::Exclusive
             };
-            c.send(Signal::ScanTabReq(Box::new(ScanTabReq { txn, scan_id, standalone, spec })));
-            self.st[c.client] = St::Scan { txn, scan_id, standalone, locked, rows: Vec::new(), closing: false };
+            c.send(Signal::ScanTabReq(Box::new(ScanTabReq {
+                txn,
+                scan_id,
+                standalone,
+                spec,
+            })));
+            self.st[c.client] = St::Scan {
+                txn,
+                scan_id,
+                standalone,
+                locked,
+                rows: Vec::new(),
+                closing: false,
+            };
             self.last_scan[c.client] = scan_id;
         }
     }
@@ -192,7 +249,13 @@ impl Workload for Bank {
         let def = create_table(host, int_table("bank", &["bal"], false, self.partitions))?;
         self.table = def.id;
         let ops = (0..self.accounts)
-            .map(|id| KeyOp::insert(self.table, vec![Value::Int(id)], vec![(BAL, Value::Int(self.initial))]))
+            .map(|id| {
+                KeyOp::insert(
+                    self.table,
+                    vec![Value::Int(id)],
+                    vec![(BAL, Value::Int(self.initial))],
+                )
+            })
             .collect::<Vec<_>>();
         // One row per transaction: max_ops_per_txn may be tiny.
         for (i, op) in ops.into_iter().enumerate() {
@@ -216,16 +279,29 @@ impl Workload for Bank {
 
     fn on_reply(&mut self, c: &mut ClientCtx<'_>, sig: Signal) -> Result<(), String> {
         if let Signal::ScanTabRef(r) = &sig {
-            let open = matches!(&self.st[c.client], St::Scan { scan_id, .. } if *scan_id == r.scan_id);
-            if !open && r.scan_id <= self.last_scan[c.client] && r.error.code == ErrorCode::NoSuchScan {
+            let open =
+                matches!(&self.st[c.client], St::Scan { scan_id, .. } if *scan_id == r.scan_id);
+            if !open
+                && r.scan_id <= self.last_scan[c.client]
+                && r.error.code == ErrorCode::NoSuchScan
+            {
                 self.stray_scan_refs += 1;
                 return Ok(());
             }
         }
         let st = std::mem::replace(&mut self.st[c.client], St::Idle);
         let cur_txn = match &st {
-            St::Idle => return Err(format!("bank: client {} got {} while idle: {sig:?}", c.client, sig.name())),
-            St::Transfer1 { txn, .. } | St::Transfer2 { txn } | St::Reader { txn, .. } | St::EndScanTxn { txn, .. } => *txn,
+            St::Idle => {
+                return Err(format!(
+                    "bank: client {} got {} while idle: {sig:?}",
+                    c.client,
+                    sig.name()
+                ))
+            }
+            St::Transfer1 { txn, .. }
+            | St::Transfer2 { txn }
+            | St::Reader { txn, .. }
+            | St::EndScanTxn { txn, .. } => *txn,
             St::Scan { txn, .. } => *txn,
         };
         match sig {
@@ -234,39 +310,62 @@ impl Workload for Bank {
                     return Err(format!("bank: TC_KEYREF for txn {} while in {st:?}", r.txn));
                 }
                 if !is_temporary(&r.error) {
-                    return Err(format!("bank: transaction failed with a non-retriable error {} in {st:?}", r.error));
+                    return Err(format!(
+                        "bank: transaction failed with a non-retriable error {} in {st:?}",
+                        r.error
+                    ));
                 }
                 self.aborts += 1;
                 self.idle(c);
             }
             Signal::TcKeyConf(conf) => {
                 if conf.txn != cur_txn {
-                    return Err(format!("bank: TC_KEYCONF for txn {} while in {st:?}", conf.txn));
+                    return Err(format!(
+                        "bank: TC_KEYCONF for txn {} while in {st:?}",
+                        conf.txn
+                    ));
                 }
                 match st {
-                    St::Transfer1 { txn, a, b, amount, use_increments } => {
+                    St::Transfer1 {
+                        txn,
+                        a,
+                        b,
+                        amount,
+                        use_increments,
+                    } => {
                         if conf.outcome != TxnOutcome::Open {
-                            return Err(format!("bank: NoCommit batch answered {:?}", conf.outcome));
+                            return Err(format!(
+                                "bank: NoCommit batch answered {:?}",
+                                conf.outcome
+                            ));
                         }
                         let rows = Self::results_rows(&conf.results)?;
                         self.check_rows("transfer read", &rows, false)?;
                         let bal = |id: i64| rows.iter().find(|r| r.0 == id).map(|r| r.1);
                         let (Some(ba), Some(bb)) = (bal(a), bal(b)) else {
-                            return Err(format!("bank: transfer read returned {rows:?} for accounts {a},{b}"));
+                            return Err(format!(
+                                "bank: transfer read returned {rows:?} for accounts {a},{b}"
+                            ));
                         };
                         if ba < amount || c.rng.chance(0.05) || c.stopping && c.rng.chance(0.5) {
                             c.send(tc_key(txn, ExecType::Rollback, vec![]));
                         } else {
                             let upd = |id: i64, new: i64, delta: i64| {
                                 if use_increments {
-                                    let mut op = KeyOp::update(self.table, vec![Value::Int(id)], vec![]);
+                                    let mut op =
+                                        KeyOp::update(self.table, vec![Value::Int(id)], vec![]);
                                     op.increments = vec![(BAL, Value::Int(delta))];
                                     op
                                 } else {
-                                    KeyOp::update(self.table, vec![Value::Int(id)], vec![(BAL, Value::Int(new))])
+                                    KeyOp::update(
+                                        self.table,
+                                        vec![Value::Int(id)],
+                                        vec![(BAL, Value::Int(new))],
+                                    )
                                 }
                             };
-                            let mut ops = vec![upd(a, ba - amount, -amount), upd(b, bb + amount, amount)];
+                            let mut ops =
+                                vec![upd(a, ba - amount, -amount), upd(b, bb + amount, amount)];
                             if c.rng.chance(0.5) {
                                 ops.swap(0, 1);
                             }
@@ -278,7 +377,9 @@ impl Workload for Bank {
                         match conf.outcome {
                             TxnOutcome::Committed => self.commits += 1,
                             TxnOutcome::RolledBack => self.rollbacks += 1,
-                            TxnOutcome::Open => return Err("bank: Commit/Rollback answered Open".into()),
+                            TxnOutcome::Open => {
+                                return Err("bank: Commit/Rollback answered Open".into())
+                            }
                         }
                         self.idle(c);
                     }
@@ -290,25 +391,53 @@ impl Workload for Bank {
                         if locked {
                             self.locked_reads_checked += 1;
                         }
-                        self.check_rows(if locked { "locking reader" } else { "committed reader" }, &rows, locked)?;
+                        self.check_rows(
+                            if locked {
+                                "locking reader"
+                            } else {
+                                "committed reader"
+                            },
+                            &rows,
+                            locked,
+                        )?;
                         self.idle(c);
                     }
                     St::EndScanTxn { commit, .. } => {
-                        let want = if commit { TxnOutcome::Committed } else { TxnOutcome::RolledBack };
+                        let want = if commit {
+                            TxnOutcome::Committed
+                        } else {
+                            TxnOutcome::RolledBack
+                        };
                         if conf.outcome != want {
-                            return Err(format!("bank: scan txn commit answered {:?}", conf.outcome));
+                            return Err(format!(
+                                "bank: scan txn commit answered {:?}",
+                                conf.outcome
+                            ));
                         }
                         self.idle(c);
                     }
-                    St::Scan { .. } | St::Idle => return Err(format!("bank: TC_KEYCONF in {st:?}")),
+                    St::Scan { .. } | St::Idle => {
+                        return Err(format!("bank: TC_KEYCONF in {st:?}"))
+                    }
                 }
             }
             Signal::ScanTabConf(conf) => {
-                let St::Scan { txn, scan_id, standalone, locked, mut rows, closing } = st else {
+                let St::Scan {
+                    txn,
+                    scan_id,
+                    standalone,
+                    locked,
+                    mut rows,
+                    closing,
+                } = st
+                else {
                     return Err(format!("bank: SCAN_TABCONF in {st:?}"));
                 };
                 if conf.scan_id != scan_id {
-                    return Err(format!("bank: SCAN_TABCONF for scan {} while in scan {scan_id}", conf.scan_id));
+                    return Err(format!(
+                        "bank: SCAN_TABCONF for scan {} while in scan {scan_id}",
+                        conf.scan_id
+                    ));
                 }
                 self.idle_scans.replied(c);
                 if closing && !conf.done {
@@ -317,7 +446,9 @@ impl Workload for Bank {
                 for r in &conf.rows {
                     let (id, bal) = Self::parse_row(r)?;
                     if bal < 0 {
-                        return Err(format!("bank: scan saw account {id} with negative balance {bal}"));
+                        return Err(format!(
+                            "bank: scan saw account {id} with negative balance {bal}"
+                        ));
                     }
                     rows.push(id);
                     rows.push(bal);
@@ -334,34 +465,68 @@ impl Workload for Bank {
                         if ids != expect {
                             return Err(format!("bank: scan (locked={locked}) returned accounts {ids:?}, expected {expect:?}"));
                         }
-                        self.check_rows(if locked { "locking scan" } else { "committed scan" }, &pairs, locked)?;
+                        self.check_rows(
+                            if locked {
+                                "locking scan"
+                            } else {
+                                "committed scan"
+                            },
+                            &pairs,
+                            locked,
+                        )?;
                     }
                     if standalone {
                         self.idle(c);
                     } else {
                         let commit = c.rng.chance(0.5);
-                        let exec = if commit { ExecType::Commit } else { ExecType::Rollback };
+                        let exec = if commit {
+                            ExecType::Commit
+                        } else {
+                            ExecType::Rollback
+                        };
                         c.send(tc_key(txn, exec, vec![]));
                         self.st[c.client] = St::EndScanTxn { txn, commit };
                     }
                 } else {
                     let close = c.rng.chance(0.05);
-                    c.send(Signal::ScanNextReq(ScanNextReq { txn, scan_id, close }));
-                    self.st[c.client] = St::Scan { txn, scan_id, standalone, locked, rows, closing: close };
+                    c.send(Signal::ScanNextReq(ScanNextReq {
+                        txn,
+                        scan_id,
+                        close,
+                    }));
+                    self.st[c.client] = St::Scan {
+                        txn,
+                        scan_id,
+                        standalone,
+                        locked,
+                        rows,
+                        closing: close,
+                    };
                 }
             }
             Signal::ScanTabRef(r) => {
-                let St::Scan { scan_id, txn, standalone, .. } = st else {
+                let St::Scan {
+                    scan_id,
+                    txn,
+                    standalone,
+                    ..
+                } = st
+                else {
                     return Err(format!("bank: SCAN_TABREF in {st:?}"));
                 };
                 if r.scan_id != scan_id {
-                    return Err(format!("bank: SCAN_TABREF for scan {} while in scan {scan_id}", r.scan_id));
+                    return Err(format!(
+                        "bank: SCAN_TABREF for scan {} while in scan {scan_id}",
+                        r.scan_id
+                    ));
                 }
                 if is_temporary(&r.error) {
                     self.aborts += 1;
                     self.idle(c);
                 } else {
-                    self.idle_scans.judge(c, &r.error).map_err(|e| format!("bank: {e}"))?;
+                    self.idle_scans
+                        .judge(c, &r.error)
+                        .map_err(|e| format!("bank: {e}"))?;
                     if standalone {
                         self.idle(c);
                     } else {
@@ -386,15 +551,22 @@ impl Workload for Bank {
 
     fn finish(&mut self, host: &mut Host) -> Result<(), String> {
         let rows = admin_scan(host, self.table, 1)?;
-        let pairs = rows.iter().map(|r| Self::parse_row(r)).collect::<Result<Vec<_>, _>>()?;
+        let pairs = rows
+            .iter()
+            .map(|r| Self::parse_row(r))
+            .collect::<Result<Vec<_>, _>>()?;
         self.check_rows("final scan", &pairs, true)?;
         for id in 0..self.accounts {
             let r = admin_read(host, 1_000_000 + id as u64, self.table, id)?;
-            let Some(r) = r else { return Err(format!("bank: account {id} missing at the end")) };
+            let Some(r) = r else {
+                return Err(format!("bank: account {id} missing at the end"));
+            };
             let (_, bal) = Self::parse_row(&r)?;
             let in_scan = pairs.iter().find(|p| p.0 == id).map(|p| p.1);
             if in_scan != Some(bal) {
-                return Err(format!("bank: account {id}: key read {bal}, scan {in_scan:?}"));
+                return Err(format!(
+                    "bank: account {id}: key read {bal}, scan {in_scan:?}"
+                ));
             }
         }
         Ok(())

@@ -70,7 +70,10 @@ impl Locks {
     }
 
     fn in_doubt(&self, row: i64) -> i64 {
-        self.pending.values().filter(|p| p.commit_delivered && p.rows.contains(&row)).count() as i64
+        self.pending
+            .values()
+            .filter(|p| p.commit_delivered && p.rows.contains(&row))
+            .count() as i64
     }
 
     fn idle(&mut self, c: &mut ClientCtx<'_>) {
@@ -98,7 +101,15 @@ impl Workload for Locks {
         self.table = def.id;
         // One row per transaction: max_ops_per_txn may be tiny.
         for id in 0..self.rows {
-            admin_commit(host, 1 + id as u64, vec![KeyOp::insert(self.table, vec![Value::Int(id)], vec![(N, Value::Int(0))])])?;
+            admin_commit(
+                host,
+                1 + id as u64,
+                vec![KeyOp::insert(
+                    self.table,
+                    vec![Value::Int(id)],
+                    vec![(N, Value::Int(0))],
+                )],
+            )?;
         }
         Ok(())
     }
@@ -127,10 +138,21 @@ impl Workload for Locks {
                 })
                 .collect();
             c.send(tc_key(txn, ExecType::Commit, ops));
-            self.pending.insert((c.api, txn), Pending { rows, rmw: false, ..Default::default() });
+            self.pending.insert(
+                (c.api, txn),
+                Pending {
+                    rows,
+                    rmw: false,
+                    ..Default::default()
+                },
+            );
             self.st[c.client] = St::Committing { txn };
         } else {
-            let lock = if c.rng.chance(0.3) { LockMode::Shared } else { LockMode::Exclusive };
+            let lock = if c.rng.chance(0.3) {
+                LockMode::Shared
+            } else {
+                LockMode::Exclusive
+            };
             let ops = rows
                 .iter()
                 .map(|&id| {
@@ -141,7 +163,14 @@ impl Workload for Locks {
                 })
                 .collect();
             c.send(tc_key(txn, ExecType::NoCommit, ops));
-            self.pending.insert((c.api, txn), Pending { rows: rows.clone(), rmw: true, ..Default::default() });
+            self.pending.insert(
+                (c.api, txn),
+                Pending {
+                    rows: rows.clone(),
+                    rmw: true,
+                    ..Default::default()
+                },
+            );
             self.st[c.client] = St::Reading { txn, rows };
         }
         Ok(())
@@ -150,7 +179,9 @@ impl Workload for Locks {
     fn on_reply(&mut self, c: &mut ClientCtx<'_>, sig: Signal) -> Result<(), String> {
         let st = std::mem::replace(&mut self.st[c.client], St::Idle);
         match (st, sig) {
-            (St::Reading { txn, .. } | St::Committing { txn }, Signal::TcKeyRef(r)) if r.txn == txn => {
+            (St::Reading { txn, .. } | St::Committing { txn }, Signal::TcKeyRef(r))
+                if r.txn == txn =>
+            {
                 if !is_temporary(&r.error) {
                     return Err(format!("locks: non-retriable error {}", r.error));
                 }
@@ -166,9 +197,15 @@ impl Workload for Locks {
                 } else {
                     let mut ops = Vec::new();
                     for (i, r) in conf.results.iter().enumerate() {
-                        let OpResult::Ok(Some(row)) = r else { return Err(format!("locks: read result {r:?}")) };
+                        let OpResult::Ok(Some(row)) = r else {
+                            return Err(format!("locks: read result {r:?}"));
+                        };
                         let v = int_of(&row[0])?;
-                        ops.push(KeyOp::update(self.table, vec![Value::Int(rows[i])], vec![(N, Value::Int(v + 1))]));
+                        ops.push(KeyOp::update(
+                            self.table,
+                            vec![Value::Int(rows[i])],
+                            vec![(N, Value::Int(v + 1))],
+                        ));
                     }
                     c.send(tc_key(txn, ExecType::Commit, ops));
                 }
@@ -218,7 +255,9 @@ impl Workload for Locks {
                     TxnOutcome::Open => {
                         let rows = match self.pending.get(&key) {
                             Some(p) => p.rows.clone(),
-                            None => return Err(format!("locks: TC_KEYCONF for unknown txn {key:?}")),
+                            None => {
+                                return Err(format!("locks: TC_KEYCONF for unknown txn {key:?}"))
+                            }
                         };
                         let mut reads = Vec::new();
                         for (i, r) in conf.results.iter().enumerate() {
@@ -275,12 +314,16 @@ impl Workload for Locks {
     fn finish(&mut self, host: &mut Host) -> Result<(), String> {
         // Anything still pending belongs to crashed clients.
         if let Some((k, p)) = self.pending.iter().find(|(_, p)| !p.crashed) {
-            return Err(format!("locks: transaction {k:?} of a live client never got an outcome: {p:?}"));
+            return Err(format!(
+                "locks: transaction {k:?} of a live client never got an outcome: {p:?}"
+            ));
         }
         self.in_doubt_final = self.pending.values().filter(|p| p.commit_delivered).count() as u64;
         for row in 0..self.rows {
             let r = admin_read(host, 1_000_000 + row as u64, self.table, row)?;
-            let Some(r) = r else { return Err(format!("locks: counter {row} missing at the end")) };
+            let Some(r) = r else {
+                return Err(format!("locks: counter {row} missing at the end"));
+            };
             let v = int_of(&r[1])?;
             let lo = self.committed[row as usize];
             let hi = lo + self.in_doubt(row);

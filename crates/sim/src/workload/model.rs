@@ -30,8 +30,27 @@ const V: ColumnId = 1;
 enum St {
     Idle,
     /// Waiting for the reply of batch `batch` (of `batches`).
-    Batch { txn: u64, batch: u32, batches: u32, commit: bool },
-    Scan { scan_id: u32, rows: Vec<(i64, i64)> },
+    Batch {
+        txn: u64,
+        batch: u32,
+        batches: u32,
+        commit: bool,
+    },
+    Scan {
+        scan_id: u32,
+        rows: Vec<(i64, i64)>,
+    },
+    /// A locking scan inside transaction `txn`, in place of batch `batch`.
+    TxScan {
+        txn: u64,
+        scan_id: u32,
+        batch: u32,
+        batches: u32,
+    },
+    /// The Rollback that ends a transaction whose scan failed.
+    EndAfterScanRef {
+        txn: u64,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -59,6 +78,8 @@ pub struct Model {
     hist: BTreeMap<i64, Vec<(u64, Option<i64>)>>,
     txns: BTreeMap<(NodeId, u64), MTxn>,
     scans: BTreeMap<(NodeId, u32), u64>,
+    /// Locking scans inside transactions: (api, scan_id) -> (txn, filter `v >= min`).
+    tx_scans: BTreeMap<(NodeId, u32), (u64, Option<i64>)>,
     now_step: u64,
     pub commits: u64,
     pub aborts: u64,
@@ -68,6 +89,9 @@ pub struct Model {
     pub scans_checked: u64,
     /// Keys a committed-read scan returned twice (deleted and re-inserted during the scan).
     pub scan_dups: u64,
+    pub locked_scan_rows: u64,
+    pub stray_scan_refs: u64,
+    last_scan: Vec<u32>,
     idle_scans: IdleScans,
 }
 
@@ -79,7 +103,10 @@ fn op_key(op: &KeyOp) -> i64 {
 }
 
 fn op_val(op: &KeyOp) -> Option<i64> {
-    op.values.iter().find(|(c, _)| *c == V).and_then(|(_, v)| v.as_i64())
+    op.values
+        .iter()
+        .find(|(c, _)| *c == V)
+        .and_then(|(_, v)| v.as_i64())
 }
 
 impl Model {
@@ -96,6 +123,7 @@ impl Model {
             hist: BTreeMap::new(),
             txns: BTreeMap::new(),
             scans: BTreeMap::new(),
+            tx_scans: BTreeMap::new(),
             now_step: 0,
             commits: 0,
             aborts: 0,
@@ -104,6 +132,9 @@ impl Model {
             exact_checks: 0,
             scans_checked: 0,
             scan_dups: 0,
+            locked_scan_rows: 0,
+            stray_scan_refs: 0,
+            last_scan: vec![0; clients],
             idle_scans: IdleScans::new(clients, knobs),
         }
     }
@@ -114,16 +145,30 @@ impl Model {
 
     /// Was `state` the committed state of `k` at some moment of steps `from..=to`?
     fn seen_in_window(&self, k: i64, state: Option<i64>, from: u64) -> bool {
-        let Some(h) = self.hist.get(&k) else { return state.is_none() };
+        let Some(h) = self.hist.get(&k) else {
+            return state.is_none();
+        };
         // State at the start of step `from`: the last change before it.
-        let before = h.iter().rev().find(|(s, _)| *s < from).map(|(_, st)| *st).unwrap_or(None);
+        let before = h
+            .iter()
+            .rev()
+            .find(|(s, _)| *s < from)
+            .map(|(_, st)| *st)
+            .unwrap_or(None);
         before == state || h.iter().any(|(s, st)| *s >= from && *st == state)
     }
 
     /// Was the key present at some moment since step `from`?
     fn present_in_window(&self, k: i64, from: u64) -> bool {
-        let Some(h) = self.hist.get(&k) else { return false };
-        let before = h.iter().rev().find(|(s, _)| *s < from).map(|(_, st)| *st).unwrap_or(None);
+        let Some(h) = self.hist.get(&k) else {
+            return false;
+        };
+        let before = h
+            .iter()
+            .rev()
+            .find(|(s, _)| *s < from)
+            .map(|(_, st)| *st)
+            .unwrap_or(None);
         before.is_some() || h.iter().any(|(s, st)| *s >= from && st.is_some())
     }
 
@@ -155,7 +200,11 @@ impl Model {
             let roll = c.rng.below(100);
             let mut op = if roll < 30 {
                 let mut op = KeyOp::read(self.table, k);
-                op.lock = *c.rng.pick(&[LockMode::CommittedRead, LockMode::Shared, LockMode::Exclusive]);
+                op.lock = *c.rng.pick(&[
+                    LockMode::CommittedRead,
+                    LockMode::Shared,
+                    LockMode::Exclusive,
+                ]);
                 op.projection = vec![V];
                 op
             } else if roll < 50 {
@@ -179,9 +228,15 @@ impl Model {
         let Some(mut t) = self.txns.remove(&key) else {
             return Err(format!("model: TC_KEYCONF for unknown transaction {key:?}"));
         };
-        let from = t.delivered_step.ok_or_else(|| format!("model: reply to txn {key:?} before its request reached the node"))?;
+        let from = t.delivered_step.ok_or_else(|| {
+            format!("model: reply to txn {key:?} before its request reached the node")
+        })?;
         if results.len() != t.batch.len() {
-            return Err(format!("model: {} results for {} operations", results.len(), t.batch.len()));
+            return Err(format!(
+                "model: {} results for {} operations",
+                results.len(),
+                t.batch.len()
+            ));
         }
         let batch = std::mem::take(&mut t.batch);
         for (op, res) in batch.iter().zip(results) {
@@ -210,12 +265,19 @@ impl Model {
             };
             if let Some(code) = soft_err(res) {
                 if op.abort_on_error {
-                    return Err(format!("model: op with abort_on_error returned an error in its result: {code:?}"));
+                    return Err(format!(
+                        "model: op with abort_on_error returned an error in its result: {code:?}"
+                    ));
                 }
                 let state = match (op.kind, code) {
                     (OpKind::Insert, ErrorCode::DuplicateKey) => Some(0),
                     (OpKind::Read | OpKind::Update | OpKind::Delete, ErrorCode::NoSuchRow) => None,
-                    _ => return Err(format!("model: {:?} on key {k} failed with unexpected {code:?}", op.kind)),
+                    _ => {
+                        return Err(format!(
+                            "model: {:?} on key {k} failed with unexpected {code:?}",
+                            op.kind
+                        ))
+                    }
                 };
                 // Failed ops: exact if the key is locked by us, else some committed state in the window.
                 let present = state.is_some();
@@ -227,7 +289,11 @@ impl Model {
                         }
                     }
                     None => {
-                        let ok = if present { self.present_in_window(k, from) } else { self.seen_in_window(k, None, from) };
+                        let ok = if present {
+                            self.present_in_window(k, from)
+                        } else {
+                            self.seen_in_window(k, None, from)
+                        };
                         if !ok {
                             return Err(format!(
                                 "model: {:?} on key {k} failed with {code:?}, but the key was never {} between step {from} and {}; history {:?}",
@@ -241,10 +307,14 @@ impl Model {
                 }
                 continue;
             }
-            let OpResult::Ok(row) = res else { unreachable!() };
+            let OpResult::Ok(row) = res else {
+                unreachable!()
+            };
             match op.kind {
                 OpKind::Read => {
-                    let Some(row) = row else { return Err(format!("model: read of key {k} returned no row")) };
+                    let Some(row) = row else {
+                        return Err(format!("model: read of key {k} returned no row"));
+                    };
                     let got = Some(int_of(row.first().ok_or("model: empty row")?)?);
                     if op.lock == LockMode::CommittedRead {
                         // Own uncommitted write or a committed state in the window.
@@ -277,7 +347,11 @@ impl Model {
                             self.hist.get(&k)
                         ));
                     }
-                    let new = if op.kind == OpKind::Update { op_val(op) } else { None };
+                    let new = if op.kind == OpKind::Update {
+                        op_val(op)
+                    } else {
+                        None
+                    };
                     t.view.insert(k, new);
                     t.writes.insert(k, new);
                 }
@@ -295,7 +369,10 @@ impl Model {
     }
 
     fn apply_commit(&mut self, key: (NodeId, u64)) -> Result<(), String> {
-        let t = self.txns.remove(&key).ok_or_else(|| format!("model: commit of unknown txn {key:?}"))?;
+        let t = self
+            .txns
+            .remove(&key)
+            .ok_or_else(|| format!("model: commit of unknown txn {key:?}"))?;
         for (k, v) in t.writes {
             match v {
                 Some(v) => self.model.insert(k, v),
@@ -319,9 +396,16 @@ impl Workload for Model {
         for k in 0..self.keys {
             if k % 2 == 0 {
                 self.next_val += 1;
-                ops.push(KeyOp::insert(self.table, vec![Value::Int(k)], vec![(V, Value::Int(self.next_val))]));
+                ops.push(KeyOp::insert(
+                    self.table,
+                    vec![Value::Int(k)],
+                    vec![(V, Value::Int(self.next_val))],
+                ));
                 self.model.insert(k, self.next_val);
-                self.hist.entry(k).or_default().push((0, Some(self.next_val)));
+                self.hist
+                    .entry(k)
+                    .or_default()
+                    .push((0, Some(self.next_val)));
             }
         }
         for (i, op) in ops.into_iter().enumerate() {
@@ -350,8 +434,17 @@ impl Workload for Model {
             let mut spec = ScanSpec::full(self.table);
             spec.projection = vec![0, V];
             spec.batch_rows = c.rng.range(1, self.keys as u64 + 1) as u32;
-            c.send(Signal::ScanTabReq(Box::new(ScanTabReq { txn: 0, scan_id, standalone: true, spec })));
-            self.st[c.client] = St::Scan { scan_id, rows: Vec::new() };
+            c.send(Signal::ScanTabReq(Box::new(ScanTabReq {
+                txn: 0,
+                scan_id,
+                standalone: true,
+                spec,
+            })));
+            self.st[c.client] = St::Scan {
+                scan_id,
+                rows: Vec::new(),
+            };
+            self.last_scan[c.client] = scan_id;
             return Ok(());
         }
         self.next_txn += 1;
@@ -362,6 +455,18 @@ impl Workload for Model {
     }
 
     fn on_reply(&mut self, c: &mut ClientCtx<'_>, sig: Signal) -> Result<(), String> {
+        if let Signal::ScanTabRef(r) = &sig {
+            // The second answer to a scan the node already failed on its own
+            // (its unsolicited SCAN_TABREF crossed our SCAN_NEXTREQ).
+            let open = matches!(&self.st[c.client], St::Scan { scan_id, .. } | St::TxScan { scan_id, .. } if *scan_id == r.scan_id);
+            if !open
+                && r.scan_id <= self.last_scan[c.client]
+                && r.error.code == ErrorCode::NoSuchScan
+            {
+                self.stray_scan_refs += 1;
+                return Ok(());
+            }
+        }
         let st = std::mem::replace(&mut self.st[c.client], St::Idle);
         match (st, sig) {
             (St::Batch { txn, .. }, Signal::TcKeyRef(r)) if r.txn == txn => {
@@ -372,7 +477,15 @@ impl Workload for Model {
                 }
                 self.idle(c);
             }
-            (St::Batch { txn, batch, batches, commit }, Signal::TcKeyConf(conf)) if conf.txn == txn => {
+            (
+                St::Batch {
+                    txn,
+                    batch,
+                    batches,
+                    commit,
+                },
+                Signal::TcKeyConf(conf),
+            ) if conf.txn == txn => {
                 if commit {
                     match conf.outcome {
                         TxnOutcome::Committed => self.commits += 1,
@@ -387,7 +500,60 @@ impl Workload for Model {
                     self.send_batch(c, txn, batch + 1, batches);
                 }
             }
-            (St::Scan { scan_id, mut rows }, Signal::ScanTabConf(conf)) if conf.scan_id == scan_id => {
+            (
+                St::TxScan {
+                    txn,
+                    scan_id,
+                    batch,
+                    batches,
+                },
+                Signal::ScanTabConf(conf),
+            ) if conf.scan_id == scan_id => {
+                self.idle_scans.replied(c);
+                if conf.done {
+                    self.send_batch(c, txn, batch + 1, batches);
+                } else {
+                    let close = c.rng.chance(0.1);
+                    c.send(Signal::ScanNextReq(ScanNextReq {
+                        txn,
+                        scan_id,
+                        close,
+                    }));
+                    self.st[c.client] = St::TxScan {
+                        txn,
+                        scan_id,
+                        batch,
+                        batches,
+                    };
+                }
+            }
+            (St::TxScan { txn, scan_id, .. }, Signal::ScanTabRef(r)) if r.scan_id == scan_id => {
+                if !is_temporary(&r.error) {
+                    self.idle_scans
+                        .judge(c, &r.error)
+                        .map_err(|e| format!("model: locking {e}"))?;
+                }
+                self.aborts += 1;
+                // The transaction is aborted (or about to be): make sure.
+                let t = self.txns.entry((c.api, txn)).or_default();
+                t.batch = Vec::new();
+                t.delivered_step = None;
+                c.send(tc_key(txn, ExecType::Rollback, vec![]));
+                self.st[c.client] = St::EndAfterScanRef { txn };
+            }
+            (St::EndAfterScanRef { txn }, Signal::TcKeyConf(conf))
+                if conf.txn == txn && conf.outcome == TxnOutcome::RolledBack =>
+            {
+                self.idle(c);
+            }
+            (St::EndAfterScanRef { txn }, Signal::TcKeyRef(r))
+                if r.txn == txn && is_temporary(&r.error) =>
+            {
+                self.idle(c);
+            }
+            (St::Scan { scan_id, mut rows }, Signal::ScanTabConf(conf))
+                if conf.scan_id == scan_id =>
+            {
                 self.idle_scans.replied(c);
                 for r in &conf.rows {
                     if r.len() != 2 {
@@ -396,21 +562,31 @@ impl Workload for Model {
                     rows.push((int_of(&r[0])?, int_of(&r[1])?));
                 }
                 if conf.done {
-                    let from = self.scans.remove(&(c.api, scan_id)).ok_or("model: scan reply before its request reached the node")?;
+                    let from = self
+                        .scans
+                        .remove(&(c.api, scan_id))
+                        .ok_or("model: scan reply before its request reached the node")?;
                     let mut got = BTreeMap::new();
                     for &(k, v) in &rows {
                         if let Some(prev) = got.insert(k, v) {
                             // Allowed only if the row was deleted and inserted
                             // again while the scan ran (a new row, met again
                             // further on); both versions must be real states.
-                            let deleted = self.hist.get(&k).is_some_and(|h| h.iter().any(|(s, st)| *s >= from && st.is_none()));
+                            let deleted = self.hist.get(&k).is_some_and(|h| {
+                                h.iter().any(|(s, st)| *s >= from && st.is_none())
+                            });
                             if !deleted {
                                 return Err(format!(
                                     "model: committed-read scan returned key {k} twice ({prev} and {v}) though it was never deleted during the scan; history {:?}",
                                     self.hist.get(&k)
                                 ));
                             }
-                            self.window_err("committed-read scan (first copy)", k, Some(prev), from)?;
+                            self.window_err(
+                                "committed-read scan (first copy)",
+                                k,
+                                Some(prev),
+                                from,
+                            )?;
                             self.scan_dups += 1;
                         }
                     }
@@ -418,18 +594,26 @@ impl Workload for Model {
                         self.window_err("committed-read scan", k, got.get(&k).copied(), from)?;
                     }
                     if let Some(k) = got.keys().find(|k| **k < 0 || **k >= self.keys) {
-                        return Err(format!("model: scan returned key {k} that was never written"));
+                        return Err(format!(
+                            "model: scan returned key {k} that was never written"
+                        ));
                     }
                     self.scans_checked += 1;
                     self.idle(c);
                 } else {
-                    c.send(Signal::ScanNextReq(ScanNextReq { txn: 0, scan_id, close: false }));
+                    c.send(Signal::ScanNextReq(ScanNextReq {
+                        txn: 0,
+                        scan_id,
+                        close: false,
+                    }));
                     self.st[c.client] = St::Scan { scan_id, rows };
                 }
             }
             (St::Scan { scan_id, .. }, Signal::ScanTabRef(r)) if r.scan_id == scan_id => {
                 if !is_temporary(&r.error) {
-                    self.idle_scans.judge(c, &r.error).map_err(|e| format!("model: committed-read {e}"))?;
+                    self.idle_scans
+                        .judge(c, &r.error)
+                        .map_err(|e| format!("model: committed-read {e}"))?;
                 }
                 self.scans.remove(&(c.api, scan_id));
                 self.idle(c);
@@ -475,6 +659,55 @@ impl Workload for Model {
                     }
                 }
             }
+            Signal::ScanTabConf(conf) if self.tx_scans.contains_key(&(api, conf.scan_id)) => {
+                let (txn, min) = self.tx_scans[&(api, conf.scan_id)];
+                if conf.done {
+                    self.tx_scans.remove(&(api, conf.scan_id));
+                }
+                let key = (api, txn);
+                let Some(mut t) = self.txns.remove(&key) else {
+                    return Err(format!(
+                        "model: locking scan rows for unknown transaction {key:?}"
+                    ));
+                };
+                for r in &conf.rows {
+                    let (k, v) = (
+                        int_of(r.first().ok_or("model: empty scan row")?)?,
+                        int_of(r.get(1).ok_or("model: short scan row")?)?,
+                    );
+                    if let Some(m) = min {
+                        if v < m {
+                            return Err(format!("model: locking scan with filter v >= {m} returned key {k} with v = {v}"));
+                        }
+                    }
+                    self.locked_scan_rows += 1;
+                    match t.view.get(&k).copied() {
+                        // Own writes: seeing them or the committed state are both defensible.
+                        Some(own) if own == Some(v) || self.committed(k) == Some(v) => {}
+                        Some(own) => {
+                            return Err(format!(
+                                "model: txn {key:?} locking scan returned key {k} = {v}, own view {own:?}, committed {:?}",
+                                self.committed(k)
+                            ))
+                        }
+                        None => {
+                            self.exact_checks += 1;
+                            if self.committed(k) != Some(v) {
+                                return Err(format!(
+                                    "model: txn {key:?} locking scan returned key {k} = {v} with the row locked, committed state is {:?}; history {:?}",
+                                    self.committed(k),
+                                    self.hist.get(&k)
+                                ));
+                            }
+                            t.view.insert(k, Some(v));
+                        }
+                    }
+                }
+                self.txns.insert(key, t);
+            }
+            Signal::ScanTabRef(r) if self.tx_scans.contains_key(&(api, r.scan_id)) => {
+                self.tx_scans.remove(&(api, r.scan_id));
+            }
             Signal::TcKeyRef(r) => {
                 let key = (api, r.txn);
                 let Some(t) = self.txns.remove(&key) else {
@@ -483,17 +716,27 @@ impl Workload for Model {
                 if !is_temporary(&r.error) {
                     // The failing op must be one that can fail that way.
                     let Some(i) = r.op_index else {
-                        return Err(format!("model: non-retriable abort {} without an operation index", r.error));
+                        return Err(format!(
+                            "model: non-retriable abort {} without an operation index",
+                            r.error
+                        ));
                     };
                     let Some(op) = t.batch.get(i as usize) else {
                         return Err(format!("model: TC_KEYREF op_index {i} out of range"));
                     };
                     let ok = matches!(
                         (op.kind, r.error.code),
-                        (OpKind::Insert, ErrorCode::DuplicateKey) | (OpKind::Read | OpKind::Update | OpKind::Delete, ErrorCode::NoSuchRow)
+                        (OpKind::Insert, ErrorCode::DuplicateKey)
+                            | (
+                                OpKind::Read | OpKind::Update | OpKind::Delete,
+                                ErrorCode::NoSuchRow
+                            )
                     );
                     if !ok || !op.abort_on_error {
-                        return Err(format!("model: {:?} (abort_on_error={}) aborted the txn with {}", op.kind, op.abort_on_error, r.error));
+                        return Err(format!(
+                            "model: {:?} (abort_on_error={}) aborted the txn with {}",
+                            op.kind, op.abort_on_error, r.error
+                        ));
                     }
                 }
             }
@@ -516,7 +759,10 @@ impl Workload for Model {
             }
         }
         if got != self.model {
-            return Err(format!("model: final table {got:?} differs from the model {:?}", self.model));
+            return Err(format!(
+                "model: final table {got:?} differs from the model {:?}",
+                self.model
+            ));
         }
         for k in 0..self.keys {
             let r = admin_read(host, 2_000_000 + k as u64, self.table, k)?;
@@ -525,7 +771,10 @@ impl Workload for Model {
                 None => None,
             };
             if v != self.committed(k) {
-                return Err(format!("model: final read of key {k} = {v:?}, model {:?}", self.committed(k)));
+                return Err(format!(
+                    "model: final read of key {k} = {v:?}, model {:?}",
+                    self.committed(k)
+                ));
             }
         }
         Ok(())
@@ -533,8 +782,8 @@ impl Workload for Model {
 
     fn summary(&self) -> String {
         format!(
-            "model: keys={} commits={} rollbacks={} aborts={} ops_checked={} exact_checks={} scans_checked={} scan_dups={} idle_scans_closed={}",
-            self.keys, self.commits, self.rollbacks, self.aborts, self.ops_checked, self.exact_checks, self.scans_checked, self.scan_dups, self.idle_scans.closed_idle
+            "model: keys={} commits={} rollbacks={} aborts={} ops_checked={} exact_checks={} scans_checked={} scan_dups={} locked_scan_rows={} stray_scan_refs={} idle_scans_closed={}",
+            self.keys, self.commits, self.rollbacks, self.aborts, self.ops_checked, self.exact_checks, self.scans_checked, self.scan_dups, self.locked_scan_rows, self.stray_scan_refs, self.idle_scans.closed_idle
         )
     }
 }
@@ -542,6 +791,45 @@ impl Workload for Model {
 impl Model {
     fn send_batch(&mut self, c: &mut ClientCtx<'_>, txn: u64, batch: u32, batches: u32) {
         let last = batch >= batches || c.stopping;
+        if !last && c.rng.chance(0.15) {
+            // A locking scan in place of this batch, maybe with a pushed-down filter.
+            self.next_scan += 1;
+            let scan_id = self.next_scan;
+            let mut spec = ScanSpec::full(self.table);
+            spec.projection = vec![0, V];
+            spec.batch_rows = c.rng.range(1, self.keys as u64 + 1) as u32;
+            spec.lock = if c.rng.chance(0.5) {
+                LockMode::Shared
+            } else {
+                LockMode::Exclusive
+            };
+            let min = if c.rng.chance(0.5) {
+                Some(c.rng.range(1000, self.next_val.max(1001) as u64) as i64)
+            } else {
+                None
+            };
+            spec.filter = min.map(|m| Filter::Cmp {
+                col: V,
+                op: CmpOp::Ge,
+                value: Value::Int(m),
+            });
+            self.txns.entry((c.api, txn)).or_default().batch = Vec::new();
+            self.tx_scans.insert((c.api, scan_id), (txn, min));
+            c.send(Signal::ScanTabReq(Box::new(ScanTabReq {
+                txn,
+                scan_id,
+                standalone: false,
+                spec,
+            })));
+            self.st[c.client] = St::TxScan {
+                txn,
+                scan_id,
+                batch,
+                batches,
+            };
+            self.last_scan[c.client] = scan_id;
+            return;
+        }
         let (exec, ops) = if !last {
             (ExecType::NoCommit, self.random_batch(c))
         } else if c.rng.chance(0.1) {
@@ -555,6 +843,11 @@ impl Model {
         t.batch = ops.clone();
         t.delivered_step = None;
         c.send(tc_key(txn, exec, ops));
-        self.st[c.client] = St::Batch { txn, batch, batches, commit: last };
+        self.st[c.client] = St::Batch {
+            txn,
+            batch,
+            batches,
+            commit: last,
+        };
     }
 }
