@@ -18,6 +18,7 @@
 #   5. repeats everything REPEAT times, reports medians and ratios against the
 #      targets.
 # Knobs (environment): KEYS VALUE THREADS INFLIGHT BATCH DURATION REPEAT NORR_PORT REDIS_PORT
+# REDIS_N (requests per redis-benchmark run), COMMIT (label, default: git HEAD), NO_RECORD.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -102,6 +103,7 @@ RB=(redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -r "$KEYS" -d "$VALUE" --csv)
 "${RB[@]}" -t set -P "$BATCH" -n "$((KEYS * 4))" -c "$REDIS_CLIENTS" >/dev/null
 
 # ---- runs -------------------------------------------------------------------------
+LOAD_BEFORE=$(cut -d" " -f1-3 /proc/loadavg)
 for i in $(seq 1 "$REPEAT"); do
     log "round $i/$REPEAT: norr batched reads"
     "${BENCH[@]}" "${COMMON[@]}" --mix read --threads "$THREADS" --inflight "$INFLIGHT" --batch "$BATCH" \
@@ -122,7 +124,8 @@ done
 CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 NPROC=$(nproc)
 DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
-COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+COMMIT=${COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}
+LOADAVG=$(cut -d" " -f1-3 /proc/loadavg)
 CMDLINE="bench/redis_vs_norr.sh (KEYS=$KEYS VALUE=$VALUE THREADS=$THREADS INFLIGHT=$INFLIGHT BATCH=$BATCH DURATION=$DURATION REPEAT=$REPEAT)"
 
 SECTION=$(python3 - "$OUT" "$REPEAT" <<EOF
@@ -180,7 +183,9 @@ REPORT="## $DATE: redis_vs_norr ($COMMIT)
 - machine: \`nproc\` = $NPROC, CPU: $CPU
 - data node: $DATAD_DESC (single event-loop thread, default knobs); client: $BENCH_DESC
 - redis: redis-server $REDIS_VERSION, persistence off; redis-benchmark -c $REDIS_CLIENTS --threads $THREADS -r $KEYS -d $VALUE
-- both servers and both load generators share the same $NPROC cores
+- both servers and both load generators share the same $NPROC cores; load average
+  (1/5/15 min) before the runs: $LOAD_BEFORE, after: $LOADAVG (anything above ~3 means
+  other work was competing for the cores: treat the figures as noisy)
 
 $SECTION
 "
