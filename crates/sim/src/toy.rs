@@ -38,6 +38,8 @@ struct Txn {
 }
 
 struct Scan {
+    /// The transaction of a non-standalone scan: the scan closes with it.
+    txn: Option<TxnKey>,
     rows: Vec<Vec<Value>>,
     pos: usize,
     batch: usize,
@@ -95,6 +97,7 @@ impl State {
         let Some(txn) = self.txns.remove(&t) else {
             return;
         };
+        self.scans.retain(|_, s| s.txn != Some(t));
         if commit {
             self.committed += 1;
             for (i, (rk, img)) in txn.writes.into_iter().enumerate() {
@@ -425,6 +428,11 @@ impl State {
                     let Some(r) = self.current(t, &rk, !req.standalone) else {
                         continue;
                     };
+                    if let Some(f) = &spec.filter {
+                        if norr_signals::filter_eval::eval_filter(f, &r, &def) != Ok(Some(true)) {
+                            continue;
+                        }
+                    }
                     let r = if spec.projection.is_empty() {
                         r
                     } else {
@@ -435,11 +443,11 @@ impl State {
                     };
                     rows.push(r);
                 }
-                let _ = def;
                 let batch = spec.batch_rows.clamp(1, MAX_SCAN_BATCH_ROWS) as usize;
                 self.scans.insert(
                     (from.node, req.scan_id),
                     Scan {
+                        txn: if req.standalone { None } else { Some(t) },
                         rows,
                         pos: 0,
                         batch,
