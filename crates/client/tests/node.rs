@@ -739,3 +739,66 @@ fn bench_against_real_node() {
     assert!(m.used_after_bytes > m.used_before_bytes);
     assert!(m.overhead_per_row_bytes().is_some());
 }
+
+#[tokio::test]
+async fn auto_increment_and_unique_index() {
+    let node = start_node(knobs());
+    let c = Client::connect(node.local_addr()).await.unwrap();
+    let t = c.create_table(kv_def("kv")).await.unwrap();
+    let a = c.next_auto_inc(t.id, 10).await.unwrap();
+    let b = c.next_auto_inc(t.id, 1).await.unwrap();
+    assert!(b >= a + 10, "{a} {b}");
+    c.bump_auto_inc(t.id, 1000).await.unwrap();
+    assert!(c.next_auto_inc(t.id, 1).await.unwrap() > 1000);
+
+    // Unique hash index on v: lookups by it, and duplicates refused.
+    let t2 = c
+        .create_index(
+            "kv",
+            IndexDef {
+                id: 0,
+                name: "uv".into(),
+                columns: vec![1],
+                unique: true,
+                kind: IndexKind::UniqueHash,
+            },
+        )
+        .await
+        .unwrap();
+    let idx = t2.index_by_name("uv").unwrap().id;
+    c.begin()
+        .execute(
+            vec![
+                KeyOp::insert(t.id, vec![Value::Int(1)], vec![(1, Value::str("one"))]),
+                KeyOp::insert(t.id, vec![Value::Int(2)], vec![(1, Value::str("two"))]),
+            ],
+            ExecType::Commit,
+        )
+        .await
+        .unwrap();
+    let mut op = KeyOp::read(t.id, vec![]);
+    op.key = KeyAccess::Unique {
+        index: idx,
+        values: vec![Value::str("two")],
+    };
+    let r = c.begin().execute(vec![op], ExecType::Commit).await.unwrap();
+    assert_eq!(
+        r[0],
+        OpResult::Ok(Some(vec![Value::Int(2), Value::str("two"), Value::Null]))
+    );
+    let e = c
+        .begin()
+        .execute(
+            vec![KeyOp::insert(
+                t.id,
+                vec![Value::Int(3)],
+                vec![(1, Value::str("one"))],
+            )],
+            ExecType::Commit,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::DuplicateUniqueKey), "{e:?}");
+    let e = c.drop_index("kv", "nope").await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::NoSuchIndex));
+}
