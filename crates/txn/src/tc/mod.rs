@@ -256,6 +256,22 @@ impl Tc {
         };
         self.arm_timer(ctx);
         let txn = self.txns.get_mut(&t).expect("just found");
+        if let TxnState::Aborting {
+            reply: reply @ AbortReply::Tombstone(_),
+            ..
+        } = &mut txn.state
+        {
+            // TC is aborting it on its own: this request learns it now (the
+            // handle is freed when the abort is done).
+            let AbortReply::Tombstone(e) = std::mem::replace(reply, AbortReply::Silent) else {
+                unreachable!()
+            };
+            return if req.exec == ExecType::Rollback {
+                Self::key_conf(ctx, api, handle, TxnOutcome::RolledBack, Vec::new())
+            } else {
+                Self::key_ref(ctx, api, handle, e, None)
+            };
+        }
         if !matches!(txn.state, TxnState::Idle) {
             // A client must wait for the answer to its previous request.
             crate::probe!(self.counters, "tc: request while busy");

@@ -206,6 +206,17 @@ impl Tc {
                 Err(e) => return fail(ctx, e),
             };
             let x = self.txns.get_mut(&t).expect("txn");
+            if let TxnState::Aborting {
+                reply: reply @ AbortReply::Tombstone(_),
+                ..
+            } = &mut x.state
+            {
+                // Aborting on TC's own account: this request learns it.
+                let AbortReply::Tombstone(e) = std::mem::replace(reply, AbortReply::Silent) else {
+                    unreachable!()
+                };
+                return fail(ctx, e);
+            }
             if matches!(
                 x.state,
                 TxnState::Committing { .. } | TxnState::Aborting { .. }
