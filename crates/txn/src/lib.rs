@@ -5,6 +5,23 @@
 //! Hosts (the threaded runtime and the simulator) build a node with
 //! [`build_data_node`] and drive it only through `Scheduler::deliver`,
 //! `run_one`, `advance_to` and `take_remote`. [`testkit`] wraps that for tests.
+//!
+//! The TC <-> LQH <-> DICT protocol is documented on
+//! `norr_signals::internal::InternalSignal`; the client-visible semantics of
+//! transaction handles and scans in `norr_signals::api`.
+//!
+//! Known gaps (deliberate, for now):
+//! * one LQH instance: unique-index operations go to instance 0 and look up
+//!   that instance's storage only; DDL is not undone on the other instances if
+//!   one fails; a commit refused by one LQH (concurrent DDL) cannot be undone
+//!   on the others. All fine with `LQH_INSTANCES == 1`.
+//! * DDL under running transactions is safe but blunt: a transaction with
+//!   uncommitted writes on a table that is dropped, truncated or re-indexed
+//!   fails its next operation or its commit with SchemaVersionMismatch.
+//! * locks a locking scan took on rows that no longer match after the re-read
+//!   are kept to the end of the transaction (NDB releases them).
+//! * the ordered-scan merge at TC is O(partitions) per row.
+//! * no deadlock detection: the lock-wait time-out breaks deadlocks.
 
 pub mod counters;
 pub mod dict;
