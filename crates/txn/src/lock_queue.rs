@@ -141,13 +141,11 @@ impl LockTable {
     }
 
     /// Ask for `key` in `mode` on behalf of `owner`. `tag` names the wait if it
-    /// must queue. An owner has at most one wait per key.
+    /// must queue. An owner may wait on a key more than once (an operation and
+    /// a scan of one transaction): once it holds the key, its later waits are
+    /// granted as they reach the head of the queue.
     pub fn acquire(&mut self, key: &LockKey, owner: TxnId, mode: Mode, tag: u64) -> Acquire {
         let e = self.entries.entry(key.clone()).or_default();
-        debug_assert!(
-            e.waiters.iter().all(|w| w.owner != owner),
-            "owner {owner} already waits on {key:?}"
-        );
         let held = e.held_by(owner);
         if e.can_grant(owner, mode) && (held.is_some() || e.waiters.is_empty()) {
             e.grant(owner, mode);
@@ -179,6 +177,21 @@ impl LockTable {
         };
         let before = e.waiters.len();
         e.waiters.retain(|w| !(w.owner == owner && w.tag == tag));
+        e.wake(out);
+        self.waiting -= before - e.waiters.len();
+        if e.holders.is_empty() && e.waiters.is_empty() {
+            self.entries.remove(key);
+        }
+    }
+
+    /// Release `owner`'s hold on `key` but not its waits (a lock taken and
+    /// found useless while the owner may still wait on it elsewhere).
+    pub fn unlock(&mut self, key: &LockKey, owner: TxnId, out: &mut Vec<Grant>) {
+        let Some(e) = self.entries.get_mut(key) else {
+            return;
+        };
+        e.holders.retain(|h| h.0 != owner);
+        let before = e.waiters.len();
         e.wake(out);
         self.waiting -= before - e.waiters.len();
         if e.holders.is_empty() && e.waiters.is_empty() {
@@ -264,6 +277,36 @@ mod tests {
         t.release(&k(3), 2, &mut g);
         assert_eq!(g, vec![Grant { owner: 1, tag: 9 }]);
         assert!(t.holds(&k(3), 1, Mode::Exclusive));
+    }
+
+    #[test]
+    fn unlock_keeps_waits_and_double_waits_are_granted() {
+        let mut t = LockTable::new();
+        let mut g = Vec::new();
+        assert_eq!(t.acquire(&k(1), 1, Mode::Exclusive, 1), Acquire::Granted);
+        assert_eq!(t.acquire(&k(1), 2, Mode::Shared, 2), Acquire::Waiting);
+        assert_eq!(t.acquire(&k(1), 2, Mode::Exclusive, 3), Acquire::Waiting);
+        t.release(&k(1), 1, &mut g);
+        assert_eq!(
+            g,
+            vec![Grant { owner: 2, tag: 2 }, Grant { owner: 2, tag: 3 }]
+        );
+        assert!(t.holds(&k(1), 2, Mode::Exclusive));
+        g.clear();
+        // unlock drops the hold, not the owner's waits.
+        assert_eq!(t.acquire(&k(2), 3, Mode::Shared, 4), Acquire::Granted);
+        assert_eq!(t.acquire(&k(2), 5, Mode::Shared, 5), Acquire::Granted);
+        assert_eq!(t.acquire(&k(2), 4, Mode::Exclusive, 6), Acquire::Waiting);
+        assert_eq!(t.acquire(&k(2), 3, Mode::Exclusive, 7), Acquire::Waiting);
+        t.unlock(&k(2), 3, &mut g);
+        assert!(g.is_empty());
+        assert_eq!(t.waiting(), 2);
+        t.release(&k(2), 5, &mut g);
+        assert_eq!(
+            g,
+            vec![Grant { owner: 3, tag: 7 }],
+            "the upgrade waited first in line"
+        );
     }
 
     #[test]

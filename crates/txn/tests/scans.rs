@@ -400,7 +400,27 @@ fn locking_scan_waits_and_rereads_under_the_lock() {
     let c = h.take_scan_reply(1, id).expect("scan resumed").unwrap();
     assert!(c.done);
     assert_eq!(ids(&c.rows), vec![105, 155]);
+    // Rows that did not qualify after the wait are not kept locked; the
+    // returned ones are.
+    h.autocommit(vec![KeyOp::update(
+        t,
+        vec![Value::Int(5)],
+        vec![(2, Value::str("free"))],
+    )])
+    .unwrap();
+    assert!(h
+        .try_key(
+            3,
+            1,
+            ExecType::Commit,
+            vec![KeyOp::update(t, vec![Value::Int(105)], vec![])]
+        )
+        .is_none());
     h.key(1, 1, ExecType::Commit, vec![]).unwrap();
+    assert_eq!(
+        h.take_key_reply(3, 1).unwrap().unwrap().outcome,
+        TxnOutcome::Committed
+    );
 }
 
 #[test]
@@ -586,4 +606,36 @@ fn scan_failing_between_batches_is_reported_on_the_next_request() {
     );
     h.key(2, 1, ExecType::Commit, vec![]).unwrap();
     assert_eq!(h.stats().open_transactions, 0);
+}
+
+#[test]
+fn descending_scan_with_only_a_low_bound() {
+    let (mut h, d) = setup(small_steps());
+    let ix = d.indexes[0].id;
+    for (inclusive, batch) in [(false, 3), (true, 1), (false, 100)] {
+        let low = Bound {
+            values: vec![Value::Int(40)],
+            inclusive,
+        };
+        let range = ScanRange {
+            low,
+            high: Bound::unbounded(),
+        };
+        let spec = ScanSpec {
+            index: Some(ix),
+            range: Some(range),
+            descending: true,
+            batch_rows: batch,
+            ..ScanSpec::full(d.id)
+        };
+        let (rows, _) = h.scan_all(1, 1, true, spec).unwrap();
+        let ks: Vec<i64> = rows.iter().map(|r| r[1].as_i64().unwrap()).collect();
+        let mut want: Vec<i64> = (0..N)
+            .map(|i| i % 50)
+            .filter(|k| if inclusive { *k >= 40 } else { *k > 40 })
+            .collect();
+        want.sort();
+        want.reverse();
+        assert_eq!(ks, want, "inclusive={inclusive} batch={batch}");
+    }
 }

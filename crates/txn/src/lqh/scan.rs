@@ -37,6 +37,10 @@ pub(crate) struct LqhScan {
     out: Vec<ScanRow>,
     /// Locking scans: rows found, not yet locked.
     candidates: VecDeque<Vec<Value>>,
+    /// Whether the transaction held the front candidate's row lock before
+    /// this scan asked for it (decided at the first attempt, kept across the
+    /// wait): if not, and the row turns out not to qualify, the lock is let go.
+    front_had_lock: Option<bool>,
     exhausted: bool,
     /// Waiting for TC's next request.
     idle: bool,
@@ -107,6 +111,7 @@ impl Lqh {
                 batch_rows: req.batch_rows.max(1) as usize,
                 out: Vec::new(),
                 candidates: VecDeque::new(),
+                front_had_lock: None,
                 exhausted: false,
                 idle: false,
                 waiting: None,
@@ -154,6 +159,7 @@ impl Lqh {
         &mut self,
         key: Key,
         ctx: &mut Ctx<'_, Signal>,
+        grants: &mut Vec<Grant>,
     ) -> Result<bool, NodeError> {
         loop {
             let s = self.scans.get(&key).expect("scan");
@@ -179,42 +185,50 @@ impl Lqh {
                 .map(|c| row[*c as usize].clone())
                 .collect();
             let enc = self.storage.encode_pk(def.id, &pk)?;
-            if let Some(tag) = self.lock(
-                t,
-                &LockKey::Row(def.id, enc.clone()),
-                mode,
-                WaitTarget::Scan(key.0, key.1),
-                ctx,
-            ) {
+            let lk = LockKey::Row(def.id, enc.clone());
+            let s = self.scans.get_mut(&key).expect("scan");
+            if s.front_had_lock.is_none() {
+                s.front_had_lock = Some(self.locks.holds(&lk, t, Mode::Shared));
+            }
+            if let Some(tag) = self.lock(t, &lk, mode, WaitTarget::Scan(key.0, key.1), ctx) {
                 self.scans.get_mut(&key).expect("scan").waiting = Some(tag);
                 return Ok(false);
             }
             let now = self.current(t, &def, part, &enc);
             let s = self.scans.get_mut(&key).expect("scan");
             let found = s.candidates.pop_front().expect("candidate");
-            let Some(now) = now else {
-                crate::probe!(self.counters, "lqh: locked scan row vanished");
-                continue;
-            };
-            if let Some(f) = &s.filter {
-                if eval_filter(f, &now, &def)? != Some(true) {
-                    crate::probe!(self.counters, "lqh: locked scan row no longer matches");
-                    continue;
-                }
-            }
-            let k = match s.index {
-                Some(ix) => {
-                    let k = self.storage.ordered_key(def.id, ix, &now);
-                    if k != self.storage.ordered_key(def.id, ix, &found) {
-                        // Its index key changed while we waited: it no longer
-                        // sits at this position of the ordered stream (and may
-                        // be outside the range). Returning it would break the
-                        // order TC merges on.
-                        crate::probe!(self.counters, "lqh: locked scan row moved in the index");
-                        continue;
+            let had = s.front_had_lock.take().expect("decided before locking");
+            let skip = match &now {
+                None => Some("lqh: locked scan row vanished"),
+                Some(now) => match &s.filter {
+                    Some(f) if eval_filter(f, now, &def)? != Some(true) => {
+                        Some("lqh: locked scan row no longer matches")
                     }
-                    k
+                    // Its index key changed while we waited: it no longer sits
+                    // at this position of the ordered stream (and may be out of
+                    // range); returning it would break the order TC merges on.
+                    _ if s.index.is_some_and(|ix| {
+                        self.storage.ordered_key(def.id, ix, now)
+                            != self.storage.ordered_key(def.id, ix, &found)
+                    }) =>
+                    {
+                        Some("lqh: locked scan row moved in the index")
+                    }
+                    _ => None,
+                },
+            };
+            if let Some(why) = skip {
+                self.counters.bump(why);
+                if !had {
+                    // Nothing of it is returned: let it go (the lock stays in
+                    // the transaction's key set; releasing it again is a no-op).
+                    self.locks.unlock(&lk, t, grants);
                 }
+                continue;
+            }
+            let now = now.expect("checked");
+            let k = match s.index {
+                Some(ix) => self.storage.ordered_key(def.id, ix, &now),
                 None => Vec::new(),
             };
             let values = project(&def, &now, &s.projection)?;
@@ -224,8 +238,12 @@ impl Lqh {
 
     /// One step of a partition scan.
     pub(super) fn scan_step(&mut self, key: Key, ctx: &mut Ctx<'_, Signal>) {
-        if let Err(error) = self.scan_step_inner(key, ctx) {
-            let mut grants = Vec::new();
+        let mut grants = Vec::new();
+        let r = self.scan_step_inner(key, ctx, &mut grants);
+        // Locks let go during the step may wake others: only now, with this
+        // scan's state settled.
+        self.on_grants(std::mem::take(&mut grants), ctx);
+        if let Err(error) = r {
             if let Some(s) = self.scans.get(&key) {
                 let tc = s.tc;
                 self.drop_scan(key, &mut grants);
@@ -243,7 +261,12 @@ impl Lqh {
         }
     }
 
-    fn scan_step_inner(&mut self, key: Key, ctx: &mut Ctx<'_, Signal>) -> Result<(), NodeError> {
+    fn scan_step_inner(
+        &mut self,
+        key: Key,
+        ctx: &mut Ctx<'_, Signal>,
+        grants: &mut Vec<Grant>,
+    ) -> Result<(), NodeError> {
         let mut examined = false;
         loop {
             let Some(s) = self.scans.get(&key) else {
@@ -252,7 +275,7 @@ impl Lqh {
             if s.idle || s.waiting.is_some() {
                 return Ok(());
             }
-            if !s.candidates.is_empty() && !self.scan_lock_candidates(key, ctx)? {
+            if !s.candidates.is_empty() && !self.scan_lock_candidates(key, ctx, grants)? {
                 return Ok(());
             }
             let s = self.scans.get_mut(&key).expect("scan");
