@@ -90,17 +90,24 @@ impl Conn {
 
 /// API node ids: handed out lowest-first at start, then in FIFO order of their
 /// release, so an id is reused as late as possible. An id is released only after
-/// the `ApiFailReq` of its previous holder has been delivered *and executed*
-/// (the node was idle after it), so no signal of the old holder can be mistaken
-/// for one of the new holder.
+/// the `ApiFailReq` of its previous holder has been delivered *and* every signal
+/// queued before it has run: either the node was idle after the ApiFailReq ran,
+/// or (under sustained load, where it never idles) the scheduler executed
+/// enough signals to drain everything that was queued when the holder failed
+/// (twice the B queue then, plus slack for the A signals and the blocks'
+/// own follow-ups such as `ApiFailDone`). So no signal of the old holder can be
+/// mistaken for one of the new holder.
 pub(crate) struct ApiIdPool {
     free: VecDeque<NodeId>,
-    /// ApiFailReq delivered, not yet known to have run.
-    failing: Vec<NodeId>,
-    /// ApiFailReq ran in a round that did not leave the node idle.
-    draining: Vec<NodeId>,
+    /// (id, executed-count target): ApiFailReq delivered, not yet run.
+    failing: Vec<(NodeId, u64)>,
+    /// ApiFailReq has run; waiting for idle or the target.
+    draining: Vec<(NodeId, u64)>,
     capacity: usize,
 }
+
+/// Signals beyond the queue length an id waits for under sustained load.
+const DRAIN_SLACK_SIGNALS: u64 = 64;
 
 impl ApiIdPool {
     pub fn new(max_api_connections: u32) -> ApiIdPool {
@@ -124,10 +131,12 @@ impl ApiIdPool {
         self.free.pop_front()
     }
 
-    /// The holder of `id` is gone and its ApiFailReq was delivered.
-    pub fn failed(&mut self, id: NodeId) {
+    /// The holder of `id` is gone and its ApiFailReq was delivered when the
+    /// scheduler had executed `executed` signals and held `queued` in job buffer B.
+    pub fn failed(&mut self, id: NodeId, executed: u64, queued: usize) {
         debug_assert!(!self.free.contains(&id), "api node {id} released twice");
-        self.failing.push(id);
+        let target = executed.saturating_add(2 * queued as u64 + DRAIN_SLACK_SIGNALS);
+        self.failing.push((id, target));
     }
 
     /// Called before the scheduler runs: ids failed so far will have their
@@ -136,11 +145,16 @@ impl ApiIdPool {
         self.draining.append(&mut self.failing);
     }
 
-    /// Called after the scheduler ran: if the node is idle, every signal of the
-    /// old holders has been executed and their ids may be reused.
-    pub fn after_run(&mut self, node_idle: bool) {
-        if node_idle {
-            self.free.extend(self.draining.drain(..));
+    /// Called after the scheduler ran, with its executed-signal count.
+    pub fn after_run(&mut self, node_idle: bool, executed: u64) {
+        let mut i = 0;
+        while i < self.draining.len() {
+            if node_idle || executed >= self.draining[i].1 {
+                let (id, _) = self.draining.remove(i);
+                self.free.push_back(id);
+            } else {
+                i += 1;
+            }
         }
         debug_assert!(self.free.len() + self.failing.len() + self.draining.len() <= self.capacity);
     }
@@ -156,14 +170,22 @@ mod tests {
         assert_eq!(p.alloc(), Some(100));
         assert_eq!(p.alloc(), Some(101));
         assert_eq!(p.alloc(), None);
-        p.failed(100);
-        p.after_run(true); // ApiFailReq not run yet
+        p.failed(100, 1000, 10);
+        p.after_run(true, 1000); // ApiFailReq not run yet
         assert_eq!(p.alloc(), None);
         p.before_run();
-        p.after_run(false);
+        p.after_run(false, 1010);
         assert_eq!(p.alloc(), None);
-        p.after_run(true);
+        p.after_run(true, 1011);
         assert_eq!(p.alloc(), Some(100));
+        // Under sustained load (never idle) the id comes back once the queue
+        // that existed at the failure has surely drained.
+        p.failed(101, 5000, 100);
+        p.before_run();
+        p.after_run(false, 5100);
+        assert_eq!(p.alloc(), None);
+        p.after_run(false, 5000 + 200 + DRAIN_SLACK_SIGNALS);
+        assert_eq!(p.alloc(), Some(101));
         let big = ApiIdPool::new(1 << 16);
         assert_eq!(big.capacity(), (NodeId::MAX - FIRST_API_NODE_ID) as usize + 1);
     }

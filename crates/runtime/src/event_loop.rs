@@ -194,7 +194,7 @@ impl EventLoop {
         self.sched.run_until_idle(self.opts.max_signals_per_poll);
         self.route_remote();
         self.close_marked();
-        self.ids.after_run(!self.sched.has_ready());
+        self.ids.after_run(!self.sched.has_ready(), self.sched.stats().executed);
         self.flush_all(false);
         self.close_marked();
         if let Ok(mut s) = self.shared_stats.lock() {
@@ -655,6 +655,7 @@ impl EventLoop {
                 Err(e) => debug!(?e, api_node, "ApiFailReq not delivered"),
             }
         }
-        self.ids.failed(api_node);
+        self.ids
+            .failed(api_node, self.sched.stats().executed, self.sched.job_b_len());
     }
 }
