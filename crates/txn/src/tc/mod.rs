@@ -30,6 +30,11 @@ use std::sync::Arc;
 
 pub(crate) use scan::TcScan;
 
+/// Tombstones (handles of transactions and scans TC ended on its own) kept at
+/// least this many, even with tiny max_transactions / max_scans: each is a few
+/// bytes, and forgetting one turns a retriable error into a confusing one.
+const MIN_TOMBSTONES: usize = 1024;
+
 /// What to tell the client once an abort is done.
 #[derive(Debug, Clone)]
 enum AbortReply {
@@ -605,7 +610,7 @@ impl Tc {
                 Self::key_conf(ctx, txn.api, txn.handle, TxnOutcome::RolledBack, Vec::new())
             }
             AbortReply::Tombstone(e) => {
-                if self.tombstones.len() >= self.max_transactions {
+                if self.tombstones.len() >= self.max_transactions.max(MIN_TOMBSTONES) {
                     // Bounded: forget the oldest-keyed one.
                     let first = *self.tombstones.keys().next().expect("non-empty");
                     self.tombstones.remove(&first);

@@ -375,7 +375,7 @@ impl Tc {
         let Some(s) = self.scans.get(&key) else {
             return;
         };
-        if self.scan_tombstones.len() >= self.max_scans {
+        if self.scan_tombstones.len() >= self.max_scans.max(super::MIN_TOMBSTONES) {
             let first = *self.scan_tombstones.keys().next().expect("non-empty");
             self.scan_tombstones.remove(&first);
         }
