@@ -1,1 +1,769 @@
-//! SQL engine (in progress)
+//! The SQL engine: parses statements and dispatches them. Owner of this file:
+//! catalog engineer (see DESIGN.md for who owns the submodules).
+//!
+//! Dispatch: SELECT -> `query::execute_query`, INSERT/REPLACE/UPDATE/DELETE ->
+//! `dml::execute_*`, EXPLAIN -> `explain::execute_explain` (query engineer);
+//! everything else (DDL, SHOW, SET, USE, transactions) is handled here and in
+//! the catalog modules.
+
+pub mod catalog;
+pub mod ddl;
+pub mod error_map;
+pub mod infoschema;
+pub mod parse_ext;
+pub mod show;
+pub mod txn_control;
+pub mod vars;
+
+// Query engineer's modules.
+pub mod dml;
+pub mod exec;
+pub mod explain;
+pub mod expr;
+pub mod functions;
+pub mod partition;
+pub mod plan;
+pub mod query;
+
+use crate::types::{ColumnMeta, QueryOutput, Session, SqlError, Warning, WarningLevel};
+use catalog::{Catalog, PartitionInfo};
+use norr_client::Client;
+use norr_signals::Value;
+use parse_ext::ShowStmt;
+use sqlparser::ast::{self, Expr, ObjectName, ObjectType, Statement};
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Reported as @@version and in the handshake.
+    pub version: String,
+    pub max_allowed_packet: u64,
+    /// @@port (the SQL listener's port).
+    pub port: u16,
+    /// @@hostname.
+    pub hostname: String,
+    /// Native partitions of a table created without PARTITION BY (0: the node decides).
+    pub default_partitions: u32,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            version: "8.0.36-NorrDB-0.1".to_string(),
+            max_allowed_packet: 64 << 20,
+            port: 3306,
+            hostname: "localhost".to_string(),
+            default_partitions: 0,
+        }
+    }
+}
+
+/// Counters for SHOW STATUS.
+#[derive(Default)]
+struct Status {
+    questions: AtomicU64,
+    com_select: AtomicU64,
+    com_insert: AtomicU64,
+    com_update: AtomicU64,
+    com_delete: AtomicU64,
+    com_commit: AtomicU64,
+    com_rollback: AtomicU64,
+    connections: AtomicU64,
+    threads_connected: AtomicUsize,
+}
+
+pub struct Engine {
+    client: Client,
+    catalog: Catalog,
+    cfg: EngineConfig,
+    started: std::time::Instant,
+    status: Status,
+}
+
+/// A parsed statement.
+#[derive(Debug, Clone)]
+pub enum Parsed {
+    Sql(Box<Statement>),
+    /// CREATE TABLE with its PARTITION BY clause (parsed by us).
+    CreateTable(Box<ast::CreateTable>, Option<PartitionInfo>),
+    Show(ShowStmt),
+    CreateDatabase { name: String, if_not_exists: bool, charset: Option<String>, collation: Option<String> },
+    /// SET CHARACTER SET x / SET CHARSET x.
+    SetCharacterSet(String),
+}
+
+/// A prepared statement: parsed once, executed many times.
+#[derive(Debug)]
+pub struct Prepared {
+    pub param_count: u16,
+    pub columns: Vec<ColumnMeta>,
+    pub sql: String,
+    parsed: Parsed,
+}
+
+impl Prepared {
+    pub fn parsed(&self) -> &Parsed {
+        &self.parsed
+    }
+}
+
+fn parse_sqlparser(sql: &str) -> Result<Statement, SqlError> {
+    let mut v = Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| {
+        let msg = e.to_string();
+        let msg = msg.strip_prefix("sql parser error: ").unwrap_or(&msg).to_string();
+        SqlError::parse(format!("You have an error in your SQL syntax; {msg}"))
+    })?;
+    match v.len() {
+        1 => Ok(v.remove(0)),
+        0 => Err(SqlError::new(1065, "42000", "Query was empty")),
+        _ => Err(SqlError::parse("You have an error in your SQL syntax: one statement expected")),
+    }
+}
+
+/// `SET @x := 1` -> `SET @x = 1` (top level, outside quotes).
+fn rewrite_set_assign(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut quote: Option<char> = None;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        match quote {
+            Some(q) => {
+                if c == q {
+                    quote = None;
+                }
+                out.push(c);
+            }
+            None => {
+                if c == '\'' || c == '"' || c == '`' {
+                    quote = Some(c);
+                    out.push(c);
+                } else if c == ':' && chars.peek() == Some(&'=') {
+                    chars.next();
+                    out.push('=');
+                } else {
+                    out.push(c);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// CREATE {DATABASE|SCHEMA} [IF NOT EXISTS] name [options].
+fn parse_create_database(sql: &str) -> Result<Parsed, SqlError> {
+    let mut c = parse_ext::Cursor::new(sql)?;
+    c.expect_word("CREATE")?;
+    if !(c.eat_word("DATABASE") || c.eat_word("SCHEMA")) {
+        return Err(c.err());
+    }
+    let mut if_not_exists = false;
+    if c.eat_word("IF") {
+        c.expect_word("NOT")?;
+        c.expect_word("EXISTS")?;
+        if_not_exists = true;
+    }
+    let name = c.ident()?;
+    let (mut charset, mut collation) = (None, None);
+    while !c.at_end() {
+        c.eat_word("DEFAULT");
+        if c.eat_word("CHARSET") || (c.eat_word("CHARACTER") && c.eat_word("SET")) {
+            c.eat(&sqlparser::tokenizer::Token::Eq);
+            charset = Some(match c.peek() {
+                Some(sqlparser::tokenizer::Token::SingleQuotedString(_)) => c.string()?,
+                _ => c.ident()?,
+            });
+        } else if c.eat_word("COLLATE") {
+            c.eat(&sqlparser::tokenizer::Token::Eq);
+            collation = Some(match c.peek() {
+                Some(sqlparser::tokenizer::Token::SingleQuotedString(_)) => c.string()?,
+                _ => c.ident()?,
+            });
+        } else if c.eat_word("ENCRYPTION") {
+            c.eat(&sqlparser::tokenizer::Token::Eq);
+            c.string()?;
+        } else {
+            return Err(c.err());
+        }
+    }
+    Ok(Parsed::CreateDatabase { name, if_not_exists, charset, collation })
+}
+
+/// Parse one statement (already split).
+pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
+    let words = {
+        let mut c = parse_ext::Cursor::new(sql)?;
+        let mut w = Vec::new();
+        for _ in 0..3 {
+            match c.next() {
+                Some(sqlparser::tokenizer::Token::Word(x)) if x.quote_style.is_none() => w.push(x.value.to_ascii_uppercase()),
+                _ => break,
+            }
+        }
+        w
+    };
+    let w = |i: usize| words.get(i).map(|s| s.as_str()).unwrap_or("");
+    match w(0) {
+        "SHOW" => return Ok(Parsed::Show(parse_ext::parse_show(sql)?)),
+        "CREATE" if w(1) == "DATABASE" || w(1) == "SCHEMA" => return parse_create_database(sql),
+        "SET" if w(1) == "CHARSET" || (w(1) == "CHARACTER" && w(2) == "SET") => {
+            let mut c = parse_ext::Cursor::new(sql)?;
+            c.expect_word("SET")?;
+            if !c.eat_word("CHARSET") {
+                c.expect_word("CHARACTER")?;
+                c.expect_word("SET")?;
+            }
+            let cs = match c.peek() {
+                Some(sqlparser::tokenizer::Token::SingleQuotedString(_)) => c.string()?,
+                _ => c.ident()?,
+            };
+            return Ok(Parsed::SetCharacterSet(cs));
+        }
+        "SET" => return Ok(Parsed::Sql(Box::new(parse_sqlparser(&rewrite_set_assign(sql))?))),
+        "CREATE" | "ALTER" => {
+            let (text, part) = parse_ext::split_partition_clause(sql);
+            if let Some(p) = part {
+                if w(0) == "ALTER" {
+                    return Err(SqlError::unsupported("ALTER TABLE ... PARTITION BY"));
+                }
+                let info = parse_ext::parse_partition_clause(&p)?;
+                return match parse_sqlparser(&text)? {
+                    Statement::CreateTable(ct) => Ok(Parsed::CreateTable(Box::new(ct), Some(info))),
+                    _ => Err(error_map::parse_error_near(&p)),
+                };
+            }
+        }
+        _ => {}
+    }
+    let text = if sql.to_ascii_uppercase().contains("SHARE") { parse_ext::rewrite_lock_in_share_mode(sql) } else { sql.to_string() };
+    match parse_sqlparser(&text)? {
+        Statement::CreateTable(ct) => Ok(Parsed::CreateTable(Box::new(ct), None)),
+        other => Ok(Parsed::Sql(Box::new(other))),
+    }
+}
+
+fn ident_str(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Identifier(i) => Some(i.value.clone()),
+        _ => None,
+    }
+}
+
+impl Engine {
+    /// Connect to a data node and prepare the catalog (creates the databases
+    /// table on first start).
+    pub async fn connect(data_node: &str, cfg: EngineConfig) -> Result<Arc<Engine>, SqlError> {
+        let client = Client::connect(data_node).await.map_err(error_map::from_client_plain)?;
+        Self::with_client(client, cfg).await
+    }
+
+    /// An engine on an existing client connection.
+    pub async fn with_client(client: Client, cfg: EngineConfig) -> Result<Arc<Engine>, SqlError> {
+        let catalog = Catalog::new(client.clone());
+        catalog.bootstrap().await?;
+        vars::init_globals(&[
+            ("version", Value::str(&cfg.version)),
+            ("max_allowed_packet", Value::UInt(cfg.max_allowed_packet)),
+            ("port", Value::UInt(cfg.port as u64)),
+            ("hostname", Value::str(&cfg.hostname)),
+        ]);
+        Ok(Arc::new(Engine { client, catalog, cfg, started: std::time::Instant::now(), status: Status::default() }))
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    pub fn new_session(&self, connection_id: u32, user: &str) -> Session {
+        self.status.connections.fetch_add(1, Ordering::Relaxed);
+        self.status.threads_connected.fetch_add(1, Ordering::Relaxed);
+        let mut s = Session::new(connection_id, user);
+        // Session values start from the globals, as in MySQL.
+        for d in vars::VARS.iter().filter(|d| d.scope == vars::Scope::Both && !d.read_only) {
+            if let Some(v) = vars::global_value(d.name) {
+                if d.name != "autocommit" {
+                    s.vars.insert(d.name.to_string(), v);
+                }
+            }
+        }
+        if let Some(Value::Int(a)) = vars::global_value("autocommit") {
+            s.autocommit = a != 0;
+        }
+        s
+    }
+
+    /// One COM_QUERY: one result per statement, stopping after the first error.
+    pub async fn execute_text(&self, s: &mut Session, sql: &str) -> Vec<Result<QueryOutput, SqlError>> {
+        let stmts = parse_ext::split_statements(sql);
+        if stmts.is_empty() {
+            return vec![Err(SqlError::new(1065, "42000", "Query was empty"))];
+        }
+        if stmts.len() > 1 && !s.multi_statements {
+            let second = stmts[1].chars().take(60).collect::<String>();
+            return vec![Err(error_map::parse_error_near(&second))];
+        }
+        let mut out = Vec::with_capacity(stmts.len());
+        for st in stmts {
+            let r = self.run_text(s, &st).await;
+            let failed = r.is_err();
+            out.push(r);
+            if failed {
+                break;
+            }
+        }
+        out
+    }
+
+    async fn run_text(&self, s: &mut Session, sql: &str) -> Result<QueryOutput, SqlError> {
+        self.status.questions.fetch_add(1, Ordering::Relaxed);
+        let parsed = match parse_statement(sql) {
+            Ok(p) => p,
+            Err(e) => {
+                self.record_error(s, &e);
+                return Err(e);
+            }
+        };
+        self.run_parsed(s, &parsed, &[]).await
+    }
+
+    async fn run_parsed(&self, s: &mut Session, p: &Parsed, params: &[Value]) -> Result<QueryOutput, SqlError> {
+        let keeps_warnings = matches!(p, Parsed::Show(ShowStmt::Warnings { .. } | ShowStmt::Errors { .. }));
+        if !keeps_warnings {
+            s.warnings.clear();
+        }
+        let r = self.dispatch(s, p, params).await;
+        if let Err(e) = &r {
+            self.record_error(s, e);
+        }
+        r
+    }
+
+    fn record_error(&self, s: &mut Session, e: &SqlError) {
+        s.warnings.clear();
+        s.warnings.push(Warning { level: WarningLevel::Error, code: e.code, message: e.message.clone() });
+    }
+
+    /// Parse once for COM_STMT_PREPARE.
+    pub async fn prepare(&self, s: &mut Session, sql: &str) -> Result<Arc<Prepared>, SqlError> {
+        let stmts = parse_ext::split_statements(sql);
+        if stmts.len() != 1 {
+            return Err(if stmts.is_empty() {
+                SqlError::new(1065, "42000", "Query was empty")
+            } else {
+                error_map::parse_error_near(&stmts[1])
+            });
+        }
+        let parsed = parse_statement(&stmts[0])?;
+        let n = parse_ext::count_placeholders(&stmts[0])?;
+        if n > u16::MAX as usize {
+            return Err(SqlError::new(1390, "HY000", "Prepared statement contains too many placeholders"));
+        }
+        let columns = self.result_columns(s, &parsed).await;
+        Ok(Arc::new(Prepared { param_count: n as u16, columns, sql: stmts[0].clone(), parsed }))
+    }
+
+    /// Result columns of a SELECT over one known table with plain column
+    /// references or `*` (cheap cases only; otherwise empty).
+    async fn result_columns(&self, s: &Session, p: &Parsed) -> Vec<ColumnMeta> {
+        let Parsed::Sql(st) = p else { return Vec::new() };
+        let Statement::Query(q) = st.as_ref() else { return Vec::new() };
+        let ast::SetExpr::Select(sel) = q.body.as_ref() else { return Vec::new() };
+        if sel.from.len() != 1 || !sel.from[0].joins.is_empty() {
+            return Vec::new();
+        }
+        let ast::TableFactor::Table { name, alias, .. } = &sel.from[0].relation else { return Vec::new() };
+        let Ok((db, table)) = ddl::resolve_name(s, name) else { return Vec::new() };
+        if infoschema::is_infoschema(&db) {
+            return Vec::new();
+        }
+        let Ok(Some(t)) = self.catalog.try_get(&db, &table).await else { return Vec::new() };
+        let shown_table = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or_else(|| t.name.clone());
+        let mut out = Vec::new();
+        for item in &sel.projection {
+            match item {
+                ast::SelectItem::Wildcard(_) => {
+                    for mut c in t.result_columns() {
+                        c.table = shown_table.clone();
+                        out.push(c);
+                    }
+                }
+                ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => {
+                    let col = match e {
+                        Expr::Identifier(i) => i.value.clone(),
+                        Expr::CompoundIdentifier(v) if v.len() == 2 => v[1].value.clone(),
+                        _ => return Vec::new(),
+                    };
+                    let Some((id, _, _)) = t.column(&col) else { return Vec::new() };
+                    let mut c = t.column_meta(id);
+                    c.table = shown_table.clone();
+                    if let ast::SelectItem::ExprWithAlias { alias, .. } = item {
+                        c.name = alias.value.clone();
+                    } else {
+                        c.name = col;
+                    }
+                    out.push(c);
+                }
+                _ => return Vec::new(),
+            }
+        }
+        out
+    }
+
+    pub async fn execute_prepared(&self, s: &mut Session, p: &Prepared, params: Vec<Value>) -> Result<QueryOutput, SqlError> {
+        self.status.questions.fetch_add(1, Ordering::Relaxed);
+        if params.len() != p.param_count as usize {
+            return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
+        }
+        self.run_parsed(s, &p.parsed, &params).await
+    }
+
+    /// COM_FIELD_LIST.
+    pub async fn field_list(&self, s: &mut Session, table: &str) -> Result<Vec<ColumnMeta>, SqlError> {
+        let db = s.current_db.clone().ok_or_else(error_map::no_db)?;
+        let t = self.catalog.get(&db, table).await?;
+        Ok(t.result_columns())
+    }
+
+    /// COM_INIT_DB / USE.
+    pub async fn init_db(&self, s: &mut Session, db: &str) -> Result<(), SqlError> {
+        if !self.catalog.db_exists(db).await? {
+            return Err(error_map::unknown_db(db));
+        }
+        let (cs, coll) = match self.catalog.db_info(db).await? {
+            Some(i) => (i.charset, i.collation),
+            None => ("utf8mb3".to_string(), "utf8mb3_general_ci".to_string()),
+        };
+        s.vars.insert("character_set_database".into(), Value::str(&cs));
+        s.vars.insert("collation_database".into(), Value::str(&coll));
+        s.current_db = Some(if infoschema::is_infoschema(db) { infoschema::DB.to_string() } else { db.to_string() });
+        Ok(())
+    }
+
+    /// Connection closed: roll back an open transaction.
+    pub async fn end_session(&self, s: &mut Session) {
+        let _ = txn_control::rollback(s).await;
+        self.status.threads_connected.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Rows of SHOW [GLOBAL] STATUS.
+    pub async fn status_rows(&self, s: &Session, global: bool) -> Vec<Vec<Value>> {
+        let _ = (s, global);
+        let st = &self.status;
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed).to_string();
+        let mut rows: Vec<(String, String)> = vec![
+            ("Aborted_clients".into(), "0".into()),
+            ("Aborted_connects".into(), "0".into()),
+            ("Com_commit".into(), g(&st.com_commit)),
+            ("Com_delete".into(), g(&st.com_delete)),
+            ("Com_insert".into(), g(&st.com_insert)),
+            ("Com_rollback".into(), g(&st.com_rollback)),
+            ("Com_select".into(), g(&st.com_select)),
+            ("Com_update".into(), g(&st.com_update)),
+            ("Connections".into(), g(&st.connections)),
+            ("Queries".into(), g(&st.questions)),
+            ("Questions".into(), g(&st.questions)),
+            ("Ssl_cipher".into(), String::new()),
+            ("Ssl_version".into(), String::new()),
+            ("Threads_connected".into(), st.threads_connected.load(Ordering::Relaxed).to_string()),
+            ("Threads_running".into(), "1".into()),
+            ("Uptime".into(), self.started.elapsed().as_secs().to_string()),
+        ];
+        if let Ok(ns) = self.client.node_stats().await {
+            rows.push(("Ndb_data_memory_limit_bytes".into(), ns.data_memory_limit_bytes.to_string()));
+            rows.push(("Ndb_data_memory_used_bytes".into(), ns.data_memory_used_bytes.to_string()));
+            rows.push(("Ndb_rows".into(), ns.rows.to_string()));
+            rows.push(("Ndb_tables".into(), ns.tables.to_string()));
+            rows.push(("Ndb_open_transactions".into(), ns.open_transactions.to_string()));
+            rows.push(("Ndb_committed_transactions".into(), ns.committed_transactions.to_string()));
+            rows.push(("Ndb_aborted_transactions".into(), ns.aborted_transactions.to_string()));
+        }
+        rows.sort();
+        rows.into_iter().map(|(k, v)| vec![Value::str(&k), Value::str(&v)]).collect()
+    }
+
+    /// MySQL commits an open transaction before DDL.
+    async fn implicit_commit(&self, s: &mut Session) -> Result<(), SqlError> {
+        if s.in_transaction || s.txn.is_some() {
+            txn_control::commit(s).await?;
+        }
+        Ok(())
+    }
+
+    async fn dispatch(&self, s: &mut Session, p: &Parsed, params: &[Value]) -> Result<QueryOutput, SqlError> {
+        match p {
+            Parsed::Show(st) => show::execute_show(self, s, st).await,
+            Parsed::CreateTable(ct, part) => {
+                self.implicit_commit(s).await?;
+                ddl::create_table(self, s, ct, part.clone()).await
+            }
+            Parsed::CreateDatabase { name, if_not_exists, charset, collation } => {
+                self.implicit_commit(s).await?;
+                ddl::create_database(self, s, name, *if_not_exists, charset.as_deref(), collation.as_deref()).await
+            }
+            Parsed::SetCharacterSet(cs) => {
+                vars::set_names(s, cs, None, true)?;
+                Ok(QueryOutput::ok(0))
+            }
+            Parsed::Sql(st) => self.dispatch_sql(s, st, params).await,
+        }
+    }
+
+    async fn dispatch_sql(&self, s: &mut Session, st: &Statement, params: &[Value]) -> Result<QueryOutput, SqlError> {
+        match st {
+            Statement::Query(q) => {
+                self.status.com_select.fetch_add(1, Ordering::Relaxed);
+                query::execute_query(self, s, q, params).await
+            }
+            Statement::Insert(_) => {
+                self.status.com_insert.fetch_add(1, Ordering::Relaxed);
+                dml::execute_insert(self, s, st, params).await
+            }
+            Statement::Update { .. } => {
+                self.status.com_update.fetch_add(1, Ordering::Relaxed);
+                dml::execute_update(self, s, st, params).await
+            }
+            Statement::Delete(_) => {
+                self.status.com_delete.fetch_add(1, Ordering::Relaxed);
+                dml::execute_delete(self, s, st, params).await
+            }
+            Statement::Explain { .. } => explain::execute_explain(self, s, st, params).await,
+            Statement::ExplainTable { table_name, .. } => {
+                let (db, table) = ddl::resolve_name(s, table_name)?;
+                show::describe(self, s, &db, &table, false, &parse_ext::ShowFilter::None).await
+            }
+            Statement::Drop { object_type, if_exists, names, table, .. } => {
+                self.implicit_commit(s).await?;
+                match object_type {
+                    ObjectType::Table => ddl::drop_tables(self, s, names, *if_exists).await,
+                    ObjectType::Database | ObjectType::Schema => {
+                        let name = names.first().map(|n| n.to_string()).unwrap_or_default();
+                        let parts = ddl::ident_of(&names[0]);
+                        let name = parts.last().cloned().unwrap_or(name);
+                        ddl::drop_database(self, s, &name, *if_exists).await
+                    }
+                    ObjectType::Index => {
+                        let t = table.as_ref().ok_or_else(|| SqlError::parse("DROP INDEX needs ON table"))?;
+                        let name = ddl::ident_of(&names[0]).last().cloned().unwrap_or_default();
+                        ddl::drop_index(self, s, t, &name).await
+                    }
+                    other => Err(SqlError::unsupported(format!("DROP {other}"))),
+                }
+            }
+            Statement::CreateIndex(ci) => {
+                self.implicit_commit(s).await?;
+                let cols = ci
+                    .columns
+                    .iter()
+                    .map(|c| match &c.column.expr {
+                        Expr::Identifier(i) => Ok(i.value.clone()),
+                        Expr::Function(f) => Ok(f.name.to_string()),
+                        other => Err(SqlError::unsupported(format!("index key part {other}"))),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                let name = ci.name.as_ref().map(|n| ddl::ident_of(n).last().cloned().unwrap_or_default());
+                ddl::create_index(self, s, &ci.table_name, name, cols, ci.unique).await
+            }
+            Statement::AlterTable(at) => {
+                self.implicit_commit(s).await?;
+                ddl::alter_table(self, s, at).await
+            }
+            Statement::Truncate(t) => {
+                self.implicit_commit(s).await?;
+                let names: Vec<ObjectName> = t.table_names.iter().map(|x| x.name.clone()).collect();
+                ddl::truncate(self, s, &names).await
+            }
+            Statement::Use(u) => {
+                let name = match u {
+                    ast::Use::Object(n) | ast::Use::Database(n) | ast::Use::Schema(n) => n,
+                    _ => return Err(SqlError::unsupported(format!("{u}"))),
+                };
+                let db = ddl::ident_of(name).last().cloned().unwrap_or_default();
+                self.init_db(s, &db).await?;
+                Ok(QueryOutput::ok(0))
+            }
+            Statement::StartTransaction { .. } => {
+                txn_control::begin(s).await?;
+                Ok(QueryOutput::ok(0))
+            }
+            Statement::Commit { chain, .. } => {
+                self.status.com_commit.fetch_add(1, Ordering::Relaxed);
+                txn_control::commit(s).await?;
+                if *chain {
+                    txn_control::begin(s).await?;
+                }
+                Ok(QueryOutput::ok(0))
+            }
+            Statement::Rollback { savepoint: None, chain } => {
+                self.status.com_rollback.fetch_add(1, Ordering::Relaxed);
+                txn_control::rollback(s).await?;
+                if *chain {
+                    txn_control::begin(s).await?;
+                }
+                Ok(QueryOutput::ok(0))
+            }
+            Statement::Rollback { savepoint: Some(_), .. } | Statement::Savepoint { .. } | Statement::ReleaseSavepoint { .. } => {
+                Err(SqlError::unsupported("SAVEPOINT"))
+            }
+            Statement::Set(set) => self.execute_set(s, set, params).await,
+            Statement::CreateDatabase { .. } => Err(SqlError::internal("CREATE DATABASE is parsed by parse_create_database")),
+            other => Err(SqlError::unsupported(other.to_string().chars().take(60).collect::<String>())),
+        }
+    }
+
+    /// Evaluate a SET value: literals, identifiers (ON, OFF, DEFAULT, names),
+    /// @@vars and @vars here; anything else through `SELECT <expr>`.
+    async fn eval_set_value(&self, s: &mut Session, e: &Expr, params: &[Value]) -> Result<Value, SqlError> {
+        if let Some(v) = parse_ext::literal_expr_value(e) {
+            return Ok(v);
+        }
+        match e {
+            Expr::Identifier(i) if i.value.starts_with("@@") => {
+                let n = i.value.trim_start_matches("@@");
+                return vars::get_system_var(s, n, false).ok_or_else(|| error_map::unknown_system_variable(n));
+            }
+            Expr::Identifier(i) if i.value.starts_with('@') => return Ok(vars::get_user_var(s, &i.value)),
+            Expr::Identifier(i) if i.quote_style.is_none() || i.quote_style == Some('`') => return Ok(Value::str(&i.value)),
+            Expr::CompoundIdentifier(v) if v.len() == 2 && v[0].value.starts_with("@@") => {
+                let global = v[0].value.eq_ignore_ascii_case("@@global");
+                return vars::get_system_var(s, &v[1].value, global).ok_or_else(|| error_map::unknown_system_variable(&v[1].value));
+            }
+            Expr::Value(v) if matches!(v.value, ast::Value::Placeholder(_)) => {
+                return params.first().cloned().ok_or_else(|| SqlError::new(1210, "HY000", "Incorrect arguments to SET"));
+            }
+            _ => {}
+        }
+        let q = match parse_sqlparser(&format!("SELECT {e}"))? {
+            Statement::Query(q) => q,
+            _ => return Err(SqlError::internal("SELECT did not parse as a query")),
+        };
+        match query::execute_query(self, s, &q, params).await? {
+            QueryOutput::Rows { rows, .. } => Ok(rows.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or(Value::Null)),
+            QueryOutput::Ok { .. } => Ok(Value::Null),
+        }
+    }
+
+    async fn set_one(&self, s: &mut Session, scope: Option<ast::ContextModifier>, name: &ObjectName, value: &Expr, params: &[Value]) -> Result<(), SqlError> {
+        let parts = ddl::ident_of(name);
+        let mut global = matches!(scope, Some(ast::ContextModifier::Global));
+        let var = match parts.as_slice() {
+            [one] if one.starts_with("@@") => one.trim_start_matches("@@").to_string(),
+            [one] if one.starts_with('@') => {
+                let v = self.eval_set_value(s, value, params).await?;
+                vars::set_user_var(s, one, v);
+                return Ok(());
+            }
+            [one] => one.clone(),
+            [sc, n] if sc.starts_with("@@") => {
+                let sc = sc.trim_start_matches("@@").to_ascii_lowercase();
+                match sc.as_str() {
+                    "global" => global = true,
+                    "session" | "local" => global = false,
+                    _ => return Err(error_map::unknown_system_variable(&format!("{sc}.{n}"))),
+                }
+                n.clone()
+            }
+            [sc, n] if sc.eq_ignore_ascii_case("global") => {
+                global = true;
+                n.clone()
+            }
+            [sc, n] if sc.eq_ignore_ascii_case("session") || sc.eq_ignore_ascii_case("local") => n.clone(),
+            _ => return Err(error_map::unknown_system_variable(&name.to_string())),
+        };
+        let v = match (value, ident_str(value)) {
+            (_, Some(id)) if !id.starts_with('@') => Value::str(&id),
+            _ => self.eval_set_value(s, value, params).await?,
+        };
+        if vars::set_system_var(s, &var, global, v)? == vars::SetEffect::CommitNow {
+            txn_control::commit(s).await?;
+        }
+        Ok(())
+    }
+
+    async fn execute_set(&self, s: &mut Session, set: &ast::Set, params: &[Value]) -> Result<QueryOutput, SqlError> {
+        match set {
+            ast::Set::SingleAssignment { scope, variable, values, .. } => {
+                let v = values.first().ok_or_else(|| SqlError::parse("SET needs a value"))?;
+                self.set_one(s, *scope, variable, v, params).await?;
+            }
+            ast::Set::MultipleAssignments { assignments } => {
+                for a in assignments {
+                    self.set_one(s, a.scope, &a.name, &a.value, params).await?;
+                }
+            }
+            ast::Set::SetNames { charset_name, collation_name } => {
+                vars::set_names(s, &charset_name.value, collation_name.as_deref(), false)?;
+            }
+            ast::Set::SetNamesDefault {} => vars::set_names(s, "utf8mb4", None, false)?,
+            ast::Set::SetTransaction { modes, .. } => {
+                for m in modes {
+                    match m {
+                        ast::TransactionMode::IsolationLevel(l) => {
+                            let name = match l {
+                                ast::TransactionIsolationLevel::ReadUncommitted => "READ-UNCOMMITTED",
+                                ast::TransactionIsolationLevel::ReadCommitted => "READ-COMMITTED",
+                                ast::TransactionIsolationLevel::RepeatableRead => "REPEATABLE-READ",
+                                ast::TransactionIsolationLevel::Serializable => "SERIALIZABLE",
+                                _ => "READ-COMMITTED",
+                            };
+                            vars::set_system_var(s, "transaction_isolation", false, Value::str(name))?;
+                            if name != "READ-COMMITTED" {
+                                s.warnings.push(Warning {
+                                    level: WarningLevel::Note,
+                                    code: 1235,
+                                    message: format!("NorrDB runs every transaction at READ-COMMITTED; {name} is recorded but not provided"),
+                                });
+                            }
+                        }
+                        ast::TransactionMode::AccessMode(a) => {
+                            let ro = matches!(a, ast::TransactionAccessMode::ReadOnly);
+                            vars::set_system_var(s, "transaction_read_only", false, Value::Int(ro as i64))?;
+                        }
+                    }
+                }
+            }
+            ast::Set::SetTimeZone { value, .. } => {
+                let v = self.eval_set_value(s, value, params).await?;
+                vars::set_system_var(s, "time_zone", false, v)?;
+            }
+            other => return Err(SqlError::unsupported(other.to_string())),
+        }
+        Ok(QueryOutput::ok(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_extended_statements() {
+        assert!(matches!(parse_statement("SHOW CREATE DATABASE d").unwrap(), Parsed::Show(_)));
+        assert!(matches!(
+            parse_statement("CREATE TABLE t (a INT PRIMARY KEY) PARTITION BY KEY (a) PARTITIONS 2").unwrap(),
+            Parsed::CreateTable(_, Some(_))
+        ));
+        assert!(matches!(parse_statement("SELECT * FROM t WHERE a = 1 LOCK IN SHARE MODE").unwrap(), Parsed::Sql(_)));
+        assert!(matches!(parse_statement("SET @x := 5").unwrap(), Parsed::Sql(_)));
+        assert!(matches!(parse_statement("SET CHARACTER SET utf8mb4").unwrap(), Parsed::SetCharacterSet(_)));
+        match parse_statement("CREATE SCHEMA IF NOT EXISTS d DEFAULT CHARACTER SET = utf8mb4 COLLATE utf8mb4_bin").unwrap() {
+            Parsed::CreateDatabase { name, if_not_exists, charset, collation } => {
+                assert_eq!(name, "d");
+                assert!(if_not_exists);
+                assert_eq!(charset.as_deref(), Some("utf8mb4"));
+                assert_eq!(collation.as_deref(), Some("utf8mb4_bin"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(parse_statement("SELEC 1").unwrap_err().code, 1064);
+    }
+}

@@ -1,0 +1,1223 @@
+//! CREATE / DROP DATABASE, CREATE / DROP TABLE, CREATE / DROP INDEX, ALTER
+//! TABLE ADD / DROP INDEX, TRUNCATE. Owner: catalog engineer.
+
+use crate::engine::catalog::*;
+use crate::engine::error_map::{self, from_client, ErrCtx};
+use crate::engine::parse_ext::literal_expr_value;
+use crate::engine::Engine;
+use crate::types::{QueryOutput, Session, SqlError, Warning, WarningLevel};
+use norr_signals::coerce::coerce_value;
+use norr_signals::{
+    Collation, ColumnDef, ColumnId, ColumnType, Date, DateTime, ErrorCode, IndexDef, IndexKind, TableDef, Value,
+    MAX_CHAR_LEN, MAX_DECIMAL_PRECISION, MAX_NAME_LEN, MAX_VARCHAR_LEN,
+};
+use sqlparser::ast::{
+    self, ColumnOption, CreateTable, CreateTableOptions, DataType, ExactNumberInfo, Expr, ObjectName, SqlOption,
+    TableConstraint,
+};
+
+/// Most bytes of a row not counting TEXT/BLOB, as MySQL.
+const MAX_ROW_BYTES: u64 = 65_535;
+
+pub fn ident_of(name: &ObjectName) -> Vec<String> {
+    name.0.iter().map(|p| p.as_ident().map(|i| i.value.clone()).unwrap_or_else(|| p.to_string())).collect()
+}
+
+/// (db, table) of an object name, using the session's database.
+pub fn resolve_name(s: &Session, name: &ObjectName) -> Result<(String, String), SqlError> {
+    let parts = ident_of(name);
+    match parts.as_slice() {
+        [t] => Ok((s.current_db.clone().ok_or_else(error_map::no_db)?, t.clone())),
+        [d, t] => Ok((d.clone(), t.clone())),
+        _ => Err(error_map::wrong_table_name(&name.to_string())),
+    }
+}
+
+pub fn check_name(name: &str, kind: &str) -> Result<(), SqlError> {
+    if name.len() > MAX_NAME_LEN {
+        return Err(error_map::too_long_ident(name));
+    }
+    if name.is_empty() || name.ends_with(' ') || name.contains('/') {
+        return Err(match kind {
+            "db" => error_map::wrong_db_name(name),
+            "column" => error_map::wrong_column_name(name),
+            _ => error_map::wrong_table_name(name),
+        });
+    }
+    Ok(())
+}
+
+fn note(s: &mut Session, code: u16, message: String) {
+    s.warnings.push(Warning { level: WarningLevel::Note, code, message });
+}
+
+// ---------------- databases ----------------
+
+pub async fn create_database(
+    e: &Engine,
+    s: &mut Session,
+    name: &str,
+    if_not_exists: bool,
+    charset: Option<&str>,
+    collation: Option<&str>,
+) -> Result<QueryOutput, SqlError> {
+    check_name(name, "db")?;
+    if VIRTUAL_DBS.iter().any(|v| v.eq_ignore_ascii_case(name)) || name.eq_ignore_ascii_case("norr_sys") {
+        if if_not_exists {
+            note(s, 1007, format!("Can't create database '{name}'; database exists"));
+            return Ok(QueryOutput::ok(0));
+        }
+        return Err(error_map::db_exists(name));
+    }
+    let (cs, coll) = table_charset(charset, collation)?;
+    let created = e.catalog().create_db(&DbInfo { name: name.to_string(), charset: cs, collation: coll }).await?;
+    if !created {
+        if if_not_exists {
+            note(s, 1007, format!("Can't create database '{name}'; database exists"));
+            return Ok(QueryOutput::ok(0));
+        }
+        return Err(error_map::db_exists(name));
+    }
+    Ok(QueryOutput::ok(1))
+}
+
+pub async fn drop_database(e: &Engine, s: &mut Session, name: &str, if_exists: bool) -> Result<QueryOutput, SqlError> {
+    if VIRTUAL_DBS.iter().any(|v| v.eq_ignore_ascii_case(name)) {
+        return Err(SqlError::new(1044, "42000", format!("Access denied for user '{}' to database '{name}'", s.user)));
+    }
+    if !e.catalog().databases().await?.contains_key(name) {
+        if if_exists {
+            note(s, 1008, format!("Can't drop database '{name}'; database doesn't exist"));
+            return Ok(QueryOutput::ok(0));
+        }
+        return Err(error_map::db_drop_missing(name));
+    }
+    let tables = e.catalog().list(name).await?;
+    let n = tables.len() as u64;
+    for t in tables {
+        match e.client().drop_table(&t.native_name()).await {
+            Ok(()) => {}
+            Err(err) if err.code() == Some(ErrorCode::NoSuchTable) => {}
+            Err(err) => return Err(from_client(err, &ErrCtx::table(name, &t.name))),
+        }
+    }
+    e.catalog().invalidate_db(name);
+    e.catalog().drop_db_row(name).await?;
+    if s.current_db.as_deref() == Some(name) {
+        s.current_db = None;
+    }
+    Ok(QueryOutput::ok(n))
+}
+
+/// Validate a charset / collation pair; returns canonical (charset, collation).
+pub fn table_charset(charset: Option<&str>, collation: Option<&str>) -> Result<(String, String), SqlError> {
+    let cs = match charset {
+        Some(c) => charset_canonical(c).ok_or_else(|| error_map::unknown_charset(c))?,
+        None => DEFAULT_CHARSET,
+    };
+    let coll = match collation {
+        Some(c) => {
+            let native = collation_from_name(c).ok_or_else(|| error_map::unknown_collation(c))?;
+            let is_binary_cs = c.eq_ignore_ascii_case("binary");
+            if charset.is_some() && (cs == "binary") != is_binary_cs {
+                return Err(error_map::collation_mismatch(c, cs));
+            }
+            let _ = native;
+            c.to_ascii_lowercase()
+        }
+        None => default_collation_of(cs).to_string(),
+    };
+    let cs = if coll == "binary" { "binary" } else { cs };
+    Ok((cs.to_string(), coll))
+}
+
+// ---------------- CREATE TABLE ----------------
+
+fn unsupported_type(col: &str, dt: &DataType) -> SqlError {
+    SqlError::unsupported(format!("column type {dt} (column '{col}')"))
+}
+
+fn check_fsp(col: &str, p: Option<u64>) -> Result<u8, SqlError> {
+    let p = p.unwrap_or(0);
+    if p > 6 {
+        return Err(SqlError::new(1426, "42000", format!("Too-big precision {p} specified for '{col}'. Maximum is 6.")));
+    }
+    Ok(p as u8)
+}
+
+fn exact(col: &str, info: &ExactNumberInfo) -> Result<(u8, u8), SqlError> {
+    let (p, s) = match info {
+        ExactNumberInfo::None => (10, 0),
+        ExactNumberInfo::Precision(p) => (*p, 0),
+        ExactNumberInfo::PrecisionAndScale(p, s) => (*p, (*s).max(0) as u64),
+    };
+    if s > 30 {
+        return Err(SqlError::new(1425, "42000", format!("Too big scale {s} specified for column '{col}'. Maximum is 30.")));
+    }
+    if p > MAX_DECIMAL_PRECISION as u64 {
+        return Err(SqlError::new(
+            1426,
+            "42000",
+            format!("Too-big precision {p} specified for '{col}'. Maximum is {MAX_DECIMAL_PRECISION}."),
+        ));
+    }
+    if s > p {
+        return Err(SqlError::new(
+            1427,
+            "42000",
+            format!("For float(M,D), double(M,D) or decimal(M,D), M must be >= D (column '{col}')."),
+        ));
+    }
+    let p = p.max(1);
+    Ok((p as u8, s as u8))
+}
+
+/// Map a SQL type: (native type, SQL text, fsp). `coll` is the column collation
+/// name for character types.
+pub fn map_type(col: &str, dt: &DataType, coll: &str) -> Result<(ColumnType, String, u8), SqlError> {
+    let collation = collation_from_name(coll).unwrap_or(Collation::CaseInsensitive);
+    let binary_cs = coll == "binary";
+    let int = |name: &str, width: &Option<u64>, unsigned: bool, t: ColumnType| {
+        let mut s = name.to_string();
+        if name == "tinyint" && *width == Some(1) && !unsigned {
+            s.push_str("(1)");
+        }
+        if unsigned {
+            s.push_str(" unsigned");
+        }
+        (t, s, 0u8)
+    };
+    let len_of = |l: &Option<ast::CharacterLength>, default: u64| -> u64 {
+        match l {
+            Some(ast::CharacterLength::IntegerLength { length, .. }) => *length,
+            Some(ast::CharacterLength::Max) => u64::MAX,
+            None => default,
+        }
+    };
+    Ok(match dt {
+        DataType::TinyInt(w) => int("tinyint", w, false, ColumnType::TinyInt { unsigned: false }),
+        DataType::TinyIntUnsigned(w) => int("tinyint", w, true, ColumnType::TinyInt { unsigned: true }),
+        DataType::UTinyInt => int("tinyint", &None, true, ColumnType::TinyInt { unsigned: true }),
+        DataType::Bool | DataType::Boolean => (ColumnType::TinyInt { unsigned: false }, "tinyint(1)".into(), 0),
+        DataType::SmallInt(w) | DataType::Int2(w) => int("smallint", w, false, ColumnType::SmallInt { unsigned: false }),
+        DataType::SmallIntUnsigned(w) | DataType::Int2Unsigned(w) => {
+            int("smallint", w, true, ColumnType::SmallInt { unsigned: true })
+        }
+        DataType::MediumInt(w) => int("mediumint", w, false, ColumnType::MediumInt { unsigned: false }),
+        DataType::MediumIntUnsigned(w) => int("mediumint", w, true, ColumnType::MediumInt { unsigned: true }),
+        DataType::Int(w) | DataType::Integer(w) | DataType::Int4(w) => {
+            int("int", w, false, ColumnType::Int { unsigned: false })
+        }
+        DataType::IntUnsigned(w) | DataType::IntegerUnsigned(w) | DataType::Int4Unsigned(w) => {
+            int("int", w, true, ColumnType::Int { unsigned: true })
+        }
+        DataType::BigInt(w) | DataType::Int8(w) => int("bigint", w, false, ColumnType::BigInt { unsigned: false }),
+        DataType::BigIntUnsigned(w) | DataType::Int8Unsigned(w) => {
+            int("bigint", w, true, ColumnType::BigInt { unsigned: true })
+        }
+        DataType::Float(info) | DataType::FloatUnsigned(info) => match info {
+            ExactNumberInfo::Precision(p) if *p > 53 => {
+                return Err(SqlError::new(1063, "42000", format!("Incorrect column specifier for column '{col}'")))
+            }
+            ExactNumberInfo::Precision(p) if *p > 24 => (ColumnType::Double, "double".into(), 0),
+            _ => (ColumnType::Float, "float".into(), 0),
+        },
+        DataType::Real | DataType::RealUnsigned | DataType::DoublePrecision | DataType::DoublePrecisionUnsigned => {
+            (ColumnType::Double, "double".into(), 0)
+        }
+        DataType::Double(_) | DataType::DoubleUnsigned(_) | DataType::Float8 | DataType::Float64 => {
+            (ColumnType::Double, "double".into(), 0)
+        }
+        DataType::Decimal(i)
+        | DataType::Numeric(i)
+        | DataType::Dec(i)
+        | DataType::DecimalUnsigned(i)
+        | DataType::DecUnsigned(i) => {
+            let (p, s) = exact(col, i)?;
+            (ColumnType::Decimal { precision: p, scale: s }, format!("decimal({p},{s})"), 0)
+        }
+        DataType::Char(l) | DataType::Character(l) => {
+            let n = len_of(l, 1);
+            if n > MAX_CHAR_LEN as u64 {
+                return Err(error_map::too_big_field_length(col, MAX_CHAR_LEN));
+            }
+            if binary_cs {
+                (ColumnType::Binary { len: n as u32 }, format!("binary({n})"), 0)
+            } else {
+                (ColumnType::Char { len: n as u32, collation }, format!("char({n})"), 0)
+            }
+        }
+        DataType::Varchar(l) | DataType::CharacterVarying(l) | DataType::CharVarying(l) | DataType::Nvarchar(l) => {
+            if l.is_none() {
+                return Err(error_map::parse_error_near(&format!("{dt}")));
+            }
+            let n = len_of(l, 0);
+            if binary_cs {
+                if n > MAX_VARCHAR_LEN as u64 {
+                    return Err(error_map::too_big_field_length(col, MAX_VARCHAR_LEN));
+                }
+                (ColumnType::Varbinary { len: n as u32 }, format!("varbinary({n})"), 0)
+            } else {
+                let max = MAX_VARCHAR_LEN / 4;
+                if n > max as u64 {
+                    return Err(error_map::too_big_field_length(col, max));
+                }
+                (ColumnType::Varchar { len: n as u32, collation }, format!("varchar({n})"), 0)
+            }
+        }
+        DataType::Binary(l) => {
+            let n = l.unwrap_or(1);
+            if n > MAX_CHAR_LEN as u64 {
+                return Err(error_map::too_big_field_length(col, MAX_CHAR_LEN));
+            }
+            (ColumnType::Binary { len: n as u32 }, format!("binary({n})"), 0)
+        }
+        DataType::Varbinary(l) => {
+            let n = match l {
+                Some(ast::BinaryLength::IntegerLength { length }) => *length,
+                _ => return Err(error_map::parse_error_near(&format!("{dt}"))),
+            };
+            if n > MAX_VARCHAR_LEN as u64 {
+                return Err(error_map::too_big_field_length(col, MAX_VARCHAR_LEN));
+            }
+            (ColumnType::Varbinary { len: n as u32 }, format!("varbinary({n})"), 0)
+        }
+        DataType::TinyText => text_or_blob("tinytext", binary_cs, collation),
+        DataType::Text => text_or_blob("text", binary_cs, collation),
+        DataType::MediumText => text_or_blob("mediumtext", binary_cs, collation),
+        DataType::LongText => text_or_blob("longtext", binary_cs, collation),
+        DataType::TinyBlob => (ColumnType::Blob, "tinyblob".into(), 0),
+        DataType::Blob(_) => (ColumnType::Blob, "blob".into(), 0),
+        DataType::MediumBlob => (ColumnType::Blob, "mediumblob".into(), 0),
+        DataType::LongBlob => (ColumnType::Blob, "longblob".into(), 0),
+        DataType::Date => (ColumnType::Date, "date".into(), 0),
+        DataType::Time(p, _) => {
+            let f = check_fsp(col, *p)?;
+            (ColumnType::Time, fsp_type("time", f), f)
+        }
+        DataType::Datetime(p) => {
+            let f = check_fsp(col, *p)?;
+            (ColumnType::DateTime, fsp_type("datetime", f), f)
+        }
+        DataType::Timestamp(p, _) => {
+            let f = check_fsp(col, *p)?;
+            (ColumnType::Timestamp, fsp_type("timestamp", f), f)
+        }
+        _ => return Err(unsupported_type(col, dt)),
+    })
+}
+
+fn text_or_blob(name: &str, binary: bool, collation: Collation) -> (ColumnType, String, u8) {
+    if binary {
+        (ColumnType::Blob, name.replace("text", "blob"), 0)
+    } else {
+        (ColumnType::Text { collation }, name.to_string(), 0)
+    }
+}
+
+fn fsp_type(name: &str, fsp: u8) -> String {
+    if fsp > 0 {
+        format!("{name}({fsp})")
+    } else {
+        name.to_string()
+    }
+}
+
+/// Bytes a column takes towards the 65535-byte row limit.
+fn row_bytes(t: &ColumnType) -> u64 {
+    match t {
+        ColumnType::TinyInt { .. } => 1,
+        ColumnType::SmallInt { .. } => 2,
+        ColumnType::MediumInt { .. } => 3,
+        ColumnType::Int { .. } | ColumnType::Float | ColumnType::Date => 4,
+        ColumnType::BigInt { .. } | ColumnType::Double | ColumnType::DateTime => 8,
+        ColumnType::Timestamp | ColumnType::Time => 7,
+        ColumnType::Decimal { precision, .. } => *precision as u64 / 2 + 1,
+        ColumnType::Char { len, .. } => *len as u64 * 4,
+        ColumnType::Varchar { len, .. } => *len as u64 * 4 + if *len * 4 > 255 { 2 } else { 1 },
+        ColumnType::Binary { len } => *len as u64,
+        ColumnType::Varbinary { len } => *len as u64 + if *len > 255 { 2 } else { 1 },
+        ColumnType::Text { .. } | ColumnType::Blob => 10,
+    }
+}
+
+fn is_now_expr(e: &Expr) -> Option<u8> {
+    match e {
+        Expr::Function(f) => {
+            let n = f.name.to_string().to_ascii_uppercase();
+            if matches!(n.as_str(), "CURRENT_TIMESTAMP" | "NOW" | "LOCALTIMESTAMP" | "LOCALTIME") {
+                let args = match &f.args {
+                    ast::FunctionArguments::List(l) => l.args.len(),
+                    _ => 0,
+                };
+                let fsp = match &f.args {
+                    ast::FunctionArguments::List(l) if args == 1 => match &l.args[0] {
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(Expr::Value(v))) => match &v.value {
+                            ast::Value::Number(n, _) => n.parse::<u8>().ok()?,
+                            _ => return None,
+                        },
+                        _ => return None,
+                    },
+                    _ => 0,
+                };
+                return Some(fsp);
+            }
+            None
+        }
+        Expr::Identifier(i) => {
+            let n = i.value.to_ascii_uppercase();
+            matches!(n.as_str(), "CURRENT_TIMESTAMP" | "LOCALTIMESTAMP" | "LOCALTIME").then_some(0)
+        }
+        Expr::Nested(e) => is_now_expr(e),
+        _ => None,
+    }
+}
+
+fn parse_num_text(s: &str) -> Option<Value> {
+    crate::engine::parse_ext::number_value(s.trim())
+}
+
+fn parse_date_text(s: &str) -> Option<Date> {
+    let mut it = s.trim().splitn(3, '-');
+    let y = it.next()?.parse().ok()?;
+    let m = it.next()?.parse().ok()?;
+    let d = it.next()?.parse().ok()?;
+    Some(Date { year: y, month: m, day: d })
+}
+
+fn parse_time_of_day(s: &str) -> Option<(u8, u8, u8, u32)> {
+    let (hms, frac) = s.split_once('.').unwrap_or((s, ""));
+    let mut it = hms.split(':');
+    let h = it.next()?.parse().ok()?;
+    let m = it.next().unwrap_or("0").parse().ok()?;
+    let sec = it.next().unwrap_or("0").parse().ok()?;
+    let mut micro = 0u32;
+    if !frac.is_empty() {
+        let f: String = frac.chars().chain(std::iter::repeat('0')).take(6).collect();
+        micro = f.parse().ok()?;
+    }
+    Some((h, m, sec, micro))
+}
+
+/// Convert a default literal to the column's storage class (then `coerce_value`).
+pub fn literal_for_type(v: Value, ty: &ColumnType) -> Option<Value> {
+    let text = |v: &Value| v.as_bytes().map(|b| String::from_utf8_lossy(b).into_owned());
+    Some(match ty {
+        _ if v.is_null() => v,
+        ColumnType::Date => Value::Date(parse_date_text(&text(&v)?)?),
+        ColumnType::DateTime | ColumnType::Timestamp => {
+            let t = text(&v)?;
+            let t = t.trim();
+            let (d, rest) = t.split_once([' ', 'T']).unwrap_or((t, "00:00:00"));
+            let (hour, minute, second, micro) = parse_time_of_day(rest)?;
+            Value::DateTime(DateTime { date: parse_date_text(d)?, hour, minute, second, micro })
+        }
+        ColumnType::Time => {
+            let t = text(&v).unwrap_or_else(|| value_text(&v));
+            let (neg, t) = t.strip_prefix('-').map(|x| (true, x)).unwrap_or((false, t.as_str()));
+            let (h, m, s, us) = parse_time_of_day(t)?;
+            let total = ((h as i64 * 3600 + m as i64 * 60 + s as i64) * 1_000_000) + us as i64;
+            Value::Time(if neg { -total } else { total })
+        }
+        t if is_numeric(t) => match &v {
+            Value::Bytes(_) => parse_num_text(&text(&v)?)?,
+            _ => v,
+        },
+        t if t.is_bytes() => match &v {
+            Value::Bytes(_) => v,
+            other => Value::Bytes(value_text(other).into_bytes()),
+        },
+        _ => v,
+    })
+}
+
+struct ColBuild {
+    def: ColumnDef,
+    meta: SqlColumnMeta,
+}
+
+/// Turn a parsed CREATE TABLE into a native definition with SQL metadata.
+pub fn build_table(
+    db: &str,
+    db_collation: &str,
+    ct: &CreateTable,
+    partition: Option<PartitionInfo>,
+    default_partitions: u32,
+) -> Result<TableDef, SqlError> {
+    let (_, tname) = match ident_of(&ct.name).as_slice() {
+        [t] => (None, t.clone()),
+        [d, t] => (Some(d.clone()), t.clone()),
+        _ => return Err(error_map::wrong_table_name(&ct.name.to_string())),
+    };
+    check_name(&tname, "table")?;
+    if ct.query.is_some() || ct.like.is_some() || ct.clone.is_some() {
+        return Err(SqlError::unsupported("CREATE TABLE ... SELECT / LIKE"));
+    }
+    if ct.temporary {
+        return Err(SqlError::unsupported("CREATE TEMPORARY TABLE"));
+    }
+    if ct.columns.is_empty() {
+        return Err(SqlError::new(1113, "42000", "A table must have at least 1 column"));
+    }
+
+    // Table options.
+    let mut engine = "ndbcluster".to_string();
+    let mut t_charset: Option<String> = None;
+    let mut t_collation: Option<String> = None;
+    let mut comment = ct.comment.as_ref().map(comment_text).unwrap_or_default();
+    let mut auto_inc_start = None;
+    let opts: &[SqlOption] = match &ct.table_options {
+        CreateTableOptions::None => &[],
+        CreateTableOptions::With(v)
+        | CreateTableOptions::Options(v)
+        | CreateTableOptions::Plain(v)
+        | CreateTableOptions::TableProperties(v) => v,
+    };
+    for o in opts {
+        match o {
+            SqlOption::NamedParenthesizedList(l) if l.key.value.eq_ignore_ascii_case("ENGINE") => {
+                let e = l.name.as_ref().map(|n| n.value.clone()).unwrap_or_default();
+                match e.to_ascii_lowercase().as_str() {
+                    "ndb" | "ndbcluster" | "innodb" | "myisam" | "memory" | "heap" => engine = "ndbcluster".into(),
+                    _ => return Err(SqlError::new(1286, "42000", format!("Unknown storage engine '{e}'"))),
+                }
+            }
+            SqlOption::KeyValue { key, value } => {
+                let k = key.value.to_ascii_uppercase();
+                let v = match value {
+                    Expr::Identifier(i) => i.value.clone(),
+                    Expr::Value(v) => match &v.value {
+                        ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s.clone(),
+                        ast::Value::Number(n, _) => n.clone(),
+                        other => other.to_string(),
+                    },
+                    other => other.to_string(),
+                };
+                match k.as_str() {
+                    "DEFAULT CHARSET" | "CHARSET" | "CHARACTER SET" | "DEFAULT CHARACTER SET" => t_charset = Some(v),
+                    "COLLATE" | "DEFAULT COLLATE" => t_collation = Some(v),
+                    "AUTO_INCREMENT" => auto_inc_start = v.parse::<u64>().ok(),
+                    "COMMENT" => comment = v,
+                    "ENGINE" => {}
+                    _ => {} // ROW_FORMAT, KEY_BLOCK_SIZE, STATS_*, ...: accepted, ignored
+                }
+            }
+            SqlOption::Comment(c) => comment = comment_text(c),
+            _ => {}
+        }
+    }
+    let (t_cs, t_coll) = match (&t_charset, &t_collation) {
+        (None, None) => {
+            let c = if db_collation.is_empty() { DEFAULT_COLLATION } else { db_collation };
+            (if c == "binary" { "binary".to_string() } else { DEFAULT_CHARSET.to_string() }, c.to_string())
+        }
+        _ => table_charset(t_charset.as_deref(), t_collation.as_deref())?,
+    };
+
+    // Columns.
+    let mut cols: Vec<ColBuild> = Vec::new();
+    let mut indexes: Vec<SqlIndexMeta> = Vec::new();
+    let mut pk: Option<SqlIndexMeta> = None;
+    let mut row_size = 0u64;
+    for c in &ct.columns {
+        let name = c.name.value.clone();
+        check_name(&name, "column")?;
+        if cols.iter().any(|x| x.def.name.eq_ignore_ascii_case(&name)) {
+            return Err(error_map::dup_column(&name));
+        }
+        let mut cs: Option<String> = None;
+        let mut coll: Option<String> = None;
+        for o in &c.options {
+            match &o.option {
+                ColumnOption::CharacterSet(n) => cs = Some(n.to_string()),
+                ColumnOption::Collation(n) => coll = Some(n.to_string()),
+                _ => {}
+            }
+        }
+        let col_coll = match (&cs, &coll) {
+            (None, None) => t_coll.clone(),
+            _ => table_charset(cs.as_deref(), coll.as_deref())?.1,
+        };
+        let (ty, sql_type, fsp) = map_type(&name, &c.data_type, &col_coll)?;
+        row_size += row_bytes(&ty);
+        let mut def = ColumnDef::new(&name, ty.clone());
+        let mut meta = SqlColumnMeta {
+            sql_type,
+            fsp,
+            default: SqlDefault::None,
+            on_update_now: false,
+            comment: String::new(),
+            collation: ty.is_text().then(|| col_coll.clone()),
+            hidden: false,
+        };
+        let mut explicit_null = false;
+        let mut default_expr: Option<&Expr> = None;
+        for o in &c.options {
+            match &o.option {
+                ColumnOption::Null => {
+                    def.nullable = true;
+                    explicit_null = true;
+                }
+                ColumnOption::NotNull => def.nullable = false,
+                ColumnOption::Default(e) => default_expr = Some(e),
+                ColumnOption::PrimaryKey(_) => {
+                    if pk.is_some() {
+                        return Err(error_map::multiple_pk());
+                    }
+                    pk = Some(SqlIndexMeta {
+                        name: "PRIMARY".into(),
+                        kind: SqlIndexKind::Primary,
+                        columns: vec![name.clone()],
+                        comment: String::new(),
+                    });
+                }
+                ColumnOption::Unique(_) => indexes.push(SqlIndexMeta {
+                    name: String::new(),
+                    kind: SqlIndexKind::Unique,
+                    columns: vec![name.clone()],
+                    comment: String::new(),
+                }),
+                ColumnOption::DialectSpecific(toks) => {
+                    let t: String = toks.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" ");
+                    if t.eq_ignore_ascii_case("AUTO_INCREMENT") {
+                        def.auto_increment = true;
+                    } else {
+                        return Err(SqlError::unsupported(format!("column option {t}")));
+                    }
+                }
+                ColumnOption::Comment(s) => meta.comment = s.clone(),
+                ColumnOption::OnUpdate(e) => {
+                    if is_now_expr(e).is_some() && matches!(ty, ColumnType::DateTime | ColumnType::Timestamp) {
+                        meta.on_update_now = true;
+                    } else {
+                        return Err(SqlError::new(1294, "HY000", format!("Invalid ON UPDATE clause for '{name}' column")));
+                    }
+                }
+                ColumnOption::CharacterSet(_) | ColumnOption::Collation(_) => {}
+                ColumnOption::Invisible => return Err(SqlError::unsupported("INVISIBLE columns")),
+                ColumnOption::Check(_) => {} // accepted, not enforced (as MySQL before 8.0.16)
+                other => return Err(SqlError::unsupported(format!("column option {other}"))),
+            }
+        }
+        if def.auto_increment && (ty.int_range().is_none()) && !matches!(ty, ColumnType::Float | ColumnType::Double) {
+            return Err(SqlError::new(1063, "42000", format!("Incorrect column specifier for column '{name}'")));
+        }
+        if let Some(e) = default_expr {
+            if matches!(ty, ColumnType::Text { .. } | ColumnType::Blob) {
+                return Err(SqlError::new(
+                    1101,
+                    "42000",
+                    format!("BLOB, TEXT, GEOMETRY or JSON column '{name}' can't have a default value"),
+                ));
+            }
+            if let Some(f) = is_now_expr(e) {
+                if !matches!(ty, ColumnType::DateTime | ColumnType::Timestamp) || f > 6 {
+                    return Err(error_map::invalid_default(&name));
+                }
+                meta.default = SqlDefault::CurrentTimestamp { fsp: f };
+            } else {
+                let lit = literal_expr_value(e).ok_or_else(|| {
+                    if matches!(e, Expr::Nested(_)) {
+                        SqlError::unsupported("expression defaults")
+                    } else {
+                        error_map::invalid_default(&name)
+                    }
+                })?;
+                if lit.is_null() {
+                    if !def.nullable && !explicit_null {
+                        // NOT NULL DEFAULT NULL
+                        return Err(error_map::invalid_default(&name));
+                    }
+                    // Same as no DEFAULT clause on a nullable column (SHOW CREATE prints DEFAULT NULL).
+                    meta.default = SqlDefault::None;
+                } else {
+                    let v = literal_for_type(lit, &ty).ok_or_else(|| error_map::invalid_default(&name))?;
+                    let v = coerce_value(v, &ty, true).map_err(|_| error_map::invalid_default(&name))?;
+                    meta.default = SqlDefault::Literal { sql: literal_sql(&v) };
+                    def.default = Some(v);
+                }
+            }
+            if def.auto_increment && meta.default != SqlDefault::None {
+                return Err(error_map::invalid_default(&name));
+            }
+        }
+        cols.push(ColBuild { def, meta });
+    }
+    if row_size > MAX_ROW_BYTES {
+        return Err(error_map::too_big_rowsize());
+    }
+
+    // Table constraints.
+    for tc in &ct.constraints {
+        match tc {
+            TableConstraint::PrimaryKey(p) => {
+                if pk.is_some() {
+                    return Err(error_map::multiple_pk());
+                }
+                pk = Some(SqlIndexMeta {
+                    name: "PRIMARY".into(),
+                    kind: SqlIndexKind::Primary,
+                    columns: index_columns(&p.columns)?,
+                    comment: String::new(),
+                });
+            }
+            TableConstraint::Unique(u) => indexes.push(SqlIndexMeta {
+                name: u.index_name.as_ref().or(u.name.as_ref()).map(|i| i.value.clone()).unwrap_or_default(),
+                kind: SqlIndexKind::Unique,
+                columns: index_columns(&u.columns)?,
+                comment: String::new(),
+            }),
+            TableConstraint::Index(ix) => indexes.push(SqlIndexMeta {
+                name: ix.name.as_ref().map(|i| i.value.clone()).unwrap_or_default(),
+                kind: SqlIndexKind::Index,
+                columns: index_columns(&ix.columns)?,
+                comment: String::new(),
+            }),
+            TableConstraint::ForeignKey(_) => return Err(SqlError::unsupported("FOREIGN KEY")),
+            TableConstraint::Check(_) => {}
+            TableConstraint::FulltextOrSpatial(_) => return Err(SqlError::unsupported("FULLTEXT / SPATIAL indexes")),
+            other => return Err(SqlError::unsupported(format!("table constraint {other}"))),
+        }
+    }
+
+    // Check index columns, name unnamed indexes as MySQL (first column, then _2, _3...).
+    let col_names: Vec<String> = cols.iter().map(|c| c.def.name.clone()).collect();
+    let col_id = |n: &str| col_names.iter().position(|x| x.eq_ignore_ascii_case(n));
+    let all_idx: Vec<&SqlIndexMeta> = pk.iter().chain(indexes.iter()).collect();
+    for ix in &all_idx {
+        let mut seen: Vec<usize> = Vec::new();
+        for c in &ix.columns {
+            let id = col_id(c).ok_or_else(|| error_map::key_column_missing(c))?;
+            if seen.contains(&id) {
+                return Err(error_map::dup_column(c));
+            }
+            seen.push(id);
+            if matches!(cols[id].def.ty, ColumnType::Text { .. } | ColumnType::Blob) {
+                return Err(SqlError::new(
+                    1170,
+                    "42000",
+                    format!("BLOB/TEXT column '{c}' used in key specification without a key length"),
+                ));
+            }
+        }
+        if ix.columns.len() > norr_signals::MAX_KEY_COLUMNS {
+            return Err(SqlError::new(1070, "42000", "Too many key parts specified; max 32 parts allowed"));
+        }
+    }
+    let mut used: Vec<String> = vec!["primary".into()];
+    for ix in indexes.iter_mut() {
+        if ix.name.eq_ignore_ascii_case("PRIMARY") {
+            return Err(SqlError::new(1280, "42000", format!("Incorrect index name '{}'", ix.name)));
+        }
+        if !ix.name.is_empty() {
+            check_name(&ix.name, "index")?;
+            if used.contains(&ix.name.to_lowercase()) {
+                return Err(error_map::dup_key_name(&ix.name));
+            }
+            used.push(ix.name.to_lowercase());
+        }
+    }
+    for ix in indexes.iter_mut() {
+        if ix.name.is_empty() {
+            let base = ix.columns[0].clone();
+            let mut name = base.clone();
+            let mut k = 2;
+            while used.contains(&name.to_lowercase()) {
+                name = format!("{base}_{k}");
+                k += 1;
+            }
+            used.push(name.to_lowercase());
+            ix.name = name;
+        }
+    }
+
+    // PRIMARY KEY columns are NOT NULL.
+    if let Some(p) = &pk {
+        for c in &p.columns {
+            let id = col_id(c).expect("checked");
+            cols[id].def.nullable = false;
+        }
+    }
+
+    // AUTO_INCREMENT: at most one, and it must be the first column of a key.
+    let autos: Vec<usize> = cols.iter().enumerate().filter(|(_, c)| c.def.auto_increment).map(|(i, _)| i).collect();
+    if autos.len() > 1 {
+        return Err(error_map::wrong_auto_key());
+    }
+    if let Some(&a) = autos.first() {
+        let name = &cols[a].def.name;
+        let keyed = pk.iter().chain(indexes.iter()).any(|ix| ix.columns[0].eq_ignore_ascii_case(name));
+        if !keyed {
+            return Err(error_map::wrong_auto_key());
+        }
+    }
+
+    // Hidden primary key.
+    let hidden = pk.is_none();
+    let mut pk_ids: Vec<ColumnId> = match &pk {
+        Some(p) => p.columns.iter().map(|c| col_id(c).expect("checked") as ColumnId).collect(),
+        None => {
+            cols.push(ColBuild {
+                def: ColumnDef {
+                    name: HIDDEN_PK.into(),
+                    ty: ColumnType::BigInt { unsigned: true },
+                    nullable: false,
+                    default: None,
+                    auto_increment: autos.is_empty(),
+                },
+                meta: SqlColumnMeta {
+                    sql_type: "bigint unsigned".into(),
+                    fsp: 0,
+                    default: SqlDefault::None,
+                    on_update_now: false,
+                    comment: String::new(),
+                    collation: None,
+                    hidden: true,
+                },
+            });
+            vec![(cols.len() - 1) as ColumnId]
+        }
+    };
+    if cols.len() > norr_signals::MAX_COLUMNS {
+        return Err(SqlError::new(1117, "HY000", "Too many columns"));
+    }
+
+    // Partitioning.
+    let mut key_ids: Vec<ColumnId> = Vec::new();
+    if let Some(p) = &partition {
+        let pk_names: Vec<String> = pk.as_ref().map(|p| p.columns.clone()).unwrap_or_default();
+        let pcols = p.columns(&pk_names);
+        for c in &pcols {
+            if col_id(c).is_none() {
+                return Err(error_map::unknown_column(c, "partition function"));
+            }
+        }
+        if let PartitionKind::Key { columns, .. } = &p.kind {
+            if columns.is_empty() && pk.is_none() {
+                return Err(SqlError::new(1488, "HY000", "Field in list of fields for partition function not found in table"));
+            }
+        }
+        for ix in pk.iter().chain(indexes.iter().filter(|i| i.kind == SqlIndexKind::Unique)) {
+            for c in &pcols {
+                if !ix.columns.iter().any(|x| x.eq_ignore_ascii_case(c)) {
+                    let what = if ix.kind == SqlIndexKind::Primary { "PRIMARY KEY" } else { "UNIQUE INDEX" };
+                    return Err(error_map::unique_needs_partition_fields(what));
+                }
+            }
+        }
+        if p.is_native_key() {
+            key_ids = pcols.iter().map(|c| col_id(c).expect("checked") as ColumnId).collect();
+            if hidden {
+                // The node hashes a subset of the primary key: extend the hidden key.
+                for &k in &key_ids {
+                    if !pk_ids.contains(&k) {
+                        pk_ids.push(k);
+                        cols[k as usize].def.nullable = false;
+                    }
+                }
+            }
+        }
+    }
+    let (partitioning, mut partitions) = native_scheme(partition.as_ref(), key_ids);
+    if partition.is_none() {
+        partitions = default_partitions;
+    }
+
+    let mut all_meta_idx: Vec<SqlIndexMeta> = pk.into_iter().collect();
+    all_meta_idx.extend(indexes.iter().cloned());
+    let native_indexes: Vec<IndexDef> = indexes
+        .iter()
+        .map(|ix| IndexDef {
+            id: 0,
+            name: ix.name.clone(),
+            columns: ix.columns.iter().map(|c| col_id(c).expect("checked") as ColumnId).collect(),
+            unique: ix.kind == SqlIndexKind::Unique,
+            kind: IndexKind::Ordered,
+        })
+        .collect();
+    let meta = SqlTableMeta {
+        format: META_FORMAT,
+        columns: cols.iter().map(|c| c.meta.clone()).collect(),
+        indexes: all_meta_idx,
+        partition,
+        engine,
+        charset: t_cs,
+        collation: t_coll,
+        comment,
+        auto_increment_start: auto_inc_start,
+    };
+    Ok(TableDef {
+        id: 0,
+        version: 0,
+        name: native_name(db, &tname),
+        columns: cols.into_iter().map(|c| c.def).collect(),
+        primary_key: pk_ids,
+        partitioning,
+        partitions,
+        indexes: native_indexes,
+        extra: meta.encode(),
+    })
+}
+
+fn comment_text(c: &ast::CommentDef) -> String {
+    match c {
+        ast::CommentDef::WithEq(s) | ast::CommentDef::WithoutEq(s) => s.clone(),
+    }
+}
+
+fn index_columns(cols: &[ast::IndexColumn]) -> Result<Vec<String>, SqlError> {
+    cols.iter()
+        .map(|c| match &c.column.expr {
+            Expr::Identifier(i) => Ok(i.value.clone()),
+            // `name(10)`: a prefix index; the whole value is indexed.
+            Expr::Function(f) => Ok(f.name.to_string()),
+            other => Err(SqlError::unsupported(format!("functional index key part {other}"))),
+        })
+        .collect()
+}
+
+pub async fn create_table(
+    e: &Engine,
+    s: &mut Session,
+    ct: &CreateTable,
+    partition: Option<PartitionInfo>,
+) -> Result<QueryOutput, SqlError> {
+    let (db, table) = resolve_name(s, &ct.name)?;
+    if VIRTUAL_DBS.iter().any(|v| v.eq_ignore_ascii_case(&db)) {
+        return Err(SqlError::new(1044, "42000", format!("Access denied for user '{}' to database '{db}'", s.user)));
+    }
+    let info = e.catalog().db_info(&db).await?.ok_or_else(|| error_map::unknown_db(&db))?;
+    let def = build_table(&db, &info.collation, ct, partition, e.config().default_partitions)?;
+    let auto_start = SqlTableMeta::decode(&def.extra).and_then(|m| m.auto_increment_start);
+    match e.client().create_table(def).await {
+        Ok(created) => {
+            if let Some(start) = auto_start {
+                if start > 1 {
+                    let _ = e.client().bump_auto_inc(created.id, start - 1).await;
+                }
+            }
+            e.catalog().invalidate(&db, &table);
+            e.catalog().put(created);
+            Ok(QueryOutput::ok(0))
+        }
+        Err(err) if err.code() == Some(ErrorCode::TableExists) => {
+            if ct.if_not_exists {
+                note(s, 1050, format!("Table '{table}' already exists"));
+                Ok(QueryOutput::ok(0))
+            } else {
+                Err(error_map::table_exists(&table))
+            }
+        }
+        Err(err) => Err(from_client(err, &ErrCtx::table(&db, &table))),
+    }
+}
+
+pub async fn drop_tables(e: &Engine, s: &mut Session, names: &[ObjectName], if_exists: bool) -> Result<QueryOutput, SqlError> {
+    let mut missing: Vec<String> = Vec::new();
+    for n in names {
+        let (db, table) = resolve_name(s, n)?;
+        e.catalog().invalidate(&db, &table);
+        match e.client().drop_table(&native_name(&db, &table)).await {
+            Ok(()) => {}
+            Err(err) if err.code() == Some(ErrorCode::NoSuchTable) => missing.push(format!("{db}.{table}")),
+            Err(err) => return Err(from_client(err, &ErrCtx::table(&db, &table))),
+        }
+    }
+    if !missing.is_empty() {
+        if if_exists {
+            for m in missing {
+                note(s, 1051, format!("Unknown table '{m}'"));
+            }
+        } else {
+            return Err(error_map::unknown_table(&missing.join(",")));
+        }
+    }
+    Ok(QueryOutput::ok(0))
+}
+
+pub async fn truncate(e: &Engine, s: &mut Session, names: &[ObjectName]) -> Result<QueryOutput, SqlError> {
+    for n in names {
+        let (db, table) = resolve_name(s, n)?;
+        let t = e.catalog().get(&db, &table).await?;
+        e.client()
+            .truncate_table(&t.native_name())
+            .await
+            .map_err(|err| from_client(err, &ErrCtx::table(&db, &table)))?;
+        if let Some(start) = t.meta.auto_increment_start.filter(|&x| x > 1) {
+            let _ = e.client().bump_auto_inc(t.def.id, start - 1).await;
+        }
+    }
+    Ok(QueryOutput::ok(0))
+}
+
+/// CREATE [UNIQUE] INDEX / ALTER TABLE ADD INDEX.
+pub async fn create_index(
+    e: &Engine,
+    s: &mut Session,
+    table_name: &ObjectName,
+    name: Option<String>,
+    columns: Vec<String>,
+    unique: bool,
+) -> Result<QueryOutput, SqlError> {
+    let (db, table) = resolve_name(s, table_name)?;
+    let t = e.catalog().get(&db, &table).await?;
+    let mut ids = Vec::new();
+    for c in &columns {
+        let (id, cd, _) = t.column(c).ok_or_else(|| error_map::key_column_missing(c))?;
+        if matches!(cd.ty, ColumnType::Text { .. } | ColumnType::Blob) {
+            return Err(SqlError::new(
+                1170,
+                "42000",
+                format!("BLOB/TEXT column '{c}' used in key specification without a key length"),
+            ));
+        }
+        ids.push(id);
+    }
+    let name = match name {
+        Some(n) => {
+            if n.eq_ignore_ascii_case("PRIMARY") {
+                return Err(SqlError::new(1280, "42000", format!("Incorrect index name '{n}'")));
+            }
+            check_name(&n, "index")?;
+            n
+        }
+        None => {
+            let base = columns[0].clone();
+            let mut n = base.clone();
+            let mut k = 2;
+            while t.meta.indexes.iter().any(|i| i.name.eq_ignore_ascii_case(&n)) {
+                n = format!("{base}_{k}");
+                k += 1;
+            }
+            n
+        }
+    };
+    if t.meta.indexes.iter().any(|i| i.name.eq_ignore_ascii_case(&name)) {
+        return Err(error_map::dup_key_name(&name));
+    }
+    if unique {
+        if let Some(p) = &t.meta.partition {
+            let pk: Vec<String> = if t.has_declared_pk() { t.pk_names() } else { Vec::new() };
+            for c in p.columns(&pk) {
+                if !columns.iter().any(|x| x.eq_ignore_ascii_case(&c)) {
+                    return Err(error_map::unique_needs_partition_fields("UNIQUE INDEX"));
+                }
+            }
+        }
+    }
+    let ix = IndexDef { id: 0, name: name.clone(), columns: ids, unique, kind: IndexKind::Ordered };
+    e.catalog().invalidate(&db, &table);
+    match e.client().create_index(&t.native_name(), ix).await {
+        Ok(def) => {
+            e.catalog().put(def);
+            Ok(QueryOutput::ok(0))
+        }
+        Err(err) if err.code() == Some(ErrorCode::IndexExists) => Err(error_map::dup_key_name(&name)),
+        Err(err) => Err(from_client(
+            err,
+            &ErrCtx { db: db.clone(), table: table.clone(), key_name: Some(name), ..Default::default() },
+        )),
+    }
+}
+
+/// DROP INDEX / ALTER TABLE DROP INDEX.
+pub async fn drop_index(e: &Engine, s: &mut Session, table_name: &ObjectName, name: &str) -> Result<QueryOutput, SqlError> {
+    let (db, table) = resolve_name(s, table_name)?;
+    let t = e.catalog().get(&db, &table).await?;
+    if name.eq_ignore_ascii_case("PRIMARY") {
+        return Err(SqlError::unsupported("dropping the PRIMARY KEY"));
+    }
+    let Some(ix) = t.def.indexes.iter().find(|i| i.name.eq_ignore_ascii_case(name)) else {
+        return Err(error_map::cant_drop_key(name));
+    };
+    // An index that serves an AUTO_INCREMENT column must stay (1075).
+    if let Some((i, _)) = t.def.columns.iter().enumerate().find(|(_, c)| c.auto_increment) {
+        let other = t.def.primary_key.first() == Some(&(i as ColumnId))
+            || t.def.indexes.iter().any(|o| o.name != ix.name && o.columns.first() == Some(&(i as ColumnId)));
+        if ix.columns.first() == Some(&(i as ColumnId)) && !other {
+            return Err(error_map::wrong_auto_key());
+        }
+    }
+    let ix_name = ix.name.clone();
+    e.catalog().invalidate(&db, &table);
+    match e.client().drop_index(&t.native_name(), &ix_name).await {
+        Ok(def) => {
+            e.catalog().put(def);
+            Ok(QueryOutput::ok(0))
+        }
+        Err(err) if err.code() == Some(ErrorCode::NoSuchIndex) => Err(error_map::cant_drop_key(name)),
+        Err(err) => Err(from_client(err, &ErrCtx::table(&db, &table))),
+    }
+}
+
+/// ALTER TABLE: ADD INDEX / KEY / UNIQUE, DROP INDEX / KEY, AUTO_INCREMENT = n.
+pub async fn alter_table(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> Result<QueryOutput, SqlError> {
+    use ast::AlterTableOperation as Op;
+    for op in &at.operations {
+        match op {
+            Op::AddConstraint { constraint, .. } => match constraint {
+                TableConstraint::Index(ix) => {
+                    create_index(e, s, &at.name, ix.name.as_ref().map(|i| i.value.clone()), index_columns(&ix.columns)?, false)
+                        .await?;
+                }
+                TableConstraint::Unique(u) => {
+                    let name = u.index_name.as_ref().or(u.name.as_ref()).map(|i| i.value.clone());
+                    create_index(e, s, &at.name, name, index_columns(&u.columns)?, true).await?;
+                }
+                TableConstraint::PrimaryKey(_) => return Err(error_map::multiple_pk()),
+                other => return Err(SqlError::unsupported(format!("ALTER TABLE ADD {other}"))),
+            },
+            Op::DropIndex { name } => {
+                drop_index(e, s, &at.name, &name.value).await?;
+            }
+            other => {
+                let text = other.to_string();
+                let up = text.to_ascii_uppercase();
+                if let Some(v) = up.strip_prefix("AUTO_INCREMENT").map(|r| r.trim_start_matches([' ', '=']).trim().to_string())
+                {
+                    let n: u64 = v.parse().map_err(|_| error_map::parse_error_near(&text))?;
+                    let (db, table) = resolve_name(s, &at.name)?;
+                    let t = e.catalog().get(&db, &table).await?;
+                    if n > 1 {
+                        e.client()
+                            .bump_auto_inc(t.def.id, n - 1)
+                            .await
+                            .map_err(|err| from_client(err, &ErrCtx::table(&db, &table)))?;
+                    }
+                    continue;
+                }
+                return Err(SqlError::unsupported(format!("ALTER TABLE {text}")));
+            }
+        }
+    }
+    Ok(QueryOutput::ok(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlparser::dialect::MySqlDialect;
+    use sqlparser::parser::Parser;
+
+    pub fn parse_ct(sql: &str) -> CreateTable {
+        match Parser::parse_sql(&MySqlDialect {}, sql).unwrap().remove(0) {
+            ast::Statement::CreateTable(c) => c,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn build(sql: &str) -> Result<TableDef, SqlError> {
+        let (text, part) = crate::engine::parse_ext::split_partition_clause(sql);
+        let p = part.map(|p| crate::engine::parse_ext::parse_partition_clause(&p)).transpose()?;
+        build_table("d", DEFAULT_COLLATION, &parse_ct(&text), p, 0)
+    }
+
+    #[test]
+    fn maps_every_storage_type() {
+        let def = build(
+            "CREATE TABLE t (a TINYINT, b SMALLINT UNSIGNED, c MEDIUMINT, d INT(11) NOT NULL, e BIGINT UNSIGNED,
+             f FLOAT, g DOUBLE, h REAL, i DECIMAL(10,2), j NUMERIC(5), k CHAR(3), l VARCHAR(20) COLLATE utf8mb4_bin,
+             m BINARY(4), n VARBINARY(8), o TINYTEXT, p TEXT, q MEDIUMTEXT, r LONGTEXT, s TINYBLOB, t BLOB,
+             u MEDIUMBLOB, v LONGBLOB, w DATE, x TIME(3), y DATETIME(6), z TIMESTAMP, zz BOOL, PRIMARY KEY (d))",
+        )
+        .unwrap();
+        let m = SqlTableMeta::decode(&def.extra).unwrap();
+        let tys: Vec<&str> = m.columns.iter().map(|c| c.sql_type.as_str()).collect();
+        assert_eq!(tys, vec![
+            "tinyint",
+            "smallint unsigned",
+            "mediumint",
+            "int",
+            "bigint unsigned",
+            "float",
+            "double",
+            "double",
+            "decimal(10,2)",
+            "decimal(5,0)",
+            "char(3)",
+            "varchar(20)",
+            "binary(4)",
+            "varbinary(8)",
+            "tinytext",
+            "text",
+            "mediumtext",
+            "longtext",
+            "tinyblob",
+            "blob",
+            "mediumblob",
+            "longblob",
+            "date",
+            "time(3)",
+            "datetime(6)",
+            "timestamp",
+            "tinyint(1)"
+        ]);
+        assert_eq!(def.columns[11].ty, ColumnType::Varchar { len: 20, collation: Collation::Binary });
+        assert_eq!(def.columns[10].ty, ColumnType::Char { len: 3, collation: Collation::CaseInsensitive });
+        assert_eq!(def.primary_key, vec![3]);
+        assert!(!def.columns[3].nullable);
+    }
+
+    #[test]
+    fn hidden_pk_and_indexes() {
+        let def = build("CREATE TABLE t (a INT, b INT UNIQUE, KEY (a), KEY (a, b), UNIQUE KEY u (a))").unwrap();
+        let m = SqlTableMeta::decode(&def.extra).unwrap();
+        assert_eq!(def.columns.last().unwrap().name, HIDDEN_PK);
+        assert!(m.columns.last().unwrap().hidden);
+        assert_eq!(def.primary_key, vec![2]);
+        let names: Vec<&str> = def.indexes.iter().map(|i| i.name.as_str()).collect();
+        assert_eq!(names, vec!["b", "a", "a_2", "u"]);
+        assert!(def.indexes[0].unique && !def.indexes[1].unique);
+    }
+
+    #[test]
+    fn ddl_errors() {
+        let code = |sql: &str| build(sql).unwrap_err().code;
+        assert_eq!(code("CREATE TABLE t (a INT PRIMARY KEY, b INT, PRIMARY KEY (b))"), 1068);
+        assert_eq!(code("CREATE TABLE t (a INT AUTO_INCREMENT, b INT)"), 1075);
+        assert_eq!(code("CREATE TABLE t (a INT, a INT)"), 1060);
+        assert_eq!(code("CREATE TABLE t (a INT, KEY k (a), KEY k (a))"), 1061);
+        assert_eq!(code("CREATE TABLE t (a INT, KEY (b))"), 1072);
+        assert_eq!(code("CREATE TABLE t (a VARCHAR(20000))"), 1074);
+        assert_eq!(code("CREATE TABLE t (a CHAR(256))"), 1074);
+        assert_eq!(code("CREATE TABLE t (a VARCHAR(10000), b VARCHAR(10000))"), 1118);
+        assert_eq!(code(&format!("CREATE TABLE t ({} INT)", "x".repeat(65))), 1059);
+        assert_eq!(code("CREATE TABLE t (a INT NOT NULL DEFAULT NULL)"), 1067);
+        assert_eq!(code("CREATE TABLE t (a INT DEFAULT 'abc')"), 1067);
+        assert_eq!(code("CREATE TABLE t (a DATE DEFAULT CURRENT_TIMESTAMP)"), 1067);
+        assert_eq!(code("CREATE TABLE t (a TEXT DEFAULT 'x')"), 1101);
+        assert_eq!(code("CREATE TABLE t (a TEXT, KEY (a))"), 1170);
+        assert_eq!(code("CREATE TABLE t (a INT, b INT, PRIMARY KEY (a)) PARTITION BY KEY (b)"), 1503);
+        assert_eq!(code("CREATE TABLE t (a INT, b INT, PRIMARY KEY (a), UNIQUE (b)) PARTITION BY HASH (a)"), 1503);
+        assert_eq!(code("CREATE TABLE t (a INT PRIMARY KEY) PARTITION BY RANGE (zz) (PARTITION p0 VALUES LESS THAN (1))"), 1054);
+        assert_eq!(code("CREATE TABLE t (a DECIMAL(40,2))"), 1426);
+        assert_eq!(code("CREATE TABLE t (a DATETIME(7))"), 1426);
+        assert_eq!(code("CREATE TABLE t (a INT) ENGINE=Bogus"), 1286);
+        assert_eq!(code("CREATE TABLE t (a INT) DEFAULT CHARSET=latin1"), 1115);
+        assert_eq!(code("CREATE TABLE t (a INT PRIMARY KEY) PARTITION BY RANGE (a) (PARTITION p0 VALUES LESS THAN (10), PARTITION p1 VALUES LESS THAN (5))"), 1493);
+    }
+
+    #[test]
+    fn defaults_and_partitions() {
+        let def = build(
+            "CREATE TABLE t (id INT NOT NULL AUTO_INCREMENT, d DATE DEFAULT '2020-01-02', ts DATETIME(3) DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3),
+             n DECIMAL(5,2) DEFAULT 1.5, s VARCHAR(5) NOT NULL DEFAULT '', PRIMARY KEY (id))
+             PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN MAXVALUE)",
+        )
+        .unwrap();
+        let m = SqlTableMeta::decode(&def.extra).unwrap();
+        assert_eq!(def.columns[1].default, Some(Value::Date(Date { year: 2020, month: 1, day: 2 })));
+        assert_eq!(m.columns[2].default, SqlDefault::CurrentTimestamp { fsp: 3 });
+        assert!(m.columns[2].on_update_now);
+        assert_eq!(m.columns[3].default, SqlDefault::Literal { sql: "'1.50'".into() });
+        assert_eq!(m.columns[4].default, SqlDefault::Literal { sql: "''".into() });
+        assert_eq!(def.partitioning, norr_signals::PartitionScheme::User);
+        assert_eq!(def.partitions, 2);
+        let def = build("CREATE TABLE t (a INT, b INT, PRIMARY KEY (a, b)) PARTITION BY KEY (b) PARTITIONS 8").unwrap();
+        assert_eq!(def.partitioning, norr_signals::PartitionScheme::Key { columns: vec![1] });
+        assert_eq!(def.partitions, 8);
+        // hidden pk + KEY(cols): the key columns join the native primary key
+        let def = build("CREATE TABLE t (a INT, b INT) PARTITION BY KEY (b)").unwrap();
+        assert_eq!(def.primary_key, vec![2, 1]);
+    }
+}

@@ -1,0 +1,510 @@
+//! `information_schema` as virtual tables. Owner: catalog engineer.
+//!
+//! For the query engineer: when a FROM item names `information_schema.X`
+//! (or `X` while the current database is information_schema), call
+//! `virtual_table(engine, session, "X").await?` and scan the returned rows like
+//! a real table (WHERE / ORDER BY / projections apply as usual). `Ok(None)`:
+//! no such table (1109 "Unknown table 'X' in information_schema", see
+//! `unknown_table_error`).
+
+use crate::engine::catalog::*;
+use crate::engine::Engine;
+use crate::types::{charset, ColumnMeta, FieldType, Session, SqlError};
+use norr_signals::{ColumnType, Value};
+use std::sync::Arc;
+
+pub const DB: &str = "information_schema";
+
+/// Names of every information_schema table we provide.
+pub const TABLES: &[&str] = &[
+    "CHARACTER_SETS",
+    "CHECK_CONSTRAINTS",
+    "COLLATIONS",
+    "COLUMNS",
+    "ENGINES",
+    "EVENTS",
+    "KEY_COLUMN_USAGE",
+    "PARTITIONS",
+    "REFERENTIAL_CONSTRAINTS",
+    "ROUTINES",
+    "SCHEMATA",
+    "STATISTICS",
+    "TABLES",
+    "TABLE_CONSTRAINTS",
+    "TRIGGERS",
+    "VIEWS",
+];
+
+pub fn is_infoschema(db: &str) -> bool {
+    db.eq_ignore_ascii_case(DB)
+}
+
+pub fn unknown_table_error(name: &str) -> SqlError {
+    SqlError::new(1109, "42S02", format!("Unknown table '{}' in information_schema", name.to_ascii_uppercase()))
+}
+
+/// A text column of a virtual table.
+pub fn col_s(table: &str, name: &str) -> ColumnMeta {
+    ColumnMeta {
+        schema: DB.to_string(),
+        table: table.to_string(),
+        org_table: table.to_string(),
+        name: name.to_string(),
+        org_name: name.to_string(),
+        field_type: FieldType::VarString,
+        column_length: 256,
+        decimals: 0,
+        flags: 0,
+        charset: charset::UTF8MB4_CI,
+    }
+}
+
+/// An integer column of a virtual table.
+pub fn col_i(table: &str, name: &str) -> ColumnMeta {
+    ColumnMeta {
+        field_type: FieldType::LongLong,
+        column_length: 21,
+        charset: charset::BINARY,
+        flags: crate::types::column_flags::UNSIGNED | crate::types::column_flags::NUM,
+        ..col_s(table, name)
+    }
+}
+
+fn s(x: &str) -> Value {
+    Value::str(x)
+}
+fn u(x: u64) -> Value {
+    Value::UInt(x)
+}
+fn opt_u(x: Option<u64>) -> Value {
+    x.map(Value::UInt).unwrap_or(Value::Null)
+}
+
+/// `data_type` of information_schema.COLUMNS ("int", "varchar", ...).
+pub fn data_type(sql_type: &str) -> String {
+    sql_type.split(['(', ' ']).next().unwrap_or("").to_string()
+}
+
+/// DEFAULT as SHOW COLUMNS / COLUMN_DEFAULT print it (unquoted); None = NULL.
+pub fn default_display(m: &SqlColumnMeta) -> Option<String> {
+    match &m.default {
+        SqlDefault::None | SqlDefault::Null => None,
+        SqlDefault::Literal { sql } => Some(unquote(sql)),
+        SqlDefault::CurrentTimestamp { fsp } => Some(if *fsp > 0 {
+            format!("CURRENT_TIMESTAMP({fsp})")
+        } else {
+            "CURRENT_TIMESTAMP".to_string()
+        }),
+    }
+}
+
+fn unquote(sql: &str) -> String {
+    if sql.len() >= 2 && sql.starts_with('\'') && sql.ends_with('\'') {
+        sql[1..sql.len() - 1].replace("''", "'").replace("\\\\", "\\")
+    } else {
+        sql.to_string()
+    }
+}
+
+/// EXTRA of SHOW COLUMNS.
+pub fn extra(c: &norr_signals::ColumnDef, m: &SqlColumnMeta) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if c.auto_increment {
+        parts.push("auto_increment".into());
+    }
+    if matches!(m.default, SqlDefault::CurrentTimestamp { .. }) {
+        parts.push("DEFAULT_GENERATED".into());
+    }
+    if m.on_update_now {
+        parts.push(if m.fsp > 0 {
+            format!("on update CURRENT_TIMESTAMP({})", m.fsp)
+        } else {
+            "on update CURRENT_TIMESTAMP".to_string()
+        });
+    }
+    parts.join(" ")
+}
+
+/// COLUMN_KEY of SHOW COLUMNS: PRI, UNI or MUL.
+pub fn column_key(t: &SqlTable, name: &str) -> &'static str {
+    let eq = |x: &String| x.eq_ignore_ascii_case(name);
+    let idx = all_indexes(t);
+    if idx.iter().any(|i| i.kind == SqlIndexKind::Primary && i.columns.iter().any(eq)) {
+        return "PRI";
+    }
+    if idx.iter().any(|i| i.kind == SqlIndexKind::Unique && i.columns.len() == 1 && eq(&i.columns[0])) {
+        return "UNI";
+    }
+    if idx.iter().any(|i| i.columns.first().is_some_and(eq)) {
+        return "MUL";
+    }
+    ""
+}
+
+/// The table's indexes as SHOW INDEX / SHOW CREATE TABLE list them: PRIMARY,
+/// then unique ones, then the others, each group in creation order.
+pub fn all_indexes(t: &SqlTable) -> Vec<SqlIndexMeta> {
+    let mut v: Vec<SqlIndexMeta> = t.meta.indexes.iter().filter(|i| i.kind == SqlIndexKind::Primary).cloned().collect();
+    v.extend(t.meta.indexes.iter().filter(|i| i.kind == SqlIndexKind::Unique).cloned());
+    v.extend(t.meta.indexes.iter().filter(|i| i.kind == SqlIndexKind::Index).cloned());
+    v
+}
+
+/// (CHARACTER_MAXIMUM_LENGTH, CHARACTER_OCTET_LENGTH, NUMERIC_PRECISION,
+/// NUMERIC_SCALE, DATETIME_PRECISION)
+fn lengths(ty: &ColumnType, sql_type: &str, fsp: u8) -> [Option<u64>; 5] {
+    let base = data_type(sql_type);
+    match ty {
+        ColumnType::TinyInt { .. } => [None, None, Some(3), Some(0), None],
+        ColumnType::SmallInt { .. } => [None, None, Some(5), Some(0), None],
+        ColumnType::MediumInt { .. } => [None, None, Some(7), Some(0), None],
+        ColumnType::Int { .. } => [None, None, Some(10), Some(0), None],
+        ColumnType::BigInt { unsigned } => [None, None, Some(if *unsigned { 20 } else { 19 }), Some(0), None],
+        ColumnType::Float => [None, None, Some(12), None, None],
+        ColumnType::Double => [None, None, Some(22), None, None],
+        ColumnType::Decimal { precision, scale } => [None, None, Some(*precision as u64), Some(*scale as u64), None],
+        ColumnType::Char { len, .. } | ColumnType::Varchar { len, .. } => {
+            [Some(*len as u64), Some(*len as u64 * 4), None, None, None]
+        }
+        ColumnType::Binary { len } | ColumnType::Varbinary { len } => {
+            [Some(*len as u64), Some(*len as u64), None, None, None]
+        }
+        ColumnType::Text { .. } => {
+            let n: u64 = match base.as_str() {
+                "tinytext" => 255,
+                "mediumtext" => 16_777_215,
+                "longtext" => 4_294_967_295,
+                _ => 65_535,
+            };
+            [Some(n / 4), Some(n), None, None, None]
+        }
+        ColumnType::Blob => {
+            let n: u64 = match base.as_str() {
+                "tinyblob" => 255,
+                "mediumblob" => 16_777_215,
+                "longblob" => 4_294_967_295,
+                _ => 65_535,
+            };
+            [Some(n), Some(n), None, None, None]
+        }
+        ColumnType::Date => [None; 5],
+        ColumnType::Time | ColumnType::DateTime | ColumnType::Timestamp => [None, None, None, None, Some(fsp as u64)],
+    }
+}
+
+async fn tables_in_scope(e: &Engine) -> Result<Vec<Arc<SqlTable>>, SqlError> {
+    e.catalog().list_all().await
+}
+
+/// The rows of `information_schema.<name>`, or None if there is no such table.
+pub async fn virtual_table(
+    e: &Engine,
+    session: &Session,
+    name: &str,
+) -> Result<Option<(Vec<ColumnMeta>, Vec<Vec<Value>>)>, SqlError> {
+    let _ = session;
+    let up = name.to_ascii_uppercase();
+    let cols = |names: &[&str], ints: &[&str]| -> Vec<ColumnMeta> {
+        names.iter().map(|n| if ints.contains(n) { col_i(&up, n) } else { col_s(&up, n) }).collect()
+    };
+    let out = match up.as_str() {
+        "SCHEMATA" => {
+            let c = cols(
+                &["CATALOG_NAME", "SCHEMA_NAME", "DEFAULT_CHARACTER_SET_NAME", "DEFAULT_COLLATION_NAME", "SQL_PATH", "DEFAULT_ENCRYPTION"],
+                &[],
+            );
+            let mut rows = vec![vec![s("def"), s(DB), s("utf8mb3"), s("utf8mb3_general_ci"), Value::Null, s("NO")]];
+            for (_, d) in e.catalog().databases().await? {
+                rows.push(vec![s("def"), s(&d.name), s(&d.charset), s(&d.collation), Value::Null, s("NO")]);
+            }
+            rows.sort_by(|a, b| crate::engine::catalog::value_text(&a[1]).cmp(&crate::engine::catalog::value_text(&b[1])));
+            (c, rows)
+        }
+        "TABLES" => {
+            let c = cols(
+                &[
+                    "TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "TABLE_TYPE", "ENGINE", "VERSION", "ROW_FORMAT",
+                    "TABLE_ROWS", "AVG_ROW_LENGTH", "DATA_LENGTH", "MAX_DATA_LENGTH", "INDEX_LENGTH", "DATA_FREE",
+                    "AUTO_INCREMENT", "CREATE_TIME", "UPDATE_TIME", "CHECK_TIME", "TABLE_COLLATION", "CHECKSUM",
+                    "CREATE_OPTIONS", "TABLE_COMMENT",
+                ],
+                &["VERSION", "TABLE_ROWS", "AVG_ROW_LENGTH", "DATA_LENGTH", "MAX_DATA_LENGTH", "INDEX_LENGTH", "DATA_FREE", "AUTO_INCREMENT", "CHECKSUM"],
+            );
+            let mut rows = Vec::new();
+            for t in TABLES {
+                rows.push(vec![
+                    s("def"), s(DB), s(t), s("SYSTEM VIEW"), Value::Null, u(10), Value::Null, Value::Null, Value::Null,
+                    Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
+                    Value::Null, Value::Null, Value::Null, s(""), s(""),
+                ]);
+            }
+            for t in tables_in_scope(e).await? {
+                rows.push(vec![
+                    s("def"), s(&t.db), s(&t.name), s("BASE TABLE"), s("ndbcluster"), u(10), s("Dynamic"), u(0),
+                    u(0), u(0), u(0), u(0), u(0), Value::Null, Value::Null, Value::Null, Value::Null,
+                    s(&t.meta.collation), Value::Null,
+                    s(if t.meta.partition.is_some() { "partitioned" } else { "" }),
+                    s(&t.meta.comment),
+                ]);
+            }
+            (c, rows)
+        }
+        "COLUMNS" => {
+            let c = cols(
+                &[
+                    "TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "COLUMN_NAME", "ORDINAL_POSITION", "COLUMN_DEFAULT",
+                    "IS_NULLABLE", "DATA_TYPE", "CHARACTER_MAXIMUM_LENGTH", "CHARACTER_OCTET_LENGTH", "NUMERIC_PRECISION",
+                    "NUMERIC_SCALE", "DATETIME_PRECISION", "CHARACTER_SET_NAME", "COLLATION_NAME", "COLUMN_TYPE",
+                    "COLUMN_KEY", "EXTRA", "PRIVILEGES", "COLUMN_COMMENT", "GENERATION_EXPRESSION", "SRS_ID",
+                ],
+                &["ORDINAL_POSITION", "CHARACTER_MAXIMUM_LENGTH", "CHARACTER_OCTET_LENGTH", "NUMERIC_PRECISION", "NUMERIC_SCALE", "DATETIME_PRECISION", "SRS_ID"],
+            );
+            let mut rows = Vec::new();
+            for t in tables_in_scope(e).await? {
+                for (pos, (_, cd, m)) in t.columns_visible().enumerate() {
+                    let l = lengths(&cd.ty, &m.sql_type, m.fsp);
+                    rows.push(vec![
+                        s("def"),
+                        s(&t.db),
+                        s(&t.name),
+                        s(&cd.name),
+                        u(pos as u64 + 1),
+                        default_display(m).map(|d| s(&d)).unwrap_or(Value::Null),
+                        s(if cd.nullable { "YES" } else { "NO" }),
+                        s(&data_type(&m.sql_type)),
+                        opt_u(l[0]),
+                        opt_u(l[1]),
+                        opt_u(l[2]),
+                        opt_u(l[3]),
+                        opt_u(l[4]),
+                        m.collation.as_ref().map(|_| s("utf8mb4")).unwrap_or(Value::Null),
+                        m.collation.as_ref().map(|c| s(c)).unwrap_or(Value::Null),
+                        s(&m.sql_type),
+                        s(column_key(&t, &cd.name)),
+                        s(&extra(cd, m)),
+                        s("select,insert,update,references"),
+                        s(&m.comment),
+                        s(""),
+                        Value::Null,
+                    ]);
+                }
+            }
+            (c, rows)
+        }
+        "STATISTICS" => {
+            let c = cols(
+                &[
+                    "TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "NON_UNIQUE", "INDEX_SCHEMA", "INDEX_NAME",
+                    "SEQ_IN_INDEX", "COLUMN_NAME", "COLLATION", "CARDINALITY", "SUB_PART", "PACKED", "NULLABLE",
+                    "INDEX_TYPE", "COMMENT", "INDEX_COMMENT", "IS_VISIBLE", "EXPRESSION",
+                ],
+                &["NON_UNIQUE", "SEQ_IN_INDEX", "CARDINALITY", "SUB_PART"],
+            );
+            let mut rows = Vec::new();
+            for t in tables_in_scope(e).await? {
+                for r in index_rows(&t) {
+                    rows.push(vec![
+                        s("def"), s(&t.db), s(&t.name), u(r.non_unique as u64), s(&t.db), s(&r.index),
+                        u(r.seq as u64), s(&r.column), s("A"), u(0), Value::Null, Value::Null,
+                        s(if r.nullable { "YES" } else { "" }), s("BTREE"), s(""), s(""), s("YES"), Value::Null,
+                    ]);
+                }
+            }
+            (c, rows)
+        }
+        "KEY_COLUMN_USAGE" => {
+            let c = cols(
+                &[
+                    "CONSTRAINT_CATALOG", "CONSTRAINT_SCHEMA", "CONSTRAINT_NAME", "TABLE_CATALOG", "TABLE_SCHEMA",
+                    "TABLE_NAME", "COLUMN_NAME", "ORDINAL_POSITION", "POSITION_IN_UNIQUE_CONSTRAINT",
+                    "REFERENCED_TABLE_SCHEMA", "REFERENCED_TABLE_NAME", "REFERENCED_COLUMN_NAME",
+                ],
+                &["ORDINAL_POSITION", "POSITION_IN_UNIQUE_CONSTRAINT"],
+            );
+            let mut rows = Vec::new();
+            for t in tables_in_scope(e).await? {
+                for ix in all_indexes(&t).iter().filter(|i| i.kind != SqlIndexKind::Index) {
+                    for (k, col) in ix.columns.iter().enumerate() {
+                        rows.push(vec![
+                            s("def"), s(&t.db), s(&ix.name), s("def"), s(&t.db), s(&t.name), s(col), u(k as u64 + 1),
+                            Value::Null, Value::Null, Value::Null, Value::Null,
+                        ]);
+                    }
+                }
+            }
+            (c, rows)
+        }
+        "TABLE_CONSTRAINTS" => {
+            let c = cols(
+                &["CONSTRAINT_CATALOG", "CONSTRAINT_SCHEMA", "CONSTRAINT_NAME", "TABLE_SCHEMA", "TABLE_NAME", "CONSTRAINT_TYPE", "ENFORCED"],
+                &[],
+            );
+            let mut rows = Vec::new();
+            for t in tables_in_scope(e).await? {
+                for ix in all_indexes(&t).iter().filter(|i| i.kind != SqlIndexKind::Index) {
+                    let ty = if ix.kind == SqlIndexKind::Primary { "PRIMARY KEY" } else { "UNIQUE" };
+                    rows.push(vec![s("def"), s(&t.db), s(&ix.name), s(&t.db), s(&t.name), s(ty), s("YES")]);
+                }
+            }
+            (c, rows)
+        }
+        "PARTITIONS" => {
+            let c = cols(
+                &[
+                    "TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "PARTITION_NAME", "SUBPARTITION_NAME",
+                    "PARTITION_ORDINAL_POSITION", "SUBPARTITION_ORDINAL_POSITION", "PARTITION_METHOD",
+                    "SUBPARTITION_METHOD", "PARTITION_EXPRESSION", "SUBPARTITION_EXPRESSION", "PARTITION_DESCRIPTION",
+                    "TABLE_ROWS", "PARTITION_COMMENT",
+                ],
+                &["PARTITION_ORDINAL_POSITION", "SUBPARTITION_ORDINAL_POSITION", "TABLE_ROWS"],
+            );
+            let mut rows = Vec::new();
+            for t in tables_in_scope(e).await? {
+                let Some(p) = &t.meta.partition else {
+                    rows.push(vec![
+                        s("def"), s(&t.db), s(&t.name), Value::Null, Value::Null, Value::Null, Value::Null,
+                        Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, u(0), s(""),
+                    ]);
+                    continue;
+                };
+                let (method, expr) = match &p.kind {
+                    PartitionKind::Key { columns, linear } => {
+                        (if *linear { "LINEAR KEY" } else { "KEY" }, columns.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(","))
+                    }
+                    PartitionKind::Hash { expr, linear } => (if *linear { "LINEAR HASH" } else { "HASH" }, expr.clone()),
+                    PartitionKind::Range { expr } => ("RANGE", expr.clone()),
+                    PartitionKind::List { expr } => ("LIST", expr.clone()),
+                    PartitionKind::RangeColumns { columns } => {
+                        ("RANGE COLUMNS", columns.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(","))
+                    }
+                    PartitionKind::ListColumns { columns } => {
+                        ("LIST COLUMNS", columns.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(","))
+                    }
+                };
+                for i in 0..p.partition_count() {
+                    let d = p.defs.get(i as usize);
+                    let desc = d.map(|d| match &d.values {
+                        PartitionValues::None => String::new(),
+                        PartitionValues::LessThan(v) => v.iter().map(|x| x.clone().unwrap_or_else(|| "MAXVALUE".into())).collect::<Vec<_>>().join(","),
+                        PartitionValues::In(l) => l.iter().map(|x| if x.len() == 1 { x[0].clone() } else { format!("({})", x.join(",")) }).collect::<Vec<_>>().join(","),
+                    });
+                    rows.push(vec![
+                        s("def"), s(&t.db), s(&t.name),
+                        s(&d.map(|d| d.name.clone()).unwrap_or_else(|| format!("p{i}"))),
+                        Value::Null, u(i as u64 + 1), Value::Null, s(method), Value::Null, s(&expr), Value::Null,
+                        desc.filter(|x| !x.is_empty()).map(|x| s(&x)).unwrap_or(Value::Null),
+                        u(0), s(&d.map(|d| d.comment.clone()).unwrap_or_default()),
+                    ]);
+                }
+            }
+            (c, rows)
+        }
+        "ENGINES" => {
+            let c = cols(&["ENGINE", "SUPPORT", "COMMENT", "TRANSACTIONS", "XA", "SAVEPOINTS"], &[]);
+            (c, engines_rows())
+        }
+        "CHARACTER_SETS" => {
+            let c = cols(&["CHARACTER_SET_NAME", "DEFAULT_COLLATE_NAME", "DESCRIPTION", "MAXLEN"], &["MAXLEN"]);
+            (c, charset_rows().into_iter().map(|r| vec![r[0].clone(), r[2].clone(), r[1].clone(), r[3].clone()]).collect())
+        }
+        "COLLATIONS" => {
+            let c = cols(
+                &["COLLATION_NAME", "CHARACTER_SET_NAME", "ID", "IS_DEFAULT", "IS_COMPILED", "SORTLEN", "PAD_ATTRIBUTE"],
+                &["ID", "SORTLEN"],
+            );
+            (c, collation_rows())
+        }
+        "REFERENTIAL_CONSTRAINTS" => (
+            cols(
+                &[
+                    "CONSTRAINT_CATALOG", "CONSTRAINT_SCHEMA", "CONSTRAINT_NAME", "UNIQUE_CONSTRAINT_CATALOG",
+                    "UNIQUE_CONSTRAINT_SCHEMA", "UNIQUE_CONSTRAINT_NAME", "MATCH_OPTION", "UPDATE_RULE", "DELETE_RULE",
+                    "TABLE_NAME", "REFERENCED_TABLE_NAME",
+                ],
+                &[],
+            ),
+            Vec::new(),
+        ),
+        "CHECK_CONSTRAINTS" => {
+            (cols(&["CONSTRAINT_CATALOG", "CONSTRAINT_SCHEMA", "CONSTRAINT_NAME", "CHECK_CLAUSE"], &[]), Vec::new())
+        }
+        "VIEWS" => (
+            cols(
+                &["TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "VIEW_DEFINITION", "CHECK_OPTION", "IS_UPDATABLE", "DEFINER", "SECURITY_TYPE", "CHARACTER_SET_CLIENT", "COLLATION_CONNECTION"],
+                &[],
+            ),
+            Vec::new(),
+        ),
+        "ROUTINES" => (
+            cols(&["SPECIFIC_NAME", "ROUTINE_CATALOG", "ROUTINE_SCHEMA", "ROUTINE_NAME", "ROUTINE_TYPE", "DATA_TYPE", "ROUTINE_DEFINITION"], &[]),
+            Vec::new(),
+        ),
+        "TRIGGERS" => (
+            cols(&["TRIGGER_CATALOG", "TRIGGER_SCHEMA", "TRIGGER_NAME", "EVENT_MANIPULATION", "EVENT_OBJECT_SCHEMA", "EVENT_OBJECT_TABLE", "ACTION_STATEMENT"], &[]),
+            Vec::new(),
+        ),
+        "EVENTS" => (cols(&["EVENT_CATALOG", "EVENT_SCHEMA", "EVENT_NAME", "DEFINER", "STATUS"], &[]), Vec::new()),
+        _ => return Ok(None),
+    };
+    Ok(Some(out))
+}
+
+/// One row of SHOW INDEX / STATISTICS.
+pub struct IndexRow {
+    pub index: String,
+    pub non_unique: bool,
+    pub seq: u32,
+    pub column: String,
+    pub nullable: bool,
+}
+
+pub fn index_rows(t: &SqlTable) -> Vec<IndexRow> {
+    let mut out = Vec::new();
+    for ix in all_indexes(t) {
+        for (k, c) in ix.columns.iter().enumerate() {
+            let nullable = t.column(c).is_some_and(|(_, cd, _)| cd.nullable);
+            out.push(IndexRow {
+                index: ix.name.clone(),
+                non_unique: ix.kind == SqlIndexKind::Index,
+                seq: k as u32 + 1,
+                column: c.clone(),
+                nullable,
+            });
+        }
+    }
+    out
+}
+
+pub fn engines_rows() -> Vec<Vec<Value>> {
+    vec![
+        vec![
+            s("ndbcluster"),
+            s("DEFAULT"),
+            s("Clustered, fault-tolerant tables (NorrDB)"),
+            s("YES"),
+            s("NO"),
+            s("NO"),
+        ],
+        vec![s("ndbinfo"), s("NO"), s("NorrDB cluster information storage engine"), Value::Null, Value::Null, Value::Null],
+        vec![s("InnoDB"), s("NO"), s("Not available: tables are created in ndbcluster"), Value::Null, Value::Null, Value::Null],
+    ]
+}
+
+/// Charset, Description, Default collation, Maxlen.
+pub fn charset_rows() -> Vec<Vec<Value>> {
+    vec![
+        vec![s("binary"), s("Binary pseudo charset"), s("binary"), u(1)],
+        vec![s("utf8mb4"), s("UTF-8 Unicode"), s(DEFAULT_COLLATION), u(4)],
+    ]
+}
+
+/// Collation, Charset, Id, Default, Compiled, Sortlen, Pad_attribute.
+pub fn collation_rows() -> Vec<Vec<Value>> {
+    vec![
+        vec![s("binary"), s("binary"), u(63), s("Yes"), s("Yes"), u(1), s("NO PAD")],
+        vec![s("utf8mb4_0900_ai_ci"), s("utf8mb4"), u(255), s("Yes"), s("Yes"), u(0), s("NO PAD")],
+        vec![s("utf8mb4_bin"), s("utf8mb4"), u(46), s(""), s("Yes"), u(1), s("PAD SPACE")],
+        vec![s("utf8mb4_general_ci"), s("utf8mb4"), u(45), s(""), s("Yes"), u(1), s("PAD SPACE")],
+        vec![s("utf8mb4_unicode_ci"), s("utf8mb4"), u(224), s(""), s("Yes"), u(8), s("PAD SPACE")],
+    ]
+}

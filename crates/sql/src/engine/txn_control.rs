@@ -1,0 +1,136 @@
+//! Transactions of a SQL session on native transactions. Owner: catalog engineer.
+//!
+//! # For the query engineer (DML and locking reads)
+//!
+//! Every statement that touches rows through a transaction does:
+//!
+//! ```ignore
+//! let out = txn_control::with_txn(engine, session, async |txn: &mut Transaction| {
+//!     txn.execute(ops, ExecType::NoCommit).await.map_err(|e| error_map::from_client(e, &ctx))?;
+//!     Ok(QueryOutput::ok(n))
+//! }).await?;
+//! ```
+//!
+//! or, when the statement needs the session while it runs, the two halves:
+//!
+//! ```ignore
+//! txn_control::begin_statement(engine, session);          // opens session.txn if needed
+//! let res = async { let txn = session.txn.as_mut().unwrap(); ... }.await;
+//! let out = txn_control::end_statement(engine, session, res).await?;
+//! ```
+//!
+//! Rules:
+//! * Always `ExecType::NoCommit`; `end_statement` commits in autocommit mode
+//!   (one native transaction per statement) and leaves the transaction open
+//!   inside BEGIN ... COMMIT or with autocommit=0.
+//! * If a native call fails, the node has aborted the whole transaction
+//!   (NDB semantics). `end_statement` sees `Transaction::is_finished()` and
+//!   marks the session's transaction rolled back: later statements start a new
+//!   one. A SQL-level error that never reached the node (bad value, unknown
+//!   column) keeps an explicit transaction open, as in MySQL.
+//! * Plain SELECTs outside a transaction may scan with `engine.client().scan(..)`
+//!   (committed read, no transaction). Inside a transaction
+//!   (`session.in_transaction` or `session.txn.is_some()`), read through the
+//!   session transaction so the statement sees the transaction's own writes;
+//!   `FOR UPDATE` / `FOR SHARE` always go through `with_txn`.
+
+use crate::engine::error_map;
+use crate::engine::Engine;
+use crate::types::{Session, SqlError};
+use norr_client::Transaction;
+
+/// True if the session has an open SQL transaction (explicit, or implicit with
+/// autocommit=0 after the first statement).
+pub fn in_explicit_txn(s: &Session) -> bool {
+    s.in_transaction
+}
+
+/// Make sure `s.txn` holds a native transaction for the statement about to run.
+pub fn begin_statement(e: &Engine, s: &mut Session) {
+    if !s.autocommit {
+        s.in_transaction = true;
+    }
+    if s.txn.as_ref().is_some_and(|t| t.is_finished()) {
+        s.txn = None;
+    }
+    if s.txn.is_none() {
+        s.txn = Some(e.client().begin());
+    }
+}
+
+/// The session's transaction (begun by `begin_statement`).
+pub fn txn_mut(s: &mut Session) -> Result<&mut Transaction, SqlError> {
+    s.txn.as_mut().ok_or_else(|| SqlError::internal("no transaction: call begin_statement first"))
+}
+
+/// Finish a statement: commit in autocommit mode, or keep the transaction
+/// open; after a failure, drop the transaction if the node aborted it.
+pub async fn end_statement<T>(e: &Engine, s: &mut Session, res: Result<T, SqlError>) -> Result<T, SqlError> {
+    let _ = e;
+    let explicit = s.in_transaction;
+    match res {
+        Ok(v) => {
+            if !explicit {
+                if let Some(t) = s.txn.take() {
+                    if !t.is_finished() {
+                        t.commit().await.map_err(error_map::from_client_plain)?;
+                    }
+                }
+            }
+            Ok(v)
+        }
+        Err(err) => {
+            let aborted = s.txn.as_ref().is_none_or(|t| t.is_finished());
+            if !explicit {
+                if let Some(t) = s.txn.take() {
+                    let _ = t.rollback().await;
+                }
+            } else if aborted {
+                // NDB: the node rolled back the whole transaction.
+                s.txn = None;
+                s.in_transaction = false;
+            }
+            Err(err)
+        }
+    }
+}
+
+/// Run `f` with the session's transaction (see the module doc).
+pub async fn with_txn<T, F>(e: &Engine, s: &mut Session, f: F) -> Result<T, SqlError>
+where
+    F: AsyncFnOnce(&mut Transaction) -> Result<T, SqlError>,
+{
+    begin_statement(e, s);
+    let res = match s.txn.as_mut() {
+        Some(t) => f(t).await,
+        None => Err(SqlError::internal("no transaction")),
+    };
+    end_statement(e, s, res).await
+}
+
+/// COMMIT (also the implicit commit before DDL, BEGIN, SET autocommit=1).
+pub async fn commit(s: &mut Session) -> Result<(), SqlError> {
+    s.in_transaction = false;
+    if let Some(t) = s.txn.take() {
+        if !t.is_finished() {
+            t.commit().await.map_err(error_map::from_client_plain)?;
+        }
+    }
+    Ok(())
+}
+
+/// ROLLBACK.
+pub async fn rollback(s: &mut Session) -> Result<(), SqlError> {
+    s.in_transaction = false;
+    if let Some(t) = s.txn.take() {
+        t.rollback().await.map_err(error_map::from_client_plain)?;
+    }
+    Ok(())
+}
+
+/// BEGIN / START TRANSACTION: commits an open transaction first, as MySQL.
+pub async fn begin(s: &mut Session) -> Result<(), SqlError> {
+    commit(s).await?;
+    s.in_transaction = true;
+    Ok(())
+}

@@ -1,0 +1,538 @@
+//! System variables (`@@x`, SET, SHOW VARIABLES) and user variables (`@x`).
+//! Owner: catalog engineer.
+//!
+//! For the expression evaluator: `get_system_var(session, "version", false)`
+//! returns the value of `@@version` / `@@session.version`; `global = true` for
+//! `@@global.x`. Names are case-insensitive, without `@@`. `None` means unknown
+//! variable (error 1193 `error_map::unknown_system_variable`). User variables
+//! are in `session.user_vars` (lower-case names, without `@`); unknown ones
+//! are NULL.
+
+use crate::engine::error_map;
+use crate::types::{Session, SqlError};
+use norr_signals::Value;
+use std::collections::BTreeMap;
+use std::sync::{Mutex, OnceLock};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Global,
+    Session,
+    Both,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Bool,
+    Int,
+    Str,
+}
+
+pub struct VarDef {
+    pub name: &'static str,
+    pub scope: Scope,
+    pub kind: Kind,
+    pub default: &'static str,
+    pub read_only: bool,
+}
+
+const fn v(name: &'static str, scope: Scope, kind: Kind, default: &'static str) -> VarDef {
+    VarDef { name, scope, kind, default, read_only: false }
+}
+const fn ro(name: &'static str, scope: Scope, kind: Kind, default: &'static str) -> VarDef {
+    VarDef { name, scope, kind, default, read_only: true }
+}
+
+use Kind::*;
+use Scope::*;
+
+pub const DEFAULT_SQL_MODE: &str =
+    "ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION";
+
+/// Every variable we know, sorted by name. Values of `version`, `port`,
+/// `hostname`, `max_allowed_packet` come from the engine config (`init_globals`).
+pub static VARS: &[VarDef] = &[
+    v("auto_increment_increment", Both, Int, "1"),
+    v("auto_increment_offset", Both, Int, "1"),
+    v("autocommit", Both, Bool, "1"),
+    ro("basedir", Global, Str, "/usr/"),
+    v("big_tables", Both, Bool, "0"),
+    ro("binlog_format", Both, Str, "ROW"),
+    v("bulk_insert_buffer_size", Both, Int, "8388608"),
+    v("character_set_client", Both, Str, "utf8mb4"),
+    v("character_set_connection", Both, Str, "utf8mb4"),
+    v("character_set_database", Both, Str, "utf8mb4"),
+    ro("character_set_filesystem", Both, Str, "binary"),
+    v("character_set_results", Both, Str, "utf8mb4"),
+    v("character_set_server", Both, Str, "utf8mb4"),
+    ro("character_set_system", Global, Str, "utf8mb3"),
+    ro("character_sets_dir", Global, Str, "/usr/share/mysql/charsets/"),
+    v("collation_connection", Both, Str, "utf8mb4_0900_ai_ci"),
+    v("collation_database", Both, Str, "utf8mb4_0900_ai_ci"),
+    v("collation_server", Both, Str, "utf8mb4_0900_ai_ci"),
+    v("completion_type", Both, Str, "NO_CHAIN"),
+    v("connect_timeout", Global, Int, "10"),
+    ro("datadir", Global, Str, "/var/lib/norrdb/"),
+    v("default_storage_engine", Both, Str, "ndbcluster"),
+    v("default_tmp_storage_engine", Both, Str, "ndbcluster"),
+    v("default_week_format", Both, Int, "0"),
+    v("div_precision_increment", Both, Int, "4"),
+    ro("error_count", Session, Int, "0"),
+    v("event_scheduler", Global, Str, "OFF"),
+    v("explicit_defaults_for_timestamp", Both, Bool, "1"),
+    v("foreign_key_checks", Both, Bool, "1"),
+    v("general_log", Global, Bool, "0"),
+    v("group_concat_max_len", Both, Int, "1024"),
+    ro("gtid_mode", Global, Str, "OFF"),
+    ro("have_openssl", Global, Str, "DISABLED"),
+    ro("have_query_cache", Global, Str, "NO"),
+    ro("have_ssl", Global, Str, "DISABLED"),
+    ro("hostname", Global, Str, "localhost"),
+    v("identity", Session, Int, "0"),
+    v("information_schema_stats_expiry", Both, Int, "86400"),
+    v("init_connect", Global, Str, ""),
+    v("innodb_lock_wait_timeout", Both, Int, "50"),
+    v("interactive_timeout", Both, Int, "28800"),
+    v("last_insert_id", Session, Int, "0"),
+    ro("license", Global, Str, "Apache-2.0"),
+    v("lock_wait_timeout", Both, Int, "31536000"),
+    ro("log_bin", Global, Bool, "0"),
+    v("long_query_time", Both, Str, "10.000000"),
+    ro("lower_case_file_system", Global, Bool, "0"),
+    ro("lower_case_table_names", Global, Int, "0"),
+    v("max_allowed_packet", Both, Int, "67108864"),
+    v("max_connections", Global, Int, "151"),
+    v("max_execution_time", Both, Int, "0"),
+    v("max_heap_table_size", Both, Int, "16777216"),
+    v("max_join_size", Both, Int, "18446744073709551615"),
+    v("max_sort_length", Both, Int, "1024"),
+    v("max_user_connections", Both, Int, "0"),
+    v("ndb_autoincrement_prefetch_sz", Both, Int, "512"),
+    v("net_buffer_length", Both, Int, "16384"),
+    v("net_read_timeout", Both, Int, "30"),
+    v("net_write_timeout", Both, Int, "60"),
+    ro("performance_schema", Global, Bool, "0"),
+    ro("port", Global, Int, "3306"),
+    ro("protocol_version", Global, Int, "10"),
+    v("query_cache_size", Global, Int, "0"),
+    v("query_cache_type", Both, Str, "OFF"),
+    v("read_only", Global, Bool, "0"),
+    v("require_secure_transport", Global, Bool, "0"),
+    ro("server_id", Global, Int, "1"),
+    v("session_track_gtids", Both, Str, "OFF"),
+    v("session_track_schema", Both, Bool, "1"),
+    v("session_track_state_change", Both, Bool, "0"),
+    v("session_track_system_variables", Both, Str, "time_zone,autocommit,character_set_client,character_set_results,character_set_connection"),
+    v("session_track_transaction_info", Both, Str, "OFF"),
+    v("slow_query_log", Global, Bool, "0"),
+    ro("socket", Global, Str, "/tmp/mysql.sock"),
+    v("sql_auto_is_null", Both, Bool, "0"),
+    v("sql_big_selects", Both, Bool, "1"),
+    v("sql_log_bin", Session, Bool, "1"),
+    v("sql_mode", Both, Str, DEFAULT_SQL_MODE),
+    v("sql_notes", Both, Bool, "1"),
+    v("sql_quote_show_create", Both, Bool, "1"),
+    v("sql_require_primary_key", Both, Bool, "0"),
+    v("sql_safe_updates", Both, Bool, "0"),
+    v("sql_select_limit", Both, Int, "18446744073709551615"),
+    v("sql_warnings", Both, Bool, "0"),
+    ro("ssl_ca", Global, Str, ""),
+    ro("ssl_cert", Global, Str, ""),
+    ro("ssl_key", Global, Str, ""),
+    v("super_read_only", Global, Bool, "0"),
+    ro("system_time_zone", Global, Str, "UTC"),
+    v("time_zone", Both, Str, "SYSTEM"),
+    v("timestamp", Session, Str, "0"),
+    ro("tmpdir", Global, Str, "/tmp"),
+    v("transaction_alloc_block_size", Both, Int, "8192"),
+    v("transaction_isolation", Both, Str, "READ-COMMITTED"),
+    v("transaction_prealloc_size", Both, Int, "4096"),
+    v("transaction_read_only", Both, Bool, "0"),
+    v("tx_isolation", Both, Str, "READ-COMMITTED"),
+    v("tx_read_only", Both, Bool, "0"),
+    v("unique_checks", Both, Bool, "1"),
+    v("updatable_views_with_limit", Both, Str, "YES"),
+    ro("version", Global, Str, "8.0.36-NorrDB-0.1"),
+    ro("version_comment", Global, Str, "NorrDB (MySQL-compatible, NDB-style in-memory cluster)"),
+    ro("version_compile_machine", Global, Str, "x86_64"),
+    ro("version_compile_os", Global, Str, "Linux"),
+    ro("version_compile_zlib", Global, Str, "1.2.13"),
+    v("wait_timeout", Both, Int, "28800"),
+    ro("warning_count", Session, Int, "0"),
+];
+
+pub fn var_def(name: &str) -> Option<&'static VarDef> {
+    let n = name.to_ascii_lowercase();
+    VARS.iter().find(|d| d.name == n)
+}
+
+fn globals() -> &'static Mutex<BTreeMap<String, Value>> {
+    static G: OnceLock<Mutex<BTreeMap<String, Value>>> = OnceLock::new();
+    G.get_or_init(|| Mutex::new(BTreeMap::new()))
+}
+
+/// Set process-wide global values (engine start: version, port, ...).
+pub fn init_globals(values: &[(&str, Value)]) {
+    let mut g = globals().lock().expect("lock");
+    for (k, v) in values {
+        g.insert(k.to_string(), v.clone());
+    }
+}
+
+fn typed_default(d: &VarDef) -> Value {
+    match d.kind {
+        Bool | Int => d
+            .default
+            .parse::<i64>()
+            .map(Value::Int)
+            .or_else(|_| d.default.parse::<u64>().map(Value::UInt))
+            .unwrap_or_else(|_| Value::str(d.default)),
+        Str => Value::str(d.default),
+    }
+}
+
+/// Global value of a variable.
+pub fn global_value(name: &str) -> Option<Value> {
+    let d = var_def(name)?;
+    if let Some(v) = globals().lock().expect("lock").get(d.name) {
+        return Some(v.clone());
+    }
+    Some(typed_default(d))
+}
+
+/// `@@name` (session value, falling back to the global) or `@@global.name`.
+pub fn get_system_var(s: &Session, name: &str, global: bool) -> Option<Value> {
+    let d = var_def(name)?;
+    if global {
+        if d.scope == Session {
+            return None;
+        }
+        return global_value(d.name);
+    }
+    match d.name {
+        "autocommit" => return Some(Value::Int(s.autocommit as i64)),
+        "last_insert_id" | "identity" => return Some(Value::UInt(s.last_insert_id)),
+        "warning_count" => {
+            return Some(Value::UInt(
+                s.warnings.iter().filter(|w| w.level != crate::types::WarningLevel::Error).count() as u64,
+            ))
+        }
+        "error_count" => {
+            return Some(Value::UInt(
+                s.warnings.iter().filter(|w| w.level == crate::types::WarningLevel::Error).count() as u64,
+            ))
+        }
+        "character_set_database" | "collation_database" => {
+            if let Some(v) = s.vars.get(d.name) {
+                return Some(v.clone());
+            }
+        }
+        _ => {}
+    }
+    if let Some(v) = s.vars.get(d.name) {
+        return Some(v.clone());
+    }
+    global_value(d.name)
+}
+
+/// Value shown by SHOW VARIABLES (booleans as ON/OFF).
+pub fn show_text(name: &str, v: &Value) -> String {
+    let is_bool = var_def(name).is_some_and(|d| d.kind == Bool);
+    match v {
+        Value::Null => String::new(),
+        Value::Int(i) if is_bool => (if *i != 0 { "ON" } else { "OFF" }).to_string(),
+        other => crate::engine::catalog::value_text(other),
+    }
+}
+
+fn truthy(name: &str, v: &Value) -> Result<bool, SqlError> {
+    let bad = || error_map::wrong_value_for_var(name, &crate::engine::catalog::value_text(v));
+    match v {
+        Value::Int(0) | Value::UInt(0) => Ok(false),
+        Value::Int(1) | Value::UInt(1) => Ok(true),
+        Value::Bytes(b) => match String::from_utf8_lossy(b).to_ascii_uppercase().as_str() {
+            "ON" | "TRUE" | "1" => Ok(true),
+            "OFF" | "FALSE" | "0" => Ok(false),
+            _ => Err(bad()),
+        },
+        Value::Decimal(_) | Value::Double(_) | Value::Float(_) => Err(error_map::wrong_type_for_var(name)),
+        _ => Err(bad()),
+    }
+}
+
+/// sql_mode flags in MySQL's bit order (the order @@sql_mode prints them in).
+const SQL_MODES: &[&str] = &[
+    "REAL_AS_FLOAT",
+    "PIPES_AS_CONCAT",
+    "ANSI_QUOTES",
+    "IGNORE_SPACE",
+    "ONLY_FULL_GROUP_BY",
+    "NO_UNSIGNED_SUBTRACTION",
+    "NO_DIR_IN_CREATE",
+    "ANSI",
+    "NO_AUTO_VALUE_ON_ZERO",
+    "NO_BACKSLASH_ESCAPES",
+    "STRICT_TRANS_TABLES",
+    "STRICT_ALL_TABLES",
+    "NO_ZERO_IN_DATE",
+    "NO_ZERO_DATE",
+    "ALLOW_INVALID_DATES",
+    "ERROR_FOR_DIVISION_BY_ZERO",
+    "TRADITIONAL",
+    "HIGH_NOT_PRECEDENCE",
+    "NO_ENGINE_SUBSTITUTION",
+    "PAD_CHAR_TO_FULL_LENGTH",
+    "TIME_TRUNCATE_FRACTIONAL",
+];
+
+fn norm_sql_mode(v: &str) -> Result<String, SqlError> {
+    let mut out: Vec<&str> = Vec::new();
+    for part in v.split(',').map(|p| p.trim()).filter(|p| !p.is_empty()) {
+        let up = part.to_ascii_uppercase();
+        let expanded: &[&str] = match up.as_str() {
+            "TRADITIONAL" => &[
+                "TRADITIONAL",
+                "STRICT_TRANS_TABLES",
+                "STRICT_ALL_TABLES",
+                "NO_ZERO_IN_DATE",
+                "NO_ZERO_DATE",
+                "ERROR_FOR_DIVISION_BY_ZERO",
+                "NO_ENGINE_SUBSTITUTION",
+            ],
+            "ANSI" => &["ANSI", "REAL_AS_FLOAT", "PIPES_AS_CONCAT", "ANSI_QUOTES", "IGNORE_SPACE", "ONLY_FULL_GROUP_BY"],
+            _ => match SQL_MODES.iter().find(|m| **m == up) {
+                Some(m) => std::slice::from_ref(m),
+                None => return Err(error_map::wrong_value_for_var("sql_mode", part)),
+            },
+        };
+        for m in expanded {
+            if !out.contains(m) {
+                out.push(m);
+            }
+        }
+    }
+    out.sort_by_key(|m| SQL_MODES.iter().position(|x| x == m));
+    Ok(out.join(","))
+}
+
+fn isolation(v: &str) -> Option<&'static str> {
+    match v.to_ascii_uppercase().replace(' ', "-").as_str() {
+        "READ-UNCOMMITTED" => Some("READ-UNCOMMITTED"),
+        "READ-COMMITTED" => Some("READ-COMMITTED"),
+        "REPEATABLE-READ" => Some("REPEATABLE-READ"),
+        "SERIALIZABLE" => Some("SERIALIZABLE"),
+        _ => None,
+    }
+}
+
+/// What a SET did that the engine must act on.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SetEffect {
+    None,
+    /// autocommit switched on while a transaction was open: commit it.
+    CommitNow,
+}
+
+/// Validate and normalise a value for a system variable.
+fn normalise(d: &VarDef, v: Value) -> Result<Value, SqlError> {
+    let text = |v: &Value| crate::engine::catalog::value_text(v);
+    if v.is_null() {
+        return match d.name {
+            "character_set_results" => Ok(Value::Null),
+            _ => Err(error_map::wrong_value_for_var(d.name, "NULL")),
+        };
+    }
+    Ok(match d.kind {
+        Bool => Value::Int(truthy(d.name, &v)? as i64),
+        Int => match v {
+            Value::Int(_) | Value::UInt(_) => v,
+            Value::Bytes(ref b) => {
+                let s = String::from_utf8_lossy(b).to_string();
+                if s.eq_ignore_ascii_case("default") {
+                    return Ok(typed_default(d));
+                }
+                s.trim().parse::<i64>().map(Value::Int).map_err(|_| error_map::wrong_type_for_var(d.name))?
+            }
+            _ => return Err(error_map::wrong_type_for_var(d.name)),
+        },
+        Str => {
+            let s = text(&v);
+            match d.name {
+                "sql_mode" => Value::str(&norm_sql_mode(&s)?),
+                "transaction_isolation" | "tx_isolation" => {
+                    Value::str(isolation(&s).ok_or_else(|| error_map::wrong_value_for_var(d.name, &s))?)
+                }
+                "character_set_client" | "character_set_connection" | "character_set_results" | "character_set_server"
+                | "character_set_database" => {
+                    let cs = crate::engine::catalog::charset_canonical(&s).ok_or_else(|| error_map::unknown_charset(&s))?;
+                    let _ = cs;
+                    Value::str(&s.to_ascii_lowercase())
+                }
+                "collation_connection" | "collation_server" | "collation_database" => {
+                    crate::engine::catalog::collation_from_name(&s).ok_or_else(|| error_map::unknown_collation(&s))?;
+                    Value::str(&s.to_ascii_lowercase())
+                }
+                "time_zone" => {
+                    let ok = s.eq_ignore_ascii_case("SYSTEM")
+                        || s.eq_ignore_ascii_case("UTC")
+                        || (s.len() == 6 && (s.starts_with('+') || s.starts_with('-')) && s.as_bytes()[3] == b':');
+                    if !ok {
+                        return Err(SqlError::new(1298, "HY000", format!("Unknown or incorrect time zone: '{s}'")));
+                    }
+                    Value::str(&s)
+                }
+                _ => Value::str(&s),
+            }
+        }
+    })
+}
+
+/// SET [GLOBAL|SESSION] name = value. `value` is already evaluated (DEFAULT
+/// arrives as the string "DEFAULT").
+pub fn set_system_var(s: &mut Session, name: &str, global: bool, value: Value) -> Result<SetEffect, SqlError> {
+    let d = var_def(name).ok_or_else(|| error_map::unknown_system_variable(name))?;
+    if d.read_only {
+        return Err(SqlError::new(1238, "HY000", format!("Variable '{}' is a read only variable", d.name)));
+    }
+    if global && d.scope == Session {
+        return Err(SqlError::new(1228, "HY000", format!("Variable '{}' is a SESSION variable and can't be used with SET GLOBAL", d.name)));
+    }
+    if !global && d.scope == Global {
+        return Err(SqlError::new(1229, "HY000", format!("Variable '{}' is a GLOBAL variable and should be set with SET GLOBAL", d.name)));
+    }
+    let is_default = matches!(&value, Value::Bytes(b) if b.eq_ignore_ascii_case(b"DEFAULT"));
+    let value = if is_default && d.kind != Str || is_default && d.name != "init_connect" {
+        if global {
+            typed_default(d)
+        } else {
+            global_value(d.name).unwrap_or_else(|| typed_default(d))
+        }
+    } else {
+        normalise(d, value)?
+    };
+    if global {
+        globals().lock().expect("lock").insert(d.name.to_string(), value);
+        return Ok(SetEffect::None);
+    }
+    let mut effect = SetEffect::None;
+    match d.name {
+        "autocommit" => {
+            let on = matches!(value, Value::Int(1));
+            if on && !s.autocommit && s.in_transaction {
+                effect = SetEffect::CommitNow;
+            }
+            s.autocommit = on;
+            return Ok(effect);
+        }
+        "last_insert_id" | "identity" => {
+            s.last_insert_id = value.as_i64().unwrap_or(0) as u64;
+            return Ok(effect);
+        }
+        "transaction_isolation" | "tx_isolation" => {
+            s.vars.insert("transaction_isolation".into(), value.clone());
+            s.vars.insert("tx_isolation".into(), value);
+            return Ok(effect);
+        }
+        "transaction_read_only" | "tx_read_only" => {
+            s.vars.insert("transaction_read_only".into(), value.clone());
+            s.vars.insert("tx_read_only".into(), value);
+            return Ok(effect);
+        }
+        _ => {}
+    }
+    s.vars.insert(d.name.to_string(), value);
+    Ok(effect)
+}
+
+/// SET NAMES cs [COLLATE coll] / SET CHARACTER SET cs.
+pub fn set_names(s: &mut Session, charset: &str, collation: Option<&str>, character_set: bool) -> Result<(), SqlError> {
+    let cs_l = charset.to_ascii_lowercase();
+    if cs_l != "default" {
+        crate::engine::catalog::charset_canonical(&cs_l).ok_or_else(|| error_map::unknown_charset(charset))?;
+    }
+    let cs = match cs_l.as_str() {
+        "default" => "utf8mb4".to_string(),
+        "utf8" => "utf8mb3".to_string(), // MySQL 8 reports utf8 as utf8mb3
+        _ => cs_l,
+    };
+    let coll = match collation {
+        Some(c) => {
+            crate::engine::catalog::collation_from_name(c).ok_or_else(|| error_map::unknown_collation(c))?;
+            let c = c.to_ascii_lowercase();
+            let prefix_ok = c.starts_with(&format!("{cs}_")) || (cs == "utf8mb3" && c.starts_with("utf8_")) || c == cs;
+            if !prefix_ok {
+                return Err(error_map::collation_mismatch(&c, &cs));
+            }
+            c
+        }
+        None => match cs.as_str() {
+            "utf8mb4" => "utf8mb4_0900_ai_ci".to_string(),
+            "utf8" | "utf8mb3" => "utf8mb3_general_ci".to_string(),
+            "ascii" => "ascii_general_ci".to_string(),
+            "binary" => "binary".to_string(),
+            _ => "utf8mb4_0900_ai_ci".to_string(),
+        },
+    };
+    s.vars.insert("character_set_client".into(), Value::str(&cs));
+    s.vars.insert("character_set_results".into(), Value::str(&cs));
+    if character_set {
+        // SET CHARACTER SET: connection charset follows the database.
+        let db_cs = get_system_var(s, "character_set_database", false).unwrap_or(Value::str("utf8mb4"));
+        s.vars.insert("character_set_connection".into(), db_cs);
+    } else {
+        s.vars.insert("character_set_connection".into(), Value::str(&cs));
+        s.vars.insert("collation_connection".into(), Value::str(&coll));
+    }
+    Ok(())
+}
+
+/// Set a user variable (`@name := value`).
+pub fn set_user_var(s: &mut Session, name: &str, value: Value) {
+    s.user_vars.insert(name.trim_start_matches('@').to_ascii_lowercase(), value);
+}
+
+/// A user variable's value (NULL when never set).
+pub fn get_user_var(s: &Session, name: &str) -> Value {
+    s.user_vars.get(&name.trim_start_matches('@').to_ascii_lowercase()).cloned().unwrap_or(Value::Null)
+}
+
+/// `(name, value)` of every variable visible in SHOW [GLOBAL] VARIABLES.
+pub fn all_vars(s: &Session, global: bool) -> Vec<(String, Value)> {
+    VARS.iter()
+        .filter(|d| !(global && d.scope == Session))
+        .filter_map(|d| get_system_var(s, d.name, global && d.scope != Session).map(|v| (d.name.to_string(), v)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vars_are_sorted_and_unique() {
+        for w in VARS.windows(2) {
+            assert!(w[0].name < w[1].name, "{} / {}", w[0].name, w[1].name);
+        }
+    }
+
+    #[test]
+    fn set_and_get() {
+        let mut s = Session::new(1, "root");
+        assert_eq!(get_system_var(&s, "AUTOCOMMIT", false), Some(Value::Int(1)));
+        set_system_var(&mut s, "autocommit", false, Value::str("OFF")).unwrap();
+        assert!(!s.autocommit);
+        s.in_transaction = true;
+        assert_eq!(set_system_var(&mut s, "autocommit", false, Value::Int(1)).unwrap(), SetEffect::CommitNow);
+        set_system_var(&mut s, "sql_mode", false, Value::str("strict_trans_tables, ansi_quotes")).unwrap();
+        assert_eq!(get_system_var(&s, "sql_mode", false), Some(Value::str("ANSI_QUOTES,STRICT_TRANS_TABLES")));
+        assert_eq!(set_system_var(&mut s, "sql_mode", false, Value::str("bogus")).unwrap_err().code, 1231);
+        assert_eq!(set_system_var(&mut s, "nope", false, Value::Int(1)).unwrap_err().code, 1193);
+        assert_eq!(set_system_var(&mut s, "version", false, Value::Int(1)).unwrap_err().code, 1238);
+        set_system_var(&mut s, "tx_isolation", false, Value::str("repeatable-read")).unwrap();
+        assert_eq!(get_system_var(&s, "transaction_isolation", false), Some(Value::str("REPEATABLE-READ")));
+        set_names(&mut s, "utf8mb4", Some("utf8mb4_bin"), false).unwrap();
+        assert_eq!(get_system_var(&s, "collation_connection", false), Some(Value::str("utf8mb4_bin")));
+        assert_eq!(set_names(&mut s, "latin1", None, false).unwrap_err().code, 1115);
+        assert_eq!(show_text("autocommit", &Value::Int(1)), "ON");
+    }
+}
