@@ -12,6 +12,7 @@
 //! naming it with TC_KEYREF TransactionTimeout (a Rollback gets RolledBack),
 //! so a client never silently continues in a fresh transaction.
 
+mod failure;
 mod scan;
 
 use crate::counters::Counters;
@@ -627,80 +628,6 @@ impl Tc {
         let k = (txn.api.node, txn.handle);
         if self.by_handle.get(&k) == Some(&t) {
             self.by_handle.remove(&k);
-        }
-    }
-
-    fn on_timeout_check(&mut self, ctx: &mut Ctx<'_, Signal>) {
-        self.timer_armed = false;
-        let now = ctx.now_ns();
-        let idle: Vec<TxnId> = self
-            .txns
-            .iter()
-            .filter(|(_, x)| {
-                matches!(x.state, TxnState::Idle)
-                    && now.saturating_sub(x.last_active_ns) >= self.txn_inactive_ns
-                    // A scan the client waits for is activity (it may be
-                    // waiting for row locks, each bounded by the lock time-out).
-                    && !x.scans.iter().any(|k| self.scans.get(k).is_some_and(|s| s.client_waiting))
-            })
-            .map(|(t, _)| *t)
-            .collect();
-        for t in idle {
-            crate::probe!(self.counters, "tc: inactive transaction aborted");
-            let scans: Vec<ScanKey> = self.txns[&t].scans.iter().copied().collect();
-            for k in scans {
-                let e = NodeError::with(
-                    ErrorCode::TransactionTimeout,
-                    "transaction inactive too long",
-                );
-                self.tombstone_scan(k, e, true);
-            }
-            let e = NodeError::with(
-                ErrorCode::TransactionTimeout,
-                "transaction inactive too long",
-            );
-            self.abort(t, AbortReply::Tombstone(e), ctx);
-        }
-        self.close_idle_scans(now, ctx);
-        self.arm_timer(ctx);
-    }
-
-    fn on_api_fail(&mut self, api_node: NodeId, ctx: &mut Ctx<'_, Signal>) {
-        crate::probe!(self.counters, "tc: api failure");
-        if self.failed_apis.insert(api_node) {
-            let me = ctx.self_ref();
-            ctx.send_prio(
-                me,
-                internal(InternalSignal::ApiFailDone { api_node }),
-                Priority::B,
-            );
-        }
-        self.tombstones.retain(|(n, _), _| *n != api_node);
-        self.scan_tombstones.retain(|(n, _), _| *n != api_node);
-        let scans: Vec<ScanKey> = self
-            .scans
-            .iter()
-            .filter(|(_, s)| s.api.node == api_node)
-            .map(|(k, _)| *k)
-            .collect();
-        for s in scans {
-            self.close_scan(s, ctx);
-        }
-        let txns: Vec<TxnId> = self
-            .txns
-            .iter()
-            .filter(|(_, x)| x.api.node == api_node)
-            .map(|(t, _)| *t)
-            .collect();
-        for t in txns {
-            let txn = self.txns.get_mut(&t).expect("txn");
-            txn.silent = true;
-            self.by_handle.remove(&(api_node, txn.handle));
-            match &mut txn.state {
-                TxnState::Idle | TxnState::Executing => self.abort(t, AbortReply::Silent, ctx),
-                TxnState::Aborting { reply, .. } => *reply = AbortReply::Silent,
-                TxnState::Committing { .. } => {} // finishes; the reply is dropped
-            }
         }
     }
 
