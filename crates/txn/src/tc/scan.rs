@@ -18,6 +18,9 @@ use norr_signals::{
 };
 use std::collections::VecDeque;
 
+/// Least rows per partition step of an ordered scan (see `on_scan_tab_req`).
+const MIN_ORDERED_PART_ROWS: u32 = 64;
+
 struct PartScan {
     part: PartitionId,
     lqh: BlockRef,
@@ -250,10 +253,17 @@ impl Tc {
         };
         // Rows each partition returns per step: about two client batches
         // spread over the partitions, so TC buffers O(batch_rows) rows
-        // whatever the partition count (at least one row per partition, which
-        // an ordered merge needs).
-        let per_part = (2 * spec.batch_rows)
-            .div_ceil(parts.len().max(1) as u32)
+        // whatever the partition count. An ordered merge stalls whenever a
+        // partition's buffer runs dry, so it gets at least a modest batch
+        // (bounded: MIN_ORDERED_PART_ROWS per partition).
+        let spread = (2 * spec.batch_rows).div_ceil(parts.len().max(1) as u32);
+        let floor = if spec.index.is_some() {
+            spec.batch_rows.min(MIN_ORDERED_PART_ROWS)
+        } else {
+            1
+        };
+        let per_part = spread
+            .max(floor)
             .min(spec.batch_rows)
             .min(scan.remaining.min(u32::MAX as u64) as u32)
             .max(1);
