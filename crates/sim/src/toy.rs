@@ -403,6 +403,9 @@ impl State {
                 let Some(def) = self.tables.get(&spec.table).cloned() else {
                     return fail(ctx, ErrorCode::NoSuchTable);
                 };
+                if !req.standalone && self.timed_out.remove(&t) {
+                    return fail(ctx, ErrorCode::TransactionTimeout);
+                }
                 let locking = !req.standalone && spec.lock != LockMode::CommittedRead;
                 if !req.standalone {
                     self.txns
@@ -433,6 +436,23 @@ impl State {
                             continue;
                         }
                     }
+                    // Ordered index (toy: first index column, integers only).
+                    let ix_val = match spec.index.and_then(|i| def.index(i)) {
+                        Some(ix) => {
+                            let v = r[ix.columns[0] as usize].as_i64().unwrap_or(i64::MIN);
+                            let in_range = spec.range.as_ref().is_none_or(|rg| {
+                                let lo = rg.low.values.first().and_then(|b| b.as_i64());
+                                let hi = rg.high.values.first().and_then(|b| b.as_i64());
+                                lo.is_none_or(|b| v > b || (rg.low.inclusive && v == b))
+                                    && hi.is_none_or(|b| v < b || (rg.high.inclusive && v == b))
+                            });
+                            if !in_range {
+                                continue;
+                            }
+                            v
+                        }
+                        None => 0,
+                    };
                     let r = if spec.projection.is_empty() {
                         r
                     } else {
@@ -441,8 +461,15 @@ impl State {
                             .map(|c| r[*c as usize].clone())
                             .collect()
                     };
-                    rows.push(r);
+                    rows.push((ix_val, r));
                 }
+                if spec.index.is_some() {
+                    rows.sort_by_key(|(v, _)| *v);
+                    if spec.descending {
+                        rows.reverse();
+                    }
+                }
+                let rows: Vec<Vec<Value>> = rows.into_iter().map(|(_, r)| r).collect();
                 let batch = spec.batch_rows.clamp(1, MAX_SCAN_BATCH_ROWS) as usize;
                 self.scans.insert(
                     (from.node, req.scan_id),

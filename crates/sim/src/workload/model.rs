@@ -39,6 +39,7 @@ enum St {
     Scan {
         scan_id: u32,
         rows: Vec<(i64, i64)>,
+        ix: Option<IxScan>,
     },
     /// A locking scan inside transaction `txn`, in place of batch `batch`.
     TxScan {
@@ -51,6 +52,28 @@ enum St {
     EndAfterScanRef {
         txn: u64,
     },
+}
+
+/// An ordered-index range scan on `v`: bounds (value, inclusive) and direction.
+#[derive(Debug, Clone, Copy)]
+struct IxScan {
+    lo: Option<(i64, bool)>,
+    hi: Option<(i64, bool)>,
+    desc: bool,
+}
+
+impl IxScan {
+    fn contains(&self, v: i64) -> bool {
+        let lo_ok = match self.lo {
+            None => true,
+            Some((b, incl)) => v > b || (incl && v == b),
+        };
+        let hi_ok = match self.hi {
+            None => true,
+            Some((b, incl)) => v < b || (incl && v == b),
+        };
+        lo_ok && hi_ok
+    }
 }
 
 #[derive(Debug, Default)]
@@ -80,6 +103,9 @@ pub struct Model {
     scans: BTreeMap<(NodeId, u32), u64>,
     /// Locking scans inside transactions: (api, scan_id) -> (txn, filter `v >= min`).
     tx_scans: BTreeMap<(NodeId, u32), (u64, Option<i64>)>,
+    /// The ordered index on `v`.
+    v_index: IndexId,
+    pub index_scans_checked: u64,
     now_step: u64,
     pub commits: u64,
     pub aborts: u64,
@@ -124,6 +150,8 @@ impl Model {
             txns: BTreeMap::new(),
             scans: BTreeMap::new(),
             tx_scans: BTreeMap::new(),
+            v_index: 0,
+            index_scans_checked: 0,
             now_step: 0,
             commits: 0,
             aborts: 0,
@@ -156,6 +184,87 @@ impl Model {
             .map(|(_, st)| *st)
             .unwrap_or(None);
         before == state || h.iter().any(|(s, st)| *s >= from && *st == state)
+    }
+
+    /// Some committed state of `k` since step `from` satisfies `pred`.
+    fn any_in_window(&self, k: i64, from: u64, pred: impl Fn(Option<i64>) -> bool) -> bool {
+        let Some(h) = self.hist.get(&k) else {
+            return pred(None);
+        };
+        let before = h
+            .iter()
+            .rev()
+            .find(|(s, _)| *s < from)
+            .map(|(_, st)| *st)
+            .unwrap_or(None);
+        pred(before) || h.iter().any(|(s, st)| *s >= from && pred(*st))
+    }
+
+    /// A committed-read ordered-index range scan: index order, bounds, every
+    /// returned row a real state in the window, every key not returned out of
+    /// the range (or absent) at some moment of the window.
+    fn check_index_scan(
+        &mut self,
+        rows: &[(i64, i64)],
+        ix: IxScan,
+        from: u64,
+    ) -> Result<(), String> {
+        for w in rows.windows(2) {
+            let ordered = if ix.desc {
+                w[0].1 >= w[1].1
+            } else {
+                w[0].1 <= w[1].1
+            };
+            if !ordered {
+                return Err(format!(
+                    "model: index scan {ix:?} out of order: {:?} then {:?} (rows {rows:?})",
+                    w[0], w[1]
+                ));
+            }
+        }
+        let mut seen = BTreeMap::new();
+        for &(k, v) in rows {
+            if !ix.contains(v) {
+                return Err(format!(
+                    "model: index scan {ix:?} returned key {k} with v = {v} outside the range"
+                ));
+            }
+            self.window_err("index scan", k, Some(v), from)?;
+            if seen.insert(k, v).is_some() {
+                // A row whose value changed during the scan may be met again
+                // further along the index.
+                let changed = self
+                    .hist
+                    .get(&k)
+                    .is_some_and(|h| h.iter().any(|(s, _)| *s >= from));
+                if !changed {
+                    return Err(format!(
+                        "model: index scan returned unchanged key {k} twice (rows {rows:?})"
+                    ));
+                }
+                self.scan_dups += 1;
+            }
+        }
+        for k in 0..self.keys {
+            // A row whose value changed during the scan may have moved from the
+            // part of the index not yet scanned to the part already scanned:
+            // READ COMMITTED allows missing it. An unchanged row in range must be there.
+            let changed = self
+                .hist
+                .get(&k)
+                .is_some_and(|h| h.iter().any(|(s, _)| *s >= from));
+            if !seen.contains_key(&k)
+                && !changed
+                && !self.any_in_window(k, from, |st| st.is_none_or(|v| !ix.contains(v)))
+            {
+                return Err(format!(
+                    "model: index scan {ix:?} missed key {k}, in range for the whole scan (from step {from}); history {:?}",
+                    self.hist.get(&k)
+                ));
+            }
+        }
+        self.index_scans_checked += 1;
+        Ok(())
     }
 
     /// Was the key present at some moment since step `from`?
@@ -390,8 +499,20 @@ impl Workload for Model {
     }
 
     fn setup(&mut self, host: &mut Host) -> Result<(), String> {
-        let def = create_table(host, int_table("kv", &["v"], true, self.partitions))?;
+        let mut def = int_table("kv", &["v"], true, self.partitions);
+        def.indexes.push(IndexDef {
+            id: 0,
+            name: "v_idx".into(),
+            columns: vec![V],
+            unique: false,
+            kind: IndexKind::Ordered,
+        });
+        let def = create_table(host, def)?;
         self.table = def.id;
+        self.v_index = def
+            .index_by_name("v_idx")
+            .ok_or("model: created table lost its index")?
+            .id;
         let mut ops = Vec::new();
         for k in 0..self.keys {
             if k % 2 == 0 {
@@ -434,6 +555,37 @@ impl Workload for Model {
             let mut spec = ScanSpec::full(self.table);
             spec.projection = vec![0, V];
             spec.batch_rows = c.rng.range(1, self.keys as u64 + 1) as u32;
+            let ix = if c.rng.chance(0.5) {
+                let top = self.next_val.max(1001) as u64;
+                let bound = |rng: &mut Rng| {
+                    if rng.chance(0.3) {
+                        None
+                    } else {
+                        Some((rng.range(1000, top) as i64, rng.chance(0.5)))
+                    }
+                };
+                let lo = bound(c.rng);
+                let hi = bound(c.rng);
+                let ix = IxScan {
+                    lo,
+                    hi,
+                    desc: c.rng.chance(0.5),
+                };
+                let b = |x: Option<(i64, bool)>| match x {
+                    None => Bound::unbounded(),
+                    Some((v, true)) => Bound::inclusive(vec![Value::Int(v)]),
+                    Some((v, false)) => Bound::exclusive(vec![Value::Int(v)]),
+                };
+                spec.index = Some(self.v_index);
+                spec.range = Some(ScanRange {
+                    low: b(lo),
+                    high: b(hi),
+                });
+                spec.descending = ix.desc;
+                Some(ix)
+            } else {
+                None
+            };
             c.send(Signal::ScanTabReq(Box::new(ScanTabReq {
                 txn: 0,
                 scan_id,
@@ -443,6 +595,7 @@ impl Workload for Model {
             self.st[c.client] = St::Scan {
                 scan_id,
                 rows: Vec::new(),
+                ix,
             };
             self.last_scan[c.client] = scan_id;
             return Ok(());
@@ -551,9 +704,14 @@ impl Workload for Model {
             {
                 self.idle(c);
             }
-            (St::Scan { scan_id, mut rows }, Signal::ScanTabConf(conf))
-                if conf.scan_id == scan_id =>
-            {
+            (
+                St::Scan {
+                    scan_id,
+                    mut rows,
+                    ix,
+                },
+                Signal::ScanTabConf(conf),
+            ) if conf.scan_id == scan_id => {
                 self.idle_scans.replied(c);
                 for r in &conf.rows {
                     if r.len() != 2 {
@@ -566,33 +724,38 @@ impl Workload for Model {
                         .scans
                         .remove(&(c.api, scan_id))
                         .ok_or("model: scan reply before its request reached the node")?;
-                    let mut got = BTreeMap::new();
-                    for &(k, v) in &rows {
-                        if let Some(prev) = got.insert(k, v) {
-                            // Allowed only if the row was deleted and inserted
-                            // again while the scan ran (a new row, met again
-                            // further on); both versions must be real states.
-                            let deleted = self.hist.get(&k).is_some_and(|h| {
-                                h.iter().any(|(s, st)| *s >= from && st.is_none())
-                            });
-                            if !deleted {
-                                return Err(format!(
-                                    "model: committed-read scan returned key {k} twice ({prev} and {v}) though it was never deleted during the scan; history {:?}",
-                                    self.hist.get(&k)
-                                ));
+                    if let Some(ix) = ix {
+                        self.check_index_scan(&rows, ix, from)?;
+                    } else {
+                        let mut got = BTreeMap::new();
+                        for &(k, v) in &rows {
+                            if let Some(prev) = got.insert(k, v) {
+                                // Allowed only if the row was deleted and inserted
+                                // again while the scan ran (a new row, met again
+                                // further on); both versions must be real states.
+                                let deleted = self.hist.get(&k).is_some_and(|h| {
+                                    h.iter().any(|(s, st)| *s >= from && st.is_none())
+                                });
+                                if !deleted {
+                                    return Err(format!(
+                                        "model: committed-read scan returned key {k} twice ({prev} and {v}) though it was never deleted during the scan; history {:?}",
+                                        self.hist.get(&k)
+                                    ));
+                                }
+                                self.window_err(
+                                    "committed-read scan (first copy)",
+                                    k,
+                                    Some(prev),
+                                    from,
+                                )?;
+                                self.scan_dups += 1;
                             }
-                            self.window_err(
-                                "committed-read scan (first copy)",
-                                k,
-                                Some(prev),
-                                from,
-                            )?;
-                            self.scan_dups += 1;
+                        }
+                        for k in 0..self.keys {
+                            self.window_err("committed-read scan", k, got.get(&k).copied(), from)?;
                         }
                     }
-                    for k in 0..self.keys {
-                        self.window_err("committed-read scan", k, got.get(&k).copied(), from)?;
-                    }
+                    let got: BTreeMap<i64, i64> = rows.iter().copied().collect();
                     if let Some(k) = got.keys().find(|k| **k < 0 || **k >= self.keys) {
                         return Err(format!(
                             "model: scan returned key {k} that was never written"
@@ -606,7 +769,7 @@ impl Workload for Model {
                         scan_id,
                         close: false,
                     }));
-                    self.st[c.client] = St::Scan { scan_id, rows };
+                    self.st[c.client] = St::Scan { scan_id, rows, ix };
                 }
             }
             (St::Scan { scan_id, .. }, Signal::ScanTabRef(r)) if r.scan_id == scan_id => {
@@ -782,8 +945,8 @@ impl Workload for Model {
 
     fn summary(&self) -> String {
         format!(
-            "model: keys={} commits={} rollbacks={} aborts={} ops_checked={} exact_checks={} scans_checked={} scan_dups={} locked_scan_rows={} stray_scan_refs={} idle_scans_closed={}",
-            self.keys, self.commits, self.rollbacks, self.aborts, self.ops_checked, self.exact_checks, self.scans_checked, self.scan_dups, self.locked_scan_rows, self.stray_scan_refs, self.idle_scans.closed_idle
+            "model: keys={} commits={} rollbacks={} aborts={} ops_checked={} exact_checks={} scans_checked={} index_scans_checked={} scan_dups={} locked_scan_rows={} stray_scan_refs={} idle_scans_closed={}",
+            self.keys, self.commits, self.rollbacks, self.aborts, self.ops_checked, self.exact_checks, self.scans_checked, self.index_scans_checked, self.scan_dups, self.locked_scan_rows, self.stray_scan_refs, self.idle_scans.closed_idle
         )
     }
 }
