@@ -136,6 +136,7 @@ impl Client {
         Ok(ScanStream {
             inner: Some(s),
             rt: self.rt.clone(),
+            rows: Default::default(),
         })
     }
 }
@@ -189,7 +190,11 @@ impl Transaction {
     pub fn scan(&mut self, spec: ScanSpec) -> Result<ScanStream, ClientError> {
         let rt = self.rt.clone();
         let s = rt.block_on(self.txn().scan(spec))?;
-        Ok(ScanStream { inner: Some(s), rt })
+        Ok(ScanStream {
+            inner: Some(s),
+            rt,
+            rows: Default::default(),
+        })
     }
     pub fn is_finished(&self) -> bool {
         self.inner.as_ref().is_none_or(|t| t.is_finished())
@@ -201,25 +206,58 @@ impl Transaction {
 pub struct ScanStream {
     inner: Option<crate::ScanStream>,
     rt: Arc<tokio::runtime::Runtime>,
+    /// Rows of the current batch not yet returned by the iterator.
+    rows: std::collections::VecDeque<Vec<Value>>,
 }
 
 impl ScanStream {
+    /// The next batch of rows (after any rows the iterator has buffered), or
+    /// `None` when the scan is finished.
     pub fn next_batch(&mut self) -> Result<Option<Vec<Vec<Value>>>, ClientError> {
+        if !self.rows.is_empty() {
+            return Ok(Some(self.rows.drain(..).collect()));
+        }
         match self.inner.as_mut() {
             Some(s) => self.rt.block_on(s.next_batch()),
             None => Ok(None),
         }
     }
     pub fn collect_all(mut self) -> Result<Vec<Vec<Value>>, ClientError> {
-        match self.inner.take() {
-            Some(s) => self.rt.block_on(s.collect_all()),
-            None => Ok(Vec::new()),
+        let mut all: Vec<_> = self.rows.drain(..).collect();
+        if let Some(s) = self.inner.take() {
+            all.extend(self.rt.block_on(s.collect_all())?);
         }
+        Ok(all)
     }
     pub fn close(mut self) -> Result<(), ClientError> {
         match self.inner.take() {
             Some(s) => self.rt.block_on(s.close()),
             None => Ok(()),
+        }
+    }
+}
+
+/// Rows one by one; an error ends the iteration.
+impl Iterator for ScanStream {
+    type Item = Result<Vec<Value>, ClientError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(r) = self.rows.pop_front() {
+                return Some(Ok(r));
+            }
+            let s = self.inner.as_mut()?;
+            match self.rt.block_on(s.next_batch()) {
+                Ok(Some(b)) => self.rows.extend(b),
+                Ok(None) => {
+                    self.inner = None;
+                    return None;
+                }
+                Err(e) => {
+                    self.inner = None;
+                    return Some(Err(e));
+                }
+            }
         }
     }
 }

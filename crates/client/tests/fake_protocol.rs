@@ -504,6 +504,18 @@ fn blocking_api() {
         }
     });
     assert_eq!(c.node_stats().unwrap().rows, 201);
+    // Row iterator across batches; mixing iteration and next_batch loses nothing.
+    let mut it = c
+        .scan(ScanSpec {
+            batch_rows: 7,
+            ..ScanSpec::full(t.id)
+        })
+        .unwrap();
+    let first: Vec<_> = it.by_ref().take(3).map(|r| r.unwrap()).collect();
+    let rest = it.next_batch().unwrap().unwrap();
+    assert_eq!(first.len() + rest.len(), 7, "the rest of the first batch");
+    let tail: Vec<_> = it.map(|r| r.unwrap()).collect();
+    assert_eq!(first.len() + rest.len() + tail.len(), 201);
     // Drop of an open transaction rolls back.
     let mut txn = c.begin();
     txn.execute(
