@@ -504,16 +504,36 @@ impl Drop for Transaction {
 }
 
 /// The rows of a scan, fetched batch by batch (`ScanSpec::batch_rows` rows per
-/// round trip). Dropping an unfinished stream closes the scan in the background.
+/// round trip): call [`ScanStream::next_batch`], or use it as a
+/// `futures_core::Stream` of rows. Dropping an unfinished stream closes the
+/// scan in the background.
 pub struct ScanStream {
     client: Client,
     txn: u64,
     scan_id: u32,
-    /// First batch, delivered with the open reply.
-    buffered: Option<Vec<Vec<Value>>>,
+    /// Rows received and not yet handed out.
+    buffered: std::vec::IntoIter<Vec<Value>>,
+    /// The node said the scan is finished (or it failed).
     done: bool,
+    /// A fetch started by `poll_next` and not finished yet.
+    inflight: Option<FetchFuture>,
     /// The owning transaction's state (None for a standalone scan).
     txn_state: Option<Arc<AtomicU8>>,
+}
+
+type FetchResult = Result<(Vec<Vec<Value>>, bool), ClientError>;
+type FetchFuture = std::pin::Pin<Box<dyn std::future::Future<Output = FetchResult> + Send>>;
+
+/// One scan round trip; owns its client handle so it can live in the stream.
+async fn fetch(client: Client, req: Signal, scan_id: u32) -> FetchResult {
+    let s = &client.conn.shared;
+    match s.request(ReqKey::Scan(scan_id), s.tc(), req).await? {
+        Reply::Scan(Ok(conf)) => Ok((conf.rows, conf.done)),
+        Reply::Scan(Err(e)) => Err(ClientError::Node(e)),
+        other => Err(ClientError::Protocol(format!(
+            "unexpected reply to SCAN_TABREQ: {other:?}"
+        ))),
+    }
 }
 
 impl std::fmt::Debug for ScanStream {
@@ -533,8 +553,7 @@ impl ScanStream {
         spec: ScanSpec,
         txn_state: Option<Arc<AtomicU8>>,
     ) -> Result<ScanStream, ClientError> {
-        let s = &client.conn.shared;
-        let scan_id = s.alloc_scan();
+        let scan_id = client.conn.shared.alloc_scan();
         let req = Signal::ScanTabReq(Box::new(ScanTabReq {
             txn,
             scan_id,
@@ -545,57 +564,65 @@ impl ScanStream {
             client: client.clone(),
             txn,
             scan_id,
-            buffered: None,
+            buffered: Vec::new().into_iter(),
             done: false,
+            inflight: None,
             txn_state,
         };
-        let (rows, done) = st.round_trip(req).await?;
-        st.buffered = Some(rows);
-        st.done = done;
+        let r = fetch(client, req, scan_id).await;
+        st.absorb(r)?;
         Ok(st)
     }
 
-    async fn round_trip(&mut self, req: Signal) -> Result<(Vec<Vec<Value>>, bool), ClientError> {
-        let s = &self.client.conn.shared;
-        let res = s.request(ReqKey::Scan(self.scan_id), s.tc(), req).await;
-        let err = match res {
-            Ok(Reply::Scan(Ok(conf))) => return Ok((conf.rows, conf.done)),
-            Ok(Reply::Scan(Err(e))) => ClientError::Node(e),
-            Ok(other) => {
-                ClientError::Protocol(format!("unexpected reply to SCAN_TABREQ: {other:?}"))
+    fn next_req(&self, close: bool) -> Signal {
+        Signal::ScanNextReq(ScanNextReq {
+            txn: self.txn,
+            scan_id: self.scan_id,
+            close,
+        })
+    }
+
+    /// Take in the outcome of a round trip.
+    fn absorb(&mut self, r: FetchResult) -> Result<(), ClientError> {
+        match r {
+            Ok((rows, done)) => {
+                self.buffered = rows.into_iter();
+                self.done = done;
+                Ok(())
             }
-            Err(e) => e,
-        };
-        // The scan is closed by the node on SCAN_TABREF; the transaction is aborted.
-        self.done = true;
-        if let Some(st) = &self.txn_state {
-            let prev = st.swap(TXN_ABORTED, Ordering::AcqRel);
-            if prev == TXN_OPEN && !matches!(err, ClientError::Node(_)) {
-                send_rollback(s, self.txn);
+            Err(err) => {
+                // On SCAN_TABREF the node closed the scan and aborted the
+                // transaction; on a lost reply, roll back to be sure.
+                self.done = true;
+                if let Some(st) = &self.txn_state {
+                    let prev = st.swap(TXN_ABORTED, Ordering::AcqRel);
+                    if prev == TXN_OPEN && !matches!(err, ClientError::Node(_)) {
+                        send_rollback(&self.client.conn.shared, self.txn);
+                    }
+                }
+                Err(err)
             }
         }
-        Err(err)
     }
 
     /// The next batch of rows, or `None` when the scan is finished.
     pub async fn next_batch(&mut self) -> Result<Option<Vec<Vec<Value>>>, ClientError> {
         loop {
-            if let Some(rows) = self.buffered.take() {
-                if !rows.is_empty() {
-                    return Ok(Some(rows));
-                }
+            if self.buffered.len() > 0 {
+                // Reuses the batch's allocation (in-place collect).
+                return Ok(Some(std::mem::take(&mut self.buffered).collect()));
             }
-            if self.done {
-                return Ok(None);
-            }
-            let req = Signal::ScanNextReq(ScanNextReq {
-                txn: self.txn,
-                scan_id: self.scan_id,
-                close: false,
-            });
-            let (rows, done) = self.round_trip(req).await?;
-            self.buffered = Some(rows);
-            self.done = done;
+            let fut = match self.inflight.take() {
+                Some(f) => f,
+                None if self.done => return Ok(None),
+                None => Box::pin(fetch(
+                    self.client.clone(),
+                    self.next_req(false),
+                    self.scan_id,
+                )),
+            };
+            let r = fut.await;
+            self.absorb(r)?;
         }
     }
 
@@ -610,24 +637,61 @@ impl ScanStream {
 
     /// Close the scan early (waits for the node to confirm).
     pub async fn close(mut self) -> Result<(), ClientError> {
-        self.buffered = None;
+        if let Some(f) = self.inflight.take() {
+            let r = f.await;
+            self.absorb(r)?;
+        }
+        self.buffered = Vec::new().into_iter();
         if self.done {
             return Ok(());
         }
-        let req = Signal::ScanNextReq(ScanNextReq {
-            txn: self.txn,
-            scan_id: self.scan_id,
-            close: true,
-        });
-        self.round_trip(req).await?;
+        let r = fetch(self.client.clone(), self.next_req(true), self.scan_id).await;
+        self.absorb(r)?;
         self.done = true;
         Ok(())
     }
 }
 
+/// Rows one by one; an error is the last item.
+impl futures_core::Stream for ScanStream {
+    type Item = Result<Vec<Value>, ClientError>;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        loop {
+            if let Some(row) = this.buffered.next() {
+                return Poll::Ready(Some(Ok(row)));
+            }
+            if this.inflight.is_none() {
+                if this.done {
+                    return Poll::Ready(None);
+                }
+                this.inflight = Some(Box::pin(fetch(
+                    this.client.clone(),
+                    this.next_req(false),
+                    this.scan_id,
+                )));
+            }
+            let fut = this.inflight.as_mut().expect("set above");
+            let r = match fut.as_mut().poll(cx) {
+                Poll::Ready(r) => r,
+                Poll::Pending => return Poll::Pending,
+            };
+            this.inflight = None;
+            if let Err(e) = this.absorb(r) {
+                return Poll::Ready(Some(Err(e)));
+            }
+        }
+    }
+}
+
 impl Drop for ScanStream {
     fn drop(&mut self) {
-        if !self.done {
+        if !self.done || self.inflight.is_some() {
             let s = &self.client.conn.shared;
             s.unregister(ReqKey::Scan(self.scan_id));
             let _ = s.send(

@@ -526,3 +526,52 @@ fn blocking_api() {
     drop(txn);
     assert!(c.read(t.id, vec![Value::Int(1)]).unwrap().is_some());
 }
+
+#[tokio::test]
+async fn scan_stream_of_rows() {
+    use futures_core::Stream;
+    use std::pin::Pin;
+    async fn next_row(s: &mut ScanStream) -> Option<Result<Vec<Value>, ClientError>> {
+        std::future::poll_fn(|cx| Pin::new(&mut *s).poll_next(cx)).await
+    }
+    let node = FakeNode::start().await;
+    let c = Client::connect(node.addr).await.unwrap();
+    let t = c.create_table(kv_def("kv")).await.unwrap();
+    let ops: Vec<_> = (0..100)
+        .map(|i| KeyOp::insert(t.id, vec![Value::Int(i)], vec![]))
+        .collect();
+    c.begin().execute(ops, ExecType::Commit).await.unwrap();
+    let spec = ScanSpec {
+        batch_rows: 9,
+        ..ScanSpec::full(t.id)
+    };
+    let mut s = c.scan(spec.clone()).await.unwrap();
+    let mut n = 0;
+    while let Some(r) = next_row(&mut s).await {
+        r.unwrap();
+        n += 1;
+        if n == 40 {
+            // Mixing rows and batches loses nothing: the rest of the current batch.
+            let b = s.next_batch().await.unwrap().unwrap();
+            assert_eq!(b.len(), 5, "45 = 5 batches of 9");
+            n += b.len();
+        }
+    }
+    assert_eq!(n, 100);
+    assert!(next_row(&mut s).await.is_none());
+    // Dropping a stream with a fetch in flight closes the scan; the connection goes on.
+    let mut s = c.scan(spec.clone()).await.unwrap();
+    for _ in 0..9 {
+        next_row(&mut s).await.unwrap().unwrap();
+    }
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    assert!(Pin::new(&mut s).poll_next(&mut cx).is_pending());
+    drop(s);
+    let s = c.scan(spec).await.unwrap();
+    s.close().await.unwrap();
+    assert_eq!(
+        c.read(t.id, vec![Value::Int(1)]).await.unwrap().unwrap()[0],
+        Value::Int(1)
+    );
+}
