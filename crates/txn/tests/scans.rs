@@ -639,3 +639,74 @@ fn descending_scan_with_only_a_low_bound() {
         assert_eq!(ks, want, "inclusive={inclusive} batch={batch}");
     }
 }
+
+#[test]
+fn scan_keeps_a_lock_an_operation_of_its_transaction_relies_on() {
+    let (mut h, d) = setup(Knobs::default());
+    let t = d.id;
+    // U holds row 5.
+    h.key(
+        2,
+        1,
+        ExecType::NoCommit,
+        vec![KeyOp::update(
+            t,
+            vec![Value::Int(5)],
+            vec![(2, Value::str("u"))],
+        )],
+    )
+    .unwrap();
+    // T: an update of row 5 (moving it out of the scan's filter) and a locking
+    // scan that also needs row 5, both waiting.
+    assert!(h
+        .try_key(
+            1,
+            1,
+            ExecType::NoCommit,
+            vec![KeyOp::update(
+                t,
+                vec![Value::Int(5)],
+                vec![(1, Value::Int(6))]
+            )]
+        )
+        .is_none());
+    let spec = ScanSpec {
+        lock: LockMode::Exclusive,
+        filter: Some(Filter::Cmp {
+            col: 1,
+            op: CmpOp::Eq,
+            value: Value::Int(5),
+        }),
+        ..ScanSpec::full(t)
+    };
+    let (id, r) = h.scan_open(1, 1, false, spec);
+    assert!(r.is_none());
+    h.key(2, 1, ExecType::Commit, vec![]).unwrap();
+    let out = h.run();
+    h.inbox.extend(out);
+    assert_eq!(
+        h.take_key_reply(1, 1).unwrap().unwrap().outcome,
+        TxnOutcome::Open
+    );
+    let c = h.take_scan_reply(1, id).unwrap().unwrap();
+    assert_eq!(
+        ids(&c.rows),
+        vec![55, 105, 155],
+        "row 5 no longer matches (own update)"
+    );
+    // T's update of row 5 still holds its lock.
+    assert!(h
+        .try_key(
+            3,
+            1,
+            ExecType::Commit,
+            vec![KeyOp::update(t, vec![Value::Int(5)], vec![])]
+        )
+        .is_none());
+    h.key(1, 1, ExecType::Commit, vec![]).unwrap();
+    assert_eq!(
+        h.take_key_reply(3, 1).unwrap().unwrap().outcome,
+        TxnOutcome::Committed
+    );
+    assert_eq!(h.get(t, vec![Value::Int(5)]).unwrap()[1], Value::Int(6));
+}

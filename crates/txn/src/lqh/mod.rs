@@ -64,6 +64,9 @@ struct LqhTxn {
     /// queued operations are dropped.
     halted: bool,
     reserved_bytes: u64,
+    /// Operations run so far (a locking scan checks whether any ran while it
+    /// waited for a row lock).
+    ops_run: u64,
     /// (table, partition) pairs this transaction reserved fresh pages in.
     page_reserved: BTreeSet<(TableId, PartitionId)>,
     committed: bool,
@@ -82,6 +85,7 @@ impl LqhTxn {
             halted: false,
             reserved_bytes: 0,
             page_reserved: BTreeSet::new(),
+            ops_run: 0,
             committed: false,
         }
     }
@@ -246,6 +250,7 @@ impl Lqh {
                 continue;
             }
             self.counters.bump("lqh: operations");
+            self.txns.get_mut(&t).expect("txn").ops_run += 1;
             match self.exec_op(t, &q, ctx) {
                 Step::Done(Ok(row)) => Self::reply(
                     ctx,

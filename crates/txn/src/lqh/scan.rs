@@ -38,9 +38,12 @@ pub(crate) struct LqhScan {
     /// Locking scans: rows found, not yet locked.
     candidates: VecDeque<Vec<Value>>,
     /// Whether the transaction held the front candidate's row lock before
-    /// this scan asked for it (decided at the first attempt, kept across the
-    /// wait): if not, and the row turns out not to qualify, the lock is let go.
-    front_had_lock: Option<bool>,
+    /// this scan asked for it, and how many of its operations had run then
+    /// (decided at the first attempt, kept across the wait). If it did not
+    /// hold it, no operation of it ran meanwhile (one may have locked the row
+    /// too, through a second wait), and the row turns out not to qualify, the
+    /// lock is let go.
+    front_had_lock: Option<(bool, u64)>,
     exhausted: bool,
     /// Waiting for TC's next request.
     idle: bool,
@@ -188,16 +191,26 @@ impl Lqh {
             let lk = LockKey::Row(def.id, enc.clone());
             let s = self.scans.get_mut(&key).expect("scan");
             if s.front_had_lock.is_none() {
-                s.front_had_lock = Some(self.locks.holds(&lk, t, Mode::Shared));
+                let ops_run = self.txns.get(&t).map_or(0, |x| x.ops_run);
+                s.front_had_lock = Some((self.locks.holds(&lk, t, Mode::Shared), ops_run));
             }
             if let Some(tag) = self.lock(t, &lk, mode, WaitTarget::Scan(key.0, key.1), ctx) {
                 self.scans.get_mut(&key).expect("scan").waiting = Some(tag);
                 return Ok(false);
             }
             let now = self.current(t, &def, part, &enc);
+            // (Partitions of this same scan never see this row.)
+            let sibling_scans = self
+                .scans
+                .iter()
+                .any(|(k, o)| o.txn == Some(t) && k.0 != key.0);
             let s = self.scans.get_mut(&key).expect("scan");
             let found = s.candidates.pop_front().expect("candidate");
-            let had = s.front_had_lock.take().expect("decided before locking");
+            let (had, ops_then) = s.front_had_lock.take().expect("decided before locking");
+            // Someone else of the transaction may rely on the lock if an
+            // operation ran meanwhile or another scan of it is open here.
+            let shared = self.txns.get(&t).map_or(0, |x| x.ops_run) != ops_then || sibling_scans;
+            let had = had || shared;
             let skip = match &now {
                 None => Some("lqh: locked scan row vanished"),
                 Some(now) => match &s.filter {
