@@ -306,6 +306,33 @@ impl State {
                         committed_transactions: self.committed,
                         aborted_transactions: self.aborted,
                     })),
+                    DictOp::CreateIndex { table, mut index } => {
+                        match self.tables.values_mut().find(|t| t.name == table) {
+                            None => Err(NodeError::new(ErrorCode::NoSuchTable)),
+                            Some(t) if t.index_by_name(&index.name).is_some() => {
+                                Err(NodeError::new(ErrorCode::IndexExists))
+                            }
+                            Some(t) => {
+                                index.id = t.indexes.iter().map(|i| i.id).max().unwrap_or(0) + 1;
+                                t.indexes.push(index);
+                                t.version += 1;
+                                Ok(DictResult::Table(t.clone()))
+                            }
+                        }
+                    }
+                    DictOp::DropIndex { table, index } => {
+                        match self.tables.values_mut().find(|t| t.name == table) {
+                            None => Err(NodeError::new(ErrorCode::NoSuchTable)),
+                            Some(t) if t.index_by_name(&index).is_none() => {
+                                Err(NodeError::new(ErrorCode::NoSuchIndex))
+                            }
+                            Some(t) => {
+                                t.indexes.retain(|i| !i.name.eq_ignore_ascii_case(&index));
+                                t.version += 1;
+                                Ok(DictResult::Table(t.clone()))
+                            }
+                        }
+                    }
                     _ => Err(NodeError::with(
                         ErrorCode::Internal,
                         "toy: unsupported dict op",

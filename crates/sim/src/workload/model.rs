@@ -52,6 +52,11 @@ enum St {
     EndAfterScanRef {
         txn: u64,
     },
+    /// Online DDL on the table: create or drop a secondary index.
+    Ddl {
+        req_id: u32,
+        create: bool,
+    },
 }
 
 /// An ordered-index range scan on `v`: bounds (value, inclusive) and direction.
@@ -106,6 +111,12 @@ pub struct Model {
     /// The ordered index on `v`.
     v_index: IndexId,
     pub index_scans_checked: u64,
+    /// DDL requests that reached the node (schema errors are legal after one).
+    ddl_delivered: u64,
+    next_aux: u32,
+    ddl_p: f64,
+    pub ddl_done: u64,
+    pub schema_aborts: u64,
     now_step: u64,
     pub commits: u64,
     pub aborts: u64,
@@ -152,6 +163,11 @@ impl Model {
             tx_scans: BTreeMap::new(),
             v_index: 0,
             index_scans_checked: 0,
+            ddl_delivered: 0,
+            next_aux: 0,
+            ddl_p: *rng.pick(&[0.0, 0.0, 0.005, 0.02]),
+            ddl_done: 0,
+            schema_aborts: 0,
             now_step: 0,
             commits: 0,
             aborts: 0,
@@ -184,6 +200,11 @@ impl Model {
             .map(|(_, st)| *st)
             .unwrap_or(None);
         before == state || h.iter().any(|(s, st)| *s >= from && *st == state)
+    }
+
+    /// A schema error is legal once a DDL reached the node.
+    fn ddl_excuses(&self, e: &NodeError) -> bool {
+        self.ddl_delivered > 0 && e.code == ErrorCode::SchemaVersionMismatch
     }
 
     /// Some committed state of `k` since step `from` satisfies `pred`.
@@ -549,6 +570,33 @@ impl Workload for Model {
         if !matches!(self.st[c.client], St::Idle) || c.stopping {
             return Ok(());
         }
+        if c.rng.chance(self.ddl_p) {
+            // Online DDL under running transactions: add or drop an index on v.
+            self.next_aux += 1;
+            let req_id = self.next_aux;
+            let create = c.rng.chance(0.5);
+            let name = format!("aux{}", c.rng.below(2));
+            let op = if create {
+                DictOp::CreateIndex {
+                    table: "kv".into(),
+                    index: IndexDef {
+                        id: 0,
+                        name,
+                        columns: vec![V],
+                        unique: false,
+                        kind: IndexKind::Ordered,
+                    },
+                }
+            } else {
+                DictOp::DropIndex {
+                    table: "kv".into(),
+                    index: name,
+                }
+            };
+            c.send(Signal::DictReq(Box::new(DictReq { req_id, op })));
+            self.st[c.client] = St::Ddl { req_id, create };
+            return Ok(());
+        }
         if c.rng.chance(0.12) {
             self.next_scan += 1;
             let scan_id = self.next_scan;
@@ -681,7 +729,7 @@ impl Workload for Model {
                 }
             }
             (St::TxScan { txn, scan_id, .. }, Signal::ScanTabRef(r)) if r.scan_id == scan_id => {
-                if !is_temporary(&r.error) {
+                if !is_temporary(&r.error) && !self.ddl_excuses(&r.error) {
                     self.idle_scans
                         .judge(c, &r.error)
                         .map_err(|e| format!("model: locking {e}"))?;
@@ -773,12 +821,31 @@ impl Workload for Model {
                 }
             }
             (St::Scan { scan_id, .. }, Signal::ScanTabRef(r)) if r.scan_id == scan_id => {
-                if !is_temporary(&r.error) {
+                if !is_temporary(&r.error) && !self.ddl_excuses(&r.error) {
                     self.idle_scans
                         .judge(c, &r.error)
                         .map_err(|e| format!("model: committed-read {e}"))?;
                 }
                 self.scans.remove(&(c.api, scan_id));
+                self.idle(c);
+            }
+            (St::Ddl { req_id, .. }, Signal::DictConf(conf)) if conf.req_id == req_id => {
+                self.ddl_done += 1;
+                self.idle(c);
+            }
+            (St::Ddl { req_id, create }, Signal::DictRef(r)) if r.req_id == req_id => {
+                let fine = if create {
+                    matches!(r.error.code, ErrorCode::IndexExists)
+                } else {
+                    matches!(r.error.code, ErrorCode::NoSuchIndex)
+                };
+                if !fine && !is_temporary(&r.error) {
+                    return Err(format!(
+                        "model: {} index failed with {}",
+                        if create { "create" } else { "drop" },
+                        r.error
+                    ));
+                }
                 self.idle(c);
             }
             (st, sig) => return Err(format!("model: client {} got {sig:?} in {st:?}", c.client)),
@@ -793,6 +860,7 @@ impl Workload for Model {
     fn observe_request(&mut self, step: u64, api: NodeId, sig: &Signal) -> Result<(), String> {
         self.now_step = step;
         match sig {
+            Signal::DictReq(_) => self.ddl_delivered += 1,
             Signal::TcKeyReq(r) => {
                 if let Some(t) = self.txns.get_mut(&(api, r.txn)) {
                     t.delivered_step = Some(step);
@@ -876,7 +944,10 @@ impl Workload for Model {
                 let Some(t) = self.txns.remove(&key) else {
                     return Err(format!("model: TC_KEYREF for unknown transaction {key:?}"));
                 };
-                if !is_temporary(&r.error) {
+                if r.error.code == ErrorCode::SchemaVersionMismatch && self.ddl_delivered > 0 {
+                    // Doomed by a concurrent DDL: aborted, no trace.
+                    self.schema_aborts += 1;
+                } else if !is_temporary(&r.error) {
                     // The failing op must be one that can fail that way.
                     let Some(i) = r.op_index else {
                         return Err(format!(
@@ -945,8 +1016,8 @@ impl Workload for Model {
 
     fn summary(&self) -> String {
         format!(
-            "model: keys={} commits={} rollbacks={} aborts={} ops_checked={} exact_checks={} scans_checked={} index_scans_checked={} scan_dups={} locked_scan_rows={} stray_scan_refs={} idle_scans_closed={}",
-            self.keys, self.commits, self.rollbacks, self.aborts, self.ops_checked, self.exact_checks, self.scans_checked, self.index_scans_checked, self.scan_dups, self.locked_scan_rows, self.stray_scan_refs, self.idle_scans.closed_idle
+            "model: keys={} commits={} rollbacks={} aborts={} ops_checked={} exact_checks={} scans_checked={} index_scans_checked={} ddl_done={} schema_aborts={} scan_dups={} locked_scan_rows={} stray_scan_refs={} idle_scans_closed={}",
+            self.keys, self.commits, self.rollbacks, self.aborts, self.ops_checked, self.exact_checks, self.scans_checked, self.index_scans_checked, self.ddl_done, self.schema_aborts, self.scan_dups, self.locked_scan_rows, self.stray_scan_refs, self.idle_scans.closed_idle
         )
     }
 }
