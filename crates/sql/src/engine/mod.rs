@@ -741,6 +741,18 @@ impl Engine {
     }
 }
 
+/// The protocol layer runs engine calls on tokio tasks: every future must be Send.
+#[allow(dead_code)]
+fn assert_futures_are_send(e: &Engine, s: &mut Session, p: &Prepared) {
+    fn is_send<T: Send>(_: &T) {}
+    is_send(&e.execute_text(s, ""));
+    is_send(&e.prepare(s, ""));
+    is_send(&e.execute_prepared(s, p, Vec::new()));
+    is_send(&e.field_list(s, ""));
+    is_send(&e.init_db(s, ""));
+    is_send(&e.end_session(s));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
