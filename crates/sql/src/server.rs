@@ -1,1 +1,255 @@
-//! sqld listener and connection loop (in progress)
+//! `norr sqld`: command-line arguments, configuration, the TCP listener and
+//! the `Backend` seam between the MySQL protocol and the SQL engine.
+//!
+//! One tokio task per connection (`protocol::conn`). The listener never dies
+//! of a client: accept errors are logged and retried, a connection task that
+//! fails only ends that connection.
+
+use crate::protocol::auth::AuthPlugin;
+use crate::protocol::conn;
+use crate::types::{ColumnMeta, QueryOutput, Session, SqlError};
+use norr_signals::Value;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// MySQL's default max_allowed_packet (64 MiB).
+pub const DEFAULT_MAX_ALLOWED_PACKET: usize = 64 * 1024 * 1024;
+/// Upper bound for max_allowed_packet, as MySQL (1 GiB).
+pub const MAX_MAX_ALLOWED_PACKET: usize = 1024 * 1024 * 1024;
+pub const DEFAULT_MAX_CONNECTIONS: usize = 151;
+
+/// `norr sqld`: the MySQL-protocol SQL front end.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SqldArgs {
+    /// Address to accept MySQL clients on.
+    #[arg(long, default_value = "127.0.0.1:3306")]
+    pub listen: String,
+    /// Data node to connect to (native protocol).
+    #[arg(long, default_value = "127.0.0.1:2202")]
+    pub data_node: String,
+    /// TOML configuration file: `[[users]]` entries (`name`, `password`,
+    /// optional `auth_plugin` = "mysql_native_password" |
+    /// "caching_sha2_password") and `[limits]` (`max_connections`,
+    /// `max_allowed_packet`). Command-line flags win over the file.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Password of the `root` account. Defaults to the empty password, which
+    /// is meant for local development only: set it (or NORR_ROOT_PASSWORD, or
+    /// a `root` entry in --config) anywhere else. When this flag is absent the
+    /// environment variable NORR_ROOT_PASSWORD is used if set (preferred: it
+    /// keeps the password out of `ps`).
+    #[arg(long)]
+    pub root_password: Option<String>,
+    /// Maximum number of concurrent client connections (further clients get
+    /// error 1040 "Too many connections"). Default 151, as MySQL.
+    #[arg(long)]
+    pub max_connections: Option<usize>,
+    /// Largest client packet in bytes (error 1153 and disconnect beyond it).
+    /// Default 64 MiB, at most 1 GiB.
+    #[arg(long)]
+    pub max_allowed_packet: Option<usize>,
+}
+
+/// The configuration file (`--config`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    #[serde(default)]
+    pub users: Vec<UserConfig>,
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    /// Plugin named in the greeting ("caching_sha2_password" by default, as MySQL 8).
+    pub default_auth_plugin: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    pub max_connections: Option<usize>,
+    pub max_allowed_packet: Option<usize>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    pub name: String,
+    #[serde(default)]
+    pub password: String,
+    /// Plugin this account must use; a client starting with the other one is
+    /// switched. Unset: either plugin is accepted as the client starts.
+    pub auth_plugin: Option<String>,
+}
+
+/// An account as the protocol layer checks it.
+#[derive(Debug, Clone)]
+pub struct User {
+    pub password: String,
+    pub plugin: Option<AuthPlugin>,
+}
+
+/// Resolved server configuration shared by all connections.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub users: HashMap<String, User>,
+    pub max_connections: usize,
+    pub max_allowed_packet: usize,
+    pub default_auth_plugin: AuthPlugin,
+}
+
+impl ServerConfig {
+    /// A config with only `root` (given password), default limits.
+    pub fn with_root(password: &str) -> ServerConfig {
+        let mut users = HashMap::new();
+        users.insert("root".to_string(), User { password: password.to_string(), plugin: None });
+        ServerConfig {
+            users,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_allowed_packet: DEFAULT_MAX_ALLOWED_PACKET,
+            default_auth_plugin: AuthPlugin::CachingSha2,
+        }
+    }
+
+    /// Builds the config from the arguments and the optional file.
+    pub fn from_args(args: &SqldArgs) -> anyhow::Result<ServerConfig> {
+        let file: FileConfig = match &args.config {
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", p.display()))?;
+                toml::from_str(&text).map_err(|e| anyhow::anyhow!("bad config {}: {e}", p.display()))?
+            }
+            None => FileConfig::default(),
+        };
+        let mut cfg = ServerConfig::with_root("");
+        for u in &file.users {
+            let plugin = match &u.auth_plugin {
+                None => None,
+                Some(n) => Some(AuthPlugin::from_name(n).ok_or_else(|| {
+                    anyhow::anyhow!("user {}: unknown auth_plugin {n:?} (use mysql_native_password or caching_sha2_password)", u.name)
+                })?),
+            };
+            cfg.users.insert(u.name.clone(), User { password: u.password.clone(), plugin });
+        }
+        let env_pw = std::env::var("NORR_ROOT_PASSWORD").ok();
+        if let Some(pw) = args.root_password.as_ref().or(env_pw.as_ref()) {
+            let root = cfg.users.entry("root".into()).or_insert(User { password: String::new(), plugin: None });
+            root.password = pw.clone();
+        }
+        if let Some(n) = &file.default_auth_plugin {
+            cfg.default_auth_plugin =
+                AuthPlugin::from_name(n).ok_or_else(|| anyhow::anyhow!("unknown default_auth_plugin {n:?}"))?;
+        }
+        cfg.max_connections =
+            args.max_connections.or(file.limits.max_connections).unwrap_or(DEFAULT_MAX_CONNECTIONS).max(1);
+        let map = args.max_allowed_packet.or(file.limits.max_allowed_packet).unwrap_or(DEFAULT_MAX_ALLOWED_PACKET);
+        anyhow::ensure!(
+            (1024..=MAX_MAX_ALLOWED_PACKET).contains(&map),
+            "max_allowed_packet must be between 1024 and {MAX_MAX_ALLOWED_PACKET} bytes, got {map}"
+        );
+        cfg.max_allowed_packet = map;
+        Ok(cfg)
+    }
+}
+
+/// A prepared statement as the protocol layer sees it.
+pub struct PreparedInfo<S> {
+    pub stmt: Arc<S>,
+    pub param_count: u16,
+    pub columns: Vec<ColumnMeta>,
+}
+
+/// What the protocol layer needs from the SQL engine (see DESIGN.md). The
+/// real `engine::Engine` implements it; tests use a fake.
+pub trait Backend: Send + Sync + 'static {
+    type Stmt: Send + Sync + 'static;
+    /// Version string for the greeting, e.g. "8.0.36-NorrDB-0.1".
+    fn server_version(&self) -> String;
+    fn new_session(&self, connection_id: u32, user: &str) -> Session;
+    fn execute_text<'a>(
+        &'a self,
+        s: &'a mut Session,
+        sql: &'a str,
+    ) -> impl Future<Output = Vec<Result<QueryOutput, SqlError>>> + Send + 'a;
+    fn prepare<'a>(
+        &'a self,
+        s: &'a mut Session,
+        sql: &'a str,
+    ) -> impl Future<Output = Result<PreparedInfo<Self::Stmt>, SqlError>> + Send + 'a;
+    fn execute_prepared<'a>(
+        &'a self,
+        s: &'a mut Session,
+        stmt: &'a Self::Stmt,
+        params: Vec<Value>,
+    ) -> impl Future<Output = Result<QueryOutput, SqlError>> + Send + 'a;
+    fn field_list<'a>(
+        &'a self,
+        s: &'a mut Session,
+        table: &'a str,
+    ) -> impl Future<Output = Result<Vec<ColumnMeta>, SqlError>> + Send + 'a;
+    fn init_db<'a>(&'a self, s: &'a mut Session, db: &'a str) -> impl Future<Output = Result<(), SqlError>> + Send + 'a;
+    fn end_session<'a>(&'a self, s: &'a mut Session) -> impl Future<Output = ()> + Send + 'a;
+}
+
+/// Connection bookkeeping shared by the accept loop and connection tasks.
+pub struct ServerState {
+    pub config: ServerConfig,
+    pub active_connections: AtomicUsize,
+    next_connection_id: AtomicU32,
+    pub started: std::time::Instant,
+}
+
+impl ServerState {
+    pub fn new(config: ServerConfig) -> Arc<ServerState> {
+        Arc::new(ServerState {
+            config,
+            active_connections: AtomicUsize::new(0),
+            next_connection_id: AtomicU32::new(1),
+            started: std::time::Instant::now(),
+        })
+    }
+    fn next_id(&self) -> u32 {
+        let id = self.next_connection_id.fetch_add(1, Ordering::Relaxed);
+        if id == 0 {
+            self.next_connection_id.fetch_add(1, Ordering::Relaxed)
+        } else {
+            id
+        }
+    }
+}
+
+/// Accepts clients on `listener` forever, one task per connection.
+pub async fn serve_listener<B: Backend>(listener: tokio::net::TcpListener, backend: Arc<B>, state: Arc<ServerState>) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!("sqld: accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let id = state.next_id();
+        let backend = backend.clone();
+        let state = state.clone();
+        tokio::spawn(async move {
+            tracing::debug!("sqld: connection {id} from {peer}");
+            conn::run_connection(stream, peer, backend, state, id).await;
+        });
+    }
+}
+
+/// Binds `args.listen` and serves forever.
+pub async fn serve<B: Backend>(args: SqldArgs, backend: Arc<B>) -> anyhow::Result<()> {
+    let config = ServerConfig::from_args(&args)?;
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
+    tracing::info!("sqld: listening on {}", args.listen);
+    serve_listener(listener, backend, ServerState::new(config)).await;
+    Ok(())
+}

@@ -1,0 +1,108 @@
+# Shared helpers for bench/sysbench_*.sh (sourced, not run).
+# Starts processes on loopback only and stops them on exit.
+
+SB_TABLES="${SB_TABLES:-4}"
+SB_TABLE_SIZE="${SB_TABLE_SIZE:-100000}"
+SB_THREADS="${SB_THREADS:-16}"
+SB_TIME="${SB_TIME:-30}"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+WORK="$(mktemp -d /tmp/norr-sysbench.XXXXXX)"
+PIDS=()
+
+cleanup_procs() {
+  local p
+  for p in "${PIDS[@]:-}"; do
+    [ -n "$p" ] && kill "$p" 2>/dev/null || true
+  done
+  for p in "${PIDS[@]:-}"; do
+    [ -n "$p" ] && wait "$p" 2>/dev/null || true
+  done
+}
+trap cleanup_procs EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+wait_port() { # port seconds what
+  local i
+  for ((i = 0; i < $2 * 10; i++)); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  echo "$3 did not listen on port $1 within $2 s" >&2
+  return 1
+}
+
+ensure_packages() { # packages...
+  local missing=()
+  local p
+  for p in "$@"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing ${missing[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+# norr binary: $NORR_BIN, else a release build (built if missing).
+norr_bin() {
+  if [ -n "${NORR_BIN:-}" ]; then echo "$NORR_BIN"; return; fi
+  local target="${CARGO_TARGET_DIR:-$ROOT/target}"
+  if [ ! -x "$target/release/norr" ] || [ "${NORR_REBUILD:-1}" = 1 ]; then
+    (cd "$ROOT" && cargo build --release -p norr-cli >&2)
+  fi
+  echo "$target/release/norr"
+}
+
+# start_norr -> sets NORR_PORT
+start_norr() {
+  local bin data_port
+  bin="$(norr_bin)"
+  data_port="$(free_port)"
+  NORR_PORT="$(free_port)"
+  "$bin" datad --listen "127.0.0.1:$data_port" >"$WORK/datad.log" 2>&1 &
+  PIDS+=($!)
+  wait_port "$data_port" 60 "norr datad"
+  NORR_ROOT_PASSWORD="" "$bin" sqld --listen "127.0.0.1:$NORR_PORT" --data-node "127.0.0.1:$data_port" \
+    --max-connections 1000 >"$WORK/sqld.log" 2>&1 &
+  PIDS+=($!)
+  wait_port "$NORR_PORT" 60 "norr sqld"
+}
+
+# start_mariadb -> sets MARIA_PORT
+start_mariadb() {
+  MARIA_PORT="$(free_port)"
+  local dir="$WORK/mariadb"
+  mkdir -p "$dir/data"
+  mariadb-install-db --user=root --datadir="$dir/data" --auth-root-authentication-method=normal \
+    >"$WORK/mariadb-install.log" 2>&1
+  mariadbd --no-defaults --user=root --datadir="$dir/data" --socket="$dir/sock" \
+    --port="$MARIA_PORT" --bind-address=127.0.0.1 --skip-grant-tables --skip-log-bin \
+    --default-storage-engine=InnoDB --innodb-buffer-pool-size=2G \
+    --innodb-flush-log-at-trx-commit=2 --max-connections=1000 \
+    >"$WORK/mariadb.log" 2>&1 &
+  PIDS+=($!)
+  wait_port "$MARIA_PORT" 120 "mariadbd"
+}
+
+sql() { # port statement
+  mysql -h127.0.0.1 -P"$1" -uroot --protocol=TCP -e "$2"
+}
+
+sb() { # port workload command [extra...]
+  local port="$1" wl="$2" cmd="$3"
+  shift 3
+  sysbench "$wl" --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$port" \
+    --mysql-user=root --mysql-password= --mysql-db=sbtest \
+    --tables="$SB_TABLES" --table-size="$SB_TABLE_SIZE" --threads="$SB_THREADS" \
+    --time="$SB_TIME" "$@" "$cmd"
+}
+
+# tps_of FILE: transactions per second from a sysbench run log.
+tps_of() { sed -n 's/.*transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1/p' "$1" | head -1; }
+qps_of() { sed -n 's/.*queries: *[0-9]* *(\([0-9.]*\) per sec.*/\1/p' "$1" | head -1; }
+p95_of() { sed -n 's/.*95th percentile: *\([0-9.]*\).*/\1/p' "$1" | head -1; }
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {if (NR==0) print "n/a"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }

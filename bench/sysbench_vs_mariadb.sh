@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# sysbench oltp_point_select and oltp_read_write against norr (datad + sqld)
+# and MariaDB (InnoDB, 2G buffer pool, flush_log_at_trx_commit=2) on the same
+# machine in the same run; 3 repetitions each; prints medians and ratios and
+# appends them to bench/RESULTS.md.
+#
+#   bench/sysbench_vs_mariadb.sh
+#
+# Env: SB_TABLES=4 SB_TABLE_SIZE=100000 SB_THREADS=16 SB_TIME=30 REPS=3
+#      NORR_BIN (default: release build), WORKLOADS="oltp_point_select oltp_read_write"
+set -euo pipefail
+. "$(dirname "$0")/sysbench_common.sh"
+REPS="${REPS:-3}"
+WORKLOADS="${WORKLOADS:-oltp_point_select oltp_read_write}"
+
+ensure_packages sysbench mariadb-server mariadb-client
+start_mariadb
+start_norr
+echo "MariaDB on $MARIA_PORT, norr sqld on $NORR_PORT, logs in $WORK" >&2
+
+declare -A TPS QPS P95
+for wl in $WORKLOADS; do
+  for target in mariadb norr; do
+    if [ "$target" = mariadb ]; then port="$MARIA_PORT"; else port="$NORR_PORT"; fi
+    sql "$port" "DROP DATABASE IF EXISTS sbtest; CREATE DATABASE sbtest"
+    sb "$port" "$wl" prepare >"$WORK/$target-$wl-prepare.log" 2>&1 \
+      || { echo "$target $wl prepare failed:" >&2; tail -20 "$WORK/$target-$wl-prepare.log" >&2; exit 1; }
+    tps=""; qps=""; p95=""
+    for rep in $(seq 1 "$REPS"); do
+      log="$WORK/$target-$wl-run$rep.log"
+      if ! sb "$port" "$wl" run --report-interval=0 >"$log" 2>&1; then
+        echo "$target $wl run $rep failed:" >&2; tail -20 "$log" >&2; exit 1
+      fi
+      echo "$target $wl run $rep: $(tps_of "$log") tps, $(qps_of "$log") qps, p95 $(p95_of "$log") ms" >&2
+      tps="$tps $(tps_of "$log")"; qps="$qps $(qps_of "$log")"; p95="$p95 $(p95_of "$log")"
+    done
+    TPS[$target,$wl]="$(echo "$tps" | median)"
+    QPS[$target,$wl]="$(echo "$qps" | median)"
+    P95[$target,$wl]="$(echo "$p95" | median)"
+    sb "$port" "$wl" cleanup >"$WORK/$target-$wl-cleanup.log" 2>&1 || true
+  done
+done
+
+cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+table="| workload | MariaDB tps | norr tps | norr/MariaDB | MariaDB qps | norr qps | MariaDB p95 ms | norr p95 ms |
+|---|---|---|---|---|---|---|---|"
+for wl in $WORKLOADS; do
+  ratio="$(awk -v a="${TPS[norr,$wl]}" -v b="${TPS[mariadb,$wl]}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')"
+  table="$table
+| $wl | ${TPS[mariadb,$wl]} | ${TPS[norr,$wl]} | $ratio | ${QPS[mariadb,$wl]} | ${QPS[norr,$wl]} | ${P95[mariadb,$wl]} | ${P95[norr,$wl]} |"
+done
+report="
+## sysbench vs MariaDB, $(date -u '+%Y-%m-%d %H:%M UTC')
+
+Command: \`bench/sysbench_vs_mariadb.sh\` (tables=$SB_TABLES table-size=$SB_TABLE_SIZE threads=$SB_THREADS time=${SB_TIME}s, median of $REPS runs)
+Machine: nproc=$(nproc), CPU: $cpu; $(sysbench --version); $(mariadbd --version | head -1)
+norr commit: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
+
+$table
+"
+echo "$report"
+echo "$report" >>"$ROOT/bench/RESULTS.md"

@@ -1,0 +1,615 @@
+//! One client connection: greeting, authentication, then the command loop
+//! (COM_QUERY, COM_STMT_*, COM_PING, COM_INIT_DB, COM_FIELD_LIST, ...).
+//!
+//! Error policy, as MySQL: a statement error or a malformed command packet
+//! gets an ERR packet and the connection goes on; a bad handshake, a failed
+//! login or a packet over max_allowed_packet gets an ERR packet and the
+//! connection is closed. Nothing a client sends can panic the server: every
+//! read from a packet is bounds-checked (`codec::Reader`).
+
+use super::auth::{self, AuthPlugin};
+use super::codec::{self, status, Reader};
+use super::packet::{PacketError, PacketReader, PacketWriter};
+use super::params::{self, ParamType};
+use super::value;
+use crate::server::{Backend, PreparedInfo, ServerState};
+use crate::types::{ColumnMeta, QueryOutput, Session, SqlError};
+use mysql_common::constants::CapabilityFlags as C;
+use mysql_common::io::ParseBuf;
+use mysql_common::packets::HandshakeResponse;
+use mysql_common::proto::MyDeserialize;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::BufReader;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+
+/// Capabilities we offer. Not offered: CLIENT_SSL (no TLS yet), compression,
+/// session tracking, query attributes, optional metadata, local infile.
+pub fn server_capabilities() -> u32 {
+    (C::CLIENT_LONG_PASSWORD
+        | C::CLIENT_FOUND_ROWS
+        | C::CLIENT_LONG_FLAG
+        | C::CLIENT_CONNECT_WITH_DB
+        | C::CLIENT_NO_SCHEMA
+        | C::CLIENT_ODBC
+        | C::CLIENT_IGNORE_SPACE
+        | C::CLIENT_PROTOCOL_41
+        | C::CLIENT_INTERACTIVE
+        | C::CLIENT_IGNORE_SIGPIPE
+        | C::CLIENT_TRANSACTIONS
+        | C::CLIENT_RESERVED
+        | C::CLIENT_SECURE_CONNECTION
+        | C::CLIENT_MULTI_STATEMENTS
+        | C::CLIENT_MULTI_RESULTS
+        | C::CLIENT_PS_MULTI_RESULTS
+        | C::CLIENT_PLUGIN_AUTH
+        | C::CLIENT_CONNECT_ATTRS
+        | C::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
+        | C::CLIENT_DEPRECATE_EOF)
+        .bits()
+}
+
+/// Largest handshake response we read before authentication (MySQL uses a
+/// small fixed buffer too; connect attributes are at most 64 KiB).
+const MAX_HANDSHAKE_BYTES: usize = 256 * 1024;
+/// Per-connection cap on open prepared statements (MySQL's global default
+/// max_prepared_stmt_count is 16382).
+const MAX_PREPARED_STATEMENTS: usize = 16382;
+/// How long a login may take before the server gives up (connect_timeout).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+const COM_QUIT: u8 = 0x01;
+const COM_INIT_DB: u8 = 0x02;
+const COM_QUERY: u8 = 0x03;
+const COM_FIELD_LIST: u8 = 0x04;
+const COM_STATISTICS: u8 = 0x09;
+const COM_PING: u8 = 0x0e;
+const COM_STMT_PREPARE: u8 = 0x16;
+const COM_STMT_EXECUTE: u8 = 0x17;
+const COM_STMT_SEND_LONG_DATA: u8 = 0x18;
+const COM_STMT_CLOSE: u8 = 0x19;
+const COM_STMT_RESET: u8 = 0x1a;
+const COM_SET_OPTION: u8 = 0x1b;
+const COM_STMT_FETCH: u8 = 0x1c;
+const COM_RESET_CONNECTION: u8 = 0x1f;
+
+fn too_large() -> SqlError {
+    SqlError::new(1153, "08S01", "Got a packet bigger than 'max_allowed_packet' bytes")
+}
+
+struct Stmt<S> {
+    info: PreparedInfo<S>,
+    param_types: Vec<ParamType>,
+    long_data: HashMap<u16, Vec<u8>>,
+    /// Set when SEND_LONG_DATA overflowed: reported by the next execute.
+    long_data_error: Option<SqlError>,
+}
+
+struct Conn<B: Backend> {
+    backend: Arc<B>,
+    state: Arc<ServerState>,
+    rd: PacketReader<BufReader<OwnedReadHalf>>,
+    wr: PacketWriter<OwnedWriteHalf>,
+    caps: u32,
+    session: Option<Session>,
+    stmts: HashMap<u32, Stmt<B::Stmt>>,
+    next_stmt_id: u32,
+    connection_id: u32,
+    peer: SocketAddr,
+}
+
+/// Runs one connection to its end. Never panics on client input.
+pub async fn run_connection<B: Backend>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    backend: Arc<B>,
+    state: Arc<ServerState>,
+    connection_id: u32,
+) {
+    let (r, w) = stream.into_split();
+    let max = state.config.max_allowed_packet;
+    let mut conn = Conn {
+        backend,
+        state: state.clone(),
+        rd: PacketReader::new(BufReader::with_capacity(64 * 1024, r), max),
+        wr: PacketWriter::new(w),
+        caps: 0,
+        session: None,
+        stmts: HashMap::new(),
+        next_stmt_id: 1,
+        connection_id,
+        peer,
+    };
+    let active = state.active_connections.fetch_add(1, Ordering::SeqCst) + 1;
+    if active > state.config.max_connections {
+        conn.wr.seq = 0;
+        let _ = conn.send_err(&SqlError::new(1040, "08004", "Too many connections")).await;
+        conn.wr.shutdown().await;
+    } else {
+        match tokio::time::timeout(CONNECT_TIMEOUT, conn.login()).await {
+            Ok(Ok(true)) => conn.command_loop().await,
+            Ok(Ok(false)) | Ok(Err(_)) => {}
+            Err(_) => {
+                let _ = conn.send_err(&SqlError::new(1043, "08S01", "Bad handshake")).await;
+            }
+        }
+        if let Some(mut s) = conn.session.take() {
+            conn.backend.end_session(&mut s).await;
+        }
+        conn.wr.shutdown().await;
+    }
+    state.active_connections.fetch_sub(1, Ordering::SeqCst);
+}
+
+impl<B: Backend> Conn<B> {
+    fn has(&self, cap: C) -> bool {
+        self.caps & cap.bits() != 0
+    }
+
+    fn status_flags(&self) -> u16 {
+        let mut f = 0;
+        if let Some(s) = &self.session {
+            if s.autocommit {
+                f |= status::AUTOCOMMIT;
+            }
+            if s.in_transaction {
+                f |= status::IN_TRANS;
+            }
+        } else {
+            f |= status::AUTOCOMMIT;
+        }
+        f
+    }
+
+    fn warnings(&self) -> u16 {
+        self.session.as_ref().map(|s| s.warnings.len().min(u16::MAX as usize) as u16).unwrap_or(0)
+    }
+
+    async fn send_err(&mut self, e: &SqlError) -> std::io::Result<()> {
+        self.wr.push(&codec::err_packet(e));
+        self.wr.flush().await
+    }
+
+    async fn send_ok(&mut self, affected: u64, last_id: u64, extra_status: u16, info: &str) -> std::io::Result<()> {
+        let p = codec::ok_packet(0, affected, last_id, self.status_flags() | extra_status, self.warnings(), info);
+        self.wr.push(&p);
+        Ok(())
+    }
+
+    /// EOF, or nothing when CLIENT_DEPRECATE_EOF (between metadata and rows).
+    fn push_mid_eof(&mut self) {
+        if !self.has(C::CLIENT_DEPRECATE_EOF) {
+            let p = codec::eof_packet(self.status_flags(), self.warnings());
+            self.wr.push(&p);
+        }
+    }
+
+    /// The packet that ends a result set: EOF, or OK with 0xFE header.
+    fn push_end_of_rows(&mut self, extra_status: u16) {
+        let st = self.status_flags() | extra_status;
+        let w = self.warnings();
+        if self.has(C::CLIENT_DEPRECATE_EOF) {
+            self.wr.push(&codec::ok_packet(0xfe, 0, 0, st, w, ""));
+        } else {
+            self.wr.push(&codec::eof_packet(st, w));
+        }
+    }
+
+    /// Greeting + authentication + optional initial database. Ok(true) when
+    /// the client is logged in.
+    async fn login(&mut self) -> std::io::Result<bool> {
+        let cfg = &self.state.config;
+        let nonce = auth::new_nonce();
+        let version = self.backend.server_version();
+        let greeting = auth::handshake_packet(
+            &version,
+            self.connection_id,
+            &nonce,
+            server_capabilities(),
+            status::AUTOCOMMIT,
+            cfg.default_auth_plugin,
+        );
+        self.wr.seq = 0;
+        self.wr.push(&greeting);
+        self.wr.flush().await?;
+
+        self.rd.max_allowed_packet = MAX_HANDSHAKE_BYTES.min(cfg.max_allowed_packet.max(4096));
+        let payload = match self.rd.read_packet().await {
+            Ok(p) => p,
+            Err(PacketError::TooLarge { .. }) => {
+                self.wr.seq = self.rd.next_seq;
+                self.send_err(&SqlError::new(1043, "08S01", "Bad handshake")).await?;
+                return Ok(false);
+            }
+            Err(_) => return Ok(false),
+        };
+        self.rd.max_allowed_packet = cfg.max_allowed_packet;
+        self.wr.seq = self.rd.next_seq;
+        let bad_handshake = SqlError::new(1043, "08S01", "Bad handshake");
+        // Parsing with mysql_common; the length checks below make sure a
+        // short packet can't reach a code path that assumes more bytes.
+        let parsed = if payload.len() < 32 {
+            None
+        } else {
+            HandshakeResponse::deserialize((), &mut ParseBuf(&payload)).ok()
+        };
+        let Some(resp) = parsed else {
+            self.send_err(&bad_handshake).await?;
+            return Ok(false);
+        };
+        let client_caps = resp.capabilities().bits();
+        if client_caps & C::CLIENT_PROTOCOL_41.bits() == 0 || client_caps & C::CLIENT_SSL.bits() != 0 {
+            // Pre-4.1 clients, or a client insisting on TLS we did not offer.
+            self.send_err(&bad_handshake).await?;
+            return Ok(false);
+        }
+        self.caps = client_caps & server_capabilities();
+        let user = String::from_utf8_lossy(resp.user()).into_owned();
+        let db = resp.db_name().filter(|d| !d.is_empty()).map(|d| String::from_utf8_lossy(d).into_owned());
+        let client_plugin_name = resp.auth_plugin().map(|p| String::from_utf8_lossy(p.as_bytes()).into_owned());
+        let mut response = resp.scramble_buf().to_vec();
+        drop(resp);
+
+        let account = cfg.users.get(&user).cloned();
+        let peer_ip = self.peer.ip();
+        let denied = |using_password: bool| {
+            SqlError::new(
+                1045,
+                "28000",
+                format!(
+                    "Access denied for user '{}'@'{}' (using password: {})",
+                    user,
+                    peer_ip,
+                    if using_password { "YES" } else { "NO" }
+                ),
+            )
+        };
+        // The plugin the client used: PLUGIN_AUTH names it; without it a
+        // 4.1 client speaks mysql_native_password.
+        let client_plugin = match &client_plugin_name {
+            Some(n) if client_caps & C::CLIENT_PLUGIN_AUTH.bits() != 0 => AuthPlugin::from_name(n),
+            _ => Some(AuthPlugin::Native),
+        };
+        // The plugin we verify with: the account's own if it has one, else
+        // whatever known plugin the client started with.
+        let wanted = account
+            .as_ref()
+            .and_then(|a| a.plugin)
+            .or(client_plugin)
+            .unwrap_or(cfg.default_auth_plugin);
+        let mut nonce_used = nonce;
+        if client_plugin != Some(wanted) {
+            if client_caps & C::CLIENT_PLUGIN_AUTH.bits() == 0 {
+                self.send_err(&denied(!response.is_empty())).await?;
+                return Ok(false);
+            }
+            nonce_used = auth::new_nonce();
+            self.wr.push(&auth::auth_switch_packet(wanted, &nonce_used));
+            self.wr.flush().await?;
+            response = match self.rd.read_packet().await {
+                Ok(p) => p,
+                Err(_) => return Ok(false),
+            };
+            self.wr.seq = self.rd.next_seq;
+        }
+        let ok = match &account {
+            Some(a) => auth::verify(wanted, &nonce_used, &a.password, &response),
+            None => false,
+        };
+        if !ok {
+            // MySQL's message reports whether a password was sent at all.
+            let e = denied(!response.is_empty());
+            self.send_err(&e).await?;
+            return Ok(false);
+        }
+        if wanted == AuthPlugin::CachingSha2 && !response.is_empty() {
+            self.wr.push(&auth::FAST_AUTH_SUCCESS);
+        }
+        let mut session = self.backend.new_session(self.connection_id, &user);
+        session.client_found_rows = self.has(C::CLIENT_FOUND_ROWS);
+        session.multi_statements = self.has(C::CLIENT_MULTI_STATEMENTS);
+        if client_caps & C::CLIENT_CONNECT_WITH_DB.bits() != 0 {
+            if let Some(db) = db {
+                if let Err(e) = self.backend.init_db(&mut session, &db).await {
+                    self.session = Some(session);
+                    self.send_err(&e).await?;
+                    return Ok(false);
+                }
+            }
+        }
+        self.session = Some(session);
+        self.send_ok(0, 0, 0, "").await?;
+        self.wr.flush().await?;
+        Ok(true)
+    }
+
+    async fn command_loop(&mut self) {
+        loop {
+            let payload = match self.rd.read_packet().await {
+                Ok(p) => p,
+                Err(PacketError::TooLarge { .. }) => {
+                    self.wr.seq = self.rd.next_seq;
+                    let _ = self.send_err(&too_large()).await;
+                    self.wr.shutdown().await;
+                    self.rd.drain(self.state.config.max_allowed_packet.saturating_mul(2), Duration::from_secs(2)).await;
+                    return;
+                }
+                Err(_) => return,
+            };
+            self.wr.seq = self.rd.next_seq;
+            match self.dispatch(&payload).await {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(_) => return, // socket error
+            }
+            if self.wr.flush().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    fn session(&mut self) -> &mut Session {
+        // Only called after a successful login, which always sets it.
+        self.session.get_or_insert_with(|| Session::new(0, ""))
+    }
+
+    /// Handles one command. Ok(false) ends the connection.
+    async fn dispatch(&mut self, payload: &[u8]) -> std::io::Result<bool> {
+        let mut r = Reader::new(payload);
+        let Some(cmd) = r.u8() else {
+            self.send_err(&params::malformed()).await?;
+            return Ok(true);
+        };
+        match cmd {
+            COM_QUIT => return Ok(false),
+            COM_PING => self.send_ok(0, 0, 0, "").await?,
+            COM_INIT_DB => {
+                let db = String::from_utf8_lossy(r.rest()).into_owned();
+                let backend = self.backend.clone();
+                match backend.init_db(self.session(), &db).await {
+                    Ok(()) => self.send_ok(0, 0, 0, "").await?,
+                    Err(e) => self.send_err(&e).await?,
+                }
+            }
+            COM_QUERY => {
+                let sql = match std::str::from_utf8(r.rest()) {
+                    Ok(s) => s.to_string(),
+                    Err(_) => {
+                        // Not UTF-8: let the engine see it lossily (string
+                        // literals may hold binary); it will complain if needed.
+                        String::from_utf8_lossy(&payload[1..]).into_owned()
+                    }
+                };
+                self.com_query(&sql).await?;
+            }
+            COM_FIELD_LIST => {
+                let table = String::from_utf8_lossy(r.null_str()).into_owned();
+                let backend = self.backend.clone();
+                match backend.field_list(self.session(), &table).await {
+                    Ok(cols) => {
+                        for c in &cols {
+                            self.wr.send(&codec::column_def(c, true)).await?;
+                        }
+                        self.push_end_of_rows(0);
+                    }
+                    Err(e) => self.send_err(&e).await?,
+                }
+            }
+            COM_STATISTICS => {
+                let up = self.state.started.elapsed().as_secs();
+                let n = self.state.active_connections.load(Ordering::Relaxed);
+                let s = format!("Uptime: {up}  Threads: {n}  Questions: 0  Slow queries: 0  Opens: 0  Flush tables: 0  Open tables: 0  Queries per second avg: 0.000");
+                self.wr.push(s.as_bytes());
+            }
+            COM_STMT_PREPARE => {
+                let sql = String::from_utf8_lossy(r.rest()).into_owned();
+                self.com_stmt_prepare(&sql).await?;
+            }
+            COM_STMT_EXECUTE => self.com_stmt_execute(&mut r).await?,
+            COM_STMT_SEND_LONG_DATA => {
+                // No reply, ever (even on error).
+                let (Some(id), Some(param)) = (r.u32(), r.u16()) else { return Ok(true) };
+                let data = r.rest();
+                let max = self.state.config.max_allowed_packet;
+                if let Some(st) = self.stmts.get_mut(&id) {
+                    if param >= st.info.param_count {
+                        st.long_data_error = Some(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_send_long_data"));
+                    } else {
+                        let buf = st.long_data.entry(param).or_default();
+                        if buf.len() + data.len() > max {
+                            st.long_data_error = Some(too_large());
+                        } else {
+                            buf.extend_from_slice(data);
+                        }
+                    }
+                }
+            }
+            COM_STMT_CLOSE => {
+                if let Some(id) = r.u32() {
+                    self.stmts.remove(&id);
+                }
+            }
+            COM_STMT_RESET => {
+                let Some(id) = r.u32() else {
+                    self.send_err(&params::malformed()).await?;
+                    return Ok(true);
+                };
+                match self.stmts.get_mut(&id) {
+                    Some(st) => {
+                        st.long_data.clear();
+                        st.long_data_error = None;
+                        self.send_ok(0, 0, 0, "").await?;
+                    }
+                    None => self.send_err(&unknown_stmt(id, "mysqld_stmt_reset")).await?,
+                }
+            }
+            COM_SET_OPTION => match r.u16() {
+                Some(0) => {
+                    self.session().multi_statements = true;
+                    self.push_end_of_rows(0);
+                }
+                Some(1) => {
+                    self.session().multi_statements = false;
+                    self.push_end_of_rows(0);
+                }
+                Some(_) => self.send_err(&SqlError::new(1047, "08S01", "Unknown command")).await?,
+                None => self.send_err(&params::malformed()).await?,
+            },
+            COM_STMT_FETCH => {
+                // We never open cursors (execute always sends the whole result).
+                let id = r.u32().unwrap_or(0);
+                self.send_err(&unknown_stmt(id, "mysqld_stmt_fetch")).await?
+            }
+            COM_RESET_CONNECTION => {
+                let backend = self.backend.clone();
+                if let Some(mut s) = self.session.take() {
+                    backend.end_session(&mut s).await;
+                    let mut n = backend.new_session(self.connection_id, &s.user);
+                    n.client_found_rows = s.client_found_rows;
+                    n.multi_statements = self.has(C::CLIENT_MULTI_STATEMENTS);
+                    self.session = Some(n);
+                }
+                self.stmts.clear();
+                self.send_ok(0, 0, 0, "").await?;
+            }
+            _ => self.send_err(&SqlError::new(1047, "08S01", "Unknown command")).await?,
+        }
+        Ok(true)
+    }
+
+    /// Writes one statement result (result set or OK).
+    async fn write_output(&mut self, out: &QueryOutput, more: bool, binary: bool) -> std::io::Result<()> {
+        let extra = if more { status::MORE_RESULTS_EXISTS } else { 0 };
+        match out {
+            QueryOutput::Ok { affected_rows, last_insert_id, info } => {
+                self.send_ok(*affected_rows, *last_insert_id, extra, info).await?;
+            }
+            QueryOutput::Rows { columns, rows } => {
+                let mut b = Vec::with_capacity(9);
+                codec::put_lenenc_int(&mut b, columns.len() as u64);
+                self.wr.push(&b);
+                for c in columns {
+                    self.wr.send(&codec::column_def(c, false)).await?;
+                }
+                self.push_mid_eof();
+                let mut buf = Vec::with_capacity(256);
+                for row in rows {
+                    buf.clear();
+                    if binary {
+                        value::binary_row(&mut buf, row, columns);
+                    } else {
+                        value::text_row(&mut buf, row, columns);
+                    }
+                    self.wr.send(&buf).await?;
+                }
+                self.push_end_of_rows(extra);
+            }
+        }
+        Ok(())
+    }
+
+    async fn com_query(&mut self, sql: &str) -> std::io::Result<()> {
+        let backend = self.backend.clone();
+        let results = backend.execute_text(self.session(), sql).await;
+        if results.is_empty() {
+            // An empty query: MySQL answers ER_EMPTY_QUERY.
+            return self.send_err(&SqlError::new(1065, "42000", "Query was empty")).await;
+        }
+        let n = results.len();
+        let multi_results = self.has(C::CLIENT_MULTI_RESULTS);
+        for (i, r) in results.iter().enumerate() {
+            let more = i + 1 < n && multi_results;
+            match r {
+                Ok(out) => self.write_output(out, more, false).await?,
+                Err(e) => {
+                    self.send_err(e).await?;
+                    break;
+                }
+            }
+            if i + 1 < n && !multi_results {
+                break; // the client can't take more than one result
+            }
+        }
+        Ok(())
+    }
+
+    async fn com_stmt_prepare(&mut self, sql: &str) -> std::io::Result<()> {
+        if self.stmts.len() >= MAX_PREPARED_STATEMENTS {
+            return self
+                .send_err(&SqlError::new(
+                    1461,
+                    "42000",
+                    format!("Can't create more than max_prepared_stmt_count statements (current value: {MAX_PREPARED_STATEMENTS})"),
+                ))
+                .await;
+        }
+        let backend = self.backend.clone();
+        let info = match backend.prepare(self.session(), sql).await {
+            Ok(i) => i,
+            Err(e) => return self.send_err(&e).await,
+        };
+        let id = self.next_stmt_id;
+        self.next_stmt_id = self.next_stmt_id.wrapping_add(1).max(1);
+        let mut b = vec![0x00];
+        b.extend_from_slice(&id.to_le_bytes());
+        b.extend_from_slice(&(info.columns.len().min(u16::MAX as usize) as u16).to_le_bytes());
+        b.extend_from_slice(&info.param_count.to_le_bytes());
+        b.push(0);
+        b.extend_from_slice(&self.warnings().to_le_bytes());
+        self.wr.push(&b);
+        if info.param_count > 0 {
+            let mut p = ColumnMeta::expr("?", crate::types::FieldType::VarString);
+            p.charset = crate::types::charset::BINARY;
+            p.flags = crate::types::column_flags::BINARY;
+            let def = codec::column_def(&p, false);
+            for _ in 0..info.param_count {
+                self.wr.send(&def).await?;
+            }
+            self.push_mid_eof();
+        }
+        if !info.columns.is_empty() {
+            for c in &info.columns {
+                self.wr.send(&codec::column_def(c, false)).await?;
+            }
+            self.push_mid_eof();
+        }
+        self.stmts.insert(id, Stmt { info, param_types: Vec::new(), long_data: HashMap::new(), long_data_error: None });
+        Ok(())
+    }
+
+    async fn com_stmt_execute(&mut self, r: &mut Reader<'_>) -> std::io::Result<()> {
+        let (Some(id), Some(_flags), Some(_iterations)) = (r.u32(), r.u8(), r.u32()) else {
+            return self.send_err(&params::malformed()).await;
+        };
+        let Some(st) = self.stmts.get_mut(&id) else {
+            return self.send_err(&unknown_stmt(id, "mysqld_stmt_execute")).await;
+        };
+        if let Some(e) = st.long_data_error.take() {
+            st.long_data.clear();
+            return self.send_err(&e).await;
+        }
+        let decoded = params::decode_params(r, st.info.param_count as usize, &mut st.param_types, &mut st.long_data);
+        let params = match decoded {
+            Ok(p) => p,
+            Err(e) => {
+                st.long_data.clear();
+                return self.send_err(&e).await;
+            }
+        };
+        let stmt = st.info.stmt.clone();
+        let backend = self.backend.clone();
+        let res = backend.execute_prepared(self.session(), &stmt, params).await;
+        match res {
+            Ok(out) => self.write_output(&out, false, true).await,
+            Err(e) => self.send_err(&e).await,
+        }
+    }
+}
+
+fn unknown_stmt(id: u32, what: &str) -> SqlError {
+    SqlError::new(1243, "HY000", format!("Unknown prepared statement handler ({id}) given to {what}"))
+}

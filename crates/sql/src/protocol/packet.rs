@@ -1,0 +1,178 @@
+//! MySQL packet framing: a 3-byte little-endian payload length and a 1-byte
+//! sequence id before every payload. A logical packet of 16 MiB - 1 bytes or
+//! more is sent as a chain of 0xFF_FFFF-byte chunks ending in a shorter chunk
+//! (possibly empty); every chunk takes the next sequence id.
+//!
+//! Limits: a logical packet larger than `max_allowed_packet` is refused before
+//! its payload is read (`PacketError::TooLarge`), so a client cannot make the
+//! server allocate more than that.
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// Largest payload of one physical packet.
+pub const MAX_CHUNK_BYTES: usize = 0xFF_FFFF;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PacketError {
+    #[error("connection closed")]
+    Closed,
+    #[error("packet of at least {size_bytes} bytes exceeds max_allowed_packet {max_bytes}")]
+    TooLarge { size_bytes: usize, max_bytes: usize },
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads logical packets, tracking the sequence id.
+pub struct PacketReader<R> {
+    inner: R,
+    /// Sequence id the next packet we *send* must carry (last received + 1).
+    pub next_seq: u8,
+    pub max_allowed_packet: usize,
+}
+
+impl<R: AsyncRead + Unpin> PacketReader<R> {
+    pub fn new(inner: R, max_allowed_packet: usize) -> Self {
+        PacketReader { inner, next_seq: 0, max_allowed_packet }
+    }
+
+    /// Reads one logical packet (joining >16 MiB chains). Returns the payload;
+    /// `self.next_seq` becomes last seq + 1. Clean EOF before a header gives
+    /// `Closed`.
+    pub async fn read_packet(&mut self) -> Result<Vec<u8>, PacketError> {
+        let mut payload: Vec<u8> = Vec::new();
+        let mut first = true;
+        loop {
+            let mut header = [0u8; 4];
+            match self.inner.read_exact(&mut header).await {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && first => {
+                    return Err(PacketError::Closed)
+                }
+                Err(e) => return Err(e.into()),
+            }
+            let len = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
+            self.next_seq = header[3].wrapping_add(1);
+            let total = payload.len() + len;
+            if total > self.max_allowed_packet {
+                return Err(PacketError::TooLarge {
+                    size_bytes: total,
+                    max_bytes: self.max_allowed_packet,
+                });
+            }
+            let start = payload.len();
+            payload.resize(total, 0);
+            self.inner.read_exact(&mut payload[start..]).await?;
+            first = false;
+            if len < MAX_CHUNK_BYTES {
+                return Ok(payload);
+            }
+        }
+    }
+
+    /// Reads and discards whatever the client still sends, for at most
+    /// `limit_bytes` or `timeout`: used before closing after a fatal error so
+    /// that the kernel does not answer unread data with a RST that would make
+    /// the client lose our error packet.
+    pub async fn drain(&mut self, limit_bytes: usize, timeout: std::time::Duration) {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut seen = 0usize;
+        let _ = tokio::time::timeout(timeout, async {
+            while seen < limit_bytes {
+                match self.inner.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => seen += n,
+                }
+            }
+        })
+        .await;
+    }
+}
+
+/// Buffers outgoing packets; `flush` writes them in one go.
+pub struct PacketWriter<W> {
+    inner: W,
+    buf: Vec<u8>,
+    pub seq: u8,
+}
+
+/// Flush the buffer to the socket once it holds this much (large result sets).
+const FLUSH_THRESHOLD_BYTES: usize = 256 * 1024;
+
+impl<W: AsyncWrite + Unpin> PacketWriter<W> {
+    pub fn new(inner: W) -> Self {
+        PacketWriter { inner, buf: Vec::with_capacity(16 * 1024), seq: 0 }
+    }
+
+    /// Appends one logical packet (split into chunks if needed).
+    pub fn push(&mut self, payload: &[u8]) {
+        let mut rest = payload;
+        loop {
+            let n = rest.len().min(MAX_CHUNK_BYTES);
+            let len = (n as u32).to_le_bytes();
+            self.buf.extend_from_slice(&[len[0], len[1], len[2], self.seq]);
+            self.buf.extend_from_slice(&rest[..n]);
+            self.seq = self.seq.wrapping_add(1);
+            rest = &rest[n..];
+            if n < MAX_CHUNK_BYTES {
+                break;
+            }
+        }
+    }
+
+    /// Appends a packet and flushes if the buffer grew large.
+    pub async fn send(&mut self, payload: &[u8]) -> std::io::Result<()> {
+        self.push(payload);
+        if self.buf.len() >= FLUSH_THRESHOLD_BYTES {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    pub async fn flush(&mut self) -> std::io::Result<()> {
+        if !self.buf.is_empty() {
+            self.inner.write_all(&self.buf).await?;
+            self.buf.clear();
+            if self.buf.capacity() > 4 * FLUSH_THRESHOLD_BYTES {
+                self.buf.shrink_to(16 * 1024);
+            }
+        }
+        self.inner.flush().await
+    }
+
+    pub async fn shutdown(&mut self) {
+        let _ = self.flush().await;
+        let _ = self.inner.shutdown().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn split_and_join_big_packets() {
+        for size in [0usize, 1, MAX_CHUNK_BYTES - 1, MAX_CHUNK_BYTES, MAX_CHUNK_BYTES + 5, 2 * MAX_CHUNK_BYTES] {
+            let payload: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+            let mut w = PacketWriter::new(Vec::new());
+            w.seq = 3;
+            w.push(&payload);
+            let chunks = size / MAX_CHUNK_BYTES + 1;
+            assert_eq!(w.seq, 3 + chunks as u8);
+            let bytes = std::mem::take(&mut w.buf);
+            let mut r = PacketReader::new(&bytes[..], 64 * 1024 * 1024);
+            let got = r.read_packet().await.unwrap();
+            assert_eq!(got.len(), size);
+            assert!(got == payload);
+            assert_eq!(r.next_seq, 3 + chunks as u8);
+        }
+    }
+
+    #[tokio::test]
+    async fn too_large_is_refused_before_reading() {
+        let mut w = PacketWriter::new(Vec::new());
+        w.push(&vec![7u8; 2000]);
+        let bytes = std::mem::take(&mut w.buf);
+        let mut r = PacketReader::new(&bytes[..], 1024);
+        assert!(matches!(r.read_packet().await, Err(PacketError::TooLarge { .. })));
+    }
+}

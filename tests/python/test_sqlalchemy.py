@@ -1,0 +1,59 @@
+"""SQLAlchemy Core over PyMySQL."""
+import pytest
+import sqlalchemy as sa
+
+from conftest import PASSWORD
+
+
+@pytest.fixture
+def engine(cluster, dbname):
+    e = sa.create_engine(f"mysql+pymysql://root:{PASSWORD}@127.0.0.1:{cluster.port}/{dbname}")
+    yield e
+    e.dispose()
+
+
+def test_core_crud_and_transactions(engine):
+    md = sa.MetaData()
+    users = sa.Table(
+        "users", md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("name", sa.String(50), nullable=False),
+        sa.Column("score", sa.Integer, nullable=False, server_default="0"),
+    )
+    md.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(users.insert(), [{"name": "ann", "score": 3}, {"name": "bob", "score": 5}])
+        r = conn.execute(users.insert().values(name="cid"))
+        assert r.inserted_primary_key[0] is not None
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(users.c.name, users.c.score).order_by(users.c.name)).all()
+        assert [tuple(r) for r in rows] == [("ann", 3), ("bob", 5), ("cid", 0)]
+    with engine.begin() as conn:
+        r = conn.execute(users.update().where(users.c.name == "bob").values(score=users.c.score + 1))
+        assert r.rowcount == 1
+        r = conn.execute(users.delete().where(users.c.name == "ann"))
+        assert r.rowcount == 1
+    # A failed transaction rolls back.
+    with pytest.raises(RuntimeError):
+        with engine.begin() as conn:
+            conn.execute(users.insert().values(name="ghost"))
+            raise RuntimeError("abort")
+    with engine.connect() as conn:
+        names = conn.execute(sa.select(users.c.name).order_by(users.c.name)).scalars().all()
+        assert names == ["bob", "cid"]
+        assert conn.execute(sa.select(sa.func.count()).select_from(users)).scalar() == 2
+    md.drop_all(engine)
+
+
+def test_core_errors(engine):
+    md = sa.MetaData()
+    t = sa.Table("u", md, sa.Column("id", sa.Integer, primary_key=True, autoincrement=False))
+    md.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(t.insert().values(id=1))
+    with pytest.raises(sa.exc.IntegrityError):
+        with engine.begin() as conn:
+            conn.execute(t.insert().values(id=1))
+    with pytest.raises(sa.exc.ProgrammingError):
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT * FROM missing_table"))
