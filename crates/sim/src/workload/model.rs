@@ -1042,11 +1042,23 @@ impl Model {
             } else {
                 None
             };
-            spec.filter = min.map(|m| Filter::Cmp {
-                col: V,
-                op: CmpOp::Ge,
-                value: Value::Int(m),
-            });
+            if c.rng.chance(0.5) {
+                // Locking ordered-index scan: the range plays the filter's part.
+                spec.index = Some(self.v_index);
+                spec.range = Some(ScanRange {
+                    low: min.map_or(Bound::unbounded(), |m| {
+                        Bound::inclusive(vec![Value::Int(m)])
+                    }),
+                    high: Bound::unbounded(),
+                });
+                spec.descending = c.rng.chance(0.5);
+            } else {
+                spec.filter = min.map(|m| Filter::Cmp {
+                    col: V,
+                    op: CmpOp::Ge,
+                    value: Value::Int(m),
+                });
+            }
             self.txns.entry((c.api, txn)).or_default().batch = Vec::new();
             self.tx_scans.insert((c.api, scan_id), (txn, min));
             c.send(Signal::ScanTabReq(Box::new(ScanTabReq {
