@@ -503,13 +503,14 @@ pub async fn fetch_table(rd: &mut Reader<'_>, t: &TableAccess, ctx: &mut EvalCtx
             let cols = def.index(*index).map(|i| i.columns.clone()).unwrap_or_default();
             plan::eval_keys(keys, &cols, def, ctx)?.map(|k| (Some(*index), cols, k))
         }
+        Access::PkRange { low, high } => plan::eval_pk_range(def, low, high, ctx)?.map(|k| (None, def.primary_key.clone(), k)),
         _ => None,
     };
     let rows: Vec<Row> = match keyed {
         Some((index, cols, keys)) => read_keys(rd, t, index, &cols, keys).await?.into_iter().map(|(_, r)| r).collect(),
         None => {
             let mut t2;
-            let t = if matches!(t.access, Access::PkLookup { .. } | Access::UniqueLookup { .. }) {
+            let t = if matches!(t.access, Access::PkLookup { .. } | Access::UniqueLookup { .. } | Access::PkRange { .. }) {
                 // Lookup keys did not convert exactly: scan instead.
                 t2 = TableAccess { table: t.table.clone(), part: t.part.clone(), access: Access::FullScan, local: t.local.clone(), needed: t.needed.clone(), lock: t.lock };
                 t2.access = Access::FullScan;

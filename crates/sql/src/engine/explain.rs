@@ -58,6 +58,7 @@ pub fn access_row(id: i64, select_type: &str, alias: &str, ta: &TableAccess, joi
             (if keys.len() == 1 { "const" } else { "range" }, name.clone(), "unique index lookup".to_string())
         }
         (Access::IndexRange { name, .. }, _) => ("range", name.clone(), "index range scan".to_string()),
+        (Access::PkRange { .. }, _) => ("range", "PRIMARY".to_string(), "primary key range as batched key lookups".to_string()),
         (Access::FullScan, _) => ("ALL", String::new(), "full table scan".to_string()),
     };
     // Partitions after pruning.

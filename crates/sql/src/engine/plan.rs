@@ -32,8 +32,14 @@ pub enum Access {
         low: Option<(CExpr, bool)>,
         high: Option<(CExpr, bool)>,
     },
+    /// Bounded range on a single integer primary-key column, read as a batch
+    /// of key lookups when the span is at most `MAX_RANGE_AS_KEYS` (else a scan).
+    PkRange { low: (CExpr, bool), high: (CExpr, bool) },
     FullScan,
 }
+
+/// Widest integer pk range read as key lookups instead of a scan.
+pub const MAX_RANGE_AS_KEYS: i128 = 4096;
 
 impl Access {
     pub fn describe(&self) -> &'static str {
@@ -42,6 +48,7 @@ impl Access {
             Access::PkLookup { .. } => "primary key lookup",
             Access::UniqueLookup { .. } => "unique index lookup",
             Access::IndexRange { .. } => "index range scan",
+            Access::PkRange { .. } => "primary key range as key lookups",
             Access::FullScan => "full table scan",
         }
     }
@@ -124,6 +131,39 @@ pub fn choose_access(def: &TableDef, conj: &[CExpr]) -> Access {
         if ix.unique {
             if let Some(keys) = key_product(&ix.columns, &lists) {
                 return Access::UniqueLookup { index: ix.id, name: ix.name.clone(), keys };
+            }
+        }
+    }
+    // Single integer pk column with both bounds: key lookups over the range.
+    if let [pkc] = def.primary_key.as_slice() {
+        if def.columns[*pkc as usize].ty.int_range().is_some() {
+            let (mut low, mut high) = (None, None);
+            for c in conj {
+                match c {
+                    CExpr::Between { expr, low: l, high: h, negated: false, .. }
+                        if matches!(expr.as_ref(), CExpr::Col(x) if *x as ColumnId == *pkc)
+                            && is_row_independent(l)
+                            && is_row_independent(h) =>
+                    {
+                        low.get_or_insert(((**l).clone(), true));
+                        high.get_or_insert(((**h).clone(), true));
+                    }
+                    _ => match atom(c) {
+                        Some(Atom::Cmp(col, k, x)) if col == *pkc => match k {
+                            CmpKind::Gt | CmpKind::Ge => {
+                                low.get_or_insert((x.clone(), k == CmpKind::Ge));
+                            }
+                            CmpKind::Lt | CmpKind::Le => {
+                                high.get_or_insert((x.clone(), k == CmpKind::Le));
+                            }
+                            _ => {}
+                        },
+                        _ => {}
+                    },
+                }
+            }
+            if let (Some(low), Some(high)) = (low, high) {
+                return Access::PkRange { low, high };
             }
         }
     }
@@ -270,6 +310,41 @@ pub fn eval_keys(keys: &[Vec<CExpr>], cols: &[ColumnId], def: &TableDef, ctx: &m
         }
     }
     Ok(Some(out))
+}
+
+/// Keys of an integer pk range, or None if it is too wide / not integral (scan instead).
+pub fn eval_pk_range(def: &TableDef, low: &(CExpr, bool), high: &(CExpr, bool), ctx: &mut EvalCtx) -> Result<Option<Vec<Vec<Value>>>, SqlError> {
+    let col = &def.columns[def.primary_key[0] as usize];
+    let (lo_v, hi_v) = (eval(&low.0, &[], ctx)?, eval(&high.0, &[], ctx)?);
+    if lo_v.is_null() || hi_v.is_null() {
+        return Ok(Some(Vec::new()));
+    }
+    let num = |v: &Value, w: &mut Warnings| -> Option<f64> {
+        match v {
+            Value::Bytes(_) => None,
+            other => crate::engine::expr::value::to_f64(other, w),
+        }
+    };
+    let mut w = Warnings::default();
+    let (Some(lo), Some(hi)) = (num(&lo_v, &mut w), num(&hi_v, &mut w)) else { return Ok(None) };
+    // Smallest / largest integers inside the bounds.
+    let lo_i = if low.1 { lo.ceil() } else { lo.floor() + 1.0 };
+    let hi_i = if high.1 { hi.floor() } else { hi.ceil() - 1.0 };
+    let Some((min, max)) = col.ty.int_range() else { return Ok(None) };
+    let lo_i = (lo_i.max(min as f64)) as i128;
+    let hi_i = (hi_i.min(max as f64)) as i128;
+    if hi_i < lo_i {
+        return Ok(Some(Vec::new()));
+    }
+    if hi_i - lo_i + 1 > MAX_RANGE_AS_KEYS || lo.abs() > 9.0e15 || hi.abs() > 9.0e15 {
+        return Ok(None);
+    }
+    let unsigned = col.ty.is_unsigned_int();
+    Ok(Some(
+        (lo_i..=hi_i)
+            .map(|i| vec![if unsigned { Value::UInt(i as u64) } else { Value::Int(i as i64) }])
+            .collect(),
+    ))
 }
 
 /// Evaluate an index range into native bounds (widening where a bound does not convert exactly).
@@ -544,7 +619,15 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let b = CExpr::Between { expr: col(0), low: lit(1), high: lit(10), negated: false, coll: Coll::Ci };
-        assert!(matches!(choose_access(&def(), &[b]), Access::IndexRange { index: 3, .. }));
+        assert!(matches!(choose_access(&def(), &[b.clone()]), Access::PkRange { .. }));
+        let Access::PkRange { low, high } = choose_access(&def(), &[b]) else { panic!() };
+        let mut ctx = EvalCtx::new(&[]);
+        assert_eq!(eval_pk_range(&def(), &low, &high, &mut ctx).unwrap().unwrap().len(), 10);
+        // one-sided pk range: ordered index on the pk
+        assert!(matches!(choose_access(&def(), &[cmp(CmpKind::Gt, 0, 5)]), Access::IndexRange { index: 3, .. }));
+        let wide = CExpr::Between { expr: col(0), low: lit(1), high: lit(1_000_000), negated: false, coll: Coll::Ci };
+        let Access::PkRange { low, high } = choose_access(&def(), &[wide]) else { panic!() };
+        assert_eq!(eval_pk_range(&def(), &low, &high, &mut ctx).unwrap(), None);
         assert_eq!(choose_access(&def(), &[cmp(CmpKind::Ne, 0, 1)]), Access::FullScan);
         // column compared to another column: not a key
         assert_eq!(choose_access(&def(), &[CExpr::Cmp(CmpKind::Eq, col(0), col(1), Coll::Ci)]), Access::FullScan);
