@@ -62,3 +62,27 @@ fn toy_node_is_clean() {
         }
     }
 }
+
+/// Two separate processes (fresh hash-map seeds, fresh allocator state) print
+/// the same trace hashes for the same seeds.
+#[test]
+fn same_seed_same_trace_across_processes() {
+    let run = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_norr-sim"))
+            .args(["--start", "4242", "--seeds", "3", "--steps", "1500"])
+            .output()
+            .expect("run norr-sim");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let hashes: Vec<String> = text
+            .lines()
+            .filter_map(|l| {
+                l.split(" trace ")
+                    .nth(1)
+                    .map(|r| r.split_whitespace().next().unwrap_or("").to_string())
+            })
+            .collect();
+        assert_eq!(hashes.len(), 9, "unexpected output: {text}");
+        hashes
+    };
+    assert_eq!(run(), run());
+}
