@@ -285,8 +285,14 @@ impl Workload for Bank {
                 && r.scan_id <= self.last_scan[c.client]
                 && r.error.code == ErrorCode::NoSuchScan
             {
+                // The node used to send an unsolicited SCAN_TABREF when a scan
+                // failed between batches; the client's SCAN_NEXTREQ then got a
+                // second answer (NoSuchScan). TC now answers only when asked.
                 self.stray_scan_refs += 1;
-                return Ok(());
+                return Err(format!(
+                    "bank: second answer to scan {} (SCAN_TABREF {}) after the client saw it end: TC answered unasked",
+                    r.scan_id, r.error
+                ));
             }
         }
         let st = std::mem::replace(&mut self.st[c.client], St::Idle);
