@@ -1,7 +1,8 @@
 //! CI runs: the fixed seed list for every workload, a few random seeds (the
 //! seed is printed), and `NORR_SIM_SEEDS=N` runs N more (e.g. 5000 for the
 //! long tier): `NORR_SIM_SEEDS=5000 cargo test -p norr-sim --release -- --nocapture`.
-//! Seeds marked `!` in seeds.txt reproduce open bugs: `cargo test -p norr-sim -- --ignored`.
+//! Seeds marked `!` in seeds.txt reproduce open bugs; they are skipped here and
+//! replayed one at a time with `cargo run -p norr-sim -- --seed N --workload W`.
 
 use norr_sim::{parse_seeds, run, SimConfig, WorkloadKind};
 
@@ -77,11 +78,7 @@ fn random_seeds() {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(7);
     let mut x = t ^ ((std::process::id() as u64) << 20);
-    // While seeds.txt lists open bugs, random seeds that fail are reported
-    // (add them to seeds.txt) but do not fail CI: they would mostly re-find
-    // the open bugs. With no open bug, or NORR_SIM_STRICT=1, they fail the test.
-    let open_bugs = !lines(true).is_empty();
-    let strict = std::env::var("NORR_SIM_STRICT").is_ok_and(|v| v == "1") || !open_bugs;
+    // A failing random seed fails the test: add it to seeds.txt with the fix.
     let mut failures = Vec::new();
     for _ in 0..n {
         let seed = norr_sim::rng::splitmix64(&mut x) >> 16;
@@ -92,27 +89,5 @@ fn random_seeds() {
             }
         }
     }
-    if !failures.is_empty() {
-        println!(
-            "random seeds FAILED (open bugs are listed in seeds.txt; strict={strict}):\n{}",
-            failures.join("\n")
-        );
-    }
-    assert!(!strict || failures.is_empty(), "{}", failures.join("\n"));
-}
-
-/// Seeds of open bugs: each is expected to fail until its bug is fixed; a
-/// passing one should lose its `!` in seeds.txt.
-#[test]
-#[ignore]
-fn known_bug_seeds() {
-    for (s, w) in lines(true) {
-        match run_one(s, w, 3_000) {
-            Ok(()) => println!(
-                "seed {s} {}: PASSES now: remove its `!` in seeds.txt",
-                w.name()
-            ),
-            Err(e) => println!("still failing: {e}"),
-        }
-    }
+    assert!(failures.is_empty(), "random seeds FAILED:\n{}", failures.join("\n"));
 }
