@@ -378,7 +378,7 @@ fn rewrite_values_fn(e: &mut Expr) {
             if f.name.to_string().eq_ignore_ascii_case("values") {
                 if let ast::FunctionArguments::List(l) = &f.args {
                     if let Some(ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(Expr::Identifier(id)))) = l.args.first() {
-                        *x = Expr::CompoundIdentifier(vec![ast::Ident::new("\u{1}new"), id.clone()]);
+                        *x = Expr::CompoundIdentifier(vec![ast::Ident::new("\u{1}new"), ast::Ident::new(format!("\u{1}{}", id.value))]);
                     }
                 }
             }
@@ -484,7 +484,8 @@ pub async fn execute_insert(engine: &Engine, session: &mut Session, st: &Stateme
     } else if let Some(ast::OnInsert::DuplicateKeyUpdate(assigns)) = &ins.on {
         let mut both = scope.clone();
         for c in &scope.cols {
-            both.cols.push(ScopeCol { table: "\u{1}new".into(), name: c.name.clone(), ty: c.ty });
+            // Reachable only through VALUES(col), never as a bare name.
+            both.cols.push(ScopeCol { table: "\u{1}new".into(), name: format!("\u{1}{}", c.name), ty: c.ty });
         }
         let mut list = Vec::new();
         for a in assigns {

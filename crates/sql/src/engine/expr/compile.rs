@@ -232,22 +232,36 @@ fn agg_kind(name: &str) -> Option<AggKind> {
 
 /// True if the expression contains an aggregate call (not inside a subquery).
 pub fn has_aggregate(e: &Expr) -> bool {
-    let mut found = false;
-    let _ = ast::visit_expressions(e, |x| {
-        match x {
-            Expr::Function(f) => {
-                let n = f.name.to_string().to_ascii_lowercase();
-                if agg_kind(&n).is_some() {
-                    found = true;
-                    return std::ops::ControlFlow::Break(());
+    struct Finder {
+        depth: usize,
+        found: bool,
+    }
+    impl ast::Visitor for Finder {
+        type Break = ();
+        fn pre_visit_query(&mut self, _q: &Query) -> std::ops::ControlFlow<()> {
+            self.depth += 1;
+            std::ops::ControlFlow::Continue(())
+        }
+        fn post_visit_query(&mut self, _q: &Query) -> std::ops::ControlFlow<()> {
+            self.depth -= 1;
+            std::ops::ControlFlow::Continue(())
+        }
+        fn pre_visit_expr(&mut self, x: &Expr) -> std::ops::ControlFlow<()> {
+            if self.depth == 0 {
+                if let Expr::Function(f) = x {
+                    let n = f.name.to_string().to_ascii_lowercase();
+                    if agg_kind(&n).is_some() {
+                        self.found = true;
+                        return std::ops::ControlFlow::Break(());
+                    }
                 }
             }
-            Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => {}
-            _ => {}
+            std::ops::ControlFlow::Continue(())
         }
-        std::ops::ControlFlow::Continue(())
-    });
-    found
+    }
+    let mut f = Finder { depth: 0, found: false };
+    let _ = ast::Visit::visit(e, &mut f);
+    f.found
 }
 
 impl<'a> Compiler<'a> {
