@@ -391,7 +391,9 @@ impl TableStore {
 
     pub fn lookup(&self, pi: usize, pk: &[u8]) -> Option<RowId> {
         let part = &self.parts[pi];
-        let mut buf = Vec::new();
+        // Sized for the key up front: one allocation per lookup, not a grow
+        // per encoded column.
+        let mut buf = Vec::with_capacity(pk.len());
         part.hash.find(pk_hash(pk), |r| {
             self.pk
                 .encode_stored(&self.layout, part.fixed(), &part.var, r, &mut buf);
@@ -598,8 +600,19 @@ impl TableStore {
             ));
         }
         let new_row = self.coerce_full(new_row)?;
-        let old_row = self.read(pi, rowid);
-        let pk = self.pk.encoded(&old_row);
+        // The stored key, encoded straight from the row; the whole old row is
+        // decoded only when there are index keys to compare.
+        let mut pk = Vec::with_capacity(16 * self.pk.cols.len());
+        {
+            let part = &self.parts[pi];
+            self.pk
+                .encode_stored(&self.layout, part.fixed(), &part.var, rowid, &mut pk);
+        }
+        let old_row = if self.indexes.is_empty() {
+            Vec::new()
+        } else {
+            self.read(pi, rowid)
+        };
         if self.pk.encoded(&new_row) != pk {
             return Err(err(
                 ErrorCode::KeyUpdateNotAllowed,
