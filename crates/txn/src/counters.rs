@@ -14,6 +14,14 @@ impl Counters {
         *self.map.entry(name).or_insert(0) += 1;
     }
 
+    /// `n` events at once (a batch); no entry appears for `n == 0`, as with
+    /// `n` calls of `bump`.
+    pub fn bump_by(&mut self, name: &'static str, n: u64) {
+        if n > 0 {
+            *self.map.entry(name).or_insert(0) += n;
+        }
+    }
+
     pub fn get(&self, name: &str) -> u64 {
         self.map.get(name).copied().unwrap_or(0)
     }

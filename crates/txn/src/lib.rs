@@ -25,6 +25,7 @@
 
 pub mod counters;
 pub mod dict;
+pub mod fxhash;
 pub mod lock_queue;
 pub mod lqh;
 pub mod route;

@@ -11,9 +11,10 @@
 //!
 //! Deadlocks are not detected: the lock-wait time-out (LQH) breaks them.
 
+use crate::fxhash::FxHashMap;
 use norr_signals::internal::TxnId;
 use norr_signals::schema::{IndexId, TableId};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 /// What a lock protects.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -127,11 +128,11 @@ impl Entry {
     }
 }
 
-/// Every lock of one LQH. Lookups only (no iteration), so a HashMap keeps traces
+/// Every lock of one LQH. Lookups only (no iteration), so a hash map keeps traces
 /// deterministic.
 #[derive(Debug, Default)]
 pub struct LockTable {
-    entries: HashMap<LockKey, Entry>,
+    entries: FxHashMap<LockKey, Entry>,
     waiting: usize,
 }
 
@@ -145,7 +146,11 @@ impl LockTable {
     /// a scan of one transaction): once it holds the key, its later waits are
     /// granted as they reach the head of the queue.
     pub fn acquire(&mut self, key: &LockKey, owner: TxnId, mode: Mode, tag: u64) -> Acquire {
-        let e = self.entries.entry(key.clone()).or_default();
+        // Clone the key only for a new entry (a re-entrant request finds one).
+        let e = match self.entries.get_mut(key) {
+            Some(e) => e,
+            None => self.entries.entry(key.clone()).or_default(),
+        };
         let held = e.held_by(owner);
         if e.can_grant(owner, mode) && (held.is_some() || e.waiters.is_empty()) {
             e.grant(owner, mode);

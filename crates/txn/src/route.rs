@@ -3,7 +3,7 @@
 //! columns, coerced to their types, encoded with `keycode`, hashed.
 
 use norr_signals::coerce::coerce_value;
-use norr_signals::keycode::{encode_key, partition_of};
+use norr_signals::keycode::{encode_value, partition_of};
 use norr_signals::ops::{KeyAccess, KeyOp};
 use norr_signals::schema::{PartitionId, PartitionScheme, TableDef};
 use norr_signals::value::Value;
@@ -37,8 +37,9 @@ pub fn partition_of_pk(def: &TableDef, pk: &[Value]) -> Result<PartitionId, Node
         ));
     }
     let cols = def.partition_key_columns();
-    let mut vals = Vec::with_capacity(cols.len());
-    let mut types = Vec::with_capacity(cols.len());
+    // Encoded column by column into one buffer: the same bytes as
+    // `keycode::encode_key` over the coerced values, without collecting them.
+    let mut encoded = Vec::with_capacity(cols.len() * 10);
     for c in cols {
         let i = def
             .primary_key
@@ -52,10 +53,10 @@ pub fn partition_of_pk(def: &TableDef, pk: &[Value]) -> Result<PartitionId, Node
                 format!("NULL for key column {}", col.name),
             ));
         }
-        vals.push(coerce_value(pk[i].clone(), &col.ty, false)?);
-        types.push(&col.ty);
+        let v = coerce_value(pk[i].clone(), &col.ty, false)?;
+        encode_value(&mut encoded, &v, &col.ty);
     }
-    Ok(partition_of(&encode_key(&vals, &types), def.partitions))
+    Ok(partition_of(&encoded, def.partitions))
 }
 
 /// Partition of a key operation; None for unique-index access (LQH resolves it).

@@ -1,6 +1,6 @@
 //! Execution of one key operation at LQH (the prepare phase of an operation).
 
-use super::{Lqh, Pending, QueuedOp, Step, WaitTarget};
+use super::{Lqh, Pending, QueuedOp, RowKey, Step, WaitTarget};
 use crate::lock_queue::{LockKey, Mode};
 use norr_kernel::Ctx;
 use norr_signals::coerce::{coerce_row, coerce_value, rescale_round};
@@ -246,16 +246,17 @@ impl Lqh {
         part: PartitionId,
         enc: &[u8],
     ) -> Option<Vec<Value>> {
-        if let Some(p) = self
-            .txns
-            .get(&t)
-            .and_then(|x| x.pending.get(&(def.id, enc.to_vec())))
-        {
+        self.current_rk(t, part, &(def.id, enc.to_vec()))
+    }
+
+    /// `current` for a row key already built (no key copy per lookup).
+    fn current_rk(&self, t: TxnId, part: PartitionId, rk: &RowKey) -> Option<Vec<Value>> {
+        if let Some(p) = self.txns.get(&t).and_then(|x| x.pending.get(rk)) {
             return p.image.clone();
         }
         self.storage
-            .lookup(def.id, part, enc)
-            .map(|r| self.storage.read_row(def.id, part, r))
+            .lookup(rk.0, part, &rk.1)
+            .map(|r| self.storage.read_row(rk.0, part, r))
     }
 
     fn insert_image(
@@ -287,10 +288,9 @@ impl Lqh {
     fn update_image(
         &self,
         def: &TableDef,
-        cur: &[Value],
+        mut row: Vec<Value>,
         q: &QueuedOp,
     ) -> Result<Vec<Value>, NodeError> {
-        let mut row = cur.to_vec();
         let col_of = |c: ColumnId| {
             def.column(c).ok_or_else(|| {
                 NodeError::with(
@@ -393,10 +393,15 @@ impl Lqh {
         ) {
             return Step::Wait(tag);
         }
-        let cur = self.current(t, &def, part, &enc);
-        let key_vals = match &op.key {
-            KeyAccess::Primary(v) => v.clone(),
-            KeyAccess::Unique { .. } => Vec::new(),
+        // The pending-image key, built once for every lookup below.
+        let rk: RowKey = (def.id, enc);
+        let mut cur = self.current_rk(t, part, &rk);
+        // Without a unique index nothing below looks at the old image once the
+        // new one is built, so an update may build it in place.
+        let has_unique = def.indexes.iter().any(|i| i.unique);
+        let key_vals: &[Value] = match &op.key {
+            KeyAccess::Primary(v) => v,
+            KeyAccess::Unique { .. } => &[],
         };
         let new: Option<Vec<Value>> = match (op.kind, &cur) {
             (OpKind::Read, Some(row)) => {
@@ -409,18 +414,16 @@ impl Lqh {
                 return Step::Done(Err(NodeError::new(ErrorCode::DuplicateKey)))
             }
             (OpKind::Insert | OpKind::Write, None) => {
-                Some(tri!(self.insert_image(&def, &key_vals, q)))
+                Some(tri!(self.insert_image(&def, key_vals, q)))
             }
-            (OpKind::Update | OpKind::Write, Some(row)) => {
-                Some(tri!(self.update_image(&def, row, q)))
+            (OpKind::Update | OpKind::Write, Some(_)) => {
+                let row = if has_unique { cur.clone() } else { cur.take() };
+                Some(tri!(self.update_image(&def, row.expect("matched Some"), q)))
             }
             (OpKind::Delete, Some(_)) => None,
         };
 
-        let old_est = self.txns[&t]
-            .pending
-            .get(&(def.id, enc.clone()))
-            .map_or(0, |p| p.est_bytes);
+        let old_est = self.txns[&t].pending.get(&rk).map_or(0, |p| p.est_bytes);
         let new_est = new.as_deref().map_or(0, est_bytes);
         // The first write of a transaction into a partition may need fresh
         // fixed and var pages at commit: reserve them once.
@@ -459,7 +462,7 @@ impl Lqh {
                 }
             }
             if let (Some(nk), Some(row)) = (&new_k, &new) {
-                tri!(self.check_unique(t, &def, idx, &enc, nk, row));
+                tri!(self.check_unique(t, &def, idx, &rk.1, nk, row));
             }
         }
 
@@ -468,7 +471,7 @@ impl Lqh {
         let mut uniq_new = Vec::new();
         let prev = self.txns[&t]
             .pending
-            .get(&(def.id, enc.clone()))
+            .get(&rk)
             .and_then(|p| p.image.as_ref());
         for idx in def.indexes.iter().filter(|i| i.unique) {
             if let Some(k) = prev.and_then(|r| self.unique_key(&def, idx, r)) {
@@ -480,14 +483,14 @@ impl Lqh {
         }
         let txn = self.txns.get_mut(&t).expect("running op has a transaction");
         for k in uniq_old {
-            if txn.uniq.get(&k) == Some(&enc) {
+            if txn.uniq.get(&k) == Some(&rk.1) {
                 txn.uniq.remove(&k);
             }
         }
         for k in uniq_new {
-            let other = txn.uniq.insert(k, enc.clone());
+            let other = txn.uniq.insert(k, rk.1.clone());
             debug_assert!(
-                other.is_none_or(|o| o == enc),
+                other.is_none_or(|o| o == rk.1),
                 "unique value held by two pending images"
             );
         }
@@ -497,7 +500,7 @@ impl Lqh {
             txn.page_reserved.insert((def.id, part));
         }
         txn.pending.insert(
-            (def.id, enc),
+            rk,
             Pending {
                 part,
                 image: new,

@@ -15,15 +15,16 @@ mod exec;
 mod scan;
 
 use crate::counters::Counters;
+use crate::fxhash::FxHashMap;
 use crate::lock_queue::{Acquire, Grant, LockKey, LockTable, Mode};
-use crate::store::Storage;
+use crate::store::{RowId, Storage};
 use norr_kernel::{Block, BlockRef, Ctx};
 use norr_knobs::Knobs;
 use norr_signals::internal::{BlockStats, InternalSignal, ScanKey, SchemaChange, TxnId};
 use norr_signals::schema::{PartitionId, TableDef, TableId};
 use norr_signals::value::Value;
 use norr_signals::{ErrorCode, KeyOp, NodeError, Signal};
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 pub(crate) use scan::LqhScan;
@@ -54,7 +55,7 @@ struct LqhTxn {
     pending: BTreeMap<RowKey, Pending>,
     /// Unique index values held by the pending images: (table, index,
     /// encoded value) -> encoded pk of the row whose image has it. Lookups only.
-    uniq: HashMap<(TableId, norr_signals::IndexId, Vec<u8>), Vec<u8>>,
+    uniq: FxHashMap<(TableId, norr_signals::IndexId, Vec<u8>), Vec<u8>>,
     /// Keys held or waited for, released at commit/abort.
     locks: BTreeSet<LockKey>,
     /// Set when a concurrent DDL invalidated the transaction: every later
@@ -79,7 +80,7 @@ impl LqhTxn {
             queue: VecDeque::new(),
             waiting: None,
             pending: BTreeMap::new(),
-            uniq: HashMap::new(),
+            uniq: FxHashMap::default(),
             locks: BTreeSet::new(),
             doomed: None,
             halted: false,
@@ -109,10 +110,10 @@ pub struct Lqh {
     examine_per_step: usize,
     storage: Storage,
     /// Table definitions as applied to storage (cheap to clone per operation).
-    defs: HashMap<TableId, Arc<TableDef>>,
+    defs: FxHashMap<TableId, Arc<TableDef>>,
     locks: LockTable,
     txns: BTreeMap<TxnId, LqhTxn>,
-    waits: HashMap<u64, WaitInfo>,
+    waits: FxHashMap<u64, WaitInfo>,
     next_tag: u64,
     scans: BTreeMap<(ScanKey, PartitionId), LqhScan>,
     /// Estimated bytes of uncommitted images, checked with storage's used bytes
@@ -135,10 +136,10 @@ impl Lqh {
             lock_wait_timeout_ns: knobs.lock_wait_timeout_ms * 1_000_000,
             examine_per_step: knobs.scan_examine_per_step.max(1) as usize,
             storage: Storage::new(knobs.data_memory_bytes),
-            defs: HashMap::new(),
+            defs: FxHashMap::default(),
             locks: LockTable::new(),
             txns: BTreeMap::new(),
-            waits: HashMap::new(),
+            waits: FxHashMap::default(),
             next_tag: 1,
             scans: BTreeMap::new(),
             reserved_bytes: 0,
@@ -407,7 +408,7 @@ impl Lqh {
             Self::reply(ctx, tc, InternalSignal::LqhCommitRef { txn: t, error });
             return;
         }
-        self.apply(&txn);
+        self.apply(&mut txn);
         self.counters.bump("lqh: commits");
         self.release_txn(t, &mut txn, ctx);
         txn.committed = true;
@@ -421,11 +422,28 @@ impl Lqh {
     /// rows of the transaction collide transiently whatever their order: those
     /// are applied as delete + insert after the other updates. Everything was
     /// checked at prepare, so nothing else can fail.
-    fn apply(&mut self, txn: &LqhTxn) {
+    ///
+    /// Images are moved into storage, not copied (they are dropped with the
+    /// transaction anyway), except on tables with a unique index, where a
+    /// refused update is retried as an insert in the last pass.
+    fn apply(&mut self, txn: &mut LqhTxn) {
+        let defs = &self.defs;
+        let has_unique = |table: TableId| {
+            defs.get(&table)
+                .is_none_or(|d| d.indexes.iter().any(|i| i.unique))
+        };
         let st = &mut self.storage;
         let refused = |table: TableId, e: NodeError| -> ! {
             panic!("storage refused a prepared change of table {table} at commit: {e}")
         };
+        // Each row is looked up once: a pass only deletes, updates in place
+        // or inserts rows of its own key, so no row id found here changes,
+        // except for the deferred rows, which are deleted before pass 2.
+        let mut rows: Vec<Option<RowId>> = txn
+            .pending
+            .iter()
+            .map(|((table, enc), p)| st.lookup(*table, p.part, enc))
+            .collect();
         let mut deferred = Vec::new();
         for pass in 0..3 {
             if pass == 2 {
@@ -433,12 +451,20 @@ impl Lqh {
                     st.delete(table, part, rid);
                 }
             }
-            for ((table, enc), p) in &txn.pending {
-                let cur = st.lookup(*table, p.part, enc);
-                match (pass, cur, &p.image) {
-                    (0, Some(rid), None) => st.delete(*table, p.part, rid),
+            for (i, ((table, enc), p)) in txn.pending.iter_mut().enumerate() {
+                debug_assert_eq!(rows[i], st.lookup(*table, p.part, enc));
+                match (pass, rows[i], &mut p.image) {
+                    (0, Some(rid), None) => {
+                        st.delete(*table, p.part, rid);
+                        rows[i] = None;
+                    }
                     (1, Some(rid), Some(img)) => {
-                        match st.update(*table, p.part, rid, img.clone()) {
+                        let img = if has_unique(*table) {
+                            img.clone()
+                        } else {
+                            std::mem::take(img)
+                        };
+                        match st.update(*table, p.part, rid, img) {
                             Ok(()) => {}
                             Err(e) if e.code == ErrorCode::DuplicateUniqueKey => {
                                 crate::probe!(
@@ -446,12 +472,13 @@ impl Lqh {
                                     "lqh: unique swap applied as delete+insert"
                                 );
                                 deferred.push((*table, p.part, rid));
+                                rows[i] = None;
                             }
                             Err(e) => refused(*table, e),
                         }
                     }
                     (2, None, Some(img)) => {
-                        if let Err(e) = st.insert(*table, p.part, img.clone()) {
+                        if let Err(e) = st.insert(*table, p.part, std::mem::take(img)) {
                             refused(*table, e);
                         }
                     }

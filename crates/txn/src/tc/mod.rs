@@ -16,6 +16,7 @@ mod failure;
 mod scan;
 
 use crate::counters::Counters;
+use crate::fxhash::FxHashMap;
 use crate::route::{lqh_instance, op_partition};
 use norr_kernel::{Block, BlockRef, Ctx, NodeId, Priority};
 use norr_knobs::Knobs;
@@ -26,7 +27,7 @@ use norr_signals::{
     block, ErrorCode, ExecType, NodeError, OpResult, Signal, TcKeyConf, TcKeyRef, TcKeyReq,
     TxnOutcome, MAX_OPS_PER_BATCH,
 };
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 pub(crate) use scan::TcScan;
@@ -100,14 +101,14 @@ pub struct Tc {
     max_transactions: usize,
     max_ops_per_txn: u32,
     max_scans: usize,
-    defs: HashMap<TableId, Arc<TableDef>>,
+    defs: FxHashMap<TableId, Arc<TableDef>>,
     txns: BTreeMap<TxnId, TcTxn>,
-    by_handle: HashMap<(NodeId, u64), TxnId>,
+    by_handle: FxHashMap<(NodeId, u64), TxnId>,
     next_txn: TxnId,
     /// Handles of transactions TC aborted on its own, with the error to report.
     tombstones: BTreeMap<(NodeId, u64), NodeError>,
     scans: BTreeMap<ScanKey, TcScan>,
-    scan_by_client: HashMap<(NodeId, u32), ScanKey>,
+    scan_by_client: FxHashMap<(NodeId, u32), ScanKey>,
     /// Scans TC closed on its own (inactivity), with the error to report.
     /// The transaction handle in the value is forgotten with it: the client
     /// learns from the SCAN_TABREF that its transaction was aborted.
@@ -136,13 +137,13 @@ impl Tc {
             max_transactions: knobs.max_transactions as usize,
             max_ops_per_txn: knobs.max_ops_per_txn,
             max_scans: knobs.max_scans as usize,
-            defs: HashMap::new(),
+            defs: FxHashMap::default(),
             txns: BTreeMap::new(),
-            by_handle: HashMap::new(),
+            by_handle: FxHashMap::default(),
             next_txn: 1,
             tombstones: BTreeMap::new(),
             scans: BTreeMap::new(),
-            scan_by_client: HashMap::new(),
+            scan_by_client: FxHashMap::default(),
             scan_tombstones: BTreeMap::new(),
             next_scan: 1,
             timer_armed: false,
@@ -372,9 +373,9 @@ impl Tc {
         }
         batch.outstanding = sends.len();
         txn.batch = Some(batch);
+        self.counters.bump_by("tc: operations", sends.len() as u64);
         for (inst, seq, part, op) in sends {
             txn.participants.insert(inst);
-            self.counters.bump("tc: operations");
             ctx.send(
                 BlockRef::new(self.node, block::LQH, inst),
                 internal(InternalSignal::LqhKeyReq {
