@@ -111,7 +111,10 @@ fn parse_file(text: &str) -> Result<Vec<Record>, String> {
                 words.get(2).and_then(|w| w.parse().ok()).ok_or(format!("line {start}: statement count N"))?,
             ),
             (_, Some("error")) => Expect::Error(
-                words.get(2).and_then(|w| w.parse().ok()).ok_or(format!("line {start}: error needs a MySQL error code"))?,
+                words
+                    .get(2)
+                    .and_then(|w| w.parse().ok())
+                    .ok_or(format!("line {start}: error needs a MySQL error code"))?,
             ),
             ("query", _) => {
                 let sort = match words.get(2).copied() {
@@ -259,9 +262,8 @@ async fn run_file(engine: Arc<Engine>, path: &Path) -> Result<usize, Vec<String>
 fn slt_files() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sqllogic");
     let filter = std::env::var("SLT_FILTER").unwrap_or_default();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(&dir).map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
     files.retain(|p| p.extension().is_some_and(|e| e == "slt") && p.to_string_lossy().contains(&filter));
     files.sort();
     files
@@ -276,7 +278,9 @@ fn parses_the_format() {
     assert_eq!(recs.len(), 3);
     assert_eq!(recs[1].conn, "c2");
     assert_eq!(recs[1].sql, "SELECT a\nFROM t");
-    assert!(matches!(&recs[1].expect, Expect::Rows { sort: Sort::Row, rows } if rows == &vec!["1".to_string(), "2 x".to_string()]));
+    assert!(
+        matches!(&recs[1].expect, Expect::Rows { sort: Sort::Row, rows } if rows == &vec!["1".to_string(), "2 x".to_string()])
+    );
     assert_eq!(recs[2].conn, "default");
     assert!(matches!(recs[2].expect, Expect::Error(1062)));
 }

@@ -96,13 +96,27 @@ pub struct SqlIndexMeta {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum PartitionKind {
     /// Native `PartitionScheme::Key`; empty columns = the primary key.
-    Key { columns: Vec<String>, linear: bool },
+    Key {
+        columns: Vec<String>,
+        linear: bool,
+    },
     /// `PartitionScheme::User`: partition = expr MOD count (LINEAR: power-of-two variant).
-    Hash { expr: String, linear: bool },
-    Range { expr: String },
-    List { expr: String },
-    RangeColumns { columns: Vec<String> },
-    ListColumns { columns: Vec<String> },
+    Hash {
+        expr: String,
+        linear: bool,
+    },
+    Range {
+        expr: String,
+    },
+    List {
+        expr: String,
+    },
+    RangeColumns {
+        columns: Vec<String>,
+    },
+    ListColumns {
+        columns: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -132,10 +146,9 @@ impl PartitionDef {
             PartitionValues::LessThan(v) => {
                 vec![v.iter().map(|t| t.as_deref().and_then(crate::engine::parse_ext::literal_value)).collect()]
             }
-            PartitionValues::In(lists) => lists
-                .iter()
-                .map(|l| l.iter().map(|t| crate::engine::parse_ext::literal_value(t)).collect())
-                .collect(),
+            PartitionValues::In(lists) => {
+                lists.iter().map(|l| l.iter().map(|t| crate::engine::parse_ext::literal_value(t)).collect()).collect()
+            }
         }
     }
 }
@@ -183,7 +196,11 @@ impl PartitionInfo {
         }
         if let (Some(n), false) = (self.count, self.defs.is_empty()) {
             if n as usize != self.defs.len() {
-                return Err(SqlError::new(1064, "42000", "Wrong number of partitions defined, mismatch with previous setting"));
+                return Err(SqlError::new(
+                    1064,
+                    "42000",
+                    "Wrong number of partitions defined, mismatch with previous setting",
+                ));
             }
         }
         if self.partition_count() > norr_signals::MAX_PARTITIONS {
@@ -255,8 +272,12 @@ impl PartitionInfo {
             }
             PartitionKind::Range { expr } => format!("PARTITION BY RANGE ({expr})"),
             PartitionKind::List { expr } => format!("PARTITION BY LIST ({expr})"),
-            PartitionKind::RangeColumns { columns } => format!("PARTITION BY RANGE  COLUMNS({})", q(columns)),
-            PartitionKind::ListColumns { columns } => format!("PARTITION BY LIST  COLUMNS({})", q(columns)),
+            PartitionKind::RangeColumns { columns } => {
+                format!("PARTITION BY RANGE  COLUMNS({})", q(columns))
+            }
+            PartitionKind::ListColumns { columns } => {
+                format!("PARTITION BY LIST  COLUMNS({})", q(columns))
+            }
         };
         if self.defs.is_empty() {
             if let Some(n) = self.count {
@@ -452,15 +473,19 @@ impl SqlTable {
         // Indexes created or dropped after CREATE TABLE are only in the native
         // definition: keep declared ones that still exist, append new ones.
         let native: Vec<&norr_signals::IndexDef> = def.indexes.iter().collect();
-        meta.indexes.retain(|i| {
-            i.kind == SqlIndexKind::Primary || native.iter().any(|n| n.name.eq_ignore_ascii_case(&i.name))
-        });
+        meta.indexes
+            .retain(|i| i.kind == SqlIndexKind::Primary || native.iter().any(|n| n.name.eq_ignore_ascii_case(&i.name)));
         for n in native {
             if !meta.indexes.iter().any(|i| i.kind != SqlIndexKind::Primary && i.name.eq_ignore_ascii_case(&n.name)) {
                 meta.indexes.push(SqlIndexMeta {
                     name: n.name.clone(),
                     kind: if n.unique { SqlIndexKind::Unique } else { SqlIndexKind::Index },
-                    columns: n.columns.iter().filter_map(|&c| def.columns.get(c as usize)).map(|c| c.name.clone()).collect(),
+                    columns: n
+                        .columns
+                        .iter()
+                        .filter_map(|&c| def.columns.get(c as usize))
+                        .map(|c| c.name.clone())
+                        .collect(),
                     comment: String::new(),
                 });
             }
@@ -524,7 +549,10 @@ impl SqlTable {
         if matches!(c.ty, ColumnType::Blob | ColumnType::Text { .. }) {
             flags |= cf::BLOB;
         }
-        if cs == charset::BINARY && !is_numeric(&c.ty) && !matches!(c.ty, ColumnType::Date | ColumnType::Time | ColumnType::DateTime | ColumnType::Timestamp) {
+        if cs == charset::BINARY
+            && !is_numeric(&c.ty)
+            && !matches!(c.ty, ColumnType::Date | ColumnType::Time | ColumnType::DateTime | ColumnType::Timestamp)
+        {
             flags |= cf::BINARY;
         }
         if c.auto_increment {
@@ -575,12 +603,24 @@ pub fn is_numeric(t: &ColumnType) -> bool {
 
 /// (field type, display length, decimals, charset id) of a column type.
 pub fn type_wire_info(ty: &ColumnType, sql_type: &str, fsp: u8) -> (FieldType, u32, u8, u16) {
-    let cs_of = |c: Collation| if c == Collation::Binary { charset::UTF8MB4_BIN } else { charset::UTF8MB4_CI };
+    let cs_of = |c: Collation| {
+        if c == Collation::Binary {
+            charset::UTF8MB4_BIN
+        } else {
+            charset::UTF8MB4_CI
+        }
+    };
     let base = sql_type.split('(').next().unwrap_or("");
     let fsp_len = if fsp > 0 { fsp as u32 + 1 } else { 0 };
     match ty {
         ColumnType::TinyInt { unsigned } => {
-            let w = if sql_type.starts_with("tinyint(1)") { 1 } else if *unsigned { 3 } else { 4 };
+            let w = if sql_type.starts_with("tinyint(1)") {
+                1
+            } else if *unsigned {
+                3
+            } else {
+                4
+            };
             (FieldType::Tiny, w, 0, charset::BINARY)
         }
         ColumnType::SmallInt { unsigned } => (FieldType::Short, if *unsigned { 5 } else { 6 }, 0, charset::BINARY),
@@ -589,12 +629,9 @@ pub fn type_wire_info(ty: &ColumnType, sql_type: &str, fsp: u8) -> (FieldType, u
         ColumnType::BigInt { .. } => (FieldType::LongLong, 20, 0, charset::BINARY),
         ColumnType::Float => (FieldType::Float, 12, 31, charset::BINARY),
         ColumnType::Double => (FieldType::Double, 22, 31, charset::BINARY),
-        ColumnType::Decimal { precision, scale } => (
-            FieldType::NewDecimal,
-            *precision as u32 + (*scale > 0) as u32 + 1,
-            *scale,
-            charset::BINARY,
-        ),
+        ColumnType::Decimal { precision, scale } => {
+            (FieldType::NewDecimal, *precision as u32 + (*scale > 0) as u32 + 1, *scale, charset::BINARY)
+        }
         ColumnType::Char { len, collation } => (FieldType::String, len * 4, 0, cs_of(*collation)),
         ColumnType::Varchar { len, collation } => (FieldType::VarString, len * 4, 0, cs_of(*collation)),
         ColumnType::Binary { len } => (FieldType::String, *len, 0, charset::BINARY),
@@ -626,7 +663,13 @@ pub fn type_wire_info(ty: &ColumnType, sql_type: &str, fsp: u8) -> (FieldType, u
 
 /// SQL type text for a native type (tables created through the native API).
 pub fn native_type_sql(t: &ColumnType) -> String {
-    let u = |s: &str, unsigned: bool| if unsigned { format!("{s} unsigned") } else { s.to_string() };
+    let u = |s: &str, unsigned: bool| {
+        if unsigned {
+            format!("{s} unsigned")
+        } else {
+            s.to_string()
+        }
+    };
     match t {
         ColumnType::TinyInt { unsigned } => u("tinyint", *unsigned),
         ColumnType::SmallInt { unsigned } => u("smallint", *unsigned),
@@ -652,10 +695,14 @@ pub fn native_type_sql(t: &ColumnType) -> String {
 /// Collation name -> native collation. None if unknown.
 pub fn collation_from_name(name: &str) -> Option<Collation> {
     match name.to_ascii_lowercase().as_str() {
-        "utf8mb4_0900_ai_ci" | "utf8mb4_general_ci" | "utf8mb4_unicode_ci" | "utf8mb4_unicode_520_ci"
-        | "utf8mb4_0900_as_ci" | "utf8_general_ci" | "utf8mb3_general_ci" | "utf8_unicode_ci" => {
-            Some(Collation::CaseInsensitive)
-        }
+        "utf8mb4_0900_ai_ci"
+        | "utf8mb4_general_ci"
+        | "utf8mb4_unicode_ci"
+        | "utf8mb4_unicode_520_ci"
+        | "utf8mb4_0900_as_ci"
+        | "utf8_general_ci"
+        | "utf8mb3_general_ci"
+        | "utf8_unicode_ci" => Some(Collation::CaseInsensitive),
         "utf8mb4_bin" | "utf8mb4_0900_bin" | "utf8_bin" | "utf8mb3_bin" | "binary" => Some(Collation::Binary),
         _ => None,
     }
@@ -747,7 +794,8 @@ pub fn value_text(v: &Value) -> String {
             let neg = *us < 0;
             let a = us.unsigned_abs();
             let secs = a / 1_000_000;
-            let mut s = format!("{}{:02}:{:02}:{:02}", if neg { "-" } else { "" }, secs / 3600, (secs / 60) % 60, secs % 60);
+            let mut s =
+                format!("{}{:02}:{:02}:{:02}", if neg { "-" } else { "" }, secs / 3600, (secs / 60) % 60, secs % 60);
             if a % 1_000_000 > 0 {
                 s.push_str(&format!(".{:06}", a % 1_000_000));
             }
@@ -794,7 +842,8 @@ impl Catalog {
                 let t = norr_client::table_def(
                     SCHEMATA_TABLE,
                     vec![
-                        ColumnDef::new("name", ColumnType::Varchar { len: 64, collation: Collation::Binary }).not_null(),
+                        ColumnDef::new("name", ColumnType::Varchar { len: 64, collation: Collation::Binary })
+                            .not_null(),
                         ColumnDef::new("charset", ColumnType::Varchar { len: 32, collation: Collation::Binary }),
                         ColumnDef::new("collation", ColumnType::Varchar { len: 64, collation: Collation::Binary }),
                     ],
@@ -997,7 +1046,11 @@ mod tests {
             partition: Some(PartitionInfo {
                 kind: PartitionKind::Range { expr: "a".into() },
                 count: None,
-                defs: vec![PartitionDef { name: "p0".into(), values: PartitionValues::LessThan(vec![None]), comment: String::new() }],
+                defs: vec![PartitionDef {
+                    name: "p0".into(),
+                    values: PartitionValues::LessThan(vec![None]),
+                    comment: String::new(),
+                }],
             }),
             engine: "ndbcluster".into(),
             charset: "utf8mb4".into(),

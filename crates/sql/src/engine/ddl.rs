@@ -140,7 +140,11 @@ fn unsupported_type(col: &str, dt: &DataType) -> SqlError {
 fn check_fsp(col: &str, p: Option<u64>) -> Result<u8, SqlError> {
     let p = p.unwrap_or(0);
     if p > 6 {
-        return Err(SqlError::new(1426, "42000", format!("Too-big precision {p} specified for '{col}'. Maximum is 6.")));
+        return Err(SqlError::new(
+            1426,
+            "42000",
+            format!("Too-big precision {p} specified for '{col}'. Maximum is 6."),
+        ));
     }
     Ok(p as u8)
 }
@@ -152,7 +156,11 @@ fn exact(col: &str, info: &ExactNumberInfo) -> Result<(u8, u8), SqlError> {
         ExactNumberInfo::PrecisionAndScale(p, s) => (*p, (*s).max(0) as u64),
     };
     if s > 30 {
-        return Err(SqlError::new(1425, "42000", format!("Too big scale {s} specified for column '{col}'. Maximum is 30.")));
+        return Err(SqlError::new(
+            1425,
+            "42000",
+            format!("Too big scale {s} specified for column '{col}'. Maximum is 30."),
+        ));
     }
     if p > MAX_DECIMAL_PRECISION as u64 {
         return Err(SqlError::new(
@@ -199,7 +207,9 @@ pub fn map_type(col: &str, dt: &DataType, coll: &str) -> Result<(ColumnType, Str
         DataType::TinyIntUnsigned(w) => int("tinyint", w, true, ColumnType::TinyInt { unsigned: true }),
         DataType::UTinyInt => int("tinyint", &None, true, ColumnType::TinyInt { unsigned: true }),
         DataType::Bool | DataType::Boolean => (ColumnType::TinyInt { unsigned: false }, "tinyint(1)".into(), 0),
-        DataType::SmallInt(w) | DataType::Int2(w) => int("smallint", w, false, ColumnType::SmallInt { unsigned: false }),
+        DataType::SmallInt(w) | DataType::Int2(w) => {
+            int("smallint", w, false, ColumnType::SmallInt { unsigned: false })
+        }
         DataType::SmallIntUnsigned(w) | DataType::Int2Unsigned(w) => {
             int("smallint", w, true, ColumnType::SmallInt { unsigned: true })
         }
@@ -590,7 +600,11 @@ pub fn build_table(
                     if is_now_expr(e).is_some() && matches!(ty, ColumnType::DateTime | ColumnType::Timestamp) {
                         meta.on_update_now = true;
                     } else {
-                        return Err(SqlError::new(1294, "HY000", format!("Invalid ON UPDATE clause for '{name}' column")));
+                        return Err(SqlError::new(
+                            1294,
+                            "HY000",
+                            format!("Invalid ON UPDATE clause for '{name}' column"),
+                        ));
                     }
                 }
                 ColumnOption::CharacterSet(_) | ColumnOption::Collation(_) => {}
@@ -794,7 +808,11 @@ pub fn build_table(
         }
         if let PartitionKind::Key { columns, .. } = &p.kind {
             if columns.is_empty() && pk.is_none() {
-                return Err(SqlError::new(1488, "HY000", "Field in list of fields for partition function not found in table"));
+                return Err(SqlError::new(
+                    1488,
+                    "HY000",
+                    "Field in list of fields for partition function not found in table",
+                ));
             }
         }
         for ix in pk.iter().chain(indexes.iter().filter(|i| i.kind == SqlIndexKind::Unique)) {
@@ -912,7 +930,12 @@ pub async fn create_table(
     }
 }
 
-pub async fn drop_tables(e: &Engine, s: &mut Session, names: &[ObjectName], if_exists: bool) -> Result<QueryOutput, SqlError> {
+pub async fn drop_tables(
+    e: &Engine,
+    s: &mut Session,
+    names: &[ObjectName],
+    if_exists: bool,
+) -> Result<QueryOutput, SqlError> {
     let mut missing: Vec<String> = Vec::new();
     for n in names {
         let (db, table) = resolve_name(s, n)?;
@@ -1021,7 +1044,12 @@ pub async fn create_index(
 }
 
 /// DROP INDEX / ALTER TABLE DROP INDEX.
-pub async fn drop_index(e: &Engine, s: &mut Session, table_name: &ObjectName, name: &str) -> Result<QueryOutput, SqlError> {
+pub async fn drop_index(
+    e: &Engine,
+    s: &mut Session,
+    table_name: &ObjectName,
+    name: &str,
+) -> Result<QueryOutput, SqlError> {
     let (db, table) = resolve_name(s, table_name)?;
     let t = e.catalog().get(&db, &table).await?;
     if name.eq_ignore_ascii_case("PRIMARY") {
@@ -1057,8 +1085,15 @@ pub async fn alter_table(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> R
         match op {
             Op::AddConstraint { constraint, .. } => match constraint {
                 TableConstraint::Index(ix) => {
-                    create_index(e, s, &at.name, ix.name.as_ref().map(|i| i.value.clone()), index_columns(&ix.columns)?, false)
-                        .await?;
+                    create_index(
+                        e,
+                        s,
+                        &at.name,
+                        ix.name.as_ref().map(|i| i.value.clone()),
+                        index_columns(&ix.columns)?,
+                        false,
+                    )
+                    .await?;
                 }
                 TableConstraint::Unique(u) => {
                     let name = u.index_name.as_ref().or(u.name.as_ref()).map(|i| i.value.clone());
@@ -1073,7 +1108,8 @@ pub async fn alter_table(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> R
             other => {
                 let text = other.to_string();
                 let up = text.to_ascii_uppercase();
-                if let Some(v) = up.strip_prefix("AUTO_INCREMENT").map(|r| r.trim_start_matches([' ', '=']).trim().to_string())
+                if let Some(v) =
+                    up.strip_prefix("AUTO_INCREMENT").map(|r| r.trim_start_matches([' ', '=']).trim().to_string())
                 {
                     let n: u64 = v.parse().map_err(|_| error_map::parse_error_near(&text))?;
                     let (db, table) = resolve_name(s, &at.name)?;
@@ -1123,35 +1159,38 @@ mod tests {
         .unwrap();
         let m = SqlTableMeta::decode(&def.extra).unwrap();
         let tys: Vec<&str> = m.columns.iter().map(|c| c.sql_type.as_str()).collect();
-        assert_eq!(tys, vec![
-            "tinyint",
-            "smallint unsigned",
-            "mediumint",
-            "int",
-            "bigint unsigned",
-            "float",
-            "double",
-            "double",
-            "decimal(10,2)",
-            "decimal(5,0)",
-            "char(3)",
-            "varchar(20)",
-            "binary(4)",
-            "varbinary(8)",
-            "tinytext",
-            "text",
-            "mediumtext",
-            "longtext",
-            "tinyblob",
-            "blob",
-            "mediumblob",
-            "longblob",
-            "date",
-            "time(3)",
-            "datetime(6)",
-            "timestamp",
-            "tinyint(1)"
-        ]);
+        assert_eq!(
+            tys,
+            vec![
+                "tinyint",
+                "smallint unsigned",
+                "mediumint",
+                "int",
+                "bigint unsigned",
+                "float",
+                "double",
+                "double",
+                "decimal(10,2)",
+                "decimal(5,0)",
+                "char(3)",
+                "varchar(20)",
+                "binary(4)",
+                "varbinary(8)",
+                "tinytext",
+                "text",
+                "mediumtext",
+                "longtext",
+                "tinyblob",
+                "blob",
+                "mediumblob",
+                "longblob",
+                "date",
+                "time(3)",
+                "datetime(6)",
+                "timestamp",
+                "tinyint(1)"
+            ]
+        );
         assert_eq!(def.columns[11].ty, ColumnType::Varchar { len: 20, collation: Collation::Binary });
         assert_eq!(def.columns[10].ty, ColumnType::Char { len: 3, collation: Collation::CaseInsensitive });
         assert_eq!(def.primary_key, vec![3]);
@@ -1189,7 +1228,10 @@ mod tests {
         assert_eq!(code("CREATE TABLE t (a TEXT, KEY (a))"), 1170);
         assert_eq!(code("CREATE TABLE t (a INT, b INT, PRIMARY KEY (a)) PARTITION BY KEY (b)"), 1503);
         assert_eq!(code("CREATE TABLE t (a INT, b INT, PRIMARY KEY (a), UNIQUE (b)) PARTITION BY HASH (a)"), 1503);
-        assert_eq!(code("CREATE TABLE t (a INT PRIMARY KEY) PARTITION BY RANGE (zz) (PARTITION p0 VALUES LESS THAN (1))"), 1054);
+        assert_eq!(
+            code("CREATE TABLE t (a INT PRIMARY KEY) PARTITION BY RANGE (zz) (PARTITION p0 VALUES LESS THAN (1))"),
+            1054
+        );
         assert_eq!(code("CREATE TABLE t (a DECIMAL(40,2))"), 1426);
         assert_eq!(code("CREATE TABLE t (a DATETIME(7))"), 1426);
         assert_eq!(code("CREATE TABLE t (a INT) ENGINE=Bogus"), 1286);

@@ -43,7 +43,11 @@ pub fn from_client(e: ClientError, ctx: &ErrCtx) -> SqlError {
         ClientError::NotConnected(m) => {
             // CR_SERVER_GONE_ERROR is a client-side code; a server reports 1105 with
             // NDB's "Got error 4009 'Cluster Failure'" style text.
-            SqlError::new(1105, "HY000", format!("Got error 4009 'Cluster Failure: not connected to a data node ({m})' from NDBCLUSTER"))
+            SqlError::new(
+                1105,
+                "HY000",
+                format!("Got error 4009 'Cluster Failure: not connected to a data node ({m})' from NDBCLUSTER"),
+            )
         }
         ClientError::Timeout => SqlError::new(
             1205,
@@ -87,7 +91,9 @@ pub fn from_node(e: &NodeError, ctx: &ErrCtx) -> SqlError {
         ErrorCode::ValueOutOfRange => {
             SqlError::new(1264, "22003", format!("Out of range value for column '{col}' at row {row}"))
         }
-        ErrorCode::ValueTooLarge => SqlError::new(1406, "22001", format!("Data too long for column '{col}' at row {row}")),
+        ErrorCode::ValueTooLarge => {
+            SqlError::new(1406, "22001", format!("Data too long for column '{col}' at row {row}"))
+        }
         ErrorCode::WrongValueType | ErrorCode::InvalidUtf8 => {
             SqlError::new(1366, "HY000", format!("Incorrect value for column '{col}' at row {row}{detail}"))
         }
@@ -106,18 +112,17 @@ pub fn from_node(e: &NodeError, ctx: &ErrCtx) -> SqlError {
             "HY000",
             format!("Got temporary error {} '{}' from NDBCLUSTER", e.code.code(), e.code.description()),
         ),
-        ErrorCode::TooManyOperations | ErrorCode::TooManyTransactions | ErrorCode::Overloaded | ErrorCode::NodeShutdown => {
-            SqlError::new(
-                1297,
-                "HY000",
-                format!("Got temporary error {} '{}' from NDBCLUSTER", e.code.code(), e.code.description()),
-            )
-        }
-        ErrorCode::NotConnected => SqlError::new(
-            1105,
+        ErrorCode::TooManyOperations
+        | ErrorCode::TooManyTransactions
+        | ErrorCode::Overloaded
+        | ErrorCode::NodeShutdown => SqlError::new(
+            1297,
             "HY000",
-            format!("Got error 4009 'Cluster Failure' from NDBCLUSTER{detail}"),
+            format!("Got temporary error {} '{}' from NDBCLUSTER", e.code.code(), e.code.description()),
         ),
+        ErrorCode::NotConnected => {
+            SqlError::new(1105, "HY000", format!("Got error 4009 'Cluster Failure' from NDBCLUSTER{detail}"))
+        }
         ErrorCode::TableFull => SqlError::new(1114, "HY000", format!("The table '{}' is full", ctx.table)),
         ErrorCode::NoSuchTable => no_such_table(&ctx.db, &ctx.table),
         ErrorCode::NoSuchColumn => SqlError::new(1054, "42S22", format!("Unknown column '{col}' in 'field list'")),
@@ -133,16 +138,24 @@ pub fn from_node(e: &NodeError, ctx: &ErrCtx) -> SqlError {
             "HY000",
             format!("Table definition of '{}' has changed, please retry transaction", qualified(ctx)),
         ),
-        ErrorCode::BadSchema => SqlError::new(1005, "HY000", format!("Can't create table '{}'{detail}", qualified(ctx))),
+        ErrorCode::BadSchema => {
+            SqlError::new(1005, "HY000", format!("Can't create table '{}'{detail}", qualified(ctx)))
+        }
         ErrorCode::TooManyTables => {
             SqlError::new(1005, "HY000", format!("Can't create table '{}' (too many tables){detail}", qualified(ctx)))
         }
         ErrorCode::NoSuchScan | ErrorCode::BadScanBound | ErrorCode::BadFilter | ErrorCode::MalformedSignal => {
-            SqlError::internal(format!("Got error {} '{}' from NDBCLUSTER{detail}", e.code.code(), e.code.description()))
+            SqlError::internal(format!(
+                "Got error {} '{}' from NDBCLUSTER{detail}",
+                e.code.code(),
+                e.code.description()
+            ))
         }
-        ErrorCode::UnsupportedVersion | ErrorCode::Internal => {
-            SqlError::internal(format!("Got error {} '{}' from NDBCLUSTER{detail}", e.code.code(), e.code.description()))
-        }
+        ErrorCode::UnsupportedVersion | ErrorCode::Internal => SqlError::internal(format!(
+            "Got error {} '{}' from NDBCLUSTER{detail}",
+            e.code.code(),
+            e.code.description()
+        )),
     }
 }
 

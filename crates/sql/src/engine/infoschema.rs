@@ -90,11 +90,9 @@ pub fn default_display(m: &SqlColumnMeta) -> Option<String> {
     match &m.default {
         SqlDefault::None | SqlDefault::Null => None,
         SqlDefault::Literal { sql } => Some(unquote(sql)),
-        SqlDefault::CurrentTimestamp { fsp } => Some(if *fsp > 0 {
-            format!("CURRENT_TIMESTAMP({fsp})")
-        } else {
-            "CURRENT_TIMESTAMP".to_string()
-        }),
+        SqlDefault::CurrentTimestamp { fsp } => {
+            Some(if *fsp > 0 { format!("CURRENT_TIMESTAMP({fsp})") } else { "CURRENT_TIMESTAMP".to_string() })
+        }
     }
 }
 
@@ -210,39 +208,109 @@ pub async fn virtual_table(
     let out = match up.as_str() {
         "SCHEMATA" => {
             let c = cols(
-                &["CATALOG_NAME", "SCHEMA_NAME", "DEFAULT_CHARACTER_SET_NAME", "DEFAULT_COLLATION_NAME", "SQL_PATH", "DEFAULT_ENCRYPTION"],
+                &[
+                    "CATALOG_NAME",
+                    "SCHEMA_NAME",
+                    "DEFAULT_CHARACTER_SET_NAME",
+                    "DEFAULT_COLLATION_NAME",
+                    "SQL_PATH",
+                    "DEFAULT_ENCRYPTION",
+                ],
                 &[],
             );
             let mut rows = vec![vec![s("def"), s(DB), s("utf8mb3"), s("utf8mb3_general_ci"), Value::Null, s("NO")]];
             for (_, d) in e.catalog().databases().await? {
                 rows.push(vec![s("def"), s(&d.name), s(&d.charset), s(&d.collation), Value::Null, s("NO")]);
             }
-            rows.sort_by(|a, b| crate::engine::catalog::value_text(&a[1]).cmp(&crate::engine::catalog::value_text(&b[1])));
+            rows.sort_by(|a, b| {
+                crate::engine::catalog::value_text(&a[1]).cmp(&crate::engine::catalog::value_text(&b[1]))
+            });
             (c, rows)
         }
         "TABLES" => {
             let c = cols(
                 &[
-                    "TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "TABLE_TYPE", "ENGINE", "VERSION", "ROW_FORMAT",
-                    "TABLE_ROWS", "AVG_ROW_LENGTH", "DATA_LENGTH", "MAX_DATA_LENGTH", "INDEX_LENGTH", "DATA_FREE",
-                    "AUTO_INCREMENT", "CREATE_TIME", "UPDATE_TIME", "CHECK_TIME", "TABLE_COLLATION", "CHECKSUM",
-                    "CREATE_OPTIONS", "TABLE_COMMENT",
+                    "TABLE_CATALOG",
+                    "TABLE_SCHEMA",
+                    "TABLE_NAME",
+                    "TABLE_TYPE",
+                    "ENGINE",
+                    "VERSION",
+                    "ROW_FORMAT",
+                    "TABLE_ROWS",
+                    "AVG_ROW_LENGTH",
+                    "DATA_LENGTH",
+                    "MAX_DATA_LENGTH",
+                    "INDEX_LENGTH",
+                    "DATA_FREE",
+                    "AUTO_INCREMENT",
+                    "CREATE_TIME",
+                    "UPDATE_TIME",
+                    "CHECK_TIME",
+                    "TABLE_COLLATION",
+                    "CHECKSUM",
+                    "CREATE_OPTIONS",
+                    "TABLE_COMMENT",
                 ],
-                &["VERSION", "TABLE_ROWS", "AVG_ROW_LENGTH", "DATA_LENGTH", "MAX_DATA_LENGTH", "INDEX_LENGTH", "DATA_FREE", "AUTO_INCREMENT", "CHECKSUM"],
+                &[
+                    "VERSION",
+                    "TABLE_ROWS",
+                    "AVG_ROW_LENGTH",
+                    "DATA_LENGTH",
+                    "MAX_DATA_LENGTH",
+                    "INDEX_LENGTH",
+                    "DATA_FREE",
+                    "AUTO_INCREMENT",
+                    "CHECKSUM",
+                ],
             );
             let mut rows = Vec::new();
             for t in TABLES {
                 rows.push(vec![
-                    s("def"), s(DB), s(t), s("SYSTEM VIEW"), Value::Null, u(10), Value::Null, Value::Null, Value::Null,
-                    Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
-                    Value::Null, Value::Null, Value::Null, s(""), s(""),
+                    s("def"),
+                    s(DB),
+                    s(t),
+                    s("SYSTEM VIEW"),
+                    Value::Null,
+                    u(10),
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    s(""),
+                    s(""),
                 ]);
             }
             for t in tables_in_scope(e).await? {
                 rows.push(vec![
-                    s("def"), s(&t.db), s(&t.name), s("BASE TABLE"), s("ndbcluster"), u(10), s("Dynamic"), u(0),
-                    u(0), u(0), u(0), u(0), u(0), Value::Null, Value::Null, Value::Null, Value::Null,
-                    s(&t.meta.collation), Value::Null,
+                    s("def"),
+                    s(&t.db),
+                    s(&t.name),
+                    s("BASE TABLE"),
+                    s("ndbcluster"),
+                    u(10),
+                    s("Dynamic"),
+                    u(0),
+                    u(0),
+                    u(0),
+                    u(0),
+                    u(0),
+                    u(0),
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    s(&t.meta.collation),
+                    Value::Null,
                     s(if t.meta.partition.is_some() { "partitioned" } else { "" }),
                     s(&t.meta.comment),
                 ]);
@@ -252,12 +320,38 @@ pub async fn virtual_table(
         "COLUMNS" => {
             let c = cols(
                 &[
-                    "TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "COLUMN_NAME", "ORDINAL_POSITION", "COLUMN_DEFAULT",
-                    "IS_NULLABLE", "DATA_TYPE", "CHARACTER_MAXIMUM_LENGTH", "CHARACTER_OCTET_LENGTH", "NUMERIC_PRECISION",
-                    "NUMERIC_SCALE", "DATETIME_PRECISION", "CHARACTER_SET_NAME", "COLLATION_NAME", "COLUMN_TYPE",
-                    "COLUMN_KEY", "EXTRA", "PRIVILEGES", "COLUMN_COMMENT", "GENERATION_EXPRESSION", "SRS_ID",
+                    "TABLE_CATALOG",
+                    "TABLE_SCHEMA",
+                    "TABLE_NAME",
+                    "COLUMN_NAME",
+                    "ORDINAL_POSITION",
+                    "COLUMN_DEFAULT",
+                    "IS_NULLABLE",
+                    "DATA_TYPE",
+                    "CHARACTER_MAXIMUM_LENGTH",
+                    "CHARACTER_OCTET_LENGTH",
+                    "NUMERIC_PRECISION",
+                    "NUMERIC_SCALE",
+                    "DATETIME_PRECISION",
+                    "CHARACTER_SET_NAME",
+                    "COLLATION_NAME",
+                    "COLUMN_TYPE",
+                    "COLUMN_KEY",
+                    "EXTRA",
+                    "PRIVILEGES",
+                    "COLUMN_COMMENT",
+                    "GENERATION_EXPRESSION",
+                    "SRS_ID",
                 ],
-                &["ORDINAL_POSITION", "CHARACTER_MAXIMUM_LENGTH", "CHARACTER_OCTET_LENGTH", "NUMERIC_PRECISION", "NUMERIC_SCALE", "DATETIME_PRECISION", "SRS_ID"],
+                &[
+                    "ORDINAL_POSITION",
+                    "CHARACTER_MAXIMUM_LENGTH",
+                    "CHARACTER_OCTET_LENGTH",
+                    "NUMERIC_PRECISION",
+                    "NUMERIC_SCALE",
+                    "DATETIME_PRECISION",
+                    "SRS_ID",
+                ],
             );
             let mut rows = Vec::new();
             for t in tables_in_scope(e).await? {
@@ -294,9 +388,24 @@ pub async fn virtual_table(
         "STATISTICS" => {
             let c = cols(
                 &[
-                    "TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "NON_UNIQUE", "INDEX_SCHEMA", "INDEX_NAME",
-                    "SEQ_IN_INDEX", "COLUMN_NAME", "COLLATION", "CARDINALITY", "SUB_PART", "PACKED", "NULLABLE",
-                    "INDEX_TYPE", "COMMENT", "INDEX_COMMENT", "IS_VISIBLE", "EXPRESSION",
+                    "TABLE_CATALOG",
+                    "TABLE_SCHEMA",
+                    "TABLE_NAME",
+                    "NON_UNIQUE",
+                    "INDEX_SCHEMA",
+                    "INDEX_NAME",
+                    "SEQ_IN_INDEX",
+                    "COLUMN_NAME",
+                    "COLLATION",
+                    "CARDINALITY",
+                    "SUB_PART",
+                    "PACKED",
+                    "NULLABLE",
+                    "INDEX_TYPE",
+                    "COMMENT",
+                    "INDEX_COMMENT",
+                    "IS_VISIBLE",
+                    "EXPRESSION",
                 ],
                 &["NON_UNIQUE", "SEQ_IN_INDEX", "CARDINALITY", "SUB_PART"],
             );
@@ -304,9 +413,24 @@ pub async fn virtual_table(
             for t in tables_in_scope(e).await? {
                 for r in index_rows(&t) {
                     rows.push(vec![
-                        s("def"), s(&t.db), s(&t.name), u(r.non_unique as u64), s(&t.db), s(&r.index),
-                        u(r.seq as u64), s(&r.column), s("A"), u(0), Value::Null, Value::Null,
-                        s(if r.nullable { "YES" } else { "" }), s("BTREE"), s(""), s(""), s("YES"), Value::Null,
+                        s("def"),
+                        s(&t.db),
+                        s(&t.name),
+                        u(r.non_unique as u64),
+                        s(&t.db),
+                        s(&r.index),
+                        u(r.seq as u64),
+                        s(&r.column),
+                        s("A"),
+                        u(0),
+                        Value::Null,
+                        Value::Null,
+                        s(if r.nullable { "YES" } else { "" }),
+                        s("BTREE"),
+                        s(""),
+                        s(""),
+                        s("YES"),
+                        Value::Null,
                     ]);
                 }
             }
@@ -315,9 +439,18 @@ pub async fn virtual_table(
         "KEY_COLUMN_USAGE" => {
             let c = cols(
                 &[
-                    "CONSTRAINT_CATALOG", "CONSTRAINT_SCHEMA", "CONSTRAINT_NAME", "TABLE_CATALOG", "TABLE_SCHEMA",
-                    "TABLE_NAME", "COLUMN_NAME", "ORDINAL_POSITION", "POSITION_IN_UNIQUE_CONSTRAINT",
-                    "REFERENCED_TABLE_SCHEMA", "REFERENCED_TABLE_NAME", "REFERENCED_COLUMN_NAME",
+                    "CONSTRAINT_CATALOG",
+                    "CONSTRAINT_SCHEMA",
+                    "CONSTRAINT_NAME",
+                    "TABLE_CATALOG",
+                    "TABLE_SCHEMA",
+                    "TABLE_NAME",
+                    "COLUMN_NAME",
+                    "ORDINAL_POSITION",
+                    "POSITION_IN_UNIQUE_CONSTRAINT",
+                    "REFERENCED_TABLE_SCHEMA",
+                    "REFERENCED_TABLE_NAME",
+                    "REFERENCED_COLUMN_NAME",
                 ],
                 &["ORDINAL_POSITION", "POSITION_IN_UNIQUE_CONSTRAINT"],
             );
@@ -326,8 +459,18 @@ pub async fn virtual_table(
                 for ix in all_indexes(&t).iter().filter(|i| i.kind != SqlIndexKind::Index) {
                     for (k, col) in ix.columns.iter().enumerate() {
                         rows.push(vec![
-                            s("def"), s(&t.db), s(&ix.name), s("def"), s(&t.db), s(&t.name), s(col), u(k as u64 + 1),
-                            Value::Null, Value::Null, Value::Null, Value::Null,
+                            s("def"),
+                            s(&t.db),
+                            s(&ix.name),
+                            s("def"),
+                            s(&t.db),
+                            s(&t.name),
+                            s(col),
+                            u(k as u64 + 1),
+                            Value::Null,
+                            Value::Null,
+                            Value::Null,
+                            Value::Null,
                         ]);
                     }
                 }
@@ -336,7 +479,15 @@ pub async fn virtual_table(
         }
         "TABLE_CONSTRAINTS" => {
             let c = cols(
-                &["CONSTRAINT_CATALOG", "CONSTRAINT_SCHEMA", "CONSTRAINT_NAME", "TABLE_SCHEMA", "TABLE_NAME", "CONSTRAINT_TYPE", "ENFORCED"],
+                &[
+                    "CONSTRAINT_CATALOG",
+                    "CONSTRAINT_SCHEMA",
+                    "CONSTRAINT_NAME",
+                    "TABLE_SCHEMA",
+                    "TABLE_NAME",
+                    "CONSTRAINT_TYPE",
+                    "ENFORCED",
+                ],
                 &[],
             );
             let mut rows = Vec::new();
@@ -351,10 +502,20 @@ pub async fn virtual_table(
         "PARTITIONS" => {
             let c = cols(
                 &[
-                    "TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "PARTITION_NAME", "SUBPARTITION_NAME",
-                    "PARTITION_ORDINAL_POSITION", "SUBPARTITION_ORDINAL_POSITION", "PARTITION_METHOD",
-                    "SUBPARTITION_METHOD", "PARTITION_EXPRESSION", "SUBPARTITION_EXPRESSION", "PARTITION_DESCRIPTION",
-                    "TABLE_ROWS", "PARTITION_COMMENT",
+                    "TABLE_CATALOG",
+                    "TABLE_SCHEMA",
+                    "TABLE_NAME",
+                    "PARTITION_NAME",
+                    "SUBPARTITION_NAME",
+                    "PARTITION_ORDINAL_POSITION",
+                    "SUBPARTITION_ORDINAL_POSITION",
+                    "PARTITION_METHOD",
+                    "SUBPARTITION_METHOD",
+                    "PARTITION_EXPRESSION",
+                    "SUBPARTITION_EXPRESSION",
+                    "PARTITION_DESCRIPTION",
+                    "TABLE_ROWS",
+                    "PARTITION_COMMENT",
                 ],
                 &["PARTITION_ORDINAL_POSITION", "SUBPARTITION_ORDINAL_POSITION", "TABLE_ROWS"],
             );
@@ -362,16 +523,31 @@ pub async fn virtual_table(
             for t in tables_in_scope(e).await? {
                 let Some(p) = &t.meta.partition else {
                     rows.push(vec![
-                        s("def"), s(&t.db), s(&t.name), Value::Null, Value::Null, Value::Null, Value::Null,
-                        Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, u(0), s(""),
+                        s("def"),
+                        s(&t.db),
+                        s(&t.name),
+                        Value::Null,
+                        Value::Null,
+                        Value::Null,
+                        Value::Null,
+                        Value::Null,
+                        Value::Null,
+                        Value::Null,
+                        Value::Null,
+                        Value::Null,
+                        u(0),
+                        s(""),
                     ]);
                     continue;
                 };
                 let (method, expr) = match &p.kind {
-                    PartitionKind::Key { columns, linear } => {
-                        (if *linear { "LINEAR KEY" } else { "KEY" }, columns.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(","))
+                    PartitionKind::Key { columns, linear } => (
+                        if *linear { "LINEAR KEY" } else { "KEY" },
+                        columns.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(","),
+                    ),
+                    PartitionKind::Hash { expr, linear } => {
+                        (if *linear { "LINEAR HASH" } else { "HASH" }, expr.clone())
                     }
-                    PartitionKind::Hash { expr, linear } => (if *linear { "LINEAR HASH" } else { "HASH" }, expr.clone()),
                     PartitionKind::Range { expr } => ("RANGE", expr.clone()),
                     PartitionKind::List { expr } => ("LIST", expr.clone()),
                     PartitionKind::RangeColumns { columns } => {
@@ -385,15 +561,32 @@ pub async fn virtual_table(
                     let d = p.defs.get(i as usize);
                     let desc = d.map(|d| match &d.values {
                         PartitionValues::None => String::new(),
-                        PartitionValues::LessThan(v) => v.iter().map(|x| x.clone().unwrap_or_else(|| "MAXVALUE".into())).collect::<Vec<_>>().join(","),
-                        PartitionValues::In(l) => l.iter().map(|x| if x.len() == 1 { x[0].clone() } else { format!("({})", x.join(",")) }).collect::<Vec<_>>().join(","),
+                        PartitionValues::LessThan(v) => v
+                            .iter()
+                            .map(|x| x.clone().unwrap_or_else(|| "MAXVALUE".into()))
+                            .collect::<Vec<_>>()
+                            .join(","),
+                        PartitionValues::In(l) => l
+                            .iter()
+                            .map(|x| if x.len() == 1 { x[0].clone() } else { format!("({})", x.join(",")) })
+                            .collect::<Vec<_>>()
+                            .join(","),
                     });
                     rows.push(vec![
-                        s("def"), s(&t.db), s(&t.name),
+                        s("def"),
+                        s(&t.db),
+                        s(&t.name),
                         s(&d.map(|d| d.name.clone()).unwrap_or_else(|| format!("p{i}"))),
-                        Value::Null, u(i as u64 + 1), Value::Null, s(method), Value::Null, s(&expr), Value::Null,
+                        Value::Null,
+                        u(i as u64 + 1),
+                        Value::Null,
+                        s(method),
+                        Value::Null,
+                        s(&expr),
+                        Value::Null,
                         desc.filter(|x| !x.is_empty()).map(|x| s(&x)).unwrap_or(Value::Null),
-                        u(0), s(&d.map(|d| d.comment.clone()).unwrap_or_default()),
+                        u(0),
+                        s(&d.map(|d| d.comment.clone()).unwrap_or_default()),
                     ]);
                 }
             }
@@ -405,11 +598,25 @@ pub async fn virtual_table(
         }
         "CHARACTER_SETS" => {
             let c = cols(&["CHARACTER_SET_NAME", "DEFAULT_COLLATE_NAME", "DESCRIPTION", "MAXLEN"], &["MAXLEN"]);
-            (c, charset_rows().into_iter().map(|r| vec![r[0].clone(), r[2].clone(), r[1].clone(), r[3].clone()]).collect())
+            (
+                c,
+                charset_rows()
+                    .into_iter()
+                    .map(|r| vec![r[0].clone(), r[2].clone(), r[1].clone(), r[3].clone()])
+                    .collect(),
+            )
         }
         "COLLATIONS" => {
             let c = cols(
-                &["COLLATION_NAME", "CHARACTER_SET_NAME", "ID", "IS_DEFAULT", "IS_COMPILED", "SORTLEN", "PAD_ATTRIBUTE"],
+                &[
+                    "COLLATION_NAME",
+                    "CHARACTER_SET_NAME",
+                    "ID",
+                    "IS_DEFAULT",
+                    "IS_COMPILED",
+                    "SORTLEN",
+                    "PAD_ATTRIBUTE",
+                ],
                 &["ID", "SORTLEN"],
             );
             (c, collation_rows())
@@ -417,9 +624,17 @@ pub async fn virtual_table(
         "REFERENTIAL_CONSTRAINTS" => (
             cols(
                 &[
-                    "CONSTRAINT_CATALOG", "CONSTRAINT_SCHEMA", "CONSTRAINT_NAME", "UNIQUE_CONSTRAINT_CATALOG",
-                    "UNIQUE_CONSTRAINT_SCHEMA", "UNIQUE_CONSTRAINT_NAME", "MATCH_OPTION", "UPDATE_RULE", "DELETE_RULE",
-                    "TABLE_NAME", "REFERENCED_TABLE_NAME",
+                    "CONSTRAINT_CATALOG",
+                    "CONSTRAINT_SCHEMA",
+                    "CONSTRAINT_NAME",
+                    "UNIQUE_CONSTRAINT_CATALOG",
+                    "UNIQUE_CONSTRAINT_SCHEMA",
+                    "UNIQUE_CONSTRAINT_NAME",
+                    "MATCH_OPTION",
+                    "UPDATE_RULE",
+                    "DELETE_RULE",
+                    "TABLE_NAME",
+                    "REFERENCED_TABLE_NAME",
                 ],
                 &[],
             ),
@@ -430,17 +645,50 @@ pub async fn virtual_table(
         }
         "VIEWS" => (
             cols(
-                &["TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "VIEW_DEFINITION", "CHECK_OPTION", "IS_UPDATABLE", "DEFINER", "SECURITY_TYPE", "CHARACTER_SET_CLIENT", "COLLATION_CONNECTION"],
+                &[
+                    "TABLE_CATALOG",
+                    "TABLE_SCHEMA",
+                    "TABLE_NAME",
+                    "VIEW_DEFINITION",
+                    "CHECK_OPTION",
+                    "IS_UPDATABLE",
+                    "DEFINER",
+                    "SECURITY_TYPE",
+                    "CHARACTER_SET_CLIENT",
+                    "COLLATION_CONNECTION",
+                ],
                 &[],
             ),
             Vec::new(),
         ),
         "ROUTINES" => (
-            cols(&["SPECIFIC_NAME", "ROUTINE_CATALOG", "ROUTINE_SCHEMA", "ROUTINE_NAME", "ROUTINE_TYPE", "DATA_TYPE", "ROUTINE_DEFINITION"], &[]),
+            cols(
+                &[
+                    "SPECIFIC_NAME",
+                    "ROUTINE_CATALOG",
+                    "ROUTINE_SCHEMA",
+                    "ROUTINE_NAME",
+                    "ROUTINE_TYPE",
+                    "DATA_TYPE",
+                    "ROUTINE_DEFINITION",
+                ],
+                &[],
+            ),
             Vec::new(),
         ),
         "TRIGGERS" => (
-            cols(&["TRIGGER_CATALOG", "TRIGGER_SCHEMA", "TRIGGER_NAME", "EVENT_MANIPULATION", "EVENT_OBJECT_SCHEMA", "EVENT_OBJECT_TABLE", "ACTION_STATEMENT"], &[]),
+            cols(
+                &[
+                    "TRIGGER_CATALOG",
+                    "TRIGGER_SCHEMA",
+                    "TRIGGER_NAME",
+                    "EVENT_MANIPULATION",
+                    "EVENT_OBJECT_SCHEMA",
+                    "EVENT_OBJECT_TABLE",
+                    "ACTION_STATEMENT",
+                ],
+                &[],
+            ),
             Vec::new(),
         ),
         "EVENTS" => (cols(&["EVENT_CATALOG", "EVENT_SCHEMA", "EVENT_NAME", "DEFINER", "STATUS"], &[]), Vec::new()),
@@ -477,16 +725,23 @@ pub fn index_rows(t: &SqlTable) -> Vec<IndexRow> {
 
 pub fn engines_rows() -> Vec<Vec<Value>> {
     vec![
+        vec![s("ndbcluster"), s("DEFAULT"), s("Clustered, fault-tolerant tables (NorrDB)"), s("YES"), s("NO"), s("NO")],
         vec![
-            s("ndbcluster"),
-            s("DEFAULT"),
-            s("Clustered, fault-tolerant tables (NorrDB)"),
-            s("YES"),
+            s("ndbinfo"),
             s("NO"),
-            s("NO"),
+            s("NorrDB cluster information storage engine"),
+            Value::Null,
+            Value::Null,
+            Value::Null,
         ],
-        vec![s("ndbinfo"), s("NO"), s("NorrDB cluster information storage engine"), Value::Null, Value::Null, Value::Null],
-        vec![s("InnoDB"), s("NO"), s("Not available: tables are created in ndbcluster"), Value::Null, Value::Null, Value::Null],
+        vec![
+            s("InnoDB"),
+            s("NO"),
+            s("Not available: tables are created in ndbcluster"),
+            Value::Null,
+            Value::Null,
+            Value::Null,
+        ],
     ]
 }
 

@@ -85,12 +85,18 @@ pub struct Engine {
 
 /// A parsed statement.
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // parsed once per statement, never stored in bulk
 pub enum Parsed {
     Sql(Box<Statement>),
     /// CREATE TABLE with its PARTITION BY clause (parsed by us).
     CreateTable(Box<ast::CreateTable>, Option<PartitionInfo>),
     Show(ShowStmt),
-    CreateDatabase { name: String, if_not_exists: bool, charset: Option<String>, collation: Option<String> },
+    CreateDatabase {
+        name: String,
+        if_not_exists: bool,
+        charset: Option<String>,
+        collation: Option<String>,
+    },
     /// SET CHARACTER SET x / SET CHARSET x.
     SetCharacterSet(String),
 }
@@ -197,8 +203,10 @@ pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
         let mut c = parse_ext::Cursor::new(sql)?;
         let mut w = Vec::new();
         for _ in 0..3 {
-            match c.next() {
-                Some(sqlparser::tokenizer::Token::Word(x)) if x.quote_style.is_none() => w.push(x.value.to_ascii_uppercase()),
+            match c.next_token() {
+                Some(sqlparser::tokenizer::Token::Word(x)) if x.quote_style.is_none() => {
+                    w.push(x.value.to_ascii_uppercase())
+                }
                 _ => break,
             }
         }
@@ -237,7 +245,11 @@ pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
         }
         _ => {}
     }
-    let text = if sql.to_ascii_uppercase().contains("SHARE") { parse_ext::rewrite_lock_in_share_mode(sql) } else { sql.to_string() };
+    let text = if sql.to_ascii_uppercase().contains("SHARE") {
+        parse_ext::rewrite_lock_in_share_mode(sql)
+    } else {
+        sql.to_string()
+    };
     match parse_sqlparser(&text)? {
         Statement::CreateTable(ct) => Ok(Parsed::CreateTable(Box::new(ct), None)),
         other => Ok(Parsed::Sql(Box::new(other))),
@@ -375,18 +387,30 @@ impl Engine {
     /// Result columns of a SELECT over one known table with plain column
     /// references or `*` (cheap cases only; otherwise empty).
     async fn result_columns(&self, s: &Session, p: &Parsed) -> Vec<ColumnMeta> {
-        let Parsed::Sql(st) = p else { return Vec::new() };
-        let Statement::Query(q) = st.as_ref() else { return Vec::new() };
-        let ast::SetExpr::Select(sel) = q.body.as_ref() else { return Vec::new() };
+        let Parsed::Sql(st) = p else {
+            return Vec::new();
+        };
+        let Statement::Query(q) = st.as_ref() else {
+            return Vec::new();
+        };
+        let ast::SetExpr::Select(sel) = q.body.as_ref() else {
+            return Vec::new();
+        };
         if sel.from.len() != 1 || !sel.from[0].joins.is_empty() {
             return Vec::new();
         }
-        let ast::TableFactor::Table { name, alias, .. } = &sel.from[0].relation else { return Vec::new() };
-        let Ok((db, table)) = ddl::resolve_name(s, name) else { return Vec::new() };
+        let ast::TableFactor::Table { name, alias, .. } = &sel.from[0].relation else {
+            return Vec::new();
+        };
+        let Ok((db, table)) = ddl::resolve_name(s, name) else {
+            return Vec::new();
+        };
         if infoschema::is_infoschema(&db) {
             return Vec::new();
         }
-        let Ok(Some(t)) = self.catalog.try_get(&db, &table).await else { return Vec::new() };
+        let Ok(Some(t)) = self.catalog.try_get(&db, &table).await else {
+            return Vec::new();
+        };
         let shown_table = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or_else(|| t.name.clone());
         let mut out = Vec::new();
         for item in &sel.projection {
@@ -403,7 +427,9 @@ impl Engine {
                         Expr::CompoundIdentifier(v) if v.len() == 2 => v[1].value.clone(),
                         _ => return Vec::new(),
                     };
-                    let Some((id, _, _)) = t.column(&col) else { return Vec::new() };
+                    let Some((id, _, _)) = t.column(&col) else {
+                        return Vec::new();
+                    };
                     let mut c = t.column_meta(id);
                     c.table = shown_table.clone();
                     if let ast::SelectItem::ExprWithAlias { alias, .. } = item {
@@ -419,7 +445,12 @@ impl Engine {
         out
     }
 
-    pub async fn execute_prepared(&self, s: &mut Session, p: &Prepared, params: Vec<Value>) -> Result<QueryOutput, SqlError> {
+    pub async fn execute_prepared(
+        &self,
+        s: &mut Session,
+        p: &Prepared,
+        params: Vec<Value>,
+    ) -> Result<QueryOutput, SqlError> {
         self.status.questions.fetch_add(1, Ordering::Relaxed);
         if params.len() != p.param_count as usize {
             return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
@@ -611,11 +642,13 @@ impl Engine {
                 }
                 Ok(QueryOutput::ok(0))
             }
-            Statement::Rollback { savepoint: Some(_), .. } | Statement::Savepoint { .. } | Statement::ReleaseSavepoint { .. } => {
-                Err(SqlError::unsupported("SAVEPOINT"))
-            }
+            Statement::Rollback { savepoint: Some(_), .. }
+            | Statement::Savepoint { .. }
+            | Statement::ReleaseSavepoint { .. } => Err(SqlError::unsupported("SAVEPOINT")),
             Statement::Set(set) => self.execute_set(s, set, params).await,
-            Statement::CreateDatabase { .. } => Err(SqlError::internal("CREATE DATABASE is parsed by parse_create_database")),
+            Statement::CreateDatabase { .. } => {
+                Err(SqlError::internal("CREATE DATABASE is parsed by parse_create_database"))
+            }
             other => Err(SqlError::unsupported(other.to_string().chars().take(60).collect::<String>())),
         }
     }
@@ -632,13 +665,19 @@ impl Engine {
                 return vars::get_system_var(s, n, false).ok_or_else(|| error_map::unknown_system_variable(n));
             }
             Expr::Identifier(i) if i.value.starts_with('@') => return Ok(vars::get_user_var(s, &i.value)),
-            Expr::Identifier(i) if i.quote_style.is_none() || i.quote_style == Some('`') => return Ok(Value::str(&i.value)),
+            Expr::Identifier(i) if i.quote_style.is_none() || i.quote_style == Some('`') => {
+                return Ok(Value::str(&i.value))
+            }
             Expr::CompoundIdentifier(v) if v.len() == 2 && v[0].value.starts_with("@@") => {
                 let global = v[0].value.eq_ignore_ascii_case("@@global");
-                return vars::get_system_var(s, &v[1].value, global).ok_or_else(|| error_map::unknown_system_variable(&v[1].value));
+                return vars::get_system_var(s, &v[1].value, global)
+                    .ok_or_else(|| error_map::unknown_system_variable(&v[1].value));
             }
             Expr::Value(v) if matches!(v.value, ast::Value::Placeholder(_)) => {
-                return params.first().cloned().ok_or_else(|| SqlError::new(1210, "HY000", "Incorrect arguments to SET"));
+                return params
+                    .first()
+                    .cloned()
+                    .ok_or_else(|| SqlError::new(1210, "HY000", "Incorrect arguments to SET"));
             }
             _ => {}
         }
@@ -647,12 +686,21 @@ impl Engine {
             _ => return Err(SqlError::internal("SELECT did not parse as a query")),
         };
         match query::execute_query(self, s, &q, params).await? {
-            QueryOutput::Rows { rows, .. } => Ok(rows.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or(Value::Null)),
+            QueryOutput::Rows { rows, .. } => {
+                Ok(rows.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or(Value::Null))
+            }
             QueryOutput::Ok { .. } => Ok(Value::Null),
         }
     }
 
-    async fn set_one(&self, s: &mut Session, scope: Option<ast::ContextModifier>, name: &ObjectName, value: &Expr, params: &[Value]) -> Result<(), SqlError> {
+    async fn set_one(
+        &self,
+        s: &mut Session,
+        scope: Option<ast::ContextModifier>,
+        name: &ObjectName,
+        value: &Expr,
+        params: &[Value],
+    ) -> Result<(), SqlError> {
         let parts = ddl::ident_of(name);
         let mut global = matches!(scope, Some(ast::ContextModifier::Global));
         let var = match parts.as_slice() {
@@ -767,7 +815,9 @@ mod tests {
         assert!(matches!(parse_statement("SELECT * FROM t WHERE a = 1 LOCK IN SHARE MODE").unwrap(), Parsed::Sql(_)));
         assert!(matches!(parse_statement("SET @x := 5").unwrap(), Parsed::Sql(_)));
         assert!(matches!(parse_statement("SET CHARACTER SET utf8mb4").unwrap(), Parsed::SetCharacterSet(_)));
-        match parse_statement("CREATE SCHEMA IF NOT EXISTS d DEFAULT CHARACTER SET = utf8mb4 COLLATE utf8mb4_bin").unwrap() {
+        match parse_statement("CREATE SCHEMA IF NOT EXISTS d DEFAULT CHARACTER SET = utf8mb4 COLLATE utf8mb4_bin")
+            .unwrap()
+        {
             Parsed::CreateDatabase { name, if_not_exists, charset, collation } => {
                 assert_eq!(name, "d");
                 assert!(if_not_exists);

@@ -46,7 +46,10 @@ pub fn split_statements(sql: &str) -> Vec<String> {
                 }
                 i += 1;
             }
-            b'-' if i + 2 <= b.len() && b.get(i + 1) == Some(&b'-') && b.get(i + 2).is_none_or(|c| c.is_ascii_whitespace()) => {
+            b'-' if i + 2 <= b.len()
+                && b.get(i + 1) == Some(&b'-')
+                && b.get(i + 2).is_none_or(|c| c.is_ascii_whitespace()) =>
+            {
                 while i < b.len() && b[i] != b'\n' {
                     i += 1;
                 }
@@ -197,9 +200,9 @@ pub fn split_partition_clause(sql: &str) -> (String, Option<String>) {
     if !is_create_table && !is_alter {
         return (sql.to_string(), None);
     }
-    for k in 0..w.len() {
-        if w[k].2 == 0 && up(k) == "PARTITION" && up(k + 1) == "BY" {
-            let s = w[k].0;
+    for (k, &(start, _, depth)) in w.iter().enumerate() {
+        if depth == 0 && up(k) == "PARTITION" && up(k + 1) == "BY" {
+            let s = start;
             return (sql[..s].trim_end().to_string(), Some(sql[s..].trim().to_string()));
         }
     }
@@ -225,7 +228,7 @@ impl Cursor {
     pub fn at_end(&self) -> bool {
         self.pos >= self.toks.len()
     }
-    pub fn next(&mut self) -> Option<Token> {
+    pub fn next_token(&mut self) -> Option<Token> {
         let t = self.toks.get(self.pos).cloned();
         self.pos += 1;
         t
@@ -322,7 +325,7 @@ impl Cursor {
         let mut depth = 1;
         let mut out = Vec::new();
         loop {
-            let t = self.next().ok_or_else(|| parse_error_near(""))?;
+            let t = self.next_token().ok_or_else(|| parse_error_near(""))?;
             match t {
                 Token::LParen => depth += 1,
                 Token::RParen => {
@@ -421,10 +424,8 @@ pub fn literal_expr_value(expr: &sqlparser::ast::Expr) -> Option<Value> {
             V::Null => Some(Value::Null),
             V::Boolean(b) => Some(Value::Int(*b as i64)),
             V::HexStringLiteral(h) => {
-                let bytes: Option<Vec<u8>> = (0..h.len())
-                    .step_by(2)
-                    .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
-                    .collect();
+                let bytes: Option<Vec<u8>> =
+                    (0..h.len()).step_by(2).map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok()).collect();
                 bytes.map(Value::Bytes)
             }
             _ => None,
@@ -543,7 +544,11 @@ fn parse_partition_def(toks: &[Token], kind: &PartitionKind) -> Result<Partition
                 values = PartitionValues::LessThan(vals);
             }
             if !matches!(kind, PartitionKind::Range { .. } | PartitionKind::RangeColumns { .. }) {
-                return Err(SqlError::new(1480, "HY000", "Only RANGE PARTITIONING can use VALUES LESS THAN in partition definition"));
+                return Err(SqlError::new(
+                    1480,
+                    "HY000",
+                    "Only RANGE PARTITIONING can use VALUES LESS THAN in partition definition",
+                ));
             }
         } else if c.eat_word("IN") {
             let g = c.paren_group()?;
@@ -559,7 +564,11 @@ fn parse_partition_def(toks: &[Token], kind: &PartitionKind) -> Result<Partition
             }
             values = PartitionValues::In(lists);
             if !matches!(kind, PartitionKind::List { .. } | PartitionKind::ListColumns { .. }) {
-                return Err(SqlError::new(1480, "HY000", "Only LIST PARTITIONING can use VALUES IN in partition definition"));
+                return Err(SqlError::new(
+                    1480,
+                    "HY000",
+                    "Only LIST PARTITIONING can use VALUES IN in partition definition",
+                ));
             }
         } else {
             return Err(parse_error_near(&text));
@@ -573,7 +582,7 @@ fn parse_partition_def(toks: &[Token], kind: &PartitionKind) -> Result<Partition
         }
         if c.eat_word("ENGINE") || c.eat_word("NODEGROUP") {
             c.eat(&Token::Eq);
-            c.next();
+            c.next_token();
             continue;
         }
         if c.eat_word("COMMENT") {
@@ -593,26 +602,68 @@ fn parse_partition_def(toks: &[Token], kind: &PartitionKind) -> Result<Partition
 pub enum ShowFilter {
     None,
     Like(String),
-    Where(sqlparser::ast::Expr),
+    Where(Box<sqlparser::ast::Expr>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ShowStmt {
-    Databases { filter: ShowFilter },
-    Tables { full: bool, db: Option<String>, filter: ShowFilter },
-    Columns { full: bool, db: Option<String>, table: String, filter: ShowFilter },
-    Index { db: Option<String>, table: String, filter: ShowFilter },
-    CreateTable { db: Option<String>, table: String },
-    CreateDatabase { db: String, if_not_exists: bool },
-    Variables { global: bool, filter: ShowFilter },
-    Status { global: bool, filter: ShowFilter },
-    Warnings { count_only: bool, limit: Option<u64> },
-    Errors { count_only: bool, limit: Option<u64> },
+    Databases {
+        filter: ShowFilter,
+    },
+    Tables {
+        full: bool,
+        db: Option<String>,
+        filter: ShowFilter,
+    },
+    Columns {
+        full: bool,
+        db: Option<String>,
+        table: String,
+        filter: ShowFilter,
+    },
+    Index {
+        db: Option<String>,
+        table: String,
+        filter: ShowFilter,
+    },
+    CreateTable {
+        db: Option<String>,
+        table: String,
+    },
+    CreateDatabase {
+        db: String,
+        if_not_exists: bool,
+    },
+    Variables {
+        global: bool,
+        filter: ShowFilter,
+    },
+    Status {
+        global: bool,
+        filter: ShowFilter,
+    },
+    Warnings {
+        count_only: bool,
+        limit: Option<u64>,
+    },
+    Errors {
+        count_only: bool,
+        limit: Option<u64>,
+    },
     Engines,
-    Collation { filter: ShowFilter },
-    CharacterSet { filter: ShowFilter },
-    TableStatus { db: Option<String>, filter: ShowFilter },
-    Processlist { full: bool },
+    Collation {
+        filter: ShowFilter,
+    },
+    CharacterSet {
+        filter: ShowFilter,
+    },
+    TableStatus {
+        db: Option<String>,
+        filter: ShowFilter,
+    },
+    Processlist {
+        full: bool,
+    },
     Plugins,
     Grants,
     Privileges,
@@ -630,7 +681,7 @@ fn show_filter(c: &mut Cursor) -> Result<ShowFilter, SqlError> {
             .try_with_sql(&text)
             .and_then(|mut p| p.parse_expr())
             .map_err(|_| parse_error_near(&text))?;
-        return Ok(ShowFilter::Where(expr));
+        return Ok(ShowFilter::Where(Box::new(expr)));
     }
     Ok(ShowFilter::None)
 }
@@ -708,7 +759,7 @@ pub fn parse_show(sql: &str) -> Result<ShowStmt, SqlError> {
     } else if c.eat_word("STATUS") {
         ShowStmt::Status { global, filter: show_filter(&mut c)? }
     } else if c.is_word("COUNT") {
-        c.next();
+        c.next_token();
         let g = c.paren_group()?;
         if !matches!(g.as_slice(), [Token::Mul]) {
             return Err(c.err());
@@ -781,11 +832,10 @@ mod tests {
 
     #[test]
     fn splits_statements() {
-        assert_eq!(split_statements("select 1; select ';' ;; -- x\n select `a;b`;"), vec![
-            "select 1",
-            "select ';'",
-            "-- x\n select `a;b`"
-        ]);
+        assert_eq!(
+            split_statements("select 1; select ';' ;; -- x\n select `a;b`;"),
+            vec!["select 1", "select ';'", "-- x\n select `a;b`"]
+        );
         assert_eq!(split_statements("select 'it''s;'; /* ; */ select 2"), vec!["select 'it''s;'", "/* ; */ select 2"]);
         assert_eq!(split_statements("  ;  -- only a comment"), Vec::<String>::new());
         assert_eq!(split_statements(r"select 'a\';b'"), vec![r"select 'a\';b'"]);
@@ -793,13 +843,18 @@ mod tests {
 
     #[test]
     fn rewrites_lock_in_share_mode() {
-        assert_eq!(rewrite_lock_in_share_mode("SELECT * FROM t WHERE a=1 lock in share   mode"), "SELECT * FROM t WHERE a=1 FOR SHARE");
+        assert_eq!(
+            rewrite_lock_in_share_mode("SELECT * FROM t WHERE a=1 lock in share   mode"),
+            "SELECT * FROM t WHERE a=1 FOR SHARE"
+        );
         assert_eq!(rewrite_lock_in_share_mode("SELECT 'lock in share mode'"), "SELECT 'lock in share mode'");
     }
 
     #[test]
     fn splits_and_parses_partition_clauses() {
-        let (t, p) = split_partition_clause("CREATE TABLE t (a INT, b INT, PRIMARY KEY (a)) ENGINE=ndb PARTITION BY KEY (a) PARTITIONS 4");
+        let (t, p) = split_partition_clause(
+            "CREATE TABLE t (a INT, b INT, PRIMARY KEY (a)) ENGINE=ndb PARTITION BY KEY (a) PARTITIONS 4",
+        );
         assert_eq!(t, "CREATE TABLE t (a INT, b INT, PRIMARY KEY (a)) ENGINE=ndb");
         let info = parse_partition_clause(&p.unwrap()).unwrap();
         assert_eq!(info.kind, PartitionKind::Key { columns: vec!["a".into()], linear: false });
@@ -819,10 +874,10 @@ mod tests {
             "PARTITION BY LIST COLUMNS (c, d) (PARTITION p0 VALUES IN (('a', 1), ('b', 2)), PARTITION p1 VALUES IN (('c', -3)))",
         )
         .unwrap();
-        assert_eq!(info.defs[0].values, PartitionValues::In(vec![
-            vec!["'a'".into(), "1".into()],
-            vec!["'b'".into(), "2".into()]
-        ]));
+        assert_eq!(
+            info.defs[0].values,
+            PartitionValues::In(vec![vec!["'a'".into(), "1".into()], vec!["'b'".into(), "2".into()]])
+        );
         assert_eq!(info.defs[1].literal_values()[0][1], Some(Value::Int(-3)));
 
         let info = parse_partition_clause("PARTITION BY LINEAR HASH (a * 2) PARTITIONS 3").unwrap();
@@ -837,34 +892,31 @@ mod tests {
 
     #[test]
     fn parses_show() {
-        assert_eq!(parse_show("SHOW TABLES FROM d LIKE 't%'").unwrap(), ShowStmt::Tables {
-            full: false,
-            db: Some("d".into()),
-            filter: ShowFilter::Like("t%".into())
-        });
-        assert_eq!(parse_show("show full columns from d.t").unwrap(), ShowStmt::Columns {
-            full: true,
-            db: Some("d".into()),
-            table: "t".into(),
-            filter: ShowFilter::None
-        });
-        assert_eq!(parse_show("SHOW INDEX FROM t FROM d").unwrap(), ShowStmt::Index {
-            db: Some("d".into()),
-            table: "t".into(),
-            filter: ShowFilter::None
-        });
-        assert_eq!(parse_show("SHOW CREATE DATABASE IF NOT EXISTS `x`").unwrap(), ShowStmt::CreateDatabase {
-            db: "x".into(),
-            if_not_exists: true
-        });
-        assert!(matches!(parse_show("SHOW SESSION VARIABLES WHERE Variable_name = 'a'").unwrap(), ShowStmt::Variables {
-            global: false,
-            filter: ShowFilter::Where(_)
-        }));
+        assert_eq!(
+            parse_show("SHOW TABLES FROM d LIKE 't%'").unwrap(),
+            ShowStmt::Tables { full: false, db: Some("d".into()), filter: ShowFilter::Like("t%".into()) }
+        );
+        assert_eq!(
+            parse_show("show full columns from d.t").unwrap(),
+            ShowStmt::Columns { full: true, db: Some("d".into()), table: "t".into(), filter: ShowFilter::None }
+        );
+        assert_eq!(
+            parse_show("SHOW INDEX FROM t FROM d").unwrap(),
+            ShowStmt::Index { db: Some("d".into()), table: "t".into(), filter: ShowFilter::None }
+        );
+        assert_eq!(
+            parse_show("SHOW CREATE DATABASE IF NOT EXISTS `x`").unwrap(),
+            ShowStmt::CreateDatabase { db: "x".into(), if_not_exists: true }
+        );
+        assert!(matches!(
+            parse_show("SHOW SESSION VARIABLES WHERE Variable_name = 'a'").unwrap(),
+            ShowStmt::Variables { global: false, filter: ShowFilter::Where(_) }
+        ));
         assert_eq!(parse_show("SHOW COUNT(*) WARNINGS").unwrap(), ShowStmt::Warnings { count_only: true, limit: None });
-        assert_eq!(parse_show("SHOW CHARACTER SET LIKE 'utf8%'").unwrap(), ShowStmt::CharacterSet {
-            filter: ShowFilter::Like("utf8%".into())
-        });
+        assert_eq!(
+            parse_show("SHOW CHARACTER SET LIKE 'utf8%'").unwrap(),
+            ShowStmt::CharacterSet { filter: ShowFilter::Like("utf8%".into()) }
+        );
         assert!(parse_show("SHOW BOGUS").is_err());
     }
 

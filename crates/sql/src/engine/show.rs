@@ -259,7 +259,14 @@ fn columns_header(full: bool) -> Vec<ColumnMeta> {
 }
 
 /// DESCRIBE t / SHOW COLUMNS FROM t.
-pub async fn describe(e: &Engine, s: &mut Session, db: &str, table: &str, full: bool, f: &ShowFilter) -> Result<QueryOutput, SqlError> {
+pub async fn describe(
+    e: &Engine,
+    s: &mut Session,
+    db: &str,
+    table: &str,
+    full: bool,
+    f: &ShowFilter,
+) -> Result<QueryOutput, SqlError> {
     let _ = s;
     let t = e.catalog().get(db, table).await?;
     filtered(columns_header(full), columns_rows(&t, full), f)
@@ -306,8 +313,21 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
             let t = e.catalog().get(&db, table).await?;
             let c = cols(
                 &[
-                    "Table", "Non_unique", "Key_name", "Seq_in_index", "Column_name", "Collation", "Cardinality",
-                    "Sub_part", "Packed", "Null", "Index_type", "Comment", "Index_comment", "Visible", "Expression",
+                    "Table",
+                    "Non_unique",
+                    "Key_name",
+                    "Seq_in_index",
+                    "Column_name",
+                    "Collation",
+                    "Cardinality",
+                    "Sub_part",
+                    "Packed",
+                    "Null",
+                    "Index_type",
+                    "Comment",
+                    "Index_comment",
+                    "Visible",
+                    "Expression",
                 ],
                 &["Non_unique", "Seq_in_index", "Cardinality", "Sub_part"],
             );
@@ -315,9 +335,21 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
                 .into_iter()
                 .map(|r| {
                     vec![
-                        s(&t.name), Value::UInt(r.non_unique as u64), s(&r.index), Value::UInt(r.seq as u64), s(&r.column),
-                        s("A"), Value::UInt(0), Value::Null, Value::Null, s(if r.nullable { "YES" } else { "" }),
-                        s("BTREE"), s(""), s(""), s("YES"), Value::Null,
+                        s(&t.name),
+                        Value::UInt(r.non_unique as u64),
+                        s(&r.index),
+                        Value::UInt(r.seq as u64),
+                        s(&r.column),
+                        s("A"),
+                        Value::UInt(0),
+                        Value::Null,
+                        Value::Null,
+                        s(if r.nullable { "YES" } else { "" }),
+                        s("BTREE"),
+                        s(""),
+                        s(""),
+                        s("YES"),
+                        Value::Null,
                     ]
                 })
                 .collect();
@@ -333,7 +365,10 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
         }
         ShowStmt::CreateDatabase { db, if_not_exists } => {
             let text = if infoschema::is_infoschema(db) {
-                format!("CREATE DATABASE `{}` /*!40100 DEFAULT CHARACTER SET utf8mb3 */ /*!80016 DEFAULT ENCRYPTION='N' */", infoschema::DB)
+                format!(
+                    "CREATE DATABASE `{}` /*!40100 DEFAULT CHARACTER SET utf8mb3 */ /*!80016 DEFAULT ENCRYPTION='N' */",
+                    infoschema::DB
+                )
             } else {
                 let info = e.catalog().db_info(db).await?.ok_or_else(|| error_map::unknown_db(db))?;
                 format!(
@@ -344,7 +379,10 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
                     info.collation
                 )
             };
-            Ok(QueryOutput::Rows { columns: cols(&["Database", "Create Database"], &[]), rows: vec![vec![s(db), s(&text)]] })
+            Ok(QueryOutput::Rows {
+                columns: cols(&["Database", "Create Database"], &[]),
+                rows: vec![vec![s(db), s(&text)]],
+            })
         }
         ShowStmt::Variables { global, filter } => {
             let rows = vars::all_vars(sess, *global)
@@ -389,7 +427,10 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
             rows: infoschema::engines_rows(),
         }),
         ShowStmt::Collation { filter } => filtered(
-            cols(&["Collation", "Charset", "Id", "Default", "Compiled", "Sortlen", "Pad_attribute"], &["Id", "Sortlen"]),
+            cols(
+                &["Collation", "Charset", "Id", "Default", "Compiled", "Sortlen", "Pad_attribute"],
+                &["Id", "Sortlen"],
+            ),
             infoschema::collation_rows(),
             filter,
         ),
@@ -403,11 +444,36 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
             check_db(e, &db).await?;
             let c = cols(
                 &[
-                    "Name", "Engine", "Version", "Row_format", "Rows", "Avg_row_length", "Data_length",
-                    "Max_data_length", "Index_length", "Data_free", "Auto_increment", "Create_time", "Update_time",
-                    "Check_time", "Collation", "Checksum", "Create_options", "Comment",
+                    "Name",
+                    "Engine",
+                    "Version",
+                    "Row_format",
+                    "Rows",
+                    "Avg_row_length",
+                    "Data_length",
+                    "Max_data_length",
+                    "Index_length",
+                    "Data_free",
+                    "Auto_increment",
+                    "Create_time",
+                    "Update_time",
+                    "Check_time",
+                    "Collation",
+                    "Checksum",
+                    "Create_options",
+                    "Comment",
                 ],
-                &["Version", "Rows", "Avg_row_length", "Data_length", "Max_data_length", "Index_length", "Data_free", "Auto_increment", "Checksum"],
+                &[
+                    "Version",
+                    "Rows",
+                    "Avg_row_length",
+                    "Data_length",
+                    "Max_data_length",
+                    "Index_length",
+                    "Data_free",
+                    "Auto_increment",
+                    "Checksum",
+                ],
             );
             let rows = if infoschema::is_infoschema(&db) {
                 Vec::new()
@@ -418,10 +484,24 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
                     .iter()
                     .map(|t| {
                         vec![
-                            s(&t.name), s("ndbcluster"), Value::UInt(10), s("Dynamic"), Value::UInt(0), Value::UInt(0),
-                            Value::UInt(0), Value::UInt(0), Value::UInt(0), Value::UInt(0), Value::Null, Value::Null,
-                            Value::Null, Value::Null, s(&t.meta.collation), Value::Null,
-                            s(if t.meta.partition.is_some() { "partitioned" } else { "" }), s(&t.meta.comment),
+                            s(&t.name),
+                            s("ndbcluster"),
+                            Value::UInt(10),
+                            s("Dynamic"),
+                            Value::UInt(0),
+                            Value::UInt(0),
+                            Value::UInt(0),
+                            Value::UInt(0),
+                            Value::UInt(0),
+                            Value::UInt(0),
+                            Value::Null,
+                            Value::Null,
+                            Value::Null,
+                            Value::Null,
+                            s(&t.meta.collation),
+                            Value::Null,
+                            s(if t.meta.partition.is_some() { "partitioned" } else { "" }),
+                            s(&t.meta.comment),
                         ]
                     })
                     .collect()
@@ -454,7 +534,9 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
             columns: vec![col_s("", &format!("Grants for {}@%", sess.user))],
             rows: vec![vec![s(&format!("GRANT ALL PRIVILEGES ON *.* TO `{}`@`%` WITH GRANT OPTION", sess.user))]],
         }),
-        ShowStmt::Privileges => Ok(QueryOutput::Rows { columns: cols(&["Privilege", "Context", "Comment"], &[]), rows: Vec::new() }),
+        ShowStmt::Privileges => {
+            Ok(QueryOutput::Rows { columns: cols(&["Privilege", "Context", "Comment"], &[]), rows: Vec::new() })
+        }
         ShowStmt::Empty(_) => Ok(QueryOutput::Rows { columns: cols(&["Value"], &[]), rows: Vec::new() }),
     }
 }
@@ -476,7 +558,10 @@ mod tests {
     fn table(sql: &str) -> SqlTable {
         let (text, part) = crate::engine::parse_ext::split_partition_clause(sql);
         let p = part.map(|p| crate::engine::parse_ext::parse_partition_clause(&p).unwrap());
-        let ct = match sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::MySqlDialect {}, &text).unwrap().remove(0) {
+        let ct = match sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::MySqlDialect {}, &text)
+            .unwrap()
+            .remove(0)
+        {
             sqlparser::ast::Statement::CreateTable(c) => c,
             _ => unreachable!(),
         };

@@ -122,7 +122,12 @@ pub static VARS: &[VarDef] = &[
     v("session_track_gtids", Both, Str, "OFF"),
     v("session_track_schema", Both, Bool, "1"),
     v("session_track_state_change", Both, Bool, "0"),
-    v("session_track_system_variables", Both, Str, "time_zone,autocommit,character_set_client,character_set_results,character_set_connection"),
+    v(
+        "session_track_system_variables",
+        Both,
+        Str,
+        "time_zone,autocommit,character_set_client,character_set_results,character_set_connection",
+    ),
     v("session_track_transaction_info", Both, Str, "OFF"),
     v("slow_query_log", Global, Bool, "0"),
     ro("socket", Global, Str, "/tmp/mysql.sock"),
@@ -299,7 +304,9 @@ fn norm_sql_mode(v: &str) -> Result<String, SqlError> {
                 "ERROR_FOR_DIVISION_BY_ZERO",
                 "NO_ENGINE_SUBSTITUTION",
             ],
-            "ANSI" => &["ANSI", "REAL_AS_FLOAT", "PIPES_AS_CONCAT", "ANSI_QUOTES", "IGNORE_SPACE", "ONLY_FULL_GROUP_BY"],
+            "ANSI" => {
+                &["ANSI", "REAL_AS_FLOAT", "PIPES_AS_CONCAT", "ANSI_QUOTES", "IGNORE_SPACE", "ONLY_FULL_GROUP_BY"]
+            }
             _ => match SQL_MODES.iter().find(|m| **m == up) {
                 Some(m) => std::slice::from_ref(m),
                 None => return Err(error_map::wrong_value_for_var("sql_mode", part)),
@@ -362,9 +369,13 @@ fn normalise(d: &VarDef, v: Value) -> Result<Value, SqlError> {
                 "transaction_isolation" | "tx_isolation" => {
                     Value::str(isolation(&s).ok_or_else(|| error_map::wrong_value_for_var(d.name, &s))?)
                 }
-                "character_set_client" | "character_set_connection" | "character_set_results" | "character_set_server"
+                "character_set_client"
+                | "character_set_connection"
+                | "character_set_results"
+                | "character_set_server"
                 | "character_set_database" => {
-                    let cs = crate::engine::catalog::charset_canonical(&s).ok_or_else(|| error_map::unknown_charset(&s))?;
+                    let cs =
+                        crate::engine::catalog::charset_canonical(&s).ok_or_else(|| error_map::unknown_charset(&s))?;
                     let _ = cs;
                     Value::str(&s.to_ascii_lowercase())
                 }
@@ -395,13 +406,22 @@ pub fn set_system_var(s: &mut Session, name: &str, global: bool, value: Value) -
         return Err(SqlError::new(1238, "HY000", format!("Variable '{}' is a read only variable", d.name)));
     }
     if global && d.scope == Session {
-        return Err(SqlError::new(1228, "HY000", format!("Variable '{}' is a SESSION variable and can't be used with SET GLOBAL", d.name)));
+        return Err(SqlError::new(
+            1228,
+            "HY000",
+            format!("Variable '{}' is a SESSION variable and can't be used with SET GLOBAL", d.name),
+        ));
     }
     if !global && d.scope == Global {
-        return Err(SqlError::new(1229, "HY000", format!("Variable '{}' is a GLOBAL variable and should be set with SET GLOBAL", d.name)));
+        return Err(SqlError::new(
+            1229,
+            "HY000",
+            format!("Variable '{}' is a GLOBAL variable and should be set with SET GLOBAL", d.name),
+        ));
     }
     let is_default = matches!(&value, Value::Bytes(b) if b.eq_ignore_ascii_case(b"DEFAULT"));
-    let value = if is_default && d.kind != Str || is_default && d.name != "init_connect" {
+    // `SET x = DEFAULT`: the global value (for SET GLOBAL, the compiled-in default).
+    let value = if is_default {
         if global {
             typed_default(d)
         } else {
