@@ -253,3 +253,100 @@ pub async fn serve<B: Backend>(args: SqldArgs, backend: Arc<B>) -> anyhow::Resul
     serve_listener(listener, backend, ServerState::new(config)).await;
     Ok(())
 }
+
+impl Backend for crate::engine::Engine {
+    type Stmt = crate::engine::Prepared;
+
+    fn server_version(&self) -> String {
+        self.config().version.clone()
+    }
+
+    fn new_session(&self, connection_id: u32, user: &str) -> Session {
+        crate::engine::Engine::new_session(self, connection_id, user)
+    }
+
+    fn execute_text<'a>(
+        &'a self,
+        s: &'a mut Session,
+        sql: &'a str,
+    ) -> impl Future<Output = Vec<Result<QueryOutput, SqlError>>> + Send + 'a {
+        crate::engine::Engine::execute_text(self, s, sql)
+    }
+
+    fn prepare<'a>(
+        &'a self,
+        s: &'a mut Session,
+        sql: &'a str,
+    ) -> impl Future<Output = Result<PreparedInfo<Self::Stmt>, SqlError>> + Send + 'a {
+        async move {
+            let p = crate::engine::Engine::prepare(self, s, sql).await?;
+            Ok(PreparedInfo { param_count: p.param_count, columns: p.columns.clone(), stmt: p })
+        }
+    }
+
+    fn execute_prepared<'a>(
+        &'a self,
+        s: &'a mut Session,
+        stmt: &'a Self::Stmt,
+        params: Vec<Value>,
+    ) -> impl Future<Output = Result<QueryOutput, SqlError>> + Send + 'a {
+        crate::engine::Engine::execute_prepared(self, s, stmt, params)
+    }
+
+    fn field_list<'a>(
+        &'a self,
+        s: &'a mut Session,
+        table: &'a str,
+    ) -> impl Future<Output = Result<Vec<ColumnMeta>, SqlError>> + Send + 'a {
+        crate::engine::Engine::field_list(self, s, table)
+    }
+
+    fn init_db<'a>(&'a self, s: &'a mut Session, db: &'a str) -> impl Future<Output = Result<(), SqlError>> + Send + 'a {
+        crate::engine::Engine::init_db(self, s, db)
+    }
+
+    fn end_session<'a>(&'a self, s: &'a mut Session) -> impl Future<Output = ()> + Send + 'a {
+        crate::engine::Engine::end_session(self, s)
+    }
+}
+
+/// How long sqld keeps retrying the data node at start (it may still be starting).
+const CONNECT_RETRY_SECS: u64 = 60;
+
+/// `norr sqld`: connects to the data node, then serves MySQL clients until
+/// killed. Runs its own tokio runtime (2 worker threads: the machines this
+/// project targets have 2 cores).
+pub fn run_sqld(args: SqldArgs) -> anyhow::Result<()> {
+    let config = ServerConfig::from_args(&args)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("sqld")
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&args.listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or(3306);
+        let cfg = crate::engine::EngineConfig {
+            max_allowed_packet: config.max_allowed_packet as u64,
+            port,
+            hostname: std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()),
+            ..Default::default()
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(CONNECT_RETRY_SECS);
+        let engine = loop {
+            match crate::engine::Engine::connect(&args.data_node, cfg.clone()).await {
+                Ok(e) => break e,
+                Err(e) if std::time::Instant::now() < deadline => {
+                    tracing::warn!("sqld: data node {} not ready ({e}); retrying", args.data_node);
+                    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                }
+                Err(e) => anyhow::bail!("cannot connect to data node {}: {e}", args.data_node),
+            }
+        };
+        tracing::info!("sqld: listening on {} (data node {})", args.listen, args.data_node);
+        serve_listener(listener, engine, ServerState::new(config)).await;
+        Ok(())
+    })
+}
