@@ -78,9 +78,25 @@ async fn every_param_type_and_long_data() {
     p.extend_from_slice(&bm);
     p.push(1);
     let types: [(u8, u8); 19] = [
-        (0x01, 0), (0x01, 0x80), (0x02, 0), (0x0d, 0), (0x03, 0), (0x09, 0), (0x08, 0x80),
-        (0x04, 0), (0x05, 0), (0xf6, 0), (0x0f, 0), (0xfc, 0), (0x0a, 0), (0x0c, 0),
-        (0x07, 0), (0x0b, 0), (0x06, 0), (0xfd, 0), (0xfe, 0),
+        (0x01, 0),
+        (0x01, 0x80),
+        (0x02, 0),
+        (0x0d, 0),
+        (0x03, 0),
+        (0x09, 0),
+        (0x08, 0x80),
+        (0x04, 0),
+        (0x05, 0),
+        (0xf6, 0),
+        (0x0f, 0),
+        (0xfc, 0),
+        (0x0a, 0),
+        (0x0c, 0),
+        (0x07, 0),
+        (0x0b, 0),
+        (0x06, 0),
+        (0xfd, 0),
+        (0xfe, 0),
     ];
     for (t, f) in types {
         p.extend_from_slice(&[t, f]);
@@ -105,7 +121,11 @@ async fn every_param_type_and_long_data() {
     let first = read_result(&mut r).await;
     assert_ne!(first[0], 0xff, "{first:?}");
     let got = LAST_PARAMS.lock().unwrap().clone();
-    let date = Date { year: 2024, month: 2, day: 29 };
+    let date = Date {
+        year: 2024,
+        month: 2,
+        day: 29,
+    };
     let want = vec![
         Value::Int(-1),
         Value::UInt(255),
@@ -116,12 +136,27 @@ async fn every_param_type_and_long_data() {
         Value::UInt(u64::MAX),
         Value::Float(1.25),
         Value::Double(-0.5),
-        Value::Decimal(Decimal { mantissa: 1250, scale: 2 }),
+        Value::Decimal(Decimal {
+            mantissa: 1250,
+            scale: 2,
+        }),
         Value::str("vc"),
         Value::Bytes(vec![0, 1, 2]),
         Value::Date(date),
-        Value::DateTime(DateTime { date, hour: 1, minute: 2, second: 3, micro: 0 }),
-        Value::DateTime(DateTime { date, hour: 1, minute: 2, second: 3, micro: 123456 }),
+        Value::DateTime(DateTime {
+            date,
+            hour: 1,
+            minute: 2,
+            second: 3,
+            micro: 0,
+        }),
+        Value::DateTime(DateTime {
+            date,
+            hour: 1,
+            minute: 2,
+            second: 3,
+            micro: 123456,
+        }),
         Value::Time(-((((24 + 2) * 60 + 3) * 60 + 4) * 1_000_000 + 123456)),
         Value::Null,
         Value::Null,
@@ -217,12 +252,22 @@ async fn oversized_packets() {
     assert_eq!((code, state.as_str()), (1153, "08S01"));
     assert!(r.read().await.is_none());
     // The same through mysql_async.
-    let mut c = mysql_async::Conn::new(opts(srv.port, "root", "rootpw")).await.unwrap();
+    let mut c = mysql_async::Conn::new(opts(srv.port, "root", "rootpw"))
+        .await
+        .unwrap();
     let big = format!("select len {}", "y".repeat(2 << 20));
-    let e = mysql_async::prelude::Queryable::query_drop(&mut c, big).await.err().unwrap();
-    assert!(format!("{e:?}").contains("1153") || matches!(e, mysql_async::Error::Io(_)), "{e:?}");
+    let e = mysql_async::prelude::Queryable::query_drop(&mut c, big)
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        format!("{e:?}").contains("1153") || matches!(e, mysql_async::Error::Io(_)),
+        "{e:?}"
+    );
     // And the server lives on.
-    let mut c = mysql_async::Conn::new(opts(srv.port, "root", "rootpw")).await.unwrap();
+    let mut c = mysql_async::Conn::new(opts(srv.port, "root", "rootpw"))
+        .await
+        .unwrap();
     mysql_async::prelude::Queryable::ping(&mut c).await.unwrap();
 }
 
@@ -262,7 +307,8 @@ async fn fuzz_random_packets() {
         let mut p: Vec<u8> = (0..len).map(|_| next() as u8).collect();
         if round % 2 == 0 && !p.is_empty() {
             // bias towards real commands
-            p[0] = [0x03, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x04, 0x02, 0x1c][(next() % 10) as usize];
+            p[0] = [0x03, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x04, 0x02, 0x1c]
+                [(next() % 10) as usize];
         }
         if round % 10 == 0 {
             // garbage as the handshake response
@@ -292,6 +338,8 @@ async fn fuzz_random_packets() {
         }
         assert!(ok, "round {round}: no answer to ping after {p:?}");
     }
-    let mut c = mysql_async::Conn::new(opts(srv.port, "root", "rootpw")).await.unwrap();
+    let mut c = mysql_async::Conn::new(opts(srv.port, "root", "rootpw"))
+        .await
+        .unwrap();
     mysql_async::prelude::Queryable::ping(&mut c).await.unwrap();
 }
