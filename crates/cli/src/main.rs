@@ -29,12 +29,9 @@ enum Command {
     /// Start a local cluster on loopback (data node, and the SQL node once it
     /// is wired in), print how to connect, run until Ctrl-C.
     Up(up::UpArgs),
-    // WIRING(sqld): when norr_sql exposes `SqldArgs` (clap::Args) and
-    // `run_sqld(args) -> anyhow::Result<()>`, add:
-    //     /// Run a SQL node: MySQL protocol front end on the native API.
-    //     Sqld(norr_sql::SqldArgs),
-    // and in `main`: `Command::Sqld(a) => norr_sql::run_sqld(a)`.
-    //
+    /// Run a SQL node: MySQL protocol front end on the native API of a data
+    /// node. Connect with `mysql -h127.0.0.1 -P3306 -uroot`.
+    Sqld(norr_sql::server::SqldArgs),
     /// Native-API load generator (flexAsynch style): threads, in-flight
     /// batches, record size and operation mix; prints throughput and latency
     /// percentiles. Run against `norr up` or `norr datad`.
@@ -78,6 +75,7 @@ fn main() -> std::process::ExitCode {
         Command::Datad(a) => datad(a),
         Command::Up(a) => up::run(a),
         Command::Bench(a) => norr_client::bench::run_bench(a),
+        Command::Sqld(a) => norr_sql::server::run_sqld(a),
     };
     match r {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -3,7 +3,8 @@
 use crate::config::KnobArgs;
 use anyhow::Context;
 use norr_runtime::{start_data_node, DataNodeConfig};
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
 
 #[derive(Debug, clap::Args)]
 pub struct UpArgs {
@@ -13,8 +14,77 @@ pub struct UpArgs {
     /// Port of the SQL node's MySQL protocol listener (on 127.0.0.1).
     #[arg(long, default_value_t = 3306, value_name = "PORT")]
     pub sql_port: u16,
+    /// Start only the data node, no SQL node.
+    #[arg(long)]
+    pub no_sql: bool,
     #[command(flatten)]
     pub knobs: KnobArgs,
+}
+
+/// Parses `SqldArgs` like the command line would, so fields added later get
+/// their defaults.
+#[derive(clap::Parser)]
+struct SqldCommand {
+    #[command(flatten)]
+    args: norr_sql::server::SqldArgs,
+}
+
+/// Start the SQL node on its own thread; returns once it accepts connections.
+fn start_sqld(sql: SocketAddr, data_node: SocketAddr) -> anyhow::Result<()> {
+    use clap::Parser;
+    let cmd = SqldCommand::try_parse_from([
+        "sqld".to_string(),
+        "--listen".into(),
+        sql.to_string(),
+        "--data-node".into(),
+        data_node.to_string(),
+    ])
+    .context("building the SQL node's arguments")?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("norr-sqld".into())
+        .spawn(move || {
+            let r = norr_sql::server::run_sqld(cmd.args);
+            let _ = tx.send(r);
+        })
+        .context("cannot start the SQL node thread")?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match rx.try_recv() {
+            Ok(Err(e)) => {
+                return Err(e.context(format!(
+                    "SQL node failed (port {} taken? choose another with --sql-port)",
+                    sql.port()
+                )))
+            }
+            Ok(Ok(())) => anyhow::bail!("SQL node stopped at once"),
+            Err(_) => {}
+        }
+        if TcpStream::connect_timeout(&sql, Duration::from_millis(200)).is_ok() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("SQL node did not start listening on {sql} within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn print_banner(native: SocketAddr, sql: Option<SocketAddr>) {
+    println!("NorrDB local cluster is up:");
+    println!("  data node 1   native protocol  {native}");
+    match sql {
+        Some(sql) => println!("  SQL node      MySQL protocol   {sql}"),
+        None => println!("  SQL node      not started (--no-sql)"),
+    }
+    println!();
+    if let Some(sql) = sql {
+        println!("Connect with:   mysql -h{} -P{} -uroot", sql.ip(), sql.port());
+    }
+    println!(
+        "Native clients: norr_client::Client::connect(\"{native}\"); load test: norr bench --addr {native} --load"
+    );
+    println!("Press Ctrl-C to stop.");
 }
 
 pub fn run(a: UpArgs) -> anyhow::Result<()> {
@@ -29,26 +99,13 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
         format!("cannot start the data node on {native} (port taken? choose another with --port-base)")
     })?;
 
-    // WIRING(sqld): once norr_sql exposes `SqldArgs` and `run_sqld`, start the
-    // SQL node here on its own thread, e.g.
-    //     let sql = SocketAddr::from((Ipv4Addr::LOCALHOST, a.sql_port));
-    //     let args = SqldArgs { listen: sql.to_string(), data_node: node.local_addr().to_string(), .. };
-    //     std::thread::spawn(move || norr_sql::run_sqld(args));
-    // and print the `mysql` line below unconditionally.
-    let sql_wired = false;
-
-    println!("NorrDB local cluster is up:");
-    println!("  data node 1   native protocol  {}", node.local_addr());
-    if sql_wired {
-        println!("  SQL node      MySQL protocol   127.0.0.1:{}", a.sql_port);
-        println!();
-        println!("Connect with:   mysql -h127.0.0.1 -P{} -uroot", a.sql_port);
+    let sql = SocketAddr::from((Ipv4Addr::LOCALHOST, a.sql_port));
+    if a.no_sql {
+        print_banner(node.local_addr(), None);
     } else {
-        println!("  SQL node      not started: `norr sqld` is not wired into `norr up` yet");
-        println!("                (it will listen on 127.0.0.1:{})", a.sql_port);
+        start_sqld(sql, node.local_addr())?;
+        print_banner(node.local_addr(), Some(sql));
     }
-    println!("Native clients: norr_client connecting to {}", node.local_addr());
-    println!("Press Ctrl-C to stop.");
 
     let stopper = node.stopper();
     ctrlc::set_handler(move || stopper.stop()).context("cannot install the Ctrl-C handler")?;
