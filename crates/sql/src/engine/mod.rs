@@ -108,11 +108,35 @@ pub struct Prepared {
     pub columns: Vec<ColumnMeta>,
     pub sql: String,
     parsed: Parsed,
+    /// The compiled plan of a SELECT, made once at prepare time so that an
+    /// execution costs no parsing or planning; replaced when the schema it was
+    /// compiled against changed (1146 / 1412 on execution).
+    compiled: std::sync::Mutex<Option<Arc<query::Compiled>>>,
 }
 
 impl Prepared {
     pub fn parsed(&self) -> &Parsed {
         &self.parsed
+    }
+
+    fn compiled(&self) -> Option<Arc<query::Compiled>> {
+        self.compiled.lock().ok().and_then(|g| g.clone())
+    }
+
+    fn set_compiled(&self, c: Arc<query::Compiled>) {
+        if let Ok(mut g) = self.compiled.lock() {
+            *g = Some(c);
+        }
+    }
+
+    fn query(&self) -> Option<&ast::Query> {
+        match &self.parsed {
+            Parsed::Sql(st) => match st.as_ref() {
+                Statement::Query(q) => Some(q),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 }
 
@@ -380,8 +404,25 @@ impl Engine {
         if n > u16::MAX as usize {
             return Err(SqlError::new(1390, "HY000", "Prepared statement contains too many placeholders"));
         }
-        let columns = self.result_columns(s, &parsed).await;
-        Ok(Arc::new(Prepared { param_count: n as u16, columns, sql: stmts[0].clone(), parsed }))
+        let mut compiled = None;
+        if let Parsed::Sql(st) = &parsed {
+            if let Statement::Query(q) = st.as_ref() {
+                // A query that does not compile now (unknown table, ...) is
+                // compiled at execution instead, and reports its error then.
+                compiled = query::prepare_query(self, s, q).await.ok();
+            }
+        }
+        let columns = match &compiled {
+            Some(c) => c.columns().to_vec(),
+            None => self.result_columns(s, &parsed).await,
+        };
+        Ok(Arc::new(Prepared {
+            param_count: n as u16,
+            columns,
+            sql: stmts[0].clone(),
+            parsed,
+            compiled: std::sync::Mutex::new(compiled),
+        }))
     }
 
     /// Result columns of a SELECT over one known table with plain column
@@ -455,7 +496,26 @@ impl Engine {
         if params.len() != p.param_count as usize {
             return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
         }
-        self.run_parsed(s, &p.parsed, &params).await
+        let (Some(c), Some(q)) = (p.compiled(), p.query()) else {
+            return self.run_parsed(s, &p.parsed, &params).await;
+        };
+        s.warnings.clear();
+        self.status.com_select.fetch_add(1, Ordering::Relaxed);
+        let r = match query::execute_prepared_query(self, s, &c, &params).await {
+            // The schema changed under the plan: compile again once.
+            Err(e) if e.code == 1146 || e.code == 1412 => match query::prepare_query(self, s, q).await {
+                Ok(c2) => {
+                    p.set_compiled(c2.clone());
+                    query::execute_prepared_query(self, s, &c2, &params).await
+                }
+                Err(e2) => Err(e2),
+            },
+            r => r,
+        };
+        if let Err(e) = &r {
+            self.record_error(s, e);
+        }
+        r
     }
 
     /// COM_FIELD_LIST.
