@@ -68,6 +68,9 @@ def test_transactions_and_errors(cluster, dbname, use_pure):
     conn.rollback()
     cur.execute("SELECT COUNT(*) FROM k")
     assert cur.fetchall() == [(0,)]
+    # The connector runs with autocommit off: the SELECT opened a transaction
+    # (as in MySQL), which must end before start_transaction().
+    conn.commit()
     conn.start_transaction()
     cur.execute("INSERT INTO k VALUES (1, 1)")
     conn.commit()

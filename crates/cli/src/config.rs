@@ -46,10 +46,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         Some('t') => (&stripped[..stripped.len() - 1], 1u64 << 40),
         _ => (stripped, 1),
     };
-    let n: u64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (examples: 1073741824, 512M, 1G)"))?;
+    let n: u64 = num.trim().parse().map_err(|_| format!("'{s}' is not a size (examples: 1073741824, 512M, 1G)"))?;
     n.checked_mul(mult).ok_or_else(|| format!("size '{s}' is too large"))
 }
 
@@ -97,9 +94,7 @@ impl KnobArgs {
         let knobs: Knobs = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| anyhow::anyhow!("invalid configuration: {}", e.message().trim()))?;
-        knobs
-            .validate()
-            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+        knobs.validate().map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
         Ok(knobs)
     }
 }
@@ -145,38 +140,15 @@ mod tests {
 
         // The printed config reads back to the same knobs.
         std::fs::write(&f, knobs_to_toml(&k)).unwrap();
-        let back = KnobArgs {
-            config: Some(f.clone()),
-            ..KnobArgs::default()
-        }
-        .load()
-        .unwrap();
+        let back = KnobArgs { config: Some(f.clone()), ..KnobArgs::default() }.load().unwrap();
         assert_eq!(back, k);
 
         std::fs::write(&f, "no_such_knob = 1\n").unwrap();
-        let e = KnobArgs {
-            config: Some(f.clone()),
-            ..KnobArgs::default()
-        }
-        .load()
-        .unwrap_err();
+        let e = KnobArgs { config: Some(f.clone()), ..KnobArgs::default() }.load().unwrap_err();
         assert!(format!("{e:#}").contains("no_such_knob"), "{e:#}");
-        let e = KnobArgs {
-            lock_wait_timeout_ms: Some(0),
-            ..KnobArgs::default()
-        }
-        .load()
-        .unwrap_err();
-        assert!(
-            format!("{e:#}").contains("lock_wait_timeout_ms = 0 is out of range"),
-            "{e:#}"
-        );
-        let e = KnobArgs {
-            set: vec!["nonsense".into()],
-            ..KnobArgs::default()
-        }
-        .load()
-        .unwrap_err();
+        let e = KnobArgs { lock_wait_timeout_ms: Some(0), ..KnobArgs::default() }.load().unwrap_err();
+        assert!(format!("{e:#}").contains("lock_wait_timeout_ms = 0 is out of range"), "{e:#}");
+        let e = KnobArgs { set: vec!["nonsense".into()], ..KnobArgs::default() }.load().unwrap_err();
         assert!(format!("{e:#}").contains("KNOB=VALUE"));
         std::fs::remove_dir_all(&dir).unwrap();
     }

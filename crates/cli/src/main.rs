@@ -93,22 +93,11 @@ fn datad(a: DatadArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     if a.threads != 1 {
-        anyhow::bail!(
-            "--threads {}: only the single event-loop layout (--threads 1) is implemented",
-            a.threads
-        );
+        anyhow::bail!("--threads {}: only the single event-loop layout (--threads 1) is implemented", a.threads);
     }
-    let cfg = DataNodeConfig {
-        node_id: a.node_id,
-        listen: a.listen,
-        knobs,
-    };
+    let cfg = DataNodeConfig { node_id: a.node_id, listen: a.listen, knobs };
     let node = start_data_node(cfg).with_context(|| format!("cannot start data node on {}", a.listen))?;
-    eprintln!(
-        "norr datad: data node {} listening on {} (Ctrl-C stops it)",
-        a.node_id,
-        node.local_addr()
-    );
+    eprintln!("norr datad: data node {} listening on {} (Ctrl-C stops it)", a.node_id, node.local_addr());
     let stopper = node.stopper();
     ctrlc::set_handler(move || stopper.stop()).context("cannot install the Ctrl-C handler")?;
     node.join().context("data node failed")?;

@@ -52,10 +52,9 @@ fn start_sqld(sql: SocketAddr, data_node: SocketAddr) -> anyhow::Result<()> {
     loop {
         match rx.try_recv() {
             Ok(Err(e)) => {
-                return Err(e.context(format!(
-                    "SQL node failed (port {} taken? choose another with --sql-port)",
-                    sql.port()
-                )))
+                return Err(
+                    e.context(format!("SQL node failed (port {} taken? choose another with --sql-port)", sql.port()))
+                )
             }
             Ok(Ok(())) => anyhow::bail!("SQL node stopped at once"),
             Err(_) => {}
@@ -90,11 +89,7 @@ fn print_banner(native: SocketAddr, sql: Option<SocketAddr>) {
 pub fn run(a: UpArgs) -> anyhow::Result<()> {
     let knobs = a.knobs.load()?;
     let native = SocketAddr::from((Ipv4Addr::LOCALHOST, a.port_base));
-    let cfg = DataNodeConfig {
-        node_id: 1,
-        listen: native,
-        knobs,
-    };
+    let cfg = DataNodeConfig { node_id: 1, listen: native, knobs };
     let node = start_data_node(cfg).with_context(|| {
         format!("cannot start the data node on {native} (port taken? choose another with --port-base)")
     })?;

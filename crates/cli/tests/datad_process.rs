@@ -33,11 +33,7 @@ fn crc32c(data: &[u8]) -> u32 {
     for &b in data {
         crc ^= b as u32;
         for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x82F6_3B78
-            } else {
-                crc >> 1
-            };
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
         }
     }
     !crc
@@ -73,10 +69,7 @@ fn datad_serves_and_stops_on_sigint() {
     assert_eq!(crc32c(&reply), u32::from_le_bytes(hdr[4..8].try_into().unwrap()));
     assert_eq!(reply[0], 0, "HelloReply::Welcome is variant 0");
 
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
+    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(status.success());
     let t = Instant::now();
     let code = loop {
@@ -93,10 +86,7 @@ fn datad_serves_and_stops_on_sigint() {
 
 #[test]
 fn bad_configuration_is_a_clear_error() {
-    let out = Command::new(NORR)
-        .args(["datad", "--lock-wait-timeout-ms", "0"])
-        .output()
-        .unwrap();
+    let out = Command::new(NORR).args(["datad", "--lock-wait-timeout-ms", "0"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("lock_wait_timeout_ms = 0 is out of range"), "{err}");
@@ -105,26 +95,17 @@ fn bad_configuration_is_a_clear_error() {
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("bad.toml");
     std::fs::write(&f, "data_memory_bytes = \"lots\"\n").unwrap();
-    let out = Command::new(NORR)
-        .args(["datad", "--config", f.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = Command::new(NORR).args(["datad", "--config", f.to_str().unwrap()]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("invalid configuration"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 
-    let out = Command::new(NORR)
-        .args(["datad", "--data-memory", "huge"])
-        .output()
-        .unwrap();
+    let out = Command::new(NORR).args(["datad", "--data-memory", "huge"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "clap usage error");
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a size"));
 
-    let out = Command::new(NORR)
-        .args(["datad", "--print-config", "--set", "max_scans=7"])
-        .output()
-        .unwrap();
+    let out = Command::new(NORR).args(["datad", "--print-config", "--set", "max_scans=7"]).output().unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("max_scans = 7"));
 }

@@ -5,10 +5,7 @@
 use clap::Parser;
 
 #[derive(Parser)]
-#[command(
-    name = "norr-bench",
-    about = "Native-API load generator (flexAsynch style)"
-)]
+#[command(name = "norr-bench", about = "Native-API load generator (flexAsynch style)")]
 struct Cli {
     #[command(flatten)]
     bench: norr_client::bench::BenchArgs,

@@ -34,9 +34,7 @@
 //! ```
 
 use crate::{ClientError, ConnectOptions};
-use norr_signals::{
-    ExecType, IndexDef, KeyOp, NodeStats, OpResult, ScanSpec, TableDef, TableId, Value,
-};
+use norr_signals::{ExecType, IndexDef, KeyOp, NodeStats, OpResult, ScanSpec, TableDef, TableId, Value};
 use std::sync::Arc;
 
 /// Blocking client: see the module docs.
@@ -51,18 +49,13 @@ impl Client {
         Self::connect_with(addr, ConnectOptions::default())
     }
 
-    pub fn connect_with(
-        addr: impl tokio::net::ToSocketAddrs,
-        opts: ConnectOptions,
-    ) -> Result<Client, ClientError> {
+    pub fn connect_with(addr: impl tokio::net::ToSocketAddrs, opts: ConnectOptions) -> Result<Client, ClientError> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("norr-client-io")
             .enable_all()
             .build()
-            .map_err(|e| {
-                ClientError::NotConnected(format!("cannot start the client runtime: {e}"))
-            })?;
+            .map_err(|e| ClientError::NotConnected(format!("cannot start the client runtime: {e}")))?;
         // Spawn the IO tasks on the runtime's worker, not on the caller's thread.
         let inner = rt.block_on(async {
             let addrs = addr_owned(addr).await?;
@@ -77,10 +70,7 @@ impl Client {
             }
             Err(last)
         })?;
-        Ok(Client {
-            inner,
-            rt: Arc::new(rt),
-        })
+        Ok(Client { inner, rt: Arc::new(rt) })
     }
 
     /// The async client underneath (shares the connection).
@@ -126,24 +116,15 @@ impl Client {
         self.run(self.inner.read(table, key))
     }
     pub fn begin(&self) -> Transaction {
-        Transaction {
-            inner: Some(self.inner.begin()),
-            rt: self.rt.clone(),
-        }
+        Transaction { inner: Some(self.inner.begin()), rt: self.rt.clone() }
     }
     pub fn scan(&self, spec: ScanSpec) -> Result<ScanStream, ClientError> {
         let s = self.run(self.inner.scan(spec))?;
-        Ok(ScanStream {
-            inner: Some(s),
-            rt: self.rt.clone(),
-            rows: Default::default(),
-        })
+        Ok(ScanStream { inner: Some(s), rt: self.rt.clone(), rows: Default::default() })
     }
 }
 
-async fn addr_owned(
-    addr: impl tokio::net::ToSocketAddrs,
-) -> Result<Vec<std::net::SocketAddr>, ClientError> {
+async fn addr_owned(addr: impl tokio::net::ToSocketAddrs) -> Result<Vec<std::net::SocketAddr>, ClientError> {
     let addrs: Vec<_> = tokio::net::lookup_host(addr)
         .await
         .map_err(|e| ClientError::NotConnected(format!("cannot resolve the address: {e}")))?
@@ -161,40 +142,24 @@ pub struct Transaction {
 
 impl Transaction {
     fn txn(&mut self) -> &mut crate::Transaction {
-        self.inner
-            .as_mut()
-            .expect("transaction present until consumed")
+        self.inner.as_mut().expect("transaction present until consumed")
     }
-    pub fn execute(
-        &mut self,
-        ops: Vec<KeyOp>,
-        exec: ExecType,
-    ) -> Result<Vec<OpResult>, ClientError> {
+    pub fn execute(&mut self, ops: Vec<KeyOp>, exec: ExecType) -> Result<Vec<OpResult>, ClientError> {
         let rt = self.rt.clone();
         rt.block_on(self.txn().execute(ops, exec))
     }
     pub fn commit(mut self) -> Result<(), ClientError> {
-        let t = self
-            .inner
-            .take()
-            .expect("transaction present until consumed");
+        let t = self.inner.take().expect("transaction present until consumed");
         self.rt.block_on(t.commit())
     }
     pub fn rollback(mut self) -> Result<(), ClientError> {
-        let t = self
-            .inner
-            .take()
-            .expect("transaction present until consumed");
+        let t = self.inner.take().expect("transaction present until consumed");
         self.rt.block_on(t.rollback())
     }
     pub fn scan(&mut self, spec: ScanSpec) -> Result<ScanStream, ClientError> {
         let rt = self.rt.clone();
         let s = rt.block_on(self.txn().scan(spec))?;
-        Ok(ScanStream {
-            inner: Some(s),
-            rt,
-            rows: Default::default(),
-        })
+        Ok(ScanStream { inner: Some(s), rt, rows: Default::default() })
     }
     pub fn is_finished(&self) -> bool {
         self.inner.as_ref().is_none_or(|t| t.is_finished())

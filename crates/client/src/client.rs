@@ -4,9 +4,8 @@ use crate::conn::{self, Conn, Reply, ReqKey, Shared};
 use crate::error::ClientError;
 use crate::ConnectOptions;
 use norr_signals::{
-    DictOp, DictReq, DictResult, ErrorCode, ExecType, IndexDef, KeyOp, NodeError, NodeStats,
-    OpResult, ScanNextReq, ScanSpec, ScanTabReq, Signal, TableDef, TableId, TcKeyReq, TxnOutcome,
-    Value,
+    DictOp, DictReq, DictResult, ErrorCode, ExecType, IndexDef, KeyOp, NodeError, NodeStats, OpResult, ScanNextReq,
+    ScanSpec, ScanTabReq, Signal, TableDef, TableId, TcKeyReq, TxnOutcome, Value,
 };
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -76,9 +75,7 @@ impl Client {
         opts: ConnectOptions,
     ) -> Result<Client, ClientError> {
         let conn = conn::connect(addr, opts).await?;
-        Ok(Client {
-            conn: Arc::new(conn),
-        })
+        Ok(Client { conn: Arc::new(conn) })
     }
 
     fn shared(&self) -> &Shared {
@@ -104,13 +101,8 @@ impl Client {
     async fn dict(&self, op: DictOp) -> Result<DictResult, ClientError> {
         let s = self.shared();
         let req_id = s.alloc_dict();
-        let reply = s
-            .request(
-                ReqKey::Dict(req_id),
-                s.dict(),
-                Signal::DictReq(Box::new(DictReq { req_id, op })),
-            )
-            .await?;
+        let reply =
+            s.request(ReqKey::Dict(req_id), s.dict(), Signal::DictReq(Box::new(DictReq { req_id, op }))).await?;
         match reply {
             Reply::Dict(Ok(r)) => Ok(r),
             Reply::Dict(Err(e)) => Err(ClientError::Node(e)),
@@ -121,18 +113,14 @@ impl Client {
     async fn dict_table(&self, op: DictOp) -> Result<TableDef, ClientError> {
         match self.dict(op).await? {
             DictResult::Table(t) => Ok(t),
-            other => Err(ClientError::Protocol(format!(
-                "expected a table definition, got {other:?}"
-            ))),
+            other => Err(ClientError::Protocol(format!("expected a table definition, got {other:?}"))),
         }
     }
 
     async fn dict_done(&self, op: DictOp) -> Result<(), ClientError> {
         match self.dict(op).await? {
             DictResult::Done => Ok(()),
-            other => Err(ClientError::Protocol(format!(
-                "expected Done, got {other:?}"
-            ))),
+            other => Err(ClientError::Protocol(format!("expected Done, got {other:?}"))),
         }
     }
 
@@ -142,54 +130,31 @@ impl Client {
     }
 
     pub async fn drop_table(&self, name: &str) -> Result<(), ClientError> {
-        self.dict_done(DictOp::DropTable {
-            name: name.to_string(),
-        })
-        .await
+        self.dict_done(DictOp::DropTable { name: name.to_string() }).await
     }
 
     /// Remove every row, keep the definition.
     pub async fn truncate_table(&self, name: &str) -> Result<(), ClientError> {
-        self.dict_done(DictOp::TruncateTable {
-            name: name.to_string(),
-        })
-        .await
+        self.dict_done(DictOp::TruncateTable { name: name.to_string() }).await
     }
 
     /// Build an index over the existing rows; returns the new table version.
-    pub async fn create_index(
-        &self,
-        table: &str,
-        index: IndexDef,
-    ) -> Result<TableDef, ClientError> {
-        self.dict_table(DictOp::CreateIndex {
-            table: table.to_string(),
-            index,
-        })
-        .await
+    pub async fn create_index(&self, table: &str, index: IndexDef) -> Result<TableDef, ClientError> {
+        self.dict_table(DictOp::CreateIndex { table: table.to_string(), index }).await
     }
 
     pub async fn drop_index(&self, table: &str, index: &str) -> Result<TableDef, ClientError> {
-        self.dict_table(DictOp::DropIndex {
-            table: table.to_string(),
-            index: index.to_string(),
-        })
-        .await
+        self.dict_table(DictOp::DropIndex { table: table.to_string(), index: index.to_string() }).await
     }
 
     pub async fn get_table(&self, name: &str) -> Result<TableDef, ClientError> {
-        self.dict_table(DictOp::GetTable {
-            name: name.to_string(),
-        })
-        .await
+        self.dict_table(DictOp::GetTable { name: name.to_string() }).await
     }
 
     pub async fn list_tables(&self) -> Result<Vec<TableDef>, ClientError> {
         match self.dict(DictOp::ListTables).await? {
             DictResult::Tables(t) => Ok(t),
-            other => Err(ClientError::Protocol(format!(
-                "expected a table list, got {other:?}"
-            ))),
+            other => Err(ClientError::Protocol(format!("expected a table list, got {other:?}"))),
         }
     }
 
@@ -197,9 +162,7 @@ impl Client {
     pub async fn next_auto_inc(&self, table: TableId, count: u64) -> Result<u64, ClientError> {
         match self.dict(DictOp::NextAutoInc { table, count }).await? {
             DictResult::AutoInc { first } => Ok(first),
-            other => Err(ClientError::Protocol(format!(
-                "expected AutoInc, got {other:?}"
-            ))),
+            other => Err(ClientError::Protocol(format!("expected AutoInc, got {other:?}"))),
         }
     }
 
@@ -212,29 +175,19 @@ impl Client {
     pub async fn node_stats(&self) -> Result<NodeStats, ClientError> {
         match self.dict(DictOp::NodeStats).await? {
             DictResult::Stats(s) => Ok(s),
-            other => Err(ClientError::Protocol(format!(
-                "expected Stats, got {other:?}"
-            ))),
+            other => Err(ClientError::Protocol(format!("expected Stats, got {other:?}"))),
         }
     }
 
     /// Start a transaction. Nothing is sent until the first `execute` or `scan`.
     pub fn begin(&self) -> Transaction {
         let txn = self.shared().alloc_txn();
-        Transaction {
-            client: self.clone(),
-            txn,
-            state: Arc::new(AtomicU8::new(TXN_IDLE)),
-        }
+        Transaction { client: self.clone(), txn, state: Arc::new(AtomicU8::new(TXN_IDLE)) }
     }
 
     /// Committed read of one row by primary key (a one-operation transaction):
     /// `None` if there is no such row.
-    pub async fn read(
-        &self,
-        table: TableId,
-        key: Vec<Value>,
-    ) -> Result<Option<Vec<Value>>, ClientError> {
+    pub async fn read(&self, table: TableId, key: Vec<Value>) -> Result<Option<Vec<Value>>, ClientError> {
         let mut op = KeyOp::read(table, key);
         op.abort_on_error = false;
         let mut txn = self.begin();
@@ -338,9 +291,7 @@ impl Transaction {
 
     fn check_usable(&self) -> Result<(), ClientError> {
         match self.state.load(Ordering::Acquire) {
-            TXN_COMMITTED => Err(ClientError::Protocol(
-                "transaction already committed".to_string(),
-            )),
+            TXN_COMMITTED => Err(ClientError::Protocol("transaction already committed".to_string())),
             TXN_ABORTED => Err(ClientError::Node(NodeError::with(
                 ErrorCode::TransactionAborted,
                 "the transaction was aborted or rolled back; start a new one",
@@ -354,29 +305,16 @@ impl Transaction {
     /// batch. An error aborts the transaction (all its changes undone), except
     /// the per-operation errors of operations with `abort_on_error == false`,
     /// which come back as `OpResult::Err`.
-    pub async fn execute(
-        &mut self,
-        ops: Vec<KeyOp>,
-        exec: ExecType,
-    ) -> Result<Vec<OpResult>, ClientError> {
+    pub async fn execute(&mut self, ops: Vec<KeyOp>, exec: ExecType) -> Result<Vec<OpResult>, ClientError> {
         self.check_usable()?;
         if exec == ExecType::Rollback && !ops.is_empty() {
-            return Err(ClientError::Protocol(
-                "a Rollback batch must be empty".to_string(),
-            ));
+            return Err(ClientError::Protocol("a Rollback batch must be empty".to_string()));
         }
         let idle = self.state.load(Ordering::Acquire) == TXN_IDLE;
         if ops.is_empty() && idle {
             // Nothing was ever sent: nothing to execute, commit or roll back.
             if exec != ExecType::NoCommit {
-                self.state.store(
-                    if exec == ExecType::Commit {
-                        TXN_COMMITTED
-                    } else {
-                        TXN_ABORTED
-                    },
-                    Ordering::Release,
-                );
+                self.state.store(if exec == ExecType::Commit { TXN_COMMITTED } else { TXN_ABORTED }, Ordering::Release);
             }
             return Ok(Vec::new());
         }
@@ -460,14 +398,7 @@ impl Transaction {
     pub async fn scan(&mut self, spec: ScanSpec) -> Result<ScanStream, ClientError> {
         self.check_usable()?;
         self.state.store(TXN_OPEN, Ordering::Release);
-        ScanStream::open(
-            self.client.clone(),
-            self.txn,
-            false,
-            spec,
-            Some(self.state.clone()),
-        )
-        .await
+        ScanStream::open(self.client.clone(), self.txn, false, spec, Some(self.state.clone())).await
     }
 
     /// Mark finished and queue a rollback without waiting for its reply.
@@ -482,14 +413,7 @@ impl Transaction {
 fn send_rollback(s: &Shared, txn: u64) {
     // Best effort: if the connection is gone the node aborts the transaction
     // itself (API_FAILREQ).
-    let _ = s.send(
-        s.tc(),
-        Signal::TcKeyReq(Box::new(TcKeyReq {
-            txn,
-            exec: ExecType::Rollback,
-            ops: Vec::new(),
-        })),
-    );
+    let _ = s.send(s.tc(), Signal::TcKeyReq(Box::new(TcKeyReq { txn, exec: ExecType::Rollback, ops: Vec::new() })));
 }
 
 impl Drop for Transaction {
@@ -530,18 +454,13 @@ async fn fetch(client: Client, req: Signal, scan_id: u32) -> FetchResult {
     match s.request(ReqKey::Scan(scan_id), s.tc(), req).await? {
         Reply::Scan(Ok(conf)) => Ok((conf.rows, conf.done)),
         Reply::Scan(Err(e)) => Err(ClientError::Node(e)),
-        other => Err(ClientError::Protocol(format!(
-            "unexpected reply to SCAN_TABREQ: {other:?}"
-        ))),
+        other => Err(ClientError::Protocol(format!("unexpected reply to SCAN_TABREQ: {other:?}"))),
     }
 }
 
 impl std::fmt::Debug for ScanStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScanStream")
-            .field("scan_id", &self.scan_id)
-            .field("done", &self.done)
-            .finish()
+        f.debug_struct("ScanStream").field("scan_id", &self.scan_id).field("done", &self.done).finish()
     }
 }
 
@@ -554,12 +473,7 @@ impl ScanStream {
         txn_state: Option<Arc<AtomicU8>>,
     ) -> Result<ScanStream, ClientError> {
         let scan_id = client.conn.shared.alloc_scan();
-        let req = Signal::ScanTabReq(Box::new(ScanTabReq {
-            txn,
-            scan_id,
-            standalone,
-            spec,
-        }));
+        let req = Signal::ScanTabReq(Box::new(ScanTabReq { txn, scan_id, standalone, spec }));
         let mut st = ScanStream {
             client: client.clone(),
             txn,
@@ -575,11 +489,7 @@ impl ScanStream {
     }
 
     fn next_req(&self, close: bool) -> Signal {
-        Signal::ScanNextReq(ScanNextReq {
-            txn: self.txn,
-            scan_id: self.scan_id,
-            close,
-        })
+        Signal::ScanNextReq(ScanNextReq { txn: self.txn, scan_id: self.scan_id, close })
     }
 
     /// Take in the outcome of a round trip.
@@ -615,11 +525,7 @@ impl ScanStream {
             let fut = match self.inflight.take() {
                 Some(f) => f,
                 None if self.done => return Ok(None),
-                None => Box::pin(fetch(
-                    self.client.clone(),
-                    self.next_req(false),
-                    self.scan_id,
-                )),
+                None => Box::pin(fetch(self.client.clone(), self.next_req(false), self.scan_id)),
             };
             let r = fut.await;
             self.absorb(r)?;
@@ -670,11 +576,7 @@ impl futures_core::Stream for ScanStream {
                 if this.done {
                     return Poll::Ready(None);
                 }
-                this.inflight = Some(Box::pin(fetch(
-                    this.client.clone(),
-                    this.next_req(false),
-                    this.scan_id,
-                )));
+                this.inflight = Some(Box::pin(fetch(this.client.clone(), this.next_req(false), this.scan_id)));
             }
             let fut = this.inflight.as_mut().expect("set above");
             let r = match fut.as_mut().poll(cx) {
@@ -694,14 +596,8 @@ impl Drop for ScanStream {
         if !self.done || self.inflight.is_some() {
             let s = &self.client.conn.shared;
             s.unregister(ReqKey::Scan(self.scan_id));
-            let _ = s.send(
-                s.tc(),
-                Signal::ScanNextReq(ScanNextReq {
-                    txn: self.txn,
-                    scan_id: self.scan_id,
-                    close: true,
-                }),
-            );
+            let _ =
+                s.send(s.tc(), Signal::ScanNextReq(ScanNextReq { txn: self.txn, scan_id: self.scan_id, close: true }));
         }
     }
 }

@@ -19,9 +19,7 @@
 use crate::error::ClientError;
 use crate::ConnectOptions;
 use norr_kernel::{BlockRef, NodeId, Priority};
-use norr_signals::{
-    block, wire, DictResult, Envelope, NodeError, ScanTabConf, Signal, TcKeyConf, TcKeyRef,
-};
+use norr_signals::{block, wire, DictResult, Envelope, NodeError, ScanTabConf, Signal, TcKeyConf, TcKeyRef};
 use norr_transport::handshake::{self, Hello, HelloReply, MAGIC};
 use norr_transport::{encode_frame, encode_frame_with, FrameDecoder};
 use std::collections::HashMap;
@@ -102,10 +100,7 @@ impl Shared {
     }
 
     fn not_connected(&self) -> ClientError {
-        ClientError::NotConnected(
-            self.closed_reason()
-                .unwrap_or_else(|| "connection closed".to_string()),
-        )
+        ClientError::NotConnected(self.closed_reason().unwrap_or_else(|| "connection closed".to_string()))
     }
 
     /// Register interest in the reply under `key`. Fails if the connection is
@@ -119,10 +114,7 @@ impl Shared {
         if p.waiting.len() >= self.opts.max_pending_requests {
             return Err(ClientError::Node(NodeError::with(
                 norr_signals::ErrorCode::Overloaded,
-                format!(
-                    "more than {} requests pending on this connection",
-                    self.opts.max_pending_requests
-                ),
+                format!("more than {} requests pending on this connection", self.opts.max_pending_requests),
             )));
         }
         let old = p.waiting.insert(key, tx);
@@ -131,23 +123,14 @@ impl Shared {
     }
 
     pub fn unregister(&self, key: ReqKey) {
-        self.pending
-            .lock()
-            .expect("pending lock")
-            .waiting
-            .remove(&key);
+        self.pending.lock().expect("pending lock").waiting.remove(&key);
     }
 
     /// Queue one message to `to`. Checks the frame size limit before anything
     /// is queued, so an oversized request never reaches the node (which would
     /// close the connection, failing every other transaction on it).
     pub fn send(&self, to: BlockRef, signal: Signal) -> Result<(), ClientError> {
-        let env = Envelope {
-            from: BlockRef::new(self.api_node, block::API, 0),
-            to,
-            prio: Priority::B,
-            signal,
-        };
+        let env = Envelope { from: BlockRef::new(self.api_node, block::API, 0), to, prio: Priority::B, signal };
         let mut q = self.send.lock().expect("send lock");
         if q.closed {
             drop(q);
@@ -175,12 +158,7 @@ impl Shared {
     }
 
     /// Send and wait for the reply under `key`, with the request timeout.
-    pub async fn request(
-        &self,
-        key: ReqKey,
-        to: BlockRef,
-        signal: Signal,
-    ) -> Result<Reply, ClientError> {
+    pub async fn request(&self, key: ReqKey, to: BlockRef, signal: Signal) -> Result<Reply, ClientError> {
         let rx = self.register(key)?;
         // Removes the registration if this future is dropped before the reply.
         let guard = Unregister { shared: self, key };
@@ -219,19 +197,9 @@ impl Shared {
             Signal::ScanTabRef(r) => (ReqKey::Scan(r.scan_id), Reply::Scan(Err(r.error))),
             Signal::DictConf(c) => (ReqKey::Dict(c.req_id), Reply::Dict(Ok(c.result))),
             Signal::DictRef(r) => (ReqKey::Dict(r.req_id), Reply::Dict(Err(r.error))),
-            other => {
-                return Err(format!(
-                    "unexpected signal {} from the data node",
-                    other.name()
-                ))
-            }
+            other => return Err(format!("unexpected signal {} from the data node", other.name())),
         };
-        let tx = self
-            .pending
-            .lock()
-            .expect("pending lock")
-            .waiting
-            .remove(&key);
+        let tx = self.pending.lock().expect("pending lock").waiting.remove(&key);
         if let Some(tx) = tx {
             // The waiter may have gone (dropped future): nothing to do.
             let _ = tx.send(reply);
@@ -270,10 +238,7 @@ impl Drop for Conn {
 }
 
 /// Connect and handshake, then start the IO tasks on the current runtime.
-pub(crate) async fn connect(
-    addr: impl tokio::net::ToSocketAddrs,
-    opts: ConnectOptions,
-) -> Result<Conn, ClientError> {
+pub(crate) async fn connect(addr: impl tokio::net::ToSocketAddrs, opts: ConnectOptions) -> Result<Conn, ClientError> {
     let io = async {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
@@ -286,34 +251,20 @@ pub(crate) async fn connect(
     };
     let (mut rd, mut wr) = stream.into_split();
 
-    let hello = Hello {
-        magic: MAGIC,
-        wire_version: wire::WIRE_VERSION,
-        client_name: opts.client_name.clone(),
-    };
+    let hello = Hello { magic: MAGIC, wire_version: wire::WIRE_VERSION, client_name: opts.client_name.clone() };
     let mut frame = Vec::new();
     encode_frame(&handshake::encode_hello(&hello), &mut frame);
     let mut dec = FrameDecoder::new(opts.max_frame_bytes);
     let hs = async {
-        wr.write_all(&frame)
-            .await
-            .map_err(|e| ClientError::NotConnected(format!("handshake write: {e}")))?;
+        wr.write_all(&frame).await.map_err(|e| ClientError::NotConnected(format!("handshake write: {e}")))?;
         let mut buf = vec![0u8; 4096];
         loop {
-            if let Some(f) = dec
-                .next_frame()
-                .map_err(|e| ClientError::Protocol(format!("handshake: {e}")))?
-            {
+            if let Some(f) = dec.next_frame().map_err(|e| ClientError::Protocol(format!("handshake: {e}")))? {
                 return handshake::decode_reply(f).map_err(ClientError::Protocol);
             }
-            let n = rd
-                .read(&mut buf)
-                .await
-                .map_err(|e| ClientError::NotConnected(format!("handshake read: {e}")))?;
+            let n = rd.read(&mut buf).await.map_err(|e| ClientError::NotConnected(format!("handshake read: {e}")))?;
             if n == 0 {
-                return Err(ClientError::NotConnected(
-                    "connection closed during handshake".to_string(),
-                ));
+                return Err(ClientError::NotConnected("connection closed during handshake".to_string()));
             }
             dec.push(&buf[..n]);
         }
@@ -323,26 +274,17 @@ pub(crate) async fn connect(
         Err(_) => return Err(ClientError::NotConnected("handshake timed out".to_string())),
     };
     let (api_node, data_node) = match reply {
-        HelloReply::Welcome {
-            api_node,
-            data_node,
-            wire_version,
-        } => {
+        HelloReply::Welcome { api_node, data_node, wire_version } => {
             if wire_version != wire::WIRE_VERSION {
                 return Err(ClientError::Node(NodeError::with(
                     norr_signals::ErrorCode::UnsupportedVersion,
-                    format!(
-                        "node speaks wire version {wire_version}, client {}",
-                        wire::WIRE_VERSION
-                    ),
+                    format!("node speaks wire version {wire_version}, client {}", wire::WIRE_VERSION),
                 )));
             }
             (api_node, data_node)
         }
         HelloReply::Refused { reason } => {
-            return Err(ClientError::Protocol(format!(
-                "data node refused the connection: {reason}"
-            )))
+            return Err(ClientError::Protocol(format!("data node refused the connection: {reason}")))
         }
     };
 
@@ -350,14 +292,8 @@ pub(crate) async fn connect(
         api_node,
         data_node,
         opts,
-        pending: Mutex::new(Pending {
-            waiting: HashMap::new(),
-            closed: None,
-        }),
-        send: Mutex::new(SendQueue {
-            buf: Vec::with_capacity(64 * 1024),
-            closed: false,
-        }),
+        pending: Mutex::new(Pending { waiting: HashMap::new(), closed: None }),
+        send: Mutex::new(SendQueue { buf: Vec::with_capacity(64 * 1024), closed: false }),
         send_wakeup: Notify::new(),
         next_txn: AtomicU64::new(1),
         next_scan: AtomicU32::new(1),
@@ -365,11 +301,7 @@ pub(crate) async fn connect(
     });
     let reader = tokio::spawn(reader_task(shared.clone(), rd, dec)).abort_handle();
     let writer = tokio::spawn(writer_task(shared.clone(), wr)).abort_handle();
-    Ok(Conn {
-        shared,
-        reader,
-        writer,
-    })
+    Ok(Conn { shared, reader, writer })
 }
 
 async fn writer_task(shared: Arc<Shared>, mut wr: OwnedWriteHalf) {

@@ -72,15 +72,9 @@ mod tests {
         assert!(ClientError::from(ErrorCode::LockWaitTimeout).is_temporary());
         assert!(!ClientError::from(ErrorCode::DuplicateKey).is_temporary());
         assert!(ClientError::NotConnected("x".into()).is_temporary());
-        assert_eq!(
-            ClientError::NotConnected("x".into()).code(),
-            Some(ErrorCode::NotConnected)
-        );
+        assert_eq!(ClientError::NotConnected("x".into()).code(), Some(ErrorCode::NotConnected));
         assert!(ClientError::Timeout.is_temporary());
         assert!(!ClientError::Protocol("x".into()).is_temporary());
-        assert_eq!(
-            ClientError::from(ErrorCode::NoSuchTable).class(),
-            Some(ErrorClass::Schema)
-        );
+        assert_eq!(ClientError::from(ErrorCode::NoSuchTable).class(), Some(ErrorClass::Schema));
     }
 }

@@ -47,10 +47,9 @@ pub mod testing;
 pub use client::{Client, ScanStream, Transaction};
 pub use error::ClientError;
 pub use norr_signals::{
-    Bound, CmpOp, ColumnDef, ColumnId, ColumnType, ErrorClass, ErrorCode, ExecType, Filter,
-    IndexDef, IndexId, IndexKind, KeyAccess, KeyOp, LockMode, NodeError, NodeStats, OpKind,
-    OpResult, PartitionScheme, ScanRange, ScanSpec, TableDef, TableId, Value, MAX_OPS_PER_BATCH,
-    MAX_SCAN_BATCH_ROWS,
+    Bound, CmpOp, ColumnDef, ColumnId, ColumnType, ErrorClass, ErrorCode, ExecType, Filter, IndexDef, IndexId,
+    IndexKind, KeyAccess, KeyOp, LockMode, NodeError, NodeStats, OpKind, OpResult, PartitionScheme, ScanRange,
+    ScanSpec, TableDef, TableId, Value, MAX_OPS_PER_BATCH, MAX_SCAN_BATCH_ROWS,
 };
 
 use std::time::Duration;
@@ -94,9 +93,7 @@ pub fn table_def(name: &str, columns: Vec<ColumnDef>, primary_key: Vec<ColumnId>
         name: name.to_string(),
         columns,
         primary_key,
-        partitioning: PartitionScheme::Key {
-            columns: Vec::new(),
-        },
+        partitioning: PartitionScheme::Key { columns: Vec::new() },
         partitions: 0,
         indexes: Vec::new(),
         extra: Vec::new(),

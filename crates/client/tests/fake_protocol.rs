@@ -40,23 +40,14 @@ async fn crud_and_batches() {
     let t = c.create_table(kv_def("kv")).await.unwrap();
     // A batch of 100 inserts in one round trip, committed.
     let ops: Vec<_> = (0..100)
-        .map(|i| {
-            KeyOp::insert(
-                t.id,
-                vec![Value::Int(i)],
-                vec![(1, Value::str("x")), (2, Value::Int(i))],
-            )
-        })
+        .map(|i| KeyOp::insert(t.id, vec![Value::Int(i)], vec![(1, Value::str("x")), (2, Value::Int(i))]))
         .collect();
     let mut txn = c.begin();
     let res = txn.execute(ops, ExecType::Commit).await.unwrap();
     assert_eq!(res.len(), 100);
     assert!(txn.is_finished());
     // Batched reads return rows in request order.
-    let ops: Vec<_> = (0..100)
-        .rev()
-        .map(|i| KeyOp::read(t.id, vec![Value::Int(i)]))
-        .collect();
+    let ops: Vec<_> = (0..100).rev().map(|i| KeyOp::read(t.id, vec![Value::Int(i)])).collect();
     let res = c.begin().execute(ops, ExecType::Commit).await.unwrap();
     for (j, r) in res.iter().enumerate() {
         let i = 99 - j as i64;
@@ -64,36 +55,16 @@ async fn crud_and_batches() {
     }
     // Update, then delete, then read a missing row.
     let mut txn = c.begin();
-    txn.execute(
-        vec![KeyOp::update(
-            t.id,
-            vec![Value::Int(5)],
-            vec![(1, Value::str("y"))],
-        )],
-        ExecType::NoCommit,
-    )
-    .await
-    .unwrap();
-    txn.execute(
-        vec![KeyOp::delete(t.id, vec![Value::Int(6)])],
-        ExecType::NoCommit,
-    )
-    .await
-    .unwrap();
+    txn.execute(vec![KeyOp::update(t.id, vec![Value::Int(5)], vec![(1, Value::str("y"))])], ExecType::NoCommit)
+        .await
+        .unwrap();
+    txn.execute(vec![KeyOp::delete(t.id, vec![Value::Int(6)])], ExecType::NoCommit).await.unwrap();
     txn.commit().await.unwrap();
-    assert_eq!(
-        c.read(t.id, vec![Value::Int(5)]).await.unwrap(),
-        Some(row(5, "y", 5))
-    );
+    assert_eq!(c.read(t.id, vec![Value::Int(5)]).await.unwrap(), Some(row(5, "y", 5)));
     assert_eq!(c.read(t.id, vec![Value::Int(6)]).await.unwrap(), None);
     // Rollback undoes.
     let mut txn = c.begin();
-    txn.execute(
-        vec![KeyOp::delete(t.id, vec![Value::Int(7)])],
-        ExecType::NoCommit,
-    )
-    .await
-    .unwrap();
+    txn.execute(vec![KeyOp::delete(t.id, vec![Value::Int(7)])], ExecType::NoCommit).await.unwrap();
     txn.rollback().await.unwrap();
     assert!(c.read(t.id, vec![Value::Int(7)]).await.unwrap().is_some());
     // Commit/rollback of a transaction that sent nothing is a no-op.
@@ -106,21 +77,12 @@ async fn errors_abort_and_map() {
     let node = FakeNode::start().await;
     let c = Client::connect(node.addr).await.unwrap();
     let t = c.create_table(kv_def("kv")).await.unwrap();
-    c.begin()
-        .execute(
-            vec![KeyOp::insert(t.id, vec![Value::Int(1)], vec![])],
-            ExecType::Commit,
-        )
-        .await
-        .unwrap();
+    c.begin().execute(vec![KeyOp::insert(t.id, vec![Value::Int(1)], vec![])], ExecType::Commit).await.unwrap();
     // Duplicate key aborts the transaction, with the failing op's index.
     let mut txn = c.begin();
     let e = txn
         .execute(
-            vec![
-                KeyOp::insert(t.id, vec![Value::Int(2)], vec![]),
-                KeyOp::insert(t.id, vec![Value::Int(1)], vec![]),
-            ],
+            vec![KeyOp::insert(t.id, vec![Value::Int(2)], vec![]), KeyOp::insert(t.id, vec![Value::Int(1)], vec![])],
             ExecType::NoCommit,
         )
         .await
@@ -128,105 +90,49 @@ async fn errors_abort_and_map() {
     assert_eq!(e.code(), Some(ErrorCode::DuplicateKey));
     assert!(e.to_string().contains("operation 1"), "{e}");
     assert!(txn.is_finished());
-    let e2 = txn
-        .execute(
-            vec![KeyOp::read(t.id, vec![Value::Int(1)])],
-            ExecType::Commit,
-        )
-        .await
-        .unwrap_err();
+    let e2 = txn.execute(vec![KeyOp::read(t.id, vec![Value::Int(1)])], ExecType::Commit).await.unwrap_err();
     assert_eq!(e2.code(), Some(ErrorCode::TransactionAborted));
-    assert_eq!(
-        c.read(t.id, vec![Value::Int(2)]).await.unwrap(),
-        None,
-        "aborted insert undone"
-    );
+    assert_eq!(c.read(t.id, vec![Value::Int(2)]).await.unwrap(), None, "aborted insert undone");
     // Missing row on update.
-    let e = c
-        .begin()
-        .execute(
-            vec![KeyOp::update(t.id, vec![Value::Int(99)], vec![])],
-            ExecType::Commit,
-        )
-        .await
-        .unwrap_err();
+    let e =
+        c.begin().execute(vec![KeyOp::update(t.id, vec![Value::Int(99)], vec![])], ExecType::Commit).await.unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::NoSuchRow));
     // abort_on_error = false: per-op error, transaction goes on.
     let mut op = KeyOp::read(t.id, vec![Value::Int(99)]);
     op.abort_on_error = false;
-    let res = c
-        .begin()
-        .execute(
-            vec![op, KeyOp::read(t.id, vec![Value::Int(1)])],
-            ExecType::Commit,
-        )
-        .await
-        .unwrap();
+    let res = c.begin().execute(vec![op, KeyOp::read(t.id, vec![Value::Int(1)])], ExecType::Commit).await.unwrap();
     assert!(matches!(&res[0], OpResult::Err(e) if e.code == ErrorCode::NoSuchRow));
     assert!(matches!(&res[1], OpResult::Ok(Some(_))));
     // Wrong type.
     let e = c
         .begin()
-        .execute(
-            vec![KeyOp::insert(
-                t.id,
-                vec![Value::Int(3)],
-                vec![(2, Value::str("nan"))],
-            )],
-            ExecType::Commit,
-        )
+        .execute(vec![KeyOp::insert(t.id, vec![Value::Int(3)], vec![(2, Value::str("nan"))])], ExecType::Commit)
         .await
         .unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::WrongValueType));
     // Unknown table.
-    let e = c
-        .begin()
-        .execute(
-            vec![KeyOp::read(999, vec![Value::Int(1)])],
-            ExecType::Commit,
-        )
-        .await
-        .unwrap_err();
+    let e = c.begin().execute(vec![KeyOp::read(999, vec![Value::Int(1)])], ExecType::Commit).await.unwrap_err();
     assert_eq!(e.class(), Some(ErrorClass::Schema));
     // Rollback batch must be empty.
-    let e = c
-        .begin()
-        .execute(
-            vec![KeyOp::read(t.id, vec![Value::Int(1)])],
-            ExecType::Rollback,
-        )
-        .await
-        .unwrap_err();
+    let e = c.begin().execute(vec![KeyOp::read(t.id, vec![Value::Int(1)])], ExecType::Rollback).await.unwrap_err();
     assert!(matches!(e, ClientError::Protocol(_)));
 }
 
 #[tokio::test]
 async fn oversized_request_fails_locally_and_connection_survives() {
     let node = FakeNode::start().await;
-    let opts = ConnectOptions {
-        max_frame_bytes: 64 * 1024,
-        ..Default::default()
-    };
+    let opts = ConnectOptions { max_frame_bytes: 64 * 1024, ..Default::default() };
     let c = Client::connect_with(node.addr, opts).await.unwrap();
     let t = c.create_table(kv_def("kv")).await.unwrap();
     let big = Value::Bytes(vec![7u8; 100 * 1024]);
     let e = c
         .begin()
-        .execute(
-            vec![KeyOp::insert(t.id, vec![Value::Int(1)], vec![(1, big)])],
-            ExecType::Commit,
-        )
+        .execute(vec![KeyOp::insert(t.id, vec![Value::Int(1)], vec![(1, big)])], ExecType::Commit)
         .await
         .unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::ValueTooLarge));
     assert!(c.is_connected());
-    c.begin()
-        .execute(
-            vec![KeyOp::insert(t.id, vec![Value::Int(1)], vec![])],
-            ExecType::Commit,
-        )
-        .await
-        .unwrap();
+    c.begin().execute(vec![KeyOp::insert(t.id, vec![Value::Int(1)], vec![])], ExecType::Commit).await.unwrap();
 }
 
 #[tokio::test]
@@ -235,20 +141,9 @@ async fn lock_conflict_is_temporary_and_dropped_txn_releases() {
     let c = Client::connect(node.addr).await.unwrap();
     let t = c.create_table(kv_def("kv")).await.unwrap();
     let mut a = c.begin();
-    a.execute(
-        vec![KeyOp::insert(t.id, vec![Value::Int(1)], vec![])],
-        ExecType::NoCommit,
-    )
-    .await
-    .unwrap();
-    let e = c
-        .begin()
-        .execute(
-            vec![KeyOp::write(t.id, vec![Value::Int(1)], vec![])],
-            ExecType::Commit,
-        )
-        .await
-        .unwrap_err();
+    a.execute(vec![KeyOp::insert(t.id, vec![Value::Int(1)], vec![])], ExecType::NoCommit).await.unwrap();
+    let e =
+        c.begin().execute(vec![KeyOp::write(t.id, vec![Value::Int(1)], vec![])], ExecType::Commit).await.unwrap_err();
     assert!(e.is_temporary(), "{e:?}");
     drop(a); // background rollback
     for _ in 0..100 {
@@ -274,26 +169,13 @@ async fn many_concurrent_transactions_on_one_connection() {
                 let k = w * 1000 + j;
                 let mut txn = c.begin();
                 txn.execute(
-                    vec![KeyOp::insert(
-                        t.id,
-                        vec![Value::Int(k)],
-                        vec![(2, Value::Int(k))],
-                    )],
+                    vec![KeyOp::insert(t.id, vec![Value::Int(k)], vec![(2, Value::Int(k))])],
                     ExecType::NoCommit,
                 )
                 .await
                 .unwrap();
-                let r = txn
-                    .execute(
-                        vec![KeyOp::read(t.id, vec![Value::Int(k)])],
-                        ExecType::Commit,
-                    )
-                    .await
-                    .unwrap();
-                assert_eq!(
-                    r[0],
-                    OpResult::Ok(Some(vec![Value::Int(k), Value::Null, Value::Int(k)]))
-                );
+                let r = txn.execute(vec![KeyOp::read(t.id, vec![Value::Int(k)])], ExecType::Commit).await.unwrap();
+                assert_eq!(r[0], OpResult::Ok(Some(vec![Value::Int(k), Value::Null, Value::Int(k)])));
             }
         }));
     }
@@ -308,9 +190,8 @@ async fn scans_batches_filters_and_close() {
     let node = FakeNode::start().await;
     let c = Client::connect(node.addr).await.unwrap();
     let t = c.create_table(kv_def("kv")).await.unwrap();
-    let ops: Vec<_> = (0..1000)
-        .map(|i| KeyOp::insert(t.id, vec![Value::Int(i)], vec![(2, Value::Int(i % 10))]))
-        .collect();
+    let ops: Vec<_> =
+        (0..1000).map(|i| KeyOp::insert(t.id, vec![Value::Int(i)], vec![(2, Value::Int(i % 10))])).collect();
     c.begin().execute(ops, ExecType::Commit).await.unwrap();
     let mut spec = ScanSpec::full(t.id);
     spec.batch_rows = 64;
@@ -323,56 +204,20 @@ async fn scans_batches_filters_and_close() {
         batches += 1;
     }
     assert_eq!((n, batches), (1000, 16));
-    spec.filter = Some(Filter::Cmp {
-        col: 2,
-        op: CmpOp::Eq,
-        value: Value::Int(3),
-    });
+    spec.filter = Some(Filter::Cmp { col: 2, op: CmpOp::Eq, value: Value::Int(3) });
     spec.projection = vec![0];
-    let rows = c
-        .scan(spec.clone())
-        .await
-        .unwrap()
-        .collect_all()
-        .await
-        .unwrap();
+    let rows = c.scan(spec.clone()).await.unwrap().collect_all().await.unwrap();
     assert_eq!(rows.len(), 100);
-    assert!(rows
-        .iter()
-        .all(|r| r.len() == 1 && r[0].as_i64().unwrap() % 10 == 3));
+    assert!(rows.iter().all(|r| r.len() == 1 && r[0].as_i64().unwrap() % 10 == 3));
     // Close early, and drop early: the connection stays usable.
-    let mut s = c
-        .scan(ScanSpec {
-            batch_rows: 10,
-            ..ScanSpec::full(t.id)
-        })
-        .await
-        .unwrap();
+    let mut s = c.scan(ScanSpec { batch_rows: 10, ..ScanSpec::full(t.id) }).await.unwrap();
     assert_eq!(s.next_batch().await.unwrap().unwrap().len(), 10);
     s.close().await.unwrap();
-    drop(
-        c.scan(ScanSpec {
-            batch_rows: 10,
-            ..ScanSpec::full(t.id)
-        })
-        .await
-        .unwrap(),
-    );
+    drop(c.scan(ScanSpec { batch_rows: 10, ..ScanSpec::full(t.id) }).await.unwrap());
     // Scan in a transaction sees its own writes.
     let mut txn = c.begin();
-    txn.execute(
-        vec![KeyOp::delete(t.id, vec![Value::Int(0)])],
-        ExecType::NoCommit,
-    )
-    .await
-    .unwrap();
-    let rows = txn
-        .scan(ScanSpec::full(t.id))
-        .await
-        .unwrap()
-        .collect_all()
-        .await
-        .unwrap();
+    txn.execute(vec![KeyOp::delete(t.id, vec![Value::Int(0)])], ExecType::NoCommit).await.unwrap();
+    let rows = txn.scan(ScanSpec::full(t.id)).await.unwrap().collect_all().await.unwrap();
     assert_eq!(rows.len(), 999);
     txn.rollback().await.unwrap();
     // Scan error.
@@ -383,21 +228,12 @@ async fn scans_batches_filters_and_close() {
 #[tokio::test]
 async fn timeout_then_connection_still_usable() {
     let node = FakeNode::start().await;
-    let opts = ConnectOptions {
-        request_timeout: Some(Duration::from_millis(200)),
-        ..Default::default()
-    };
+    let opts = ConnectOptions { request_timeout: Some(Duration::from_millis(200)), ..Default::default() };
     let c = Client::connect_with(node.addr, opts).await.unwrap();
     let bh = c.create_table(kv_def("blackhole")).await.unwrap();
     let t = c.create_table(kv_def("kv")).await.unwrap();
     let mut txn = c.begin();
-    let e = txn
-        .execute(
-            vec![KeyOp::read(bh.id, vec![Value::Int(1)])],
-            ExecType::Commit,
-        )
-        .await
-        .unwrap_err();
+    let e = txn.execute(vec![KeyOp::read(bh.id, vec![Value::Int(1)])], ExecType::Commit).await.unwrap_err();
     assert_eq!(e, ClientError::Timeout);
     assert!(e.is_temporary());
     assert!(txn.is_finished());
@@ -427,10 +263,7 @@ async fn connection_loss_fails_pending_and_later_calls() {
                         wire_version: norr_signals::wire::WIRE_VERSION,
                     };
                     let mut out = Vec::new();
-                    norr_transport::encode_frame(
-                        &norr_transport::handshake::encode_reply(&r),
-                        &mut out,
-                    );
+                    norr_transport::encode_frame(&norr_transport::handshake::encode_reply(&r), &mut out);
                     s.write_all(&out).await.unwrap();
                 } else {
                     return; // drop the socket
@@ -439,11 +272,7 @@ async fn connection_loss_fails_pending_and_later_calls() {
         }
     });
     let c = Client::connect(addr).await.unwrap();
-    let e = c
-        .begin()
-        .execute(vec![KeyOp::read(1, vec![Value::Int(1)])], ExecType::Commit)
-        .await
-        .unwrap_err();
+    let e = c.begin().execute(vec![KeyOp::read(1, vec![Value::Int(1)])], ExecType::Commit).await.unwrap_err();
     assert!(matches!(e, ClientError::NotConnected(_)), "{e:?}");
     assert!(e.is_temporary());
     assert!(!c.is_connected());
@@ -467,20 +296,10 @@ fn blocking_api() {
     let c = norr_client::blocking::Client::connect(node.addr).unwrap();
     let t = c.create_table(kv_def("kv")).unwrap();
     let mut txn = c.begin();
-    txn.execute(
-        vec![KeyOp::insert(
-            t.id,
-            vec![Value::Int(1)],
-            vec![(1, Value::str("a"))],
-        )],
-        ExecType::NoCommit,
-    )
-    .unwrap();
+    txn.execute(vec![KeyOp::insert(t.id, vec![Value::Int(1)], vec![(1, Value::str("a"))])], ExecType::NoCommit)
+        .unwrap();
     txn.commit().unwrap();
-    assert_eq!(
-        c.read(t.id, vec![Value::Int(1)]).unwrap(),
-        Some(vec![Value::Int(1), Value::str("a"), Value::Null])
-    );
+    assert_eq!(c.read(t.id, vec![Value::Int(1)]).unwrap(), Some(vec![Value::Int(1), Value::str("a"), Value::Null]));
     let rows = c.scan(ScanSpec::full(t.id)).unwrap().collect_all().unwrap();
     assert_eq!(rows.len(), 1);
     // Threads sharing one blocking client.
@@ -491,11 +310,7 @@ fn blocking_api() {
                 for j in 0..50i64 {
                     let mut txn = c.begin();
                     txn.execute(
-                        vec![KeyOp::insert(
-                            t.id,
-                            vec![Value::Int(100 + w * 100 + j)],
-                            vec![],
-                        )],
+                        vec![KeyOp::insert(t.id, vec![Value::Int(100 + w * 100 + j)], vec![])],
                         ExecType::Commit,
                     )
                     .unwrap();
@@ -505,12 +320,7 @@ fn blocking_api() {
     });
     assert_eq!(c.node_stats().unwrap().rows, 201);
     // Row iterator across batches; mixing iteration and next_batch loses nothing.
-    let mut it = c
-        .scan(ScanSpec {
-            batch_rows: 7,
-            ..ScanSpec::full(t.id)
-        })
-        .unwrap();
+    let mut it = c.scan(ScanSpec { batch_rows: 7, ..ScanSpec::full(t.id) }).unwrap();
     let first: Vec<_> = it.by_ref().take(3).map(|r| r.unwrap()).collect();
     let rest = it.next_batch().unwrap().unwrap();
     assert_eq!(first.len() + rest.len(), 7, "the rest of the first batch");
@@ -518,11 +328,7 @@ fn blocking_api() {
     assert_eq!(first.len() + rest.len() + tail.len(), 201);
     // Drop of an open transaction rolls back.
     let mut txn = c.begin();
-    txn.execute(
-        vec![KeyOp::delete(t.id, vec![Value::Int(1)])],
-        ExecType::NoCommit,
-    )
-    .unwrap();
+    txn.execute(vec![KeyOp::delete(t.id, vec![Value::Int(1)])], ExecType::NoCommit).unwrap();
     drop(txn);
     assert!(c.read(t.id, vec![Value::Int(1)]).unwrap().is_some());
 }
@@ -537,14 +343,9 @@ async fn scan_stream_of_rows() {
     let node = FakeNode::start().await;
     let c = Client::connect(node.addr).await.unwrap();
     let t = c.create_table(kv_def("kv")).await.unwrap();
-    let ops: Vec<_> = (0..100)
-        .map(|i| KeyOp::insert(t.id, vec![Value::Int(i)], vec![]))
-        .collect();
+    let ops: Vec<_> = (0..100).map(|i| KeyOp::insert(t.id, vec![Value::Int(i)], vec![])).collect();
     c.begin().execute(ops, ExecType::Commit).await.unwrap();
-    let spec = ScanSpec {
-        batch_rows: 9,
-        ..ScanSpec::full(t.id)
-    };
+    let spec = ScanSpec { batch_rows: 9, ..ScanSpec::full(t.id) };
     let mut s = c.scan(spec.clone()).await.unwrap();
     let mut n = 0;
     while let Some(r) = next_row(&mut s).await {
@@ -570,8 +371,5 @@ async fn scan_stream_of_rows() {
     drop(s);
     let s = c.scan(spec).await.unwrap();
     s.close().await.unwrap();
-    assert_eq!(
-        c.read(t.id, vec![Value::Int(1)]).await.unwrap().unwrap()[0],
-        Value::Int(1)
-    );
+    assert_eq!(c.read(t.id, vec![Value::Int(1)]).await.unwrap().unwrap()[0], Value::Int(1));
 }

@@ -10,10 +10,7 @@ use norr_knobs::Knobs;
 use std::time::Duration;
 
 fn knobs() -> Knobs {
-    Knobs {
-        lock_wait_timeout_ms: 300,
-        ..Knobs::default()
-    }
+    Knobs { lock_wait_timeout_ms: 300, ..Knobs::default() }
 }
 
 fn row(k: i64, v: &str, n: i64) -> Vec<Value> {
@@ -26,34 +23,17 @@ async fn ddl_crud_batches() {
     let c = Client::connect(node.local_addr()).await.unwrap();
     let t = c.create_table(kv_def("kv")).await.unwrap();
     assert_eq!(c.get_table("kv").await.unwrap().id, t.id);
-    assert!(c
-        .list_tables()
-        .await
-        .unwrap()
-        .iter()
-        .any(|d| d.name == "kv"));
-    assert_eq!(
-        c.create_table(kv_def("kv")).await.unwrap_err().code(),
-        Some(ErrorCode::TableExists)
-    );
+    assert!(c.list_tables().await.unwrap().iter().any(|d| d.name == "kv"));
+    assert_eq!(c.create_table(kv_def("kv")).await.unwrap_err().code(), Some(ErrorCode::TableExists));
 
     let ops: Vec<_> = (0..200)
-        .map(|i| {
-            KeyOp::insert(
-                t.id,
-                vec![Value::Int(i)],
-                vec![(1, Value::str("x")), (2, Value::Int(i))],
-            )
-        })
+        .map(|i| KeyOp::insert(t.id, vec![Value::Int(i)], vec![(1, Value::str("x")), (2, Value::Int(i))]))
         .collect();
     let mut txn = c.begin();
     assert_eq!(txn.execute(ops, ExecType::Commit).await.unwrap().len(), 200);
     assert!(txn.is_finished());
 
-    let ops: Vec<_> = (0..200)
-        .rev()
-        .map(|i| KeyOp::read(t.id, vec![Value::Int(i)]))
-        .collect();
+    let ops: Vec<_> = (0..200).rev().map(|i| KeyOp::read(t.id, vec![Value::Int(i)])).collect();
     let res = c.begin().execute(ops, ExecType::Commit).await.unwrap();
     for (j, r) in res.iter().enumerate() {
         let i = 199 - j as i64;
@@ -63,51 +43,23 @@ async fn ddl_crud_batches() {
     let mut op = KeyOp::read(t.id, vec![Value::Int(3)]);
     op.projection = vec![2, 0];
     let res = c.begin().execute(vec![op], ExecType::Commit).await.unwrap();
-    assert_eq!(
-        res[0],
-        OpResult::Ok(Some(vec![Value::Int(3), Value::Int(3)]))
-    );
+    assert_eq!(res[0], OpResult::Ok(Some(vec![Value::Int(3), Value::Int(3)])));
 
     // Update + delete + interpreted increment in one transaction, then commit.
     let mut txn = c.begin();
-    txn.execute(
-        vec![KeyOp::update(
-            t.id,
-            vec![Value::Int(5)],
-            vec![(1, Value::str("y"))],
-        )],
-        ExecType::NoCommit,
-    )
-    .await
-    .unwrap();
+    txn.execute(vec![KeyOp::update(t.id, vec![Value::Int(5)], vec![(1, Value::str("y"))])], ExecType::NoCommit)
+        .await
+        .unwrap();
     let mut inc = KeyOp::update(t.id, vec![Value::Int(8)], vec![]);
     inc.increments = vec![(2, Value::Int(100))];
-    txn.execute(
-        vec![KeyOp::delete(t.id, vec![Value::Int(6)]), inc],
-        ExecType::NoCommit,
-    )
-    .await
-    .unwrap();
+    txn.execute(vec![KeyOp::delete(t.id, vec![Value::Int(6)]), inc], ExecType::NoCommit).await.unwrap();
     txn.commit().await.unwrap();
-    assert_eq!(
-        c.read(t.id, vec![Value::Int(5)]).await.unwrap(),
-        Some(row(5, "y", 5))
-    );
+    assert_eq!(c.read(t.id, vec![Value::Int(5)]).await.unwrap(), Some(row(5, "y", 5)));
     assert_eq!(c.read(t.id, vec![Value::Int(6)]).await.unwrap(), None);
-    assert_eq!(
-        c.read(t.id, vec![Value::Int(8)]).await.unwrap(),
-        Some(row(8, "x", 108))
-    );
+    assert_eq!(c.read(t.id, vec![Value::Int(8)]).await.unwrap(), Some(row(8, "x", 108)));
     // Upsert.
     c.begin()
-        .execute(
-            vec![KeyOp::write(
-                t.id,
-                vec![Value::Int(6)],
-                vec![(1, Value::str("w"))],
-            )],
-            ExecType::Commit,
-        )
+        .execute(vec![KeyOp::write(t.id, vec![Value::Int(6)], vec![(1, Value::str("w"))])], ExecType::Commit)
         .await
         .unwrap();
     assert_eq!(
@@ -117,37 +69,21 @@ async fn ddl_crud_batches() {
 
     // Rollback undoes.
     let mut txn = c.begin();
-    txn.execute(
-        vec![KeyOp::delete(t.id, vec![Value::Int(7)])],
-        ExecType::NoCommit,
-    )
-    .await
-    .unwrap();
+    txn.execute(vec![KeyOp::delete(t.id, vec![Value::Int(7)])], ExecType::NoCommit).await.unwrap();
     txn.rollback().await.unwrap();
     assert!(c.read(t.id, vec![Value::Int(7)]).await.unwrap().is_some());
     // A dropped open transaction is rolled back in the background.
     let mut txn = c.begin();
-    txn.execute(
-        vec![KeyOp::delete(t.id, vec![Value::Int(7)])],
-        ExecType::NoCommit,
-    )
-    .await
-    .unwrap();
+    txn.execute(vec![KeyOp::delete(t.id, vec![Value::Int(7)])], ExecType::NoCommit).await.unwrap();
     drop(txn);
     assert!(c.read(t.id, vec![Value::Int(7)]).await.unwrap().is_some());
 
     let stats = c.node_stats().await.unwrap();
-    assert!(
-        stats.rows >= 200 && stats.data_memory_used_bytes > 0,
-        "{stats:?}"
-    );
+    assert!(stats.rows >= 200 && stats.data_memory_used_bytes > 0, "{stats:?}");
     c.truncate_table("kv").await.unwrap();
     assert_eq!(c.read(t.id, vec![Value::Int(1)]).await.unwrap(), None);
     c.drop_table("kv").await.unwrap();
-    assert_eq!(
-        c.get_table("kv").await.unwrap_err().class(),
-        Some(ErrorClass::Schema)
-    );
+    assert_eq!(c.get_table("kv").await.unwrap_err().class(), Some(ErrorClass::Schema));
 }
 
 #[tokio::test]
@@ -155,154 +91,67 @@ async fn error_cases() {
     let node = start_node(knobs());
     let c = Client::connect(node.local_addr()).await.unwrap();
     let t = c.create_table(kv_def("kv")).await.unwrap();
-    c.begin()
-        .execute(
-            vec![KeyOp::insert(t.id, vec![Value::Int(1)], vec![])],
-            ExecType::Commit,
-        )
-        .await
-        .unwrap();
+    c.begin().execute(vec![KeyOp::insert(t.id, vec![Value::Int(1)], vec![])], ExecType::Commit).await.unwrap();
 
     // Unknown table: schema error.
-    let e = c
-        .begin()
-        .execute(
-            vec![KeyOp::read(t.id + 100, vec![Value::Int(1)])],
-            ExecType::Commit,
-        )
-        .await
-        .unwrap_err();
+    let e = c.begin().execute(vec![KeyOp::read(t.id + 100, vec![Value::Int(1)])], ExecType::Commit).await.unwrap_err();
     assert_eq!(e.class(), Some(ErrorClass::Schema), "{e:?}");
     assert!(!e.is_temporary());
     // Duplicate key aborts the transaction and undoes its earlier writes.
     let mut txn = c.begin();
-    txn.execute(
-        vec![KeyOp::insert(t.id, vec![Value::Int(2)], vec![])],
-        ExecType::NoCommit,
-    )
-    .await
-    .unwrap();
-    let e = txn
-        .execute(
-            vec![KeyOp::insert(t.id, vec![Value::Int(1)], vec![])],
-            ExecType::Commit,
-        )
-        .await
-        .unwrap_err();
+    txn.execute(vec![KeyOp::insert(t.id, vec![Value::Int(2)], vec![])], ExecType::NoCommit).await.unwrap();
+    let e = txn.execute(vec![KeyOp::insert(t.id, vec![Value::Int(1)], vec![])], ExecType::Commit).await.unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::DuplicateKey));
     assert!(txn.is_finished());
     assert_eq!(c.read(t.id, vec![Value::Int(2)]).await.unwrap(), None);
     // Missing row.
-    let e = c
-        .begin()
-        .execute(
-            vec![KeyOp::update(t.id, vec![Value::Int(9)], vec![])],
-            ExecType::Commit,
-        )
-        .await
-        .unwrap_err();
+    let e =
+        c.begin().execute(vec![KeyOp::update(t.id, vec![Value::Int(9)], vec![])], ExecType::Commit).await.unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::NoSuchRow));
-    let e = c
-        .begin()
-        .execute(
-            vec![KeyOp::delete(t.id, vec![Value::Int(9)])],
-            ExecType::Commit,
-        )
-        .await
-        .unwrap_err();
+    let e = c.begin().execute(vec![KeyOp::delete(t.id, vec![Value::Int(9)])], ExecType::Commit).await.unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::NoSuchRow));
     // Per-operation errors with abort_on_error = false.
     let mut miss = KeyOp::read(t.id, vec![Value::Int(9)]);
     miss.abort_on_error = false;
-    let res = c
-        .begin()
-        .execute(
-            vec![miss, KeyOp::read(t.id, vec![Value::Int(1)])],
-            ExecType::Commit,
-        )
-        .await
-        .unwrap();
-    assert!(
-        matches!(&res[0], OpResult::Err(e) if e.code == ErrorCode::NoSuchRow),
-        "{res:?}"
-    );
+    let res = c.begin().execute(vec![miss, KeyOp::read(t.id, vec![Value::Int(1)])], ExecType::Commit).await.unwrap();
+    assert!(matches!(&res[0], OpResult::Err(e) if e.code == ErrorCode::NoSuchRow), "{res:?}");
     assert!(matches!(&res[1], OpResult::Ok(Some(_))));
     // Wrong types.
     let e = c
         .begin()
-        .execute(
-            vec![KeyOp::insert(
-                t.id,
-                vec![Value::Int(3)],
-                vec![(2, Value::str("abc"))],
-            )],
-            ExecType::Commit,
-        )
+        .execute(vec![KeyOp::insert(t.id, vec![Value::Int(3)], vec![(2, Value::str("abc"))])], ExecType::Commit)
         .await
         .unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::WrongValueType), "{e:?}");
-    let e = c
-        .begin()
-        .execute(
-            vec![KeyOp::read(t.id, vec![Value::str("k")])],
-            ExecType::Commit,
-        )
-        .await
-        .unwrap_err();
+    let e = c.begin().execute(vec![KeyOp::read(t.id, vec![Value::str("k")])], ExecType::Commit).await.unwrap_err();
     assert!(!e.is_temporary(), "{e:?}");
     // Oversized value for the column.
     let e = c
         .begin()
         .execute(
-            vec![KeyOp::insert(
-                t.id,
-                vec![Value::Int(4)],
-                vec![(1, Value::Bytes(vec![1; 1001]))],
-            )],
+            vec![KeyOp::insert(t.id, vec![Value::Int(4)], vec![(1, Value::Bytes(vec![1; 1001]))])],
             ExecType::Commit,
         )
         .await
         .unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::ValueTooLarge), "{e:?}");
     // A request beyond the frame limit fails locally; the connection survives.
-    let opts = ConnectOptions {
-        max_frame_bytes: 1 << 20,
-        ..Default::default()
-    };
+    let opts = ConnectOptions { max_frame_bytes: 1 << 20, ..Default::default() };
     let small = Client::connect_with(node.local_addr(), opts).await.unwrap();
     let e = small
         .begin()
         .execute(
-            vec![KeyOp::insert(
-                t.id,
-                vec![Value::Int(5)],
-                vec![(1, Value::Bytes(vec![1; 2 << 20]))],
-            )],
+            vec![KeyOp::insert(t.id, vec![Value::Int(5)], vec![(1, Value::Bytes(vec![1; 2 << 20]))])],
             ExecType::Commit,
         )
         .await
         .unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::ValueTooLarge));
-    assert_eq!(
-        small
-            .read(t.id, vec![Value::Int(1)])
-            .await
-            .unwrap()
-            .map(|r| r.len()),
-        Some(3)
-    );
+    assert_eq!(small.read(t.id, vec![Value::Int(1)]).await.unwrap().map(|r| r.len()), Some(3));
     // Finished transactions refuse further use.
     let mut txn = c.begin();
-    txn.execute(
-        vec![KeyOp::read(t.id, vec![Value::Int(1)])],
-        ExecType::Commit,
-    )
-    .await
-    .unwrap();
-    assert!(matches!(
-        txn.execute(vec![], ExecType::Commit).await,
-        Err(ClientError::Protocol(_))
-    ));
+    txn.execute(vec![KeyOp::read(t.id, vec![Value::Int(1)])], ExecType::Commit).await.unwrap();
+    assert!(matches!(txn.execute(vec![], ExecType::Commit).await, Err(ClientError::Protocol(_))));
 }
 
 #[tokio::test]
@@ -310,35 +159,15 @@ async fn lock_wait_timeout_is_temporary() {
     let node = start_node(knobs());
     let c = Client::connect(node.local_addr()).await.unwrap();
     let t = c.create_table(kv_def("kv")).await.unwrap();
-    c.begin()
-        .execute(
-            vec![KeyOp::insert(t.id, vec![Value::Int(1)], vec![])],
-            ExecType::Commit,
-        )
+    c.begin().execute(vec![KeyOp::insert(t.id, vec![Value::Int(1)], vec![])], ExecType::Commit).await.unwrap();
+    let mut a = c.begin();
+    a.execute(vec![KeyOp::update(t.id, vec![Value::Int(1)], vec![(2, Value::Int(1))])], ExecType::NoCommit)
         .await
         .unwrap();
-    let mut a = c.begin();
-    a.execute(
-        vec![KeyOp::update(
-            t.id,
-            vec![Value::Int(1)],
-            vec![(2, Value::Int(1))],
-        )],
-        ExecType::NoCommit,
-    )
-    .await
-    .unwrap();
     let t0 = std::time::Instant::now();
     let mut b = c.begin();
     let e = b
-        .execute(
-            vec![KeyOp::update(
-                t.id,
-                vec![Value::Int(1)],
-                vec![(2, Value::Int(2))],
-            )],
-            ExecType::Commit,
-        )
+        .execute(vec![KeyOp::update(t.id, vec![Value::Int(1)], vec![(2, Value::Int(2))])], ExecType::Commit)
         .await
         .unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::LockWaitTimeout), "{e:?}");
@@ -346,27 +175,14 @@ async fn lock_wait_timeout_is_temporary() {
     assert!(t0.elapsed() >= Duration::from_millis(250));
     assert!(b.is_finished());
     // Committed reads do not wait for the lock and see the old value.
-    assert_eq!(
-        c.read(t.id, vec![Value::Int(1)]).await.unwrap(),
-        Some(vec![Value::Int(1), Value::Null, Value::Null])
-    );
+    assert_eq!(c.read(t.id, vec![Value::Int(1)]).await.unwrap(), Some(vec![Value::Int(1), Value::Null, Value::Null]));
     a.commit().await.unwrap();
     // The retry succeeds.
     c.begin()
-        .execute(
-            vec![KeyOp::update(
-                t.id,
-                vec![Value::Int(1)],
-                vec![(2, Value::Int(2))],
-            )],
-            ExecType::Commit,
-        )
+        .execute(vec![KeyOp::update(t.id, vec![Value::Int(1)], vec![(2, Value::Int(2))])], ExecType::Commit)
         .await
         .unwrap();
-    assert_eq!(
-        c.read(t.id, vec![Value::Int(1)]).await.unwrap().unwrap()[2],
-        Value::Int(2)
-    );
+    assert_eq!(c.read(t.id, vec![Value::Int(1)]).await.unwrap().unwrap()[2], Value::Int(2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -382,39 +198,20 @@ async fn many_concurrent_transactions_on_one_connection() {
                 let k = w * 1000 + j;
                 let mut txn = c.begin();
                 txn.execute(
-                    vec![KeyOp::insert(
-                        t.id,
-                        vec![Value::Int(k)],
-                        vec![(2, Value::Int(k))],
-                    )],
+                    vec![KeyOp::insert(t.id, vec![Value::Int(k)], vec![(2, Value::Int(k))])],
                     ExecType::NoCommit,
                 )
                 .await
                 .unwrap();
-                let r = txn
-                    .execute(
-                        vec![KeyOp::read(t.id, vec![Value::Int(k)])],
-                        ExecType::Commit,
-                    )
-                    .await
-                    .unwrap();
-                assert_eq!(
-                    r[0],
-                    OpResult::Ok(Some(vec![Value::Int(k), Value::Null, Value::Int(k)]))
-                );
+                let r = txn.execute(vec![KeyOp::read(t.id, vec![Value::Int(k)])], ExecType::Commit).await.unwrap();
+                assert_eq!(r[0], OpResult::Ok(Some(vec![Value::Int(k), Value::Null, Value::Int(k)])));
             }
         }));
     }
     for t in tasks {
         t.await.unwrap();
     }
-    let rows = c
-        .scan(ScanSpec::full(t.id))
-        .await
-        .unwrap()
-        .collect_all()
-        .await
-        .unwrap();
+    let rows = c.scan(ScanSpec::full(t.id)).await.unwrap().collect_all().await.unwrap();
     assert_eq!(rows.len(), 2000);
 }
 
@@ -425,11 +222,7 @@ async fn scans_filters_ranges() {
     let t = c.create_table(kv_def("kv")).await.unwrap();
     let ops: Vec<_> = (0..1000)
         .map(|i| {
-            KeyOp::insert(
-                t.id,
-                vec![Value::Int(i)],
-                vec![(1, Value::str(&format!("v{i}"))), (2, Value::Int(i % 10))],
-            )
+            KeyOp::insert(t.id, vec![Value::Int(i)], vec![(1, Value::str(&format!("v{i}"))), (2, Value::Int(i % 10))])
         })
         .collect();
     c.begin().execute(ops, ExecType::Commit).await.unwrap();
@@ -445,50 +238,18 @@ async fn scans_filters_ranges() {
     assert_eq!(n, 1000);
 
     spec.filter = Some(Filter::And(vec![
-        Filter::Cmp {
-            col: 2,
-            op: CmpOp::Eq,
-            value: Value::Int(3),
-        },
-        Filter::Cmp {
-            col: 0,
-            op: CmpOp::Lt,
-            value: Value::Int(500),
-        },
+        Filter::Cmp { col: 2, op: CmpOp::Eq, value: Value::Int(3) },
+        Filter::Cmp { col: 0, op: CmpOp::Lt, value: Value::Int(500) },
     ]));
     spec.projection = vec![0];
-    let rows = c
-        .scan(spec.clone())
-        .await
-        .unwrap()
-        .collect_all()
-        .await
-        .unwrap();
+    let rows = c.scan(spec.clone()).await.unwrap().collect_all().await.unwrap();
     assert_eq!(rows.len(), 50);
-    assert!(rows
-        .iter()
-        .all(|r| r.len() == 1 && r[0].as_i64().unwrap() % 10 == 3));
-    spec.filter = Some(Filter::Like {
-        col: 1,
-        pattern: b"v99%".to_vec(),
-    });
+    assert!(rows.iter().all(|r| r.len() == 1 && r[0].as_i64().unwrap() % 10 == 3));
+    spec.filter = Some(Filter::Like { col: 1, pattern: b"v99%".to_vec() });
     spec.projection = vec![];
-    assert_eq!(
-        c.scan(spec.clone())
-            .await
-            .unwrap()
-            .collect_all()
-            .await
-            .unwrap()
-            .len(),
-        11
-    );
+    assert_eq!(c.scan(spec.clone()).await.unwrap().collect_all().await.unwrap().len(), 11);
     // Bad filter.
-    spec.filter = Some(Filter::Cmp {
-        col: 42,
-        op: CmpOp::Eq,
-        value: Value::Int(1),
-    });
+    spec.filter = Some(Filter::Cmp { col: 42, op: CmpOp::Eq, value: Value::Int(1) });
     let e = match c.scan(spec.clone()).await {
         Ok(s) => s.collect_all().await.unwrap_err(),
         Err(e) => e,
@@ -499,13 +260,7 @@ async fn scans_filters_ranges() {
     let t2 = c
         .create_index(
             "kv",
-            IndexDef {
-                id: 0,
-                name: "by_n".into(),
-                columns: vec![2],
-                unique: false,
-                kind: IndexKind::Ordered,
-            },
+            IndexDef { id: 0, name: "by_n".into(), columns: vec![2], unique: false, kind: IndexKind::Ordered },
         )
         .await
         .unwrap();
@@ -513,74 +268,33 @@ async fn scans_filters_ranges() {
     let mut spec = ScanSpec::full(t.id);
     spec.table_version = t2.version;
     spec.index = Some(idx);
-    spec.range = Some(ScanRange {
-        low: Bound::inclusive(vec![Value::Int(2)]),
-        high: Bound::exclusive(vec![Value::Int(4)]),
-    });
-    let rows = c
-        .scan(spec.clone())
-        .await
-        .unwrap()
-        .collect_all()
-        .await
-        .unwrap();
+    spec.range =
+        Some(ScanRange { low: Bound::inclusive(vec![Value::Int(2)]), high: Bound::exclusive(vec![Value::Int(4)]) });
+    let rows = c.scan(spec.clone()).await.unwrap().collect_all().await.unwrap();
     assert_eq!(rows.len(), 200);
-    assert!(
-        rows.windows(2)
-            .all(|w| w[0][2].as_i64() <= w[1][2].as_i64()),
-        "index order"
-    );
+    assert!(rows.windows(2).all(|w| w[0][2].as_i64() <= w[1][2].as_i64()), "index order");
     spec.descending = true;
     spec.limit = Some(10);
-    let rows = c
-        .scan(spec.clone())
-        .await
-        .unwrap()
-        .collect_all()
-        .await
-        .unwrap();
+    let rows = c.scan(spec.clone()).await.unwrap().collect_all().await.unwrap();
     assert_eq!(rows.len(), 10);
     assert!(rows.iter().all(|r| r[2] == Value::Int(3)));
 
     // Early close and drop leave the connection usable.
-    let mut s = c
-        .scan(ScanSpec {
-            batch_rows: 10,
-            ..ScanSpec::full(t.id)
-        })
-        .await
-        .unwrap();
+    let mut s = c.scan(ScanSpec { batch_rows: 10, ..ScanSpec::full(t.id) }).await.unwrap();
     assert!(s.next_batch().await.unwrap().is_some());
     s.close().await.unwrap();
-    drop(
-        c.scan(ScanSpec {
-            batch_rows: 10,
-            ..ScanSpec::full(t.id)
-        })
-        .await
-        .unwrap(),
-    );
+    drop(c.scan(ScanSpec { batch_rows: 10, ..ScanSpec::full(t.id) }).await.unwrap());
 
     // Locking scan inside a transaction, then update the scanned rows by key.
     let mut txn = c.begin();
     let mut spec = ScanSpec::full(t.id);
     spec.lock = LockMode::Exclusive;
-    spec.filter = Some(Filter::Cmp {
-        col: 0,
-        op: CmpOp::Lt,
-        value: Value::Int(5),
-    });
+    spec.filter = Some(Filter::Cmp { col: 0, op: CmpOp::Lt, value: Value::Int(5) });
     let rows = txn.scan(spec).await.unwrap().collect_all().await.unwrap();
     assert_eq!(rows.len(), 5);
-    let ups: Vec<_> = rows
-        .iter()
-        .map(|r| KeyOp::update(t.id, vec![r[0].clone()], vec![(2, Value::Int(-1))]))
-        .collect();
+    let ups: Vec<_> = rows.iter().map(|r| KeyOp::update(t.id, vec![r[0].clone()], vec![(2, Value::Int(-1))])).collect();
     txn.execute(ups, ExecType::Commit).await.unwrap();
-    assert_eq!(
-        c.read(t.id, vec![Value::Int(4)]).await.unwrap().unwrap()[2],
-        Value::Int(-1)
-    );
+    assert_eq!(c.read(t.id, vec![Value::Int(4)]).await.unwrap().unwrap()[2], Value::Int(-1));
     c.drop_index("kv", "by_n").await.unwrap();
 }
 
@@ -596,24 +310,12 @@ async fn node_survives_client_killed_mid_transaction() {
     let node = start_node(knobs());
     let c = Client::connect(node.local_addr()).await.unwrap();
     let t = c.create_table(kv_def("kv")).await.unwrap();
-    c.begin()
-        .execute(
-            vec![KeyOp::insert(t.id, vec![Value::Int(1)], vec![])],
-            ExecType::Commit,
-        )
-        .await
-        .unwrap();
+    c.begin().execute(vec![KeyOp::insert(t.id, vec![Value::Int(1)], vec![])], ExecType::Commit).await.unwrap();
 
     // A raw client: handshake, lock row 1 in an open transaction, then reset.
-    let mut s = tokio::net::TcpStream::connect(node.local_addr())
-        .await
-        .unwrap();
+    let mut s = tokio::net::TcpStream::connect(node.local_addr()).await.unwrap();
     let mut out = Vec::new();
-    let hello = Hello {
-        magic: MAGIC,
-        wire_version: wire::WIRE_VERSION,
-        client_name: "killed".into(),
-    };
+    let hello = Hello { magic: MAGIC, wire_version: wire::WIRE_VERSION, client_name: "killed".into() };
     encode_frame(&encode_hello(&hello), &mut out);
     s.write_all(&out).await.unwrap();
     let mut dec = FrameDecoder::new(1 << 20);
@@ -627,14 +329,7 @@ async fn node_survives_client_killed_mid_transaction() {
         assert!(n > 0);
         dec.push(&buf[..n]);
     };
-    let HelloReply::Welcome {
-        api_node,
-        data_node,
-        ..
-    } = welcome
-    else {
-        panic!("refused")
-    };
+    let HelloReply::Welcome { api_node, data_node, .. } = welcome else { panic!("refused") };
     let env = Envelope {
         from: BlockRef::new(api_node, block::API, 0),
         to: BlockRef::new(data_node, block::TC, 0),
@@ -642,11 +337,7 @@ async fn node_survives_client_killed_mid_transaction() {
         signal: Signal::TcKeyReq(Box::new(TcKeyReq {
             txn: 1,
             exec: ExecType::NoCommit,
-            ops: vec![KeyOp::update(
-                t.id,
-                vec![Value::Int(1)],
-                vec![(2, Value::Int(666))],
-            )],
+            ops: vec![KeyOp::update(t.id, vec![Value::Int(1)], vec![(2, Value::Int(666))])],
         })),
     };
     let mut out = Vec::new();
@@ -660,22 +351,11 @@ async fn node_survives_client_killed_mid_transaction() {
         assert!(n > 0);
         dec.push(&buf[..n]);
     };
-    assert!(
-        matches!(conf.signal, Signal::TcKeyConf(_)),
-        "{:?}",
-        conf.signal
-    );
+    assert!(matches!(conf.signal, Signal::TcKeyConf(_)), "{:?}", conf.signal);
     // The row is locked now: a writer times out.
     let e = c
         .begin()
-        .execute(
-            vec![KeyOp::update(
-                t.id,
-                vec![Value::Int(1)],
-                vec![(2, Value::Int(7))],
-            )],
-            ExecType::Commit,
-        )
+        .execute(vec![KeyOp::update(t.id, vec![Value::Int(1)], vec![(2, Value::Int(7))])], ExecType::Commit)
         .await
         .unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::LockWaitTimeout));
@@ -686,14 +366,7 @@ async fn node_survives_client_killed_mid_transaction() {
     for _ in 0..20 {
         match c
             .begin()
-            .execute(
-                vec![KeyOp::update(
-                    t.id,
-                    vec![Value::Int(1)],
-                    vec![(2, Value::Int(7))],
-                )],
-                ExecType::Commit,
-            )
+            .execute(vec![KeyOp::update(t.id, vec![Value::Int(1)], vec![(2, Value::Int(7))])], ExecType::Commit)
             .await
         {
             Ok(_) => {
@@ -705,10 +378,7 @@ async fn node_survives_client_killed_mid_transaction() {
         }
     }
     assert!(ok, "row still locked after the client died");
-    assert_eq!(
-        c.read(t.id, vec![Value::Int(1)]).await.unwrap().unwrap()[2],
-        Value::Int(7)
-    );
+    assert_eq!(c.read(t.id, vec![Value::Int(1)]).await.unwrap().unwrap()[2], Value::Int(7));
 }
 
 /// `norr bench` against the real node: load (with memory figures), mixed run.
@@ -728,12 +398,7 @@ fn bench_against_real_node() {
     let r = run_bench_report(&args).unwrap();
     println!("{}", r.to_text());
     assert!(r.ops > 0);
-    assert_eq!(
-        r.permanent_errors + r.temporary_errors,
-        0,
-        "{}",
-        r.to_text()
-    );
+    assert_eq!(r.permanent_errors + r.temporary_errors, 0, "{}", r.to_text());
     let m = r.memory.unwrap();
     assert_eq!(m.rows_loaded, 5000);
     assert!(m.used_after_bytes > m.used_before_bytes);
@@ -755,13 +420,7 @@ async fn auto_increment_and_unique_index() {
     let t2 = c
         .create_index(
             "kv",
-            IndexDef {
-                id: 0,
-                name: "uv".into(),
-                columns: vec![1],
-                unique: true,
-                kind: IndexKind::UniqueHash,
-            },
+            IndexDef { id: 0, name: "uv".into(), columns: vec![1], unique: true, kind: IndexKind::UniqueHash },
         )
         .await
         .unwrap();
@@ -777,25 +436,12 @@ async fn auto_increment_and_unique_index() {
         .await
         .unwrap();
     let mut op = KeyOp::read(t.id, vec![]);
-    op.key = KeyAccess::Unique {
-        index: idx,
-        values: vec![Value::str("two")],
-    };
+    op.key = KeyAccess::Unique { index: idx, values: vec![Value::str("two")] };
     let r = c.begin().execute(vec![op], ExecType::Commit).await.unwrap();
-    assert_eq!(
-        r[0],
-        OpResult::Ok(Some(vec![Value::Int(2), Value::str("two"), Value::Null]))
-    );
+    assert_eq!(r[0], OpResult::Ok(Some(vec![Value::Int(2), Value::str("two"), Value::Null])));
     let e = c
         .begin()
-        .execute(
-            vec![KeyOp::insert(
-                t.id,
-                vec![Value::Int(3)],
-                vec![(1, Value::str("one"))],
-            )],
-            ExecType::Commit,
-        )
+        .execute(vec![KeyOp::insert(t.id, vec![Value::Int(3)], vec![(1, Value::str("one"))])], ExecType::Commit)
         .await
         .unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::DuplicateUniqueKey), "{e:?}");

@@ -61,9 +61,13 @@ pub(crate) struct Outgoing<S> {
 pub(crate) enum Timing {
     Now,
     /// Deliver once the clock reaches now + delay.
-    Delayed { delay_ns: u64 },
+    Delayed {
+        delay_ns: u64,
+    },
     /// Run after at most `max_signals` other signals of this node.
-    Bounded { max_signals: u32 },
+    Bounded {
+        max_signals: u32,
+    },
 }
 
 impl<'a, S> Ctx<'a, S> {

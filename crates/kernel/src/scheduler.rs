@@ -140,11 +140,7 @@ impl<S> Scheduler<S> {
 
     pub fn has_block(&self, r: BlockRef) -> bool {
         r.node == self.node
-            && self
-                .blocks
-                .get(r.block as usize)
-                .and_then(|v| v.get(r.instance as usize))
-                .is_some_and(|b| b.is_some())
+            && self.blocks.get(r.block as usize).and_then(|v| v.get(r.instance as usize)).is_some_and(|b| b.is_some())
     }
 
     /// Mutable access to a registered block (hosts use it for inspection in tests).

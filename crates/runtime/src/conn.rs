@@ -115,12 +115,7 @@ impl ApiIdPool {
         let capacity = (max_api_connections as usize).min(room);
         assert!(capacity > 0);
         let free = (0..capacity).map(|i| FIRST_API_NODE_ID + i as NodeId).collect();
-        ApiIdPool {
-            free,
-            failing: Vec::new(),
-            draining: Vec::new(),
-            capacity,
-        }
+        ApiIdPool { free, failing: Vec::new(), draining: Vec::new(), capacity }
     }
 
     pub fn capacity(&self) -> usize {

@@ -258,9 +258,7 @@ impl EventLoop {
                         }
                     };
                     if let Err(e) =
-                        self.poll
-                            .registry()
-                            .register(&mut stream, Token(slot + FIRST_CONN), Interest::READABLE)
+                        self.poll.registry().register(&mut stream, Token(slot + FIRST_CONN), Interest::READABLE)
                     {
                         warn!(%peer, "registering connection failed: {e}");
                         self.free_slots.push(slot);
@@ -400,10 +398,7 @@ impl EventLoop {
             };
             if !env.signal.allowed_from_api() {
                 warn!(%peer, api_node, signal = env.signal.name(), "signal not allowed from an API node; closing connection");
-                self.mark_close(
-                    slot,
-                    CloseReason::Protocol(format!("{} not allowed from API", env.signal.name())),
-                );
+                self.mark_close(slot, CloseReason::Protocol(format!("{} not allowed from API", env.signal.name())));
                 return false;
             }
             if env.to.node != self.node_id || !self.sched.has_block(env.to) {
@@ -435,14 +430,8 @@ impl EventLoop {
                 // refused signal is gone, so the client must not go on as if it
                 // had been delivered.
                 self.job_b_bound = self.sched.job_b_len().max(1);
-                warn!(
-                    bound = self.job_b_bound,
-                    "scheduler refused a signal below the configured job buffer bound"
-                );
-                self.mark_close(
-                    slot,
-                    CloseReason::Io("signal lost to an unexpected job buffer bound".into()),
-                );
+                warn!(bound = self.job_b_bound, "scheduler refused a signal below the configured job buffer bound");
+                self.mark_close(slot, CloseReason::Io("signal lost to an unexpected job buffer bound".into()));
                 Ok(())
             }
             Err(DeliverError::UnknownBlock(to)) => {
@@ -480,27 +469,13 @@ impl EventLoop {
         if hello.wire_version != wire::WIRE_VERSION {
             return refuse(
                 self,
-                format!(
-                    "wire version {} not supported (this node speaks {})",
-                    hello.wire_version,
-                    wire::WIRE_VERSION
-                ),
+                format!("wire version {} not supported (this node speaks {})", hello.wire_version, wire::WIRE_VERSION),
             );
         }
         let Some(api_node) = self.ids.alloc() else {
-            return refuse(
-                self,
-                format!(
-                    "too many API connections (max_api_connections = {})",
-                    self.ids.capacity()
-                ),
-            );
+            return refuse(self, format!("too many API connections (max_api_connections = {})", self.ids.capacity()));
         };
-        let reply = HelloReply::Welcome {
-            api_node,
-            data_node: self.node_id,
-            wire_version: wire::WIRE_VERSION,
-        };
+        let reply = HelloReply::Welcome { api_node, data_node: self.node_id, wire_version: wire::WIRE_VERSION };
         let now = self.now_ns();
         let c = self.conns[slot].as_mut().expect("live connection");
         c.api_node = Some(api_node);
@@ -596,11 +571,8 @@ impl EventLoop {
                 c.policy.on_sent(now);
                 let want_write = !c.send.is_empty();
                 if want_write != c.write_interest {
-                    let interest = if want_write {
-                        Interest::READABLE | Interest::WRITABLE
-                    } else {
-                        Interest::READABLE
-                    };
+                    let interest =
+                        if want_write { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
                     if let Err(e) = self.poll.registry().reregister(&mut c.stream, token, interest) {
                         self.mark_close(slot, CloseReason::Io(e.to_string()));
                         return;
@@ -644,18 +616,12 @@ impl EventLoop {
         let from = BlockRef::new(self.node_id, 0, 0);
         for b in [block::TC, block::DICT] {
             let to = BlockRef::new(self.node_id, b, 0);
-            let env = Envelope {
-                from,
-                to,
-                prio: Priority::A,
-                signal: Signal::ApiFailReq { api_node },
-            };
+            let env = Envelope { from, to, prio: Priority::A, signal: Signal::ApiFailReq { api_node } };
             match self.sched.deliver(env) {
                 Ok(()) => {}
                 Err(e) => debug!(?e, api_node, "ApiFailReq not delivered"),
             }
         }
-        self.ids
-            .failed(api_node, self.sched.stats().executed, self.sched.job_b_len());
+        self.ids.failed(api_node, self.sched.stats().executed, self.sched.job_b_len());
     }
 }

@@ -143,10 +143,7 @@ impl DataNodeHandle {
     /// A handle that can stop the node from another thread while this one waits
     /// in `join`.
     pub fn stopper(&self) -> NodeStopper {
-        NodeStopper {
-            stop: self.stop.clone(),
-            waker: self.waker.clone(),
-        }
+        NodeStopper { stop: self.stop.clone(), waker: self.waker.clone() }
     }
 
     /// Wait until the node has stopped (after `shutdown`, or a fatal error).
@@ -191,9 +188,7 @@ pub fn run_data_node(cfg: DataNodeConfig) -> io::Result<()> {
 
 /// The blocks a production data node runs.
 fn default_blocks(cfg: &DataNodeConfig) -> io::Result<Scheduler<Signal>> {
-    cfg.knobs
-        .validate()
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    cfg.knobs.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     Ok(norr_txn::build_data_node(cfg.node_id, &cfg.knobs))
 }
 
@@ -206,9 +201,7 @@ pub fn start_data_node_with(
     opts: RuntimeOptions,
     sched: Scheduler<Signal>,
 ) -> io::Result<DataNodeHandle> {
-    cfg.knobs
-        .validate()
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    cfg.knobs.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     if opts.threads != 1 {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
@@ -221,11 +214,7 @@ pub fn start_data_node_with(
     if sched.node() != cfg.node_id {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!(
-                "scheduler belongs to node {}, config says node {}",
-                sched.node(),
-                cfg.node_id
-            ),
+            format!("scheduler belongs to node {}, config says node {}", sched.node(), cfg.node_id),
         ));
     }
     let std_listener = std::net::TcpListener::bind(cfg.listen)?;
@@ -237,21 +226,13 @@ pub fn start_data_node_with(
     let stop = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(std::sync::Mutex::new(RuntimeStats::default()));
     let mut el = event_loop::EventLoop::new(cfg.clone(), opts, sched, poll, listener, stop.clone(), stats.clone())?;
-    let thread = std::thread::Builder::new()
-        .name(format!("norr-node-{}", cfg.node_id))
-        .spawn(move || {
-            let r = el.run();
-            if let Err(e) = &r {
-                tracing::error!("data node event loop failed: {e}");
-            }
-            r
-        })?;
+    let thread = std::thread::Builder::new().name(format!("norr-node-{}", cfg.node_id)).spawn(move || {
+        let r = el.run();
+        if let Err(e) = &r {
+            tracing::error!("data node event loop failed: {e}");
+        }
+        r
+    })?;
     tracing::info!(node = cfg.node_id, %local_addr, "data node listening");
-    Ok(DataNodeHandle {
-        local_addr,
-        stats,
-        stop,
-        waker,
-        thread: Some(thread),
-    })
+    Ok(DataNodeHandle { local_addr, stats, stop, waker, thread: Some(thread) })
 }

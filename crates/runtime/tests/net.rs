@@ -40,33 +40,20 @@ impl Block<Signal> for Echo {
             Signal::TcKeyReq(req) => {
                 self.log.lock().unwrap().senders.push(env.from);
                 let results = if req.txn >= BIG {
-                    vec![OpResult::Ok(Some(vec![Value::Bytes(vec![
-                        0xAB;
-                        (req.txn - BIG) as usize
-                    ])]))]
+                    vec![OpResult::Ok(Some(vec![Value::Bytes(vec![0xAB; (req.txn - BIG) as usize])]))]
                 } else {
                     vec![]
                 };
-                let conf = TcKeyConf {
-                    txn: req.txn,
-                    outcome: TxnOutcome::Open,
-                    results,
-                };
+                let conf = TcKeyConf { txn: req.txn, outcome: TxnOutcome::Open, results };
                 ctx.send(env.from, Signal::TcKeyConf(Box::new(conf)));
             }
             Signal::DictReq(req) if req.req_id >= DELAYED => {
                 self.delayed.push((req.req_id, env.from));
-                let wake = DictConf {
-                    req_id: req.req_id,
-                    result: DictResult::Done,
-                };
+                let wake = DictConf { req_id: req.req_id, result: DictResult::Done };
                 ctx.send_delayed(me, Signal::DictConf(Box::new(wake)), 50_000_000);
             }
             Signal::DictReq(req) => {
-                let conf = DictConf {
-                    req_id: req.req_id,
-                    result: DictResult::Tables(vec![]),
-                };
+                let conf = DictConf { req_id: req.req_id, result: DictResult::Tables(vec![]) };
                 ctx.send(env.from, Signal::DictConf(Box::new(conf)));
             }
             Signal::DictConf(conf) => {
@@ -86,27 +73,9 @@ impl Block<Signal> for Echo {
 fn start(knobs: Knobs) -> (DataNodeHandle, Arc<Mutex<Log>>) {
     let log = Arc::new(Mutex::new(Log::default()));
     let mut sched = Scheduler::new(NODE, knobs.job_buffer_bound);
-    sched.add_block(
-        block::TC,
-        0,
-        Box::new(Echo {
-            log: log.clone(),
-            delayed: vec![],
-        }),
-    );
-    sched.add_block(
-        block::DICT,
-        0,
-        Box::new(Echo {
-            log: log.clone(),
-            delayed: vec![],
-        }),
-    );
-    let cfg = DataNodeConfig {
-        node_id: NODE,
-        listen: "127.0.0.1:0".parse().unwrap(),
-        knobs,
-    };
+    sched.add_block(block::TC, 0, Box::new(Echo { log: log.clone(), delayed: vec![] }));
+    sched.add_block(block::DICT, 0, Box::new(Echo { log: log.clone(), delayed: vec![] }));
+    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs };
     let h = start_data_node_with(cfg, RuntimeOptions::default(), sched).expect("start node");
     (h, log)
 }
@@ -126,11 +95,7 @@ fn raw(h: &DataNodeHandle) -> TcpStream {
 
 fn hello_frame(magic: u32, version: u16) -> Vec<u8> {
     let mut w = Vec::new();
-    let h = Hello {
-        magic,
-        wire_version: version,
-        client_name: "test".into(),
-    };
+    let h = Hello { magic, wire_version: version, client_name: "test".into() };
     encode_frame(&handshake::encode_hello(&h), &mut w);
     w
 }
@@ -154,11 +119,7 @@ fn connect(h: &DataNodeHandle) -> Client {
     let mut dec = FrameDecoder::new(64 << 20);
     let f = read_frame(&mut s, &mut dec).expect("handshake reply");
     match handshake::decode_reply(&f).unwrap() {
-        HelloReply::Welcome {
-            api_node,
-            data_node,
-            wire_version,
-        } => {
+        HelloReply::Welcome { api_node, data_node, wire_version } => {
             assert_eq!(data_node, NODE);
             assert_eq!(wire_version, wire::WIRE_VERSION);
             Client { s, dec, api_node }
@@ -168,20 +129,11 @@ fn connect(h: &DataNodeHandle) -> Client {
 }
 
 fn env(from: BlockRef, to_block: u16, signal: Signal) -> Envelope {
-    Envelope {
-        from,
-        to: BlockRef::new(NODE, to_block, 0),
-        prio: Priority::B,
-        signal,
-    }
+    Envelope { from, to: BlockRef::new(NODE, to_block, 0), prio: Priority::B, signal }
 }
 
 fn keyreq(txn: u64) -> Signal {
-    Signal::TcKeyReq(Box::new(TcKeyReq {
-        txn,
-        exec: ExecType::NoCommit,
-        ops: vec![],
-    }))
+    Signal::TcKeyReq(Box::new(TcKeyReq { txn, exec: ExecType::NoCommit, ops: vec![] }))
 }
 
 impl Client {
@@ -278,18 +230,12 @@ fn handshake_echo_and_round_trip_latency() {
 #[test]
 fn bad_handshakes_are_refused() {
     let (h, _log) = start(Knobs::default());
-    for frame in [
-        hello_frame(0xDEAD_BEEF, wire::WIRE_VERSION),
-        hello_frame(MAGIC, wire::WIRE_VERSION + 7),
-    ] {
+    for frame in [hello_frame(0xDEAD_BEEF, wire::WIRE_VERSION), hello_frame(MAGIC, wire::WIRE_VERSION + 7)] {
         let mut s = raw(&h);
         s.write_all(&frame).unwrap();
         let mut dec = FrameDecoder::new(1 << 20);
         let f = read_frame(&mut s, &mut dec).expect("refusal");
-        assert!(matches!(
-            handshake::decode_reply(&f).unwrap(),
-            HelloReply::Refused { .. }
-        ));
+        assert!(matches!(handshake::decode_reply(&f).unwrap(), HelloReply::Refused { .. }));
         assert!(closed_by_node(&mut s));
     }
     // A signal instead of a hello.
@@ -318,10 +264,7 @@ fn hostile_frames_close_the_connection_and_the_node_keeps_serving() {
     let (h, log) = start(Knobs::default());
     type MakeBytes = Box<dyn Fn(&Client) -> Vec<u8>>;
     let cases: Vec<(&str, MakeBytes)> = vec![
-        (
-            "garbage bytes",
-            Box::new(|_| b"hello garbage!!! \x00\x01\x02\xff".to_vec()),
-        ),
+        ("garbage bytes", Box::new(|_| b"hello garbage!!! \x00\x01\x02\xff".to_vec())),
         (
             "oversized length prefix",
             Box::new(|_| {
@@ -372,11 +315,7 @@ fn hostile_frames_close_the_connection_and_the_node_keeps_serving() {
         (
             "reply signal from a client",
             Box::new(|c: &Client| {
-                let conf = TcKeyConf {
-                    txn: 1,
-                    outcome: TxnOutcome::Committed,
-                    results: vec![],
-                };
+                let conf = TcKeyConf { txn: 1, outcome: TxnOutcome::Committed, results: vec![] };
                 c.frame_for(&env(c.me(), block::TC, Signal::TcKeyConf(Box::new(conf))))
             }),
         ),
@@ -388,10 +327,7 @@ fn hostile_frames_close_the_connection_and_the_node_keeps_serving() {
                 c.frame_for(&e)
             }),
         ),
-        (
-            "addressed to a missing block",
-            Box::new(|c: &Client| c.frame_for(&env(c.me(), 77, keyreq(1)))),
-        ),
+        ("addressed to a missing block", Box::new(|c: &Client| c.frame_for(&env(c.me(), 77, keyreq(1))))),
     ];
     let mut victims = Vec::new();
     for (name, make) in &cases {
@@ -408,9 +344,7 @@ fn hostile_frames_close_the_connection_and_the_node_keeps_serving() {
     assert!(h.stats().protocol_errors >= cases.len() as u64);
     wait_for("ApiFailReq for every victim", || {
         let l = log.lock().unwrap();
-        victims
-            .iter()
-            .all(|v| l.api_fail.contains(&(block::TC, *v)) && l.api_fail.contains(&(block::DICT, *v)))
+        victims.iter().all(|v| l.api_fail.contains(&(block::TC, *v)) && l.api_fail.contains(&(block::DICT, *v)))
     });
 }
 
@@ -432,10 +366,7 @@ fn forged_sender_is_overwritten() {
 
 #[test]
 fn many_connections_get_distinct_ids() {
-    let knobs = Knobs {
-        max_api_connections: 300,
-        ..Knobs::default()
-    };
+    let knobs = Knobs { max_api_connections: 300, ..Knobs::default() };
     let (h, _log) = start(knobs);
     let mut clients: Vec<Client> = (0..300).map(|_| connect(&h)).collect();
     let mut ids: Vec<NodeId> = clients.iter().map(|c| c.api_node).collect();
@@ -456,10 +387,7 @@ fn many_connections_get_distinct_ids() {
     s.write_all(&hello_frame(MAGIC, wire::WIRE_VERSION)).unwrap();
     let mut dec = FrameDecoder::new(1 << 20);
     let f = read_frame(&mut s, &mut dec).expect("refusal");
-    assert!(matches!(
-        handshake::decode_reply(&f).unwrap(),
-        HelloReply::Refused { .. }
-    ));
+    assert!(matches!(handshake::decode_reply(&f).unwrap(), HelloReply::Refused { .. }));
     // After one leaves (and its ApiFailReq ran), its id can be had again.
     let gone = clients.pop().unwrap();
     let gone_id = gone.api_node;
@@ -495,19 +423,12 @@ fn disconnect_delivers_api_fail_req_to_tc_and_dict() {
         l.api_fail.contains(&(block::TC, id)) && l.api_fail.contains(&(block::DICT, id))
     });
     let l = log.lock().unwrap();
-    assert_eq!(
-        l.api_fail.iter().filter(|(_, n)| *n == id).count(),
-        2,
-        "exactly once per block"
-    );
+    assert_eq!(l.api_fail.iter().filter(|(_, n)| *n == id).count(), 2, "exactly once per block");
 }
 
 #[test]
 fn full_job_buffer_pushes_back_without_dropping() {
-    let knobs = Knobs {
-        job_buffer_bound: 16,
-        ..Knobs::default()
-    };
+    let knobs = Knobs { job_buffer_bound: 16, ..Knobs::default() };
     let (h, _log) = start(knobs);
     let mut c = connect(&h);
     let n = 5000u64;
@@ -529,10 +450,7 @@ fn full_job_buffer_pushes_back_without_dropping() {
 
 #[test]
 fn client_that_does_not_read_is_disconnected() {
-    let knobs = Knobs {
-        max_send_buffer_bytes: 65536,
-        ..Knobs::default()
-    };
+    let knobs = Knobs { max_send_buffer_bytes: 65536, ..Knobs::default() };
     let (h, log) = start(knobs);
     let mut c = connect(&h);
     let id = c.api_node;
@@ -545,9 +463,7 @@ fn client_that_does_not_read_is_disconnected() {
             break; // already disconnected
         }
     }
-    wait_for("ApiFailReq after send buffer overflow", || {
-        log.lock().unwrap().api_fail.contains(&(block::TC, id))
-    });
+    wait_for("ApiFailReq after send buffer overflow", || log.lock().unwrap().api_fail.contains(&(block::TC, id)));
     // A client reading a single reply larger than the bound is fine.
     let mut d = connect(&h);
     d.send(block::TC, keyreq(BIG + 1_000_000));
@@ -562,21 +478,9 @@ fn delayed_signals_fire_on_time() {
     let (h, _log) = start(Knobs::default());
     let mut c = connect(&h);
     let t = Instant::now();
-    c.send(
-        block::DICT,
-        Signal::DictReq(Box::new(DictReq {
-            req_id: DELAYED + 1,
-            op: DictOp::ListTables,
-        })),
-    );
+    c.send(block::DICT, Signal::DictReq(Box::new(DictReq { req_id: DELAYED + 1, op: DictOp::ListTables })));
     // Meanwhile the node keeps answering.
-    c.send(
-        block::DICT,
-        Signal::DictReq(Box::new(DictReq {
-            req_id: 1,
-            op: DictOp::ListTables,
-        })),
-    );
+    c.send(block::DICT, Signal::DictReq(Box::new(DictReq { req_id: 1, op: DictOp::ListTables })));
     let first = c.recv().unwrap();
     assert!(matches!(&first.signal, Signal::DictConf(d) if d.req_id == 1));
     let second = c.recv().unwrap();
@@ -595,27 +499,13 @@ fn shutdown_closes_connections_and_refuses_bad_config() {
     h.join().unwrap();
     assert!(closed_by_node(&mut c.s));
 
-    let bad = Knobs {
-        max_frame_bytes: 1,
-        ..Knobs::default()
-    };
+    let bad = Knobs { max_frame_bytes: 1, ..Knobs::default() };
     let sched = Scheduler::new(NODE, 16);
-    let cfg = DataNodeConfig {
-        node_id: NODE,
-        listen: "127.0.0.1:0".parse().unwrap(),
-        knobs: bad,
-    };
+    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs: bad };
     assert!(start_data_node_with(cfg, RuntimeOptions::default(), sched).is_err());
     let sched = Scheduler::new(NODE, 16);
-    let cfg = DataNodeConfig {
-        node_id: NODE,
-        listen: "127.0.0.1:0".parse().unwrap(),
-        knobs: Knobs::default(),
-    };
-    let two = RuntimeOptions {
-        threads: 2,
-        ..RuntimeOptions::default()
-    };
+    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs: Knobs::default() };
+    let two = RuntimeOptions { threads: 2, ..RuntimeOptions::default() };
     assert!(start_data_node_with(cfg, two, sched).is_err());
 }
 
@@ -636,33 +526,16 @@ fn silent_connections_are_closed_after_the_handshake_timeout() {
     let log = Arc::new(Mutex::new(Log::default()));
     let knobs = Knobs::default();
     let mut sched = Scheduler::new(NODE, knobs.job_buffer_bound);
-    sched.add_block(
-        block::TC,
-        0,
-        Box::new(Echo {
-            log: log.clone(),
-            delayed: vec![],
-        }),
-    );
-    let cfg = DataNodeConfig {
-        node_id: NODE,
-        listen: "127.0.0.1:0".parse().unwrap(),
-        knobs,
-    };
-    let opts = RuntimeOptions {
-        handshake_timeout_ms: 200,
-        ..RuntimeOptions::default()
-    };
+    sched.add_block(block::TC, 0, Box::new(Echo { log: log.clone(), delayed: vec![] }));
+    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs };
+    let opts = RuntimeOptions { handshake_timeout_ms: 200, ..RuntimeOptions::default() };
     let h = start_data_node_with(cfg, opts, sched).unwrap();
     let t = Instant::now();
     let mut silent = raw(&h);
     let mut c = connect(&h);
     assert!(closed_by_node(&mut silent));
     let el = t.elapsed();
-    assert!(
-        el >= Duration::from_millis(200) && el < Duration::from_secs(3),
-        "{el:?}"
-    );
+    assert!(el >= Duration::from_millis(200) && el < Duration::from_secs(3), "{el:?}");
     // A connection past the handshake is not affected.
     std::thread::sleep(Duration::from_millis(300));
     c.echo(1);

@@ -27,18 +27,10 @@ impl Client {
         s.set_nodelay(true).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut w = Vec::new();
-        let hello = Hello {
-            magic: MAGIC,
-            wire_version: wire::WIRE_VERSION,
-            client_name: "txn-test".into(),
-        };
+        let hello = Hello { magic: MAGIC, wire_version: wire::WIRE_VERSION, client_name: "txn-test".into() };
         encode_frame(&handshake::encode_hello(&hello), &mut w);
         s.write_all(&w).unwrap();
-        let mut c = Client {
-            s,
-            dec: FrameDecoder::new(64 << 20),
-            api_node: 0,
-        };
+        let mut c = Client { s, dec: FrameDecoder::new(64 << 20), api_node: 0 };
         let f = c.read_frame().expect("handshake reply");
         match handshake::decode_reply(&f).unwrap() {
             HelloReply::Welcome { api_node, .. } => c.api_node = api_node,
@@ -94,11 +86,7 @@ impl Client {
 }
 
 fn start(knobs: Knobs) -> DataNodeHandle {
-    let cfg = DataNodeConfig {
-        node_id: NODE,
-        listen: "127.0.0.1:0".parse().unwrap(),
-        knobs,
-    };
+    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs };
     start_data_node(cfg).expect("start data node")
 }
 
@@ -114,18 +102,11 @@ fn create_table(c: &mut Client, name: &str) -> TableId {
 fn vanished_client_releases_its_locks() {
     // A lock-wait timeout far above the test's patience: only ApiFailReq can
     // release the lock in time.
-    let knobs = Knobs {
-        lock_wait_timeout_ms: 60_000,
-        ..Knobs::default()
-    };
+    let knobs = Knobs { lock_wait_timeout_ms: 60_000, ..Knobs::default() };
     let h = start(knobs);
     let mut setup = Client::connect(&h);
     let t = create_table(&mut setup, "locks");
-    setup.key(
-        1,
-        ExecType::Commit,
-        vec![KeyOp::insert(t, vec![Value::Int(1)], vec![(1, Value::Int(10))])],
-    );
+    setup.key(1, ExecType::Commit, vec![KeyOp::insert(t, vec![Value::Int(1)], vec![(1, Value::Int(10))])]);
     match setup.recv() {
         Signal::TcKeyConf(c) => assert_eq!(c.outcome, TxnOutcome::Committed),
         other => panic!("insert: {other:?}"),
@@ -133,11 +114,7 @@ fn vanished_client_releases_its_locks() {
 
     // A locks row 1 and keeps its transaction open.
     let mut a = Client::connect(&h);
-    a.key(
-        7,
-        ExecType::NoCommit,
-        vec![KeyOp::update(t, vec![Value::Int(1)], vec![(1, Value::Int(20))])],
-    );
+    a.key(7, ExecType::NoCommit, vec![KeyOp::update(t, vec![Value::Int(1)], vec![(1, Value::Int(20))])]);
     match a.recv() {
         Signal::TcKeyConf(c) => assert_eq!(c.outcome, TxnOutcome::Open),
         other => panic!("update A: {other:?}"),
@@ -145,11 +122,7 @@ fn vanished_client_releases_its_locks() {
 
     // B wants the same row: it waits.
     let mut b = Client::connect(&h);
-    b.key(
-        7,
-        ExecType::Commit,
-        vec![KeyOp::update(t, vec![Value::Int(1)], vec![(1, Value::Int(30))])],
-    );
+    b.key(7, ExecType::Commit, vec![KeyOp::update(t, vec![Value::Int(1)], vec![(1, Value::Int(30))])]);
     b.s.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
     assert!(b.read_frame().is_none(), "B must wait for A's lock");
     b.s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -176,11 +149,7 @@ fn key_read_round_trip_latency() {
     let h = start(Knobs::default());
     let mut c = Client::connect(&h);
     let t = create_table(&mut c, "rtt");
-    c.key(
-        1,
-        ExecType::Commit,
-        vec![KeyOp::insert(t, vec![Value::Int(1)], vec![(1, Value::Int(5))])],
-    );
+    c.key(1, ExecType::Commit, vec![KeyOp::insert(t, vec![Value::Int(1)], vec![(1, Value::Int(5))])]);
     assert!(matches!(c.recv(), Signal::TcKeyConf(_)));
     let n = 2000u64;
     let start = Instant::now();
@@ -227,13 +196,7 @@ fn mutated_requests_never_bring_the_real_node_down() {
                 op: DictOp::CreateTable(norr_txn::testkit::table_def(
                     "f2",
                     2,
-                    &[(
-                        "v",
-                        ColumnType::Varchar {
-                            len: 10,
-                            collation: Default::default(),
-                        },
-                    )],
+                    &[("v", ColumnType::Varchar { len: 10, collation: Default::default() })],
                 )),
             })),
         }),

@@ -28,39 +28,19 @@
 use crate::error::{ErrorCode, NodeError};
 use crate::keycode;
 use crate::schema::{ColumnId, TableDef};
-use crate::value::{
-    ColumnType, Date, DateTime, Decimal, Value, MAX_DECIMAL_PRECISION, MAX_VALUE_BYTES,
-};
+use crate::value::{ColumnType, Date, DateTime, Decimal, Value, MAX_DECIMAL_PRECISION, MAX_VALUE_BYTES};
 use std::cmp::Ordering;
 
 /// Largest TIME magnitude in microseconds (838:59:59.000000).
 pub const MAX_TIME_MICROS: i64 = (838 * 3600 + 59 * 60 + 59) * 1_000_000;
 
 /// Smallest TIMESTAMP (1970-01-01 00:00:01 UTC).
-pub const MIN_TIMESTAMP: DateTime = DateTime {
-    date: Date {
-        year: 1970,
-        month: 1,
-        day: 1,
-    },
-    hour: 0,
-    minute: 0,
-    second: 1,
-    micro: 0,
-};
+pub const MIN_TIMESTAMP: DateTime =
+    DateTime { date: Date { year: 1970, month: 1, day: 1 }, hour: 0, minute: 0, second: 1, micro: 0 };
 
 /// Largest TIMESTAMP (2038-01-19 03:14:07.999999 UTC).
-pub const MAX_TIMESTAMP: DateTime = DateTime {
-    date: Date {
-        year: 2038,
-        month: 1,
-        day: 19,
-    },
-    hour: 3,
-    minute: 14,
-    second: 7,
-    micro: 999_999,
-};
+pub const MAX_TIMESTAMP: DateTime =
+    DateTime { date: Date { year: 2038, month: 1, day: 19 }, hour: 3, minute: 14, second: 7, micro: 999_999 };
 
 fn err(code: ErrorCode, msg: String) -> NodeError {
     NodeError::with(code, msg)
@@ -86,14 +66,7 @@ fn class_name(v: &Value) -> &'static str {
 }
 
 fn wrong_type(v: &Value, ty: &ColumnType) -> NodeError {
-    err(
-        ErrorCode::WrongValueType,
-        format!(
-            "a {} value cannot be stored in a {} column",
-            class_name(v),
-            type_name(ty)
-        ),
-    )
+    err(ErrorCode::WrongValueType, format!("a {} value cannot be stored in a {} column", class_name(v), type_name(ty)))
 }
 
 /// True if `y` is a leap year in the proleptic Gregorian calendar.
@@ -116,25 +89,16 @@ pub fn days_in_month(y: u16, m: u8) -> u8 {
 /// Check a calendar date.
 pub fn check_date(d: &Date) -> Result<(), NodeError> {
     if d.year > 9999 {
-        return Err(err(
-            ErrorCode::ValueOutOfRange,
-            format!("year {} out of range 0..=9999", d.year),
-        ));
+        return Err(err(ErrorCode::ValueOutOfRange, format!("year {} out of range 0..=9999", d.year)));
     }
     if !(1..=12).contains(&d.month) {
-        return Err(err(
-            ErrorCode::ValueOutOfRange,
-            format!("month {} out of range 1..=12", d.month),
-        ));
+        return Err(err(ErrorCode::ValueOutOfRange, format!("month {} out of range 1..=12", d.month)));
     }
     let dim = days_in_month(d.year, d.month);
     if d.day < 1 || d.day > dim {
         return Err(err(
             ErrorCode::ValueOutOfRange,
-            format!(
-                "day {} out of range 1..={} for {:04}-{:02}",
-                d.day, dim, d.year, d.month
-            ),
+            format!("day {} out of range 1..={} for {:04}-{:02}", d.day, dim, d.year, d.month),
         ));
     }
     Ok(())
@@ -146,10 +110,7 @@ pub fn check_datetime(dt: &DateTime) -> Result<(), NodeError> {
     if dt.hour > 23 || dt.minute > 59 || dt.second > 59 || dt.micro > 999_999 {
         return Err(err(
             ErrorCode::ValueOutOfRange,
-            format!(
-                "time of day {:02}:{:02}:{:02}.{:06} out of range",
-                dt.hour, dt.minute, dt.second, dt.micro
-            ),
+            format!("time of day {:02}:{:02}:{:02}.{:06} out of range", dt.hour, dt.minute, dt.second, dt.micro),
         ));
     }
     Ok(())
@@ -210,16 +171,11 @@ fn coerce_int(v: Value, ty: &ColumnType) -> Result<Value, NodeError> {
     let n: i128 = match &v {
         Value::Int(i) => *i as i128,
         Value::UInt(u) => *u as i128,
-        Value::Decimal(d) if d.scale <= 38 && d.mantissa % pow10(d.scale) == 0 => {
-            d.mantissa / pow10(d.scale)
-        }
+        Value::Decimal(d) if d.scale <= 38 && d.mantissa % pow10(d.scale) == 0 => d.mantissa / pow10(d.scale),
         Value::Decimal(_) => {
             return Err(err(
                 ErrorCode::WrongValueType,
-                format!(
-                    "decimal with a fractional part cannot be stored in a {} column",
-                    type_name(ty)
-                ),
+                format!("decimal with a fractional part cannot be stored in a {} column", type_name(ty)),
             ))
         }
         _ => return Err(wrong_type(&v, ty)),
@@ -227,10 +183,7 @@ fn coerce_int(v: Value, ty: &ColumnType) -> Result<Value, NodeError> {
     if n < min || n > max {
         return Err(err(
             ErrorCode::ValueOutOfRange,
-            format!(
-                "{n} out of range {min}..={max} for a {} column",
-                type_name(ty)
-            ),
+            format!("{n} out of range {min}..={max} for a {} column", type_name(ty)),
         ));
     }
     if ty.is_unsigned_int() {
@@ -260,17 +213,11 @@ fn coerce_float(v: Value, ty: &ColumnType) -> Result<Value, NodeError> {
     }
     let f = to_f64(&v).ok_or_else(|| wrong_type(&v, ty))?;
     if !f.is_finite() {
-        return Err(err(
-            ErrorCode::ValueOutOfRange,
-            format!("{f} is not a finite number"),
-        ));
+        return Err(err(ErrorCode::ValueOutOfRange, format!("{f} is not a finite number")));
     }
     if is_float {
         if f.abs() > f32::MAX as f64 {
-            return Err(err(
-                ErrorCode::ValueOutOfRange,
-                format!("{f} out of range for FLOAT"),
-            ));
+            return Err(err(ErrorCode::ValueOutOfRange, format!("{f} out of range for FLOAT")));
         }
         Ok(Value::Float(f as f32))
     } else {
@@ -280,10 +227,7 @@ fn coerce_float(v: Value, ty: &ColumnType) -> Result<Value, NodeError> {
 
 fn coerce_decimal(v: Value, precision: u8, scale: u8, ty: &ColumnType) -> Result<Value, NodeError> {
     if precision == 0 || precision > MAX_DECIMAL_PRECISION || scale > precision {
-        return Err(err(
-            ErrorCode::BadSchema,
-            format!("invalid column type {}", type_name(ty)),
-        ));
+        return Err(err(ErrorCode::BadSchema, format!("invalid column type {}", type_name(ty))));
     }
     let m = match &v {
         Value::Int(i) => rescale_round(*i as i128, 0, scale),
@@ -296,31 +240,18 @@ fn coerce_decimal(v: Value, precision: u8, scale: u8, ty: &ColumnType) -> Result
     let limit = pow10(precision);
     match m {
         Some(m) if m.abs() < limit => Ok(Value::Decimal(Decimal { mantissa: m, scale })),
-        _ => Err(err(
-            ErrorCode::ValueOutOfRange,
-            format!("{v:?} out of range for DECIMAL({precision},{scale})"),
-        )),
+        _ => Err(err(ErrorCode::ValueOutOfRange, format!("{v:?} out of range for DECIMAL({precision},{scale})"))),
     }
 }
 
 fn check_text(b: &[u8], max_chars: Option<u32>, ty: &ColumnType) -> Result<(), NodeError> {
     let s = std::str::from_utf8(b).map_err(|e| {
-        err(
-            ErrorCode::InvalidUtf8,
-            format!(
-                "invalid UTF-8 at byte {} for a {} column",
-                e.valid_up_to(),
-                type_name(ty)
-            ),
-        )
+        err(ErrorCode::InvalidUtf8, format!("invalid UTF-8 at byte {} for a {} column", e.valid_up_to(), type_name(ty)))
     })?;
     if b.len() > MAX_VALUE_BYTES {
         return Err(err(
             ErrorCode::ValueTooLarge,
-            format!(
-                "{} bytes exceed the limit of {MAX_VALUE_BYTES} bytes",
-                b.len()
-            ),
+            format!("{} bytes exceed the limit of {MAX_VALUE_BYTES} bytes", b.len()),
         ));
     }
     if let Some(max) = max_chars {
@@ -330,10 +261,7 @@ fn check_text(b: &[u8], max_chars: Option<u32>, ty: &ColumnType) -> Result<(), N
             if n > max as usize {
                 return Err(err(
                     ErrorCode::ValueTooLarge,
-                    format!(
-                        "{n} characters exceed the column length {max} of {}",
-                        type_name(ty)
-                    ),
+                    format!("{n} characters exceed the column length {max} of {}", type_name(ty)),
                 ));
             }
         }
@@ -345,10 +273,7 @@ fn check_bytes_len(len: usize, max: usize, ty: &ColumnType) -> Result<(), NodeEr
     if len > max {
         return Err(err(
             ErrorCode::ValueTooLarge,
-            format!(
-                "{len} bytes exceed the column length {max} of {}",
-                type_name(ty)
-            ),
+            format!("{len} bytes exceed the column length {max} of {}", type_name(ty)),
         ));
     }
     Ok(())
@@ -360,10 +285,7 @@ pub fn coerce_value(v: Value, ty: &ColumnType, nullable: bool) -> Result<Value, 
         return if nullable {
             Ok(Value::Null)
         } else {
-            Err(err(
-                ErrorCode::NullInNotNullColumn,
-                format!("NULL given for a NOT NULL {} column", type_name(ty)),
-            ))
+            Err(err(ErrorCode::NullInNotNullColumn, format!("NULL given for a NOT NULL {} column", type_name(ty))))
         };
     }
     match ty {
@@ -420,21 +342,14 @@ pub fn coerce_value(v: Value, ty: &ColumnType, nullable: bool) -> Result<Value, 
         ColumnType::DateTime | ColumnType::Timestamp => {
             let dt = match v {
                 Value::DateTime(dt) => dt,
-                Value::Date(d) => DateTime {
-                    date: d,
-                    hour: 0,
-                    minute: 0,
-                    second: 0,
-                    micro: 0,
-                },
+                Value::Date(d) => DateTime { date: d, hour: 0, minute: 0, second: 0, micro: 0 },
                 _ => return Err(wrong_type(&v, ty)),
             };
             check_datetime(&dt)?;
             if matches!(ty, ColumnType::Timestamp) && (dt < MIN_TIMESTAMP || dt > MAX_TIMESTAMP) {
                 return Err(err(
                     ErrorCode::ValueOutOfRange,
-                    "TIMESTAMP out of range 1970-01-01 00:00:01 ..= 2038-01-19 03:14:07"
-                        .to_string(),
+                    "TIMESTAMP out of range 1970-01-01 00:00:01 ..= 2038-01-19 03:14:07".to_string(),
                 ));
             }
             Ok(Value::DateTime(dt))
@@ -442,10 +357,7 @@ pub fn coerce_value(v: Value, ty: &ColumnType, nullable: bool) -> Result<Value, 
         ColumnType::Time => match v {
             Value::Time(t) => {
                 if t.unsigned_abs() > MAX_TIME_MICROS as u64 {
-                    return Err(err(
-                        ErrorCode::ValueOutOfRange,
-                        format!("TIME {t} us out of range ±838:59:59"),
-                    ));
+                    return Err(err(ErrorCode::ValueOutOfRange, format!("TIME {t} us out of range ±838:59:59")));
                 }
                 Ok(v)
             }
@@ -460,18 +372,12 @@ pub fn coerce_row(def: &TableDef, values: &[(ColumnId, Value)]) -> Result<Vec<Va
     let n = def.columns.len();
     let mut row: Vec<Option<Value>> = vec![None; n];
     for (id, v) in values {
-        let col = def.column(*id).ok_or_else(|| {
-            err(
-                ErrorCode::NoSuchColumn,
-                format!("column id {id} not in table {}", def.name),
-            )
-        })?;
+        let col = def
+            .column(*id)
+            .ok_or_else(|| err(ErrorCode::NoSuchColumn, format!("column id {id} not in table {}", def.name)))?;
         let slot = &mut row[*id as usize];
         if slot.is_some() {
-            return Err(err(
-                ErrorCode::WrongValueType,
-                format!("column {} given twice", col.name),
-            ));
+            return Err(err(ErrorCode::WrongValueType, format!("column {} given twice", col.name)));
         }
         let cv = coerce_value(v.clone(), &col.ty, col.nullable)
             .map_err(|e| NodeError::with(e.code, format!("column {}: {}", col.name, e.message)))?;
@@ -483,20 +389,13 @@ pub fn coerce_row(def: &TableDef, values: &[(ColumnId, Value)]) -> Result<Vec<Va
         let v = match slot {
             Some(v) => v,
             None => match &col.default {
-                Some(d) => coerce_value(d.clone(), &col.ty, col.nullable).map_err(|e| {
-                    NodeError::with(
-                        e.code,
-                        format!("default of column {}: {}", col.name, e.message),
-                    )
-                })?,
+                Some(d) => coerce_value(d.clone(), &col.ty, col.nullable)
+                    .map_err(|e| NodeError::with(e.code, format!("default of column {}: {}", col.name, e.message)))?,
                 None if col.nullable => Value::Null,
                 None => {
                     return Err(err(
                         ErrorCode::NoDefault,
-                        format!(
-                            "column {} is NOT NULL, has no default and was not given",
-                            col.name
-                        ),
+                        format!("column {} is NOT NULL, has no default and was not given", col.name),
                     ))
                 }
             },
@@ -527,14 +426,8 @@ fn int_of(v: &Value) -> Option<i128> {
 
 fn as_decimal(v: &Value) -> Option<Decimal> {
     match v {
-        Value::Int(i) => Some(Decimal {
-            mantissa: *i as i128,
-            scale: 0,
-        }),
-        Value::UInt(u) => Some(Decimal {
-            mantissa: *u as i128,
-            scale: 0,
-        }),
+        Value::Int(i) => Some(Decimal { mantissa: *i as i128, scale: 0 }),
+        Value::UInt(u) => Some(Decimal { mantissa: *u as i128, scale: 0 }),
         Value::Decimal(d) => Some(*d),
         _ => None,
     }
@@ -542,10 +435,7 @@ fn as_decimal(v: &Value) -> Option<Decimal> {
 
 fn cmp_decimal(a: Decimal, b: Decimal) -> Ordering {
     let s = a.scale.max(b.scale);
-    match (
-        rescale_round(a.mantissa, a.scale, s),
-        rescale_round(b.mantissa, b.scale, s),
-    ) {
+    match (rescale_round(a.mantissa, a.scale, s), rescale_round(b.mantissa, b.scale, s)) {
         (Some(x), Some(y)) => x.cmp(&y),
         // Overflow on rescale: fall back to floating point.
         _ => decimal_to_f64(&a).total_cmp(&decimal_to_f64(&b)),
@@ -553,13 +443,7 @@ fn cmp_decimal(a: Decimal, b: Decimal) -> Ordering {
 }
 
 fn midnight(d: Date) -> DateTime {
-    DateTime {
-        date: d,
-        hour: 0,
-        minute: 0,
-        second: 0,
-        micro: 0,
-    }
+    DateTime { date: d, hour: 0, minute: 0, second: 0, micro: 0 }
 }
 
 /// Compare two non-NULL values of a column of type `ty` in SQL order (the order
@@ -621,20 +505,11 @@ pub fn class_sample(ty: &ColumnType) -> Value {
         | ColumnType::BigInt { .. } => Value::UInt(0),
         ColumnType::Float => Value::Float(0.0),
         ColumnType::Double => Value::Double(0.0),
-        ColumnType::Decimal { scale, .. } => Value::Decimal(Decimal {
-            mantissa: 0,
-            scale: *scale,
-        }),
-        ColumnType::Date => Value::Date(Date {
-            year: 2000,
-            month: 1,
-            day: 1,
-        }),
-        ColumnType::DateTime | ColumnType::Timestamp => Value::DateTime(midnight(Date {
-            year: 2000,
-            month: 1,
-            day: 1,
-        })),
+        ColumnType::Decimal { scale, .. } => Value::Decimal(Decimal { mantissa: 0, scale: *scale }),
+        ColumnType::Date => Value::Date(Date { year: 2000, month: 1, day: 1 }),
+        ColumnType::DateTime | ColumnType::Timestamp => {
+            Value::DateTime(midnight(Date { year: 2000, month: 1, day: 1 }))
+        }
         ColumnType::Time => Value::Time(0),
         _ => Value::Bytes(Vec::new()),
     }
@@ -653,64 +528,25 @@ mod tests {
     #[test]
     fn integers() {
         let t = ColumnType::TinyInt { unsigned: false };
-        assert_eq!(
-            coerce_value(Value::Int(127), &t, false).unwrap(),
-            Value::Int(127)
-        );
-        assert_eq!(
-            coerce_value(Value::UInt(5), &t, false).unwrap(),
-            Value::Int(5)
-        );
-        assert_eq!(
-            code(coerce_value(Value::Int(128), &t, false)),
-            ErrorCode::ValueOutOfRange
-        );
-        assert_eq!(
-            code(coerce_value(Value::Int(-129), &t, false)),
-            ErrorCode::ValueOutOfRange
-        );
+        assert_eq!(coerce_value(Value::Int(127), &t, false).unwrap(), Value::Int(127));
+        assert_eq!(coerce_value(Value::UInt(5), &t, false).unwrap(), Value::Int(5));
+        assert_eq!(code(coerce_value(Value::Int(128), &t, false)), ErrorCode::ValueOutOfRange);
+        assert_eq!(code(coerce_value(Value::Int(-129), &t, false)), ErrorCode::ValueOutOfRange);
         let u = ColumnType::TinyInt { unsigned: true };
-        assert_eq!(
-            coerce_value(Value::Int(255), &u, false).unwrap(),
-            Value::UInt(255)
-        );
-        assert_eq!(
-            code(coerce_value(Value::Int(-1), &u, false)),
-            ErrorCode::ValueOutOfRange
-        );
+        assert_eq!(coerce_value(Value::Int(255), &u, false).unwrap(), Value::UInt(255));
+        assert_eq!(code(coerce_value(Value::Int(-1), &u, false)), ErrorCode::ValueOutOfRange);
         let m = ColumnType::MediumInt { unsigned: false };
         assert!(coerce_value(Value::Int(-(1 << 23)), &m, false).is_ok());
-        assert_eq!(
-            code(coerce_value(Value::Int(1 << 23), &m, false)),
-            ErrorCode::ValueOutOfRange
-        );
+        assert_eq!(code(coerce_value(Value::Int(1 << 23), &m, false)), ErrorCode::ValueOutOfRange);
         let b = ColumnType::BigInt { unsigned: false };
-        assert_eq!(
-            code(coerce_value(Value::UInt(u64::MAX), &b, false)),
-            ErrorCode::ValueOutOfRange
-        );
+        assert_eq!(code(coerce_value(Value::UInt(u64::MAX), &b, false)), ErrorCode::ValueOutOfRange);
         let bu = ColumnType::BigInt { unsigned: true };
-        assert_eq!(
-            coerce_value(Value::UInt(u64::MAX), &bu, false).unwrap(),
-            Value::UInt(u64::MAX)
-        );
-        assert_eq!(
-            code(coerce_value(Value::Double(1.0), &b, false)),
-            ErrorCode::WrongValueType
-        );
-        assert_eq!(
-            code(coerce_value(Value::str("1"), &b, false)),
-            ErrorCode::WrongValueType
-        );
-        let d = Value::Decimal(Decimal {
-            mantissa: 1200,
-            scale: 2,
-        });
+        assert_eq!(coerce_value(Value::UInt(u64::MAX), &bu, false).unwrap(), Value::UInt(u64::MAX));
+        assert_eq!(code(coerce_value(Value::Double(1.0), &b, false)), ErrorCode::WrongValueType);
+        assert_eq!(code(coerce_value(Value::str("1"), &b, false)), ErrorCode::WrongValueType);
+        let d = Value::Decimal(Decimal { mantissa: 1200, scale: 2 });
         assert_eq!(coerce_value(d, &b, false).unwrap(), Value::Int(12));
-        let d = Value::Decimal(Decimal {
-            mantissa: 1201,
-            scale: 2,
-        });
+        let d = Value::Decimal(Decimal { mantissa: 1201, scale: 2 });
         assert_eq!(code(coerce_value(d, &b, false)), ErrorCode::WrongValueType);
     }
 
@@ -725,142 +561,50 @@ mod tests {
 
     #[test]
     fn floats() {
-        assert_eq!(
-            coerce_value(Value::Int(3), &ColumnType::Float, false).unwrap(),
-            Value::Float(3.0)
-        );
-        assert_eq!(
-            coerce_value(Value::Double(0.5), &ColumnType::Float, false).unwrap(),
-            Value::Float(0.5)
-        );
-        assert_eq!(
-            code(coerce_value(
-                Value::Double(1e300),
-                &ColumnType::Float,
-                false
-            )),
-            ErrorCode::ValueOutOfRange
-        );
-        assert_eq!(
-            code(coerce_value(
-                Value::Double(f64::NAN),
-                &ColumnType::Double,
-                false
-            )),
-            ErrorCode::ValueOutOfRange
-        );
-        let d = Value::Decimal(Decimal {
-            mantissa: 25,
-            scale: 1,
-        });
-        assert_eq!(
-            coerce_value(d, &ColumnType::Double, false).unwrap(),
-            Value::Double(2.5)
-        );
-        assert_eq!(
-            code(coerce_value(Value::str("x"), &ColumnType::Double, false)),
-            ErrorCode::WrongValueType
-        );
+        assert_eq!(coerce_value(Value::Int(3), &ColumnType::Float, false).unwrap(), Value::Float(3.0));
+        assert_eq!(coerce_value(Value::Double(0.5), &ColumnType::Float, false).unwrap(), Value::Float(0.5));
+        assert_eq!(code(coerce_value(Value::Double(1e300), &ColumnType::Float, false)), ErrorCode::ValueOutOfRange);
+        assert_eq!(code(coerce_value(Value::Double(f64::NAN), &ColumnType::Double, false)), ErrorCode::ValueOutOfRange);
+        let d = Value::Decimal(Decimal { mantissa: 25, scale: 1 });
+        assert_eq!(coerce_value(d, &ColumnType::Double, false).unwrap(), Value::Double(2.5));
+        assert_eq!(code(coerce_value(Value::str("x"), &ColumnType::Double, false)), ErrorCode::WrongValueType);
     }
 
     #[test]
     fn decimals() {
-        let t = ColumnType::Decimal {
-            precision: 5,
-            scale: 2,
-        };
-        let dec = |m, s| {
-            Value::Decimal(Decimal {
-                mantissa: m,
-                scale: s,
-            })
-        };
-        assert_eq!(
-            coerce_value(dec(12345, 3), &t, false).unwrap(),
-            dec(1235, 2)
-        );
-        assert_eq!(
-            coerce_value(dec(-12345, 3), &t, false).unwrap(),
-            dec(-1235, 2)
-        );
-        assert_eq!(
-            coerce_value(dec(-12344, 3), &t, false).unwrap(),
-            dec(-1234, 2)
-        );
-        assert_eq!(
-            coerce_value(Value::Int(999), &t, false).unwrap(),
-            dec(99900, 2)
-        );
-        assert_eq!(
-            code(coerce_value(Value::Int(1000), &t, false)),
-            ErrorCode::ValueOutOfRange
-        );
+        let t = ColumnType::Decimal { precision: 5, scale: 2 };
+        let dec = |m, s| Value::Decimal(Decimal { mantissa: m, scale: s });
+        assert_eq!(coerce_value(dec(12345, 3), &t, false).unwrap(), dec(1235, 2));
+        assert_eq!(coerce_value(dec(-12345, 3), &t, false).unwrap(), dec(-1235, 2));
+        assert_eq!(coerce_value(dec(-12344, 3), &t, false).unwrap(), dec(-1234, 2));
+        assert_eq!(coerce_value(Value::Int(999), &t, false).unwrap(), dec(99900, 2));
+        assert_eq!(code(coerce_value(Value::Int(1000), &t, false)), ErrorCode::ValueOutOfRange);
         // 999.995 rounds to 1000.00: out of range.
-        assert_eq!(
-            code(coerce_value(dec(999995, 3), &t, false)),
-            ErrorCode::ValueOutOfRange
-        );
-        assert_eq!(
-            coerce_value(Value::Double(0.125), &t, false).unwrap(),
-            dec(13, 2)
-        );
-        assert_eq!(
-            coerce_value(Value::Double(-2.5), &t, false).unwrap(),
-            dec(-250, 2)
-        );
-        assert_eq!(
-            code(coerce_value(Value::Double(f64::INFINITY), &t, false)),
-            ErrorCode::ValueOutOfRange
-        );
+        assert_eq!(code(coerce_value(dec(999995, 3), &t, false)), ErrorCode::ValueOutOfRange);
+        assert_eq!(coerce_value(Value::Double(0.125), &t, false).unwrap(), dec(13, 2));
+        assert_eq!(coerce_value(Value::Double(-2.5), &t, false).unwrap(), dec(-250, 2));
+        assert_eq!(code(coerce_value(Value::Double(f64::INFINITY), &t, false)), ErrorCode::ValueOutOfRange);
     }
 
     #[test]
     fn strings() {
-        let c = ColumnType::Char {
-            len: 3,
-            collation: Collation::CaseInsensitive,
-        };
+        let c = ColumnType::Char { len: 3, collation: Collation::CaseInsensitive };
         assert!(coerce_value(Value::str("åäö"), &c, false).is_ok());
-        assert_eq!(
-            code(coerce_value(Value::str("abcd"), &c, false)),
-            ErrorCode::ValueTooLarge
-        );
-        assert_eq!(
-            code(coerce_value(Value::Bytes(vec![0xff, 0xfe]), &c, false)),
-            ErrorCode::InvalidUtf8
-        );
-        assert_eq!(
-            code(coerce_value(Value::Int(1), &c, false)),
-            ErrorCode::WrongValueType
-        );
-        let v = ColumnType::Varchar {
-            len: 2,
-            collation: Collation::Binary,
-        };
-        assert_eq!(
-            code(coerce_value(Value::str("abc"), &v, false)),
-            ErrorCode::ValueTooLarge
-        );
-        let t = ColumnType::Text {
-            collation: Collation::Binary,
-        };
+        assert_eq!(code(coerce_value(Value::str("abcd"), &c, false)), ErrorCode::ValueTooLarge);
+        assert_eq!(code(coerce_value(Value::Bytes(vec![0xff, 0xfe]), &c, false)), ErrorCode::InvalidUtf8);
+        assert_eq!(code(coerce_value(Value::Int(1), &c, false)), ErrorCode::WrongValueType);
+        let v = ColumnType::Varchar { len: 2, collation: Collation::Binary };
+        assert_eq!(code(coerce_value(Value::str("abc"), &v, false)), ErrorCode::ValueTooLarge);
+        let t = ColumnType::Text { collation: Collation::Binary };
         assert!(coerce_value(Value::Bytes(vec![b'a'; 100_000]), &t, false).is_ok());
         assert_eq!(
-            code(coerce_value(
-                Value::Bytes(vec![b'a'; MAX_VALUE_BYTES + 1]),
-                &t,
-                false
-            )),
+            code(coerce_value(Value::Bytes(vec![b'a'; MAX_VALUE_BYTES + 1]), &t, false)),
             ErrorCode::ValueTooLarge
         );
         let bl = ColumnType::Blob;
         assert!(coerce_value(Value::Bytes(vec![0xff; 10]), &bl, false).is_ok());
         assert_eq!(
-            code(coerce_value(
-                Value::Bytes(vec![0; MAX_VALUE_BYTES + 1]),
-                &bl,
-                false
-            )),
+            code(coerce_value(Value::Bytes(vec![0; MAX_VALUE_BYTES + 1]), &bl, false)),
             ErrorCode::ValueTooLarge
         );
     }
@@ -868,93 +612,42 @@ mod tests {
     #[test]
     fn binaries() {
         let b = ColumnType::Binary { len: 4 };
-        assert_eq!(
-            coerce_value(Value::Bytes(vec![1, 2]), &b, false).unwrap(),
-            Value::Bytes(vec![1, 2, 0, 0])
-        );
-        assert_eq!(
-            code(coerce_value(Value::Bytes(vec![1; 5]), &b, false)),
-            ErrorCode::ValueTooLarge
-        );
+        assert_eq!(coerce_value(Value::Bytes(vec![1, 2]), &b, false).unwrap(), Value::Bytes(vec![1, 2, 0, 0]));
+        assert_eq!(code(coerce_value(Value::Bytes(vec![1; 5]), &b, false)), ErrorCode::ValueTooLarge);
         let vb = ColumnType::Varbinary { len: 3 };
-        assert_eq!(
-            coerce_value(Value::Bytes(vec![0xff]), &vb, false).unwrap(),
-            Value::Bytes(vec![0xff])
-        );
-        assert_eq!(
-            code(coerce_value(Value::Bytes(vec![1; 4]), &vb, false)),
-            ErrorCode::ValueTooLarge
-        );
+        assert_eq!(coerce_value(Value::Bytes(vec![0xff]), &vb, false).unwrap(), Value::Bytes(vec![0xff]));
+        assert_eq!(code(coerce_value(Value::Bytes(vec![1; 4]), &vb, false)), ErrorCode::ValueTooLarge);
     }
 
     #[test]
     fn dates_and_times() {
-        let d = |y, m, dd| Date {
-            year: y,
-            month: m,
-            day: dd,
-        };
+        let d = |y, m, dd| Date { year: y, month: m, day: dd };
         assert!(coerce_value(Value::Date(d(2024, 2, 29)), &ColumnType::Date, false).is_ok());
         assert!(coerce_value(Value::Date(d(2000, 2, 29)), &ColumnType::Date, false).is_ok());
         assert_eq!(
-            code(coerce_value(
-                Value::Date(d(1900, 2, 29)),
-                &ColumnType::Date,
-                false
-            )),
+            code(coerce_value(Value::Date(d(1900, 2, 29)), &ColumnType::Date, false)),
             ErrorCode::ValueOutOfRange
         );
         assert_eq!(
-            code(coerce_value(
-                Value::Date(d(2023, 2, 29)),
-                &ColumnType::Date,
-                false
-            )),
+            code(coerce_value(Value::Date(d(2023, 2, 29)), &ColumnType::Date, false)),
             ErrorCode::ValueOutOfRange
         );
         assert_eq!(
-            code(coerce_value(
-                Value::Date(d(2023, 13, 1)),
-                &ColumnType::Date,
-                false
-            )),
+            code(coerce_value(Value::Date(d(2023, 13, 1)), &ColumnType::Date, false)),
             ErrorCode::ValueOutOfRange
         );
         assert_eq!(
-            code(coerce_value(
-                Value::Date(d(2023, 4, 31)),
-                &ColumnType::Date,
-                false
-            )),
+            code(coerce_value(Value::Date(d(2023, 4, 31)), &ColumnType::Date, false)),
             ErrorCode::ValueOutOfRange
         );
         assert_eq!(
-            code(coerce_value(
-                Value::Date(d(2023, 0, 1)),
-                &ColumnType::Date,
-                false
-            )),
+            code(coerce_value(Value::Date(d(2023, 0, 1)), &ColumnType::Date, false)),
             ErrorCode::ValueOutOfRange
         );
-        let dt = |date, h, mi, s| DateTime {
-            date,
-            hour: h,
-            minute: mi,
-            second: s,
-            micro: 0,
-        };
-        assert!(coerce_value(
-            Value::DateTime(dt(d(2023, 1, 1), 23, 59, 59)),
-            &ColumnType::DateTime,
-            false
-        )
-        .is_ok());
+        let dt = |date, h, mi, s| DateTime { date, hour: h, minute: mi, second: s, micro: 0 };
+        assert!(coerce_value(Value::DateTime(dt(d(2023, 1, 1), 23, 59, 59)), &ColumnType::DateTime, false).is_ok());
         assert_eq!(
-            code(coerce_value(
-                Value::DateTime(dt(d(2023, 1, 1), 24, 0, 0)),
-                &ColumnType::DateTime,
-                false
-            )),
+            code(coerce_value(Value::DateTime(dt(d(2023, 1, 1), 24, 0, 0)), &ColumnType::DateTime, false)),
             ErrorCode::ValueOutOfRange
         );
         assert_eq!(
@@ -965,34 +658,19 @@ mod tests {
         assert!(coerce_value(Value::DateTime(dt(d(1970, 1, 1), 0, 0, 1)), &ts, false).is_ok());
         assert!(coerce_value(Value::DateTime(dt(d(2038, 1, 19), 3, 14, 7)), &ts, false).is_ok());
         assert_eq!(
-            code(coerce_value(
-                Value::DateTime(dt(d(1970, 1, 1), 0, 0, 0)),
-                &ts,
-                false
-            )),
+            code(coerce_value(Value::DateTime(dt(d(1970, 1, 1), 0, 0, 0)), &ts, false)),
             ErrorCode::ValueOutOfRange
         );
         assert_eq!(
-            code(coerce_value(
-                Value::DateTime(dt(d(2038, 1, 19), 3, 14, 8)),
-                &ts,
-                false
-            )),
+            code(coerce_value(Value::DateTime(dt(d(2038, 1, 19), 3, 14, 8)), &ts, false)),
             ErrorCode::ValueOutOfRange
         );
         assert!(coerce_value(Value::Time(-MAX_TIME_MICROS), &ColumnType::Time, false).is_ok());
         assert_eq!(
-            code(coerce_value(
-                Value::Time(MAX_TIME_MICROS + 1),
-                &ColumnType::Time,
-                false
-            )),
+            code(coerce_value(Value::Time(MAX_TIME_MICROS + 1), &ColumnType::Time, false)),
             ErrorCode::ValueOutOfRange
         );
-        assert_eq!(
-            code(coerce_value(Value::Int(0), &ColumnType::Date, false)),
-            ErrorCode::WrongValueType
-        );
+        assert_eq!(code(coerce_value(Value::Int(0), &ColumnType::Date, false)), ErrorCode::WrongValueType);
     }
 
     fn table() -> TableDef {
@@ -1002,16 +680,8 @@ mod tests {
             name: "t".into(),
             columns: vec![
                 ColumnDef::new("id", ColumnType::Int { unsigned: false }).not_null(),
-                ColumnDef::new(
-                    "a",
-                    ColumnType::Varchar {
-                        len: 5,
-                        collation: Collation::CaseInsensitive,
-                    },
-                ),
-                ColumnDef::new("b", ColumnType::SmallInt { unsigned: true })
-                    .not_null()
-                    .default_value(Value::Int(7)),
+                ColumnDef::new("a", ColumnType::Varchar { len: 5, collation: Collation::CaseInsensitive }),
+                ColumnDef::new("b", ColumnType::SmallInt { unsigned: true }).not_null().default_value(Value::Int(7)),
                 ColumnDef::new("c", ColumnType::Double).not_null(),
             ],
             primary_key: vec![0],
@@ -1026,37 +696,12 @@ mod tests {
     fn rows() {
         let t = table();
         let r = coerce_row(&t, &[(0, Value::UInt(1)), (3, Value::Int(2))]).unwrap();
-        assert_eq!(
-            r,
-            vec![
-                Value::Int(1),
-                Value::Null,
-                Value::UInt(7),
-                Value::Double(2.0)
-            ]
-        );
-        assert_eq!(
-            coerce_row(&t, &[(0, Value::Int(1))]).unwrap_err().code,
-            ErrorCode::NoDefault
-        );
-        assert_eq!(
-            coerce_row(&t, &[(9, Value::Int(1))]).unwrap_err().code,
-            ErrorCode::NoSuchColumn
-        );
+        assert_eq!(r, vec![Value::Int(1), Value::Null, Value::UInt(7), Value::Double(2.0)]);
+        assert_eq!(coerce_row(&t, &[(0, Value::Int(1))]).unwrap_err().code, ErrorCode::NoDefault);
+        assert_eq!(coerce_row(&t, &[(9, Value::Int(1))]).unwrap_err().code, ErrorCode::NoSuchColumn);
         let dup = [(0, Value::Int(1)), (0, Value::Int(2)), (3, Value::Int(2))];
-        assert_eq!(
-            coerce_row(&t, &dup).unwrap_err().code,
-            ErrorCode::WrongValueType
-        );
-        let e = coerce_row(
-            &t,
-            &[
-                (0, Value::Int(1)),
-                (3, Value::Int(2)),
-                (1, Value::str("toolong")),
-            ],
-        )
-        .unwrap_err();
+        assert_eq!(coerce_row(&t, &dup).unwrap_err().code, ErrorCode::WrongValueType);
+        let e = coerce_row(&t, &[(0, Value::Int(1)), (3, Value::Int(2)), (1, Value::str("toolong"))]).unwrap_err();
         assert_eq!(e.code, ErrorCode::ValueTooLarge);
         assert!(e.message.contains("column a"), "{}", e.message);
     }
@@ -1066,58 +711,24 @@ mod tests {
         let cases: Vec<(ColumnType, Vec<Value>)> = vec![
             (
                 ColumnType::BigInt { unsigned: false },
-                vec![
-                    Value::Int(-5),
-                    Value::Int(0),
-                    Value::UInt(3),
-                    Value::Int(i64::MAX),
-                ],
+                vec![Value::Int(-5), Value::Int(0), Value::UInt(3), Value::Int(i64::MAX)],
             ),
-            (
-                ColumnType::Int { unsigned: true },
-                vec![Value::UInt(0), Value::Int(4), Value::UInt(9)],
-            ),
+            (ColumnType::Int { unsigned: true }, vec![Value::UInt(0), Value::Int(4), Value::UInt(9)]),
             (
                 ColumnType::Double,
+                vec![Value::Double(-1.5), Value::Double(-0.0), Value::Double(0.0), Value::Double(2.0)],
+            ),
+            (
+                ColumnType::Decimal { precision: 10, scale: 2 },
                 vec![
-                    Value::Double(-1.5),
-                    Value::Double(-0.0),
-                    Value::Double(0.0),
-                    Value::Double(2.0),
+                    Value::Decimal(Decimal { mantissa: -100, scale: 2 }),
+                    Value::Decimal(Decimal { mantissa: 5, scale: 2 }),
+                    Value::Decimal(Decimal { mantissa: 50, scale: 2 }),
                 ],
             ),
             (
-                ColumnType::Decimal {
-                    precision: 10,
-                    scale: 2,
-                },
-                vec![
-                    Value::Decimal(Decimal {
-                        mantissa: -100,
-                        scale: 2,
-                    }),
-                    Value::Decimal(Decimal {
-                        mantissa: 5,
-                        scale: 2,
-                    }),
-                    Value::Decimal(Decimal {
-                        mantissa: 50,
-                        scale: 2,
-                    }),
-                ],
-            ),
-            (
-                ColumnType::Varchar {
-                    len: 10,
-                    collation: Collation::CaseInsensitive,
-                },
-                vec![
-                    Value::str("a"),
-                    Value::str("AB"),
-                    Value::str("ab"),
-                    Value::str("b"),
-                    Value::str("Ä"),
-                ],
+                ColumnType::Varchar { len: 10, collation: Collation::CaseInsensitive },
+                vec![Value::str("a"), Value::str("AB"), Value::str("ab"), Value::str("b"), Value::str("Ä")],
             ),
             (
                 ColumnType::Varbinary { len: 10 },
@@ -1128,27 +739,18 @@ mod tests {
                     Value::Bytes(vec![2]),
                 ],
             ),
-            (
-                ColumnType::Time,
-                vec![Value::Time(-5), Value::Time(0), Value::Time(7)],
-            ),
+            (ColumnType::Time, vec![Value::Time(-5), Value::Time(0), Value::Time(7)]),
         ];
         for (ty, vals) in cases {
             for a in &vals {
                 for b in &vals {
-                    let (ca, cb) = (
-                        coerce_value(a.clone(), &ty, true).unwrap(),
-                        coerce_value(b.clone(), &ty, true).unwrap(),
-                    );
+                    let (ca, cb) =
+                        (coerce_value(a.clone(), &ty, true).unwrap(), coerce_value(b.clone(), &ty, true).unwrap());
                     let mut ka = Vec::new();
                     let mut kb = Vec::new();
                     keycode::encode_value(&mut ka, &ca, &ty);
                     keycode::encode_value(&mut kb, &cb, &ty);
-                    assert_eq!(
-                        compare_values(&ca, &cb, &ty),
-                        Some(ka.cmp(&kb)),
-                        "{ty:?} {a:?} {b:?}"
-                    );
+                    assert_eq!(compare_values(&ca, &cb, &ty), Some(ka.cmp(&kb)), "{ty:?} {a:?} {b:?}");
                 }
             }
         }
@@ -1156,22 +758,10 @@ mod tests {
         assert_eq!(compare_values(&Value::Null, &Value::Int(1), &t), None);
         assert_eq!(compare_values(&Value::Int(1), &Value::Null, &t), None);
         // Mixed classes compare by value.
-        assert_eq!(
-            compare_values(&Value::Int(100), &Value::Int(1000), &t),
-            Some(Ordering::Less)
-        );
-        assert_eq!(
-            compare_values(&Value::Int(3), &Value::Double(2.5), &t),
-            Some(Ordering::Greater)
-        );
-        let half = Value::Decimal(Decimal {
-            mantissa: 5,
-            scale: 1,
-        });
-        assert_eq!(
-            compare_values(&Value::Int(0), &half, &t),
-            Some(Ordering::Less)
-        );
+        assert_eq!(compare_values(&Value::Int(100), &Value::Int(1000), &t), Some(Ordering::Less));
+        assert_eq!(compare_values(&Value::Int(3), &Value::Double(2.5), &t), Some(Ordering::Greater));
+        let half = Value::Decimal(Decimal { mantissa: 5, scale: 1 });
+        assert_eq!(compare_values(&Value::Int(0), &half, &t), Some(Ordering::Less));
         assert_eq!(compare_values(&Value::Int(1), &Value::str("1"), &t), None);
     }
 
@@ -1193,18 +783,9 @@ mod tests {
             ColumnType::BigInt { unsigned: true },
             ColumnType::Float,
             ColumnType::Double,
-            ColumnType::Decimal {
-                precision: 12,
-                scale: 3,
-            },
-            ColumnType::Varchar {
-                len: 6,
-                collation: Collation::CaseInsensitive,
-            },
-            ColumnType::Varchar {
-                len: 6,
-                collation: Collation::Binary,
-            },
+            ColumnType::Decimal { precision: 12, scale: 3 },
+            ColumnType::Varchar { len: 6, collation: Collation::CaseInsensitive },
+            ColumnType::Varchar { len: 6, collation: Collation::Binary },
             ColumnType::Binary { len: 3 },
             ColumnType::Date,
             ColumnType::DateTime,
@@ -1223,9 +804,7 @@ mod tests {
                 }),
                 5 => {
                     let n = next() % 5;
-                    let s: String = (0..n)
-                        .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
-                        .collect();
+                    let s: String = (0..n).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect();
                     Value::str(&s)
                 }
                 6 => Value::Date(Date {
@@ -1234,11 +813,7 @@ mod tests {
                     day: 1 + (next() % 28) as u8,
                 }),
                 7 => Value::DateTime(DateTime {
-                    date: Date {
-                        year: 2000,
-                        month: 1 + (next() % 2) as u8,
-                        day: 1 + (next() % 3) as u8,
-                    },
+                    date: Date { year: 2000, month: 1 + (next() % 2) as u8, day: 1 + (next() % 3) as u8 },
                     hour: (next() % 24) as u8,
                     minute: (next() % 60) as u8,
                     second: 0,
@@ -1257,11 +832,7 @@ mod tests {
             let (mut ka, mut kb) = (Vec::new(), Vec::new());
             keycode::encode_value(&mut ka, &ca, ty);
             keycode::encode_value(&mut kb, &cb, ty);
-            assert_eq!(
-                compare_values(&ca, &cb, ty),
-                Some(ka.cmp(&kb)),
-                "{ty:?} {ca:?} {cb:?}"
-            );
+            assert_eq!(compare_values(&ca, &cb, ty), Some(ka.cmp(&kb)), "{ty:?} {ca:?} {cb:?}");
             checked += 1;
         }
         assert!(checked > 5_000, "only {checked} pairs coerced");

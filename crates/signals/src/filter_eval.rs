@@ -32,13 +32,11 @@ fn bad(msg: String) -> NodeError {
 }
 
 fn column(def: &TableDef, id: ColumnId) -> Result<&ColumnDef, NodeError> {
-    def.column(id)
-        .ok_or_else(|| bad(format!("column id {id} not in table {}", def.name)))
+    def.column(id).ok_or_else(|| bad(format!("column id {id} not in table {}", def.name)))
 }
 
 fn cell(row: &[Value], id: ColumnId) -> Result<&Value, NodeError> {
-    row.get(id as usize)
-        .ok_or_else(|| bad(format!("row has no column {id}")))
+    row.get(id as usize).ok_or_else(|| bad(format!("row has no column {id}")))
 }
 
 fn apply(op: CmpOp, o: Ordering) -> bool {
@@ -59,10 +57,7 @@ fn already_canonical(lit: &Value, ty: &ColumnType) -> bool {
         (Value::Int(_), t) => t.int_range().is_some() && !t.is_unsigned_int(),
         (Value::UInt(_), t) => t.is_unsigned_int(),
         (Value::Double(_), ColumnType::Double) => true,
-        (
-            Value::Bytes(_),
-            ColumnType::Varchar { .. } | ColumnType::Char { .. } | ColumnType::Text { .. },
-        ) => true,
+        (Value::Bytes(_), ColumnType::Varchar { .. } | ColumnType::Char { .. } | ColumnType::Text { .. }) => true,
         (Value::Bytes(_), ColumnType::Varbinary { .. } | ColumnType::Blob) => true,
         (Value::Date(_), ColumnType::Date) => true,
         (Value::DateTime(_), ColumnType::DateTime | ColumnType::Timestamp) => true,
@@ -149,11 +144,7 @@ fn like_match(s: &[u32], p: &[Tok]) -> bool {
 pub fn like(value: &[u8], pattern: &[u8], ty: &ColumnType) -> bool {
     let text = ty.is_text();
     let ci = text && ty.collation() == Collation::CaseInsensitive;
-    let (v, p) = if ci {
-        (fold_case(value), fold_case(pattern))
-    } else {
-        (value.to_vec(), pattern.to_vec())
-    };
+    let (v, p) = if ci { (fold_case(value), fold_case(pattern)) } else { (value.to_vec(), pattern.to_vec()) };
     like_match(&units(&v, text), &tokens(&units(&p, text)))
 }
 
@@ -203,12 +194,7 @@ pub fn eval_filter(f: &Filter, row: &[Value], def: &TableDef) -> Result<Option<b
             match cell(row, *col)? {
                 Value::Null => None,
                 Value::Bytes(b) => Some(like(b, pattern, &c.ty)),
-                other => {
-                    return Err(bad(format!(
-                        "LIKE on non-string value {other:?} of column {}",
-                        c.name
-                    )))
-                }
+                other => return Err(bad(format!("LIKE on non-string value {other:?} of column {}", c.name))),
             }
         }
         Filter::And(fs) => {
@@ -242,10 +228,7 @@ pub fn eval_filter(f: &Filter, row: &[Value], def: &TableDef) -> Result<Option<b
 /// Numbers compared with an integer or DECIMAL column compare by exact value:
 /// coercing would round (DECIMAL(5,2) = 1.004 must not match 1.00).
 fn exact_numeric(lit: &Value, ty: &ColumnType) -> bool {
-    let num = matches!(
-        lit,
-        Value::Int(_) | Value::UInt(_) | Value::Decimal(_) | Value::Float(_) | Value::Double(_)
-    );
+    let num = matches!(lit, Value::Int(_) | Value::UInt(_) | Value::Decimal(_) | Value::Float(_) | Value::Double(_));
     num && (ty.int_range().is_some() || matches!(ty, ColumnType::Decimal { .. }))
 }
 
@@ -267,29 +250,21 @@ fn validate(f: &Filter, def: &TableDef, depth: usize, nodes: &mut usize) -> Resu
         return Err(bad(format!("filter nested deeper than {MAX_FILTER_DEPTH}")));
     }
     if *nodes > MAX_FILTER_NODES {
-        return Err(bad(format!(
-            "filter has more than {MAX_FILTER_NODES} nodes"
-        )));
+        return Err(bad(format!("filter has more than {MAX_FILTER_NODES} nodes")));
     }
     match f {
         Filter::True | Filter::False => Ok(()),
         Filter::Cmp { col, value, .. } => {
             let c = column(def, *col)?;
             if !comparable_classes(&class_sample(&c.ty), value) {
-                return Err(bad(format!(
-                    "column {} ({:?}) cannot be compared with {value:?}",
-                    c.name, c.ty
-                )));
+                return Err(bad(format!("column {} ({:?}) cannot be compared with {value:?}", c.name, c.ty)));
             }
             Ok(())
         }
         Filter::CmpCols { left, right, .. } => {
             let (l, r) = (column(def, *left)?, column(def, *right)?);
             if !comparable_classes(&class_sample(&l.ty), &class_sample(&r.ty)) {
-                return Err(bad(format!(
-                    "columns {} and {} have incomparable types",
-                    l.name, r.name
-                )));
+                return Err(bad(format!("columns {} and {} have incomparable types", l.name, r.name)));
             }
             Ok(())
         }
@@ -301,9 +276,7 @@ fn validate(f: &Filter, def: &TableDef, depth: usize, nodes: &mut usize) -> Resu
             }
             Ok(())
         }
-        Filter::And(fs) | Filter::Or(fs) => fs
-            .iter()
-            .try_for_each(|f| validate(f, def, depth + 1, nodes)),
+        Filter::And(fs) | Filter::Or(fs) => fs.iter().try_for_each(|f| validate(f, def, depth + 1, nodes)),
         Filter::Not(inner) => validate(inner, def, depth + 1, nodes),
     }
 }
@@ -328,29 +301,11 @@ mod tests {
             columns: vec![
                 ColumnDef::new("id", ColumnType::Int { unsigned: false }).not_null(),
                 ColumnDef::new("tiny", ColumnType::TinyInt { unsigned: false }),
-                ColumnDef::new(
-                    "name",
-                    ColumnType::Varchar {
-                        len: 20,
-                        collation: Collation::CaseInsensitive,
-                    },
-                ),
-                ColumnDef::new(
-                    "bin",
-                    ColumnType::Varchar {
-                        len: 20,
-                        collation: Collation::Binary,
-                    },
-                ),
+                ColumnDef::new("name", ColumnType::Varchar { len: 20, collation: Collation::CaseInsensitive }),
+                ColumnDef::new("bin", ColumnType::Varchar { len: 20, collation: Collation::Binary }),
                 ColumnDef::new("f", ColumnType::Float),
                 ColumnDef::new("b4", ColumnType::Binary { len: 4 }),
-                ColumnDef::new(
-                    "d",
-                    ColumnType::Decimal {
-                        precision: 6,
-                        scale: 2,
-                    },
-                ),
+                ColumnDef::new("d", ColumnType::Decimal { precision: 6, scale: 2 }),
             ],
             primary_key: vec![0],
             partitioning: PartitionScheme::Key { columns: vec![] },
@@ -385,28 +340,16 @@ mod tests {
     fn comparisons() {
         // DECIMAL compares exactly with a literal of more scale.
         let mut r = row();
-        r[6] = Value::Decimal(Decimal {
-            mantissa: 100,
-            scale: 2,
-        });
+        r[6] = Value::Decimal(Decimal { mantissa: 100, scale: 2 });
         let d = def();
         let e = |f: Filter| eval_filter(&f, &r, &d).unwrap();
-        let lit = |m, s| {
-            Value::Decimal(Decimal {
-                mantissa: m,
-                scale: s,
-            })
-        };
+        let lit = |m, s| Value::Decimal(Decimal { mantissa: m, scale: s });
         assert_eq!(e(cmp(6, CmpOp::Eq, lit(1004, 3))), Some(false));
         assert_eq!(e(cmp(6, CmpOp::Lt, lit(1004, 3))), Some(true));
         assert_eq!(e(cmp(6, CmpOp::Eq, lit(1, 0))), Some(true));
         assert_eq!(e(cmp(6, CmpOp::Eq, Value::Double(1.0))), Some(true));
         assert_eq!(e(cmp(6, CmpOp::Gt, Value::Double(0.999))), Some(true));
-        assert_eq!(
-            e(cmp(6, CmpOp::Lt, lit(99_999_999, 0))),
-            Some(true),
-            "beyond the precision"
-        );
+        assert_eq!(e(cmp(6, CmpOp::Lt, lit(99_999_999, 0))), Some(true), "beyond the precision");
         // An integer column compared with a fraction.
         assert_eq!(e(cmp(1, CmpOp::Lt, Value::Double(100.5))), Some(true));
         assert_eq!(e(cmp(1, CmpOp::Gt, lit(9995, 2))), Some(true));
@@ -415,37 +358,17 @@ mod tests {
         assert_eq!(ev(&cmp(1, CmpOp::Gt, Value::Int(-1000))), Some(true));
         assert_eq!(ev(&cmp(1, CmpOp::Ge, Value::UInt(u64::MAX))), Some(false));
         assert_eq!(ev(&cmp(1, CmpOp::Ne, Value::Double(100.5))), Some(true));
-        assert_eq!(
-            ev(&cmp(
-                1,
-                CmpOp::Le,
-                Value::Decimal(Decimal {
-                    mantissa: 1000,
-                    scale: 1
-                })
-            )),
-            Some(true)
-        );
+        assert_eq!(ev(&cmp(1, CmpOp::Le, Value::Decimal(Decimal { mantissa: 1000, scale: 1 }))), Some(true));
         assert_eq!(ev(&cmp(2, CmpOp::Eq, Value::str("åsa berg"))), Some(true));
         assert_eq!(ev(&cmp(3, CmpOp::Eq, Value::str("abc"))), Some(false));
         assert_eq!(ev(&cmp(3, CmpOp::Lt, Value::str("abc"))), Some(true));
         // A too-long literal still compares.
-        assert_eq!(
-            ev(&cmp(3, CmpOp::Lt, Value::str("Abcdefghijklmnopqrstuvwxyz"))),
-            Some(true)
-        );
+        assert_eq!(ev(&cmp(3, CmpOp::Lt, Value::str("Abcdefghijklmnopqrstuvwxyz"))), Some(true));
         // FLOAT column equals the double literal after coercion.
         assert_eq!(ev(&cmp(4, CmpOp::Eq, Value::Double(0.1))), Some(true));
         // BINARY(4) equals a shorter literal padded.
         assert_eq!(ev(&cmp(5, CmpOp::Eq, Value::Bytes(vec![1, 2]))), Some(true));
-        assert_eq!(
-            ev(&Filter::CmpCols {
-                left: 0,
-                op: CmpOp::Lt,
-                right: 1
-            }),
-            Some(true)
-        );
+        assert_eq!(ev(&Filter::CmpCols { left: 0, op: CmpOp::Lt, right: 1 }), Some(true));
     }
 
     #[test]
@@ -454,68 +377,35 @@ mod tests {
         assert_eq!(ev(&unknown), None);
         assert_eq!(ev(&cmp(1, CmpOp::Eq, Value::Null)), None);
         assert_eq!(ev(&Filter::Not(Box::new(unknown.clone()))), None);
-        assert_eq!(
-            ev(&Filter::And(vec![Filter::False, unknown.clone()])),
-            Some(false)
-        );
-        assert_eq!(
-            ev(&Filter::And(vec![unknown.clone(), Filter::False])),
-            Some(false)
-        );
+        assert_eq!(ev(&Filter::And(vec![Filter::False, unknown.clone()])), Some(false));
+        assert_eq!(ev(&Filter::And(vec![unknown.clone(), Filter::False])), Some(false));
         assert_eq!(ev(&Filter::And(vec![Filter::True, unknown.clone()])), None);
-        assert_eq!(
-            ev(&Filter::Or(vec![Filter::True, unknown.clone()])),
-            Some(true)
-        );
-        assert_eq!(
-            ev(&Filter::Or(vec![unknown.clone(), Filter::True])),
-            Some(true)
-        );
+        assert_eq!(ev(&Filter::Or(vec![Filter::True, unknown.clone()])), Some(true));
+        assert_eq!(ev(&Filter::Or(vec![unknown.clone(), Filter::True])), Some(true));
         assert_eq!(ev(&Filter::Or(vec![Filter::False, unknown.clone()])), None);
         assert_eq!(ev(&Filter::And(vec![])), Some(true));
         assert_eq!(ev(&Filter::Or(vec![])), Some(false));
         assert_eq!(ev(&Filter::IsNull(6)), Some(true));
         assert_eq!(ev(&Filter::IsNotNull(6)), Some(false));
         assert_eq!(ev(&Filter::Not(Box::new(Filter::IsNull(1)))), Some(true));
-        assert_eq!(
-            ev(&Filter::CmpCols {
-                left: 0,
-                op: CmpOp::Eq,
-                right: 6
-            }),
-            None
-        );
+        assert_eq!(ev(&Filter::CmpCols { left: 0, op: CmpOp::Eq, right: 6 }), None);
     }
 
     #[test]
     fn like_patterns() {
-        let l = |col, p: &str| Filter::Like {
-            col,
-            pattern: p.as_bytes().to_vec(),
-        };
+        let l = |col, p: &str| Filter::Like { col, pattern: p.as_bytes().to_vec() };
         assert_eq!(ev(&l(2, "åsa%")), Some(true));
         assert_eq!(ev(&l(2, "ÅSA B_RG")), Some(true));
         assert_eq!(ev(&l(2, "%berg")), Some(true));
         assert_eq!(ev(&l(2, "%b%g%")), Some(true));
-        assert_eq!(
-            ev(&l(2, "_sa%")),
-            Some(true),
-            "_ matches one character, not one byte"
-        );
+        assert_eq!(ev(&l(2, "_sa%")), Some(true), "_ matches one character, not one byte");
         assert_eq!(ev(&l(2, "__sa%")), Some(false));
-        assert_eq!(
-            ev(&l(3, "abc")),
-            Some(false),
-            "binary collation is case-sensitive"
-        );
+        assert_eq!(ev(&l(3, "abc")), Some(false), "binary collation is case-sensitive");
         assert_eq!(ev(&l(3, "A%")), Some(true));
         let mut r = row();
         r[2] = Value::Null;
         assert_eq!(eval_filter(&l(2, "%"), &r, &def()).unwrap(), None);
-        let ci = ColumnType::Varchar {
-            len: 20,
-            collation: Collation::CaseInsensitive,
-        };
+        let ci = ColumnType::Varchar { len: 20, collation: Collation::CaseInsensitive };
         assert!(like(b"50%", b"50\\%", &ci));
         assert!(!like(b"500", b"50\\%", &ci));
         assert!(like(b"a_b", b"a\\_b", &ci));
@@ -534,38 +424,16 @@ mod tests {
         let e = |f: Filter| validate_filter(&f, &d).unwrap_err().code;
         assert_eq!(e(cmp(99, CmpOp::Eq, Value::Int(1))), ErrorCode::BadFilter);
         assert_eq!(e(cmp(1, CmpOp::Eq, Value::str("x"))), ErrorCode::BadFilter);
-        assert_eq!(
-            e(Filter::Like {
-                col: 1,
-                pattern: b"1%".to_vec()
-            }),
-            ErrorCode::BadFilter
-        );
-        assert_eq!(
-            e(Filter::CmpCols {
-                left: 0,
-                op: CmpOp::Eq,
-                right: 2
-            }),
-            ErrorCode::BadFilter
-        );
+        assert_eq!(e(Filter::Like { col: 1, pattern: b"1%".to_vec() }), ErrorCode::BadFilter);
+        assert_eq!(e(Filter::CmpCols { left: 0, op: CmpOp::Eq, right: 2 }), ErrorCode::BadFilter);
         assert_eq!(e(Filter::IsNull(77)), ErrorCode::BadFilter);
         let mut deep = Filter::True;
         for _ in 0..100 {
             deep = Filter::Not(Box::new(deep));
         }
         assert_eq!(e(deep), ErrorCode::BadFilter);
-        assert!(validate_filter(
-            &Filter::And(vec![cmp(1, CmpOp::Eq, Value::Null), Filter::IsNull(2)]),
-            &d
-        )
-        .is_ok());
+        assert!(validate_filter(&Filter::And(vec![cmp(1, CmpOp::Eq, Value::Null), Filter::IsNull(2)]), &d).is_ok());
         // Unknown column at evaluation time too.
-        assert_eq!(
-            eval_filter(&Filter::IsNull(50), &row(), &d)
-                .unwrap_err()
-                .code,
-            ErrorCode::BadFilter
-        );
+        assert_eq!(eval_filter(&Filter::IsNull(50), &row(), &d).unwrap_err().code, ErrorCode::BadFilter);
     }
 }

@@ -110,27 +110,13 @@ pub enum InternalSignal {
     /// build the new row image). `part`: the row's partition, None when the
     /// operation goes through a unique index (LQH resolves it).
     /// Reply: `LqhKeyConf` or `LqhKeyRef` with the same `txn` and `seq`.
-    LqhKeyReq {
-        txn: TxnId,
-        seq: u32,
-        part: Option<PartitionId>,
-        op: Box<KeyOp>,
-    },
+    LqhKeyReq { txn: TxnId, seq: u32, part: Option<PartitionId>, op: Box<KeyOp> },
     /// LQH -> TC: operation prepared. `row`: the projected row of a read.
-    LqhKeyConf {
-        txn: TxnId,
-        seq: u32,
-        row: Option<Vec<Value>>,
-    },
+    LqhKeyConf { txn: TxnId, seq: u32, row: Option<Vec<Value>> },
     /// LQH -> TC: operation failed. With `fatal` (lock-wait time-out,
     /// transaction invalidated by DDL) TC aborts the transaction whatever the
     /// operation's `abort_on_error`.
-    LqhKeyRef {
-        txn: TxnId,
-        seq: u32,
-        error: NodeError,
-        fatal: bool,
-    },
+    LqhKeyRef { txn: TxnId, seq: u32, error: NodeError, fatal: bool },
     /// TC -> LQH: commit phase. Reply `LqhCommitConf`, or `LqhCommitRef` if a
     /// concurrent DDL invalidated the transaction (LQH then aborted it).
     LqhCommitReq { txn: TxnId },
@@ -160,18 +146,9 @@ pub enum InternalSignal {
     /// scan_examine_per_step rows per signal so it never monopolises the thread).
     LqhScanStep { scan: ScanKey, part: PartitionId },
     /// LQH -> TC: a batch of rows; with `done` the partition scan is finished and closed.
-    LqhScanConf {
-        scan: ScanKey,
-        part: PartitionId,
-        rows: Vec<ScanRow>,
-        done: bool,
-    },
+    LqhScanConf { scan: ScanKey, part: PartitionId, rows: Vec<ScanRow>, done: bool },
     /// LQH -> TC: the partition scan failed and is closed.
-    LqhScanRef {
-        scan: ScanKey,
-        part: PartitionId,
-        error: NodeError,
-    },
+    LqhScanRef { scan: ScanKey, part: PartitionId, error: NodeError },
     /// DICT -> LQH (first), then DICT -> TC (after every LQH confirmed): apply a
     /// schema change. Reply `SchemaChangeConf` with the same `req`.
     SchemaChangeReq { req: u64, change: Box<SchemaChange> },

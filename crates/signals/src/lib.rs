@@ -50,7 +50,9 @@ pub enum Signal {
     DictRef(Box<DictRef>),
     /// Host -> TC and DICT (priority A): the API node lost its connection (or
     /// crashed). TC aborts its open transactions and closes its scans.
-    ApiFailReq { api_node: NodeId },
+    ApiFailReq {
+        api_node: NodeId,
+    },
     /// Between blocks of the data node.
     Internal(Box<InternalSignal>),
 }
@@ -59,10 +61,7 @@ impl Signal {
     /// Signals an API node may send to a data node; the host drops anything else
     /// (and closes the connection) so a client cannot forge internal signals.
     pub fn allowed_from_api(&self) -> bool {
-        matches!(
-            self,
-            Signal::TcKeyReq(_) | Signal::ScanTabReq(_) | Signal::ScanNextReq(_) | Signal::DictReq(_)
-        )
+        matches!(self, Signal::TcKeyReq(_) | Signal::ScanTabReq(_) | Signal::ScanNextReq(_) | Signal::DictReq(_))
     }
 
     /// Short name for logs and traces.

@@ -132,14 +132,25 @@ pub enum CmpOp {
 pub enum Filter {
     True,
     False,
-    Cmp { col: ColumnId, op: CmpOp, value: Value },
+    Cmp {
+        col: ColumnId,
+        op: CmpOp,
+        value: Value,
+    },
     /// Compare two columns of the same row.
-    CmpCols { left: ColumnId, op: CmpOp, right: ColumnId },
+    CmpCols {
+        left: ColumnId,
+        op: CmpOp,
+        right: ColumnId,
+    },
     IsNull(ColumnId),
     IsNotNull(ColumnId),
     /// SQL LIKE: `%` any run, `_` one character, `\` escapes; under the column's
     /// collation. Patterns with a literal prefix are the common case.
-    Like { col: ColumnId, pattern: Vec<u8> },
+    Like {
+        col: ColumnId,
+        pattern: Vec<u8>,
+    },
     And(Vec<Filter>),
     Or(Vec<Filter>),
     Not(Box<Filter>),

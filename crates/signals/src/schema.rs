@@ -98,10 +98,7 @@ pub struct TableDef {
 
 impl TableDef {
     pub fn column_id(&self, name: &str) -> Option<ColumnId> {
-        self.columns
-            .iter()
-            .position(|c| c.name.eq_ignore_ascii_case(name))
-            .map(|i| i as ColumnId)
+        self.columns.iter().position(|c| c.name.eq_ignore_ascii_case(name)).map(|i| i as ColumnId)
     }
 
     pub fn column(&self, id: ColumnId) -> Option<&ColumnDef> {

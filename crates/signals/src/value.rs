@@ -35,25 +35,50 @@ pub enum Collation {
 /// A column's declared type.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ColumnType {
-    TinyInt { unsigned: bool },
-    SmallInt { unsigned: bool },
-    MediumInt { unsigned: bool },
-    Int { unsigned: bool },
-    BigInt { unsigned: bool },
+    TinyInt {
+        unsigned: bool,
+    },
+    SmallInt {
+        unsigned: bool,
+    },
+    MediumInt {
+        unsigned: bool,
+    },
+    Int {
+        unsigned: bool,
+    },
+    BigInt {
+        unsigned: bool,
+    },
     Float,
     Double,
     /// DECIMAL(precision, scale); precision 1..=38, scale <= precision.
-    Decimal { precision: u8, scale: u8 },
+    Decimal {
+        precision: u8,
+        scale: u8,
+    },
     /// CHAR(len): len in characters (utf8mb4), 0..=255.
-    Char { len: u32, collation: Collation },
+    Char {
+        len: u32,
+        collation: Collation,
+    },
     /// VARCHAR(len): len in characters.
-    Varchar { len: u32, collation: Collation },
+    Varchar {
+        len: u32,
+        collation: Collation,
+    },
     /// BINARY(len): fixed bytes, right-padded with 0x00.
-    Binary { len: u32 },
+    Binary {
+        len: u32,
+    },
     /// VARBINARY(len).
-    Varbinary { len: u32 },
+    Varbinary {
+        len: u32,
+    },
     /// TEXT (all sizes): up to MAX_VALUE_BYTES bytes.
-    Text { collation: Collation },
+    Text {
+        collation: Collation,
+    },
     /// BLOB (all sizes): up to MAX_VALUE_BYTES bytes.
     Blob,
     Date,
@@ -80,10 +105,7 @@ impl ColumnType {
 
     /// True for character (not binary) string types.
     pub fn is_text(&self) -> bool {
-        matches!(
-            self,
-            ColumnType::Char { .. } | ColumnType::Varchar { .. } | ColumnType::Text { .. }
-        )
+        matches!(self, ColumnType::Char { .. } | ColumnType::Varchar { .. } | ColumnType::Text { .. })
     }
 
     /// Collation of a character column; `Binary` for everything else.

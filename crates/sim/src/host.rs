@@ -118,16 +118,8 @@ pub fn random_knobs(rng: &mut Rng) -> Knobs {
         max_transactions: mix(rng, d.max_transactions as u64, s.max_transactions as u64) as u32,
         max_ops_per_txn: mix(rng, d.max_ops_per_txn as u64, s.max_ops_per_txn as u64) as u32,
         max_scans: mix(rng, d.max_scans as u64, s.max_scans as u64) as u32,
-        scan_examine_per_step: mix(
-            rng,
-            d.scan_examine_per_step as u64,
-            s.scan_examine_per_step as u64,
-        ) as u32,
-        default_partitions: mix(
-            rng,
-            d.default_partitions as u64,
-            s.default_partitions as u64,
-        ) as u32,
+        scan_examine_per_step: mix(rng, d.scan_examine_per_step as u64, s.scan_examine_per_step as u64) as u32,
+        default_partitions: mix(rng, d.default_partitions as u64, s.default_partitions as u64) as u32,
         job_buffer_bound: mix(rng, d.job_buffer_bound as u64, s.job_buffer_bound as u64) as usize,
         max_frame_bytes: d.max_frame_bytes,
         max_send_buffer_bytes: d.max_send_buffer_bytes,
@@ -287,11 +279,7 @@ impl Host {
 
     fn push(&mut self, t: u64, ev: Ev) {
         self.seq += 1;
-        self.queue.push(QItem {
-            t,
-            seq: self.seq,
-            ev,
-        });
+        self.queue.push(QItem { t, seq: self.seq, ev });
     }
 
     fn net_delay(&mut self) -> u64 {
@@ -318,12 +306,7 @@ impl Host {
     /// Create the clients and start their first lives.
     pub fn start_clients<W: Workload + ?Sized>(&mut self, w: &mut W) -> Result<(), String> {
         for c in 0..self.net.clients {
-            self.clients.push(ClientSlot {
-                api: 0,
-                alive: false,
-                life: 0,
-                wake_token: 0,
-            });
+            self.clients.push(ClientSlot { api: 0, alive: false, life: 0, wake_token: 0 });
             self.start_life(c, w)?;
         }
         Ok(())
@@ -358,14 +341,7 @@ impl Host {
         f: impl FnOnce(&mut W, &mut ClientCtx<'_>) -> Result<(), String>,
     ) -> Result<(), String> {
         let api = self.clients[c].api;
-        let mut ctx = ClientCtx::new(
-            c,
-            api,
-            self.now_ns,
-            self.stats.steps,
-            self.phase == Phase::Drain,
-            &mut self.rng,
-        );
+        let mut ctx = ClientCtx::new(c, api, self.now_ns, self.stats.steps, self.phase == Phase::Drain, &mut self.rng);
         f(w, &mut ctx)?;
         let (sends, wake) = ctx.into_parts();
         for sig in sends {
@@ -425,17 +401,8 @@ impl Host {
         link.q.truncate(kept);
         self.stats.dropped_inflight += (total - kept) as u64;
         let last = link.q.back().map(|(d, _)| *d).unwrap_or(now);
-        let due = if race && kept > 0 {
-            last
-        } else {
-            last.max(now + detect)
-        };
-        link.q.push_back((
-            due,
-            UpItem::ApiFail {
-                race: race && kept > 0,
-            },
-        ));
+        let due = if race && kept > 0 { last } else { last.max(now + detect) };
+        link.q.push_back((due, UpItem::ApiFail { race: race && kept > 0 }));
         link.last_due = due;
         link.closed = true;
         self.push(due, Ev::Up(api));
@@ -495,10 +462,7 @@ impl Host {
                         self.stats.to_node += 1;
                         self.trace.event(now, kind::TO_NODE, from, to, &sig_copy);
                         if self.verbose {
-                            eprintln!(
-                                "[{now:>12}] step {} node <- {from}: {sig_copy:?}",
-                                self.stats.steps
-                            );
+                            eprintln!("[{now:>12}] step {} node <- {from}: {sig_copy:?}", self.stats.steps);
                         }
                         w.observe_request(self.stats.steps, api, &sig_copy)?;
                         // The race: API_FAILREQ (job buffer A) overtakes this request.
@@ -515,19 +479,12 @@ impl Host {
                     Err(DeliverError::Overloaded) => {
                         self.stats.overloaded_retries += 1;
                         self.trace.mark(now, kind::OVERLOAD, api as u64);
-                        let env = Envelope {
-                            from,
-                            to,
-                            prio: Priority::B,
-                            signal: sig_copy,
-                        };
+                        let env = Envelope { from, to, prio: Priority::B, signal: sig_copy };
                         let link = self.up.get_mut(&api).expect("link");
                         link.q.push_front((due, UpItem::Sig(env)));
                         self.push(now + 20 * NS_PER_US, Ev::Up(api));
                     }
-                    Err(DeliverError::UnknownBlock(b)) => {
-                        return Err(format!("host bug: no block at {b}"))
-                    }
+                    Err(DeliverError::UnknownBlock(b)) => return Err(format!("host bug: no block at {b}")),
                 }
             }
         }
@@ -556,8 +513,7 @@ impl Host {
             return Ok(());
         }
         self.stats.to_client += 1;
-        self.trace
-            .event(now, kind::TO_CLIENT, env.from, env.to, &env.signal);
+        self.trace.event(now, kind::TO_CLIENT, env.from, env.to, &env.signal);
         if self.phase == Phase::Load && w.can_crash(c) && self.rng.chance(self.net.crash_p) {
             // Crash with the reply in hand, before acting on it.
             self.crash(c, w);
@@ -570,7 +526,8 @@ impl Host {
     /// TC_KEYCONFs first (commits happen before the replies of lock holders
     /// that waited for them), everything else in send order.
     fn order_emitted(out: Vec<Envelope<Signal>>) -> Vec<Envelope<Signal>> {
-        let is_commit = |e: &Envelope<Signal>| matches!(&e.signal, Signal::TcKeyConf(c) if c.outcome == TxnOutcome::Committed);
+        let is_commit =
+            |e: &Envelope<Signal>| matches!(&e.signal, Signal::TcKeyConf(c) if c.outcome == TxnOutcome::Committed);
         let (mut a, b): (Vec<_>, Vec<_>) = out.into_iter().partition(is_commit);
         a.extend(b);
         a
@@ -581,40 +538,25 @@ impl Host {
         let ran = self.node.run_until_idle(MAX_SIGNALS_PER_STEP);
         self.stats.node_signals += ran as u64;
         if self.node.has_ready() {
-            return Err(format!(
-                "node livelock: still busy after {MAX_SIGNALS_PER_STEP} signals in one step"
-            ));
+            return Err(format!("node livelock: still busy after {MAX_SIGNALS_PER_STEP} signals in one step"));
         }
         self.trace.mark(self.now_ns, kind::NODE_RAN, ran as u64);
         let out = Self::order_emitted(self.node.take_remote());
         for env in out {
             let api = env.to.node;
-            self.trace
-                .event(self.now_ns, kind::EMIT, env.from, env.to, &env.signal);
+            self.trace.event(self.now_ns, kind::EMIT, env.from, env.to, &env.signal);
             if self.verbose {
-                eprintln!(
-                    "[{:>12}] step {} node -> {}: {:?}",
-                    self.now_ns, self.stats.steps, env.to, env.signal
-                );
+                eprintln!("[{:>12}] step {} node -> {}: {:?}", self.now_ns, self.stats.steps, env.to, env.signal);
             }
             if api == ADMIN_API {
                 self.admin_replies.push(env);
                 continue;
             }
             if !self.api_to_client.contains_key(&api) {
-                return Err(format!(
-                    "node sent {} to unknown node {} (from {})",
-                    env.signal.name(),
-                    api,
-                    env.from
-                ));
+                return Err(format!("node sent {} to unknown node {} (from {})", env.signal.name(), api, env.from));
             }
             if env.to.block != block::API {
-                return Err(format!(
-                    "node sent {} to {} which is not an API block",
-                    env.signal.name(),
-                    env.to
-                ));
+                return Err(format!("node sent {} to {} which is not an API block", env.signal.name(), env.to));
             }
             w.observe_emitted(self.stats.steps, api, &env.signal)?;
             let d = self.net_delay();
@@ -678,10 +620,7 @@ impl Host {
                     let slot = &self.clients[client];
                     if slot.alive && slot.wake_token == token {
                         self.trace.mark(self.now_ns, kind::WAKE, slot.api as u64);
-                        if self.phase == Phase::Load
-                            && w.can_crash(client)
-                            && self.rng.chance(self.net.crash_p)
-                        {
+                        if self.phase == Phase::Load && w.can_crash(client) && self.rng.chance(self.net.crash_p) {
                             self.crash(client, w);
                         } else {
                             self.with_client(client, w, |w, ctx| w.on_wake(ctx))?;
@@ -690,11 +629,7 @@ impl Host {
                 }
                 Ev::Crash { client, life } => {
                     let slot = &self.clients[client];
-                    if slot.alive
-                        && slot.life == life
-                        && self.phase == Phase::Load
-                        && w.can_crash(client)
-                    {
+                    if slot.alive && slot.life == life && self.phase == Phase::Load && w.can_crash(client) {
                         self.crash(client, w);
                     }
                 }
@@ -712,11 +647,7 @@ impl Host {
     /// Send a request as the admin client straight into the node (no network)
     /// and run the node (advancing virtual time through its timers) until the
     /// reply comes. Used for setup and final checks, when clients are quiet.
-    pub fn admin_request<W: Workload + ?Sized>(
-        &mut self,
-        sig: Signal,
-        w: &mut W,
-    ) -> Result<Signal, String> {
+    pub fn admin_request<W: Workload + ?Sized>(&mut self, sig: Signal, w: &mut W) -> Result<Signal, String> {
         let to_block = match &sig {
             Signal::DictReq(_) => block::DICT,
             _ => block::TC,
@@ -739,8 +670,7 @@ impl Host {
             prio: Priority::B,
             signal: sig,
         };
-        self.trace
-            .event(self.now_ns, kind::ADMIN, env.from, env.to, &env.signal);
+        self.trace.event(self.now_ns, kind::ADMIN, env.from, env.to, &env.signal);
         let name = env.signal.name();
         let mut pending = Some(env);
         let deadline = self.now_ns + 600_000 * NS_PER_MS;
@@ -758,10 +688,7 @@ impl Host {
             if !self.admin_replies.is_empty() {
                 let env = self.admin_replies.remove(0);
                 if !self.admin_replies.is_empty() {
-                    return Err(format!(
-                        "admin {name}: more than one reply: {:?}",
-                        self.admin_replies
-                    ));
+                    return Err(format!("admin {name}: more than one reply: {:?}", self.admin_replies));
                 }
                 return Ok(env.signal);
             }

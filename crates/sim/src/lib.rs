@@ -60,11 +60,7 @@ pub fn parse_seeds(text: &str) -> Vec<SeedLine> {
             None => (None, line),
         };
         if let Ok(seed) = s.parse::<u64>() {
-            out.push(SeedLine {
-                workload,
-                seed,
-                known_bug,
-            });
+            out.push(SeedLine { workload, seed, known_bug });
         }
     }
     out

@@ -79,11 +79,7 @@ fn main() {
         for k in 0..n {
             seeds.push((
                 None,
-                if start.is_some() {
-                    base + k
-                } else {
-                    base.wrapping_add(k.wrapping_mul(0x9E37_79B9_7F4A_7C15))
-                },
+                if start.is_some() { base + k } else { base.wrapping_add(k.wrapping_mul(0x9E37_79B9_7F4A_7C15)) },
             ));
         }
     }
@@ -93,21 +89,14 @@ fn main() {
     let mut failed = 0u64;
     let mut runs = 0u64;
     // Probe name -> (runs that reached it, total hits).
-    let mut probes: std::collections::BTreeMap<String, (u64, u64)> =
-        std::collections::BTreeMap::new();
+    let mut probes: std::collections::BTreeMap<String, (u64, u64)> = std::collections::BTreeMap::new();
     for (w, seed) in seeds {
         let ws: Vec<WorkloadKind> = match w {
             Some(w) => vec![w],
             None => workloads.clone(),
         };
         for w in ws {
-            let cfg = SimConfig {
-                seed,
-                workload: w,
-                steps,
-                node,
-                verbose,
-            };
+            let cfg = SimConfig { seed, workload: w, steps, node, verbose };
             let r = run(&cfg);
             runs += 1;
             for (name, n) in &r.probes {
@@ -127,11 +116,7 @@ fn main() {
                 ),
                 Some(f) => {
                     failed += 1;
-                    println!(
-                        "seed {seed} workload {} trace {:016x} FAILED: {f}",
-                        w.name(),
-                        r.trace_hash
-                    );
+                    println!("seed {seed} workload {} trace {:016x} FAILED: {f}", w.name(), r.trace_hash);
                     println!("  reproduce: {}", r.repro());
                 }
             }

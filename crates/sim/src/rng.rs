@@ -20,12 +20,7 @@ pub struct Rng {
 impl Rng {
     pub fn new(seed: u64) -> Rng {
         let mut x = seed;
-        let s = [
-            splitmix64(&mut x),
-            splitmix64(&mut x),
-            splitmix64(&mut x),
-            splitmix64(&mut x),
-        ];
+        let s = [splitmix64(&mut x), splitmix64(&mut x), splitmix64(&mut x), splitmix64(&mut x)];
         // splitmix64 never yields four zero words in a row, but be explicit.
         assert!(s.iter().any(|&w| w != 0));
         Rng { s }

@@ -17,8 +17,7 @@ pub enum WorkloadKind {
 }
 
 impl WorkloadKind {
-    pub const ALL: [WorkloadKind; 3] =
-        [WorkloadKind::Bank, WorkloadKind::Model, WorkloadKind::Locks];
+    pub const ALL: [WorkloadKind; 3] = [WorkloadKind::Bank, WorkloadKind::Model, WorkloadKind::Locks];
     pub fn parse(s: &str) -> Option<WorkloadKind> {
         match s {
             "bank" => Some(WorkloadKind::Bank),
@@ -57,13 +56,7 @@ pub struct SimConfig {
 
 impl SimConfig {
     pub fn new(seed: u64, workload: WorkloadKind) -> SimConfig {
-        SimConfig {
-            seed,
-            workload,
-            steps: 3_000,
-            node: default_node(),
-            verbose: false,
-        }
+        SimConfig { seed, workload, steps: 3_000, node: default_node(), verbose: false }
     }
 }
 
@@ -134,11 +127,7 @@ pub fn run(cfg: &SimConfig) -> RunReport {
     host.verbose = cfg.verbose;
     host.trace.write_u64(cfg.seed);
     let failure = drive(cfg, &mut host, w.as_mut()).err();
-    let probes = if failure.is_none() {
-        probes(&mut host).unwrap_or_default()
-    } else {
-        Vec::new()
-    };
+    let probes = if failure.is_none() { probes(&mut host).unwrap_or_default() } else { Vec::new() };
     let s = &host.stats;
     RunReport {
         seed: cfg.seed,
@@ -176,11 +165,7 @@ pub fn run(cfg: &SimConfig) -> RunReport {
 pub fn probes(host: &mut Host) -> Result<Vec<(String, u64)>, String> {
     use norr_signals::{block, InternalSignal};
     let mut out = Vec::new();
-    if !host.node.has_block(norr_kernel::BlockRef::new(
-        crate::host::DATA_NODE,
-        block::LQH,
-        0,
-    )) {
+    if !host.node.has_block(norr_kernel::BlockRef::new(crate::host::DATA_NODE, block::LQH, 0)) {
         return Ok(out);
     }
     let mut targets = vec![(block::TC, 0u16)];
@@ -189,9 +174,7 @@ pub fn probes(host: &mut Host) -> Result<Vec<(String, u64)>, String> {
     }
     for (b, i) in targets {
         let req = Signal::Internal(Box::new(InternalSignal::StatsReq { req: 7 }));
-        if let Signal::Internal(reply) =
-            host.admin_request_to(b, i, req, &mut crate::workload::NoObserver)?
-        {
+        if let Signal::Internal(reply) = host.admin_request_to(b, i, req, &mut crate::workload::NoObserver)? {
             if let InternalSignal::StatsConf { stats, .. } = *reply {
                 out.extend(stats.counters);
             }
@@ -220,31 +203,20 @@ fn drive(cfg: &SimConfig, host: &mut Host, w: &mut dyn Workload) -> Result<(), S
         if all_idle && !host.has_host_events() {
             break;
         }
-        if host.stats.steps - start_steps > DRAIN_MAX_STEPS || host.now_ns - start_ns > DRAIN_MAX_NS
-        {
-            let stuck: Vec<usize> = (0..host.clients())
-                .filter(|&c| host.client_alive(c) && !w.is_idle(c))
-                .collect();
-            return Err(format!(
-                "hang: clients {stuck:?} still wait for an answer after the drain phase"
-            ));
+        if host.stats.steps - start_steps > DRAIN_MAX_STEPS || host.now_ns - start_ns > DRAIN_MAX_NS {
+            let stuck: Vec<usize> = (0..host.clients()).filter(|&c| host.client_alive(c) && !w.is_idle(c)).collect();
+            return Err(format!("hang: clients {stuck:?} still wait for an answer after the drain phase"));
         }
         if !host.step(w)? {
-            let stuck: Vec<usize> = (0..host.clients())
-                .filter(|&c| host.client_alive(c) && !w.is_idle(c))
-                .collect();
-            return Err(format!(
-                "hang: clients {stuck:?} wait for an answer, nothing left to happen"
-            ));
+            let stuck: Vec<usize> = (0..host.clients()).filter(|&c| host.client_alive(c) && !w.is_idle(c)).collect();
+            return Err(format!("hang: clients {stuck:?} wait for an answer, nothing left to happen"));
         }
     }
     // Let inactivity time-outs and API failure handling settle, then check.
     w.finish(host)?;
     if let Some(open) = open_transactions(host)? {
         if open != 0 {
-            return Err(format!(
-                "leak: node reports {open} open transactions after every client finished or failed"
-            ));
+            return Err(format!("leak: node reports {open} open transactions after every client finished or failed"));
         }
     }
     Ok(())

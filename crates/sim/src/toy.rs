@@ -140,16 +140,9 @@ impl State {
 
     /// Execute one op. Err(fatal error) aborts the transaction.
     fn exec_op(&mut self, t: TxnKey, op: &KeyOp) -> Result<OpResult, NodeError> {
-        let def = self
-            .tables
-            .get(&op.table)
-            .ok_or(NodeError::new(ErrorCode::NoSuchTable))?
-            .clone();
+        let def = self.tables.get(&op.table).ok_or(NodeError::new(ErrorCode::NoSuchTable))?.clone();
         let KeyAccess::Primary(pk) = &op.key else {
-            return Err(NodeError::with(
-                ErrorCode::Internal,
-                "toy: unique access unsupported",
-            ));
+            return Err(NodeError::with(ErrorCode::Internal, "toy: unique access unsupported"));
         };
         let rk = row_key(op.table, pk);
         let locked = op.kind.is_write() || op.lock != LockMode::CommittedRead;
@@ -201,10 +194,7 @@ impl State {
                     let r = if op.projection.is_empty() {
                         r
                     } else {
-                        op.projection
-                            .iter()
-                            .map(|c| r[*c as usize].clone())
-                            .collect()
+                        op.projection.iter().map(|c| r[*c as usize].clone()).collect()
                     };
                     Ok(OpResult::Ok(Some(r)))
                 }
@@ -255,12 +245,7 @@ impl State {
                     return;
                 }
                 self.failed_apis.insert(api_node);
-                let ts: Vec<TxnKey> = self
-                    .txns
-                    .keys()
-                    .filter(|k| k.0 == api_node)
-                    .copied()
-                    .collect();
+                let ts: Vec<TxnKey> = self.txns.keys().filter(|k| k.0 == api_node).copied().collect();
                 for t in ts {
                     self.end_txn(t, false);
                 }
@@ -279,11 +264,7 @@ impl State {
                     self.end_txn(t, false);
                     self.timed_out.insert(t);
                 }
-                ctx.send_delayed(
-                    me,
-                    Signal::Internal(Box::new(InternalSignal::TcTimeoutCheck)),
-                    CHECK_INTERVAL_NS,
-                );
+                ctx.send_delayed(me, Signal::Internal(Box::new(InternalSignal::TcTimeoutCheck)), CHECK_INTERVAL_NS);
             }
             Signal::DictReq(req) => {
                 let result = match req.op {
@@ -320,33 +301,20 @@ impl State {
                             }
                         }
                     }
-                    DictOp::DropIndex { table, index } => {
-                        match self.tables.values_mut().find(|t| t.name == table) {
-                            None => Err(NodeError::new(ErrorCode::NoSuchTable)),
-                            Some(t) if t.index_by_name(&index).is_none() => {
-                                Err(NodeError::new(ErrorCode::NoSuchIndex))
-                            }
-                            Some(t) => {
-                                t.indexes.retain(|i| !i.name.eq_ignore_ascii_case(&index));
-                                t.version += 1;
-                                Ok(DictResult::Table(t.clone()))
-                            }
+                    DictOp::DropIndex { table, index } => match self.tables.values_mut().find(|t| t.name == table) {
+                        None => Err(NodeError::new(ErrorCode::NoSuchTable)),
+                        Some(t) if t.index_by_name(&index).is_none() => Err(NodeError::new(ErrorCode::NoSuchIndex)),
+                        Some(t) => {
+                            t.indexes.retain(|i| !i.name.eq_ignore_ascii_case(&index));
+                            t.version += 1;
+                            Ok(DictResult::Table(t.clone()))
                         }
-                    }
-                    _ => Err(NodeError::with(
-                        ErrorCode::Internal,
-                        "toy: unsupported dict op",
-                    )),
+                    },
+                    _ => Err(NodeError::with(ErrorCode::Internal, "toy: unsupported dict op")),
                 };
                 let sig = match result {
-                    Ok(result) => Signal::DictConf(Box::new(DictConf {
-                        req_id: req.req_id,
-                        result,
-                    })),
-                    Err(error) => Signal::DictRef(Box::new(DictRef {
-                        req_id: req.req_id,
-                        error,
-                    })),
+                    Ok(result) => Signal::DictConf(Box::new(DictConf { req_id: req.req_id, result })),
+                    Err(error) => Signal::DictRef(Box::new(DictRef { req_id: req.req_id, error })),
                 };
                 ctx.send(from, sig);
             }
@@ -356,31 +324,20 @@ impl State {
                     return;
                 }
                 if self.timed_out.remove(&t) {
-                    let r = TcKeyRef {
-                        txn: req.txn,
-                        error: NodeError::new(ErrorCode::TransactionTimeout),
-                        op_index: None,
-                    };
+                    let r =
+                        TcKeyRef { txn: req.txn, error: NodeError::new(ErrorCode::TransactionTimeout), op_index: None };
                     ctx.send(from, Signal::TcKeyRef(Box::new(r)));
                     return;
                 }
                 if req.exec == ExecType::Rollback {
                     self.end_txn(t, false);
-                    let c = TcKeyConf {
-                        txn: req.txn,
-                        outcome: TxnOutcome::RolledBack,
-                        results: vec![],
-                    };
+                    let c = TcKeyConf { txn: req.txn, outcome: TxnOutcome::RolledBack, results: vec![] };
                     ctx.send(from, Signal::TcKeyConf(Box::new(c)));
                     return;
                 }
                 self.txns
                     .entry(t)
-                    .or_insert_with(|| Txn {
-                        writes: BTreeMap::new(),
-                        locks: BTreeSet::new(),
-                        last_active_ns: now,
-                    })
+                    .or_insert_with(|| Txn { writes: BTreeMap::new(), locks: BTreeSet::new(), last_active_ns: now })
                     .last_active_ns = now;
                 let mut results = Vec::new();
                 for (i, op) in req.ops.iter().enumerate() {
@@ -388,11 +345,7 @@ impl State {
                         Ok(r) => results.push(r),
                         Err(error) => {
                             self.end_txn(t, false);
-                            let r = TcKeyRef {
-                                txn: req.txn,
-                                error,
-                                op_index: Some(i as u32),
-                            };
+                            let r = TcKeyRef { txn: req.txn, error, op_index: Some(i as u32) };
                             ctx.send(from, Signal::TcKeyRef(Box::new(r)));
                             return;
                         }
@@ -404,14 +357,7 @@ impl State {
                 } else {
                     TxnOutcome::Open
                 };
-                ctx.send(
-                    from,
-                    Signal::TcKeyConf(Box::new(TcKeyConf {
-                        txn: req.txn,
-                        outcome,
-                        results,
-                    })),
-                );
+                ctx.send(from, Signal::TcKeyConf(Box::new(TcKeyConf { txn: req.txn, outcome, results })));
             }
             Signal::ScanTabReq(req) => {
                 if self.failed_apis.contains(&from.node) {
@@ -420,11 +366,7 @@ impl State {
                 let t = (from.node, req.txn);
                 let spec = req.spec;
                 let fail = |ctx: &mut Ctx<'_, Signal>, code: ErrorCode| {
-                    let r = ScanTabRef {
-                        txn: req.txn,
-                        scan_id: req.scan_id,
-                        error: NodeError::new(code),
-                    };
+                    let r = ScanTabRef { txn: req.txn, scan_id: req.scan_id, error: NodeError::new(code) };
                     ctx.send(from, Signal::ScanTabRef(Box::new(r)));
                 };
                 let Some(def) = self.tables.get(&spec.table).cloned() else {
@@ -437,11 +379,7 @@ impl State {
                 if !req.standalone {
                     self.txns
                         .entry(t)
-                        .or_insert_with(|| Txn {
-                            writes: BTreeMap::new(),
-                            locks: BTreeSet::new(),
-                            last_active_ns: now,
-                        })
+                        .or_insert_with(|| Txn { writes: BTreeMap::new(), locks: BTreeSet::new(), last_active_ns: now })
                         .last_active_ns = now;
                 }
                 let keys: Vec<RowKey> = self
@@ -483,10 +421,7 @@ impl State {
                     let r = if spec.projection.is_empty() {
                         r
                     } else {
-                        spec.projection
-                            .iter()
-                            .map(|c| r[*c as usize].clone())
-                            .collect()
+                        spec.projection.iter().map(|c| r[*c as usize].clone()).collect()
                     };
                     rows.push((ix_val, r));
                 }
@@ -500,12 +435,7 @@ impl State {
                 let batch = spec.batch_rows.clamp(1, MAX_SCAN_BATCH_ROWS) as usize;
                 self.scans.insert(
                     (from.node, req.scan_id),
-                    Scan {
-                        txn: if req.standalone { None } else { Some(t) },
-                        rows,
-                        pos: 0,
-                        batch,
-                    },
+                    Scan { txn: if req.standalone { None } else { Some(t) }, rows, pos: 0, batch },
                 );
                 self.scan_batch(from, req.txn, req.scan_id, false, ctx);
             }
@@ -514,11 +444,8 @@ impl State {
                     return;
                 }
                 if !self.scans.contains_key(&(from.node, req.scan_id)) {
-                    let r = ScanTabRef {
-                        txn: req.txn,
-                        scan_id: req.scan_id,
-                        error: NodeError::new(ErrorCode::NoSuchScan),
-                    };
+                    let r =
+                        ScanTabRef { txn: req.txn, scan_id: req.scan_id, error: NodeError::new(ErrorCode::NoSuchScan) };
                     ctx.send(from, Signal::ScanTabRef(Box::new(r)));
                     return;
                 }
@@ -528,38 +455,19 @@ impl State {
         }
     }
 
-    fn scan_batch(
-        &mut self,
-        to: BlockRef,
-        txn: u64,
-        scan_id: u32,
-        close: bool,
-        ctx: &mut Ctx<'_, Signal>,
-    ) {
+    fn scan_batch(&mut self, to: BlockRef, txn: u64, scan_id: u32, close: bool, ctx: &mut Ctx<'_, Signal>) {
         let key = (to.node, scan_id);
         let Some(s) = self.scans.get_mut(&key) else {
             return;
         };
-        let end = if close {
-            s.pos
-        } else {
-            (s.pos + s.batch).min(s.rows.len())
-        };
+        let end = if close { s.pos } else { (s.pos + s.batch).min(s.rows.len()) };
         let rows = s.rows[s.pos..end].to_vec();
         s.pos = end;
         let done = close || s.pos >= s.rows.len();
         if done {
             self.scans.remove(&key);
         }
-        ctx.send(
-            to,
-            Signal::ScanTabConf(Box::new(ScanTabConf {
-                txn,
-                scan_id,
-                rows,
-                done,
-            })),
-        );
+        ctx.send(to, Signal::ScanTabConf(Box::new(ScanTabConf { txn, scan_id, rows, done })));
     }
 }
 
@@ -593,13 +501,7 @@ pub fn build_toy_node(node: NodeId, knobs: &Knobs, bug: ToyBug) -> Scheduler<Sig
         timer_armed: false,
     }));
     let mut s = Scheduler::new(node, knobs.job_buffer_bound);
-    s.add_block(
-        block::TC,
-        0,
-        Box::new(Front {
-            state: state.clone(),
-        }),
-    );
+    s.add_block(block::TC, 0, Box::new(Front { state: state.clone() }));
     s.add_block(block::DICT, 0, Box::new(Front { state }));
     s
 }

@@ -16,10 +16,7 @@ pub struct TraceHasher {
 
 impl Default for TraceHasher {
     fn default() -> Self {
-        TraceHasher {
-            h: FNV_OFFSET,
-            events: 0,
-        }
+        TraceHasher { h: FNV_OFFSET, events: 0 }
     }
 }
 

@@ -10,10 +10,7 @@ fn same_seed_same_trace() {
             let cfg = SimConfig::new(seed, w);
             let a = run(&cfg);
             let b = run(&cfg);
-            assert_eq!(
-                a.trace_hash, b.trace_hash,
-                "seed {seed} {w:?}: trace differs between replays"
-            );
+            assert_eq!(a.trace_hash, b.trace_hash, "seed {seed} {w:?}: trace differs between replays");
             assert_eq!(a.trace_events, b.trace_events);
             assert_eq!(a.summary, b.summary);
             assert_eq!(a.failure, b.failure);
@@ -54,11 +51,7 @@ fn toy_node_is_clean() {
             let mut cfg = SimConfig::new(seed, w);
             cfg.node = NodeKind::Toy(ToyBug::None);
             let r = run(&cfg);
-            assert!(
-                r.failure.is_none(),
-                "toy {w:?} seed {seed}: {:?}",
-                r.failure
-            );
+            assert!(r.failure.is_none(), "toy {w:?} seed {seed}: {:?}", r.failure);
         }
     }
 }
@@ -75,11 +68,7 @@ fn same_seed_same_trace_across_processes() {
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         let hashes: Vec<String> = text
             .lines()
-            .filter_map(|l| {
-                l.split(" trace ")
-                    .nth(1)
-                    .map(|r| r.split_whitespace().next().unwrap_or("").to_string())
-            })
+            .filter_map(|l| l.split(" trace ").nth(1).map(|r| r.split_whitespace().next().unwrap_or("").to_string()))
             .collect();
         assert_eq!(hashes.len(), 9, "unexpected output: {text}");
         hashes

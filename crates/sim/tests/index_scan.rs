@@ -27,38 +27,21 @@ fn host(partitions: u32) -> (Host, TableId, IndexId) {
         admin_commit(
             &mut h,
             10 + k as u64,
-            vec![KeyOp::insert(
-                def.id,
-                vec![Value::Int(k)],
-                vec![(1, Value::Int(100 + k * 10))],
-            )],
+            vec![KeyOp::insert(def.id, vec![Value::Int(k)], vec![(1, Value::Int(100 + k * 10))])],
         )
         .unwrap();
     }
     (h, def.id, ix)
 }
 
-fn scan(
-    h: &mut Host,
-    table: TableId,
-    ix: IndexId,
-    desc: bool,
-    batch: u32,
-    low: Bound,
-    high: Bound,
-) -> Vec<i64> {
+fn scan(h: &mut Host, table: TableId, ix: IndexId, desc: bool, batch: u32, low: Bound, high: Bound) -> Vec<i64> {
     let mut spec = ScanSpec::full(table);
     spec.index = Some(ix);
     spec.range = Some(ScanRange { low, high });
     spec.descending = desc;
     spec.batch_rows = batch;
     spec.projection = vec![1];
-    let mut sig = Signal::ScanTabReq(Box::new(ScanTabReq {
-        txn: 0,
-        scan_id: 1,
-        standalone: true,
-        spec,
-    }));
+    let mut sig = Signal::ScanTabReq(Box::new(ScanTabReq { txn: 0, scan_id: 1, standalone: true, spec }));
     let mut out = Vec::new();
     loop {
         match h.admin_request(sig, &mut NoObserver).unwrap() {
@@ -70,11 +53,7 @@ fn scan(
             }
             other => panic!("{other:?}"),
         }
-        sig = Signal::ScanNextReq(ScanNextReq {
-            txn: 0,
-            scan_id: 1,
-            close: false,
-        });
+        sig = Signal::ScanNextReq(ScanNextReq { txn: 0, scan_id: 1, close: false });
     }
 }
 
@@ -84,25 +63,9 @@ fn ordered_index_scans_all_directions_and_batches() {
         let (mut h, t, ix) = host(parts);
         let all: Vec<i64> = (0..7).map(|k| 100 + k * 10).collect();
         for batch in [1, 2, 3, 100] {
-            let asc = scan(
-                &mut h,
-                t,
-                ix,
-                false,
-                batch,
-                Bound::unbounded(),
-                Bound::unbounded(),
-            );
+            let asc = scan(&mut h, t, ix, false, batch, Bound::unbounded(), Bound::unbounded());
             assert_eq!(asc, all, "ascending, {parts} partitions, batch {batch}");
-            let desc = scan(
-                &mut h,
-                t,
-                ix,
-                true,
-                batch,
-                Bound::unbounded(),
-                Bound::unbounded(),
-            );
+            let desc = scan(&mut h, t, ix, true, batch, Bound::unbounded(), Bound::unbounded());
             let mut rev = all.clone();
             rev.reverse();
             assert_eq!(desc, rev, "descending, {parts} partitions, batch {batch}");
@@ -115,11 +78,7 @@ fn ordered_index_scans_all_directions_and_batches() {
                 Bound::inclusive(vec![Value::Int(120)]),
                 Bound::exclusive(vec![Value::Int(150)]),
             );
-            assert_eq!(
-                d2,
-                vec![140, 130, 120],
-                "descending [120, 150), {parts} partitions, batch {batch}"
-            );
+            assert_eq!(d2, vec![140, 130, 120], "descending [120, 150), {parts} partitions, batch {batch}");
         }
     }
 }
@@ -135,19 +94,11 @@ fn scan_with_change(
 ) -> Vec<i64> {
     let mut spec = ScanSpec::full(table);
     spec.index = Some(ix);
-    spec.range = Some(ScanRange {
-        low: Bound::unbounded(),
-        high: Bound::unbounded(),
-    });
+    spec.range = Some(ScanRange { low: Bound::unbounded(), high: Bound::unbounded() });
     spec.descending = desc;
     spec.batch_rows = batch;
     spec.projection = vec![1];
-    let mut sig = Signal::ScanTabReq(Box::new(ScanTabReq {
-        txn: 0,
-        scan_id: 2,
-        standalone: true,
-        spec,
-    }));
+    let mut sig = Signal::ScanTabReq(Box::new(ScanTabReq { txn: 0, scan_id: 2, standalone: true, spec }));
     let mut out = Vec::new();
     let mut between = Some(between);
     loop {
@@ -163,11 +114,7 @@ fn scan_with_change(
         if let Some(f) = between.take() {
             f(h);
         }
-        sig = Signal::ScanNextReq(ScanNextReq {
-            txn: 0,
-            scan_id: 2,
-            close: false,
-        });
+        sig = Signal::ScanNextReq(ScanNextReq { txn: 0, scan_id: 2, close: false });
     }
 }
 
@@ -182,27 +129,16 @@ fn index_scan_resumes_after_its_last_row_changed() {
             let last_key = if desc { 5 } else { 1 };
             let got = scan_with_change(&mut h, t, ix, desc, 2, |h| {
                 let op = if change == "update" {
-                    KeyOp::update(
-                        t,
-                        vec![Value::Int(last_key)],
-                        vec![(1, Value::Int(if desc { 1 } else { 999 }))],
-                    )
+                    KeyOp::update(t, vec![Value::Int(last_key)], vec![(1, Value::Int(if desc { 1 } else { 999 }))])
                 } else {
                     KeyOp::delete(t, vec![Value::Int(last_key)])
                 };
                 admin_commit(h, 99, vec![op]).unwrap();
             });
-            let want: Vec<i64> = if desc {
-                vec![160, 150, 140, 130, 120, 110, 100]
-            } else {
-                vec![100, 110, 120, 130, 140, 150, 160]
-            };
+            let want: Vec<i64> =
+                if desc { vec![160, 150, 140, 130, 120, 110, 100] } else { vec![100, 110, 120, 130, 140, 150, 160] };
             // The moved row may or may not be met again at its new place.
-            let got_core: Vec<i64> = got
-                .iter()
-                .copied()
-                .filter(|v| *v != 1 && *v != 999)
-                .collect();
+            let got_core: Vec<i64> = got.iter().copied().filter(|v| *v != 1 && *v != 999).collect();
             assert_eq!(got_core, want, "desc={desc} {change}: got {got:?}");
         }
     }
@@ -221,45 +157,28 @@ fn index_scan_survives_any_single_change() {
                         let (mut h, t, ix) = host(parts);
                         let got = scan_with_change(&mut h, t, ix, desc, batch, |h| {
                             let op = match change {
-                                0 => KeyOp::update(
-                                    t,
-                                    vec![Value::Int(key)],
-                                    vec![(1, Value::Int(1))],
-                                ),
-                                1 => KeyOp::update(
-                                    t,
-                                    vec![Value::Int(key)],
-                                    vec![(1, Value::Int(999))],
-                                ),
+                                0 => KeyOp::update(t, vec![Value::Int(key)], vec![(1, Value::Int(1))]),
+                                1 => KeyOp::update(t, vec![Value::Int(key)], vec![(1, Value::Int(999))]),
                                 _ => KeyOp::delete(t, vec![Value::Int(key)]),
                             };
                             admin_commit(h, 99, vec![op]).unwrap();
                         });
                         let changed = 100 + key * 10;
-                        let mut want: Vec<i64> = (0..7)
-                            .map(|k| 100 + k * 10)
-                            .filter(|v| *v != changed)
-                            .collect();
+                        let mut want: Vec<i64> = (0..7).map(|k| 100 + k * 10).filter(|v| *v != changed).collect();
                         if desc {
                             want.reverse();
                         }
-                        let core: Vec<i64> = got
-                            .iter()
-                            .copied()
-                            .filter(|v| *v != 1 && *v != 999 && *v != changed)
-                            .collect();
+                        let core: Vec<i64> =
+                            got.iter().copied().filter(|v| *v != 1 && *v != 999 && *v != changed).collect();
                         if core != want {
-                            failures.push(format!("parts={parts} desc={desc} batch={batch} key={key} change={change}: got {got:?}"));
+                            failures.push(format!(
+                                "parts={parts} desc={desc} batch={batch} key={key} change={change}: got {got:?}"
+                            ));
                         }
                     }
                 }
             }
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} cases lose rows:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} cases lose rows:\n{}", failures.len(), failures.join("\n"));
 }

@@ -10,12 +10,7 @@ fn run_one(seed: u64, w: WorkloadKind, steps: u64) -> Result<(), String> {
     let mut cfg = SimConfig::new(seed, w);
     cfg.steps = steps;
     let r = run(&cfg);
-    println!(
-        "seed {seed} workload {} trace {:016x} {}",
-        w.name(),
-        r.trace_hash,
-        r.summary
-    );
+    println!("seed {seed} workload {} trace {:016x} {}", w.name(), r.trace_hash, r.summary);
     match &r.failure {
         None => Ok(()),
         Some(f) => Err(format!(
@@ -38,20 +33,12 @@ fn lines(known_bug: bool) -> Vec<(u64, WorkloadKind)> {
             None => WorkloadKind::ALL.iter().map(|&w| (l.seed, w)).collect(),
         }
     };
-    let bugs: Vec<(u64, WorkloadKind)> = all
-        .iter()
-        .filter(|l| l.known_bug)
-        .flat_map(expand)
-        .collect();
+    let bugs: Vec<(u64, WorkloadKind)> = all.iter().filter(|l| l.known_bug).flat_map(expand).collect();
     if known_bug {
         return bugs;
     }
-    let mut out: Vec<(u64, WorkloadKind)> = all
-        .iter()
-        .filter(|l| !l.known_bug)
-        .flat_map(expand)
-        .filter(|p| !bugs.contains(p))
-        .collect();
+    let mut out: Vec<(u64, WorkloadKind)> =
+        all.iter().filter(|l| !l.known_bug).flat_map(expand).filter(|p| !bugs.contains(p)).collect();
     out.dedup();
     out
 }
@@ -60,23 +47,15 @@ fn lines(known_bug: bool) -> Vec<(u64, WorkloadKind)> {
 fn fixed_seeds() {
     let seeds = lines(false);
     assert!(!seeds.is_empty());
-    let failures: Vec<String> = seeds
-        .into_iter()
-        .filter_map(|(s, w)| run_one(s, w, 3_000).err())
-        .collect();
+    let failures: Vec<String> = seeds.into_iter().filter_map(|(s, w)| run_one(s, w, 3_000).err()).collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]
 fn random_seeds() {
-    let n: u64 = std::env::var("NORR_SIM_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(7);
+    let n: u64 = std::env::var("NORR_SIM_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
+    let t =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(7);
     let mut x = t ^ ((std::process::id() as u64) << 20);
     // A failing random seed fails the test: add it to seeds.txt with the fix.
     let mut failures = Vec::new();

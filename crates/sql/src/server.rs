@@ -104,13 +104,7 @@ impl ServerConfig {
     /// A config with only `root` (given password), default limits.
     pub fn with_root(password: &str) -> ServerConfig {
         let mut users = HashMap::new();
-        users.insert(
-            "root".to_string(),
-            User {
-                password: password.to_string(),
-                plugin: None,
-            },
-        );
+        users.insert("root".to_string(), User { password: password.to_string(), plugin: None });
         ServerConfig {
             users,
             max_connections: DEFAULT_MAX_CONNECTIONS,
@@ -125,8 +119,7 @@ impl ServerConfig {
             Some(p) => {
                 let text = std::fs::read_to_string(p)
                     .map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", p.display()))?;
-                toml::from_str(&text)
-                    .map_err(|e| anyhow::anyhow!("bad config {}: {e}", p.display()))?
+                toml::from_str(&text).map_err(|e| anyhow::anyhow!("bad config {}: {e}", p.display()))?
             }
             None => FileConfig::default(),
         };
@@ -135,38 +128,26 @@ impl ServerConfig {
             let plugin = match &u.auth_plugin {
                 None => None,
                 Some(n) => Some(AuthPlugin::from_name(n).ok_or_else(|| {
-                    anyhow::anyhow!("user {}: unknown auth_plugin {n:?} (use mysql_native_password or caching_sha2_password)", u.name)
+                    anyhow::anyhow!(
+                        "user {}: unknown auth_plugin {n:?} (use mysql_native_password or caching_sha2_password)",
+                        u.name
+                    )
                 })?),
             };
-            cfg.users.insert(
-                u.name.clone(),
-                User {
-                    password: u.password.clone(),
-                    plugin,
-                },
-            );
+            cfg.users.insert(u.name.clone(), User { password: u.password.clone(), plugin });
         }
         let env_pw = std::env::var("NORR_ROOT_PASSWORD").ok();
         if let Some(pw) = args.root_password.as_ref().or(env_pw.as_ref()) {
-            let root = cfg.users.entry("root".into()).or_insert(User {
-                password: String::new(),
-                plugin: None,
-            });
+            let root = cfg.users.entry("root".into()).or_insert(User { password: String::new(), plugin: None });
             root.password = pw.clone();
         }
         if let Some(n) = &file.default_auth_plugin {
-            cfg.default_auth_plugin = AuthPlugin::from_name(n)
-                .ok_or_else(|| anyhow::anyhow!("unknown default_auth_plugin {n:?}"))?;
+            cfg.default_auth_plugin =
+                AuthPlugin::from_name(n).ok_or_else(|| anyhow::anyhow!("unknown default_auth_plugin {n:?}"))?;
         }
-        cfg.max_connections = args
-            .max_connections
-            .or(file.limits.max_connections)
-            .unwrap_or(DEFAULT_MAX_CONNECTIONS)
-            .max(1);
-        let map = args
-            .max_allowed_packet
-            .or(file.limits.max_allowed_packet)
-            .unwrap_or(DEFAULT_MAX_ALLOWED_PACKET);
+        cfg.max_connections =
+            args.max_connections.or(file.limits.max_connections).unwrap_or(DEFAULT_MAX_CONNECTIONS).max(1);
+        let map = args.max_allowed_packet.or(file.limits.max_allowed_packet).unwrap_or(DEFAULT_MAX_ALLOWED_PACKET);
         anyhow::ensure!(
             (1024..=MAX_MAX_ALLOWED_PACKET).contains(&map),
             "max_allowed_packet must be between 1024 and {MAX_MAX_ALLOWED_PACKET} bytes, got {map}"
@@ -211,11 +192,8 @@ pub trait Backend: Send + Sync + 'static {
         s: &'a mut Session,
         table: &'a str,
     ) -> impl Future<Output = Result<Vec<ColumnMeta>, SqlError>> + Send + 'a;
-    fn init_db<'a>(
-        &'a self,
-        s: &'a mut Session,
-        db: &'a str,
-    ) -> impl Future<Output = Result<(), SqlError>> + Send + 'a;
+    fn init_db<'a>(&'a self, s: &'a mut Session, db: &'a str)
+        -> impl Future<Output = Result<(), SqlError>> + Send + 'a;
     fn end_session<'a>(&'a self, s: &'a mut Session) -> impl Future<Output = ()> + Send + 'a;
 }
 
@@ -247,11 +225,7 @@ impl ServerState {
 }
 
 /// Accepts clients on `listener` forever, one task per connection.
-pub async fn serve_listener<B: Backend>(
-    listener: tokio::net::TcpListener,
-    backend: Arc<B>,
-    state: Arc<ServerState>,
-) {
+pub async fn serve_listener<B: Backend>(listener: tokio::net::TcpListener, backend: Arc<B>, state: Arc<ServerState>) {
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
@@ -310,11 +284,7 @@ impl Backend for crate::engine::Engine {
     ) -> impl Future<Output = Result<PreparedInfo<Self::Stmt>, SqlError>> + Send + 'a {
         async move {
             let p = crate::engine::Engine::prepare(self, s, sql).await?;
-            Ok(PreparedInfo {
-                param_count: p.param_count,
-                columns: p.columns.clone(),
-                stmt: p,
-            })
+            Ok(PreparedInfo { param_count: p.param_count, columns: p.columns.clone(), stmt: p })
         }
     }
 
@@ -356,11 +326,7 @@ const CONNECT_RETRY_SECS: u64 = 60;
 /// project targets have 2 cores).
 pub fn run_sqld(args: SqldArgs) -> anyhow::Result<()> {
     let config = ServerConfig::from_args(&args)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("sqld")
-        .enable_all()
-        .build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("sqld").enable_all().build()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
@@ -372,26 +338,18 @@ pub fn run_sqld(args: SqldArgs) -> anyhow::Result<()> {
             hostname: std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()),
             ..Default::default()
         };
-        let deadline =
-            std::time::Instant::now() + std::time::Duration::from_secs(CONNECT_RETRY_SECS);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(CONNECT_RETRY_SECS);
         let engine = loop {
             match crate::engine::Engine::connect(&args.data_node, cfg.clone()).await {
                 Ok(e) => break e,
                 Err(e) if std::time::Instant::now() < deadline => {
-                    tracing::warn!(
-                        "sqld: data node {} not ready ({e}); retrying",
-                        args.data_node
-                    );
+                    tracing::warn!("sqld: data node {} not ready ({e}); retrying", args.data_node);
                     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
                 }
                 Err(e) => anyhow::bail!("cannot connect to data node {}: {e}", args.data_node),
             }
         };
-        tracing::info!(
-            "sqld: listening on {} (data node {})",
-            args.listen,
-            args.data_node
-        );
+        tracing::info!("sqld: listening on {} (data node {})", args.listen, args.data_node);
         serve_listener(listener, engine, ServerState::new(config)).await;
         Ok(())
     })

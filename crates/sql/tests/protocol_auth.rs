@@ -9,30 +9,16 @@ use protocol_support::*;
 async fn both_plugins_and_switching() {
     // Greeting offers caching_sha2_password (MySQL 8 default).
     let srv = start_server().await;
-    for (user, pw) in [
-        ("root", "rootpw"),
-        ("sha", "spw"),
-        ("native", "npw"),
-        ("nopw", ""),
-    ] {
-        let mut c = mysql_async::Conn::new(opts(srv.port, user, pw))
-            .await
-            .unwrap_or_else(|e| panic!("{user}: {e}"));
+    for (user, pw) in [("root", "rootpw"), ("sha", "spw"), ("native", "npw"), ("nopw", "")] {
+        let mut c = mysql_async::Conn::new(opts(srv.port, user, pw)).await.unwrap_or_else(|e| panic!("{user}: {e}"));
         let v: Vec<i64> = c.query("select 1").await.unwrap();
         assert_eq!(v, vec![1], "{user}");
         c.disconnect().await.unwrap();
     }
     // Greeting offers mysql_native_password: the sha account gets switched.
     let srv = start_server_with(|c| c.default_auth_plugin = AuthPlugin::Native).await;
-    for (user, pw) in [
-        ("root", "rootpw"),
-        ("sha", "spw"),
-        ("native", "npw"),
-        ("nopw", ""),
-    ] {
-        let mut c = mysql_async::Conn::new(opts(srv.port, user, pw))
-            .await
-            .unwrap_or_else(|e| panic!("{user}: {e}"));
+    for (user, pw) in [("root", "rootpw"), ("sha", "spw"), ("native", "npw"), ("nopw", "")] {
+        let mut c = mysql_async::Conn::new(opts(srv.port, user, pw)).await.unwrap_or_else(|e| panic!("{user}: {e}"));
         c.ping().await.unwrap();
         c.disconnect().await.unwrap();
     }
@@ -41,37 +27,20 @@ async fn both_plugins_and_switching() {
 #[tokio::test]
 async fn wrong_password_is_1045() {
     let srv = start_server().await;
-    for (user, pw) in [
-        ("root", "bad"),
-        ("root", ""),
-        ("ghost", "x"),
-        ("sha", "npw"),
-        ("native", "spw"),
-        ("nopw", "x"),
-    ] {
-        let e = mysql_async::Conn::new(opts(srv.port, user, pw))
-            .await
-            .err()
-            .unwrap_or_else(|| panic!("{user} got in"));
+    for (user, pw) in [("root", "bad"), ("root", ""), ("ghost", "x"), ("sha", "npw"), ("native", "spw"), ("nopw", "x")]
+    {
+        let e = mysql_async::Conn::new(opts(srv.port, user, pw)).await.err().unwrap_or_else(|| panic!("{user} got in"));
         let (code, state, msg) = server_error(e);
         assert_eq!((code, state.as_str()), (1045, "28000"), "{user}: {msg}");
-        assert!(
-            msg.contains(&format!("Access denied for user '{user}'")),
-            "{msg}"
-        );
+        assert!(msg.contains(&format!("Access denied for user '{user}'")), "{msg}");
         let using = if pw.is_empty() { "NO" } else { "YES" };
         assert!(msg.contains(&format!("(using password: {using})")), "{msg}");
     }
     let srv = start_server_with(|c| c.default_auth_plugin = AuthPlugin::Native).await;
-    let e = mysql_async::Conn::new(opts(srv.port, "sha", "bad"))
-        .await
-        .err()
-        .unwrap();
+    let e = mysql_async::Conn::new(opts(srv.port, "sha", "bad")).await.err().unwrap();
     assert_eq!(server_error(e).0, 1045);
     // The server still serves after failed logins.
-    let mut c = mysql_async::Conn::new(opts(srv.port, "root", "rootpw"))
-        .await
-        .unwrap();
+    let mut c = mysql_async::Conn::new(opts(srv.port, "root", "rootpw")).await.unwrap();
     c.ping().await.unwrap();
 }
 
@@ -93,15 +62,10 @@ async fn raw_native_login_and_switch_to_sha2() {
 #[tokio::test]
 async fn connect_with_db_and_init_db() {
     let srv = start_server().await;
-    let mut c = mysql_async::Conn::new(opts(srv.port, "root", "rootpw").db_name(Some("shop")))
-        .await
-        .unwrap();
+    let mut c = mysql_async::Conn::new(opts(srv.port, "root", "rootpw").db_name(Some("shop"))).await.unwrap();
     let db: Vec<Option<String>> = c.query("select db").await.unwrap();
     assert_eq!(db, vec![Some("shop".to_string())]);
-    let e = mysql_async::Conn::new(opts(srv.port, "root", "rootpw").db_name(Some("nosuchdb")))
-        .await
-        .err()
-        .unwrap();
+    let e = mysql_async::Conn::new(opts(srv.port, "root", "rootpw").db_name(Some("nosuchdb"))).await.err().unwrap();
     assert_eq!(server_error(e).0, 1049);
     // COM_INIT_DB by hand.
     let (mut r, _) = Raw::login(srv.port, "root", "rootpw", CAPS).await;
@@ -125,20 +89,11 @@ async fn connect_with_db_and_init_db() {
 #[tokio::test]
 async fn too_many_connections() {
     let srv = start_server_with(|c| c.max_connections = 2).await;
-    let _a = mysql_async::Conn::new(opts(srv.port, "root", "rootpw"))
-        .await
-        .unwrap();
-    let _b = mysql_async::Conn::new(opts(srv.port, "root", "rootpw"))
-        .await
-        .unwrap();
-    let e = mysql_async::Conn::new(opts(srv.port, "root", "rootpw"))
-        .await
-        .err()
-        .unwrap();
+    let _a = mysql_async::Conn::new(opts(srv.port, "root", "rootpw")).await.unwrap();
+    let _b = mysql_async::Conn::new(opts(srv.port, "root", "rootpw")).await.unwrap();
+    let e = mysql_async::Conn::new(opts(srv.port, "root", "rootpw")).await.err().unwrap();
     assert_eq!(server_error(e).0, 1040);
     drop(_a);
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let _c = mysql_async::Conn::new(opts(srv.port, "root", "rootpw"))
-        .await
-        .unwrap();
+    let _c = mysql_async::Conn::new(opts(srv.port, "root", "rootpw")).await.unwrap();
 }

@@ -121,11 +121,7 @@ async fn every_param_type_and_long_data() {
     let first = read_result(&mut r).await;
     assert_ne!(first[0], 0xff, "{first:?}");
     let got = LAST_PARAMS.lock().unwrap().clone();
-    let date = Date {
-        year: 2024,
-        month: 2,
-        day: 29,
-    };
+    let date = Date { year: 2024, month: 2, day: 29 };
     let want = vec![
         Value::Int(-1),
         Value::UInt(255),
@@ -136,27 +132,12 @@ async fn every_param_type_and_long_data() {
         Value::UInt(u64::MAX),
         Value::Float(1.25),
         Value::Double(-0.5),
-        Value::Decimal(Decimal {
-            mantissa: 1250,
-            scale: 2,
-        }),
+        Value::Decimal(Decimal { mantissa: 1250, scale: 2 }),
         Value::str("vc"),
         Value::Bytes(vec![0, 1, 2]),
         Value::Date(date),
-        Value::DateTime(DateTime {
-            date,
-            hour: 1,
-            minute: 2,
-            second: 3,
-            micro: 0,
-        }),
-        Value::DateTime(DateTime {
-            date,
-            hour: 1,
-            minute: 2,
-            second: 3,
-            micro: 123456,
-        }),
+        Value::DateTime(DateTime { date, hour: 1, minute: 2, second: 3, micro: 0 }),
+        Value::DateTime(DateTime { date, hour: 1, minute: 2, second: 3, micro: 123456 }),
         Value::Time(-((((24 + 2) * 60 + 3) * 60 + 4) * 1_000_000 + 123456)),
         Value::Null,
         Value::Null,
@@ -252,22 +233,12 @@ async fn oversized_packets() {
     assert_eq!((code, state.as_str()), (1153, "08S01"));
     assert!(r.read().await.is_none());
     // The same through mysql_async.
-    let mut c = mysql_async::Conn::new(opts(srv.port, "root", "rootpw"))
-        .await
-        .unwrap();
+    let mut c = mysql_async::Conn::new(opts(srv.port, "root", "rootpw")).await.unwrap();
     let big = format!("select len {}", "y".repeat(2 << 20));
-    let e = mysql_async::prelude::Queryable::query_drop(&mut c, big)
-        .await
-        .err()
-        .unwrap();
-    assert!(
-        format!("{e:?}").contains("1153") || matches!(e, mysql_async::Error::Io(_)),
-        "{e:?}"
-    );
+    let e = mysql_async::prelude::Queryable::query_drop(&mut c, big).await.err().unwrap();
+    assert!(format!("{e:?}").contains("1153") || matches!(e, mysql_async::Error::Io(_)), "{e:?}");
     // And the server lives on.
-    let mut c = mysql_async::Conn::new(opts(srv.port, "root", "rootpw"))
-        .await
-        .unwrap();
+    let mut c = mysql_async::Conn::new(opts(srv.port, "root", "rootpw")).await.unwrap();
     mysql_async::prelude::Queryable::ping(&mut c).await.unwrap();
 }
 
@@ -307,8 +278,7 @@ async fn fuzz_random_packets() {
         let mut p: Vec<u8> = (0..len).map(|_| next() as u8).collect();
         if round % 2 == 0 && !p.is_empty() {
             // bias towards real commands
-            p[0] = [0x03, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x04, 0x02, 0x1c]
-                [(next() % 10) as usize];
+            p[0] = [0x03, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x04, 0x02, 0x1c][(next() % 10) as usize];
         }
         if round % 10 == 0 {
             // garbage as the handshake response
@@ -338,8 +308,6 @@ async fn fuzz_random_packets() {
         }
         assert!(ok, "round {round}: no answer to ping after {p:?}");
     }
-    let mut c = mysql_async::Conn::new(opts(srv.port, "root", "rootpw"))
-        .await
-        .unwrap();
+    let mut c = mysql_async::Conn::new(opts(srv.port, "root", "rootpw")).await.unwrap();
     mysql_async::prelude::Queryable::ping(&mut c).await.unwrap();
 }

@@ -7,9 +7,7 @@ use mysql_async::{Row, Value as MV};
 use protocol_support::*;
 
 async fn conn(port: u16) -> mysql_async::Conn {
-    mysql_async::Conn::new(opts(port, "root", "rootpw"))
-        .await
-        .unwrap()
+    mysql_async::Conn::new(opts(port, "root", "rootpw")).await.unwrap()
 }
 
 fn texts(row: &Row) -> Vec<Option<String>> {
@@ -63,13 +61,8 @@ async fn text_results_every_type() {
     assert_eq!(cols[0].table_str(), "t");
     assert_eq!(cols[0].schema_str(), "test");
     assert_eq!(cols[9].decimals(), 2);
-    assert_eq!(
-        cols[9].column_type(),
-        mysql_async::consts::ColumnType::MYSQL_TYPE_NEWDECIMAL
-    );
-    assert!(cols[4]
-        .flags()
-        .contains(mysql_async::consts::ColumnFlags::UNSIGNED_FLAG));
+    assert_eq!(cols[9].column_type(), mysql_async::consts::ColumnType::MYSQL_TYPE_NEWDECIMAL);
+    assert!(cols[4].flags().contains(mysql_async::consts::ColumnFlags::UNSIGNED_FLAG));
     // Big and empty result sets.
     let rows: Vec<(i64, String)> = c.query("select many").await.unwrap();
     assert_eq!(rows.len(), 10_000);
@@ -99,12 +92,9 @@ async fn ok_packets_status_and_errors() {
     let st = c.last_ok_packet().unwrap().status_flags();
     assert!(!st.contains(S::SERVER_STATUS_AUTOCOMMIT));
 
-    for (q, code, state) in [
-        ("error", 1146, "42S02"),
-        ("dup", 1062, "23000"),
-        ("selectt 1", 1064, "42000"),
-        ("", 1065, "42000"),
-    ] {
+    for (q, code, state) in
+        [("error", 1146, "42S02"), ("dup", 1062, "23000"), ("selectt 1", 1064, "42000"), ("", 1065, "42000")]
+    {
         let e = c.query_drop(q).await.err().unwrap();
         let (gc, gs, _) = server_error(e);
         assert_eq!((gc, gs.as_str()), (code, state), "{q}");
@@ -118,10 +108,7 @@ async fn ok_packets_status_and_errors() {
 async fn multi_statements() {
     let srv = start_server().await;
     let mut c = conn(srv.port).await; // mysql_async sets CLIENT_MULTI_STATEMENTS
-    let mut r = c
-        .query_iter("select 1; insert; select types")
-        .await
-        .unwrap();
+    let mut r = c.query_iter("select 1; insert; select types").await.unwrap();
     let a: Vec<Row> = r.collect().await.unwrap();
     assert_eq!(a.len(), 1);
     let b: Vec<Row> = r.collect().await.unwrap();
@@ -195,11 +182,7 @@ async fn prepared_round_trip_mysql_async() {
     assert_eq!(v[15], MV::Date(2024, 2, 29, 13, 5, 9, 123456));
     assert_eq!(v[16], MV::Time(false, 34, 22, 59, 59, 0));
     assert_eq!(v[17], MV::Time(true, 1, 1, 0, 0, 500_000));
-    assert!(
-        v[18] == MV::UInt(2024) || v[18] == MV::Int(2024),
-        "{:?}",
-        v[18]
-    );
+    assert!(v[18] == MV::UInt(2024) || v[18] == MV::Int(2024), "{:?}", v[18]);
     assert_eq!(v[19], MV::NULL);
     // Prepared OK results and errors.
     c.exec_drop("insert ?, ?", (1, 2)).await.unwrap();

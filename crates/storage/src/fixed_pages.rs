@@ -38,10 +38,7 @@ pub struct FixedPages {
 
 impl FixedPages {
     pub fn new(slot_size: usize) -> FixedPages {
-        assert!(
-            (4..=FIXED_PAGE_BYTES).contains(&slot_size),
-            "slot size {slot_size}"
-        );
+        assert!((4..=FIXED_PAGE_BYTES).contains(&slot_size), "slot size {slot_size}");
         FixedPages {
             slot_size,
             slots_per_page: (FIXED_PAGE_BYTES / slot_size) as u32,
@@ -85,10 +82,7 @@ impl FixedPages {
     }
 
     fn split(&self, row: RowId) -> (usize, usize) {
-        (
-            (row / self.slots_per_page) as usize,
-            (row % self.slots_per_page) as usize,
-        )
+        ((row / self.slots_per_page) as usize, (row % self.slots_per_page) as usize)
     }
 
     pub fn is_live(&self, row: RowId) -> bool {
@@ -141,10 +135,7 @@ impl FixedPages {
             self.partial.remove(&p);
         }
         self.live += 1;
-        let row = p
-            .checked_mul(spp)
-            .and_then(|b| b.checked_add(s))
-            .expect("RowId space exhausted");
+        let row = p.checked_mul(spp).and_then(|b| b.checked_add(s)).expect("RowId space exhausted");
         assert_ne!(row, NONE);
         row
     }
@@ -210,11 +201,7 @@ impl FixedPages {
             let pg = &self.pages[p];
             if pg.buf.is_some() && pg.live > 0 {
                 let mut w = s / 64;
-                let mut bits = if w < pg.live_bits.len() {
-                    pg.live_bits[w] & (!0u64 << (s % 64))
-                } else {
-                    0
-                };
+                let mut bits = if w < pg.live_bits.len() { pg.live_bits[w] & (!0u64 << (s % 64)) } else { 0 };
                 while w < pg.live_bits.len() {
                     if bits != 0 {
                         let slot = w * 64 + bits.trailing_zeros() as usize;
@@ -243,11 +230,7 @@ impl FixedPages {
             allocated += 1;
             let n: u32 = pg.live_bits.iter().map(|w| w.count_ones()).sum();
             assert_eq!(n, pg.live, "page {p} live count");
-            assert_eq!(
-                self.partial.contains(&(p as u32)),
-                pg.live < self.slots_per_page,
-                "page {p} partial set"
-            );
+            assert_eq!(self.partial.contains(&(p as u32)), pg.live < self.slots_per_page, "page {p} partial set");
             live += n as u64;
         }
         assert_eq!(live, self.live);

@@ -19,15 +19,10 @@ pub struct KeyInfo {
 
 impl KeyInfo {
     pub(crate) fn new(def: &TableDef, cols: &[u16]) -> KeyInfo {
-        let types: Vec<ColumnType> = cols
-            .iter()
-            .map(|&c| def.columns[c as usize].ty.clone())
-            .collect();
+        let types: Vec<ColumnType> = cols.iter().map(|&c| def.columns[c as usize].ty.clone()).collect();
         KeyInfo {
             cols: cols.iter().map(|&c| c as usize).collect(),
-            needs_var: types
-                .iter()
-                .any(|t| t.is_bytes() && !matches!(t, ColumnType::Binary { .. })),
+            needs_var: types.iter().any(|t| t.is_bytes() && !matches!(t, ColumnType::Binary { .. })),
             types,
         }
     }
@@ -61,11 +56,7 @@ impl KeyInfo {
     ) {
         out.clear();
         let slot = fixed.slot(row);
-        let payload = if self.needs_var {
-            layout.var_ref(slot).map(|r| var.get(r)).unwrap_or(&[])
-        } else {
-            &[]
-        };
+        let payload = if self.needs_var { layout.var_ref(slot).map(|r| var.get(r)).unwrap_or(&[]) } else { &[] };
         for (c, t) in self.cols.iter().zip(&self.types) {
             encode_value(out, &layout.read_col(slot, payload, *c), t);
         }

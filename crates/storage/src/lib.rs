@@ -82,9 +82,7 @@ pub use scan::ScanCursor;
 
 use norr_signals::ops::{Filter, ScanRange};
 use norr_signals::value::Value;
-use norr_signals::{
-    ColumnId, ErrorCode, IndexDef, IndexId, NodeError, PartitionId, TableDef, TableId,
-};
+use norr_signals::{ColumnId, ErrorCode, IndexDef, IndexId, NodeError, PartitionId, TableDef, TableId};
 use std::collections::BTreeMap;
 use table_store::TableStore;
 
@@ -99,19 +97,12 @@ pub struct Storage {
 }
 
 fn no_table(table: TableId) -> NodeError {
-    NodeError::with(
-        ErrorCode::NoSuchTable,
-        format!("table id {table} not in storage"),
-    )
+    NodeError::with(ErrorCode::NoSuchTable, format!("table id {table} not in storage"))
 }
 
 impl Storage {
     pub fn new(data_memory_bytes: u64) -> Storage {
-        Storage {
-            tables: BTreeMap::new(),
-            limit_bytes: data_memory_bytes,
-            used_bytes: 0,
-        }
+        Storage { tables: BTreeMap::new(), limit_bytes: data_memory_bytes, used_bytes: 0 }
     }
 
     fn t(&self, table: TableId) -> Result<&TableStore, NodeError> {
@@ -130,23 +121,14 @@ impl Storage {
 
     pub fn create_table(&mut self, def: &TableDef) -> Result<(), NodeError> {
         if self.tables.contains_key(&def.id) {
-            return Err(NodeError::with(
-                ErrorCode::TableExists,
-                format!("table id {} exists", def.id),
-            ));
+            return Err(NodeError::with(ErrorCode::TableExists, format!("table id {} exists", def.id)));
         }
         if self.tables.len() >= MAX_TABLES {
-            return Err(NodeError::with(
-                ErrorCode::TooManyTables,
-                format!("at most {MAX_TABLES} tables"),
-            ));
+            return Err(NodeError::with(ErrorCode::TooManyTables, format!("at most {MAX_TABLES} tables")));
         }
         let t = TableStore::new(def)?;
         if t.bytes > self.budget() {
-            return Err(NodeError::with(
-                ErrorCode::TableFull,
-                "no data memory for the table's partitions",
-            ));
+            return Err(NodeError::with(ErrorCode::TableFull, "no data memory for the table's partitions"));
         }
         self.used_bytes += t.bytes;
         self.tables.insert(def.id, t);
@@ -201,11 +183,7 @@ impl Storage {
 
     /// Partition for a row with these pk values (PartitionScheme::Key); User
     /// scheme -> MissingPartition.
-    pub fn partition_of_pk(
-        &self,
-        table: TableId,
-        pk_values: &[Value],
-    ) -> Result<PartitionId, NodeError> {
+    pub fn partition_of_pk(&self, table: TableId, pk_values: &[Value]) -> Result<PartitionId, NodeError> {
         self.t(table)?.partition_of_pk(pk_values)
     }
 
@@ -226,10 +204,7 @@ impl Storage {
         let t = self.t(table)?;
         let ix = t.index(index)?;
         let Some(map) = &ix.unique else {
-            return Err(NodeError::with(
-                ErrorCode::NoSuchIndex,
-                format!("index {} is not unique", ix.def.name),
-            ));
+            return Err(NodeError::with(ErrorCode::NoSuchIndex, format!("index {} is not unique", ix.def.name)));
         };
         if index_values.len() == ix.key.cols.len() && index_values.iter().any(|v| v.is_null()) {
             return Ok(None);
@@ -262,10 +237,7 @@ impl Storage {
         out: &mut Vec<Value>,
     ) {
         out.clear();
-        let t = self
-            .tables
-            .get(&table)
-            .expect("read_projected: unknown table");
+        let t = self.tables.get(&table).expect("read_projected: unknown table");
         if cols.is_empty() {
             t.read_into(part as usize, row, out);
         } else {
@@ -283,12 +255,7 @@ impl Storage {
 
     /// Insert a full row. Maintains all indexes. DuplicateKey /
     /// DuplicateUniqueKey / TableFull leave storage unchanged.
-    pub fn insert(
-        &mut self,
-        table: TableId,
-        part: PartitionId,
-        row: Vec<Value>,
-    ) -> Result<RowId, NodeError> {
+    pub fn insert(&mut self, table: TableId, part: PartitionId, row: Vec<Value>) -> Result<RowId, NodeError> {
         let budget = self.budget();
         let t = self.tables.get_mut(&table).ok_or_else(|| no_table(table))?;
         let (rowid, delta) = t.insert(part, row, budget)?;
@@ -328,10 +295,7 @@ impl Storage {
         if need > self.budget() {
             return Err(NodeError::with(
                 ErrorCode::TableFull,
-                format!(
-                    "row may need {need} bytes of data memory, {} free",
-                    self.budget()
-                ),
+                format!("row may need {need} bytes of data memory, {} free", self.budget()),
             ));
         }
         Ok(())
@@ -352,9 +316,7 @@ impl Storage {
     /// Bytes of a row's own column data (fixed widths + var bytes), the base of
     /// the per-row overhead figure.
     pub fn data_bytes_of_row(&self, table: TableId, row: &[Value]) -> usize {
-        self.tables
-            .get(&table)
-            .map_or(0, |t| t.layout.data_bytes(row))
+        self.tables.get(&table).map_or(0, |t| t.layout.data_bytes(row))
     }
 
     pub fn scan_open(

@@ -51,13 +51,7 @@ pub fn measure_row_overhead(rows: i64) -> f64 {
         columns: vec![
             ColumnDef::new("id", ColumnType::BigInt { unsigned: false }).not_null(),
             ColumnDef::new("v", ColumnType::BigInt { unsigned: false }),
-            ColumnDef::new(
-                "c",
-                ColumnType::Char {
-                    len: 20,
-                    collation: Collation::CaseInsensitive,
-                },
-            ),
+            ColumnDef::new("c", ColumnType::Char { len: 20, collation: Collation::CaseInsensitive }),
         ],
         primary_key: vec![0],
         partitioning: PartitionScheme::Key { columns: vec![] },

@@ -134,12 +134,7 @@ pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
 
 /// Turn encoded bound prefixes into a key range over `index key ++ pk` entries.
 /// An empty prefix is unbounded.
-pub fn key_range(
-    low: &[u8],
-    low_incl: bool,
-    high: &[u8],
-    high_incl: bool,
-) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+pub fn key_range(low: &[u8], low_incl: bool, high: &[u8], high_incl: bool) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
     let lo = if low.is_empty() {
         Bound::Unbounded
     } else if low_incl {
@@ -182,15 +177,7 @@ mod tests {
 
     #[test]
     fn inline_and_heap_keys_order_as_bytes() {
-        let keys: Vec<Vec<u8>> = vec![
-            vec![],
-            vec![0],
-            vec![1; 30],
-            vec![1; 31],
-            vec![1; 29],
-            vec![2],
-            vec![1; 100],
-        ];
+        let keys: Vec<Vec<u8>> = vec![vec![], vec![0], vec![1; 30], vec![1; 31], vec![1; 29], vec![2], vec![1; 100]];
         for a in &keys {
             for b in &keys {
                 assert_eq!(IKey::new(a).cmp(&IKey::new(b)), a.cmp(b));
@@ -207,13 +194,7 @@ mod tests {
         assert_eq!(prefix_successor(&[1, 2]), Some(vec![1, 3]));
         assert_eq!(prefix_successor(&[1, 0xFF]), Some(vec![2]));
         assert_eq!(prefix_successor(&[0xFF]), None);
-        assert!(range_is_empty(
-            &Bound::Included(vec![2]),
-            &Bound::Excluded(vec![2])
-        ));
-        assert!(!range_is_empty(
-            &Bound::Included(vec![2]),
-            &Bound::Included(vec![2])
-        ));
+        assert!(range_is_empty(&Bound::Included(vec![2]), &Bound::Excluded(vec![2])));
+        assert!(!range_is_empty(&Bound::Included(vec![2]), &Bound::Included(vec![2])));
     }
 }

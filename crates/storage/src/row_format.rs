@@ -109,10 +109,9 @@ impl RowLayout {
                 match &c.ty {
                     ColumnType::Float => FixedKind::F32,
                     ColumnType::Double => FixedKind::F64,
-                    ColumnType::Decimal { precision, scale } => FixedKind::Dec {
-                        bytes: if *precision <= 18 { 8 } else { 16 },
-                        scale: *scale,
-                    },
+                    ColumnType::Decimal { precision, scale } => {
+                        FixedKind::Dec { bytes: if *precision <= 18 { 8 } else { 16 }, scale: *scale }
+                    }
                     ColumnType::Binary { len } => FixedKind::Bin(*len),
                     ColumnType::Date => FixedKind::Date,
                     ColumnType::DateTime | ColumnType::Timestamp => FixedKind::DateTime,
@@ -124,10 +123,7 @@ impl RowLayout {
                     }
                 }
             };
-            cols.push(ColLoc::Fixed {
-                off: off as u32,
-                kind,
-            });
+            cols.push(ColLoc::Fixed { off: off as u32, kind });
             off += kind.width();
         }
         let var_ref_off = if var_col_ids.is_empty() {
@@ -136,13 +132,7 @@ impl RowLayout {
             off += VAR_REF_BYTES;
             Some(off - VAR_REF_BYTES)
         };
-        RowLayout {
-            cols,
-            var_ref_off,
-            var_cols: var_col_ids.len(),
-            slot_size: off.max(4),
-            var_col_ids,
-        }
+        RowLayout { cols, var_ref_off, var_cols: var_col_ids.len(), slot_size: off.max(4), var_col_ids }
     }
 
     pub fn is_null(&self, slot: &[u8], col: usize) -> bool {
@@ -175,19 +165,14 @@ impl RowLayout {
                 put_varint(&mut out, b.len() as u64);
                 out.extend_from_slice(b);
             } else {
-                assert!(
-                    row[c].is_null(),
-                    "var column {c} holds a non-bytes value {:?}",
-                    row[c]
-                );
+                assert!(row[c].is_null(), "var column {c} holds a non-bytes value {:?}", row[c]);
             }
         }
         out
     }
 
     pub fn var_ref(&self, slot: &[u8]) -> Option<VarRef> {
-        self.var_ref_off
-            .map(|o| VarRef::decode(&slot[o..o + VAR_REF_BYTES]))
+        self.var_ref_off.map(|o| VarRef::decode(&slot[o..o + VAR_REF_BYTES]))
     }
 
     pub fn set_var_ref(&self, slot: &mut [u8], r: VarRef) {
@@ -303,11 +288,7 @@ fn write_date(dst: &mut [u8], d: &Date) {
 }
 
 fn read_date(src: &[u8]) -> Date {
-    Date {
-        year: u16::from_le_bytes([src[0], src[1]]),
-        month: src[2],
-        day: src[3],
-    }
+    Date { year: u16::from_le_bytes([src[0], src[1]]), month: src[2], day: src[3] }
 }
 
 fn write_fixed_value(dst: &mut [u8], kind: FixedKind, v: &Value) {
@@ -343,10 +324,7 @@ fn read_fixed_value(src: &[u8], kind: FixedKind) -> Value {
         FixedKind::UInt(_) => Value::UInt(read_int(src, false) as u64),
         FixedKind::F32 => Value::Float(f32::from_le_bytes(src.try_into().expect("4 bytes"))),
         FixedKind::F64 => Value::Double(f64::from_le_bytes(src.try_into().expect("8 bytes"))),
-        FixedKind::Dec { scale, .. } => Value::Decimal(Decimal {
-            mantissa: read_int(src, true),
-            scale,
-        }),
+        FixedKind::Dec { scale, .. } => Value::Decimal(Decimal { mantissa: read_int(src, true), scale }),
         FixedKind::Bin(_) => Value::Bytes(src.to_vec()),
         FixedKind::Date => Value::Date(read_date(src)),
         FixedKind::DateTime => Value::DateTime(DateTime {

@@ -111,12 +111,7 @@ impl TableStore {
     /// column's range becomes +inf / -inf at its position, so
     /// `tinyint_col < 1000` scans every non-NULL value instead of failing; a
     /// number between two column values becomes the nearest one inside the range.
-    fn encode_bound(
-        &self,
-        index: IndexId,
-        b: &ScanBound,
-        low_side: bool,
-    ) -> Result<EncodedBound, NodeError> {
+    fn encode_bound(&self, index: IndexId, b: &ScanBound, low_side: bool) -> Result<EncodedBound, NodeError> {
         let ix = self.index(index)?;
         if b.values.len() > ix.key.cols.len() {
             return Err(bad_bound(format!(
@@ -135,22 +130,14 @@ impl TableStore {
                 Ok(cv) => {
                     encode_value(&mut out, &cv, t);
                     if ends {
-                        return Ok(EncodedBound {
-                            prefix: out,
-                            inf: None,
-                            inclusive: true,
-                        });
+                        return Ok(EncodedBound { prefix: out, inf: None, inclusive: true });
                     }
                 }
                 Err(e) => {
                     let sample = class_sample(t);
                     let numeric = matches!(
                         sample,
-                        Value::Int(_)
-                            | Value::UInt(_)
-                            | Value::Float(_)
-                            | Value::Double(_)
-                            | Value::Decimal(_)
+                        Value::Int(_) | Value::UInt(_) | Value::Float(_) | Value::Double(_) | Value::Decimal(_)
                     );
                     if !numeric && std::mem::discriminant(&v) == std::mem::discriminant(&sample) {
                         encode_value(&mut out, &v, t);
@@ -163,25 +150,14 @@ impl TableStore {
                             _ => None,
                         };
                         if inf.is_some() {
-                            return Ok(EncodedBound {
-                                prefix: out,
-                                inf,
-                                inclusive: true,
-                            });
+                            return Ok(EncodedBound { prefix: out, inf, inclusive: true });
                         }
                     }
-                    return Err(bad_bound(format!(
-                        "bound value for column {name}: {}",
-                        e.message
-                    )));
+                    return Err(bad_bound(format!("bound value for column {name}: {}", e.message)));
                 }
             }
         }
-        Ok(EncodedBound {
-            prefix: out,
-            inf: None,
-            inclusive: b.inclusive,
-        })
+        Ok(EncodedBound { prefix: out, inf: None, inclusive: b.inclusive })
     }
 
     pub fn scan_open(
@@ -196,17 +172,11 @@ impl TableStore {
             if range.is_some() {
                 return Err(bad_bound("a range needs an ordered index".into()));
             }
-            return Ok(ScanCursor::Full {
-                next: 0,
-                done: false,
-            });
+            return Ok(ScanCursor::Full { next: 0, done: false });
         };
         let ix = self.index(index)?;
         if ix.def.kind != IndexKind::Ordered {
-            return Err(bad_bound(format!(
-                "index {} is a hash index and cannot be scanned",
-                ix.def.name
-            )));
+            return Err(bad_bound(format!("index {} is a hash index and cannot be scanned", ix.def.name)));
         }
         let (low, high) = match range {
             None => (Bound::Unbounded, Bound::Unbounded),
@@ -218,27 +188,16 @@ impl TableStore {
                 // after NULL (0x00) and before (0x01) or after (0x02) every
                 // non-NULL value at that position.
                 if let Some(plus) = lo.inf {
-                    l = Bound::Included(
-                        [lo.prefix.as_slice(), &[if plus { 0x02 } else { 0x01 }]].concat(),
-                    );
+                    l = Bound::Included([lo.prefix.as_slice(), &[if plus { 0x02 } else { 0x01 }]].concat());
                 }
                 if let Some(plus) = hi.inf {
-                    h = Bound::Excluded(
-                        [hi.prefix.as_slice(), &[if plus { 0x02 } else { 0x01 }]].concat(),
-                    );
+                    h = Bound::Excluded([hi.prefix.as_slice(), &[if plus { 0x02 } else { 0x01 }]].concat());
                 }
                 (l, h)
             }
         };
         let done = range_is_empty(&low, &high);
-        Ok(ScanCursor::Ordered {
-            index,
-            low,
-            high,
-            descending,
-            last: None,
-            done,
-        })
+        Ok(ScanCursor::Ordered { index, low, high, descending, last: None, done })
     }
 
     fn passes(&self, filter: Option<&Filter>, row: &[Value]) -> Result<bool, NodeError> {
@@ -291,22 +250,12 @@ impl TableStore {
                 }
                 Ok(*done)
             }
-            ScanCursor::Ordered {
-                index,
-                low,
-                high,
-                descending,
-                last,
-                done,
-            } => {
+            ScanCursor::Ordered { index, low, high, descending, last, done } => {
                 if *done {
                     return Ok(true);
                 }
                 let ord = self.parts[pi].ordered.get(index).ok_or_else(|| {
-                    NodeError::with(
-                        ErrorCode::NoSuchIndex,
-                        format!("index {index} dropped during scan"),
-                    )
+                    NodeError::with(ErrorCode::NoSuchIndex, format!("index {index} dropped during scan"))
                 })?;
                 let (lo, hi) = match (&last, *descending) {
                     (None, _) => (low.clone(), high.clone()),
@@ -317,8 +266,7 @@ impl TableStore {
                     *done = true;
                     return Ok(true);
                 }
-                let bounds: (Bound<&[u8]>, Bound<&[u8]>) =
-                    (as_slice_bound(&lo), as_slice_bound(&hi));
+                let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (as_slice_bound(&lo), as_slice_bound(&hi));
                 let mut it: Box<dyn Iterator<Item = (&IKey, &RowId)>> = if *descending {
                     Box::new(ord.map.range::<[u8], _>(bounds).rev())
                 } else {

@@ -12,15 +12,8 @@ impl TableStore {
     /// Add an index built from the existing rows. Returns the change of `bytes`.
     pub fn create_index(&mut self, ix: &IndexDef, budget: u64) -> Result<i64, NodeError> {
         validate_index(&self.def, ix)?;
-        if self
-            .indexes
-            .iter()
-            .any(|i| i.def.id == ix.id || i.def.name.eq_ignore_ascii_case(&ix.name))
-        {
-            return Err(err(
-                ErrorCode::IndexExists,
-                format!("index {} (id {}) exists", ix.name, ix.id),
-            ));
+        if self.indexes.iter().any(|i| i.def.id == ix.id || i.def.name.eq_ignore_ascii_case(&ix.name)) {
+            return Err(err(ErrorCode::IndexExists, format!("index {} (id {}) exists", ix.name, ix.id)));
         }
         let key = KeyInfo::new(&self.def, &ix.columns);
         let ordered_kind = ix.kind == IndexKind::Ordered;
@@ -75,12 +68,7 @@ impl TableStore {
             .indexes
             .iter()
             .position(|i| i.def.id == id)
-            .ok_or_else(|| {
-                err(
-                    ErrorCode::NoSuchIndex,
-                    format!("index id {id} not on table {}", self.def.name),
-                )
-            })?;
+            .ok_or_else(|| err(ErrorCode::NoSuchIndex, format!("index id {id} not on table {}", self.def.name)))?;
         self.indexes.remove(pos);
         self.def.indexes.retain(|i| i.id != id);
         for p in &mut self.parts {
@@ -98,11 +86,7 @@ impl TableStore {
             .layout
             .var_col_ids
             .iter()
-            .map(|&c| {
-                row.get(c)
-                    .and_then(|v| v.as_bytes())
-                    .map_or(0, |b| b.len() + 10)
-            })
+            .map(|&c| row.get(c).and_then(|v| v.as_bytes()).map_or(0, |b| b.len() + 10))
             .sum();
         let worst = self
             .parts
@@ -118,22 +102,11 @@ impl TableStore {
                     + ix.key
                         .cols
                         .iter()
-                        .map(|&c| {
-                            row.get(c)
-                                .and_then(|v| v.as_bytes())
-                                .map_or(0, |b| b.len() as u64)
-                        })
+                        .map(|&c| row.get(c).and_then(|v| v.as_bytes()).map_or(0, |b| b.len() as u64))
                         .sum::<u64>();
                 let pk = self.pk.types.len() as u64 * 16;
-                (if ix.unique.is_some() {
-                    entry_cost(k as usize)
-                } else {
-                    0
-                }) + if ix.is_ordered() {
-                    entry_cost((k + pk) as usize)
-                } else {
-                    0
-                }
+                (if ix.unique.is_some() { entry_cost(k as usize) } else { 0 })
+                    + if ix.is_ordered() { entry_cost((k + pk) as usize) } else { 0 }
             })
             .sum();
         worst + keys
@@ -146,31 +119,18 @@ impl TableStore {
         for (pi, part) in self.parts.iter().enumerate() {
             let fixed = part.fixed();
             fixed.check_invariants();
-            assert_eq!(
-                part.hash.len() as u64,
-                fixed.live_rows(),
-                "partition {pi}: hash index size != rows"
-            );
+            assert_eq!(part.hash.len() as u64, fixed.live_rows(), "partition {pi}: hash index size != rows");
             let mut chunks = 0;
             let mut next = 0u64;
             while let Some(r) = fixed.next_live(next) {
                 next = r as u64 + 1;
                 let row = self.read(pi, r);
                 let pk = self.pk.encoded(&row);
-                assert_eq!(
-                    self.lookup(pi, &pk),
-                    Some(r),
-                    "partition {pi}: row {r} not found by its key"
-                );
+                assert_eq!(self.lookup(pi, &pk), Some(r), "partition {pi}: row {r} not found by its key");
                 if let Some(vr) = self.layout.var_ref(fixed.slot(r)) {
                     chunks += u64::from(!vr.is_none());
                 }
-                for (i, (ix, (uk, ok))) in self
-                    .indexes
-                    .iter()
-                    .zip(self.index_keys(&row, &pk))
-                    .enumerate()
-                {
+                for (i, (ix, (uk, ok))) in self.indexes.iter().zip(self.index_keys(&row, &pk)).enumerate() {
                     if let Some(k) = ok {
                         assert_eq!(
                             part.ordered[&ix.def.id].map.get(k.as_slice()),
@@ -180,12 +140,7 @@ impl TableStore {
                         );
                     }
                     if let (Some(k), Some(map)) = (uk, &ix.unique) {
-                        assert_eq!(
-                            map.get(&k),
-                            Some((pi as PartitionId, r)),
-                            "unique index {} entry",
-                            ix.def.name
-                        );
+                        assert_eq!(map.get(&k), Some((pi as PartitionId, r)), "unique index {} entry", ix.def.name);
                         unique_counts[i] += 1;
                     }
                 }
@@ -202,10 +157,6 @@ impl TableStore {
                 assert_eq!(map.map.len(), n, "unique index {} size", ix.def.name);
             }
         }
-        assert_eq!(
-            self.bytes,
-            self.compute_footprint(),
-            "table byte count drifted"
-        );
+        assert_eq!(self.bytes, self.compute_footprint(), "table byte count drifted");
     }
 }

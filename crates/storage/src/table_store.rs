@@ -15,12 +15,8 @@ use crate::row_format::RowLayout;
 use crate::var_storage::VarStore;
 use norr_signals::coerce::coerce_value;
 use norr_signals::keycode::{encode_value, partition_of};
-use norr_signals::schema::{
-    IndexDef, IndexKind, PartitionScheme, MAX_COLUMNS, MAX_KEY_COLUMNS, MAX_PARTITIONS,
-};
-use norr_signals::value::{
-    ColumnType, Value, MAX_CHAR_LEN, MAX_DECIMAL_PRECISION, MAX_VARCHAR_LEN,
-};
+use norr_signals::schema::{IndexDef, IndexKind, PartitionScheme, MAX_COLUMNS, MAX_KEY_COLUMNS, MAX_PARTITIONS};
+use norr_signals::value::{ColumnType, Value, MAX_CHAR_LEN, MAX_DECIMAL_PRECISION, MAX_VARCHAR_LEN};
 use norr_signals::{ErrorCode, IndexId, NodeError, PartitionId, TableDef};
 use std::collections::BTreeMap;
 
@@ -90,32 +86,20 @@ fn validate_type(name: &str, ty: &ColumnType) -> Result<(), NodeError> {
     if ok {
         Ok(())
     } else {
-        Err(err(
-            ErrorCode::BadSchema,
-            format!("column {name}: invalid type {ty:?}"),
-        ))
+        Err(err(ErrorCode::BadSchema, format!("column {name}: invalid type {ty:?}")))
     }
 }
 
 fn validate_key_cols(def: &TableDef, what: &str, cols: &[u16]) -> Result<(), NodeError> {
     if cols.is_empty() || cols.len() > MAX_KEY_COLUMNS {
-        return Err(err(
-            ErrorCode::BadSchema,
-            format!("{what} must have 1..={MAX_KEY_COLUMNS} columns"),
-        ));
+        return Err(err(ErrorCode::BadSchema, format!("{what} must have 1..={MAX_KEY_COLUMNS} columns")));
     }
     for (i, c) in cols.iter().enumerate() {
         if def.column(*c).is_none() {
-            return Err(err(
-                ErrorCode::BadSchema,
-                format!("{what} names unknown column id {c}"),
-            ));
+            return Err(err(ErrorCode::BadSchema, format!("{what} names unknown column id {c}")));
         }
         if cols[..i].contains(c) {
-            return Err(err(
-                ErrorCode::BadSchema,
-                format!("{what} names column id {c} twice"),
-            ));
+            return Err(err(ErrorCode::BadSchema, format!("{what} names column id {c} twice")));
         }
     }
     Ok(())
@@ -124,10 +108,7 @@ fn validate_key_cols(def: &TableDef, what: &str, cols: &[u16]) -> Result<(), Nod
 pub fn validate_index(def: &TableDef, ix: &IndexDef) -> Result<(), NodeError> {
     validate_key_cols(def, &format!("index {}", ix.name), &ix.columns)?;
     if ix.kind == IndexKind::UniqueHash && !ix.unique {
-        return Err(err(
-            ErrorCode::BadSchema,
-            format!("hash index {} must be unique", ix.name),
-        ));
+        return Err(err(ErrorCode::BadSchema, format!("hash index {} must be unique", ix.name)));
     }
     Ok(())
 }
@@ -135,25 +116,17 @@ pub fn validate_index(def: &TableDef, ix: &IndexDef) -> Result<(), NodeError> {
 impl TableStore {
     pub fn new(def: &TableDef) -> Result<TableStore, NodeError> {
         if def.columns.is_empty() || def.columns.len() > MAX_COLUMNS {
-            return Err(err(
-                ErrorCode::BadSchema,
-                format!("a table has 1..={MAX_COLUMNS} columns"),
-            ));
+            return Err(err(ErrorCode::BadSchema, format!("a table has 1..={MAX_COLUMNS} columns")));
         }
         for c in &def.columns {
             validate_type(&c.name, &c.ty)?;
         }
         if def.partitions == 0 || def.partitions > MAX_PARTITIONS {
-            return Err(err(
-                ErrorCode::BadSchema,
-                format!("partitions must be 1..={MAX_PARTITIONS}"),
-            ));
+            return Err(err(ErrorCode::BadSchema, format!("partitions must be 1..={MAX_PARTITIONS}")));
         }
         validate_key_cols(def, "primary key", &def.primary_key)?;
         let part_key = match &def.partitioning {
-            PartitionScheme::Key { columns }
-                if !columns.is_empty() && columns != &def.primary_key =>
-            {
+            PartitionScheme::Key { columns } if !columns.is_empty() && columns != &def.primary_key => {
                 validate_key_cols(def, "partition key", columns)?;
                 if let Some(c) = columns.iter().find(|c| !def.primary_key.contains(c)) {
                     return Err(err(
@@ -168,14 +141,8 @@ impl TableStore {
         let mut seen: Vec<(&str, IndexId)> = Vec::new();
         for ix in &def.indexes {
             validate_index(def, ix)?;
-            if seen
-                .iter()
-                .any(|(n, id)| n.eq_ignore_ascii_case(&ix.name) || *id == ix.id)
-            {
-                return Err(err(
-                    ErrorCode::IndexExists,
-                    format!("index {} defined twice", ix.name),
-                ));
+            if seen.iter().any(|(n, id)| n.eq_ignore_ascii_case(&ix.name) || *id == ix.id) {
+                return Err(err(ErrorCode::IndexExists, format!("index {} defined twice", ix.name)));
             }
             seen.push((&ix.name, ix.id));
         }
@@ -210,10 +177,7 @@ impl TableStore {
 
     pub(crate) fn reset_partitions(&mut self) {
         self.parts = (0..self.def.partitions)
-            .map(|_| Partition {
-                fixed: Some(FixedPages::new(self.layout.slot_size)),
-                ..Default::default()
-            })
+            .map(|_| Partition { fixed: Some(FixedPages::new(self.layout.slot_size)), ..Default::default() })
             .collect();
         for ix in &mut self.indexes {
             if let Some(u) = &mut ix.unique {
@@ -250,11 +214,7 @@ impl TableStore {
     }
 
     pub(crate) fn unique_footprint(&self) -> u64 {
-        self.indexes
-            .iter()
-            .filter_map(|i| i.unique.as_ref())
-            .map(|u| u.footprint())
-            .sum()
+        self.indexes.iter().filter_map(|i| i.unique.as_ref()).map(|u| u.footprint()).sum()
     }
 
     pub(crate) fn local_footprint(&self, pi: usize) -> u64 {
@@ -266,22 +226,17 @@ impl TableStore {
     }
 
     pub fn index(&self, id: IndexId) -> Result<&IndexState, NodeError> {
-        self.indexes.iter().find(|i| i.def.id == id).ok_or_else(|| {
-            err(
-                ErrorCode::NoSuchIndex,
-                format!("index id {id} not on table {}", self.def.name),
-            )
-        })
+        self.indexes
+            .iter()
+            .find(|i| i.def.id == id)
+            .ok_or_else(|| err(ErrorCode::NoSuchIndex, format!("index id {id} not on table {}", self.def.name)))
     }
 
     pub fn part_index(&self, p: PartitionId) -> Result<usize, NodeError> {
         if p < self.def.partitions {
             Ok(p as usize)
         } else {
-            Err(err(
-                ErrorCode::BadPartition,
-                format!("partition {p} of {} out of range", self.def.partitions),
-            ))
+            Err(err(ErrorCode::BadPartition, format!("partition {p} of {} out of range", self.def.partitions)))
         }
     }
 
@@ -290,19 +245,13 @@ impl TableStore {
         if row.len() != self.def.columns.len() {
             return Err(err(
                 ErrorCode::WrongValueType,
-                format!(
-                    "row has {} values, table {} has {} columns",
-                    row.len(),
-                    self.def.name,
-                    self.def.columns.len()
-                ),
+                format!("row has {} values, table {} has {} columns", row.len(), self.def.name, self.def.columns.len()),
             ));
         }
         row.into_iter()
             .zip(&self.def.columns)
             .map(|(v, c)| {
-                coerce_value(v, &c.ty, c.nullable)
-                    .map_err(|e| err(e.code, format!("column {}: {}", c.name, e.message)))
+                coerce_value(v, &c.ty, c.nullable).map_err(|e| err(e.code, format!("column {}: {}", c.name, e.message)))
             })
             .collect()
     }
@@ -312,24 +261,17 @@ impl TableStore {
         if values.len() != key.cols.len() {
             return Err(err(
                 ErrorCode::MissingKeyColumn,
-                format!(
-                    "{} key values given, the key has {} columns",
-                    values.len(),
-                    key.cols.len()
-                ),
+                format!("{} key values given, the key has {} columns", values.len(), key.cols.len()),
             ));
         }
         let mut out = Vec::new();
         for ((v, t), c) in values.iter().zip(&key.types).zip(&key.cols) {
             let name = &self.def.columns[*c].name;
             if v.is_null() {
-                return Err(err(
-                    ErrorCode::MissingKeyColumn,
-                    format!("key column {name} is NULL"),
-                ));
+                return Err(err(ErrorCode::MissingKeyColumn, format!("key column {name} is NULL")));
             }
-            let cv = coerce_value(v.clone(), t, false)
-                .map_err(|e| err(e.code, format!("column {name}: {}", e.message)))?;
+            let cv =
+                coerce_value(v.clone(), t, false).map_err(|e| err(e.code, format!("column {name}: {}", e.message)))?;
             encode_value(&mut out, &cv, t);
         }
         Ok(out)
@@ -338,10 +280,7 @@ impl TableStore {
     /// Partition of a row with these primary key values.
     pub fn partition_of_pk(&self, pk_values: &[Value]) -> Result<PartitionId, NodeError> {
         if self.def.partitioning == PartitionScheme::User {
-            return Err(err(
-                ErrorCode::MissingPartition,
-                format!("table {} is user-partitioned", self.def.name),
-            ));
+            return Err(err(ErrorCode::MissingPartition, format!("table {} is user-partitioned", self.def.name)));
         }
         let enc = match &self.part_key {
             None => self.encode_key_values(&self.pk, pk_values)?,
@@ -352,12 +291,7 @@ impl TableStore {
                     .cols
                     .iter()
                     .map(|c| {
-                        let pos = self
-                            .pk
-                            .cols
-                            .iter()
-                            .position(|p| p == c)
-                            .expect("validated subset");
+                        let pos = self.pk.cols.iter().position(|p| p == c).expect("validated subset");
                         pk_values[pos].clone()
                     })
                     .collect();
@@ -367,12 +301,7 @@ impl TableStore {
         Ok(partition_of(&enc, self.def.partitions))
     }
 
-    pub(crate) fn check_placement(
-        &self,
-        p: PartitionId,
-        row: &[Value],
-        pk: &[u8],
-    ) -> Result<(), NodeError> {
+    pub(crate) fn check_placement(&self, p: PartitionId, row: &[Value], pk: &[u8]) -> Result<(), NodeError> {
         if self.def.partitioning == PartitionScheme::User {
             return Ok(());
         }
@@ -381,10 +310,7 @@ impl TableStore {
             Some(k) => partition_of(&k.encoded(row), self.def.partitions),
         };
         if want != p {
-            return Err(err(
-                ErrorCode::BadPartition,
-                format!("row belongs in partition {want}, not {p}"),
-            ));
+            return Err(err(ErrorCode::BadPartition, format!("row belongs in partition {want}, not {p}")));
         }
         Ok(())
     }
@@ -395,8 +321,7 @@ impl TableStore {
         // per encoded column.
         let mut buf = Vec::with_capacity(pk.len());
         part.hash.find(pk_hash(pk), |r| {
-            self.pk
-                .encode_stored(&self.layout, part.fixed(), &part.var, r, &mut buf);
+            self.pk.encode_stored(&self.layout, part.fixed(), &part.var, r, &mut buf);
             buf == pk
         })
     }
@@ -410,22 +335,14 @@ impl TableStore {
     pub fn read_into(&self, pi: usize, row: RowId, out: &mut Vec<Value>) {
         let part = &self.parts[pi];
         let slot = part.fixed().slot(row);
-        let payload = self
-            .layout
-            .var_ref(slot)
-            .map(|r| part.var.get(r))
-            .unwrap_or(&[]);
+        let payload = self.layout.var_ref(slot).map(|r| part.var.get(r)).unwrap_or(&[]);
         self.layout.read_row(slot, payload, out);
     }
 
     pub fn read_col(&self, pi: usize, row: RowId, col: usize) -> Value {
         let part = &self.parts[pi];
         let slot = part.fixed().slot(row);
-        let payload = self
-            .layout
-            .var_ref(slot)
-            .map(|r| part.var.get(r))
-            .unwrap_or(&[]);
+        let payload = self.layout.var_ref(slot).map(|r| part.var.get(r)).unwrap_or(&[]);
         self.layout.read_col(slot, payload, col)
     }
 
@@ -460,18 +377,11 @@ impl TableStore {
 
     pub(crate) fn keys_cost(keys: &[IndexKeys]) -> u64 {
         keys.iter()
-            .map(|(u, o)| {
-                u.as_ref().map_or(0, |k| entry_cost(k.len()))
-                    + o.as_ref().map_or(0, |k| entry_cost(k.len()))
-            })
+            .map(|(u, o)| u.as_ref().map_or(0, |k| entry_cost(k.len())) + o.as_ref().map_or(0, |k| entry_cost(k.len())))
             .sum()
     }
 
-    pub(crate) fn check_unique(
-        &self,
-        keys: &[IndexKeys],
-        me: Option<(PartitionId, RowId)>,
-    ) -> Result<(), NodeError> {
+    pub(crate) fn check_unique(&self, keys: &[IndexKeys], me: Option<(PartitionId, RowId)>) -> Result<(), NodeError> {
         for (ix, (uk, _)) in self.indexes.iter().zip(keys) {
             if let (Some(k), Some(map)) = (uk, &ix.unique) {
                 if let Some(at) = map.get(k) {
@@ -490,35 +400,21 @@ impl TableStore {
     pub(crate) fn table_full(&self, need: u64, budget: u64) -> NodeError {
         err(
             ErrorCode::TableFull,
-            format!(
-                "table {}: operation needs up to {need} bytes of data memory, {budget} free",
-                self.def.name
-            ),
+            format!("table {}: operation needs up to {need} bytes of data memory, {budget} free", self.def.name),
         )
     }
 
     /// Insert a row. Returns the row id and the change of `bytes`.
-    pub fn insert(
-        &mut self,
-        p: PartitionId,
-        row: Vec<Value>,
-        budget: u64,
-    ) -> Result<(RowId, i64), NodeError> {
+    pub fn insert(&mut self, p: PartitionId, row: Vec<Value>, budget: u64) -> Result<(RowId, i64), NodeError> {
         let pi = self.part_index(p)?;
         let row = self.coerce_full(row)?;
         let mut pk = Vec::new();
         if self.pk.encode_row(&row, &mut pk) {
-            return Err(err(
-                ErrorCode::MissingKeyColumn,
-                "a primary key column is NULL",
-            ));
+            return Err(err(ErrorCode::MissingKeyColumn, "a primary key column is NULL"));
         }
         self.check_placement(p, &row, &pk)?;
         if self.lookup(pi, &pk).is_some() {
-            return Err(err(
-                ErrorCode::DuplicateKey,
-                format!("duplicate primary key in table {}", self.def.name),
-            ));
+            return Err(err(ErrorCode::DuplicateKey, format!("duplicate primary key in table {}", self.def.name)));
         }
         let keys = self.index_keys(&row, &pk);
         self.check_unique(&keys, None)?;
@@ -534,18 +430,11 @@ impl TableStore {
         let before = self.local_footprint(pi);
         let layout = &self.layout;
         let pkinfo = &self.pk;
-        let Partition {
-            fixed,
-            var,
-            hash,
-            ordered,
-        } = &mut self.parts[pi];
+        let Partition { fixed, var, hash, ordered } = &mut self.parts[pi];
         let fixed = fixed.as_mut().expect("partition initialised");
         let rowid = fixed.alloc();
         let vref = if layout.var_cols > 0 {
-            Some(var.alloc(rowid, &payload, &mut |owner, r| {
-                layout.set_var_ref(fixed.slot_mut(owner), r)
-            }))
+            Some(var.alloc(rowid, &payload, &mut |owner, r| layout.set_var_ref(fixed.slot_mut(owner), r)))
         } else {
             None
         };
@@ -562,42 +451,24 @@ impl TableStore {
         });
         for (ix, (uk, ok)) in self.indexes.iter_mut().zip(keys) {
             if let Some(k) = ok {
-                ordered
-                    .get_mut(&ix.def.id)
-                    .expect("ordered index of partition")
-                    .insert(&k, rowid);
+                ordered.get_mut(&ix.def.id).expect("ordered index of partition").insert(&k, rowid);
             }
             if let (Some(k), Some(map)) = (uk, &mut ix.unique) {
                 map.insert(&k, (p, rowid));
             }
         }
         let delta = self.local_footprint(pi) as i64 - before as i64;
-        debug_assert!(
-            delta <= need as i64,
-            "insert charged {delta} > estimated {need}"
-        );
+        debug_assert!(delta <= need as i64, "insert charged {delta} > estimated {need}");
         self.bytes = (self.bytes as i64 + delta) as u64;
-        debug_assert_eq!(
-            self.parts[pi].hash.len() as u64,
-            self.parts[pi].fixed().live_rows()
-        );
+        debug_assert_eq!(self.parts[pi].hash.len() as u64, self.parts[pi].fixed().live_rows());
         Ok((rowid, delta))
     }
 
     /// Replace a row (same primary key). Returns the change of `bytes`.
-    pub fn update(
-        &mut self,
-        p: PartitionId,
-        rowid: RowId,
-        new_row: Vec<Value>,
-        budget: u64,
-    ) -> Result<i64, NodeError> {
+    pub fn update(&mut self, p: PartitionId, rowid: RowId, new_row: Vec<Value>, budget: u64) -> Result<i64, NodeError> {
         let pi = self.part_index(p)?;
         if !self.is_live(pi, rowid) {
-            return Err(err(
-                ErrorCode::NoSuchRow,
-                format!("row {rowid} of partition {p} does not exist"),
-            ));
+            return Err(err(ErrorCode::NoSuchRow, format!("row {rowid} of partition {p} does not exist")));
         }
         let new_row = self.coerce_full(new_row)?;
         // The stored key, encoded straight from the row; the whole old row is
@@ -605,28 +476,16 @@ impl TableStore {
         let mut pk = Vec::with_capacity(16 * self.pk.cols.len());
         {
             let part = &self.parts[pi];
-            self.pk
-                .encode_stored(&self.layout, part.fixed(), &part.var, rowid, &mut pk);
+            self.pk.encode_stored(&self.layout, part.fixed(), &part.var, rowid, &mut pk);
         }
-        let old_row = if self.indexes.is_empty() {
-            Vec::new()
-        } else {
-            self.read(pi, rowid)
-        };
+        let old_row = if self.indexes.is_empty() { Vec::new() } else { self.read(pi, rowid) };
         if self.pk.encoded(&new_row) != pk {
-            return Err(err(
-                ErrorCode::KeyUpdateNotAllowed,
-                "update changes the primary key",
-            ));
+            return Err(err(ErrorCode::KeyUpdateNotAllowed, "update changes the primary key"));
         }
         let old_keys = self.index_keys(&old_row, &pk);
         let new_keys = self.index_keys(&new_row, &pk);
         // Unchanged index keys need no work.
-        let changed: Vec<bool> = old_keys
-            .iter()
-            .zip(&new_keys)
-            .map(|(o, n)| o != n)
-            .collect();
+        let changed: Vec<bool> = old_keys.iter().zip(&new_keys).map(|(o, n)| o != n).collect();
         self.check_unique(&new_keys, Some((p, rowid)))?;
         let keys_need: u64 = new_keys
             .iter()
@@ -639,22 +498,13 @@ impl TableStore {
         let old_ref = self.layout.var_ref(part.fixed().slot(rowid));
         let old_len = old_ref.map_or(0, |r| part.var.get(r).len());
         let in_place = old_len == payload.len();
-        let need = if in_place {
-            0
-        } else {
-            part.var.alloc_cost(payload.len())
-        } + keys_need;
+        let need = if in_place { 0 } else { part.var.alloc_cost(payload.len()) } + keys_need;
         if need > budget {
             return Err(self.table_full(need, budget));
         }
         let before = self.local_footprint(pi);
         let layout = &self.layout;
-        let Partition {
-            fixed,
-            var,
-            ordered,
-            ..
-        } = &mut self.parts[pi];
+        let Partition { fixed, var, ordered, .. } = &mut self.parts[pi];
         let fixed = fixed.as_mut().expect("partition initialised");
         let vref = match old_ref {
             None => None,
@@ -666,9 +516,7 @@ impl TableStore {
             }
             Some(r) => {
                 var.free(r);
-                Some(var.alloc(rowid, &payload, &mut |owner, nr| {
-                    layout.set_var_ref(fixed.slot_mut(owner), nr)
-                }))
+                Some(var.alloc(rowid, &payload, &mut |owner, nr| layout.set_var_ref(fixed.slot_mut(owner), nr)))
             }
         };
         let slot = fixed.slot_mut(rowid);
@@ -700,10 +548,7 @@ impl TableStore {
             }
         }
         let delta = self.local_footprint(pi) as i64 - before as i64;
-        debug_assert!(
-            delta <= need as i64,
-            "update charged {delta} > estimated {need}"
-        );
+        debug_assert!(delta <= need as i64, "update charged {delta} > estimated {need}");
         self.bytes = (self.bytes as i64 + delta) as u64;
         Ok(delta)
     }
@@ -711,32 +556,18 @@ impl TableStore {
     /// Delete a live row. Returns the change of `bytes`.
     pub fn delete(&mut self, p: PartitionId, rowid: RowId) -> i64 {
         let pi = self.part_index(p).expect("delete: partition out of range");
-        assert!(
-            self.is_live(pi, rowid),
-            "delete of dead row {rowid} in partition {p}"
-        );
+        assert!(self.is_live(pi, rowid), "delete of dead row {rowid} in partition {p}");
         let row = self.read(pi, rowid);
         let pk = self.pk.encoded(&row);
         let keys = self.index_keys(&row, &pk);
         let before = self.local_footprint(pi);
         let layout = &self.layout;
-        let Partition {
-            fixed,
-            var,
-            hash,
-            ordered,
-        } = &mut self.parts[pi];
+        let Partition { fixed, var, hash, ordered } = &mut self.parts[pi];
         let fixed = fixed.as_mut().expect("partition initialised");
-        assert!(
-            hash.remove(pk_hash(&pk), rowid),
-            "row {rowid} missing from the hash index"
-        );
+        assert!(hash.remove(pk_hash(&pk), rowid), "row {rowid} missing from the hash index");
         for (ix, (uk, ok)) in self.indexes.iter_mut().zip(keys) {
             if let Some(k) = ok {
-                ordered
-                    .get_mut(&ix.def.id)
-                    .expect("ordered index of partition")
-                    .remove(&k);
+                ordered.get_mut(&ix.def.id).expect("ordered index of partition").remove(&k);
             }
             if let (Some(k), Some(map)) = (uk, &mut ix.unique) {
                 map.remove(&k);
@@ -748,10 +579,7 @@ impl TableStore {
         fixed.free(rowid);
         let delta = self.local_footprint(pi) as i64 - before as i64;
         self.bytes = (self.bytes as i64 + delta) as u64;
-        debug_assert_eq!(
-            self.parts[pi].hash.len() as u64,
-            self.parts[pi].fixed().live_rows()
-        );
+        debug_assert_eq!(self.parts[pi].hash.len() as u64, self.parts[pi].fixed().live_rows());
         delta
     }
 

@@ -4,12 +4,7 @@ use super::*;
 use norr_signals::schema::{ColumnDef, IndexKind, PartitionScheme};
 use norr_signals::value::{Collation, ColumnType, Date, DateTime, Decimal};
 
-pub(crate) fn table(
-    id: TableId,
-    columns: Vec<ColumnDef>,
-    pk: Vec<ColumnId>,
-    partitions: u32,
-) -> TableDef {
+pub(crate) fn table(id: TableId, columns: Vec<ColumnDef>, pk: Vec<ColumnId>, partitions: u32) -> TableDef {
     TableDef {
         id,
         version: 1,
@@ -23,20 +18,8 @@ pub(crate) fn table(
     }
 }
 
-pub(crate) fn index(
-    id: IndexId,
-    name: &str,
-    columns: Vec<ColumnId>,
-    unique: bool,
-    kind: IndexKind,
-) -> IndexDef {
-    IndexDef {
-        id,
-        name: name.into(),
-        columns,
-        unique,
-        kind,
-    }
+pub(crate) fn index(id: IndexId, name: &str, columns: Vec<ColumnId>, unique: bool, kind: IndexKind) -> IndexDef {
+    IndexDef { id, name: name.into(), columns, unique, kind }
 }
 
 pub(crate) fn bigint() -> ColumnType {
@@ -44,24 +27,13 @@ pub(crate) fn bigint() -> ColumnType {
 }
 
 pub(crate) fn varchar(len: u32) -> ColumnType {
-    ColumnType::Varchar {
-        len,
-        collation: Collation::CaseInsensitive,
-    }
+    ColumnType::Varchar { len, collation: Collation::CaseInsensitive }
 }
 
 /// Insert into the partition the row's key hashes to.
-pub(crate) fn put(
-    s: &mut Storage,
-    t: TableId,
-    row: Vec<Value>,
-) -> Result<(PartitionId, RowId), NodeError> {
+pub(crate) fn put(s: &mut Storage, t: TableId, row: Vec<Value>) -> Result<(PartitionId, RowId), NodeError> {
     let def = s.table_def(t).expect("table").clone();
-    let pk: Vec<Value> = def
-        .primary_key
-        .iter()
-        .map(|&c| row[c as usize].clone())
-        .collect();
+    let pk: Vec<Value> = def.primary_key.iter().map(|&c| row[c as usize].clone()).collect();
     let p = s.partition_of_pk(t, &pk)?;
     s.insert(t, p, row).map(|r| (p, r))
 }
@@ -89,27 +61,9 @@ fn all_types_table() -> TableDef {
             ColumnDef::new("bu", ColumnType::BigInt { unsigned: true }),
             ColumnDef::new("f", ColumnType::Float),
             ColumnDef::new("d", ColumnType::Double),
-            ColumnDef::new(
-                "dec",
-                ColumnType::Decimal {
-                    precision: 10,
-                    scale: 2,
-                },
-            ),
-            ColumnDef::new(
-                "bigdec",
-                ColumnType::Decimal {
-                    precision: 38,
-                    scale: 5,
-                },
-            ),
-            ColumnDef::new(
-                "ch",
-                ColumnType::Char {
-                    len: 5,
-                    collation: ci,
-                },
-            ),
+            ColumnDef::new("dec", ColumnType::Decimal { precision: 10, scale: 2 }),
+            ColumnDef::new("bigdec", ColumnType::Decimal { precision: 38, scale: 5 }),
+            ColumnDef::new("ch", ColumnType::Char { len: 5, collation: ci }),
             ColumnDef::new("vc", varchar(300)),
             ColumnDef::new("bin", ColumnType::Binary { len: 3 }),
             ColumnDef::new("vb", ColumnType::Varbinary { len: 10 }),
@@ -126,18 +80,8 @@ fn all_types_table() -> TableDef {
 }
 
 fn full_row(id: i64, big: bool) -> Vec<Value> {
-    let date = Date {
-        year: 2024,
-        month: 2,
-        day: 29,
-    };
-    let dt = DateTime {
-        date,
-        hour: 23,
-        minute: 59,
-        second: 58,
-        micro: 123_456,
-    };
+    let date = Date { year: 2024, month: 2, day: 29 };
+    let dt = DateTime { date, hour: 23, minute: 59, second: 58, micro: 123_456 };
     vec![
         Value::Int(id),
         Value::Int(-128),
@@ -150,14 +94,8 @@ fn full_row(id: i64, big: bool) -> Vec<Value> {
         Value::UInt(u64::MAX),
         Value::Float(1.5),
         Value::Double(-2.25e100),
-        Value::Decimal(Decimal {
-            mantissa: -12345678,
-            scale: 2,
-        }),
-        Value::Decimal(Decimal {
-            mantissa: -(10i128.pow(37)) + 7,
-            scale: 5,
-        }),
+        Value::Decimal(Decimal { mantissa: -12345678, scale: 2 }),
+        Value::Decimal(Decimal { mantissa: -(10i128.pow(37)) + 7, scale: 5 }),
         Value::str("åäö"),
         Value::str(&"x".repeat(if big { 300 } else { 3 })),
         Value::Bytes(vec![0, 1, 2]),
@@ -168,11 +106,7 @@ fn full_row(id: i64, big: bool) -> Vec<Value> {
         Value::Time(-(838 * 3600 + 59 * 60 + 59) * 1_000_000),
         Value::DateTime(dt),
         Value::DateTime(DateTime {
-            date: Date {
-                year: 2038,
-                month: 1,
-                day: 19,
-            },
+            date: Date { year: 2038, month: 1, day: 19 },
             hour: 3,
             minute: 14,
             second: 7,
@@ -239,37 +173,19 @@ fn bad_rows_are_rejected_without_change() {
     s.create_table(&all_types_table()).unwrap();
     let mut r = full_row(1, false);
     r[1] = Value::Int(1000);
-    assert_eq!(
-        put(&mut s, 1, r).unwrap_err().code,
-        ErrorCode::ValueOutOfRange
-    );
+    assert_eq!(put(&mut s, 1, r).unwrap_err().code, ErrorCode::ValueOutOfRange);
     let mut r = full_row(1, false);
     r[14] = Value::Int(3);
-    assert_eq!(
-        put(&mut s, 1, r).unwrap_err().code,
-        ErrorCode::WrongValueType
-    );
+    assert_eq!(put(&mut s, 1, r).unwrap_err().code, ErrorCode::WrongValueType);
     let r = full_row(1, false);
-    assert_eq!(
-        s.insert(1, 0, r[..5].to_vec()).unwrap_err().code,
-        ErrorCode::WrongValueType
-    );
+    assert_eq!(s.insert(1, 0, r[..5].to_vec()).unwrap_err().code, ErrorCode::WrongValueType);
     let (p, _) = put(&mut s, 1, full_row(1, false)).unwrap();
     let wrong = (p + 1) % 3;
     let mut r = full_row(1, false);
     r[0] = Value::Int(1);
-    assert_eq!(
-        s.insert(1, wrong, r).unwrap_err().code,
-        ErrorCode::BadPartition
-    );
-    assert_eq!(
-        s.insert(1, 7, full_row(9, false)).unwrap_err().code,
-        ErrorCode::BadPartition
-    );
-    assert_eq!(
-        s.insert(99, 0, full_row(9, false)).unwrap_err().code,
-        ErrorCode::NoSuchTable
-    );
+    assert_eq!(s.insert(1, wrong, r).unwrap_err().code, ErrorCode::BadPartition);
+    assert_eq!(s.insert(1, 7, full_row(9, false)).unwrap_err().code, ErrorCode::BadPartition);
+    assert_eq!(s.insert(99, 0, full_row(9, false)).unwrap_err().code, ErrorCode::NoSuchTable);
     assert_eq!(s.row_count(1), 1);
     s.check_invariants();
 }
@@ -288,81 +204,43 @@ pub(crate) fn kv_table(id: TableId, partitions: u32) -> TableDef {
 }
 
 pub(crate) fn kv(k: i64, u: Option<&str>, n: i64) -> Vec<Value> {
-    vec![
-        Value::Int(k),
-        u.map(Value::str).unwrap_or(Value::Null),
-        Value::Int(n),
-    ]
+    vec![Value::Int(k), u.map(Value::str).unwrap_or(Value::Null), Value::Int(n)]
 }
 
 #[test]
 fn keys_and_partitions() {
     let mut s = Storage::new(16 << 20);
     s.create_table(&kv_table(5, 4)).unwrap();
-    assert_eq!(
-        s.create_table(&kv_table(5, 4)).unwrap_err().code,
-        ErrorCode::TableExists
-    );
+    assert_eq!(s.create_table(&kv_table(5, 4)).unwrap_err().code, ErrorCode::TableExists);
     put(&mut s, 5, kv(1, Some("a"), 1)).unwrap();
-    assert_eq!(
-        put(&mut s, 5, kv(1, Some("b"), 2)).unwrap_err().code,
-        ErrorCode::DuplicateKey
-    );
-    assert_eq!(
-        s.encode_pk(5, &[]).unwrap_err().code,
-        ErrorCode::MissingKeyColumn
-    );
-    assert_eq!(
-        s.encode_pk(5, &[Value::Null]).unwrap_err().code,
-        ErrorCode::MissingKeyColumn
-    );
-    assert_eq!(
-        s.encode_pk(5, &[Value::UInt(1)]).unwrap(),
-        s.encode_pk(5, &[Value::Int(1)]).unwrap()
-    );
-    assert_eq!(
-        s.encode_pk(6, &[Value::Int(1)]).unwrap_err().code,
-        ErrorCode::NoSuchTable
-    );
+    assert_eq!(put(&mut s, 5, kv(1, Some("b"), 2)).unwrap_err().code, ErrorCode::DuplicateKey);
+    assert_eq!(s.encode_pk(5, &[]).unwrap_err().code, ErrorCode::MissingKeyColumn);
+    assert_eq!(s.encode_pk(5, &[Value::Null]).unwrap_err().code, ErrorCode::MissingKeyColumn);
+    assert_eq!(s.encode_pk(5, &[Value::UInt(1)]).unwrap(), s.encode_pk(5, &[Value::Int(1)]).unwrap());
+    assert_eq!(s.encode_pk(6, &[Value::Int(1)]).unwrap_err().code, ErrorCode::NoSuchTable);
     let p = s.partition_of_pk(5, &[Value::Int(1)]).unwrap();
     assert!(p < 4);
-    assert_eq!(
-        s.lookup(5, 99, &s.encode_pk(5, &[Value::Int(1)]).unwrap()),
-        None
-    );
+    assert_eq!(s.lookup(5, 99, &s.encode_pk(5, &[Value::Int(1)]).unwrap()), None);
     let (p, rid) = get(&s, 5, &[Value::Int(1)]).unwrap();
-    assert_eq!(
-        s.update(5, p, rid, kv(2, None, 0)).unwrap_err().code,
-        ErrorCode::KeyUpdateNotAllowed
-    );
+    assert_eq!(s.update(5, p, rid, kv(2, None, 0)).unwrap_err().code, ErrorCode::KeyUpdateNotAllowed);
     let mut user = kv_table(6, 2);
     user.partitioning = PartitionScheme::User;
     s.create_table(&user).unwrap();
-    assert_eq!(
-        s.partition_of_pk(6, &[Value::Int(1)]).unwrap_err().code,
-        ErrorCode::MissingPartition
-    );
+    assert_eq!(s.partition_of_pk(6, &[Value::Int(1)]).unwrap_err().code, ErrorCode::MissingPartition);
     s.insert(6, 1, kv(1, None, 0)).unwrap();
     s.insert(6, 0, kv(2, None, 0)).unwrap();
     assert_eq!(s.row_count(6), 2);
     // Partition key a subset of a composite pk.
     let mut comp = table(
         7,
-        vec![
-            ColumnDef::new("a", bigint()).not_null(),
-            ColumnDef::new("b", bigint()).not_null(),
-        ],
+        vec![ColumnDef::new("a", bigint()).not_null(), ColumnDef::new("b", bigint()).not_null()],
         vec![0, 1],
         8,
     );
     comp.partitioning = PartitionScheme::Key { columns: vec![0] };
     s.create_table(&comp).unwrap();
-    let p1 = s
-        .partition_of_pk(7, &[Value::Int(10), Value::Int(1)])
-        .unwrap();
-    let p2 = s
-        .partition_of_pk(7, &[Value::Int(10), Value::Int(2)])
-        .unwrap();
+    let p1 = s.partition_of_pk(7, &[Value::Int(10), Value::Int(1)]).unwrap();
+    let p2 = s.partition_of_pk(7, &[Value::Int(10), Value::Int(2)]).unwrap();
     assert_eq!(p1, p2, "rows with the same partition key share a partition");
     put(&mut s, 7, vec![Value::Int(10), Value::Int(1)]).unwrap();
     put(&mut s, 7, vec![Value::Int(10), Value::Int(2)]).unwrap();
@@ -376,16 +254,9 @@ fn keys_and_partitions() {
     assert_eq!(s.create_table(&bad).unwrap_err().code, ErrorCode::BadSchema);
     bad.primary_key = vec![0];
     for i in 0..40 {
-        bad.columns.push(ColumnDef::new(
-            &format!("wide{i}"),
-            ColumnType::Binary { len: 255 },
-        ));
+        bad.columns.push(ColumnDef::new(&format!("wide{i}"), ColumnType::Binary { len: 255 }));
     }
-    assert_eq!(
-        s.create_table(&bad).unwrap_err().code,
-        ErrorCode::BadSchema,
-        "row too wide"
-    );
+    assert_eq!(s.create_table(&bad).unwrap_err().code, ErrorCode::BadSchema, "row too wide");
     bad.columns.truncate(3 + 20);
     s.create_table(&bad).unwrap();
     let mut row = kv(1, None, 1);
@@ -409,37 +280,18 @@ fn unique_indexes() {
         let used = s.memory().used_bytes;
         // Case-insensitive: "ALPHA" equals "Alpha"; across partitions.
         for k in 5..40 {
-            assert_eq!(
-                put(&mut s, 1, kv(k, Some("ALPHA"), 0)).unwrap_err().code,
-                ErrorCode::DuplicateUniqueKey
-            );
+            assert_eq!(put(&mut s, 1, kv(k, Some("ALPHA"), 0)).unwrap_err().code, ErrorCode::DuplicateUniqueKey);
         }
         assert_eq!(s.memory().used_bytes, used);
         assert_eq!(s.row_count(1), 4);
-        let at = s
-            .lookup_unique(1, 10, &[Value::str("alpha")])
-            .unwrap()
-            .unwrap();
+        let at = s.lookup_unique(1, 10, &[Value::str("alpha")]).unwrap().unwrap();
         assert_eq!(s.read_row(1, at.0, at.1)[0], Value::Int(1));
         assert_eq!(s.lookup_unique(1, 10, &[Value::Null]).unwrap(), None);
-        assert_eq!(
-            s.lookup_unique(1, 10, &[Value::str("gamma")]).unwrap(),
-            None
-        );
-        assert_eq!(
-            s.lookup_unique(1, 11, &[Value::str("gamma")])
-                .unwrap_err()
-                .code,
-            ErrorCode::NoSuchIndex
-        );
+        assert_eq!(s.lookup_unique(1, 10, &[Value::str("gamma")]).unwrap(), None);
+        assert_eq!(s.lookup_unique(1, 11, &[Value::str("gamma")]).unwrap_err().code, ErrorCode::NoSuchIndex);
         // Update into a conflict fails and changes nothing; to itself is fine.
         let (p2, r2) = get(&s, 1, &[Value::Int(2)]).unwrap();
-        assert_eq!(
-            s.update(1, p2, r2, kv(2, Some("alpha"), 9))
-                .unwrap_err()
-                .code,
-            ErrorCode::DuplicateUniqueKey
-        );
+        assert_eq!(s.update(1, p2, r2, kv(2, Some("alpha"), 9)).unwrap_err().code, ErrorCode::DuplicateUniqueKey);
         assert_eq!(s.read_row(1, p2, r2), kv(2, Some("beta"), 2));
         s.update(1, p2, r2, kv(2, Some("BETA"), 9)).unwrap();
         s.update(1, p2, r2, kv(2, Some("gamma"), 9)).unwrap();
@@ -462,34 +314,23 @@ fn create_index_on_existing_rows() {
     put(&mut s, 1, kv(100, None, 100)).unwrap();
     put(&mut s, 1, kv(101, None, 101)).unwrap();
     let used = s.memory().used_bytes;
-    let e = s
-        .create_index(1, &index(3, "u", vec![1], true, IndexKind::Ordered))
-        .unwrap_err();
+    let e = s.create_index(1, &index(3, "u", vec![1], true, IndexKind::Ordered)).unwrap_err();
     assert_eq!(e.code, ErrorCode::DuplicateUniqueKey);
     assert_eq!(s.memory().used_bytes, used);
     assert!(s.table_def(1).unwrap().indexes.is_empty());
-    s.create_index(1, &index(3, "u", vec![2], true, IndexKind::Ordered))
-        .unwrap();
-    s.create_index(1, &index(4, "o", vec![1], false, IndexKind::Ordered))
-        .unwrap();
+    s.create_index(1, &index(3, "u", vec![2], true, IndexKind::Ordered)).unwrap();
+    s.create_index(1, &index(4, "o", vec![1], false, IndexKind::Ordered)).unwrap();
     assert_eq!(
-        s.create_index(1, &index(4, "x", vec![1], false, IndexKind::Ordered))
-            .unwrap_err()
-            .code,
+        s.create_index(1, &index(4, "x", vec![1], false, IndexKind::Ordered)).unwrap_err().code,
         ErrorCode::IndexExists
     );
     assert_eq!(
-        s.create_index(1, &index(5, "bad", vec![9], false, IndexKind::Ordered))
-            .unwrap_err()
-            .code,
+        s.create_index(1, &index(5, "bad", vec![9], false, IndexKind::Ordered)).unwrap_err().code,
         ErrorCode::BadSchema
     );
     assert!(s.memory().used_bytes > used);
     assert_eq!(s.table_def(1).unwrap().indexes.len(), 2);
-    assert_eq!(
-        put(&mut s, 1, kv(200, None, 5)).unwrap_err().code,
-        ErrorCode::DuplicateUniqueKey
-    );
+    assert_eq!(put(&mut s, 1, kv(200, None, 5)).unwrap_err().code, ErrorCode::DuplicateUniqueKey);
     s.check_invariants();
     s.drop_index(1, 3).unwrap();
     put(&mut s, 1, kv(200, None, 5)).unwrap();
@@ -505,8 +346,7 @@ fn create_index_on_existing_rows() {
 fn memory_limit_table_full_then_recovers() {
     let mut s = Storage::new(1 << 20);
     let mut def = kv_table(1, 2);
-    def.indexes
-        .push(index(2, "o", vec![2], false, IndexKind::Ordered));
+    def.indexes.push(index(2, "o", vec![2], false, IndexKind::Ordered));
     s.create_table(&def).unwrap();
     let mut k = 0;
     let err = loop {
@@ -521,10 +361,7 @@ fn memory_limit_table_full_then_recovers() {
     assert!(mem.used_bytes <= mem.limit_bytes);
     assert_eq!(mem.rows, k as u64);
     assert!(get(&s, 1, &[Value::Int(k)]).is_none());
-    assert_eq!(
-        s.reserve_check(1, &kv(k, Some("z"), 0)).unwrap_err().code,
-        ErrorCode::TableFull
-    );
+    assert_eq!(s.reserve_check(1, &kv(k, Some("z"), 0)).unwrap_err().code, ErrorCode::TableFull);
     s.check_invariants();
     // Delete a third of the rows: inserts work again without new pages.
     for i in (0..k).step_by(3) {
@@ -552,43 +389,22 @@ fn overhead_per_row_at_most_32_bytes() {
 #[test]
 fn growing_update_beyond_memory_fails_unchanged() {
     let mut s = Storage::new(2 << 20);
-    let def = table(
-        2,
-        vec![
-            ColumnDef::new("k", bigint()).not_null(),
-            ColumnDef::new("t", ColumnType::Blob),
-        ],
-        vec![0],
-        1,
-    );
+    let def =
+        table(2, vec![ColumnDef::new("k", bigint()).not_null(), ColumnDef::new("t", ColumnType::Blob)], vec![0], 1);
     s.create_table(&def).unwrap();
     let (p, r) = put(&mut s, 2, vec![Value::Int(1), Value::Bytes(vec![1; 100])]).unwrap();
-    put(
-        &mut s,
-        2,
-        vec![Value::Int(2), Value::Bytes(vec![2; 1 << 20])],
-    )
-    .unwrap();
+    put(&mut s, 2, vec![Value::Int(2), Value::Bytes(vec![2; 1 << 20])]).unwrap();
     let used = s.memory().used_bytes;
-    let e = s
-        .update(2, p, r, vec![Value::Int(1), Value::Bytes(vec![3; 1 << 20])])
-        .unwrap_err();
+    let e = s.update(2, p, r, vec![Value::Int(1), Value::Bytes(vec![3; 1 << 20])]).unwrap_err();
     assert_eq!(e.code, ErrorCode::TableFull);
-    assert_eq!(
-        s.read_row(2, p, r),
-        vec![Value::Int(1), Value::Bytes(vec![1; 100])]
-    );
+    assert_eq!(s.read_row(2, p, r), vec![Value::Int(1), Value::Bytes(vec![1; 100])]);
     assert_eq!(s.memory().used_bytes, used);
     assert_eq!(
-        s.reserve_check(2, &[Value::Int(3), Value::Bytes(vec![3; 1 << 20])])
-            .unwrap_err()
-            .code,
+        s.reserve_check(2, &[Value::Int(3), Value::Bytes(vec![3; 1 << 20])]).unwrap_err().code,
         ErrorCode::TableFull
     );
-    s.reserve_check(2, &[Value::Int(3), Value::Bytes(vec![3; 1000])])
-        .unwrap();
-    s.update(2, p, r, vec![Value::Int(1), Value::Bytes(vec![3; 500_000])])
-        .unwrap();
+    s.reserve_check(2, &[Value::Int(3), Value::Bytes(vec![3; 1000])]).unwrap();
+    s.update(2, p, r, vec![Value::Int(1), Value::Bytes(vec![3; 500_000])]).unwrap();
     s.check_invariants();
 }
 
@@ -596,27 +412,15 @@ fn growing_update_beyond_memory_fails_unchanged() {
 fn big_values_and_var_page_churn() {
     let mut s = Storage::new(256 << 20);
     s.create_table(&kv_table(1, 1)).unwrap();
-    let mut def = table(
-        2,
-        vec![
-            ColumnDef::new("k", bigint()).not_null(),
-            ColumnDef::new("t", ColumnType::Blob),
-        ],
-        vec![0],
-        1,
-    );
+    let mut def =
+        table(2, vec![ColumnDef::new("k", bigint()).not_null(), ColumnDef::new("t", ColumnType::Blob)], vec![0], 1);
     def.name = "blobs".into();
     s.create_table(&def).unwrap();
     let big = vec![7u8; 4 << 20];
     let (p, r) = put(&mut s, 2, vec![Value::Int(1), Value::Bytes(big.clone())]).unwrap();
     assert_eq!(s.read_row(2, p, r)[1], Value::Bytes(big));
     let too_big = vec![7u8; (4 << 20) + 1];
-    assert_eq!(
-        put(&mut s, 2, vec![Value::Int(2), Value::Bytes(too_big)])
-            .unwrap_err()
-            .code,
-        ErrorCode::ValueTooLarge
-    );
+    assert_eq!(put(&mut s, 2, vec![Value::Int(2), Value::Bytes(too_big)]).unwrap_err().code, ErrorCode::ValueTooLarge);
     // Churn: values of changing sizes force compaction of var pages.
     for round in 0..20i64 {
         for k in 0..300i64 {
@@ -647,32 +451,18 @@ fn composite_var_primary_key_case_insensitive() {
         vec![
             ColumnDef::new("name", varchar(30)).not_null(),
             ColumnDef::new("n", ColumnType::Int { unsigned: false }).not_null(),
-            ColumnDef::new(
-                "note",
-                ColumnType::Text {
-                    collation: Collation::Binary,
-                },
-            ),
+            ColumnDef::new("note", ColumnType::Text { collation: Collation::Binary }),
         ],
         vec![0, 1],
         2,
     );
     s.create_table(&def).unwrap();
-    let row =
-        |name: &str, n: i64, note: &str| vec![Value::str(name), Value::Int(n), Value::str(note)];
+    let row = |name: &str, n: i64, note: &str| vec![Value::str(name), Value::Int(n), Value::str(note)];
     // Enough rows to grow the hash tables several times (rehash reads var pks).
     for i in 0..5000 {
-        put(
-            &mut s,
-            4,
-            row(&format!("Name{i}"), i % 3, &"x".repeat(i as usize % 50)),
-        )
-        .unwrap();
+        put(&mut s, 4, row(&format!("Name{i}"), i % 3, &"x".repeat(i as usize % 50))).unwrap();
     }
-    assert_eq!(
-        put(&mut s, 4, row("NAME7", 1, "dup")).unwrap_err().code,
-        ErrorCode::DuplicateKey
-    );
+    assert_eq!(put(&mut s, 4, row("NAME7", 1, "dup")).unwrap_err().code, ErrorCode::DuplicateKey);
     put(&mut s, 4, row("NAME7", 2, "other n")).unwrap();
     let (p, r) = get(&s, 4, &[Value::str("name7"), Value::Int(1)]).expect("case-insensitive pk");
     assert_eq!(s.read_row(4, p, r)[0], Value::str("Name7"));
@@ -682,23 +472,14 @@ fn composite_var_primary_key_case_insensitive() {
         if i % 2 == 0 {
             s.delete(4, p, r);
         } else {
-            s.update(
-                4,
-                p,
-                r,
-                row(&format!("Name{i}"), i % 3, &"y".repeat(i as usize % 97)),
-            )
-            .unwrap();
+            s.update(4, p, r, row(&format!("Name{i}"), i % 3, &"y".repeat(i as usize % 97))).unwrap();
         }
     }
     s.check_invariants();
     assert_eq!(s.row_count(4), 2501);
     for i in (1..5000).step_by(2) {
         let (p, r) = get(&s, 4, &[Value::str(&format!("NAME{i}")), Value::Int(i % 3)]).unwrap();
-        assert_eq!(
-            s.read_row(4, p, r)[2],
-            Value::str(&"y".repeat(i as usize % 97))
-        );
+        assert_eq!(s.read_row(4, p, r)[2], Value::str(&"y".repeat(i as usize % 97)));
     }
 }
 
@@ -711,26 +492,13 @@ fn tables_share_the_memory_limit() {
     while put(&mut s, 1, kv(k, Some("filler filler filler"), k)).is_ok() {
         k += 1;
     }
-    assert_eq!(
-        put(&mut s, 2, kv(0, Some("x"), 0)).unwrap_err().code,
-        ErrorCode::TableFull
-    );
-    assert_eq!(
-        s.reserve_check(2, &kv(0, Some("x"), 0)).unwrap_err().code,
-        ErrorCode::TableFull
-    );
+    assert_eq!(put(&mut s, 2, kv(0, Some("x"), 0)).unwrap_err().code, ErrorCode::TableFull);
+    assert_eq!(s.reserve_check(2, &kv(0, Some("x"), 0)).unwrap_err().code, ErrorCode::TableFull);
     s.truncate_table(1).unwrap();
     put(&mut s, 2, kv(0, Some("x"), 0)).unwrap();
     s.reserve_check(2, &kv(1, Some("x"), 0)).unwrap();
     s.check_invariants();
     s.drop_table(1).unwrap();
     s.drop_table(2).unwrap();
-    assert_eq!(
-        s.memory(),
-        MemoryStats {
-            limit_bytes: 2 << 20,
-            used_bytes: 0,
-            rows: 0
-        }
-    );
+    assert_eq!(s.memory(), MemoryStats { limit_bytes: 2 << 20, used_bytes: 0, rows: 0 });
 }

@@ -34,17 +34,9 @@ fn random_row(rng: &mut Rng, k: i64) -> Vec<Value> {
     } else {
         let i = rng.below(60);
         // Mixed case: the unique index is case-insensitive.
-        Value::str(&if i & 1 == 0 {
-            format!("u{i}")
-        } else {
-            format!("U{i}")
-        })
+        Value::str(&if i & 1 == 0 { format!("u{i}") } else { format!("U{i}") })
     };
-    let n = if rng.below(10) == 0 {
-        Value::Null
-    } else {
-        Value::Int(rng.below(20) as i64 - 5)
-    };
+    let n = if rng.below(10) == 0 { Value::Null } else { Value::Int(rng.below(20) as i64 - 5) };
     let blob = match rng.below(6) {
         0 => Value::Null,
         1 => Value::Bytes(vec![k as u8; 4097 + rng.below(3000) as usize]),
@@ -54,16 +46,12 @@ fn random_row(rng: &mut Rng, k: i64) -> Vec<Value> {
 }
 
 fn ukey(v: &Value) -> Option<String> {
-    v.as_bytes()
-        .map(|b| String::from_utf8_lossy(b).to_lowercase())
+    v.as_bytes().map(|b| String::from_utf8_lossy(b).to_lowercase())
 }
 
 fn unique_holder(model: &BTreeMap<i64, Vec<Value>>, u: &Value, except: i64) -> Option<i64> {
     let key = ukey(u)?;
-    model
-        .iter()
-        .find(|(k, r)| **k != except && ukey(&r[1]).as_deref() == Some(key.as_str()))
-        .map(|(k, _)| *k)
+    model.iter().find(|(k, r)| **k != except && ukey(&r[1]).as_deref() == Some(key.as_str())).map(|(k, _)| *k)
 }
 
 fn check_scans(s: &Storage, model: &BTreeMap<i64, Vec<Value>>, rng: &mut Rng) {
@@ -72,23 +60,9 @@ fn check_scans(s: &Storage, model: &BTreeMap<i64, Vec<Value>>, rng: &mut Rng) {
     for p in 0..3 {
         let mut cur = s.scan_open(T, p, None, None, false).unwrap();
         let mut out = Vec::new();
-        while !s
-            .scan_next(
-                T,
-                p,
-                &mut cur,
-                None,
-                1 + rng.below(50) as usize,
-                100,
-                &mut out,
-            )
-            .unwrap()
-        {}
+        while !s.scan_next(T, p, &mut cur, None, 1 + rng.below(50) as usize, 100, &mut out).unwrap() {}
         for (_, r) in out {
-            assert!(
-                got.insert(r[0].as_i64().unwrap(), r).is_none(),
-                "row returned twice"
-            );
+            assert!(got.insert(r[0].as_i64().unwrap(), r).is_none(), "row returned twice");
         }
     }
     assert_eq!(&got, model);
@@ -98,21 +72,13 @@ fn check_scans(s: &Storage, model: &BTreeMap<i64, Vec<Value>>, rng: &mut Rng) {
     let (li, hi_incl) = (rng.below(2) == 0, rng.below(2) == 0);
     let desc = rng.below(2) == 0;
     let range = ScanRange {
-        low: Bound {
-            values: vec![Value::Int(lo)],
-            inclusive: li,
-        },
-        high: Bound {
-            values: vec![Value::Int(hi)],
-            inclusive: hi_incl,
-        },
+        low: Bound { values: vec![Value::Int(lo)], inclusive: li },
+        high: Bound { values: vec![Value::Int(hi)], inclusive: hi_incl },
     };
     let mut want: Vec<(Option<i64>, i64)> = model
         .values()
         .filter_map(|r| r[2].as_i64().map(|n| (n, r[0].as_i64().unwrap())))
-        .filter(|(n, _)| {
-            (if li { *n >= lo } else { *n > lo }) && (if hi_incl { *n <= hi } else { *n < hi })
-        })
+        .filter(|(n, _)| (if li { *n >= lo } else { *n > lo }) && (if hi_incl { *n <= hi } else { *n < hi }))
         .map(|(n, k)| (Some(n), k))
         .collect();
     want.sort();
@@ -123,24 +89,9 @@ fn check_scans(s: &Storage, model: &BTreeMap<i64, Vec<Value>>, rng: &mut Rng) {
     for p in 0..3 {
         let mut cur = s.scan_open(T, p, Some(NIX), Some(&range), desc).unwrap();
         let mut out = Vec::new();
-        while !s
-            .scan_next(
-                T,
-                p,
-                &mut cur,
-                None,
-                1 + rng.below(20) as usize,
-                50,
-                &mut out,
-            )
-            .unwrap()
-        {}
-        merged.extend(out.into_iter().map(|(_, r)| {
-            (
-                s.ordered_key(T, NIX, &r),
-                (r[2].as_i64(), r[0].as_i64().unwrap()),
-            )
-        }));
+        while !s.scan_next(T, p, &mut cur, None, 1 + rng.below(20) as usize, 50, &mut out).unwrap() {}
+        merged
+            .extend(out.into_iter().map(|(_, r)| (s.ordered_key(T, NIX, &r), (r[2].as_i64(), r[0].as_i64().unwrap()))));
     }
     merged.sort_by(|a, b| if desc { b.0.cmp(&a.0) } else { a.0.cmp(&b.0) });
     let got: Vec<(Option<i64>, i64)> = merged.into_iter().map(|(_, v)| v).collect();
@@ -161,10 +112,8 @@ fn run(seed: u64, ops: usize) {
         vec![0],
         3,
     );
-    def.indexes
-        .push(index(UIX, "u", vec![1], true, IndexKind::Ordered));
-    def.indexes
-        .push(index(NIX, "n", vec![2], false, IndexKind::Ordered));
+    def.indexes.push(index(UIX, "u", vec![1], true, IndexKind::Ordered));
+    def.indexes.push(index(NIX, "n", vec![2], false, IndexKind::Ordered));
     s.create_table(&def).unwrap();
     let mut model: BTreeMap<i64, Vec<Value>> = BTreeMap::new();
     let mut full = 0;
@@ -175,17 +124,9 @@ fn run(seed: u64, ops: usize) {
                 let r = random_row(&mut rng, k);
                 let res = put(&mut s, T, r.clone());
                 if model.contains_key(&k) {
-                    assert_eq!(
-                        res.unwrap_err().code,
-                        ErrorCode::DuplicateKey,
-                        "seed {seed} step {step}"
-                    );
+                    assert_eq!(res.unwrap_err().code, ErrorCode::DuplicateKey, "seed {seed} step {step}");
                 } else if unique_holder(&model, &r[1], k).is_some() {
-                    assert_eq!(
-                        res.unwrap_err().code,
-                        ErrorCode::DuplicateUniqueKey,
-                        "seed {seed} step {step}"
-                    );
+                    assert_eq!(res.unwrap_err().code, ErrorCode::DuplicateUniqueKey, "seed {seed} step {step}");
                 } else {
                     match res {
                         Ok(_) => {
@@ -203,11 +144,7 @@ fn run(seed: u64, ops: usize) {
                 if let Some((p, rid)) = get(&s, T, &[Value::Int(k)]) {
                     let res = s.update(T, p, rid, r.clone());
                     if unique_holder(&model, &r[1], k).is_some() {
-                        assert_eq!(
-                            res.unwrap_err().code,
-                            ErrorCode::DuplicateUniqueKey,
-                            "seed {seed} step {step}"
-                        );
+                        assert_eq!(res.unwrap_err().code, ErrorCode::DuplicateUniqueKey, "seed {seed} step {step}");
                     } else {
                         match res {
                             Ok(()) => {
@@ -219,11 +156,7 @@ fn run(seed: u64, ops: usize) {
                             }
                         }
                     }
-                    assert_eq!(
-                        &s.read_row(T, p, rid),
-                        &model[&k],
-                        "seed {seed} step {step}"
-                    );
+                    assert_eq!(&s.read_row(T, p, rid), &model[&k], "seed {seed} step {step}");
                 } else {
                     assert!(!model.contains_key(&k));
                 }
@@ -238,15 +171,9 @@ fn run(seed: u64, ops: usize) {
             }
             _ => {
                 let probe = random_row(&mut rng, k)[1].clone();
-                let got = s
-                    .lookup_unique(T, UIX, std::slice::from_ref(&probe))
-                    .unwrap();
+                let got = s.lookup_unique(T, UIX, std::slice::from_ref(&probe)).unwrap();
                 let want = unique_holder(&model, &probe, i64::MIN);
-                assert_eq!(
-                    got.map(|(p, r)| s.read_row(T, p, r)[0].as_i64().unwrap()),
-                    want,
-                    "seed {seed} step {step}"
-                );
+                assert_eq!(got.map(|(p, r)| s.read_row(T, p, r)[0].as_i64().unwrap()), want, "seed {seed} step {step}");
             }
         }
         assert_eq!(s.row_count(T), model.len() as u64);
@@ -259,11 +186,7 @@ fn run(seed: u64, ops: usize) {
     check_scans(&s, &model, &mut rng);
     let m = s.memory();
     assert!(m.used_bytes <= m.limit_bytes);
-    eprintln!(
-        "seed {seed}: {} rows at end, {full} TableFull, {} bytes used",
-        model.len(),
-        m.used_bytes
-    );
+    eprintln!("seed {seed}: {} rows at end, {full} TableFull, {} bytes used", model.len(), m.used_bytes);
     assert!(model.len() > 100);
 }
 
@@ -280,10 +203,7 @@ fn random_ops_match_model() {
 }
 
 fn seeds() -> u64 {
-    std::env::var("NORR_STORAGE_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
+    std::env::var("NORR_STORAGE_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(1)
 }
 
 #[test]
@@ -297,25 +217,14 @@ fn table_full_run(seed: u64) {
     // A small node: inserts regularly fail with TableFull, and must change nothing.
     let mut rng = Rng(seed);
     let mut s = Storage::new(300 * 1024);
-    let def = table(
-        T,
-        vec![
-            ColumnDef::new("k", bigint()).not_null(),
-            ColumnDef::new("b", ColumnType::Blob),
-        ],
-        vec![0],
-        2,
-    );
+    let def =
+        table(T, vec![ColumnDef::new("k", bigint()).not_null(), ColumnDef::new("b", ColumnType::Blob)], vec![0], 2);
     s.create_table(&def).unwrap();
     let mut model: BTreeMap<i64, usize> = BTreeMap::new();
     let mut fulls = 0;
     for _ in 0..5000 {
         let k = rng.below(2000) as i64;
-        let len = if rng.below(4) == 0 {
-            5000
-        } else {
-            rng.below(300) as usize
-        };
+        let len = if rng.below(4) == 0 { 5000 } else { rng.below(300) as usize };
         if let Some((p, r)) = get(&s, T, &[Value::Int(k)]) {
             if rng.below(2) == 0 {
                 s.delete(T, p, r);
@@ -383,11 +292,7 @@ fn ddl_run(seed: u64) {
     let mut model: BTreeMap<i64, Vec<Value>> = BTreeMap::new();
     let mut has_index = false;
     // Per partition: (cursor, RowIds seen, last ordered key).
-    type Open = (
-        ScanCursor,
-        std::collections::BTreeSet<RowId>,
-        Option<Vec<u8>>,
-    );
+    type Open = (ScanCursor, std::collections::BTreeSet<RowId>, Option<Vec<u8>>);
     let mut full: Vec<Option<Open>> = vec![None, None];
     let mut ordered: Vec<Option<Open>> = vec![None, None];
     let (mut completed, mut aborted) = (0, 0);
@@ -398,19 +303,14 @@ fn ddl_run(seed: u64) {
             if has_index {
                 s.drop_index(T, NIX).unwrap();
             } else {
-                s.create_index(T, &index(NIX, "a", vec![1], false, IndexKind::Ordered))
-                    .unwrap();
+                s.create_index(T, &index(NIX, "a", vec![1], false, IndexKind::Ordered)).unwrap();
             }
             has_index = !has_index;
         } else if r < 10 {
             s.truncate_table(T).unwrap();
             model.clear();
         } else if r < 600 {
-            let row = vec![
-                Value::Int(k),
-                Value::Int(rng.below(10) as i64),
-                Value::str(&format!("b{}", rng.below(50))),
-            ];
+            let row = vec![Value::Int(k), Value::Int(rng.below(10) as i64), Value::str(&format!("b{}", rng.below(50)))];
             match get(&s, T, &[Value::Int(k)]) {
                 Some((p, rid)) => {
                     // Keep `a` (the indexed column) so ordered scans see each row once.
@@ -431,25 +331,13 @@ fn ddl_run(seed: u64) {
         // Advance every open scan by a small batch; open new ones.
         for p in 0..2u32 {
             for is_ordered in [false, true] {
-                let slot = if is_ordered {
-                    &mut ordered[p as usize]
-                } else {
-                    &mut full[p as usize]
-                };
+                let slot = if is_ordered { &mut ordered[p as usize] } else { &mut full[p as usize] };
                 if slot.is_none() {
-                    let ix = if is_ordered {
-                        has_index.then_some(NIX)
-                    } else {
-                        None
-                    };
+                    let ix = if is_ordered { has_index.then_some(NIX) } else { None };
                     if is_ordered && ix.is_none() {
                         continue;
                     }
-                    *slot = Some((
-                        s.scan_open(T, p, ix, None, false).unwrap(),
-                        Default::default(),
-                        None,
-                    ));
+                    *slot = Some((s.scan_open(T, p, ix, None, false).unwrap(), Default::default(), None));
                 }
                 let (cur, seen, last) = slot.as_mut().unwrap();
                 let mut out = Vec::new();
@@ -457,23 +345,13 @@ fn ddl_run(seed: u64) {
                     Ok(done) => {
                         for (rid, row) in &out {
                             let key = row[0].as_i64().unwrap();
-                            assert_eq!(
-                                model.get(&key),
-                                Some(row),
-                                "step {step}: stale row returned"
-                            );
+                            assert_eq!(model.get(&key), Some(row), "step {step}: stale row returned");
                             if is_ordered {
                                 let ok = s.ordered_key(T, NIX, row);
-                                assert!(
-                                    last.as_ref().is_none_or(|l| *l < ok),
-                                    "step {step}: ordered key went back"
-                                );
+                                assert!(last.as_ref().is_none_or(|l| *l < ok), "step {step}: ordered key went back");
                                 *last = Some(ok);
                             } else {
-                                assert!(
-                                    seen.insert(*rid),
-                                    "step {step}: RowId {rid} returned twice"
-                                );
+                                assert!(seen.insert(*rid), "step {step}: RowId {rid} returned twice");
                             }
                         }
                         if done {
@@ -495,8 +373,5 @@ fn ddl_run(seed: u64) {
         }
     }
     s.check_invariants();
-    assert!(
-        completed > 20 && aborted > 0,
-        "completed {completed} aborted {aborted}"
-    );
+    assert!(completed > 20 && aborted > 0, "completed {completed} aborted {aborted}");
 }

@@ -24,10 +24,8 @@ fn setup(partitions: u32, rows: i64) -> Storage {
         vec![0],
         partitions,
     );
-    def.indexes
-        .push(index(IX, "ab", vec![1, 2], false, IndexKind::Ordered));
-    def.indexes
-        .push(index(8, "h", vec![0, 1], true, IndexKind::UniqueHash));
+    def.indexes.push(index(IX, "ab", vec![1, 2], false, IndexKind::Ordered));
+    def.indexes.push(index(8, "h", vec![0, 1], true, IndexKind::UniqueHash));
     s.create_table(&def).unwrap();
     for id in 0..rows {
         put(&mut s, T, row(id)).unwrap();
@@ -36,11 +34,7 @@ fn setup(partitions: u32, rows: i64) -> Storage {
 }
 
 fn row(id: i64) -> Vec<Value> {
-    let a = if id % 11 == 0 {
-        Value::Null
-    } else {
-        Value::Int(id % 7)
-    };
+    let a = if id % 11 == 0 { Value::Null } else { Value::Int(id % 7) };
     let b = match id % 5 {
         0 => Value::Null,
         1 => Value::str("a"),
@@ -90,20 +84,12 @@ fn in_range(r: &[Value], low: &Bound, high: &Bound) -> bool {
 }
 
 /// Run a scan to the end in batches; returns the ids in order.
-fn drain(
-    s: &Storage,
-    part: PartitionId,
-    cur: &mut ScanCursor,
-    filter: Option<&Filter>,
-    batch: usize,
-) -> Vec<i64> {
+fn drain(s: &Storage, part: PartitionId, cur: &mut ScanCursor, filter: Option<&Filter>, batch: usize) -> Vec<i64> {
     let mut out = Vec::new();
     let mut ids = Vec::new();
     for _ in 0..100_000 {
         out.clear();
-        let done = s
-            .scan_next(T, part, cur, filter, batch, batch * 4, &mut out)
-            .unwrap();
+        let done = s.scan_next(T, part, cur, filter, batch, batch * 4, &mut out).unwrap();
         assert!(out.len() <= batch);
         ids.extend(out.iter().map(|(_, r)| r[0].as_i64().unwrap()));
         if done {
@@ -142,15 +128,9 @@ fn ordered_scans_every_bound_combination() {
     let mut sizes = BTreeSet::new();
     for low in bounds() {
         for high in bounds() {
-            let range = ScanRange {
-                low: low.clone(),
-                high: high.clone(),
-            };
-            let mut want: Vec<i64> = sorted
-                .iter()
-                .filter(|r| in_range(r, &low, &high))
-                .map(|r| r[0].as_i64().unwrap())
-                .collect();
+            let range = ScanRange { low: low.clone(), high: high.clone() };
+            let mut want: Vec<i64> =
+                sorted.iter().filter(|r| in_range(r, &low, &high)).map(|r| r[0].as_i64().unwrap()).collect();
             sizes.insert(want.len());
             for desc in [false, true] {
                 if desc {
@@ -159,10 +139,7 @@ fn ordered_scans_every_bound_combination() {
                 for batch in [1usize, 7, 1000] {
                     let mut cur = s.scan_open(T, 0, Some(IX), Some(&range), desc).unwrap();
                     let got = drain(&s, 0, &mut cur, None, batch);
-                    assert_eq!(
-                        got, want,
-                        "low {low:?} high {high:?} desc {desc} batch {batch}"
-                    );
+                    assert_eq!(got, want, "low {low:?} high {high:?} desc {desc} batch {batch}");
                     scans += 1;
                 }
                 if desc {
@@ -181,38 +158,24 @@ fn ordered_scans_every_bound_combination() {
 #[test]
 fn ordered_scans_merge_across_partitions() {
     let s = setup(4, 400);
-    let range = ScanRange {
-        low: Bound::inclusive(vec![Value::Int(1)]),
-        high: Bound::exclusive(vec![Value::Int(4)]),
-    };
+    let range = ScanRange { low: Bound::inclusive(vec![Value::Int(1)]), high: Bound::exclusive(vec![Value::Int(4)]) };
     let mut merged: Vec<(Vec<u8>, i64)> = Vec::new();
     for p in 0..4 {
         let mut cur = s.scan_open(T, p, Some(IX), Some(&range), false).unwrap();
         let mut out = Vec::new();
         while !s.scan_next(T, p, &mut cur, None, 16, 64, &mut out).unwrap() {}
         let keys: Vec<Vec<u8>> = out.iter().map(|(_, r)| s.ordered_key(T, IX, r)).collect();
-        assert!(
-            keys.windows(2).all(|w| w[0] < w[1]),
-            "partition {p} not in index order"
-        );
-        merged.extend(
-            out.iter()
-                .map(|(_, r)| (s.ordered_key(T, IX, r), r[0].as_i64().unwrap())),
-        );
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "partition {p} not in index order");
+        merged.extend(out.iter().map(|(_, r)| (s.ordered_key(T, IX, r), r[0].as_i64().unwrap())));
     }
     merged.sort();
     let want: Vec<i64> = {
-        let mut v: Vec<Vec<Value>> = (0..400)
-            .map(row)
-            .filter(|r| matches!(r[1], Value::Int(a) if (1..4).contains(&a)))
-            .collect();
+        let mut v: Vec<Vec<Value>> =
+            (0..400).map(row).filter(|r| matches!(r[1], Value::Int(a) if (1..4).contains(&a))).collect();
         v.sort_by_key(|r| s.ordered_key(T, IX, r));
         v.iter().map(|r| r[0].as_i64().unwrap()).collect()
     };
-    assert_eq!(
-        merged.into_iter().map(|(_, id)| id).collect::<Vec<_>>(),
-        want
-    );
+    assert_eq!(merged.into_iter().map(|(_, id)| id).collect::<Vec<_>>(), want);
 }
 
 #[test]
@@ -222,47 +185,16 @@ fn bad_scans_are_rejected() {
         low: Bound::inclusive(vec![Value::Int(1), Value::str("a"), Value::Int(3)]),
         high: Bound::unbounded(),
     };
-    assert_eq!(
-        s.scan_open(T, 0, Some(IX), Some(&three), false)
-            .unwrap_err()
-            .code,
-        ErrorCode::BadScanBound
-    );
-    let r = ScanRange {
-        low: Bound::inclusive(vec![Value::Int(1)]),
-        high: Bound::unbounded(),
-    };
-    assert_eq!(
-        s.scan_open(T, 0, None, Some(&r), false).unwrap_err().code,
-        ErrorCode::BadScanBound
-    );
-    assert_eq!(
-        s.scan_open(T, 0, Some(8), None, false).unwrap_err().code,
-        ErrorCode::BadScanBound
-    );
-    assert_eq!(
-        s.scan_open(T, 0, Some(99), None, false).unwrap_err().code,
-        ErrorCode::NoSuchIndex
-    );
-    assert_eq!(
-        s.scan_open(T, 5, None, None, false).unwrap_err().code,
-        ErrorCode::BadPartition
-    );
-    let wrong = ScanRange {
-        low: Bound::inclusive(vec![Value::str("x")]),
-        high: Bound::unbounded(),
-    };
-    assert_eq!(
-        s.scan_open(T, 0, Some(IX), Some(&wrong), false)
-            .unwrap_err()
-            .code,
-        ErrorCode::BadScanBound
-    );
+    assert_eq!(s.scan_open(T, 0, Some(IX), Some(&three), false).unwrap_err().code, ErrorCode::BadScanBound);
+    let r = ScanRange { low: Bound::inclusive(vec![Value::Int(1)]), high: Bound::unbounded() };
+    assert_eq!(s.scan_open(T, 0, None, Some(&r), false).unwrap_err().code, ErrorCode::BadScanBound);
+    assert_eq!(s.scan_open(T, 0, Some(8), None, false).unwrap_err().code, ErrorCode::BadScanBound);
+    assert_eq!(s.scan_open(T, 0, Some(99), None, false).unwrap_err().code, ErrorCode::NoSuchIndex);
+    assert_eq!(s.scan_open(T, 5, None, None, false).unwrap_err().code, ErrorCode::BadPartition);
+    let wrong = ScanRange { low: Bound::inclusive(vec![Value::str("x")]), high: Bound::unbounded() };
+    assert_eq!(s.scan_open(T, 0, Some(IX), Some(&wrong), false).unwrap_err().code, ErrorCode::BadScanBound);
     // An empty range (low above high) is fine and returns nothing.
-    let empty = ScanRange {
-        low: Bound::inclusive(vec![Value::Int(5)]),
-        high: Bound::exclusive(vec![Value::Int(2)]),
-    };
+    let empty = ScanRange { low: Bound::inclusive(vec![Value::Int(5)]), high: Bound::exclusive(vec![Value::Int(2)]) };
     let mut cur = s.scan_open(T, 0, Some(IX), Some(&empty), true).unwrap();
     assert!(drain(&s, 0, &mut cur, None, 10).is_empty());
 }
@@ -275,101 +207,39 @@ fn out_of_range_bounds_still_bound() {
         vec![
             ColumnDef::new("id", bigint()).not_null(),
             ColumnDef::new("t", ColumnType::TinyInt { unsigned: true }),
-            ColumnDef::new(
-                "v",
-                ColumnType::Varchar {
-                    len: 3,
-                    collation: norr_signals::value::Collation::Binary,
-                },
-            ),
+            ColumnDef::new("v", ColumnType::Varchar { len: 3, collation: norr_signals::value::Collation::Binary }),
         ],
         vec![0],
         1,
     );
-    def.indexes
-        .push(index(IX, "tv", vec![1, 2], false, IndexKind::Ordered));
+    def.indexes.push(index(IX, "tv", vec![1, 2], false, IndexKind::Ordered));
     s.create_table(&def).unwrap();
     let vals = [(0, "a"), (5, "abc"), (5, "abd"), (255, "zzz")];
     for (i, (t, v)) in vals.iter().enumerate() {
-        s.insert(
-            T,
-            0,
-            vec![Value::Int(i as i64), Value::Int(*t), Value::str(v)],
-        )
-        .unwrap();
+        s.insert(T, 0, vec![Value::Int(i as i64), Value::Int(*t), Value::str(v)]).unwrap();
     }
-    s.insert(T, 0, vec![Value::Int(9), Value::Null, Value::Null])
-        .unwrap();
+    s.insert(T, 0, vec![Value::Int(9), Value::Null, Value::Null]).unwrap();
     let ids = |s: &Storage, low: Bound, high: Bound, desc: bool| -> Vec<i64> {
-        let mut cur = s
-            .scan_open(T, 0, Some(IX), Some(&ScanRange { low, high }), desc)
-            .unwrap();
+        let mut cur = s.scan_open(T, 0, Some(IX), Some(&ScanRange { low, high }), desc).unwrap();
         drain(s, 0, &mut cur, None, 2)
     };
     let un = Bound::unbounded;
     // t < 1000: every non-NULL t, plus NULL as for any range without a low bound.
-    assert_eq!(
-        ids(&s, un(), Bound::exclusive(vec![Value::Int(1000)]), false),
-        vec![9, 0, 1, 2, 3]
-    );
+    assert_eq!(ids(&s, un(), Bound::exclusive(vec![Value::Int(1000)]), false), vec![9, 0, 1, 2, 3]);
     // t > -5: every non-NULL t.
-    assert_eq!(
-        ids(&s, Bound::exclusive(vec![Value::Int(-5)]), un(), false),
-        vec![0, 1, 2, 3]
-    );
+    assert_eq!(ids(&s, Bound::exclusive(vec![Value::Int(-5)]), un(), false), vec![0, 1, 2, 3]);
     // t >= 1000 and t <= -1: nothing.
     assert!(ids(&s, Bound::inclusive(vec![Value::Int(1000)]), un(), true).is_empty());
-    assert_eq!(
-        ids(&s, un(), Bound::inclusive(vec![Value::Int(-1)]), false),
-        vec![9]
-    );
+    assert_eq!(ids(&s, un(), Bound::inclusive(vec![Value::Int(-1)]), false), vec![9]);
     // (5, v) with v beyond the column length: compared as the longer string.
-    assert_eq!(
-        ids(
-            &s,
-            Bound::inclusive(vec![Value::Int(5), Value::str("abcd")]),
-            un(),
-            false
-        ),
-        vec![2, 3]
-    );
-    assert_eq!(
-        ids(
-            &s,
-            un(),
-            Bound::exclusive(vec![Value::Int(5), Value::str("abcd")]),
-            true
-        ),
-        vec![1, 0, 9]
-    );
+    assert_eq!(ids(&s, Bound::inclusive(vec![Value::Int(5), Value::str("abcd")]), un(), false), vec![2, 3]);
+    assert_eq!(ids(&s, un(), Bound::exclusive(vec![Value::Int(5), Value::str("abcd")]), true), vec![1, 0, 9]);
     // A number for a string column is no bound.
-    let r = ScanRange {
-        low: un(),
-        high: Bound::inclusive(vec![Value::Int(5), Value::Int(7)]),
-    };
-    assert_eq!(
-        s.scan_open(T, 0, Some(IX), Some(&r), false)
-            .unwrap_err()
-            .code,
-        ErrorCode::BadScanBound
-    );
+    let r = ScanRange { low: un(), high: Bound::inclusive(vec![Value::Int(5), Value::Int(7)]) };
+    assert_eq!(s.scan_open(T, 0, Some(IX), Some(&r), false).unwrap_err().code, ErrorCode::BadScanBound);
     // (300, ..) on the composite: beyond every t, whatever follows.
-    assert_eq!(
-        ids(
-            &s,
-            un(),
-            Bound::inclusive(vec![Value::Int(300), Value::str("a")]),
-            false
-        ),
-        vec![9, 0, 1, 2, 3]
-    );
-    assert!(ids(
-        &s,
-        Bound::exclusive(vec![Value::Int(300), Value::str("a")]),
-        un(),
-        false
-    )
-    .is_empty());
+    assert_eq!(ids(&s, un(), Bound::inclusive(vec![Value::Int(300), Value::str("a")]), false), vec![9, 0, 1, 2, 3]);
+    assert!(ids(&s, Bound::exclusive(vec![Value::Int(300), Value::str("a")]), un(), false).is_empty());
 }
 
 #[test]
@@ -377,38 +247,15 @@ fn full_scan_with_filters_and_examine_limit() {
     let s = setup(2, 500);
     let def = s.table_def(T).unwrap().clone();
     let filters = vec![
-        Filter::Cmp {
-            col: 1,
-            op: CmpOp::Gt,
-            value: Value::Int(3),
-        },
-        Filter::And(vec![
-            Filter::IsNotNull(2),
-            Filter::Like {
-                col: 2,
-                pattern: b"B%".to_vec(),
-            },
-        ]),
-        Filter::Or(vec![
-            Filter::IsNull(1),
-            Filter::Cmp {
-                col: 0,
-                op: CmpOp::Lt,
-                value: Value::Int(10),
-            },
-        ]),
-        Filter::Not(Box::new(Filter::Cmp {
-            col: 1,
-            op: CmpOp::Eq,
-            value: Value::Int(2),
-        })),
+        Filter::Cmp { col: 1, op: CmpOp::Gt, value: Value::Int(3) },
+        Filter::And(vec![Filter::IsNotNull(2), Filter::Like { col: 2, pattern: b"B%".to_vec() }]),
+        Filter::Or(vec![Filter::IsNull(1), Filter::Cmp { col: 0, op: CmpOp::Lt, value: Value::Int(10) }]),
+        Filter::Not(Box::new(Filter::Cmp { col: 1, op: CmpOp::Eq, value: Value::Int(2) })),
     ];
     for f in &filters {
         norr_signals::filter_eval::validate_filter(f, &def).unwrap();
         let mut want: Vec<i64> = (0..500)
-            .filter(|&id| {
-                norr_signals::filter_eval::eval_filter(f, &row(id), &def).unwrap() == Some(true)
-            })
+            .filter(|&id| norr_signals::filter_eval::eval_filter(f, &row(id), &def).unwrap() == Some(true))
             .collect();
         let mut got = Vec::new();
         for p in 0..2 {
@@ -428,24 +275,15 @@ fn full_scan_with_filters_and_examine_limit() {
     };
     let mut calls = 0;
     let mut out = Vec::new();
-    while !s
-        .scan_next(T, 0, &mut cur, Some(&Filter::False), 10, 5, &mut out)
-        .unwrap()
-    {
+    while !s.scan_next(T, 0, &mut cur, Some(&Filter::False), 10, 5, &mut out).unwrap() {
         calls += 1;
         assert!(out.is_empty());
     }
-    assert!(
-        calls >= rows0 / 5 - 1 && calls <= rows0 / 5 + 1,
-        "calls {calls} rows {rows0}"
-    );
+    assert!(calls >= rows0 / 5 - 1 && calls <= rows0 / 5 + 1, "calls {calls} rows {rows0}");
     // Ordered scans honour the examine limit too.
     let mut cur = s.scan_open(T, 0, Some(IX), None, true).unwrap();
     let mut calls = 0;
-    while !s
-        .scan_next(T, 0, &mut cur, Some(&Filter::False), 10, 5, &mut out)
-        .unwrap()
-    {
+    while !s.scan_next(T, 0, &mut cur, Some(&Filter::False), 10, 5, &mut out).unwrap() {
         calls += 1;
     }
     assert!(calls >= rows0 / 5 - 1, "calls {calls}");
@@ -461,9 +299,7 @@ fn cursor_survives_changes(index: Option<IndexId>, desc: bool) {
     let mut round = 0;
     loop {
         out.clear();
-        let done = s
-            .scan_next(T, 0, &mut cur, None, 37, 100, &mut out)
-            .unwrap();
+        let done = s.scan_next(T, 0, &mut cur, None, 37, 100, &mut out).unwrap();
         for (rid, r) in &out {
             let id = r[0].as_i64().unwrap();
             assert!(seen.insert(id), "row {id} returned twice");
@@ -552,64 +388,33 @@ fn fractional_bounds_on_integer_and_decimal_indexes() {
     use norr_signals::coerce::compare_values;
     use norr_signals::value::Decimal;
     use std::cmp::Ordering;
-    let dec_ty = ColumnType::Decimal {
-        precision: 5,
-        scale: 2,
-    };
+    let dec_ty = ColumnType::Decimal { precision: 5, scale: 2 };
     let int_ty = ColumnType::TinyInt { unsigned: false };
     for (ty, vals) in [
         (
             dec_ty.clone(),
-            (-12..=12)
-                .map(|i| {
-                    Value::Decimal(Decimal {
-                        mantissa: i * 25,
-                        scale: 2,
-                    })
-                })
-                .collect::<Vec<_>>(),
+            (-12..=12).map(|i| Value::Decimal(Decimal { mantissa: i * 25, scale: 2 })).collect::<Vec<_>>(),
         ),
         (int_ty.clone(), (-5..=5).map(Value::Int).collect::<Vec<_>>()),
     ] {
         let mut s = Storage::new(16 << 20);
-        let mut def = table(
-            T,
-            vec![
-                ColumnDef::new("id", bigint()).not_null(),
-                ColumnDef::new("v", ty.clone()),
-            ],
-            vec![0],
-            1,
-        );
-        def.indexes
-            .push(index(IX, "v", vec![1], false, IndexKind::Ordered));
+        let mut def =
+            table(T, vec![ColumnDef::new("id", bigint()).not_null(), ColumnDef::new("v", ty.clone())], vec![0], 1);
+        def.indexes.push(index(IX, "v", vec![1], false, IndexKind::Ordered));
         s.create_table(&def).unwrap();
         for (i, v) in vals.iter().enumerate() {
-            s.insert(T, 0, vec![Value::Int(i as i64), v.clone()])
-                .unwrap();
+            s.insert(T, 0, vec![Value::Int(i as i64), v.clone()]).unwrap();
         }
         let lits = [
             Value::Double(0.5),
             Value::Double(-0.3),
             Value::Double(1.004),
-            Value::Decimal(Decimal {
-                mantissa: 1004,
-                scale: 3,
-            }),
-            Value::Decimal(Decimal {
-                mantissa: -2501,
-                scale: 3,
-            }),
-            Value::Decimal(Decimal {
-                mantissa: 25,
-                scale: 1,
-            }),
+            Value::Decimal(Decimal { mantissa: 1004, scale: 3 }),
+            Value::Decimal(Decimal { mantissa: -2501, scale: 3 }),
+            Value::Decimal(Decimal { mantissa: 25, scale: 1 }),
             Value::Int(2),
             Value::Double(1e10),
-            Value::Decimal(Decimal {
-                mantissa: -99_999_999,
-                scale: 3,
-            }),
+            Value::Decimal(Decimal { mantissa: -99_999_999, scale: 3 }),
         ];
         for lo in &lits {
             for hi in &lits {
@@ -626,14 +431,8 @@ fn fractional_bounds_on_integer_and_decimal_indexes() {
                         .map(|(i, _)| i as i64)
                         .collect();
                     let range = ScanRange {
-                        low: Bound {
-                            values: vec![lo.clone()],
-                            inclusive: li,
-                        },
-                        high: Bound {
-                            values: vec![hi.clone()],
-                            inclusive: hi_incl,
-                        },
+                        low: Bound { values: vec![lo.clone()], inclusive: li },
+                        high: Bound { values: vec![hi.clone()], inclusive: hi_incl },
                     };
                     let mut cur = s.scan_open(T, 0, Some(IX), Some(&range), false).unwrap();
                     let got = drain(&s, 0, &mut cur, None, 4);

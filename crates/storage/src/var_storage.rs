@@ -41,10 +41,7 @@ pub struct VarRef {
 
 impl VarRef {
     /// The row has no chunk (all var columns NULL).
-    pub const NONE: VarRef = VarRef {
-        page: u32::MAX,
-        offset: 0,
-    };
+    pub const NONE: VarRef = VarRef { page: u32::MAX, offset: 0 };
 
     pub fn is_none(self) -> bool {
         self.page == u32::MAX
@@ -135,29 +132,19 @@ impl VarStore {
             return &[];
         }
         if r.offset == LARGE_OFFSET {
-            return self.large[r.page as usize]
-                .as_deref()
-                .expect("large chunk live");
+            return self.large[r.page as usize].as_deref().expect("large chunk live");
         }
         let pg = self.page(r.page);
         let o = r.offset as usize;
         let len = u16::from_le_bytes([pg.buf[o + 4], pg.buf[o + 5]]) as usize;
-        debug_assert_ne!(
-            u32::from_le_bytes(pg.buf[o..o + 4].try_into().expect("4")),
-            DEAD
-        );
+        debug_assert_ne!(u32::from_le_bytes(pg.buf[o..o + 4].try_into().expect("4")), DEAD);
         &pg.buf[o + HEADER..o + HEADER + len]
     }
 
     /// Store `payload` for row `owner`. `relocate(row, new_ref)` is called for
     /// every other live chunk a compaction moves. The caller checked memory
     /// with `alloc_cost`.
-    pub fn alloc(
-        &mut self,
-        owner: RowId,
-        payload: &[u8],
-        relocate: &mut dyn FnMut(RowId, VarRef),
-    ) -> VarRef {
+    pub fn alloc(&mut self, owner: RowId, payload: &[u8], relocate: &mut dyn FnMut(RowId, VarRef)) -> VarRef {
         assert_ne!(owner, DEAD);
         if payload.is_empty() {
             return VarRef::NONE;
@@ -176,10 +163,7 @@ impl VarStore {
                     (self.large.len() - 1) as u32
                 }
             };
-            return VarRef {
-                page: idx,
-                offset: LARGE_OFFSET,
-            };
+            return VarRef { page: idx, offset: LARGE_OFFSET };
         }
         let need = payload.len() + HEADER;
         if !self.current_fits(need) {
@@ -193,10 +177,7 @@ impl VarStore {
         pg.buf[o + HEADER..o + need].copy_from_slice(payload);
         pg.used += need;
         pg.live_chunks += 1;
-        VarRef {
-            page: p,
-            offset: o as u16,
-        }
+        VarRef { page: p, offset: o as u16 }
     }
 
     fn switch_page(&mut self, need: usize, relocate: &mut dyn FnMut(RowId, VarRef)) {
@@ -210,12 +191,7 @@ impl VarStore {
                 return;
             }
         }
-        let pg = VarPage {
-            buf: vec![0u8; VAR_PAGE_BYTES].into_boxed_slice(),
-            used: 0,
-            dead: 0,
-            live_chunks: 0,
-        };
+        let pg = VarPage { buf: vec![0u8; VAR_PAGE_BYTES].into_boxed_slice(), used: 0, dead: 0, live_chunks: 0 };
         self.allocated_pages += 1;
         let p = match self.released.pop() {
             Some(p) => {
@@ -249,13 +225,7 @@ impl VarStore {
             if owner != DEAD {
                 if write != read {
                     pg.buf.copy_within(read..read + len, write);
-                    relocate(
-                        owner,
-                        VarRef {
-                            page: p,
-                            offset: write as u16,
-                        },
-                    );
+                    relocate(owner, VarRef { page: p, offset: write as u16 });
                 }
                 write += len;
             }
@@ -273,9 +243,7 @@ impl VarStore {
         }
         self.chunks -= 1;
         if r.offset == LARGE_OFFSET {
-            let b = self.large[r.page as usize]
-                .take()
-                .expect("large chunk live");
+            let b = self.large[r.page as usize].take().expect("large chunk live");
             self.large_bytes -= (b.len() + LARGE_OVERHEAD) as u64;
             self.free_large.push(r.page);
             return;
@@ -308,9 +276,7 @@ impl VarStore {
     /// Overwrite a chunk's payload in place (same length only).
     pub fn overwrite(&mut self, r: VarRef, payload: &[u8]) {
         if r.offset == LARGE_OFFSET {
-            let b = self.large[r.page as usize]
-                .as_mut()
-                .expect("large chunk live");
+            let b = self.large[r.page as usize].as_mut().expect("large chunk live");
             assert_eq!(b.len(), payload.len());
             b.copy_from_slice(payload);
             return;
@@ -339,9 +305,7 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        let payload = |id: RowId, len: usize| -> Vec<u8> {
-            (0..len).map(|i| (id as usize + i) as u8).collect()
-        };
+        let payload = |id: RowId, len: usize| -> Vec<u8> { (0..len).map(|i| (id as usize + i) as u8).collect() };
         let mut lens: HashMap<RowId, usize> = HashMap::new();
         for step in 0..20_000u32 {
             let r = next();
@@ -351,11 +315,7 @@ mod tests {
                 vs.free(old);
             }
             if r % 3 != 0 {
-                let len = if step % 97 == 0 {
-                    5000
-                } else {
-                    (next() % 300) as usize
-                };
+                let len = if step % 97 == 0 { 5000 } else { (next() % 300) as usize };
                 let p = payload(id, len);
                 let mut moved = Vec::new();
                 let nr = vs.alloc(id, &p, &mut |o, nr| moved.push((o, nr)));

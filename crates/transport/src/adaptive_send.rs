@@ -176,10 +176,7 @@ impl AdaptiveSend {
         }
         let half = self.cfg.max_delay_ns / 2;
         let before = self.max_waits;
-        match (
-            self.sum_wait_ns.checked_div(self.samples),
-            self.sum_wait_plus1_ns.checked_div(self.samples),
-        ) {
+        match (self.sum_wait_ns.checked_div(self.samples), self.sum_wait_plus1_ns.checked_div(self.samples)) {
             (Some(mean), Some(mean_plus1)) if mean <= half => {
                 if mean_plus1 <= half && self.max_waits < MAX_WAITS_CAP {
                     self.max_waits += 1;
@@ -248,11 +245,7 @@ pub struct SendBuffer {
 impl SendBuffer {
     pub fn new(max_bytes: usize) -> Self {
         assert!(max_bytes > 0);
-        SendBuffer {
-            buf: Vec::new(),
-            pos: 0,
-            max_bytes,
-        }
+        SendBuffer { buf: Vec::new(), pos: 0, max_bytes }
     }
 
     /// Bytes waiting to be written.
@@ -297,10 +290,7 @@ impl SendBuffer {
     /// goes out to a peer that reads.)
     pub fn push_frame_with(&mut self, fill: impl FnOnce(&mut Vec<u8>)) -> Result<(), SendBufferFull> {
         if self.len() >= self.max_bytes {
-            return Err(SendBufferFull {
-                len: self.len(),
-                max: self.max_bytes,
-            });
+            return Err(SendBufferFull { len: self.len(), max: self.max_bytes });
         }
         if self.pos > 0 && self.pos == self.buf.len() {
             self.buf.clear();
@@ -450,10 +440,7 @@ mod tests {
                 arrivals.push(t);
             }
             let (_, _, worst) = drive(&mut p, &arrivals, 64);
-            assert!(
-                worst <= max_delay_us * US,
-                "delay {max_delay_us} us: worst wait {worst} ns"
-            );
+            assert!(worst <= max_delay_us * US, "delay {max_delay_us} us: worst wait {worst} ns");
         }
     }
 
@@ -502,11 +489,7 @@ mod tests {
         let mut sb = SendBuffer::new(100);
         sb.push_frame(b"hello").unwrap();
         assert_eq!(sb.len(), 8 + 5);
-        let mut w = Trickle {
-            got: Vec::new(),
-            per_call: 4,
-            calls_left: 2,
-        };
+        let mut w = Trickle { got: Vec::new(), per_call: 4, calls_left: 2 };
         assert_eq!(sb.write_to(&mut w).unwrap(), 8);
         assert_eq!(sb.len(), 5);
         w.calls_left = 10;
@@ -523,13 +506,7 @@ mod tests {
         }
         sb.push_frame(&[0u8; 20]).unwrap(); // 96 pending: still accepted
         let err = sb.push_frame(&[0u8; 1]).unwrap_err();
-        assert_eq!(
-            err,
-            SendBufferFull {
-                len: 8 * 12 + 28,
-                max: 100
-            }
-        );
+        assert_eq!(err, SendBufferFull { len: 8 * 12 + 28, max: 100 });
         assert_eq!(sb.len(), 124, "a refused frame is not appended");
         // One frame larger than the bound goes to a peer that reads.
         let mut sb = SendBuffer::new(100);
@@ -538,11 +515,7 @@ mod tests {
 
         let mut sb = SendBuffer::new(1 << 20);
         sb.push_frame_with(|o| o.extend_from_slice(b"xyz")).unwrap();
-        let mut zero = Trickle {
-            got: Vec::new(),
-            per_call: 0,
-            calls_left: 1,
-        };
+        let mut zero = Trickle { got: Vec::new(), per_call: 0, calls_left: 1 };
         assert_eq!(sb.write_to(&mut zero).unwrap_err().kind(), io::ErrorKind::WriteZero);
     }
 }

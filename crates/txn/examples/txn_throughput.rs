@@ -31,15 +31,11 @@ const VALUE_BYTES: usize = 100;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let n: i64 = args
-        .first()
-        .map_or(200_000, |s| s.parse().expect("rows: a number"));
+    let n: i64 = args.first().map_or(200_000, |s| s.parse().expect("rows: a number"));
     match args.get(1).map(String::as_str) {
         None | Some("all") => all(n),
         Some("update") => {
-            let batches: i64 = args
-                .get(2)
-                .map_or(1000, |s| s.parse().expect("batches: a number"));
+            let batches: i64 = args.get(2).map_or(1000, |s| s.parse().expect("batches: a number"));
             update_only(n, batches)
         }
         Some(other) => panic!("unknown mode {other:?}: all | update"),
@@ -49,18 +45,8 @@ fn main() {
 /// `k BIGINT, v VARBINARY(100)`, `n` rows, then `batches` transactions of 64 updates.
 fn update_only(n: i64, batches: i64) {
     let mut h = Harness::new(Knobs::default());
-    let d = h
-        .create_table(table_def(
-            "bench_kv",
-            8,
-            &[(
-                "v",
-                ColumnType::Varbinary {
-                    len: VALUE_BYTES as u32,
-                },
-            )],
-        ))
-        .unwrap();
+    let d =
+        h.create_table(table_def("bench_kv", 8, &[("v", ColumnType::Varbinary { len: VALUE_BYTES as u32 })])).unwrap();
     let t = d.id;
     let batch = 100;
     for b in 0..(n + batch - 1) / batch {
@@ -96,9 +82,7 @@ fn run_updates(h: &mut Harness, t: u32, n: i64, batches: i64) {
                 KeyOp::update(t, vec![Value::Int(key)], vec![(1, v.clone())])
             })
             .collect();
-        let c = h
-            .key(1, (1 << 32) + b as u64, ExecType::Commit, ops)
-            .unwrap();
+        let c = h.key(1, (1 << 32) + b as u64, ExecType::Commit, ops).unwrap();
         assert_eq!(c.results.len(), UPDATE_BATCH as usize);
     }
 }
@@ -111,13 +95,7 @@ fn all(n: i64) {
             8,
             &[
                 ("a", ColumnType::BigInt { unsigned: false }),
-                (
-                    "c",
-                    ColumnType::Char {
-                        len: 20,
-                        collation: Default::default(),
-                    },
-                ),
+                ("c", ColumnType::Char { len: 20, collation: Default::default() }),
             ],
         ))
         .unwrap();
@@ -128,35 +106,20 @@ fn all(n: i64) {
         let ops = (0..batch)
             .map(|i| {
                 let id = b * batch + i;
-                KeyOp::insert(
-                    t,
-                    vec![Value::Int(id)],
-                    vec![(1, Value::Int(id)), (2, Value::str("abcdefghij"))],
-                )
+                KeyOp::insert(t, vec![Value::Int(id)], vec![(1, Value::Int(id)), (2, Value::str("abcdefghij"))])
             })
             .collect();
         h.key(1, b as u64, ExecType::Commit, ops).unwrap();
     }
     let el = start.elapsed();
     println!("insert: {:.0} rows/s", n as f64 / el.as_secs_f64());
-    for (name, lock) in [
-        ("committed read", LockMode::CommittedRead),
-        ("exclusive read", LockMode::Exclusive),
-    ] {
+    for (name, lock) in [("committed read", LockMode::CommittedRead), ("exclusive read", LockMode::Exclusive)] {
         let start = Instant::now();
         for b in 0..n / batch {
-            let ops = (0..batch)
-                .map(|i| KeyOp {
-                    lock,
-                    ..KeyOp::read(t, vec![Value::Int(b * batch + i)])
-                })
-                .collect();
+            let ops = (0..batch).map(|i| KeyOp { lock, ..KeyOp::read(t, vec![Value::Int(b * batch + i)]) }).collect();
             h.key(1, b as u64, ExecType::Commit, ops).unwrap();
         }
-        println!(
-            "{name}: {:.0} ops/s",
-            n as f64 / start.elapsed().as_secs_f64()
-        );
+        println!("{name}: {:.0} ops/s", n as f64 / start.elapsed().as_secs_f64());
     }
     let start = Instant::now();
     for b in 0..n / batch {
@@ -169,25 +132,9 @@ fn all(n: i64) {
             .collect();
         h.key(1, b as u64, ExecType::Commit, ops).unwrap();
     }
-    println!(
-        "update: {:.0} ops/s",
-        n as f64 / start.elapsed().as_secs_f64()
-    );
+    println!("update: {:.0} ops/s", n as f64 / start.elapsed().as_secs_f64());
     let start = Instant::now();
-    let (rows, _) = h
-        .scan_all(
-            1,
-            1,
-            true,
-            ScanSpec {
-                batch_rows: 1000,
-                ..ScanSpec::full(t)
-            },
-        )
-        .unwrap();
+    let (rows, _) = h.scan_all(1, 1, true, ScanSpec { batch_rows: 1000, ..ScanSpec::full(t) }).unwrap();
     assert_eq!(rows.len() as i64, n);
-    println!(
-        "scan: {:.0} rows/s",
-        n as f64 / start.elapsed().as_secs_f64()
-    );
+    println!("scan: {:.0} rows/s", n as f64 / start.elapsed().as_secs_f64());
 }

@@ -8,9 +8,7 @@ use norr_kernel::{Block, BlockRef, Ctx, NodeId};
 use norr_knobs::Knobs;
 use norr_signals::internal::{BlockStats, InternalSignal, SchemaChange};
 use norr_signals::schema::{IndexId, TableDef, TableId};
-use norr_signals::{
-    block, DictConf, DictOp, DictRef, DictReq, DictResult, ErrorCode, NodeError, NodeStats, Signal,
-};
+use norr_signals::{block, DictConf, DictOp, DictRef, DictReq, DictResult, ErrorCode, NodeError, NodeStats, Signal};
 use std::collections::{BTreeMap, VecDeque};
 
 /// Most DDL requests queued before DICT answers Overloaded.
@@ -87,9 +85,7 @@ impl Dict {
     }
 
     fn find(&self, name: &str) -> Result<TableDef, NodeError> {
-        self.by_name(name)
-            .cloned()
-            .ok_or_else(|| NodeError::with(ErrorCode::NoSuchTable, name.to_string()))
+        self.by_name(name).cloned().ok_or_else(|| NodeError::with(ErrorCode::NoSuchTable, name.to_string()))
     }
 
     fn conf(ctx: &mut Ctx<'_, Signal>, to: BlockRef, req_id: u32, result: DictResult) {
@@ -105,43 +101,25 @@ impl Dict {
         match &req.op {
             DictOp::GetTable { name } => match self.by_name(name) {
                 Some(d) => Self::conf(ctx, from, id, DictResult::Table(d.clone())),
-                None => Self::dref(
-                    ctx,
-                    from,
-                    id,
-                    NodeError::with(ErrorCode::NoSuchTable, name.clone()),
-                ),
+                None => Self::dref(ctx, from, id, NodeError::with(ErrorCode::NoSuchTable, name.clone())),
             },
-            DictOp::ListTables => Self::conf(
-                ctx,
-                from,
-                id,
-                DictResult::Tables(self.tables.values().cloned().collect()),
-            ),
+            DictOp::ListTables => {
+                Self::conf(ctx, from, id, DictResult::Tables(self.tables.values().cloned().collect()))
+            }
             DictOp::NextAutoInc { table, count } => match self.auto_inc.get_mut(table) {
                 Some(next) => {
                     let first = *next;
                     *next = next.saturating_add((*count).max(1));
                     Self::conf(ctx, from, id, DictResult::AutoInc { first });
                 }
-                None => Self::dref(
-                    ctx,
-                    from,
-                    id,
-                    NodeError::with(ErrorCode::NoSuchTable, format!("table id {table}")),
-                ),
+                None => Self::dref(ctx, from, id, NodeError::with(ErrorCode::NoSuchTable, format!("table id {table}"))),
             },
             DictOp::BumpAutoInc { table, used } => match self.auto_inc.get_mut(table) {
                 Some(next) => {
                     *next = (*next).max(used.saturating_add(1));
                     Self::conf(ctx, from, id, DictResult::Done);
                 }
-                None => Self::dref(
-                    ctx,
-                    from,
-                    id,
-                    NodeError::with(ErrorCode::NoSuchTable, format!("table id {table}")),
-                ),
+                None => Self::dref(ctx, from, id, NodeError::with(ErrorCode::NoSuchTable, format!("table id {table}"))),
             },
             _ => {
                 if self.queue.len() >= MAX_QUEUED_DDL {
@@ -172,51 +150,22 @@ impl Dict {
                     let req = self.next_req;
                     self.next_req += 1;
                     for i in 0..self.lqh_instances {
-                        ctx.send(
-                            BlockRef::new(self.node, block::LQH, i),
-                            internal(InternalSignal::StatsReq { req }),
-                        );
+                        ctx.send(BlockRef::new(self.node, block::LQH, i), internal(InternalSignal::StatsReq { req }));
                     }
-                    ctx.send(
-                        BlockRef::new(self.node, block::TC, 0),
-                        internal(InternalSignal::StatsReq { req }),
-                    );
+                    ctx.send(BlockRef::new(self.node, block::TC, 0), internal(InternalSignal::StatsReq { req }));
                     let waiting = self.lqh_instances as usize + 1;
-                    let stage = Stage::Stats {
-                        waiting,
-                        acc: BlockStats::default(),
-                    };
-                    self.active = Some(Active {
-                        from,
-                        req_id,
-                        req,
-                        change: None,
-                        stage,
-                        silent: false,
-                    });
+                    let stage = Stage::Stats { waiting, acc: BlockStats::default() };
+                    self.active = Some(Active { from, req_id, req, change: None, stage, silent: false });
                 }
                 Ok(Some(change)) => {
                     let req = self.next_req;
                     self.next_req += 1;
                     for i in 0..self.lqh_instances {
-                        let s = InternalSignal::SchemaChangeReq {
-                            req,
-                            change: Box::new(change.clone()),
-                        };
+                        let s = InternalSignal::SchemaChangeReq { req, change: Box::new(change.clone()) };
                         ctx.send(BlockRef::new(self.node, block::LQH, i), internal(s));
                     }
-                    let stage = Stage::Lqh {
-                        waiting: self.lqh_instances as usize,
-                        error: None,
-                    };
-                    self.active = Some(Active {
-                        from,
-                        req_id,
-                        req,
-                        change: Some(change),
-                        stage,
-                        silent: false,
-                    });
+                    let stage = Stage::Lqh { waiting: self.lqh_instances as usize, error: None };
+                    self.active = Some(Active { from, req_id, req, change: Some(change), stage, silent: false });
                 }
             }
         }
@@ -252,8 +201,7 @@ impl Dict {
                 if def.index_by_name(&index.name).is_some() {
                     return Err(NodeError::with(ErrorCode::IndexExists, index.name));
                 }
-                validate_index(&def, &index)
-                    .map_err(|m| NodeError::with(ErrorCode::BadSchema, m))?;
+                validate_index(&def, &index).map_err(|m| NodeError::with(ErrorCode::BadSchema, m))?;
                 index.id = self.next_index_id;
                 self.next_index_id += 1;
                 let id = index.id;
@@ -263,19 +211,13 @@ impl Dict {
             }
             DictOp::DropIndex { table, index } => {
                 let mut def = self.find(&table)?;
-                let id = def
-                    .index_by_name(&index)
-                    .ok_or_else(|| NodeError::with(ErrorCode::NoSuchIndex, index))?
-                    .id;
+                let id = def.index_by_name(&index).ok_or_else(|| NodeError::with(ErrorCode::NoSuchIndex, index))?.id;
                 def.indexes.retain(|i| i.id != id);
                 def.version += 1;
                 SchemaChange::DropIndex { def, index: id }
             }
             DictOp::NodeStats => return Ok(None),
-            DictOp::GetTable { .. }
-            | DictOp::ListTables
-            | DictOp::NextAutoInc { .. }
-            | DictOp::BumpAutoInc { .. } => {
+            DictOp::GetTable { .. } | DictOp::ListTables | DictOp::NextAutoInc { .. } | DictOp::BumpAutoInc { .. } => {
                 unreachable!("answered without queueing")
             }
         }))
@@ -322,10 +264,7 @@ impl Dict {
             return;
         };
         match &mut a.stage {
-            Stage::Lqh {
-                waiting,
-                error: first,
-            } => {
+            Stage::Lqh { waiting, error: first } => {
                 *waiting -= 1;
                 if first.is_none() {
                     *first = error;
@@ -340,10 +279,7 @@ impl Dict {
                 }
                 a.stage = Stage::Tc;
                 let change = a.change.clone().expect("schema change");
-                let s = InternalSignal::SchemaChangeReq {
-                    req,
-                    change: Box::new(change),
-                };
+                let s = InternalSignal::SchemaChangeReq { req, change: Box::new(change) };
                 ctx.send(BlockRef::new(self.node, block::TC, 0), internal(s));
             }
             Stage::Tc => {
@@ -401,9 +337,7 @@ impl Block<Signal> for Dict {
                 }
             }
             Signal::Internal(sig) => match *sig {
-                InternalSignal::SchemaChangeConf { req, error } => {
-                    self.on_schema_conf(req, error, ctx)
-                }
+                InternalSignal::SchemaChangeConf { req, error } => self.on_schema_conf(req, error, ctx),
                 InternalSignal::StatsConf { req, stats } => self.on_stats_conf(req, *stats, ctx),
                 InternalSignal::ApiFailDone { api_node } => {
                     self.failed_apis.remove(&api_node);

@@ -45,18 +45,10 @@ pub const LQH_INSTANCES: u16 = 1;
 /// A data node's scheduler with TC (instance 0), the LQH instances and DICT.
 pub fn build_data_node(node: NodeId, knobs: &Knobs) -> Scheduler<Signal> {
     let mut s = Scheduler::new(node, knobs.job_buffer_bound);
-    s.add_block(
-        block::TC,
-        0,
-        Box::new(tc::Tc::new(node, LQH_INSTANCES, knobs)),
-    );
+    s.add_block(block::TC, 0, Box::new(tc::Tc::new(node, LQH_INSTANCES, knobs)));
     for i in 0..LQH_INSTANCES {
         s.add_block(block::LQH, i, Box::new(lqh::Lqh::new(i, knobs)));
     }
-    s.add_block(
-        block::DICT,
-        0,
-        Box::new(dict::Dict::new(node, LQH_INSTANCES, knobs)),
-    );
+    s.add_block(block::DICT, 0, Box::new(dict::Dict::new(node, LQH_INSTANCES, knobs)));
     s
 }

@@ -107,24 +107,13 @@ impl Entry {
             }
             self.waiters.pop_front();
             self.grant(w.owner, w.mode);
-            out.push(Grant {
-                owner: w.owner,
-                tag: w.tag,
-            });
+            out.push(Grant { owner: w.owner, tag: w.tag });
         }
     }
 
     fn check(&self) {
-        let x = self
-            .holders
-            .iter()
-            .filter(|h| h.1 == Mode::Exclusive)
-            .count();
-        assert!(
-            x == 0 || self.holders.len() == 1,
-            "exclusive lock shared: {:?}",
-            self.holders
-        );
+        let x = self.holders.iter().filter(|h| h.1 == Mode::Exclusive).count();
+        assert!(x == 0 || self.holders.len() == 1, "exclusive lock shared: {:?}", self.holders);
     }
 }
 
@@ -169,10 +158,7 @@ impl LockTable {
 
     /// Does `owner` hold `key` at least in `mode`?
     pub fn holds(&self, key: &LockKey, owner: TxnId, mode: Mode) -> bool {
-        self.entries
-            .get(key)
-            .and_then(|e| e.held_by(owner))
-            .is_some_and(|m| m >= mode)
+        self.entries.get(key).and_then(|e| e.held_by(owner)).is_some_and(|m| m >= mode)
     }
 
     /// Drop a queued wait (time-out, abort). Waiters behind it may now be granted.
@@ -292,10 +278,7 @@ mod tests {
         assert_eq!(t.acquire(&k(1), 2, Mode::Shared, 2), Acquire::Waiting);
         assert_eq!(t.acquire(&k(1), 2, Mode::Exclusive, 3), Acquire::Waiting);
         t.release(&k(1), 1, &mut g);
-        assert_eq!(
-            g,
-            vec![Grant { owner: 2, tag: 2 }, Grant { owner: 2, tag: 3 }]
-        );
+        assert_eq!(g, vec![Grant { owner: 2, tag: 2 }, Grant { owner: 2, tag: 3 }]);
         assert!(t.holds(&k(1), 2, Mode::Exclusive));
         g.clear();
         // unlock drops the hold, not the owner's waits.
@@ -307,11 +290,7 @@ mod tests {
         assert!(g.is_empty());
         assert_eq!(t.waiting(), 2);
         t.release(&k(2), 5, &mut g);
-        assert_eq!(
-            g,
-            vec![Grant { owner: 3, tag: 7 }],
-            "the upgrade waited first in line"
-        );
+        assert_eq!(g, vec![Grant { owner: 3, tag: 7 }], "the upgrade waited first in line");
     }
 
     #[test]

@@ -21,37 +21,22 @@ pub fn partition_of_pk(def: &TableDef, pk: &[Value]) -> Result<PartitionId, Node
     if pk.len() != def.primary_key.len() {
         return Err(NodeError::with(
             ErrorCode::MissingKeyColumn,
-            format!(
-                "{} key values given, table {} has {} key columns",
-                pk.len(),
-                def.name,
-                def.primary_key.len()
-            ),
+            format!("{} key values given, table {} has {} key columns", pk.len(), def.name, def.primary_key.len()),
         ));
     }
     if let Some(i) = pk.iter().position(|v| v.is_null()) {
         let name = &def.columns[def.primary_key[i] as usize].name;
-        return Err(NodeError::with(
-            ErrorCode::MissingKeyColumn,
-            format!("NULL for key column {name}"),
-        ));
+        return Err(NodeError::with(ErrorCode::MissingKeyColumn, format!("NULL for key column {name}")));
     }
     let cols = def.partition_key_columns();
     // Encoded column by column into one buffer: the same bytes as
     // `keycode::encode_key` over the coerced values, without collecting them.
     let mut encoded = Vec::with_capacity(cols.len() * 10);
     for c in cols {
-        let i = def
-            .primary_key
-            .iter()
-            .position(|p| p == c)
-            .expect("DICT checked: partition key within the pk");
+        let i = def.primary_key.iter().position(|p| p == c).expect("DICT checked: partition key within the pk");
         let col = &def.columns[*c as usize];
         if pk[i].is_null() {
-            return Err(NodeError::with(
-                ErrorCode::MissingKeyColumn,
-                format!("NULL for key column {}", col.name),
-            ));
+            return Err(NodeError::with(ErrorCode::MissingKeyColumn, format!("NULL for key column {}", col.name)));
         }
         let v = coerce_value(pk[i].clone(), &col.ty, false)?;
         encode_value(&mut encoded, &v, &col.ty);
@@ -67,25 +52,15 @@ pub fn op_partition(def: &TableDef, op: &KeyOp) -> Result<Option<PartitionId>, N
             if pk.len() != def.primary_key.len() {
                 return Err(NodeError::new(ErrorCode::MissingKeyColumn));
             }
-            let p = op
-                .partition
-                .ok_or_else(|| NodeError::new(ErrorCode::MissingPartition))?;
+            let p = op.partition.ok_or_else(|| NodeError::new(ErrorCode::MissingPartition))?;
             if p >= def.partitions {
-                return Err(NodeError::with(
-                    ErrorCode::BadPartition,
-                    format!("partition {p} of {}", def.partitions),
-                ));
+                return Err(NodeError::with(ErrorCode::BadPartition, format!("partition {p} of {}", def.partitions)));
             }
             Ok(Some(p))
         }
         KeyAccess::Primary(pk) => partition_of_pk(def, pk).map(Some),
         KeyAccess::Unique { .. } => {
-            if op.kind.is_write()
-                && matches!(
-                    op.kind,
-                    norr_signals::OpKind::Insert | norr_signals::OpKind::Write
-                )
-            {
+            if op.kind.is_write() && matches!(op.kind, norr_signals::OpKind::Insert | norr_signals::OpKind::Write) {
                 return Err(NodeError::with(
                     ErrorCode::MalformedSignal,
                     "insert and write address rows by primary key",
@@ -110,14 +85,7 @@ mod tests {
         let mut st = Storage::new(1 << 24);
         let cols = vec![
             ColumnDef::new("a", ColumnType::Int { unsigned: false }).not_null(),
-            ColumnDef::new(
-                "b",
-                ColumnType::Varchar {
-                    len: 10,
-                    collation: Collation::CaseInsensitive,
-                },
-            )
-            .not_null(),
+            ColumnDef::new("b", ColumnType::Varchar { len: 10, collation: Collation::CaseInsensitive }).not_null(),
             ColumnDef::new("c", ColumnType::BigInt { unsigned: true }).not_null(),
         ];
         for (id, pcols) in [(1, vec![]), (2, vec![1]), (3, vec![2, 0])] {
@@ -135,20 +103,12 @@ mod tests {
             st.create_table(&def).unwrap();
             for i in 0..200i64 {
                 // Values of another class than the column's (Int for UInt) are coerced first.
-                let pk = vec![
-                    Value::Int(i - 100),
-                    Value::str(&format!("K{}", i % 13)),
-                    Value::Int(i * 7),
-                ];
-                assert_eq!(
-                    partition_of_pk(&def, &pk).unwrap(),
-                    st.partition_of_pk(id, &pk).unwrap()
-                );
+                let pk = vec![Value::Int(i - 100), Value::str(&format!("K{}", i % 13)), Value::Int(i * 7)];
+                assert_eq!(partition_of_pk(&def, &pk).unwrap(), st.partition_of_pk(id, &pk).unwrap());
             }
             let e = partition_of_pk(&def, &[Value::Int(1)]).unwrap_err();
             assert_eq!(e.code, ErrorCode::MissingKeyColumn);
-            let e =
-                partition_of_pk(&def, &[Value::Null, Value::str("x"), Value::Int(1)]).unwrap_err();
+            let e = partition_of_pk(&def, &[Value::Null, Value::str("x"), Value::Int(1)]).unwrap_err();
             assert_eq!(e.code, ErrorCode::MissingKeyColumn);
         }
         assert_eq!(lqh_instance(5, 1), 0);

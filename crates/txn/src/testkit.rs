@@ -56,19 +56,8 @@ impl Harness {
     pub fn send(&mut self, api: NodeId, sig: Signal) {
         assert_ne!(api, self.node, "an API node needs its own node id");
         let to = BlockRef::new(self.node, target_block(&sig), 0);
-        let prio = if matches!(sig, Signal::ApiFailReq { .. }) {
-            Priority::A
-        } else {
-            Priority::B
-        };
-        self.sched
-            .deliver(Envelope {
-                from: api_ref(api),
-                to,
-                prio,
-                signal: sig,
-            })
-            .expect("deliver");
+        let prio = if matches!(sig, Signal::ApiFailReq { .. }) { Priority::A } else { Priority::B };
+        self.sched.deliver(Envelope { from: api_ref(api), to, prio, signal: sig }).expect("deliver");
     }
 
     /// Run until idle; return (and forget) every signal that left the node.
@@ -104,12 +93,7 @@ impl Harness {
         let sig = Signal::ApiFailReq { api_node: api };
         for b in [block::TC, block::DICT] {
             let to = BlockRef::new(self.node, b, 0);
-            let env = Envelope {
-                from: BlockRef::new(0, 0, 0),
-                to,
-                prio: Priority::A,
-                signal: sig.clone(),
-            };
+            let env = Envelope { from: BlockRef::new(0, 0, 0), to, prio: Priority::A, signal: sig.clone() };
             self.sched.deliver(env).expect("deliver");
         }
         self.run()
@@ -124,12 +108,8 @@ impl Harness {
         let mut res = None;
         for e in out {
             match e.signal {
-                Signal::DictConf(c) if c.req_id == req_id && e.to == api_ref(api) => {
-                    res = Some(Ok(c.result))
-                }
-                Signal::DictRef(r) if r.req_id == req_id && e.to == api_ref(api) => {
-                    res = Some(Err(r.error))
-                }
+                Signal::DictConf(c) if c.req_id == req_id && e.to == api_ref(api) => res = Some(Ok(c.result)),
+                Signal::DictRef(r) if r.req_id == req_id && e.to == api_ref(api) => res = Some(Err(r.error)),
                 _ => self.inbox.push(e),
             }
         }
@@ -175,15 +155,8 @@ impl Harness {
     }
 
     /// A batch that must be answered at once.
-    pub fn key(
-        &mut self,
-        api: NodeId,
-        txn: u64,
-        exec: ExecType,
-        ops: Vec<KeyOp>,
-    ) -> Result<TcKeyConf, TcKeyRef> {
-        self.try_key(api, txn, exec, ops)
-            .expect("batch answered without waiting")
+    pub fn key(&mut self, api: NodeId, txn: u64, exec: ExecType, ops: Vec<KeyOp>) -> Result<TcKeyConf, TcKeyRef> {
+        self.try_key(api, txn, exec, ops).expect("batch answered without waiting")
     }
 
     /// Run one auto-committed batch; results or the error.
@@ -218,11 +191,7 @@ impl Harness {
     }
 
     /// Claim the answer for scan `scan_id` of `api`.
-    pub fn take_scan_reply(
-        &mut self,
-        api: NodeId,
-        scan_id: u32,
-    ) -> Option<Result<ScanTabConf, ScanTabRef>> {
+    pub fn take_scan_reply(&mut self, api: NodeId, scan_id: u32) -> Option<Result<ScanTabConf, ScanTabRef>> {
         let i = self.inbox.iter().position(|e| {
             e.to == api_ref(api)
                 && matches!(&e.signal, Signal::ScanTabConf(c) if c.scan_id == scan_id)
@@ -243,15 +212,7 @@ impl Harness {
         spec: ScanSpec,
     ) -> (u32, Option<Result<ScanTabConf, ScanTabRef>>) {
         let scan_id = self.next_scan_id();
-        let out = self.request(
-            api,
-            Signal::ScanTabReq(Box::new(ScanTabReq {
-                txn,
-                scan_id,
-                standalone,
-                spec,
-            })),
-        );
+        let out = self.request(api, Signal::ScanTabReq(Box::new(ScanTabReq { txn, scan_id, standalone, spec })));
         self.inbox.extend(out);
         (scan_id, self.take_scan_reply(api, scan_id))
     }
@@ -263,14 +224,7 @@ impl Harness {
         scan_id: u32,
         close: bool,
     ) -> Option<Result<ScanTabConf, ScanTabRef>> {
-        let out = self.request(
-            api,
-            Signal::ScanNextReq(ScanNextReq {
-                txn,
-                scan_id,
-                close,
-            }),
-        );
+        let out = self.request(api, Signal::ScanNextReq(ScanNextReq { txn, scan_id, close }));
         self.inbox.extend(out);
         self.take_scan_reply(api, scan_id)
     }
@@ -310,12 +264,8 @@ impl Harness {
         targets.extend((0..crate::LQH_INSTANCES).map(|i| (block::LQH, i)));
         for (b, i) in targets {
             let sig = Signal::Internal(Box::new(InternalSignal::StatsReq { req: 0 }));
-            let env = Envelope {
-                from: api_ref(100),
-                to: BlockRef::new(self.node, b, i),
-                prio: Priority::B,
-                signal: sig,
-            };
+            let env =
+                Envelope { from: api_ref(100), to: BlockRef::new(self.node, b, i), prio: Priority::B, signal: sig };
             self.sched.deliver(env).expect("deliver");
         }
         let mut out = std::collections::BTreeMap::new();
@@ -355,9 +305,7 @@ pub fn table_def(name: &str, partitions: u32, cols: &[(&str, ColumnType)]) -> Ta
         name: name.to_string(),
         columns,
         primary_key: vec![0],
-        partitioning: PartitionScheme::Key {
-            columns: Vec::new(),
-        },
+        partitioning: PartitionScheme::Key { columns: Vec::new() },
         partitions,
         indexes: Vec::new(),
         extra: Vec::new(),
@@ -365,11 +313,5 @@ pub fn table_def(name: &str, partitions: u32, cols: &[(&str, ColumnType)]) -> Ta
 }
 
 pub fn index_def(name: &str, columns: &[ColumnId], unique: bool, kind: IndexKind) -> IndexDef {
-    IndexDef {
-        id: 0,
-        name: name.to_string(),
-        columns: columns.to_vec(),
-        unique,
-        kind,
-    }
+    IndexDef { id: 0, name: name.to_string(), columns: columns.to_vec(), unique, kind }
 }

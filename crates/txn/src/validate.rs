@@ -3,17 +3,14 @@
 
 use norr_signals::coerce::coerce_value;
 use norr_signals::schema::{
-    IndexDef, IndexKind, PartitionScheme, TableDef, MAX_COLUMNS, MAX_KEY_COLUMNS, MAX_NAME_LEN,
-    MAX_PARTITIONS,
+    IndexDef, IndexKind, PartitionScheme, TableDef, MAX_COLUMNS, MAX_KEY_COLUMNS, MAX_NAME_LEN, MAX_PARTITIONS,
 };
 use norr_signals::value::{ColumnType, MAX_CHAR_LEN, MAX_DECIMAL_PRECISION, MAX_VARCHAR_LEN};
 use std::collections::BTreeSet;
 
 fn check_name(what: &str, name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > MAX_NAME_LEN {
-        return Err(format!(
-            "{what} name '{name}' must be 1..={MAX_NAME_LEN} bytes"
-        ));
+        return Err(format!("{what} name '{name}' must be 1..={MAX_NAME_LEN} bytes"));
     }
     Ok(())
 }
@@ -30,12 +27,8 @@ fn check_type(col: &str, ty: &ColumnType) -> Result<(), String> {
         ColumnType::Char { len, .. } | ColumnType::Binary { len } if *len > MAX_CHAR_LEN => {
             return Err(format!("column {col}: length {len} exceeds {MAX_CHAR_LEN}"));
         }
-        ColumnType::Varchar { len, .. } | ColumnType::Varbinary { len }
-            if *len > MAX_VARCHAR_LEN =>
-        {
-            return Err(format!(
-                "column {col}: length {len} exceeds {MAX_VARCHAR_LEN}"
-            ));
+        ColumnType::Varchar { len, .. } | ColumnType::Varbinary { len } if *len > MAX_VARCHAR_LEN => {
+            return Err(format!("column {col}: length {len} exceeds {MAX_VARCHAR_LEN}"));
         }
         _ => {}
     }
@@ -45,10 +38,7 @@ fn check_type(col: &str, ty: &ColumnType) -> Result<(), String> {
 pub fn validate_index(def: &TableDef, idx: &IndexDef) -> Result<(), String> {
     check_name("index", &idx.name)?;
     if idx.columns.is_empty() || idx.columns.len() > MAX_KEY_COLUMNS {
-        return Err(format!(
-            "index {}: needs 1..={MAX_KEY_COLUMNS} columns",
-            idx.name
-        ));
+        return Err(format!("index {}: needs 1..={MAX_KEY_COLUMNS} columns", idx.name));
     }
     let mut seen = BTreeSet::new();
     for c in &idx.columns {
@@ -81,30 +71,22 @@ pub fn validate_table(def: &TableDef) -> Result<(), String> {
         if c.auto_increment {
             auto_inc += 1;
             if c.ty.int_range().is_none() {
-                return Err(format!(
-                    "column {}: AUTO_INCREMENT needs an integer type",
-                    c.name
-                ));
+                return Err(format!("column {}: AUTO_INCREMENT needs an integer type", c.name));
             }
         }
         if let Some(d) = &c.default {
-            coerce_value(d.clone(), &c.ty, c.nullable)
-                .map_err(|e| format!("column {}: bad default: {e}", c.name))?;
+            coerce_value(d.clone(), &c.ty, c.nullable).map_err(|e| format!("column {}: bad default: {e}", c.name))?;
         }
     }
     if auto_inc > 1 {
         return Err("at most one AUTO_INCREMENT column".into());
     }
     if def.primary_key.is_empty() || def.primary_key.len() > MAX_KEY_COLUMNS {
-        return Err(format!(
-            "the primary key needs 1..={MAX_KEY_COLUMNS} columns"
-        ));
+        return Err(format!("the primary key needs 1..={MAX_KEY_COLUMNS} columns"));
     }
     let mut pk = BTreeSet::new();
     for c in &def.primary_key {
-        let col = def
-            .column(*c)
-            .ok_or_else(|| format!("primary key: no column id {c}"))?;
+        let col = def.column(*c).ok_or_else(|| format!("primary key: no column id {c}"))?;
         if col.nullable {
             return Err(format!("primary key column {} must be NOT NULL", col.name));
         }
@@ -117,9 +99,7 @@ pub fn validate_table(def: &TableDef) -> Result<(), String> {
     }
     if let PartitionScheme::Key { columns } = &def.partitioning {
         if let Some(c) = columns.iter().find(|c| !pk.contains(c)) {
-            return Err(format!(
-                "partition key column id {c} is not part of the primary key"
-            ));
+            return Err(format!("partition key column id {c} is not part of the primary key"));
         }
     }
     let mut inames = BTreeSet::new();

@@ -14,57 +14,22 @@ fn int() -> ColumnType {
 
 #[test]
 fn create_get_list_drop() {
-    let mut h = Harness::new(Knobs {
-        default_partitions: 3,
-        ..Knobs::default()
-    });
+    let mut h = Harness::new(Knobs { default_partitions: 3, ..Knobs::default() });
     let d = h.create_table(table_def("a", 0, &[("v", int())])).unwrap();
     assert_eq!((d.version, d.partitions), (1, 3));
     let d2 = h.create_table(table_def("b", 2, &[])).unwrap();
     assert_ne!(d.id, d2.id);
-    assert_eq!(
-        h.create_table(table_def("a", 1, &[])).unwrap_err().code,
-        ErrorCode::TableExists
-    );
-    assert_eq!(
-        h.dict(1, DictOp::GetTable { name: "a".into() }).unwrap(),
-        DictResult::Table(d.clone())
-    );
-    let DictResult::Tables(ts) = h.dict(1, DictOp::ListTables).unwrap() else {
-        panic!()
-    };
+    assert_eq!(h.create_table(table_def("a", 1, &[])).unwrap_err().code, ErrorCode::TableExists);
+    assert_eq!(h.dict(1, DictOp::GetTable { name: "a".into() }).unwrap(), DictResult::Table(d.clone()));
+    let DictResult::Tables(ts) = h.dict(1, DictOp::ListTables).unwrap() else { panic!() };
     assert_eq!(ts.len(), 2);
-    h.autocommit(vec![KeyOp::insert(d.id, vec![Value::Int(1)], vec![])])
-        .unwrap();
-    assert_eq!(
-        h.dict(1, DictOp::DropTable { name: "a".into() }).unwrap(),
-        DictResult::Done
-    );
-    assert_eq!(
-        h.dict(1, DictOp::GetTable { name: "a".into() })
-            .unwrap_err()
-            .code,
-        ErrorCode::NoSuchTable
-    );
-    assert_eq!(
-        h.dict(1, DictOp::DropTable { name: "a".into() })
-            .unwrap_err()
-            .code,
-        ErrorCode::NoSuchTable
-    );
+    h.autocommit(vec![KeyOp::insert(d.id, vec![Value::Int(1)], vec![])]).unwrap();
+    assert_eq!(h.dict(1, DictOp::DropTable { name: "a".into() }).unwrap(), DictResult::Done);
+    assert_eq!(h.dict(1, DictOp::GetTable { name: "a".into() }).unwrap_err().code, ErrorCode::NoSuchTable);
+    assert_eq!(h.dict(1, DictOp::DropTable { name: "a".into() }).unwrap_err().code, ErrorCode::NoSuchTable);
     // Operations on the dropped table.
-    assert_eq!(
-        h.autocommit(vec![KeyOp::read(d.id, vec![Value::Int(1)])])
-            .unwrap_err()
-            .code,
-        ErrorCode::NoSuchTable
-    );
-    assert_eq!(
-        h.scan_all(1, 1, true, ScanSpec::full(d.id))
-            .unwrap_err()
-            .code,
-        ErrorCode::NoSuchTable
-    );
+    assert_eq!(h.autocommit(vec![KeyOp::read(d.id, vec![Value::Int(1)])]).unwrap_err().code, ErrorCode::NoSuchTable);
+    assert_eq!(h.scan_all(1, 1, true, ScanSpec::full(d.id)).unwrap_err().code, ErrorCode::NoSuchTable);
     // Re-created under a new id.
     let d3 = h.create_table(table_def("a", 1, &[])).unwrap();
     assert!(d3.id > d2.id);
@@ -82,62 +47,25 @@ fn bad_schemas_are_rejected_with_a_message() {
     d.columns[0].nullable = true;
     bad.push(d);
     bad.push(table_def("x", 5000, &[]));
-    bad.push(table_def(
-        "x",
-        1,
-        &[(
-            "d",
-            ColumnType::Decimal {
-                precision: 50,
-                scale: 2,
-            },
-        )],
-    ));
-    bad.push(table_def(
-        "x",
-        1,
-        &[(
-            "d",
-            ColumnType::Decimal {
-                precision: 5,
-                scale: 6,
-            },
-        )],
-    ));
-    bad.push(table_def(
-        "x",
-        1,
-        &[(
-            "c",
-            ColumnType::Char {
-                len: 300,
-                collation: Default::default(),
-            },
-        )],
-    ));
+    bad.push(table_def("x", 1, &[("d", ColumnType::Decimal { precision: 50, scale: 2 })]));
+    bad.push(table_def("x", 1, &[("d", ColumnType::Decimal { precision: 5, scale: 6 })]));
+    bad.push(table_def("x", 1, &[("c", ColumnType::Char { len: 300, collation: Default::default() })]));
     bad.push(table_def("x", 1, &[("id", int())]));
     let mut d = table_def("x", 1, &[("a", int()), ("b", int())]);
     d.columns[1].auto_increment = true;
     d.columns[2].auto_increment = true;
     bad.push(d);
     let mut d = table_def("x", 1, &[("a", int())]);
-    d.columns.push(
-        ColumnDef::new("nn", int())
-            .not_null()
-            .default_value(Value::str("zz")),
-    );
+    d.columns.push(ColumnDef::new("nn", int()).not_null().default_value(Value::str("zz")));
     bad.push(d);
     let mut d = table_def("x", 1, &[("a", int())]);
     d.partitioning = PartitionScheme::Key { columns: vec![1] };
     bad.push(d);
     let mut d = table_def("x", 1, &[("a", int())]);
-    d.indexes
-        .push(index_def("i", &[7], false, IndexKind::Ordered));
+    d.indexes.push(index_def("i", &[7], false, IndexKind::Ordered));
     bad.push(d);
     let mut d = table_def("x", 1, &[]);
-    d.columns = (0..600)
-        .map(|i| ColumnDef::new(&format!("c{i}"), int()).not_null())
-        .collect();
+    d.columns = (0..600).map(|i| ColumnDef::new(&format!("c{i}"), int()).not_null()).collect();
     bad.push(d);
     bad.push(table_def("", 1, &[]));
     for d in bad {
@@ -154,77 +82,33 @@ fn indexes_create_and_drop() {
     let mut h = Harness::new(Knobs::default());
     let d = h.create_table(table_def("t", 2, &[("v", int())])).unwrap();
     let t = d.id;
-    h.autocommit(
-        (0..10)
-            .map(|i| KeyOp::insert(t, vec![Value::Int(i)], vec![(1, Value::Int(i % 3))]))
-            .collect(),
-    )
-    .unwrap();
+    h.autocommit((0..10).map(|i| KeyOp::insert(t, vec![Value::Int(i)], vec![(1, Value::Int(i % 3))])).collect())
+        .unwrap();
     // Unique index over duplicate values cannot be built.
-    let op = DictOp::CreateIndex {
-        table: "t".into(),
-        index: index_def("u", &[1], true, IndexKind::UniqueHash),
-    };
-    assert_eq!(
-        h.dict(1, op).unwrap_err().code,
-        ErrorCode::DuplicateUniqueKey
-    );
-    let op = DictOp::CreateIndex {
-        table: "t".into(),
-        index: index_def("o", &[1], false, IndexKind::Ordered),
-    };
-    let DictResult::Table(d2) = h.dict(1, op.clone()).unwrap() else {
-        panic!()
-    };
+    let op = DictOp::CreateIndex { table: "t".into(), index: index_def("u", &[1], true, IndexKind::UniqueHash) };
+    assert_eq!(h.dict(1, op).unwrap_err().code, ErrorCode::DuplicateUniqueKey);
+    let op = DictOp::CreateIndex { table: "t".into(), index: index_def("o", &[1], false, IndexKind::Ordered) };
+    let DictResult::Table(d2) = h.dict(1, op.clone()).unwrap() else { panic!() };
     assert_eq!(d2.version, 2);
     assert_eq!(h.dict(1, op).unwrap_err().code, ErrorCode::IndexExists);
     let ix = d2.indexes[0].id;
-    let spec = ScanSpec {
-        index: Some(ix),
-        ..ScanSpec::full(t)
-    };
+    let spec = ScanSpec { index: Some(ix), ..ScanSpec::full(t) };
     let (rows, _) = h.scan_all(1, 1, true, spec).unwrap();
     assert_eq!(rows.len(), 10);
     // Old version is refused, 0 and the new one accepted.
     let mut r = KeyOp::read(t, vec![Value::Int(1)]);
     r.table_version = 1;
-    assert_eq!(
-        h.autocommit(vec![r.clone()]).unwrap_err().code,
-        ErrorCode::SchemaVersionMismatch
-    );
+    assert_eq!(h.autocommit(vec![r.clone()]).unwrap_err().code, ErrorCode::SchemaVersionMismatch);
     r.table_version = 2;
     h.autocommit(vec![r]).unwrap();
-    let DictResult::Table(d3) = h
-        .dict(
-            1,
-            DictOp::DropIndex {
-                table: "t".into(),
-                index: "O".into(),
-            },
-        )
-        .unwrap()
-    else {
+    let DictResult::Table(d3) = h.dict(1, DictOp::DropIndex { table: "t".into(), index: "O".into() }).unwrap() else {
         panic!()
     };
     assert!(d3.indexes.is_empty() && d3.version == 3);
-    let e = h
-        .dict(
-            1,
-            DictOp::DropIndex {
-                table: "t".into(),
-                index: "o".into(),
-            },
-        )
-        .unwrap_err();
+    let e = h.dict(1, DictOp::DropIndex { table: "t".into(), index: "o".into() }).unwrap_err();
     assert_eq!(e.code, ErrorCode::NoSuchIndex);
-    let spec = ScanSpec {
-        index: Some(ix),
-        ..ScanSpec::full(t)
-    };
-    assert_eq!(
-        h.scan_all(1, 1, true, spec).unwrap_err().code,
-        ErrorCode::NoSuchIndex
-    );
+    let spec = ScanSpec { index: Some(ix), ..ScanSpec::full(t) };
+    assert_eq!(h.scan_all(1, 1, true, spec).unwrap_err().code, ErrorCode::NoSuchIndex);
 }
 
 #[test]
@@ -234,68 +118,20 @@ fn truncate_auto_increment_and_stats() {
     def.columns[0].auto_increment = true;
     let d = h.create_table(def).unwrap();
     let t = d.id;
-    assert_eq!(
-        h.dict(
-            1,
-            DictOp::NextAutoInc {
-                table: t,
-                count: 10
-            }
-        )
-        .unwrap(),
-        DictResult::AutoInc { first: 1 }
-    );
-    assert_eq!(
-        h.dict(1, DictOp::NextAutoInc { table: t, count: 1 })
-            .unwrap(),
-        DictResult::AutoInc { first: 11 }
-    );
-    h.dict(
-        1,
-        DictOp::BumpAutoInc {
-            table: t,
-            used: 100,
-        },
-    )
-    .unwrap();
-    h.dict(1, DictOp::BumpAutoInc { table: t, used: 50 })
-        .unwrap();
-    assert_eq!(
-        h.dict(1, DictOp::NextAutoInc { table: t, count: 1 })
-            .unwrap(),
-        DictResult::AutoInc { first: 101 }
-    );
-    assert_eq!(
-        h.dict(
-            1,
-            DictOp::NextAutoInc {
-                table: 999,
-                count: 1
-            }
-        )
-        .unwrap_err()
-        .code,
-        ErrorCode::NoSuchTable
-    );
-    h.autocommit(
-        (0..20)
-            .map(|i| KeyOp::insert(t, vec![Value::Int(i)], vec![]))
-            .collect(),
-    )
-    .unwrap();
+    assert_eq!(h.dict(1, DictOp::NextAutoInc { table: t, count: 10 }).unwrap(), DictResult::AutoInc { first: 1 });
+    assert_eq!(h.dict(1, DictOp::NextAutoInc { table: t, count: 1 }).unwrap(), DictResult::AutoInc { first: 11 });
+    h.dict(1, DictOp::BumpAutoInc { table: t, used: 100 }).unwrap();
+    h.dict(1, DictOp::BumpAutoInc { table: t, used: 50 }).unwrap();
+    assert_eq!(h.dict(1, DictOp::NextAutoInc { table: t, count: 1 }).unwrap(), DictResult::AutoInc { first: 101 });
+    assert_eq!(h.dict(1, DictOp::NextAutoInc { table: 999, count: 1 }).unwrap_err().code, ErrorCode::NoSuchTable);
+    h.autocommit((0..20).map(|i| KeyOp::insert(t, vec![Value::Int(i)], vec![])).collect()).unwrap();
     let s = h.stats();
     assert_eq!((s.rows, s.tables), (20, 1));
     assert!(s.data_memory_used_bytes > 0 && s.committed_transactions >= 1);
-    h.dict(1, DictOp::TruncateTable { name: "t".into() })
-        .unwrap();
+    h.dict(1, DictOp::TruncateTable { name: "t".into() }).unwrap();
     assert_eq!(h.stats().rows, 0);
-    assert_eq!(
-        h.dict(1, DictOp::NextAutoInc { table: t, count: 1 })
-            .unwrap(),
-        DictResult::AutoInc { first: 1 }
-    );
-    h.autocommit(vec![KeyOp::insert(t, vec![Value::Int(1)], vec![])])
-        .unwrap();
+    assert_eq!(h.dict(1, DictOp::NextAutoInc { table: t, count: 1 }).unwrap(), DictResult::AutoInc { first: 1 });
+    h.autocommit(vec![KeyOp::insert(t, vec![Value::Int(1)], vec![])]).unwrap();
 }
 
 #[test]
@@ -303,41 +139,16 @@ fn ddl_under_a_running_transaction_aborts_it_safely() {
     let mut h = Harness::new(Knobs::default());
     let d = h.create_table(table_def("t", 2, &[("v", int())])).unwrap();
     let t = d.id;
-    h.autocommit(vec![KeyOp::insert(t, vec![Value::Int(1)], vec![])])
-        .unwrap();
-    h.key(
-        1,
-        1,
-        ExecType::NoCommit,
-        vec![KeyOp::update(
-            t,
-            vec![Value::Int(1)],
-            vec![(1, Value::Int(5))],
-        )],
-    )
-    .unwrap();
-    h.dict(2, DictOp::TruncateTable { name: "t".into() })
-        .unwrap();
+    h.autocommit(vec![KeyOp::insert(t, vec![Value::Int(1)], vec![])]).unwrap();
+    h.key(1, 1, ExecType::NoCommit, vec![KeyOp::update(t, vec![Value::Int(1)], vec![(1, Value::Int(5))])]).unwrap();
+    h.dict(2, DictOp::TruncateTable { name: "t".into() }).unwrap();
     let r = h.key(1, 1, ExecType::Commit, vec![]).unwrap_err();
     assert_eq!(r.error.code, ErrorCode::SchemaVersionMismatch);
     assert_eq!(h.stats().rows, 0);
     // Drop under an open transaction: its next operation fails.
-    h.key(
-        1,
-        2,
-        ExecType::NoCommit,
-        vec![KeyOp::insert(t, vec![Value::Int(2)], vec![])],
-    )
-    .unwrap();
+    h.key(1, 2, ExecType::NoCommit, vec![KeyOp::insert(t, vec![Value::Int(2)], vec![])]).unwrap();
     h.dict(2, DictOp::DropTable { name: "t".into() }).unwrap();
-    let r = h
-        .key(
-            1,
-            2,
-            ExecType::NoCommit,
-            vec![KeyOp::insert(t, vec![Value::Int(3)], vec![])],
-        )
-        .unwrap_err();
+    let r = h.key(1, 2, ExecType::NoCommit, vec![KeyOp::insert(t, vec![Value::Int(3)], vec![])]).unwrap_err();
     assert_eq!(r.error.code, ErrorCode::NoSuchTable);
     let c = h.key(1, 3, ExecType::Commit, vec![]).unwrap();
     assert_eq!(c.outcome, TxnOutcome::Committed);
@@ -352,32 +163,14 @@ fn user_partitioning_needs_the_partition() {
     let d = h.create_table(def).unwrap();
     let t = d.id;
     let op = KeyOp::insert(t, vec![Value::Int(1)], vec![]);
+    assert_eq!(h.autocommit(vec![op.clone()]).unwrap_err().code, ErrorCode::MissingPartition);
     assert_eq!(
-        h.autocommit(vec![op.clone()]).unwrap_err().code,
-        ErrorCode::MissingPartition
-    );
-    assert_eq!(
-        h.autocommit(vec![KeyOp {
-            partition: Some(9),
-            ..op.clone()
-        }])
-        .unwrap_err()
-        .code,
+        h.autocommit(vec![KeyOp { partition: Some(9), ..op.clone() }]).unwrap_err().code,
         ErrorCode::BadPartition
     );
-    h.autocommit(vec![KeyOp {
-        partition: Some(2),
-        ..op
-    }])
-    .unwrap();
-    let spec = ScanSpec {
-        partitions: Some(vec![2]),
-        ..ScanSpec::full(t)
-    };
+    h.autocommit(vec![KeyOp { partition: Some(2), ..op }]).unwrap();
+    let spec = ScanSpec { partitions: Some(vec![2]), ..ScanSpec::full(t) };
     assert_eq!(h.scan_all(1, 1, true, spec).unwrap().0.len(), 1);
-    let spec = ScanSpec {
-        partitions: Some(vec![1]),
-        ..ScanSpec::full(t)
-    };
+    let spec = ScanSpec { partitions: Some(vec![1]), ..ScanSpec::full(t) };
     assert_eq!(h.scan_all(1, 1, true, spec).unwrap().0.len(), 0);
 }

@@ -10,26 +10,15 @@ use norr_txn::testkit::{table_def, Harness};
 
 fn setup(knobs: Knobs) -> (Harness, TableDef) {
     let mut h = Harness::new(knobs);
-    let d = h
-        .create_table(table_def(
-            "t",
-            4,
-            &[("a", ColumnType::BigInt { unsigned: false })],
-        ))
-        .unwrap();
+    let d = h.create_table(table_def("t", 4, &[("a", ColumnType::BigInt { unsigned: false })])).unwrap();
     let t = d.id;
-    let ops = (1..=4)
-        .map(|i| KeyOp::insert(t, vec![Value::Int(i)], vec![(1, Value::Int(i * 10))]))
-        .collect();
+    let ops = (1..=4).map(|i| KeyOp::insert(t, vec![Value::Int(i)], vec![(1, Value::Int(i * 10))])).collect();
     h.autocommit(ops).unwrap();
     (h, d)
 }
 
 fn read(t: u32, id: i64, lock: LockMode) -> KeyOp {
-    KeyOp {
-        lock,
-        ..KeyOp::read(t, vec![Value::Int(id)])
-    }
+    KeyOp { lock, ..KeyOp::read(t, vec![Value::Int(id)]) }
 }
 
 fn upd(t: u32, id: i64, a: i64) -> KeyOp {
@@ -40,26 +29,16 @@ fn upd(t: u32, id: i64, a: i64) -> KeyOp {
 fn shared_locks_are_compatible_exclusive_waits_until_commit() {
     let (mut h, d) = setup(Knobs::default());
     let t = d.id;
-    h.key(1, 1, ExecType::NoCommit, vec![read(t, 1, LockMode::Shared)])
-        .unwrap();
-    h.key(2, 1, ExecType::NoCommit, vec![read(t, 1, LockMode::Shared)])
-        .unwrap();
+    h.key(1, 1, ExecType::NoCommit, vec![read(t, 1, LockMode::Shared)]).unwrap();
+    h.key(2, 1, ExecType::NoCommit, vec![read(t, 1, LockMode::Shared)]).unwrap();
     // A writer waits behind both readers.
-    assert!(h
-        .try_key(3, 1, ExecType::Commit, vec![upd(t, 1, 99)])
-        .is_none());
+    assert!(h.try_key(3, 1, ExecType::Commit, vec![upd(t, 1, 99)]).is_none());
     // Committed read neither blocks nor sees anything uncommitted.
     assert_eq!(h.get(t, vec![Value::Int(1)]).unwrap()[1], Value::Int(10));
     h.key(1, 1, ExecType::Commit, vec![]).unwrap();
-    assert!(
-        h.take_key_reply(3, 1).is_none(),
-        "one reader still holds it"
-    );
+    assert!(h.take_key_reply(3, 1).is_none(), "one reader still holds it");
     h.key(2, 1, ExecType::Commit, vec![]).unwrap();
-    let c = h
-        .take_key_reply(3, 1)
-        .expect("granted after the readers committed")
-        .unwrap();
+    let c = h.take_key_reply(3, 1).expect("granted after the readers committed").unwrap();
     assert_eq!(c.outcome, TxnOutcome::Committed);
     assert_eq!(h.get(t, vec![Value::Int(1)]).unwrap()[1], Value::Int(99));
 }
@@ -68,26 +47,14 @@ fn shared_locks_are_compatible_exclusive_waits_until_commit() {
 fn exclusive_read_blocks_and_upgrade_works() {
     let (mut h, d) = setup(Knobs::default());
     let t = d.id;
-    h.key(
-        1,
-        1,
-        ExecType::NoCommit,
-        vec![read(t, 2, LockMode::Exclusive)],
-    )
-    .unwrap();
-    assert!(h
-        .try_key(2, 1, ExecType::NoCommit, vec![read(t, 2, LockMode::Shared)])
-        .is_none());
+    h.key(1, 1, ExecType::NoCommit, vec![read(t, 2, LockMode::Exclusive)]).unwrap();
+    assert!(h.try_key(2, 1, ExecType::NoCommit, vec![read(t, 2, LockMode::Shared)]).is_none());
     // Uncommitted write is invisible to committed reads.
     h.key(1, 1, ExecType::NoCommit, vec![upd(t, 2, 7)]).unwrap();
     assert_eq!(h.get(t, vec![Value::Int(2)]).unwrap()[1], Value::Int(20));
     h.key(1, 1, ExecType::Commit, vec![]).unwrap();
     let c = h.take_key_reply(2, 1).unwrap().unwrap();
-    assert_eq!(
-        c.results[0],
-        OpResult::Ok(Some(vec![Value::Int(2), Value::Int(7)])),
-        "re-read after the grant"
-    );
+    assert_eq!(c.results[0], OpResult::Ok(Some(vec![Value::Int(2), Value::Int(7)])), "re-read after the grant");
     // Shared -> exclusive upgrade by the only holder.
     h.key(2, 1, ExecType::Commit, vec![upd(t, 2, 8)]).unwrap();
     assert_eq!(h.get(t, vec![Value::Int(2)]).unwrap()[1], Value::Int(8));
@@ -95,18 +62,12 @@ fn exclusive_read_blocks_and_upgrade_works() {
 
 #[test]
 fn lock_wait_timeout_aborts_the_waiter_only() {
-    let knobs = Knobs {
-        lock_wait_timeout_ms: 100,
-        ..Knobs::default()
-    };
+    let knobs = Knobs { lock_wait_timeout_ms: 100, ..Knobs::default() };
     let (mut h, d) = setup(knobs);
     let t = d.id;
-    h.key(1, 1, ExecType::NoCommit, vec![upd(t, 1, 11)])
-        .unwrap();
+    h.key(1, 1, ExecType::NoCommit, vec![upd(t, 1, 11)]).unwrap();
     // The waiter has done other work first: all of it is undone.
-    assert!(h
-        .try_key(2, 5, ExecType::NoCommit, vec![upd(t, 3, 33), upd(t, 1, 12)])
-        .is_none());
+    assert!(h.try_key(2, 5, ExecType::NoCommit, vec![upd(t, 3, 33), upd(t, 1, 12)]).is_none());
     let out = h.advance_ms(99);
     h.inbox.extend(out);
     assert!(h.take_key_reply(2, 5).is_none(), "not before the time-out");
@@ -128,23 +89,14 @@ fn lock_wait_timeout_aborts_the_waiter_only() {
 
 #[test]
 fn deadlock_is_broken_by_the_timeout() {
-    let knobs = Knobs {
-        lock_wait_timeout_ms: 50,
-        ..Knobs::default()
-    };
+    let knobs = Knobs { lock_wait_timeout_ms: 50, ..Knobs::default() };
     let (mut h, d) = setup(knobs);
     let t = d.id;
-    h.key(1, 1, ExecType::NoCommit, vec![upd(t, 1, 100)])
-        .unwrap();
-    h.key(2, 1, ExecType::NoCommit, vec![upd(t, 2, 200)])
-        .unwrap();
-    assert!(h
-        .try_key(1, 1, ExecType::NoCommit, vec![upd(t, 2, 101)])
-        .is_none());
+    h.key(1, 1, ExecType::NoCommit, vec![upd(t, 1, 100)]).unwrap();
+    h.key(2, 1, ExecType::NoCommit, vec![upd(t, 2, 200)]).unwrap();
+    assert!(h.try_key(1, 1, ExecType::NoCommit, vec![upd(t, 2, 101)]).is_none());
     let _ = h.advance_ms(10);
-    assert!(h
-        .try_key(2, 1, ExecType::NoCommit, vec![upd(t, 1, 201)])
-        .is_none());
+    assert!(h.try_key(2, 1, ExecType::NoCommit, vec![upd(t, 1, 201)]).is_none());
     let out = h.advance_ms(45);
     h.inbox.extend(out);
     // The first waiter times out; its abort releases row 1, so the second is granted.
@@ -161,30 +113,14 @@ fn deadlock_is_broken_by_the_timeout() {
 fn api_failure_releases_locks_and_silences_replies() {
     let (mut h, d) = setup(Knobs::default());
     let t = d.id;
-    h.key(
-        1,
-        1,
-        ExecType::NoCommit,
-        vec![upd(t, 1, 5), KeyOp::insert(t, vec![Value::Int(50)], vec![])],
-    )
-    .unwrap();
+    h.key(1, 1, ExecType::NoCommit, vec![upd(t, 1, 5), KeyOp::insert(t, vec![Value::Int(50)], vec![])]).unwrap();
     // Another client of the same API node waits on a lock: also dropped.
-    assert!(h
-        .try_key(1, 2, ExecType::NoCommit, vec![upd(t, 1, 6)])
-        .is_none());
-    assert!(h
-        .try_key(2, 1, ExecType::Commit, vec![upd(t, 1, 7)])
-        .is_none());
+    assert!(h.try_key(1, 2, ExecType::NoCommit, vec![upd(t, 1, 6)]).is_none());
+    assert!(h.try_key(2, 1, ExecType::Commit, vec![upd(t, 1, 7)]).is_none());
     let out = h.api_fail(1);
-    assert!(
-        out.iter().all(|e| e.to.node != 1),
-        "nothing sent to the failed API node: {out:?}"
-    );
+    assert!(out.iter().all(|e| e.to.node != 1), "nothing sent to the failed API node: {out:?}");
     h.inbox.extend(out);
-    assert_eq!(
-        h.take_key_reply(2, 1).unwrap().unwrap().outcome,
-        TxnOutcome::Committed
-    );
+    assert_eq!(h.take_key_reply(2, 1).unwrap().unwrap().outcome, TxnOutcome::Committed);
     assert_eq!(h.get(t, vec![Value::Int(1)]).unwrap()[1], Value::Int(7));
     assert_eq!(h.get(t, vec![Value::Int(50)]), None);
     assert_eq!(h.stats().open_transactions, 0);
@@ -194,10 +130,7 @@ fn api_failure_releases_locks_and_silences_replies() {
 
 #[test]
 fn inactive_transaction_is_aborted_and_its_handle_reports_it() {
-    let knobs = Knobs {
-        txn_inactive_timeout_ms: 1_000,
-        ..Knobs::default()
-    };
+    let knobs = Knobs { txn_inactive_timeout_ms: 1_000, ..Knobs::default() };
     let (mut h, d) = setup(knobs);
     let t = d.id;
     h.key(1, 1, ExecType::NoCommit, vec![upd(t, 1, 5)]).unwrap();
@@ -206,14 +139,11 @@ fn inactive_transaction_is_aborted_and_its_handle_reports_it() {
     for _ in 0..6 {
         let out = h.advance_ms(300);
         h.inbox.extend(out);
-        h.key(1, 2, ExecType::NoCommit, vec![read(t, 2, LockMode::Shared)])
-            .unwrap();
+        h.key(1, 2, ExecType::NoCommit, vec![read(t, 2, LockMode::Shared)]).unwrap();
     }
     // Row 1 is free again.
     h.autocommit(vec![upd(t, 1, 9)]).unwrap();
-    let r = h
-        .key(1, 1, ExecType::Commit, vec![upd(t, 3, 1)])
-        .unwrap_err();
+    let r = h.key(1, 1, ExecType::Commit, vec![upd(t, 3, 1)]).unwrap_err();
     assert_eq!(r.error.code, ErrorCode::TransactionTimeout);
     // Reported once; then the handle starts a new transaction.
     h.key(1, 1, ExecType::Commit, vec![upd(t, 3, 1)]).unwrap();
@@ -229,18 +159,11 @@ fn request_while_busy_is_refused() {
     let (mut h, d) = setup(Knobs::default());
     let t = d.id;
     h.key(1, 1, ExecType::NoCommit, vec![upd(t, 1, 1)]).unwrap();
-    assert!(h
-        .try_key(2, 1, ExecType::NoCommit, vec![upd(t, 1, 2)])
-        .is_none());
-    let r = h
-        .key(2, 1, ExecType::NoCommit, vec![upd(t, 2, 2)])
-        .unwrap_err();
+    assert!(h.try_key(2, 1, ExecType::NoCommit, vec![upd(t, 1, 2)]).is_none());
+    let r = h.key(2, 1, ExecType::NoCommit, vec![upd(t, 2, 2)]).unwrap_err();
     assert_eq!(r.error.code, ErrorCode::MalformedSignal);
     h.key(1, 1, ExecType::Commit, vec![]).unwrap();
-    assert_eq!(
-        h.take_key_reply(2, 1).unwrap().unwrap().outcome,
-        TxnOutcome::Open
-    );
+    assert_eq!(h.take_key_reply(2, 1).unwrap().unwrap().outcome, TxnOutcome::Open);
     h.key(2, 1, ExecType::Commit, vec![]).unwrap();
 }
 
@@ -251,14 +174,7 @@ fn requests_queued_behind_api_failure_are_dropped() {
     let (mut h, d) = setup(Knobs::default());
     let t = d.id;
     // The request is in job buffer B when API_FAILREQ (priority A) arrives.
-    h.send(
-        1,
-        Signal::TcKeyReq(Box::new(TcKeyReq {
-            txn: 1,
-            exec: ExecType::NoCommit,
-            ops: vec![upd(t, 1, 5)],
-        })),
-    );
+    h.send(1, Signal::TcKeyReq(Box::new(TcKeyReq { txn: 1, exec: ExecType::NoCommit, ops: vec![upd(t, 1, 5)] })));
     for b in [block::TC, block::DICT] {
         let env = Envelope {
             from: BlockRef::new(0, 0, 0),
@@ -280,69 +196,33 @@ fn requests_queued_behind_api_failure_are_dropped() {
 fn api_failure_closes_scans() {
     use norr_signals::ops::ScanSpec;
     let (mut h, d) = setup(Knobs::default());
-    let spec = ScanSpec {
-        batch_rows: 1,
-        ..ScanSpec::full(d.id)
-    };
+    let spec = ScanSpec { batch_rows: 1, ..ScanSpec::full(d.id) };
     let (_, r) = h.scan_open(1, 1, true, spec.clone());
     assert!(!r.unwrap().unwrap().done);
-    let (_, r) = h.scan_open(
-        1,
-        2,
-        false,
-        ScanSpec {
-            lock: LockMode::Exclusive,
-            ..spec
-        },
-    );
+    let (_, r) = h.scan_open(1, 2, false, ScanSpec { lock: LockMode::Exclusive, ..spec });
     assert!(!r.unwrap().unwrap().done);
     let out = h.api_fail(1);
     assert!(out.iter().all(|e| e.to.node != 1));
     // Locks of the locking scan are gone.
-    h.autocommit((1..=4).map(|i| upd(d.id, i, 0)).collect())
-        .unwrap();
+    h.autocommit((1..=4).map(|i| upd(d.id, i, 0)).collect()).unwrap();
     assert_eq!(h.stats().open_transactions, 0);
 }
 
 #[test]
 fn long_lock_waits_of_a_scan_do_not_count_as_inactivity() {
     use norr_signals::ops::ScanSpec;
-    let knobs = Knobs {
-        txn_inactive_timeout_ms: 100,
-        lock_wait_timeout_ms: 80,
-        ..Knobs::default()
-    };
+    let knobs = Knobs { txn_inactive_timeout_ms: 100, lock_wait_timeout_ms: 80, ..Knobs::default() };
     let (mut h, _) = setup(knobs);
     // One partition, so the scan meets the rows one after the other.
-    let d = h
-        .create_table(table_def(
-            "one",
-            1,
-            &[("a", ColumnType::BigInt { unsigned: false })],
-        ))
-        .unwrap();
+    let d = h.create_table(table_def("one", 1, &[("a", ColumnType::BigInt { unsigned: false })])).unwrap();
     let t = d.id;
-    h.autocommit(
-        (1..=4)
-            .map(|i| KeyOp::insert(t, vec![Value::Int(i)], vec![]))
-            .collect(),
-    )
-    .unwrap();
+    h.autocommit((1..=4).map(|i| KeyOp::insert(t, vec![Value::Int(i)], vec![])).collect()).unwrap();
     // Rows 1..=3 are locked one after the other by other transactions; each
     // is released just before the scan's wait would time out.
     for i in 1..=3 {
-        h.key(2, i as u64, ExecType::NoCommit, vec![upd(t, i, 0)])
-            .unwrap();
+        h.key(2, i as u64, ExecType::NoCommit, vec![upd(t, i, 0)]).unwrap();
     }
-    let (id, r) = h.scan_open(
-        1,
-        9,
-        false,
-        ScanSpec {
-            lock: LockMode::Shared,
-            ..ScanSpec::full(t)
-        },
-    );
+    let (id, r) = h.scan_open(1, 9, false, ScanSpec { lock: LockMode::Shared, ..ScanSpec::full(t) });
     assert!(r.is_none());
     for i in 1..=3 {
         let out = h.advance_ms(70);
@@ -357,37 +237,19 @@ fn long_lock_waits_of_a_scan_do_not_count_as_inactivity() {
     let c = c.unwrap();
     assert!(c.done);
     assert_eq!(c.rows.len(), 4);
-    assert_eq!(
-        h.key(1, 9, ExecType::Commit, vec![]).unwrap().outcome,
-        TxnOutcome::Committed
-    );
+    assert_eq!(h.key(1, 9, ExecType::Commit, vec![]).unwrap().outcome, TxnOutcome::Committed);
 }
 
 #[test]
 fn idle_standalone_scan_is_closed() {
     use norr_signals::ops::ScanSpec;
-    let knobs = Knobs {
-        txn_inactive_timeout_ms: 100,
-        ..Knobs::default()
-    };
+    let knobs = Knobs { txn_inactive_timeout_ms: 100, ..Knobs::default() };
     let (mut h, d) = setup(knobs);
-    let (id, r) = h.scan_open(
-        1,
-        0,
-        true,
-        ScanSpec {
-            batch_rows: 1,
-            ..ScanSpec::full(d.id)
-        },
-    );
+    let (id, r) = h.scan_open(1, 0, true, ScanSpec { batch_rows: 1, ..ScanSpec::full(d.id) });
     assert!(!r.unwrap().unwrap().done);
     let _ = h.advance_ms(300);
     let e = h.scan_next(1, 0, id, false).unwrap().unwrap_err();
-    assert_eq!(
-        e.error.code,
-        ErrorCode::TransactionTimeout,
-        "retriable, reported once"
-    );
+    assert_eq!(e.error.code, ErrorCode::TransactionTimeout, "retriable, reported once");
     let e = h.scan_next(1, 0, id, false).unwrap().unwrap_err();
     assert_eq!(e.error.code, ErrorCode::NoSuchScan);
 }
@@ -395,34 +257,17 @@ fn idle_standalone_scan_is_closed() {
 #[test]
 fn inactive_locking_scan_reports_the_timeout_once() {
     use norr_signals::ops::ScanSpec;
-    let knobs = Knobs {
-        txn_inactive_timeout_ms: 100,
-        ..Knobs::default()
-    };
+    let knobs = Knobs { txn_inactive_timeout_ms: 100, ..Knobs::default() };
     let (mut h, d) = setup(knobs);
-    let (id, r) = h.scan_open(
-        1,
-        3,
-        false,
-        ScanSpec {
-            lock: LockMode::Exclusive,
-            batch_rows: 1,
-            ..ScanSpec::full(d.id)
-        },
-    );
+    let (id, r) =
+        h.scan_open(1, 3, false, ScanSpec { lock: LockMode::Exclusive, batch_rows: 1, ..ScanSpec::full(d.id) });
     assert!(!r.unwrap().unwrap().done);
     let out = h.advance_ms(300);
     assert!(out.iter().all(|e| e.to.node != 1));
     // Locks are released.
-    h.autocommit((1..=4).map(|i| upd(d.id, i, 0)).collect())
-        .unwrap();
+    h.autocommit((1..=4).map(|i| upd(d.id, i, 0)).collect()).unwrap();
     let e = h.scan_next(1, 3, id, false).unwrap().unwrap_err();
     assert_eq!(e.error.code, ErrorCode::TransactionTimeout);
     // That answer freed the handle.
-    assert_eq!(
-        h.key(1, 3, ExecType::Commit, vec![upd(d.id, 1, 1)])
-            .unwrap()
-            .outcome,
-        TxnOutcome::Committed
-    );
+    assert_eq!(h.key(1, 3, ExecType::Commit, vec![upd(d.id, 1, 1)]).unwrap().outcome, TxnOutcome::Committed);
 }

@@ -123,20 +123,13 @@ impl Mix {
         let mut weights = [0u32; 4];
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (name, w) = match part.split_once('=') {
-                Some((n, w)) => (
-                    n.trim(),
-                    w.trim()
-                        .parse::<u32>()
-                        .map_err(|e| format!("weight of {n}: {e}"))?,
-                ),
+                Some((n, w)) => (n.trim(), w.trim().parse::<u32>().map_err(|e| format!("weight of {n}: {e}"))?),
                 None => (part, 1),
             };
             let kind = OpMix::ALL
                 .into_iter()
                 .find(|k| k.name() == name)
-                .ok_or_else(|| {
-                    format!("unknown operation kind {name:?} (read, insert, update, delete)")
-                })?;
+                .ok_or_else(|| format!("unknown operation kind {name:?} (read, insert, update, delete)"))?;
             weights[kind as usize] += w;
         }
         if weights.iter().all(|w| *w == 0) {
@@ -163,14 +156,9 @@ impl Mix {
 /// `10s`, `500ms`, `2m`, `1.5s`, `100us`, or a bare number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: f64 = num
-        .parse()
-        .with_context(|| format!("bad duration {s:?}"))
-        .map_err(|e| e.to_string())?;
+    let n: f64 = num.parse().with_context(|| format!("bad duration {s:?}")).map_err(|e| e.to_string())?;
     let secs = match unit.trim() {
         "" | "s" => n,
         "ms" => n / 1e3,
@@ -218,20 +206,14 @@ mod tests {
         c.bench.validate().unwrap();
         let d = Cli::try_parse_from(["bench"]).unwrap().bench;
         let n = BenchArgs::new("127.0.0.1:2202");
-        assert_eq!(
-            (d.threads, d.inflight, d.batch, d.keys, d.mix),
-            (n.threads, n.inflight, n.batch, n.keys, n.mix)
-        );
+        assert_eq!((d.threads, d.inflight, d.batch, d.keys, d.mix), (n.threads, n.inflight, n.batch, n.keys, n.mix));
     }
 
     #[test]
     fn mix_pick_follows_weights() {
         let m = Mix::parse("read=3,delete").unwrap();
         let picks: Vec<_> = (0..4).map(|r| m.pick(r)).collect();
-        assert_eq!(
-            picks,
-            vec![OpMix::Read, OpMix::Read, OpMix::Read, OpMix::Delete]
-        );
+        assert_eq!(picks, vec![OpMix::Read, OpMix::Read, OpMix::Read, OpMix::Delete]);
         assert!(Mix::parse("read=0").is_err());
     }
 

@@ -12,10 +12,7 @@ mod report;
 pub use args::{BenchArgs, Mix, OpMix};
 pub use report::BenchReport;
 
-use crate::{
-    table_def, Client, ClientError, ColumnDef, ColumnType, ExecType, KeyOp, OpResult, TableDef,
-    Value,
-};
+use crate::{table_def, Client, ClientError, ColumnDef, ColumnType, ExecType, KeyOp, OpResult, TableDef, Value};
 use anyhow::{bail, Context};
 use hdrhistogram::Histogram;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,9 +43,7 @@ pub fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
 /// Like [`run_bench`] but returns the report instead of printing it.
 pub fn run_bench_report(args: &BenchArgs) -> anyhow::Result<BenchReport> {
     args.validate()?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let (table, mem) = rt.block_on(prepare(args))?;
     drop(rt);
     let mut report = BenchReport::new(args, mem);
@@ -64,23 +59,12 @@ pub fn run_bench_report(args: &BenchArgs) -> anyhow::Result<BenchReport> {
         let args = args.clone();
         let table = table.clone();
         let stop = stop.clone();
-        handles.push(
-            std::thread::Builder::new()
-                .name(format!("bench-{thread_no}"))
-                .spawn(move || -> anyhow::Result<ThreadStats> {
-                    let rt = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()?;
-                    rt.block_on(run_thread(
-                        &args,
-                        thread_no,
-                        &table,
-                        measure_from,
-                        end,
-                        &stop,
-                    ))
-                })?,
-        );
+        handles.push(std::thread::Builder::new().name(format!("bench-{thread_no}")).spawn(
+            move || -> anyhow::Result<ThreadStats> {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                rt.block_on(run_thread(&args, thread_no, &table, measure_from, end, &stop))
+            },
+        )?);
     }
     let mut total = ThreadStats::new();
     let mut first_err = None;
@@ -125,13 +109,7 @@ pub fn bench_table_def(name: &str, record_size: usize) -> TableDef {
         name,
         vec![
             ColumnDef::new("k", ColumnType::BigInt { unsigned: false }).not_null(),
-            ColumnDef::new(
-                "v",
-                ColumnType::Varbinary {
-                    len: record_size.max(1) as u32,
-                },
-            )
-            .not_null(),
+            ColumnDef::new("v", ColumnType::Varbinary { len: record_size.max(1) as u32 }).not_null(),
         ],
         vec![0],
     )
@@ -150,16 +128,12 @@ fn payload(record_size: usize, seed: u64) -> Value {
 }
 
 async fn prepare(args: &BenchArgs) -> anyhow::Result<(TableDef, Option<MemoryFigures>)> {
-    let client = Client::connect(args.addr.as_str())
-        .await
-        .with_context(|| format!("connect to {}", args.addr))?;
+    let client = Client::connect(args.addr.as_str()).await.with_context(|| format!("connect to {}", args.addr))?;
     if !args.load {
-        let t = client.get_table(&args.table).await.with_context(|| {
-            format!(
-                "table {} (run with --load to create and fill it)",
-                args.table
-            )
-        })?;
+        let t = client
+            .get_table(&args.table)
+            .await
+            .with_context(|| format!("table {} (run with --load to create and fill it)", args.table))?;
         return Ok((t, None));
     }
     match client.drop_table(&args.table).await {
@@ -167,14 +141,8 @@ async fn prepare(args: &BenchArgs) -> anyhow::Result<(TableDef, Option<MemoryFig
         Err(e) if e.code() == Some(crate::ErrorCode::NoSuchTable) => {}
         Err(e) => return Err(e).context("drop the old bench table"),
     }
-    let before = client
-        .node_stats()
-        .await
-        .context("node stats before load")?;
-    let t = client
-        .create_table(bench_table_def(&args.table, args.record_size))
-        .await
-        .context("create table")?;
+    let before = client.node_stats().await.context("node stats before load")?;
+    let t = client.create_table(bench_table_def(&args.table, args.record_size)).await.context("create table")?;
     load(&client, &t, args).await?;
     let after = client.node_stats().await.context("node stats after load")?;
     let mem = MemoryFigures {
@@ -242,9 +210,7 @@ async fn futures_join_all<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Output
         }
     })
     .await;
-    out.into_iter()
-        .map(|o| o.expect("every future completed"))
-        .collect()
+    out.into_iter().map(|o| o.expect("every future completed")).collect()
 }
 
 /// Per-thread (then merged) counters and histograms, per operation kind.
@@ -298,9 +264,7 @@ async fn run_thread(
     end: Instant,
     stop: &AtomicBool,
 ) -> anyhow::Result<ThreadStats> {
-    let client = Client::connect(args.addr.as_str())
-        .await
-        .with_context(|| format!("connect to {}", args.addr))?;
+    let client = Client::connect(args.addr.as_str()).await.with_context(|| format!("connect to {}", args.addr))?;
     let stats = std::cell::RefCell::new(ThreadStats::new());
     let value = payload(args.record_size, thread_no as u64 + 1);
     let workers: Vec<_> = (0..args.inflight)
@@ -338,11 +302,7 @@ async fn run_thread(
                         let k = (worker_index + (next_rand() % worker_keys) * workers_total) as i64;
                         let mut op = match kind {
                             OpMix::Read => KeyOp::read(table.id, vec![Value::Int(k)]),
-                            OpMix::Update => KeyOp::update(
-                                table.id,
-                                vec![Value::Int(k)],
-                                vec![(1, value.clone())],
-                            ),
+                            OpMix::Update => KeyOp::update(table.id, vec![Value::Int(k)], vec![(1, value.clone())]),
                             OpMix::Insert => {
                                 insert_seq += 1;
                                 KeyOp::insert(
@@ -371,10 +331,7 @@ async fn run_thread(
                                 st.all.record(us).expect("clamped");
                                 st.ops[i] += results.len() as u64;
                                 st.batches[i] += 1;
-                                st.op_misses += results
-                                    .iter()
-                                    .filter(|r| matches!(r, OpResult::Err(_)))
-                                    .count() as u64;
+                                st.op_misses += results.iter().filter(|r| matches!(r, OpResult::Err(_))).count() as u64;
                             }
                         }
                         Err(e) if e.is_temporary() => {
@@ -416,12 +373,7 @@ mod tests {
 
     #[test]
     fn overhead() {
-        let m = MemoryFigures {
-            rows_loaded: 10,
-            used_before_bytes: 1000,
-            used_after_bytes: 3000,
-            payload_bytes: 1800,
-        };
+        let m = MemoryFigures { rows_loaded: 10, used_before_bytes: 1000, used_after_bytes: 3000, payload_bytes: 1800 };
         assert_eq!(m.overhead_per_row_bytes(), Some(20.0));
         assert_eq!(MemoryFigures::default().overhead_per_row_bytes(), None);
     }

@@ -108,11 +108,7 @@ impl BenchReport {
         for k in OpMix::ALL {
             let i = k as usize;
             if st.batches[i] > 0 {
-                self.per_kind.push((
-                    k.name().to_string(),
-                    st.ops[i] as f64 / secs,
-                    Latency::of(&st.hist[i]),
-                ));
+                self.per_kind.push((k.name().to_string(), st.ops[i] as f64 / secs, Latency::of(&st.hist[i])));
             }
         }
         self.op_misses = st.op_misses;
@@ -126,13 +122,7 @@ impl BenchReport {
         let _ = writeln!(
             o,
             "norr bench: {} threads x {} in flight, batch {}, record {} B, {} keys, mix {}, {:.1}s",
-            self.threads,
-            self.inflight,
-            self.batch,
-            self.record_size,
-            self.keys,
-            self.mix,
-            self.duration_s
+            self.threads, self.inflight, self.batch, self.record_size, self.keys, self.mix, self.duration_s
         );
         if let Some(m) = &self.memory {
             let _ = writeln!(
@@ -141,17 +131,12 @@ impl BenchReport {
                 m.rows_loaded,
                 m.used_before_bytes,
                 m.used_after_bytes,
-                m.overhead_per_row_bytes()
-                    .map_or("n/a".to_string(), |b| format!("{b:.1} bytes"))
+                m.overhead_per_row_bytes().map_or("n/a".to_string(), |b| format!("{b:.1} bytes"))
             );
         }
         if self.duration_s > 0.0 {
             let l = &self.latency;
-            let _ = writeln!(
-                o,
-                "throughput: {:.0} ops/s ({:.0} batches/s)",
-                self.ops_per_s, self.batches_per_s
-            );
+            let _ = writeln!(o, "throughput: {:.0} ops/s ({:.0} batches/s)", self.ops_per_s, self.batches_per_s);
             let _ = writeln!(
                 o,
                 "latency per batch (us): p50 {} p95 {} p99 {} p99.9 {} max {} mean {:.1}",
@@ -172,9 +157,7 @@ impl BenchReport {
                 self.temporary_errors,
                 self.permanent_errors,
                 self.op_misses,
-                self.first_error
-                    .as_deref()
-                    .map_or(String::new(), |e| format!(" (first: {e})"))
+                self.first_error.as_deref().map_or(String::new(), |e| format!(" (first: {e})"))
             );
         }
         o
@@ -207,13 +190,7 @@ impl BenchReport {
             if i > 0 {
                 o.push(',');
             }
-            let _ = write!(
-                o,
-                "{}:{{\"ops_per_s\":{:.1},\"latency\":{}}}",
-                json_str(k),
-                ops,
-                l.json()
-            );
+            let _ = write!(o, "{}:{{\"ops_per_s\":{:.1},\"latency\":{}}}", json_str(k), ops, l.json());
         }
         let _ = write!(
             o,

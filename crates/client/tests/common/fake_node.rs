@@ -50,10 +50,7 @@ impl FakeNode {
     pub async fn start() -> FakeNode {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
-        let store = Arc::new(Mutex::new(Store {
-            next_table: 1,
-            ..Default::default()
-        }));
+        let store = Arc::new(Mutex::new(Store { next_table: 1, ..Default::default() }));
         let st = store.clone();
         tokio::spawn(async move {
             let mut conn_id = 0u64;
@@ -98,11 +95,8 @@ async fn serve(mut s: TcpStream, store: Arc<Mutex<Store>>, conn: u64) {
             };
             if !greeted {
                 decode_hello(&f).unwrap();
-                let r = HelloReply::Welcome {
-                    api_node: 100 + conn as u16,
-                    data_node: 1,
-                    wire_version: wire::WIRE_VERSION,
-                };
+                let r =
+                    HelloReply::Welcome { api_node: 100 + conn as u16, data_node: 1, wire_version: wire::WIRE_VERSION };
                 encode_frame(&encode_reply(&r), &mut out);
                 greeted = true;
                 continue;
@@ -113,12 +107,7 @@ async fn serve(mut s: TcpStream, store: Arc<Mutex<Store>>, conn: u64) {
             };
             let reply = handle(&store, conn, env.signal);
             if let Some(sig) = reply {
-                let e = Envelope {
-                    from: env.to,
-                    to: env.from,
-                    prio: Priority::B,
-                    signal: sig,
-                };
+                let e = Envelope { from: env.to, to: env.from, prio: Priority::B, signal: sig };
                 encode_frame_with(&mut out, |o| wire::encode_into(&e, o));
             }
         }
@@ -128,12 +117,7 @@ async fn serve(mut s: TcpStream, store: Arc<Mutex<Store>>, conn: u64) {
     }
     // API failure: roll back every open transaction of this connection.
     let mut st = store.lock().unwrap();
-    let txns: Vec<_> = st
-        .undo
-        .keys()
-        .filter(|(c, _)| *c == conn)
-        .copied()
-        .collect();
+    let txns: Vec<_> = st.undo.keys().filter(|(c, _)| *c == conn).copied().collect();
     for t in txns {
         rollback(&mut st, t);
     }
@@ -170,24 +154,16 @@ fn handle(store: &Mutex<Store>, conn: u64, sig: Signal) -> Option<Signal> {
         Signal::DictReq(r) => {
             let res = dict(&mut st, r.op);
             Some(match res {
-                Ok(result) => Signal::DictConf(Box::new(DictConf {
-                    req_id: r.req_id,
-                    result,
-                })),
-                Err(error) => Signal::DictRef(Box::new(DictRef {
-                    req_id: r.req_id,
-                    error,
-                })),
+                Ok(result) => Signal::DictConf(Box::new(DictConf { req_id: r.req_id, result })),
+                Err(error) => Signal::DictRef(Box::new(DictRef { req_id: r.req_id, error })),
             })
         }
         Signal::TcKeyReq(r) => {
             let t = (conn, r.txn);
-            if r.ops.iter().any(|op| {
-                st.tables
-                    .get(&op.table)
-                    .and_then(|t| t.def.as_ref())
-                    .is_some_and(|d| d.name == "blackhole")
-            }) {
+            if r.ops
+                .iter()
+                .any(|op| st.tables.get(&op.table).and_then(|t| t.def.as_ref()).is_some_and(|d| d.name == "blackhole"))
+            {
                 return None;
             }
             let mut results = Vec::new();
@@ -217,20 +193,10 @@ fn handle(store: &Mutex<Store>, conn: u64, sig: Signal) -> Option<Signal> {
                     TxnOutcome::RolledBack
                 }
             };
-            Some(Signal::TcKeyConf(Box::new(TcKeyConf {
-                txn: r.txn,
-                outcome,
-                results,
-            })))
+            Some(Signal::TcKeyConf(Box::new(TcKeyConf { txn: r.txn, outcome, results })))
         }
         Signal::ScanTabReq(r) => {
-            let fail = |error| {
-                Some(Signal::ScanTabRef(Box::new(ScanTabRef {
-                    txn: r.txn,
-                    scan_id: r.scan_id,
-                    error,
-                })))
-            };
+            let fail = |error| Some(Signal::ScanTabRef(Box::new(ScanTabRef { txn: r.txn, scan_id: r.scan_id, error })));
             let Some(table) = st.tables.get(&r.spec.table) else {
                 return fail(NodeError::new(ErrorCode::NoSuchTable));
             };
@@ -247,19 +213,14 @@ fn handle(store: &Mutex<Store>, conn: u64, sig: Signal) -> Option<Signal> {
                 let row = if r.spec.projection.is_empty() {
                     row.clone()
                 } else {
-                    r.spec
-                        .projection
-                        .iter()
-                        .map(|c| row[*c as usize].clone())
-                        .collect()
+                    r.spec.projection.iter().map(|c| row[*c as usize].clone()).collect()
                 };
                 rows.push(row);
                 if r.spec.limit.is_some_and(|l| rows.len() as u64 >= l) {
                     break;
                 }
             }
-            st.scans
-                .insert((conn, r.scan_id), (rows, r.spec.batch_rows.max(1) as usize));
+            st.scans.insert((conn, r.scan_id), (rows, r.spec.batch_rows.max(1) as usize));
             Some(next_batch(&mut st, conn, r.txn, r.scan_id, false))
         }
         Signal::ScanNextReq(r) => {
@@ -284,12 +245,7 @@ fn next_batch(st: &mut Store, conn: u64, txn: u64, scan_id: u32, close: bool) ->
     if done {
         st.scans.remove(&(conn, scan_id));
     }
-    Signal::ScanTabConf(Box::new(ScanTabConf {
-        txn,
-        scan_id,
-        rows: out,
-        done,
-    }))
+    Signal::ScanTabConf(Box::new(ScanTabConf { txn, scan_id, rows: out, done }))
 }
 
 fn key_op(st: &mut Store, t: (u64, u64), op: &KeyOp) -> Result<Option<Vec<Value>>, NodeError> {
@@ -319,10 +275,7 @@ fn key_op(st: &mut Store, t: (u64, u64), op: &KeyOp) -> Result<Option<Vec<Value>
             let row = if op.projection.is_empty() {
                 row
             } else {
-                op.projection
-                    .iter()
-                    .map(|c| row[*c as usize].clone())
-                    .collect()
+                op.projection.iter().map(|c| row[*c as usize].clone()).collect()
             };
             return Ok(Some(row));
         }
@@ -330,25 +283,16 @@ fn key_op(st: &mut Store, t: (u64, u64), op: &KeyOp) -> Result<Option<Vec<Value>
             if old.is_some() {
                 return Err(NodeError::new(ErrorCode::DuplicateKey));
             }
-            let mut vals: Vec<(ColumnId, Value)> = def
-                .primary_key
-                .iter()
-                .zip(key_vals.iter())
-                .map(|(c, v)| (*c, v.clone()))
-                .collect();
+            let mut vals: Vec<(ColumnId, Value)> =
+                def.primary_key.iter().zip(key_vals.iter()).map(|(c, v)| (*c, v.clone())).collect();
             vals.extend(op.values.iter().cloned());
             Some(coerce_row(&def, &vals)?)
         }
         OpKind::Update | OpKind::Write => {
-            let mut row = old
-                .clone()
-                .ok_or_else(|| NodeError::new(ErrorCode::NoSuchRow))?;
+            let mut row = old.clone().ok_or_else(|| NodeError::new(ErrorCode::NoSuchRow))?;
             for (c, v) in &op.values {
-                let col = def
-                    .column(*c)
-                    .ok_or_else(|| NodeError::new(ErrorCode::NoSuchColumn))?;
-                row[*c as usize] =
-                    norr_signals::coerce::coerce_value(v.clone(), &col.ty, col.nullable)?;
+                let col = def.column(*c).ok_or_else(|| NodeError::new(ErrorCode::NoSuchColumn))?;
+                row[*c as usize] = norr_signals::coerce::coerce_value(v.clone(), &col.ty, col.nullable)?;
             }
             for (c, d) in &op.increments {
                 if let (Value::Int(a), Value::Int(b)) = (&row[*c as usize], d) {
@@ -358,8 +302,7 @@ fn key_op(st: &mut Store, t: (u64, u64), op: &KeyOp) -> Result<Option<Vec<Value>
             Some(row)
         }
         OpKind::Delete => {
-            old.as_ref()
-                .ok_or_else(|| NodeError::new(ErrorCode::NoSuchRow))?;
+            old.as_ref().ok_or_else(|| NodeError::new(ErrorCode::NoSuchRow))?;
             None
         }
         OpKind::Insert => unreachable!(),
@@ -375,10 +318,7 @@ fn key_op(st: &mut Store, t: (u64, u64), op: &KeyOp) -> Result<Option<Vec<Value>
 
 fn dict(st: &mut Store, op: DictOp) -> Result<DictResult, NodeError> {
     let find = |st: &Store, name: &str| {
-        st.tables
-            .iter()
-            .find(|(_, t)| t.def.as_ref().unwrap().name == name)
-            .map(|(id, _)| *id)
+        st.tables.iter().find(|(_, t)| t.def.as_ref().unwrap().name == name).map(|(id, _)| *id)
     };
     match op {
         DictOp::CreateTable(mut def) => {
@@ -388,13 +328,7 @@ fn dict(st: &mut Store, op: DictOp) -> Result<DictResult, NodeError> {
             def.id = st.next_table;
             def.version = 1;
             st.next_table += 1;
-            st.tables.insert(
-                def.id,
-                Table {
-                    def: Some(def.clone()),
-                    rows: BTreeMap::new(),
-                },
-            );
+            st.tables.insert(def.id, Table { def: Some(def.clone()), rows: BTreeMap::new() });
             Ok(DictResult::Table(def))
         }
         DictOp::DropTable { name } => {
@@ -411,9 +345,7 @@ fn dict(st: &mut Store, op: DictOp) -> Result<DictResult, NodeError> {
             let id = find(st, &name).ok_or_else(|| NodeError::new(ErrorCode::NoSuchTable))?;
             Ok(DictResult::Table(st.tables[&id].def.clone().unwrap()))
         }
-        DictOp::ListTables => Ok(DictResult::Tables(
-            st.tables.values().map(|t| t.def.clone().unwrap()).collect(),
-        )),
+        DictOp::ListTables => Ok(DictResult::Tables(st.tables.values().map(|t| t.def.clone().unwrap()).collect())),
         DictOp::NodeStats => {
             let rows: u64 = st.tables.values().map(|t| t.rows.len() as u64).sum();
             Ok(DictResult::Stats(NodeStats {

@@ -112,9 +112,7 @@ impl Bank {
     fn check_rows(&self, what: &str, rows: &[(i64, i64)], exact: bool) -> Result<(), String> {
         for &(id, bal) in rows {
             if bal < 0 {
-                return Err(format!(
-                    "bank: {what} saw account {id} with negative balance {bal}"
-                ));
+                return Err(format!("bank: {what} saw account {id} with negative balance {bal}"));
             }
         }
         if exact {
@@ -131,10 +129,7 @@ impl Bank {
             }
             let sum: i64 = rows.iter().map(|r| r.1).sum();
             if sum != self.total {
-                return Err(format!(
-                    "bank: {what} saw total {sum}, expected {} (rows {rows:?})",
-                    self.total
-                ));
+                return Err(format!("bank: {what} saw total {sum}, expected {} (rows {rows:?})", self.total));
             }
         }
         Ok(())
@@ -169,29 +164,15 @@ impl Bank {
             let amount = c.rng.range(1, (self.initial as u64 * 2).max(1)) as i64;
             // Mostly exclusive locks; sometimes shared (upgraded by the write:
             // deadlock-prone, exercises lock-wait time-outs).
-            let lock = if c.rng.chance(0.15) {
-                LockMode::Shared
-            } else {
-                LockMode::Exclusive
-            };
+            let lock = if c.rng.chance(0.15) { LockMode::Shared } else { LockMode::Exclusive };
             let mut ops = vec![self.read_op(a, lock), self.read_op(b, lock)];
             if c.rng.chance(0.5) {
                 ops.swap(0, 1);
             }
-            let (first, second) = if ops[0].key == KeyAccess::Primary(vec![Value::Int(a)]) {
-                (a, b)
-            } else {
-                (b, a)
-            };
+            let (first, second) = if ops[0].key == KeyAccess::Primary(vec![Value::Int(a)]) { (a, b) } else { (b, a) };
             let _ = (first, second);
             c.send(tc_key(txn, ExecType::NoCommit, ops));
-            self.st[c.client] = St::Transfer1 {
-                txn,
-                a,
-                b,
-                amount,
-                use_increments: c.rng.chance(0.3),
-            };
+            self.st[c.client] = St::Transfer1 { txn, a, b, amount, use_increments: c.rng.chance(0.3) };
         } else if roll < 80 {
             let locked = roll < 72;
             let lock = if !locked {
@@ -221,20 +202,8 @@ impl Bank {
             } else {
                 LockMode::Exclusive
             };
-            c.send(Signal::ScanTabReq(Box::new(ScanTabReq {
-                txn,
-                scan_id,
-                standalone,
-                spec,
-            })));
-            self.st[c.client] = St::Scan {
-                txn,
-                scan_id,
-                standalone,
-                locked,
-                rows: Vec::new(),
-                closing: false,
-            };
+            c.send(Signal::ScanTabReq(Box::new(ScanTabReq { txn, scan_id, standalone, spec })));
+            self.st[c.client] = St::Scan { txn, scan_id, standalone, locked, rows: Vec::new(), closing: false };
             self.last_scan[c.client] = scan_id;
         }
     }
@@ -249,13 +218,7 @@ impl Workload for Bank {
         let def = create_table(host, int_table("bank", &["bal"], false, self.partitions))?;
         self.table = def.id;
         let ops = (0..self.accounts)
-            .map(|id| {
-                KeyOp::insert(
-                    self.table,
-                    vec![Value::Int(id)],
-                    vec![(BAL, Value::Int(self.initial))],
-                )
-            })
+            .map(|id| KeyOp::insert(self.table, vec![Value::Int(id)], vec![(BAL, Value::Int(self.initial))]))
             .collect::<Vec<_>>();
         // One row per transaction: max_ops_per_txn may be tiny.
         for (i, op) in ops.into_iter().enumerate() {
@@ -279,12 +242,8 @@ impl Workload for Bank {
 
     fn on_reply(&mut self, c: &mut ClientCtx<'_>, sig: Signal) -> Result<(), String> {
         if let Signal::ScanTabRef(r) = &sig {
-            let open =
-                matches!(&self.st[c.client], St::Scan { scan_id, .. } if *scan_id == r.scan_id);
-            if !open
-                && r.scan_id <= self.last_scan[c.client]
-                && r.error.code == ErrorCode::NoSuchScan
-            {
+            let open = matches!(&self.st[c.client], St::Scan { scan_id, .. } if *scan_id == r.scan_id);
+            if !open && r.scan_id <= self.last_scan[c.client] && r.error.code == ErrorCode::NoSuchScan {
                 // The node used to send an unsolicited SCAN_TABREF when a scan
                 // failed between batches; the client's SCAN_NEXTREQ then got a
                 // second answer (NoSuchScan). TC now answers only when asked.
@@ -297,17 +256,10 @@ impl Workload for Bank {
         }
         let st = std::mem::replace(&mut self.st[c.client], St::Idle);
         let cur_txn = match &st {
-            St::Idle => {
-                return Err(format!(
-                    "bank: client {} got {} while idle: {sig:?}",
-                    c.client,
-                    sig.name()
-                ))
+            St::Idle => return Err(format!("bank: client {} got {} while idle: {sig:?}", c.client, sig.name())),
+            St::Transfer1 { txn, .. } | St::Transfer2 { txn } | St::Reader { txn, .. } | St::EndScanTxn { txn, .. } => {
+                *txn
             }
-            St::Transfer1 { txn, .. }
-            | St::Transfer2 { txn }
-            | St::Reader { txn, .. }
-            | St::EndScanTxn { txn, .. } => *txn,
             St::Scan { txn, .. } => *txn,
         };
         match sig {
@@ -316,62 +268,39 @@ impl Workload for Bank {
                     return Err(format!("bank: TC_KEYREF for txn {} while in {st:?}", r.txn));
                 }
                 if !is_temporary(&r.error) {
-                    return Err(format!(
-                        "bank: transaction failed with a non-retriable error {} in {st:?}",
-                        r.error
-                    ));
+                    return Err(format!("bank: transaction failed with a non-retriable error {} in {st:?}", r.error));
                 }
                 self.aborts += 1;
                 self.idle(c);
             }
             Signal::TcKeyConf(conf) => {
                 if conf.txn != cur_txn {
-                    return Err(format!(
-                        "bank: TC_KEYCONF for txn {} while in {st:?}",
-                        conf.txn
-                    ));
+                    return Err(format!("bank: TC_KEYCONF for txn {} while in {st:?}", conf.txn));
                 }
                 match st {
-                    St::Transfer1 {
-                        txn,
-                        a,
-                        b,
-                        amount,
-                        use_increments,
-                    } => {
+                    St::Transfer1 { txn, a, b, amount, use_increments } => {
                         if conf.outcome != TxnOutcome::Open {
-                            return Err(format!(
-                                "bank: NoCommit batch answered {:?}",
-                                conf.outcome
-                            ));
+                            return Err(format!("bank: NoCommit batch answered {:?}", conf.outcome));
                         }
                         let rows = Self::results_rows(&conf.results)?;
                         self.check_rows("transfer read", &rows, false)?;
                         let bal = |id: i64| rows.iter().find(|r| r.0 == id).map(|r| r.1);
                         let (Some(ba), Some(bb)) = (bal(a), bal(b)) else {
-                            return Err(format!(
-                                "bank: transfer read returned {rows:?} for accounts {a},{b}"
-                            ));
+                            return Err(format!("bank: transfer read returned {rows:?} for accounts {a},{b}"));
                         };
                         if ba < amount || c.rng.chance(0.05) || c.stopping && c.rng.chance(0.5) {
                             c.send(tc_key(txn, ExecType::Rollback, vec![]));
                         } else {
                             let upd = |id: i64, new: i64, delta: i64| {
                                 if use_increments {
-                                    let mut op =
-                                        KeyOp::update(self.table, vec![Value::Int(id)], vec![]);
+                                    let mut op = KeyOp::update(self.table, vec![Value::Int(id)], vec![]);
                                     op.increments = vec![(BAL, Value::Int(delta))];
                                     op
                                 } else {
-                                    KeyOp::update(
-                                        self.table,
-                                        vec![Value::Int(id)],
-                                        vec![(BAL, Value::Int(new))],
-                                    )
+                                    KeyOp::update(self.table, vec![Value::Int(id)], vec![(BAL, Value::Int(new))])
                                 }
                             };
-                            let mut ops =
-                                vec![upd(a, ba - amount, -amount), upd(b, bb + amount, amount)];
+                            let mut ops = vec![upd(a, ba - amount, -amount), upd(b, bb + amount, amount)];
                             if c.rng.chance(0.5) {
                                 ops.swap(0, 1);
                             }
@@ -383,9 +312,7 @@ impl Workload for Bank {
                         match conf.outcome {
                             TxnOutcome::Committed => self.commits += 1,
                             TxnOutcome::RolledBack => self.rollbacks += 1,
-                            TxnOutcome::Open => {
-                                return Err("bank: Commit/Rollback answered Open".into())
-                            }
+                            TxnOutcome::Open => return Err("bank: Commit/Rollback answered Open".into()),
                         }
                         self.idle(c);
                     }
@@ -397,53 +324,25 @@ impl Workload for Bank {
                         if locked {
                             self.locked_reads_checked += 1;
                         }
-                        self.check_rows(
-                            if locked {
-                                "locking reader"
-                            } else {
-                                "committed reader"
-                            },
-                            &rows,
-                            locked,
-                        )?;
+                        self.check_rows(if locked { "locking reader" } else { "committed reader" }, &rows, locked)?;
                         self.idle(c);
                     }
                     St::EndScanTxn { commit, .. } => {
-                        let want = if commit {
-                            TxnOutcome::Committed
-                        } else {
-                            TxnOutcome::RolledBack
-                        };
+                        let want = if commit { TxnOutcome::Committed } else { TxnOutcome::RolledBack };
                         if conf.outcome != want {
-                            return Err(format!(
-                                "bank: scan txn commit answered {:?}",
-                                conf.outcome
-                            ));
+                            return Err(format!("bank: scan txn commit answered {:?}", conf.outcome));
                         }
                         self.idle(c);
                     }
-                    St::Scan { .. } | St::Idle => {
-                        return Err(format!("bank: TC_KEYCONF in {st:?}"))
-                    }
+                    St::Scan { .. } | St::Idle => return Err(format!("bank: TC_KEYCONF in {st:?}")),
                 }
             }
             Signal::ScanTabConf(conf) => {
-                let St::Scan {
-                    txn,
-                    scan_id,
-                    standalone,
-                    locked,
-                    mut rows,
-                    closing,
-                } = st
-                else {
+                let St::Scan { txn, scan_id, standalone, locked, mut rows, closing } = st else {
                     return Err(format!("bank: SCAN_TABCONF in {st:?}"));
                 };
                 if conf.scan_id != scan_id {
-                    return Err(format!(
-                        "bank: SCAN_TABCONF for scan {} while in scan {scan_id}",
-                        conf.scan_id
-                    ));
+                    return Err(format!("bank: SCAN_TABCONF for scan {} while in scan {scan_id}", conf.scan_id));
                 }
                 self.idle_scans.replied(c);
                 if closing && !conf.done {
@@ -452,9 +351,7 @@ impl Workload for Bank {
                 for r in &conf.rows {
                     let (id, bal) = Self::parse_row(r)?;
                     if bal < 0 {
-                        return Err(format!(
-                            "bank: scan saw account {id} with negative balance {bal}"
-                        ));
+                        return Err(format!("bank: scan saw account {id} with negative balance {bal}"));
                     }
                     rows.push(id);
                     rows.push(bal);
@@ -469,70 +366,38 @@ impl Workload for Bank {
                         ids.sort();
                         let expect: Vec<i64> = (0..self.accounts).collect();
                         if ids != expect {
-                            return Err(format!("bank: scan (locked={locked}) returned accounts {ids:?}, expected {expect:?}"));
+                            return Err(format!(
+                                "bank: scan (locked={locked}) returned accounts {ids:?}, expected {expect:?}"
+                            ));
                         }
-                        self.check_rows(
-                            if locked {
-                                "locking scan"
-                            } else {
-                                "committed scan"
-                            },
-                            &pairs,
-                            locked,
-                        )?;
+                        self.check_rows(if locked { "locking scan" } else { "committed scan" }, &pairs, locked)?;
                     }
                     if standalone {
                         self.idle(c);
                     } else {
                         let commit = c.rng.chance(0.5);
-                        let exec = if commit {
-                            ExecType::Commit
-                        } else {
-                            ExecType::Rollback
-                        };
+                        let exec = if commit { ExecType::Commit } else { ExecType::Rollback };
                         c.send(tc_key(txn, exec, vec![]));
                         self.st[c.client] = St::EndScanTxn { txn, commit };
                     }
                 } else {
                     let close = c.rng.chance(0.05);
-                    c.send(Signal::ScanNextReq(ScanNextReq {
-                        txn,
-                        scan_id,
-                        close,
-                    }));
-                    self.st[c.client] = St::Scan {
-                        txn,
-                        scan_id,
-                        standalone,
-                        locked,
-                        rows,
-                        closing: close,
-                    };
+                    c.send(Signal::ScanNextReq(ScanNextReq { txn, scan_id, close }));
+                    self.st[c.client] = St::Scan { txn, scan_id, standalone, locked, rows, closing: close };
                 }
             }
             Signal::ScanTabRef(r) => {
-                let St::Scan {
-                    scan_id,
-                    txn,
-                    standalone,
-                    ..
-                } = st
-                else {
+                let St::Scan { scan_id, txn, standalone, .. } = st else {
                     return Err(format!("bank: SCAN_TABREF in {st:?}"));
                 };
                 if r.scan_id != scan_id {
-                    return Err(format!(
-                        "bank: SCAN_TABREF for scan {} while in scan {scan_id}",
-                        r.scan_id
-                    ));
+                    return Err(format!("bank: SCAN_TABREF for scan {} while in scan {scan_id}", r.scan_id));
                 }
                 if is_temporary(&r.error) {
                     self.aborts += 1;
                     self.idle(c);
                 } else {
-                    self.idle_scans
-                        .judge(c, &r.error)
-                        .map_err(|e| format!("bank: {e}"))?;
+                    self.idle_scans.judge(c, &r.error).map_err(|e| format!("bank: {e}"))?;
                     if standalone {
                         self.idle(c);
                     } else {
@@ -557,10 +422,7 @@ impl Workload for Bank {
 
     fn finish(&mut self, host: &mut Host) -> Result<(), String> {
         let rows = admin_scan(host, self.table, 1)?;
-        let pairs = rows
-            .iter()
-            .map(|r| Self::parse_row(r))
-            .collect::<Result<Vec<_>, _>>()?;
+        let pairs = rows.iter().map(|r| Self::parse_row(r)).collect::<Result<Vec<_>, _>>()?;
         self.check_rows("final scan", &pairs, true)?;
         for id in 0..self.accounts {
             let r = admin_read(host, 1_000_000 + id as u64, self.table, id)?;
@@ -570,9 +432,7 @@ impl Workload for Bank {
             let (_, bal) = Self::parse_row(&r)?;
             let in_scan = pairs.iter().find(|p| p.0 == id).map(|p| p.1);
             if in_scan != Some(bal) {
-                return Err(format!(
-                    "bank: account {id}: key read {bal}, scan {in_scan:?}"
-                ));
+                return Err(format!("bank: account {id}: key read {bal}, scan {in_scan:?}"));
             }
         }
         Ok(())

@@ -70,10 +70,7 @@ impl Locks {
     }
 
     fn in_doubt(&self, row: i64) -> i64 {
-        self.pending
-            .values()
-            .filter(|p| p.commit_delivered && p.rows.contains(&row))
-            .count() as i64
+        self.pending.values().filter(|p| p.commit_delivered && p.rows.contains(&row)).count() as i64
     }
 
     fn idle(&mut self, c: &mut ClientCtx<'_>) {
@@ -104,11 +101,7 @@ impl Workload for Locks {
             admin_commit(
                 host,
                 1 + id as u64,
-                vec![KeyOp::insert(
-                    self.table,
-                    vec![Value::Int(id)],
-                    vec![(N, Value::Int(0))],
-                )],
+                vec![KeyOp::insert(self.table, vec![Value::Int(id)], vec![(N, Value::Int(0))])],
             )?;
         }
         Ok(())
@@ -138,21 +131,10 @@ impl Workload for Locks {
                 })
                 .collect();
             c.send(tc_key(txn, ExecType::Commit, ops));
-            self.pending.insert(
-                (c.api, txn),
-                Pending {
-                    rows,
-                    rmw: false,
-                    ..Default::default()
-                },
-            );
+            self.pending.insert((c.api, txn), Pending { rows, rmw: false, ..Default::default() });
             self.st[c.client] = St::Committing { txn };
         } else {
-            let lock = if c.rng.chance(0.3) {
-                LockMode::Shared
-            } else {
-                LockMode::Exclusive
-            };
+            let lock = if c.rng.chance(0.3) { LockMode::Shared } else { LockMode::Exclusive };
             let ops = rows
                 .iter()
                 .map(|&id| {
@@ -163,14 +145,7 @@ impl Workload for Locks {
                 })
                 .collect();
             c.send(tc_key(txn, ExecType::NoCommit, ops));
-            self.pending.insert(
-                (c.api, txn),
-                Pending {
-                    rows: rows.clone(),
-                    rmw: true,
-                    ..Default::default()
-                },
-            );
+            self.pending.insert((c.api, txn), Pending { rows: rows.clone(), rmw: true, ..Default::default() });
             self.st[c.client] = St::Reading { txn, rows };
         }
         Ok(())
@@ -179,9 +154,7 @@ impl Workload for Locks {
     fn on_reply(&mut self, c: &mut ClientCtx<'_>, sig: Signal) -> Result<(), String> {
         let st = std::mem::replace(&mut self.st[c.client], St::Idle);
         match (st, sig) {
-            (St::Reading { txn, .. } | St::Committing { txn }, Signal::TcKeyRef(r))
-                if r.txn == txn =>
-            {
+            (St::Reading { txn, .. } | St::Committing { txn }, Signal::TcKeyRef(r)) if r.txn == txn => {
                 if !is_temporary(&r.error) {
                     return Err(format!("locks: non-retriable error {}", r.error));
                 }
@@ -201,11 +174,7 @@ impl Workload for Locks {
                             return Err(format!("locks: read result {r:?}"));
                         };
                         let v = int_of(&row[0])?;
-                        ops.push(KeyOp::update(
-                            self.table,
-                            vec![Value::Int(rows[i])],
-                            vec![(N, Value::Int(v + 1))],
-                        ));
+                        ops.push(KeyOp::update(self.table, vec![Value::Int(rows[i])], vec![(N, Value::Int(v + 1))]));
                     }
                     c.send(tc_key(txn, ExecType::Commit, ops));
                 }
@@ -255,9 +224,7 @@ impl Workload for Locks {
                     TxnOutcome::Open => {
                         let rows = match self.pending.get(&key) {
                             Some(p) => p.rows.clone(),
-                            None => {
-                                return Err(format!("locks: TC_KEYCONF for unknown txn {key:?}"))
-                            }
+                            None => return Err(format!("locks: TC_KEYCONF for unknown txn {key:?}")),
                         };
                         let mut reads = Vec::new();
                         for (i, r) in conf.results.iter().enumerate() {
@@ -314,9 +281,7 @@ impl Workload for Locks {
     fn finish(&mut self, host: &mut Host) -> Result<(), String> {
         // Anything still pending belongs to crashed clients.
         if let Some((k, p)) = self.pending.iter().find(|(_, p)| !p.crashed) {
-            return Err(format!(
-                "locks: transaction {k:?} of a live client never got an outcome: {p:?}"
-            ));
+            return Err(format!("locks: transaction {k:?} of a live client never got an outcome: {p:?}"));
         }
         self.in_doubt_final = self.pending.values().filter(|p| p.commit_delivered).count() as u64;
         for row in 0..self.rows {
@@ -328,7 +293,10 @@ impl Workload for Locks {
             let lo = self.committed[row as usize];
             let hi = lo + self.in_doubt(row);
             if v < lo || v > hi {
-                return Err(format!("locks: counter {row} = {v} at the end, but {lo} increments committed (+{} in doubt)", hi - lo));
+                return Err(format!(
+                    "locks: counter {row} = {v} at the end, but {lo} increments committed (+{} in doubt)",
+                    hi - lo
+                ));
             }
         }
         Ok(())
@@ -337,7 +305,13 @@ impl Workload for Locks {
     fn summary(&self) -> String {
         format!(
             "locks: rows={} commits={} rollbacks={} aborts={} reads_checked={} in_doubt={} counters={:?}",
-            self.rows, self.commits, self.rollbacks, self.aborts, self.reads_checked, self.in_doubt_final, self.committed
+            self.rows,
+            self.commits,
+            self.rollbacks,
+            self.aborts,
+            self.reads_checked,
+            self.in_doubt_final,
+            self.committed
         )
     }
 }

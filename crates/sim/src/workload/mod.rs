@@ -30,24 +30,8 @@ pub struct ClientCtx<'a> {
 }
 
 impl<'a> ClientCtx<'a> {
-    pub(crate) fn new(
-        client: usize,
-        api: NodeId,
-        now_ns: u64,
-        step: u64,
-        stopping: bool,
-        rng: &'a mut Rng,
-    ) -> Self {
-        ClientCtx {
-            client,
-            api,
-            now_ns,
-            step,
-            stopping,
-            rng,
-            sends: Vec::new(),
-            wake_after_ns: None,
-        }
+    pub(crate) fn new(client: usize, api: NodeId, now_ns: u64, step: u64, stopping: bool, rng: &'a mut Rng) -> Self {
+        ClientCtx { client, api, now_ns, step, stopping, rng, sends: Vec::new(), wake_after_ns: None }
     }
     pub fn send(&mut self, s: Signal) {
         self.sends.push(s);
@@ -152,10 +136,7 @@ pub fn int_table(name: &str, cols: &[&str], nullable: bool, partitions: u32) -> 
 }
 
 pub fn create_table(host: &mut Host, def: TableDef) -> Result<TableDef, String> {
-    let req = DictReq {
-        req_id: 1,
-        op: DictOp::CreateTable(def),
-    };
+    let req = DictReq { req_id: 1, op: DictOp::CreateTable(def) };
     match host.admin_request(Signal::DictReq(Box::new(req)), &mut NoObserver)? {
         Signal::DictConf(c) => match c.result {
             DictResult::Table(t) => Ok(t),
@@ -167,10 +148,7 @@ pub fn create_table(host: &mut Host, def: TableDef) -> Result<TableDef, String> 
 
 /// Open transactions the node reports (None if it does not answer NodeStats).
 pub fn open_transactions(host: &mut Host) -> Result<Option<u32>, String> {
-    let req = DictReq {
-        req_id: 2,
-        op: DictOp::NodeStats,
-    };
+    let req = DictReq { req_id: 2, op: DictOp::NodeStats };
     match host.admin_request(Signal::DictReq(Box::new(req)), &mut NoObserver)? {
         Signal::DictConf(c) => match c.result {
             DictResult::Stats(s) => Ok(Some(s.open_transactions)),
@@ -193,19 +171,10 @@ pub fn admin_commit(host: &mut Host, txn: u64, ops: Vec<KeyOp>) -> Result<TcKeyC
 }
 
 /// Read every row of a table with a committed-read scan as the admin client.
-pub fn admin_scan(
-    host: &mut Host,
-    table: TableId,
-    scan_id: u32,
-) -> Result<Vec<Vec<Value>>, String> {
+pub fn admin_scan(host: &mut Host, table: TableId, scan_id: u32) -> Result<Vec<Vec<Value>>, String> {
     let mut spec = ScanSpec::full(table);
     spec.batch_rows = 64;
-    let mut sig = Signal::ScanTabReq(Box::new(ScanTabReq {
-        txn: 0,
-        scan_id,
-        standalone: true,
-        spec,
-    }));
+    let mut sig = Signal::ScanTabReq(Box::new(ScanTabReq { txn: 0, scan_id, standalone: true, spec }));
     let mut rows = Vec::new();
     for _ in 0..100_000 {
         match host.admin_request(sig, &mut NoObserver)? {
@@ -217,22 +186,13 @@ pub fn admin_scan(
             }
             other => return Err(format!("admin scan failed: {other:?}")),
         }
-        sig = Signal::ScanNextReq(ScanNextReq {
-            txn: 0,
-            scan_id,
-            close: false,
-        });
+        sig = Signal::ScanNextReq(ScanNextReq { txn: 0, scan_id, close: false });
     }
     Err("admin scan never finished".into())
 }
 
 /// Read one key with committed read as the admin client (None: no such row).
-pub fn admin_read(
-    host: &mut Host,
-    txn: u64,
-    table: TableId,
-    key: i64,
-) -> Result<Option<Vec<Value>>, String> {
+pub fn admin_read(host: &mut Host, txn: u64, table: TableId, key: i64) -> Result<Option<Vec<Value>>, String> {
     let mut op = KeyOp::read(table, vec![Value::Int(key)]);
     op.abort_on_error = false;
     let c = admin_commit(host, txn, vec![op])?;
@@ -244,8 +204,7 @@ pub fn admin_read(
 }
 
 pub fn int_of(v: &Value) -> Result<i64, String> {
-    v.as_i64()
-        .ok_or_else(|| format!("expected an integer, got {v:?}"))
+    v.as_i64().ok_or_else(|| format!("expected an integer, got {v:?}"))
 }
 
 /// Outcome of a reply to a transaction request, as a workload sees it.

@@ -140,10 +140,7 @@ fn op_key(op: &KeyOp) -> i64 {
 }
 
 fn op_val(op: &KeyOp) -> Option<i64> {
-    op.values
-        .iter()
-        .find(|(c, _)| *c == V)
-        .and_then(|(_, v)| v.as_i64())
+    op.values.iter().find(|(c, _)| *c == V).and_then(|(_, v)| v.as_i64())
 }
 
 impl Model {
@@ -193,12 +190,7 @@ impl Model {
             return state.is_none();
         };
         // State at the start of step `from`: the last change before it.
-        let before = h
-            .iter()
-            .rev()
-            .find(|(s, _)| *s < from)
-            .map(|(_, st)| *st)
-            .unwrap_or(None);
+        let before = h.iter().rev().find(|(s, _)| *s < from).map(|(_, st)| *st).unwrap_or(None);
         before == state || h.iter().any(|(s, st)| *s >= from && *st == state)
     }
 
@@ -212,30 +204,16 @@ impl Model {
         let Some(h) = self.hist.get(&k) else {
             return pred(None);
         };
-        let before = h
-            .iter()
-            .rev()
-            .find(|(s, _)| *s < from)
-            .map(|(_, st)| *st)
-            .unwrap_or(None);
+        let before = h.iter().rev().find(|(s, _)| *s < from).map(|(_, st)| *st).unwrap_or(None);
         pred(before) || h.iter().any(|(s, st)| *s >= from && pred(*st))
     }
 
     /// A committed-read ordered-index range scan: index order, bounds, every
     /// returned row a real state in the window, every key not returned out of
     /// the range (or absent) at some moment of the window.
-    fn check_index_scan(
-        &mut self,
-        rows: &[(i64, i64)],
-        ix: IxScan,
-        from: u64,
-    ) -> Result<(), String> {
+    fn check_index_scan(&mut self, rows: &[(i64, i64)], ix: IxScan, from: u64) -> Result<(), String> {
         for w in rows.windows(2) {
-            let ordered = if ix.desc {
-                w[0].1 >= w[1].1
-            } else {
-                w[0].1 <= w[1].1
-            };
+            let ordered = if ix.desc { w[0].1 >= w[1].1 } else { w[0].1 <= w[1].1 };
             if !ordered {
                 return Err(format!(
                     "model: index scan {ix:?} out of order: {:?} then {:?} (rows {rows:?})",
@@ -246,22 +224,15 @@ impl Model {
         let mut seen = BTreeMap::new();
         for &(k, v) in rows {
             if !ix.contains(v) {
-                return Err(format!(
-                    "model: index scan {ix:?} returned key {k} with v = {v} outside the range"
-                ));
+                return Err(format!("model: index scan {ix:?} returned key {k} with v = {v} outside the range"));
             }
             self.window_err("index scan", k, Some(v), from)?;
             if seen.insert(k, v).is_some() {
                 // A row whose value changed during the scan may be met again
                 // further along the index.
-                let changed = self
-                    .hist
-                    .get(&k)
-                    .is_some_and(|h| h.iter().any(|(s, _)| *s >= from));
+                let changed = self.hist.get(&k).is_some_and(|h| h.iter().any(|(s, _)| *s >= from));
                 if !changed {
-                    return Err(format!(
-                        "model: index scan returned unchanged key {k} twice (rows {rows:?})"
-                    ));
+                    return Err(format!("model: index scan returned unchanged key {k} twice (rows {rows:?})"));
                 }
                 self.scan_dups += 1;
             }
@@ -270,10 +241,7 @@ impl Model {
             // A row whose value changed during the scan may have moved from the
             // part of the index not yet scanned to the part already scanned:
             // READ COMMITTED allows missing it. An unchanged row in range must be there.
-            let changed = self
-                .hist
-                .get(&k)
-                .is_some_and(|h| h.iter().any(|(s, _)| *s >= from));
+            let changed = self.hist.get(&k).is_some_and(|h| h.iter().any(|(s, _)| *s >= from));
             if !seen.contains_key(&k)
                 && !changed
                 && !self.any_in_window(k, from, |st| st.is_none_or(|v| !ix.contains(v)))
@@ -293,12 +261,7 @@ impl Model {
         let Some(h) = self.hist.get(&k) else {
             return false;
         };
-        let before = h
-            .iter()
-            .rev()
-            .find(|(s, _)| *s < from)
-            .map(|(_, st)| *st)
-            .unwrap_or(None);
+        let before = h.iter().rev().find(|(s, _)| *s < from).map(|(_, st)| *st).unwrap_or(None);
         before.is_some() || h.iter().any(|(s, st)| *s >= from && st.is_some())
     }
 
@@ -330,11 +293,7 @@ impl Model {
             let roll = c.rng.below(100);
             let mut op = if roll < 30 {
                 let mut op = KeyOp::read(self.table, k);
-                op.lock = *c.rng.pick(&[
-                    LockMode::CommittedRead,
-                    LockMode::Shared,
-                    LockMode::Exclusive,
-                ]);
+                op.lock = *c.rng.pick(&[LockMode::CommittedRead, LockMode::Shared, LockMode::Exclusive]);
                 op.projection = vec![V];
                 op
             } else if roll < 50 {
@@ -358,15 +317,11 @@ impl Model {
         let Some(mut t) = self.txns.remove(&key) else {
             return Err(format!("model: TC_KEYCONF for unknown transaction {key:?}"));
         };
-        let from = t.delivered_step.ok_or_else(|| {
-            format!("model: reply to txn {key:?} before its request reached the node")
-        })?;
+        let from = t
+            .delivered_step
+            .ok_or_else(|| format!("model: reply to txn {key:?} before its request reached the node"))?;
         if results.len() != t.batch.len() {
-            return Err(format!(
-                "model: {} results for {} operations",
-                results.len(),
-                t.batch.len()
-            ));
+            return Err(format!("model: {} results for {} operations", results.len(), t.batch.len()));
         }
         let batch = std::mem::take(&mut t.batch);
         for (op, res) in batch.iter().zip(results) {
@@ -395,19 +350,12 @@ impl Model {
             };
             if let Some(code) = soft_err(res) {
                 if op.abort_on_error {
-                    return Err(format!(
-                        "model: op with abort_on_error returned an error in its result: {code:?}"
-                    ));
+                    return Err(format!("model: op with abort_on_error returned an error in its result: {code:?}"));
                 }
                 let state = match (op.kind, code) {
                     (OpKind::Insert, ErrorCode::DuplicateKey) => Some(0),
                     (OpKind::Read | OpKind::Update | OpKind::Delete, ErrorCode::NoSuchRow) => None,
-                    _ => {
-                        return Err(format!(
-                            "model: {:?} on key {k} failed with unexpected {code:?}",
-                            op.kind
-                        ))
-                    }
+                    _ => return Err(format!("model: {:?} on key {k} failed with unexpected {code:?}", op.kind)),
                 };
                 // Failed ops: exact if the key is locked by us, else some committed state in the window.
                 let present = state.is_some();
@@ -415,15 +363,15 @@ impl Model {
                     Some(v) => {
                         self.exact_checks += 1;
                         if v.is_some() != present {
-                            return Err(format!("model: txn {key:?} {:?} on locked key {k} failed with {code:?}, own view {v:?}", op.kind));
+                            return Err(format!(
+                                "model: txn {key:?} {:?} on locked key {k} failed with {code:?}, own view {v:?}",
+                                op.kind
+                            ));
                         }
                     }
                     None => {
-                        let ok = if present {
-                            self.present_in_window(k, from)
-                        } else {
-                            self.seen_in_window(k, None, from)
-                        };
+                        let ok =
+                            if present { self.present_in_window(k, from) } else { self.seen_in_window(k, None, from) };
                         if !ok {
                             return Err(format!(
                                 "model: {:?} on key {k} failed with {code:?}, but the key was never {} between step {from} and {}; history {:?}",
@@ -437,9 +385,7 @@ impl Model {
                 }
                 continue;
             }
-            let OpResult::Ok(row) = res else {
-                unreachable!()
-            };
+            let OpResult::Ok(row) = res else { unreachable!() };
             match op.kind {
                 OpKind::Read => {
                     let Some(row) = row else {
@@ -477,11 +423,7 @@ impl Model {
                             self.hist.get(&k)
                         ));
                     }
-                    let new = if op.kind == OpKind::Update {
-                        op_val(op)
-                    } else {
-                        None
-                    };
+                    let new = if op.kind == OpKind::Update { op_val(op) } else { None };
                     t.view.insert(k, new);
                     t.writes.insert(k, new);
                 }
@@ -499,10 +441,7 @@ impl Model {
     }
 
     fn apply_commit(&mut self, key: (NodeId, u64)) -> Result<(), String> {
-        let t = self
-            .txns
-            .remove(&key)
-            .ok_or_else(|| format!("model: commit of unknown txn {key:?}"))?;
+        let t = self.txns.remove(&key).ok_or_else(|| format!("model: commit of unknown txn {key:?}"))?;
         for (k, v) in t.writes {
             match v {
                 Some(v) => self.model.insert(k, v),
@@ -530,24 +469,14 @@ impl Workload for Model {
         });
         let def = create_table(host, def)?;
         self.table = def.id;
-        self.v_index = def
-            .index_by_name("v_idx")
-            .ok_or("model: created table lost its index")?
-            .id;
+        self.v_index = def.index_by_name("v_idx").ok_or("model: created table lost its index")?.id;
         let mut ops = Vec::new();
         for k in 0..self.keys {
             if k % 2 == 0 {
                 self.next_val += 1;
-                ops.push(KeyOp::insert(
-                    self.table,
-                    vec![Value::Int(k)],
-                    vec![(V, Value::Int(self.next_val))],
-                ));
+                ops.push(KeyOp::insert(self.table, vec![Value::Int(k)], vec![(V, Value::Int(self.next_val))]));
                 self.model.insert(k, self.next_val);
-                self.hist
-                    .entry(k)
-                    .or_default()
-                    .push((0, Some(self.next_val)));
+                self.hist.entry(k).or_default().push((0, Some(self.next_val)));
             }
         }
         for (i, op) in ops.into_iter().enumerate() {
@@ -579,19 +508,10 @@ impl Workload for Model {
             let op = if create {
                 DictOp::CreateIndex {
                     table: "kv".into(),
-                    index: IndexDef {
-                        id: 0,
-                        name,
-                        columns: vec![V],
-                        unique: false,
-                        kind: IndexKind::Ordered,
-                    },
+                    index: IndexDef { id: 0, name, columns: vec![V], unique: false, kind: IndexKind::Ordered },
                 }
             } else {
-                DictOp::DropIndex {
-                    table: "kv".into(),
-                    index: name,
-                }
+                DictOp::DropIndex { table: "kv".into(), index: name }
             };
             c.send(Signal::DictReq(Box::new(DictReq { req_id, op })));
             self.st[c.client] = St::Ddl { req_id, create };
@@ -614,37 +534,21 @@ impl Workload for Model {
                 };
                 let lo = bound(c.rng);
                 let hi = bound(c.rng);
-                let ix = IxScan {
-                    lo,
-                    hi,
-                    desc: c.rng.chance(0.5),
-                };
+                let ix = IxScan { lo, hi, desc: c.rng.chance(0.5) };
                 let b = |x: Option<(i64, bool)>| match x {
                     None => Bound::unbounded(),
                     Some((v, true)) => Bound::inclusive(vec![Value::Int(v)]),
                     Some((v, false)) => Bound::exclusive(vec![Value::Int(v)]),
                 };
                 spec.index = Some(self.v_index);
-                spec.range = Some(ScanRange {
-                    low: b(lo),
-                    high: b(hi),
-                });
+                spec.range = Some(ScanRange { low: b(lo), high: b(hi) });
                 spec.descending = ix.desc;
                 Some(ix)
             } else {
                 None
             };
-            c.send(Signal::ScanTabReq(Box::new(ScanTabReq {
-                txn: 0,
-                scan_id,
-                standalone: true,
-                spec,
-            })));
-            self.st[c.client] = St::Scan {
-                scan_id,
-                rows: Vec::new(),
-                ix,
-            };
+            c.send(Signal::ScanTabReq(Box::new(ScanTabReq { txn: 0, scan_id, standalone: true, spec })));
+            self.st[c.client] = St::Scan { scan_id, rows: Vec::new(), ix };
             self.last_scan[c.client] = scan_id;
             return Ok(());
         }
@@ -660,10 +564,7 @@ impl Workload for Model {
             // The second answer to a scan the node already failed on its own
             // (its unsolicited SCAN_TABREF crossed our SCAN_NEXTREQ).
             let open = matches!(&self.st[c.client], St::Scan { scan_id, .. } | St::TxScan { scan_id, .. } if *scan_id == r.scan_id);
-            if !open
-                && r.scan_id <= self.last_scan[c.client]
-                && r.error.code == ErrorCode::NoSuchScan
-            {
+            if !open && r.scan_id <= self.last_scan[c.client] && r.error.code == ErrorCode::NoSuchScan {
                 // The node used to send an unsolicited SCAN_TABREF when a scan
                 // failed between batches; the client's SCAN_NEXTREQ then got a
                 // second answer (NoSuchScan). TC now answers only when asked.
@@ -684,15 +585,7 @@ impl Workload for Model {
                 }
                 self.idle(c);
             }
-            (
-                St::Batch {
-                    txn,
-                    batch,
-                    batches,
-                    commit,
-                },
-                Signal::TcKeyConf(conf),
-            ) if conf.txn == txn => {
+            (St::Batch { txn, batch, batches, commit }, Signal::TcKeyConf(conf)) if conf.txn == txn => {
                 if commit {
                     match conf.outcome {
                         TxnOutcome::Committed => self.commits += 1,
@@ -707,38 +600,19 @@ impl Workload for Model {
                     self.send_batch(c, txn, batch + 1, batches);
                 }
             }
-            (
-                St::TxScan {
-                    txn,
-                    scan_id,
-                    batch,
-                    batches,
-                },
-                Signal::ScanTabConf(conf),
-            ) if conf.scan_id == scan_id => {
+            (St::TxScan { txn, scan_id, batch, batches }, Signal::ScanTabConf(conf)) if conf.scan_id == scan_id => {
                 self.idle_scans.replied(c);
                 if conf.done {
                     self.send_batch(c, txn, batch + 1, batches);
                 } else {
                     let close = c.rng.chance(0.1);
-                    c.send(Signal::ScanNextReq(ScanNextReq {
-                        txn,
-                        scan_id,
-                        close,
-                    }));
-                    self.st[c.client] = St::TxScan {
-                        txn,
-                        scan_id,
-                        batch,
-                        batches,
-                    };
+                    c.send(Signal::ScanNextReq(ScanNextReq { txn, scan_id, close }));
+                    self.st[c.client] = St::TxScan { txn, scan_id, batch, batches };
                 }
             }
             (St::TxScan { txn, scan_id, .. }, Signal::ScanTabRef(r)) if r.scan_id == scan_id => {
                 if !is_temporary(&r.error) && !self.ddl_excuses(&r.error) {
-                    self.idle_scans
-                        .judge(c, &r.error)
-                        .map_err(|e| format!("model: locking {e}"))?;
+                    self.idle_scans.judge(c, &r.error).map_err(|e| format!("model: locking {e}"))?;
                 }
                 self.aborts += 1;
                 // The transaction is aborted (or about to be): make sure.
@@ -753,19 +627,10 @@ impl Workload for Model {
             {
                 self.idle(c);
             }
-            (St::EndAfterScanRef { txn }, Signal::TcKeyRef(r))
-                if r.txn == txn && is_temporary(&r.error) =>
-            {
+            (St::EndAfterScanRef { txn }, Signal::TcKeyRef(r)) if r.txn == txn && is_temporary(&r.error) => {
                 self.idle(c);
             }
-            (
-                St::Scan {
-                    scan_id,
-                    mut rows,
-                    ix,
-                },
-                Signal::ScanTabConf(conf),
-            ) if conf.scan_id == scan_id => {
+            (St::Scan { scan_id, mut rows, ix }, Signal::ScanTabConf(conf)) if conf.scan_id == scan_id => {
                 self.idle_scans.replied(c);
                 for r in &conf.rows {
                     if r.len() != 2 {
@@ -787,21 +652,17 @@ impl Workload for Model {
                                 // Allowed only if the row was deleted and inserted
                                 // again while the scan ran (a new row, met again
                                 // further on); both versions must be real states.
-                                let deleted = self.hist.get(&k).is_some_and(|h| {
-                                    h.iter().any(|(s, st)| *s >= from && st.is_none())
-                                });
+                                let deleted = self
+                                    .hist
+                                    .get(&k)
+                                    .is_some_and(|h| h.iter().any(|(s, st)| *s >= from && st.is_none()));
                                 if !deleted {
                                     return Err(format!(
                                         "model: committed-read scan returned key {k} twice ({prev} and {v}) though it was never deleted during the scan; history {:?}",
                                         self.hist.get(&k)
                                     ));
                                 }
-                                self.window_err(
-                                    "committed-read scan (first copy)",
-                                    k,
-                                    Some(prev),
-                                    from,
-                                )?;
+                                self.window_err("committed-read scan (first copy)", k, Some(prev), from)?;
                                 self.scan_dups += 1;
                             }
                         }
@@ -811,26 +672,18 @@ impl Workload for Model {
                     }
                     let got: BTreeMap<i64, i64> = rows.iter().copied().collect();
                     if let Some(k) = got.keys().find(|k| **k < 0 || **k >= self.keys) {
-                        return Err(format!(
-                            "model: scan returned key {k} that was never written"
-                        ));
+                        return Err(format!("model: scan returned key {k} that was never written"));
                     }
                     self.scans_checked += 1;
                     self.idle(c);
                 } else {
-                    c.send(Signal::ScanNextReq(ScanNextReq {
-                        txn: 0,
-                        scan_id,
-                        close: false,
-                    }));
+                    c.send(Signal::ScanNextReq(ScanNextReq { txn: 0, scan_id, close: false }));
                     self.st[c.client] = St::Scan { scan_id, rows, ix };
                 }
             }
             (St::Scan { scan_id, .. }, Signal::ScanTabRef(r)) if r.scan_id == scan_id => {
                 if !is_temporary(&r.error) && !self.ddl_excuses(&r.error) {
-                    self.idle_scans
-                        .judge(c, &r.error)
-                        .map_err(|e| format!("model: committed-read {e}"))?;
+                    self.idle_scans.judge(c, &r.error).map_err(|e| format!("model: committed-read {e}"))?;
                 }
                 self.scans.remove(&(c.api, scan_id));
                 self.idle(c);
@@ -903,9 +756,7 @@ impl Workload for Model {
                 }
                 let key = (api, txn);
                 let Some(mut t) = self.txns.remove(&key) else {
-                    return Err(format!(
-                        "model: locking scan rows for unknown transaction {key:?}"
-                    ));
+                    return Err(format!("model: locking scan rows for unknown transaction {key:?}"));
                 };
                 for r in &conf.rows {
                     let (k, v) = (
@@ -914,7 +765,9 @@ impl Workload for Model {
                     );
                     if let Some(m) = min {
                         if v < m {
-                            return Err(format!("model: locking scan with filter v >= {m} returned key {k} with v = {v}"));
+                            return Err(format!(
+                                "model: locking scan with filter v >= {m} returned key {k} with v = {v}"
+                            ));
                         }
                     }
                     self.locked_scan_rows += 1;
@@ -923,9 +776,9 @@ impl Workload for Model {
                         Some(own) if own == Some(v) || self.committed(k) == Some(v) => {}
                         Some(own) => {
                             return Err(format!(
-                                "model: txn {key:?} locking scan returned key {k} = {v}, own view {own:?}, committed {:?}",
-                                self.committed(k)
-                            ))
+                            "model: txn {key:?} locking scan returned key {k} = {v}, own view {own:?}, committed {:?}",
+                            self.committed(k)
+                        ))
                         }
                         None => {
                             self.exact_checks += 1;
@@ -956,10 +809,7 @@ impl Workload for Model {
                 } else if !is_temporary(&r.error) {
                     // The failing op must be one that can fail that way.
                     let Some(i) = r.op_index else {
-                        return Err(format!(
-                            "model: non-retriable abort {} without an operation index",
-                            r.error
-                        ));
+                        return Err(format!("model: non-retriable abort {} without an operation index", r.error));
                     };
                     let Some(op) = t.batch.get(i as usize) else {
                         return Err(format!("model: TC_KEYREF op_index {i} out of range"));
@@ -967,10 +817,7 @@ impl Workload for Model {
                     let ok = matches!(
                         (op.kind, r.error.code),
                         (OpKind::Insert, ErrorCode::DuplicateKey)
-                            | (
-                                OpKind::Read | OpKind::Update | OpKind::Delete,
-                                ErrorCode::NoSuchRow
-                            )
+                            | (OpKind::Read | OpKind::Update | OpKind::Delete, ErrorCode::NoSuchRow)
                     );
                     if !ok || !op.abort_on_error {
                         return Err(format!(
@@ -999,10 +846,7 @@ impl Workload for Model {
             }
         }
         if got != self.model {
-            return Err(format!(
-                "model: final table {got:?} differs from the model {:?}",
-                self.model
-            ));
+            return Err(format!("model: final table {got:?} differs from the model {:?}", self.model));
         }
         for k in 0..self.keys {
             let r = admin_read(host, 2_000_000 + k as u64, self.table, k)?;
@@ -1011,10 +855,7 @@ impl Workload for Model {
                 None => None,
             };
             if v != self.committed(k) {
-                return Err(format!(
-                    "model: final read of key {k} = {v:?}, model {:?}",
-                    self.committed(k)
-                ));
+                return Err(format!("model: final read of key {k} = {v:?}, model {:?}", self.committed(k)));
             }
         }
         Ok(())
@@ -1038,47 +879,24 @@ impl Model {
             let mut spec = ScanSpec::full(self.table);
             spec.projection = vec![0, V];
             spec.batch_rows = c.rng.range(1, self.keys as u64 + 1) as u32;
-            spec.lock = if c.rng.chance(0.5) {
-                LockMode::Shared
-            } else {
-                LockMode::Exclusive
-            };
-            let min = if c.rng.chance(0.5) {
-                Some(c.rng.range(1000, self.next_val.max(1001) as u64) as i64)
-            } else {
-                None
-            };
+            spec.lock = if c.rng.chance(0.5) { LockMode::Shared } else { LockMode::Exclusive };
+            let min =
+                if c.rng.chance(0.5) { Some(c.rng.range(1000, self.next_val.max(1001) as u64) as i64) } else { None };
             if c.rng.chance(0.5) {
                 // Locking ordered-index scan: the range plays the filter's part.
                 spec.index = Some(self.v_index);
                 spec.range = Some(ScanRange {
-                    low: min.map_or(Bound::unbounded(), |m| {
-                        Bound::inclusive(vec![Value::Int(m)])
-                    }),
+                    low: min.map_or(Bound::unbounded(), |m| Bound::inclusive(vec![Value::Int(m)])),
                     high: Bound::unbounded(),
                 });
                 spec.descending = c.rng.chance(0.5);
             } else {
-                spec.filter = min.map(|m| Filter::Cmp {
-                    col: V,
-                    op: CmpOp::Ge,
-                    value: Value::Int(m),
-                });
+                spec.filter = min.map(|m| Filter::Cmp { col: V, op: CmpOp::Ge, value: Value::Int(m) });
             }
             self.txns.entry((c.api, txn)).or_default().batch = Vec::new();
             self.tx_scans.insert((c.api, scan_id), (txn, min));
-            c.send(Signal::ScanTabReq(Box::new(ScanTabReq {
-                txn,
-                scan_id,
-                standalone: false,
-                spec,
-            })));
-            self.st[c.client] = St::TxScan {
-                txn,
-                scan_id,
-                batch,
-                batches,
-            };
+            c.send(Signal::ScanTabReq(Box::new(ScanTabReq { txn, scan_id, standalone: false, spec })));
+            self.st[c.client] = St::TxScan { txn, scan_id, batch, batches };
             self.last_scan[c.client] = scan_id;
             return;
         }
@@ -1095,11 +913,6 @@ impl Model {
         t.batch = ops.clone();
         t.delivered_step = None;
         c.send(tc_key(txn, exec, ops));
-        self.st[c.client] = St::Batch {
-            txn,
-            batch,
-            batches,
-            commit: last,
-        };
+        self.st[c.client] = St::Batch { txn, batch, batches, commit: last };
     }
 }

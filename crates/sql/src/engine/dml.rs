@@ -107,7 +107,10 @@ fn parse_number_strict(b: &[u8]) -> Result<Num, bool> {
     }
     let (_, complete) = str_to_num(b);
     let has_digit = t.bytes().take_while(|c| !c.is_ascii_alphabetic() || *c == b'e').any(|c| c.is_ascii_digit());
-    if !complete && has_digit && t.as_bytes().first().is_some_and(|c| c.is_ascii_digit() || *c == b'-' || *c == b'+' || *c == b'.') {
+    if !complete
+        && has_digit
+        && t.as_bytes().first().is_some_and(|c| c.is_ascii_digit() || *c == b'-' || *c == b'+' || *c == b'.')
+    {
         return Err(true);
     }
     Err(false)
@@ -151,7 +154,12 @@ pub fn store_value(v: Value, col: &ColumnDef, row: u64, w: &mut Warnings) -> Res
                     Ok(n) => n,
                     Err(true) => return Err(truncated(col, row)),
                     Err(false) => {
-                        return Err(incorrect(if matches!(ty, ColumnType::Decimal { .. }) { "decimal" } else { "double" }, b, col, row))
+                        return Err(incorrect(
+                            if matches!(ty, ColumnType::Decimal { .. }) { "decimal" } else { "double" },
+                            b,
+                            col,
+                            row,
+                        ))
                     }
                 },
                 other => vals::to_num(other, &mut Warnings::default()).unwrap_or(Num::I(0)),
@@ -161,7 +169,9 @@ pub fn store_value(v: Value, col: &ColumnDef, row: u64, w: &mut Warnings) -> Res
                     Some(d) => Value::Decimal(d),
                     None => return Err(out_of_range(col, row)),
                 },
-                (ColumnType::Decimal { .. }, Num::U(u)) => Value::Decimal(norr_signals::Decimal { mantissa: u as i128, scale: 0 }),
+                (ColumnType::Decimal { .. }, Num::U(u)) => {
+                    Value::Decimal(norr_signals::Decimal { mantissa: u as i128, scale: 0 })
+                }
                 (_, n) => n.to_value(),
             }
         }
@@ -182,7 +192,11 @@ pub fn store_value(v: Value, col: &ColumnDef, row: u64, w: &mut Warnings) -> Res
                             return Err(col_err(
                                 1292,
                                 "22007",
-                                format!("Incorrect {kind} value: '{}' for column '{}' at row {row}", String::from_utf8_lossy(&text), col.name),
+                                format!(
+                                    "Incorrect {kind} value: '{}' for column '{}' at row {row}",
+                                    String::from_utf8_lossy(&text),
+                                    col.name
+                                ),
                             ))
                         }
                     }
@@ -196,7 +210,9 @@ pub fn store_value(v: Value, col: &ColumnDef, row: u64, w: &mut Warnings) -> Res
         }
         ColumnType::Time => match &v {
             Value::Time(_) => v,
-            Value::DateTime(dt) => Value::Time((dt.hour as i64 * 3600 + dt.minute as i64 * 60 + dt.second as i64) * 1_000_000 + dt.micro as i64),
+            Value::DateTime(dt) => Value::Time(
+                (dt.hour as i64 * 3600 + dt.minute as i64 * 60 + dt.second as i64) * 1_000_000 + dt.micro as i64,
+            ),
             other => {
                 let text = vals::to_text(other).map(|c| c.into_owned()).unwrap_or_default();
                 match crate::engine::expr::datetime::parse_time(&text) {
@@ -205,7 +221,11 @@ pub fn store_value(v: Value, col: &ColumnDef, row: u64, w: &mut Warnings) -> Res
                         return Err(col_err(
                             1292,
                             "22007",
-                            format!("Incorrect time value: '{}' for column '{}' at row {row}", String::from_utf8_lossy(&text), col.name),
+                            format!(
+                                "Incorrect time value: '{}' for column '{}' at row {row}",
+                                String::from_utf8_lossy(&text),
+                                col.name
+                            ),
                         ))
                     }
                 }
@@ -267,7 +287,13 @@ fn is_dup(e: &NodeError) -> bool {
     matches!(e.code, ErrorCode::DuplicateKey | ErrorCode::DuplicateUniqueKey)
 }
 
-fn op_for(t: &SqlTable, kind: OpKind, key: Vec<Value>, values: Vec<(ColumnId, Value)>, partition: Option<PartitionId>) -> KeyOp {
+fn op_for(
+    t: &SqlTable,
+    kind: OpKind,
+    key: Vec<Value>,
+    values: Vec<(ColumnId, Value)>,
+    partition: Option<PartitionId>,
+) -> KeyOp {
     KeyOp {
         table: t.def.id,
         table_version: t.def.version,
@@ -332,7 +358,8 @@ fn ai_key(engine: &Engine, def: &TableDef) -> (usize, u32, u32) {
 }
 
 async fn reserve_auto_inc(engine: &Engine, t: &SqlTable, n: u64) -> Result<u64, SqlError> {
-    let first = engine.client().next_auto_inc(t.def.id, n).await.map_err(|e| error_map::from_client(e, &table_ctx(t)))?;
+    let first =
+        engine.client().next_auto_inc(t.def.id, n).await.map_err(|e| error_map::from_client(e, &table_ctx(t)))?;
     if let Ok(mut m) = auto_inc_known().lock() {
         let e = m.entry(ai_key(engine, &t.def)).or_insert(0);
         *e = (*e).max(first + n - 1);
@@ -377,8 +404,13 @@ fn rewrite_values_fn(e: &mut Expr) {
         if let Expr::Function(f) = x {
             if f.name.to_string().eq_ignore_ascii_case("values") {
                 if let ast::FunctionArguments::List(l) = &f.args {
-                    if let Some(ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(Expr::Identifier(id)))) = l.args.first() {
-                        *x = Expr::CompoundIdentifier(vec![ast::Ident::new("\u{1}new"), ast::Ident::new(format!("\u{1}{}", id.value))]);
+                    if let Some(ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(Expr::Identifier(id)))) =
+                        l.args.first()
+                    {
+                        *x = Expr::CompoundIdentifier(vec![
+                            ast::Ident::new("\u{1}new"),
+                            ast::Ident::new(format!("\u{1}{}", id.value)),
+                        ]);
                     }
                 }
             }
@@ -389,7 +421,11 @@ fn rewrite_values_fn(e: &mut Expr) {
 
 fn assignment_col(t: &SqlTable, a: &ast::Assignment) -> Result<ColumnId, SqlError> {
     let name = match &a.target {
-        ast::AssignmentTarget::ColumnName(n) => n.0.last().map(|p| p.as_ident().map(|i| i.value.clone()).unwrap_or_else(|| p.to_string())).unwrap_or_default(),
+        ast::AssignmentTarget::ColumnName(n) => {
+            n.0.last()
+                .map(|p| p.as_ident().map(|i| i.value.clone()).unwrap_or_else(|| p.to_string()))
+                .unwrap_or_default()
+        }
         ast::AssignmentTarget::Tuple(_) => return Err(SqlError::unsupported("tuple assignment")),
     };
     t.column(&name).map(|(id, _, _)| id).ok_or_else(|| error_map::unknown_column(&name, "field list"))
@@ -403,9 +439,16 @@ enum InsertMode {
 }
 
 /// The dispatcher's entry point for INSERT and REPLACE.
-pub async fn execute_insert(engine: &Engine, session: &mut Session, st: &Statement, params: &[Value]) -> Result<QueryOutput, SqlError> {
+pub async fn execute_insert(
+    engine: &Engine,
+    session: &mut Session,
+    st: &Statement,
+    params: &[Value],
+) -> Result<QueryOutput, SqlError> {
     let Statement::Insert(ins) = st else { return Err(SqlError::internal("not an INSERT")) };
-    let ast::TableObject::TableName(name) = &ins.table else { return Err(SqlError::unsupported("INSERT INTO TABLE FUNCTION")) };
+    let ast::TableObject::TableName(name) = &ins.table else {
+        return Err(SqlError::unsupported("INSERT INTO TABLE FUNCTION"));
+    };
     let tables = resolve_tables(engine, session, st).await?;
     let t = tables.get(name)?;
     let pm = ParamMap::from_statement(st);
@@ -427,7 +470,10 @@ pub async fn execute_insert(engine: &Engine, session: &mut Session, st: &Stateme
         target = t.columns_visible().map(|(id, _, _)| id).collect();
     } else {
         for c in &ins.columns {
-            let n = c.0.last().map(|p| p.as_ident().map(|i| i.value.clone()).unwrap_or_else(|| p.to_string())).unwrap_or_default();
+            let n =
+                c.0.last()
+                    .map(|p| p.as_ident().map(|i| i.value.clone()).unwrap_or_else(|| p.to_string()))
+                    .unwrap_or_default();
             let id = t.column(&n).map(|(id, _, _)| id).ok_or_else(|| error_map::unknown_column(&n, "field list"))?;
             if target.contains(&id) {
                 return Err(SqlError::new(1110, "42000", format!("Column '{n}' specified twice")));
@@ -456,7 +502,11 @@ pub async fn execute_insert(engine: &Engine, session: &mut Session, st: &Stateme
                 let mut rows = Vec::with_capacity(v.rows.len());
                 for (i, r) in v.rows.iter().enumerate() {
                     if r.content.len() != target.len() && !(target.is_empty() && r.content.is_empty()) {
-                        return Err(SqlError::new(1136, "21S01", format!("Column count doesn't match value count at row {}", i + 1)));
+                        return Err(SqlError::new(
+                            1136,
+                            "21S01",
+                            format!("Column count doesn't match value count at row {}", i + 1),
+                        ));
                     }
                     let mut row = Vec::with_capacity(r.content.len());
                     for e in &r.content {
@@ -493,7 +543,16 @@ pub async fn execute_insert(engine: &Engine, session: &mut Session, st: &Stateme
             let mut e = a.value.clone();
             rewrite_values_fn(&mut e);
             let params = pm.clone();
-            let mut comp = Compiler { scope: &both, outer: None, params: &params, clause: "field list", aggs: None, agg_base: 0, aliases: &[], host: &mut sc };
+            let mut comp = Compiler {
+                scope: &both,
+                outer: None,
+                params: &params,
+                clause: "field list",
+                aggs: None,
+                agg_base: 0,
+                aliases: &[],
+                host: &mut sc,
+            };
             list.push((col, comp.compile(&e)?.0));
         }
         InsertMode::Upsert(list)
@@ -526,7 +585,11 @@ pub async fn execute_insert(engine: &Engine, session: &mut Session, st: &Stateme
             }
             out
         }
-        Src::Query(c) => exec::run_compiled(engine, session, c, params).await?.into_iter().map(|r| r.into_iter().map(Some).collect()).collect(),
+        Src::Query(c) => exec::run_compiled(engine, session, c, params)
+            .await?
+            .into_iter()
+            .map(|r| r.into_iter().map(Some).collect())
+            .collect(),
     };
 
     // Build full rows with defaults, auto-increment and strict conversion.
@@ -589,7 +652,13 @@ pub async fn execute_insert(engine: &Engine, session: &mut Session, st: &Stateme
                     SqlDefault::None => match &col.default {
                         Some(d) => d.clone(),
                         None if col.nullable => Value::Null,
-                        None => return Err(col_err(1364, "HY000", format!("Field '{}' doesn't have a default value", col.name))),
+                        None => {
+                            return Err(col_err(
+                                1364,
+                                "HY000",
+                                format!("Field '{}' doesn't have a default value", col.name),
+                            ))
+                        }
                     },
                 },
             };
@@ -622,7 +691,13 @@ pub async fn execute_insert(engine: &Engine, session: &mut Session, st: &Stateme
             .iter()
             .zip(&partitions)
             .map(|(r, p)| {
-                let mut op = op_for(&t, OpKind::Insert, pk_of(&t.def, r), r.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect(), *p);
+                let mut op = op_for(
+                    &t,
+                    OpKind::Insert,
+                    pk_of(&t.def, r),
+                    r.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect(),
+                    *p,
+                );
                 op.abort_on_error = true;
                 op
             })
@@ -638,7 +713,9 @@ pub async fn execute_insert(engine: &Engine, session: &mut Session, st: &Stateme
 
     txn_control::begin_statement(engine, session);
     let res = match session.txn.as_mut() {
-        Some(txn) => insert_rows(txn, &t, &part, &final_rows, &partitions, &mode, &mut ctx, session.client_found_rows).await,
+        Some(txn) => {
+            insert_rows(txn, &t, &part, &final_rows, &partitions, &mode, &mut ctx, session.client_found_rows).await
+        }
         None => Err(SqlError::internal("no transaction")),
     };
     let (affected, dups) = txn_control::end_statement(engine, session, res).await?;
@@ -664,7 +741,15 @@ fn insert_client_err(t: &SqlTable, e: ClientError, rows: &[Row]) -> SqlError {
     error_map::from_client(e, &table_ctx(t))
 }
 
-fn finish_insert(session: &mut Session, ctx: EvalCtx, affected: u64, first_ai: u64, need_ai: u64, rows: u64, dups: u64) -> QueryOutput {
+fn finish_insert(
+    session: &mut Session,
+    ctx: EvalCtx,
+    affected: u64,
+    first_ai: u64,
+    need_ai: u64,
+    rows: u64,
+    dups: u64,
+) -> QueryOutput {
     session.warnings = ctx.warnings.list;
     if need_ai > 0 {
         session.last_insert_id = first_ai;
@@ -677,13 +762,27 @@ fn finish_insert(session: &mut Session, ctx: EvalCtx, affected: u64, first_ai: u
     QueryOutput::Ok { affected_rows: affected, last_insert_id: if need_ai > 0 { first_ai } else { 0 }, info }
 }
 
-fn compile_value_expr(sc: &mut StmtCompiler, scope: &Scope, e: &Expr, pm: &ParamMap) -> Result<Option<CExpr>, SqlError> {
+fn compile_value_expr(
+    sc: &mut StmtCompiler,
+    scope: &Scope,
+    e: &Expr,
+    pm: &ParamMap,
+) -> Result<Option<CExpr>, SqlError> {
     if let Expr::Identifier(id) = e {
         if id.value.eq_ignore_ascii_case("default") && id.quote_style.is_none() {
             return Ok(None);
         }
     }
-    let mut comp = Compiler { scope, outer: None, params: pm, clause: "field list", aggs: None, agg_base: 0, aliases: &[], host: sc };
+    let mut comp = Compiler {
+        scope,
+        outer: None,
+        params: pm,
+        clause: "field list",
+        aggs: None,
+        agg_base: 0,
+        aliases: &[],
+        host: sc,
+    };
     Ok(Some(comp.compile(e)?.0))
 }
 
@@ -702,7 +801,15 @@ async fn insert_rows(
     let ops: Vec<KeyOp> = rows
         .iter()
         .zip(partitions)
-        .map(|(r, p)| op_for(t, OpKind::Insert, pk_of(&t.def, r), r.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect(), *p))
+        .map(|(r, p)| {
+            op_for(
+                t,
+                OpKind::Insert,
+                pk_of(&t.def, r),
+                r.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect(),
+                *p,
+            )
+        })
         .collect();
     let res = exec_ops(txn, ops, t).await?;
     let mut undo: Vec<KeyOp> = Vec::new();
@@ -725,7 +832,9 @@ async fn insert_rows(
                         Ok(0)
                     }
                     InsertMode::Replace => replace_row(txn, t, part, row, partitions[i], e, &mut undo).await,
-                    InsertMode::Upsert(assigns) => upsert_row(txn, t, part, row, e, assigns, ctx, &mut undo, found_rows).await,
+                    InsertMode::Upsert(assigns) => {
+                        upsert_row(txn, t, part, row, e, assigns, ctx, &mut undo, found_rows).await
+                    }
                 };
                 match outcome {
                     Ok(n) => affected += n,
@@ -750,7 +859,12 @@ async fn insert_rows(
 }
 
 /// Read the row a new row collides with (by pk, else by the colliding unique index).
-async fn conflicting_row(txn: &mut Transaction, t: &SqlTable, row: &[Value], e: &NodeError) -> Result<Option<Row>, SqlError> {
+async fn conflicting_row(
+    txn: &mut Transaction,
+    t: &SqlTable,
+    row: &[Value],
+    e: &NodeError,
+) -> Result<Option<Row>, SqlError> {
     let mut candidates: Vec<KeyAccess> = Vec::new();
     if e.code == ErrorCode::DuplicateKey {
         candidates.push(KeyAccess::Primary(pk_of(&t.def, row)));
@@ -779,10 +893,18 @@ async fn conflicting_row(txn: &mut Transaction, t: &SqlTable, row: &[Value], e: 
         let mut op = op;
         if let (KeyAccess::Primary(k), true) = (&op.key, t.meta.partition.is_some()) {
             let part = exec_part(t)?;
-            let ta = TableAccess { table: Arc::new(t.clone()), part, access: Access::FullScan, local: vec![], needed: vec![], lock: LockMode::Exclusive };
+            let ta = TableAccess {
+                table: Arc::new(t.clone()),
+                part,
+                access: Access::FullScan,
+                local: vec![],
+                needed: vec![],
+                lock: LockMode::Exclusive,
+            };
             op.partition = key_partition(&ta, &t.def.primary_key, k).ok().flatten();
         }
-        let r = txn.execute(vec![op], ExecType::NoCommit).await.map_err(|e| error_map::from_client(e, &table_ctx(t)))?;
+        let r =
+            txn.execute(vec![op], ExecType::NoCommit).await.map_err(|e| error_map::from_client(e, &table_ctx(t)))?;
         if let Some(OpResult::Ok(Some(row))) = r.into_iter().next() {
             return Ok(Some(row));
         }
@@ -807,9 +929,21 @@ async fn replace_row(
         let oldp = row_partition(part, &t.def, &old)?;
         let del = op_for(t, OpKind::Delete, pk_of(&t.def, &old), vec![], oldp);
         exec_ops(txn, vec![del], t).await?;
-        undo.push(op_for(t, OpKind::Insert, pk_of(&t.def, &old), old.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect(), oldp));
+        undo.push(op_for(
+            t,
+            OpKind::Insert,
+            pk_of(&t.def, &old),
+            old.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect(),
+            oldp,
+        ));
         affected += 1;
-        let ins = op_for(t, OpKind::Insert, pk_of(&t.def, row), row.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect(), p);
+        let ins = op_for(
+            t,
+            OpKind::Insert,
+            pk_of(&t.def, row),
+            row.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect(),
+            p,
+        );
         match exec_ops(txn, vec![ins], t).await?.into_iter().next() {
             Some(OpResult::Ok(_)) => {
                 undo.push(op_for(t, OpKind::Delete, pk_of(&t.def, row), vec![], p));
@@ -892,7 +1026,8 @@ async fn apply_update(
         let op = op_for(t, OpKind::Update, pk_of(&t.def, old), changed.to_vec(), oldp);
         match exec_ops(txn, vec![op], t).await?.into_iter().next() {
             Some(OpResult::Ok(_)) => {
-                let back: Vec<(ColumnId, Value)> = changed.iter().map(|(c, _)| (*c, old[*c as usize].clone())).collect();
+                let back: Vec<(ColumnId, Value)> =
+                    changed.iter().map(|(c, _)| (*c, old[*c as usize].clone())).collect();
                 undo.push(op_for(t, OpKind::Update, pk_of(&t.def, old), back, oldp));
                 Ok(())
             }
@@ -929,7 +1064,10 @@ fn single_table(from: &[ast::TableWithJoins]) -> Result<(&ast::ObjectName, Strin
     }
     match &from[0].relation {
         ast::TableFactor::Table { name, alias, .. } => {
-            let a = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or_else(|| name.0.last().map(|p| p.to_string()).unwrap_or_default());
+            let a = alias
+                .as_ref()
+                .map(|a| a.name.value.clone())
+                .unwrap_or_else(|| name.0.last().map(|p| p.to_string()).unwrap_or_default());
             Ok((name, a))
         }
         _ => Err(SqlError::unsupported("UPDATE / DELETE of a derived table")),
@@ -952,25 +1090,61 @@ fn compile_row_stmt(
     let mut sc = StmtCompiler::new(tables, pm.clone());
     let mut conj = Vec::new();
     if let Some(w) = selection {
-        let mut c = Compiler { scope: &scope, outer: None, params: &pm, clause: "where clause", aggs: None, agg_base: 0, aliases: &[], host: &mut sc };
+        let mut c = Compiler {
+            scope: &scope,
+            outer: None,
+            params: &pm,
+            clause: "where clause",
+            aggs: None,
+            agg_base: 0,
+            aliases: &[],
+            host: &mut sc,
+        };
         conjuncts(c.compile(w)?.0, &mut conj);
     }
     let mut sets = Vec::new();
     for a in assigns {
         let col = assignment_col(&t, a)?;
-        let mut c = Compiler { scope: &scope, outer: None, params: &pm, clause: "field list", aggs: None, agg_base: 0, aliases: &[], host: &mut sc };
+        let mut c = Compiler {
+            scope: &scope,
+            outer: None,
+            params: &pm,
+            clause: "field list",
+            aggs: None,
+            agg_base: 0,
+            aliases: &[],
+            host: &mut sc,
+        };
         sets.push((col, c.compile(&a.value)?.0));
     }
     let mut order = Vec::new();
     for o in order_by {
-        let mut c = Compiler { scope: &scope, outer: None, params: &pm, clause: "order clause", aggs: None, agg_base: 0, aliases: &[], host: &mut sc };
+        let mut c = Compiler {
+            scope: &scope,
+            outer: None,
+            params: &pm,
+            clause: "order clause",
+            aggs: None,
+            agg_base: 0,
+            aliases: &[],
+            host: &mut sc,
+        };
         let (e, ty) = c.compile(&o.expr)?;
         order.push(OrderKey { expr: e, desc: matches!(o.options.sort, Some(ast::OrderBySort::Desc)), coll: ty.coll });
     }
     let limit = match limit {
         Some(l) => {
             let empty = Scope::default();
-            let mut c = Compiler { scope: &empty, outer: None, params: &pm, clause: "LIMIT", aggs: None, agg_base: 0, aliases: &[], host: &mut sc };
+            let mut c = Compiler {
+                scope: &empty,
+                outer: None,
+                params: &pm,
+                clause: "LIMIT",
+                aggs: None,
+                agg_base: 0,
+                aliases: &[],
+                host: &mut sc,
+            };
             Some(c.compile(l)?.0)
         }
         None => None,
@@ -987,11 +1161,14 @@ fn compile_row_stmt(
 fn only_pk_conjuncts(def: &TableDef, conj: &[CExpr]) -> bool {
     conj.iter().all(|c| match c {
         CExpr::Cmp(crate::engine::expr::CmpKind::Eq, l, r, _) => match (l.as_ref(), r.as_ref()) {
-            (CExpr::Col(x), v) | (v, CExpr::Col(x)) => def.primary_key.contains(&(*x as ColumnId)) && is_row_independent(v),
+            (CExpr::Col(x), v) | (v, CExpr::Col(x)) => {
+                def.primary_key.contains(&(*x as ColumnId)) && is_row_independent(v)
+            }
             _ => false,
         },
         CExpr::InList { expr, list, negated: false, .. } => {
-            matches!(expr.as_ref(), CExpr::Col(x) if def.primary_key.contains(&(*x as ColumnId))) && list.iter().all(is_row_independent)
+            matches!(expr.as_ref(), CExpr::Col(x) if def.primary_key.contains(&(*x as ColumnId)))
+                && list.iter().all(is_row_independent)
         }
         _ => false,
     })
@@ -1009,7 +1186,9 @@ fn as_increment(col: ColumnId, e: &CExpr, def: &TableDef) -> Option<CExpr> {
             (CExpr::Col(c), d) if *c as ColumnId == col && is_row_independent(d) => {
                 Some(if *op == ArithOp::Add { d.clone() } else { CExpr::Neg(Box::new(d.clone())) })
             }
-            (d, CExpr::Col(c)) if *op == ArithOp::Add && *c as ColumnId == col && is_row_independent(d) => Some(d.clone()),
+            (d, CExpr::Col(c)) if *op == ArithOp::Add && *c as ColumnId == col && is_row_independent(d) => {
+                Some(d.clone())
+            }
             _ => None,
         },
         _ => None,
@@ -1058,7 +1237,12 @@ async fn target_rows(txn: &mut Transaction, rs: &RowStmt, ctx: &mut EvalCtx<'_>)
 }
 
 /// The dispatcher's entry point for UPDATE.
-pub async fn execute_update(engine: &Engine, session: &mut Session, st: &Statement, params: &[Value]) -> Result<QueryOutput, SqlError> {
+pub async fn execute_update(
+    engine: &Engine,
+    session: &mut Session,
+    st: &Statement,
+    params: &[Value],
+) -> Result<QueryOutput, SqlError> {
     let Statement::Update(u) = st else { return Err(SqlError::internal("not an UPDATE")) };
     if u.from.is_some() {
         return Err(SqlError::unsupported("UPDATE ... FROM"));
@@ -1069,7 +1253,16 @@ pub async fn execute_update(engine: &Engine, session: &mut Session, st: &Stateme
     if params.len() < pm.count() {
         return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
     }
-    let rs = compile_row_stmt(&tables, pm, name, &alias, u.selection.as_ref(), &u.order_by, u.limit.as_ref(), &u.assignments)?;
+    let rs = compile_row_stmt(
+        &tables,
+        pm,
+        name,
+        &alias,
+        u.selection.as_ref(),
+        &u.order_by,
+        u.limit.as_ref(),
+        &u.assignments,
+    )?;
     let mut ctx = exec::make_ctx(session, params, &rs.sysvars, &rs.uservars)?;
     let def = &rs.table.def;
     let found_rows = session.client_found_rows;
@@ -1080,7 +1273,14 @@ pub async fn execute_update(engine: &Engine, session: &mut Session, st: &Stateme
         let part_cols_untouched = rs.sets.iter().all(|(c, _)| !rs.part.columns().contains(c));
         let simple = rs.sets.iter().all(|(c, e)| is_row_independent(e) || as_increment(*c, e, def).is_some());
         let no_on_update = !rs.table.meta.columns.iter().any(|m| m.on_update_now);
-        if only_pk_conjuncts(def, &rs.conj) && rs.order.is_empty() && rs.limit.is_none() && no_key_change && part_cols_untouched && simple && no_on_update {
+        if only_pk_conjuncts(def, &rs.conj)
+            && rs.order.is_empty()
+            && rs.limit.is_none()
+            && no_key_change
+            && part_cols_untouched
+            && simple
+            && no_on_update
+        {
             if let Some(keys) = plan::eval_keys(keys, &def.primary_key, def, &mut ctx)? {
                 return update_by_keys(engine, session, &rs, keys, ctx, found_rows).await;
             }
@@ -1150,7 +1350,14 @@ async fn update_general(txn: &mut Transaction, rs: &RowStmt, ctx: &mut EvalCtx<'
 
 /// UPDATE by primary keys without reading first (increments) or with the read
 /// in the same batch (exact "changed" count): one round trip per batch.
-async fn update_by_keys(engine: &Engine, session: &mut Session, rs: &RowStmt, keys: Vec<Vec<Value>>, mut ctx: EvalCtx<'_>, found_rows: bool) -> Result<QueryOutput, SqlError> {
+async fn update_by_keys(
+    engine: &Engine,
+    session: &mut Session,
+    rs: &RowStmt,
+    keys: Vec<Vec<Value>>,
+    mut ctx: EvalCtx<'_>,
+    found_rows: bool,
+) -> Result<QueryOutput, SqlError> {
     let t = &rs.table;
     let def = &t.def;
     let mut values: Vec<(ColumnId, Value)> = Vec::new();
@@ -1172,7 +1379,14 @@ async fn update_by_keys(engine: &Engine, session: &mut Session, rs: &RowStmt, ke
             values.push((*c, store_value(v, col, 1, &mut ctx.warnings)?));
         }
     }
-    let ta = TableAccess { table: t.clone(), part: rs.part.clone(), access: Access::FullScan, local: vec![], needed: vec![], lock: LockMode::Exclusive };
+    let ta = TableAccess {
+        table: t.clone(),
+        part: rs.part.clone(),
+        access: Access::FullScan,
+        local: vec![],
+        needed: vec![],
+        lock: LockMode::Exclusive,
+    };
     let read_cols: Vec<ColumnId> = values.iter().map(|(c, _)| *c).collect();
     let mut ops = Vec::with_capacity(keys.len() * 2);
     for k in &keys {
@@ -1210,14 +1424,30 @@ async fn update_by_keys(engine: &Engine, session: &mut Session, rs: &RowStmt, ke
                                 if i % per == 0 && per == 2 {
                                     if let (OpResult::Ok(Some(old)), Some(OpResult::Ok(_))) = (r, res.get(i + 1)) {
                                         let k = &keys[i / per];
-                                        let back: Vec<(ColumnId, Value)> = read_cols.iter().cloned().zip(old.iter().cloned()).collect();
-                                        undo.push(op_for(t, OpKind::Update, k.clone(), back, key_partition(&ta, &def.primary_key, k).ok().flatten()));
+                                        let back: Vec<(ColumnId, Value)> =
+                                            read_cols.iter().cloned().zip(old.iter().cloned()).collect();
+                                        undo.push(op_for(
+                                            t,
+                                            OpKind::Update,
+                                            k.clone(),
+                                            back,
+                                            key_partition(&ta, &def.primary_key, k).ok().flatten(),
+                                        ));
                                     }
                                 } else if per == 1 {
                                     if let OpResult::Ok(_) = r {
                                         let k = &keys[i];
-                                        let mut op = op_for(t, OpKind::Update, k.clone(), vec![], key_partition(&ta, &def.primary_key, k).ok().flatten());
-                                        op.increments = increments.iter().map(|(c, v)| (*c, Value::Int(-v.as_i64().unwrap_or(0)))).collect();
+                                        let mut op = op_for(
+                                            t,
+                                            OpKind::Update,
+                                            k.clone(),
+                                            vec![],
+                                            key_partition(&ta, &def.primary_key, k).ok().flatten(),
+                                        );
+                                        op.increments = increments
+                                            .iter()
+                                            .map(|(c, v)| (*c, Value::Int(-v.as_i64().unwrap_or(0))))
+                                            .collect();
                                         undo.push(op);
                                     }
                                 }
@@ -1244,7 +1474,10 @@ async fn update_by_keys(engine: &Engine, session: &mut Session, rs: &RowStmt, ke
                 matched += 1;
                 let same = per == 2
                     && match &chunk[0] {
-                        OpResult::Ok(Some(old)) => increments.is_empty() && old.iter().zip(&values).all(|(o, (_, n))| vals::group_eq(o, n, Coll::Bin)),
+                        OpResult::Ok(Some(old)) => {
+                            increments.is_empty()
+                                && old.iter().zip(&values).all(|(o, (_, n))| vals::group_eq(o, n, Coll::Bin))
+                        }
                         _ => false,
                     };
                 if !same {
@@ -1261,7 +1494,12 @@ async fn update_by_keys(engine: &Engine, session: &mut Session, rs: &RowStmt, ke
     Ok(QueryOutput::Ok { affected_rows: if found_rows { matched } else { changed }, last_insert_id: 0, info })
 }
 
-async fn run_ops(txn: &mut Transaction, ops: Vec<KeyOp>, commit: bool, t: &SqlTable) -> Result<Vec<OpResult>, SqlError> {
+async fn run_ops(
+    txn: &mut Transaction,
+    ops: Vec<KeyOp>,
+    commit: bool,
+    t: &SqlTable,
+) -> Result<Vec<OpResult>, SqlError> {
     if commit {
         txn.execute(ops, ExecType::Commit).await.map_err(|e| error_map::from_client(e, &table_ctx(t)))
     } else {
@@ -1280,8 +1518,19 @@ fn fix_col(mut e: SqlError, def: &TableDef, sets: &[(ColumnId, CExpr)]) -> SqlEr
 }
 
 /// The table access an UPDATE / DELETE would use (for EXPLAIN).
-pub(crate) async fn explain_access(engine: &Engine, session: &Session, st: &Statement) -> Result<(TableAccess, String), SqlError> {
-    let (name, alias, selection, order_by, limit, assigns): (&ast::ObjectName, String, Option<&Expr>, &[ast::OrderByExpr], Option<&Expr>, &[ast::Assignment]) = match st {
+pub(crate) async fn explain_access(
+    engine: &Engine,
+    session: &Session,
+    st: &Statement,
+) -> Result<(TableAccess, String), SqlError> {
+    let (name, alias, selection, order_by, limit, assigns): (
+        &ast::ObjectName,
+        String,
+        Option<&Expr>,
+        &[ast::OrderByExpr],
+        Option<&Expr>,
+        &[ast::Assignment],
+    ) = match st {
         Statement::Update(u) => {
             let (n, a) = single_table(std::slice::from_ref(&u.table))?;
             (n, a, u.selection.as_ref(), &u.order_by, u.limit.as_ref(), &u.assignments)
@@ -1296,15 +1545,28 @@ pub(crate) async fn explain_access(engine: &Engine, session: &Session, st: &Stat
         _ => return Err(SqlError::unsupported("EXPLAIN of this statement")),
     };
     let tables = resolve_tables(engine, session, st).await?;
-    let rs = compile_row_stmt(&tables, ParamMap::from_statement(st), name, &alias, selection, order_by, limit, assigns)?;
+    let rs =
+        compile_row_stmt(&tables, ParamMap::from_statement(st), name, &alias, selection, order_by, limit, assigns)?;
     Ok((
-        TableAccess { table: rs.table, part: rs.part, access: rs.access, local: rs.conj, needed: vec![], lock: LockMode::Exclusive },
+        TableAccess {
+            table: rs.table,
+            part: rs.part,
+            access: rs.access,
+            local: rs.conj,
+            needed: vec![],
+            lock: LockMode::Exclusive,
+        },
         alias,
     ))
 }
 
 /// The dispatcher's entry point for DELETE.
-pub async fn execute_delete(engine: &Engine, session: &mut Session, st: &Statement, params: &[Value]) -> Result<QueryOutput, SqlError> {
+pub async fn execute_delete(
+    engine: &Engine,
+    session: &mut Session,
+    st: &Statement,
+    params: &[Value],
+) -> Result<QueryOutput, SqlError> {
     let Statement::Delete(d) = st else { return Err(SqlError::internal("not a DELETE")) };
     if !d.tables.is_empty() || d.using.is_some() {
         return Err(SqlError::unsupported("multi-table DELETE"));
@@ -1327,14 +1589,28 @@ pub async fn execute_delete(engine: &Engine, session: &mut Session, st: &Stateme
     if let Access::PkLookup { keys } = &rs.access {
         if only_pk_conjuncts(def, &rs.conj) && rs.order.is_empty() && rs.limit.is_none() && autocommit_alone(session) {
             if let Some(keys) = plan::eval_keys(keys, &def.primary_key, def, &mut ctx)? {
-                let ta = TableAccess { table: t.clone(), part: rs.part.clone(), access: Access::FullScan, local: vec![], needed: vec![], lock: LockMode::Exclusive };
+                let ta = TableAccess {
+                    table: t.clone(),
+                    part: rs.part.clone(),
+                    access: Access::FullScan,
+                    local: vec![],
+                    needed: vec![],
+                    lock: LockMode::Exclusive,
+                };
                 let ops: Vec<KeyOp> = keys
                     .iter()
-                    .filter_map(|k| key_partition(&ta, &def.primary_key, k).ok().map(|p| op_for(&t, OpKind::Delete, k.clone(), vec![], p)))
+                    .filter_map(|k| {
+                        key_partition(&ta, &def.primary_key, k)
+                            .ok()
+                            .map(|p| op_for(&t, OpKind::Delete, k.clone(), vec![], p))
+                    })
                     .collect();
                 if ops.len() <= MAX_OPS_PER_BATCH {
                     let mut txn = engine.client().begin();
-                    let res = txn.execute(ops, ExecType::Commit).await.map_err(|e| error_map::from_client(e, &table_ctx(&t)))?;
+                    let res = txn
+                        .execute(ops, ExecType::Commit)
+                        .await
+                        .map_err(|e| error_map::from_client(e, &table_ctx(&t)))?;
                     let mut n = 0;
                     for r in res {
                         match r {
@@ -1378,7 +1654,13 @@ async fn delete_general(txn: &mut Transaction, rs: &RowStmt, ctx: &mut EvalCtx<'
             OpResult::Ok(_) => {
                 n += 1;
                 let row = &rows[i];
-                undo.push(op_for(t, OpKind::Insert, pk_of(&t.def, row), row.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect(), parts[i]));
+                undo.push(op_for(
+                    t,
+                    OpKind::Insert,
+                    pk_of(&t.def, row),
+                    row.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect(),
+                    parts[i],
+                ));
             }
             OpResult::Err(e) if e.code == ErrorCode::NoSuchRow => {}
             OpResult::Err(e) => {
@@ -1406,7 +1688,10 @@ mod tests {
         assert_eq!(store_value(Value::Int(5), &int, 1, &mut w).unwrap(), Value::Int(5));
         assert_eq!(store_value(Value::str(" 7 "), &int, 1, &mut w).unwrap(), Value::Int(7));
         assert_eq!(store_value(Value::str("2.5"), &int, 1, &mut w).unwrap(), Value::Int(3));
-        assert_eq!(store_value(Value::Int(1 << 40), &int, 2, &mut w).unwrap_err().message, "Out of range value for column 'c' at row 2");
+        assert_eq!(
+            store_value(Value::Int(1 << 40), &int, 2, &mut w).unwrap_err().message,
+            "Out of range value for column 'c' at row 2"
+        );
         let e = store_value(Value::str("abc"), &int, 1, &mut w).unwrap_err();
         assert_eq!((e.code, e.message.as_str()), (1366, "Incorrect integer value: 'abc' for column 'c' at row 1"));
         assert_eq!(store_value(Value::str("12abc"), &int, 1, &mut w).unwrap_err().code, 1265);
@@ -1414,10 +1699,16 @@ mod tests {
         let tiny = col(ColumnType::TinyInt { unsigned: true });
         assert_eq!(store_value(Value::Int(-1), &tiny, 1, &mut w).unwrap_err().code, 1264);
         let vc = col(ColumnType::Varchar { len: 3, collation: norr_signals::Collation::CaseInsensitive });
-        assert_eq!(store_value(Value::str("abcd"), &vc, 1, &mut w).unwrap_err().message, "Data too long for column 'c' at row 1");
+        assert_eq!(
+            store_value(Value::str("abcd"), &vc, 1, &mut w).unwrap_err().message,
+            "Data too long for column 'c' at row 1"
+        );
         assert_eq!(store_value(Value::Int(12), &vc, 1, &mut w).unwrap(), Value::str("12"));
         let dec = col(ColumnType::Decimal { precision: 5, scale: 2 });
-        assert_eq!(store_value(Value::str("1.005"), &dec, 1, &mut w).unwrap(), Value::Decimal(norr_signals::Decimal { mantissa: 101, scale: 2 }));
+        assert_eq!(
+            store_value(Value::str("1.005"), &dec, 1, &mut w).unwrap(),
+            Value::Decimal(norr_signals::Decimal { mantissa: 101, scale: 2 })
+        );
         assert_eq!(store_value(Value::Int(1000), &dec, 1, &mut w).unwrap_err().code, 1264);
         let d = col(ColumnType::Date);
         assert_eq!(store_value(Value::str("2024-13-01"), &d, 1, &mut w).unwrap_err().code, 1292);

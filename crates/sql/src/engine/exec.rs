@@ -14,8 +14,8 @@ use crate::engine::{txn_control, vars, Engine};
 use crate::types::{Session, SqlError};
 use norr_client::{Client, ClientError, Transaction};
 use norr_signals::{
-    ColumnId, Decimal, ErrorCode, ExecType, KeyAccess, KeyOp, LockMode, OpKind, OpResult, PartitionId, ScanSpec, TableDef, Value,
-    MAX_OPS_PER_BATCH,
+    ColumnId, Decimal, ErrorCode, ExecType, KeyAccess, KeyOp, LockMode, OpKind, OpResult, PartitionId, ScanSpec,
+    TableDef, Value, MAX_OPS_PER_BATCH,
 };
 use std::collections::HashMap;
 use std::future::Future;
@@ -62,7 +62,12 @@ pub fn table_err(def: &TableDef) -> ErrCtx {
 }
 
 /// Build the evaluation context of a statement from the session.
-pub fn make_ctx<'p>(session: &Session, params: &'p [Value], sysvars: &[(String, bool)], uservars: &[String]) -> Result<EvalCtx<'p>, SqlError> {
+pub fn make_ctx<'p>(
+    session: &Session,
+    params: &'p [Value],
+    sysvars: &[(String, bool)],
+    uservars: &[String],
+) -> Result<EvalCtx<'p>, SqlError> {
     let mut ctx = EvalCtx::new(params);
     ctx.current_db = session.current_db.clone();
     ctx.connection_id = session.connection_id;
@@ -91,7 +96,12 @@ fn node_locks(n: &QueryNode) -> bool {
 
 /// Run a compiled SELECT for the session: through its transaction when one is
 /// open or rows are locked, else as standalone committed reads.
-pub async fn run_compiled(engine: &Engine, session: &mut Session, c: &Compiled, params: &[Value]) -> Result<Vec<Row>, SqlError> {
+pub async fn run_compiled(
+    engine: &Engine,
+    session: &mut Session,
+    c: &Compiled,
+    params: &[Value],
+) -> Result<Vec<Row>, SqlError> {
     if params.len() < c.param_count {
         return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
     }
@@ -159,7 +169,12 @@ fn run_sub<'a>(rd: &'a mut Reader<'_>, c: &'a Compiled, i: usize, ctx: &'a mut E
     })
 }
 
-pub fn run_node<'a>(rd: &'a mut Reader<'_>, c: &'a Compiled, n: &'a QueryNode, ctx: &'a mut EvalCtx<'_>) -> BoxFut<'a, Vec<Row>> {
+pub fn run_node<'a>(
+    rd: &'a mut Reader<'_>,
+    c: &'a Compiled,
+    n: &'a QueryNode,
+    ctx: &'a mut EvalCtx<'_>,
+) -> BoxFut<'a, Vec<Row>> {
     Box::pin(async move {
         match n {
             QueryNode::Select(p) => run_select(rd, c, p, ctx).await,
@@ -168,7 +183,12 @@ pub fn run_node<'a>(rd: &'a mut Reader<'_>, c: &'a Compiled, n: &'a QueryNode, c
     })
 }
 
-async fn run_setop(rd: &mut Reader<'_>, c: &Compiled, s: &SetOpPlan, ctx: &mut EvalCtx<'_>) -> Result<Vec<Row>, SqlError> {
+async fn run_setop(
+    rd: &mut Reader<'_>,
+    c: &Compiled,
+    s: &SetOpPlan,
+    ctx: &mut EvalCtx<'_>,
+) -> Result<Vec<Row>, SqlError> {
     let mut rows = run_node(rd, c, &s.left, ctx).await?;
     rows.extend(run_node(rd, c, &s.right, ctx).await?);
     if s.distinct {
@@ -308,7 +328,11 @@ fn finish_rows(
 }
 
 /// Per-column constraints for partition pruning from a table's local conjuncts.
-fn prune_constraints(def: &TableDef, local: &[CExpr], ctx: &mut EvalCtx) -> Result<Vec<(ColumnId, ColRange)>, SqlError> {
+fn prune_constraints(
+    def: &TableDef,
+    local: &[CExpr],
+    ctx: &mut EvalCtx,
+) -> Result<Vec<(ColumnId, ColRange)>, SqlError> {
     let mut cmps = Vec::new();
     let mut ins = Vec::new();
     let conv = |c: usize, v: Value| -> Option<Value> {
@@ -424,7 +448,13 @@ fn widen(t: &TableAccess, r: Vec<Value>) -> Row {
 
 /// Key reads (pk or unique); results in key order, missing rows skipped.
 /// Returns (key index, row) pairs.
-pub async fn read_keys(rd: &mut Reader<'_>, t: &TableAccess, index: Option<norr_signals::IndexId>, cols: &[ColumnId], keys: Vec<Vec<Value>>) -> Result<Vec<(usize, Row)>, SqlError> {
+pub async fn read_keys(
+    rd: &mut Reader<'_>,
+    t: &TableAccess,
+    index: Option<norr_signals::IndexId>,
+    cols: &[ColumnId],
+    keys: Vec<Vec<Value>>,
+) -> Result<Vec<(usize, Row)>, SqlError> {
     let mut out = Vec::with_capacity(keys.len());
     let mut ops = Vec::with_capacity(keys.len().min(MAX_OPS_PER_BATCH));
     let mut idx = Vec::with_capacity(keys.len().min(MAX_OPS_PER_BATCH));
@@ -441,7 +471,10 @@ pub async fn read_keys(rd: &mut Reader<'_>, t: &TableAccess, index: Option<norr_
         ops.push(read_op(t, access, part));
         idx.push(i);
         if ops.len() == MAX_OPS_PER_BATCH || i + 1 == total {
-            let res = rd.key_ops(std::mem::take(&mut ops)).await.map_err(|e| error_map::from_client(e, &table_err(&t.table.def)))?;
+            let res = rd
+                .key_ops(std::mem::take(&mut ops))
+                .await
+                .map_err(|e| error_map::from_client(e, &table_err(&t.table.def)))?;
             for (j, r) in res.into_iter().enumerate() {
                 match r {
                     OpResult::Ok(Some(row)) => out.push((idx[j], widen(t, row))),
@@ -458,7 +491,9 @@ pub async fn read_keys(rd: &mut Reader<'_>, t: &TableAccess, index: Option<norr_
         for (j, r) in res.into_iter().enumerate() {
             match r {
                 OpResult::Ok(Some(row)) => out.push((idx[j], widen(t, row))),
-                OpResult::Err(e) if e.code != ErrorCode::NoSuchRow => return Err(error_map::from_node(&e, &table_err(&t.table.def))),
+                OpResult::Err(e) if e.code != ErrorCode::NoSuchRow => {
+                    return Err(error_map::from_node(&e, &table_err(&t.table.def)))
+                }
                 _ => {}
             }
         }
@@ -495,29 +530,46 @@ pub fn scan_spec(t: &TableAccess, ctx: &mut EvalCtx, limit: Option<u64>) -> Resu
 }
 
 /// Fetch the rows of a table access (local conjuncts applied).
-pub async fn fetch_table(rd: &mut Reader<'_>, t: &TableAccess, ctx: &mut EvalCtx<'_>, limit: Option<u64>) -> Result<Vec<Row>, SqlError> {
+pub async fn fetch_table(
+    rd: &mut Reader<'_>,
+    t: &TableAccess,
+    ctx: &mut EvalCtx<'_>,
+    limit: Option<u64>,
+) -> Result<Vec<Row>, SqlError> {
     let def = &t.table.def;
     let keyed = match &t.access {
-        Access::PkLookup { keys } => plan::eval_keys(keys, &def.primary_key, def, ctx)?.map(|k| (None, def.primary_key.clone(), k)),
+        Access::PkLookup { keys } => {
+            plan::eval_keys(keys, &def.primary_key, def, ctx)?.map(|k| (None, def.primary_key.clone(), k))
+        }
         Access::UniqueLookup { index, keys, .. } => {
             let cols = def.index(*index).map(|i| i.columns.clone()).unwrap_or_default();
             plan::eval_keys(keys, &cols, def, ctx)?.map(|k| (Some(*index), cols, k))
         }
-        Access::PkRange { low, high } => plan::eval_pk_range(def, low, high, ctx)?.map(|k| (None, def.primary_key.clone(), k)),
+        Access::PkRange { low, high } => {
+            plan::eval_pk_range(def, low, high, ctx)?.map(|k| (None, def.primary_key.clone(), k))
+        }
         _ => None,
     };
     let rows: Vec<Row> = match keyed {
         Some((index, cols, keys)) => read_keys(rd, t, index, &cols, keys).await?.into_iter().map(|(_, r)| r).collect(),
         None => {
             let mut t2;
-            let t = if matches!(t.access, Access::PkLookup { .. } | Access::UniqueLookup { .. } | Access::PkRange { .. }) {
-                // Lookup keys did not convert exactly: scan instead.
-                t2 = TableAccess { table: t.table.clone(), part: t.part.clone(), access: Access::FullScan, local: t.local.clone(), needed: t.needed.clone(), lock: t.lock };
-                t2.access = Access::FullScan;
-                &t2
-            } else {
-                t
-            };
+            let t =
+                if matches!(t.access, Access::PkLookup { .. } | Access::UniqueLookup { .. } | Access::PkRange { .. }) {
+                    // Lookup keys did not convert exactly: scan instead.
+                    t2 = TableAccess {
+                        table: t.table.clone(),
+                        part: t.part.clone(),
+                        access: Access::FullScan,
+                        local: t.local.clone(),
+                        needed: t.needed.clone(),
+                        lock: t.lock,
+                    };
+                    t2.access = Access::FullScan;
+                    &t2
+                } else {
+                    t
+                };
             match scan_spec(t, ctx, limit)? {
                 None => Vec::new(),
                 Some(spec) => {
@@ -567,9 +619,20 @@ fn hash_key(on: &[CExpr], base: usize, width: usize) -> Option<(usize, usize, Co
     None
 }
 
-async fn run_select(rd: &mut Reader<'_>, c: &Compiled, p: &SelectPlan, ctx: &mut EvalCtx<'_>) -> Result<Vec<Row>, SqlError> {
+async fn run_select(
+    rd: &mut Reader<'_>,
+    c: &Compiled,
+    p: &SelectPlan,
+    ctx: &mut EvalCtx<'_>,
+) -> Result<Vec<Row>, SqlError> {
     // Limit pushdown: one table, nothing that needs every row.
-    let push_limit = if p.sources.len() == 1 && p.filter.is_empty() && p.agg.is_none() && p.order.is_empty() && !p.distinct && p.correlated.is_empty() {
+    let push_limit = if p.sources.len() == 1
+        && p.filter.is_empty()
+        && p.agg.is_none()
+        && p.order.is_empty()
+        && !p.distinct
+        && p.correlated.is_empty()
+    {
         match &p.sources[0].kind {
             SourceKind::Table(t) if t.local.is_empty() => match eval_count(p.limit.as_ref(), ctx, "LIMIT")? {
                 Some(l) => Some(l + eval_count(p.offset.as_ref(), ctx, "OFFSET")?.unwrap_or(0)),
@@ -785,7 +848,13 @@ async fn run_select(rd: &mut Reader<'_>, c: &Compiled, p: &SelectPlan, ctx: &mut
     finish_rows(keyed, &p.order, p.distinct, &colls, p.limit.as_ref(), p.offset.as_ref(), ctx)
 }
 
-async fn run_correlated(rd: &mut Reader<'_>, c: &Compiled, subs: &[usize], row: &Row, ctx: &mut EvalCtx<'_>) -> Result<(), SqlError> {
+async fn run_correlated(
+    rd: &mut Reader<'_>,
+    c: &Compiled,
+    subs: &[usize],
+    row: &Row,
+    ctx: &mut EvalCtx<'_>,
+) -> Result<(), SqlError> {
     for &i in subs {
         let saved = std::mem::replace(&mut ctx.outer_row, row.clone());
         let r = run_sub(rd, c, i, ctx).await;
@@ -821,7 +890,14 @@ fn agg_init(a: &AggSpec) -> AggState {
 
 fn add_num(acc: Option<Num>, v: Num) -> Result<Num, SqlError> {
     let v = match v {
-        Num::I(_) | Num::U(_) => Num::D(Decimal { mantissa: match v { Num::I(i) => i as i128, Num::U(u) => u as i128, _ => 0 }, scale: 0 }),
+        Num::I(_) | Num::U(_) => Num::D(Decimal {
+            mantissa: match v {
+                Num::I(i) => i as i128,
+                Num::U(u) => u as i128,
+                _ => 0,
+            },
+            scale: 0,
+        }),
         o => o,
     };
     match acc {
@@ -910,7 +986,12 @@ fn agg_final(st: AggState, a: &AggSpec) -> Value {
 }
 
 /// GROUP BY + aggregates: one post-aggregation row per group = first source row ++ aggregate values.
-fn aggregate(rows: Vec<Row>, a: &crate::engine::query::AggPlan, width: usize, ctx: &mut EvalCtx) -> Result<Vec<Row>, SqlError> {
+fn aggregate(
+    rows: Vec<Row>,
+    a: &crate::engine::query::AggPlan,
+    width: usize,
+    ctx: &mut EvalCtx,
+) -> Result<Vec<Row>, SqlError> {
     struct Group {
         first: Row,
         states: Vec<AggState>,
@@ -962,7 +1043,11 @@ fn aggregate(rows: Vec<Row>, a: &crate::engine::query::AggPlan, width: usize, ct
     }
     if groups.is_empty() && a.group_by.is_empty() {
         // Aggregates over no rows: one row (COUNT = 0, others NULL).
-        groups.push(Group { first: vec![Value::Null; width], states: a.aggs.iter().map(agg_init).collect(), seen: vec![] });
+        groups.push(Group {
+            first: vec![Value::Null; width],
+            states: a.aggs.iter().map(agg_init).collect(),
+            seen: vec![],
+        });
     }
     let mut out = Vec::with_capacity(groups.len());
     for g in groups {
@@ -977,7 +1062,11 @@ fn aggregate(rows: Vec<Row>, a: &crate::engine::query::AggPlan, width: usize, ct
 }
 
 /// information_schema tables (served by the catalog's `infoschema` module).
-pub async fn virtual_table(engine: &Engine, session: &Session, name: &str) -> Result<(Vec<ScopeCol>, Vec<Vec<Value>>), SqlError> {
+pub async fn virtual_table(
+    engine: &Engine,
+    session: &Session,
+    name: &str,
+) -> Result<(Vec<ScopeCol>, Vec<Vec<Value>>), SqlError> {
     use crate::engine::expr::{SqlType, TClass};
     use crate::types::FieldType;
     match crate::engine::infoschema::virtual_table(engine, session, name).await? {
@@ -987,7 +1076,11 @@ pub async fn virtual_table(engine: &Engine, session: &Session, name: &str) -> Re
                 .iter()
                 .map(|c| {
                     let class = match c.field_type {
-                        FieldType::Tiny | FieldType::Short | FieldType::Long | FieldType::LongLong | FieldType::Int24 => {
+                        FieldType::Tiny
+                        | FieldType::Short
+                        | FieldType::Long
+                        | FieldType::LongLong
+                        | FieldType::Int24 => {
                             if c.flags & crate::types::column_flags::UNSIGNED != 0 {
                                 TClass::UInt
                             } else {

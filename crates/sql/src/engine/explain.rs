@@ -15,8 +15,20 @@ use norr_signals::Value;
 use sqlparser::ast::Statement;
 
 /// Column names of EXPLAIN's output.
-pub const EXPLAIN_COLUMNS: [&str; 12] =
-    ["id", "select_type", "table", "partitions", "type", "possible_keys", "key", "key_len", "ref", "rows", "filtered", "Extra"];
+pub const EXPLAIN_COLUMNS: [&str; 12] = [
+    "id",
+    "select_type",
+    "table",
+    "partitions",
+    "type",
+    "possible_keys",
+    "key",
+    "key_len",
+    "ref",
+    "rows",
+    "filtered",
+    "Extra",
+];
 
 fn columns() -> Vec<ColumnMeta> {
     EXPLAIN_COLUMNS
@@ -47,18 +59,31 @@ pub fn partition_names(t: &crate::engine::catalog::SqlTable, part: &PartFn) -> V
 }
 
 /// One EXPLAIN row for a table access.
-pub fn access_row(id: i64, select_type: &str, alias: &str, ta: &TableAccess, join_lookup: bool, ctx: &mut EvalCtx) -> Result<Vec<Value>, SqlError> {
+pub fn access_row(
+    id: i64,
+    select_type: &str,
+    alias: &str,
+    ta: &TableAccess,
+    join_lookup: bool,
+    ctx: &mut EvalCtx,
+) -> Result<Vec<Value>, SqlError> {
     let def = &ta.table.def;
     let names = partition_names(&ta.table, &ta.part);
     let (ty, key, mut extra) = match (&ta.access, join_lookup) {
         (_, true) => ("eq_ref", "PRIMARY".to_string(), "batched key lookup per outer row batch".to_string()),
-        (Access::PkLookup { keys }, _) if keys.len() == 1 => ("const", "PRIMARY".to_string(), "primary key lookup".to_string()),
-        (Access::PkLookup { keys }, _) => ("range", "PRIMARY".to_string(), format!("primary key batch lookup ({} keys)", keys.len())),
+        (Access::PkLookup { keys }, _) if keys.len() == 1 => {
+            ("const", "PRIMARY".to_string(), "primary key lookup".to_string())
+        }
+        (Access::PkLookup { keys }, _) => {
+            ("range", "PRIMARY".to_string(), format!("primary key batch lookup ({} keys)", keys.len()))
+        }
         (Access::UniqueLookup { name, keys, .. }, _) => {
             (if keys.len() == 1 { "const" } else { "range" }, name.clone(), "unique index lookup".to_string())
         }
         (Access::IndexRange { name, .. }, _) => ("range", name.clone(), "index range scan".to_string()),
-        (Access::PkRange { .. }, _) => ("range", "PRIMARY".to_string(), "primary key range as batched key lookups".to_string()),
+        (Access::PkRange { .. }, _) => {
+            ("range", "PRIMARY".to_string(), "primary key range as batched key lookups".to_string())
+        }
         (Access::FullScan, _) => ("ALL", String::new(), "full table scan".to_string()),
     };
     // Partitions after pruning.
@@ -93,7 +118,10 @@ pub fn access_row(id: i64, select_type: &str, alias: &str, ta: &TableAccess, joi
             Some(ps) => ps.iter().filter_map(|p| names.get(*p as usize).cloned()).collect(),
         },
     };
-    if !join_lookup && matches!(ta.access, Access::IndexRange { .. } | Access::FullScan) && plan::build_filter(def, &ta.local, ctx)?.is_some() {
+    if !join_lookup
+        && matches!(ta.access, Access::IndexRange { .. } | Access::FullScan)
+        && plan::build_filter(def, &ta.local, ctx)?.is_some()
+    {
         extra.push_str("; Using pushed condition");
     }
     if parts.is_empty() {
@@ -115,7 +143,13 @@ pub fn access_row(id: i64, select_type: &str, alias: &str, ta: &TableAccess, joi
     ])
 }
 
-fn explain_node(n: &QueryNode, id: &mut i64, select_type: &str, out: &mut Vec<Vec<Value>>, ctx: &mut EvalCtx) -> Result<(), SqlError> {
+fn explain_node(
+    n: &QueryNode,
+    id: &mut i64,
+    select_type: &str,
+    out: &mut Vec<Vec<Value>>,
+    ctx: &mut EvalCtx,
+) -> Result<(), SqlError> {
     match n {
         QueryNode::SetOp(s) => {
             explain_node(&s.left, id, select_type, out, ctx)?;
@@ -125,19 +159,51 @@ fn explain_node(n: &QueryNode, id: &mut i64, select_type: &str, out: &mut Vec<Ve
     }
 }
 
-fn explain_select(p: &SelectPlan, id: &mut i64, select_type: &str, out: &mut Vec<Vec<Value>>, ctx: &mut EvalCtx) -> Result<(), SqlError> {
+fn explain_select(
+    p: &SelectPlan,
+    id: &mut i64,
+    select_type: &str,
+    out: &mut Vec<Vec<Value>>,
+    ctx: &mut EvalCtx,
+) -> Result<(), SqlError> {
     *id += 1;
     let my_id = *id;
     for src in &p.sources {
         match &src.kind {
             SourceKind::Table(t) => out.push(access_row(my_id, select_type, &src.alias, t, src.lookup.is_some(), ctx)?),
             SourceKind::Derived(n) => {
-                out.push(vec![Value::Int(my_id), s(select_type), s(&src.alias), Value::Null, s("ALL"), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Double(100.0), s("derived table")]);
+                out.push(vec![
+                    Value::Int(my_id),
+                    s(select_type),
+                    s(&src.alias),
+                    Value::Null,
+                    s("ALL"),
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Double(100.0),
+                    s("derived table"),
+                ]);
                 explain_node(n, id, "DERIVED", out, ctx)?;
             }
             SourceKind::Rows(_) => {
                 if p.sources.len() == 1 && src.alias.is_empty() {
-                    out.push(vec![Value::Int(my_id), s(select_type), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, s("No tables used")]);
+                    out.push(vec![
+                        Value::Int(my_id),
+                        s(select_type),
+                        Value::Null,
+                        Value::Null,
+                        Value::Null,
+                        Value::Null,
+                        Value::Null,
+                        Value::Null,
+                        Value::Null,
+                        Value::Null,
+                        Value::Null,
+                        s("No tables used"),
+                    ]);
                 }
             }
         }
@@ -146,7 +212,12 @@ fn explain_select(p: &SelectPlan, id: &mut i64, select_type: &str, out: &mut Vec
 }
 
 /// The dispatcher's entry point for EXPLAIN <statement>.
-pub async fn execute_explain(engine: &Engine, session: &mut Session, st: &Statement, params: &[Value]) -> Result<QueryOutput, SqlError> {
+pub async fn execute_explain(
+    engine: &Engine,
+    session: &mut Session,
+    st: &Statement,
+    params: &[Value],
+) -> Result<QueryOutput, SqlError> {
     let Statement::Explain { statement, analyze: false, .. } = st else {
         return Err(SqlError::unsupported("EXPLAIN ANALYZE"));
     };
@@ -158,7 +229,13 @@ pub async fn execute_explain(engine: &Engine, session: &mut Session, st: &Statem
             let mut id = 0;
             explain_node(&c.root, &mut id, "SIMPLE", &mut rows, &mut ctx)?;
             for sub in &c.subs {
-                explain_node(&sub.node, &mut id, if sub.correlated { "DEPENDENT SUBQUERY" } else { "SUBQUERY" }, &mut rows, &mut ctx)?;
+                explain_node(
+                    &sub.node,
+                    &mut id,
+                    if sub.correlated { "DEPENDENT SUBQUERY" } else { "SUBQUERY" },
+                    &mut rows,
+                    &mut ctx,
+                )?;
             }
             if c.subs.is_empty() && matches!(c.root, QueryNode::SetOp(_)) {
                 // keep MySQL's select_type for the first part of a UNION
@@ -178,7 +255,20 @@ pub async fn execute_explain(engine: &Engine, session: &mut Session, st: &Statem
             rows.push(access_row(1, kind, &alias, &ta, false, &mut ctx)?);
         }
         Statement::Insert(_) => {
-            rows.push(vec![Value::Int(1), s("INSERT"), Value::Null, Value::Null, s("ALL"), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null]);
+            rows.push(vec![
+                Value::Int(1),
+                s("INSERT"),
+                Value::Null,
+                Value::Null,
+                s("ALL"),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+            ]);
         }
         _ => return Err(SqlError::unsupported("EXPLAIN of this statement")),
     }

@@ -249,7 +249,11 @@ pub fn unify(ts: &[SqlType]) -> SqlType {
                 };
                 SqlType {
                     class,
-                    coll: if o.coll == vals::Coll::Bin || t.coll == vals::Coll::Bin { vals::Coll::Bin } else { vals::Coll::Ci },
+                    coll: if o.coll == vals::Coll::Bin || t.coll == vals::Coll::Bin {
+                        vals::Coll::Bin
+                    } else {
+                        vals::Coll::Ci
+                    },
                     decimals: o.decimals.max(t.decimals),
                     len: o.len.max(t.len),
                 }
@@ -446,14 +450,17 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
             if args[0].is_null() {
                 return Ok(Value::Null);
             }
-            let eq = vals::sql_cmp(&args[0], &args[1], vals::Coll::Ci, &mut ctx.warnings) == Some(std::cmp::Ordering::Equal);
+            let eq =
+                vals::sql_cmp(&args[0], &args[1], vals::Coll::Ci, &mut ctx.warnings) == Some(std::cmp::Ordering::Equal);
             return Ok(if eq { Value::Null } else { args.into_iter().next().unwrap_or(Value::Null) });
         }
         Now => return Ok(Value::DateTime(ctx.now)),
         CurDate => return Ok(Value::Date(ctx.now.date)),
         CurTime => {
             let n = ctx.now;
-            return Ok(Value::Time(((n.hour as i64 * 3600 + n.minute as i64 * 60 + n.second as i64) * 1_000_000) as i64));
+            return Ok(Value::Time(
+                ((n.hour as i64 * 3600 + n.minute as i64 * 60 + n.second as i64) * 1_000_000) as i64,
+            ));
         }
         UnixTimestamp if args.is_empty() => {
             return Ok(Value::Int(dtm::datetime_to_unix_micros(&ctx.now) / 1_000_000));
@@ -498,7 +505,13 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
             let s = chars(&text(a0).unwrap_or_default());
             let pos = to_i64(&args[1], &mut ctx.warnings).unwrap_or(0);
             let n = s.len() as i64;
-            let start = if pos > 0 { pos - 1 } else if pos < 0 { n + pos } else { return Ok(s_val(String::new())) };
+            let start = if pos > 0 {
+                pos - 1
+            } else if pos < 0 {
+                n + pos
+            } else {
+                return Ok(s_val(String::new()));
+            };
             if start < 0 || start >= n {
                 return Ok(s_val(String::new()));
             }
@@ -639,7 +652,8 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
             _ => 0,
         }),
         Pow => {
-            let r = to_f64(a0, &mut ctx.warnings).unwrap_or(0.0).powf(to_f64(&args[1], &mut ctx.warnings).unwrap_or(0.0));
+            let r =
+                to_f64(a0, &mut ctx.warnings).unwrap_or(0.0).powf(to_f64(&args[1], &mut ctx.warnings).unwrap_or(0.0));
             if !r.is_finite() {
                 return Err(vals::err_out_of_range("DOUBLE", "pow"));
             }
@@ -696,7 +710,8 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
             let n = if f == DateSub { -n } else { n };
             match dtm::add_interval(&dt, n, unit) {
                 Some(r) => {
-                    let date_only = is_date && matches!(unit, Unit::Day | Unit::Week | Unit::Month | Unit::Quarter | Unit::Year);
+                    let date_only =
+                        is_date && matches!(unit, Unit::Day | Unit::Week | Unit::Month | Unit::Quarter | Unit::Year);
                     if date_only {
                         Value::Date(r.date)
                     } else {
@@ -719,10 +734,9 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
             None => Value::Null,
         },
         LastDay => match to_date(a0, ctx) {
-            Some(d) => Value::Date(norr_signals::Date {
-                day: norr_signals::coerce::days_in_month(d.year, d.month),
-                ..d
-            }),
+            Some(d) => {
+                Value::Date(norr_signals::Date { day: norr_signals::coerce::days_in_month(d.year, d.month), ..d })
+            }
             None => Value::Null,
         },
         MonthName => match to_date(a0, ctx) {
@@ -755,9 +769,9 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
         },
         CastTime => match a0 {
             Value::Time(_) => a0.clone(),
-            Value::DateTime(dt) => {
-                Value::Time((dt.hour as i64 * 3600 + dt.minute as i64 * 60 + dt.second as i64) * 1_000_000 + dt.micro as i64)
-            }
+            Value::DateTime(dt) => Value::Time(
+                (dt.hour as i64 * 3600 + dt.minute as i64 * 60 + dt.second as i64) * 1_000_000 + dt.micro as i64,
+            ),
             _ => match dtm::parse_time(&to_text(a0).unwrap_or_default()) {
                 Some(t) => Value::Time(t),
                 None => Value::Null,
@@ -768,7 +782,9 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
             let p = to_i64(&args[1], &mut ctx.warnings).unwrap_or(10).clamp(1, 38) as u32;
             let s = to_i64(&args[2], &mut ctx.warnings).unwrap_or(0).clamp(0, 30) as u8;
             let d = match to_num(a0, &mut ctx.warnings) {
-                Some(Num::F(x)) => vals::parse_decimal(&format!("{:.*}", s as usize, x)).unwrap_or(Decimal { mantissa: 0, scale: s }),
+                Some(Num::F(x)) => {
+                    vals::parse_decimal(&format!("{:.*}", s as usize, x)).unwrap_or(Decimal { mantissa: 0, scale: s })
+                }
                 Some(n) => match round_num(n, s as i64, false) {
                     Num::D(d) => d,
                     Num::I(i) => Decimal { mantissa: i as i128, scale: 0 },
@@ -859,7 +875,13 @@ mod tests {
         assert_eq!(c(Func::UnixTimestamp, vec![s("1970-01-02 00:00:00")]), Value::Int(86400));
         assert_eq!(
             c(Func::FromUnixtime, vec![Value::Int(86400)]),
-            Value::DateTime(DateTime { date: Date { year: 1970, month: 1, day: 2 }, hour: 0, minute: 0, second: 0, micro: 0 })
+            Value::DateTime(DateTime {
+                date: Date { year: 1970, month: 1, day: 2 },
+                hour: 0,
+                minute: 0,
+                second: 0,
+                micro: 0
+            })
         );
         assert_eq!(c(Func::DateFormat, vec![d, s("%d/%m/%Y")]), s("28/02/2024"));
         assert_eq!(c(Func::DayOfWeek, vec![s("2026-11-22")]), Value::Int(1)); // Sunday
@@ -873,6 +895,9 @@ mod tests {
             c(Func::CastDecimal, vec![s("3.14159"), Value::Int(5), Value::Int(2)]),
             Value::Decimal(Decimal { mantissa: 314, scale: 2 })
         );
-        assert_eq!(c(Func::CastDate, vec![s("2024-01-02 10:00:00")]), Value::Date(Date { year: 2024, month: 1, day: 2 }));
+        assert_eq!(
+            c(Func::CastDate, vec![s("2024-01-02 10:00:00")]),
+            Value::Date(Date { year: 2024, month: 1, day: 2 })
+        );
     }
 }

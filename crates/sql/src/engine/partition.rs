@@ -25,13 +25,37 @@ pub const MAX_PRUNE_COMBINATIONS: usize = 256;
 #[derive(Debug, Clone)]
 pub enum PartFn {
     /// The data node hashes the partition-key columns (`keycode::partition_of`).
-    NativeKey { cols: Vec<ColumnId>, partitions: u32 },
-    Hash { expr: CExpr, cols: Vec<ColumnId>, count: u32, linear: bool },
+    NativeKey {
+        cols: Vec<ColumnId>,
+        partitions: u32,
+    },
+    Hash {
+        expr: CExpr,
+        cols: Vec<ColumnId>,
+        count: u32,
+        linear: bool,
+    },
     /// `bounds[i]` = VALUES LESS THAN of partition i (None = MAXVALUE).
-    Range { expr: CExpr, cols: Vec<ColumnId>, bounds: Vec<Option<Value>> },
-    List { expr: CExpr, cols: Vec<ColumnId>, lists: Vec<Vec<Value>> },
-    RangeColumns { cols: Vec<ColumnId>, colls: Vec<Coll>, bounds: Vec<Vec<Option<Value>>> },
-    ListColumns { cols: Vec<ColumnId>, colls: Vec<Coll>, lists: Vec<Vec<Vec<Value>>> },
+    Range {
+        expr: CExpr,
+        cols: Vec<ColumnId>,
+        bounds: Vec<Option<Value>>,
+    },
+    List {
+        expr: CExpr,
+        cols: Vec<ColumnId>,
+        lists: Vec<Vec<Value>>,
+    },
+    RangeColumns {
+        cols: Vec<ColumnId>,
+        colls: Vec<Coll>,
+        bounds: Vec<Vec<Option<Value>>>,
+    },
+    ListColumns {
+        cols: Vec<ColumnId>,
+        colls: Vec<Coll>,
+        lists: Vec<Vec<Vec<Value>>>,
+    },
 }
 
 /// What a WHERE clause says about one column (values already evaluated).
@@ -45,7 +69,12 @@ pub enum ColRange {
 
 struct ConstHost;
 impl SubqueryHost for ConstHost {
-    fn add_subquery(&mut self, _q: &sqlparser::ast::Query, _k: SubKind, _o: &Scope) -> Result<(usize, SqlType), SqlError> {
+    fn add_subquery(
+        &mut self,
+        _q: &sqlparser::ast::Query,
+        _k: SubKind,
+        _o: &Scope,
+    ) -> Result<(usize, SqlType), SqlError> {
         Err(SqlError::unsupported("subquery in a partitioning function"))
     }
     fn sysvar(&mut self, _n: &str, _g: bool) -> usize {
@@ -76,7 +105,8 @@ fn rewrite_mod(text: &str) -> String {
             quote = Some(c);
         }
         let word_start = i == 0 || !(chars[i - 1].is_alphanumeric() || chars[i - 1] == '_');
-        if word_start && i + 3 <= chars.len() && chars[i..i + 3].iter().collect::<String>().eq_ignore_ascii_case("mod") {
+        if word_start && i + 3 <= chars.len() && chars[i..i + 3].iter().collect::<String>().eq_ignore_ascii_case("mod")
+        {
             let after = chars.get(i + 3).copied();
             let word_end = after.is_none_or(|a| !(a.is_alphanumeric() || a == '_'));
             let next_non_space = chars[i + 3..].iter().find(|c| !c.is_whitespace()).copied();
@@ -105,7 +135,16 @@ pub fn compile_table_expr(text: &str, scope: &Scope) -> Result<CExpr, SqlError> 
     let e = parse_expr(text)?;
     let pm = ParamMap::default();
     let mut host = ConstHost;
-    let mut c = Compiler { scope, outer: None, params: &pm, clause: "partition function", aggs: None, agg_base: 0, aliases: &[], host: &mut host };
+    let mut c = Compiler {
+        scope,
+        outer: None,
+        params: &pm,
+        clause: "partition function",
+        aggs: None,
+        agg_base: 0,
+        aliases: &[],
+        host: &mut host,
+    };
     Ok(c.compile(&e)?.0)
 }
 
@@ -119,7 +158,10 @@ fn const_value(text: &str) -> Result<Value, SqlError> {
 fn col_ids(def: &TableDef, names: &[String]) -> Result<Vec<ColumnId>, SqlError> {
     names
         .iter()
-        .map(|n| def.column_id(n).ok_or_else(|| SqlError::new(1054, "42S22", format!("Unknown column '{n}' in 'partition function'"))))
+        .map(|n| {
+            def.column_id(n)
+                .ok_or_else(|| SqlError::new(1054, "42S22", format!("Unknown column '{n}' in 'partition function'")))
+        })
         .collect()
 }
 
@@ -136,10 +178,14 @@ impl PartFn {
             return Ok(PartFn::NativeKey { cols: def.partition_key_columns().to_vec(), partitions: def.partitions });
         };
         let colls = |cols: &[ColumnId]| -> Vec<Coll> {
-            cols.iter().map(|c| crate::engine::expr::compile::column_sqltype(&def.columns[*c as usize].ty).coll).collect()
+            cols.iter()
+                .map(|c| crate::engine::expr::compile::column_sqltype(&def.columns[*c as usize].ty).coll)
+                .collect()
         };
         Ok(match &info.kind {
-            PartitionKind::Key { .. } => PartFn::NativeKey { cols: def.partition_key_columns().to_vec(), partitions: def.partitions },
+            PartitionKind::Key { .. } => {
+                PartFn::NativeKey { cols: def.partition_key_columns().to_vec(), partitions: def.partitions }
+            }
             PartitionKind::Hash { expr, linear } => {
                 let e = compile_table_expr(expr, scope)?;
                 PartFn::Hash { cols: expr_cols(&e), expr: e, count: info.partition_count().max(1), linear: *linear }
@@ -163,9 +209,11 @@ impl PartFn {
                 let mut lists = Vec::new();
                 for d in &info.defs {
                     match &d.values {
-                        PartitionValues::In(l) => {
-                            lists.push(l.iter().map(|t| const_value(t.first().map(|s| s.as_str()).unwrap_or("NULL"))).collect::<Result<_, _>>()?)
-                        }
+                        PartitionValues::In(l) => lists.push(
+                            l.iter()
+                                .map(|t| const_value(t.first().map(|s| s.as_str()).unwrap_or("NULL")))
+                                .collect::<Result<_, _>>()?,
+                        ),
                         _ => return Err(SqlError::internal("LIST partition without VALUES IN")),
                     }
                 }
@@ -294,9 +342,11 @@ impl PartFn {
             PartFn::ListColumns { cols, colls, lists } => {
                 for (i, l) in lists.iter().enumerate() {
                     if l.iter().any(|tuple| {
-                        tuple.iter().zip(cols).zip(colls).all(|((x, c), coll)| {
-                            crate::engine::expr::value::group_eq(&row[*c as usize], x, *coll)
-                        })
+                        tuple
+                            .iter()
+                            .zip(cols)
+                            .zip(colls)
+                            .all(|((x, c), coll)| crate::engine::expr::value::group_eq(&row[*c as usize], x, *coll))
                     }) {
                         return Ok(Some(i as u32));
                     }
@@ -530,7 +580,10 @@ fn range_partitions(lo: &[Ext], hi: &[Ext], bounds: &[Vec<Option<Value>>], colls
 }
 
 /// Derive per-column constraints from conjuncts `col op value` (values evaluated).
-pub fn constraints_from(conj: &[(ColumnId, crate::engine::expr::CmpKind, Value)], ins: &[(ColumnId, Vec<Value>)]) -> Vec<(ColumnId, ColRange)> {
+pub fn constraints_from(
+    conj: &[(ColumnId, crate::engine::expr::CmpKind, Value)],
+    ins: &[(ColumnId, Vec<Value>)],
+) -> Vec<(ColumnId, ColRange)> {
     use crate::engine::expr::CmpKind as K;
     let mut out: Vec<(ColumnId, ColRange)> = Vec::new();
     for (c, vals) in ins {
@@ -583,13 +636,21 @@ mod tests {
             extra: vec![],
         };
         let scope = Scope {
-            cols: def.columns.iter().map(|c| ScopeCol { table: "t1".into(), name: c.name.clone(), ty: column_sqltype(&c.ty) }).collect(),
+            cols: def
+                .columns
+                .iter()
+                .map(|c| ScopeCol { table: "t1".into(), name: c.name.clone(), ty: column_sqltype(&c.ty) })
+                .collect(),
         };
         (def, scope)
     }
 
     fn lt(name: &str, v: &[Option<&str>]) -> PartitionDef {
-        PartitionDef { name: name.into(), values: PartitionValues::LessThan(v.iter().map(|x| x.map(|s| s.to_string())).collect()), comment: String::new() }
+        PartitionDef {
+            name: name.into(),
+            values: PartitionValues::LessThan(v.iter().map(|x| x.map(|s| s.to_string())).collect()),
+            comment: String::new(),
+        }
     }
 
     fn int() -> ColumnType {
@@ -616,7 +677,8 @@ mod tests {
         let c = vec![(0, ColRange::In(vec![Value::Int(99)]))];
         assert_eq!(f.prune(&def, &c), Some(vec![0, 1]));
         // a = 99 AND b < 50 -> p2 only
-        let c = vec![(0, ColRange::In(vec![Value::Int(99)])), (1, ColRange::Between(None, Some((Value::Int(50), false))))];
+        let c =
+            vec![(0, ColRange::In(vec![Value::Int(99)])), (1, ColRange::Between(None, Some((Value::Int(50), false))))];
         assert_eq!(f.prune(&def, &c), Some(vec![0]));
         // a < 10 -> p2 only
         let c = vec![(0, ColRange::Between(None, Some((Value::Int(10), false))))];
@@ -664,8 +726,16 @@ mod tests {
             kind: PartitionKind::List { expr: "y % 3".into() },
             count: None,
             defs: vec![
-                PartitionDef { name: "a".into(), values: PartitionValues::In(vec![vec!["0".into()], vec!["1".into()]]), comment: String::new() },
-                PartitionDef { name: "b".into(), values: PartitionValues::In(vec![vec!["2".into()]]), comment: String::new() },
+                PartitionDef {
+                    name: "a".into(),
+                    values: PartitionValues::In(vec![vec!["0".into()], vec!["1".into()]]),
+                    comment: String::new(),
+                },
+                PartitionDef {
+                    name: "b".into(),
+                    values: PartitionValues::In(vec![vec!["2".into()]]),
+                    comment: String::new(),
+                },
             ],
         };
         let f = PartFn::build(&def, Some(&info), &scope).unwrap();
@@ -676,13 +746,24 @@ mod tests {
 
     #[test]
     fn list_columns_partial_pruning() {
-        let (def, scope) = table(&[("a", ColumnType::Varchar { len: 10, collation: norr_signals::Collation::CaseInsensitive }), ("b", int())]);
+        let (def, scope) = table(&[
+            ("a", ColumnType::Varchar { len: 10, collation: norr_signals::Collation::CaseInsensitive }),
+            ("b", int()),
+        ]);
         let info = PartitionInfo {
             kind: PartitionKind::ListColumns { columns: vec!["a".into(), "b".into()] },
             count: None,
             defs: vec![
-                PartitionDef { name: "p0".into(), values: PartitionValues::In(vec![vec!["'a'".into(), "1".into()], vec!["'a'".into(), "2".into()]]), comment: String::new() },
-                PartitionDef { name: "p1".into(), values: PartitionValues::In(vec![vec!["'b'".into(), "2".into()]]), comment: String::new() },
+                PartitionDef {
+                    name: "p0".into(),
+                    values: PartitionValues::In(vec![vec!["'a'".into(), "1".into()], vec!["'a'".into(), "2".into()]]),
+                    comment: String::new(),
+                },
+                PartitionDef {
+                    name: "p1".into(),
+                    values: PartitionValues::In(vec![vec!["'b'".into(), "2".into()]]),
+                    comment: String::new(),
+                },
             ],
         };
         let f = PartFn::build(&def, Some(&info), &scope).unwrap();
@@ -701,7 +782,11 @@ mod tests {
         assert_eq!(rewrite_mod("MOD(id, 7)"), "MOD(id, 7)");
         assert_eq!(rewrite_mod("model mod 2"), "model % 2");
         let (def, scope) = table(&[("id", int()), ("v", int())]);
-        let info = PartitionInfo { kind: PartitionKind::Hash { expr: "id MOD 7".into(), linear: false }, count: Some(3), defs: vec![] };
+        let info = PartitionInfo {
+            kind: PartitionKind::Hash { expr: "id MOD 7".into(), linear: false },
+            count: Some(3),
+            defs: vec![],
+        };
         let f = PartFn::build(&def, Some(&info), &scope).unwrap();
         assert_eq!(f.partition_of_row(&def, &[Value::Int(10), Value::Null]).unwrap(), Some(0));
     }
@@ -713,7 +798,11 @@ mod tests {
         // LINEAR HASH with 6 partitions: V = 8; 7 & 7 = 7 >= 6 -> V = 4, 7 & 3 = 3
         assert_eq!(hash_partition(7, 6, true), 3);
         let (mut def, scope) = table(&[("id", int()), ("y", int())]);
-        let info = PartitionInfo { kind: PartitionKind::Hash { expr: "id".into(), linear: false }, count: Some(4), defs: vec![] };
+        let info = PartitionInfo {
+            kind: PartitionKind::Hash { expr: "id".into(), linear: false },
+            count: Some(4),
+            defs: vec![],
+        };
         let f = PartFn::build(&def, Some(&info), &scope).unwrap();
         assert_eq!(f.prune(&def, &[(0, ColRange::In(vec![Value::Int(5), Value::Int(9)]))]), Some(vec![1]));
         assert_eq!(f.prune(&def, &[(1, ColRange::In(vec![Value::Int(5)]))]), None);

@@ -12,7 +12,9 @@ use crate::engine::expr::value::{sql_cmp, Coll, Warnings};
 use crate::engine::expr::{eval, is_row_independent, CExpr, CmpKind, EvalCtx};
 use crate::types::SqlError;
 use norr_signals::coerce::{class_sample, coerce_value, comparable_classes};
-use norr_signals::{Bound, CmpOp, ColumnDef, ColumnId, ColumnType, Filter, IndexId, IndexKind, ScanRange, TableDef, Value};
+use norr_signals::{
+    Bound, CmpOp, ColumnDef, ColumnId, ColumnType, Filter, IndexId, IndexKind, ScanRange, TableDef, Value,
+};
 use std::cmp::Ordering;
 
 /// Most keys one lookup plan may produce (IN lists x columns); beyond it we scan.
@@ -21,9 +23,15 @@ pub const MAX_LOOKUP_KEYS: usize = 4096;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Access {
     /// Primary-key lookups: each key is one expression per pk column (IN lists expanded).
-    PkLookup { keys: Vec<Vec<CExpr>> },
+    PkLookup {
+        keys: Vec<Vec<CExpr>>,
+    },
     /// Unique-index lookups (ordered unique or unique hash index).
-    UniqueLookup { index: IndexId, name: String, keys: Vec<Vec<CExpr>> },
+    UniqueLookup {
+        index: IndexId,
+        name: String,
+        keys: Vec<Vec<CExpr>>,
+    },
     /// Ordered-index range: equality prefix, then an optional range on the next column.
     IndexRange {
         index: IndexId,
@@ -34,7 +42,10 @@ pub enum Access {
     },
     /// Bounded range on a single integer primary-key column, read as a batch
     /// of key lookups when the span is at most `MAX_RANGE_AS_KEYS` (else a scan).
-    PkRange { low: (CExpr, bool), high: (CExpr, bool) },
+    PkRange {
+        low: (CExpr, bool),
+        high: (CExpr, bool),
+    },
     FullScan,
 }
 
@@ -255,7 +266,10 @@ pub fn key_value(v: &Value, col: &ColumnDef) -> KeyConv {
             }
             Value::Int(*f as i64)
         }
-        (t, Value::Bytes(_)) if !t.is_bytes() && !matches!(t, ColumnType::Date | ColumnType::DateTime | ColumnType::Timestamp | ColumnType::Time) => {
+        (t, Value::Bytes(_))
+            if !t.is_bytes()
+                && !matches!(t, ColumnType::Date | ColumnType::DateTime | ColumnType::Timestamp | ColumnType::Time) =>
+        {
             return KeyConv::Fallback
         }
         (ColumnType::Date, Value::Bytes(b)) => match crate::engine::expr::datetime::parse_datetime(b) {
@@ -263,10 +277,12 @@ pub fn key_value(v: &Value, col: &ColumnDef) -> KeyConv {
             Some(_) => return KeyConv::NoMatch,
             None => return KeyConv::Fallback,
         },
-        (ColumnType::DateTime | ColumnType::Timestamp, Value::Bytes(b)) => match crate::engine::expr::datetime::parse_datetime(b) {
-            Some((dt, _)) => Value::DateTime(dt),
-            None => return KeyConv::Fallback,
-        },
+        (ColumnType::DateTime | ColumnType::Timestamp, Value::Bytes(b)) => {
+            match crate::engine::expr::datetime::parse_datetime(b) {
+                Some((dt, _)) => Value::DateTime(dt),
+                None => return KeyConv::Fallback,
+            }
+        }
         (ColumnType::Time, Value::Bytes(b)) => match crate::engine::expr::datetime::parse_time(b) {
             Some(t) => Value::Time(t),
             None => return KeyConv::Fallback,
@@ -281,7 +297,11 @@ pub fn key_value(v: &Value, col: &ColumnDef) -> KeyConv {
         Ok(c) => {
             // Exact only if the coerced value still equals the original.
             let mut w = Warnings::default();
-            let coll = if ty.is_text() && ty.collation() == norr_signals::Collation::CaseInsensitive { Coll::Ci } else { Coll::Bin };
+            let coll = if ty.is_text() && ty.collation() == norr_signals::Collation::CaseInsensitive {
+                Coll::Ci
+            } else {
+                Coll::Bin
+            };
             if ty.is_bytes() || sql_cmp(&c, &candidate, coll, &mut w) == Some(Ordering::Equal) {
                 KeyConv::Val(c)
             } else {
@@ -293,7 +313,12 @@ pub fn key_value(v: &Value, col: &ColumnDef) -> KeyConv {
 }
 
 /// Evaluate lookup keys. Ok(None) = fall back to a scan.
-pub fn eval_keys(keys: &[Vec<CExpr>], cols: &[ColumnId], def: &TableDef, ctx: &mut EvalCtx) -> Result<Option<Vec<Vec<Value>>>, SqlError> {
+pub fn eval_keys(
+    keys: &[Vec<CExpr>],
+    cols: &[ColumnId],
+    def: &TableDef,
+    ctx: &mut EvalCtx,
+) -> Result<Option<Vec<Vec<Value>>>, SqlError> {
     let mut out = Vec::with_capacity(keys.len());
     'keys: for k in keys {
         let mut vals = Vec::with_capacity(k.len());
@@ -313,7 +338,12 @@ pub fn eval_keys(keys: &[Vec<CExpr>], cols: &[ColumnId], def: &TableDef, ctx: &m
 }
 
 /// Keys of an integer pk range, or None if it is too wide / not integral (scan instead).
-pub fn eval_pk_range(def: &TableDef, low: &(CExpr, bool), high: &(CExpr, bool), ctx: &mut EvalCtx) -> Result<Option<Vec<Vec<Value>>>, SqlError> {
+pub fn eval_pk_range(
+    def: &TableDef,
+    low: &(CExpr, bool),
+    high: &(CExpr, bool),
+    ctx: &mut EvalCtx,
+) -> Result<Option<Vec<Vec<Value>>>, SqlError> {
     let col = &def.columns[def.primary_key[0] as usize];
     let (lo_v, hi_v) = (eval(&low.0, &[], ctx)?, eval(&high.0, &[], ctx)?);
     if lo_v.is_null() || hi_v.is_null() {
@@ -340,15 +370,18 @@ pub fn eval_pk_range(def: &TableDef, low: &(CExpr, bool), high: &(CExpr, bool), 
         return Ok(None);
     }
     let unsigned = col.ty.is_unsigned_int();
-    Ok(Some(
-        (lo_i..=hi_i)
-            .map(|i| vec![if unsigned { Value::UInt(i as u64) } else { Value::Int(i as i64) }])
-            .collect(),
-    ))
+    Ok(Some((lo_i..=hi_i).map(|i| vec![if unsigned { Value::UInt(i as u64) } else { Value::Int(i as i64) }]).collect()))
 }
 
 /// Evaluate an index range into native bounds (widening where a bound does not convert exactly).
-pub fn eval_range(def: &TableDef, index_cols: &[ColumnId], eq: &[CExpr], low: &Option<(CExpr, bool)>, high: &Option<(CExpr, bool)>, ctx: &mut EvalCtx) -> Result<Option<ScanRange>, SqlError> {
+pub fn eval_range(
+    def: &TableDef,
+    index_cols: &[ColumnId],
+    eq: &[CExpr],
+    low: &Option<(CExpr, bool)>,
+    high: &Option<(CExpr, bool)>,
+    ctx: &mut EvalCtx,
+) -> Result<Option<ScanRange>, SqlError> {
     let mut prefix = Vec::new();
     for (e, c) in eq.iter().zip(index_cols) {
         let v = eval(e, &[], ctx)?;
@@ -455,7 +488,11 @@ fn push(def: &TableDef, e: &CExpr, ctx: &mut EvalCtx, budget: &mut usize) -> Res
                 (CExpr::Col(a), CExpr::Col(b)) if col_ok(*a) && col_ok(*b) => {
                     let (ta, tb) = (&def.columns[*a].ty, &def.columns[*b].ty);
                     if ta == tb && (!ta.is_text() || *coll == coll_of(ta)) {
-                        return Ok(Some(Filter::CmpCols { left: *a as ColumnId, op: cmp_op(*k), right: *b as ColumnId }));
+                        return Ok(Some(Filter::CmpCols {
+                            left: *a as ColumnId,
+                            op: cmp_op(*k),
+                            right: *b as ColumnId,
+                        }));
                     }
                     return Ok(None);
                 }
@@ -521,7 +558,11 @@ fn push(def: &TableDef, e: &CExpr, ctx: &mut EvalCtx, budget: &mut usize) -> Res
                 match eval(p, &[], ctx)? {
                     Value::Bytes(pat) => {
                         let f = Filter::Like { col: *c as ColumnId, pattern: pat };
-                        Some(if *negated { Filter::And(vec![Filter::IsNotNull(*c as ColumnId), Filter::Not(Box::new(f))]) } else { f })
+                        Some(if *negated {
+                            Filter::And(vec![Filter::IsNotNull(*c as ColumnId), Filter::Not(Box::new(f))])
+                        } else {
+                            f
+                        })
                     }
                     _ => None,
                 }
@@ -568,7 +609,10 @@ mod tests {
                 ColumnDef::new("id", ColumnType::Int { unsigned: false }).not_null(),
                 ColumnDef::new("k", ColumnType::Int { unsigned: false }),
                 ColumnDef::new("c", ColumnType::Char { len: 10, collation: norr_signals::Collation::CaseInsensitive }),
-                ColumnDef::new("u", ColumnType::Varchar { len: 10, collation: norr_signals::Collation::CaseInsensitive }),
+                ColumnDef::new(
+                    "u",
+                    ColumnType::Varchar { len: 10, collation: norr_signals::Collation::CaseInsensitive },
+                ),
             ],
             primary_key: vec![0],
             partitioning: PartitionScheme::Key { columns: vec![] },
@@ -576,7 +620,13 @@ mod tests {
             indexes: vec![
                 IndexDef { id: 1, name: "k_1".into(), columns: vec![1], unique: false, kind: IndexKind::Ordered },
                 IndexDef { id: 2, name: "u_1".into(), columns: vec![3], unique: true, kind: IndexKind::Ordered },
-                IndexDef { id: 3, name: "PRIMARY$ordered".into(), columns: vec![0], unique: true, kind: IndexKind::Ordered },
+                IndexDef {
+                    id: 3,
+                    name: "PRIMARY$ordered".into(),
+                    columns: vec![0],
+                    unique: true,
+                    kind: IndexKind::Ordered,
+                },
             ],
             extra: vec![],
         }
@@ -602,7 +652,12 @@ mod tests {
 
     #[test]
     fn pk_in_list_is_a_batch() {
-        let e = CExpr::InList { expr: col(0), list: vec![CExpr::Lit(Value::Int(1)), CExpr::Lit(Value::Int(2))], negated: false, coll: Coll::Ci };
+        let e = CExpr::InList {
+            expr: col(0),
+            list: vec![CExpr::Lit(Value::Int(1)), CExpr::Lit(Value::Int(2))],
+            negated: false,
+            coll: Coll::Ci,
+        };
         match choose_access(&def(), &[e]) {
             Access::PkLookup { keys } => assert_eq!(keys.len(), 2),
             other => panic!("{other:?}"),
@@ -615,7 +670,9 @@ mod tests {
         assert!(matches!(choose_access(&def(), &[e]), Access::UniqueLookup { index: 2, .. }));
         let a = choose_access(&def(), &[cmp(CmpKind::Ge, 1, 3), cmp(CmpKind::Lt, 1, 9)]);
         match a {
-            Access::IndexRange { index: 1, eq, low: Some((_, true)), high: Some((_, false)), .. } => assert!(eq.is_empty()),
+            Access::IndexRange { index: 1, eq, low: Some((_, true)), high: Some((_, false)), .. } => {
+                assert!(eq.is_empty())
+            }
             other => panic!("{other:?}"),
         }
         let b = CExpr::Between { expr: col(0), low: lit(1), high: lit(10), negated: false, coll: Coll::Ci };
@@ -658,7 +715,16 @@ mod tests {
         // string literal vs int column is not pushed (MySQL compares as double)
         let e = CExpr::Cmp(CmpKind::Eq, col(1), Box::new(CExpr::Lit(Value::str("3x"))), Coll::Ci);
         assert_eq!(build_filter(&d, &[e], &mut ctx).unwrap(), None);
-        let like = CExpr::Like { expr: col(2), pattern: Box::new(CExpr::Lit(Value::str("ab%"))), escape: b'\\', negated: false, coll: Coll::Ci };
-        assert_eq!(build_filter(&d, &[like], &mut ctx).unwrap(), Some(Filter::Like { col: 2, pattern: b"ab%".to_vec() }));
+        let like = CExpr::Like {
+            expr: col(2),
+            pattern: Box::new(CExpr::Lit(Value::str("ab%"))),
+            escape: b'\\',
+            negated: false,
+            coll: Coll::Ci,
+        };
+        assert_eq!(
+            build_filter(&d, &[like], &mut ctx).unwrap(),
+            Some(Filter::Like { col: 2, pattern: b"ab%".to_vec() })
+        );
     }
 }

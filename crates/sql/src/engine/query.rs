@@ -170,7 +170,8 @@ pub struct Tables {
 
 impl Tables {
     pub fn key(&self, name: &ast::ObjectName) -> Result<(String, String), SqlError> {
-        let parts: Vec<String> = name.0.iter().map(|p| p.as_ident().map(|i| i.value.clone()).unwrap_or_else(|| p.to_string())).collect();
+        let parts: Vec<String> =
+            name.0.iter().map(|p| p.as_ident().map(|i| i.value.clone()).unwrap_or_else(|| p.to_string())).collect();
         match parts.as_slice() {
             [t] => match &self.default_db {
                 Some(db) => Ok((db.clone(), t.clone())),
@@ -297,7 +298,16 @@ fn lock_of(q: &Query) -> LockMode {
 fn const_expr(c: &mut StmtCompiler, e: &Expr) -> Result<CExpr, SqlError> {
     let scope = Scope::default();
     let params = c.params.clone();
-    let mut comp = Compiler { scope: &scope, outer: None, params: &params, clause: "LIMIT", aggs: None, agg_base: 0, aliases: &[], host: c };
+    let mut comp = Compiler {
+        scope: &scope,
+        outer: None,
+        params: &params,
+        clause: "LIMIT",
+        aggs: None,
+        agg_base: 0,
+        aliases: &[],
+        host: c,
+    };
     Ok(comp.compile(e)?.0)
 }
 
@@ -314,7 +324,9 @@ fn limit_offset(c: &mut StmtCompiler, q: &Query) -> Result<(Option<CExpr>, Optio
                 None => None,
             },
         ),
-        Some(ast::LimitClause::OffsetCommaLimit { offset, limit }) => (Some(const_expr(c, limit)?), Some(const_expr(c, offset)?)),
+        Some(ast::LimitClause::OffsetCommaLimit { offset, limit }) => {
+            (Some(const_expr(c, limit)?), Some(const_expr(c, offset)?))
+        }
     })
 }
 
@@ -360,7 +372,9 @@ impl<'a> StmtCompiler<'a> {
                 let plan = self.compile_select(s, order_exprs(q), lim, off, outer, lock)?;
                 Ok(QueryNode::Select(Box::new(plan)))
             }
-            SetExpr::Query(inner) if q.order_by.is_none() && q.limit_clause.is_none() => self.compile_query(inner, outer, lock),
+            SetExpr::Query(inner) if q.order_by.is_none() && q.limit_clause.is_none() => {
+                self.compile_query(inner, outer, lock)
+            }
             _ => {
                 let body = self.compile_setexpr(&q.body, outer, lock)?;
                 let (limit, offset) = limit_offset(self, q)?;
@@ -376,7 +390,9 @@ impl<'a> StmtCompiler<'a> {
                     let idx = match &o.expr {
                         e if position_of(e).is_some() => position_of(e).map(|p| p.saturating_sub(1)),
                         Expr::Identifier(i) => columns.iter().position(|c| c.name.eq_ignore_ascii_case(&i.value)),
-                        Expr::CompoundIdentifier(p) => p.last().and_then(|i| columns.iter().position(|c| c.name.eq_ignore_ascii_case(&i.value))),
+                        Expr::CompoundIdentifier(p) => {
+                            p.last().and_then(|i| columns.iter().position(|c| c.name.eq_ignore_ascii_case(&i.value)))
+                        }
                         _ => None,
                     };
                     let Some(idx) = idx.filter(|i| *i < columns.len()) else {
@@ -400,7 +416,9 @@ impl<'a> StmtCompiler<'a> {
 
     fn compile_setexpr(&mut self, e: &SetExpr, outer: Option<&Scope>, lock: LockMode) -> Result<QueryNode, SqlError> {
         match e {
-            SetExpr::Select(s) => Ok(QueryNode::Select(Box::new(self.compile_select(s, &[], None, None, outer, lock)?))),
+            SetExpr::Select(s) => {
+                Ok(QueryNode::Select(Box::new(self.compile_select(s, &[], None, None, outer, lock)?)))
+            }
             SetExpr::Query(q) => self.compile_query(q, outer, lock),
             SetExpr::SetOperation { left, op, set_quantifier, right } => {
                 if *op != ast::SetOperator::Union {
@@ -409,7 +427,11 @@ impl<'a> StmtCompiler<'a> {
                 let l = self.compile_setexpr(left, outer, lock)?;
                 let r = self.compile_setexpr(right, outer, lock)?;
                 if l.columns().len() != r.columns().len() {
-                    return Err(SqlError::new(1222, "21000", "The used SELECT statements have a different number of columns"));
+                    return Err(SqlError::new(
+                        1222,
+                        "21000",
+                        "The used SELECT statements have a different number of columns",
+                    ));
                 }
                 let types: Vec<SqlType> = l.types().iter().zip(r.types()).map(|(a, b)| unify(&[*a, *b])).collect();
                 let columns: Vec<ColumnMeta> = l
@@ -423,7 +445,16 @@ impl<'a> StmtCompiler<'a> {
                     })
                     .collect();
                 let distinct = !matches!(set_quantifier, ast::SetQuantifier::All);
-                Ok(QueryNode::SetOp(Box::new(SetOpPlan { left: l, right: r, distinct, columns, types, order: vec![], limit: None, offset: None })))
+                Ok(QueryNode::SetOp(Box::new(SetOpPlan {
+                    left: l,
+                    right: r,
+                    distinct,
+                    columns,
+                    types,
+                    order: vec![],
+                    limit: None,
+                    offset: None,
+                })))
             }
             SetExpr::Values(v) => {
                 // VALUES as a query: constant rows.
@@ -440,10 +471,23 @@ impl<'a> StmtCompiler<'a> {
                     rows.push(row);
                 }
                 let n = rows.first().map(|r| r.len()).unwrap_or(0);
-                let cols: Vec<ScopeCol> =
-                    (0..n).map(|i| ScopeCol { table: String::new(), name: format!("column_{i}"), ty: SqlType::new(crate::engine::expr::TClass::Str) }).collect();
+                let cols: Vec<ScopeCol> = (0..n)
+                    .map(|i| ScopeCol {
+                        table: String::new(),
+                        name: format!("column_{i}"),
+                        ty: SqlType::new(crate::engine::expr::TClass::Str),
+                    })
+                    .collect();
                 let mut p = empty_select(&[], &[]);
-                p.sources = vec![Source { alias: String::new(), kind: SourceKind::Rows(rows), base: 0, width: n, left_join: false, on: vec![], lookup: None }];
+                p.sources = vec![Source {
+                    alias: String::new(),
+                    kind: SourceKind::Rows(rows),
+                    base: 0,
+                    width: n,
+                    left_join: false,
+                    on: vec![],
+                    lookup: None,
+                }];
                 p.width = n;
                 p.proj = (0..n).map(CExpr::Col).collect();
                 p.types = cols.iter().map(|c| c.ty).collect();
@@ -455,7 +499,14 @@ impl<'a> StmtCompiler<'a> {
     }
 
     /// Add a FROM item to the scope and sources.
-    fn add_factor(&mut self, f: &TableFactor, scope: &mut Scope, sources: &mut Vec<Source>, outer: Option<&Scope>, lock: LockMode) -> Result<usize, SqlError> {
+    fn add_factor(
+        &mut self,
+        f: &TableFactor,
+        scope: &mut Scope,
+        sources: &mut Vec<Source>,
+        outer: Option<&Scope>,
+        lock: LockMode,
+    ) -> Result<usize, SqlError> {
         let base = scope.cols.len();
         match f {
             TableFactor::Table { name, alias, .. } => {
@@ -468,13 +519,22 @@ impl<'a> StmtCompiler<'a> {
                     for c in cols {
                         scope.cols.push(ScopeCol { table: alias_name.to_lowercase(), name: c.name.clone(), ty: c.ty });
                     }
-                    sources.push(Source { alias: alias_name, kind: SourceKind::Rows(rows.clone()), base, width: cols.len(), left_join: false, on: vec![], lookup: None });
+                    sources.push(Source {
+                        alias: alias_name,
+                        kind: SourceKind::Rows(rows.clone()),
+                        base,
+                        width: cols.len(),
+                        left_join: false,
+                        on: vec![],
+                        lookup: None,
+                    });
                     return Ok(sources.len() - 1);
                 }
                 let table = self.tables.get(name)?;
                 let mut local_scope = Scope::default();
                 for c in &table.def.columns {
-                    let sc = ScopeCol { table: alias_name.to_lowercase(), name: c.name.clone(), ty: column_sqltype(&c.ty) };
+                    let sc =
+                        ScopeCol { table: alias_name.to_lowercase(), name: c.name.clone(), ty: column_sqltype(&c.ty) };
                     local_scope.cols.push(sc.clone());
                     scope.cols.push(sc);
                 }
@@ -488,7 +548,14 @@ impl<'a> StmtCompiler<'a> {
                 let width = table.def.columns.len();
                 sources.push(Source {
                     alias: alias_name,
-                    kind: SourceKind::Table(TableAccess { table, part, access: Access::FullScan, local: vec![], needed: vec![], lock }),
+                    kind: SourceKind::Table(TableAccess {
+                        table,
+                        part,
+                        access: Access::FullScan,
+                        local: vec![],
+                        needed: vec![],
+                        lock,
+                    }),
                     base,
                     width,
                     left_join: false,
@@ -543,15 +610,31 @@ impl<'a> StmtCompiler<'a> {
             let _ = first;
             for j in &twj.joins {
                 let (left, constraint) = match &j.join_operator {
-                    JoinOperator::Join(c) | JoinOperator::Inner(c) | JoinOperator::CrossJoin(c) | JoinOperator::StraightJoin(c) => (false, c),
+                    JoinOperator::Join(c)
+                    | JoinOperator::Inner(c)
+                    | JoinOperator::CrossJoin(c)
+                    | JoinOperator::StraightJoin(c) => (false, c),
                     JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (true, c),
-                    other => return Err(SqlError::unsupported(format!("join {other:?}").chars().take(60).collect::<String>())),
+                    other => {
+                        return Err(SqlError::unsupported(
+                            format!("join {other:?}").chars().take(60).collect::<String>(),
+                        ))
+                    }
                 };
                 let idx = self.add_factor(&j.relation, &mut scope, &mut sources, outer, lock)?;
                 sources[idx].left_join = left;
                 let on = match constraint {
                     JoinConstraint::On(e) => {
-                        let mut c = Compiler { scope: &scope, outer, params: &params, clause: "on clause", aggs: None, agg_base: 0, aliases: &[], host: self };
+                        let mut c = Compiler {
+                            scope: &scope,
+                            outer,
+                            params: &params,
+                            clause: "on clause",
+                            aggs: None,
+                            agg_base: 0,
+                            aliases: &[],
+                            host: self,
+                        };
                         let (ce, _) = c.compile(e)?;
                         let mut v = Vec::new();
                         conjuncts(ce, &mut v);
@@ -565,7 +648,12 @@ impl<'a> StmtCompiler<'a> {
                             let right = (b..b + w).find(|i| scope.cols[*i].name.eq_ignore_ascii_case(&n));
                             let left_col = (0..b).find(|i| scope.cols[*i].name.eq_ignore_ascii_case(&n));
                             match (left_col, right) {
-                                (Some(l), Some(r)) => v.push(CExpr::Cmp(CmpKind::Eq, Box::new(CExpr::Col(l)), Box::new(CExpr::Col(r)), cmp_coll(&scope.cols[l].ty, &scope.cols[r].ty))),
+                                (Some(l), Some(r)) => v.push(CExpr::Cmp(
+                                    CmpKind::Eq,
+                                    Box::new(CExpr::Col(l)),
+                                    Box::new(CExpr::Col(r)),
+                                    cmp_coll(&scope.cols[l].ty, &scope.cols[r].ty),
+                                )),
                                 _ => return Err(crate::engine::expr::compile::unknown_column(&n, "from clause")),
                             }
                         }
@@ -578,7 +666,15 @@ impl<'a> StmtCompiler<'a> {
             }
         }
         if sources.is_empty() {
-            sources.push(Source { alias: String::new(), kind: SourceKind::Rows(vec![vec![]]), base: 0, width: 0, left_join: false, on: vec![], lookup: None });
+            sources.push(Source {
+                alias: String::new(),
+                kind: SourceKind::Rows(vec![vec![]]),
+                base: 0,
+                width: 0,
+                left_join: false,
+                on: vec![],
+                lookup: None,
+            });
         }
         let width = scope.cols.len();
 
@@ -588,7 +684,16 @@ impl<'a> StmtCompiler<'a> {
             if has_aggregate(w) {
                 return Err(SqlError::new(1111, "HY000", "Invalid use of group function"));
             }
-            let mut c = Compiler { scope: &scope, outer, params: &params, clause: "where clause", aggs: None, agg_base: 0, aliases: &[], host: self };
+            let mut c = Compiler {
+                scope: &scope,
+                outer,
+                params: &params,
+                clause: "where clause",
+                aggs: None,
+                agg_base: 0,
+                aliases: &[],
+                host: self,
+            };
             let (ce, _) = c.compile(w)?;
             conjuncts(ce, &mut filter);
         }
@@ -639,7 +744,11 @@ impl<'a> StmtCompiler<'a> {
                         }
                     }
                     if !any {
-                        return Err(SqlError::new(1051, "42S02", format!("Unknown table '{}'", qual.unwrap_or_default())));
+                        return Err(SqlError::new(
+                            1051,
+                            "42S02",
+                            format!("Unknown table '{}'", qual.unwrap_or_default()),
+                        ));
                     }
                 }
                 SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
@@ -670,15 +779,16 @@ impl<'a> StmtCompiler<'a> {
                             if t.is_string() && t.coll == Coll::Bin && t.class == crate::engine::expr::TClass::Bin {
                                 m.charset = crate::types::charset::BINARY;
                             }
-                            m.column_length = t.len.max(match t.class {
-                                crate::engine::expr::TClass::Int | crate::engine::expr::TClass::UInt => 21,
-                                crate::engine::expr::TClass::Double => 23,
-                                crate::engine::expr::TClass::Decimal => 20,
-                                crate::engine::expr::TClass::Date => 10,
-                                crate::engine::expr::TClass::DateTime => 19,
-                                crate::engine::expr::TClass::Time => 10,
-                                _ => 0,
-                            }) * if t.is_string() && t.class == crate::engine::expr::TClass::Str { 4 } else { 1 };
+                            m.column_length =
+                                t.len.max(match t.class {
+                                    crate::engine::expr::TClass::Int | crate::engine::expr::TClass::UInt => 21,
+                                    crate::engine::expr::TClass::Double => 23,
+                                    crate::engine::expr::TClass::Decimal => 20,
+                                    crate::engine::expr::TClass::Date => 10,
+                                    crate::engine::expr::TClass::DateTime => 19,
+                                    crate::engine::expr::TClass::Time => 10,
+                                    _ => 0,
+                                }) * if t.is_string() && t.class == crate::engine::expr::TClass::Str { 4 } else { 1 };
                             m
                         }
                     };
@@ -707,7 +817,16 @@ impl<'a> StmtCompiler<'a> {
                 continue;
             }
             // A bare name that is not a column but a select alias groups by that expression.
-            let mut c = Compiler { scope: &scope, outer, params: &params, clause: "group statement", aggs: None, agg_base: 0, aliases: &aliases, host: self };
+            let mut c = Compiler {
+                scope: &scope,
+                outer,
+                params: &params,
+                clause: "group statement",
+                aggs: None,
+                agg_base: 0,
+                aliases: &aliases,
+                host: self,
+            };
             let (ce, t) = c.compile(g)?;
             group_by.push(ce);
             group_colls.push(t.coll);
@@ -735,9 +854,10 @@ impl<'a> StmtCompiler<'a> {
         let mut order = Vec::new();
         for o in order_by {
             let (expr, t) = if let Some(p) = position_of(&o.expr) {
-                let i = p.checked_sub(1).filter(|i| *i < proj.len()).ok_or_else(|| {
-                    SqlError::new(1054, "42S22", format!("Unknown column '{p}' in 'order clause'"))
-                })?;
+                let i = p
+                    .checked_sub(1)
+                    .filter(|i| *i < proj.len())
+                    .ok_or_else(|| SqlError::new(1054, "42S22", format!("Unknown column '{p}' in 'order clause'")))?;
                 (proj[i].clone(), types[i])
             } else if let Some((_, e, t)) = match &o.expr {
                 Expr::Identifier(id) => aliases.iter().find(|(a, _, _)| a.eq_ignore_ascii_case(&id.value)),
@@ -1005,7 +1125,15 @@ fn column_meta_for(sources: &[Source], scope: &Scope, i: usize, alias: Option<&s
 
 fn empty_select(columns: &[ColumnMeta], types: &[SqlType]) -> SelectPlan {
     SelectPlan {
-        sources: vec![Source { alias: String::new(), kind: SourceKind::Rows(vec![]), base: 0, width: 0, left_join: false, on: vec![], lookup: None }],
+        sources: vec![Source {
+            alias: String::new(),
+            kind: SourceKind::Rows(vec![]),
+            base: 0,
+            width: 0,
+            left_join: false,
+            on: vec![],
+            lookup: None,
+        }],
         width: 0,
         filter: vec![],
         agg: None,
@@ -1036,13 +1164,23 @@ pub async fn result_columns(engine: &Engine, session: &Session, q: &Query) -> Re
 }
 
 /// Run a compiled query.
-pub async fn execute_prepared_query(engine: &Engine, session: &mut Session, c: &Compiled, params: &[Value]) -> Result<QueryOutput, SqlError> {
+pub async fn execute_prepared_query(
+    engine: &Engine,
+    session: &mut Session,
+    c: &Compiled,
+    params: &[Value],
+) -> Result<QueryOutput, SqlError> {
     let rows = exec::run_compiled(engine, session, c, params).await?;
     Ok(QueryOutput::Rows { columns: c.columns().to_vec(), rows })
 }
 
 /// The dispatcher's entry point for SELECT / UNION / VALUES queries.
-pub async fn execute_query(engine: &Engine, session: &mut Session, q: &Query, params: &[Value]) -> Result<QueryOutput, SqlError> {
+pub async fn execute_query(
+    engine: &Engine,
+    session: &mut Session,
+    q: &Query,
+    params: &[Value],
+) -> Result<QueryOutput, SqlError> {
     let c = prepare_query(engine, session, q).await?;
     execute_prepared_query(engine, session, &c, params).await
 }

@@ -48,16 +48,11 @@ pub fn new_nonce() -> [u8; NONCE_BYTES] {
         use std::hash::{BuildHasher, Hasher};
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0),
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0),
         );
         let mut x = h.finish();
         for b in raw.iter_mut() {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             *b = (x >> 33) as u8;
         }
     }
@@ -90,13 +85,7 @@ pub fn verify(plugin: AuthPlugin, nonce: &[u8], password: &str, response: &[u8])
     };
     match expected {
         // Constant-time compare: do not leak how many bytes matched.
-        Some(e) => {
-            e.len() == response.len()
-                && e.iter()
-                    .zip(response)
-                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                    == 0
-        }
+        Some(e) => e.len() == response.len() && e.iter().zip(response).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0,
         None => false,
     }
 }

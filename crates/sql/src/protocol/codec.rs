@@ -134,8 +134,7 @@ impl<'a> Reader<'a> {
         self.take(2).map(|b| u16::from_le_bytes([b[0], b[1]]))
     }
     pub fn u32(&mut self) -> Option<u32> {
-        self.take(4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        self.take(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
     pub fn u64(&mut self) -> Option<u64> {
         self.take(8).map(|b| {
@@ -148,9 +147,7 @@ impl<'a> Reader<'a> {
         match self.u8()? {
             x @ 0..=250 => Some(x as u64),
             0xfc => self.u16().map(|v| v as u64),
-            0xfd => self
-                .take(3)
-                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], 0]) as u64),
+            0xfd => self.take(3).map(|b| u32::from_le_bytes([b[0], b[1], b[2], 0]) as u64),
             0xfe => self.u64(),
             _ => None, // 0xfb (NULL) and 0xff are not lengths
         }
@@ -188,16 +185,7 @@ mod tests {
 
     #[test]
     fn lenenc_round_trip() {
-        for v in [
-            0u64,
-            250,
-            251,
-            65535,
-            65536,
-            (1 << 24) - 1,
-            1 << 24,
-            u64::MAX,
-        ] {
+        for v in [0u64, 250, 251, 65535, 65536, (1 << 24) - 1, 1 << 24, u64::MAX] {
             let mut b = Vec::new();
             put_lenenc_int(&mut b, v);
             assert_eq!(Reader::new(&b).lenenc_int(), Some(v));
@@ -209,9 +197,6 @@ mod tests {
     #[test]
     fn err_packet_layout() {
         let p = err_packet(&SqlError::new(1045, "28000", "Access denied"));
-        assert_eq!(
-            &p[..9],
-            &[0xff, 0x15, 0x04, b'#', b'2', b'8', b'0', b'0', b'0']
-        );
+        assert_eq!(&p[..9], &[0xff, 0x15, 0x04, b'#', b'2', b'8', b'0', b'0', b'0']);
     }
 }

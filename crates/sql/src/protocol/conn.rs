@@ -78,11 +78,7 @@ const COM_STMT_FETCH: u8 = 0x1c;
 const COM_RESET_CONNECTION: u8 = 0x1f;
 
 fn too_large() -> SqlError {
-    SqlError::new(
-        1153,
-        "08S01",
-        "Got a packet bigger than 'max_allowed_packet' bytes",
-    )
+    SqlError::new(1153, "08S01", "Got a packet bigger than 'max_allowed_packet' bytes")
 }
 
 struct Stmt<S> {
@@ -131,18 +127,14 @@ pub async fn run_connection<B: Backend>(
     let active = state.active_connections.fetch_add(1, Ordering::SeqCst) + 1;
     if active > state.config.max_connections {
         conn.wr.seq = 0;
-        let _ = conn
-            .send_err(&SqlError::new(1040, "08004", "Too many connections"))
-            .await;
+        let _ = conn.send_err(&SqlError::new(1040, "08004", "Too many connections")).await;
         conn.wr.shutdown().await;
     } else {
         match tokio::time::timeout(CONNECT_TIMEOUT, conn.login()).await {
             Ok(Ok(true)) => conn.command_loop().await,
             Ok(Ok(false)) | Ok(Err(_)) => {}
             Err(_) => {
-                let _ = conn
-                    .send_err(&SqlError::new(1043, "08S01", "Bad handshake"))
-                    .await;
+                let _ = conn.send_err(&SqlError::new(1043, "08S01", "Bad handshake")).await;
             }
         }
         if let Some(mut s) = conn.session.take() {
@@ -174,10 +166,7 @@ impl<B: Backend> Conn<B> {
     }
 
     fn warnings(&self) -> u16 {
-        self.session
-            .as_ref()
-            .map(|s| s.warnings.len().min(u16::MAX as usize) as u16)
-            .unwrap_or(0)
+        self.session.as_ref().map(|s| s.warnings.len().min(u16::MAX as usize) as u16).unwrap_or(0)
     }
 
     async fn send_err(&mut self, e: &SqlError) -> std::io::Result<()> {
@@ -185,21 +174,8 @@ impl<B: Backend> Conn<B> {
         self.wr.flush().await
     }
 
-    async fn send_ok(
-        &mut self,
-        affected: u64,
-        last_id: u64,
-        extra_status: u16,
-        info: &str,
-    ) -> std::io::Result<()> {
-        let p = codec::ok_packet(
-            0,
-            affected,
-            last_id,
-            self.status_flags() | extra_status,
-            self.warnings(),
-            info,
-        );
+    async fn send_ok(&mut self, affected: u64, last_id: u64, extra_status: u16, info: &str) -> std::io::Result<()> {
+        let p = codec::ok_packet(0, affected, last_id, self.status_flags() | extra_status, self.warnings(), info);
         self.wr.push(&p);
         Ok(())
     }
@@ -246,8 +222,7 @@ impl<B: Backend> Conn<B> {
             Ok(p) => p,
             Err(PacketError::TooLarge { .. }) => {
                 self.wr.seq = self.rd.next_seq;
-                self.send_err(&SqlError::new(1043, "08S01", "Bad handshake"))
-                    .await?;
+                self.send_err(&SqlError::new(1043, "08S01", "Bad handshake")).await?;
                 return Ok(false);
             }
             Err(_) => return Ok(false),
@@ -257,32 +232,22 @@ impl<B: Backend> Conn<B> {
         let bad_handshake = SqlError::new(1043, "08S01", "Bad handshake");
         // Parsing with mysql_common; the length checks below make sure a
         // short packet can't reach a code path that assumes more bytes.
-        let parsed = if payload.len() < 32 {
-            None
-        } else {
-            HandshakeResponse::deserialize((), &mut ParseBuf(&payload)).ok()
-        };
+        let parsed =
+            if payload.len() < 32 { None } else { HandshakeResponse::deserialize((), &mut ParseBuf(&payload)).ok() };
         let Some(resp) = parsed else {
             self.send_err(&bad_handshake).await?;
             return Ok(false);
         };
         let client_caps = resp.capabilities().bits();
-        if client_caps & C::CLIENT_PROTOCOL_41.bits() == 0
-            || client_caps & C::CLIENT_SSL.bits() != 0
-        {
+        if client_caps & C::CLIENT_PROTOCOL_41.bits() == 0 || client_caps & C::CLIENT_SSL.bits() != 0 {
             // Pre-4.1 clients, or a client insisting on TLS we did not offer.
             self.send_err(&bad_handshake).await?;
             return Ok(false);
         }
         self.caps = client_caps & server_capabilities();
         let user = String::from_utf8_lossy(resp.user()).into_owned();
-        let db = resp
-            .db_name()
-            .filter(|d| !d.is_empty())
-            .map(|d| String::from_utf8_lossy(d).into_owned());
-        let client_plugin_name = resp
-            .auth_plugin()
-            .map(|p| String::from_utf8_lossy(p.as_bytes()).into_owned());
+        let db = resp.db_name().filter(|d| !d.is_empty()).map(|d| String::from_utf8_lossy(d).into_owned());
+        let client_plugin_name = resp.auth_plugin().map(|p| String::from_utf8_lossy(p.as_bytes()).into_owned());
         let mut response = resp.scramble_buf().to_vec();
         drop(resp);
 
@@ -308,11 +273,7 @@ impl<B: Backend> Conn<B> {
         };
         // The plugin we verify with: the account's own if it has one, else
         // whatever known plugin the client started with.
-        let wanted = account
-            .as_ref()
-            .and_then(|a| a.plugin)
-            .or(client_plugin)
-            .unwrap_or(cfg.default_auth_plugin);
+        let wanted = account.as_ref().and_then(|a| a.plugin).or(client_plugin).unwrap_or(cfg.default_auth_plugin);
         let mut nonce_used = nonce;
         if client_plugin != Some(wanted) {
             if client_caps & C::CLIENT_PLUGIN_AUTH.bits() == 0 {
@@ -367,12 +328,7 @@ impl<B: Backend> Conn<B> {
                     self.wr.seq = self.rd.next_seq;
                     let _ = self.send_err(&too_large()).await;
                     self.wr.shutdown().await;
-                    self.rd
-                        .drain(
-                            self.state.config.max_allowed_packet.saturating_mul(2),
-                            Duration::from_secs(2),
-                        )
-                        .await;
+                    self.rd.drain(self.state.config.max_allowed_packet.saturating_mul(2), Duration::from_secs(2)).await;
                     return;
                 }
                 Err(_) => return,
@@ -456,11 +412,8 @@ impl<B: Backend> Conn<B> {
                 let max = self.state.config.max_allowed_packet;
                 if let Some(st) = self.stmts.get_mut(&id) {
                     if param >= st.info.param_count {
-                        st.long_data_error = Some(SqlError::new(
-                            1210,
-                            "HY000",
-                            "Incorrect arguments to mysqld_stmt_send_long_data",
-                        ));
+                        st.long_data_error =
+                            Some(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_send_long_data"));
                     } else {
                         let buf = st.long_data.entry(param).or_default();
                         if buf.len() + data.len() > max {
@@ -487,10 +440,7 @@ impl<B: Backend> Conn<B> {
                         st.long_data_error = None;
                         self.send_ok(0, 0, 0, "").await?;
                     }
-                    None => {
-                        self.send_err(&unknown_stmt(id, "mysqld_stmt_reset"))
-                            .await?
-                    }
+                    None => self.send_err(&unknown_stmt(id, "mysqld_stmt_reset")).await?,
                 }
             }
             COM_SET_OPTION => match r.u16() {
@@ -502,17 +452,13 @@ impl<B: Backend> Conn<B> {
                     self.session().multi_statements = false;
                     self.push_end_of_rows(0);
                 }
-                Some(_) => {
-                    self.send_err(&SqlError::new(1047, "08S01", "Unknown command"))
-                        .await?
-                }
+                Some(_) => self.send_err(&SqlError::new(1047, "08S01", "Unknown command")).await?,
                 None => self.send_err(&params::malformed()).await?,
             },
             COM_STMT_FETCH => {
                 // We never open cursors (execute always sends the whole result).
                 let id = r.u32().unwrap_or(0);
-                self.send_err(&unknown_stmt(id, "mysqld_stmt_fetch"))
-                    .await?
+                self.send_err(&unknown_stmt(id, "mysqld_stmt_fetch")).await?
             }
             COM_RESET_CONNECTION => {
                 let backend = self.backend.clone();
@@ -526,30 +472,17 @@ impl<B: Backend> Conn<B> {
                 self.stmts.clear();
                 self.send_ok(0, 0, 0, "").await?;
             }
-            _ => {
-                self.send_err(&SqlError::new(1047, "08S01", "Unknown command"))
-                    .await?
-            }
+            _ => self.send_err(&SqlError::new(1047, "08S01", "Unknown command")).await?,
         }
         Ok(true)
     }
 
     /// Writes one statement result (result set or OK).
-    async fn write_output(
-        &mut self,
-        out: &QueryOutput,
-        more: bool,
-        binary: bool,
-    ) -> std::io::Result<()> {
+    async fn write_output(&mut self, out: &QueryOutput, more: bool, binary: bool) -> std::io::Result<()> {
         let extra = if more { status::MORE_RESULTS_EXISTS } else { 0 };
         match out {
-            QueryOutput::Ok {
-                affected_rows,
-                last_insert_id,
-                info,
-            } => {
-                self.send_ok(*affected_rows, *last_insert_id, extra, info)
-                    .await?;
+            QueryOutput::Ok { affected_rows, last_insert_id, info } => {
+                self.send_ok(*affected_rows, *last_insert_id, extra, info).await?;
             }
             QueryOutput::Rows { columns, rows } => {
                 let mut b = Vec::with_capacity(9);
@@ -580,9 +513,7 @@ impl<B: Backend> Conn<B> {
         let results = backend.execute_text(self.session(), sql).await;
         if results.is_empty() {
             // An empty query: MySQL answers ER_EMPTY_QUERY.
-            return self
-                .send_err(&SqlError::new(1065, "42000", "Query was empty"))
-                .await;
+            return self.send_err(&SqlError::new(1065, "42000", "Query was empty")).await;
         }
         let n = results.len();
         let multi_results = self.has(C::CLIENT_MULTI_RESULTS);
@@ -642,15 +573,7 @@ impl<B: Backend> Conn<B> {
             }
             self.push_mid_eof();
         }
-        self.stmts.insert(
-            id,
-            Stmt {
-                info,
-                param_types: Vec::new(),
-                long_data: HashMap::new(),
-                long_data_error: None,
-            },
-        );
+        self.stmts.insert(id, Stmt { info, param_types: Vec::new(), long_data: HashMap::new(), long_data_error: None });
         Ok(())
     }
 
@@ -659,20 +582,13 @@ impl<B: Backend> Conn<B> {
             return self.send_err(&params::malformed()).await;
         };
         let Some(st) = self.stmts.get_mut(&id) else {
-            return self
-                .send_err(&unknown_stmt(id, "mysqld_stmt_execute"))
-                .await;
+            return self.send_err(&unknown_stmt(id, "mysqld_stmt_execute")).await;
         };
         if let Some(e) = st.long_data_error.take() {
             st.long_data.clear();
             return self.send_err(&e).await;
         }
-        let decoded = params::decode_params(
-            r,
-            st.info.param_count as usize,
-            &mut st.param_types,
-            &mut st.long_data,
-        );
+        let decoded = params::decode_params(r, st.info.param_count as usize, &mut st.param_types, &mut st.long_data);
         let params = match decoded {
             Ok(p) => p,
             Err(e) => {
@@ -682,9 +598,7 @@ impl<B: Backend> Conn<B> {
         };
         let stmt = st.info.stmt.clone();
         let backend = self.backend.clone();
-        let res = backend
-            .execute_prepared(self.session(), &stmt, params)
-            .await;
+        let res = backend.execute_prepared(self.session(), &stmt, params).await;
         match res {
             Ok(out) => self.write_output(&out, false, true).await,
             Err(e) => self.send_err(&e).await,
@@ -693,9 +607,5 @@ impl<B: Backend> Conn<B> {
 }
 
 fn unknown_stmt(id: u32, what: &str) -> SqlError {
-    SqlError::new(
-        1243,
-        "HY000",
-        format!("Unknown prepared statement handler ({id}) given to {what}"),
-    )
+    SqlError::new(1243, "HY000", format!("Unknown prepared statement handler ({id}) given to {what}"))
 }

@@ -32,11 +32,7 @@ pub struct PacketReader<R> {
 
 impl<R: AsyncRead + Unpin> PacketReader<R> {
     pub fn new(inner: R, max_allowed_packet: usize) -> Self {
-        PacketReader {
-            inner,
-            next_seq: 0,
-            max_allowed_packet,
-        }
+        PacketReader { inner, next_seq: 0, max_allowed_packet }
     }
 
     /// Reads one logical packet (joining >16 MiB chains). Returns the payload;
@@ -49,19 +45,14 @@ impl<R: AsyncRead + Unpin> PacketReader<R> {
             let mut header = [0u8; 4];
             match self.inner.read_exact(&mut header).await {
                 Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && first => {
-                    return Err(PacketError::Closed)
-                }
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && first => return Err(PacketError::Closed),
                 Err(e) => return Err(e.into()),
             }
             let len = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
             self.next_seq = header[3].wrapping_add(1);
             let total = payload.len() + len;
             if total > self.max_allowed_packet {
-                return Err(PacketError::TooLarge {
-                    size_bytes: total,
-                    max_bytes: self.max_allowed_packet,
-                });
+                return Err(PacketError::TooLarge { size_bytes: total, max_bytes: self.max_allowed_packet });
             }
             let start = payload.len();
             payload.resize(total, 0);
@@ -104,11 +95,7 @@ const FLUSH_THRESHOLD_BYTES: usize = 256 * 1024;
 
 impl<W: AsyncWrite + Unpin> PacketWriter<W> {
     pub fn new(inner: W) -> Self {
-        PacketWriter {
-            inner,
-            buf: Vec::with_capacity(16 * 1024),
-            seq: 0,
-        }
+        PacketWriter { inner, buf: Vec::with_capacity(16 * 1024), seq: 0 }
     }
 
     /// Appends one logical packet (split into chunks if needed).
@@ -117,8 +104,7 @@ impl<W: AsyncWrite + Unpin> PacketWriter<W> {
         loop {
             let n = rest.len().min(MAX_CHUNK_BYTES);
             let len = (n as u32).to_le_bytes();
-            self.buf
-                .extend_from_slice(&[len[0], len[1], len[2], self.seq]);
+            self.buf.extend_from_slice(&[len[0], len[1], len[2], self.seq]);
             self.buf.extend_from_slice(&rest[..n]);
             self.seq = self.seq.wrapping_add(1);
             rest = &rest[n..];
@@ -160,14 +146,7 @@ mod tests {
 
     #[tokio::test]
     async fn split_and_join_big_packets() {
-        for size in [
-            0usize,
-            1,
-            MAX_CHUNK_BYTES - 1,
-            MAX_CHUNK_BYTES,
-            MAX_CHUNK_BYTES + 5,
-            2 * MAX_CHUNK_BYTES,
-        ] {
+        for size in [0usize, 1, MAX_CHUNK_BYTES - 1, MAX_CHUNK_BYTES, MAX_CHUNK_BYTES + 5, 2 * MAX_CHUNK_BYTES] {
             let payload: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
             let mut w = PacketWriter::new(Vec::new());
             w.seq = 3;
@@ -189,9 +168,6 @@ mod tests {
         w.push(&vec![7u8; 2000]);
         let bytes = std::mem::take(&mut w.buf);
         let mut r = PacketReader::new(&bytes[..], 1024);
-        assert!(matches!(
-            r.read_packet().await,
-            Err(PacketError::TooLarge { .. })
-        ));
+        assert!(matches!(r.read_packet().await, Err(PacketError::TooLarge { .. })));
     }
 }

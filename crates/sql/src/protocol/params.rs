@@ -49,10 +49,7 @@ pub fn parse_decimal(s: &str) -> Option<Decimal> {
     for b in int.bytes().chain(frac.bytes()) {
         m = m.checked_mul(10)?.checked_add((b - b'0') as i128)?;
     }
-    Some(Decimal {
-        mantissa: if neg { -m } else { m },
-        scale: frac.len() as u8,
-    })
+    Some(Decimal { mantissa: if neg { -m } else { m }, scale: frac.len() as u8 })
 }
 
 fn decode_one(r: &mut Reader<'_>, t: ParamType) -> Result<Value, SqlError> {
@@ -98,20 +95,12 @@ fn decode_one(r: &mut Reader<'_>, t: ParamType) -> Result<Value, SqlError> {
             let body = r.take(len as usize).ok_or_else(m)?;
             let mut b = Reader::new(body);
             let (year, month, day) = if len >= 4 {
-                (
-                    b.u16().ok_or_else(m)?,
-                    b.u8().ok_or_else(m)?,
-                    b.u8().ok_or_else(m)?,
-                )
+                (b.u16().ok_or_else(m)?, b.u8().ok_or_else(m)?, b.u8().ok_or_else(m)?)
             } else {
                 (0, 0, 0)
             };
             let (hour, minute, second) = if len >= 7 {
-                (
-                    b.u8().ok_or_else(m)?,
-                    b.u8().ok_or_else(m)?,
-                    b.u8().ok_or_else(m)?,
-                )
+                (b.u8().ok_or_else(m)?, b.u8().ok_or_else(m)?, b.u8().ok_or_else(m)?)
             } else {
                 (0, 0, 0)
             };
@@ -123,13 +112,7 @@ fn decode_one(r: &mut Reader<'_>, t: ParamType) -> Result<Value, SqlError> {
             if t.field_type == 0x0a || t.field_type == 0x0e {
                 Value::Date(date)
             } else {
-                Value::DateTime(DateTime {
-                    date,
-                    hour,
-                    minute,
-                    second,
-                    micro,
-                })
+                Value::DateTime(DateTime { date, hour, minute, second, micro })
             }
         }
         0x0b => {
@@ -147,11 +130,7 @@ fn decode_one(r: &mut Reader<'_>, t: ParamType) -> Result<Value, SqlError> {
                 let h = b.u8().ok_or_else(m)? as i64;
                 let mi = b.u8().ok_or_else(m)? as i64;
                 let s = b.u8().ok_or_else(m)? as i64;
-                let micro = if len == 12 {
-                    b.u32().ok_or_else(m)? as i64
-                } else {
-                    0
-                };
+                let micro = if len == 12 { b.u32().ok_or_else(m)? as i64 } else { 0 };
                 let us = ((((days * 24 + h) * 60 + mi) * 60 + s) * 1_000_000).saturating_add(micro);
                 Value::Time(if neg { -us } else { us })
             }
@@ -184,20 +163,14 @@ pub fn decode_params(
     if param_count == 0 {
         return Ok(Vec::new());
     }
-    let bitmap = r
-        .take(param_count.div_ceil(8))
-        .ok_or_else(malformed)?
-        .to_vec();
+    let bitmap = r.take(param_count.div_ceil(8)).ok_or_else(malformed)?.to_vec();
     let new_bound = r.u8().ok_or_else(malformed)?;
     if new_bound == 1 {
         let mut t = Vec::with_capacity(param_count);
         for _ in 0..param_count {
             let ft = r.u8().ok_or_else(malformed)?;
             let flags = r.u8().ok_or_else(malformed)?;
-            t.push(ParamType {
-                field_type: ft,
-                unsigned: flags & 0x80 != 0,
-            });
+            t.push(ParamType { field_type: ft, unsigned: flags & 0x80 != 0 });
         }
         *types = t;
     }
@@ -227,20 +200,8 @@ mod tests {
 
     #[test]
     fn decimals_parse() {
-        assert_eq!(
-            parse_decimal("-12.340"),
-            Some(Decimal {
-                mantissa: -12340,
-                scale: 3
-            })
-        );
-        assert_eq!(
-            parse_decimal(".5"),
-            Some(Decimal {
-                mantissa: 5,
-                scale: 1
-            })
-        );
+        assert_eq!(parse_decimal("-12.340"), Some(Decimal { mantissa: -12340, scale: 3 }));
+        assert_eq!(parse_decimal(".5"), Some(Decimal { mantissa: 5, scale: 1 }));
         assert_eq!(parse_decimal("1e3"), None);
         assert_eq!(parse_decimal("-"), None);
         assert_eq!(parse_decimal(""), None);

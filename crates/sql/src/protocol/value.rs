@@ -23,11 +23,7 @@ fn shortest_digits(sci: &str) -> (String, i32, bool) {
     let exp: i32 = exp.parse().unwrap_or(0);
     let digits: String = mant.chars().filter(|c| c.is_ascii_digit()).collect();
     let digits = digits.trim_end_matches('0').to_string();
-    let digits = if digits.is_empty() {
-        "0".to_string()
-    } else {
-        digits
-    };
+    let digits = if digits.is_empty() { "0".to_string() } else { digits };
     (digits, exp + 1, neg)
 }
 
@@ -140,11 +136,7 @@ pub fn rescale(d: &Decimal, scale: u8) -> Decimal {
     let f = 10i128.pow(((d.scale - scale) as u32).min(38));
     let q = d.mantissa / f;
     let r = d.mantissa % f;
-    let q = if r.abs() * 2 >= f {
-        q + d.mantissa.signum()
-    } else {
-        q
-    };
+    let q = if r.abs() * 2 >= f { q + d.mantissa.signum() } else { q };
     Decimal { mantissa: q, scale }
 }
 
@@ -258,10 +250,7 @@ fn as_f64(v: &Value) -> f64 {
         Value::Float(f) => *f as f64,
         Value::Double(f) => *f,
         Value::Decimal(d) => d.mantissa as f64 / 10f64.powi(d.scale as i32),
-        Value::Bytes(b) => std::str::from_utf8(b)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0.0),
+        Value::Bytes(b) => std::str::from_utf8(b).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0.0),
         other => as_i64(other) as f64,
     }
 }
@@ -317,12 +306,8 @@ fn bin_time(buf: &mut Vec<u8>, us: i64) {
 pub fn bin_value(buf: &mut Vec<u8>, v: &Value, col: &ColumnMeta) {
     match col.field_type {
         FieldType::Tiny => buf.push(as_i64(v) as u8),
-        FieldType::Short | FieldType::Year => {
-            buf.extend_from_slice(&(as_i64(v) as u16).to_le_bytes())
-        }
-        FieldType::Long | FieldType::Int24 => {
-            buf.extend_from_slice(&(as_i64(v) as u32).to_le_bytes())
-        }
+        FieldType::Short | FieldType::Year => buf.extend_from_slice(&(as_i64(v) as u16).to_le_bytes()),
+        FieldType::Long | FieldType::Int24 => buf.extend_from_slice(&(as_i64(v) as u32).to_le_bytes()),
         FieldType::LongLong => {
             let x = match v {
                 Value::UInt(u) => *u,
@@ -336,9 +321,7 @@ pub fn bin_value(buf: &mut Vec<u8>, v: &Value, col: &ColumnMeta) {
             let date_only = col.field_type == FieldType::Date;
             match v {
                 Value::Date(d) => bin_datetime(buf, d, 0, 0, 0, 0, true),
-                Value::DateTime(dt) => bin_datetime(
-                    buf, &dt.date, dt.hour, dt.minute, dt.second, dt.micro, date_only,
-                ),
+                Value::DateTime(dt) => bin_datetime(buf, &dt.date, dt.hour, dt.minute, dt.second, dt.micro, date_only),
                 _ => buf.push(0),
             }
         }
@@ -386,10 +369,7 @@ mod tests {
         assert_eq!(format_double(-2.5e-7, 31), "-2.5e-7");
         assert_eq!(format_double(0.001, 31), "0.001");
         assert_eq!(format_double(123456789012345.0, 31), "123456789012345");
-        assert_eq!(
-            format_double(1.2345678901234568e17, 31),
-            "1.2345678901234568e17"
-        );
+        assert_eq!(format_double(1.2345678901234568e17, 31), "1.2345678901234568e17");
         assert_eq!(format_double(0.0, 31), "0");
         assert_eq!(format_double(-0.0, 0), "0");
         assert_eq!(format_double(2.0, 2), "2.00");
@@ -399,82 +379,22 @@ mod tests {
 
     #[test]
     fn decimals_with_scale() {
-        assert_eq!(
-            format_decimal(&Decimal {
-                mantissa: 12345,
-                scale: 2
-            }),
-            "123.45"
-        );
-        assert_eq!(
-            format_decimal(&Decimal {
-                mantissa: -5,
-                scale: 3
-            }),
-            "-0.005"
-        );
-        assert_eq!(
-            format_decimal(&Decimal {
-                mantissa: 7,
-                scale: 0
-            }),
-            "7"
-        );
-        assert_eq!(
-            rescale(
-                &Decimal {
-                    mantissa: 125,
-                    scale: 2
-                },
-                1
-            )
-            .mantissa,
-            13
-        );
-        assert_eq!(
-            rescale(
-                &Decimal {
-                    mantissa: -125,
-                    scale: 2
-                },
-                1
-            )
-            .mantissa,
-            -13
-        );
-        assert_eq!(
-            rescale(
-                &Decimal {
-                    mantissa: 1,
-                    scale: 0
-                },
-                2
-            )
-            .mantissa,
-            100
-        );
+        assert_eq!(format_decimal(&Decimal { mantissa: 12345, scale: 2 }), "123.45");
+        assert_eq!(format_decimal(&Decimal { mantissa: -5, scale: 3 }), "-0.005");
+        assert_eq!(format_decimal(&Decimal { mantissa: 7, scale: 0 }), "7");
+        assert_eq!(rescale(&Decimal { mantissa: 125, scale: 2 }, 1).mantissa, 13);
+        assert_eq!(rescale(&Decimal { mantissa: -125, scale: 2 }, 1).mantissa, -13);
+        assert_eq!(rescale(&Decimal { mantissa: 1, scale: 0 }, 2).mantissa, 100);
     }
 
     #[test]
     fn temporal_text() {
-        let dt = DateTime {
-            date: Date {
-                year: 2024,
-                month: 2,
-                day: 29,
-            },
-            hour: 13,
-            minute: 5,
-            second: 9,
-            micro: 123456,
-        };
+        let dt =
+            DateTime { date: Date { year: 2024, month: 2, day: 29 }, hour: 13, minute: 5, second: 9, micro: 123456 };
         assert_eq!(format_datetime(&dt, 0), "2024-02-29 13:05:09");
         assert_eq!(format_datetime(&dt, 3), "2024-02-29 13:05:09.123");
         assert_eq!(format_datetime(&dt, 6), "2024-02-29 13:05:09.123456");
-        assert_eq!(
-            format_time(-((838 * 3600 + 59 * 60 + 59) * 1_000_000), 0),
-            "-838:59:59"
-        );
+        assert_eq!(format_time(-((838 * 3600 + 59 * 60 + 59) * 1_000_000), 0), "-838:59:59");
         assert_eq!(format_time(1_500_000, 1), "00:00:01.5");
     }
 }

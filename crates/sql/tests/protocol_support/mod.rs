@@ -45,17 +45,7 @@ pub fn meta_for(name: &str, v: &Value) -> ColumnMeta {
 
 /// One row holding every kind of value, with its columns.
 pub fn all_types() -> (Vec<ColumnMeta>, Vec<Value>) {
-    let dt = DateTime {
-        date: Date {
-            year: 2024,
-            month: 2,
-            day: 29,
-        },
-        hour: 13,
-        minute: 5,
-        second: 9,
-        micro: 123456,
-    };
+    let dt = DateTime { date: Date { year: 2024, month: 2, day: 29 }, hour: 13, minute: 5, second: 9, micro: 123456 };
     let mk = |name: &str, ft: FieldType, dec: u8, flags: u16| {
         let mut c = ColumnMeta::expr(name, ft);
         c.decimals = dec;
@@ -77,12 +67,7 @@ pub fn all_types() -> (Vec<ColumnMeta>, Vec<Value>) {
         mk("dbl_big", FieldType::Double, 31, 0),
         mk("dec", FieldType::NewDecimal, 2, 0),
         mk("vc", FieldType::VarString, 0, 0),
-        mk(
-            "blob",
-            FieldType::Blob,
-            0,
-            column_flags::BLOB | column_flags::BINARY,
-        ),
+        mk("blob", FieldType::Blob, 0, column_flags::BLOB | column_flags::BINARY),
         mk("d", FieldType::Date, 0, 0),
         mk("dt", FieldType::DateTime, 0, 0),
         mk("dt6", FieldType::DateTime, 6, 0),
@@ -102,17 +87,10 @@ pub fn all_types() -> (Vec<ColumnMeta>, Vec<Value>) {
         Value::Float(1.5),
         Value::Double(0.1 + 0.2),
         Value::Double(1e20),
-        Value::Decimal(Decimal {
-            mantissa: -12345,
-            scale: 2,
-        }),
+        Value::Decimal(Decimal { mantissa: -12345, scale: 2 }),
         Value::str("héllo"),
         Value::Bytes(vec![0, 1, 2, 255]),
-        Value::Date(Date {
-            year: 2024,
-            month: 2,
-            day: 29,
-        }),
+        Value::Date(Date { year: 2024, month: 2, day: 29 }),
         Value::DateTime(DateTime { micro: 0, ..dt }),
         Value::DateTime(dt),
         Value::DateTime(dt),
@@ -228,9 +206,7 @@ impl Backend for FakeBackend {
             vec![sql]
         };
         if !s.multi_statements && sql.trim().trim_end_matches(';').contains(';') {
-            return ready(vec![Err(SqlError::parse(
-                "You have an error in your SQL syntax near ';'",
-            ))]);
+            return ready(vec![Err(SqlError::parse("You have an error in your SQL syntax near ';'"))]);
         }
         for st in stmts {
             let r = run(s, st);
@@ -251,28 +227,14 @@ impl Backend for FakeBackend {
         let q = sql.trim().to_ascii_lowercase();
         let r = if q == "select types" {
             let (columns, _) = all_types();
-            Ok(PreparedInfo {
-                stmt: Arc::new(FakeStmt { sql: q }),
-                param_count: 0,
-                columns,
-            })
+            Ok(PreparedInfo { stmt: Arc::new(FakeStmt { sql: q }), param_count: 0, columns })
         } else if q.starts_with("select ?") || q == "insert" || q.starts_with("select 1") {
             let n = q.matches('?').count() as u16;
-            let columns = (0..n)
-                .map(|i| ColumnMeta::expr(&format!("p{i}"), FieldType::VarString))
-                .collect();
-            Ok(PreparedInfo {
-                stmt: Arc::new(FakeStmt { sql: q }),
-                param_count: n,
-                columns,
-            })
+            let columns = (0..n).map(|i| ColumnMeta::expr(&format!("p{i}"), FieldType::VarString)).collect();
+            Ok(PreparedInfo { stmt: Arc::new(FakeStmt { sql: q }), param_count: n, columns })
         } else if q.starts_with("insert ?") {
             let n = q.matches('?').count() as u16;
-            Ok(PreparedInfo {
-                stmt: Arc::new(FakeStmt { sql: q }),
-                param_count: n,
-                columns: vec![],
-            })
+            Ok(PreparedInfo { stmt: Arc::new(FakeStmt { sql: q }), param_count: n, columns: vec![] })
         } else {
             Err(SqlError::parse("You have an error in your SQL syntax"))
         };
@@ -288,28 +250,14 @@ impl Backend for FakeBackend {
         *LAST_PARAMS.lock().unwrap() = params.clone();
         let r = if stmt.sql == "select types" {
             let (columns, row) = all_types();
-            Ok(QueryOutput::Rows {
-                columns,
-                rows: vec![row],
-            })
+            Ok(QueryOutput::Rows { columns, rows: vec![row] })
         } else if stmt.sql.starts_with("insert") {
-            Ok(QueryOutput::Ok {
-                affected_rows: params.len() as u64,
-                last_insert_id: 7,
-                info: String::new(),
-            })
+            Ok(QueryOutput::Ok { affected_rows: params.len() as u64, last_insert_id: 7, info: String::new() })
         } else if stmt.sql.starts_with("select 1") && params.is_empty() {
             run(s, "select 1")
         } else {
-            let columns = params
-                .iter()
-                .enumerate()
-                .map(|(i, v)| meta_for(&format!("p{i}"), v))
-                .collect();
-            Ok(QueryOutput::Rows {
-                columns,
-                rows: vec![params],
-            })
+            let columns = params.iter().enumerate().map(|(i, v)| meta_for(&format!("p{i}"), v)).collect();
+            Ok(QueryOutput::Rows { columns, rows: vec![params] })
         };
         ready(r)
     }
@@ -323,11 +271,7 @@ impl Backend for FakeBackend {
             let (cols, _) = all_types();
             Ok(cols.into_iter().take(3).collect())
         } else {
-            Err(SqlError::new(
-                1146,
-                "42S02",
-                format!("Table 'test.{table}' doesn't exist"),
-            ))
+            Err(SqlError::new(1146, "42S02", format!("Table 'test.{table}' doesn't exist")))
         };
         ready(r)
     }
@@ -338,11 +282,7 @@ impl Backend for FakeBackend {
         db: &'a str,
     ) -> impl Future<Output = Result<(), SqlError>> + Send + 'a {
         let r = if db == "nosuchdb" {
-            Err(SqlError::new(
-                1049,
-                "42000",
-                format!("Unknown database '{db}'"),
-            ))
+            Err(SqlError::new(1049, "42000", format!("Unknown database '{db}'")))
         } else {
             s.current_db = Some(db.to_string());
             Ok(())
@@ -366,36 +306,14 @@ pub struct TestServer {
 /// (caching_sha2_password only), "nopw" (empty password).
 pub async fn start_server_with(f: impl FnOnce(&mut ServerConfig)) -> TestServer {
     let mut cfg = ServerConfig::with_root("rootpw");
-    cfg.users.insert(
-        "native".into(),
-        User {
-            password: "npw".into(),
-            plugin: Some(AuthPlugin::Native),
-        },
-    );
-    cfg.users.insert(
-        "sha".into(),
-        User {
-            password: "spw".into(),
-            plugin: Some(AuthPlugin::CachingSha2),
-        },
-    );
-    cfg.users.insert(
-        "nopw".into(),
-        User {
-            password: "".into(),
-            plugin: None,
-        },
-    );
+    cfg.users.insert("native".into(), User { password: "npw".into(), plugin: Some(AuthPlugin::Native) });
+    cfg.users.insert("sha".into(), User { password: "spw".into(), plugin: Some(AuthPlugin::CachingSha2) });
+    cfg.users.insert("nopw".into(), User { password: "".into(), plugin: None });
     f(&mut cfg);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let state = ServerState::new(cfg);
-    tokio::spawn(serve_listener(
-        listener,
-        Arc::new(FakeBackend),
-        state.clone(),
-    ));
+    tokio::spawn(serve_listener(listener, Arc::new(FakeBackend), state.clone()));
     TestServer { port, state }
 }
 
@@ -461,9 +379,8 @@ impl Raw {
         let mut nonce = g[p..p + 8].to_vec();
         let p2 = p + 8 + 1 + 2 + 1 + 2 + 2 + 1 + 10;
         nonce.extend_from_slice(&g[p2..p2 + 12]);
-        let scr = mysql_common::scramble::scramble_native(&nonce, pass.as_bytes())
-            .map(|x| x.to_vec())
-            .unwrap_or_default();
+        let scr =
+            mysql_common::scramble::scramble_native(&nonce, pass.as_bytes()).map(|x| x.to_vec()).unwrap_or_default();
         let mut resp = Vec::new();
         resp.extend_from_slice(&caps.to_le_bytes());
         resp.extend_from_slice(&(16u32 << 20).to_le_bytes());

@@ -38,22 +38,15 @@ pub(super) fn est_bytes(row: &[Value]) -> u64 {
 }
 
 /// Columns `cols` of `row` (every column when empty).
-pub(super) fn project(
-    def: &TableDef,
-    row: &[Value],
-    cols: &[ColumnId],
-) -> Result<Vec<Value>, NodeError> {
+pub(super) fn project(def: &TableDef, row: &[Value], cols: &[ColumnId]) -> Result<Vec<Value>, NodeError> {
     if cols.is_empty() {
         return Ok(row.to_vec());
     }
     cols.iter()
         .map(|c| {
-            row.get(*c as usize).cloned().ok_or_else(|| {
-                NodeError::with(
-                    ErrorCode::NoSuchColumn,
-                    format!("column id {c} in table {}", def.name),
-                )
-            })
+            row.get(*c as usize)
+                .cloned()
+                .ok_or_else(|| NodeError::with(ErrorCode::NoSuchColumn, format!("column id {c} in table {}", def.name)))
         })
         .collect()
 }
@@ -86,33 +79,16 @@ fn num_f64(v: &Value) -> Option<f64> {
 }
 
 /// `cur + delta` for an interpreted update (`k = k + delta`). NULL stays NULL.
-pub(super) fn add_delta(
-    cur: &Value,
-    delta: &Value,
-    ty: &ColumnType,
-    nullable: bool,
-) -> Result<Value, NodeError> {
-    let out_of_range = || {
-        NodeError::with(
-            ErrorCode::ValueOutOfRange,
-            "increment overflows the column type",
-        )
-    };
-    let wrong = || {
-        NodeError::with(
-            ErrorCode::WrongValueType,
-            format!("cannot add {delta:?} to {cur:?}"),
-        )
-    };
+pub(super) fn add_delta(cur: &Value, delta: &Value, ty: &ColumnType, nullable: bool) -> Result<Value, NodeError> {
+    let out_of_range = || NodeError::with(ErrorCode::ValueOutOfRange, "increment overflows the column type");
+    let wrong = || NodeError::with(ErrorCode::WrongValueType, format!("cannot add {delta:?} to {cur:?}"));
     if cur.is_null() || delta.is_null() {
         return Ok(Value::Null);
     }
     let v = match cur {
         Value::Int(_) | Value::UInt(_) => {
-            let sum = num_i128(cur)
-                .expect("int")
-                .checked_add(num_i128(delta).ok_or_else(wrong)?)
-                .ok_or_else(out_of_range)?;
+            let sum =
+                num_i128(cur).expect("int").checked_add(num_i128(delta).ok_or_else(wrong)?).ok_or_else(out_of_range)?;
             let (lo, hi) = ty.int_range().ok_or_else(wrong)?;
             if sum < lo || sum > hi {
                 return Err(out_of_range());
@@ -140,35 +116,19 @@ pub(super) fn add_delta(
         Value::Decimal(a) => {
             let d = match delta {
                 Value::Decimal(d) => *d,
-                other => Decimal {
-                    mantissa: num_i128(other).ok_or_else(wrong)?,
-                    scale: 0,
-                },
+                other => Decimal { mantissa: num_i128(other).ok_or_else(wrong)?, scale: 0 },
             };
             let dm = rescale_round(d.mantissa, d.scale, a.scale).ok_or_else(out_of_range)?;
-            Value::Decimal(Decimal {
-                mantissa: a.mantissa.checked_add(dm).ok_or_else(out_of_range)?,
-                scale: a.scale,
-            })
+            Value::Decimal(Decimal { mantissa: a.mantissa.checked_add(dm).ok_or_else(out_of_range)?, scale: a.scale })
         }
         _ => return Err(wrong()),
     };
-    coerce_value(v, ty, nullable).map_err(|e| {
-        if e.code == ErrorCode::ValueOutOfRange {
-            out_of_range()
-        } else {
-            e
-        }
-    })
+    coerce_value(v, ty, nullable).map_err(|e| if e.code == ErrorCode::ValueOutOfRange { out_of_range() } else { e })
 }
 
 /// Values of a unique index in a row; None if any is NULL (NULLs never collide).
 fn unique_values(idx: &IndexDef, row: &[Value]) -> Option<Vec<Value>> {
-    let v: Vec<Value> = idx
-        .columns
-        .iter()
-        .map(|c| row[*c as usize].clone())
-        .collect();
+    let v: Vec<Value> = idx.columns.iter().map(|c| row[*c as usize].clone()).collect();
     if v.iter().any(|x| x.is_null()) {
         None
     } else {
@@ -178,11 +138,7 @@ fn unique_values(idx: &IndexDef, row: &[Value]) -> Option<Vec<Value>> {
 
 impl Lqh {
     fn pk_of(&self, def: &TableDef, row: &[Value]) -> Result<Vec<u8>, NodeError> {
-        let pk: Vec<Value> = def
-            .primary_key
-            .iter()
-            .map(|c| row[*c as usize].clone())
-            .collect();
+        let pk: Vec<Value> = def.primary_key.iter().map(|c| row[*c as usize].clone()).collect();
         self.storage.encode_pk(def.id, &pk)
     }
 
@@ -201,19 +157,13 @@ impl Lqh {
         values: &[Value],
     ) -> Result<Option<(PartitionId, Vec<u8>)>, NodeError> {
         if values.len() != idx.columns.len() {
-            return Err(NodeError::with(
-                ErrorCode::MissingKeyColumn,
-                "wrong number of unique index values",
-            ));
+            return Err(NodeError::with(ErrorCode::MissingKeyColumn, "wrong number of unique index values"));
         }
         let mut probe = vec![Value::Null; def.columns.len()];
         for (c, v) in idx.columns.iter().zip(values) {
             let col = &def.columns[*c as usize];
             if v.is_null() {
-                return Err(NodeError::with(
-                    ErrorCode::MissingKeyColumn,
-                    format!("NULL for {}", col.name),
-                ));
+                return Err(NodeError::with(ErrorCode::MissingKeyColumn, format!("NULL for {}", col.name)));
             }
             probe[*c as usize] = coerce_value(v.clone(), &col.ty, false)?;
         }
@@ -239,13 +189,7 @@ impl Lqh {
     }
 
     /// Image of a row as transaction `t` sees it under its lock.
-    pub(super) fn current(
-        &self,
-        t: TxnId,
-        def: &TableDef,
-        part: PartitionId,
-        enc: &[u8],
-    ) -> Option<Vec<Value>> {
+    pub(super) fn current(&self, t: TxnId, def: &TableDef, part: PartitionId, enc: &[u8]) -> Option<Vec<Value>> {
         self.current_rk(t, part, &(def.id, enc.to_vec()))
     }
 
@@ -254,17 +198,10 @@ impl Lqh {
         if let Some(p) = self.txns.get(&t).and_then(|x| x.pending.get(rk)) {
             return p.image.clone();
         }
-        self.storage
-            .lookup(rk.0, part, &rk.1)
-            .map(|r| self.storage.read_row(rk.0, part, r))
+        self.storage.lookup(rk.0, part, &rk.1).map(|r| self.storage.read_row(rk.0, part, r))
     }
 
-    fn insert_image(
-        &self,
-        def: &TableDef,
-        key: &[Value],
-        q: &QueuedOp,
-    ) -> Result<Vec<Value>, NodeError> {
+    fn insert_image(&self, def: &TableDef, key: &[Value], q: &QueuedOp) -> Result<Vec<Value>, NodeError> {
         let mut values = q.op.values.clone();
         for (i, c) in def.primary_key.iter().enumerate() {
             let col = &def.columns[*c as usize];
@@ -285,45 +222,27 @@ impl Lqh {
         coerce_row(def, &values)
     }
 
-    fn update_image(
-        &self,
-        def: &TableDef,
-        mut row: Vec<Value>,
-        q: &QueuedOp,
-    ) -> Result<Vec<Value>, NodeError> {
+    fn update_image(&self, def: &TableDef, mut row: Vec<Value>, q: &QueuedOp) -> Result<Vec<Value>, NodeError> {
         let col_of = |c: ColumnId| {
-            def.column(c).ok_or_else(|| {
-                NodeError::with(
-                    ErrorCode::NoSuchColumn,
-                    format!("column id {c} in table {}", def.name),
-                )
-            })
+            def.column(c)
+                .ok_or_else(|| NodeError::with(ErrorCode::NoSuchColumn, format!("column id {c} in table {}", def.name)))
         };
         for (c, v) in &q.op.values {
             let col = col_of(*c)?;
-            let v = coerce_value(v.clone(), &col.ty, col.nullable).map_err(|e| {
-                NodeError::with(e.code, format!("column {}: {}", col.name, e.message))
-            })?;
+            let v = coerce_value(v.clone(), &col.ty, col.nullable)
+                .map_err(|e| NodeError::with(e.code, format!("column {}: {}", col.name, e.message)))?;
             if def.primary_key.contains(c) && !same_key_value(&v, &row[*c as usize], &col.ty) {
-                return Err(NodeError::with(
-                    ErrorCode::KeyUpdateNotAllowed,
-                    format!("column {}", col.name),
-                ));
+                return Err(NodeError::with(ErrorCode::KeyUpdateNotAllowed, format!("column {}", col.name)));
             }
             row[*c as usize] = v;
         }
         for (c, d) in &q.op.increments {
             let col = col_of(*c)?;
             if def.primary_key.contains(c) {
-                return Err(NodeError::with(
-                    ErrorCode::KeyUpdateNotAllowed,
-                    format!("column {}", col.name),
-                ));
+                return Err(NodeError::with(ErrorCode::KeyUpdateNotAllowed, format!("column {}", col.name)));
             }
-            row[*c as usize] =
-                add_delta(&row[*c as usize], d, &col.ty, col.nullable).map_err(|e| {
-                    NodeError::with(e.code, format!("column {}: {}", col.name, e.message))
-                })?;
+            row[*c as usize] = add_delta(&row[*c as usize], d, &col.ty, col.nullable)
+                .map_err(|e| NodeError::with(e.code, format!("column {}: {}", col.name, e.message)))?;
         }
         Ok(row)
     }
@@ -333,25 +252,17 @@ impl Lqh {
     pub(super) fn exec_op(&mut self, t: TxnId, q: &QueuedOp, ctx: &mut Ctx<'_, Signal>) -> Step {
         let op = &q.op;
         let Some(def) = self.defs.get(&op.table).map(Arc::clone) else {
-            return Step::Done(Err(NodeError::with(
-                ErrorCode::NoSuchTable,
-                format!("table id {}", op.table),
-            )));
+            return Step::Done(Err(NodeError::with(ErrorCode::NoSuchTable, format!("table id {}", op.table))));
         };
         if op.table_version != 0 && op.table_version != def.version {
             return Step::Done(Err(NodeError::with(
                 ErrorCode::SchemaVersionMismatch,
-                format!(
-                    "table {} is at version {}, operation planned for {}",
-                    def.name, def.version, op.table_version
-                ),
+                format!("table {} is at version {}, operation planned for {}", def.name, def.version, op.table_version),
             )));
         }
         let (part, enc) = match &op.key {
             KeyAccess::Primary(vals) => {
-                let part = q
-                    .part
-                    .expect("TC routes primary-key operations to a partition");
+                let part = q.part.expect("TC routes primary-key operations to a partition");
                 if part >= def.partitions {
                     return Step::Done(Err(NodeError::new(ErrorCode::BadPartition)));
                 }
@@ -379,18 +290,8 @@ impl Lqh {
             });
         }
 
-        let mode = if op.kind.is_write() || op.lock == LockMode::Exclusive {
-            Mode::Exclusive
-        } else {
-            Mode::Shared
-        };
-        if let Some(tag) = self.lock(
-            t,
-            &LockKey::Row(def.id, enc.clone()),
-            mode,
-            WaitTarget::Op(t),
-            ctx,
-        ) {
+        let mode = if op.kind.is_write() || op.lock == LockMode::Exclusive { Mode::Exclusive } else { Mode::Shared };
+        if let Some(tag) = self.lock(t, &LockKey::Row(def.id, enc.clone()), mode, WaitTarget::Op(t), ctx) {
             return Step::Wait(tag);
         }
         // The pending-image key, built once for every lookup below.
@@ -404,18 +305,12 @@ impl Lqh {
             KeyAccess::Unique { .. } => &[],
         };
         let new: Option<Vec<Value>> = match (op.kind, &cur) {
-            (OpKind::Read, Some(row)) => {
-                return Step::Done(project(&def, row, &op.projection).map(Some))
-            }
+            (OpKind::Read, Some(row)) => return Step::Done(project(&def, row, &op.projection).map(Some)),
             (OpKind::Read | OpKind::Update | OpKind::Delete, None) => {
                 return Step::Done(Err(NodeError::new(ErrorCode::NoSuchRow)))
             }
-            (OpKind::Insert, Some(_)) => {
-                return Step::Done(Err(NodeError::new(ErrorCode::DuplicateKey)))
-            }
-            (OpKind::Insert | OpKind::Write, None) => {
-                Some(tri!(self.insert_image(&def, key_vals, q)))
-            }
+            (OpKind::Insert, Some(_)) => return Step::Done(Err(NodeError::new(ErrorCode::DuplicateKey))),
+            (OpKind::Insert | OpKind::Write, None) => Some(tri!(self.insert_image(&def, key_vals, q))),
             (OpKind::Update | OpKind::Write, Some(_)) => {
                 let row = if has_unique { cur.clone() } else { cur.take() };
                 Some(tri!(self.update_image(&def, row.expect("matched Some"), q)))
@@ -428,17 +323,12 @@ impl Lqh {
         // The first write of a transaction into a partition may need fresh
         // fixed and var pages at commit: reserve them once.
         let fresh = !self.txns[&t].page_reserved.contains(&(def.id, part));
-        let page_est = if new.is_some() && fresh {
-            PAGES_EST_BYTES
-        } else {
-            0
-        };
+        let page_est = if new.is_some() && fresh { PAGES_EST_BYTES } else { 0 };
         if let Some(row) = &new {
             tri!(self.storage.reserve_check(def.id, row));
             let m = self.storage.memory();
             let need = new_est + page_est;
-            if need > old_est && m.used_bytes + self.reserved_bytes + need - old_est > m.limit_bytes
-            {
+            if need > old_est && m.used_bytes + self.reserved_bytes + need - old_est > m.limit_bytes {
                 crate::probe!(self.counters, "lqh: table full by reservations");
                 return Step::Done(Err(NodeError::with(
                     ErrorCode::TableFull,
@@ -469,10 +359,7 @@ impl Lqh {
         // Index the unique values of the new image (and forget the old image's).
         let mut uniq_old = Vec::new();
         let mut uniq_new = Vec::new();
-        let prev = self.txns[&t]
-            .pending
-            .get(&rk)
-            .and_then(|p| p.image.as_ref());
+        let prev = self.txns[&t].pending.get(&rk).and_then(|p| p.image.as_ref());
         for idx in def.indexes.iter().filter(|i| i.unique) {
             if let Some(k) = prev.and_then(|r| self.unique_key(&def, idx, r)) {
                 uniq_old.push((def.id, idx.id, k));
@@ -489,24 +376,14 @@ impl Lqh {
         }
         for k in uniq_new {
             let other = txn.uniq.insert(k, rk.1.clone());
-            debug_assert!(
-                other.is_none_or(|o| o == rk.1),
-                "unique value held by two pending images"
-            );
+            debug_assert!(other.is_none_or(|o| o == rk.1), "unique value held by two pending images");
         }
         txn.reserved_bytes = txn.reserved_bytes + new_est + page_est - old_est;
         self.reserved_bytes = self.reserved_bytes + new_est + page_est - old_est;
         if page_est > 0 {
             txn.page_reserved.insert((def.id, part));
         }
-        txn.pending.insert(
-            rk,
-            Pending {
-                part,
-                image: new,
-                est_bytes: new_est,
-            },
-        );
+        txn.pending.insert(rk, Pending { part, image: new, est_bytes: new_est });
         Step::Done(Ok(None))
     }
 
@@ -519,18 +396,10 @@ impl Lqh {
         nk: &[u8],
         row: &[Value],
     ) -> Result<(), NodeError> {
-        let dup = || {
-            NodeError::with(
-                ErrorCode::DuplicateUniqueKey,
-                format!("index {} of table {}", idx.name, def.name),
-            )
-        };
+        let dup =
+            || NodeError::with(ErrorCode::DuplicateUniqueKey, format!("index {} of table {}", idx.name, def.name));
         let txn = &self.txns[&t];
-        if txn
-            .uniq
-            .get(&(def.id, idx.id, nk.to_vec()))
-            .is_some_and(|e| e.as_slice() != enc)
-        {
+        if txn.uniq.get(&(def.id, idx.id, nk.to_vec())).is_some_and(|e| e.as_slice() != enc) {
             return Err(dup());
         }
         let vals = unique_values(idx, row).expect("non-null unique key");
@@ -541,13 +410,8 @@ impl Lqh {
             }
             match txn.pending.get(&(def.id, other)) {
                 // We deleted that row or moved its value away: no collision.
-                Some(pend)
-                    if pend
-                        .image
-                        .as_ref()
-                        .and_then(|r| self.unique_key(def, idx, r))
-                        .as_deref()
-                        != Some(nk) => {}
+                Some(pend) if pend.image.as_ref().and_then(|r| self.unique_key(def, idx, r)).as_deref() != Some(nk) => {
+                }
                 _ => return Err(dup()),
             }
         }
@@ -562,89 +426,41 @@ mod tests {
     #[test]
     fn deltas() {
         let i8t = ColumnType::TinyInt { unsigned: false };
+        assert_eq!(add_delta(&Value::Int(120), &Value::Int(7), &i8t, true).unwrap(), Value::Int(127));
         assert_eq!(
-            add_delta(&Value::Int(120), &Value::Int(7), &i8t, true).unwrap(),
-            Value::Int(127)
-        );
-        assert_eq!(
-            add_delta(&Value::Int(120), &Value::Int(8), &i8t, true)
-                .unwrap_err()
-                .code,
+            add_delta(&Value::Int(120), &Value::Int(8), &i8t, true).unwrap_err().code,
             ErrorCode::ValueOutOfRange
         );
         let u64t = ColumnType::BigInt { unsigned: true };
+        assert_eq!(add_delta(&Value::UInt(u64::MAX - 1), &Value::Int(1), &u64t, true).unwrap(), Value::UInt(u64::MAX));
         assert_eq!(
-            add_delta(&Value::UInt(u64::MAX - 1), &Value::Int(1), &u64t, true).unwrap(),
-            Value::UInt(u64::MAX)
-        );
-        assert_eq!(
-            add_delta(&Value::UInt(u64::MAX), &Value::Int(1), &u64t, true)
-                .unwrap_err()
-                .code,
+            add_delta(&Value::UInt(u64::MAX), &Value::Int(1), &u64t, true).unwrap_err().code,
             ErrorCode::ValueOutOfRange
         );
         assert_eq!(
-            add_delta(&Value::UInt(0), &Value::Int(-1), &u64t, true)
-                .unwrap_err()
-                .code,
+            add_delta(&Value::UInt(0), &Value::Int(-1), &u64t, true).unwrap_err().code,
             ErrorCode::ValueOutOfRange
         );
         let i64t = ColumnType::BigInt { unsigned: false };
         assert_eq!(
-            add_delta(&Value::Int(i64::MAX), &Value::Int(1), &i64t, true)
-                .unwrap_err()
-                .code,
+            add_delta(&Value::Int(i64::MAX), &Value::Int(1), &i64t, true).unwrap_err().code,
             ErrorCode::ValueOutOfRange
         );
+        assert_eq!(add_delta(&Value::Null, &Value::Int(1), &i64t, true).unwrap(), Value::Null);
         assert_eq!(
-            add_delta(&Value::Null, &Value::Int(1), &i64t, true).unwrap(),
-            Value::Null
-        );
-        assert_eq!(
-            add_delta(&Value::Int(1), &Value::str("x"), &i64t, true)
-                .unwrap_err()
-                .code,
+            add_delta(&Value::Int(1), &Value::str("x"), &i64t, true).unwrap_err().code,
             ErrorCode::WrongValueType
         );
-        let dt = ColumnType::Decimal {
-            precision: 4,
-            scale: 2,
-        };
-        let d = |m| {
-            Value::Decimal(Decimal {
-                mantissa: m,
-                scale: 2,
-            })
-        };
+        let dt = ColumnType::Decimal { precision: 4, scale: 2 };
+        let d = |m| Value::Decimal(Decimal { mantissa: m, scale: 2 });
+        assert_eq!(add_delta(&d(9900), &Value::Int(-1), &dt, true).unwrap(), d(9800));
+        assert_eq!(add_delta(&d(9900), &Value::Int(1), &dt, true).unwrap_err().code, ErrorCode::ValueOutOfRange);
         assert_eq!(
-            add_delta(&d(9900), &Value::Int(-1), &dt, true).unwrap(),
-            d(9800)
-        );
-        assert_eq!(
-            add_delta(&d(9900), &Value::Int(1), &dt, true)
-                .unwrap_err()
-                .code,
-            ErrorCode::ValueOutOfRange
-        );
-        assert_eq!(
-            add_delta(
-                &Value::Double(1.5),
-                &Value::Int(2),
-                &ColumnType::Double,
-                true
-            )
-            .unwrap(),
+            add_delta(&Value::Double(1.5), &Value::Int(2), &ColumnType::Double, true).unwrap(),
             Value::Double(3.5)
         );
         assert_eq!(
-            add_delta(
-                &Value::Double(f64::MAX),
-                &Value::Double(f64::MAX),
-                &ColumnType::Double,
-                true
-            )
-            .unwrap_err()
-            .code,
+            add_delta(&Value::Double(f64::MAX), &Value::Double(f64::MAX), &ColumnType::Double, true).unwrap_err().code,
             ErrorCode::ValueOutOfRange
         );
     }

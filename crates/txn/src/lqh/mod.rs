@@ -162,10 +162,7 @@ impl Lqh {
     ) -> Option<u64> {
         let tag = self.next_tag;
         self.next_tag += 1;
-        let txn = self
-            .txns
-            .get_mut(&owner)
-            .expect("lock owner has a transaction record");
+        let txn = self.txns.get_mut(&owner).expect("lock owner has a transaction record");
         if !txn.locks.contains(key) {
             txn.locks.insert(key.clone());
         }
@@ -173,14 +170,7 @@ impl Lqh {
             Acquire::Granted => None,
             Acquire::Waiting => {
                 self.counters.bump("lqh: lock waits");
-                self.waits.insert(
-                    tag,
-                    WaitInfo {
-                        key: key.clone(),
-                        owner,
-                        target,
-                    },
-                );
+                self.waits.insert(tag, WaitInfo { key: key.clone(), owner, target });
                 let me = ctx.self_ref();
                 ctx.send_delayed(
                     me,
@@ -238,40 +228,16 @@ impl Lqh {
             };
             let tc = txn.tc;
             if let Some(e) = txn.doomed.clone() {
-                Self::reply(
-                    ctx,
-                    tc,
-                    InternalSignal::LqhKeyRef {
-                        txn: t,
-                        seq: q.seq,
-                        error: e,
-                        fatal: true,
-                    },
-                );
+                Self::reply(ctx, tc, InternalSignal::LqhKeyRef { txn: t, seq: q.seq, error: e, fatal: true });
                 continue;
             }
             self.counters.bump("lqh: operations");
             self.txns.get_mut(&t).expect("txn").ops_run += 1;
             match self.exec_op(t, &q, ctx) {
-                Step::Done(Ok(row)) => Self::reply(
-                    ctx,
-                    tc,
-                    InternalSignal::LqhKeyConf {
-                        txn: t,
-                        seq: q.seq,
-                        row,
-                    },
-                ),
-                Step::Done(Err(error)) => Self::reply(
-                    ctx,
-                    tc,
-                    InternalSignal::LqhKeyRef {
-                        txn: t,
-                        seq: q.seq,
-                        error,
-                        fatal: false,
-                    },
-                ),
+                Step::Done(Ok(row)) => Self::reply(ctx, tc, InternalSignal::LqhKeyConf { txn: t, seq: q.seq, row }),
+                Step::Done(Err(error)) => {
+                    Self::reply(ctx, tc, InternalSignal::LqhKeyRef { txn: t, seq: q.seq, error, fatal: false })
+                }
                 Step::Wait(tag) => {
                     let txn = self.txns.get_mut(&t).expect("still there");
                     txn.waiting = Some(tag);
@@ -320,28 +286,11 @@ impl Lqh {
                 let q = txn.queue.pop_front().expect("parked op");
                 txn.queue.clear();
                 let tc = txn.tc;
-                Self::reply(
-                    ctx,
-                    tc,
-                    InternalSignal::LqhKeyRef {
-                        txn: t,
-                        seq: q.seq,
-                        error,
-                        fatal: true,
-                    },
-                );
+                Self::reply(ctx, tc, InternalSignal::LqhKeyRef { txn: t, seq: q.seq, error, fatal: true });
             }
             WaitTarget::Scan(s, p) => {
                 if let Some(sc) = self.scans.remove(&(s, p)) {
-                    Self::reply(
-                        ctx,
-                        sc.tc,
-                        InternalSignal::LqhScanRef {
-                            scan: s,
-                            part: p,
-                            error,
-                        },
-                    );
+                    Self::reply(ctx, sc.tc, InternalSignal::LqhScanRef { scan: s, part: p, error });
                 }
             }
         }
@@ -356,12 +305,7 @@ impl Lqh {
                 self.locks.cancel_wait(&w.key, t, tag, &mut grants);
             }
         }
-        let scans: Vec<_> = self
-            .scans
-            .iter()
-            .filter(|(_, s)| s.txn == Some(t))
-            .map(|(k, _)| *k)
-            .collect();
+        let scans: Vec<_> = self.scans.iter().filter(|(_, s)| s.txn == Some(t)).map(|(k, _)| *k).collect();
         for k in scans {
             self.drop_scan(k, &mut grants);
         }
@@ -388,20 +332,11 @@ impl Lqh {
     fn on_commit(&mut self, tc: BlockRef, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
         let Some(mut txn) = self.txns.remove(&t) else {
             // A transaction that only did committed reads here has no record.
-            self.txns.insert(
-                t,
-                LqhTxn {
-                    committed: true,
-                    ..LqhTxn::new(tc)
-                },
-            );
+            self.txns.insert(t, LqhTxn { committed: true, ..LqhTxn::new(tc) });
             Self::reply(ctx, tc, InternalSignal::LqhCommitConf { txn: t });
             return;
         };
-        assert!(
-            txn.queue.is_empty() && txn.waiting.is_none(),
-            "commit of {t} with operations in flight"
-        );
+        assert!(txn.queue.is_empty() && txn.waiting.is_none(), "commit of {t} with operations in flight");
         if let Some(error) = txn.doomed.clone() {
             crate::probe!(self.counters, "lqh: commit refused after ddl");
             self.release_txn(t, &mut txn, ctx);
@@ -428,10 +363,7 @@ impl Lqh {
     /// refused update is retried as an insert in the last pass.
     fn apply(&mut self, txn: &mut LqhTxn) {
         let defs = &self.defs;
-        let has_unique = |table: TableId| {
-            defs.get(&table)
-                .is_none_or(|d| d.indexes.iter().any(|i| i.unique))
-        };
+        let has_unique = |table: TableId| defs.get(&table).is_none_or(|d| d.indexes.iter().any(|i| i.unique));
         let st = &mut self.storage;
         let refused = |table: TableId, e: NodeError| -> ! {
             panic!("storage refused a prepared change of table {table} at commit: {e}")
@@ -439,11 +371,8 @@ impl Lqh {
         // Each row is looked up once: a pass only deletes, updates in place
         // or inserts rows of its own key, so no row id found here changes,
         // except for the deferred rows, which are deleted before pass 2.
-        let mut rows: Vec<Option<RowId>> = txn
-            .pending
-            .iter()
-            .map(|((table, enc), p)| st.lookup(*table, p.part, enc))
-            .collect();
+        let mut rows: Vec<Option<RowId>> =
+            txn.pending.iter().map(|((table, enc), p)| st.lookup(*table, p.part, enc)).collect();
         let mut deferred = Vec::new();
         for pass in 0..3 {
             if pass == 2 {
@@ -459,18 +388,11 @@ impl Lqh {
                         rows[i] = None;
                     }
                     (1, Some(rid), Some(img)) => {
-                        let img = if has_unique(*table) {
-                            img.clone()
-                        } else {
-                            std::mem::take(img)
-                        };
+                        let img = if has_unique(*table) { img.clone() } else { std::mem::take(img) };
                         match st.update(*table, p.part, rid, img) {
                             Ok(()) => {}
                             Err(e) if e.code == ErrorCode::DuplicateUniqueKey => {
-                                crate::probe!(
-                                    self.counters,
-                                    "lqh: unique swap applied as delete+insert"
-                                );
+                                crate::probe!(self.counters, "lqh: unique swap applied as delete+insert");
                                 deferred.push((*table, p.part, rid));
                                 rows[i] = None;
                             }
@@ -504,16 +426,8 @@ impl Lqh {
                 continue;
             }
             crate::probe!(self.counters, "lqh: transaction doomed by ddl");
-            txn.doomed = Some(NodeError::with(
-                ErrorCode::SchemaVersionMismatch,
-                why.to_string(),
-            ));
-            let keys: Vec<RowKey> = txn
-                .pending
-                .keys()
-                .filter(|(t, _)| *t == table)
-                .cloned()
-                .collect();
+            txn.doomed = Some(NodeError::with(ErrorCode::SchemaVersionMismatch, why.to_string()));
+            let keys: Vec<RowKey> = txn.pending.keys().filter(|(t, _)| *t == table).cloned().collect();
             txn.uniq.retain(|(t, _, _), _| *t != table);
             for k in keys {
                 let p = txn.pending.remove(&k).expect("listed");
@@ -524,12 +438,7 @@ impl Lqh {
     }
 
     /// Fail the open scans of `table` (optionally only those on `index`).
-    fn fail_scans(
-        &mut self,
-        table: TableId,
-        index: Option<norr_signals::IndexId>,
-        ctx: &mut Ctx<'_, Signal>,
-    ) {
+    fn fail_scans(&mut self, table: TableId, index: Option<norr_signals::IndexId>, ctx: &mut Ctx<'_, Signal>) {
         let keys: Vec<_> = self
             .scans
             .iter()
@@ -540,28 +449,13 @@ impl Lqh {
         for k in keys {
             let tc = self.scans[&k].tc;
             self.drop_scan(k, &mut grants);
-            let error = NodeError::with(
-                ErrorCode::SchemaVersionMismatch,
-                "table changed during the scan",
-            );
-            Self::reply(
-                ctx,
-                tc,
-                InternalSignal::LqhScanRef {
-                    scan: k.0,
-                    part: k.1,
-                    error,
-                },
-            );
+            let error = NodeError::with(ErrorCode::SchemaVersionMismatch, "table changed during the scan");
+            Self::reply(ctx, tc, InternalSignal::LqhScanRef { scan: k.0, part: k.1, error });
         }
         self.on_grants(grants, ctx);
     }
 
-    fn on_schema_change(
-        &mut self,
-        change: SchemaChange,
-        ctx: &mut Ctx<'_, Signal>,
-    ) -> Option<NodeError> {
+    fn on_schema_change(&mut self, change: SchemaChange, ctx: &mut Ctx<'_, Signal>) -> Option<NodeError> {
         let table = change.table();
         let r = match change {
             SchemaChange::CreateTable(def) => {
@@ -583,10 +477,7 @@ impl Lqh {
                 self.storage.truncate_table(t)
             }
             SchemaChange::CreateIndex { def, index } => {
-                let idx = def
-                    .index(index)
-                    .expect("DICT sends the def with the index")
-                    .clone();
+                let idx = def.index(index).expect("DICT sends the def with the index").clone();
                 let r = self.storage.create_index(table, &idx);
                 if r.is_ok() {
                     self.doom_writers(table, "index created by a concurrent DDL");
@@ -628,32 +519,21 @@ impl Block<Signal> for Lqh {
             return;
         };
         match *sig {
-            InternalSignal::LqhKeyReq { txn, seq, part, op } => {
-                self.on_key_req(from, txn, seq, part, op, ctx)
-            }
+            InternalSignal::LqhKeyReq { txn, seq, part, op } => self.on_key_req(from, txn, seq, part, op, ctx),
             InternalSignal::LqhCommitReq { txn } => self.on_commit(from, txn, ctx),
             InternalSignal::LqhCompleteReq { txn } => self.on_complete(from, txn, ctx),
             InternalSignal::LqhAbortReq { txn } => self.on_abort(from, txn, ctx),
             InternalSignal::LqhLockTimeout { tag } => self.on_lock_timeout(tag, ctx),
             InternalSignal::LqhScanReq(req) => self.on_scan_req(from, *req, ctx),
-            InternalSignal::LqhScanNextReq { scan, part } => {
-                self.on_scan_next(from, scan, part, ctx)
-            }
+            InternalSignal::LqhScanNextReq { scan, part } => self.on_scan_next(from, scan, part, ctx),
             InternalSignal::LqhScanCloseReq { scan, part } => {
                 let mut grants = Vec::new();
                 self.drop_scan((scan, part), &mut grants);
                 self.on_grants(grants, ctx);
             }
             InternalSignal::LqhScanStep { scan, part } => {
-                if self
-                    .scans
-                    .get(&(scan, part))
-                    .is_some_and(|s| s.step_scheduled)
-                {
-                    self.scans
-                        .get_mut(&(scan, part))
-                        .expect("checked")
-                        .step_scheduled = false;
+                if self.scans.get(&(scan, part)).is_some_and(|s| s.step_scheduled) {
+                    self.scans.get_mut(&(scan, part)).expect("checked").step_scheduled = false;
                     self.scan_step((scan, part), ctx);
                 }
             }

@@ -57,41 +57,20 @@ impl Lqh {
     pub(super) fn on_scan_req(&mut self, tc: BlockRef, req: LqhScanReq, ctx: &mut Ctx<'_, Signal>) {
         let key = (req.scan, req.part);
         let fail = |ctx: &mut Ctx<'_, Signal>, error: NodeError| {
-            Self::reply(
-                ctx,
-                tc,
-                InternalSignal::LqhScanRef {
-                    scan: req.scan,
-                    part: req.part,
-                    error,
-                },
-            )
+            Self::reply(ctx, tc, InternalSignal::LqhScanRef { scan: req.scan, part: req.part, error })
         };
         let Some(def) = self.defs.get(&req.table).map(Arc::clone) else {
-            return fail(
-                ctx,
-                NodeError::with(ErrorCode::NoSuchTable, format!("table id {}", req.table)),
-            );
+            return fail(ctx, NodeError::with(ErrorCode::NoSuchTable, format!("table id {}", req.table)));
         };
         if req.table_version != 0 && req.table_version != def.version {
             return fail(ctx, NodeError::new(ErrorCode::SchemaVersionMismatch));
         }
         assert!(!self.scans.contains_key(&key), "scan {key:?} opened twice");
-        let cursor = match self.storage.scan_open(
-            req.table,
-            req.part,
-            req.index,
-            req.range.as_ref(),
-            req.descending,
-        ) {
+        let cursor = match self.storage.scan_open(req.table, req.part, req.index, req.range.as_ref(), req.descending) {
             Ok(c) => c,
             Err(e) => return fail(ctx, e),
         };
-        let lock = if req.txn.is_some() {
-            req.lock
-        } else {
-            LockMode::CommittedRead
-        };
+        let lock = if req.txn.is_some() { req.lock } else { LockMode::CommittedRead };
         if lock != LockMode::CommittedRead {
             let t = req.txn.expect("locking scan has a transaction");
             let txn = self.txns.entry(t).or_insert_with(|| super::LqhTxn::new(tc));
@@ -124,13 +103,7 @@ impl Lqh {
         self.scan_step(key, ctx);
     }
 
-    pub(super) fn on_scan_next(
-        &mut self,
-        tc: BlockRef,
-        scan: ScanKey,
-        part: PartitionId,
-        ctx: &mut Ctx<'_, Signal>,
-    ) {
+    pub(super) fn on_scan_next(&mut self, tc: BlockRef, scan: ScanKey, part: PartitionId, ctx: &mut Ctx<'_, Signal>) {
         match self.scans.get_mut(&(scan, part)) {
             Some(s) if s.idle => {
                 s.idle = false;
@@ -172,21 +145,9 @@ impl Lqh {
             let Some(row) = s.candidates.front() else {
                 return Ok(true);
             };
-            let (def, t, part) = (
-                Arc::clone(&s.def),
-                s.txn.expect("locking scan has a txn"),
-                s.part,
-            );
-            let mode = if s.lock == LockMode::Exclusive {
-                Mode::Exclusive
-            } else {
-                Mode::Shared
-            };
-            let pk: Vec<Value> = def
-                .primary_key
-                .iter()
-                .map(|c| row[*c as usize].clone())
-                .collect();
+            let (def, t, part) = (Arc::clone(&s.def), s.txn.expect("locking scan has a txn"), s.part);
+            let mode = if s.lock == LockMode::Exclusive { Mode::Exclusive } else { Mode::Shared };
+            let pk: Vec<Value> = def.primary_key.iter().map(|c| row[*c as usize].clone()).collect();
             let enc = self.storage.encode_pk(def.id, &pk)?;
             let lk = LockKey::Row(def.id, enc.clone());
             let s = self.scans.get_mut(&key).expect("scan");
@@ -200,10 +161,7 @@ impl Lqh {
             }
             let now = self.current(t, &def, part, &enc);
             // (Partitions of this same scan never see this row.)
-            let sibling_scans = self
-                .scans
-                .iter()
-                .any(|(k, o)| o.txn == Some(t) && k.0 != key.0);
+            let sibling_scans = self.scans.iter().any(|(k, o)| o.txn == Some(t) && k.0 != key.0);
             let s = self.scans.get_mut(&key).expect("scan");
             let found = s.candidates.pop_front().expect("candidate");
             let (had, ops_then) = s.front_had_lock.take().expect("decided before locking");
@@ -221,8 +179,7 @@ impl Lqh {
                     // at this position of the ordered stream (and may be out of
                     // range); returning it would break the order TC merges on.
                     _ if s.index.is_some_and(|ix| {
-                        self.storage.ordered_key(def.id, ix, now)
-                            != self.storage.ordered_key(def.id, ix, &found)
+                        self.storage.ordered_key(def.id, ix, now) != self.storage.ordered_key(def.id, ix, &found)
                     }) =>
                     {
                         Some("lqh: locked scan row moved in the index")
@@ -260,15 +217,7 @@ impl Lqh {
             if let Some(s) = self.scans.get(&key) {
                 let tc = s.tc;
                 self.drop_scan(key, &mut grants);
-                Self::reply(
-                    ctx,
-                    tc,
-                    InternalSignal::LqhScanRef {
-                        scan: key.0,
-                        part: key.1,
-                        error,
-                    },
-                );
+                Self::reply(ctx, tc, InternalSignal::LqhScanRef { scan: key.0, part: key.1, error });
             }
             self.on_grants(grants, ctx);
         }
@@ -301,36 +250,18 @@ impl Lqh {
                 } else {
                     s.idle = true;
                 }
-                Self::reply(
-                    ctx,
-                    tc,
-                    InternalSignal::LqhScanConf {
-                        scan: key.0,
-                        part: key.1,
-                        rows,
-                        done: finished,
-                    },
-                );
+                Self::reply(ctx, tc, InternalSignal::LqhScanConf { scan: key.0, part: key.1, rows, done: finished });
                 return Ok(());
             }
             if examined {
                 // Yield: continue in a later signal.
                 s.step_scheduled = true;
                 let me = ctx.self_ref();
-                Self::reply(
-                    ctx,
-                    me,
-                    InternalSignal::LqhScanStep {
-                        scan: key.0,
-                        part: key.1,
-                    },
-                );
+                Self::reply(ctx, me, InternalSignal::LqhScanStep { scan: key.0, part: key.1 });
                 return Ok(());
             }
             examined = true;
-            let want = s
-                .batch_rows
-                .saturating_sub(s.out.len() + s.candidates.len());
+            let want = s.batch_rows.saturating_sub(s.out.len() + s.candidates.len());
             let mut found = Vec::new();
             s.exhausted = self.storage.scan_next(
                 s.table,

@@ -26,16 +26,10 @@ impl Tc {
             crate::probe!(self.counters, "tc: inactive transaction aborted");
             let scans: Vec<ScanKey> = self.txns[&t].scans.iter().copied().collect();
             for k in scans {
-                let e = NodeError::with(
-                    ErrorCode::TransactionTimeout,
-                    "transaction inactive too long",
-                );
+                let e = NodeError::with(ErrorCode::TransactionTimeout, "transaction inactive too long");
                 self.tombstone_scan(k, e, true);
             }
-            let e = NodeError::with(
-                ErrorCode::TransactionTimeout,
-                "transaction inactive too long",
-            );
+            let e = NodeError::with(ErrorCode::TransactionTimeout, "transaction inactive too long");
             self.abort(t, AbortReply::Tombstone(e), ctx);
         }
         self.close_idle_scans(now, ctx);
@@ -46,29 +40,15 @@ impl Tc {
         crate::probe!(self.counters, "tc: api failure");
         if self.failed_apis.insert(api_node) {
             let me = ctx.self_ref();
-            ctx.send_prio(
-                me,
-                internal(InternalSignal::ApiFailDone { api_node }),
-                Priority::B,
-            );
+            ctx.send_prio(me, internal(InternalSignal::ApiFailDone { api_node }), Priority::B);
         }
         self.tombstones.retain(|(n, _), _| *n != api_node);
         self.scan_tombstones.retain(|(n, _), _| *n != api_node);
-        let scans: Vec<ScanKey> = self
-            .scans
-            .iter()
-            .filter(|(_, s)| s.api.node == api_node)
-            .map(|(k, _)| *k)
-            .collect();
+        let scans: Vec<ScanKey> = self.scans.iter().filter(|(_, s)| s.api.node == api_node).map(|(k, _)| *k).collect();
         for s in scans {
             self.close_scan(s, ctx);
         }
-        let txns: Vec<TxnId> = self
-            .txns
-            .iter()
-            .filter(|(_, x)| x.api.node == api_node)
-            .map(|(t, _)| *t)
-            .collect();
+        let txns: Vec<TxnId> = self.txns.iter().filter(|(_, x)| x.api.node == api_node).map(|(t, _)| *t).collect();
         for t in txns {
             let txn = self.txns.get_mut(&t).expect("txn");
             txn.silent = true;

@@ -24,8 +24,8 @@ use norr_signals::internal::{BlockStats, InternalSignal, ScanKey, SchemaChange, 
 use norr_signals::schema::{TableDef, TableId};
 use norr_signals::value::Value;
 use norr_signals::{
-    block, ErrorCode, ExecType, NodeError, OpResult, Signal, TcKeyConf, TcKeyRef, TcKeyReq,
-    TxnOutcome, MAX_OPS_PER_BATCH,
+    block, ErrorCode, ExecType, NodeError, OpResult, Signal, TcKeyConf, TcKeyRef, TcKeyReq, TxnOutcome,
+    MAX_OPS_PER_BATCH,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -167,46 +167,16 @@ impl Tc {
         if !self.timer_armed && (!self.txns.is_empty() || !self.scans.is_empty()) {
             self.timer_armed = true;
             let me = ctx.self_ref();
-            ctx.send_delayed(
-                me,
-                internal(InternalSignal::TcTimeoutCheck),
-                self.check_period_ns(),
-            );
+            ctx.send_delayed(me, internal(InternalSignal::TcTimeoutCheck), self.check_period_ns());
         }
     }
 
-    fn key_ref(
-        ctx: &mut Ctx<'_, Signal>,
-        to: BlockRef,
-        txn: u64,
-        error: NodeError,
-        op_index: Option<u32>,
-    ) {
-        ctx.send(
-            to,
-            Signal::TcKeyRef(Box::new(TcKeyRef {
-                txn,
-                error,
-                op_index,
-            })),
-        );
+    fn key_ref(ctx: &mut Ctx<'_, Signal>, to: BlockRef, txn: u64, error: NodeError, op_index: Option<u32>) {
+        ctx.send(to, Signal::TcKeyRef(Box::new(TcKeyRef { txn, error, op_index })));
     }
 
-    fn key_conf(
-        ctx: &mut Ctx<'_, Signal>,
-        to: BlockRef,
-        txn: u64,
-        outcome: TxnOutcome,
-        results: Vec<OpResult>,
-    ) {
-        ctx.send(
-            to,
-            Signal::TcKeyConf(Box::new(TcKeyConf {
-                txn,
-                outcome,
-                results,
-            })),
-        );
+    fn key_conf(ctx: &mut Ctx<'_, Signal>, to: BlockRef, txn: u64, outcome: TxnOutcome, results: Vec<OpResult>) {
+        ctx.send(to, Signal::TcKeyConf(Box::new(TcKeyConf { txn, outcome, results })));
     }
 
     /// Find or start the transaction a client request names. Err: already
@@ -250,9 +220,7 @@ impl Tc {
                 self.tombstones.remove(&(api.node, handle));
                 return Self::key_conf(ctx, api, handle, TxnOutcome::RolledBack, Vec::new());
             }
-            if req.ops.is_empty()
-                && req.exec == ExecType::Commit
-                && !self.tombstones.contains_key(&(api.node, handle))
+            if req.ops.is_empty() && req.exec == ExecType::Commit && !self.tombstones.contains_key(&(api.node, handle))
             {
                 return Self::key_conf(ctx, api, handle, TxnOutcome::Committed, Vec::new());
             }
@@ -263,16 +231,10 @@ impl Tc {
         };
         self.arm_timer(ctx);
         let txn = self.txns.get_mut(&t).expect("just found");
-        if let TxnState::Aborting {
-            reply: reply @ AbortReply::Tombstone(_),
-            ..
-        } = &mut txn.state
-        {
+        if let TxnState::Aborting { reply: reply @ AbortReply::Tombstone(_), .. } = &mut txn.state {
             // TC is aborting it on its own: this request learns it now (the
             // handle is freed when the abort is done).
-            let AbortReply::Tombstone(e) = std::mem::replace(reply, AbortReply::Silent) else {
-                unreachable!()
-            };
+            let AbortReply::Tombstone(e) = std::mem::replace(reply, AbortReply::Silent) else { unreachable!() };
             return if req.exec == ExecType::Rollback {
                 Self::key_conf(ctx, api, handle, TxnOutcome::RolledBack, Vec::new())
             } else {
@@ -282,10 +244,7 @@ impl Tc {
         if !matches!(txn.state, TxnState::Idle) {
             // A client must wait for the answer to its previous request.
             crate::probe!(self.counters, "tc: request while busy");
-            let e = NodeError::with(
-                ErrorCode::MalformedSignal,
-                "transaction busy with a previous request",
-            );
+            let e = NodeError::with(ErrorCode::MalformedSignal, "transaction busy with a previous request");
             return Self::key_ref(ctx, api, handle, e, None);
         }
         txn.last_active_ns = ctx.now_ns();
@@ -298,26 +257,12 @@ impl Tc {
                 ErrorCode::MalformedSignal,
                 format!("more than {MAX_OPS_PER_BATCH} operations in a batch"),
             );
-            return self.abort(
-                t,
-                AbortReply::KeyRef {
-                    error: e,
-                    op_index: None,
-                },
-                ctx,
-            );
+            return self.abort(t, AbortReply::KeyRef { error: e, op_index: None }, ctx);
         }
         if txn.ops as u64 + req.ops.len() as u64 > self.max_ops_per_txn as u64 {
             crate::probe!(self.counters, "tc: too many operations");
             let e = NodeError::new(ErrorCode::TooManyOperations);
-            return self.abort(
-                t,
-                AbortReply::KeyRef {
-                    error: e,
-                    op_index: None,
-                },
-                ctx,
-            );
+            return self.abort(t, AbortReply::KeyRef { error: e, op_index: None }, ctx);
         }
         let n = req.ops.len();
         let seq_base = txn.ops;
@@ -334,16 +279,11 @@ impl Tc {
         let mut sends = Vec::with_capacity(n);
         for (i, op) in req.ops.into_iter().enumerate() {
             let routed = match self.defs.get(&op.table) {
-                None => Err(NodeError::with(
-                    ErrorCode::NoSuchTable,
-                    format!("table id {}", op.table),
+                None => Err(NodeError::with(ErrorCode::NoSuchTable, format!("table id {}", op.table))),
+                Some(d) if op.table_version != 0 && op.table_version != d.version => Err(NodeError::with(
+                    ErrorCode::SchemaVersionMismatch,
+                    format!("table {} is at version {}", d.name, d.version),
                 )),
-                Some(d) if op.table_version != 0 && op.table_version != d.version => {
-                    Err(NodeError::with(
-                        ErrorCode::SchemaVersionMismatch,
-                        format!("table {} is at version {}", d.name, d.version),
-                    ))
-                }
                 Some(d) => op_partition(d, &op),
             };
             match routed {
@@ -362,14 +302,7 @@ impl Tc {
         let txn = self.txns.get_mut(&t).expect("txn");
         if let Some((error, i)) = fail {
             txn.batch = None;
-            return self.abort(
-                t,
-                AbortReply::KeyRef {
-                    error,
-                    op_index: Some(i),
-                },
-                ctx,
-            );
+            return self.abort(t, AbortReply::KeyRef { error, op_index: Some(i) }, ctx);
         }
         batch.outstanding = sends.len();
         txn.batch = Some(batch);
@@ -378,12 +311,7 @@ impl Tc {
             txn.participants.insert(inst);
             ctx.send(
                 BlockRef::new(self.node, block::LQH, inst),
-                internal(InternalSignal::LqhKeyReq {
-                    txn: t,
-                    seq,
-                    part,
-                    op: Box::new(op),
-                }),
+                internal(InternalSignal::LqhKeyReq { txn: t, seq, part, op: Box::new(op) }),
             );
         }
         self.maybe_batch_done(t, ctx);
@@ -404,10 +332,7 @@ impl Tc {
         }
         let batch = txn.batch.as_mut().expect("executing txn has a batch");
         let i = (seq - batch.seq_base) as usize;
-        assert!(
-            batch.results[i].is_none(),
-            "two answers for op {seq} of txn {t}"
-        );
+        assert!(batch.results[i].is_none(), "two answers for op {seq} of txn {t}");
         batch.outstanding -= 1;
         match result {
             Ok(row) => batch.results[i] = Some(OpResult::Ok(row)),
@@ -416,14 +341,7 @@ impl Tc {
                     if error.code == ErrorCode::LockWaitTimeout {
                         self.counters.bump("tc: lock wait timeouts");
                     }
-                    return self.abort(
-                        t,
-                        AbortReply::KeyRef {
-                            error,
-                            op_index: Some(i as u32),
-                        },
-                        ctx,
-                    );
+                    return self.abort(t, AbortReply::KeyRef { error, op_index: Some(i as u32) }, ctx);
                 }
                 batch.results[i] = Some(OpResult::Err(error));
             }
@@ -443,23 +361,14 @@ impl Tc {
         let batch = txn.batch.take().expect("batch");
         txn.state = TxnState::Idle;
         txn.last_active_ns = ctx.now_ns();
-        let results = batch
-            .results
-            .into_iter()
-            .map(|r| r.expect("every op answered"))
-            .collect();
+        let results = batch.results.into_iter().map(|r| r.expect("every op answered")).collect();
         Self::key_conf(ctx, txn.api, txn.handle, TxnOutcome::Open, results);
     }
 
     /// Close the transaction's scans. A client waiting for one of them is told
     /// (`ended`: the scan ends with the transaction's commit (Ok) or abort (Err)),
     /// unless the API node is gone.
-    fn close_txn_scans(
-        &mut self,
-        t: TxnId,
-        ended: Result<(), NodeError>,
-        ctx: &mut Ctx<'_, Signal>,
-    ) {
+    fn close_txn_scans(&mut self, t: TxnId, ended: Result<(), NodeError>, ctx: &mut Ctx<'_, Signal>) {
         let txn = self.txns.get_mut(&t).expect("txn");
         let silent = txn.silent;
         let scans = std::mem::take(&mut txn.scans);
@@ -484,15 +393,9 @@ impl Tc {
         self.close_txn_scans(t, Ok(()), ctx);
         let txn = self.txns.get_mut(&t).expect("txn");
         let parts: Vec<u16> = txn.participants.iter().copied().collect();
-        txn.state = TxnState::Committing {
-            waiting: parts.len(),
-            error: None,
-        };
+        txn.state = TxnState::Committing { waiting: parts.len(), error: None };
         for p in &parts {
-            ctx.send(
-                self.lqh_ref(*p),
-                internal(InternalSignal::LqhCommitReq { txn: t }),
-            );
+            ctx.send(self.lqh_ref(*p), internal(InternalSignal::LqhCommitReq { txn: t }));
         }
         if parts.is_empty() {
             self.commit_done(t, ctx);
@@ -518,62 +421,36 @@ impl Tc {
 
     fn commit_done(&mut self, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
         let txn = self.txns.get_mut(&t).expect("txn");
-        let TxnState::Committing { error, .. } = &mut txn.state else {
-            unreachable!("committing")
-        };
+        let TxnState::Committing { error, .. } = &mut txn.state else { unreachable!("committing") };
         if let Some(error) = error.take() {
             // An LQH refused (concurrent DDL) and aborted its part. With one LQH
             // nothing committed; abort the others too.
             crate::probe!(self.counters, "tc: commit refused");
             txn.state = TxnState::Idle;
-            return self.abort(
-                t,
-                AbortReply::KeyRef {
-                    error,
-                    op_index: None,
-                },
-                ctx,
-            );
+            return self.abort(t, AbortReply::KeyRef { error, op_index: None }, ctx);
         }
         let txn = self.txns.remove(&t).expect("txn");
         self.forget_handle(t, &txn);
         self.committed += 1;
-        let results = txn.batch.map_or(Vec::new(), |b| {
-            b.results
-                .into_iter()
-                .map(|r| r.expect("answered"))
-                .collect()
-        });
+        let results = txn.batch.map_or(Vec::new(), |b| b.results.into_iter().map(|r| r.expect("answered")).collect());
         if !txn.silent {
             Self::key_conf(ctx, txn.api, txn.handle, TxnOutcome::Committed, results);
         }
         for p in &txn.participants {
-            ctx.send(
-                self.lqh_ref(*p),
-                internal(InternalSignal::LqhCompleteReq { txn: t }),
-            );
+            ctx.send(self.lqh_ref(*p), internal(InternalSignal::LqhCompleteReq { txn: t }));
         }
     }
 
     /// Abort `t` at every participant; answer per `reply` once all confirmed.
     fn abort(&mut self, t: TxnId, reply: AbortReply, ctx: &mut Ctx<'_, Signal>) {
-        let e = NodeError::with(
-            ErrorCode::TransactionAborted,
-            "the scan's transaction was aborted",
-        );
+        let e = NodeError::with(ErrorCode::TransactionAborted, "the scan's transaction was aborted");
         self.close_txn_scans(t, Err(e), ctx);
         let txn = self.txns.get_mut(&t).expect("txn");
         txn.batch = None;
         let parts: Vec<u16> = txn.participants.iter().copied().collect();
-        txn.state = TxnState::Aborting {
-            waiting: parts.len(),
-            reply,
-        };
+        txn.state = TxnState::Aborting { waiting: parts.len(), reply };
         for p in &parts {
-            ctx.send(
-                self.lqh_ref(*p),
-                internal(InternalSignal::LqhAbortReq { txn: t }),
-            );
+            ctx.send(self.lqh_ref(*p), internal(InternalSignal::LqhAbortReq { txn: t }));
         }
         if parts.is_empty() {
             self.abort_done(t, ctx);
@@ -598,19 +475,11 @@ impl Tc {
         let txn = self.txns.remove(&t).expect("txn");
         self.forget_handle(t, &txn);
         self.aborted += 1;
-        let TxnState::Aborting { reply, .. } = txn.state else {
-            unreachable!("aborting")
-        };
+        let TxnState::Aborting { reply, .. } = txn.state else { unreachable!("aborting") };
         match reply {
-            AbortReply::KeyRef { error, op_index } => {
-                Self::key_ref(ctx, txn.api, txn.handle, error, op_index)
-            }
-            AbortReply::ScanRef { scan_id, error } => {
-                Self::scan_ref(ctx, txn.api, txn.handle, scan_id, error)
-            }
-            AbortReply::RolledBack => {
-                Self::key_conf(ctx, txn.api, txn.handle, TxnOutcome::RolledBack, Vec::new())
-            }
+            AbortReply::KeyRef { error, op_index } => Self::key_ref(ctx, txn.api, txn.handle, error, op_index),
+            AbortReply::ScanRef { scan_id, error } => Self::scan_ref(ctx, txn.api, txn.handle, scan_id, error),
+            AbortReply::RolledBack => Self::key_conf(ctx, txn.api, txn.handle, TxnOutcome::RolledBack, Vec::new()),
             AbortReply::Tombstone(e) => {
                 if self.tombstones.len() >= self.max_transactions.max(MIN_TOMBSTONES) {
                     // Bounded: forget the oldest-keyed one.
@@ -673,50 +542,28 @@ impl Block<Signal> for Tc {
             Signal::ScanNextReq(req) => self.on_scan_next_req(from, req, ctx),
             Signal::ApiFailReq { api_node } => self.on_api_fail(api_node, ctx),
             Signal::Internal(sig) => match *sig {
-                InternalSignal::LqhKeyConf { txn, seq, row } => {
-                    self.on_op_reply(txn, seq, Ok(row), ctx)
+                InternalSignal::LqhKeyConf { txn, seq, row } => self.on_op_reply(txn, seq, Ok(row), ctx),
+                InternalSignal::LqhKeyRef { txn, seq, error, fatal } => {
+                    self.on_op_reply(txn, seq, Err((error, fatal)), ctx)
                 }
-                InternalSignal::LqhKeyRef {
-                    txn,
-                    seq,
-                    error,
-                    fatal,
-                } => self.on_op_reply(txn, seq, Err((error, fatal)), ctx),
                 InternalSignal::LqhCommitConf { txn } => self.on_commit_reply(txn, None, ctx),
-                InternalSignal::LqhCommitRef { txn, error } => {
-                    self.on_commit_reply(txn, Some(error), ctx)
-                }
+                InternalSignal::LqhCommitRef { txn, error } => self.on_commit_reply(txn, Some(error), ctx),
                 InternalSignal::LqhCompleteConf { .. } => self.counters.bump("tc: completes"),
                 InternalSignal::LqhAbortConf { txn } => self.on_abort_conf(txn, ctx),
-                InternalSignal::LqhScanConf {
-                    scan,
-                    part,
-                    rows,
-                    done,
-                } => self.on_lqh_scan_conf(scan, part, rows, done, ctx),
-                InternalSignal::LqhScanRef { scan, part, error } => {
-                    self.on_lqh_scan_ref(scan, part, error, ctx)
+                InternalSignal::LqhScanConf { scan, part, rows, done } => {
+                    self.on_lqh_scan_conf(scan, part, rows, done, ctx)
                 }
+                InternalSignal::LqhScanRef { scan, part, error } => self.on_lqh_scan_ref(scan, part, error, ctx),
                 InternalSignal::TcTimeoutCheck => self.on_timeout_check(ctx),
                 InternalSignal::ApiFailDone { api_node } => {
                     self.failed_apis.remove(&api_node);
                 }
                 InternalSignal::SchemaChangeReq { req, change } => {
                     self.on_schema_change(*change);
-                    ctx.send_prio(
-                        from,
-                        internal(InternalSignal::SchemaChangeConf { req, error: None }),
-                        Priority::B,
-                    );
+                    ctx.send_prio(from, internal(InternalSignal::SchemaChangeConf { req, error: None }), Priority::B);
                 }
                 InternalSignal::StatsReq { req } => {
-                    ctx.send(
-                        from,
-                        internal(InternalSignal::StatsConf {
-                            req,
-                            stats: Box::new(self.stats()),
-                        }),
-                    );
+                    ctx.send(from, internal(InternalSignal::StatsConf { req, stats: Box::new(self.stats()) }));
                 }
                 other => debug_assert!(false, "TC got unexpected {other:?}"),
             },

@@ -13,9 +13,7 @@ use norr_signals::internal::{InternalSignal, LqhScanReq, ScanKey, ScanRow, TxnId
 use norr_signals::ops::{LockMode, ScanSpec, MAX_SCAN_BATCH_ROWS};
 use norr_signals::schema::{IndexKind, PartitionId, TableDef};
 use norr_signals::value::Value;
-use norr_signals::{
-    ErrorCode, NodeError, ScanNextReq, ScanTabConf, ScanTabRef, ScanTabReq, Signal,
-};
+use norr_signals::{ErrorCode, NodeError, ScanNextReq, ScanTabConf, ScanTabRef, ScanTabReq, Signal};
 use std::collections::VecDeque;
 
 /// Least rows per partition step of an ordered scan (see `on_scan_tab_req`).
@@ -62,37 +60,23 @@ fn validate_spec(def: &TableDef, spec: &ScanSpec) -> Result<Vec<PartitionId>, No
     }
     match spec.index {
         None if spec.range.is_some() => {
-            return Err(NodeError::with(
-                ErrorCode::BadScanBound,
-                "a range needs an ordered index",
-            ));
+            return Err(NodeError::with(ErrorCode::BadScanBound, "a range needs an ordered index"));
         }
         None => {}
         Some(ix) => {
-            let idx = def
-                .index(ix)
-                .ok_or_else(|| NodeError::with(ErrorCode::NoSuchIndex, format!("index id {ix}")))?;
+            let idx = def.index(ix).ok_or_else(|| NodeError::with(ErrorCode::NoSuchIndex, format!("index id {ix}")))?;
             if idx.kind != IndexKind::Ordered {
-                return Err(NodeError::with(
-                    ErrorCode::NoSuchIndex,
-                    format!("index {} is not ordered", idx.name),
-                ));
+                return Err(NodeError::with(ErrorCode::NoSuchIndex, format!("index {} is not ordered", idx.name)));
             }
             if let Some(r) = &spec.range {
                 for b in [&r.low, &r.high] {
                     if b.values.len() > idx.columns.len() {
-                        return Err(NodeError::with(
-                            ErrorCode::BadScanBound,
-                            "bound longer than the index key",
-                        ));
+                        return Err(NodeError::with(ErrorCode::BadScanBound, "bound longer than the index key"));
                     }
                     for (c, v) in idx.columns.iter().zip(&b.values) {
                         let col = &def.columns[*c as usize];
                         coerce_value(v.clone(), &col.ty, true).map_err(|e| {
-                            NodeError::with(
-                                ErrorCode::BadScanBound,
-                                format!("column {}: {}", col.name, e.message),
-                            )
+                            NodeError::with(ErrorCode::BadScanBound, format!("column {}: {}", col.name, e.message))
                         })?;
                     }
                 }
@@ -100,23 +84,16 @@ fn validate_spec(def: &TableDef, spec: &ScanSpec) -> Result<Vec<PartitionId>, No
         }
     }
     if let Some(f) = &spec.filter {
-        validate_filter(f, def)
-            .map_err(|e| NodeError::with(ErrorCode::BadFilter, e.to_string()))?;
+        validate_filter(f, def).map_err(|e| NodeError::with(ErrorCode::BadFilter, e.to_string()))?;
     }
     if let Some(c) = spec.projection.iter().find(|c| def.column(**c).is_none()) {
-        return Err(NodeError::with(
-            ErrorCode::NoSuchColumn,
-            format!("column id {c} in table {}", def.name),
-        ));
+        return Err(NodeError::with(ErrorCode::NoSuchColumn, format!("column id {c} in table {}", def.name)));
     }
     let mut parts = match &spec.partitions {
         None => (0..def.partitions).collect::<Vec<_>>(),
         Some(ps) => {
             if let Some(p) = ps.iter().find(|p| **p >= def.partitions) {
-                return Err(NodeError::with(
-                    ErrorCode::BadPartition,
-                    format!("partition {p} of {}", def.partitions),
-                ));
+                return Err(NodeError::with(ErrorCode::BadPartition, format!("partition {p} of {}", def.partitions)));
             }
             ps.clone()
         }
@@ -127,21 +104,8 @@ fn validate_spec(def: &TableDef, spec: &ScanSpec) -> Result<Vec<PartitionId>, No
 }
 
 impl Tc {
-    pub(super) fn scan_ref(
-        ctx: &mut Ctx<'_, Signal>,
-        to: BlockRef,
-        txn: u64,
-        scan_id: u32,
-        error: NodeError,
-    ) {
-        ctx.send(
-            to,
-            Signal::ScanTabRef(Box::new(ScanTabRef {
-                txn,
-                scan_id,
-                error,
-            })),
-        );
+    pub(super) fn scan_ref(ctx: &mut Ctx<'_, Signal>, to: BlockRef, txn: u64, scan_id: u32, error: NodeError) {
+        ctx.send(to, Signal::ScanTabRef(Box::new(ScanTabRef { txn, scan_id, error })));
     }
 
     pub(super) fn scan_conf(
@@ -152,49 +116,23 @@ impl Tc {
         rows: Vec<Vec<Value>>,
         done: bool,
     ) {
-        ctx.send(
-            to,
-            Signal::ScanTabConf(Box::new(ScanTabConf {
-                txn,
-                scan_id,
-                rows,
-                done,
-            })),
-        );
+        ctx.send(to, Signal::ScanTabConf(Box::new(ScanTabConf { txn, scan_id, rows, done })));
     }
 
-    pub(super) fn on_scan_tab_req(
-        &mut self,
-        api: BlockRef,
-        req: ScanTabReq,
-        ctx: &mut Ctx<'_, Signal>,
-    ) {
+    pub(super) fn on_scan_tab_req(&mut self, api: BlockRef, req: ScanTabReq, ctx: &mut Ctx<'_, Signal>) {
         let (handle, scan_id) = (req.txn, req.scan_id);
-        let fail =
-            |ctx: &mut Ctx<'_, Signal>, e: NodeError| Self::scan_ref(ctx, api, handle, scan_id, e);
+        let fail = |ctx: &mut Ctx<'_, Signal>, e: NodeError| Self::scan_ref(ctx, api, handle, scan_id, e);
         self.scan_tombstones.remove(&(api.node, scan_id));
         if self.scan_by_client.contains_key(&(api.node, scan_id)) {
-            return fail(
-                ctx,
-                NodeError::with(
-                    ErrorCode::MalformedSignal,
-                    format!("scan id {scan_id} is open"),
-                ),
-            );
+            return fail(ctx, NodeError::with(ErrorCode::MalformedSignal, format!("scan id {scan_id} is open")));
         }
         if self.scans.len() >= self.max_scans {
             crate::probe!(self.counters, "tc: out of scan records");
-            return fail(
-                ctx,
-                NodeError::with(ErrorCode::Overloaded, "too many open scans"),
-            );
+            return fail(ctx, NodeError::with(ErrorCode::Overloaded, "too many open scans"));
         }
         let spec = req.spec;
         let Some(def) = self.defs.get(&spec.table).cloned() else {
-            return fail(
-                ctx,
-                NodeError::with(ErrorCode::NoSuchTable, format!("table id {}", spec.table)),
-            );
+            return fail(ctx, NodeError::with(ErrorCode::NoSuchTable, format!("table id {}", spec.table)));
         };
         let parts = match validate_spec(&def, &spec) {
             Ok(p) => p,
@@ -209,25 +147,13 @@ impl Tc {
                 Err(e) => return fail(ctx, e),
             };
             let x = self.txns.get_mut(&t).expect("txn");
-            if let TxnState::Aborting {
-                reply: reply @ AbortReply::Tombstone(_),
-                ..
-            } = &mut x.state
-            {
+            if let TxnState::Aborting { reply: reply @ AbortReply::Tombstone(_), .. } = &mut x.state {
                 // Aborting on TC's own account: this request learns it.
-                let AbortReply::Tombstone(e) = std::mem::replace(reply, AbortReply::Silent) else {
-                    unreachable!()
-                };
+                let AbortReply::Tombstone(e) = std::mem::replace(reply, AbortReply::Silent) else { unreachable!() };
                 return fail(ctx, e);
             }
-            if matches!(
-                x.state,
-                TxnState::Committing { .. } | TxnState::Aborting { .. }
-            ) {
-                return fail(
-                    ctx,
-                    NodeError::with(ErrorCode::MalformedSignal, "transaction is ending"),
-                );
+            if matches!(x.state, TxnState::Committing { .. } | TxnState::Aborting { .. }) {
+                return fail(ctx, NodeError::with(ErrorCode::MalformedSignal, "transaction is ending"));
             }
             x.last_active_ns = ctx.now_ns();
             Some(t)
@@ -257,16 +183,8 @@ impl Tc {
         // partition's buffer runs dry, so it gets at least a modest batch
         // (bounded: MIN_ORDERED_PART_ROWS per partition).
         let spread = (2 * spec.batch_rows).div_ceil(parts.len().max(1) as u32);
-        let floor = if spec.index.is_some() {
-            spec.batch_rows.min(MIN_ORDERED_PART_ROWS)
-        } else {
-            1
-        };
-        let per_part = spread
-            .max(floor)
-            .min(spec.batch_rows)
-            .min(scan.remaining.min(u32::MAX as u64) as u32)
-            .max(1);
+        let floor = if spec.index.is_some() { spec.batch_rows.min(MIN_ORDERED_PART_ROWS) } else { 1 };
+        let per_part = spread.max(floor).min(spec.batch_rows).min(scan.remaining.min(u32::MAX as u64) as u32).max(1);
         for p in parts {
             let inst = lqh_instance(p, self.lqh_instances);
             let lqh = self.lqh_ref(inst);
@@ -287,22 +205,12 @@ impl Tc {
                     descending: spec.descending,
                     filter: spec.filter.clone(),
                     projection: spec.projection.clone(),
-                    lock: if locking {
-                        spec.lock
-                    } else {
-                        LockMode::CommittedRead
-                    },
+                    lock: if locking { spec.lock } else { LockMode::CommittedRead },
                     batch_rows: per_part,
                 };
                 ctx.send(lqh, internal(InternalSignal::LqhScanReq(Box::new(r))));
             }
-            scan.parts.push(PartScan {
-                part: p,
-                lqh,
-                buf: VecDeque::new(),
-                done,
-                outstanding: !done,
-            });
+            scan.parts.push(PartScan { part: p, lqh, buf: VecDeque::new(), done, outstanding: !done });
         }
         if let Some(t) = txn {
             self.txns.get_mut(&t).expect("txn").scans.insert(key);
@@ -313,12 +221,7 @@ impl Tc {
         self.pump(key, ctx);
     }
 
-    pub(super) fn on_scan_next_req(
-        &mut self,
-        api: BlockRef,
-        req: ScanNextReq,
-        ctx: &mut Ctx<'_, Signal>,
-    ) {
+    pub(super) fn on_scan_next_req(&mut self, api: BlockRef, req: ScanNextReq, ctx: &mut Ctx<'_, Signal>) {
         let Some(&key) = self.scan_by_client.get(&(api.node, req.scan_id)) else {
             let error = match self.scan_tombstones.remove(&(api.node, req.scan_id)) {
                 Some((error, handle)) => {
@@ -366,13 +269,7 @@ impl Tc {
         }
         for p in &s.parts {
             if !p.done {
-                ctx.send(
-                    p.lqh,
-                    internal(InternalSignal::LqhScanCloseReq {
-                        scan: key,
-                        part: p.part,
-                    }),
-                );
+                ctx.send(p.lqh, internal(InternalSignal::LqhScanCloseReq { scan: key, part: p.part }));
             }
         }
     }
@@ -391,9 +288,7 @@ impl Tc {
         }
         let handle = s.txn.filter(|_| free_handle).map(|_| s.handle);
         // The first reason recorded wins (a time-out, then the abort it causes).
-        self.scan_tombstones
-            .entry((s.api.node, s.scan_id))
-            .or_insert((error, handle));
+        self.scan_tombstones.entry((s.api.node, s.scan_id)).or_insert((error, handle));
     }
 
     pub(super) fn close_idle_scans(&mut self, now: u64, ctx: &mut Ctx<'_, Signal>) {
@@ -401,9 +296,7 @@ impl Tc {
             .scans
             .iter()
             .filter(|(_, s)| {
-                s.txn.is_none()
-                    && !s.client_waiting
-                    && now.saturating_sub(s.last_active_ns) >= self.txn_inactive_ns
+                s.txn.is_none() && !s.client_waiting && now.saturating_sub(s.last_active_ns) >= self.txn_inactive_ns
             })
             .map(|(k, _)| *k)
             .collect();
@@ -426,11 +319,7 @@ impl Tc {
         let Some(s) = self.scans.get_mut(&key) else {
             return;
         }; // closed meanwhile
-        let p = s
-            .parts
-            .iter_mut()
-            .find(|p| p.part == part)
-            .expect("scan part");
+        let p = s.parts.iter_mut().find(|p| p.part == part).expect("scan part");
         assert!(p.outstanding && p.buf.is_empty(), "unrequested scan batch");
         p.outstanding = false;
         p.done = done;
@@ -451,8 +340,7 @@ impl Tc {
         if let Some(p) = s.parts.iter_mut().find(|p| p.part == part) {
             p.done = true; // LQH closed it
         }
-        let (api, handle, scan_id, txn, waiting) =
-            (s.api, s.handle, s.scan_id, s.txn, s.client_waiting);
+        let (api, handle, scan_id, txn, waiting) = (s.api, s.handle, s.scan_id, s.txn, s.client_waiting);
         if error.code == ErrorCode::LockWaitTimeout {
             self.counters.bump("tc: lock wait timeouts");
         }
@@ -481,14 +369,8 @@ impl Tc {
                 if waiting {
                     Self::scan_ref(ctx, api, handle, scan_id, error);
                 }
-                let error = NodeError::with(
-                    ErrorCode::TransactionAborted,
-                    "a scan of the transaction failed",
-                );
-                AbortReply::KeyRef {
-                    error,
-                    op_index: None,
-                }
+                let error = NodeError::with(ErrorCode::TransactionAborted, "a scan of the transaction failed");
+                AbortReply::KeyRef { error, op_index: None }
             }
             // Committing or aborting already: that outcome stands.
             _ => {
@@ -559,19 +441,9 @@ impl Tc {
             }
             return Self::scan_conf(ctx, api, handle, id, rows, finished);
         }
-        for p in s
-            .parts
-            .iter_mut()
-            .filter(|p| p.buf.is_empty() && !p.done && !p.outstanding)
-        {
+        for p in s.parts.iter_mut().filter(|p| p.buf.is_empty() && !p.done && !p.outstanding) {
             p.outstanding = true;
-            ctx.send(
-                p.lqh,
-                internal(InternalSignal::LqhScanNextReq {
-                    scan: key,
-                    part: p.part,
-                }),
-            );
+            ctx.send(p.lqh, internal(InternalSignal::LqhScanNextReq { scan: key, part: p.part }));
         }
     }
 }

@@ -54,9 +54,11 @@ impl Scope {
 pub fn column_sqltype(ty: &ColumnType) -> SqlType {
     use ColumnType as C;
     let (class, len, dec) = match ty {
-        C::TinyInt { unsigned } | C::SmallInt { unsigned } | C::MediumInt { unsigned } | C::Int { unsigned } | C::BigInt { unsigned } => {
-            (if *unsigned { TClass::UInt } else { TClass::Int }, 20, 0)
-        }
+        C::TinyInt { unsigned }
+        | C::SmallInt { unsigned }
+        | C::MediumInt { unsigned }
+        | C::Int { unsigned }
+        | C::BigInt { unsigned } => (if *unsigned { TClass::UInt } else { TClass::Int }, 20, 0),
         C::Float | C::Double => (TClass::Double, 22, 31),
         C::Decimal { precision, scale } => (TClass::Decimal, *precision as u32 + 2, *scale),
         C::Char { len, .. } | C::Varchar { len, .. } => (TClass::Str, *len, 0),
@@ -269,11 +271,7 @@ impl<'a> Compiler<'a> {
         match self.scope.find(table, name) {
             Ok(Some(i)) => return Ok((CExpr::Col(i), self.scope.cols[i].ty)),
             Err(()) => {
-                return Err(SqlError::new(
-                    1052,
-                    "23000",
-                    format!("Column '{display}' in {} is ambiguous", self.clause),
-                ))
+                return Err(SqlError::new(1052, "23000", format!("Column '{display}' in {} is ambiguous", self.clause)))
             }
             Ok(None) => {}
         }
@@ -350,8 +348,12 @@ impl<'a> Compiler<'a> {
                 match op {
                     UnaryOperator::Minus => match x {
                         C::Lit(Value::Int(i)) => (C::Lit(Value::Int(-i)), t),
-                        C::Lit(Value::UInt(u)) if u == 1u64 << 63 => (C::Lit(Value::Int(i64::MIN)), SqlType::new(TClass::Int)),
-                        C::Lit(Value::Decimal(d)) => (C::Lit(Value::Decimal(norr_signals::Decimal { mantissa: -d.mantissa, scale: d.scale })), t),
+                        C::Lit(Value::UInt(u)) if u == 1u64 << 63 => {
+                            (C::Lit(Value::Int(i64::MIN)), SqlType::new(TClass::Int))
+                        }
+                        C::Lit(Value::Decimal(d)) => {
+                            (C::Lit(Value::Decimal(norr_signals::Decimal { mantissa: -d.mantissa, scale: d.scale })), t)
+                        }
                         C::Lit(Value::Double(f)) => (C::Lit(Value::Double(-f)), t),
                         x => (C::Neg(Box::new(x)), if t.is_numeric() { t } else { SqlType::new(TClass::Double) }),
                     },
@@ -390,7 +392,10 @@ impl<'a> Compiler<'a> {
             Expr::InSubquery { expr, subquery, negated } => {
                 let (x, tx) = self.compile(expr)?;
                 let (sub, ts) = self.host.add_subquery(subquery, SubKind::In, self.scope)?;
-                (C::InSub { expr: Box::new(x), sub, negated: *negated, coll: cmp_coll(&tx, &ts) }, SqlType::new(TClass::Int))
+                (
+                    C::InSub { expr: Box::new(x), sub, negated: *negated, coll: cmp_coll(&tx, &ts) },
+                    SqlType::new(TClass::Int),
+                )
             }
             Expr::Exists { subquery, negated } => {
                 let (sub, _) = self.host.add_subquery(subquery, SubKind::Exists, self.scope)?;
@@ -404,13 +409,18 @@ impl<'a> Compiler<'a> {
                 let (x, tx) = self.compile(expr)?;
                 let (l, tl) = self.compile(low)?;
                 let (h, th) = self.compile(high)?;
-                let coll = if cmp_coll(&tx, &tl) == Coll::Bin || cmp_coll(&tx, &th) == Coll::Bin { Coll::Bin } else { Coll::Ci };
+                let coll = if cmp_coll(&tx, &tl) == Coll::Bin || cmp_coll(&tx, &th) == Coll::Bin {
+                    Coll::Bin
+                } else {
+                    Coll::Ci
+                };
                 (
                     C::Between { expr: Box::new(x), low: Box::new(l), high: Box::new(h), negated: *negated, coll },
                     SqlType::new(TClass::Int),
                 )
             }
-            Expr::Like { negated, expr, pattern, escape_char, any: false } | Expr::ILike { negated, expr, pattern, escape_char, any: false } => {
+            Expr::Like { negated, expr, pattern, escape_char, any: false }
+            | Expr::ILike { negated, expr, pattern, escape_char, any: false } => {
                 let (x, tx) = self.compile(expr)?;
                 let (p, tp) = self.compile(pattern)?;
                 let escape = match escape_char.as_deref() {
@@ -421,7 +431,10 @@ impl<'a> Compiler<'a> {
                     _ => b'\\',
                 };
                 let coll = if matches!(e, Expr::ILike { .. }) { Coll::Ci } else { cmp_coll(&tx, &tp) };
-                (C::Like { expr: Box::new(x), pattern: Box::new(p), escape, negated: *negated, coll }, SqlType::new(TClass::Int))
+                (
+                    C::Like { expr: Box::new(x), pattern: Box::new(p), escape, negated: *negated, coll },
+                    SqlType::new(TClass::Int),
+                )
             }
             Expr::Case { operand, conditions, else_result, .. } => {
                 let mut types = Vec::new();
@@ -461,7 +474,9 @@ impl<'a> Compiler<'a> {
             }
             Expr::Ceil { expr, .. } => self.call_fn(Func::Ceil, &[expr.as_ref().clone()])?,
             Expr::Floor { expr, .. } => self.call_fn(Func::Floor, &[expr.as_ref().clone()])?,
-            Expr::Position { expr, r#in } => self.call_fn(Func::Locate, &[expr.as_ref().clone(), r#in.as_ref().clone()])?,
+            Expr::Position { expr, r#in } => {
+                self.call_fn(Func::Locate, &[expr.as_ref().clone(), r#in.as_ref().clone()])?
+            }
             Expr::Substring { expr, substring_from, substring_for, .. } => {
                 let mut args = vec![expr.as_ref().clone()];
                 args.push(substring_from.as_deref().cloned().unwrap_or_else(|| num_expr(1)));
@@ -528,15 +543,15 @@ impl<'a> Compiler<'a> {
             "TIME" => Func::CastTime,
             "DOUBLE" | "FLOAT" | "REAL" | "DOUBLE PRECISION" => Func::CastDouble,
             "DECIMAL" | "NUMERIC" | "DEC" => {
-                let nums: Vec<i64> = name
-                    .split(['(', ')', ','])
-                    .skip(1)
-                    .filter_map(|s| s.trim().parse().ok())
-                    .collect();
+                let nums: Vec<i64> =
+                    name.split(['(', ')', ',']).skip(1).filter_map(|s| s.trim().parse().ok()).collect();
                 let p = nums.first().copied().unwrap_or(10);
                 let s = nums.get(1).copied().unwrap_or(0);
                 let t = SqlType { decimals: s as u8, len: p as u32 + 2, ..SqlType::new(TClass::Decimal) };
-                return Ok((CExpr::Func(Func::CastDecimal, vec![x, CExpr::Lit(Value::Int(p)), CExpr::Lit(Value::Int(s))]), t));
+                return Ok((
+                    CExpr::Func(Func::CastDecimal, vec![x, CExpr::Lit(Value::Int(p)), CExpr::Lit(Value::Int(s))]),
+                    t,
+                ));
             }
             _ => return Err(SqlError::unsupported(format!("CAST AS {name}"))),
         };
@@ -608,7 +623,9 @@ impl<'a> Compiler<'a> {
                 l.args
                     .iter()
                     .map(|a| match a {
-                        FunctionArg::Unnamed(x) | FunctionArg::Named { arg: x, .. } | FunctionArg::ExprNamed { arg: x, .. } => x,
+                        FunctionArg::Unnamed(x)
+                        | FunctionArg::Named { arg: x, .. }
+                        | FunctionArg::ExprNamed { arg: x, .. } => x,
                     })
                     .collect(),
                 matches!(l.duplicate_treatment, Some(DuplicateTreatment::Distinct)),
@@ -677,12 +694,20 @@ impl<'a> Compiler<'a> {
         self.call_fn(func, &exprs)
     }
 
-    fn aggregate(&mut self, kind: AggKind, args: &[&FunctionArgExpr], distinct: bool, name: &str) -> Result<(CExpr, SqlType), SqlError> {
+    fn aggregate(
+        &mut self,
+        kind: AggKind,
+        args: &[&FunctionArgExpr],
+        distinct: bool,
+        name: &str,
+    ) -> Result<(CExpr, SqlType), SqlError> {
         if self.aggs.is_none() {
             return Err(SqlError::new(1111, "HY000", "Invalid use of group function"));
         }
         let (kind, arg, ty, coll) = match (kind, args) {
-            (AggKind::Count, [FunctionArgExpr::Wildcard]) => (AggKind::CountStar, None, SqlType::new(TClass::Int), Coll::Ci),
+            (AggKind::Count, [FunctionArgExpr::Wildcard]) => {
+                (AggKind::CountStar, None, SqlType::new(TClass::Int), Coll::Ci)
+            }
             (_, [FunctionArgExpr::Expr(x)]) => {
                 // An aggregate's argument is evaluated on source rows: no nested aggregates.
                 let saved = self.aggs.take();
@@ -692,7 +717,9 @@ impl<'a> Compiler<'a> {
                 let ty = match kind {
                     AggKind::Count => SqlType::new(TClass::Int),
                     AggKind::Sum => match t.class {
-                        TClass::Int | TClass::UInt | TClass::Decimal => SqlType { decimals: t.decimals, ..SqlType::new(TClass::Decimal) },
+                        TClass::Int | TClass::UInt | TClass::Decimal => {
+                            SqlType { decimals: t.decimals, ..SqlType::new(TClass::Decimal) }
+                        }
                         _ => SqlType { decimals: 31, ..SqlType::new(TClass::Double) },
                     },
                     AggKind::Avg => match t.class {
@@ -842,12 +869,25 @@ mod tests {
             cols: vec![
                 ScopeCol { table: "t".into(), name: "a".into(), ty: SqlType::new(TClass::Int) },
                 ScopeCol { table: "t".into(), name: "b".into(), ty: SqlType::new(TClass::Str) },
-                ScopeCol { table: "t".into(), name: "c".into(), ty: SqlType { coll: Coll::Bin, ..SqlType::new(TClass::Bin) } },
+                ScopeCol {
+                    table: "t".into(),
+                    name: "c".into(),
+                    ty: SqlType { coll: Coll::Bin, ..SqlType::new(TClass::Bin) },
+                },
             ],
         };
         let pm = ParamMap::from_statement(&e);
         let mut host = NoSubs;
-        let mut c = Compiler { scope: &scope, outer: None, params: &pm, clause: "field list", aggs: None, agg_base: 0, aliases: &[], host: &mut host };
+        let mut c = Compiler {
+            scope: &scope,
+            outer: None,
+            params: &pm,
+            clause: "field list",
+            aggs: None,
+            agg_base: 0,
+            aliases: &[],
+            host: &mut host,
+        };
         let (ce, _) = c.compile(&e)?;
         let mut ctx = EvalCtx::new(params);
         eval(&ce, row, &mut ctx)
@@ -898,9 +938,15 @@ mod tests {
         assert_eq!(ev("SUBSTRING(b FROM 2 FOR 3)"), Value::str("ell"));
         assert_eq!(ev("CAST('42' AS SIGNED)"), Value::Int(42));
         assert_eq!(ev("CAST(a AS CHAR)"), Value::str("5"));
-        assert_eq!(ev("DATE_ADD('2024-01-31', INTERVAL 1 MONTH)"), Value::Date(norr_signals::Date { year: 2024, month: 2, day: 29 }));
+        assert_eq!(
+            ev("DATE_ADD('2024-01-31', INTERVAL 1 MONTH)"),
+            Value::Date(norr_signals::Date { year: 2024, month: 2, day: 29 })
+        );
         assert_eq!(ev("YEAR(DATE '2020-05-06')"), Value::Int(2020));
-        assert_eq!(ev("DATE '2020-05-06' + INTERVAL 1 DAY"), Value::Date(norr_signals::Date { year: 2020, month: 5, day: 7 }));
+        assert_eq!(
+            ev("DATE '2020-05-06' + INTERVAL 1 DAY"),
+            Value::Date(norr_signals::Date { year: 2020, month: 5, day: 7 })
+        );
         assert_eq!(ev("ABS(-3) + FLOOR(2.7) + CEIL(2.1)"), Value::Int(8));
         assert_eq!(ev("ROUND(2.567, 2)"), Value::Decimal(norr_signals::Decimal { mantissa: 257, scale: 2 }));
         assert_eq!(ev("GREATEST(1, 5, 3)"), Value::Int(5));

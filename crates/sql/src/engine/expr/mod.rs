@@ -116,7 +116,10 @@ pub enum SubResult {
     Scalar(Value),
     Exists(bool),
     /// Values of the subquery's single column (for IN).
-    Set { values: Vec<Value>, has_null: bool },
+    Set {
+        values: Vec<Value>,
+        has_null: bool,
+    },
     NotRun,
 }
 
@@ -138,13 +141,43 @@ pub enum CExpr {
     IsNull(Box<CExpr>, bool),
     /// IS [NOT] TRUE / FALSE: (expr, want_true, negated).
     IsBool(Box<CExpr>, bool, bool),
-    InList { expr: Box<CExpr>, list: Vec<CExpr>, negated: bool, coll: Coll },
-    InSub { expr: Box<CExpr>, sub: usize, negated: bool, coll: Coll },
-    Exists { sub: usize, negated: bool },
+    InList {
+        expr: Box<CExpr>,
+        list: Vec<CExpr>,
+        negated: bool,
+        coll: Coll,
+    },
+    InSub {
+        expr: Box<CExpr>,
+        sub: usize,
+        negated: bool,
+        coll: Coll,
+    },
+    Exists {
+        sub: usize,
+        negated: bool,
+    },
     ScalarSub(usize),
-    Between { expr: Box<CExpr>, low: Box<CExpr>, high: Box<CExpr>, negated: bool, coll: Coll },
-    Like { expr: Box<CExpr>, pattern: Box<CExpr>, escape: u8, negated: bool, coll: Coll },
-    Case { operand: Option<Box<CExpr>>, whens: Vec<(CExpr, CExpr)>, else_: Option<Box<CExpr>>, coll: Coll },
+    Between {
+        expr: Box<CExpr>,
+        low: Box<CExpr>,
+        high: Box<CExpr>,
+        negated: bool,
+        coll: Coll,
+    },
+    Like {
+        expr: Box<CExpr>,
+        pattern: Box<CExpr>,
+        escape: u8,
+        negated: bool,
+        coll: Coll,
+    },
+    Case {
+        operand: Option<Box<CExpr>>,
+        whens: Vec<(CExpr, CExpr)>,
+        else_: Option<Box<CExpr>>,
+        coll: Coll,
+    },
     Coalesce(Vec<CExpr>),
     Func(Func, Vec<CExpr>),
     /// Session / global system variable, resolved before execution (index into ctx.sysvals).
@@ -176,14 +209,15 @@ impl<'a> EvalCtx<'a> {
         EvalCtx {
             params,
             warnings: Warnings::default(),
-            now: datetime::unix_micros_to_datetime(now_unix_micros() / 1_000_000 * 1_000_000)
-                .unwrap_or(norr_signals::DateTime {
+            now: datetime::unix_micros_to_datetime(now_unix_micros() / 1_000_000 * 1_000_000).unwrap_or(
+                norr_signals::DateTime {
                     date: norr_signals::Date { year: 1970, month: 1, day: 1 },
                     hour: 0,
                     minute: 0,
                     second: 0,
                     micro: 0,
-                }),
+                },
+            ),
             current_db: None,
             connection_id: 0,
             last_insert_id: 0,
@@ -199,10 +233,7 @@ impl<'a> EvalCtx<'a> {
 
 /// Wall clock (the SQL node is a host process: it may read the clock).
 pub fn now_unix_micros() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
 }
 
 fn b(e: &CExpr, row: &[Value], ctx: &mut EvalCtx) -> Result<Option<bool>, SqlError> {
@@ -230,7 +261,9 @@ pub fn eval(e: &CExpr, row: &[Value], ctx: &mut EvalCtx) -> Result<Value, SqlErr
             match to_num(&v, &mut ctx.warnings) {
                 None => Value::Null,
                 Some(n) => {
-                    match arith(ArithOp::Sub, value::Num::I(0), n, &|| format!("-({})", value::to_string_lossy(&v).unwrap_or_default()))? {
+                    match arith(ArithOp::Sub, value::Num::I(0), n, &|| {
+                        format!("-({})", value::to_string_lossy(&v).unwrap_or_default())
+                    })? {
                         Some(r) => r.to_value(),
                         None => Value::Null,
                     }
@@ -644,7 +677,12 @@ mod tests {
         assert_eq!(eval(&CExpr::And(null(), t()), &[], &mut ctx).unwrap(), Value::Null);
         assert_eq!(eval(&CExpr::Or(null(), t()), &[], &mut ctx).unwrap(), Value::Int(1));
         assert_eq!(eval(&CExpr::Not(null()), &[], &mut ctx).unwrap(), Value::Null);
-        let inl = CExpr::InList { expr: t(), list: vec![CExpr::Lit(Value::Int(2)), CExpr::Lit(Value::Null)], negated: false, coll: Coll::Ci };
+        let inl = CExpr::InList {
+            expr: t(),
+            list: vec![CExpr::Lit(Value::Int(2)), CExpr::Lit(Value::Null)],
+            negated: false,
+            coll: Coll::Ci,
+        };
         assert_eq!(eval(&inl, &[], &mut ctx).unwrap(), Value::Null);
         let div = CExpr::Arith(ArithOp::Div, t(), f());
         assert_eq!(eval(&div, &[], &mut ctx).unwrap(), Value::Null);

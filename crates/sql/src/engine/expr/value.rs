@@ -210,10 +210,7 @@ pub fn to_num(v: &Value, w: &mut Warnings) -> Option<Num> {
         Value::Bytes(b) => {
             let (n, complete) = str_to_num(b);
             if !complete {
-                w.push(
-                    1292,
-                    format!("Truncated incorrect DOUBLE value: '{}'", String::from_utf8_lossy(b)),
-                );
+                w.push(1292, format!("Truncated incorrect DOUBLE value: '{}'", String::from_utf8_lossy(b)));
             }
             // Strings evaluate as DOUBLE in numeric context, as MySQL.
             Num::F(n.to_f64())
@@ -343,13 +340,7 @@ pub fn fmt_time(t: i64, decimals: u8) -> String {
     let a = t.unsigned_abs();
     let secs = a / 1_000_000;
     let micro = a % 1_000_000;
-    let mut s = format!(
-        "{}{:02}:{:02}:{:02}",
-        if neg { "-" } else { "" },
-        secs / 3600,
-        (secs / 60) % 60,
-        secs % 60
-    );
+    let mut s = format!("{}{:02}:{:02}:{:02}", if neg { "-" } else { "" }, secs / 3600, (secs / 60) % 60, secs % 60);
     if decimals > 0 {
         let frac = format!("{micro:06}");
         s.push('.');
@@ -371,9 +362,7 @@ pub fn to_text(v: &Value) -> Option<std::borrow::Cow<'_, [u8]>> {
         Value::Double(f) => Cow::Owned(fmt_double(*f).into_bytes()),
         Value::Decimal(d) => Cow::Owned(dec_to_string(*d).into_bytes()),
         Value::Date(d) => Cow::Owned(fmt_date(d).into_bytes()),
-        Value::DateTime(dt) => {
-            Cow::Owned(fmt_datetime(dt, if dt.micro != 0 { 6 } else { 0 }).into_bytes())
-        }
+        Value::DateTime(dt) => Cow::Owned(fmt_datetime(dt, if dt.micro != 0 { 6 } else { 0 }).into_bytes()),
         Value::Time(t) => Cow::Owned(fmt_time(*t, if t % 1_000_000 != 0 { 6 } else { 0 }).into_bytes()),
     })
 }
@@ -584,17 +573,21 @@ pub fn arith(op: ArithOp, a: Num, b: Num, expr: &dyn Fn() -> String) -> Result<O
             Ok(Some(F(r)))
         }
         (D(_), _) | (_, D(_)) => {
-            let (x, y) = (as_dec(a).unwrap_or(Decimal { mantissa: 0, scale: 0 }), as_dec(b).unwrap_or(Decimal { mantissa: 0, scale: 0 }));
+            let (x, y) = (
+                as_dec(a).unwrap_or(Decimal { mantissa: 0, scale: 0 }),
+                as_dec(b).unwrap_or(Decimal { mantissa: 0, scale: 0 }),
+            );
             let r = match op {
                 ArithOp::Add | ArithOp::Sub => {
                     let (p, q, s) = dec_align(x, y).ok_or_else(|| err_out_of_range("DECIMAL", &expr()))?;
                     dec_result(if op == ArithOp::Add { p.checked_add(q) } else { p.checked_sub(q) }, s, &expr())?
                 }
-                ArithOp::Mul => dec_result(x.mantissa.checked_mul(y.mantissa), x.scale + y.scale, &expr())
-                    .map(|n| match n {
+                ArithOp::Mul => {
+                    dec_result(x.mantissa.checked_mul(y.mantissa), x.scale + y.scale, &expr()).map(|n| match n {
                         D(d) => D(cap_scale(d)),
                         o => o,
-                    })?,
+                    })?
+                }
                 ArithOp::Div => {
                     if y.mantissa == 0 {
                         return Ok(None);
@@ -611,7 +604,11 @@ pub fn arith(op: ArithOp, a: Num, b: Num, expr: &dyn Fn() -> String) -> Result<O
                         Some(n) => {
                             let q = n / y.mantissa;
                             let r = n % y.mantissa;
-                            let q = if (r.abs() * 2) >= y.mantissa.abs() { q + n.signum() * y.mantissa.signum() } else { q };
+                            let q = if (r.abs() * 2) >= y.mantissa.abs() {
+                                q + n.signum() * y.mantissa.signum()
+                            } else {
+                                q
+                            };
                             dec_result(Some(q), scale, &expr())?
                         }
                         None => F(dec_to_f64(x) / dec_to_f64(y)),
@@ -653,7 +650,9 @@ pub fn arith(op: ArithOp, a: Num, b: Num, expr: &dyn Fn() -> String) -> Result<O
             let r: i128 = match op {
                 ArithOp::Add => x + y,
                 ArithOp::Sub => x - y,
-                ArithOp::Mul => x.checked_mul(y).ok_or_else(|| err_out_of_range(if unsigned { "BIGINT UNSIGNED" } else { "BIGINT" }, &expr()))?,
+                ArithOp::Mul => x
+                    .checked_mul(y)
+                    .ok_or_else(|| err_out_of_range(if unsigned { "BIGINT UNSIGNED" } else { "BIGINT" }, &expr()))?,
                 ArithOp::Div => {
                     if y == 0 {
                         return Ok(None);
@@ -742,7 +741,13 @@ mod tests {
         let r = arith(ArithOp::Div, Num::I(2), Num::I(3), &e).unwrap().unwrap();
         assert_eq!(r, Num::D(Decimal { mantissa: 6667, scale: 4 }));
         let r = arith(ArithOp::Div, Num::D(Decimal { mantissa: 15, scale: 1 }), Num::I(2), &e).unwrap().unwrap();
-        assert_eq!(dec_to_string(match r { Num::D(d) => d, _ => panic!() }), "0.75000");
+        assert_eq!(
+            dec_to_string(match r {
+                Num::D(d) => d,
+                _ => panic!(),
+            }),
+            "0.75000"
+        );
     }
 
     #[test]
