@@ -4,7 +4,7 @@
 //!
 //! Every statement that touches rows through a transaction does:
 //!
-//! ```ignore
+//! ```text
 //! let out = txn_control::with_txn(engine, session, async |txn: &mut Transaction| {
 //!     txn.execute(ops, ExecType::NoCommit).await.map_err(|e| error_map::from_client(e, &ctx))?;
 //!     Ok(QueryOutput::ok(n))
@@ -13,7 +13,7 @@
 //!
 //! or, when the statement needs the session while it runs, the two halves:
 //!
-//! ```ignore
+//! ```text
 //! txn_control::begin_statement(engine, session);          // opens session.txn if needed
 //! let res = async { let txn = session.txn.as_mut().unwrap(); ... }.await;
 //! let out = txn_control::end_statement(engine, session, res).await?;
