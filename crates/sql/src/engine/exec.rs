@@ -693,14 +693,7 @@ async fn run_select(
                     let mut matched = false;
                     if let Some(inner) = k.and_then(|k| by_key.get(&k)) {
                         let joined = concat(r, inner);
-                        let mut pass = true;
-                        for cnd in &s.on {
-                            if !eval_pred(cnd, &joined, ctx)? {
-                                pass = false;
-                                break;
-                            }
-                        }
-                        if pass {
+                        if all_pass(&s.on, &joined, ctx)? {
                             matched = true;
                             next.push(joined);
                         }
@@ -723,13 +716,10 @@ async fn run_select(
             // ON of the first source (only from nested joins) acts as a filter.
             if !s.on.is_empty() {
                 let mut keep = Vec::with_capacity(rows.len());
-                'r0: for r in rows {
-                    for cnd in &s.on {
-                        if !eval_pred(cnd, &r, ctx)? {
-                            continue 'r0;
-                        }
+                for r in rows {
+                    if all_pass(&s.on, &r, ctx)? {
+                        keep.push(r);
                     }
-                    keep.push(r);
                 }
                 rows = keep;
             }
@@ -755,14 +745,7 @@ async fn run_select(
                     if let Some(list) = table.get(&k) {
                         for &i in list {
                             let joined = concat(r, &inner[i]);
-                            let mut pass = true;
-                            for cnd in &s.on {
-                                if !eval_pred(cnd, &joined, ctx)? {
-                                    pass = false;
-                                    break;
-                                }
-                            }
-                            if pass {
+                            if all_pass(&s.on, &joined, ctx)? {
                                 matched = true;
                                 next.push(joined);
                             }
@@ -778,14 +761,7 @@ async fn run_select(
                 let mut matched = false;
                 for ir in &inner {
                     let joined = concat(r, ir);
-                    let mut pass = true;
-                    for cnd in &s.on {
-                        if !eval_pred(cnd, &joined, ctx)? {
-                            pass = false;
-                            break;
-                        }
-                    }
-                    if pass {
+                    if all_pass(&s.on, &joined, ctx)? {
                         matched = true;
                         next.push(joined);
                         if next.len() > MAX_RESULT_ROWS {
@@ -1099,4 +1075,14 @@ pub async fn virtual_table(
             Ok((scope, rows))
         }
     }
+}
+
+/// True if every condition holds for the row (an empty list holds).
+fn all_pass(conds: &[CExpr], row: &[Value], ctx: &mut EvalCtx) -> Result<bool, SqlError> {
+    for c in conds {
+        if !eval_pred(c, row, ctx)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }

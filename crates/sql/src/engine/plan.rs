@@ -130,9 +130,42 @@ fn key_product(cols: &[ColumnId], lists: &[(ColumnId, Vec<&CExpr>)]) -> Option<V
     Some(keys)
 }
 
+/// A range bound: the bounding expression and whether it is inclusive.
+type RangeBound = Option<(CExpr, bool)>;
+
+/// Lower and upper bounds on `col` from the conjuncts (`BETWEEN`, `>`, `>=`,
+/// `<`, `<=` against row-independent expressions); the first bound found on
+/// each side wins.
+fn range_bounds(conj: &[CExpr], col: ColumnId) -> (RangeBound, RangeBound) {
+    let (mut low, mut high) = (None, None);
+    for c in conj {
+        match c {
+            CExpr::Between { expr, low: l, high: h, negated: false, .. }
+                if matches!(expr.as_ref(), CExpr::Col(x) if *x as ColumnId == col)
+                    && is_row_independent(l)
+                    && is_row_independent(h) =>
+            {
+                low.get_or_insert(((**l).clone(), true));
+                high.get_or_insert(((**h).clone(), true));
+            }
+            _ => match atom(c) {
+                Some(Atom::Cmp(c2, k, x)) if c2 == col => match k {
+                    CmpKind::Gt | CmpKind::Ge => {
+                        low.get_or_insert((x.clone(), k == CmpKind::Ge));
+                    }
+                    CmpKind::Lt | CmpKind::Le => {
+                        high.get_or_insert((x.clone(), k == CmpKind::Le));
+                    }
+                    _ => {}
+                },
+                _ => {}
+            },
+        }
+    }
+    (low, high)
+}
+
 /// Choose the access path for a table given the conjuncts over its row.
-/// `pk_ordered` is an ordered index whose columns are exactly the primary key
-/// (the hidden ordered pk index NDB keeps), used for pk range scans.
 pub fn choose_access(def: &TableDef, conj: &[CExpr]) -> Access {
     let lists = eq_lists(conj);
     if let Some(keys) = key_product(&def.primary_key, &lists) {
@@ -148,31 +181,7 @@ pub fn choose_access(def: &TableDef, conj: &[CExpr]) -> Access {
     // Single integer pk column with both bounds: key lookups over the range.
     if let [pkc] = def.primary_key.as_slice() {
         if def.columns[*pkc as usize].ty.int_range().is_some() {
-            let (mut low, mut high) = (None, None);
-            for c in conj {
-                match c {
-                    CExpr::Between { expr, low: l, high: h, negated: false, .. }
-                        if matches!(expr.as_ref(), CExpr::Col(x) if *x as ColumnId == *pkc)
-                            && is_row_independent(l)
-                            && is_row_independent(h) =>
-                    {
-                        low.get_or_insert(((**l).clone(), true));
-                        high.get_or_insert(((**h).clone(), true));
-                    }
-                    _ => match atom(c) {
-                        Some(Atom::Cmp(col, k, x)) if col == *pkc => match k {
-                            CmpKind::Gt | CmpKind::Ge => {
-                                low.get_or_insert((x.clone(), k == CmpKind::Ge));
-                            }
-                            CmpKind::Lt | CmpKind::Le => {
-                                high.get_or_insert((x.clone(), k == CmpKind::Le));
-                            }
-                            _ => {}
-                        },
-                        _ => {}
-                    },
-                }
-            }
+            let (low, high) = range_bounds(conj, *pkc);
             if let (Some(low), Some(high)) = (low, high) {
                 return Access::PkRange { low, high };
             }
@@ -188,34 +197,10 @@ pub fn choose_access(def: &TableDef, conj: &[CExpr]) -> Access {
                 None => break,
             }
         }
-        let mut low = None;
-        let mut high = None;
-        if let Some(next) = ix.columns.get(eq.len()) {
-            for c in conj {
-                match c {
-                    CExpr::Between { expr, low: l, high: h, negated: false, .. }
-                        if matches!(expr.as_ref(), CExpr::Col(x) if *x as ColumnId == *next)
-                            && is_row_independent(l)
-                            && is_row_independent(h) =>
-                    {
-                        low.get_or_insert(((**l).clone(), true));
-                        high.get_or_insert(((**h).clone(), true));
-                    }
-                    _ => match atom(c) {
-                        Some(Atom::Cmp(col, k, x)) if col == *next => match k {
-                            CmpKind::Gt | CmpKind::Ge => {
-                                low.get_or_insert((x.clone(), k == CmpKind::Ge));
-                            }
-                            CmpKind::Lt | CmpKind::Le => {
-                                high.get_or_insert((x.clone(), k == CmpKind::Le));
-                            }
-                            _ => {}
-                        },
-                        _ => {}
-                    },
-                }
-            }
-        }
+        let (low, high) = match ix.columns.get(eq.len()) {
+            Some(next) => range_bounds(conj, *next),
+            None => (None, None),
+        };
         let score = eq.len() * 2 + low.is_some() as usize + high.is_some() as usize;
         if score == 0 {
             continue;
