@@ -182,7 +182,9 @@ pub fn str_to_num(b: &[u8]) -> (Num, bool) {
         }
     }
     if !has_digits {
-        return (Num::F(0.0), t.trim_end().is_empty() && false);
+        // No digits is never a complete number: even '' converts to 0 with a
+        // truncation warning, as in MySQL.
+        return (Num::F(0.0), false);
     }
     let num_str = &t[..i];
     let complete = t[i..].trim_end_matches([' ', '\t', '\n', '\r']).is_empty();
