@@ -71,11 +71,6 @@ pub(crate) enum Timing {
 }
 
 impl<'a, S> Ctx<'a, S> {
-    /// Build a context outside the scheduler (block unit tests).
-    pub fn detached(now_ns: u64, self_ref: BlockRef, out: &'a mut Vec<Envelope<S>>) -> DetachedCtx<'a, S> {
-        DetachedCtx { now_ns, self_ref, sink: out, buf: Vec::new() }
-    }
-
     /// Virtual or real time in nanoseconds, as the host says. Monotonic.
     pub fn now_ns(&self) -> u64 {
         self.now_ns
@@ -107,28 +102,5 @@ impl<'a, S> Ctx<'a, S> {
     pub fn send_bounded(&mut self, to: BlockRef, signal: S, max_signals: u32) {
         let env = Envelope { from: self.self_ref, to, prio: Priority::B, signal };
         self.out.push(Outgoing { env, timing: Timing::Bounded { max_signals } });
-    }
-}
-
-/// A `Ctx` for unit-testing a block without a scheduler: every send, whatever
-/// its timing, lands in the sink in order when the `DetachedCtx` is dropped.
-pub struct DetachedCtx<'a, S> {
-    now_ns: u64,
-    self_ref: BlockRef,
-    sink: &'a mut Vec<Envelope<S>>,
-    buf: Vec<Outgoing<S>>,
-}
-
-impl<'a, S> DetachedCtx<'a, S> {
-    pub fn ctx(&mut self) -> Ctx<'_, S> {
-        Ctx { now_ns: self.now_ns, self_ref: self.self_ref, out: &mut self.buf }
-    }
-}
-
-impl<'a, S> Drop for DetachedCtx<'a, S> {
-    fn drop(&mut self) {
-        for o in self.buf.drain(..) {
-            self.sink.push(o.env);
-        }
     }
 }
