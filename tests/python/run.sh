@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the driver tests (PyMySQL, mysql-connector-python, SQLAlchemy Core)
+# Runs the driver tests (PyMySQL, mysql-connector-python, SQLAlchemy Core, the
+# mysql command-line client)
 # against a real `norr datad` + `norr sqld` on free loopback ports.
 #
 #   tests/python/run.sh [pytest args...]
@@ -20,6 +21,13 @@ if [ -z "${NORR_BIN:-}" ]; then
   export NORR_BIN="$target/debug/norr"
 fi
 [ -x "$NORR_BIN" ] || { echo "norr binary not found at $NORR_BIN" >&2; exit 2; }
+
+# The mysql command-line client (test_mysql_cli.py drives it) and python3-venv.
+if ! command -v mysql >/dev/null 2>&1 || ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq default-mysql-client python3-venv >/dev/null
+fi
 
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
