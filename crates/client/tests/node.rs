@@ -448,3 +448,52 @@ async fn auto_increment_and_unique_index() {
     let e = c.drop_index("kv", "nope").await.unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::NoSuchIndex));
 }
+
+/// A transaction's scans see its own uncommitted inserts, updates and
+/// deletes, in index order; a standalone scan and other transactions do not.
+#[tokio::test]
+async fn scans_in_a_transaction_see_its_own_writes() {
+    let node = start_node(knobs());
+    let c = Client::connect(node.local_addr()).await.unwrap();
+    let t = c.create_table(kv_def("own")).await.unwrap();
+    let ops: Vec<_> = (0..100).map(|i| KeyOp::insert(t.id, vec![Value::Int(i)], vec![(2, Value::Int(i))])).collect();
+    c.begin().execute(ops, ExecType::Commit).await.unwrap();
+    let t2 = c
+        .create_index(
+            "own",
+            IndexDef { id: 0, name: "by_n".into(), columns: vec![2], unique: false, kind: IndexKind::Ordered },
+        )
+        .await
+        .unwrap();
+    let idx = t2.index_by_name("by_n").unwrap().id;
+    let ns = |rows: &[Vec<Value>]| rows.iter().map(|r| r[2].as_i64().unwrap()).collect::<Vec<_>>();
+
+    let mut txn = c.begin();
+    let ops = vec![
+        KeyOp::insert(t.id, vec![Value::Int(1000)], vec![(2, Value::Int(15))]),
+        KeyOp::update(t.id, vec![Value::Int(3)], vec![(2, Value::Int(14))]),
+        KeyOp::delete(t.id, vec![Value::Int(12)]),
+    ];
+    txn.execute(ops, ExecType::NoCommit).await.unwrap();
+    let spec = ScanSpec {
+        table_version: t2.version,
+        index: Some(idx),
+        range: Some(ScanRange {
+            low: Bound::inclusive(vec![Value::Int(10)]),
+            high: Bound::inclusive(vec![Value::Int(16)]),
+        }),
+        batch_rows: 2,
+        ..ScanSpec::full(t.id)
+    };
+    let rows = txn.scan(spec.clone()).await.unwrap().collect_all().await.unwrap();
+    assert_eq!(ns(&rows), vec![10, 11, 13, 14, 14, 15, 15, 16]);
+    let full = txn.scan(ScanSpec::full(t.id)).await.unwrap().collect_all().await.unwrap();
+    assert_eq!(full.len(), 100);
+    assert!(full.iter().any(|r| r[0] == Value::Int(1000)) && !full.iter().any(|r| r[0] == Value::Int(12)));
+    // Outside the transaction: committed rows only.
+    let rows = c.scan(spec.clone()).await.unwrap().collect_all().await.unwrap();
+    assert_eq!(ns(&rows), vec![10, 11, 12, 13, 14, 15, 16]);
+    txn.commit().await.unwrap();
+    let rows = c.scan(spec).await.unwrap().collect_all().await.unwrap();
+    assert_eq!(ns(&rows), vec![10, 11, 13, 14, 14, 15, 15, 16]);
+}

@@ -75,8 +75,14 @@ pub struct ScanRow {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LqhScanReq {
     pub scan: ScanKey,
-    /// None: standalone scan (committed read, no locks).
+    /// The transaction a locking scan belongs to (its locks are held until
+    /// it ends). None: a committed-read scan, which holds nothing.
     pub txn: Option<TxnId>,
+    /// The transaction the scan reads for: its own uncommitted writes (as
+    /// they were when the scan opened) replace the committed rows. Set for
+    /// every scan issued inside a transaction, locking or not; None for a
+    /// standalone scan.
+    pub reader: Option<TxnId>,
     pub table: TableId,
     pub table_version: u32,
     pub part: PartitionId,

@@ -213,6 +213,11 @@ impl Storage {
         Ok(map.get(&key))
     }
 
+    /// Encoded primary key of a full row (empty for an unknown table).
+    pub fn encode_row_pk(&self, table: TableId, row: &[Value]) -> Vec<u8> {
+        self.tables.get(&table).map_or_else(Vec::new, |t| t.pk.encoded(row))
+    }
+
     /// Encoded index columns of a full row (empty for an unknown table/index).
     pub fn encode_index_key(&self, table: TableId, index: IndexId, row: &[Value]) -> Vec<u8> {
         match self.tables.get(&table).and_then(|t| t.index(index).ok()) {

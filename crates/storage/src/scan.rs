@@ -49,6 +49,29 @@ impl ScanCursor {
             ScanCursor::Full { done, .. } | ScanCursor::Ordered { done, .. } => *done,
         }
     }
+
+    /// Whether an entry with this ordered key (`index key ++ pk`) lies in the
+    /// scan's range (always true for a full scan). Used for rows that are not
+    /// in storage yet (a transaction's own uncommitted writes) but must be
+    /// returned as if the scan had found them.
+    pub fn admits(&self, key: &[u8]) -> bool {
+        match self {
+            ScanCursor::Full { .. } => true,
+            ScanCursor::Ordered { low, high, .. } => {
+                let above = match low {
+                    Bound::Unbounded => true,
+                    Bound::Included(l) => key >= l.as_slice(),
+                    Bound::Excluded(l) => key > l.as_slice(),
+                };
+                let below = match high {
+                    Bound::Unbounded => true,
+                    Bound::Included(h) => key <= h.as_slice(),
+                    Bound::Excluded(h) => key < h.as_slice(),
+                };
+                above && below
+            }
+        }
+    }
 }
 
 fn as_slice_bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {

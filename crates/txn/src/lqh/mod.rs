@@ -13,6 +13,7 @@
 
 mod exec;
 mod scan;
+mod scan_own;
 
 use crate::counters::Counters;
 use crate::fxhash::FxHashMap;

@@ -7,8 +7,12 @@
 //! Locking scans: storage returns candidates that pass the filter on their
 //! committed image; each is then locked (possibly waiting), re-read under the
 //! lock (it may have changed or gone) and filtered again before it is returned.
+//!
+//! A scan inside a transaction also returns the transaction's own uncommitted
+//! writes in place of the committed rows (see `scan_own`).
 
 use super::exec::project;
+use super::scan_own::{own_scan_row, OwnScanSpec, OwnWrites};
 use super::{Lqh, WaitTarget};
 use crate::lock_queue::{Grant, LockKey, Mode};
 use crate::store::ScanCursor;
@@ -35,8 +39,10 @@ pub(crate) struct LqhScan {
     lock: LockMode,
     batch_rows: usize,
     out: Vec<ScanRow>,
-    /// Locking scans: rows found, not yet locked.
-    candidates: VecDeque<Vec<Value>>,
+    /// Locking scans: rows found, not yet locked, in scan order.
+    candidates: VecDeque<Candidate>,
+    /// The reading transaction's own writes in this partition, if any.
+    own: Option<OwnWrites>,
     /// Whether the transaction held the front candidate's row lock before
     /// this scan asked for it, and how many of its operations had run then
     /// (decided at the first attempt, kept across the wait). If it did not
@@ -52,6 +58,14 @@ pub(crate) struct LqhScan {
 }
 
 type Key = (ScanKey, PartitionId);
+
+/// A row a locking scan is about to return.
+enum Candidate {
+    /// A committed row: locked, re-read and re-checked before it is returned.
+    Committed(Vec<Value>),
+    /// The transaction's own write: it holds the row's lock already.
+    Own(ScanRow),
+}
 
 impl Lqh {
     pub(super) fn on_scan_req(&mut self, tc: BlockRef, req: LqhScanReq, ctx: &mut Ctx<'_, Signal>) {
@@ -70,6 +84,27 @@ impl Lqh {
             Ok(c) => c,
             Err(e) => return fail(ctx, e),
         };
+        let own = match req.reader {
+            None => None,
+            Some(reader) => {
+                let spec = OwnScanSpec {
+                    reader,
+                    def: &def,
+                    part: req.part,
+                    index: req.index,
+                    cursor: &cursor,
+                    filter: req.filter.as_ref(),
+                    descending: req.descending,
+                };
+                match self.own_writes(&spec) {
+                    Ok(o) => o,
+                    Err(e) => return fail(ctx, e),
+                }
+            }
+        };
+        if own.is_some() {
+            self.counters.bump("lqh: scans over own writes");
+        }
         let lock = if req.txn.is_some() { req.lock } else { LockMode::CommittedRead };
         if lock != LockMode::CommittedRead {
             let t = req.txn.expect("locking scan has a transaction");
@@ -93,6 +128,7 @@ impl Lqh {
                 batch_rows: req.batch_rows.max(1) as usize,
                 out: Vec::new(),
                 candidates: VecDeque::new(),
+                own,
                 front_had_lock: None,
                 exhausted: false,
                 idle: false,
@@ -142,8 +178,15 @@ impl Lqh {
             if s.out.len() >= s.batch_rows {
                 return Ok(true);
             }
-            let Some(row) = s.candidates.front() else {
-                return Ok(true);
+            let row = match s.candidates.front() {
+                None => return Ok(true),
+                Some(Candidate::Committed(row)) => row,
+                Some(Candidate::Own(_)) => {
+                    let s = self.scans.get_mut(&key).expect("scan");
+                    let Some(Candidate::Own(r)) = s.candidates.pop_front() else { unreachable!("front") };
+                    s.out.push(r);
+                    continue;
+                }
             };
             let (def, t, part) = (Arc::clone(&s.def), s.txn.expect("locking scan has a txn"), s.part);
             let mode = if s.lock == LockMode::Exclusive { Mode::Exclusive } else { Mode::Shared };
@@ -163,7 +206,7 @@ impl Lqh {
             // (Partitions of this same scan never see this row.)
             let sibling_scans = self.scans.iter().any(|(k, o)| o.txn == Some(t) && k.0 != key.0);
             let s = self.scans.get_mut(&key).expect("scan");
-            let found = s.candidates.pop_front().expect("candidate");
+            let Some(Candidate::Committed(found)) = s.candidates.pop_front() else { unreachable!("front") };
             let (had, ops_then) = s.front_had_lock.take().expect("decided before locking");
             // Someone else of the transaction may rely on the lock if an
             // operation ran meanwhile or another scan of it is open here.
@@ -241,7 +284,7 @@ impl Lqh {
                 return Ok(());
             }
             let s = self.scans.get_mut(&key).expect("scan");
-            let finished = s.exhausted && s.candidates.is_empty();
+            let finished = s.exhausted && s.candidates.is_empty() && s.own.as_ref().is_none_or(|o| o.is_empty());
             if s.out.len() >= s.batch_rows || finished {
                 let rows = std::mem::take(&mut s.out);
                 let tc = s.tc;
@@ -272,18 +315,52 @@ impl Lqh {
                 self.examine_per_step,
                 &mut found,
             )?;
+            let locking = s.lock != LockMode::CommittedRead;
+            let mut own = s.own.take();
             for (_, row) in found {
-                if s.lock == LockMode::CommittedRead {
-                    let k = match s.index {
-                        Some(ix) => self.storage.ordered_key(s.table, ix, &row),
-                        None => Vec::new(),
-                    };
+                // The key orders the stream: locking scans compute it after
+                // the lock, unless own rows must be merged in by it now.
+                let k = match s.index {
+                    Some(ix) if !locking || own.is_some() => self.storage.ordered_key(s.table, ix, &row),
+                    _ => Vec::new(),
+                };
+                if let Some(own) = &mut own {
+                    if own.hides(&self.storage.encode_row_pk(s.table, &row)) {
+                        continue;
+                    }
+                    if s.index.is_some() {
+                        while let Some(o) = own.pop_before(Some(&k)) {
+                            push_own(s, o)?;
+                        }
+                    }
+                }
+                if locking {
+                    s.candidates.push_back(Candidate::Committed(row));
+                } else {
                     let values = project(&s.def, &row, &s.projection)?;
                     s.out.push(ScanRow { key: k, values });
-                } else {
-                    s.candidates.push_back(row);
                 }
             }
+            if s.exhausted {
+                // Committed rows done: the own rows left come last, a batch
+                // at a time.
+                while s.out.len() + s.candidates.len() < s.batch_rows {
+                    let Some(o) = own.as_mut().and_then(|own| own.pop_before(None)) else { break };
+                    push_own(s, o)?;
+                }
+            }
+            s.own = own;
         }
     }
+}
+
+/// Queue one of the transaction's own rows for return.
+fn push_own(s: &mut LqhScan, row: (Vec<u8>, Vec<Value>)) -> Result<(), NodeError> {
+    let r = own_scan_row(&s.def, row, &s.projection)?;
+    if s.lock == LockMode::CommittedRead {
+        s.out.push(r);
+    } else {
+        s.candidates.push_back(Candidate::Own(r));
+    }
+    Ok(())
 }

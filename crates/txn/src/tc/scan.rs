@@ -160,6 +160,14 @@ impl Tc {
         } else {
             None
         };
+        // A committed-read scan inside a transaction does not join it, but
+        // sees its writes (READ COMMITTED reads the transaction's own
+        // changes). A transaction TC has no record of has written nothing.
+        let reader = match txn {
+            Some(t) => Some(t),
+            None if !req.standalone => self.by_handle.get(&(api.node, handle)).copied(),
+            None => None,
+        };
         let key = self.next_scan;
         self.next_scan += 1;
         self.counters.bump("tc: scans");
@@ -197,6 +205,7 @@ impl Tc {
                 let r = LqhScanReq {
                     scan: key,
                     txn,
+                    reader,
                     table: spec.table,
                     table_version: spec.table_version,
                     part: p,
