@@ -848,8 +848,11 @@ enum AggState {
     Avg(Option<Num>, i64),
     Min(Option<Value>),
     Max(Option<Value>),
-    Concat(Option<Vec<u8>>),
+    /// GROUP_CONCAT: the pieces with their ORDER BY keys, joined at the end.
+    Concat(Vec<(Vec<Value>, Vec<u8>)>),
     Bit(Option<u64>),
+    /// Welford's running count, mean and sum of squared deviations.
+    Var(i64, f64, f64),
 }
 
 fn agg_init(a: &AggSpec) -> AggState {
@@ -859,8 +862,9 @@ fn agg_init(a: &AggSpec) -> AggState {
         AggKind::Avg => AggState::Avg(None, 0),
         AggKind::Min => AggState::Min(None),
         AggKind::Max => AggState::Max(None),
-        AggKind::GroupConcat => AggState::Concat(None),
+        AggKind::GroupConcat => AggState::Concat(Vec::new()),
         AggKind::BitAnd | AggKind::BitOr => AggState::Bit(None),
+        AggKind::StdPop | AggKind::StdSamp | AggKind::VarPop | AggKind::VarSamp => AggState::Var(0, 0.0, 0.0),
     }
 }
 
@@ -882,7 +886,15 @@ fn add_num(acc: Option<Num>, v: Num) -> Result<Num, SqlError> {
     }
 }
 
-fn agg_step(st: &mut AggState, a: &AggSpec, v: Option<Value>, ctx: &mut EvalCtx) -> Result<(), SqlError> {
+/// Fold one source row's value into an aggregate. `row` is the source row,
+/// for GROUP_CONCAT's ORDER BY keys.
+fn agg_step(
+    st: &mut AggState,
+    a: &AggSpec,
+    v: Option<Value>,
+    row: &[Value],
+    ctx: &mut EvalCtx,
+) -> Result<(), SqlError> {
     let v = match v {
         None => {
             // COUNT(*)
@@ -917,14 +929,16 @@ fn agg_step(st: &mut AggState, a: &AggSpec, v: Option<Value>, ctx: &mut EvalCtx)
                 *m = Some(v);
             }
         }
-        AggState::Concat(s) => {
-            let t = vals::to_text(&v).unwrap_or_default();
-            match s {
-                None => *s = Some(t.into_owned()),
-                Some(b) => {
-                    b.push(b',');
-                    b.extend_from_slice(&t);
-                }
+        AggState::Concat(items) => {
+            let keys = a.order.iter().map(|(e, _, _)| eval(e, row, ctx)).collect::<Result<Vec<_>, _>>()?;
+            items.push((keys, vals::to_text(&v).unwrap_or_default().into_owned()));
+        }
+        AggState::Var(n, mean, m2) => {
+            if let Some(x) = vals::to_f64(&v, &mut ctx.warnings) {
+                *n += 1;
+                let d = x - *mean;
+                *mean += d / *n as f64;
+                *m2 += d * (x - *mean);
             }
         }
         AggState::Bit(b) => {
@@ -956,7 +970,40 @@ fn agg_final(st: AggState, a: &AggSpec) -> Value {
             },
         },
         AggState::Min(m) | AggState::Max(m) => m.unwrap_or(Value::Null),
-        AggState::Concat(s) => s.map(Value::Bytes).unwrap_or(Value::Null),
+        AggState::Concat(mut items) => {
+            if items.is_empty() {
+                return Value::Null;
+            }
+            if !a.order.is_empty() {
+                // Stable: equal keys keep arrival order.
+                items.sort_by(|(x, _), (y, _)| {
+                    for ((l, r), (_, desc, coll)) in x.iter().zip(y).zip(&a.order) {
+                        let o = order_cmp(l, r, *coll);
+                        if o != std::cmp::Ordering::Equal {
+                            return if *desc { o.reverse() } else { o };
+                        }
+                    }
+                    std::cmp::Ordering::Equal
+                });
+            }
+            let mut out = Vec::new();
+            for (i, (_, piece)) in items.into_iter().enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(&a.separator);
+                }
+                out.extend_from_slice(&piece);
+            }
+            Value::Bytes(out)
+        }
+        AggState::Var(n, _, m2) => {
+            let samp = matches!(a.kind, AggKind::StdSamp | AggKind::VarSamp);
+            let denom = if samp { n - 1 } else { n };
+            if n == 0 || denom <= 0 {
+                return Value::Null;
+            }
+            let var = m2 / denom as f64;
+            Value::Double(if matches!(a.kind, AggKind::StdPop | AggKind::StdSamp) { var.sqrt() } else { var })
+        }
         AggState::Bit(b) => Value::UInt(b.unwrap_or(if a.kind == AggKind::BitAnd { u64::MAX } else { 0 })),
     }
 }
@@ -1014,7 +1061,7 @@ fn aggregate(
                     }
                 }
             }
-            agg_step(&mut g.states[k], spec, v, ctx)?;
+            agg_step(&mut g.states[k], spec, v, &r, ctx)?;
         }
     }
     if groups.is_empty() && a.group_by.is_empty() {

@@ -280,7 +280,7 @@ fn node_reads_outer(n: &QueryNode) -> bool {
             }
             if let Some(a) = &p.agg {
                 all.extend(a.group_by.iter());
-                all.extend(a.aggs.iter().filter_map(|x| x.arg.as_ref()));
+                all.extend(a.aggs.iter().flat_map(|x| x.exprs()));
             }
             all.into_iter().any(reads_outer)
         }
@@ -1011,7 +1011,7 @@ impl<'a> StmtCompiler<'a> {
         all.extend(plan.order.iter().map(|o| &o.expr));
         if let Some(a) = &plan.agg {
             all.extend(a.group_by.iter());
-            all.extend(a.aggs.iter().filter_map(|x| x.arg.as_ref()));
+            all.extend(a.aggs.iter().flat_map(|x| x.exprs()));
         }
         for s in &plan.sources {
             all.extend(s.on.iter());

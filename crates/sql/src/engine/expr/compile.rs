@@ -120,6 +120,12 @@ pub enum AggKind {
     GroupConcat,
     BitAnd,
     BitOr,
+    /// STD / STDDEV / STDDEV_POP.
+    StdPop,
+    StdSamp,
+    /// VARIANCE / VAR_POP.
+    VarPop,
+    VarSamp,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -129,6 +135,17 @@ pub struct AggSpec {
     pub distinct: bool,
     pub coll: Coll,
     pub ty: SqlType,
+    /// GROUP_CONCAT's ORDER BY: (key, descending, collation).
+    pub order: Vec<(CExpr, bool, Coll)>,
+    /// GROUP_CONCAT's SEPARATOR (',' by default).
+    pub separator: Vec<u8>,
+}
+
+impl AggSpec {
+    /// Every expression evaluated on source rows: the argument and the ORDER BY keys.
+    pub fn exprs(&self) -> impl Iterator<Item = &CExpr> {
+        self.arg.iter().chain(self.order.iter().map(|(e, _, _)| e))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -228,6 +245,10 @@ fn agg_kind(name: &str) -> Option<AggKind> {
         "group_concat" => AggKind::GroupConcat,
         "bit_and" => AggKind::BitAnd,
         "bit_or" => AggKind::BitOr,
+        "std" | "stddev" | "stddev_pop" => AggKind::StdPop,
+        "stddev_samp" => AggKind::StdSamp,
+        "variance" | "var_pop" => AggKind::VarPop,
+        "var_samp" => AggKind::VarSamp,
         _ => return None,
     })
 }
@@ -436,6 +457,14 @@ impl<'a> Compiler<'a> {
                     SqlType::new(TClass::Int),
                 )
             }
+            Expr::RLike { negated, expr, pattern, .. } => {
+                let (x, tx) = self.compile(expr)?;
+                let (p, tp) = self.compile(pattern)?;
+                // Case-sensitive only when a binary string takes part, as in MySQL.
+                let match_type = if cmp_coll(&tx, &tp) == Coll::Bin { "c" } else { "i" };
+                let m = C::Func(Func::RegexpLike, vec![x, p, C::Lit(Value::str(match_type))]);
+                (if *negated { C::Not(Box::new(m)) } else { m }, SqlType::new(TClass::Int))
+            }
             Expr::Case { operand, conditions, else_result, .. } => {
                 let mut types = Vec::new();
                 let (op, top) = match operand {
@@ -616,6 +645,10 @@ impl<'a> Compiler<'a> {
 
     fn function(&mut self, f: &ast::Function) -> Result<(CExpr, SqlType), SqlError> {
         let name = f.name.0.last().map(|p| p.to_string()).unwrap_or_default().to_ascii_lowercase();
+        let clauses: &[ast::FunctionArgumentClause] = match &f.args {
+            FunctionArguments::List(l) => &l.clauses,
+            _ => &[],
+        };
         let (args, distinct): (Vec<&FunctionArgExpr>, bool) = match &f.args {
             FunctionArguments::None => (Vec::new(), false),
             FunctionArguments::Subquery(_) => return Err(SqlError::unsupported("subquery as a function argument")),
@@ -635,7 +668,10 @@ impl<'a> Compiler<'a> {
             return Err(SqlError::unsupported("window functions"));
         }
         if let Some(kind) = agg_kind(&name) {
-            return self.aggregate(kind, &args, distinct, &name);
+            return self.aggregate(kind, &args, distinct, clauses, &name);
+        }
+        if let Some(c) = clauses.first() {
+            return Err(SqlError::parse(format!("'{c}' is not allowed in {name}()")));
         }
         let exprs: Vec<Expr> = args
             .iter()
@@ -671,6 +707,32 @@ impl<'a> Compiler<'a> {
                     unify(&[ta, tb]),
                 ));
             }
+            "timestampdiff" | "timestampadd" => {
+                // The first argument is a unit keyword, not an expression.
+                let unit = match exprs.first() {
+                    Some(Expr::Identifier(id)) => Unit::parse(&id.value),
+                    _ => None,
+                };
+                let (Some(unit), 3) = (unit, exprs.len()) else { return Err(wrong_args(&name)) };
+                let code = CExpr::Lit(Value::Int(functions::unit_code(unit)));
+                let (a, _) = self.compile(&exprs[1])?;
+                let (b, tb) = self.compile(&exprs[2])?;
+                if name == "timestampdiff" {
+                    return Ok((CExpr::Func(Func::TimestampDiff, vec![code, a, b]), SqlType::new(TClass::Int)));
+                }
+                // TIMESTAMPADD(unit, n, d) is DATE_ADD(d, INTERVAL n unit).
+                let t = functions::ret_type(Func::DateAdd, &[tb]);
+                return Ok((CExpr::Func(Func::DateAdd, vec![b, a, code]), t));
+            }
+            "str_to_date" if exprs.len() == 2 => {
+                let (r, mut t) = self.call_fn(Func::StrToDate, &exprs)?;
+                if let CExpr::Func(_, args) = &r {
+                    if let Some(CExpr::Lit(Value::Bytes(fmt))) = args.get(1) {
+                        t = SqlType::new(functions::str_to_date_class(fmt));
+                    }
+                }
+                return Ok((r, t));
+            }
             "date_add" | "date_sub" | "adddate" | "subdate" if exprs.len() == 2 => {
                 let sub = name == "date_sub" || name == "subdate";
                 if let Expr::Interval(iv) = &exprs[1] {
@@ -699,10 +761,37 @@ impl<'a> Compiler<'a> {
         kind: AggKind,
         args: &[&FunctionArgExpr],
         distinct: bool,
+        clauses: &[ast::FunctionArgumentClause],
         name: &str,
     ) -> Result<(CExpr, SqlType), SqlError> {
         if self.aggs.is_none() {
             return Err(SqlError::new(1111, "HY000", "Invalid use of group function"));
+        }
+        let mut order = Vec::new();
+        let mut separator = b",".to_vec();
+        for c in clauses {
+            match (kind, c) {
+                (AggKind::GroupConcat, ast::FunctionArgumentClause::OrderBy(keys)) => {
+                    // Keys are evaluated on source rows, like the argument.
+                    let saved = self.aggs.take();
+                    let r: Result<Vec<_>, SqlError> = keys
+                        .iter()
+                        .map(|k| {
+                            let (e, t) = self.compile(&k.expr)?;
+                            Ok((e, matches!(k.options.sort, Some(ast::OrderBySort::Desc)), t.coll))
+                        })
+                        .collect();
+                    self.aggs = saved;
+                    order = r?;
+                }
+                (AggKind::GroupConcat, ast::FunctionArgumentClause::Separator(v)) => match &v.value {
+                    ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => {
+                        separator = s.as_bytes().to_vec()
+                    }
+                    other => return Err(SqlError::parse(format!("SEPARATOR must be a string, not {other}"))),
+                },
+                (_, other) => return Err(SqlError::parse(format!("'{other}' is not allowed in {name}()"))),
+            }
         }
         let (kind, arg, ty, coll) = match (kind, args) {
             (AggKind::Count, [FunctionArgExpr::Wildcard]) => {
@@ -732,6 +821,9 @@ impl<'a> Compiler<'a> {
                     AggKind::GroupConcat => SqlType::new(TClass::Str),
                     AggKind::BitAnd | AggKind::BitOr => SqlType::new(TClass::UInt),
                     AggKind::CountStar => SqlType::new(TClass::Int),
+                    AggKind::StdPop | AggKind::StdSamp | AggKind::VarPop | AggKind::VarSamp => {
+                        SqlType { decimals: 31, ..SqlType::new(TClass::Double) }
+                    }
                 };
                 (kind, Some(c), ty, cmp_coll(&t, &t))
             }
@@ -752,7 +844,7 @@ impl<'a> Compiler<'a> {
             _ => return Err(wrong_args(name)),
         };
         let aggs = self.aggs.as_mut().ok_or_else(|| SqlError::internal("aggregates"))?;
-        let spec = AggSpec { kind, arg, distinct, coll, ty };
+        let spec = AggSpec { kind, arg, distinct, coll, ty, order, separator };
         let k = match aggs.iter().position(|a| *a == spec) {
             Some(k) => k,
             None => {

@@ -295,6 +295,72 @@ pub fn day_of_year(d: &Date) -> u32 {
     (date_to_days(d) - date_to_days(&Date { year: d.year, month: 1, day: 1 }) + 1) as u32
 }
 
+/// Week-numbering rules, as the bits of MySQL's WEEK() modes after mapping.
+const WEEK_MONDAY_FIRST: u32 = 1;
+const WEEK_YEAR: u32 = 2;
+const WEEK_FIRST_WEEKDAY: u32 = 4;
+
+/// The behaviour bits of WEEK(d, mode): in modes with Sunday as the first day
+/// the "first week has a Sunday" rule applies, in the others "first week has 4 days".
+pub fn week_behaviour(mode: i64) -> u32 {
+    let m = (mode & 7) as u32;
+    if m & WEEK_MONDAY_FIRST == 0 {
+        m ^ WEEK_FIRST_WEEKDAY
+    } else {
+        m
+    }
+}
+
+/// Week number and the year it belongs to, for a week behaviour (see `week_behaviour`).
+/// Weeks start on Monday or Sunday; week 1 is the first week with a Sunday / Monday
+/// in it ("first weekday") or the first with 4 or more days; with `WEEK_YEAR` days
+/// before week 1 belong to the last week of the previous year instead of week 0.
+pub fn calc_week(d: &Date, behaviour: u32) -> (u32, u16) {
+    let monday_first = behaviour & WEEK_MONDAY_FIRST != 0;
+    let mut week_year = behaviour & WEEK_YEAR != 0;
+    let first_weekday = behaviour & WEEK_FIRST_WEEKDAY != 0;
+    let day_nr = date_to_days(d);
+    let mut first_nr = date_to_days(&Date { year: d.year, month: 1, day: 1 });
+    // Weekday of Jan 1st, counted from the week's first day.
+    let first_of_week = |nr: i64| -> i64 {
+        let monday0 = (nr + 3).rem_euclid(7);
+        if monday_first {
+            monday0
+        } else {
+            (monday0 + 1) % 7
+        }
+    };
+    let mut wd = first_of_week(first_nr);
+    let mut year = d.year;
+    let starts_late = |wd: i64| (first_weekday && wd != 0) || (!first_weekday && wd >= 4);
+    if d.month == 1 && (d.day as i64) <= 7 - wd {
+        if !week_year && starts_late(wd) {
+            return (0, year);
+        }
+        week_year = true;
+        year = year.saturating_sub(1);
+        let days = days_in_year(year);
+        first_nr -= days;
+        wd = (wd + 53 * 7 - days).rem_euclid(7);
+    }
+    let days = if starts_late(wd) { day_nr - (first_nr + (7 - wd)) } else { day_nr - (first_nr - wd) };
+    if week_year && days >= 52 * 7 {
+        let next_wd = (wd + days_in_year(year)).rem_euclid(7);
+        if !starts_late(next_wd) {
+            return (1, year + 1);
+        }
+    }
+    ((days / 7 + 1) as u32, year)
+}
+
+fn days_in_year(y: u16) -> i64 {
+    if days_in_month(y, 2) == 29 {
+        366
+    } else {
+        365
+    }
+}
+
 /// MySQL DATE_FORMAT (the common specifiers).
 pub fn date_format(dt: &DateTime, fmt: &[u8]) -> String {
     let mut out = String::with_capacity(fmt.len() + 8);
@@ -337,6 +403,22 @@ pub fn date_format(dt: &DateTime, fmt: &[u8]) -> String {
                 dt.second,
                 if dt.hour < 12 { "AM" } else { "PM" }
             )),
+            b'D' => {
+                let suffix = match (d.day % 100, d.day % 10) {
+                    (11..=13, _) => "th",
+                    (_, 1) => "st",
+                    (_, 2) => "nd",
+                    (_, 3) => "rd",
+                    _ => "th",
+                };
+                out.push_str(&format!("{}{suffix}", d.day));
+            }
+            b'U' => out.push_str(&format!("{:02}", calc_week(d, week_behaviour(0)).0)),
+            b'u' => out.push_str(&format!("{:02}", calc_week(d, week_behaviour(1)).0)),
+            b'V' => out.push_str(&format!("{:02}", calc_week(d, week_behaviour(2)).0)),
+            b'v' => out.push_str(&format!("{:02}", calc_week(d, week_behaviour(3)).0)),
+            b'X' => out.push_str(&format!("{:04}", calc_week(d, week_behaviour(2)).1)),
+            b'x' => out.push_str(&format!("{:04}", calc_week(d, week_behaviour(3)).1)),
             b'%' => out.push('%'),
             other => out.push(other as char),
         }
@@ -385,5 +467,22 @@ mod tests {
         let dt = parse_datetime(b"2024-03-05 14:07:09").unwrap().0;
         assert_eq!(date_format(&dt, b"%Y/%m/%d %H:%i:%s"), "2024/03/05 14:07:09");
         assert_eq!(date_format(&dt, b"%W %M %e %y %p"), "Tuesday March 5 24 PM");
+        assert_eq!(date_format(&dt, b"%D %U %u %V %v %X %x"), "5th 09 10 09 10 2024 2024");
+    }
+
+    #[test]
+    fn week_numbers_follow_the_mysql_modes() {
+        let week = |s: &[u8], mode: i64| calc_week(&parse_date(s).unwrap(), week_behaviour(mode));
+        // The manual's examples for WEEK() and YEARWEEK().
+        assert_eq!(week(b"2008-02-20", 0).0, 7);
+        assert_eq!(week(b"2008-02-20", 1).0, 8);
+        assert_eq!(week(b"2008-12-31", 1).0, 53);
+        assert_eq!(week(b"2000-01-01", 0).0, 0);
+        assert_eq!(week(b"2000-01-01", 2), (52, 1999));
+        assert_eq!(week(b"1987-01-01", 2), (52, 1986));
+        // ISO 8601 (mode 3): 2021-01-03 is in week 53 of 2020; 2024-12-30 in week 1 of 2025.
+        assert_eq!(week(b"2021-01-03", 3), (53, 2020));
+        assert_eq!(week(b"2024-12-30", 3), (1, 2025));
+        assert_eq!(week(b"2024-12-30", 1).0, 53);
     }
 }

@@ -7,6 +7,12 @@ use crate::engine::expr::{EvalCtx, SqlType, TClass};
 use crate::types::SqlError;
 use norr_signals::{Date, DateTime, Decimal, Value};
 
+mod math;
+mod temporal;
+mod text;
+
+pub use temporal::str_to_date_class;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Func {
     // strings
@@ -32,6 +38,33 @@ pub enum Func {
     Space,
     Ascii,
     Hex,
+    SubstringIndex,
+    Char,
+    Field,
+    Elt,
+    FindInSet,
+    Ord,
+    Bin,
+    Oct,
+    Conv,
+    Unhex,
+    ToBase64,
+    FromBase64,
+    Quote,
+    Md5,
+    Sha1,
+    Sha2,
+    Crc32,
+    BitLength,
+    Insert,
+    Strcmp,
+    Format,
+    Uuid,
+    /// REGEXP_LIKE(s, pattern [, match_type]); also the REGEXP / RLIKE operator.
+    RegexpLike,
+    RegexpInstr,
+    RegexpSubstr,
+    RegexpReplace,
     // numeric
     Abs,
     Round,
@@ -45,9 +78,26 @@ pub enum Func {
     Pow,
     Sqrt,
     Rand,
+    Exp,
+    Ln,
+    Log,
+    Log2,
+    Log10,
+    Pi,
+    Sin,
+    Cos,
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    Atan2,
+    Cot,
+    Radians,
+    Degrees,
     // control
     If,
     NullIf,
+    IsNull,
     // dates
     Now,
     CurDate,
@@ -73,6 +123,22 @@ pub enum Func {
     LastDay,
     MonthName,
     DayName,
+    /// STR_TO_DATE(s, format); its result class depends on the format.
+    StrToDate,
+    /// TIMESTAMPDIFF: args (unit-as-int, from, to).
+    TimestampDiff,
+    Quarter,
+    Week,
+    WeekOfYear,
+    YearWeek,
+    TimeToSec,
+    SecToTime,
+    MakeDate,
+    MakeTime,
+    TimeDiff,
+    FromDays,
+    Microsecond,
+    TimeFormat,
     // information
     LastInsertId,
     Database,
@@ -119,6 +185,66 @@ pub fn lookup(name: &str) -> Option<(Func, usize, usize)> {
         "space" => (Space, 1, 1),
         "ascii" => (Ascii, 1, 1),
         "hex" => (Hex, 1, 1),
+        "substring_index" => (SubstringIndex, 3, 3),
+        "char" => (Char, 1, N),
+        "field" => (Field, 2, N),
+        "elt" => (Elt, 2, N),
+        "find_in_set" => (FindInSet, 2, 2),
+        "ord" => (Ord, 1, 1),
+        "bin" => (Bin, 1, 1),
+        "oct" => (Oct, 1, 1),
+        "conv" => (Conv, 3, 3),
+        "unhex" => (Unhex, 1, 1),
+        "to_base64" => (ToBase64, 1, 1),
+        "from_base64" => (FromBase64, 1, 1),
+        "quote" => (Quote, 1, 1),
+        "md5" => (Md5, 1, 1),
+        "sha1" | "sha" => (Sha1, 1, 1),
+        "sha2" => (Sha2, 2, 2),
+        "crc32" => (Crc32, 1, 1),
+        "bit_length" => (BitLength, 1, 1),
+        "insert" => (Insert, 4, 4),
+        "strcmp" => (Strcmp, 2, 2),
+        "format" => (Format, 2, 2),
+        "uuid" => (Uuid, 0, 0),
+        "regexp_like" => (RegexpLike, 2, 3),
+        "regexp_instr" => (RegexpInstr, 2, 2),
+        "regexp_substr" => (RegexpSubstr, 2, 2),
+        "regexp_replace" => (RegexpReplace, 3, 3),
+        "exp" => (Exp, 1, 1),
+        "ln" => (Ln, 1, 1),
+        "log" => (Log, 1, 2),
+        "log2" => (Log2, 1, 1),
+        "log10" => (Log10, 1, 1),
+        "pi" => (Pi, 0, 0),
+        "sin" => (Sin, 1, 1),
+        "cos" => (Cos, 1, 1),
+        "tan" => (Tan, 1, 1),
+        "asin" => (Asin, 1, 1),
+        "acos" => (Acos, 1, 1),
+        "atan" => (Atan, 1, 2),
+        "atan2" => (Atan2, 2, 2),
+        "cot" => (Cot, 1, 1),
+        "radians" => (Radians, 1, 1),
+        "degrees" => (Degrees, 1, 1),
+        "isnull" => (IsNull, 1, 1),
+        "str_to_date" => (StrToDate, 2, 2),
+        "quarter" => (Quarter, 1, 1),
+        "week" => (Week, 1, 2),
+        "weekofyear" => (WeekOfYear, 1, 1),
+        "yearweek" => (YearWeek, 1, 2),
+        "time_to_sec" => (TimeToSec, 1, 1),
+        "sec_to_time" => (SecToTime, 1, 1),
+        "makedate" => (MakeDate, 2, 2),
+        "maketime" => (MakeTime, 3, 3),
+        "timediff" => (TimeDiff, 2, 2),
+        "from_days" => (FromDays, 1, 1),
+        "microsecond" => (Microsecond, 1, 1),
+        "time_format" => (TimeFormat, 2, 2),
+        "time" => (CastTime, 1, 1),
+        "utc_timestamp" => (Now, 0, 1),
+        "utc_date" => (CurDate, 0, 0),
+        "utc_time" => (CurTime, 0, 1),
         "abs" => (Abs, 1, 1),
         "round" => (Round, 1, 2),
         "truncate" => (Truncate, 2, 2),
@@ -164,7 +290,7 @@ pub fn lookup(name: &str) -> Option<(Func, usize, usize)> {
 }
 
 pub fn is_nondeterministic(f: Func) -> bool {
-    matches!(f, Func::Rand | Func::LastInsertId)
+    matches!(f, Func::Rand | Func::LastInsertId | Func::Uuid)
 }
 
 /// Static result type of a function given its argument types.
@@ -175,17 +301,21 @@ pub fn ret_type(f: Func, args: &[SqlType]) -> SqlType {
     let dbl = SqlType { decimals: 31, ..SqlType::new(TClass::Double) };
     match f {
         Concat | ConcatWs | Substring | Upper | Lower | Trim | LTrim | RTrim | LPad | RPad | Replace | Left | Right
-        | Repeat | Reverse | Space | Hex | DateFormat | MonthName | DayName | Database | Version | User | CastChar => {
+        | Repeat | Reverse | Space | Hex | DateFormat | MonthName | DayName | Database | Version | User | CastChar
+        | SubstringIndex | Elt | Bin | Oct | Conv | ToBase64 | Quote | Md5 | Sha1 | Sha2 | Insert | Format | Uuid
+        | RegexpSubstr | RegexpReplace | TimeFormat => {
             let mut t = s;
             if args.iter().any(|a| a.class == TClass::Bin || (a.class == TClass::Str && a.coll == vals::Coll::Bin)) {
                 t.coll = vals::Coll::Bin;
             }
             t
         }
-        CastBinary => SqlType::new(TClass::Bin),
+        CastBinary | Char | Unhex | FromBase64 => SqlType::new(TClass::Bin),
         Length | CharLength | Locate | Instr | Ascii | Year | Month | Day | Hour | Minute | Second | DayOfWeek
-        | DayOfYear | Weekday | DateDiff | ToDays | ConnectionId | CastSigned | Sign => int,
-        LastInsertId | CastUnsigned => SqlType::new(TClass::UInt),
+        | DayOfYear | Weekday | DateDiff | ToDays | ConnectionId | CastSigned | Sign | Field | FindInSet | Ord
+        | BitLength | Strcmp | RegexpLike | RegexpInstr | IsNull | TimestampDiff | Quarter | Week | WeekOfYear
+        | YearWeek | TimeToSec | Microsecond => int,
+        LastInsertId | CastUnsigned | Crc32 => SqlType::new(TClass::UInt),
         UnixTimestamp => {
             if args.is_empty() {
                 int
@@ -212,14 +342,18 @@ pub fn ret_type(f: Func, args: &[SqlType]) -> SqlType {
             let xs: &[SqlType] = if f == If { &args[1.min(args.len())..] } else { args };
             unify(xs)
         }
-        Pow | Sqrt | Rand | CastDouble => dbl,
+        Pow | Sqrt | Rand | CastDouble | Exp | Ln | Log | Log2 | Log10 | Sin | Cos | Tan | Asin | Acos | Atan
+        | Atan2 | Cot | Radians | Degrees => dbl,
+        Pi => SqlType { decimals: 6, ..SqlType::new(TClass::Double) },
+        // The class for a literal format is set by the compiler (`str_to_date_class`).
+        StrToDate => SqlType::new(TClass::DateTime),
         Now | FromUnixtime | CastDateTime => SqlType::new(TClass::DateTime),
         DateAdd | DateSub => match args.first() {
             Some(t) if t.class == TClass::Date => SqlType::new(TClass::Date),
             _ => SqlType::new(TClass::DateTime),
         },
-        CurDate | Date | LastDay | CastDate => SqlType::new(TClass::Date),
-        CurTime | CastTime => SqlType::new(TClass::Time),
+        CurDate | Date | LastDay | CastDate | MakeDate | FromDays => SqlType::new(TClass::Date),
+        CurTime | CastTime | SecToTime | MakeTime | TimeDiff => SqlType::new(TClass::Time),
         CastDecimal => SqlType::new(TClass::Decimal),
     }
 }
@@ -487,6 +621,11 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
         }
         Greatest => return Ok(extreme(&args, true, ctx)),
         Least => return Ok(extreme(&args, false, ctx)),
+        IsNull => return Ok(Value::Int(args[0].is_null() as i64)),
+        Pi => return Ok(Value::Double(std::f64::consts::PI)),
+        Field | Elt | Char | Quote | Uuid => {
+            return Ok(text::call_null_aware(f, &args, ctx).unwrap_or(Value::Null));
+        }
         _ => {}
     }
     if null_in {
@@ -772,10 +911,20 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
             Value::DateTime(dt) => Value::Time(
                 (dt.hour as i64 * 3600 + dt.minute as i64 * 60 + dt.second as i64) * 1_000_000 + dt.micro as i64,
             ),
-            _ => match dtm::parse_time(&to_text(a0).unwrap_or_default()) {
-                Some(t) => Value::Time(t),
-                None => Value::Null,
-            },
+            _ => {
+                let t = to_text(a0).unwrap_or_default();
+                match dtm::parse_time(&t) {
+                    Some(t) => Value::Time(t),
+                    // A DATETIME literal: its time of day.
+                    None => match dtm::parse_datetime(&t) {
+                        Some((dt, _)) => Value::Time(
+                            (dt.hour as i64 * 3600 + dt.minute as i64 * 60 + dt.second as i64) * 1_000_000
+                                + dt.micro as i64,
+                        ),
+                        None => Value::Null,
+                    },
+                }
+            }
         },
         CastDouble => Value::Double(to_f64(a0, &mut ctx.warnings).unwrap_or(0.0)),
         CastDecimal => {
@@ -802,102 +951,20 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
                 Value::Decimal(Decimal { mantissa: m, scale: s })
             }
         }
+        SubstringIndex | FindInSet | Ord | Bin | Oct | Conv | Unhex | ToBase64 | FromBase64 | Md5 | Sha1 | Sha2
+        | Crc32 | BitLength | Insert | Strcmp | Format | RegexpLike | RegexpInstr | RegexpSubstr | RegexpReplace => {
+            text::call(f, &args, ctx)?
+        }
+        Exp | Ln | Log | Log2 | Log10 | Sin | Cos | Tan | Asin | Acos | Atan | Atan2 | Cot | Radians | Degrees => {
+            math::call(f, &args, ctx)?
+        }
+        StrToDate | TimestampDiff | Quarter | Week | WeekOfYear | YearWeek | TimeToSec | SecToTime | MakeDate
+        | MakeTime | TimeDiff | FromDays | Microsecond | TimeFormat => temporal::call(f, &args, ctx)?,
         // Handled above.
         ConcatWs | If | NullIf | Now | CurDate | CurTime | LastInsertId | Database | Version | ConnectionId | User
-        | Rand | Greatest | Least => Value::Null,
+        | Rand | Greatest | Least | IsNull | Pi | Field | Elt | Char | Quote | Uuid => Value::Null,
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn c(f: Func, args: Vec<Value>) -> Value {
-        let mut ctx = EvalCtx::new(&[]);
-        call(f, args, &mut ctx).unwrap()
-    }
-    fn s(x: &str) -> Value {
-        Value::str(x)
-    }
-
-    #[test]
-    fn string_functions() {
-        assert_eq!(c(Func::Concat, vec![s("a"), Value::Int(1), s("b")]), s("a1b"));
-        assert_eq!(c(Func::Concat, vec![s("a"), Value::Null]), Value::Null);
-        assert_eq!(c(Func::ConcatWs, vec![s(","), s("a"), Value::Null, s("b")]), s("a,b"));
-        assert_eq!(c(Func::Substring, vec![s("Quadratically"), Value::Int(5)]), s("ratically"));
-        assert_eq!(c(Func::Substring, vec![s("Sakila"), Value::Int(-3)]), s("ila"));
-        assert_eq!(c(Func::Substring, vec![s("Quadratically"), Value::Int(5), Value::Int(6)]), s("ratica"));
-        assert_eq!(c(Func::Length, vec![s("åä")]), Value::Int(4));
-        assert_eq!(c(Func::CharLength, vec![s("åä")]), Value::Int(2));
-        assert_eq!(c(Func::LPad, vec![s("hi"), Value::Int(4), s("??")]), s("??hi"));
-        assert_eq!(c(Func::RPad, vec![s("hi"), Value::Int(5), s("?")]), s("hi???"));
-        assert_eq!(c(Func::LPad, vec![s("hello"), Value::Int(2), s("?")]), s("he"));
-        assert_eq!(c(Func::Locate, vec![s("bar"), s("foobarbar")]), Value::Int(4));
-        assert_eq!(c(Func::Locate, vec![s("bar"), s("foobarbar"), Value::Int(5)]), Value::Int(7));
-        assert_eq!(c(Func::Instr, vec![s("foobarbar"), s("BAR")]), Value::Int(4));
-        assert_eq!(c(Func::Left, vec![s("foobar"), Value::Int(3)]), s("foo"));
-        assert_eq!(c(Func::Right, vec![s("foobar"), Value::Int(2)]), s("ar"));
-        assert_eq!(c(Func::Replace, vec![s("www.mysql.com"), s("w"), s("Ww")]), s("WwWwWw.mysql.com"));
-        assert_eq!(c(Func::Trim, vec![s("  x  ")]), s("x"));
-    }
-
-    #[test]
-    fn numeric_functions() {
-        assert_eq!(c(Func::Abs, vec![Value::Int(-3)]), Value::Int(3));
-        assert_eq!(c(Func::Round, vec![Value::Double(2.5)]), Value::Double(3.0));
-        assert_eq!(c(Func::Round, vec![Value::Decimal(Decimal { mantissa: -25, scale: 1 })]), Value::Int(-3));
-        assert_eq!(
-            c(Func::Round, vec![Value::Decimal(Decimal { mantissa: 12345, scale: 3 }), Value::Int(1)]),
-            Value::Decimal(Decimal { mantissa: 123, scale: 1 })
-        );
-        assert_eq!(c(Func::Round, vec![Value::Int(1250), Value::Int(-2)]), Value::Int(1300));
-        assert_eq!(c(Func::Floor, vec![Value::Decimal(Decimal { mantissa: -15, scale: 1 })]), Value::Int(-2));
-        assert_eq!(c(Func::Ceil, vec![Value::Decimal(Decimal { mantissa: 11, scale: 1 })]), Value::Int(2));
-        assert_eq!(c(Func::Mod, vec![Value::Int(10), Value::Int(3)]), Value::Int(1));
-        assert_eq!(c(Func::Mod, vec![Value::Int(10), Value::Int(0)]), Value::Null);
-        assert_eq!(c(Func::Greatest, vec![Value::Int(2), Value::Int(7), Value::Int(3)]), Value::Int(7));
-        assert_eq!(c(Func::Least, vec![s("b"), s("A")]), s("A"));
-        assert_eq!(c(Func::Greatest, vec![Value::Int(2), Value::Null]), Value::Null);
-    }
-
-    #[test]
-    fn date_functions() {
-        let d = s("2024-02-28");
-        assert_eq!(c(Func::Year, vec![d.clone()]), Value::Int(2024));
-        assert_eq!(c(Func::Month, vec![d.clone()]), Value::Int(2));
-        assert_eq!(c(Func::Day, vec![d.clone()]), Value::Int(28));
-        assert_eq!(
-            c(Func::DateAdd, vec![d.clone(), Value::Int(2), Value::Int(4)]),
-            Value::Date(Date { year: 2024, month: 3, day: 1 })
-        );
-        assert_eq!(c(Func::DateDiff, vec![s("2024-03-01"), d.clone()]), Value::Int(2));
-        assert_eq!(c(Func::UnixTimestamp, vec![s("1970-01-02 00:00:00")]), Value::Int(86400));
-        assert_eq!(
-            c(Func::FromUnixtime, vec![Value::Int(86400)]),
-            Value::DateTime(DateTime {
-                date: Date { year: 1970, month: 1, day: 2 },
-                hour: 0,
-                minute: 0,
-                second: 0,
-                micro: 0
-            })
-        );
-        assert_eq!(c(Func::DateFormat, vec![d, s("%d/%m/%Y")]), s("28/02/2024"));
-        assert_eq!(c(Func::DayOfWeek, vec![s("2026-11-22")]), Value::Int(1)); // Sunday
-    }
-
-    #[test]
-    fn casts() {
-        assert_eq!(c(Func::CastSigned, vec![s("12abc")]), Value::Int(12));
-        assert_eq!(c(Func::CastUnsigned, vec![Value::Int(-1)]), Value::UInt(u64::MAX));
-        assert_eq!(
-            c(Func::CastDecimal, vec![s("3.14159"), Value::Int(5), Value::Int(2)]),
-            Value::Decimal(Decimal { mantissa: 314, scale: 2 })
-        );
-        assert_eq!(
-            c(Func::CastDate, vec![s("2024-01-02 10:00:00")]),
-            Value::Date(Date { year: 2024, month: 1, day: 2 })
-        );
-    }
-}
+mod tests;

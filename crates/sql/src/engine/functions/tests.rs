@@ -1,0 +1,87 @@
+use super::*;
+
+fn c(f: Func, args: Vec<Value>) -> Value {
+    let mut ctx = EvalCtx::new(&[]);
+    call(f, args, &mut ctx).unwrap()
+}
+fn s(x: &str) -> Value {
+    Value::str(x)
+}
+
+#[test]
+fn string_functions() {
+    assert_eq!(c(Func::Concat, vec![s("a"), Value::Int(1), s("b")]), s("a1b"));
+    assert_eq!(c(Func::Concat, vec![s("a"), Value::Null]), Value::Null);
+    assert_eq!(c(Func::ConcatWs, vec![s(","), s("a"), Value::Null, s("b")]), s("a,b"));
+    assert_eq!(c(Func::Substring, vec![s("Quadratically"), Value::Int(5)]), s("ratically"));
+    assert_eq!(c(Func::Substring, vec![s("Sakila"), Value::Int(-3)]), s("ila"));
+    assert_eq!(c(Func::Substring, vec![s("Quadratically"), Value::Int(5), Value::Int(6)]), s("ratica"));
+    assert_eq!(c(Func::Length, vec![s("åä")]), Value::Int(4));
+    assert_eq!(c(Func::CharLength, vec![s("åä")]), Value::Int(2));
+    assert_eq!(c(Func::LPad, vec![s("hi"), Value::Int(4), s("??")]), s("??hi"));
+    assert_eq!(c(Func::RPad, vec![s("hi"), Value::Int(5), s("?")]), s("hi???"));
+    assert_eq!(c(Func::LPad, vec![s("hello"), Value::Int(2), s("?")]), s("he"));
+    assert_eq!(c(Func::Locate, vec![s("bar"), s("foobarbar")]), Value::Int(4));
+    assert_eq!(c(Func::Locate, vec![s("bar"), s("foobarbar"), Value::Int(5)]), Value::Int(7));
+    assert_eq!(c(Func::Instr, vec![s("foobarbar"), s("BAR")]), Value::Int(4));
+    assert_eq!(c(Func::Left, vec![s("foobar"), Value::Int(3)]), s("foo"));
+    assert_eq!(c(Func::Right, vec![s("foobar"), Value::Int(2)]), s("ar"));
+    assert_eq!(c(Func::Replace, vec![s("www.mysql.com"), s("w"), s("Ww")]), s("WwWwWw.mysql.com"));
+    assert_eq!(c(Func::Trim, vec![s("  x  ")]), s("x"));
+}
+
+#[test]
+fn numeric_functions() {
+    assert_eq!(c(Func::Abs, vec![Value::Int(-3)]), Value::Int(3));
+    assert_eq!(c(Func::Round, vec![Value::Double(2.5)]), Value::Double(3.0));
+    assert_eq!(c(Func::Round, vec![Value::Decimal(Decimal { mantissa: -25, scale: 1 })]), Value::Int(-3));
+    assert_eq!(
+        c(Func::Round, vec![Value::Decimal(Decimal { mantissa: 12345, scale: 3 }), Value::Int(1)]),
+        Value::Decimal(Decimal { mantissa: 123, scale: 1 })
+    );
+    assert_eq!(c(Func::Round, vec![Value::Int(1250), Value::Int(-2)]), Value::Int(1300));
+    assert_eq!(c(Func::Floor, vec![Value::Decimal(Decimal { mantissa: -15, scale: 1 })]), Value::Int(-2));
+    assert_eq!(c(Func::Ceil, vec![Value::Decimal(Decimal { mantissa: 11, scale: 1 })]), Value::Int(2));
+    assert_eq!(c(Func::Mod, vec![Value::Int(10), Value::Int(3)]), Value::Int(1));
+    assert_eq!(c(Func::Mod, vec![Value::Int(10), Value::Int(0)]), Value::Null);
+    assert_eq!(c(Func::Greatest, vec![Value::Int(2), Value::Int(7), Value::Int(3)]), Value::Int(7));
+    assert_eq!(c(Func::Least, vec![s("b"), s("A")]), s("A"));
+    assert_eq!(c(Func::Greatest, vec![Value::Int(2), Value::Null]), Value::Null);
+}
+
+#[test]
+fn date_functions() {
+    let d = s("2024-02-28");
+    assert_eq!(c(Func::Year, vec![d.clone()]), Value::Int(2024));
+    assert_eq!(c(Func::Month, vec![d.clone()]), Value::Int(2));
+    assert_eq!(c(Func::Day, vec![d.clone()]), Value::Int(28));
+    assert_eq!(
+        c(Func::DateAdd, vec![d.clone(), Value::Int(2), Value::Int(4)]),
+        Value::Date(Date { year: 2024, month: 3, day: 1 })
+    );
+    assert_eq!(c(Func::DateDiff, vec![s("2024-03-01"), d.clone()]), Value::Int(2));
+    assert_eq!(c(Func::UnixTimestamp, vec![s("1970-01-02 00:00:00")]), Value::Int(86400));
+    assert_eq!(
+        c(Func::FromUnixtime, vec![Value::Int(86400)]),
+        Value::DateTime(DateTime {
+            date: Date { year: 1970, month: 1, day: 2 },
+            hour: 0,
+            minute: 0,
+            second: 0,
+            micro: 0
+        })
+    );
+    assert_eq!(c(Func::DateFormat, vec![d, s("%d/%m/%Y")]), s("28/02/2024"));
+    assert_eq!(c(Func::DayOfWeek, vec![s("2026-11-22")]), Value::Int(1)); // Sunday
+}
+
+#[test]
+fn casts() {
+    assert_eq!(c(Func::CastSigned, vec![s("12abc")]), Value::Int(12));
+    assert_eq!(c(Func::CastUnsigned, vec![Value::Int(-1)]), Value::UInt(u64::MAX));
+    assert_eq!(
+        c(Func::CastDecimal, vec![s("3.14159"), Value::Int(5), Value::Int(2)]),
+        Value::Decimal(Decimal { mantissa: 314, scale: 2 })
+    );
+    assert_eq!(c(Func::CastDate, vec![s("2024-01-02 10:00:00")]), Value::Date(Date { year: 2024, month: 1, day: 2 }));
+}
