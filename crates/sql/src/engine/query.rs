@@ -194,8 +194,15 @@ pub async fn resolve_tables<V: ast::Visit>(engine: &Engine, session: &Session, s
         names.push(n.clone());
         std::ops::ControlFlow::<()>::Continue(())
     });
+    // Names of common table expressions are not tables (unqualified, they shadow them).
+    let ctes = cte_names(stmt);
     let mut t = Tables { map: HashMap::new(), default_db: session.current_db.clone(), virtual_rows: HashMap::new() };
     for n in names {
+        if let [only] = n.0.as_slice() {
+            if only.as_ident().is_some_and(|i| ctes.iter().any(|c| c.eq_ignore_ascii_case(&i.value))) {
+                continue;
+            }
+        }
         let k = t.key(&n)?;
         if t.map.contains_key(&k) || t.virtual_rows.contains_key(&k) {
             continue;
@@ -211,6 +218,32 @@ pub async fn resolve_tables<V: ast::Visit>(engine: &Engine, session: &Session, s
     Ok(t)
 }
 
+/// Every CTE name the statement declares, at any depth.
+fn cte_names<V: ast::Visit>(stmt: &V) -> Vec<String> {
+    struct Names(Vec<String>);
+    impl ast::Visitor for Names {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &Query) -> std::ops::ControlFlow<()> {
+            if let Some(w) = &q.with {
+                self.0.extend(w.cte_tables.iter().map(|c| c.alias.name.value.clone()));
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let mut n = Names(Vec::new());
+    let _ = stmt.visit(&mut n);
+    n.0
+}
+
+/// A common table expression in scope: compiled where it is referenced, as a
+/// derived table (non-recursive CTEs are exactly that).
+#[derive(Clone)]
+struct CteDef {
+    name: String,
+    columns: Vec<String>,
+    query: Query,
+}
+
 /// Statement-wide compile state (subqueries, variables, parameters).
 pub struct StmtCompiler<'a> {
     pub tables: &'a Tables,
@@ -218,6 +251,8 @@ pub struct StmtCompiler<'a> {
     pub subs: Vec<SubPlan>,
     pub sysvars: Vec<(String, bool)>,
     pub uservars: Vec<String>,
+    /// CTEs visible at this point of the compile, innermost last.
+    ctes: Vec<CteDef>,
 }
 
 impl SubqueryHost for StmtCompiler<'_> {
@@ -353,7 +388,7 @@ fn position_of(e: &Expr) -> Option<usize> {
 
 impl<'a> StmtCompiler<'a> {
     pub fn new(tables: &'a Tables, params: ParamMap) -> StmtCompiler<'a> {
-        StmtCompiler { tables, params, subs: Vec::new(), sysvars: Vec::new(), uservars: Vec::new() }
+        StmtCompiler { tables, params, subs: Vec::new(), sysvars: Vec::new(), uservars: Vec::new(), ctes: Vec::new() }
     }
 
     pub fn finish(self, root: QueryNode) -> Compiled {
@@ -362,8 +397,25 @@ impl<'a> StmtCompiler<'a> {
     }
 
     pub fn compile_query(&mut self, q: &Query, outer: Option<&Scope>, lock: LockMode) -> Result<QueryNode, SqlError> {
-        if q.with.is_some() {
-            return Err(SqlError::unsupported("WITH (common table expressions)"));
+        if let Some(with) = &q.with {
+            if with.recursive {
+                return Err(SqlError::unsupported("WITH RECURSIVE"));
+            }
+            let mark = self.ctes.len();
+            for c in &with.cte_tables {
+                let name = c.alias.name.value.clone();
+                if self.ctes[mark..].iter().any(|d| d.name.eq_ignore_ascii_case(&name)) {
+                    self.ctes.truncate(mark);
+                    return Err(SqlError::new(1066, "42000", format!("Not unique table/alias: '{name}'")));
+                }
+                let columns = c.alias.columns.iter().map(|col| col.name.value.clone()).collect();
+                self.ctes.push(CteDef { name, columns, query: (*c.query).clone() });
+            }
+            let mut body = q.clone();
+            body.with = None;
+            let r = self.compile_query(&body, outer, lock);
+            self.ctes.truncate(mark);
+            return r;
         }
         let lock = if q.locks.is_empty() { lock } else { lock_of(q) };
         match q.body.as_ref() {
@@ -509,6 +561,20 @@ impl<'a> StmtCompiler<'a> {
     ) -> Result<usize, SqlError> {
         let base = scope.cols.len();
         match f {
+            TableFactor::Table { name, alias, .. } if self.cte_index(name).is_some() => {
+                let k = self.cte_index(name).unwrap_or_default();
+                let def = self.ctes[k].clone();
+                // A CTE sees only the CTEs declared before it (no recursion).
+                let earlier = self.ctes[..k].to_vec();
+                let saved = std::mem::replace(&mut self.ctes, earlier);
+                let node = self.compile_query(&def.query, outer, LockMode::CommittedRead);
+                self.ctes = saved;
+                let alias_name = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(def.name);
+                if sources.iter().any(|s| s.alias.eq_ignore_ascii_case(&alias_name)) {
+                    return Err(SqlError::new(1066, "42000", format!("Not unique table/alias: '{alias_name}'")));
+                }
+                self.add_derived(node?, alias_name, &def.columns, base, scope, sources)?;
+            }
             TableFactor::Table { name, alias, .. } => {
                 let key = self.tables.key(name)?;
                 let alias_name = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or_else(|| key.1.clone());
@@ -568,20 +634,8 @@ impl<'a> StmtCompiler<'a> {
                     return Err(SqlError::new(1248, "42000", "Every derived table must have its own alias"));
                 };
                 let node = self.compile_query(subquery, outer, LockMode::CommittedRead)?;
-                let cols = node.columns().to_vec();
-                let types = node.types().to_vec();
-                for (c, t) in cols.iter().zip(&types) {
-                    scope.cols.push(ScopeCol { table: alias.name.value.to_lowercase(), name: c.name.clone(), ty: *t });
-                }
-                sources.push(Source {
-                    alias: alias.name.value.clone(),
-                    kind: SourceKind::Derived(Box::new(node)),
-                    base,
-                    width: cols.len(),
-                    left_join: false,
-                    on: vec![],
-                    lookup: None,
-                });
+                let names: Vec<String> = alias.columns.iter().map(|c| c.name.value.clone()).collect();
+                self.add_derived(node, alias.name.value.clone(), &names, base, scope, sources)?;
             }
             TableFactor::NestedJoin { table_with_joins, alias: None } if table_with_joins.joins.is_empty() => {
                 return self.add_factor(&table_with_joins.relation, scope, sources, outer, lock);
@@ -589,6 +643,49 @@ impl<'a> StmtCompiler<'a> {
             other => return Err(SqlError::unsupported(format!("FROM {other}"))),
         }
         Ok(sources.len() - 1)
+    }
+
+    /// The innermost visible CTE an unqualified table name refers to.
+    fn cte_index(&self, name: &ast::ObjectName) -> Option<usize> {
+        let [only] = name.0.as_slice() else { return None };
+        let id = only.as_ident()?;
+        self.ctes.iter().rposition(|c| c.name.eq_ignore_ascii_case(&id.value))
+    }
+
+    /// A derived table (subquery in FROM, or a CTE) as a source; `names`, if
+    /// given, rename its columns.
+    fn add_derived(
+        &mut self,
+        node: QueryNode,
+        alias: String,
+        names: &[String],
+        base: usize,
+        scope: &mut Scope,
+        sources: &mut Vec<Source>,
+    ) -> Result<(), SqlError> {
+        let cols = node.columns().to_vec();
+        let types = node.types().to_vec();
+        if !names.is_empty() && names.len() != cols.len() {
+            return Err(SqlError::new(
+                1353,
+                "HY000",
+                format!("In definition of view, derived table or common table expression, SELECT list and column names list have different column counts ({alias})"),
+            ));
+        }
+        for (i, (c, t)) in cols.iter().zip(&types).enumerate() {
+            let name = names.get(i).cloned().unwrap_or_else(|| c.name.clone());
+            scope.cols.push(ScopeCol { table: alias.to_lowercase(), name, ty: *t });
+        }
+        sources.push(Source {
+            alias,
+            kind: SourceKind::Derived(Box::new(node)),
+            base,
+            width: cols.len(),
+            left_join: false,
+            on: vec![],
+            lookup: None,
+        });
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -383,6 +383,24 @@ impl<'a> Compiler<'a> {
                     other => return Err(SqlError::unsupported(format!("operator {other}"))),
                 }
             }
+            Expr::BinaryOp { left, op, right } if is_row(left) || is_row(right) => {
+                self.compile(&row_comparison(left, op, right)?)?
+            }
+            Expr::InList { expr, list, negated } if is_row(expr) => {
+                // (a, b) IN ((1, 2), (3, 4)): a disjunction of row equalities.
+                let mut any: Option<Expr> = None;
+                for item in list {
+                    let eq = row_comparison(expr, &ast::BinaryOperator::Eq, item)?;
+                    any = Some(match any {
+                        None => eq,
+                        Some(prev) => or(prev, eq),
+                    });
+                }
+                let any = any.ok_or_else(|| SqlError::parse("empty IN list"))?;
+                let e =
+                    if *negated { Expr::UnaryOp { op: UnaryOperator::Not, expr: Box::new(nested(any)) } } else { any };
+                self.compile(&e)?
+            }
             Expr::BinaryOp { left, op, right } => self.binary(left, op, right)?,
             Expr::IsNull(x) => (C::IsNull(Box::new(self.compile(x)?.0), false), SqlType::new(TClass::Int)),
             Expr::IsNotNull(x) => (C::IsNull(Box::new(self.compile(x)?.0), true), SqlType::new(TClass::Int)),
@@ -854,6 +872,63 @@ impl<'a> Compiler<'a> {
         };
         Ok((CExpr::Col(self.agg_base + k), ty))
     }
+}
+
+fn is_row(e: &Expr) -> bool {
+    match e {
+        Expr::Tuple(_) => true,
+        Expr::Nested(x) => is_row(x),
+        _ => false,
+    }
+}
+
+fn row_items(e: &Expr) -> &[Expr] {
+    match e {
+        Expr::Tuple(items) => items,
+        Expr::Nested(x) => row_items(x),
+        other => std::slice::from_ref(other),
+    }
+}
+
+fn nested(e: Expr) -> Expr {
+    Expr::Nested(Box::new(e))
+}
+
+fn and(a: Expr, b: Expr) -> Expr {
+    Expr::BinaryOp { left: Box::new(nested(a)), op: ast::BinaryOperator::And, right: Box::new(nested(b)) }
+}
+
+fn or(a: Expr, b: Expr) -> Expr {
+    Expr::BinaryOp { left: Box::new(nested(a)), op: ast::BinaryOperator::Or, right: Box::new(nested(b)) }
+}
+
+/// A comparison of row constructors, as scalar comparisons: `=` and `<=>` hold
+/// when every pair does, `<>` when one pair differs, and `<`, `<=`, `>`, `>=`
+/// compare lexicographically (the first unequal pair decides), as in MySQL.
+fn row_comparison(left: &Expr, op: &ast::BinaryOperator, right: &Expr) -> Result<Expr, SqlError> {
+    use ast::BinaryOperator as B;
+    let (l, r) = (row_items(left), row_items(right));
+    if l.len() != r.len() {
+        return Err(SqlError::new(1241, "21000", format!("Operand should contain {} column(s)", l.len())));
+    }
+    let pair = |i: usize, op: B| Expr::BinaryOp { left: Box::new(l[i].clone()), op, right: Box::new(r[i].clone()) };
+    let all = |op: B| (1..l.len()).fold(pair(0, op.clone()), |acc, i| and(acc, pair(i, op.clone())));
+    Ok(match op {
+        B::Eq | B::Spaceship => all(op.clone()),
+        B::NotEq => Expr::UnaryOp { op: UnaryOperator::Not, expr: Box::new(nested(all(B::Eq))) },
+        B::Lt | B::LtEq | B::Gt | B::GtEq => {
+            let strict = if matches!(op, B::Lt | B::LtEq) { B::Lt } else { B::Gt };
+            // From the last pair backwards: last uses `op`, earlier ones
+            // `strict OR (equal AND rest)`.
+            let last = l.len() - 1;
+            let mut acc = pair(last, op.clone());
+            for i in (0..last).rev() {
+                acc = or(pair(i, strict.clone()), and(pair(i, B::Eq), acc));
+            }
+            acc
+        }
+        other => return Err(SqlError::new(1241, "21000", format!("Operand should contain 1 column(s) (row {other})"))),
+    })
 }
 
 fn split_scope(name: &str) -> (bool, &str) {
