@@ -27,6 +27,11 @@ pub struct KnobArgs {
     /// (adaptive send; 0 = never wait). Default 20.
     #[arg(long, value_name = "US")]
     pub max_send_delay_us: Option<u64>,
+    /// When idle, keep polling the network this long before sleeping, so a
+    /// request arriving soon after is not delayed by the CPU's wake-up
+    /// latency (costs CPU while idle; 0 = never spin). Default 50.
+    #[arg(long, value_name = "US")]
+    pub idle_spin_us: Option<u64>,
     /// Set any knob by its name in the config file, e.g.
     /// `--set txn_inactive_timeout_ms=30000` or `--set max_frame_bytes=16M`.
     /// May be repeated; wins over the file and the flags above.
@@ -66,11 +71,12 @@ impl KnobArgs {
                     .with_context(|| format!("config file {} is not valid TOML", path.display()))?
             }
         };
-        let flags: [(&str, Option<u64>); 4] = [
+        let flags: [(&str, Option<u64>); 5] = [
             ("data_memory_bytes", self.data_memory),
             ("lock_wait_timeout_ms", self.lock_wait_timeout_ms),
             ("max_api_connections", self.max_api_connections.map(u64::from)),
             ("max_send_delay_us", self.max_send_delay_us),
+            ("idle_spin_us", self.idle_spin_us),
         ];
         for (name, v) in flags {
             if let Some(v) = v {

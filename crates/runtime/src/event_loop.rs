@@ -2,7 +2,9 @@
 //!
 //! One round of the loop:
 //! 1. poll the sockets (timeout: 0 if work is ready, else the next timer's due
-//!    time, else forever; a waker interrupts it for shutdown);
+//!    time, else forever; a waker interrupts it for shutdown). Before a poll
+//!    that would block, the loop spins on zero-timeout polls for up to
+//!    `Knobs::idle_spin_us` (see `poll_events`);
 //! 2. accept new connections, read readable ones, decode and validate frames and
 //!    deliver their signals into the scheduler;
 //! 3. advance the scheduler's clock to the real monotonic clock (queues due
@@ -135,11 +137,38 @@ impl EventLoop {
         self.start.elapsed().as_nanos() as u64
     }
 
+    /// Poll for events. A poll that may block is preceded by a bounded spin
+    /// of zero-timeout polls (`idle_spin_us`): on an idle machine the kernel's
+    /// wake-up of a sleeping thread costs tens of microseconds, more than a
+    /// whole request takes, and the next request of a client in a
+    /// request/response loop usually arrives within a round trip.
+    fn poll_events(&mut self, events: &mut Events, timeout: Option<Duration>) -> io::Result<()> {
+        let spin = Duration::from_micros(self.knobs.idle_spin_us);
+        if spin.is_zero() || timeout == Some(Duration::ZERO) {
+            return self.poll.poll(events, timeout);
+        }
+        let start = Instant::now();
+        let spin = timeout.map_or(spin, |t| t.min(spin));
+        loop {
+            self.poll.poll(events, Some(Duration::ZERO))?;
+            if !events.is_empty() || self.stop.load(Ordering::Relaxed) {
+                self.stats.spin_hits += 1;
+                return Ok(());
+            }
+            let spent = start.elapsed();
+            if spent >= spin {
+                self.stats.spin_misses += 1;
+                return self.poll.poll(events, timeout.map(|t| t.saturating_sub(spent)));
+            }
+            std::hint::spin_loop();
+        }
+    }
+
     pub fn run(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
         while !self.stop.load(Ordering::SeqCst) {
             let timeout = self.poll_timeout();
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
+            if let Err(e) = self.poll_events(&mut events, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }

@@ -95,6 +95,10 @@ pub struct RuntimeStats {
     pub stalls: u64,
     /// Signals for API nodes no longer connected.
     pub dropped_to_unknown: u64,
+    /// Idle spins (`Knobs::idle_spin_us`) that found work before the bound,
+    /// and those that ran out and blocked.
+    pub spin_hits: u64,
+    pub spin_misses: u64,
 }
 
 /// Stops a data node from any thread (a Ctrl-C handler, a test).

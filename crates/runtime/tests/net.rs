@@ -230,6 +230,35 @@ fn handshake_echo_and_round_trip_latency() {
     h.join().unwrap();
 }
 
+/// `idle_spin_us`: an idle loop polls without sleeping for at most that long,
+/// then blocks; requests that arrive meanwhile are picked up by the spin. 0
+/// turns spinning off.
+#[test]
+fn idle_spin_is_bounded_and_can_be_turned_off() {
+    for spin_us in [0u64, 5_000] {
+        let (h, _) = start(Knobs { idle_spin_us: spin_us, ..Knobs::default() });
+        let mut c = connect(&h);
+        // Back-to-back round trips: each request follows the previous reply
+        // within microseconds, while the loop is still spinning.
+        for i in 0..50 {
+            c.echo(i);
+        }
+        // Idle far longer than the spin: the loop must give up and block.
+        std::thread::sleep(Duration::from_millis(30));
+        c.echo(50);
+        wait_for("the last round's counters", || h.stats().signals_out >= 51);
+        let st = h.stats();
+        if spin_us == 0 {
+            assert_eq!((st.spin_hits, st.spin_misses), (0, 0), "{st:?}");
+        } else {
+            assert!(st.spin_hits >= 1, "{st:?}");
+            assert!(st.spin_misses >= 1, "the spin is bounded: {st:?}");
+        }
+        h.shutdown();
+        h.join().unwrap();
+    }
+}
+
 #[test]
 fn bad_handshakes_are_refused() {
     let (h, _log) = start(Knobs::default());

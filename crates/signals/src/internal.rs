@@ -4,10 +4,14 @@
 //! Transaction protocol (one replica today; the phases are there so replication
 //! can slot in between without changing TC's state machine):
 //!
-//! * prepare: one `LqhKeyReq` per operation. LQH locks the row, checks the
-//!   operation (missing row, duplicate key, unique constraints, memory) and keeps
-//!   the new row image in its operation record. Reply `LqhKeyConf` / `LqhKeyRef`.
-//!   A transaction's operations execute at LQH in arrival order.
+//! * prepare: one `LqhKeyReq` per batch and LQH instance, carrying the batch's
+//!   operations for that instance (one signal per batch rather than per
+//!   operation, as NDB/RonDB amortise signal costs). For each operation LQH locks
+//!   the row, checks it (missing row, duplicate key, unique constraints, memory)
+//!   and keeps the new row image in its operation record. Reply: `LqhKeyConf`
+//!   with one `LqhOpResult` per operation; the results of one request may come
+//!   in several `LqhKeyConf`s (LQH sends what it has whenever an operation must
+//!   wait for a lock). A transaction's operations execute at LQH in arrival order.
 //! * commit: `LqhCommitReq` to every LQH that took part. LQH applies the images
 //!   to storage (cannot fail: everything was checked at prepare) and releases the
 //!   locks. Reply `LqhCommitConf`. TC answers the client once every LQH confirmed.
@@ -97,6 +101,33 @@ pub struct LqhScanReq {
     pub batch_rows: u32,
 }
 
+/// One operation of an `LqhKeyReq`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LqhOp {
+    /// Sequence number of the operation in its transaction.
+    pub seq: u32,
+    /// The row's partition; None when the operation goes through a unique
+    /// index (LQH resolves it).
+    pub part: Option<PartitionId>,
+    pub op: KeyOp,
+}
+
+/// Outcome of one operation at LQH.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LqhOpResult {
+    pub seq: u32,
+    /// Ok: prepared (with the projected row of a read). Err: the operation
+    /// failed; with `fatal` (lock-wait time-out, transaction invalidated by
+    /// DDL) TC aborts the transaction whatever the operation's `abort_on_error`.
+    pub outcome: Result<Option<Vec<Value>>, LqhOpError>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LqhOpError {
+    pub error: NodeError,
+    pub fatal: bool,
+}
+
 /// Per-block figures DICT gathers for `DictOp::NodeStats`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BlockStats {
@@ -112,17 +143,12 @@ pub struct BlockStats {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum InternalSignal {
-    /// TC -> LQH: prepare operation `seq` of transaction `txn` (lock, check,
-    /// build the new row image). `part`: the row's partition, None when the
-    /// operation goes through a unique index (LQH resolves it).
-    /// Reply: `LqhKeyConf` or `LqhKeyRef` with the same `txn` and `seq`.
-    LqhKeyReq { txn: TxnId, seq: u32, part: Option<PartitionId>, op: Box<KeyOp> },
-    /// LQH -> TC: operation prepared. `row`: the projected row of a read.
-    LqhKeyConf { txn: TxnId, seq: u32, row: Option<Vec<Value>> },
-    /// LQH -> TC: operation failed. With `fatal` (lock-wait time-out,
-    /// transaction invalidated by DDL) TC aborts the transaction whatever the
-    /// operation's `abort_on_error`.
-    LqhKeyRef { txn: TxnId, seq: u32, error: NodeError, fatal: bool },
+    /// TC -> LQH: prepare operations of transaction `txn` (lock, check, build
+    /// the new row images), run in order. Reply: `LqhKeyConf`s carrying one
+    /// result per operation.
+    LqhKeyReq { txn: TxnId, ops: Vec<LqhOp> },
+    /// LQH -> TC: results of operations of `txn`, in execution order.
+    LqhKeyConf { txn: TxnId, results: Vec<LqhOpResult> },
     /// TC -> LQH: commit phase. Reply `LqhCommitConf`, or `LqhCommitRef` if a
     /// concurrent DDL invalidated the transaction (LQH then aborted it).
     LqhCommitReq { txn: TxnId },

@@ -190,7 +190,7 @@ pub enum Value {
     Float(f32),
     Double(f64),
     Decimal(Decimal),
-    Bytes(Vec<u8>),
+    Bytes(#[serde(with = "byte_buf")] Vec<u8>),
     Date(Date),
     /// TIME as signed microseconds.
     Time(i64),
@@ -265,6 +265,52 @@ impl<T: Into<Value>> From<Option<T>> for Value {
         match v {
             Some(v) => v.into(),
             None => Value::Null,
+        }
+    }
+}
+
+/// Serde for byte strings as one byte buffer instead of a sequence of `u8`s:
+/// serde's default for `Vec<u8>` visits every byte, the hottest part of
+/// encoding a row. For postcard (the wire codec) both are the same bytes (a
+/// varint length, then the bytes), so the wire format does not change; formats
+/// without a byte type (JSON) still read a sequence of numbers.
+pub mod byte_buf {
+    use serde::de::{Error, SeqAccess, Visitor};
+    use serde::{Deserializer, Serializer};
+    use std::fmt;
+
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(v)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        d.deserialize_byte_buf(BytesVisitor)
+    }
+
+    struct BytesVisitor;
+
+    impl<'de> Visitor<'de> for BytesVisitor {
+        type Value = Vec<u8>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a byte string")
+        }
+        fn visit_bytes<E: Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+            Ok(v.to_vec())
+        }
+        fn visit_byte_buf<E: Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+            Ok(v)
+        }
+        fn visit_str<E: Error>(self, v: &str) -> Result<Vec<u8>, E> {
+            Ok(v.as_bytes().to_vec())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
+            // Cap the pre-allocation: the hint comes from the peer.
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+            while let Some(b) = seq.next_element::<u8>()? {
+                out.push(b);
+            }
+            Ok(out)
         }
     }
 }

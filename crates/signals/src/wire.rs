@@ -98,4 +98,20 @@ mod tests {
             let _ = decode(&g);
         }
     }
+
+    /// `Value::Bytes` is encoded as one byte buffer; for postcard that must be
+    /// the same bytes as serde's default sequence of `u8`s (the wire format
+    /// did not change when the faster encoding came in).
+    #[test]
+    fn bytes_values_keep_the_sequence_encoding() {
+        for len in [0usize, 3, 127, 128, 300, 70_000] {
+            let b: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+            let as_value = postcard::to_stdvec(&Value::Bytes(b.clone())).unwrap();
+            let as_seq = postcard::to_stdvec(&b.iter().copied().collect::<std::collections::VecDeque<u8>>()).unwrap();
+            assert_eq!(as_value[0], 6, "variant index of Bytes");
+            assert_eq!(&as_value[1..], &as_seq[..], "len {len}");
+            let back: Value = postcard::from_bytes(&as_value).unwrap();
+            assert_eq!(back, Value::Bytes(b));
+        }
+    }
 }

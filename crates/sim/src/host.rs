@@ -125,6 +125,9 @@ pub fn random_knobs(rng: &mut Rng) -> Knobs {
         max_send_buffer_bytes: d.max_send_buffer_bytes,
         max_send_delay_us: mix(rng, d.max_send_delay_us, s.max_send_delay_us),
         max_api_connections: d.max_api_connections,
+        // The simulator has no event loop to spin (and draws no number for it,
+        // so the knobs of a seed stay as they were).
+        idle_spin_us: d.idle_spin_us,
     };
     let mut k = k;
     // Now and then far below the stress values, to reach the "out of records" paths.

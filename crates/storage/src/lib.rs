@@ -306,6 +306,12 @@ impl Storage {
         Ok(())
     }
 
+    /// (used, limit) bytes of data memory: `memory()` without counting rows
+    /// (checked per write operation).
+    pub fn used_and_limit_bytes(&self) -> (u64, u64) {
+        (self.used_bytes, self.limit_bytes)
+    }
+
     pub fn memory(&self) -> MemoryStats {
         MemoryStats {
             limit_bytes: self.limit_bytes,

@@ -241,19 +241,20 @@ impl TableStore {
     }
 
     /// Coerce a full row to the table's column types.
-    pub fn coerce_full(&self, row: Vec<Value>) -> Result<Vec<Value>, NodeError> {
+    pub fn coerce_full(&self, mut row: Vec<Value>) -> Result<Vec<Value>, NodeError> {
         if row.len() != self.def.columns.len() {
             return Err(err(
                 ErrorCode::WrongValueType,
                 format!("row has {} values, table {} has {} columns", row.len(), self.def.name, self.def.columns.len()),
             ));
         }
-        row.into_iter()
-            .zip(&self.def.columns)
-            .map(|(v, c)| {
-                coerce_value(v, &c.ty, c.nullable).map_err(|e| err(e.code, format!("column {}: {}", c.name, e.message)))
-            })
-            .collect()
+        // In place: no second row vector per insert or update.
+        for (v, c) in row.iter_mut().zip(&self.def.columns) {
+            let owned = std::mem::replace(v, Value::Null);
+            *v = coerce_value(owned, &c.ty, c.nullable)
+                .map_err(|e| err(e.code, format!("column {}: {}", c.name, e.message)))?;
+        }
+        Ok(row)
     }
 
     /// Coerce the values of a key's columns (no NULLs allowed) and encode them.

@@ -14,6 +14,7 @@
 use crate::fxhash::FxHashMap;
 use norr_signals::internal::TxnId;
 use norr_signals::schema::{IndexId, TableId};
+use smallvec::SmallVec;
 use std::collections::VecDeque;
 
 /// What a lock protects.
@@ -72,7 +73,8 @@ struct Waiter {
 struct Entry {
     /// At most one Exclusive holder, or any number of Shared holders; an owner
     /// appears at most once.
-    holders: Vec<(TxnId, Mode)>,
+    /// Inline for the usual single holder: no allocation per locked row.
+    holders: SmallVec<[(TxnId, Mode); 1]>,
     waiters: VecDeque<Waiter>,
 }
 
@@ -135,15 +137,23 @@ impl LockTable {
     /// a scan of one transaction): once it holds the key, its later waits are
     /// granted as they reach the head of the queue.
     pub fn acquire(&mut self, key: &LockKey, owner: TxnId, mode: Mode, tag: u64) -> Acquire {
+        self.acquire_tracked(key, owner, mode, tag).0
+    }
+
+    /// `acquire`, also telling whether `owner` neither held nor waited for
+    /// `key` before (so the caller records the key once per owner without a
+    /// set of its own).
+    pub fn acquire_tracked(&mut self, key: &LockKey, owner: TxnId, mode: Mode, tag: u64) -> (Acquire, bool) {
         // Clone the key only for a new entry (a re-entrant request finds one).
         let e = match self.entries.get_mut(key) {
             Some(e) => e,
             None => self.entries.entry(key.clone()).or_default(),
         };
         let held = e.held_by(owner);
+        let first = held.is_none() && !e.waiters.iter().any(|w| w.owner == owner);
         if e.can_grant(owner, mode) && (held.is_some() || e.waiters.is_empty()) {
             e.grant(owner, mode);
-            return Acquire::Granted;
+            return (Acquire::Granted, first);
         }
         let w = Waiter { owner, mode, tag };
         if held.is_some() {
@@ -153,7 +163,7 @@ impl LockTable {
             e.waiters.push_back(w);
         }
         self.waiting += 1;
-        Acquire::Waiting
+        (Acquire::Waiting, first)
     }
 
     /// Does `owner` hold `key` at least in `mode`?

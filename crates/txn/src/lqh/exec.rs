@@ -2,6 +2,7 @@
 
 use super::{Lqh, Pending, QueuedOp, RowKey, Step, WaitTarget};
 use crate::lock_queue::{LockKey, Mode};
+use crate::store::RowId;
 use norr_kernel::Ctx;
 use norr_signals::coerce::{coerce_row, coerce_value, rescale_round};
 use norr_signals::internal::TxnId;
@@ -190,15 +191,39 @@ impl Lqh {
 
     /// Image of a row as transaction `t` sees it under its lock.
     pub(super) fn current(&self, t: TxnId, def: &TableDef, part: PartitionId, enc: &[u8]) -> Option<Vec<Value>> {
-        self.current_rk(t, part, &(def.id, enc.to_vec()))
+        if self.txns.get(&t).is_none_or(|x| x.pending.is_empty()) {
+            // Nothing of our own: no row key to build for the pending map.
+            let rid = self.storage.lookup(def.id, part, enc)?;
+            return Some(self.storage.read_row(def.id, part, rid));
+        }
+        self.current_rk(t, part, &(def.id, enc.to_vec())).0
     }
 
-    /// `current` for a row key already built (no key copy per lookup).
-    fn current_rk(&self, t: TxnId, part: PartitionId, rk: &RowKey) -> Option<Vec<Value>> {
+    /// `current` for a row key already built (no key copy per lookup), with
+    /// the committed row's id (see `Pending::committed`).
+    fn current_rk(&self, t: TxnId, part: PartitionId, rk: &RowKey) -> (Option<Vec<Value>>, Option<RowId>) {
         if let Some(p) = self.txns.get(&t).and_then(|x| x.pending.get(rk)) {
-            return p.image.clone();
+            return (p.image.clone(), p.committed);
         }
-        self.storage.lookup(rk.0, part, &rk.1).map(|r| self.storage.read_row(rk.0, part, r))
+        let rid = self.storage.lookup(rk.0, part, &rk.1);
+        (rid.map(|r| self.storage.read_row(rk.0, part, r)), rid)
+    }
+
+    /// Committed read without an image of our own: the projected columns
+    /// straight from storage (no full row decoded and copied).
+    fn committed_read(&self, def: &TableDef, part: PartitionId, enc: &[u8], cols: &[ColumnId]) -> Step {
+        let Some(rid) = self.storage.lookup(def.id, part, enc) else {
+            return Step::Done(Err(NodeError::new(ErrorCode::NoSuchRow)));
+        };
+        if let Some(c) = cols.iter().find(|c| **c as usize >= def.columns.len()) {
+            return Step::Done(Err(NodeError::with(
+                ErrorCode::NoSuchColumn,
+                format!("column id {c} in table {}", def.name),
+            )));
+        }
+        let mut out = Vec::with_capacity(if cols.is_empty() { def.columns.len() } else { cols.len() });
+        self.storage.read_projected(def.id, part, rid, cols, &mut out);
+        Step::Done(Ok(Some(out)))
     }
 
     fn insert_image(&self, def: &TableDef, key: &[Value], q: &QueuedOp) -> Result<Vec<Value>, NodeError> {
@@ -222,14 +247,24 @@ impl Lqh {
         coerce_row(def, &values)
     }
 
-    fn update_image(&self, def: &TableDef, mut row: Vec<Value>, q: &QueuedOp) -> Result<Vec<Value>, NodeError> {
+    /// The row with the operation's values and increments applied. With
+    /// `take`, the operation's values are moved out (the caller knows the
+    /// operation cannot be re-run: nothing after this can wait for a lock).
+    fn update_image(
+        &self,
+        def: &TableDef,
+        mut row: Vec<Value>,
+        q: &mut QueuedOp,
+        take: bool,
+    ) -> Result<Vec<Value>, NodeError> {
         let col_of = |c: ColumnId| {
             def.column(c)
                 .ok_or_else(|| NodeError::with(ErrorCode::NoSuchColumn, format!("column id {c} in table {}", def.name)))
         };
-        for (c, v) in &q.op.values {
+        for (c, v) in &mut q.op.values {
             let col = col_of(*c)?;
-            let v = coerce_value(v.clone(), &col.ty, col.nullable)
+            let v = if take { std::mem::replace(v, Value::Null) } else { v.clone() };
+            let v = coerce_value(v, &col.ty, col.nullable)
                 .map_err(|e| NodeError::with(e.code, format!("column {}: {}", col.name, e.message)))?;
             if def.primary_key.contains(c) && !same_key_value(&v, &row[*c as usize], &col.ty) {
                 return Err(NodeError::with(ErrorCode::KeyUpdateNotAllowed, format!("column {}", col.name)));
@@ -249,7 +284,7 @@ impl Lqh {
 
     /// Try to run operation `q` of transaction `t`. Changes nothing until every
     /// lock it needs is held.
-    pub(super) fn exec_op(&mut self, t: TxnId, q: &QueuedOp, ctx: &mut Ctx<'_, Signal>) -> Step {
+    pub(super) fn exec_op(&mut self, t: TxnId, q: &mut QueuedOp, ctx: &mut Ctx<'_, Signal>) -> Step {
         let op = &q.op;
         let Some(def) = self.defs.get(&op.table).map(Arc::clone) else {
             return Step::Done(Err(NodeError::with(ErrorCode::NoSuchTable, format!("table id {}", op.table))));
@@ -284,6 +319,9 @@ impl Lqh {
 
         if op.kind == OpKind::Read && op.lock == LockMode::CommittedRead {
             // No lock: the latest committed image, or our own uncommitted one.
+            if self.txns.get(&t).is_none_or(|x| x.pending.is_empty()) {
+                return self.committed_read(&def, part, &enc, &op.projection);
+            }
             return Step::Done(match self.current(t, &def, part, &enc) {
                 Some(row) => project(&def, &row, &op.projection).map(Some),
                 None => Err(NodeError::new(ErrorCode::NoSuchRow)),
@@ -296,7 +334,7 @@ impl Lqh {
         }
         // The pending-image key, built once for every lookup below.
         let rk: RowKey = (def.id, enc);
-        let mut cur = self.current_rk(t, part, &rk);
+        let (mut cur, committed) = self.current_rk(t, part, &rk);
         // Without a unique index nothing below looks at the old image once the
         // new one is built, so an update may build it in place.
         let has_unique = def.indexes.iter().any(|i| i.unique);
@@ -313,7 +351,8 @@ impl Lqh {
             (OpKind::Insert | OpKind::Write, None) => Some(tri!(self.insert_image(&def, key_vals, q))),
             (OpKind::Update | OpKind::Write, Some(_)) => {
                 let row = if has_unique { cur.clone() } else { cur.take() };
-                Some(tri!(self.update_image(&def, row.expect("matched Some"), q)))
+                // Only unique-index locks are taken after this point.
+                Some(tri!(self.update_image(&def, row.expect("matched Some"), q, !has_unique)))
             }
             (OpKind::Delete, Some(_)) => None,
         };
@@ -326,9 +365,9 @@ impl Lqh {
         let page_est = if new.is_some() && fresh { PAGES_EST_BYTES } else { 0 };
         if let Some(row) = &new {
             tri!(self.storage.reserve_check(def.id, row));
-            let m = self.storage.memory();
+            let (used, limit) = self.storage.used_and_limit_bytes();
             let need = new_est + page_est;
-            if need > old_est && m.used_bytes + self.reserved_bytes + need - old_est > m.limit_bytes {
+            if need > old_est && used + self.reserved_bytes + need - old_est > limit {
                 crate::probe!(self.counters, "lqh: table full by reservations");
                 return Step::Done(Err(NodeError::with(
                     ErrorCode::TableFull,
@@ -383,7 +422,7 @@ impl Lqh {
         if page_est > 0 {
             txn.page_reserved.insert((def.id, part));
         }
-        txn.pending.insert(rk, Pending { part, image: new, est_bytes: new_est });
+        txn.pending.insert(rk, Pending { part, image: new, est_bytes: new_est, committed });
         Step::Done(Ok(None))
     }
 

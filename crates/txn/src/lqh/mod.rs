@@ -21,21 +21,19 @@ use crate::lock_queue::{Acquire, Grant, LockKey, LockTable, Mode};
 use crate::store::{RowId, Storage};
 use norr_kernel::{Block, BlockRef, Ctx};
 use norr_knobs::Knobs;
-use norr_signals::internal::{BlockStats, InternalSignal, ScanKey, SchemaChange, TxnId};
+use norr_signals::internal::{
+    BlockStats, InternalSignal, LqhOp, LqhOpError, LqhOpResult, ScanKey, SchemaChange, TxnId,
+};
 use norr_signals::schema::{PartitionId, TableDef, TableId};
 use norr_signals::value::Value;
-use norr_signals::{ErrorCode, KeyOp, NodeError, Signal};
+use norr_signals::{ErrorCode, NodeError, Signal};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 pub(crate) use scan::LqhScan;
 
 /// An operation waiting its turn in its transaction.
-struct QueuedOp {
-    seq: u32,
-    part: Option<PartitionId>,
-    op: Box<KeyOp>,
-}
+type QueuedOp = LqhOp;
 
 /// The uncommitted state of one row written by a transaction.
 struct Pending {
@@ -44,6 +42,11 @@ struct Pending {
     image: Option<Vec<Value>>,
     /// Memory reserved for the image until commit (see `Lqh::reserved_bytes`).
     est_bytes: u64,
+    /// The committed row of this key when the transaction first wrote it
+    /// (None: there was none). It cannot change until commit: the key is
+    /// locked exclusively, and a DDL that rebuilds the table dooms the
+    /// transaction first, so commit applies the image without a second lookup.
+    committed: Option<RowId>,
 }
 
 type RowKey = (TableId, Vec<u8>);
@@ -57,8 +60,9 @@ struct LqhTxn {
     /// Unique index values held by the pending images: (table, index,
     /// encoded value) -> encoded pk of the row whose image has it. Lookups only.
     uniq: FxHashMap<(TableId, norr_signals::IndexId, Vec<u8>), Vec<u8>>,
-    /// Keys held or waited for, released at commit/abort.
-    locks: BTreeSet<LockKey>,
+    /// Keys held or waited for, released at commit/abort; each once (the
+    /// lock table says when the transaction first asks for a key).
+    locks: Vec<LockKey>,
     /// Set when a concurrent DDL invalidated the transaction: every later
     /// operation and the commit fail with it (TC then aborts).
     doomed: Option<NodeError>,
@@ -82,7 +86,7 @@ impl LqhTxn {
             waiting: None,
             pending: BTreeMap::new(),
             uniq: FxHashMap::default(),
-            locks: BTreeSet::new(),
+            locks: Vec::new(),
             doomed: None,
             halted: false,
             reserved_bytes: 0,
@@ -164,10 +168,11 @@ impl Lqh {
         let tag = self.next_tag;
         self.next_tag += 1;
         let txn = self.txns.get_mut(&owner).expect("lock owner has a transaction record");
-        if !txn.locks.contains(key) {
-            txn.locks.insert(key.clone());
+        let (acquired, first) = self.locks.acquire_tracked(key, owner, mode, tag);
+        if first {
+            txn.locks.push(key.clone());
         }
-        match self.locks.acquire(key, owner, mode, tag) {
+        match acquired {
             Acquire::Granted => None,
             Acquire::Waiting => {
                 self.counters.bump("lqh: lock waits");
@@ -215,56 +220,55 @@ impl Lqh {
         ctx.send(to, Signal::Internal(Box::new(s)));
     }
 
-    /// Run the transaction's queued operations until one must wait.
+    /// Run the transaction's queued operations until one must wait; answer
+    /// TC with one `LqhKeyConf` for every operation that ran.
     fn run_queue(&mut self, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
-        loop {
-            let Some(txn) = self.txns.get_mut(&t) else {
-                return;
-            };
+        let Some(txn) = self.txns.get(&t) else {
+            return;
+        };
+        let tc = txn.tc;
+        let mut results = Vec::with_capacity(txn.queue.len());
+        while let Some(txn) = self.txns.get_mut(&t) {
             if txn.waiting.is_some() {
-                return;
+                break;
             }
-            let Some(q) = txn.queue.pop_front() else {
-                return;
+            let Some(mut q) = txn.queue.pop_front() else {
+                break;
             };
-            let tc = txn.tc;
-            if let Some(e) = txn.doomed.clone() {
-                Self::reply(ctx, tc, InternalSignal::LqhKeyRef { txn: t, seq: q.seq, error: e, fatal: true });
+            if let Some(error) = txn.doomed.clone() {
+                results.push(LqhOpResult { seq: q.seq, outcome: Err(LqhOpError { error, fatal: true }) });
                 continue;
             }
+            txn.ops_run += 1;
             self.counters.bump("lqh: operations");
-            self.txns.get_mut(&t).expect("txn").ops_run += 1;
-            match self.exec_op(t, &q, ctx) {
-                Step::Done(Ok(row)) => Self::reply(ctx, tc, InternalSignal::LqhKeyConf { txn: t, seq: q.seq, row }),
+            match self.exec_op(t, &mut q, ctx) {
+                Step::Done(Ok(row)) => results.push(LqhOpResult { seq: q.seq, outcome: Ok(row) }),
                 Step::Done(Err(error)) => {
-                    Self::reply(ctx, tc, InternalSignal::LqhKeyRef { txn: t, seq: q.seq, error, fatal: false })
+                    results.push(LqhOpResult { seq: q.seq, outcome: Err(LqhOpError { error, fatal: false }) })
                 }
                 Step::Wait(tag) => {
                     let txn = self.txns.get_mut(&t).expect("still there");
                     txn.waiting = Some(tag);
                     txn.queue.push_front(q);
-                    return;
+                    break;
                 }
             }
         }
+        if !results.is_empty() {
+            self.counters.bump("lqh: key confs");
+            Self::reply(ctx, tc, InternalSignal::LqhKeyConf { txn: t, results });
+        }
     }
 
-    fn on_key_req(
-        &mut self,
-        tc: BlockRef,
-        t: TxnId,
-        seq: u32,
-        part: Option<PartitionId>,
-        op: Box<KeyOp>,
-        ctx: &mut Ctx<'_, Signal>,
-    ) {
+    fn on_key_req(&mut self, tc: BlockRef, t: TxnId, ops: Vec<LqhOp>, ctx: &mut Ctx<'_, Signal>) {
+        self.counters.bump("lqh: key requests");
         let txn = self.txns.entry(t).or_insert_with(|| LqhTxn::new(tc));
         assert!(!txn.committed, "operation for committed transaction {t}");
         if txn.halted {
             // TC aborts the transaction: nothing more runs.
             return;
         }
-        txn.queue.push_back(QueuedOp { seq, part, op });
+        txn.queue.extend(ops);
         if txn.waiting.is_none() {
             self.run_queue(t, ctx);
         }
@@ -287,7 +291,8 @@ impl Lqh {
                 let q = txn.queue.pop_front().expect("parked op");
                 txn.queue.clear();
                 let tc = txn.tc;
-                Self::reply(ctx, tc, InternalSignal::LqhKeyRef { txn: t, seq: q.seq, error, fatal: true });
+                let results = vec![LqhOpResult { seq: q.seq, outcome: Err(LqhOpError { error, fatal: true }) }];
+                Self::reply(ctx, tc, InternalSignal::LqhKeyConf { txn: t, results });
             }
             WaitTarget::Scan(s, p) => {
                 if let Some(sc) = self.scans.remove(&(s, p)) {
@@ -372,8 +377,7 @@ impl Lqh {
         // Each row is looked up once: a pass only deletes, updates in place
         // or inserts rows of its own key, so no row id found here changes,
         // except for the deferred rows, which are deleted before pass 2.
-        let mut rows: Vec<Option<RowId>> =
-            txn.pending.iter().map(|((table, enc), p)| st.lookup(*table, p.part, enc)).collect();
+        let mut rows: Vec<Option<RowId>> = txn.pending.values().map(|p| p.committed).collect();
         let mut deferred = Vec::new();
         for pass in 0..3 {
             if pass == 2 {
@@ -520,7 +524,7 @@ impl Block<Signal> for Lqh {
             return;
         };
         match *sig {
-            InternalSignal::LqhKeyReq { txn, seq, part, op } => self.on_key_req(from, txn, seq, part, op, ctx),
+            InternalSignal::LqhKeyReq { txn, ops } => self.on_key_req(from, txn, ops, ctx),
             InternalSignal::LqhCommitReq { txn } => self.on_commit(from, txn, ctx),
             InternalSignal::LqhCompleteReq { txn } => self.on_complete(from, txn, ctx),
             InternalSignal::LqhAbortReq { txn } => self.on_abort(from, txn, ctx),

@@ -20,9 +20,10 @@ use crate::fxhash::FxHashMap;
 use crate::route::{lqh_instance, op_partition};
 use norr_kernel::{Block, BlockRef, Ctx, NodeId, Priority};
 use norr_knobs::Knobs;
-use norr_signals::internal::{BlockStats, InternalSignal, ScanKey, SchemaChange, TxnId};
+use norr_signals::internal::{
+    BlockStats, InternalSignal, LqhOp, LqhOpError, LqhOpResult, ScanKey, SchemaChange, TxnId,
+};
 use norr_signals::schema::{TableDef, TableId};
-use norr_signals::value::Value;
 use norr_signals::{
     block, ErrorCode, ExecType, NodeError, OpResult, Signal, TcKeyConf, TcKeyRef, TcKeyReq, TxnOutcome,
     MAX_OPS_PER_BATCH,
@@ -276,7 +277,11 @@ impl Tc {
             exec: req.exec,
         };
         let mut fail: Option<(NodeError, u32)> = None;
-        let mut sends = Vec::with_capacity(n);
+        // The batch's operations per LQH instance: one LQH_KEYREQ each.
+        let mut sends: Vec<Vec<LqhOp>> = (0..self.lqh_instances).map(|_| Vec::new()).collect();
+        if self.lqh_instances == 1 {
+            sends[0].reserve_exact(n);
+        }
         for (i, op) in req.ops.into_iter().enumerate() {
             let routed = match self.defs.get(&op.table) {
                 None => Err(NodeError::with(ErrorCode::NoSuchTable, format!("table id {}", op.table))),
@@ -289,7 +294,7 @@ impl Tc {
             match routed {
                 Ok(part) => {
                     let inst = part.map_or(0, |p| lqh_instance(p, self.lqh_instances));
-                    sends.push((inst, seq_base + i as u32, part, op));
+                    sends[inst as usize].push(LqhOp { seq: seq_base + i as u32, part, op });
                 }
                 Err(e) if op.abort_on_error => {
                     fail = Some((e, i as u32));
@@ -304,26 +309,22 @@ impl Tc {
             txn.batch = None;
             return self.abort(t, AbortReply::KeyRef { error, op_index: Some(i) }, ctx);
         }
-        batch.outstanding = sends.len();
+        batch.outstanding = sends.iter().map(Vec::len).sum();
+        self.counters.bump_by("tc: operations", batch.outstanding as u64);
         txn.batch = Some(batch);
-        self.counters.bump_by("tc: operations", sends.len() as u64);
-        for (inst, seq, part, op) in sends {
+        for (inst, ops) in sends.into_iter().enumerate() {
+            if ops.is_empty() {
+                continue;
+            }
+            let inst = inst as u16;
             txn.participants.insert(inst);
-            ctx.send(
-                BlockRef::new(self.node, block::LQH, inst),
-                internal(InternalSignal::LqhKeyReq { txn: t, seq, part, op: Box::new(op) }),
-            );
+            ctx.send(BlockRef::new(self.node, block::LQH, inst), internal(InternalSignal::LqhKeyReq { txn: t, ops }));
         }
         self.maybe_batch_done(t, ctx);
     }
 
-    fn on_op_reply(
-        &mut self,
-        t: TxnId,
-        seq: u32,
-        result: Result<Option<Vec<Value>>, (NodeError, bool)>,
-        ctx: &mut Ctx<'_, Signal>,
-    ) {
+    /// Results of operations of the current batch from one LQH.
+    fn on_op_results(&mut self, t: TxnId, results: Vec<LqhOpResult>, ctx: &mut Ctx<'_, Signal>) {
         let Some(txn) = self.txns.get_mut(&t) else {
             return;
         };
@@ -331,19 +332,21 @@ impl Tc {
             return; // an abort overtook this batch
         }
         let batch = txn.batch.as_mut().expect("executing txn has a batch");
-        let i = (seq - batch.seq_base) as usize;
-        assert!(batch.results[i].is_none(), "two answers for op {seq} of txn {t}");
-        batch.outstanding -= 1;
-        match result {
-            Ok(row) => batch.results[i] = Some(OpResult::Ok(row)),
-            Err((error, fatal)) => {
-                if fatal || batch.abort_on_error[i] {
-                    if error.code == ErrorCode::LockWaitTimeout {
-                        self.counters.bump("tc: lock wait timeouts");
+        for r in results {
+            let i = (r.seq - batch.seq_base) as usize;
+            assert!(batch.results[i].is_none(), "two answers for op {} of txn {t}", r.seq);
+            batch.outstanding -= 1;
+            match r.outcome {
+                Ok(row) => batch.results[i] = Some(OpResult::Ok(row)),
+                Err(LqhOpError { error, fatal }) => {
+                    if fatal || batch.abort_on_error[i] {
+                        if error.code == ErrorCode::LockWaitTimeout {
+                            self.counters.bump("tc: lock wait timeouts");
+                        }
+                        return self.abort(t, AbortReply::KeyRef { error, op_index: Some(i as u32) }, ctx);
                     }
-                    return self.abort(t, AbortReply::KeyRef { error, op_index: Some(i as u32) }, ctx);
+                    batch.results[i] = Some(OpResult::Err(error));
                 }
-                batch.results[i] = Some(OpResult::Err(error));
             }
         }
         self.maybe_batch_done(t, ctx);
@@ -542,10 +545,7 @@ impl Block<Signal> for Tc {
             Signal::ScanNextReq(req) => self.on_scan_next_req(from, req, ctx),
             Signal::ApiFailReq { api_node } => self.on_api_fail(api_node, ctx),
             Signal::Internal(sig) => match *sig {
-                InternalSignal::LqhKeyConf { txn, seq, row } => self.on_op_reply(txn, seq, Ok(row), ctx),
-                InternalSignal::LqhKeyRef { txn, seq, error, fatal } => {
-                    self.on_op_reply(txn, seq, Err((error, fatal)), ctx)
-                }
+                InternalSignal::LqhKeyConf { txn, results } => self.on_op_results(txn, results, ctx),
                 InternalSignal::LqhCommitConf { txn } => self.on_commit_reply(txn, None, ctx),
                 InternalSignal::LqhCommitRef { txn, error } => self.on_commit_reply(txn, Some(error), ctx),
                 InternalSignal::LqhCompleteConf { .. } => self.counters.bump("tc: completes"),
