@@ -163,6 +163,29 @@ impl Shared {
         // Removes the registration if this future is dropped before the reply.
         let guard = Unregister { shared: self, key };
         self.send(to, signal)?;
+        let mut rx = rx;
+        if !self.opts.reply_spin.is_zero() {
+            let start = std::time::Instant::now();
+            loop {
+                match rx.try_recv() {
+                    Ok(reply) => {
+                        std::mem::forget(guard);
+                        return Ok(reply);
+                    }
+                    Err(oneshot::error::TryRecvError::Closed) => {
+                        std::mem::forget(guard);
+                        return Err(self.not_connected());
+                    }
+                    Err(oneshot::error::TryRecvError::Empty) => {}
+                }
+                if start.elapsed() >= self.opts.reply_spin {
+                    break;
+                }
+                // Lets the writer and reader tasks run; with nothing else to
+                // do, the runtime polls the socket with a zero timeout.
+                tokio::task::yield_now().await;
+            }
+        }
         let reply = match self.opts.request_timeout {
             Some(t) => match tokio::time::timeout(t, rx).await {
                 Ok(r) => r,

@@ -497,3 +497,37 @@ async fn scans_in_a_transaction_see_its_own_writes() {
     let rows = c.scan(spec).await.unwrap().collect_all().await.unwrap();
     assert_eq!(ns(&rows), vec![10, 11, 13, 14, 14, 15, 15, 16]);
 }
+
+/// `reply_spin`: replies within the spin are taken without sleeping, and a
+/// reply that takes longer (a lock wait) still arrives after the spin ran out.
+#[tokio::test]
+async fn reply_spin_serves_quick_and_slow_replies() {
+    let node = start_node(knobs());
+    let opts = ConnectOptions { reply_spin: Duration::from_millis(2), ..Default::default() };
+    let c = Client::connect_with(node.local_addr(), opts).await.unwrap();
+    let t = c.create_table(kv_def("spin")).await.unwrap();
+    for i in 0..20 {
+        let op = KeyOp::insert(t.id, vec![Value::Int(i)], vec![(1, Value::str("s")), (2, Value::Int(i))]);
+        c.begin().execute(vec![op], ExecType::Commit).await.unwrap();
+    }
+    for i in 0..20 {
+        assert_eq!(c.read(t.id, vec![Value::Int(i)]).await.unwrap(), Some(row(i, "s", i)));
+    }
+    let holder = Client::connect(node.local_addr()).await.unwrap();
+    let mut h = holder.begin();
+    h.execute(vec![KeyOp::update(t.id, vec![Value::Int(1)], vec![(2, Value::Int(100))])], ExecType::NoCommit)
+        .await
+        .unwrap();
+    let waiter = {
+        let c = c.clone();
+        let op = KeyOp::update(t.id, vec![Value::Int(1)], vec![(2, Value::Int(200))]);
+        tokio::spawn(async move { c.begin().execute(vec![op], ExecType::Commit).await })
+    };
+    // The waiter cannot finish before the holder commits (row lock), however
+    // long this takes; 20 ms lets its spin run out first.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(!waiter.is_finished());
+    h.execute(vec![], ExecType::Commit).await.unwrap();
+    waiter.await.unwrap().unwrap();
+    assert_eq!(c.read(t.id, vec![Value::Int(1)]).await.unwrap(), Some(row(1, "s", 200)));
+}

@@ -47,6 +47,11 @@ pub struct BenchArgs {
     /// Print the report as one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Client side of low-latency runs: after sending a batch, keep polling
+    /// for its reply this long before sleeping (`ConnectOptions::reply_spin`;
+    /// 0 = never spin).
+    #[arg(long = "reply-spin-us", default_value_t = 0)]
+    pub reply_spin_us: u64,
 }
 
 impl BenchArgs {
@@ -65,6 +70,7 @@ impl BenchArgs {
             table: "norr_bench".to_string(),
             load: false,
             json: false,
+            reply_spin_us: 0,
         }
     }
 

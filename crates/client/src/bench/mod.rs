@@ -264,7 +264,12 @@ async fn run_thread(
     end: Instant,
     stop: &AtomicBool,
 ) -> anyhow::Result<ThreadStats> {
-    let client = Client::connect(args.addr.as_str()).await.with_context(|| format!("connect to {}", args.addr))?;
+    let opts = crate::ConnectOptions {
+        reply_spin: std::time::Duration::from_micros(args.reply_spin_us),
+        ..Default::default()
+    };
+    let client =
+        Client::connect_with(args.addr.as_str(), opts).await.with_context(|| format!("connect to {}", args.addr))?;
     let stats = std::cell::RefCell::new(ThreadStats::new());
     let value = payload(args.record_size, thread_no as u64 + 1);
     let workers: Vec<_> = (0..args.inflight)

@@ -22,6 +22,15 @@ macro_rules! tri {
     };
 }
 
+/// A row as a transaction sees it (see `Lqh::current_rk`).
+struct Current {
+    image: Option<Vec<Value>>,
+    /// See `Pending::committed`.
+    committed: Option<RowId>,
+    /// Bytes reserved for the transaction's own image of the row (0: none).
+    pending_est: u64,
+}
+
 /// A fixed page and a var page of storage (32 KiB each).
 const PAGES_EST_BYTES: u64 = 2 * 32 * 1024;
 
@@ -196,17 +205,17 @@ impl Lqh {
             let rid = self.storage.lookup(def.id, part, enc)?;
             return Some(self.storage.read_row(def.id, part, rid));
         }
-        self.current_rk(t, part, &(def.id, enc.to_vec())).0
+        self.current_rk(t, part, &(def.id, enc.to_vec())).image
     }
 
     /// `current` for a row key already built (no key copy per lookup), with
     /// the committed row's id (see `Pending::committed`).
-    fn current_rk(&self, t: TxnId, part: PartitionId, rk: &RowKey) -> (Option<Vec<Value>>, Option<RowId>) {
+    fn current_rk(&self, t: TxnId, part: PartitionId, rk: &RowKey) -> Current {
         if let Some(p) = self.txns.get(&t).and_then(|x| x.pending.get(rk)) {
-            return (p.image.clone(), p.committed);
+            return Current { image: p.image.clone(), committed: p.committed, pending_est: p.est_bytes };
         }
         let rid = self.storage.lookup(rk.0, part, &rk.1);
-        (rid.map(|r| self.storage.read_row(rk.0, part, r)), rid)
+        Current { image: rid.map(|r| self.storage.read_row(rk.0, part, r)), committed: rid, pending_est: 0 }
     }
 
     /// Committed read without an image of our own: the projected columns
@@ -329,12 +338,12 @@ impl Lqh {
         }
 
         let mode = if op.kind.is_write() || op.lock == LockMode::Exclusive { Mode::Exclusive } else { Mode::Shared };
-        if let Some(tag) = self.lock(t, &LockKey::Row(def.id, enc.clone()), mode, WaitTarget::Op(t), ctx) {
+        if let Some(tag) = self.lock_owned(t, LockKey::Row(def.id, enc.clone()), mode, WaitTarget::Op(t), ctx) {
             return Step::Wait(tag);
         }
         // The pending-image key, built once for every lookup below.
         let rk: RowKey = (def.id, enc);
-        let (mut cur, committed) = self.current_rk(t, part, &rk);
+        let Current { image: mut cur, committed, pending_est: old_est } = self.current_rk(t, part, &rk);
         // Without a unique index nothing below looks at the old image once the
         // new one is built, so an update may build it in place.
         let has_unique = def.indexes.iter().any(|i| i.unique);
@@ -357,7 +366,6 @@ impl Lqh {
             (OpKind::Delete, Some(_)) => None,
         };
 
-        let old_est = self.txns[&t].pending.get(&rk).map_or(0, |p| p.est_bytes);
         let new_est = new.as_deref().map_or(0, est_bytes);
         // The first write of a transaction into a partition may need fresh
         // fixed and var pages at commit: reserve them once.
@@ -398,7 +406,7 @@ impl Lqh {
         // Index the unique values of the new image (and forget the old image's).
         let mut uniq_old = Vec::new();
         let mut uniq_new = Vec::new();
-        let prev = self.txns[&t].pending.get(&rk).and_then(|p| p.image.as_ref());
+        let prev = if has_unique { self.txns[&t].pending.get(&rk).and_then(|p| p.image.as_ref()) } else { None };
         for idx in def.indexes.iter().filter(|i| i.unique) {
             if let Some(k) = prev.and_then(|r| self.unique_key(&def, idx, r)) {
                 uniq_old.push((def.id, idx.id, k));

@@ -165,13 +165,28 @@ impl Lqh {
         target: WaitTarget,
         ctx: &mut Ctx<'_, Signal>,
     ) -> Option<u64> {
+        self.lock_owned(owner, key.clone(), mode, target, ctx)
+    }
+
+    /// `lock` taking the key: the transaction's list keeps it without a copy.
+    fn lock_owned(
+        &mut self,
+        owner: TxnId,
+        key: LockKey,
+        mode: Mode,
+        target: WaitTarget,
+        ctx: &mut Ctx<'_, Signal>,
+    ) -> Option<u64> {
         let tag = self.next_tag;
         self.next_tag += 1;
         let txn = self.txns.get_mut(&owner).expect("lock owner has a transaction record");
-        let (acquired, first) = self.locks.acquire_tracked(key, owner, mode, tag);
-        if first {
-            txn.locks.push(key.clone());
-        }
+        let (acquired, first) = self.locks.acquire_tracked(&key, owner, mode, tag);
+        let key = if first {
+            txn.locks.push(key);
+            txn.locks.last().expect("just pushed")
+        } else {
+            &key
+        };
         match acquired {
             Acquire::Granted => None,
             Acquire::Waiting => {
@@ -240,7 +255,6 @@ impl Lqh {
                 continue;
             }
             txn.ops_run += 1;
-            self.counters.bump("lqh: operations");
             match self.exec_op(t, &mut q, ctx) {
                 Step::Done(Ok(row)) => results.push(LqhOpResult { seq: q.seq, outcome: Ok(row) }),
                 Step::Done(Err(error)) => {
@@ -255,6 +269,8 @@ impl Lqh {
             }
         }
         if !results.is_empty() {
+            // Counted once per run, not per operation (a map lookup by name).
+            self.counters.bump_by("lqh: operations", results.len() as u64);
             self.counters.bump("lqh: key confs");
             Self::reply(ctx, tc, InternalSignal::LqhKeyConf { txn: t, results });
         }
