@@ -395,6 +395,7 @@ fn table_scope(t: &SqlTable, alias: &str) -> Scope {
                 ty: column_sqltype(&c.ty),
             })
             .collect(),
+        merged: vec![],
     }
 }
 

@@ -641,6 +641,7 @@ mod tests {
                 .iter()
                 .map(|c| ScopeCol { table: "t1".into(), name: c.name.clone(), ty: column_sqltype(&c.ty) })
                 .collect(),
+            merged: vec![],
         };
         (def, scope)
     }

@@ -737,27 +737,43 @@ impl<'a> StmtCompiler<'a> {
                         conjuncts(ce, &mut v);
                         v
                     }
-                    JoinConstraint::Using(cols) => {
+                    JoinConstraint::Using(_) | JoinConstraint::Natural => {
                         let mut v = Vec::new();
                         let (b, w) = (sources[idx].base, sources[idx].width);
-                        for name in cols {
-                            let n = name.to_string();
+                        let names: Vec<String> = match constraint {
+                            JoinConstraint::Using(cols) => cols.iter().map(|c| c.to_string()).collect(),
+                            // NATURAL: every visible column name both sides have.
+                            _ => (b..b + w)
+                                .map(|i| scope.cols[i].name.clone())
+                                .filter(|n| !n.starts_with('\u{0}'))
+                                .filter(|n| {
+                                    (0..b).any(|i| {
+                                        !scope.merged.contains(&i) && scope.cols[i].name.eq_ignore_ascii_case(n)
+                                    })
+                                })
+                                .collect(),
+                        };
+                        for n in names {
+                            let n = n.trim_matches('`').to_string();
                             let right = (b..b + w).find(|i| scope.cols[*i].name.eq_ignore_ascii_case(&n));
-                            let left_col = (0..b).find(|i| scope.cols[*i].name.eq_ignore_ascii_case(&n));
+                            let left_col = (0..b)
+                                .find(|i| !scope.merged.contains(i) && scope.cols[*i].name.eq_ignore_ascii_case(&n));
                             match (left_col, right) {
-                                (Some(l), Some(r)) => v.push(CExpr::Cmp(
-                                    CmpKind::Eq,
-                                    Box::new(CExpr::Col(l)),
-                                    Box::new(CExpr::Col(r)),
-                                    cmp_coll(&scope.cols[l].ty, &scope.cols[r].ty),
-                                )),
+                                (Some(l), Some(r)) => {
+                                    v.push(CExpr::Cmp(
+                                        CmpKind::Eq,
+                                        Box::new(CExpr::Col(l)),
+                                        Box::new(CExpr::Col(r)),
+                                        cmp_coll(&scope.cols[l].ty, &scope.cols[r].ty),
+                                    ));
+                                    scope.merged.push(r);
+                                }
                                 _ => return Err(crate::engine::expr::compile::unknown_column(&n, "from clause")),
                             }
                         }
                         v
                     }
                     JoinConstraint::None => vec![],
-                    JoinConstraint::Natural => return Err(SqlError::unsupported("NATURAL JOIN")),
                 };
                 sources[idx].on = on;
             }
@@ -832,7 +848,8 @@ impl<'a> StmtCompiler<'a> {
                         }
                         any = true;
                         for i in src.base..src.base + src.width {
-                            if scope.cols[i].name.starts_with('\u{0}') {
+                            if scope.cols[i].name.starts_with('\u{0}') || (qual.is_none() && scope.merged.contains(&i))
+                            {
                                 continue;
                             }
                             proj.push(CExpr::Col(i));

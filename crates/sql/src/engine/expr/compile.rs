@@ -26,6 +26,9 @@ pub struct ScopeCol {
 #[derive(Debug, Clone, Default)]
 pub struct Scope {
     pub cols: Vec<ScopeCol>,
+    /// Right-hand columns of JOIN ... USING / NATURAL JOIN: merged into the
+    /// left-hand column of the same name, so unqualified names and `*` see one column.
+    pub merged: Vec<usize>,
 }
 
 impl Scope {
@@ -36,10 +39,10 @@ impl Scope {
             if !c.name.eq_ignore_ascii_case(name) {
                 continue;
             }
-            if let Some(t) = table {
-                if !c.table.eq_ignore_ascii_case(t) {
-                    continue;
-                }
+            match table {
+                Some(t) if !c.table.eq_ignore_ascii_case(t) => continue,
+                None if self.merged.contains(&i) => continue,
+                _ => {}
             }
             if hit.is_some() {
                 return Err(());
@@ -1042,6 +1045,7 @@ mod tests {
                     ty: SqlType { coll: Coll::Bin, ..SqlType::new(TClass::Bin) },
                 },
             ],
+            merged: vec![],
         };
         let pm = ParamMap::from_statement(&e);
         let mut host = NoSubs;
