@@ -72,9 +72,6 @@ pub fn make_ctx<'p>(
     ctx.current_db = session.current_db.clone();
     ctx.connection_id = session.connection_id;
     ctx.last_insert_id = session.last_insert_id;
-    if let Some(Value::Bytes(v)) = vars::get_system_var(session, "version", false) {
-        ctx.version = String::from_utf8_lossy(&v).into_owned();
-    }
     for (name, global) in sysvars {
         match vars::get_system_var(session, name, *global) {
             Some(v) => ctx.sysvals.push(v),

@@ -417,18 +417,21 @@ pub fn cmp_bytes(a: &[u8], b: &[u8], coll: Coll) -> Ordering {
     match coll {
         Coll::Bin => a.cmp(b),
         Coll::Ci => {
-            if a.is_ascii() && b.is_ascii() {
-                let n = a.len().min(b.len());
-                for i in 0..n {
-                    let (x, y) = (a[i].to_ascii_lowercase(), b[i].to_ascii_lowercase());
-                    if x != y {
-                        return x.cmp(&y);
-                    }
+            // ASCII prefix byte by byte; the first non-ASCII byte on either
+            // side hands over to full case folding. This agrees with folding
+            // both sides: an equal ASCII prefix folds to the same bytes, and
+            // any character folds to at least one byte (so a longer string
+            // stays longer).
+            for (&x, &y) in a.iter().zip(b) {
+                if x >= 0x80 || y >= 0x80 {
+                    return fold_case(a).cmp(&fold_case(b));
                 }
-                a.len().cmp(&b.len())
-            } else {
-                fold_case(a).cmp(&fold_case(b))
+                let (x, y) = (x.to_ascii_lowercase(), y.to_ascii_lowercase());
+                if x != y {
+                    return x.cmp(&y);
+                }
             }
+            a.len().cmp(&b.len())
         }
     }
 }
@@ -700,6 +703,38 @@ mod tests {
     }
     fn e() -> String {
         "x".into()
+    }
+
+    #[test]
+    fn case_insensitive_compare_agrees_with_folding_both_sides() {
+        let words: [&[u8]; 14] = [
+            b"",
+            b"a",
+            b"A",
+            b"ab",
+            b"aB_",
+            b"ab_",
+            b"abc",
+            "ab\u{212A}".as_bytes(), // KELVIN SIGN folds to ASCII 'k'
+            b"abk",
+            b"abK",
+            "ab\u{e9}".as_bytes(),
+            "AB\u{c9}x".as_bytes(),
+            b"ab\xff",
+            b"AB\xfe",
+        ];
+        for a in words {
+            for b in words {
+                let want = fold_case(a).cmp(&fold_case(b));
+                assert_eq!(
+                    cmp_bytes(a, b, Coll::Ci),
+                    want,
+                    "{:?} vs {:?}",
+                    String::from_utf8_lossy(a),
+                    String::from_utf8_lossy(b)
+                );
+            }
+        }
     }
 
     #[test]
