@@ -53,6 +53,11 @@ pub enum IndexKind {
     UniqueHash,
 }
 
+/// Name of the ordered index on the primary key the dictionary gives every
+/// table (NDB's hidden `PRIMARY` ordered index). SQL shows the primary key as
+/// `PRIMARY` already and does not list this index separately.
+pub const PK_ORDERED_INDEX: &str = "PRIMARY";
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IndexDef {
     /// Assigned by the dictionary on create; ignored in a create request.

@@ -90,6 +90,10 @@ fn main() {
     );
 
     for rows in [1_000, 10_000, 100_000, 114_689, 200_000, 1_000_000] {
-        println!("overhead at {rows:>9} rows: {:.2} bytes/row", norr_storage::memory::measure_row_overhead(rows));
+        println!(
+            "overhead at {rows:>9} rows: {:.2} bytes/row ({:.2} without the PRIMARY ordered index)",
+            norr_storage::memory::measure_row_overhead(rows, true),
+            norr_storage::memory::measure_row_overhead(rows, false)
+        );
     }
 }

@@ -127,7 +127,95 @@ fn inside_value(v: &Value, t: &ColumnType, low_side: bool) -> Option<(Value, boo
     Some((dec(m), true))
 }
 
+/// One batch of a scan of the primary-key order.
+struct PkStep<'a> {
+    lo: &'a Bound<Vec<u8>>,
+    hi: &'a Bound<Vec<u8>>,
+    descending: bool,
+    filter: Option<&'a Filter>,
+    max_rows: usize,
+    examine_limit: usize,
+}
+
 impl TableStore {
+    /// `scan_next` over the primary-key order (see `pk_order`). Its entries'
+    /// keys are not stored: each is encoded from the row as `pk ++ pk` (an
+    /// ordered index entry is `index key ++ pk`, and this index's key is the
+    /// pk), so bounds, the resume position and TC's merge key work as for any
+    /// ordered index.
+    fn scan_pk_order(
+        &self,
+        pi: usize,
+        st: &PkStep<'_>,
+        last: &mut Option<Vec<u8>>,
+        done: &mut bool,
+        out: &mut Vec<(RowId, Vec<Value>)>,
+    ) -> Result<bool, NodeError> {
+        let part = &self.parts[pi];
+        let (fixed, var, order) = (part.fixed(), &part.var, &part.pk_order);
+        let entry_key = |r: RowId, b: &mut Vec<u8>| {
+            self.pk.encode_stored(&self.layout, fixed, var, r, b);
+            let n = b.len();
+            b.extend_from_within(..n);
+        };
+        let below_lo = |k: &[u8]| match st.lo {
+            Bound::Unbounded => false,
+            Bound::Included(l) => k < l.as_slice(),
+            Bound::Excluded(l) => k <= l.as_slice(),
+        };
+        let above_hi = |k: &[u8]| match st.hi {
+            Bound::Unbounded => false,
+            Bound::Included(h) => k > h.as_slice(),
+            Bound::Excluded(h) => k >= h.as_slice(),
+        };
+        let mut key = Vec::new();
+        let mut cur = if st.descending {
+            order.prev(order.seek(|r| {
+                entry_key(r, &mut key);
+                !above_hi(&key)
+            }))
+        } else {
+            Some(order.seek(|r| {
+                entry_key(r, &mut key);
+                below_lo(&key)
+            }))
+        };
+        // The entry at `cur` if it is still inside the range.
+        let at = |cur: Option<crate::pk_order::Pos>, key: &mut Vec<u8>| {
+            let r = order.get(cur?)?;
+            entry_key(r, key);
+            let outside = if st.descending { below_lo(key) } else { above_hi(key) };
+            (!outside).then_some(r)
+        };
+        let (mut examined, mut returned) = (0usize, 0usize);
+        let mut row = Vec::new();
+        let mut last_row = None;
+        while returned < st.max_rows && examined < st.examine_limit.max(1) {
+            let Some(r) = at(cur, &mut key) else {
+                *done = true;
+                return Ok(true);
+            };
+            examined += 1;
+            last_row = Some(r);
+            self.read_into(pi, r, &mut row);
+            if self.passes(st.filter, &row)? {
+                out.push((r, std::mem::take(&mut row)));
+                returned += 1;
+            } else {
+                row.clear();
+            }
+            let p = cur.expect("at an entry");
+            cur = if st.descending { order.prev(p) } else { Some(order.next(p)) };
+        }
+        if at(cur, &mut key).is_none() {
+            *done = true;
+        } else if let Some(r) = last_row {
+            entry_key(r, &mut key);
+            *last = Some(key);
+        }
+        Ok(*done)
+    }
+
     /// Encode a bound prefix. A value the column cannot hold still bounds the
     /// range: a string too long, an invalid date or similar of the column's own
     /// class is encoded as it is (its order is still right); a number out of the
@@ -277,9 +365,6 @@ impl TableStore {
                 if *done {
                     return Ok(true);
                 }
-                let ord = self.parts[pi].ordered.get(index).ok_or_else(|| {
-                    NodeError::with(ErrorCode::NoSuchIndex, format!("index {index} dropped during scan"))
-                })?;
                 let (lo, hi) = match (&last, *descending) {
                     (None, _) => (low.clone(), high.clone()),
                     (Some(k), false) => (Bound::Excluded(k.clone()), high.clone()),
@@ -289,6 +374,13 @@ impl TableStore {
                     *done = true;
                     return Ok(true);
                 }
+                if self.pk_index.as_ref().is_some_and(|i| i.def.id == *index) {
+                    let step = PkStep { lo: &lo, hi: &hi, descending: *descending, filter, max_rows, examine_limit };
+                    return self.scan_pk_order(pi, &step, last, done, out);
+                }
+                let ord = self.parts[pi].ordered.get(index).ok_or_else(|| {
+                    NodeError::with(ErrorCode::NoSuchIndex, format!("index {index} dropped during scan"))
+                })?;
                 let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (as_slice_bound(&lo), as_slice_bound(&hi));
                 let mut it: Box<dyn Iterator<Item = (&IKey, &RowId)>> = if *descending {
                     Box::new(ord.map.range::<[u8], _>(bounds).rev())

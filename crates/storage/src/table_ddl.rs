@@ -3,7 +3,8 @@
 
 use crate::memory::entry_cost;
 use crate::ordered_index::{OrderedIndex, UniqueMap};
-use crate::table_store::{err, validate_index, KeyInfo, TableStore};
+use crate::pk_order::PkOrder;
+use crate::table_store::{err, is_pk_order, validate_index, KeyInfo, TableStore};
 use norr_signals::schema::{IndexDef, IndexKind};
 use norr_signals::value::Value;
 use norr_signals::{ErrorCode, IndexId, NodeError, PartitionId};
@@ -12,8 +13,22 @@ impl TableStore {
     /// Add an index built from the existing rows. Returns the change of `bytes`.
     pub fn create_index(&mut self, ix: &IndexDef, budget: u64) -> Result<i64, NodeError> {
         validate_index(&self.def, ix)?;
-        if self.indexes.iter().any(|i| i.def.id == ix.id || i.def.name.eq_ignore_ascii_case(&ix.name)) {
+        if self
+            .indexes
+            .iter()
+            .chain(&self.pk_index)
+            .any(|i| i.def.id == ix.id || i.def.name.eq_ignore_ascii_case(&ix.name))
+        {
             return Err(err(ErrorCode::IndexExists, format!("index {} (id {}) exists", ix.name, ix.id)));
+        }
+        if is_pk_order(&self.def, ix) {
+            if self.pk_index.is_some() {
+                return Err(err(
+                    ErrorCode::IndexExists,
+                    format!("an ordered index on the primary key exists ({})", ix.name),
+                ));
+            }
+            return self.create_pk_order(ix, budget);
         }
         let key = KeyInfo::new(&self.def, &ix.columns);
         let ordered_kind = ix.kind == IndexKind::Ordered;
@@ -62,8 +77,48 @@ impl TableStore {
         Ok(self.bytes as i64 - before as i64)
     }
 
+    /// Build the primary-key order of every partition from its rows.
+    fn create_pk_order(&mut self, ix: &IndexDef, budget: u64) -> Result<i64, NodeError> {
+        let mut built = Vec::with_capacity(self.parts.len());
+        let mut need = 0u64;
+        for part in &self.parts {
+            let mut order = PkOrder::default();
+            let (fixed, var) = (part.fixed(), &part.var);
+            let mut enc = |r, b: &mut Vec<u8>| self.pk.encode_stored(&self.layout, fixed, var, r, b);
+            let mut pk = Vec::new();
+            let mut next = 0u64;
+            while let Some(r) = fixed.next_live(next) {
+                next = r as u64 + 1;
+                enc(r, &mut pk);
+                order.insert(&pk, r, &mut enc);
+            }
+            need += order.footprint();
+            built.push(order);
+        }
+        if need > budget {
+            return Err(self.table_full(need, budget));
+        }
+        let before = self.bytes;
+        self.add_index_state(ix.clone());
+        for (part, order) in self.parts.iter_mut().zip(built) {
+            part.pk_order = order;
+        }
+        self.bytes = self.compute_footprint();
+        Ok(self.bytes as i64 - before as i64)
+    }
+
     /// Remove an index. Returns the change of `bytes`.
     pub fn drop_index(&mut self, id: IndexId) -> Result<i64, NodeError> {
+        if self.pk_index.as_ref().is_some_and(|i| i.def.id == id) {
+            self.pk_index = None;
+            self.def.indexes.retain(|i| i.id != id);
+            for p in &mut self.parts {
+                p.pk_order = PkOrder::default();
+            }
+            let before = self.bytes;
+            self.bytes = self.compute_footprint();
+            return Ok(self.bytes as i64 - before as i64);
+        }
         let pos = self
             .indexes
             .iter()
@@ -94,6 +149,10 @@ impl TableStore {
             .map(|p| p.fixed().alloc_cost() + p.var.alloc_cost(payload_len) + p.hash.insert_cost())
             .max()
             .unwrap_or(0);
+        let pk_order = match &self.pk_index {
+            Some(_) => self.parts.iter().map(|p| p.pk_order.insert_cost(self.pk.types.len() * 16)).max().unwrap_or(0),
+            None => 0,
+        };
         let keys: u64 = self
             .indexes
             .iter()
@@ -109,7 +168,7 @@ impl TableStore {
                     + if ix.is_ordered() { entry_cost((k + pk) as usize) } else { 0 }
             })
             .sum();
-        worst + keys
+        worst + pk_order + keys
     }
 
     /// Check internal consistency (tests; cheap enough for debug runs of small
@@ -146,6 +205,13 @@ impl TableStore {
                 }
             }
             assert_eq!(chunks, part.var.chunks(), "partition {pi}: var chunk count");
+            if self.pk_index.is_some() {
+                let var = &part.var;
+                part.pk_order.check_invariants(&mut |r, b| self.pk.encode_stored(&self.layout, fixed, var, r, b));
+                assert_eq!(part.pk_order.len() as u64, fixed.live_rows(), "partition {pi}: primary key order size");
+            } else {
+                assert!(part.pk_order.is_empty());
+            }
             for ix in &self.indexes {
                 if ix.is_ordered() {
                     assert_eq!(part.ordered[&ix.def.id].map.len() as u64, fixed.live_rows());

@@ -11,6 +11,7 @@ use crate::hash_index::{pk_hash, HashIndex};
 pub use crate::keys::KeyInfo;
 use crate::memory::entry_cost;
 use crate::ordered_index::{OrderedIndex, UniqueMap};
+use crate::pk_order::PkOrder;
 use crate::row_format::RowLayout;
 use crate::var_storage::VarStore;
 use norr_signals::coerce::coerce_value;
@@ -41,12 +42,22 @@ impl IndexState {
     }
 }
 
+/// Whether an index is kept as a `PkOrder`: a plain (non-unique) ordered
+/// index on exactly the primary key, such as the `PRIMARY` ordered index the
+/// dictionary creates for every table. Its entries never change on update
+/// (the primary key cannot change), so it is not in `TableStore::indexes`.
+pub fn is_pk_order(def: &TableDef, ix: &IndexDef) -> bool {
+    ix.kind == IndexKind::Ordered && !ix.unique && ix.columns == def.primary_key
+}
+
 #[derive(Default)]
 pub struct Partition {
     pub fixed: Option<FixedPages>,
     pub var: VarStore,
     pub hash: HashIndex,
     pub ordered: BTreeMap<IndexId, OrderedIndex>,
+    /// Rows in primary-key order (empty when the table has no such index).
+    pub pk_order: PkOrder,
 }
 
 impl Partition {
@@ -55,6 +66,7 @@ impl Partition {
             + self.var.footprint()
             + self.hash.footprint()
             + self.ordered.values().map(|o| o.footprint()).sum::<u64>()
+            + self.pk_order.footprint()
     }
 
     pub fn fixed(&self) -> &FixedPages {
@@ -68,7 +80,11 @@ pub struct TableStore {
     pub pk: KeyInfo,
     /// Partition key (Key scheme) when it differs from the primary key.
     part_key: Option<KeyInfo>,
+    /// Indexes maintained on every insert / update / delete.
     pub indexes: Vec<IndexState>,
+    /// The ordered index on the primary key, kept as each partition's
+    /// `pk_order` (see `is_pk_order`).
+    pub pk_index: Option<IndexState>,
     pub parts: Vec<Partition>,
     /// Bytes charged for this table (kept equal to the sum of footprints).
     pub bytes: u64,
@@ -163,6 +179,7 @@ impl TableStore {
             pk: KeyInfo::new(def, &def.primary_key),
             part_key,
             indexes: Vec::new(),
+            pk_index: None,
             parts: Vec::new(),
             bytes: 0,
             layout,
@@ -200,12 +217,16 @@ impl TableStore {
             unique: ix.unique.then(UniqueMap::default),
             def: ix.clone(),
         };
-        if st.is_ordered() {
-            for p in &mut self.parts {
-                p.ordered.insert(ix.id, OrderedIndex::default());
+        if is_pk_order(&self.def, &ix) {
+            self.pk_index = Some(st);
+        } else {
+            if st.is_ordered() {
+                for p in &mut self.parts {
+                    p.ordered.insert(ix.id, OrderedIndex::default());
+                }
             }
+            self.indexes.push(st);
         }
-        self.indexes.push(st);
         self.def.indexes.push(ix);
     }
 
@@ -228,6 +249,7 @@ impl TableStore {
     pub fn index(&self, id: IndexId) -> Result<&IndexState, NodeError> {
         self.indexes
             .iter()
+            .chain(&self.pk_index)
             .find(|i| i.def.id == id)
             .ok_or_else(|| err(ErrorCode::NoSuchIndex, format!("index id {id} not on table {}", self.def.name)))
     }
@@ -424,6 +446,7 @@ impl TableStore {
         let need = part.fixed().alloc_cost()
             + part.var.alloc_cost(payload.len())
             + part.hash.insert_cost()
+            + if self.pk_index.is_some() { part.pk_order.insert_cost(pk.len()) } else { 0 }
             + Self::keys_cost(&keys);
         if need > budget {
             return Err(self.table_full(need, budget));
@@ -431,7 +454,7 @@ impl TableStore {
         let before = self.local_footprint(pi);
         let layout = &self.layout;
         let pkinfo = &self.pk;
-        let Partition { fixed, var, hash, ordered } = &mut self.parts[pi];
+        let Partition { fixed, var, hash, ordered, pk_order } = &mut self.parts[pi];
         let fixed = fixed.as_mut().expect("partition initialised");
         let rowid = fixed.alloc();
         let vref = if layout.var_cols > 0 {
@@ -450,6 +473,9 @@ impl TableStore {
             pkinfo.encode_stored(layout, fixed, var, r, &mut b);
             pk_hash(&b)
         });
+        if self.pk_index.is_some() {
+            pk_order.insert(&pk, rowid, &mut |r, b| pkinfo.encode_stored(layout, fixed, var, r, b));
+        }
         for (ix, (uk, ok)) in self.indexes.iter_mut().zip(keys) {
             if let Some(k) = ok {
                 ordered.get_mut(&ix.def.id).expect("ordered index of partition").insert(&k, rowid);
@@ -563,9 +589,14 @@ impl TableStore {
         let keys = self.index_keys(&row, &pk);
         let before = self.local_footprint(pi);
         let layout = &self.layout;
-        let Partition { fixed, var, hash, ordered } = &mut self.parts[pi];
+        let pkinfo = &self.pk;
+        let Partition { fixed, var, hash, ordered, pk_order } = &mut self.parts[pi];
         let fixed = fixed.as_mut().expect("partition initialised");
         assert!(hash.remove(pk_hash(&pk), rowid), "row {rowid} missing from the hash index");
+        if self.pk_index.is_some() {
+            let found = pk_order.remove(&pk, &mut |r, b| pkinfo.encode_stored(layout, fixed, var, r, b));
+            assert!(found, "row {rowid} missing from the primary key order");
+        }
         for (ix, (uk, ok)) in self.indexes.iter_mut().zip(keys) {
             if let Some(k) = ok {
                 ordered.get_mut(&ix.def.id).expect("ordered index of partition").remove(&k);

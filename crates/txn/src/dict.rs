@@ -2,12 +2,18 @@
 //! indexes, hands out AUTO_INCREMENT values, and pushes every schema change to
 //! the LQH instances (storage) first, then to TC (routing), replying to the
 //! client once both confirmed. DDL requests run one at a time, in arrival order.
+//!
+//! Every table gets an ordered index named `PRIMARY` on its primary key (as
+//! NDB creates one by default), so primary-key ranges are index range scans.
+//! Storage keeps it in a compact form (row ids only, see norr-storage's
+//! `pk_order`) at about 4-6 bytes per row. The name is reserved: a client
+//! cannot create another index named so, nor drop this one.
 
 use crate::validate::{validate_index, validate_table};
 use norr_kernel::{Block, BlockRef, Ctx, NodeId};
 use norr_knobs::Knobs;
 use norr_signals::internal::{BlockStats, InternalSignal, SchemaChange};
-use norr_signals::schema::{IndexId, TableDef, TableId};
+use norr_signals::schema::{IndexDef, IndexId, IndexKind, TableDef, TableId, PK_ORDERED_INDEX};
 use norr_signals::{block, DictConf, DictOp, DictRef, DictReq, DictResult, ErrorCode, NodeError, NodeStats, Signal};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -15,6 +21,32 @@ use std::collections::{BTreeMap, VecDeque};
 const MAX_QUEUED_DDL: usize = 1024;
 /// Most tables a node holds.
 const MAX_TABLES: usize = 20_000;
+
+/// The `PRIMARY` ordered index of a table (id assigned later).
+fn pk_ordered_index(def: &TableDef) -> IndexDef {
+    IndexDef {
+        id: 0,
+        name: PK_ORDERED_INDEX.into(),
+        columns: def.primary_key.clone(),
+        unique: false,
+        kind: IndexKind::Ordered,
+    }
+}
+
+/// Give a new table its `PRIMARY` ordered index. One the request carries
+/// (a definition read back from DICT and changed, maybe in its primary key)
+/// is replaced.
+fn add_pk_ordered_index(def: &mut TableDef) {
+    def.indexes.retain(|i| !i.name.eq_ignore_ascii_case(PK_ORDERED_INDEX));
+    def.indexes.push(pk_ordered_index(def));
+}
+
+fn reserved_name() -> NodeError {
+    NodeError::with(
+        ErrorCode::BadSchema,
+        format!("index name {PK_ORDERED_INDEX} is reserved for the primary key's ordered index"),
+    )
+}
 
 struct Queued {
     from: BlockRef,
@@ -185,6 +217,7 @@ impl Dict {
                     def.partitions = self.default_partitions;
                 }
                 validate_table(&def).map_err(|m| NodeError::with(ErrorCode::BadSchema, m))?;
+                add_pk_ordered_index(&mut def);
                 def.id = self.next_table_id;
                 self.next_table_id += 1;
                 def.version = 1;
@@ -201,6 +234,9 @@ impl Dict {
                 if def.index_by_name(&index.name).is_some() {
                     return Err(NodeError::with(ErrorCode::IndexExists, index.name));
                 }
+                if index.name.eq_ignore_ascii_case(PK_ORDERED_INDEX) {
+                    return Err(reserved_name());
+                }
                 validate_index(&def, &index).map_err(|m| NodeError::with(ErrorCode::BadSchema, m))?;
                 index.id = self.next_index_id;
                 self.next_index_id += 1;
@@ -211,6 +247,12 @@ impl Dict {
             }
             DictOp::DropIndex { table, index } => {
                 let mut def = self.find(&table)?;
+                if index.eq_ignore_ascii_case(PK_ORDERED_INDEX) {
+                    return Err(NodeError::with(
+                        ErrorCode::BadSchema,
+                        "the primary key's ordered index cannot be dropped",
+                    ));
+                }
                 let id = def.index_by_name(&index).ok_or_else(|| NodeError::with(ErrorCode::NoSuchIndex, index))?.id;
                 def.indexes.retain(|i| i.id != id);
                 def.version += 1;

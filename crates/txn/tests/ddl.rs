@@ -2,7 +2,7 @@
 //! auto-increment, node stats, DDL under running transactions.
 
 use norr_knobs::Knobs;
-use norr_signals::ops::{KeyOp, ScanSpec};
+use norr_signals::ops::{Bound, KeyOp, ScanRange, ScanSpec};
 use norr_signals::schema::{ColumnDef, IndexKind, PartitionScheme};
 use norr_signals::value::{ColumnType, Value};
 use norr_signals::{DictOp, DictResult, ErrorCode, ExecType, TxnOutcome};
@@ -91,7 +91,7 @@ fn indexes_create_and_drop() {
     let DictResult::Table(d2) = h.dict(1, op.clone()).unwrap() else { panic!() };
     assert_eq!(d2.version, 2);
     assert_eq!(h.dict(1, op).unwrap_err().code, ErrorCode::IndexExists);
-    let ix = d2.indexes[0].id;
+    let ix = d2.index_by_name("o").unwrap().id;
     let spec = ScanSpec { index: Some(ix), ..ScanSpec::full(t) };
     let (rows, _) = h.scan_all(1, 1, true, spec).unwrap();
     assert_eq!(rows.len(), 10);
@@ -104,7 +104,8 @@ fn indexes_create_and_drop() {
     let DictResult::Table(d3) = h.dict(1, DictOp::DropIndex { table: "t".into(), index: "O".into() }).unwrap() else {
         panic!()
     };
-    assert!(d3.indexes.is_empty() && d3.version == 3);
+    let names: Vec<&str> = d3.indexes.iter().map(|i| i.name.as_str()).collect();
+    assert!(names == ["PRIMARY"] && d3.version == 3);
     let e = h.dict(1, DictOp::DropIndex { table: "t".into(), index: "o".into() }).unwrap_err();
     assert_eq!(e.code, ErrorCode::NoSuchIndex);
     let spec = ScanSpec { index: Some(ix), ..ScanSpec::full(t) };
@@ -173,4 +174,43 @@ fn user_partitioning_needs_the_partition() {
     assert_eq!(h.scan_all(1, 1, true, spec).unwrap().0.len(), 1);
     let spec = ScanSpec { partitions: Some(vec![1]), ..ScanSpec::full(t) };
     assert_eq!(h.scan_all(1, 1, true, spec).unwrap().0.len(), 0);
+}
+
+/// Every table gets an ordered index named PRIMARY on its primary key: key
+/// ranges scan it in key order; the name is reserved and the index stays.
+#[test]
+fn primary_key_ordered_index() {
+    let mut h = Harness::new(Knobs::default());
+    let d = h.create_table(table_def("t", 4, &[("v", int())])).unwrap();
+    let pk_ix = d.index_by_name("PRIMARY").expect("PRIMARY ordered index");
+    assert_eq!((pk_ix.kind, pk_ix.unique, pk_ix.columns.clone()), (IndexKind::Ordered, false, d.primary_key.clone()));
+    let t = d.id;
+    h.autocommit((0..100).map(|i| KeyOp::insert(t, vec![Value::Int(99 - i)], vec![(1, Value::Int(i))])).collect())
+        .unwrap();
+    let range = ScanRange { low: Bound::inclusive(vec![Value::Int(10)]), high: Bound::exclusive(vec![Value::Int(20)]) };
+    for desc in [false, true] {
+        let spec = ScanSpec {
+            index: Some(pk_ix.id),
+            range: Some(range.clone()),
+            descending: desc,
+            batch_rows: 3,
+            ..ScanSpec::full(t)
+        };
+        let (rows, _) = h.scan_all(1, 1, true, spec).unwrap();
+        let ids: Vec<i64> = rows.iter().map(|r| r[0].as_i64().unwrap()).collect();
+        let mut want: Vec<i64> = (10..20).collect();
+        if desc {
+            want.reverse();
+        }
+        assert_eq!(ids, want);
+    }
+    let op = DictOp::CreateIndex { table: "t".into(), index: index_def("primary", &[1], false, IndexKind::Ordered) };
+    assert!(h.dict(1, op).is_err());
+    let e = h.dict(1, DictOp::DropIndex { table: "t".into(), index: "PRIMARY".into() }).unwrap_err();
+    assert_eq!(e.code, ErrorCode::BadSchema);
+    // A definition read back and created again keeps one PRIMARY index.
+    let mut again = d.clone();
+    again.name = "t2".into();
+    let d2 = h.create_table(again).unwrap();
+    assert_eq!(d2.indexes.iter().filter(|i| i.name == "PRIMARY").count(), 1);
 }

@@ -437,7 +437,7 @@ impl SqlTableMeta {
                 columns: def.primary_key.iter().map(|&i| def.columns[i as usize].name.clone()).collect(),
                 comment: String::new(),
             })
-            .chain(def.indexes.iter().map(|ix| SqlIndexMeta {
+            .chain(def.indexes.iter().filter(|ix| !is_pk_ordered_index(ix)).map(|ix| SqlIndexMeta {
                 name: ix.name.clone(),
                 kind: if ix.unique { SqlIndexKind::Unique } else { SqlIndexKind::Index },
                 columns: ix.columns.iter().map(|&i| def.columns[i as usize].name.clone()).collect(),
@@ -452,6 +452,12 @@ impl SqlTableMeta {
             auto_increment_start: None,
         }
     }
+}
+
+/// The ordered index on the primary key the data node gives every table: an
+/// access path for key ranges, shown to SQL as the PRIMARY key only.
+pub fn is_pk_ordered_index(ix: &norr_signals::IndexDef) -> bool {
+    ix.name.eq_ignore_ascii_case(norr_signals::schema::PK_ORDERED_INDEX)
 }
 
 /// A resolved SQL table.
@@ -472,7 +478,8 @@ impl SqlTable {
         }
         // Indexes created or dropped after CREATE TABLE are only in the native
         // definition: keep declared ones that still exist, append new ones.
-        let native: Vec<&norr_signals::IndexDef> = def.indexes.iter().collect();
+        // (The primary key's ordered index is the PRIMARY key itself to SQL.)
+        let native: Vec<&norr_signals::IndexDef> = def.indexes.iter().filter(|i| !is_pk_ordered_index(i)).collect();
         meta.indexes
             .retain(|i| i.kind == SqlIndexKind::Primary || native.iter().any(|n| n.name.eq_ignore_ascii_case(&i.name)));
         for n in native {

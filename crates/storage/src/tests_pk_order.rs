@@ -1,0 +1,194 @@
+//! The primary-key order (`pk_order`): scans of it return exactly what the
+//! same scans of an ordinary B-tree ordered index on the same columns return,
+//! through random inserts, updates and deletes; memory per row.
+
+use super::tests::{get, index, put, table, varchar};
+use super::*;
+use norr_signals::ops::Bound;
+use norr_signals::schema::{ColumnDef, IndexKind};
+use norr_signals::value::ColumnType;
+
+const T: TableId = 1;
+/// The PkOrder index (plain ordered index on the pk).
+const PK: IndexId = 1;
+/// The same columns as a unique ordered index: kept in a BTreeMap.
+const BT: IndexId = 2;
+
+/// Composite pk (a INT, s VARCHAR(8)), a payload column.
+fn setup(partitions: u32) -> Storage {
+    let mut s = Storage::new(64 << 20);
+    let mut def = table(
+        T,
+        vec![
+            ColumnDef::new("a", ColumnType::Int { unsigned: false }).not_null(),
+            ColumnDef::new("s", varchar(8)).not_null(),
+            ColumnDef::new("v", ColumnType::Int { unsigned: false }),
+        ],
+        vec![0, 1],
+        partitions,
+    );
+    def.indexes.push(index(PK, "PRIMARY", vec![0, 1], false, IndexKind::Ordered));
+    def.indexes.push(index(BT, "pk_copy", vec![0, 1], true, IndexKind::Ordered));
+    s.create_table(&def).unwrap();
+    s
+}
+
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+fn key(rng: &mut Rng) -> Vec<Value> {
+    let strs = ["", "a", "B", "bb", "c", "zz"];
+    vec![Value::Int(rng.below(40) as i64 - 10), Value::str(strs[rng.below(6) as usize])]
+}
+
+fn bound(rng: &mut Rng) -> Bound {
+    let k = key(rng);
+    let vals = match rng.below(3) {
+        0 => Vec::new(),
+        1 => k[..1].to_vec(),
+        _ => k,
+    };
+    Bound { values: vals, inclusive: rng.below(2) == 0 }
+}
+
+fn drain(s: &Storage, part: PartitionId, cur: &mut ScanCursor, batch: usize, examine: usize) -> Vec<Vec<Value>> {
+    let mut rows = Vec::new();
+    let mut out = Vec::new();
+    loop {
+        out.clear();
+        let done = s.scan_next(T, part, cur, None, batch, examine, &mut out).unwrap();
+        assert!(out.len() <= batch);
+        rows.extend(out.drain(..).map(|(_, r)| r));
+        if done {
+            return rows;
+        }
+    }
+}
+
+#[test]
+fn pk_order_scans_match_a_btree_index() {
+    for seed in 1..4u64 {
+        let mut s = setup(3);
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        for step in 0..3000 {
+            let k = key(&mut rng);
+            match (get(&s, T, &k), rng.below(4)) {
+                (None, _) => {
+                    let mut r = k.clone();
+                    r.push(Value::Int(step));
+                    put(&mut s, T, r).unwrap();
+                }
+                (Some((p, rid)), 0) => s.delete(T, p, rid),
+                (Some((p, rid)), _) => {
+                    let mut r = k.clone();
+                    r.push(Value::Int(-step));
+                    s.update(T, p, rid, r).unwrap();
+                }
+            }
+            if step % 500 == 0 {
+                s.check_invariants();
+            }
+        }
+        s.check_invariants();
+        for _ in 0..200 {
+            let range = ScanRange { low: bound(&mut rng), high: bound(&mut rng) };
+            let desc = rng.below(2) == 0;
+            let part = rng.below(3) as PartitionId;
+            let batch = 1 + rng.below(20) as usize;
+            let examine = 1 + rng.below(30) as usize;
+            let mut a = s.scan_open(T, part, Some(PK), Some(&range), desc).unwrap();
+            let mut b = s.scan_open(T, part, Some(BT), Some(&range), desc).unwrap();
+            let got = drain(&s, part, &mut a, batch, examine);
+            let want = drain(&s, part, &mut b, batch, examine);
+            assert_eq!(got, want, "seed {seed}, range {range:?}, desc {desc}");
+            // The merge key TC sees is the same too.
+            for r in &got {
+                assert!(!s.ordered_key(T, PK, r).is_empty());
+                assert_eq!(s.ordered_key(T, PK, r).len(), s.ordered_key(T, BT, r).len());
+            }
+        }
+    }
+}
+
+#[test]
+fn pk_order_cursor_survives_changes_between_batches() {
+    let mut s = setup(1);
+    for a in 0..300 {
+        put(&mut s, T, vec![Value::Int(a), Value::str("k"), Value::Int(a)]).unwrap();
+    }
+    for desc in [false, true] {
+        let mut cur = s.scan_open(T, 0, Some(PK), None, desc).unwrap();
+        let mut seen = Vec::new();
+        let mut out = Vec::new();
+        let mut next_new = 1000;
+        let (mut inserted, mut deleted) = (Vec::new(), Vec::new());
+        loop {
+            out.clear();
+            let done = s.scan_next(T, 0, &mut cur, None, 7, 100, &mut out).unwrap();
+            seen.extend(out.iter().map(|(_, r)| r[0].as_i64().unwrap()));
+            if done {
+                break;
+            }
+            // Delete a row ahead of the cursor, insert one behind and one ahead.
+            let last = *seen.last().unwrap();
+            let ahead = if desc { last - 3 } else { last + 3 };
+            if let Some((p, rid)) = get(&s, T, &[Value::Int(ahead), Value::str("k")]) {
+                s.delete(T, p, rid);
+                deleted.push(ahead);
+            }
+            let behind = if desc { next_new } else { -next_new };
+            put(&mut s, T, vec![Value::Int(behind), Value::str("k"), Value::Int(0)]).unwrap();
+            inserted.push(behind);
+            next_new += 1;
+        }
+        let mut sorted = seen.clone();
+        sorted.sort();
+        if desc {
+            sorted.reverse();
+        }
+        sorted.dedup();
+        assert_eq!(seen, sorted, "in order, no row twice (desc {desc})");
+        assert!(!deleted.is_empty());
+        assert!(!seen.iter().any(|a| inserted.contains(a)), "rows inserted behind the cursor are not returned");
+        assert!(!seen.iter().any(|a| deleted.contains(a)), "rows deleted ahead of the cursor are not returned");
+        s.check_invariants();
+    }
+}
+
+#[test]
+fn pk_order_is_created_and_dropped_on_existing_rows() {
+    let mut s = Storage::new(64 << 20);
+    let def = table(
+        T,
+        vec![ColumnDef::new("id", ColumnType::BigInt { unsigned: false }).not_null(), ColumnDef::new("c", varchar(4))],
+        vec![0],
+        2,
+    );
+    s.create_table(&def).unwrap();
+    for i in 0..1000 {
+        put(&mut s, T, vec![Value::Int(i * 3 % 1000), Value::Null]).unwrap();
+    }
+    let before = s.memory().used_bytes;
+    s.create_index(T, &index(PK, "PRIMARY", vec![0], false, IndexKind::Ordered)).unwrap();
+    s.check_invariants();
+    let added = s.memory().used_bytes - before;
+    assert!(added > 0 && added < 12 * 1000, "{added} bytes for 1000 rows");
+    let range = ScanRange { low: Bound::inclusive(vec![Value::Int(10)]), high: Bound::exclusive(vec![Value::Int(20)]) };
+    let mut ids = Vec::new();
+    for p in 0..2 {
+        let mut cur = s.scan_open(T, p, Some(PK), Some(&range), false).unwrap();
+        ids.extend(drain(&s, p, &mut cur, 4, 4).iter().map(|r| r[0].as_i64().unwrap()));
+    }
+    ids.sort();
+    assert_eq!(ids, (10..20).collect::<Vec<_>>());
+    s.drop_index(T, PK).unwrap();
+    s.check_invariants();
+    assert_eq!(s.memory().used_bytes, before);
+}
