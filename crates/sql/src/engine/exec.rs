@@ -542,31 +542,39 @@ pub async fn fetch_table(
             let cols = def.index(*index).map(|i| i.columns.clone()).unwrap_or_default();
             plan::eval_keys(keys, &cols, def, ctx)?.map(|k| (Some(*index), cols, k))
         }
-        Access::PkRange { low, high } => {
-            plan::eval_pk_range(def, low, high, ctx)?.map(|k| (None, def.primary_key.clone(), k))
-        }
+        Access::PkRange { low, high } => match plan::resolve_pk_range(def, low, high, ctx)? {
+            plan::PkRangeRun::Keys(k) => Some((None, def.primary_key.clone(), k)),
+            plan::PkRangeRun::Scan(_) => None,
+        },
         _ => None,
     };
     let rows: Vec<Row> = match keyed {
         Some((index, cols, keys)) => read_keys(rd, t, index, &cols, keys).await?.into_iter().map(|(_, r)| r).collect(),
         None => {
-            let mut t2;
-            let t =
-                if matches!(t.access, Access::PkLookup { .. } | Access::UniqueLookup { .. } | Access::PkRange { .. }) {
-                    // Lookup keys did not convert exactly: scan instead.
+            let t2;
+            let t = match &t.access {
+                Access::PkLookup { .. } | Access::UniqueLookup { .. } | Access::PkRange { .. } => {
+                    // A wide pk range scans the PRIMARY ordered index; lookup
+                    // keys that did not convert exactly scan the table.
+                    let access = match &t.access {
+                        Access::PkRange { low, high } => match plan::resolve_pk_range(def, low, high, ctx)? {
+                            plan::PkRangeRun::Scan(a) => a,
+                            plan::PkRangeRun::Keys(_) => Access::FullScan,
+                        },
+                        _ => Access::FullScan,
+                    };
                     t2 = TableAccess {
                         table: t.table.clone(),
                         part: t.part.clone(),
-                        access: Access::FullScan,
+                        access,
                         local: t.local.clone(),
                         needed: t.needed.clone(),
                         lock: t.lock,
                     };
-                    t2.access = Access::FullScan;
                     &t2
-                } else {
-                    t
-                };
+                }
+                _ => t,
+            };
             match scan_spec(t, ctx, limit)? {
                 None => Vec::new(),
                 Some(spec) => {

@@ -81,9 +81,13 @@ pub fn access_row(
             (if keys.len() == 1 { "const" } else { "range" }, name.clone(), "unique index lookup".to_string())
         }
         (Access::IndexRange { name, .. }, _) => ("range", name.clone(), "index range scan".to_string()),
-        (Access::PkRange { .. }, _) => {
-            ("range", "PRIMARY".to_string(), "primary key range as batched key lookups".to_string())
-        }
+        (Access::PkRange { low, high }, _) => match plan::resolve_pk_range(def, low, high, ctx)? {
+            plan::PkRangeRun::Keys(k) => {
+                ("range", "PRIMARY".to_string(), format!("primary key range as batched key lookups ({} keys)", k.len()))
+            }
+            plan::PkRangeRun::Scan(Access::IndexRange { name, .. }) => ("range", name, "index range scan".to_string()),
+            plan::PkRangeRun::Scan(_) => ("ALL", String::new(), "full table scan".to_string()),
+        },
         (Access::FullScan, _) => ("ALL", String::new(), "full table scan".to_string()),
     };
     // Partitions after pruning.
@@ -119,7 +123,8 @@ pub fn access_row(
         },
     };
     if !join_lookup
-        && matches!(ta.access, Access::IndexRange { .. } | Access::FullScan)
+        && (matches!(ta.access, Access::IndexRange { .. } | Access::FullScan)
+            || matches!(ta.access, Access::PkRange { .. }) && !extra.starts_with("primary key"))
         && plan::build_filter(def, &ta.local, ctx)?.is_some()
     {
         extra.push_str("; Using pushed condition");

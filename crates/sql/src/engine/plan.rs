@@ -41,7 +41,9 @@ pub enum Access {
         high: Option<(CExpr, bool)>,
     },
     /// Bounded range on a single integer primary-key column, read as a batch
-    /// of key lookups when the span is at most `MAX_RANGE_AS_KEYS` (else a scan).
+    /// of key lookups when the span is at most `MAX_RANGE_AS_KEYS`, else as a
+    /// range scan of the table's `PRIMARY` ordered index (see
+    /// `resolve_pk_range`; the span is known only with the parameters).
     PkRange {
         low: (CExpr, bool),
         high: (CExpr, bool),
@@ -49,8 +51,16 @@ pub enum Access {
     FullScan,
 }
 
-/// Widest integer pk range read as key lookups instead of a scan.
-pub const MAX_RANGE_AS_KEYS: i128 = 4096;
+/// Widest integer pk range read as key lookups instead of a range scan of the
+/// `PRIMARY` ordered index. Measured in-process on the data node
+/// (`cargo run -p norr-txn --release --example pk_range`, 100k rows, 8
+/// partitions): key reads win below ~40 rows (span 10: 22 vs 42 us), the scan
+/// above (span 100, sysbench's range: 170 vs 138 us; the scan's fixed cost is
+/// one partition scan per partition). A table without that index scans in
+/// full instead, so it keeps key reads up to `MAX_RANGE_AS_KEYS_NO_INDEX`.
+pub const MAX_RANGE_AS_KEYS: i128 = 32;
+/// `MAX_RANGE_AS_KEYS` for a table without a `PRIMARY` ordered index.
+pub const MAX_RANGE_AS_KEYS_NO_INDEX: i128 = 4096;
 
 impl Access {
     pub fn describe(&self) -> &'static str {
@@ -59,10 +69,54 @@ impl Access {
             Access::PkLookup { .. } => "primary key lookup",
             Access::UniqueLookup { .. } => "unique index lookup",
             Access::IndexRange { .. } => "index range scan",
-            Access::PkRange { .. } => "primary key range as key lookups",
+            Access::PkRange { .. } => "primary key range (key lookups, or a PRIMARY index range scan when wide)",
             Access::FullScan => "full table scan",
         }
     }
+}
+
+/// The ordered index on the primary key the data node gives every table
+/// (named `PRIMARY`; a table created before it existed has none).
+pub fn pk_ordered_index(def: &TableDef) -> Option<&norr_signals::IndexDef> {
+    def.indexes.iter().find(|i| {
+        i.name.eq_ignore_ascii_case(norr_signals::schema::PK_ORDERED_INDEX)
+            && i.kind == IndexKind::Ordered
+            && i.columns == def.primary_key
+    })
+}
+
+/// How a `PkRange` runs with the statement's values.
+#[derive(Debug)]
+pub enum PkRangeRun {
+    /// As key lookups.
+    Keys(Vec<Vec<Value>>),
+    /// As this access (a range scan of the `PRIMARY` index, or a full scan).
+    Scan(Access),
+}
+
+/// Decide how a `PkRange` runs: key lookups for a narrow integral range,
+/// else a range scan of the `PRIMARY` ordered index (full scan without one).
+pub fn resolve_pk_range(
+    def: &TableDef,
+    low: &(CExpr, bool),
+    high: &(CExpr, bool),
+    ctx: &mut EvalCtx,
+) -> Result<PkRangeRun, SqlError> {
+    let pk_ix = pk_ordered_index(def);
+    let max = if pk_ix.is_some() { MAX_RANGE_AS_KEYS } else { MAX_RANGE_AS_KEYS_NO_INDEX };
+    if let Some(keys) = eval_pk_range(def, low, high, max, ctx)? {
+        return Ok(PkRangeRun::Keys(keys));
+    }
+    Ok(PkRangeRun::Scan(match pk_ix {
+        Some(ix) => Access::IndexRange {
+            index: ix.id,
+            name: ix.name.clone(),
+            eq: Vec::new(),
+            low: Some(low.clone()),
+            high: Some(high.clone()),
+        },
+        None => Access::FullScan,
+    }))
 }
 
 /// A simple shape of a conjunct over one table's row.
@@ -322,11 +376,13 @@ pub fn eval_keys(
     Ok(Some(out))
 }
 
-/// Keys of an integer pk range, or None if it is too wide / not integral (scan instead).
+/// Keys of an integer pk range, or None if it spans more than `max_keys`
+/// values or is not integral (scan instead).
 pub fn eval_pk_range(
     def: &TableDef,
     low: &(CExpr, bool),
     high: &(CExpr, bool),
+    max_keys: i128,
     ctx: &mut EvalCtx,
 ) -> Result<Option<Vec<Vec<Value>>>, SqlError> {
     let col = &def.columns[def.primary_key[0] as usize];
@@ -351,7 +407,7 @@ pub fn eval_pk_range(
     if hi_i < lo_i {
         return Ok(Some(Vec::new()));
     }
-    if hi_i - lo_i + 1 > MAX_RANGE_AS_KEYS || lo.abs() > 9.0e15 || hi.abs() > 9.0e15 {
+    if hi_i - lo_i + 1 > max_keys || lo.abs() > 9.0e15 || hi.abs() > 9.0e15 {
         return Ok(None);
     }
     let unsigned = col.ty.is_unsigned_int();
@@ -664,12 +720,31 @@ mod tests {
         assert!(matches!(choose_access(&def(), &[b.clone()]), Access::PkRange { .. }));
         let Access::PkRange { low, high } = choose_access(&def(), &[b]) else { panic!() };
         let mut ctx = EvalCtx::new(&[]);
-        assert_eq!(eval_pk_range(&def(), &low, &high, &mut ctx).unwrap().unwrap().len(), 10);
+        assert_eq!(eval_pk_range(&def(), &low, &high, MAX_RANGE_AS_KEYS, &mut ctx).unwrap().unwrap().len(), 10);
         // one-sided pk range: ordered index on the pk
         assert!(matches!(choose_access(&def(), &[cmp(CmpKind::Gt, 0, 5)]), Access::IndexRange { index: 3, .. }));
         let wide = CExpr::Between { expr: col(0), low: lit(1), high: lit(1_000_000), negated: false, coll: Coll::Ci };
         let Access::PkRange { low, high } = choose_access(&def(), &[wide]) else { panic!() };
-        assert_eq!(eval_pk_range(&def(), &low, &high, &mut ctx).unwrap(), None);
+        assert_eq!(eval_pk_range(&def(), &low, &high, MAX_RANGE_AS_KEYS_NO_INDEX, &mut ctx).unwrap(), None);
+        // Too wide for key lookups: a range scan of the PRIMARY ordered index,
+        // or a full scan for a table without one.
+        let mut d = def();
+        d.indexes[2].name = "PRIMARY".into();
+        d.indexes[2].unique = false;
+        match resolve_pk_range(&d, &low, &high, &mut ctx).unwrap() {
+            PkRangeRun::Scan(Access::IndexRange { index: 3, low: Some(_), high: Some(_), .. }) => {}
+            other => panic!("{other:?}"),
+        }
+        let between =
+            |hi: i64| CExpr::Between { expr: col(0), low: lit(1), high: lit(hi), negated: false, coll: Coll::Ci };
+        let Access::PkRange { low: l33, high: h33 } = choose_access(&d, &[between(33)]) else { panic!() };
+        assert!(matches!(resolve_pk_range(&d, &l33, &h33, &mut ctx).unwrap(), PkRangeRun::Scan(_)));
+        let Access::PkRange { low: l32, high: h32 } = choose_access(&d, &[between(32)]) else { panic!() };
+        assert!(matches!(resolve_pk_range(&d, &l32, &h32, &mut ctx).unwrap(), PkRangeRun::Keys(k) if k.len() == 32));
+        assert!(
+            matches!(resolve_pk_range(&def(), &l33, &h33, &mut ctx).unwrap(), PkRangeRun::Keys(k) if k.len() == 33)
+        );
+        assert!(matches!(resolve_pk_range(&def(), &low, &high, &mut ctx).unwrap(), PkRangeRun::Scan(Access::FullScan)));
         assert_eq!(choose_access(&def(), &[cmp(CmpKind::Ne, 0, 1)]), Access::FullScan);
         // column compared to another column: not a key
         assert_eq!(choose_access(&def(), &[CExpr::Cmp(CmpKind::Eq, col(0), col(1), Coll::Ci)]), Access::FullScan);
