@@ -270,7 +270,8 @@ pub fn add_interval(dt: &DateTime, n: i64, unit: Unit) -> Option<DateTime> {
     Some(r)
 }
 
-const MONTHS: [&str; 12] = [
+/// Month names, January first (DATE_FORMAT %M, STR_TO_DATE).
+pub const MONTHS: [&str; 12] = [
     "January",
     "February",
     "March",
@@ -284,7 +285,8 @@ const MONTHS: [&str; 12] = [
     "November",
     "December",
 ];
-const DAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
+/// Day names, Monday first (DATE_FORMAT %W, STR_TO_DATE).
+pub const DAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
 
 /// Day of week, 0 = Monday.
 pub fn weekday(d: &Date) -> u32 {

@@ -2,7 +2,7 @@
 //! TIMESTAMPDIFF, week numbers, TIME arithmetic and conversions.
 
 use super::{to_date, to_datetime, unit_from_code, Func};
-use crate::engine::expr::datetime::{self as dtm, Unit};
+use crate::engine::expr::datetime::{self as dtm, Unit, DAYS, MONTHS};
 use crate::engine::expr::value::{to_i64, to_text};
 use crate::engine::expr::{EvalCtx, TClass};
 use crate::types::SqlError;
@@ -307,22 +307,6 @@ fn str_to_date(s: &[u8], fmt: &[u8]) -> Option<Value> {
         })
     })
 }
-
-const MONTHS: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
-const DAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
 
 /// TIMESTAMPDIFF: whole units from `a` to `b` (negative if `b` is earlier).
 /// Months count only when the day-and-time part has been reached, as in MySQL.
