@@ -544,16 +544,7 @@ pub async fn execute_insert(
             let mut e = a.value.clone();
             rewrite_values_fn(&mut e);
             let params = pm.clone();
-            let mut comp = Compiler {
-                scope: &both,
-                outer: None,
-                params: &params,
-                clause: "field list",
-                aggs: None,
-                agg_base: 0,
-                aliases: &[],
-                host: &mut sc,
-            };
+            let mut comp = Compiler::plain(&both, None, &params, "field list", &mut sc);
             list.push((col, comp.compile(&e)?.0));
         }
         InsertMode::Upsert(list)
@@ -1091,61 +1082,25 @@ fn compile_row_stmt(
     let mut sc = StmtCompiler::new(tables, pm.clone());
     let mut conj = Vec::new();
     if let Some(w) = selection {
-        let mut c = Compiler {
-            scope: &scope,
-            outer: None,
-            params: &pm,
-            clause: "where clause",
-            aggs: None,
-            agg_base: 0,
-            aliases: &[],
-            host: &mut sc,
-        };
+        let mut c = Compiler::plain(&scope, None, &pm, "where clause", &mut sc);
         conjuncts(c.compile(w)?.0, &mut conj);
     }
     let mut sets = Vec::new();
     for a in assigns {
         let col = assignment_col(&t, a)?;
-        let mut c = Compiler {
-            scope: &scope,
-            outer: None,
-            params: &pm,
-            clause: "field list",
-            aggs: None,
-            agg_base: 0,
-            aliases: &[],
-            host: &mut sc,
-        };
+        let mut c = Compiler::plain(&scope, None, &pm, "field list", &mut sc);
         sets.push((col, c.compile(&a.value)?.0));
     }
     let mut order = Vec::new();
     for o in order_by {
-        let mut c = Compiler {
-            scope: &scope,
-            outer: None,
-            params: &pm,
-            clause: "order clause",
-            aggs: None,
-            agg_base: 0,
-            aliases: &[],
-            host: &mut sc,
-        };
+        let mut c = Compiler::plain(&scope, None, &pm, "order clause", &mut sc);
         let (e, ty) = c.compile(&o.expr)?;
         order.push(OrderKey { expr: e, desc: matches!(o.options.sort, Some(ast::OrderBySort::Desc)), coll: ty.coll });
     }
     let limit = match limit {
         Some(l) => {
             let empty = Scope::default();
-            let mut c = Compiler {
-                scope: &empty,
-                outer: None,
-                params: &pm,
-                clause: "LIMIT",
-                aggs: None,
-                agg_base: 0,
-                aliases: &[],
-                host: &mut sc,
-            };
+            let mut c = Compiler::plain(&empty, None, &pm, "LIMIT", &mut sc);
             Some(c.compile(l)?.0)
         }
         None => None,

@@ -333,16 +333,7 @@ fn lock_of(q: &Query) -> LockMode {
 fn const_expr(c: &mut StmtCompiler, e: &Expr) -> Result<CExpr, SqlError> {
     let scope = Scope::default();
     let params = c.params.clone();
-    let mut comp = Compiler {
-        scope: &scope,
-        outer: None,
-        params: &params,
-        clause: "LIMIT",
-        aggs: None,
-        agg_base: 0,
-        aliases: &[],
-        host: c,
-    };
+    let mut comp = Compiler::plain(&scope, None, &params, "LIMIT", c);
     Ok(comp.compile(e)?.0)
 }
 

@@ -291,6 +291,18 @@ pub fn has_aggregate(e: &Expr) -> bool {
 }
 
 impl<'a> Compiler<'a> {
+    /// A compiler for a clause without aggregates or select-list aliases
+    /// (WHERE, ON, SET, VALUES, ...).
+    pub fn plain(
+        scope: &'a Scope,
+        outer: Option<&'a Scope>,
+        params: &'a ParamMap,
+        clause: &'static str,
+        host: &'a mut dyn SubqueryHost,
+    ) -> Compiler<'a> {
+        Compiler { scope, outer, params, clause, aggs: None, agg_base: 0, aliases: &[], host }
+    }
+
     fn resolve(&self, table: Option<&str>, name: &str, display: &str) -> Result<(CExpr, SqlType), SqlError> {
         match self.scope.find(table, name) {
             Ok(Some(i)) => return Ok((CExpr::Col(i), self.scope.cols[i].ty)),
@@ -1049,16 +1061,7 @@ mod tests {
         };
         let pm = ParamMap::from_statement(&e);
         let mut host = NoSubs;
-        let mut c = Compiler {
-            scope: &scope,
-            outer: None,
-            params: &pm,
-            clause: "field list",
-            aggs: None,
-            agg_base: 0,
-            aliases: &[],
-            host: &mut host,
-        };
+        let mut c = Compiler::plain(&scope, None, &pm, "field list", &mut host);
         let (ce, _) = c.compile(&e)?;
         let mut ctx = EvalCtx::new(params);
         eval(&ce, row, &mut ctx)
