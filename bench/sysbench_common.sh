@@ -57,17 +57,18 @@ norr_bin() {
   echo "$target/release/norr"
 }
 
-# start_norr -> sets NORR_PORT
+# start_norr -> sets NORR_PORT. Extra flags: $NORR_DATAD_ARGS, $NORR_SQLD_ARGS.
 start_norr() {
   local bin data_port
   bin="$(norr_bin)"
   data_port="$(free_port)"
   NORR_PORT="$(free_port)"
-  "$bin" datad --listen "127.0.0.1:$data_port" >"$WORK/datad.log" 2>&1 &
+  # shellcheck disable=SC2086 # extra flags are word-split on purpose
+  "$bin" datad --listen "127.0.0.1:$data_port" ${NORR_DATAD_ARGS:-} >"$WORK/datad.log" 2>&1 &
   PIDS+=($!)
   wait_port "$data_port" 60 "norr datad"
   NORR_ROOT_PASSWORD="" "$bin" sqld --listen "127.0.0.1:$NORR_PORT" --data-node "127.0.0.1:$data_port" \
-    --max-connections 1000 >"$WORK/sqld.log" 2>&1 &
+    --max-connections 1000 ${NORR_SQLD_ARGS:-} >"$WORK/sqld.log" 2>&1 &
   PIDS+=($!)
   wait_port "$NORR_PORT" 60 "norr sqld"
 }

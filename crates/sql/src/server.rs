@@ -52,6 +52,15 @@ pub struct SqldArgs {
     /// Default 64 MiB, at most 1 GiB.
     #[arg(long)]
     pub max_allowed_packet: Option<usize>,
+    /// Threads that run client sessions. 1 runs everything on one thread
+    /// (no cross-thread wakeups; best when sqld shares a small machine with
+    /// the data node and the clients).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: u16,
+    /// Microseconds a session polls for the data node's reply before it
+    /// sleeps: trades idle CPU for latency (0 never spins).
+    #[arg(long, default_value_t = 0)]
+    pub reply_spin_us: u64,
 }
 
 /// The configuration file (`--config`).
@@ -322,11 +331,18 @@ impl Backend for crate::engine::Engine {
 const CONNECT_RETRY_SECS: u64 = 60;
 
 /// `norr sqld`: connects to the data node, then serves MySQL clients until
-/// killed. Runs its own tokio runtime (2 worker threads: the machines this
-/// project targets have 2 cores).
+/// killed. Runs its own tokio runtime with `--threads` session threads.
 pub fn run_sqld(args: SqldArgs) -> anyhow::Result<()> {
     let config = ServerConfig::from_args(&args)?;
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("sqld").enable_all().build()?;
+    let rt = if args.threads == 1 {
+        tokio::runtime::Builder::new_current_thread().thread_name("sqld").enable_all().build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(args.threads as usize)
+            .thread_name("sqld")
+            .enable_all()
+            .build()?
+    };
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
@@ -336,6 +352,7 @@ pub fn run_sqld(args: SqldArgs) -> anyhow::Result<()> {
             max_allowed_packet: config.max_allowed_packet as u64,
             port,
             hostname: std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()),
+            reply_spin: std::time::Duration::from_micros(args.reply_spin_us),
             ..Default::default()
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(CONNECT_RETRY_SECS);

@@ -47,6 +47,9 @@ pub struct EngineConfig {
     pub hostname: String,
     /// Native partitions of a table created without PARTITION BY (0: the node decides).
     pub default_partitions: u32,
+    /// How long a session polls for the data node's reply before sleeping
+    /// (`ConnectOptions::reply_spin`; zero never spins).
+    pub reply_spin: std::time::Duration,
 }
 
 impl Default for EngineConfig {
@@ -57,6 +60,7 @@ impl Default for EngineConfig {
             port: 3306,
             hostname: "localhost".to_string(),
             default_partitions: 0,
+            reply_spin: std::time::Duration::ZERO,
         }
     }
 }
@@ -291,7 +295,8 @@ impl Engine {
     /// Connect to a data node and prepare the catalog (creates the databases
     /// table on first start).
     pub async fn connect(data_node: &str, cfg: EngineConfig) -> Result<Arc<Engine>, SqlError> {
-        let client = Client::connect(data_node).await.map_err(error_map::from_client_plain)?;
+        let opts = norr_client::ConnectOptions { reply_spin: cfg.reply_spin, ..Default::default() };
+        let client = Client::connect_with(data_node, opts).await.map_err(error_map::from_client_plain)?;
         Self::with_client(client, cfg).await
     }
 
