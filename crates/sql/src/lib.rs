@@ -2,6 +2,7 @@
 //! the native client API. See DESIGN.md for the module owners and contracts.
 
 pub mod engine;
+pub mod idle_spin;
 pub mod protocol;
 pub mod server;
 pub mod types;

@@ -333,6 +333,7 @@ impl<B: Backend> Conn<B> {
                 }
                 Err(_) => return,
             };
+            self.state.idle_spin.touch();
             self.wr.seq = self.rd.next_seq;
             match self.dispatch(&payload).await {
                 Ok(true) => {}
