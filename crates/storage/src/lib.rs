@@ -85,7 +85,7 @@ mod tests_scan;
 
 pub use fixed_pages::RowId;
 pub use memory::MemoryStats;
-pub use scan::ScanCursor;
+pub use scan::{ScanBatch, ScanCursor, ScanStep};
 
 use norr_signals::ops::{Filter, ScanRange};
 use norr_signals::value::Value;
@@ -366,6 +366,21 @@ impl Storage {
         let t = self.t(table)?;
         let pi = t.part_index(part)?;
         t.scan_next(pi, cursor, filter, max_rows, examine_limit, out)
+    }
+
+    /// `scan_next` decoding only the columns `step.cols` selects, and
+    /// returning each row's entry key for ordered scans (see `ScanBatch`).
+    pub fn scan_next_rows(
+        &self,
+        table: TableId,
+        part: PartitionId,
+        cursor: &mut ScanCursor,
+        step: &ScanStep<'_>,
+        out: &mut ScanBatch,
+    ) -> Result<bool, NodeError> {
+        let t = self.t(table)?;
+        let pi = t.part_index(part)?;
+        t.scan_next_rows(pi, cursor, step, out)
     }
 
     /// Ordered-index key of a row: encoded index columns followed by the

@@ -229,6 +229,37 @@ impl RowLayout {
         debug_assert_eq!(pos, payload.len(), "var payload not fully consumed");
     }
 
+    /// Decode the columns `mask` selects (indexed by column id); the others
+    /// read as NULL without being decoded. Scans use it to skip the columns
+    /// neither the filter, the key nor the projection looks at (a string
+    /// column not read costs no allocation).
+    pub fn read_row_masked(&self, slot: &[u8], payload: &[u8], mask: &[bool], out: &mut Vec<Value>) {
+        out.reserve(self.cols.len());
+        let mut pos = 0;
+        for (i, loc) in self.cols.iter().enumerate() {
+            let wanted = mask.get(i).copied().unwrap_or(false);
+            if self.is_null(slot, i) {
+                out.push(Value::Null);
+                continue;
+            }
+            match *loc {
+                ColLoc::Fixed { off, kind } if wanted => {
+                    let off = off as usize;
+                    out.push(read_fixed_value(&slot[off..off + kind.width()], kind));
+                }
+                ColLoc::Fixed { .. } => out.push(Value::Null),
+                ColLoc::Var(_) => {
+                    // Skipped or not, the payload position moves past it.
+                    let (len, n) = get_varint(&payload[pos..]);
+                    let start = pos + n;
+                    pos = start + len as usize;
+                    out.push(if wanted { Value::Bytes(payload[start..pos].to_vec()) } else { Value::Null });
+                }
+            }
+        }
+        debug_assert_eq!(pos, payload.len(), "var payload not fully consumed");
+    }
+
     /// Bytes of the row's own data, as counted by the memory overhead figure:
     /// fixed-width column widths plus the bytes of var values.
     pub fn data_bytes(&self, row: &[Value]) -> usize {

@@ -133,8 +133,32 @@ struct PkStep<'a> {
     hi: &'a Bound<Vec<u8>>,
     descending: bool,
     filter: Option<&'a Filter>,
+    cols: Option<&'a [bool]>,
     max_rows: usize,
     examine_limit: usize,
+}
+
+/// What one `scan_next_rows` call reads and how far it may go.
+#[derive(Debug, Clone, Copy)]
+pub struct ScanStep<'a> {
+    /// Only rows this filter accepts are returned.
+    pub filter: Option<&'a Filter>,
+    /// Columns to decode, by column id (None: all). The others read as NULL;
+    /// the filter's columns must be among them.
+    pub cols: Option<&'a [bool]>,
+    /// At most this many rows are returned per call.
+    pub max_rows: usize,
+    /// At most this many rows are looked at per call (at least one).
+    pub examine_limit: usize,
+}
+
+/// Rows one `scan_next_rows` call found.
+#[derive(Debug, Default)]
+pub struct ScanBatch {
+    pub rows: Vec<(RowId, Vec<Value>)>,
+    /// Ordered scans: each row's entry key (`index key ++ pk`, as
+    /// `Storage::ordered_key` computes it), one per row. Empty for full scans.
+    pub keys: Vec<Vec<u8>>,
 }
 
 impl TableStore {
@@ -149,7 +173,7 @@ impl TableStore {
         st: &PkStep<'_>,
         last: &mut Option<Vec<u8>>,
         done: &mut bool,
-        out: &mut Vec<(RowId, Vec<Value>)>,
+        out: &mut ScanBatch,
     ) -> Result<bool, NodeError> {
         let part = &self.parts[pi];
         let (fixed, var, order) = (part.fixed(), &part.var, &part.pk_order);
@@ -197,9 +221,11 @@ impl TableStore {
             };
             examined += 1;
             last_row = Some(r);
-            self.read_into(pi, r, &mut row);
+            self.read_into_masked(pi, r, st.cols, &mut row);
             if self.passes(st.filter, &row)? {
-                out.push((r, std::mem::take(&mut row)));
+                out.rows.push((r, std::mem::take(&mut row)));
+                // `key` holds this row's entry key (`at` encoded it).
+                out.keys.push(key.clone());
                 returned += 1;
             } else {
                 row.clear();
@@ -318,7 +344,6 @@ impl TableStore {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub fn scan_next(
         &self,
         pi: usize,
@@ -328,8 +353,25 @@ impl TableStore {
         examine_limit: usize,
         out: &mut Vec<(RowId, Vec<Value>)>,
     ) -> Result<bool, NodeError> {
+        let step = ScanStep { filter, cols: None, max_rows, examine_limit };
+        let mut batch = ScanBatch { rows: std::mem::take(out), keys: Vec::new() };
+        let r = self.scan_next_rows(pi, cursor, &step, &mut batch);
+        *out = batch.rows;
+        r
+    }
+
+    /// One step of a scan: append the rows found (and, for ordered scans,
+    /// their entry keys) to `out`; true when the partition is exhausted.
+    pub fn scan_next_rows(
+        &self,
+        pi: usize,
+        cursor: &mut ScanCursor,
+        st: &ScanStep<'_>,
+        out: &mut ScanBatch,
+    ) -> Result<bool, NodeError> {
+        let (filter, cols, max_rows) = (st.filter, st.cols, st.max_rows);
         // Always make progress, even with silly limits.
-        let examine_limit = examine_limit.max(1);
+        let examine_limit = st.examine_limit.max(1);
         let mut examined = 0usize;
         let mut returned = 0usize;
         match cursor {
@@ -347,9 +389,9 @@ impl TableStore {
                     *next = r as u64 + 1;
                     examined += 1;
                     // Reuse one buffer for rows the filter rejects.
-                    self.read_into(pi, r, &mut row);
+                    self.read_into_masked(pi, r, cols, &mut row);
                     if self.passes(filter, &row)? {
-                        out.push((r, std::mem::take(&mut row)));
+                        out.rows.push((r, std::mem::take(&mut row)));
                         returned += 1;
                     } else {
                         row.clear();
@@ -375,7 +417,8 @@ impl TableStore {
                     return Ok(true);
                 }
                 if self.pk_index.as_ref().is_some_and(|i| i.def.id == *index) {
-                    let step = PkStep { lo: &lo, hi: &hi, descending: *descending, filter, max_rows, examine_limit };
+                    let step =
+                        PkStep { lo: &lo, hi: &hi, descending: *descending, filter, cols, max_rows, examine_limit };
                     return self.scan_pk_order(pi, &step, last, done, out);
                 }
                 let ord = self.parts[pi].ordered.get(index).ok_or_else(|| {
@@ -396,9 +439,10 @@ impl TableStore {
                     };
                     examined += 1;
                     last_key = Some(k);
-                    self.read_into(pi, r, &mut row);
+                    self.read_into_masked(pi, r, cols, &mut row);
                     if self.passes(filter, &row)? {
-                        out.push((r, std::mem::take(&mut row)));
+                        out.rows.push((r, std::mem::take(&mut row)));
+                        out.keys.push(k.as_slice().to_vec());
                         returned += 1;
                     } else {
                         row.clear();
