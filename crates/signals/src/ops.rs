@@ -156,6 +156,24 @@ pub enum Filter {
     Not(Box<Filter>),
 }
 
+impl Filter {
+    /// Call `f` with every column the filter reads (repeats possible).
+    pub fn for_each_column(&self, f: &mut impl FnMut(ColumnId)) {
+        match self {
+            Filter::True | Filter::False => {}
+            Filter::Cmp { col, .. } | Filter::IsNull(col) | Filter::IsNotNull(col) | Filter::Like { col, .. } => {
+                f(*col)
+            }
+            Filter::CmpCols { left, right, .. } => {
+                f(*left);
+                f(*right);
+            }
+            Filter::And(fs) | Filter::Or(fs) => fs.iter().for_each(|x| x.for_each_column(f)),
+            Filter::Not(x) => x.for_each_column(f),
+        }
+    }
+}
+
 /// One end of an ordered-index range: a prefix of the index columns.
 /// Empty `values` means unbounded on that side.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -143,6 +143,22 @@ fn ordered_scans_merge_partitions_in_index_order() {
         v.into_iter().map(|(k, _)| vec![Value::Int(k)]).collect()
     };
     assert_eq!(rows, expect);
+    // A column projected twice comes back twice (values move out of the
+    // row read, the repeat is a copy).
+    let range = ScanRange { low: Bound::inclusive(vec![Value::Int(40)]), high: Bound::unbounded() };
+    let spec = ScanSpec {
+        index: Some(ix),
+        range: Some(range),
+        filter: Some(Filter::IsNotNull(2)),
+        projection: vec![1, 0, 1],
+        ..ScanSpec::full(d.id)
+    };
+    let (rows, _) = h.scan_all(1, 1, true, spec).unwrap();
+    assert_eq!(rows.len(), expect.len());
+    for (r, e) in rows.iter().zip(&expect) {
+        assert_eq!((&r[0], &r[2]), (&e[0], &e[0]));
+        assert_eq!(r[0].as_i64().unwrap(), r[1].as_i64().unwrap() % 50);
+    }
     // Bad bounds.
     let range = ScanRange { low: Bound::inclusive(vec![Value::Int(1), Value::Int(2)]), high: Bound::unbounded() };
     let spec = ScanSpec { index: Some(ix), range: Some(range), ..ScanSpec::full(d.id) };

@@ -61,6 +61,22 @@ pub(super) fn project(def: &TableDef, row: &[Value], cols: &[ColumnId]) -> Resul
         .collect()
 }
 
+/// `project` of a row the caller no longer needs: values move out of it
+/// instead of being copied (a column asked for twice is copied once).
+pub(super) fn project_owned(def: &TableDef, mut row: Vec<Value>, cols: &[ColumnId]) -> Result<Vec<Value>, NodeError> {
+    if cols.is_empty() {
+        return Ok(row);
+    }
+    let mut out = Vec::with_capacity(cols.len());
+    for (i, c) in cols.iter().enumerate() {
+        let v = row
+            .get_mut(*c as usize)
+            .ok_or_else(|| NodeError::with(ErrorCode::NoSuchColumn, format!("column id {c} in table {}", def.name)))?;
+        out.push(if cols[i + 1..].contains(c) { v.clone() } else { std::mem::replace(v, Value::Null) });
+    }
+    Ok(out)
+}
+
 fn same_key_value(a: &Value, b: &Value, ty: &ColumnType) -> bool {
     let (mut x, mut y) = (Vec::new(), Vec::new());
     encode_value(&mut x, a, ty);

@@ -11,11 +11,11 @@
 //! A scan inside a transaction also returns the transaction's own uncommitted
 //! writes in place of the committed rows (see `scan_own`).
 
-use super::exec::project;
+use super::exec::{project, project_owned};
 use super::scan_own::{own_scan_row, OwnScanSpec, OwnWrites};
 use super::{Lqh, WaitTarget};
 use crate::lock_queue::{Grant, LockKey, Mode};
-use crate::store::ScanCursor;
+use crate::store::{ScanBatch, ScanCursor, ScanStep};
 use norr_kernel::{BlockRef, Ctx};
 use norr_signals::filter_eval::eval_filter;
 use norr_signals::internal::{InternalSignal, LqhScanReq, ScanKey, ScanRow, TxnId};
@@ -36,6 +36,9 @@ pub(crate) struct LqhScan {
     cursor: ScanCursor,
     filter: Option<Filter>,
     projection: Vec<ColumnId>,
+    /// Committed-read scans with a projection: the columns storage decodes
+    /// (projection, filter, and the pk when own writes hide rows by it).
+    read_cols: Option<Vec<bool>>,
     lock: LockMode,
     batch_rows: usize,
     out: Vec<ScanRow>,
@@ -112,6 +115,22 @@ impl Lqh {
             assert!(!txn.committed);
         }
         self.counters.bump("lqh: scans");
+        let read_cols = (lock == LockMode::CommittedRead && !req.projection.is_empty()).then(|| {
+            let mut m = vec![false; def.columns.len()];
+            let mut mark = |c: ColumnId| {
+                if let Some(x) = m.get_mut(c as usize) {
+                    *x = true;
+                }
+            };
+            req.projection.iter().for_each(|c| mark(*c));
+            if let Some(f) = &req.filter {
+                f.for_each_column(&mut mark);
+            }
+            if own.is_some() {
+                def.primary_key.iter().for_each(|c| mark(*c));
+            }
+            m
+        });
         self.scans.insert(
             key,
             LqhScan {
@@ -124,6 +143,7 @@ impl Lqh {
                 cursor,
                 filter: req.filter,
                 projection: req.projection,
+                read_cols,
                 lock,
                 batch_rows: req.batch_rows.max(1) as usize,
                 out: Vec::new(),
@@ -305,24 +325,23 @@ impl Lqh {
             }
             examined = true;
             let want = s.batch_rows.saturating_sub(s.out.len() + s.candidates.len());
-            let mut found = Vec::new();
-            s.exhausted = self.storage.scan_next(
-                s.table,
-                s.part,
-                &mut s.cursor,
-                s.filter.as_ref(),
-                want.max(1),
-                self.examine_per_step,
-                &mut found,
-            )?;
+            let step = ScanStep {
+                filter: s.filter.as_ref(),
+                cols: s.read_cols.as_deref(),
+                max_rows: want.max(1),
+                examine_limit: self.examine_per_step,
+            };
+            let mut found = ScanBatch::default();
+            s.exhausted = self.storage.scan_next_rows(s.table, s.part, &mut s.cursor, &step, &mut found)?;
             let locking = s.lock != LockMode::CommittedRead;
             let mut own = s.own.take();
-            for (_, row) in found {
-                // The key orders the stream: locking scans compute it after
-                // the lock, unless own rows must be merged in by it now.
+            // Ordered scans: storage hands out each row's ordered key, which
+            // orders the stream (locking scans compute it again after the lock).
+            let mut keys = found.keys.into_iter();
+            for (_, row) in found.rows {
                 let k = match s.index {
-                    Some(ix) if !locking || own.is_some() => self.storage.ordered_key(s.table, ix, &row),
-                    _ => Vec::new(),
+                    Some(_) => keys.next().expect("one key per row of an ordered scan"),
+                    None => Vec::new(),
                 };
                 if let Some(own) = &mut own {
                     if own.hides(&self.storage.encode_row_pk(s.table, &row)) {
@@ -337,7 +356,7 @@ impl Lqh {
                 if locking {
                     s.candidates.push_back(Candidate::Committed(row));
                 } else {
-                    let values = project(&s.def, &row, &s.projection)?;
+                    let values = project_owned(&s.def, row, &s.projection)?;
                     s.out.push(ScanRow { key: k, values });
                 }
             }

@@ -41,6 +41,8 @@ pub(crate) struct TcScan {
     parts: Vec<PartScan>,
     /// The batch being assembled for the client.
     out: Vec<Vec<Value>>,
+    /// Ordered scans: the merge heap (partition positions), kept for reuse.
+    merge: Vec<usize>,
     pub(super) client_waiting: bool,
     last_active_ns: u64,
 }
@@ -182,6 +184,7 @@ impl Tc {
             remaining: spec.limit.unwrap_or(u64::MAX),
             parts: Vec::with_capacity(parts.len()),
             out: Vec::new(),
+            merge: Vec::new(),
             client_waiting: true,
             last_active_ns: ctx.now_ns(),
         };
@@ -399,39 +402,43 @@ impl Tc {
         if !s.client_waiting {
             return;
         }
-        while s.out.len() < s.batch_rows && s.remaining > 0 {
-            let pick = if s.ordered {
-                // Every live partition must show its next row before we know the minimum.
-                if s.parts.iter().any(|p| p.buf.is_empty() && !p.done) {
-                    None
-                } else {
-                    let mut best: Option<usize> = None;
-                    for (i, p) in s.parts.iter().enumerate() {
-                        let Some(r) = p.buf.front() else { continue };
-                        let better = match best {
-                            None => true,
-                            Some(b) => {
-                                let bk = &s.parts[b].buf.front().expect("non-empty").key;
-                                if s.descending {
-                                    r.key > *bk
-                                } else {
-                                    r.key < *bk
-                                }
-                            }
-                        };
-                        if better {
-                            best = Some(i);
-                        }
-                    }
-                    best
+        if s.ordered {
+            // Every live partition must show its next row before we know the
+            // minimum; then a heap of the partitions by next row picks each.
+            if !s.parts.iter().any(|p| p.buf.is_empty() && !p.done) {
+                let mut heap = std::mem::take(&mut s.merge);
+                heap.clear();
+                heap.extend((0..s.parts.len()).filter(|i| !s.parts[*i].buf.is_empty()));
+                for i in (0..heap.len() / 2).rev() {
+                    sift_down(&mut heap, i, &s.parts, s.descending);
                 }
-            } else {
-                s.parts.iter().position(|p| !p.buf.is_empty())
-            };
-            let Some(i) = pick else { break };
-            let row = s.parts[i].buf.pop_front().expect("picked");
-            s.out.push(row.values);
-            s.remaining -= 1;
+                while s.out.len() < s.batch_rows && s.remaining > 0 {
+                    let Some(&i) = heap.first() else { break };
+                    let row = s.parts[i].buf.pop_front().expect("heap holds non-empty partitions");
+                    s.out.push(row.values);
+                    s.remaining -= 1;
+                    if !s.parts[i].buf.is_empty() {
+                        sift_down(&mut heap, 0, &s.parts, s.descending);
+                    } else if s.parts[i].done {
+                        let last = heap.pop().expect("non-empty");
+                        if !heap.is_empty() {
+                            heap[0] = last;
+                            sift_down(&mut heap, 0, &s.parts, s.descending);
+                        }
+                    } else {
+                        break; // its next row is not here yet
+                    }
+                }
+                s.merge = heap;
+            }
+        } else {
+            while s.out.len() < s.batch_rows && s.remaining > 0 {
+                let Some(p) = s.parts.iter_mut().find(|p| !p.buf.is_empty()) else { break };
+                let room = (s.batch_rows - s.out.len()).min(s.remaining.min(usize::MAX as u64) as usize);
+                let n = room.min(p.buf.len());
+                s.out.extend(p.buf.drain(..n).map(|r| r.values));
+                s.remaining -= n as u64;
+            }
         }
         let exhausted = s.parts.iter().all(|p| p.done && p.buf.is_empty());
         let finished = exhausted || s.remaining == 0;
@@ -454,5 +461,33 @@ impl Tc {
             p.outstanding = true;
             ctx.send(p.lqh, internal(InternalSignal::LqhScanNextReq { scan: key, part: p.part }));
         }
+    }
+}
+
+/// Whether partition `a`'s next row comes before partition `b`'s (both have
+/// one). Entry keys are unique (they end in the pk), so there are no ties.
+fn before(parts: &[PartScan], descending: bool, a: usize, b: usize) -> bool {
+    let (ka, kb) = (&parts[a].buf[0].key, &parts[b].buf[0].key);
+    if descending {
+        ka > kb
+    } else {
+        ka < kb
+    }
+}
+
+/// Restore the heap order (first = next row to return) below position `i`.
+fn sift_down(heap: &mut [usize], mut i: usize, parts: &[PartScan], descending: bool) {
+    loop {
+        let l = 2 * i + 1;
+        if l >= heap.len() {
+            return;
+        }
+        let r = l + 1;
+        let c = if r < heap.len() && before(parts, descending, heap[r], heap[l]) { r } else { l };
+        if !before(parts, descending, heap[c], heap[i]) {
+            return;
+        }
+        heap.swap(c, i);
+        i = c;
     }
 }
