@@ -338,6 +338,9 @@ impl Lqh {
             // Ordered scans: storage hands out each row's ordered key, which
             // orders the stream (locking scans compute it again after the lock).
             let mut keys = found.keys.into_iter();
+            if !locking {
+                s.out.reserve(found.rows.len());
+            }
             for (_, row) in found.rows {
                 let k = match s.index {
                     Some(_) => keys.next().expect("one key per row of an ordered scan"),

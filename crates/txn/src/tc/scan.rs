@@ -402,6 +402,11 @@ impl Tc {
         if !s.client_waiting {
             return;
         }
+        // The rows buffered now, as far as this batch takes them: room for
+        // them at once instead of growing the batch row by row.
+        let buffered: usize = s.parts.iter().map(|p| p.buf.len()).sum();
+        let room = s.batch_rows.saturating_sub(s.out.len()).min(s.remaining.min(usize::MAX as u64) as usize);
+        s.out.reserve(buffered.min(room));
         if s.ordered {
             // Every live partition must show its next row before we know the
             // minimum; then a heap of the partitions by next row picks each.
