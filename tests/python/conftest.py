@@ -44,6 +44,7 @@ class Cluster:
         self.dir = tempfile.mkdtemp(prefix="norr-pytest-")
         self.data_port = free_port()
         self.port = free_port()
+        self.socket = os.path.join(self.dir, "sqld.sock")
         self.procs = []
         self.logs = []
 
@@ -59,7 +60,7 @@ class Cluster:
         env = dict(os.environ, NORR_ROOT_PASSWORD=PASSWORD)
         sqld = subprocess.Popen(
             [self.bin, "sqld", "--listen", f"127.0.0.1:{self.port}",
-             "--data-node", f"127.0.0.1:{self.data_port}"],
+             "--data-node", f"127.0.0.1:{self.data_port}", "--socket", self.socket],
             stdout=slog, stderr=subprocess.STDOUT, cwd=self.dir, env=env)
         self.procs.append(sqld)
         wait_port(self.port, sqld, "sqld")

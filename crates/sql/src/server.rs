@@ -28,6 +28,12 @@ pub struct SqldArgs {
     /// Address to accept MySQL clients on.
     #[arg(long, default_value = "127.0.0.1:3306")]
     pub listen: String,
+    /// Also accept clients on this Unix socket (as MySQL's `--socket`; the
+    /// `mysql` client uses one when given `-h localhost` or `-S PATH`). A
+    /// stale socket file left by a dead server is replaced; one a live
+    /// server answers on is an error.
+    #[arg(long)]
+    pub socket: Option<PathBuf>,
     /// Data node to connect to (native protocol).
     #[arg(long, default_value = "127.0.0.1:2202")]
     pub data_node: String,
@@ -266,9 +272,48 @@ pub async fn serve_listener<B: Backend>(listener: tokio::net::TcpListener, backe
         let state = state.clone();
         tokio::spawn(async move {
             tracing::debug!("sqld: connection {id} from {peer}");
-            conn::run_connection(stream, peer, backend, state, id).await;
+            let (r, w) = stream.into_split();
+            conn::run_connection(Box::new(r), Box::new(w), peer.ip().to_string(), backend, state, id).await;
         });
     }
+}
+
+/// Accepts clients on a Unix socket forever (the host is `localhost`, as
+/// MySQL names socket clients). Shares `state` (connection limit, ids) with
+/// the TCP listener.
+pub async fn serve_unix<B: Backend>(listener: tokio::net::UnixListener, backend: Arc<B>, state: Arc<ServerState>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                tracing::warn!("sqld: accept on the Unix socket failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let id = state.next_id();
+        let backend = backend.clone();
+        let state = state.clone();
+        tokio::spawn(async move {
+            tracing::debug!("sqld: connection {id} on the Unix socket");
+            let (r, w) = stream.into_split();
+            conn::run_connection(Box::new(r), Box::new(w), "localhost".to_string(), backend, state, id).await;
+        });
+    }
+}
+
+/// Binds a Unix socket at `path`. A file there that no server answers on is
+/// a leftover of a crashed server and is replaced.
+pub fn bind_unix(path: &std::path::Path) -> anyhow::Result<tokio::net::UnixListener> {
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            anyhow::bail!("another server is listening on the socket {}", path.display());
+        }
+        std::fs::remove_file(path)
+            .map_err(|e| anyhow::anyhow!("cannot remove the stale socket {}: {e}", path.display()))?;
+    }
+    tokio::net::UnixListener::bind(path)
+        .map_err(|e| anyhow::anyhow!("cannot listen on the socket {}: {e}", path.display()))
 }
 
 /// Binds `args.listen` and serves forever.
@@ -363,7 +408,9 @@ pub fn run_sqld(args: SqldArgs) -> anyhow::Result<()> {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(3306);
+        let unix = args.socket.as_deref().map(bind_unix).transpose()?;
         let cfg = crate::engine::EngineConfig {
+            socket: args.socket.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
             max_allowed_packet: config.max_allowed_packet as u64,
             port,
             hostname: std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()),
@@ -382,7 +429,33 @@ pub fn run_sqld(args: SqldArgs) -> anyhow::Result<()> {
             }
         };
         tracing::info!("sqld: listening on {} (data node {})", args.listen, args.data_node);
-        serve_listener(listener, engine, ServerState::new(config)).await;
+        let state = ServerState::new(config);
+        if let Some(unix) = unix {
+            tracing::info!("sqld: listening on the Unix socket {}", cfg.socket);
+            tokio::spawn(serve_unix(unix, engine.clone(), state.clone()));
+        }
+        serve_listener(listener, engine, state).await;
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod unix_socket_tests {
+    use super::bind_unix;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn stale_socket_is_replaced_live_one_is_refused() {
+        let dir = std::env::temp_dir().join(format!("norr-sock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        // A socket file nobody listens on (its server died without cleaning up).
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        assert!(path.exists());
+        let live = bind_unix(&path).expect("stale socket replaced");
+        // Now a server answers there: a second one must not steal the path.
+        let err = bind_unix(&path).err().expect("live socket refused").to_string();
+        assert!(err.contains("another server"), "{err}");
+        drop(live);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -50,6 +50,8 @@ pub struct EngineConfig {
     /// How long a session polls for the data node's reply before sleeping
     /// (`ConnectOptions::reply_spin`; zero never spins).
     pub reply_spin: std::time::Duration,
+    /// @@socket: the Unix socket sqld listens on (empty: none).
+    pub socket: String,
 }
 
 impl Default for EngineConfig {
@@ -61,6 +63,7 @@ impl Default for EngineConfig {
             hostname: "localhost".to_string(),
             default_partitions: 0,
             reply_spin: std::time::Duration::ZERO,
+            socket: String::new(),
         }
     }
 }
@@ -309,6 +312,7 @@ impl Engine {
             ("max_allowed_packet", Value::UInt(cfg.max_allowed_packet)),
             ("port", Value::UInt(cfg.port as u64)),
             ("hostname", Value::str(&cfg.hostname)),
+            ("socket", Value::str(&cfg.socket)),
         ]);
         Ok(Arc::new(Engine { client, catalog, cfg, started: std::time::Instant::now(), status: Status::default() }))
     }

@@ -130,7 +130,7 @@ pub static VARS: &[VarDef] = &[
     ),
     v("session_track_transaction_info", Both, Str, "OFF"),
     v("slow_query_log", Global, Bool, "0"),
-    ro("socket", Global, Str, "/tmp/mysql.sock"),
+    ro("socket", Global, Str, ""),
     v("sql_auto_is_null", Both, Bool, "0"),
     v("sql_big_selects", Both, Bool, "1"),
     v("sql_log_bin", Session, Bool, "1"),

@@ -19,13 +19,11 @@ use mysql_common::io::ParseBuf;
 use mysql_common::packets::HandshakeResponse;
 use mysql_common::proto::MyDeserialize;
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::BufReader;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite};
 
 /// Capabilities we offer. Not offered: CLIENT_SSL (no TLS yet), compression,
 /// session tracking, query attributes, optional metadata, local infile.
@@ -92,25 +90,32 @@ struct Stmt<S> {
 struct Conn<B: Backend> {
     backend: Arc<B>,
     state: Arc<ServerState>,
-    rd: PacketReader<BufReader<OwnedReadHalf>>,
-    wr: PacketWriter<OwnedWriteHalf>,
+    rd: PacketReader<BufReader<ClientRead>>,
+    wr: PacketWriter<ClientWrite>,
     caps: u32,
     session: Option<Session>,
     stmts: HashMap<u32, Stmt<B::Stmt>>,
     next_stmt_id: u32,
     connection_id: u32,
-    peer: SocketAddr,
+    /// The client's host as error messages name it: its IP over TCP,
+    /// `localhost` over a Unix socket (as MySQL).
+    peer_host: String,
 }
+
+/// The read half of a client's stream (TCP or Unix socket).
+pub type ClientRead = Box<dyn AsyncRead + Send + Unpin>;
+/// The write half of a client's stream.
+pub type ClientWrite = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// Runs one connection to its end. Never panics on client input.
 pub async fn run_connection<B: Backend>(
-    stream: TcpStream,
-    peer: SocketAddr,
+    r: ClientRead,
+    w: ClientWrite,
+    peer_host: String,
     backend: Arc<B>,
     state: Arc<ServerState>,
     connection_id: u32,
 ) {
-    let (r, w) = stream.into_split();
     let max = state.config.max_allowed_packet;
     let mut conn = Conn {
         backend,
@@ -122,7 +127,7 @@ pub async fn run_connection<B: Backend>(
         stmts: HashMap::new(),
         next_stmt_id: 1,
         connection_id,
-        peer,
+        peer_host,
     };
     let active = state.active_connections.fetch_add(1, Ordering::SeqCst) + 1;
     if active > state.config.max_connections {
@@ -252,7 +257,7 @@ impl<B: Backend> Conn<B> {
         drop(resp);
 
         let account = cfg.users.get(&user).cloned();
-        let peer_ip = self.peer.ip();
+        let peer_ip = self.peer_host.clone();
         let denied = |using_password: bool| {
             SqlError::new(
                 1045,
