@@ -67,16 +67,18 @@ start_norr() {
   "$bin" datad --listen "127.0.0.1:$data_port" ${NORR_DATAD_ARGS:-} >"$WORK/datad.log" 2>&1 &
   PIDS+=($!)
   wait_port "$data_port" 60 "norr datad"
+  NORR_SOCKET="$WORK/norr.sock"
   NORR_ROOT_PASSWORD="" "$bin" sqld --listen "127.0.0.1:$NORR_PORT" --data-node "127.0.0.1:$data_port" \
-    --max-connections 1000 ${NORR_SQLD_ARGS:-} >"$WORK/sqld.log" 2>&1 &
+    --socket "$NORR_SOCKET" --max-connections 1000 ${NORR_SQLD_ARGS:-} >"$WORK/sqld.log" 2>&1 &
   PIDS+=($!)
   wait_port "$NORR_PORT" 60 "norr sqld"
 }
 
-# start_mariadb -> sets MARIA_PORT
+# start_mariadb -> sets MARIA_PORT and MARIA_SOCKET
 start_mariadb() {
   MARIA_PORT="$(free_port)"
   local dir="$WORK/mariadb"
+  MARIA_SOCKET="$dir/sock"
   mkdir -p "$dir/data"
   mariadb-install-db --user=root --datadir="$dir/data" --auth-root-authentication-method=normal \
     >"$WORK/mariadb-install.log" 2>&1
@@ -93,10 +95,16 @@ sql() { # port statement
   mysql -h127.0.0.1 -P"$1" -uroot --protocol=TCP -e "$2"
 }
 
-sb() { # port workload command [extra...]
+# sb PORT WORKLOAD COMMAND [extra...]: over TCP, or over the server's Unix
+# socket when SB_TRANSPORT=socket (PORT then selects which server's socket).
+sb() {
   local port="$1" wl="$2" cmd="$3"
   shift 3
-  sysbench "$wl" --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$port" \
+  local conn=(--mysql-host=127.0.0.1 --mysql-port="$port")
+  if [ "${SB_TRANSPORT:-tcp}" = socket ]; then
+    if [ "$port" = "${NORR_PORT:-}" ]; then conn=(--mysql-socket="$NORR_SOCKET"); else conn=(--mysql-socket="$MARIA_SOCKET"); fi
+  fi
+  sysbench "$wl" --db-driver=mysql "${conn[@]}" \
     --mysql-user=root --mysql-password= --mysql-db=sbtest \
     --tables="$SB_TABLES" --table-size="$SB_TABLE_SIZE" --threads="$SB_THREADS" \
     --time="$SB_TIME" "$@" "$cmd"

@@ -8,6 +8,7 @@
 #
 # Env: SB_TABLES=4 SB_TABLE_SIZE=100000 SB_THREADS=16 SB_TIME=30 REPS=3
 #      NORR_BIN (default: release build), WORKLOADS="oltp_point_select oltp_read_write"
+#      SB_TRANSPORT=tcp (default) | socket (both servers' Unix sockets)
 set -euo pipefail
 . "$(dirname "$0")/sysbench_common.sh"
 REPS="${REPS:-3}"
@@ -52,7 +53,7 @@ done
 report="
 ## sysbench vs MariaDB, $(date -u '+%Y-%m-%d %H:%M UTC')
 
-Command: \`bench/sysbench_vs_mariadb.sh\` (tables=$SB_TABLES table-size=$SB_TABLE_SIZE threads=$SB_THREADS time=${SB_TIME}s, median of $REPS runs)
+Command: \`bench/sysbench_vs_mariadb.sh\` (transport=${SB_TRANSPORT:-tcp} tables=$SB_TABLES table-size=$SB_TABLE_SIZE threads=$SB_THREADS time=${SB_TIME}s, median of $REPS runs)
 Machine: nproc=$(nproc), CPU: $cpu; $(sysbench --version); $(mariadbd --version | head -1)
 norr commit: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
