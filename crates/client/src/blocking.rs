@@ -118,6 +118,15 @@ impl Client {
     pub fn begin(&self) -> Transaction {
         Transaction { inner: Some(self.inner.begin()), rt: self.rt.clone() }
     }
+    pub fn begin_hinted(&self, table: &TableDef, key: &[Value]) -> Transaction {
+        Transaction { inner: Some(self.inner.begin_hinted(table, key)), rt: self.rt.clone() }
+    }
+    pub fn begin_on_partition(&self, part: crate::PartitionId) -> Transaction {
+        Transaction { inner: Some(self.inner.begin_on_partition(part)), rt: self.rt.clone() }
+    }
+    pub fn tc_instances(&self) -> u16 {
+        self.inner.tc_instances()
+    }
     pub fn scan(&self, spec: ScanSpec) -> Result<ScanStream, ClientError> {
         let s = self.run(self.inner.scan(spec))?;
         Ok(ScanStream { inner: Some(s), rt: self.rt.clone(), rows: Default::default() })
@@ -163,6 +172,9 @@ impl Transaction {
     }
     pub fn is_finished(&self) -> bool {
         self.inner.as_ref().is_none_or(|t| t.is_finished())
+    }
+    pub fn coordinator(&self) -> Option<u16> {
+        self.inner.as_ref().and_then(|t| t.coordinator())
     }
 }
 

@@ -4,8 +4,8 @@ use crate::conn::{self, Conn, Reply, ReqKey, Shared};
 use crate::error::ClientError;
 use crate::ConnectOptions;
 use norr_signals::{
-    DictOp, DictReq, DictResult, ErrorCode, ExecType, IndexDef, KeyOp, NodeError, NodeStats, OpResult, ScanNextReq,
-    ScanSpec, ScanTabReq, Signal, TableDef, TableId, TcKeyReq, TxnOutcome, Value,
+    BlockRef, DictOp, DictReq, DictResult, ErrorCode, ExecType, IndexDef, KeyOp, NodeError, NodeStats, OpResult,
+    PartitionId, ScanNextReq, ScanSpec, ScanTabReq, Signal, TableDef, TableId, TcKeyReq, TxnOutcome, Value,
 };
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -112,7 +112,10 @@ impl Client {
 
     async fn dict_table(&self, op: DictOp) -> Result<TableDef, ClientError> {
         match self.dict(op).await? {
-            DictResult::Table(t) => Ok(t),
+            DictResult::Table(t) => {
+                self.shared().map.learn(&t);
+                Ok(t)
+            }
             other => Err(ClientError::Protocol(format!("expected a table definition, got {other:?}"))),
         }
     }
@@ -130,7 +133,9 @@ impl Client {
     }
 
     pub async fn drop_table(&self, name: &str) -> Result<(), ClientError> {
-        self.dict_done(DictOp::DropTable { name: name.to_string() }).await
+        self.dict_done(DictOp::DropTable { name: name.to_string() }).await?;
+        self.shared().map.forget(name);
+        Ok(())
     }
 
     /// Remove every row, keep the definition.
@@ -153,7 +158,10 @@ impl Client {
 
     pub async fn list_tables(&self) -> Result<Vec<TableDef>, ClientError> {
         match self.dict(DictOp::ListTables).await? {
-            DictResult::Tables(t) => Ok(t),
+            DictResult::Tables(t) => {
+                t.iter().for_each(|d| self.shared().map.learn(d));
+                Ok(t)
+            }
             other => Err(ClientError::Protocol(format!("expected a table list, got {other:?}"))),
         }
     }
@@ -179,10 +187,38 @@ impl Client {
         }
     }
 
-    /// Start a transaction. Nothing is sent until the first `execute` or `scan`.
+    /// TC instances of the data node: transactions are spread over them by
+    /// the partition of their first operation (see [`Client::begin`]).
+    pub fn tc_instances(&self) -> u16 {
+        self.shared().map.tc_instances()
+    }
+
+    /// Start a transaction. Nothing is sent until the first `execute` or `scan`,
+    /// which also chooses the transaction's coordinator (TC instance) from the
+    /// partition it touches: the first key operation's (hashed as the data
+    /// node does, for tables this client created or looked up; the partition
+    /// set on the operation for RANGE/LIST tables), or the one partition a
+    /// pruned scan reads. Every later request goes to the same coordinator.
     pub fn begin(&self) -> Transaction {
+        self.begin_with(None)
+    }
+
+    /// Start a transaction coordinated for `key` of `table` (hash-partitioned
+    /// tables; for RANGE/LIST tables, use [`Client::begin_on_partition`] or
+    /// let the first operation's partition decide, as with [`Client::begin`]).
+    pub fn begin_hinted(&self, table: &TableDef, key: &[Value]) -> Transaction {
+        self.begin_with(self.shared().map.for_key(table, key))
+    }
+
+    /// Start a transaction coordinated for partition `part` (the caller knows
+    /// it, e.g. the SQL layer for a RANGE/LIST-partitioned table).
+    pub fn begin_on_partition(&self, part: PartitionId) -> Transaction {
+        self.begin_with(Some(self.shared().map.for_partition(part)))
+    }
+
+    fn begin_with(&self, tc: Option<u16>) -> Transaction {
         let txn = self.shared().alloc_txn();
-        Transaction { client: self.clone(), txn, state: Arc::new(AtomicU8::new(TXN_IDLE)) }
+        Transaction { client: self.clone(), txn, tc, state: Arc::new(AtomicU8::new(TXN_IDLE)) }
     }
 
     /// Committed read of one row by primary key (a one-operation transaction):
@@ -202,8 +238,10 @@ impl Client {
 
     /// Standalone committed-read scan (no transaction, no locks).
     pub async fn scan(&self, spec: ScanSpec) -> Result<ScanStream, ClientError> {
-        let txn = self.shared().alloc_txn();
-        ScanStream::open(self.clone(), txn, true, spec, None).await
+        let s = self.shared();
+        let txn = s.alloc_txn();
+        let tc = s.map.tc(s.map.for_scan(&spec, txn));
+        ScanStream::open(self.clone(), tc, txn, true, spec, None).await
     }
 }
 
@@ -265,6 +303,9 @@ const TXN_ABORTED: u8 = 3;
 pub struct Transaction {
     client: Client,
     txn: u64,
+    /// The coordinator (TC instance): chosen at the first request, unless the
+    /// transaction was begun for a partition.
+    tc: Option<u16>,
     /// Shared with the transaction's scans, which can abort it.
     state: Arc<AtomicU8>,
 }
@@ -273,6 +314,7 @@ impl std::fmt::Debug for Transaction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Transaction")
             .field("txn", &self.txn)
+            .field("tc", &self.tc)
             .field("state", &self.state.load(Ordering::Relaxed))
             .finish()
     }
@@ -282,6 +324,28 @@ impl Transaction {
     /// The transaction's handle on the connection (for logs).
     pub fn id(&self) -> u64 {
         self.txn
+    }
+
+    /// The TC instance coordinating the transaction; None before its first
+    /// request (unless begun for a partition).
+    pub fn coordinator(&self) -> Option<u16> {
+        self.tc
+    }
+
+    /// The coordinator, chosen now if not yet (from the first request).
+    fn tc_for(&mut self, choose: impl FnOnce(&crate::partition_map::PartitionMap, u64) -> u16) -> BlockRef {
+        let map = &self.client.conn.shared.map;
+        let i = match self.tc {
+            Some(i) => i,
+            None => *self.tc.insert(choose(map, self.txn)),
+        };
+        map.tc(i)
+    }
+
+    /// The coordinator of a transaction the node may know (it was chosen
+    /// when its first request was sent).
+    fn tc_sent(&self) -> BlockRef {
+        self.client.conn.shared.map.tc(self.tc.unwrap_or(0))
     }
 
     /// True once committed, rolled back or aborted by the node.
@@ -319,12 +383,13 @@ impl Transaction {
             return Ok(Vec::new());
         }
         let n_ops = ops.len();
+        let tc = self.tc_for(|map, spread| map.for_ops(&ops, spread));
         let s = &self.client.conn.shared;
         let txn = self.txn;
         let sig = Signal::TcKeyReq(Box::new(TcKeyReq { txn, exec, ops }));
         // From here the node may know the transaction: a drop must roll it back.
         self.state.store(TXN_OPEN, Ordering::Release);
-        let reply = match s.request(ReqKey::Txn(txn), s.tc(), sig).await {
+        let reply = match s.request(ReqKey::Txn(txn), tc, sig).await {
             Ok(r) => r,
             Err(e) => {
                 // Nothing was sent for a frame-size error of the first batch,
@@ -397,23 +462,24 @@ impl Transaction {
     /// transaction.
     pub async fn scan(&mut self, spec: ScanSpec) -> Result<ScanStream, ClientError> {
         self.check_usable()?;
+        let tc = self.tc_for(|map, spread| map.for_scan(&spec, spread));
         self.state.store(TXN_OPEN, Ordering::Release);
-        ScanStream::open(self.client.clone(), self.txn, false, spec, Some(self.state.clone())).await
+        ScanStream::open(self.client.clone(), tc, self.txn, false, spec, Some(self.state.clone())).await
     }
 
     /// Mark finished and queue a rollback without waiting for its reply.
     fn abort_in_background(&mut self) {
         let prev = self.state.swap(TXN_ABORTED, Ordering::AcqRel);
         if prev == TXN_OPEN {
-            send_rollback(&self.client.conn.shared, self.txn);
+            send_rollback(&self.client.conn.shared, self.tc_sent(), self.txn);
         }
     }
 }
 
-fn send_rollback(s: &Shared, txn: u64) {
+fn send_rollback(s: &Shared, tc: BlockRef, txn: u64) {
     // Best effort: if the connection is gone the node aborts the transaction
     // itself (API_FAILREQ).
-    let _ = s.send(s.tc(), Signal::TcKeyReq(Box::new(TcKeyReq { txn, exec: ExecType::Rollback, ops: Vec::new() })));
+    let _ = s.send(tc, Signal::TcKeyReq(Box::new(TcKeyReq { txn, exec: ExecType::Rollback, ops: Vec::new() })));
 }
 
 impl Drop for Transaction {
@@ -422,7 +488,7 @@ impl Drop for Transaction {
             // An in-flight request of a cancelled `execute` may still be
             // registered; its reply is dropped by the reader.
             self.client.conn.shared.unregister(ReqKey::Txn(self.txn));
-            send_rollback(&self.client.conn.shared, self.txn);
+            send_rollback(&self.client.conn.shared, self.tc_sent(), self.txn);
         }
     }
 }
@@ -433,6 +499,8 @@ impl Drop for Transaction {
 /// scan in the background.
 pub struct ScanStream {
     client: Client,
+    /// The TC running the scan (the transaction's coordinator).
+    tc: BlockRef,
     txn: u64,
     scan_id: u32,
     /// Rows received and not yet handed out.
@@ -449,9 +517,9 @@ type FetchResult = Result<(Vec<Vec<Value>>, bool), ClientError>;
 type FetchFuture = std::pin::Pin<Box<dyn std::future::Future<Output = FetchResult> + Send>>;
 
 /// One scan round trip; owns its client handle so it can live in the stream.
-async fn fetch(client: Client, req: Signal, scan_id: u32) -> FetchResult {
+async fn fetch(client: Client, tc: BlockRef, req: Signal, scan_id: u32) -> FetchResult {
     let s = &client.conn.shared;
-    match s.request(ReqKey::Scan(scan_id), s.tc(), req).await? {
+    match s.request(ReqKey::Scan(scan_id), tc, req).await? {
         Reply::Scan(Ok(conf)) => Ok((conf.rows, conf.done)),
         Reply::Scan(Err(e)) => Err(ClientError::Node(e)),
         other => Err(ClientError::Protocol(format!("unexpected reply to SCAN_TABREQ: {other:?}"))),
@@ -467,6 +535,7 @@ impl std::fmt::Debug for ScanStream {
 impl ScanStream {
     async fn open(
         client: Client,
+        tc: BlockRef,
         txn: u64,
         standalone: bool,
         spec: ScanSpec,
@@ -476,6 +545,7 @@ impl ScanStream {
         let req = Signal::ScanTabReq(Box::new(ScanTabReq { txn, scan_id, standalone, spec }));
         let mut st = ScanStream {
             client: client.clone(),
+            tc,
             txn,
             scan_id,
             buffered: Vec::new().into_iter(),
@@ -483,7 +553,7 @@ impl ScanStream {
             inflight: None,
             txn_state,
         };
-        let r = fetch(client, req, scan_id).await;
+        let r = fetch(client, tc, req, scan_id).await;
         st.absorb(r)?;
         Ok(st)
     }
@@ -507,7 +577,7 @@ impl ScanStream {
                 if let Some(st) = &self.txn_state {
                     let prev = st.swap(TXN_ABORTED, Ordering::AcqRel);
                     if prev == TXN_OPEN && !matches!(err, ClientError::Node(_)) {
-                        send_rollback(&self.client.conn.shared, self.txn);
+                        send_rollback(&self.client.conn.shared, self.tc, self.txn);
                     }
                 }
                 Err(err)
@@ -525,7 +595,7 @@ impl ScanStream {
             let fut = match self.inflight.take() {
                 Some(f) => f,
                 None if self.done => return Ok(None),
-                None => Box::pin(fetch(self.client.clone(), self.next_req(false), self.scan_id)),
+                None => Box::pin(fetch(self.client.clone(), self.tc, self.next_req(false), self.scan_id)),
             };
             let r = fut.await;
             self.absorb(r)?;
@@ -551,7 +621,7 @@ impl ScanStream {
         if self.done {
             return Ok(());
         }
-        let r = fetch(self.client.clone(), self.next_req(true), self.scan_id).await;
+        let r = fetch(self.client.clone(), self.tc, self.next_req(true), self.scan_id).await;
         self.absorb(r)?;
         self.done = true;
         Ok(())
@@ -576,7 +646,7 @@ impl futures_core::Stream for ScanStream {
                 if this.done {
                     return Poll::Ready(None);
                 }
-                this.inflight = Some(Box::pin(fetch(this.client.clone(), this.next_req(false), this.scan_id)));
+                this.inflight = Some(Box::pin(fetch(this.client.clone(), this.tc, this.next_req(false), this.scan_id)));
             }
             let fut = this.inflight.as_mut().expect("set above");
             let r = match fut.as_mut().poll(cx) {
@@ -597,7 +667,7 @@ impl Drop for ScanStream {
             let s = &self.client.conn.shared;
             s.unregister(ReqKey::Scan(self.scan_id));
             let _ =
-                s.send(s.tc(), Signal::ScanNextReq(ScanNextReq { txn: self.txn, scan_id: self.scan_id, close: true }));
+                s.send(self.tc, Signal::ScanNextReq(ScanNextReq { txn: self.txn, scan_id: self.scan_id, close: true }));
         }
     }
 }

@@ -17,6 +17,7 @@
 //! `NotConnected` and so does every later one.
 
 use crate::error::ClientError;
+use crate::partition_map::PartitionMap;
 use crate::ConnectOptions;
 use norr_kernel::{BlockRef, NodeId, Priority};
 use norr_signals::{block, wire, DictResult, Envelope, NodeError, ScanTabConf, Signal, TcKeyConf, TcKeyRef};
@@ -61,6 +62,8 @@ struct SendQueue {
 pub(crate) struct Shared {
     pub api_node: NodeId,
     pub data_node: NodeId,
+    /// Where transactions start (the node's TC instances, tables seen).
+    pub map: PartitionMap,
     pub opts: ConnectOptions,
     pending: Mutex<Pending>,
     send: Mutex<SendQueue>,
@@ -87,9 +90,6 @@ impl Shared {
         self.next_dict.fetch_add(1, Ordering::Relaxed)
     }
 
-    pub fn tc(&self) -> BlockRef {
-        BlockRef::new(self.data_node, block::TC, 0)
-    }
     pub fn dict(&self) -> BlockRef {
         BlockRef::new(self.data_node, block::DICT, 0)
     }
@@ -296,15 +296,15 @@ pub(crate) async fn connect(addr: impl tokio::net::ToSocketAddrs, opts: ConnectO
         Ok(r) => r?,
         Err(_) => return Err(ClientError::NotConnected("handshake timed out".to_string())),
     };
-    let (api_node, data_node) = match reply {
-        HelloReply::Welcome { api_node, data_node, wire_version } => {
+    let (api_node, data_node, tc_instances) = match reply {
+        HelloReply::Welcome { api_node, data_node, wire_version, tc_instances } => {
             if wire_version != wire::WIRE_VERSION {
                 return Err(ClientError::Node(NodeError::with(
                     norr_signals::ErrorCode::UnsupportedVersion,
                     format!("node speaks wire version {wire_version}, client {}", wire::WIRE_VERSION),
                 )));
             }
-            (api_node, data_node)
+            (api_node, data_node, tc_instances)
         }
         HelloReply::Refused { reason } => {
             return Err(ClientError::Protocol(format!("data node refused the connection: {reason}")))
@@ -314,6 +314,7 @@ pub(crate) async fn connect(addr: impl tokio::net::ToSocketAddrs, opts: ConnectO
     let shared = Arc::new(Shared {
         api_node,
         data_node,
+        map: PartitionMap::new(data_node, tc_instances),
         opts,
         pending: Mutex::new(Pending { waiting: HashMap::new(), closed: None }),
         send: Mutex::new(SendQueue { buf: Vec::with_capacity(64 * 1024), closed: false }),

@@ -41,6 +41,7 @@ pub mod blocking;
 mod client;
 mod conn;
 mod error;
+mod partition_map;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -48,8 +49,8 @@ pub use client::{Client, ScanStream, Transaction};
 pub use error::ClientError;
 pub use norr_signals::{
     Bound, CmpOp, ColumnDef, ColumnId, ColumnType, ErrorClass, ErrorCode, ExecType, Filter, IndexDef, IndexId,
-    IndexKind, KeyAccess, KeyOp, LockMode, NodeError, NodeStats, OpKind, OpResult, PartitionScheme, ScanRange,
-    ScanSpec, TableDef, TableId, Value, MAX_OPS_PER_BATCH, MAX_SCAN_BATCH_ROWS,
+    IndexKind, KeyAccess, KeyOp, LockMode, NodeError, NodeStats, OpKind, OpResult, PartitionId, PartitionScheme,
+    ScanRange, ScanSpec, TableDef, TableId, Value, MAX_OPS_PER_BATCH, MAX_SCAN_BATCH_ROWS,
 };
 
 use std::time::Duration;

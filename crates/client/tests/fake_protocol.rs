@@ -261,6 +261,7 @@ async fn connection_loss_fails_pending_and_later_calls() {
                         api_node: 200,
                         data_node: 1,
                         wire_version: norr_signals::wire::WIRE_VERSION,
+                        tc_instances: 1,
                     };
                     let mut out = Vec::new();
                     norr_transport::encode_frame(&norr_transport::handshake::encode_reply(&r), &mut out);

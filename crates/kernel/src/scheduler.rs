@@ -143,6 +143,12 @@ impl<S> Scheduler<S> {
             && self.blocks.get(r.block as usize).and_then(|v| v.get(r.instance as usize)).is_some_and(|b| b.is_some())
     }
 
+    /// How many instances of `block` are registered, numbered from 0 (hosts
+    /// fan API_FAILREQ out to every TC, and tell clients how many TCs there are).
+    pub fn instances(&self, block: u16) -> u16 {
+        self.blocks.get(block as usize).map_or(0, |v| v.iter().take_while(|b| b.is_some()).count() as u16)
+    }
+
     /// Mutable access to a registered block (hosts use it for inspection in tests).
     pub fn block_mut(&mut self, block: u16, instance: u16) -> Option<&mut BoxedBlock<S>> {
         self.blocks.get_mut(block as usize)?.get_mut(instance as usize)?.as_mut()

@@ -15,6 +15,12 @@ pub struct Knobs {
     /// A transaction with no request for this long is aborted (frees its locks
     /// when a client vanished without closing the connection).
     pub txn_inactive_timeout_ms: u64,
+    /// TC (transaction coordinator) instances per data node, all on the node's
+    /// one thread today. Clients start each transaction on the instance its
+    /// first operation's partition maps to (`partition % tc_instances`), so
+    /// with more than one the coordinator choice is partition-aware, as it is
+    /// across data nodes. Limits below marked "in a TC" are per instance.
+    pub tc_instances: u16,
     /// Most concurrently open transactions in a TC.
     pub max_transactions: u32,
     /// Most operations in one transaction.
@@ -51,6 +57,7 @@ impl Default for Knobs {
             data_memory_bytes: 1 << 30,
             lock_wait_timeout_ms: 1_200,
             txn_inactive_timeout_ms: 60_000,
+            tc_instances: 1,
             max_transactions: 16_384,
             max_ops_per_txn: 1_000_000,
             max_scans: 4_096,
@@ -73,6 +80,7 @@ impl Knobs {
             data_memory_bytes: 4 << 20,
             lock_wait_timeout_ms: 50,
             txn_inactive_timeout_ms: 2_000,
+            tc_instances: 3,
             max_transactions: 64,
             max_ops_per_txn: 64,
             max_scans: 16,
@@ -98,6 +106,7 @@ impl Knobs {
         range("data_memory_bytes", self.data_memory_bytes, 1 << 20, 1 << 44)?;
         range("lock_wait_timeout_ms", self.lock_wait_timeout_ms, 1, 3_600_000)?;
         range("txn_inactive_timeout_ms", self.txn_inactive_timeout_ms, 10, 86_400_000)?;
+        range("tc_instances", self.tc_instances, 1, 64)?;
         range("max_transactions", self.max_transactions, 1, 1 << 24)?;
         range("max_ops_per_txn", self.max_ops_per_txn, 1, 1 << 30)?;
         range("max_scans", self.max_scans, 1, 1 << 20)?;

@@ -504,7 +504,12 @@ impl EventLoop {
         let Some(api_node) = self.ids.alloc() else {
             return refuse(self, format!("too many API connections (max_api_connections = {})", self.ids.capacity()));
         };
-        let reply = HelloReply::Welcome { api_node, data_node: self.node_id, wire_version: wire::WIRE_VERSION };
+        let reply = HelloReply::Welcome {
+            api_node,
+            data_node: self.node_id,
+            wire_version: wire::WIRE_VERSION,
+            tc_instances: self.sched.instances(block::TC),
+        };
         let now = self.now_ns();
         let c = self.conns[slot].as_mut().expect("live connection");
         c.api_node = Some(api_node);
@@ -643,8 +648,9 @@ impl EventLoop {
     /// Deliver ApiFailReq (priority A, never refused) to TC and DICT.
     fn api_failed(&mut self, api_node: NodeId) {
         let from = BlockRef::new(self.node_id, 0, 0);
-        for b in [block::TC, block::DICT] {
-            let to = BlockRef::new(self.node_id, b, 0);
+        let tcs = (0..self.sched.instances(block::TC)).map(|i| (block::TC, i));
+        for (b, i) in tcs.chain([(block::DICT, 0)]) {
+            let to = BlockRef::new(self.node_id, b, i);
             let env = Envelope { from, to, prio: Priority::A, signal: Signal::ApiFailReq { api_node } };
             match self.sched.deliver(env) {
                 Ok(()) => {}

@@ -119,9 +119,10 @@ fn connect(h: &DataNodeHandle) -> Client {
     let mut dec = FrameDecoder::new(64 << 20);
     let f = read_frame(&mut s, &mut dec).expect("handshake reply");
     match handshake::decode_reply(&f).unwrap() {
-        HelloReply::Welcome { api_node, data_node, wire_version } => {
+        HelloReply::Welcome { api_node, data_node, wire_version, tc_instances } => {
             assert_eq!(data_node, NODE);
             assert_eq!(wire_version, wire::WIRE_VERSION);
+            assert_eq!(tc_instances, 1, "the default node runs one TC");
             Client { s, dec, api_node }
         }
         HelloReply::Refused { reason } => panic!("refused: {reason}"),

@@ -9,6 +9,7 @@ pub mod filter_eval;
 pub mod internal;
 pub mod keycode;
 pub mod ops;
+pub mod partition;
 pub mod schema;
 pub mod value;
 pub mod wire;

@@ -128,6 +128,9 @@ pub fn random_knobs(rng: &mut Rng) -> Knobs {
         // The simulator has no event loop to spin (and draws no number for it,
         // so the knobs of a seed stay as they were).
         idle_spin_us: d.idle_spin_us,
+        // Simulated clients send to TC instance 0; more instances would only
+        // sit idle (and drawing a number would change every seed's run).
+        tc_instances: d.tc_instances,
     };
     let mut k = k;
     // Now and then far below the stress values, to reach the "out of records" paths.
@@ -420,10 +423,11 @@ impl Host {
 
     fn deliver_api_fail(&mut self, api: NodeId) {
         self.trace.mark(self.now_ns, kind::API_FAIL, api as u64);
-        for b in [block::TC, block::DICT] {
+        let tcs = (0..self.node.instances(block::TC)).map(|i| (block::TC, i));
+        for (b, i) in tcs.chain([(block::DICT, 0)]) {
             let env = Envelope {
                 from: BlockRef::new(DATA_NODE, 0, 0),
-                to: BlockRef::new(DATA_NODE, b, 0),
+                to: BlockRef::new(DATA_NODE, b, i),
                 prio: Priority::A,
                 signal: Signal::ApiFailReq { api_node: api },
             };

@@ -20,8 +20,18 @@ pub struct Hello {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HelloReply {
-    Welcome { api_node: NodeId, data_node: NodeId, wire_version: u16 },
-    Refused { reason: String },
+    Welcome {
+        api_node: NodeId,
+        data_node: NodeId,
+        wire_version: u16,
+        /// TC instances on the data node (block TC, instances 0..n): the client
+        /// starts each transaction on the one its first operation's partition
+        /// maps to (`norr_signals::partition::coordinator_instance`).
+        tc_instances: u16,
+    },
+    Refused {
+        reason: String,
+    },
 }
 
 pub fn encode_hello(h: &Hello) -> Vec<u8> {

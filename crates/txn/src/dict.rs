@@ -59,7 +59,10 @@ enum Stage {
         waiting: usize,
         error: Option<NodeError>,
     },
-    Tc,
+    /// Waiting for this many TC instances to take the change.
+    Tc {
+        waiting: usize,
+    },
     Stats {
         waiting: usize,
         acc: BlockStats,
@@ -78,6 +81,8 @@ struct Active {
 pub struct Dict {
     node: NodeId,
     lqh_instances: u16,
+    /// TC instances of the node: each keeps its own copy of the definitions.
+    tc_instances: u16,
     default_partitions: u32,
     tables: BTreeMap<TableId, TableDef>,
     next_table_id: TableId,
@@ -100,6 +105,7 @@ impl Dict {
         Dict {
             node,
             lqh_instances,
+            tc_instances: knobs.tc_instances.max(1),
             default_partitions: knobs.default_partitions,
             tables: BTreeMap::new(),
             next_table_id: 1,
@@ -184,8 +190,10 @@ impl Dict {
                     for i in 0..self.lqh_instances {
                         ctx.send(BlockRef::new(self.node, block::LQH, i), internal(InternalSignal::StatsReq { req }));
                     }
-                    ctx.send(BlockRef::new(self.node, block::TC, 0), internal(InternalSignal::StatsReq { req }));
-                    let waiting = self.lqh_instances as usize + 1;
+                    for i in 0..self.tc_instances {
+                        ctx.send(BlockRef::new(self.node, block::TC, i), internal(InternalSignal::StatsReq { req }));
+                    }
+                    let waiting = self.lqh_instances as usize + self.tc_instances as usize;
                     let stage = Stage::Stats { waiting, acc: BlockStats::default() };
                     self.active = Some(Active { from, req_id, req, change: None, stage, silent: false });
                 }
@@ -319,13 +327,19 @@ impl Dict {
                     // need undoing; with one, nothing changed.
                     return self.finish(ctx, Err(e));
                 }
-                a.stage = Stage::Tc;
+                a.stage = Stage::Tc { waiting: self.tc_instances as usize };
                 let change = a.change.clone().expect("schema change");
-                let s = InternalSignal::SchemaChangeReq { req, change: Box::new(change) };
-                ctx.send(BlockRef::new(self.node, block::TC, 0), internal(s));
+                for i in 0..self.tc_instances {
+                    let s = InternalSignal::SchemaChangeReq { req, change: Box::new(change.clone()) };
+                    ctx.send(BlockRef::new(self.node, block::TC, i), internal(s));
+                }
             }
-            Stage::Tc => {
+            Stage::Tc { waiting } => {
                 debug_assert!(error.is_none(), "TC cannot refuse a schema change");
+                *waiting -= 1;
+                if *waiting > 0 {
+                    return;
+                }
                 let change = a.change.take().expect("schema change");
                 let r = self.commit(change);
                 self.finish(ctx, Ok(r));

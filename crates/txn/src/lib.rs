@@ -42,10 +42,13 @@ use norr_signals::{block, Signal};
 /// `route::lqh_instance`, so raising it only needs storage split per instance.
 pub const LQH_INSTANCES: u16 = 1;
 
-/// A data node's scheduler with TC (instance 0), the LQH instances and DICT.
+/// A data node's scheduler with the TC instances (`knobs.tc_instances`), the
+/// LQH instances and DICT.
 pub fn build_data_node(node: NodeId, knobs: &Knobs) -> Scheduler<Signal> {
     let mut s = Scheduler::new(node, knobs.job_buffer_bound);
-    s.add_block(block::TC, 0, Box::new(tc::Tc::new(node, LQH_INSTANCES, knobs)));
+    for i in 0..knobs.tc_instances.max(1) {
+        s.add_block(block::TC, i, Box::new(tc::Tc::new(node, i, LQH_INSTANCES, knobs)));
+    }
     for i in 0..LQH_INSTANCES {
         s.add_block(block::LQH, i, Box::new(lqh::Lqh::new(i, knobs)));
     }

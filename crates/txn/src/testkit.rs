@@ -91,8 +91,9 @@ impl Harness {
     /// Also tell DICT (as hosts do).
     pub fn api_fail(&mut self, api: NodeId) -> Vec<Envelope<Signal>> {
         let sig = Signal::ApiFailReq { api_node: api };
-        for b in [block::TC, block::DICT] {
-            let to = BlockRef::new(self.node, b, 0);
+        let tcs = (0..self.sched.instances(block::TC)).map(|i| (block::TC, i));
+        for (b, i) in tcs.chain([(block::DICT, 0)]) {
+            let to = BlockRef::new(self.node, b, i);
             let env = Envelope { from: BlockRef::new(0, 0, 0), to, prio: Priority::A, signal: sig.clone() };
             self.sched.deliver(env).expect("deliver");
         }

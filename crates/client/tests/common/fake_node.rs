@@ -95,8 +95,12 @@ async fn serve(mut s: TcpStream, store: Arc<Mutex<Store>>, conn: u64) {
             };
             if !greeted {
                 decode_hello(&f).unwrap();
-                let r =
-                    HelloReply::Welcome { api_node: 100 + conn as u16, data_node: 1, wire_version: wire::WIRE_VERSION };
+                let r = HelloReply::Welcome {
+                    api_node: 100 + conn as u16,
+                    data_node: 1,
+                    wire_version: wire::WIRE_VERSION,
+                    tc_instances: 1,
+                };
                 encode_frame(&encode_reply(&r), &mut out);
                 greeted = true;
                 continue;

@@ -129,8 +129,12 @@ fn internal(s: InternalSignal) -> Signal {
 }
 
 impl Tc {
-    pub fn new(node: NodeId, lqh_instances: u16, knobs: &Knobs) -> Tc {
+    /// TC `instance` of data node `node`. The instance number is the top 16
+    /// bits of every transaction and scan number it hands out: LQH keys its
+    /// state by them, so the TC instances of a node never collide.
+    pub fn new(node: NodeId, instance: u16, lqh_instances: u16, knobs: &Knobs) -> Tc {
         assert!(lqh_instances > 0);
+        let first_id = ((instance as u64) << 48) + 1;
         Tc {
             node,
             lqh_instances,
@@ -141,12 +145,12 @@ impl Tc {
             defs: FxHashMap::default(),
             txns: BTreeMap::new(),
             by_handle: FxHashMap::default(),
-            next_txn: 1,
+            next_txn: first_id,
             tombstones: BTreeMap::new(),
             scans: BTreeMap::new(),
             scan_by_client: FxHashMap::default(),
             scan_tombstones: BTreeMap::new(),
-            next_scan: 1,
+            next_scan: first_id,
             timer_armed: false,
             failed_apis: BTreeSet::new(),
             committed: 0,
