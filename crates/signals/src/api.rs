@@ -7,6 +7,12 @@
 //! Commit or Rollback, or with an abort (TC_KEYREF / SCAN_TABREF), after which the
 //! handle may be reused.
 //!
+//! A data node may run several TC instances (block TC, instances 0..n, the count
+//! is in the handshake's Welcome). Each keeps its own transactions: a client
+//! sends every request of a transaction, and of each of its scans, to the
+//! instance that got the first one (clients choose it from the first
+//! operation's partition, `crate::partition::coordinator_instance`).
+//!
 //! Details (TC in `norr-txn`):
 //! * a transaction has one request in progress at a time: a TC_KEYREQ sent
 //!   before the previous one was answered gets TC_KEYREF MalformedSignal and
