@@ -29,6 +29,7 @@ use crate::engine::expr::value::{self as vals, parse_decimal, str_to_num, Coll, 
 use crate::engine::expr::{conjuncts, eval, is_row_independent, CExpr, EvalCtx};
 use crate::engine::partition::PartFn;
 use crate::engine::plan::{self, Access};
+use crate::engine::plan_cache::{self, PlanSlot};
 use crate::engine::query::{resolve_tables, OrderKey, StmtCompiler, TableAccess, Tables};
 use crate::engine::{txn_control, Engine};
 use crate::types::{QueryOutput, Session, SqlError};
@@ -1036,8 +1037,11 @@ async fn apply_update(
 
 // ---------------------------------------------------------------- UPDATE / DELETE
 
-/// A compiled single-table UPDATE or DELETE.
-struct RowStmt {
+/// A compiled single-table UPDATE or DELETE (kept by prepared statements,
+/// see `plan_cache`).
+pub struct RowStmt {
+    /// Parameters the statement reads.
+    param_count: usize,
     table: Arc<SqlTable>,
     part: Arc<PartFn>,
     conj: Vec<CExpr>,
@@ -1079,6 +1083,7 @@ fn compile_row_stmt(
 ) -> Result<RowStmt, SqlError> {
     let t = tables.get(name)?;
     let scope = table_scope(&t, alias);
+    let param_count = pm.count();
     let mut sc = StmtCompiler::new(tables, pm.clone());
     let mut conj = Vec::new();
     if let Some(w) = selection {
@@ -1110,7 +1115,18 @@ fn compile_row_stmt(
     }
     let part = exec_part(&t)?;
     let access = plan::choose_access(&t.def, &conj);
-    Ok(RowStmt { table: t, part, conj, access, order, limit, sets, sysvars: sc.sysvars, uservars: sc.uservars })
+    Ok(RowStmt {
+        param_count,
+        table: t,
+        part,
+        conj,
+        access,
+        order,
+        limit,
+        sets,
+        sysvars: sc.sysvars,
+        uservars: sc.uservars,
+    })
 }
 
 /// Conjuncts fully answered by a pk lookup (each is `pk_col = value` / IN on a pk column).
@@ -1198,27 +1214,30 @@ pub async fn execute_update(
     session: &mut Session,
     st: &Statement,
     params: &[Value],
+    kept: Option<&PlanSlot<RowStmt>>,
 ) -> Result<QueryOutput, SqlError> {
     let Statement::Update(u) = st else { return Err(SqlError::internal("not an UPDATE")) };
     if u.from.is_some() {
         return Err(SqlError::unsupported("UPDATE ... FROM"));
     }
     let (name, alias) = single_table(std::slice::from_ref(&u.table))?;
-    let tables = resolve_tables(engine, session, st).await?;
-    let pm = ParamMap::from_statement(st);
-    if params.len() < pm.count() {
+    let rs = plan_cache::plan(engine, session, st, kept, |tables| {
+        compile_row_stmt(
+            tables,
+            ParamMap::from_statement(st),
+            name,
+            &alias,
+            u.selection.as_ref(),
+            &u.order_by,
+            u.limit.as_ref(),
+            &u.assignments,
+        )
+    })
+    .await?;
+    if params.len() < rs.param_count {
         return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
     }
-    let rs = compile_row_stmt(
-        &tables,
-        pm,
-        name,
-        &alias,
-        u.selection.as_ref(),
-        &u.order_by,
-        u.limit.as_ref(),
-        &u.assignments,
-    )?;
+    let rs = rs.as_ref();
     let mut ctx = exec::make_ctx(session, params, &rs.sysvars, &rs.uservars)?;
     let def = &rs.table.def;
     let found_rows = session.client_found_rows;
@@ -1238,14 +1257,14 @@ pub async fn execute_update(
             && no_on_update
         {
             if let Some(keys) = plan::eval_keys(keys, &def.primary_key, def, &mut ctx)? {
-                return update_by_keys(engine, session, &rs, keys, ctx, found_rows).await;
+                return update_by_keys(engine, session, rs, keys, ctx, found_rows).await;
             }
         }
     }
 
     txn_control::begin_statement(engine, session);
     let res = match session.txn.as_mut() {
-        Some(txn) => update_general(txn, &rs, &mut ctx).await,
+        Some(txn) => update_general(txn, rs, &mut ctx).await,
         None => Err(SqlError::internal("no transaction")),
     };
     let (matched, changed) = txn_control::end_statement(engine, session, res).await?;
@@ -1522,6 +1541,7 @@ pub async fn execute_delete(
     session: &mut Session,
     st: &Statement,
     params: &[Value],
+    kept: Option<&PlanSlot<RowStmt>>,
 ) -> Result<QueryOutput, SqlError> {
     let Statement::Delete(d) = st else { return Err(SqlError::internal("not a DELETE")) };
     if !d.tables.is_empty() || d.using.is_some() {
@@ -1531,12 +1551,15 @@ pub async fn execute_delete(
         ast::FromTable::WithFromKeyword(v) | ast::FromTable::WithoutKeyword(v) => v,
     };
     let (name, alias) = single_table(from)?;
-    let tables = resolve_tables(engine, session, st).await?;
-    let pm = ParamMap::from_statement(st);
-    if params.len() < pm.count() {
+    let rs = plan_cache::plan(engine, session, st, kept, |tables| {
+        let pm = ParamMap::from_statement(st);
+        compile_row_stmt(tables, pm, name, &alias, d.selection.as_ref(), &d.order_by, d.limit.as_ref(), &[])
+    })
+    .await?;
+    if params.len() < rs.param_count {
         return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
     }
-    let rs = compile_row_stmt(&tables, pm, name, &alias, d.selection.as_ref(), &d.order_by, d.limit.as_ref(), &[])?;
+    let rs = rs.as_ref();
     let mut ctx = exec::make_ctx(session, params, &rs.sysvars, &rs.uservars)?;
     let t = rs.table.clone();
     let def = &t.def;
@@ -1584,7 +1607,7 @@ pub async fn execute_delete(
 
     txn_control::begin_statement(engine, session);
     let res = match session.txn.as_mut() {
-        Some(txn) => delete_general(txn, &rs, &mut ctx).await,
+        Some(txn) => delete_general(txn, rs, &mut ctx).await,
         None => Err(SqlError::internal("no transaction")),
     };
     let n = txn_control::end_statement(engine, session, res).await?;

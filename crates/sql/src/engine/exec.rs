@@ -202,7 +202,7 @@ async fn run_setop(
         }
         v
     };
-    finish_rows(keyed, &s.order, false, &[], s.limit.as_ref(), s.offset.as_ref(), ctx)
+    finish_rows(keyed, &s.order, &[], false, &[], s.limit.as_ref(), s.offset.as_ref(), ctx)
 }
 
 /// Group / distinct key: values encoded so that SQL-equal values are equal bytes.
@@ -243,15 +243,18 @@ pub fn encode_group_key(vals_: &[Value], colls: &[Coll], out: &mut Vec<u8>) {
             }
             Value::Bytes(b) => {
                 out.push(4);
-                let folded;
-                let b: &[u8] = if colls.get(i).copied().unwrap_or(Coll::Ci) == Coll::Ci {
-                    folded = norr_signals::keycode::fold_case(b);
-                    &folded
+                if colls.get(i).copied().unwrap_or(Coll::Ci) == Coll::Bin {
+                    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+                    out.extend_from_slice(b);
+                } else if b.is_ascii() {
+                    // ASCII folds byte by byte (what fold_case does), without a copy.
+                    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+                    out.extend(b.iter().map(|c| c.to_ascii_lowercase()));
                 } else {
-                    b
-                };
-                out.extend_from_slice(&(b.len() as u32).to_be_bytes());
-                out.extend_from_slice(b);
+                    let folded = norr_signals::keycode::fold_case(b);
+                    out.extend_from_slice(&(folded.len() as u32).to_be_bytes());
+                    out.extend_from_slice(&folded);
+                }
             }
             other => {
                 out.push(5);
@@ -287,10 +290,22 @@ fn eval_count(e: Option<&CExpr>, ctx: &mut EvalCtx, what: &str) -> Result<Option
     }
 }
 
-/// Sort by keys, DISTINCT, OFFSET, LIMIT.
+/// Order key `i` of a keyed row (see `finish_rows`).
+fn order_key<'r>(r: &'r (Vec<Value>, Row), key_cols: &[Option<usize>], i: usize) -> &'r Value {
+    match key_cols.get(i).copied().flatten() {
+        Some(j) => &r.1[j],
+        None => &r.0[i],
+    }
+}
+
+/// Sort by keys, DISTINCT, OFFSET, LIMIT. Order key `i` is `keys[i]`, or
+/// output column `j` when `key_cols[i] == Some(j)` (a key that is a selected
+/// column is not stored twice).
+#[allow(clippy::too_many_arguments)]
 fn finish_rows(
     mut keyed: Vec<(Vec<Value>, Row)>,
     order: &[OrderKey],
+    key_cols: &[Option<usize>],
     distinct: bool,
     out_colls: &[Coll],
     limit: Option<&CExpr>,
@@ -300,7 +315,7 @@ fn finish_rows(
     if !order.is_empty() {
         keyed.sort_by(|a, b| {
             for (i, o) in order.iter().enumerate() {
-                let c = order_cmp(&a.0[i], &b.0[i], o.coll);
+                let c = order_cmp(order_key(a, key_cols, i), order_key(b, key_cols, i), o.coll);
                 let c = if o.desc { c.reverse() } else { c };
                 if c != std::cmp::Ordering::Equal {
                     return c;
@@ -430,17 +445,31 @@ fn read_op(t: &TableAccess, key: KeyAccess, partition: Option<PartitionId>) -> K
     }
 }
 
-/// Spread a projected row into a full-width table row.
-fn widen(t: &TableAccess, r: Vec<Value>) -> Row {
+/// Spread a projected row into a full-width table row, in place: `needed`
+/// is strictly increasing (sorted and deduplicated by the planner), so moving
+/// the values from the last to the first only ever lands on a NULL filler.
+fn widen(t: &TableAccess, mut r: Vec<Value>) -> Row {
     let n = t.table.def.columns.len();
     if t.needed.len() == n {
         return r;
     }
-    let mut row = vec![Value::Null; n];
-    for (c, v) in t.needed.iter().zip(r) {
-        row[*c as usize] = v;
+    let in_place = r.len() == t.needed.len()
+        && t.needed.windows(2).all(|w| w[0] < w[1])
+        && t.needed.last().is_some_and(|&c| (c as usize) < n);
+    if !in_place {
+        let mut row = vec![Value::Null; n];
+        for (c, v) in t.needed.iter().zip(r) {
+            if let Some(slot) = row.get_mut(*c as usize) {
+                *slot = v;
+            }
+        }
+        return row;
     }
-    row
+    r.resize(n, Value::Null);
+    for (j, c) in t.needed.iter().enumerate().rev() {
+        r.swap(j, *c as usize);
+    }
+    r
 }
 
 /// Key reads (pk or unique); results in key order, missing rows skipped.
@@ -500,6 +529,16 @@ pub async fn read_keys(
 
 /// The scan spec for a table access (None = provably no rows).
 pub fn scan_spec(t: &TableAccess, ctx: &mut EvalCtx, limit: Option<u64>) -> Result<Option<ScanSpec>, SqlError> {
+    scan_spec_via(t, &t.access, ctx, limit)
+}
+
+/// `scan_spec` with the access path given apart from the table access.
+fn scan_spec_via(
+    t: &TableAccess,
+    access: &Access,
+    ctx: &mut EvalCtx,
+    limit: Option<u64>,
+) -> Result<Option<ScanSpec>, SqlError> {
     let def = &t.table.def;
     let partitions = scan_partitions(t, ctx)?;
     if partitions.as_ref().is_some_and(|p| p.is_empty()) {
@@ -513,7 +552,7 @@ pub fn scan_spec(t: &TableAccess, ctx: &mut EvalCtx, limit: Option<u64>) -> Resu
     spec.partitions = partitions;
     spec.filter = plan::build_filter(def, &t.local, ctx)?;
     spec.limit = limit;
-    if let Access::IndexRange { index, eq, low, high, .. } = &t.access {
+    if let Access::IndexRange { index, eq, low, high, .. } = access {
         let ix = def.index(*index).ok_or_else(|| SqlError::internal("index vanished"))?;
         match plan::eval_range(def, &ix.columns, eq, low, high, ctx)? {
             None => return Ok(None),
@@ -534,6 +573,10 @@ pub async fn fetch_table(
     limit: Option<u64>,
 ) -> Result<Vec<Row>, SqlError> {
     let def = &t.table.def;
+    // Key reads, or else the access a scan uses: a wide pk range scans the
+    // PRIMARY ordered index; lookup keys that did not convert exactly scan
+    // the table.
+    let mut scan_access = None;
     let keyed = match &t.access {
         Access::PkLookup { keys } => {
             plan::eval_keys(keys, &def.primary_key, def, ctx)?.map(|k| (None, def.primary_key.clone(), k))
@@ -544,38 +587,24 @@ pub async fn fetch_table(
         }
         Access::PkRange { low, high } => match plan::resolve_pk_range(def, low, high, ctx)? {
             plan::PkRangeRun::Keys(k) => Some((None, def.primary_key.clone(), k)),
-            plan::PkRangeRun::Scan(_) => None,
+            plan::PkRangeRun::Scan(a) => {
+                scan_access = Some(a);
+                None
+            }
         },
         _ => None,
     };
     let rows: Vec<Row> = match keyed {
         Some((index, cols, keys)) => read_keys(rd, t, index, &cols, keys).await?.into_iter().map(|(_, r)| r).collect(),
         None => {
-            let t2;
-            let t = match &t.access {
-                Access::PkLookup { .. } | Access::UniqueLookup { .. } | Access::PkRange { .. } => {
-                    // A wide pk range scans the PRIMARY ordered index; lookup
-                    // keys that did not convert exactly scan the table.
-                    let access = match &t.access {
-                        Access::PkRange { low, high } => match plan::resolve_pk_range(def, low, high, ctx)? {
-                            plan::PkRangeRun::Scan(a) => a,
-                            plan::PkRangeRun::Keys(_) => Access::FullScan,
-                        },
-                        _ => Access::FullScan,
-                    };
-                    t2 = TableAccess {
-                        table: t.table.clone(),
-                        part: t.part.clone(),
-                        access,
-                        local: t.local.clone(),
-                        needed: t.needed.clone(),
-                        lock: t.lock,
-                    };
-                    &t2
+            let access = match (&t.access, &scan_access) {
+                (_, Some(a)) => a,
+                (Access::PkLookup { .. } | Access::UniqueLookup { .. } | Access::PkRange { .. }, None) => {
+                    &Access::FullScan
                 }
-                _ => t,
+                (a, None) => a,
             };
-            match scan_spec(t, ctx, limit)? {
+            match scan_spec_via(t, access, ctx, limit)? {
                 None => Vec::new(),
                 Some(spec) => {
                     let rows = rd.scan(spec).await.map_err(|e| error_map::from_client(e, &table_err(def)))?;
@@ -651,7 +680,7 @@ async fn run_select(
     let mut rows: Vec<Row> = vec![Vec::new()];
     for (si, s) in p.sources.iter().enumerate() {
         let prefix_width = s.base;
-        let null_ext = vec![Value::Null; s.width];
+        let null_ext = if s.left_join { vec![Value::Null; s.width] } else { Vec::new() };
         let mut next: Vec<Row> = Vec::new();
         if let (Some(l), SourceKind::Table(t)) = (&s.lookup, &s.kind) {
             // Batched key lookups of the inner side, one batch per JOIN_BATCH outer rows.
@@ -805,8 +834,20 @@ async fn run_select(
         None => rows,
     };
     // HAVING, projection, order keys.
+    // A select list of distinct plain columns takes its values out of the
+    // row instead of copying them; an order key that is a selected column
+    // is read from the output row.
+    let moves = plain_distinct_cols(&p.proj);
+    let key_cols: Vec<Option<usize>> = p
+        .order
+        .iter()
+        .map(|o| match &o.expr {
+            CExpr::Col(i) => p.proj.iter().position(|e| matches!(e, CExpr::Col(j) if j == i)),
+            _ => None,
+        })
+        .collect();
     let mut keyed: Vec<(Vec<Value>, Row)> = Vec::with_capacity(rows.len());
-    for r in rows {
+    for mut r in rows {
         if let Some(h) = &p.having {
             if !eval_pred(h, &r, ctx)? {
                 continue;
@@ -815,18 +856,41 @@ async fn run_select(
         if !p.correlated.is_empty() && p.agg.is_none() {
             run_correlated(rd, c, &p.correlated, &r, ctx).await?;
         }
-        let mut out = Vec::with_capacity(p.proj.len());
-        for e in &p.proj {
-            out.push(eval(e, &r, ctx)?);
-        }
         let mut keys = Vec::with_capacity(p.order.len());
-        for o in &p.order {
-            keys.push(eval(&o.expr, &r, ctx)?);
+        for (o, kc) in p.order.iter().zip(&key_cols) {
+            keys.push(match kc {
+                Some(_) => Value::Null,
+                None => eval(&o.expr, &r, ctx)?,
+            });
+        }
+        let mut out = Vec::with_capacity(p.proj.len());
+        match &moves {
+            Some(cols) => out.extend(
+                cols.iter().map(|&i| r.get_mut(i).map(|v| std::mem::replace(v, Value::Null)).unwrap_or(Value::Null)),
+            ),
+            None => {
+                for e in &p.proj {
+                    out.push(eval(e, &r, ctx)?);
+                }
+            }
         }
         keyed.push((keys, out));
     }
-    let colls: Vec<Coll> = p.types.iter().map(|t| t.coll).collect();
-    finish_rows(keyed, &p.order, p.distinct, &colls, p.limit.as_ref(), p.offset.as_ref(), ctx)
+    let colls: Vec<Coll> = if p.distinct { p.types.iter().map(|t| t.coll).collect() } else { Vec::new() };
+    finish_rows(keyed, &p.order, &key_cols, p.distinct, &colls, p.limit.as_ref(), p.offset.as_ref(), ctx)
+}
+
+/// The row offsets of a select list made only of plain, pairwise distinct
+/// column references (None otherwise).
+fn plain_distinct_cols(proj: &[CExpr]) -> Option<Vec<usize>> {
+    let mut cols = Vec::with_capacity(proj.len());
+    for e in proj {
+        match e {
+            CExpr::Col(i) if !cols.contains(i) => cols.push(*i),
+            _ => return None,
+        }
+    }
+    Some(cols)
 }
 
 async fn run_correlated(

@@ -23,6 +23,7 @@ pub mod expr;
 pub mod functions;
 pub mod partition;
 pub mod plan;
+pub mod plan_cache;
 pub mod query;
 
 use crate::types::{ColumnMeta, QueryOutput, Session, SqlError, Warning, WarningLevel};
@@ -119,6 +120,8 @@ pub struct Prepared {
     /// execution costs no parsing or planning; replaced when the schema it was
     /// compiled against changed (1146 / 1412 on execution).
     compiled: std::sync::Mutex<Option<Arc<query::Compiled>>>,
+    /// The compiled plan of an UPDATE / DELETE, made at its first execution.
+    row_plan: plan_cache::PlanSlot<dml::RowStmt>,
 }
 
 impl Prepared {
@@ -378,15 +381,21 @@ impl Engine {
                 return Err(e);
             }
         };
-        self.run_parsed(s, &parsed, &[]).await
+        self.run_parsed(s, &parsed, &[], None).await
     }
 
-    async fn run_parsed(&self, s: &mut Session, p: &Parsed, params: &[Value]) -> Result<QueryOutput, SqlError> {
+    async fn run_parsed(
+        &self,
+        s: &mut Session,
+        p: &Parsed,
+        params: &[Value],
+        row_plan: Option<&plan_cache::PlanSlot<dml::RowStmt>>,
+    ) -> Result<QueryOutput, SqlError> {
         let keeps_warnings = matches!(p, Parsed::Show(ShowStmt::Warnings { .. } | ShowStmt::Errors { .. }));
         if !keeps_warnings {
             s.warnings.clear();
         }
-        let r = self.dispatch(s, p, params).await;
+        let r = self.dispatch(s, p, params, row_plan).await;
         if let Err(e) = &r {
             self.record_error(s, e);
         }
@@ -431,6 +440,7 @@ impl Engine {
             sql: stmts[0].clone(),
             parsed,
             compiled: std::sync::Mutex::new(compiled),
+            row_plan: Default::default(),
         }))
     }
 
@@ -506,7 +516,7 @@ impl Engine {
             return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
         }
         let (Some(c), Some(q)) = (p.compiled(), p.query()) else {
-            return self.run_parsed(s, &p.parsed, &params).await;
+            return self.run_parsed(s, &p.parsed, &params, Some(&p.row_plan)).await;
         };
         s.warnings.clear();
         self.status.com_select.fetch_add(1, Ordering::Relaxed);
@@ -599,7 +609,13 @@ impl Engine {
         Ok(())
     }
 
-    async fn dispatch(&self, s: &mut Session, p: &Parsed, params: &[Value]) -> Result<QueryOutput, SqlError> {
+    async fn dispatch(
+        &self,
+        s: &mut Session,
+        p: &Parsed,
+        params: &[Value],
+        row_plan: Option<&plan_cache::PlanSlot<dml::RowStmt>>,
+    ) -> Result<QueryOutput, SqlError> {
         match p {
             Parsed::Show(st) => show::execute_show(self, s, st).await,
             Parsed::CreateTable(ct, part) => {
@@ -614,11 +630,17 @@ impl Engine {
                 vars::set_names(s, cs, None, true)?;
                 Ok(QueryOutput::ok(0))
             }
-            Parsed::Sql(st) => self.dispatch_sql(s, st, params).await,
+            Parsed::Sql(st) => self.dispatch_sql(s, st, params, row_plan).await,
         }
     }
 
-    async fn dispatch_sql(&self, s: &mut Session, st: &Statement, params: &[Value]) -> Result<QueryOutput, SqlError> {
+    async fn dispatch_sql(
+        &self,
+        s: &mut Session,
+        st: &Statement,
+        params: &[Value],
+        row_plan: Option<&plan_cache::PlanSlot<dml::RowStmt>>,
+    ) -> Result<QueryOutput, SqlError> {
         match st {
             Statement::Query(q) => {
                 self.status.com_select.fetch_add(1, Ordering::Relaxed);
@@ -630,11 +652,11 @@ impl Engine {
             }
             Statement::Update { .. } => {
                 self.status.com_update.fetch_add(1, Ordering::Relaxed);
-                dml::execute_update(self, s, st, params).await
+                dml::execute_update(self, s, st, params, row_plan).await
             }
             Statement::Delete(_) => {
                 self.status.com_delete.fetch_add(1, Ordering::Relaxed);
-                dml::execute_delete(self, s, st, params).await
+                dml::execute_delete(self, s, st, params, row_plan).await
             }
             Statement::Explain { .. } => explain::execute_explain(self, s, st, params).await,
             Statement::ExplainTable { table_name, .. } => {

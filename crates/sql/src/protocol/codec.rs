@@ -88,12 +88,18 @@ pub fn err_packet(e: &SqlError) -> Vec<u8> {
 /// adds the trailing "default value" field COM_FIELD_LIST answers carry.
 pub fn column_def(c: &ColumnMeta, field_list_default: bool) -> Vec<u8> {
     let mut b = Vec::with_capacity(64);
-    put_lenenc_str(&mut b, b"def");
-    put_lenenc_str(&mut b, c.schema.as_bytes());
-    put_lenenc_str(&mut b, c.table.as_bytes());
-    put_lenenc_str(&mut b, c.org_table.as_bytes());
-    put_lenenc_str(&mut b, c.name.as_bytes());
-    put_lenenc_str(&mut b, c.org_name.as_bytes());
+    put_column_def(&mut b, c, field_list_default);
+    b
+}
+
+/// Appends a column definition packet's payload (see `column_def`).
+pub fn put_column_def(b: &mut Vec<u8>, c: &ColumnMeta, field_list_default: bool) {
+    put_lenenc_str(b, b"def");
+    put_lenenc_str(b, c.schema.as_bytes());
+    put_lenenc_str(b, c.table.as_bytes());
+    put_lenenc_str(b, c.org_table.as_bytes());
+    put_lenenc_str(b, c.name.as_bytes());
+    put_lenenc_str(b, c.org_name.as_bytes());
     b.push(0x0c);
     b.extend_from_slice(&c.charset.to_le_bytes());
     b.extend_from_slice(&c.column_length.to_le_bytes());
@@ -104,7 +110,6 @@ pub fn column_def(c: &ColumnMeta, field_list_default: bool) -> Vec<u8> {
     if field_list_default {
         b.push(0xfb);
     }
-    b
 }
 
 /// Bounds-checked reader over a client payload.

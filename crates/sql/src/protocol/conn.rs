@@ -491,22 +491,18 @@ impl<B: Backend> Conn<B> {
                 self.send_ok(*affected_rows, *last_insert_id, extra, info).await?;
             }
             QueryOutput::Rows { columns, rows } => {
-                let mut b = Vec::with_capacity(9);
-                codec::put_lenenc_int(&mut b, columns.len() as u64);
-                self.wr.push(&b);
+                // Everything is written straight into the output buffer.
+                self.wr.push_with(|b| codec::put_lenenc_int(b, columns.len() as u64));
                 for c in columns {
-                    self.wr.send(&codec::column_def(c, false)).await?;
+                    self.wr.send_with(|b| codec::put_column_def(b, c, false)).await?;
                 }
                 self.push_mid_eof();
-                let mut buf = Vec::with_capacity(256);
                 for row in rows {
-                    buf.clear();
                     if binary {
-                        value::binary_row(&mut buf, row, columns);
+                        self.wr.send_with(|b| value::binary_row(b, row, columns)).await?;
                     } else {
-                        value::text_row(&mut buf, row, columns);
+                        self.wr.send_with(|b| value::text_row(b, row, columns)).await?;
                     }
-                    self.wr.send(&buf).await?;
                 }
                 self.push_end_of_rows(extra);
             }

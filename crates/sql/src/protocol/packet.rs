@@ -114,6 +114,33 @@ impl<W: AsyncWrite + Unpin> PacketWriter<W> {
         }
     }
 
+    /// Appends one logical packet that `write` puts straight into the buffer
+    /// (no payload copy); one too big for a single chunk is split as `push` does.
+    pub fn push_with(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.buf.len();
+        self.buf.extend_from_slice(&[0, 0, 0, 0]);
+        write(&mut self.buf);
+        let n = self.buf.len() - start - 4;
+        if n < MAX_CHUNK_BYTES {
+            let len = (n as u32).to_le_bytes();
+            self.buf[start..start + 4].copy_from_slice(&[len[0], len[1], len[2], self.seq]);
+            self.seq = self.seq.wrapping_add(1);
+        } else {
+            let payload = self.buf.split_off(start + 4);
+            self.buf.truncate(start);
+            self.push(&payload);
+        }
+    }
+
+    /// `push_with`, then a flush if the buffer grew large.
+    pub async fn send_with(&mut self, write: impl FnOnce(&mut Vec<u8>)) -> std::io::Result<()> {
+        self.push_with(write);
+        if self.buf.len() >= FLUSH_THRESHOLD_BYTES {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
     /// Appends a packet and flushes if the buffer grew large.
     pub async fn send(&mut self, payload: &[u8]) -> std::io::Result<()> {
         self.push(payload);
@@ -159,6 +186,22 @@ mod tests {
             assert_eq!(got.len(), size);
             assert!(got == payload);
             assert_eq!(r.next_seq, 3 + chunks as u8);
+        }
+    }
+
+    #[test]
+    fn push_with_writes_what_push_writes() {
+        for size in [0usize, 1, 300, MAX_CHUNK_BYTES - 1, MAX_CHUNK_BYTES, MAX_CHUNK_BYTES + 5] {
+            let payload: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+            let (mut a, mut b) = (PacketWriter::new(Vec::new()), PacketWriter::new(Vec::new()));
+            for w in [&mut a, &mut b] {
+                w.seq = 250;
+                w.push(b"x");
+            }
+            a.push(&payload);
+            b.push_with(|buf| buf.extend_from_slice(&payload));
+            assert_eq!(a.seq, b.seq, "size {size}");
+            assert!(a.buf == b.buf, "size {size}");
         }
     }
 

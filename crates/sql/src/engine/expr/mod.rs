@@ -244,6 +244,24 @@ pub fn eval_pred(e: &CExpr, row: &[Value], ctx: &mut EvalCtx) -> Result<bool, Sq
     Ok(b(e, row, ctx)? == Some(true))
 }
 
+/// A comparison operand: a literal, parameter or column by reference (no
+/// copy of its bytes), anything else evaluated.
+fn operand<'v>(
+    e: &'v CExpr,
+    row: &'v [Value],
+    params: &'v [Value],
+    ctx: &mut EvalCtx,
+) -> Result<std::borrow::Cow<'v, Value>, SqlError> {
+    use std::borrow::Cow;
+    static NULL: Value = Value::Null;
+    Ok(match e {
+        CExpr::Lit(v) => Cow::Borrowed(v),
+        CExpr::Col(i) => Cow::Borrowed(row.get(*i).unwrap_or(&NULL)),
+        CExpr::Param(i) if *i < params.len() => Cow::Borrowed(&params[*i]),
+        _ => Cow::Owned(eval(e, row, ctx)?),
+    })
+}
+
 pub fn eval(e: &CExpr, row: &[Value], ctx: &mut EvalCtx) -> Result<Value, SqlError> {
     Ok(match e {
         CExpr::Lit(v) => v.clone(),
@@ -292,8 +310,9 @@ pub fn eval(e: &CExpr, row: &[Value], ctx: &mut EvalCtx) -> Result<Value, SqlErr
             }
         }
         CExpr::Cmp(k, l, r, coll) => {
-            let lv = eval(l, row, ctx)?;
-            let rv = eval(r, row, ctx)?;
+            let params = ctx.params;
+            let lv = operand(l, row, params, ctx)?;
+            let rv = operand(r, row, params, ctx)?;
             bool_value(sql_cmp(&lv, &rv, *coll, &mut ctx.warnings).map(|o| k.test(o)))
         }
         CExpr::NullSafeEq(l, r, coll) => {
@@ -395,9 +414,10 @@ pub fn eval(e: &CExpr, row: &[Value], ctx: &mut EvalCtx) -> Result<Value, SqlErr
             _ => return Err(SqlError::internal("subquery result missing")),
         },
         CExpr::Between { expr, low, high, negated, coll } => {
-            let v = eval(expr, row, ctx)?;
-            let lo = eval(low, row, ctx)?;
-            let hi = eval(high, row, ctx)?;
+            let params = ctx.params;
+            let v = operand(expr, row, params, ctx)?;
+            let lo = operand(low, row, params, ctx)?;
+            let hi = operand(high, row, params, ctx)?;
             let a = sql_cmp(&v, &lo, *coll, &mut ctx.warnings).map(|o| o != Ordering::Less);
             let c = sql_cmp(&v, &hi, *coll, &mut ctx.warnings).map(|o| o != Ordering::Greater);
             let r = match (a, c) {
