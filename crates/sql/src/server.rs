@@ -58,14 +58,16 @@ pub struct SqldArgs {
     /// Default 64 MiB, at most 1 GiB.
     #[arg(long)]
     pub max_allowed_packet: Option<usize>,
-    /// Threads that run client sessions. 1 runs everything on one thread
-    /// (no cross-thread wakeups; best when sqld shares a small machine with
-    /// the data node and the clients).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
+    /// Threads that run client sessions. 1 (the default) runs everything on
+    /// one thread: no cross-thread wakeups, which on a 2-core machine shared
+    /// with the data node and the clients gave more throughput than 2
+    /// (bench/RESULTS.md). More threads help only with spare cores.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,
     /// Microseconds a session polls for the data node's reply before it
-    /// sleeps: trades idle CPU for latency (0 never spins).
-    #[arg(long, default_value_t = 0)]
+    /// sleeps: trades CPU for latency, and only while a request is
+    /// outstanding (an idle server does not spin). 0 never spins.
+    #[arg(long, default_value_t = 100)]
     pub reply_spin_us: u64,
     /// Microseconds the session threads keep polling their sockets after the
     /// last client packet before they sleep (0 never spins). Costs idle CPU;
