@@ -262,22 +262,37 @@ pub async fn serve_listener<B: Backend>(listener: tokio::net::TcpListener, backe
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
             Err(e) => {
-                // EMFILE and friends: back off instead of spinning.
-                tracing::warn!("sqld: accept failed: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                accept_failed("", e).await;
                 continue;
             }
         };
         let _ = stream.set_nodelay(true);
-        let id = state.next_id();
-        let backend = backend.clone();
-        let state = state.clone();
-        tokio::spawn(async move {
-            tracing::debug!("sqld: connection {id} from {peer}");
-            let (r, w) = stream.into_split();
-            conn::run_connection(Box::new(r), Box::new(w), peer.ip().to_string(), backend, state, id).await;
-        });
+        let (r, w) = stream.into_split();
+        spawn_session(Box::new(r), Box::new(w), peer.ip().to_string(), &backend, &state);
     }
+}
+
+/// One task per client connection, whatever the transport.
+fn spawn_session<B: Backend>(
+    r: conn::ClientRead,
+    w: conn::ClientWrite,
+    host: String,
+    backend: &Arc<B>,
+    state: &Arc<ServerState>,
+) {
+    let id = state.next_id();
+    let backend = backend.clone();
+    let state = state.clone();
+    tokio::spawn(async move {
+        tracing::debug!("sqld: connection {id} from {host}");
+        conn::run_connection(r, w, host, backend, state, id).await;
+    });
+}
+
+/// EMFILE and friends: log and back off instead of spinning on accept.
+async fn accept_failed(on: &str, e: std::io::Error) {
+    tracing::warn!("sqld: accept{on} failed: {e}");
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
 }
 
 /// Accepts clients on a Unix socket forever (the host is `localhost`, as
@@ -288,19 +303,12 @@ pub async fn serve_unix<B: Backend>(listener: tokio::net::UnixListener, backend:
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
             Err(e) => {
-                tracing::warn!("sqld: accept on the Unix socket failed: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                accept_failed(" on the Unix socket", e).await;
                 continue;
             }
         };
-        let id = state.next_id();
-        let backend = backend.clone();
-        let state = state.clone();
-        tokio::spawn(async move {
-            tracing::debug!("sqld: connection {id} on the Unix socket");
-            let (r, w) = stream.into_split();
-            conn::run_connection(Box::new(r), Box::new(w), "localhost".to_string(), backend, state, id).await;
-        });
+        let (r, w) = stream.into_split();
+        spawn_session(Box::new(r), Box::new(w), "localhost".to_string(), &backend, &state);
     }
 }
 
