@@ -2,12 +2,22 @@
 //! coalesces queued frames into one write, and a reader task that routes
 //! replies to the requests waiting for them.
 //!
-//! Send path: a caller encodes its frame straight into the shared send buffer
-//! (under a short mutex) and wakes the writer. The writer swaps the buffer out
-//! and writes it with one `write_all`; whatever is queued while that write is in
-//! progress goes out with the next one. At low load every request is written at
-//! once; at high load requests batch themselves without any timer (the adaptive
-//! send of NDB's transporters, with no artificial delay).
+//! Send path: a caller encodes its frame into the shared send buffer (under a
+//! short mutex). If nothing else is queued or being written, the caller writes
+//! the frame to the socket itself, at once (a non-blocking write). Only what the
+//! socket does not take, and frames queued while the writer task is busy, go
+//! through the writer, which swaps the buffer out and writes it in one go;
+//! whatever queues meanwhile goes with its next write.
+//!
+//! Why at once rather than batched per scheduler round: with many sessions on
+//! one runtime, batching made every session that woke in the same round send
+//! together, the data node answer them together, and the sessions wake together
+//! again. The SQL node and the data node then took turns instead of working at
+//! the same time (a convoy: on 2 cores with sysbench, a third of the CPU time
+//! idle). Sending each request as it is made keeps both busy; sysbench
+//! read/write ran 1.3-1.9x faster side by side, and point selects 1.3x
+//! (bench/RESULTS.md, 2026-11-23). Under backlog (socket full) requests still
+//! batch in the writer.
 //!
 //! Receive path: the reader decodes frames and completes the oneshot channel
 //! registered under the reply's key (transaction handle, scan id or dictionary
@@ -56,6 +66,12 @@ struct Pending {
 struct SendQueue {
     buf: Vec<u8>,
     closed: bool,
+    /// The writer task holds bytes it has not finished writing (or has been
+    /// asked to write): a direct write now would interleave with them.
+    writer_busy: bool,
+    /// The socket, for direct writes from `send` while the writer is idle
+    /// (`None` once the connection is closing: the writer shuts it down).
+    direct: Option<Arc<OwnedWriteHalf>>,
 }
 
 /// State shared by the API handles and the two IO tasks.
@@ -150,8 +166,24 @@ impl Shared {
                 ),
             )));
         }
-        drop(q);
+        if was_empty && !q.writer_busy {
+            if let Some(w) = &q.direct {
+                match w.try_write(&q.buf) {
+                    Ok(n) if n == q.buf.len() => {
+                        q.buf.clear();
+                        return Ok(());
+                    }
+                    Ok(n) => {
+                        let _ = q.buf.drain(..n);
+                    }
+                    // WouldBlock or an error: the writer retries and reports.
+                    Err(_) => {}
+                }
+            }
+        }
         if was_empty {
+            q.writer_busy = true;
+            drop(q);
             self.send_wakeup.notify_one();
         }
         Ok(())
@@ -317,18 +349,25 @@ pub(crate) async fn connect(addr: impl tokio::net::ToSocketAddrs, opts: ConnectO
         map: PartitionMap::new(data_node, tc_instances),
         opts,
         pending: Mutex::new(Pending { waiting: HashMap::new(), closed: None }),
-        send: Mutex::new(SendQueue { buf: Vec::with_capacity(64 * 1024), closed: false }),
+        send: Mutex::new(SendQueue {
+            buf: Vec::with_capacity(64 * 1024),
+            closed: false,
+            writer_busy: false,
+            direct: None,
+        }),
         send_wakeup: Notify::new(),
         next_txn: AtomicU64::new(1),
         next_scan: AtomicU32::new(1),
         next_dict: AtomicU32::new(1),
     });
     let reader = tokio::spawn(reader_task(shared.clone(), rd, dec)).abort_handle();
+    let wr = Arc::new(wr);
+    shared.send.lock().expect("send lock").direct = Some(wr.clone());
     let writer = tokio::spawn(writer_task(shared.clone(), wr)).abort_handle();
     Ok(Conn { shared, reader, writer })
 }
 
-async fn writer_task(shared: Arc<Shared>, mut wr: OwnedWriteHalf) {
+async fn writer_task(shared: Arc<Shared>, wr: Arc<OwnedWriteHalf>) {
     let mut out: Vec<u8> = Vec::with_capacity(64 * 1024);
     loop {
         // Let the other tasks that are ready on this runtime (sessions whose
@@ -339,10 +378,16 @@ async fn writer_task(shared: Arc<Shared>, mut wr: OwnedWriteHalf) {
         let closed = {
             let mut q = shared.send.lock().expect("send lock");
             std::mem::swap(&mut q.buf, &mut out);
+            if out.is_empty() {
+                q.writer_busy = false;
+            }
+            if q.closed {
+                q.direct = None;
+            }
             q.closed
         };
         if !out.is_empty() {
-            if let Err(e) = wr.write_all(&out).await {
+            if let Err(e) = write_all(&wr, &out).await {
                 shared.close(format!("write failed: {e}"));
                 return;
             }
@@ -354,11 +399,29 @@ async fn writer_task(shared: Arc<Shared>, mut wr: OwnedWriteHalf) {
             continue;
         }
         if closed {
-            let _ = wr.shutdown().await;
+            // `send` dropped its handle when `closed` was set (above, under
+            // the lock), so this is the last one.
+            if let Ok(mut w) = Arc::try_unwrap(wr) {
+                let _ = w.shutdown().await;
+            }
             return;
         }
         shared.send_wakeup.notified().await;
     }
+}
+
+/// Write all of `buf` through a shared socket handle.
+async fn write_all(wr: &OwnedWriteHalf, mut buf: &[u8]) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        wr.writable().await?;
+        match wr.try_write(buf) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 async fn reader_task(shared: Arc<Shared>, mut rd: OwnedReadHalf, mut dec: FrameDecoder) {

@@ -374,3 +374,59 @@ async fn scan_stream_of_rows() {
     s.close().await.unwrap();
     assert_eq!(c.read(t.id, vec![Value::Int(1)]).await.unwrap().unwrap()[0], Value::Int(1));
 }
+
+/// Requests far larger than the socket buffer, sent to a slow reader while
+/// small ones keep coming: a sender writes to the socket itself only while
+/// nothing else is queued or being written, the writer task finishes partial
+/// writes, and no frame is ever cut into by another (the node would drop the
+/// connection on a corrupt frame and every call below would fail).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_and_small_requests_to_a_slow_reader_stay_intact() {
+    let node = FakeNode::start_with_read_pause(Some(Duration::from_micros(300))).await;
+    let c = Client::connect(node.addr).await.unwrap();
+    let t = c.create_table(kv_def("kv")).await.unwrap();
+    let mut tasks = Vec::new();
+    for w in 0..4i64 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            // 6000 rows x ~1000 bytes: a ~6 MB frame, more than a loopback
+            // socket buffers.
+            let ops: Vec<_> = (0..6000i64)
+                .map(|i| {
+                    let k = w * 10_000 + i;
+                    KeyOp::insert(
+                        t.id,
+                        vec![Value::Int(k)],
+                        vec![(1, Value::Bytes(vec![(k % 251) as u8; 1000])), (2, Value::Int(k))],
+                    )
+                })
+                .collect();
+            c.begin().execute(ops, ExecType::Commit).await.unwrap();
+        }));
+    }
+    // Small requests, each its own task, so they are made while the large
+    // ones are still being written rather than one after another.
+    for j in 0..400i64 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_micros(50 * (j as u64 % 40))).await;
+            let k = 1_000_000 + j;
+            c.begin()
+                .execute(vec![KeyOp::insert(t.id, vec![Value::Int(k)], vec![(2, Value::Int(k))])], ExecType::Commit)
+                .await
+                .unwrap();
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let rows = c.scan(ScanSpec::full(t.id)).await.unwrap().collect_all().await.unwrap();
+    assert_eq!(rows.len(), 4 * 6000 + 400);
+    for r in rows {
+        let Value::Int(k) = r[0] else { panic!("key {:?}", r[0]) };
+        assert_eq!(r[2], Value::Int(k));
+        if k < 1_000_000 {
+            assert_eq!(r[1], Value::Bytes(vec![(k % 251) as u8; 1000]));
+        }
+    }
+}

@@ -48,6 +48,13 @@ pub struct FakeNode {
 
 impl FakeNode {
     pub async fn start() -> FakeNode {
+        FakeNode::start_with_read_pause(None).await
+    }
+
+    /// A node that sleeps `pause` before every socket read once greeted: a
+    /// slow reader, so the client's socket buffer fills and its writes are
+    /// partial.
+    pub async fn start_with_read_pause(pause: Option<std::time::Duration>) -> FakeNode {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let store = Arc::new(Mutex::new(Store { next_table: 1, ..Default::default() }));
@@ -57,7 +64,7 @@ impl FakeNode {
             loop {
                 let Ok((s, _)) = l.accept().await else { return };
                 conn_id += 1;
-                tokio::spawn(serve(s, st.clone(), conn_id));
+                tokio::spawn(serve(s, st.clone(), conn_id, pause));
             }
         });
         FakeNode { addr, store }
@@ -75,12 +82,15 @@ fn key_of(def: &TableDef, key: &[Value]) -> Result<Key, NodeError> {
     Ok(postcard::to_stdvec(key).unwrap())
 }
 
-async fn serve(mut s: TcpStream, store: Arc<Mutex<Store>>, conn: u64) {
+async fn serve(mut s: TcpStream, store: Arc<Mutex<Store>>, conn: u64, pause: Option<std::time::Duration>) {
     s.set_nodelay(true).unwrap();
     let mut dec = FrameDecoder::new(64 << 20);
     let mut buf = vec![0u8; 65536];
     let mut greeted = false;
     'outer: loop {
+        if let (Some(p), true) = (pause, greeted) {
+            tokio::time::sleep(p).await;
+        }
         let n = match s.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
