@@ -233,18 +233,23 @@ fn parse_create_database(sql: &str) -> Result<Parsed, SqlError> {
 
 /// Parse one statement (already split).
 pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
-    let words = {
-        let mut c = parse_ext::Cursor::new(sql)?;
-        let mut w = Vec::new();
-        for _ in 0..3 {
-            match c.next_token() {
-                Some(sqlparser::tokenizer::Token::Word(x)) if x.quote_style.is_none() => {
-                    w.push(x.value.to_ascii_uppercase())
+    // The first words pick the statement's parser. Most statements are read
+    // without tokenizing them here: the SQL parser tokenizes them anyway.
+    let words = match parse_ext::leading_words(sql, 3) {
+        Some(w) => w,
+        None => {
+            let mut c = parse_ext::Cursor::new(sql)?;
+            let mut w = Vec::new();
+            for _ in 0..3 {
+                match c.next_token() {
+                    Some(sqlparser::tokenizer::Token::Word(x)) if x.quote_style.is_none() => {
+                        w.push(x.value.to_ascii_uppercase())
+                    }
+                    _ => break,
                 }
-                _ => break,
             }
+            w
         }
-        w
     };
     let w = |i: usize| words.get(i).map(|s| s.as_str()).unwrap_or("");
     match w(0) {
@@ -279,7 +284,7 @@ pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
         }
         _ => {}
     }
-    let text = if sql.to_ascii_uppercase().contains("SHARE") {
+    let text = if sql.as_bytes().windows(5).any(|w| w.eq_ignore_ascii_case(b"SHARE")) {
         parse_ext::rewrite_lock_in_share_mode(sql)
     } else {
         sql.to_string()

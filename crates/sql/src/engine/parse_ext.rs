@@ -88,10 +88,51 @@ pub fn split_statements(sql: &str) -> Vec<String> {
 
 /// True if the text holds nothing but whitespace and comments.
 fn is_blank(s: &str) -> bool {
+    // Only text that starts with a comment can be all comments: anything else
+    // is decided without tokenizing the statement (this runs for every
+    // statement received as text).
+    match s.trim_start().as_bytes().first() {
+        None => return true,
+        Some(b'-' | b'#' | b'/') => {}
+        Some(_) => return false,
+    }
     match Tokenizer::new(&MySqlDialect {}, s).tokenize() {
         Ok(toks) => toks.iter().all(|t| matches!(t, Token::Whitespace(_) | Token::EOF)),
         Err(_) => s.trim().is_empty(),
     }
+}
+
+/// The first `n` words of a statement, upper-cased, as the tokenizer would
+/// give them (unquoted words only; stops at the first other token), read
+/// without tokenizing the whole statement. `None` when the text needs the real
+/// tokenizer to be sure (a comment, `@` or non-ASCII text before the `n`th
+/// word).
+pub fn leading_words(sql: &str, n: usize) -> Option<Vec<String>> {
+    let b = sql.as_bytes();
+    let mut out = Vec::with_capacity(n);
+    let mut i = 0;
+    while out.len() < n {
+        while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
+            i += 1;
+        }
+        let Some(&c) = b.get(i) else { break };
+        match c {
+            b'a'..=b'z' | b'A'..=b'Z' | b'_' => {
+                let start = i;
+                while i < b.len() && matches!(b[i], b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'$') {
+                    i += 1;
+                }
+                // The MySQL dialect's words go on through `@` and non-ASCII.
+                if b.get(i).is_some_and(|&c| c >= 0x80 || c == b'@') {
+                    return None;
+                }
+                out.push(sql[start..i].to_ascii_uppercase());
+            }
+            b'-' | b'#' | b'/' | b'@' | 0x80.. => return None,
+            _ => break,
+        }
+    }
+    Some(out)
 }
 
 /// Tokens without whitespace and comments. Errors become 1064.
@@ -839,6 +880,66 @@ mod tests {
         assert_eq!(split_statements("select 'it''s;'; /* ; */ select 2"), vec!["select 'it''s;'", "/* ; */ select 2"]);
         assert_eq!(split_statements("  ;  -- only a comment"), Vec::<String>::new());
         assert_eq!(split_statements(r"select 'a\';b'"), vec![r"select 'a\';b'"]);
+    }
+
+    /// The first words as the tokenizer gives them: what `leading_words`
+    /// must agree with whenever it answers.
+    fn tokenizer_words(sql: &str, n: usize) -> Vec<String> {
+        let mut w = Vec::new();
+        for t in tokens(sql).unwrap_or_default().into_iter().take(n) {
+            match t {
+                Token::Word(x) if x.quote_style.is_none() => w.push(x.value.to_ascii_uppercase()),
+                _ => break,
+            }
+        }
+        w
+    }
+
+    #[test]
+    fn leading_words_agree_with_the_tokenizer() {
+        let cases = [
+            "SELECT c FROM sbtest1 WHERE id=1",
+            "  select\n\tdistinct c from t",
+            "SET NAMES utf8mb4",
+            "set character set 'latin1'",
+            "SHOW FULL TABLES FROM db",
+            "CREATE DATABASE IF NOT EXISTS d",
+            "create schema `x`",
+            "CREATE TABLE t (a INT) PARTITION BY KEY(a)",
+            "INSERT INTO sbtest1 (id, k, c, pad) VALUES (1, 2, 'a', 'b')",
+            "UPDATE t SET a=a+1",
+            "SELECT 1",
+            "SELECT 'x'",
+            "SELECT`a`FROM t",
+            "BEGIN",
+            "COMMIT;",
+            "x$y z",
+            "SELECT* FROM t",
+            "select(1)",
+            "",
+            "   ",
+            "a_b c_1 d9",
+        ];
+        for sql in cases {
+            let got = leading_words(sql, 3).unwrap_or_else(|| panic!("{sql:?}: no answer"));
+            assert_eq!(got, tokenizer_words(sql, 3), "{sql:?}");
+        }
+        // Comments, `@` inside a word and non-ASCII need the tokenizer.
+        for sql in
+            ["-- c\nSELECT 1", "/* c */ SELECT 1", "# c\nSELECT 1", "SET@x", "SET @x := 1", "SELECT é", "SELECTé 1"]
+        {
+            assert_eq!(leading_words(sql, 3), None, "{sql:?}");
+        }
+    }
+
+    #[test]
+    fn blank_statements() {
+        for s in ["", "  ", "-- x", "/* a */ -- b", "#c"] {
+            assert!(is_blank(s), "{s:?}");
+        }
+        for s in ["select 1", "-1", "/1", "/* a */ select 1", "x"] {
+            assert!(!is_blank(s), "{s:?}");
+        }
     }
 
     #[test]
