@@ -5,7 +5,7 @@
 mod common;
 
 use common::fake_node::FakeNode;
-use common::kv_def;
+use common::{insert_and_read_back_concurrently, kv_def};
 use norr_client::*;
 use std::time::Duration;
 
@@ -161,27 +161,7 @@ async fn many_concurrent_transactions_on_one_connection() {
     let node = FakeNode::start().await;
     let c = Client::connect(node.addr).await.unwrap();
     let t = c.create_table(kv_def("kv")).await.unwrap();
-    let mut tasks = Vec::new();
-    for w in 0..200i64 {
-        let c = c.clone();
-        tasks.push(tokio::spawn(async move {
-            for j in 0..20i64 {
-                let k = w * 1000 + j;
-                let mut txn = c.begin();
-                txn.execute(
-                    vec![KeyOp::insert(t.id, vec![Value::Int(k)], vec![(2, Value::Int(k))])],
-                    ExecType::NoCommit,
-                )
-                .await
-                .unwrap();
-                let r = txn.execute(vec![KeyOp::read(t.id, vec![Value::Int(k)])], ExecType::Commit).await.unwrap();
-                assert_eq!(r[0], OpResult::Ok(Some(vec![Value::Int(k), Value::Null, Value::Int(k)])));
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+    insert_and_read_back_concurrently(&c, t.id, 200, 20).await;
     assert_eq!(c.node_stats().await.unwrap().rows, 4000);
 }
 

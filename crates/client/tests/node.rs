@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{kv_def, start_node};
+use common::{insert_and_read_back_concurrently, kv_def, start_node};
 use norr_client::*;
 use norr_knobs::Knobs;
 use std::time::Duration;
@@ -190,27 +190,7 @@ async fn many_concurrent_transactions_on_one_connection() {
     let node = start_node(knobs());
     let c = Client::connect(node.local_addr()).await.unwrap();
     let t = c.create_table(kv_def("kv")).await.unwrap();
-    let mut tasks = Vec::new();
-    for w in 0..100i64 {
-        let c = c.clone();
-        tasks.push(tokio::spawn(async move {
-            for j in 0..20i64 {
-                let k = w * 1000 + j;
-                let mut txn = c.begin();
-                txn.execute(
-                    vec![KeyOp::insert(t.id, vec![Value::Int(k)], vec![(2, Value::Int(k))])],
-                    ExecType::NoCommit,
-                )
-                .await
-                .unwrap();
-                let r = txn.execute(vec![KeyOp::read(t.id, vec![Value::Int(k)])], ExecType::Commit).await.unwrap();
-                assert_eq!(r[0], OpResult::Ok(Some(vec![Value::Int(k), Value::Null, Value::Int(k)])));
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+    insert_and_read_back_concurrently(&c, t.id, 100, 20).await;
     let rows = c.scan(ScanSpec::full(t.id)).await.unwrap().collect_all().await.unwrap();
     assert_eq!(rows.len(), 2000);
 }
