@@ -58,17 +58,24 @@ norr_bin() {
 }
 
 # start_norr -> sets NORR_PORT. Extra flags: $NORR_DATAD_ARGS, $NORR_SQLD_ARGS.
+# sqld reaches the data node over a Unix socket (both run on this host);
+# NORR_DATA_LINK=tcp uses loopback TCP instead.
 start_norr() {
-  local bin data_port
+  local bin data_port data_node data_sock_args=()
   bin="$(norr_bin)"
   data_port="$(free_port)"
   NORR_PORT="$(free_port)"
+  data_node="127.0.0.1:$data_port"
+  if [ "${NORR_DATA_LINK:-unix}" = unix ]; then
+    data_sock_args=(--socket "$WORK/datad.sock")
+    data_node="unix:$WORK/datad.sock"
+  fi
   # shellcheck disable=SC2086 # extra flags are word-split on purpose
-  "$bin" datad --listen "127.0.0.1:$data_port" ${NORR_DATAD_ARGS:-} >"$WORK/datad.log" 2>&1 &
+  "$bin" datad --listen "127.0.0.1:$data_port" "${data_sock_args[@]}" ${NORR_DATAD_ARGS:-} >"$WORK/datad.log" 2>&1 &
   PIDS+=($!)
   wait_port "$data_port" 60 "norr datad"
   NORR_SOCKET="$WORK/norr.sock"
-  NORR_ROOT_PASSWORD="" "$bin" sqld --listen "127.0.0.1:$NORR_PORT" --data-node "127.0.0.1:$data_port" \
+  NORR_ROOT_PASSWORD="" "$bin" sqld --listen "127.0.0.1:$NORR_PORT" --data-node "$data_node" \
     --socket "$NORR_SOCKET" --max-connections 1000 ${NORR_SQLD_ARGS:-} >"$WORK/sqld.log" 2>&1 &
   PIDS+=($!)
   wait_port "$NORR_PORT" 60 "norr sqld"

@@ -1,4 +1,6 @@
 """Starts `norr datad` and `norr sqld` on free loopback ports for the session.
+sqld reaches the data node through the data node's Unix socket (`--data-node
+unix:PATH`), as a SQL node on the same host would; the Rust tests cover TCP.
 
 Environment: NORR_BIN (path of the `norr` binary; default target/debug/norr),
 NORR_SQLD_LOG / NORR_DATAD_LOG (log files; default in a temp dir, printed on
@@ -45,6 +47,7 @@ class Cluster:
         self.data_port = free_port()
         self.port = free_port()
         self.socket = os.path.join(self.dir, "sqld.sock")
+        self.data_socket = os.path.join(self.dir, "datad.sock")
         self.procs = []
         self.logs = []
 
@@ -53,14 +56,14 @@ class Cluster:
         slog = open(os.environ.get("NORR_SQLD_LOG", os.path.join(self.dir, "sqld.log")), "w")
         self.logs = [dlog.name, slog.name]
         datad = subprocess.Popen(
-            [self.bin, "datad", "--listen", f"127.0.0.1:{self.data_port}"],
+            [self.bin, "datad", "--listen", f"127.0.0.1:{self.data_port}", "--socket", self.data_socket],
             stdout=dlog, stderr=subprocess.STDOUT, cwd=self.dir)
         self.procs.append(datad)
         wait_port(self.data_port, datad, "datad")
         env = dict(os.environ, NORR_ROOT_PASSWORD=PASSWORD)
         sqld = subprocess.Popen(
             [self.bin, "sqld", "--listen", f"127.0.0.1:{self.port}",
-             "--data-node", f"127.0.0.1:{self.data_port}", "--socket", self.socket],
+             "--data-node", f"unix:{self.data_socket}", "--socket", self.socket],
             stdout=slog, stderr=subprocess.STDOUT, cwd=self.dir, env=env)
         self.procs.append(sqld)
         wait_port(self.port, sqld, "sqld")

@@ -6,7 +6,7 @@ mod up;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use config::KnobArgs;
-use norr_runtime::{start_data_node, DataNodeConfig};
+use norr_runtime::{start_data_node_with_options, DataNodeConfig, RuntimeOptions};
 use std::net::SocketAddr;
 
 /// mimalloc rather than glibc malloc: the data node allocates and frees many
@@ -54,6 +54,12 @@ struct DatadArgs {
     /// Address to accept API connections on (native protocol).
     #[arg(long, default_value = "127.0.0.1:2202", value_name = "ADDR:PORT")]
     listen: SocketAddr,
+    /// Also accept API connections on this Unix-domain socket, for SQL nodes
+    /// and clients on the same host (`norr sqld --data-node unix:PATH`):
+    /// cheaper per message than loopback TCP. A stale socket file is
+    /// replaced; one a live node listens on is an error.
+    #[arg(long, value_name = "PATH")]
+    socket: Option<std::path::PathBuf>,
     /// Threads running the node. Only 1 is implemented: one event loop runs
     /// the network and every block (right for 2-core machines).
     #[arg(long, default_value_t = 1, value_name = "N")]
@@ -104,8 +110,18 @@ fn datad(a: DatadArgs) -> anyhow::Result<()> {
         anyhow::bail!("--threads {}: only the single event-loop layout (--threads 1) is implemented", a.threads);
     }
     let cfg = DataNodeConfig { node_id: a.node_id, listen: a.listen, knobs };
-    let node = start_data_node(cfg).with_context(|| format!("cannot start data node on {}", a.listen))?;
-    eprintln!("norr datad: data node {} listening on {} (Ctrl-C stops it)", a.node_id, node.local_addr());
+    let opts = RuntimeOptions { unix_socket: a.socket.clone(), ..RuntimeOptions::default() };
+    let node =
+        start_data_node_with_options(cfg, opts).with_context(|| format!("cannot start data node on {}", a.listen))?;
+    match &a.socket {
+        Some(p) => eprintln!(
+            "norr datad: data node {} listening on {} and {} (Ctrl-C stops it)",
+            a.node_id,
+            node.local_addr(),
+            p.display()
+        ),
+        None => eprintln!("norr datad: data node {} listening on {} (Ctrl-C stops it)", a.node_id, node.local_addr()),
+    }
     let stopper = node.stopper();
     ctrlc::set_handler(move || stopper.stop()).context("cannot install the Ctrl-C handler")?;
     node.join().context("data node failed")?;

@@ -36,9 +36,8 @@ use norr_transport::{encode_frame, encode_frame_with, FrameDecoder};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::{tcp, unix, TcpStream, UnixStream};
 use tokio::sync::{oneshot, Notify};
 
 /// A reply routed to one waiting request.
@@ -71,7 +70,7 @@ struct SendQueue {
     writer_busy: bool,
     /// The socket, for direct writes from `send` while the writer is idle
     /// (`None` once the connection is closing: the writer shuts it down).
-    direct: Option<Arc<OwnedWriteHalf>>,
+    direct: Option<Arc<WriteHalf>>,
 }
 
 /// State shared by the API handles and the two IO tasks.
@@ -292,7 +291,38 @@ impl Drop for Conn {
     }
 }
 
-/// Connect and handshake, then start the IO tasks on the current runtime.
+/// The write side of the socket to the data node.
+pub(crate) enum WriteHalf {
+    Tcp(tcp::OwnedWriteHalf),
+    Unix(unix::OwnedWriteHalf),
+}
+
+impl WriteHalf {
+    fn try_write(&self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            WriteHalf::Tcp(w) => w.try_write(buf),
+            WriteHalf::Unix(w) => w.try_write(buf),
+        }
+    }
+
+    async fn writable(&self) -> std::io::Result<()> {
+        match self {
+            WriteHalf::Tcp(w) => w.writable().await,
+            WriteHalf::Unix(w) => w.writable().await,
+        }
+    }
+
+    async fn shutdown(&mut self) -> std::io::Result<()> {
+        match self {
+            WriteHalf::Tcp(w) => w.shutdown().await,
+            WriteHalf::Unix(w) => w.shutdown().await,
+        }
+    }
+}
+
+type ReadHalf = Box<dyn AsyncRead + Unpin + Send>;
+
+/// Connect over TCP and handshake, then start the IO tasks on the current runtime.
 pub(crate) async fn connect(addr: impl tokio::net::ToSocketAddrs, opts: ConnectOptions) -> Result<Conn, ClientError> {
     let io = async {
         let stream = TcpStream::connect(addr).await?;
@@ -304,14 +334,28 @@ pub(crate) async fn connect(addr: impl tokio::net::ToSocketAddrs, opts: ConnectO
         Ok(Err(e)) => return Err(ClientError::NotConnected(format!("connect failed: {e}"))),
         Err(_) => return Err(ClientError::NotConnected("connect timed out".to_string())),
     };
-    let (mut rd, mut wr) = stream.into_split();
+    let (rd, wr) = stream.into_split();
+    start(Box::new(rd), WriteHalf::Tcp(wr), opts).await
+}
 
+/// Connect to a data node's Unix-domain socket (same host) and handshake.
+pub(crate) async fn connect_unix(path: &std::path::Path, opts: ConnectOptions) -> Result<Conn, ClientError> {
+    let stream = match tokio::time::timeout(opts.connect_timeout, UnixStream::connect(path)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(ClientError::NotConnected(format!("connect to {} failed: {e}", path.display()))),
+        Err(_) => return Err(ClientError::NotConnected("connect timed out".to_string())),
+    };
+    let (rd, wr) = stream.into_split();
+    start(Box::new(rd), WriteHalf::Unix(wr), opts).await
+}
+
+async fn start(mut rd: ReadHalf, wr: WriteHalf, opts: ConnectOptions) -> Result<Conn, ClientError> {
     let hello = Hello { magic: MAGIC, wire_version: wire::WIRE_VERSION, client_name: opts.client_name.clone() };
     let mut frame = Vec::new();
     encode_frame(&handshake::encode_hello(&hello), &mut frame);
     let mut dec = FrameDecoder::new(opts.max_frame_bytes);
     let hs = async {
-        wr.write_all(&frame).await.map_err(|e| ClientError::NotConnected(format!("handshake write: {e}")))?;
+        write_all(&wr, &frame).await.map_err(|e| ClientError::NotConnected(format!("handshake write: {e}")))?;
         let mut buf = vec![0u8; 4096];
         loop {
             if let Some(f) = dec.next_frame().map_err(|e| ClientError::Protocol(format!("handshake: {e}")))? {
@@ -367,7 +411,7 @@ pub(crate) async fn connect(addr: impl tokio::net::ToSocketAddrs, opts: ConnectO
     Ok(Conn { shared, reader, writer })
 }
 
-async fn writer_task(shared: Arc<Shared>, wr: Arc<OwnedWriteHalf>) {
+async fn writer_task(shared: Arc<Shared>, wr: Arc<WriteHalf>) {
     let mut out: Vec<u8> = Vec::with_capacity(64 * 1024);
     loop {
         // Let the other tasks that are ready on this runtime (sessions whose
@@ -411,7 +455,7 @@ async fn writer_task(shared: Arc<Shared>, wr: Arc<OwnedWriteHalf>) {
 }
 
 /// Write all of `buf` through a shared socket handle.
-async fn write_all(wr: &OwnedWriteHalf, mut buf: &[u8]) -> std::io::Result<()> {
+async fn write_all(wr: &WriteHalf, mut buf: &[u8]) -> std::io::Result<()> {
     while !buf.is_empty() {
         wr.writable().await?;
         match wr.try_write(buf) {
@@ -424,7 +468,7 @@ async fn write_all(wr: &OwnedWriteHalf, mut buf: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-async fn reader_task(shared: Arc<Shared>, mut rd: OwnedReadHalf, mut dec: FrameDecoder) {
+async fn reader_task(shared: Arc<Shared>, mut rd: ReadHalf, mut dec: FrameDecoder) {
     let mut buf = vec![0u8; READ_CHUNK_BYTES];
     let why = 'outer: loop {
         // Frames already buffered (the handshake read may have over-read).

@@ -511,3 +511,47 @@ async fn reply_spin_serves_quick_and_slow_replies() {
     waiter.await.unwrap().unwrap();
     assert_eq!(c.read(t.id, vec![Value::Int(1)]).await.unwrap(), Some(row(1, "s", 200)));
 }
+
+/// A data node that also listens on a Unix socket: a client on the same host
+/// connects through it and works as over TCP; a stale socket file is
+/// replaced, a live node's socket is refused, and the file goes with the node.
+#[tokio::test]
+async fn unix_socket_connection() {
+    let dir = std::env::temp_dir().join(format!("norr-unix-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("datad.sock");
+    // A stale socket file: bound, then its listener gone.
+    drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+    assert!(path.exists());
+
+    let start = |path: &std::path::Path| {
+        let knobs = knobs();
+        let cfg =
+            norr_runtime::DataNodeConfig { node_id: 1, listen: "127.0.0.1:0".parse().unwrap(), knobs: knobs.clone() };
+        let opts = norr_runtime::RuntimeOptions { unix_socket: Some(path.to_path_buf()), ..Default::default() };
+        norr_runtime::start_data_node_with(cfg, opts, norr_txn::build_data_node(1, &knobs))
+    };
+    let node = start(&path).expect("stale socket file is replaced");
+    let err = start(&path).err().expect("a live node's socket must not be taken over");
+    assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse, "{err}");
+
+    let c = Client::connect_unix(&path, ConnectOptions::default()).await.unwrap();
+    let t = c.create_table(kv_def("kv")).await.unwrap();
+    insert_and_read_back_concurrently(&c, t.id, 10, 20).await;
+    let rows = c.scan(ScanSpec::full(t.id)).await.unwrap().collect_all().await.unwrap();
+    assert_eq!(rows.len(), 200);
+    // TCP clients still see the same node.
+    let tcp = Client::connect(node.local_addr()).await.unwrap();
+    assert_eq!(
+        tcp.read(t.id, vec![Value::Int(1)]).await.unwrap(),
+        Some(vec![Value::Int(1), Value::Null, Value::Int(1)])
+    );
+
+    drop((c, tcp));
+    node.shutdown();
+    node.join().unwrap();
+    assert!(!path.exists(), "socket file left behind");
+    let err = Client::connect_unix(&path, ConnectOptions::default()).await.err().unwrap();
+    assert!(matches!(err, ClientError::NotConnected(_)), "{err:?}");
+    let _ = std::fs::remove_dir(&dir);
+}

@@ -1,10 +1,10 @@
 //! One API connection's state, and the pool of API node ids.
 
+use crate::stream::{Peer, Stream};
 use norr_kernel::NodeId;
 use norr_signals::Envelope;
 use norr_transport::{AdaptiveSend, FrameDecoder, SendBuffer};
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 
 /// API node ids are handed out from here upwards (1..100 are for data nodes and
 /// management servers).
@@ -35,8 +35,8 @@ impl std::fmt::Display for CloseReason {
 pub(crate) struct Conn {
     /// Unique per accepted connection (slots are reused; serials are not).
     pub serial: u64,
-    pub stream: mio::net::TcpStream,
-    pub peer: SocketAddr,
+    pub stream: Stream,
+    pub peer: Peer,
     pub decoder: FrameDecoder,
     pub send: SendBuffer,
     pub policy: AdaptiveSend,
@@ -58,8 +58,8 @@ pub(crate) struct Conn {
 impl Conn {
     pub fn new(
         serial: u64,
-        stream: mio::net::TcpStream,
-        peer: SocketAddr,
+        stream: Stream,
+        peer: Peer,
         max_frame_bytes: usize,
         max_send_buffer_bytes: usize,
         policy: AdaptiveSend,

@@ -30,8 +30,9 @@
 //! connection is not read until there is room (back-pressure, nothing dropped).
 
 use crate::conn::{ApiIdPool, CloseReason, Conn};
+use crate::stream::{Peer, Stream};
 use crate::{DataNodeConfig, RuntimeOptions, RuntimeStats};
-use mio::net::TcpListener;
+use mio::net::{TcpListener, UnixListener};
 use mio::{Events, Interest, Poll, Token};
 use norr_kernel::{BlockRef, DeliverError, NodeId, Priority, Scheduler};
 use norr_signals::{block, wire, Envelope, Signal};
@@ -46,7 +47,8 @@ use tracing::{debug, info, warn};
 
 pub(crate) const LISTENER: Token = Token(0);
 pub(crate) const WAKER: Token = Token(1);
-const FIRST_CONN: usize = 2;
+const UNIX_LISTENER: Token = Token(2);
+const FIRST_CONN: usize = 3;
 /// Connections accepted beyond `max_api_connections` (so that a client over the
 /// limit gets a `Refused` rather than a reset).
 const EXTRA_CONNS: usize = 16;
@@ -67,6 +69,8 @@ pub(crate) struct EventLoop {
     job_b_bound: usize,
     poll: Poll,
     listener: TcpListener,
+    /// Accepts API nodes on this host (`RuntimeOptions::unix_socket`).
+    unix_listener: Option<UnixListener>,
     stop: Arc<AtomicBool>,
     start: Instant,
     conns: Vec<Option<Conn>>,
@@ -99,11 +103,14 @@ impl EventLoop {
         opts: RuntimeOptions,
         sched: Scheduler<Signal>,
         poll: Poll,
-        mut listener: TcpListener,
+        (mut listener, mut unix_listener): (TcpListener, Option<UnixListener>),
         stop: Arc<AtomicBool>,
         shared_stats: Arc<std::sync::Mutex<RuntimeStats>>,
     ) -> io::Result<EventLoop> {
         poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
+        if let Some(l) = unix_listener.as_mut() {
+            poll.registry().register(l, UNIX_LISTENER, Interest::READABLE)?;
+        }
         Ok(EventLoop {
             node_id: cfg.node_id,
             send_cfg: AdaptiveSendConfig::from_knobs(&cfg.knobs),
@@ -114,6 +121,7 @@ impl EventLoop {
             sched,
             poll,
             listener,
+            unix_listener,
             stop,
             start: Instant::now(),
             conns: Vec::new(),
@@ -182,6 +190,7 @@ impl EventLoop {
             for ev in events.iter() {
                 match ev.token() {
                     LISTENER => self.accept_all()?,
+                    UNIX_LISTENER => self.accept_all_unix(),
                     WAKER => {}
                     Token(t) => {
                         let slot = t - FIRST_CONN;
@@ -271,47 +280,11 @@ impl EventLoop {
     fn accept_all(&mut self) -> io::Result<()> {
         loop {
             match self.listener.accept() {
-                Ok((mut stream, peer)) => {
-                    if self.live_conns >= self.ids.capacity() + EXTRA_CONNS {
-                        warn!(%peer, "too many connections: closing new connection at once");
-                        continue;
-                    }
+                Ok((stream, peer)) => {
                     if let Err(e) = stream.set_nodelay(true) {
                         warn!(%peer, "set TCP_NODELAY failed: {e}");
                     }
-                    let slot = match self.free_slots.pop() {
-                        Some(s) => s,
-                        None => {
-                            self.conns.push(None);
-                            self.conns.len() - 1
-                        }
-                    };
-                    if let Err(e) =
-                        self.poll.registry().register(&mut stream, Token(slot + FIRST_CONN), Interest::READABLE)
-                    {
-                        warn!(%peer, "registering connection failed: {e}");
-                        self.free_slots.push(slot);
-                        continue;
-                    }
-                    let now = self.now_ns();
-                    let policy = norr_transport::AdaptiveSend::new(self.send_cfg, now);
-                    let serial = self.next_serial;
-                    self.next_serial += 1;
-                    let deadline = now.saturating_add(self.opts.handshake_timeout_ms.saturating_mul(1_000_000));
-                    self.handshake_deadlines.push_back((deadline, slot, serial));
-                    let conn = Conn::new(
-                        serial,
-                        stream,
-                        peer,
-                        self.knobs.max_frame_bytes,
-                        self.knobs.max_send_buffer_bytes,
-                        policy,
-                    );
-                    debug_assert!(self.conns[slot].is_none());
-                    self.conns[slot] = Some(conn);
-                    self.live_conns += 1;
-                    self.stats.connections_accepted += 1;
-                    debug!(%peer, slot, "connection accepted");
+                    self.add_conn(Stream::Tcp(stream), Peer::Tcp(peer));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -333,6 +306,54 @@ impl EventLoop {
         }
     }
 
+    fn accept_all_unix(&mut self) {
+        loop {
+            let Some(l) = self.unix_listener.as_ref() else { return };
+            match l.accept() {
+                Ok((stream, _)) => self.add_conn(Stream::Unix(stream), Peer::Unix),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // Transient accept errors (EMFILE...) must not stop the node.
+                Err(e) => {
+                    warn!("accept on the unix socket failed: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Take a new connection into a slot, waiting for its handshake.
+    fn add_conn(&mut self, mut stream: Stream, peer: Peer) {
+        if self.live_conns >= self.ids.capacity() + EXTRA_CONNS {
+            warn!(%peer, "too many connections: closing new connection at once");
+            return;
+        }
+        let slot = match self.free_slots.pop() {
+            Some(s) => s,
+            None => {
+                self.conns.push(None);
+                self.conns.len() - 1
+            }
+        };
+        if let Err(e) = self.poll.registry().register(&mut stream, Token(slot + FIRST_CONN), Interest::READABLE) {
+            warn!(%peer, "registering connection failed: {e}");
+            self.free_slots.push(slot);
+            return;
+        }
+        let now = self.now_ns();
+        let policy = norr_transport::AdaptiveSend::new(self.send_cfg, now);
+        let serial = self.next_serial;
+        self.next_serial += 1;
+        let deadline = now.saturating_add(self.opts.handshake_timeout_ms.saturating_mul(1_000_000));
+        self.handshake_deadlines.push_back((deadline, slot, serial));
+        let conn =
+            Conn::new(serial, stream, peer, self.knobs.max_frame_bytes, self.knobs.max_send_buffer_bytes, policy);
+        debug_assert!(self.conns[slot].is_none());
+        self.conns[slot] = Some(conn);
+        self.live_conns += 1;
+        self.stats.connections_accepted += 1;
+        debug!(%peer, slot, "connection accepted");
+    }
     /// Read what the socket has (up to the round's budget), handling each
     /// complete frame as it arrives.
     fn read_conn(&mut self, slot: usize) {

@@ -24,6 +24,7 @@
 
 mod conn;
 mod event_loop;
+mod stream;
 
 use norr_kernel::{NodeId, Scheduler};
 use norr_knobs::Knobs;
@@ -63,6 +64,10 @@ pub struct RuntimeOptions {
     /// A connection that has not completed the handshake this long after it was
     /// accepted is closed (idle sockets must not hold connection slots).
     pub handshake_timeout_ms: u64,
+    /// Also accept API nodes on this Unix-domain socket (same host only;
+    /// cheaper per message than loopback TCP). A stale socket file is
+    /// replaced; the file is removed when the node stops.
+    pub unix_socket: Option<std::path::PathBuf>,
 }
 
 impl Default for RuntimeOptions {
@@ -72,6 +77,7 @@ impl Default for RuntimeOptions {
             max_signals_per_poll: 4096,
             max_read_bytes_per_round: 256 * 1024,
             handshake_timeout_ms: 10_000,
+            unix_socket: None,
         }
     }
 }
@@ -184,6 +190,12 @@ pub fn start_data_node(cfg: DataNodeConfig) -> io::Result<DataNodeHandle> {
     start_data_node_with(cfg, RuntimeOptions::default(), sched)
 }
 
+/// [`start_data_node`] with host options (a Unix socket, loop bounds).
+pub fn start_data_node_with_options(cfg: DataNodeConfig, opts: RuntimeOptions) -> io::Result<DataNodeHandle> {
+    let sched = default_blocks(&cfg)?;
+    start_data_node_with(cfg, opts, sched)
+}
+
 /// Run a data node on the calling thread's behalf until it stops (the
 /// `norr datad` command).
 pub fn run_data_node(cfg: DataNodeConfig) -> io::Result<()> {
@@ -225,18 +237,34 @@ pub fn start_data_node_with(
     std_listener.set_nonblocking(true)?;
     let local_addr = std_listener.local_addr()?;
     let listener = mio::net::TcpListener::from_std(std_listener);
+    let unix_path = opts.unix_socket.clone();
+    let unix_listener = unix_path.as_deref().map(stream::bind_unix).transpose()?.map(mio::net::UnixListener::from_std);
     let poll = mio::Poll::new()?;
     let waker = Arc::new(mio::Waker::new(poll.registry(), event_loop::WAKER)?);
     let stop = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(std::sync::Mutex::new(RuntimeStats::default()));
-    let mut el = event_loop::EventLoop::new(cfg.clone(), opts, sched, poll, listener, stop.clone(), stats.clone())?;
+    let mut el = event_loop::EventLoop::new(
+        cfg.clone(),
+        opts,
+        sched,
+        poll,
+        listener,
+        unix_listener,
+        stop.clone(),
+        stats.clone(),
+    )?;
+    let socket_file = unix_path.clone();
     let thread = std::thread::Builder::new().name(format!("norr-node-{}", cfg.node_id)).spawn(move || {
         let r = el.run();
+        drop(el);
+        if let Some(p) = &socket_file {
+            let _ = std::fs::remove_file(p);
+        }
         if let Err(e) = &r {
             tracing::error!("data node event loop failed: {e}");
         }
         r
     })?;
-    tracing::info!(node = cfg.node_id, %local_addr, "data node listening");
+    tracing::info!(node = cfg.node_id, %local_addr, unix_socket = ?unix_path, "data node listening");
     Ok(DataNodeHandle { local_addr, stats, stop, waker, thread: Some(thread) })
 }

@@ -34,7 +34,9 @@ pub struct SqldArgs {
     /// server answers on is an error.
     #[arg(long)]
     pub socket: Option<PathBuf>,
-    /// Data node to connect to (native protocol).
+    /// Data node to connect to (native protocol): `HOST:PORT`, or
+    /// `unix:PATH` for the Unix socket of a data node on this host (`norr
+    /// datad --socket PATH`; cheaper per request than loopback TCP).
     #[arg(long, default_value = "127.0.0.1:2202")]
     pub data_node: String,
     /// TOML configuration file: `[[users]]` entries (`name`, `password`,

@@ -305,9 +305,15 @@ fn ident_str(e: &Expr) -> Option<String> {
 impl Engine {
     /// Connect to a data node and prepare the catalog (creates the databases
     /// table on first start).
+    /// `data_node` is `HOST:PORT`, or `unix:PATH` for a data node's
+    /// Unix-domain socket on this host.
     pub async fn connect(data_node: &str, cfg: EngineConfig) -> Result<Arc<Engine>, SqlError> {
         let opts = norr_client::ConnectOptions { reply_spin: cfg.reply_spin, ..Default::default() };
-        let client = Client::connect_with(data_node, opts).await.map_err(error_map::from_client_plain)?;
+        let client = match data_node.strip_prefix("unix:") {
+            Some(path) => Client::connect_unix(path, opts).await,
+            None => Client::connect_with(data_node, opts).await,
+        }
+        .map_err(error_map::from_client_plain)?;
         Self::with_client(client, cfg).await
     }
 
