@@ -248,8 +248,7 @@ pub fn start_data_node_with(
         opts,
         sched,
         poll,
-        listener,
-        unix_listener,
+        (listener, unix_listener),
         stop.clone(),
         stats.clone(),
     )?;
