@@ -3,21 +3,17 @@
 //! replies to the requests waiting for them.
 //!
 //! Send path: a caller encodes its frame into the shared send buffer (under a
-//! short mutex). If nothing else is queued or being written, the caller writes
-//! the frame to the socket itself, at once (a non-blocking write). Only what the
-//! socket does not take, and frames queued while the writer task is busy, go
-//! through the writer, which swaps the buffer out and writes it in one go;
-//! whatever queues meanwhile goes with its next write.
+//! short mutex) and wakes the writer task, which yields once (so that the
+//! other tasks ready in the same round queue theirs) and writes the whole
+//! buffer in one go; whatever queues meanwhile goes with its next write. At low
+//! load every request is written at once; at high load requests batch
+//! themselves without any timer (the adaptive send of NDB's transporters, with
+//! no artificial delay).
 //!
-//! Why at once rather than batched per scheduler round: with many sessions on
-//! one runtime, batching made every session that woke in the same round send
-//! together, the data node answer them together, and the sessions wake together
-//! again. The SQL node and the data node then took turns instead of working at
-//! the same time (a convoy: on 2 cores with sysbench, a third of the CPU time
-//! idle). Sending each request as it is made keeps both busy; sysbench
-//! read/write ran 1.3-1.9x faster side by side, and point selects 1.3x
-//! (bench/RESULTS.md, 2026-11-23). Under backlog (socket full) requests still
-//! batch in the writer.
+//! With `ConnectOptions::direct_send` the caller instead writes its frame to
+//! the socket itself (non-blocking) when nothing else is queued or being
+//! written; only what the socket does not take, and frames queued while the
+//! writer is busy, go through the writer. See that option for when each wins.
 //!
 //! Receive path: the reader decodes frames and completes the oneshot channel
 //! registered under the reply's key (transaction handle, scan id or dictionary
@@ -69,7 +65,8 @@ struct SendQueue {
     /// asked to write): a direct write now would interleave with them.
     writer_busy: bool,
     /// The socket, for direct writes from `send` while the writer is idle
-    /// (`None` once the connection is closing: the writer shuts it down).
+    /// (`None` without `direct_send`, and once the connection is closing:
+    /// the writer shuts it down).
     direct: Option<Arc<WriteHalf>>,
 }
 
@@ -406,7 +403,9 @@ async fn start(mut rd: ReadHalf, wr: WriteHalf, opts: ConnectOptions) -> Result<
     });
     let reader = tokio::spawn(reader_task(shared.clone(), rd, dec)).abort_handle();
     let wr = Arc::new(wr);
-    shared.send.lock().expect("send lock").direct = Some(wr.clone());
+    if shared.opts.direct_send {
+        shared.send.lock().expect("send lock").direct = Some(wr.clone());
+    }
     let writer = tokio::spawn(writer_task(shared.clone(), wr)).abort_handle();
     Ok(Conn { shared, reader, writer })
 }

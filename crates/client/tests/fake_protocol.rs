@@ -363,7 +363,7 @@ async fn scan_stream_of_rows() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_and_small_requests_to_a_slow_reader_stay_intact() {
     let node = FakeNode::start_with_read_pause(Some(Duration::from_micros(300))).await;
-    let c = Client::connect(node.addr).await.unwrap();
+    let c = Client::connect_with(node.addr, ConnectOptions { direct_send: true, ..Default::default() }).await.unwrap();
     let t = c.create_table(kv_def("kv")).await.unwrap();
     let mut tasks = Vec::new();
     for w in 0..4i64 {

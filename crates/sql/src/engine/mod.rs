@@ -308,7 +308,9 @@ impl Engine {
     /// `data_node` is `HOST:PORT`, or `unix:PATH` for a data node's
     /// Unix-domain socket on this host.
     pub async fn connect(data_node: &str, cfg: EngineConfig) -> Result<Arc<Engine>, SqlError> {
-        let opts = norr_client::ConnectOptions { reply_spin: cfg.reply_spin, ..Default::default() };
+        // Sessions each have one small request out at a time: direct sends
+        // keep sqld and the data node working at once (see the option).
+        let opts = norr_client::ConnectOptions { reply_spin: cfg.reply_spin, direct_send: true, ..Default::default() };
         let client = match data_node.strip_prefix("unix:") {
             Some(path) => Client::connect_unix(path, opts).await,
             None => Client::connect_with(data_node, opts).await,
