@@ -73,6 +73,128 @@ pub struct ScanRow {
     pub values: Vec<Value>,
 }
 
+/// The keys of a batch of scanned rows, back to back in one buffer: one
+/// allocation per batch instead of one per row (a range scan returns many
+/// short keys).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RowKeysParts")]
+pub struct RowKeys {
+    bytes: Vec<u8>,
+    /// End offset of each key in `bytes` (non-decreasing, the last one is
+    /// `bytes.len()`).
+    ends: Vec<u32>,
+}
+
+/// `RowKeys` as it arrives from a deserializer, checked before use.
+#[derive(Deserialize)]
+struct RowKeysParts {
+    bytes: Vec<u8>,
+    ends: Vec<u32>,
+}
+
+impl TryFrom<RowKeysParts> for RowKeys {
+    type Error = &'static str;
+    fn try_from(p: RowKeysParts) -> Result<RowKeys, &'static str> {
+        let sorted = p.ends.windows(2).all(|w| w[0] <= w[1]);
+        let last = p.ends.last().map_or(0, |e| *e as usize);
+        if !sorted || last != p.bytes.len() {
+            return Err("row key offsets do not fit the key bytes");
+        }
+        Ok(RowKeys { bytes: p.bytes, ends: p.ends })
+    }
+}
+
+impl RowKeys {
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Append one key.
+    pub fn push(&mut self, key: &[u8]) {
+        self.bytes.extend_from_slice(key);
+        let end = u32::try_from(self.bytes.len()).expect("scan batch keys exceed 4 GiB");
+        self.ends.push(end);
+    }
+
+    /// Append one key made of two parts (`a ++ b`).
+    pub fn push_parts(&mut self, a: &[u8], b: &[u8]) {
+        self.bytes.extend_from_slice(a);
+        self.bytes.extend_from_slice(b);
+        let end = u32::try_from(self.bytes.len()).expect("scan batch keys exceed 4 GiB");
+        self.ends.push(end);
+    }
+
+    /// Key `i` (panics if there is no such key).
+    pub fn get(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.bytes[start..self.ends[i] as usize]
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    /// Append every key of `other`.
+    pub fn append(&mut self, other: &RowKeys) {
+        let base = u32::try_from(self.bytes.len()).expect("scan batch keys exceed 4 GiB");
+        self.bytes.extend_from_slice(&other.bytes);
+        self.ends.extend(other.ends.iter().map(|e| e + base));
+    }
+
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+    }
+
+    /// Room for `keys` more keys of `bytes` bytes in all.
+    pub fn reserve(&mut self, keys: usize, bytes: usize) {
+        self.ends.reserve(keys);
+        self.bytes.reserve(bytes);
+    }
+}
+
+/// A batch of rows a partition scan returns to TC, in scan order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScanRows {
+    /// Ordered-index scans: one key per row, `Storage::ordered_key` of the row
+    /// (index key ++ pk), which TC merges on. Empty for full-table scans.
+    pub keys: RowKeys,
+    /// The projected rows.
+    pub rows: Vec<Vec<Value>>,
+}
+
+impl ScanRows {
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Append a row; `key` for ordered scans (every row then has one).
+    pub fn push(&mut self, key: Option<&[u8]>, values: Vec<Value>) {
+        if let Some(k) = key {
+            self.keys.push(k);
+        }
+        self.rows.push(values);
+    }
+
+    /// Append every row of `other` (keys with them).
+    pub fn append(&mut self, mut other: ScanRows) {
+        if self.rows.is_empty() {
+            *self = other;
+            return;
+        }
+        self.keys.append(&other.keys);
+        self.rows.append(&mut other.rows);
+    }
+}
+
 /// LQH_SCANREQ: TC -> LQH. Open a scan of one partition and return the first
 /// batch. Reply: `LqhScanConf` (then the scan waits for `LqhScanNextReq`), or
 /// `LqhScanRef` (scan closed).
@@ -178,7 +300,7 @@ pub enum InternalSignal {
     /// scan_examine_per_step rows per signal so it never monopolises the thread).
     LqhScanStep { scan: ScanKey, part: PartitionId },
     /// LQH -> TC: a batch of rows; with `done` the partition scan is finished and closed.
-    LqhScanConf { scan: ScanKey, part: PartitionId, rows: Vec<ScanRow>, done: bool },
+    LqhScanConf { scan: ScanKey, part: PartitionId, rows: ScanRows, done: bool },
     /// LQH -> TC: the partition scan failed and is closed.
     LqhScanRef { scan: ScanKey, part: PartitionId, error: NodeError },
     /// DICT -> LQH (first), then DICT -> TC (after every LQH confirmed): apply a
@@ -198,4 +320,47 @@ pub enum InternalSignal {
     /// buffer B run before it and are dropped; once it runs, the node id may
     /// connect again. No reply.
     ApiFailDone { api_node: NodeId },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_keys_hold_their_keys_and_round_trip() {
+        let mut k = RowKeys::default();
+        k.push(b"ab");
+        k.push(b"");
+        k.push_parts(b"x", b"yz");
+        let mut m = RowKeys::default();
+        m.push(b"q");
+        m.append(&k);
+        assert_eq!(m.iter().collect::<Vec<_>>(), vec![&b"q"[..], b"ab", b"", b"xyz"]);
+        let back: RowKeys = postcard::from_bytes(&postcard::to_stdvec(&m).unwrap()).unwrap();
+        assert_eq!(back, m);
+        let rows = ScanRows { keys: m, rows: vec![vec![Value::Int(1)]; 4] };
+        let back: ScanRows = postcard::from_bytes(&postcard::to_stdvec(&rows).unwrap()).unwrap();
+        assert_eq!(back, rows);
+    }
+
+    /// Offsets that do not fit the bytes are refused when decoding (so `get`
+    /// never slices out of bounds), never accepted or panicked on.
+    #[test]
+    fn row_keys_with_bad_offsets_do_not_decode() {
+        #[derive(Serialize)]
+        struct Raw {
+            bytes: Vec<u8>,
+            ends: Vec<u32>,
+        }
+        for (bytes, ends) in [(vec![1u8, 2], vec![3u32]), (vec![1, 2, 3], vec![2, 1, 3]), (vec![1, 2], vec![1])] {
+            let enc = postcard::to_stdvec(&Raw { bytes, ends }).unwrap();
+            assert!(postcard::from_bytes::<RowKeys>(&enc).is_err());
+        }
+        let good = postcard::to_stdvec(&Raw { bytes: vec![1, 2, 3], ends: vec![1, 1, 3] }).unwrap();
+        let k: RowKeys = postcard::from_bytes(&good).unwrap();
+        assert_eq!(k.iter().collect::<Vec<_>>(), vec![&[1u8][..], &[], &[2, 3]]);
+        for n in 0..good.len() {
+            assert!(postcard::from_bytes::<RowKeys>(&good[..n]).is_err());
+        }
+    }
 }

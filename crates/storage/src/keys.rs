@@ -58,7 +58,7 @@ impl KeyInfo {
         let slot = fixed.slot(row);
         let payload = if self.needs_var { layout.var_ref(slot).map(|r| var.get(r)).unwrap_or(&[]) } else { &[] };
         for (c, t) in self.cols.iter().zip(&self.types) {
-            encode_value(out, &layout.read_col(slot, payload, *c), t);
+            layout.encode_key_col(slot, payload, *c, t, out);
         }
     }
 }

@@ -161,13 +161,13 @@ pub fn key_range(low: &[u8], low_incl: bool, high: &[u8], high_incl: bool) -> (B
 
 /// True if no key lies between the bounds (BTreeMap::range would panic on
 /// some of these).
-pub fn range_is_empty(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+pub fn range_is_empty<K: AsRef<[u8]>>(lo: &Bound<K>, hi: &Bound<K>) -> bool {
     match (lo, hi) {
         (Bound::Unbounded, _) | (_, Bound::Unbounded) => false,
-        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Included(a), Bound::Included(b)) => a.as_ref() > b.as_ref(),
         (Bound::Included(a), Bound::Excluded(b))
         | (Bound::Excluded(a), Bound::Included(b))
-        | (Bound::Excluded(a), Bound::Excluded(b)) => a >= b,
+        | (Bound::Excluded(a), Bound::Excluded(b)) => a.as_ref() >= b.as_ref(),
     }
 }
 

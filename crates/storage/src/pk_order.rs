@@ -167,14 +167,28 @@ impl PkOrder {
         true
     }
 
-    /// Position of the first entry for which `before` is false (`before`
-    /// must hold for a prefix of the entries in key order).
-    pub fn seek(&self, mut before: impl FnMut(RowId) -> bool) -> Pos {
-        let li = self.leaves.partition_point(|l| l.rows.last().is_some_and(|&r| before(r)));
-        if li == self.leaves.len() {
-            return (li, 0);
+    /// Position of the first entry whose encoded pk `before` rejects.
+    /// `before` must be monotone over encoded keys (true for every key below
+    /// some point, false from there on), as a comparison with a bound is: it
+    /// is also asked about leaf fences, which picks the leaf by comparing
+    /// bytes, so only rows of one leaf are encoded (O(log LEAF_ROWS)).
+    pub fn seek_pk(&self, mut before: impl FnMut(&[u8]) -> bool, enc: &mut EncodePk<'_>) -> Pos {
+        let Some(rest) = self.leaves.get(1..) else {
+            return (0, 0);
+        };
+        // Every key of leaf i is >= fence i, and below fence i+1: the leaves
+        // before the last one whose fence is `before` hold only `before`
+        // keys, the leaves after it none.
+        let li = rest.partition_point(|l| before(&l.fence));
+        let mut buf = Vec::new();
+        let at = self.leaves[li].rows.partition_point(|&r| {
+            enc(r, &mut buf);
+            before(&buf)
+        });
+        if at == self.leaves[li].rows.len() {
+            // The next leaf starts at a fence that is not `before`.
+            return (li + 1, 0);
         }
-        let at = self.leaves[li].rows.partition_point(|&r| before(r));
         (li, at)
     }
 
@@ -270,8 +284,16 @@ mod tests {
         let mut want: Vec<u64> = (0..n as RowId).filter(|r| r % 3 == 0).map(|r| keys[r as usize]).collect();
         want.sort();
         assert_eq!(o.rows().map(|r| keys[r as usize]).collect::<Vec<_>>(), want);
-        // Seek, walk forward and back.
-        let p = o.seek(|r| keys[r as usize] < 100);
+        // Seek at every point, against the sorted keys.
+        let key_of = |b: &[u8]| u64::from_be_bytes(b.try_into().expect("8-byte keys"));
+        for t in (0..n + 2).step_by(7) {
+            let p = o.seek_pk(|k| key_of(k) < t, &mut e);
+            assert_eq!(o.get(p).map(|r| keys[r as usize]), want.iter().copied().find(|k| *k >= t), "seek {t}");
+            let back = o.prev(p).and_then(|q| o.get(q)).map(|r| keys[r as usize]);
+            assert_eq!(back, want.iter().copied().rev().find(|k| *k < t), "before {t}");
+        }
+        // Walk forward and back.
+        let p = o.seek_pk(|k| key_of(k) < 100, &mut e);
         let first = o.get(p).map(|r| keys[r as usize]);
         assert_eq!(first, want.iter().copied().find(|k| *k >= 100));
         let back = o.prev(p).and_then(|q| o.get(q)).map(|r| keys[r as usize]);
@@ -284,7 +306,9 @@ mod tests {
         }
         o.check_invariants(&mut e);
         assert!(o.is_empty());
-        assert_eq!(o.get(o.seek(|_| true)), None);
+        assert_eq!(o.get(o.seek_pk(|_| true, &mut e)), None);
+        assert_eq!(o.get(o.seek_pk(|_| false, &mut e)), None);
+        assert_eq!(o.prev(o.seek_pk(|_| true, &mut e)), None);
     }
 
     #[test]

@@ -17,12 +17,13 @@ use crate::ordered_index::{key_range, range_is_empty, IKey};
 use crate::table_store::TableStore;
 use norr_signals::coerce::{class_sample, coerce_value, compare_values, rescale_round};
 use norr_signals::filter_eval::eval_filter;
+use norr_signals::internal::RowKeys;
 use norr_signals::keycode::encode_value;
 use norr_signals::ops::{Bound as ScanBound, Filter, ScanRange};
 use norr_signals::schema::IndexKind;
 use norr_signals::value::Value;
 use norr_signals::value::{ColumnType, Decimal};
-use norr_signals::{ErrorCode, IndexId, NodeError};
+use norr_signals::{ColumnId, ErrorCode, IndexId, NodeError};
 use std::cmp::Ordering;
 use std::ops::Bound;
 
@@ -127,14 +128,13 @@ fn inside_value(v: &Value, t: &ColumnType, low_side: bool) -> Option<(Value, boo
     Some((dec(m), true))
 }
 
-/// One batch of a scan of the primary-key order.
-struct PkStep<'a> {
-    lo: &'a Bound<Vec<u8>>,
-    hi: &'a Bound<Vec<u8>>,
+/// One batch of an ordered scan, between these entry keys.
+struct OrderedStep<'a> {
+    index: IndexId,
+    lo: Bound<&'a [u8]>,
+    hi: Bound<&'a [u8]>,
     descending: bool,
-    filter: Option<&'a Filter>,
-    cols: Option<&'a [bool]>,
-    max_rows: usize,
+    st: &'a ScanStep<'a>,
     examine_limit: usize,
 }
 
@@ -144,8 +144,11 @@ pub struct ScanStep<'a> {
     /// Only rows this filter accepts are returned.
     pub filter: Option<&'a Filter>,
     /// Columns to decode, by column id (None: all). The others read as NULL;
-    /// the filter's columns must be among them.
+    /// the filter's and the projection's columns must be among them.
     pub cols: Option<&'a [bool]>,
+    /// Some: each row comes back as these columns, in this order (a column
+    /// named twice is copied), instead of the whole (masked) row.
+    pub projection: Option<&'a [ColumnId]>,
     /// At most this many rows are returned per call.
     pub max_rows: usize,
     /// At most this many rows are looked at per call (at least one).
@@ -155,11 +158,55 @@ pub struct ScanStep<'a> {
 /// Rows one `scan_next_rows` call found.
 #[derive(Debug, Default)]
 pub struct ScanBatch {
-    pub rows: Vec<(RowId, Vec<Value>)>,
+    /// Where each row is stored, one per row.
+    pub ids: Vec<RowId>,
+    pub rows: Vec<Vec<Value>>,
     /// Ordered scans: each row's entry key (`index key ++ pk`, as
     /// `Storage::ordered_key` computes it), one per row. Empty for full scans.
-    pub keys: Vec<Vec<u8>>,
+    pub keys: RowKeys,
 }
+
+impl ScanBatch {
+    /// `push_key` of the primary-key order's entry for this encoded pk
+    /// (`pk ++ pk`).
+    fn push_entry_of_pk(&mut self, pk: &[u8], rows: usize) {
+        if self.keys.is_empty() {
+            let rows = rows.min(RESERVE_ROWS);
+            self.keys.reserve(rows, rows * 2 * pk.len());
+        }
+        self.keys.push_parts(pk, pk);
+    }
+
+    /// Append the entry key of the row just added; the first key of a batch
+    /// makes room for `rows` keys of its size (one allocation, not a growth
+    /// per doubling).
+    fn push_key(&mut self, key: &[u8], rows: usize) {
+        if self.keys.is_empty() {
+            let rows = rows.min(RESERVE_ROWS);
+            self.keys.reserve(rows, rows * key.len());
+        }
+        self.keys.push(key);
+    }
+}
+
+/// Order of the primary-key order's entry `pk ++ pk` relative to `bound`
+/// (any byte string), without building the entry.
+fn cmp_doubled(pk: &[u8], bound: &[u8]) -> Ordering {
+    let n = pk.len();
+    let m = n.min(bound.len());
+    pk[..m].cmp(&bound[..m]).then_with(|| {
+        if bound.len() <= n {
+            // The bound is a prefix of the entry.
+            (2 * n).cmp(&bound.len())
+        } else {
+            pk.cmp(&bound[n..])
+        }
+    })
+}
+
+/// Most rows a scan step makes room for at once (a step usually returns far
+/// fewer rows than it may).
+const RESERVE_ROWS: usize = 16;
 
 impl TableStore {
     /// `scan_next` over the primary-key order (see `pk_order`). Its entries'
@@ -170,65 +217,53 @@ impl TableStore {
     fn scan_pk_order(
         &self,
         pi: usize,
-        st: &PkStep<'_>,
+        st: &OrderedStep<'_>,
         last: &mut Option<Vec<u8>>,
         done: &mut bool,
         out: &mut ScanBatch,
     ) -> Result<bool, NodeError> {
         let part = &self.parts[pi];
         let (fixed, var, order) = (part.fixed(), &part.var, &part.pk_order);
-        let entry_key = |r: RowId, b: &mut Vec<u8>| {
-            self.pk.encode_stored(&self.layout, fixed, var, r, b);
-            let n = b.len();
-            b.extend_from_within(..n);
-        };
-        let below_lo = |k: &[u8]| match st.lo {
+        let mut enc_pk = |r: RowId, b: &mut Vec<u8>| self.pk.encode_stored(&self.layout, fixed, var, r, b);
+        // Bounds are entry keys (`pk ++ pk`): compared with the pk alone,
+        // without building the entry.
+        let below_lo = |pk: &[u8]| match st.lo {
             Bound::Unbounded => false,
-            Bound::Included(l) => k < l.as_slice(),
-            Bound::Excluded(l) => k <= l.as_slice(),
+            Bound::Included(l) => cmp_doubled(pk, l).is_lt(),
+            Bound::Excluded(l) => cmp_doubled(pk, l).is_le(),
         };
-        let above_hi = |k: &[u8]| match st.hi {
+        let above_hi = |pk: &[u8]| match st.hi {
             Bound::Unbounded => false,
-            Bound::Included(h) => k > h.as_slice(),
-            Bound::Excluded(h) => k >= h.as_slice(),
+            Bound::Included(h) => cmp_doubled(pk, h).is_gt(),
+            Bound::Excluded(h) => cmp_doubled(pk, h).is_ge(),
         };
         let mut key = Vec::new();
         let mut cur = if st.descending {
-            order.prev(order.seek(|r| {
-                entry_key(r, &mut key);
-                !above_hi(&key)
-            }))
+            order.prev(order.seek_pk(|pk| !above_hi(pk), &mut enc_pk))
         } else {
-            Some(order.seek(|r| {
-                entry_key(r, &mut key);
-                below_lo(&key)
-            }))
+            Some(order.seek_pk(below_lo, &mut enc_pk))
         };
-        // The entry at `cur` if it is still inside the range.
+        // The entry at `cur` if it is still inside the range (`key`: its pk).
         let at = |cur: Option<crate::pk_order::Pos>, key: &mut Vec<u8>| {
             let r = order.get(cur?)?;
-            entry_key(r, key);
+            self.pk.encode_stored(&self.layout, fixed, var, r, key);
             let outside = if st.descending { below_lo(key) } else { above_hi(key) };
             (!outside).then_some(r)
         };
         let (mut examined, mut returned) = (0usize, 0usize);
         let mut row = Vec::new();
         let mut last_row = None;
-        while returned < st.max_rows && examined < st.examine_limit.max(1) {
+        while returned < st.st.max_rows && examined < st.examine_limit {
             let Some(r) = at(cur, &mut key) else {
                 *done = true;
                 return Ok(true);
             };
             examined += 1;
             last_row = Some(r);
-            self.read_into_masked(pi, r, st.cols, &mut row);
-            if self.passes(st.filter, &row)? {
-                out.rows.push((r, std::mem::take(&mut row)));
-                // `key` holds this row's entry key (`at` encoded it).
-                out.keys.push(key.clone());
+            if self.scan_row(pi, r, st.st, &mut row, out)? {
+                // `key` holds this row's pk (`at` encoded it).
+                out.push_entry_of_pk(&key, st.st.max_rows);
                 returned += 1;
-            } else {
-                row.clear();
             }
             let p = cur.expect("at an entry");
             cur = if st.descending { order.prev(p) } else { Some(order.next(p)) };
@@ -236,8 +271,52 @@ impl TableStore {
         if at(cur, &mut key).is_none() {
             *done = true;
         } else if let Some(r) = last_row {
-            entry_key(r, &mut key);
+            enc_pk(r, &mut key);
+            key.extend_from_within(..);
             *last = Some(key);
+        }
+        Ok(*done)
+    }
+
+    /// `scan_next` over an ordinary ordered index (a B-tree of entry keys).
+    fn scan_btree(
+        &self,
+        pi: usize,
+        st: &OrderedStep<'_>,
+        last: &mut Option<Vec<u8>>,
+        done: &mut bool,
+        out: &mut ScanBatch,
+    ) -> Result<bool, NodeError> {
+        let index = st.index;
+        let ord = self.parts[pi]
+            .ordered
+            .get(&index)
+            .ok_or_else(|| NodeError::with(ErrorCode::NoSuchIndex, format!("index {index} dropped during scan")))?;
+        let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (st.lo, st.hi);
+        let mut it: Box<dyn Iterator<Item = (&IKey, &RowId)>> = if st.descending {
+            Box::new(ord.map.range::<[u8], _>(bounds).rev())
+        } else {
+            Box::new(ord.map.range::<[u8], _>(bounds))
+        };
+        let (mut examined, mut returned) = (0usize, 0usize);
+        let mut row = Vec::new();
+        let mut last_key: Option<&IKey> = None;
+        while returned < st.st.max_rows && examined < st.examine_limit {
+            let Some((k, &r)) = it.next() else {
+                *done = true;
+                return Ok(true);
+            };
+            examined += 1;
+            last_key = Some(k);
+            if self.scan_row(pi, r, st.st, &mut row, out)? {
+                out.push_key(k.as_slice(), st.st.max_rows);
+                returned += 1;
+            }
+        }
+        if it.next().is_none() {
+            *done = true;
+        } else if let Some(k) = last_key {
+            *last = Some(k.as_slice().to_vec());
         }
         Ok(*done)
     }
@@ -344,6 +423,53 @@ impl TableStore {
         }
     }
 
+    /// Read stored row `r` as the step asks and append it to `out` if the
+    /// filter accepts it (true then). `scratch` is a reusable row buffer.
+    fn scan_row(
+        &self,
+        pi: usize,
+        r: RowId,
+        st: &ScanStep<'_>,
+        scratch: &mut Vec<Value>,
+        out: &mut ScanBatch,
+    ) -> Result<bool, NodeError> {
+        match (st.projection, st.filter) {
+            // Nothing to check: decode just the projected columns.
+            (Some(proj), None) => {
+                let part = &self.parts[pi];
+                let slot = part.fixed().slot(r);
+                let payload = self.layout.var_ref(slot).map(|v| part.var.get(v)).unwrap_or(&[]);
+                let mut values = Vec::with_capacity(proj.len());
+                values.extend(proj.iter().map(|c| self.layout.read_col(slot, payload, *c as usize)));
+                out.rows.push(values);
+            }
+            (Some(proj), Some(_)) => {
+                scratch.clear();
+                self.read_into_masked(pi, r, st.cols, scratch);
+                if !self.passes(st.filter, scratch)? {
+                    return Ok(false);
+                }
+                // Move the projected values out of the row buffer.
+                let mut values = Vec::with_capacity(proj.len());
+                for (i, c) in proj.iter().enumerate() {
+                    let v = &mut scratch[*c as usize];
+                    values.push(if proj[i + 1..].contains(c) { v.clone() } else { std::mem::replace(v, Value::Null) });
+                }
+                out.rows.push(values);
+            }
+            (None, _) => {
+                scratch.clear();
+                self.read_into_masked(pi, r, st.cols, scratch);
+                if !self.passes(st.filter, scratch)? {
+                    return Ok(false);
+                }
+                out.rows.push(std::mem::take(scratch));
+            }
+        }
+        out.ids.push(r);
+        Ok(true)
+    }
+
     pub fn scan_next(
         &self,
         pi: usize,
@@ -353,10 +479,10 @@ impl TableStore {
         examine_limit: usize,
         out: &mut Vec<(RowId, Vec<Value>)>,
     ) -> Result<bool, NodeError> {
-        let step = ScanStep { filter, cols: None, max_rows, examine_limit };
-        let mut batch = ScanBatch { rows: std::mem::take(out), keys: Vec::new() };
+        let step = ScanStep { filter, cols: None, projection: None, max_rows, examine_limit };
+        let mut batch = ScanBatch::default();
         let r = self.scan_next_rows(pi, cursor, &step, &mut batch);
-        *out = batch.rows;
+        out.extend(batch.ids.into_iter().zip(batch.rows));
         r
     }
 
@@ -369,9 +495,15 @@ impl TableStore {
         st: &ScanStep<'_>,
         out: &mut ScanBatch,
     ) -> Result<bool, NodeError> {
-        let (filter, cols, max_rows) = (st.filter, st.cols, st.max_rows);
+        let max_rows = st.max_rows;
         // Always make progress, even with silly limits.
         let examine_limit = st.examine_limit.max(1);
+        if let Some(c) = st.projection.into_iter().flatten().find(|c| **c as usize >= self.layout.cols.len()) {
+            return Err(NodeError::with(ErrorCode::NoSuchColumn, format!("column id {c} in table {}", self.def.name)));
+        }
+        let room = max_rows.min(RESERVE_ROWS);
+        out.rows.reserve(room);
+        out.ids.reserve(room);
         let mut examined = 0usize;
         let mut returned = 0usize;
         match cursor {
@@ -388,13 +520,8 @@ impl TableStore {
                     };
                     *next = r as u64 + 1;
                     examined += 1;
-                    // Reuse one buffer for rows the filter rejects.
-                    self.read_into_masked(pi, r, cols, &mut row);
-                    if self.passes(filter, &row)? {
-                        out.rows.push((r, std::mem::take(&mut row)));
+                    if self.scan_row(pi, r, st, &mut row, out)? {
                         returned += 1;
-                    } else {
-                        row.clear();
                     }
                 }
                 // Look ahead so the caller learns about exhaustion in this batch.
@@ -407,53 +534,53 @@ impl TableStore {
                 if *done {
                     return Ok(true);
                 }
-                let (lo, hi) = match (&last, *descending) {
-                    (None, _) => (low.clone(), high.clone()),
-                    (Some(k), false) => (Bound::Excluded(k.clone()), high.clone()),
-                    (Some(k), true) => (low.clone(), Bound::Excluded(k.clone())),
+                // Resume after the last entry returned (borrowed, not copied:
+                // the step sets a new one).
+                let prev = last.take();
+                let (lo, hi) = match (&prev, *descending) {
+                    (None, _) => (as_slice_bound(low), as_slice_bound(high)),
+                    (Some(k), false) => (Bound::Excluded(k.as_slice()), as_slice_bound(high)),
+                    (Some(k), true) => (as_slice_bound(low), Bound::Excluded(k.as_slice())),
                 };
                 if range_is_empty(&lo, &hi) {
                     *done = true;
                     return Ok(true);
                 }
-                if self.pk_index.as_ref().is_some_and(|i| i.def.id == *index) {
-                    let step =
-                        PkStep { lo: &lo, hi: &hi, descending: *descending, filter, cols, max_rows, examine_limit };
-                    return self.scan_pk_order(pi, &step, last, done, out);
-                }
-                let ord = self.parts[pi].ordered.get(index).ok_or_else(|| {
-                    NodeError::with(ErrorCode::NoSuchIndex, format!("index {index} dropped during scan"))
-                })?;
-                let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (as_slice_bound(&lo), as_slice_bound(&hi));
-                let mut it: Box<dyn Iterator<Item = (&IKey, &RowId)>> = if *descending {
-                    Box::new(ord.map.range::<[u8], _>(bounds).rev())
+                let step = OrderedStep { index: *index, lo, hi, descending: *descending, st, examine_limit };
+                let r = if self.pk_index.as_ref().is_some_and(|i| i.def.id == *index) {
+                    self.scan_pk_order(pi, &step, last, done, out)
                 } else {
-                    Box::new(ord.map.range::<[u8], _>(bounds))
+                    self.scan_btree(pi, &step, last, done, out)
                 };
-                let mut row = Vec::new();
-                let mut last_key: Option<&IKey> = None;
-                while returned < max_rows && examined < examine_limit {
-                    let Some((k, &r)) = it.next() else {
-                        *done = true;
-                        return Ok(true);
-                    };
-                    examined += 1;
-                    last_key = Some(k);
-                    self.read_into_masked(pi, r, cols, &mut row);
-                    if self.passes(filter, &row)? {
-                        out.rows.push((r, std::mem::take(&mut row)));
-                        out.keys.push(k.as_slice().to_vec());
-                        returned += 1;
-                    } else {
-                        row.clear();
-                    }
+                if last.is_none() && !*done {
+                    *last = prev;
                 }
-                if it.next().is_none() {
-                    *done = true;
-                } else if let Some(k) = last_key {
-                    *last = Some(k.as_slice().to_vec());
-                }
-                Ok(*done)
+                r
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cmp_doubled;
+
+    /// `cmp_doubled` orders `pk ++ pk` as the built entry does, against
+    /// bounds shorter, longer, equal and sharing every prefix length.
+    #[test]
+    fn doubled_comparison_matches_the_built_entry() {
+        let pks: [&[u8]; 5] = [b"", b"\x01", b"\x01\x02", b"\x01\x02\x03", b"\x02\x00"];
+        let mut bounds: Vec<Vec<u8>> = Vec::new();
+        for a in pks {
+            for b in pks {
+                bounds.push([a, b].concat());
+                bounds.push([a, b, b"\x00"].concat());
+            }
+        }
+        for pk in pks {
+            let entry = [pk, pk].concat();
+            for b in &bounds {
+                assert_eq!(cmp_doubled(pk, b), entry.as_slice().cmp(b.as_slice()), "pk {pk:?} bound {b:?}");
             }
         }
     }

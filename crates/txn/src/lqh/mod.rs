@@ -120,7 +120,8 @@ pub struct Lqh {
     txns: BTreeMap<TxnId, LqhTxn>,
     waits: FxHashMap<u64, WaitInfo>,
     next_tag: u64,
-    scans: BTreeMap<(ScanKey, PartitionId), LqhScan>,
+    /// Boxed: a B-tree moves its values around as it changes.
+    scans: BTreeMap<(ScanKey, PartitionId), Box<LqhScan>>,
     /// Estimated bytes of uncommitted images, checked with storage's used bytes
     /// at prepare so that commit never runs out of memory.
     reserved_bytes: u64,

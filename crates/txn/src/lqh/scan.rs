@@ -18,7 +18,7 @@ use crate::lock_queue::{Grant, LockKey, Mode};
 use crate::store::{ScanBatch, ScanCursor, ScanStep};
 use norr_kernel::{BlockRef, Ctx};
 use norr_signals::filter_eval::eval_filter;
-use norr_signals::internal::{InternalSignal, LqhScanReq, ScanKey, ScanRow, TxnId};
+use norr_signals::internal::{InternalSignal, LqhScanReq, ScanKey, ScanRow, ScanRows, TxnId};
 use norr_signals::ops::{Filter, LockMode};
 use norr_signals::schema::{ColumnId, IndexId, PartitionId, TableDef, TableId};
 use norr_signals::value::Value;
@@ -41,7 +41,7 @@ pub(crate) struct LqhScan {
     read_cols: Option<Vec<bool>>,
     lock: LockMode,
     batch_rows: usize,
-    out: Vec<ScanRow>,
+    out: ScanRows,
     /// Locking scans: rows found, not yet locked, in scan order.
     candidates: VecDeque<Candidate>,
     /// The reading transaction's own writes in this partition, if any.
@@ -133,7 +133,7 @@ impl Lqh {
         });
         self.scans.insert(
             key,
-            LqhScan {
+            Box::new(LqhScan {
                 tc,
                 txn: req.txn,
                 table: req.table,
@@ -146,7 +146,7 @@ impl Lqh {
                 read_cols,
                 lock,
                 batch_rows: req.batch_rows.max(1) as usize,
-                out: Vec::new(),
+                out: ScanRows::default(),
                 candidates: VecDeque::new(),
                 own,
                 front_had_lock: None,
@@ -154,7 +154,7 @@ impl Lqh {
                 idle: false,
                 waiting: None,
                 step_scheduled: false,
-            },
+            }),
         );
         self.scan_step(key, ctx);
     }
@@ -204,7 +204,7 @@ impl Lqh {
                 Some(Candidate::Own(_)) => {
                     let s = self.scans.get_mut(&key).expect("scan");
                     let Some(Candidate::Own(r)) = s.candidates.pop_front() else { unreachable!("front") };
-                    s.out.push(r);
+                    s.out.push(s.index.map(|_| r.key.as_slice()), r.values);
                     continue;
                 }
             };
@@ -260,12 +260,9 @@ impl Lqh {
                 continue;
             }
             let now = now.expect("checked");
-            let k = match s.index {
-                Some(ix) => self.storage.ordered_key(def.id, ix, &now),
-                None => Vec::new(),
-            };
+            let k = s.index.map(|ix| self.storage.ordered_key(def.id, ix, &now));
             let values = project(&def, &now, &s.projection)?;
-            s.out.push(ScanRow { key: k, values });
+            s.out.push(k.as_deref(), values);
         }
     }
 
@@ -325,33 +322,35 @@ impl Lqh {
             }
             examined = true;
             let want = s.batch_rows.saturating_sub(s.out.len() + s.candidates.len());
+            let locking = s.lock != LockMode::CommittedRead;
+            // A committed-read scan without own writes returns what storage
+            // finds as it is: storage projects the rows itself.
+            let plain = !locking && s.own.is_none();
             let step = ScanStep {
                 filter: s.filter.as_ref(),
                 cols: s.read_cols.as_deref(),
+                projection: (plain && !s.projection.is_empty()).then_some(s.projection.as_slice()),
                 max_rows: want.max(1),
                 examine_limit: self.examine_per_step,
             };
             let mut found = ScanBatch::default();
             s.exhausted = self.storage.scan_next_rows(s.table, s.part, &mut s.cursor, &step, &mut found)?;
-            let locking = s.lock != LockMode::CommittedRead;
+            if plain {
+                s.out.append(ScanRows { keys: found.keys, rows: found.rows });
+                continue;
+            }
             let mut own = s.own.take();
             // Ordered scans: storage hands out each row's ordered key, which
             // orders the stream (locking scans compute it again after the lock).
-            let mut keys = found.keys.into_iter();
-            if !locking {
-                s.out.reserve(found.rows.len());
-            }
-            for (_, row) in found.rows {
-                let k = match s.index {
-                    Some(_) => keys.next().expect("one key per row of an ordered scan"),
-                    None => Vec::new(),
-                };
+            let keys = found.keys;
+            for (i, row) in found.rows.into_iter().enumerate() {
+                let k = s.index.map(|_| keys.get(i));
                 if let Some(own) = &mut own {
                     if own.hides(&self.storage.encode_row_pk(s.table, &row)) {
                         continue;
                     }
-                    if s.index.is_some() {
-                        while let Some(o) = own.pop_before(Some(&k)) {
+                    if let Some(k) = k {
+                        while let Some(o) = own.pop_before(Some(k)) {
                             push_own(s, o)?;
                         }
                     }
@@ -360,7 +359,7 @@ impl Lqh {
                     s.candidates.push_back(Candidate::Committed(row));
                 } else {
                     let values = project_owned(&s.def, row, &s.projection)?;
-                    s.out.push(ScanRow { key: k, values });
+                    s.out.push(k, values);
                 }
             }
             if s.exhausted {
@@ -380,7 +379,7 @@ impl Lqh {
 fn push_own(s: &mut LqhScan, row: (Vec<u8>, Vec<Value>)) -> Result<(), NodeError> {
     let r = own_scan_row(&s.def, row, &s.projection)?;
     if s.lock == LockMode::CommittedRead {
-        s.out.push(r);
+        s.out.push(s.index.map(|_| r.key.as_slice()), r.values);
     } else {
         s.candidates.push_back(Candidate::Own(r));
     }

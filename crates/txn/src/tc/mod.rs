@@ -108,7 +108,8 @@ pub struct Tc {
     next_txn: TxnId,
     /// Handles of transactions TC aborted on its own, with the error to report.
     tombstones: BTreeMap<(NodeId, u64), NodeError>,
-    scans: BTreeMap<ScanKey, TcScan>,
+    /// Boxed: a B-tree moves its values around as it changes.
+    scans: BTreeMap<ScanKey, Box<TcScan>>,
     scan_by_client: FxHashMap<(NodeId, u32), ScanKey>,
     /// Scans TC closed on its own (inactivity), with the error to report.
     /// The transaction handle in the value is forgotten with it: the client

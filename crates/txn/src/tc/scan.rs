@@ -9,12 +9,11 @@ use crate::route::lqh_instance;
 use norr_kernel::{BlockRef, Ctx};
 use norr_signals::coerce::coerce_value;
 use norr_signals::filter_eval::validate_filter;
-use norr_signals::internal::{InternalSignal, LqhScanReq, ScanKey, ScanRow, TxnId};
+use norr_signals::internal::{InternalSignal, LqhScanReq, ScanKey, ScanRows, TxnId};
 use norr_signals::ops::{LockMode, ScanSpec, MAX_SCAN_BATCH_ROWS};
 use norr_signals::schema::{IndexKind, PartitionId, TableDef};
 use norr_signals::value::Value;
 use norr_signals::{ErrorCode, NodeError, ScanNextReq, ScanTabConf, ScanTabRef, ScanTabReq, Signal};
-use std::collections::VecDeque;
 
 /// Least rows per partition step of an ordered scan (see `on_scan_tab_req`).
 const MIN_ORDERED_PART_ROWS: u32 = 64;
@@ -22,7 +21,10 @@ const MIN_ORDERED_PART_ROWS: u32 = 64;
 struct PartScan {
     part: PartitionId,
     lqh: BlockRef,
-    buf: VecDeque<ScanRow>,
+    /// The last batch from LQH; rows before `next` are handed on already
+    /// (moved out, left empty).
+    buf: ScanRows,
+    next: usize,
     done: bool,
     /// A request to LQH is in flight.
     outstanding: bool,
@@ -41,8 +43,8 @@ pub(crate) struct TcScan {
     parts: Vec<PartScan>,
     /// The batch being assembled for the client.
     out: Vec<Vec<Value>>,
-    /// Ordered scans: the merge heap (partition positions), kept for reuse.
-    merge: Vec<usize>,
+    /// Ordered scans: the merge heap, kept for reuse.
+    merge: Vec<HeapEntry>,
     pub(super) client_waiting: bool,
     last_active_ns: u64,
 }
@@ -222,13 +224,13 @@ impl Tc {
                 };
                 ctx.send(lqh, internal(InternalSignal::LqhScanReq(Box::new(r))));
             }
-            scan.parts.push(PartScan { part: p, lqh, buf: VecDeque::new(), done, outstanding: !done });
+            scan.parts.push(PartScan { part: p, lqh, buf: ScanRows::default(), next: 0, done, outstanding: !done });
         }
         if let Some(t) = txn {
             self.txns.get_mut(&t).expect("txn").scans.insert(key);
         }
         self.scan_by_client.insert((api.node, scan_id), key);
-        self.scans.insert(key, scan);
+        self.scans.insert(key, Box::new(scan));
         self.arm_timer(ctx);
         self.pump(key, ctx);
     }
@@ -324,18 +326,21 @@ impl Tc {
         &mut self,
         key: ScanKey,
         part: PartitionId,
-        rows: Vec<ScanRow>,
+        rows: ScanRows,
         done: bool,
         ctx: &mut Ctx<'_, Signal>,
     ) {
         let Some(s) = self.scans.get_mut(&key) else {
             return;
         }; // closed meanwhile
+        let ordered = s.ordered;
         let p = s.parts.iter_mut().find(|p| p.part == part).expect("scan part");
-        assert!(p.outstanding && p.buf.is_empty(), "unrequested scan batch");
+        assert!(p.outstanding && p.is_empty(), "unrequested scan batch");
+        assert!(!ordered || rows.keys.len() == rows.len(), "ordered scan batch without a key per row");
         p.outstanding = false;
         p.done = done;
-        p.buf.extend(rows);
+        p.buf = rows;
+        p.next = 0;
         self.pump(key, ctx);
     }
 
@@ -404,25 +409,25 @@ impl Tc {
         }
         // The rows buffered now, as far as this batch takes them: room for
         // them at once instead of growing the batch row by row.
-        let buffered: usize = s.parts.iter().map(|p| p.buf.len()).sum();
+        let buffered: usize = s.parts.iter().map(|p| p.left()).sum();
         let room = s.batch_rows.saturating_sub(s.out.len()).min(s.remaining.min(usize::MAX as u64) as usize);
         s.out.reserve(buffered.min(room));
         if s.ordered {
             // Every live partition must show its next row before we know the
             // minimum; then a heap of the partitions by next row picks each.
-            if !s.parts.iter().any(|p| p.buf.is_empty() && !p.done) {
+            if !s.parts.iter().any(|p| p.is_empty() && !p.done) {
                 let mut heap = std::mem::take(&mut s.merge);
                 heap.clear();
-                heap.extend((0..s.parts.len()).filter(|i| !s.parts[*i].buf.is_empty()));
+                heap.extend((0..s.parts.len()).filter(|i| !s.parts[*i].is_empty()).map(|i| s.parts[i].head(i)));
                 for i in (0..heap.len() / 2).rev() {
                     sift_down(&mut heap, i, &s.parts, s.descending);
                 }
                 while s.out.len() < s.batch_rows && s.remaining > 0 {
-                    let Some(&i) = heap.first() else { break };
-                    let row = s.parts[i].buf.pop_front().expect("heap holds non-empty partitions");
-                    s.out.push(row.values);
+                    let Some(&HeapEntry { part: i, .. }) = heap.first() else { break };
+                    s.out.push(s.parts[i].pop());
                     s.remaining -= 1;
-                    if !s.parts[i].buf.is_empty() {
+                    if !s.parts[i].is_empty() {
+                        heap[0] = s.parts[i].head(i);
                         sift_down(&mut heap, 0, &s.parts, s.descending);
                     } else if s.parts[i].done {
                         let last = heap.pop().expect("non-empty");
@@ -438,14 +443,24 @@ impl Tc {
             }
         } else {
             while s.out.len() < s.batch_rows && s.remaining > 0 {
-                let Some(p) = s.parts.iter_mut().find(|p| !p.buf.is_empty()) else { break };
+                let Some(p) = s.parts.iter_mut().find(|p| !p.is_empty()) else { break };
                 let room = (s.batch_rows - s.out.len()).min(s.remaining.min(usize::MAX as u64) as usize);
-                let n = room.min(p.buf.len());
-                s.out.extend(p.buf.drain(..n).map(|r| r.values));
+                let n = room.min(p.left());
+                if s.out.is_empty() && p.next == 0 && n == p.buf.len() {
+                    // The whole LQH batch as it is: no copy.
+                    s.out = std::mem::take(&mut p.buf.rows);
+                    p.buf = ScanRows::default();
+                } else {
+                    s.out.extend(p.buf.rows.drain(p.next..p.next + n));
+                    if p.next == p.buf.rows.len() {
+                        p.buf = ScanRows::default();
+                        p.next = 0;
+                    }
+                }
                 s.remaining -= n as u64;
             }
         }
-        let exhausted = s.parts.iter().all(|p| p.done && p.buf.is_empty());
+        let exhausted = s.parts.iter().all(|p| p.done && p.is_empty());
         let finished = exhausted || s.remaining == 0;
         if s.out.len() >= s.batch_rows || finished {
             let rows = std::mem::take(&mut s.out);
@@ -462,26 +477,72 @@ impl Tc {
             }
             return Self::scan_conf(ctx, api, handle, id, rows, finished);
         }
-        for p in s.parts.iter_mut().filter(|p| p.buf.is_empty() && !p.done && !p.outstanding) {
+        for p in s.parts.iter_mut().filter(|p| p.is_empty() && !p.done && !p.outstanding) {
             p.outstanding = true;
             ctx.send(p.lqh, internal(InternalSignal::LqhScanNextReq { scan: key, part: p.part }));
         }
     }
 }
 
+impl PartScan {
+    /// Rows buffered and not handed on yet.
+    fn left(&self) -> usize {
+        self.buf.len() - self.next
+    }
+
+    fn is_empty(&self) -> bool {
+        self.next == self.buf.len()
+    }
+
+    /// Ordered scans: the key of the next buffered row.
+    fn next_key(&self) -> &[u8] {
+        self.buf.keys.get(self.next)
+    }
+
+    /// Take the next buffered row.
+    fn pop(&mut self) -> Vec<Value> {
+        let row = std::mem::take(&mut self.buf.rows[self.next]);
+        self.next += 1;
+        row
+    }
+}
+
+/// A partition in the merge heap, with the first 16 bytes of its next row's
+/// key (zero-padded, big-endian) so that most comparisons are one integer
+/// compare; equal prefixes fall back to the whole keys.
+#[derive(Debug, Clone, Copy)]
+struct HeapEntry {
+    prefix: u128,
+    part: usize,
+}
+
+impl PartScan {
+    /// The heap entry of this partition (at position `part`) for its next row.
+    fn head(&self, part: usize) -> HeapEntry {
+        let k = self.next_key();
+        let mut b = [0u8; 16];
+        let n = k.len().min(16);
+        b[..n].copy_from_slice(&k[..n]);
+        HeapEntry { prefix: u128::from_be_bytes(b), part }
+    }
+}
+
 /// Whether partition `a`'s next row comes before partition `b`'s (both have
 /// one). Entry keys are unique (they end in the pk), so there are no ties.
-fn before(parts: &[PartScan], descending: bool, a: usize, b: usize) -> bool {
-    let (ka, kb) = (&parts[a].buf[0].key, &parts[b].buf[0].key);
+/// Zero padding keeps the prefix order: where two padded prefixes first
+/// differ, either both keys have a byte there, or the shorter key ended and
+/// the other has a non-zero byte, so it sorts after as a longer key does.
+fn before(parts: &[PartScan], descending: bool, a: HeapEntry, b: HeapEntry) -> bool {
+    let ord = a.prefix.cmp(&b.prefix).then_with(|| parts[a.part].next_key().cmp(parts[b.part].next_key()));
     if descending {
-        ka > kb
+        ord.is_gt()
     } else {
-        ka < kb
+        ord.is_lt()
     }
 }
 
 /// Restore the heap order (first = next row to return) below position `i`.
-fn sift_down(heap: &mut [usize], mut i: usize, parts: &[PartScan], descending: bool) {
+fn sift_down(heap: &mut [HeapEntry], mut i: usize, parts: &[PartScan], descending: bool) {
     loop {
         let l = 2 * i + 1;
         if l >= heap.len() {
