@@ -399,9 +399,9 @@ fn ordered_merge_of_long_keys_sharing_prefixes() {
     let s_of = |i: i64| {
         let stem = "common-prefix-longer-than-sixteen-bytes";
         match i % 4 {
-            0 => format!("{stem}"),
+            0 => stem.to_string(),
             1 => format!("{stem}{}", i % 13),
-            2 => format!("{}", &stem[..(i % 20) as usize]),
+            2 => stem[..(i % 20) as usize].to_string(),
             _ => format!("{stem}-{:03}", i),
         }
     };
