@@ -5,14 +5,18 @@
 //! (`id BETWEEN ? AND ?+99`) are the case that matters: span 100.
 //!
 //! ```text
-//! cargo run -p norr-txn --release --example pk_range -- [rows] [span] [rounds]
+//! cargo run -p norr-txn --release --example pk_range -- [rows] [span] [rounds] [sql]
 //! ```
+//!
+//! With `sql` = 1 the scan asks what sqld asks for sysbench's
+//! `SELECT c ... WHERE id BETWEEN ? AND ?`: columns `id, c` (sqld re-checks
+//! the condition) and the condition also as a filter.
 //!
 //! Both paths are timed alternately in the same run, several rounds; the
 //! median per path is printed with the ratio.
 
 use norr_knobs::Knobs;
-use norr_signals::ops::{Bound, KeyOp, ScanRange, ScanSpec};
+use norr_signals::ops::{Bound, CmpOp, Filter, KeyOp, ScanRange, ScanSpec};
 use norr_signals::value::{Collation, ColumnType, Value};
 use norr_signals::{ExecType, OpResult};
 use norr_txn::testkit::{table_def, Harness};
@@ -21,7 +25,7 @@ use std::time::Instant;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize, d: i64| args.get(i).map_or(d, |s| s.parse().expect("a number"));
-    let (n, span, rounds) = (arg(0, 100_000), arg(1, 100), arg(2, 7));
+    let (n, span, rounds, sql) = (arg(0, 100_000), arg(1, 100), arg(2, 7), arg(3, 0) != 0);
     let mut h = Harness::new(Knobs::default());
     // sysbench's sbtest: id INT pk, k INT, c CHAR(120), pad CHAR(60).
     let d = h
@@ -73,13 +77,20 @@ fn main() {
         let mut rows = 0usize;
         for q in 0..queries {
             let lo = (q * 7919) % (n - span);
+            let (a, b) = (Value::Int(lo), Value::Int(lo + span - 1));
             let spec = ScanSpec {
                 index: Some(pk_ix),
                 range: Some(ScanRange {
-                    low: Bound::inclusive(vec![Value::Int(lo)]),
-                    high: Bound::inclusive(vec![Value::Int(lo + span - 1)]),
+                    low: Bound::inclusive(vec![a.clone()]),
+                    high: Bound::inclusive(vec![b.clone()]),
                 }),
-                projection: vec![2],
+                projection: if sql { vec![0, 2] } else { vec![2] },
+                filter: sql.then(|| {
+                    Filter::And(vec![
+                        Filter::Cmp { col: 0, op: CmpOp::Ge, value: a },
+                        Filter::Cmp { col: 0, op: CmpOp::Le, value: b },
+                    ])
+                }),
                 batch_rows: 1024,
                 ..ScanSpec::full(t)
             };

@@ -14,6 +14,7 @@
 
 mod failure;
 mod scan;
+mod scan_filter;
 
 use crate::counters::Counters;
 use crate::fxhash::FxHashMap;

@@ -4,6 +4,7 @@
 //! ordered-index scans it merges the partitions' sorted streams on their
 //! ordered keys (k-way merge), so the client sees index order.
 
+use super::scan_filter::drop_range_implied;
 use super::{internal, AbortReply, Tc, TxnState};
 use crate::route::lqh_instance;
 use norr_kernel::{BlockRef, Ctx};
@@ -134,7 +135,7 @@ impl Tc {
             crate::probe!(self.counters, "tc: out of scan records");
             return fail(ctx, NodeError::with(ErrorCode::Overloaded, "too many open scans"));
         }
-        let spec = req.spec;
+        let mut spec = req.spec;
         let Some(def) = self.defs.get(&spec.table).cloned() else {
             return fail(ctx, NodeError::with(ErrorCode::NoSuchTable, format!("table id {}", spec.table)));
         };
@@ -142,6 +143,11 @@ impl Tc {
             Ok(p) => p,
             Err(e) => return fail(ctx, e),
         };
+        let had_filter = spec.filter.is_some();
+        spec.filter = drop_range_implied(&def, spec.index, spec.range.as_ref(), spec.filter.take());
+        if had_filter && spec.filter.is_none() {
+            crate::probe!(self.counters, "tc: scan filter implied by the range");
+        }
         // Only a locking scan belongs to the transaction; a committed-read scan
         // holds nothing to commit or abort.
         let locking = !req.standalone && spec.lock != LockMode::CommittedRead;
