@@ -1,6 +1,8 @@
 //! Prepared statements keep their compiled plans between executions; these
-//! check that a kept plan follows DDL and the session's default database
-//! (an in-process data node and an `Engine`, no wire protocol).
+//! check that a kept plan follows DDL and the session's default database, and
+//! that the sysbench range statements give the right rows for parameters of
+//! every type (a range scan drops the conjuncts it decides exactly only for
+//! integer values). An in-process data node and an `Engine`, no wire protocol.
 
 use norr_signals::Value;
 use norr_sql::engine::{Engine, EngineConfig};
@@ -82,6 +84,132 @@ fn kept_update_and_delete_plans_follow_ddl_and_default_db() {
         assert_eq!(affected(e.execute_prepared(&mut s, &del, vec![Value::Int(3)]).await.expect("delete")), 1);
         assert_eq!(rows(&e, &mut s, "SELECT id FROM t").await, vec![vec![Value::Int(1)]]);
         assert_eq!(rows(&e, &mut s, "SELECT id FROM pp2.t").await, vec![vec![Value::Int(2)]]);
+    });
+    node.shutdown();
+}
+
+fn ids(rows: &[Vec<Value>]) -> Vec<i64> {
+    rows.iter()
+        .map(|r| match &r[0] {
+            Value::Int(i) => *i,
+            other => panic!("not an int: {other:?}"),
+        })
+        .collect()
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+        other => panic!("not a string: {other:?}"),
+    }
+}
+
+#[test]
+fn range_statements_with_parameters_of_every_type() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let node = norr_runtime::start_data_node(norr_runtime::DataNodeConfig {
+        node_id: 1,
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        knobs: norr_knobs::Knobs::default(),
+    })
+    .expect("data node starts");
+    let addr = node.local_addr().to_string();
+    rt.block_on(async move {
+        let e = Engine::connect(&addr, EngineConfig::default()).await.expect("engine connects");
+        let mut s = e.new_session(1, "root");
+        run(&e, &mut s, "CREATE DATABASE pr").await;
+        run(&e, &mut s, "USE pr").await;
+        run(
+            &e,
+            &mut s,
+            "CREATE TABLE sb (id INT NOT NULL AUTO_INCREMENT, k INT NOT NULL DEFAULT '0', \
+             c CHAR(20) NOT NULL DEFAULT '', PRIMARY KEY (id), KEY k_1 (k))",
+        )
+        .await;
+        // ids 1..=150; c repeats case-insensitively every 3 ids, one of the
+        // three with a trailing space.
+        let mut sql = String::from("INSERT INTO sb (id, k, c) VALUES ");
+        for i in 1..=150 {
+            let c = ["abc", "ABC ", "Abd"][i % 3];
+            sql.push_str(&format!("{}({i}, {}, '{c}')", if i > 1 { "," } else { "" }, i % 5));
+        }
+        run(&e, &mut s, &sql).await;
+
+        let range = e.prepare(&mut s, "SELECT id FROM sb WHERE id BETWEEN ? AND ? ORDER BY id").await.expect("prepare");
+        let sum = e.prepare(&mut s, "SELECT SUM(k) FROM sb WHERE id BETWEEN ? AND ?").await.expect("prepare");
+        let order = e.prepare(&mut s, "SELECT c FROM sb WHERE id BETWEEN ? AND ? ORDER BY c").await.expect("prepare");
+        let distinct =
+            e.prepare(&mut s, "SELECT DISTINCT c FROM sb WHERE id BETWEEN ? AND ? ORDER BY c").await.expect("prepare");
+        let half_open =
+            e.prepare(&mut s, "SELECT id FROM sb WHERE id > ? AND ? > id ORDER BY id").await.expect("prepare");
+        let exec = |p: &std::sync::Arc<norr_sql::engine::Prepared>, params: Vec<Value>| {
+            let p = p.clone();
+            let e = e.clone();
+            async move {
+                let mut s = e.new_session(2, "root");
+                run(&e, &mut s, "USE pr").await;
+                match e.execute_prepared(&mut s, &p, params).await.expect("execute") {
+                    QueryOutput::Rows { rows, .. } => rows,
+                    other => panic!("not rows: {other:?}"),
+                }
+            }
+        };
+        let span = |a: i64, b: i64| (a..=b).collect::<Vec<i64>>();
+        let bytes = |x: &str| Value::Bytes(x.as_bytes().to_vec());
+
+        // Integers (the range decides the conjunct), then strings, decimals
+        // and doubles (checked by value, with MySQL's conversions).
+        assert_eq!(ids(&exec(&range, vec![Value::Int(11), Value::Int(110)]).await), span(11, 110));
+        assert_eq!(ids(&exec(&range, vec![Value::UInt(11), Value::UInt(110)]).await), span(11, 110));
+        assert_eq!(ids(&exec(&range, vec![bytes("11"), bytes("110")]).await), span(11, 110));
+        assert_eq!(ids(&exec(&range, vec![bytes(" 10.5"), bytes("110.5x")]).await), span(11, 110));
+        assert_eq!(ids(&exec(&range, vec![bytes("abc"), bytes("40")]).await), span(1, 40));
+        assert_eq!(
+            ids(&exec(
+                &range,
+                vec![Value::Decimal(norr_signals::Decimal { mantissa: 105, scale: 1 }), Value::Int(110)]
+            )
+            .await),
+            span(11, 110)
+        );
+        assert_eq!(ids(&exec(&range, vec![Value::Double(10.0), Value::Double(109.9)]).await), span(10, 109));
+        // Out of INT's range: that side of the range is open, the check stays.
+        assert_eq!(ids(&exec(&range, vec![Value::Int(-5_000_000_000), Value::Int(5_000_000_000)]).await), span(1, 150));
+        assert_eq!(ids(&exec(&range, vec![Value::Int(100), Value::Int(i64::MAX)]).await), span(100, 150));
+        // NULL and empty ranges.
+        assert!(exec(&range, vec![Value::Null, Value::Int(100)]).await.is_empty());
+        assert!(exec(&range, vec![Value::Int(100), Value::Int(50)]).await.is_empty());
+        // Exclusive bounds, the column on either side.
+        assert_eq!(ids(&exec(&half_open, vec![Value::Int(10), Value::Int(110)]).await), span(11, 109));
+        assert_eq!(ids(&exec(&half_open, vec![bytes("10"), Value::Double(110.5)]).await), span(11, 110));
+
+        // SUM over integers (the integral fast path) and its NULL for no rows.
+        let want: i64 = (11..=110).map(|i| i % 5).sum();
+        assert_eq!(
+            exec(&sum, vec![Value::Int(11), Value::Int(110)]).await,
+            vec![vec![Value::Decimal(norr_signals::Decimal { mantissa: want as i128, scale: 0 })]]
+        );
+        assert_eq!(exec(&sum, vec![Value::Int(500), Value::Int(600)]).await, vec![vec![Value::Null]]);
+
+        // ORDER BY c under the case-insensitive default collation: 'abc' and
+        // 'ABC' tie; the stored trailing space of 'ABC ' counts (NorrDB keeps
+        // CHAR's trailing spaces, unlike MySQL, which strips them: a known
+        // gap this test pins so that ORDER BY and DISTINCT stay consistent).
+        let sorted = exec(&order, vec![Value::Int(11), Value::Int(110)]).await;
+        let lower: Vec<String> = sorted.iter().map(|r| text(&r[0]).to_lowercase()).collect();
+        let mut want: Vec<String> = (11..=110).map(|i| ["abc", "abc ", "abd"][i % 3].to_string()).collect();
+        want.sort();
+        assert_eq!(lower, want);
+        // DISTINCT: one row per case-insensitive value, in order.
+        let d = exec(&distinct, vec![Value::Int(11), Value::Int(110)]).await;
+        let d: Vec<String> = d.iter().map(|r| text(&r[0])).collect();
+        assert_eq!(d.len(), 3, "{d:?}");
+        assert_eq!(d[0].to_lowercase(), "abc");
+        assert_eq!(d[1], "ABC ");
+        assert_eq!(d[2], "Abd");
+        // The same with string parameters (no conjunct dropped).
+        let d2 = exec(&distinct, vec![bytes("11"), bytes("110")]).await;
+        assert_eq!(d2.len(), 3);
     });
     node.shutdown();
 }

@@ -279,6 +279,68 @@ fn dedup(rows: Vec<Row>, colls: &[Coll]) -> Vec<Row> {
     out
 }
 
+/// Whether the ORDER BY just applied leaves rows that DISTINCT deems equal
+/// next to each other, so that comparing neighbours (`same_row`) keeps what
+/// `dedup` would: every order key is an output column compared with that
+/// column's DISTINCT collation, every output column is an order key, and
+/// each column holds one kind of value (integers or strings, and NULLs), for
+/// which "orders equal" and "groups equal" are the same relation (an integer
+/// and a string can order equal yet are distinct).
+fn sort_groups_rows(
+    order: &[OrderKey],
+    key_cols: &[Option<usize>],
+    out_colls: &[Coll],
+    keyed: &[(Vec<Value>, Row)],
+) -> bool {
+    if order.is_empty() || key_cols.len() != order.len() {
+        return false;
+    }
+    for (o, kc) in order.iter().zip(key_cols) {
+        match kc {
+            Some(j) if out_colls.get(*j) == Some(&o.coll) => {}
+            _ => return false,
+        }
+    }
+    let width = out_colls.len();
+    if !(0..width).all(|j| key_cols.contains(&Some(j))) {
+        return false;
+    }
+    // 0: only NULLs so far, 1: integers, 2: strings.
+    let mut kind = vec![0u8; width];
+    for (_, r) in keyed {
+        if r.len() != width {
+            return false;
+        }
+        for (v, k) in r.iter().zip(kind.iter_mut()) {
+            let this = match v {
+                Value::Null => continue,
+                Value::Int(_) => 1,
+                Value::Bytes(_) => 2,
+                _ => return false,
+            };
+            if *k == 0 {
+                *k = this;
+            } else if *k != this {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// DISTINCT equality of two rows whose columns each hold one kind of value
+/// (see `sort_groups_rows`): what equal `encode_group_key` bytes mean.
+fn same_row(a: &[Value], b: &[Value], colls: &[Coll]) -> bool {
+    a.iter().zip(b).enumerate().all(|(i, (x, y))| match (x, y) {
+        (Value::Null, Value::Null) => true,
+        (Value::Int(p), Value::Int(q)) => p == q,
+        (Value::Bytes(p), Value::Bytes(q)) => {
+            vals::cmp_bytes(p, q, colls.get(i).copied().unwrap_or(Coll::Ci)) == std::cmp::Ordering::Equal
+        }
+        _ => false,
+    })
+}
+
 fn eval_count(e: Option<&CExpr>, ctx: &mut EvalCtx, what: &str) -> Result<Option<u64>, SqlError> {
     let Some(e) = e else { return Ok(None) };
     let v = eval(e, &[], ctx)?;
@@ -324,8 +386,12 @@ fn finish_rows(
             std::cmp::Ordering::Equal
         });
     }
+    let sorted_distinct = distinct && sort_groups_rows(order, key_cols, out_colls, &keyed);
     let mut rows: Vec<Row> = keyed.into_iter().map(|(_, r)| r).collect();
-    if distinct {
+    if sorted_distinct {
+        // Equal rows are neighbours now: keep the first of each run.
+        rows.dedup_by(|later, first| same_row(first, later, out_colls));
+    } else if distinct {
         rows = dedup(rows, out_colls);
     }
     let off = eval_count(offset, ctx, "OFFSET")?.unwrap_or(0) as usize;
@@ -445,19 +511,21 @@ fn read_op(t: &TableAccess, key: KeyAccess, partition: Option<PartitionId>) -> K
     }
 }
 
-/// Spread a projected row into a full-width table row, in place: `needed`
-/// is strictly increasing (sorted and deduplicated by the planner), so moving
-/// the values from the last to the first only ever lands on a NULL filler.
-fn widen(t: &TableAccess, mut r: Vec<Value>) -> Row {
+/// Spread a projected row into a full-width table row (NULL where a column
+/// was not fetched). `needed` is strictly increasing (sorted and deduplicated
+/// by the planner), so one pass fills the row front to back.
+fn widen(t: &TableAccess, r: Vec<Value>) -> Row {
     let n = t.table.def.columns.len();
     if t.needed.len() == n {
         return r;
     }
-    let in_place = r.len() == t.needed.len()
-        && t.needed.windows(2).all(|w| w[0] < w[1])
-        && t.needed.last().is_some_and(|&c| (c as usize) < n);
-    if !in_place {
-        let mut row = vec![Value::Null; n];
+    // A fresh row of the full width: growing `r` in place would reallocate
+    // it (an aligned reallocation is the allocator's slow path), which cost
+    // more than the rest of the row's handling.
+    let mut row = Vec::with_capacity(n);
+    let ascending = t.needed.windows(2).all(|w| w[0] < w[1]) && t.needed.last().is_some_and(|&c| (c as usize) < n);
+    if !ascending {
+        row.resize(n, Value::Null);
         for (c, v) in t.needed.iter().zip(r) {
             if let Some(slot) = row.get_mut(*c as usize) {
                 *slot = v;
@@ -465,11 +533,12 @@ fn widen(t: &TableAccess, mut r: Vec<Value>) -> Row {
         }
         return row;
     }
-    r.resize(n, Value::Null);
-    for (j, c) in t.needed.iter().enumerate().rev() {
-        r.swap(j, *c as usize);
+    for (c, v) in t.needed.iter().zip(r) {
+        row.resize(*c as usize, Value::Null);
+        row.push(v);
     }
-    r
+    row.resize(n, Value::Null);
+    row
 }
 
 /// Key reads (pk or unique); results in key order, missing rows skipped.
@@ -529,16 +598,18 @@ pub async fn read_keys(
 
 /// The scan spec for a table access (None = provably no rows).
 pub fn scan_spec(t: &TableAccess, ctx: &mut EvalCtx, limit: Option<u64>) -> Result<Option<ScanSpec>, SqlError> {
-    scan_spec_via(t, &t.access, ctx, limit)
+    Ok(scan_spec_via(t, &t.access, ctx, limit)?.map(|(spec, _)| spec))
 }
 
-/// `scan_spec` with the access path given apart from the table access.
+/// `scan_spec` with the access path given apart from the table access; also
+/// says which local conjuncts the scan's range decides exactly (left out of
+/// the pushed filter; the caller need not check them again).
 fn scan_spec_via(
     t: &TableAccess,
     access: &Access,
     ctx: &mut EvalCtx,
     limit: Option<u64>,
-) -> Result<Option<ScanSpec>, SqlError> {
+) -> Result<Option<(ScanSpec, Vec<bool>)>, SqlError> {
     let def = &t.table.def;
     let partitions = scan_partitions(t, ctx)?;
     if partitions.as_ref().is_some_and(|p| p.is_empty()) {
@@ -550,19 +621,21 @@ fn scan_spec_via(
     spec.lock = t.lock;
     spec.batch_rows = SCAN_BATCH_ROWS;
     spec.partitions = partitions;
-    spec.filter = plan::build_filter(def, &t.local, ctx)?;
     spec.limit = limit;
+    let mut implied = Vec::new();
     if let Access::IndexRange { index, eq, low, high, .. } = access {
         let ix = def.index(*index).ok_or_else(|| SqlError::internal("index vanished"))?;
         match plan::eval_range(def, &ix.columns, eq, low, high, ctx)? {
             None => return Ok(None),
             Some(r) => {
+                implied = plan::range_implied(def, &ix.columns, eq.len(), &r, &t.local, ctx)?;
                 spec.index = Some(*index);
                 spec.range = Some(r);
             }
         }
     }
-    Ok(Some(spec))
+    spec.filter = plan::build_filter(def, &t.local, &implied, ctx)?;
+    Ok(Some((spec, implied)))
 }
 
 /// Fetch the rows of a table access (local conjuncts applied).
@@ -594,6 +667,8 @@ pub async fn fetch_table(
         },
         _ => None,
     };
+    // Local conjuncts the scan's range decided exactly (not checked below).
+    let mut implied = Vec::new();
     let rows: Vec<Row> = match keyed {
         Some((index, cols, keys)) => read_keys(rd, t, index, &cols, keys).await?.into_iter().map(|(_, r)| r).collect(),
         None => {
@@ -606,19 +681,27 @@ pub async fn fetch_table(
             };
             match scan_spec_via(t, access, ctx, limit)? {
                 None => Vec::new(),
-                Some(spec) => {
+                Some((spec, skip)) => {
+                    implied = skip;
                     let rows = rd.scan(spec).await.map_err(|e| error_map::from_client(e, &table_err(def)))?;
                     rows.into_iter().map(|r| widen(t, r)).collect()
                 }
             }
         }
     };
-    if t.local.is_empty() {
+    let residual: Vec<&CExpr> = t
+        .local
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !implied.get(*i).copied().unwrap_or(false))
+        .map(|(_, c)| c)
+        .collect();
+    if residual.is_empty() {
         return Ok(rows);
     }
     let mut out = Vec::with_capacity(rows.len());
     'rows: for r in rows {
-        for c in &t.local {
+        for c in &residual {
             if !eval_pred(c, &r, ctx)? {
                 continue 'rows;
             }
@@ -978,6 +1061,16 @@ fn agg_step(
     match st {
         AggState::Count(n) => *n += 1,
         AggState::Sum(s) => {
+            // Integers into an integral decimal sum: a plain add while it fits
+            // (what `add_num` computes, without the general decimal arithmetic).
+            if let (Value::Int(i), Some(Num::D(d))) = (&v, s.as_mut()) {
+                if d.scale == 0 {
+                    if let Some(m) = d.mantissa.checked_add(*i as i128) {
+                        d.mantissa = m;
+                        return Ok(());
+                    }
+                }
+            }
             if let Some(x) = vals::to_num(&v, &mut ctx.warnings) {
                 *s = Some(add_num(*s, x)?);
             }
@@ -1094,14 +1187,20 @@ fn aggregate(
     let mut key = Vec::new();
     let mut gvals = Vec::with_capacity(a.group_by.len());
     for r in rows {
-        gvals.clear();
-        for g in &a.group_by {
-            gvals.push(eval(g, &r, ctx)?);
-        }
-        key.clear();
-        encode_group_key(&gvals, &a.group_colls, &mut key);
-        let gi = match index.get(&key) {
-            Some(i) => *i,
+        // Without GROUP BY every row is in the one group: no key to hash.
+        let found = if a.group_by.is_empty() {
+            (!groups.is_empty()).then_some(0)
+        } else {
+            gvals.clear();
+            for g in &a.group_by {
+                gvals.push(eval(g, &r, ctx)?);
+            }
+            key.clear();
+            encode_group_key(&gvals, &a.group_colls, &mut key);
+            index.get(&key).copied()
+        };
+        let gi = match found {
+            Some(i) => i,
             None => {
                 groups.push(Group {
                     first: r.clone(),

@@ -125,7 +125,7 @@ pub fn access_row(
     if !join_lookup
         && (matches!(ta.access, Access::IndexRange { .. } | Access::FullScan)
             || matches!(ta.access, Access::PkRange { .. }) && !extra.starts_with("primary key"))
-        && plan::build_filter(def, &ta.local, ctx)?.is_some()
+        && plan::build_filter(def, &ta.local, &[], ctx)?.is_some()
     {
         extra.push_str("; Using pushed condition");
     }

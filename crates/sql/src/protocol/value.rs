@@ -217,9 +217,13 @@ pub fn text_value(v: &Value, col: &ColumnMeta) -> Option<Vec<u8>> {
 /// Appends a text-protocol row (`ProtocolText::ResultsetRow`).
 pub fn text_row(buf: &mut Vec<u8>, row: &[Value], cols: &[ColumnMeta]) {
     for (i, col) in cols.iter().enumerate() {
-        match row.get(i).and_then(|v| text_value(v, col)) {
-            None => buf.push(0xfb),
-            Some(b) => put_lenenc_str(buf, &b),
+        match row.get(i) {
+            // Bytes are their own text form: no copy.
+            Some(Value::Bytes(b)) => put_lenenc_str(buf, b),
+            v => match v.and_then(|v| text_value(v, col)) {
+                None => buf.push(0xfb),
+                Some(b) => put_lenenc_str(buf, &b),
+            },
         }
     }
 }
@@ -331,10 +335,11 @@ pub fn bin_value(buf: &mut Vec<u8>, v: &Value, col: &ColumnMeta) {
         },
         // NULL-typed columns only ever hold NULL (the bitmap says so); strings,
         // blobs and decimals travel as length-encoded text.
-        _ => {
-            let b = text_value(v, col).unwrap_or_default();
-            put_lenenc_str(buf, &b);
-        }
+        _ => match v {
+            // Bytes are their own text form: no copy.
+            Value::Bytes(b) => put_lenenc_str(buf, b),
+            _ => put_lenenc_str(buf, &text_value(v, col).unwrap_or_default()),
+        },
     }
 }
 
