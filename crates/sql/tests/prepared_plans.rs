@@ -21,6 +21,18 @@ async fn rows(e: &Engine, s: &mut Session, sql: &str) -> Vec<Vec<Value>> {
     }
 }
 
+/// A runtime for the engine and an in-process data node on a free port.
+fn runtime_and_node() -> (tokio::runtime::Runtime, norr_runtime::DataNodeHandle) {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let node = norr_runtime::start_data_node(norr_runtime::DataNodeConfig {
+        node_id: 1,
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        knobs: norr_knobs::Knobs::default(),
+    })
+    .expect("data node starts");
+    (rt, node)
+}
+
 fn affected(out: QueryOutput) -> u64 {
     match out {
         QueryOutput::Ok { affected_rows, .. } => affected_rows,
@@ -30,13 +42,7 @@ fn affected(out: QueryOutput) -> u64 {
 
 #[test]
 fn kept_update_and_delete_plans_follow_ddl_and_default_db() {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-    let node = norr_runtime::start_data_node(norr_runtime::DataNodeConfig {
-        node_id: 1,
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        knobs: norr_knobs::Knobs::default(),
-    })
-    .expect("data node starts");
+    let (rt, node) = runtime_and_node();
     let addr = node.local_addr().to_string();
     rt.block_on(async move {
         let e = Engine::connect(&addr, EngineConfig::default()).await.expect("engine connects");
@@ -106,13 +112,7 @@ fn text(v: &Value) -> String {
 
 #[test]
 fn range_statements_with_parameters_of_every_type() {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-    let node = norr_runtime::start_data_node(norr_runtime::DataNodeConfig {
-        node_id: 1,
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        knobs: norr_knobs::Knobs::default(),
-    })
-    .expect("data node starts");
+    let (rt, node) = runtime_and_node();
     let addr = node.local_addr().to_string();
     rt.block_on(async move {
         let e = Engine::connect(&addr, EngineConfig::default()).await.expect("engine connects");

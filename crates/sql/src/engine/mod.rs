@@ -233,24 +233,9 @@ fn parse_create_database(sql: &str) -> Result<Parsed, SqlError> {
 
 /// Parse one statement (already split).
 pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
-    // The first words pick the statement's parser. Most statements are read
-    // without tokenizing them here: the SQL parser tokenizes them anyway.
-    let words = match parse_ext::leading_words(sql, 3) {
-        Some(w) => w,
-        None => {
-            let mut c = parse_ext::Cursor::new(sql)?;
-            let mut w = Vec::new();
-            for _ in 0..3 {
-                match c.next_token() {
-                    Some(sqlparser::tokenizer::Token::Word(x)) if x.quote_style.is_none() => {
-                        w.push(x.value.to_ascii_uppercase())
-                    }
-                    _ => break,
-                }
-            }
-            w
-        }
-    };
+    // The first words pick the statement's parser, mostly without
+    // tokenizing here: the SQL parser tokenizes the statement anyway.
+    let words = parse_ext::first_words(sql, 3)?;
     let w = |i: usize| words.get(i).map(|s| s.as_str()).unwrap_or("");
     match w(0) {
         "SHOW" => return Ok(Parsed::Show(parse_ext::parse_show(sql)?)),

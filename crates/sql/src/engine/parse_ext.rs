@@ -135,6 +135,28 @@ pub fn leading_words(sql: &str, n: usize) -> Option<Vec<String>> {
     Some(out)
 }
 
+/// The first `n` words of a statement, upper-cased (unquoted words only; stops
+/// at the first other token): `leading_words` where it can tell, else the
+/// tokenizer. Text the tokenizer rejects is a 1064.
+pub fn first_words(sql: &str, n: usize) -> Result<Vec<String>, SqlError> {
+    match leading_words(sql, n) {
+        Some(w) => Ok(w),
+        None => tokenizer_words(sql, n),
+    }
+}
+
+/// `first_words` by tokenizing the whole statement.
+fn tokenizer_words(sql: &str, n: usize) -> Result<Vec<String>, SqlError> {
+    let mut w = Vec::new();
+    for t in tokens(sql)?.into_iter().take(n) {
+        match t {
+            Token::Word(x) if x.quote_style.is_none() => w.push(x.value.to_ascii_uppercase()),
+            _ => break,
+        }
+    }
+    Ok(w)
+}
+
 /// Tokens without whitespace and comments. Errors become 1064.
 pub fn tokens(sql: &str) -> Result<Vec<Token>, SqlError> {
     let toks = Tokenizer::new(&MySqlDialect {}, sql)
@@ -882,19 +904,6 @@ mod tests {
         assert_eq!(split_statements(r"select 'a\';b'"), vec![r"select 'a\';b'"]);
     }
 
-    /// The first words as the tokenizer gives them: what `leading_words`
-    /// must agree with whenever it answers.
-    fn tokenizer_words(sql: &str, n: usize) -> Vec<String> {
-        let mut w = Vec::new();
-        for t in tokens(sql).unwrap_or_default().into_iter().take(n) {
-            match t {
-                Token::Word(x) if x.quote_style.is_none() => w.push(x.value.to_ascii_uppercase()),
-                _ => break,
-            }
-        }
-        w
-    }
-
     #[test]
     fn leading_words_agree_with_the_tokenizer() {
         let cases = [
@@ -922,7 +931,7 @@ mod tests {
         ];
         for sql in cases {
             let got = leading_words(sql, 3).unwrap_or_else(|| panic!("{sql:?}: no answer"));
-            assert_eq!(got, tokenizer_words(sql, 3), "{sql:?}");
+            assert_eq!(got, tokenizer_words(sql, 3).unwrap(), "{sql:?}");
         }
         // Comments, `@` inside a word and non-ASCII need the tokenizer.
         for sql in
