@@ -384,28 +384,21 @@ async fn start(mut rd: ReadHalf, wr: WriteHalf, opts: ConnectOptions) -> Result<
         }
     };
 
+    let wr = Arc::new(wr);
+    let direct = opts.direct_send.then(|| wr.clone());
     let shared = Arc::new(Shared {
         api_node,
         data_node,
         map: PartitionMap::new(data_node, tc_instances),
         opts,
         pending: Mutex::new(Pending { waiting: HashMap::new(), closed: None }),
-        send: Mutex::new(SendQueue {
-            buf: Vec::with_capacity(64 * 1024),
-            closed: false,
-            writer_busy: false,
-            direct: None,
-        }),
+        send: Mutex::new(SendQueue { buf: Vec::with_capacity(64 * 1024), closed: false, writer_busy: false, direct }),
         send_wakeup: Notify::new(),
         next_txn: AtomicU64::new(1),
         next_scan: AtomicU32::new(1),
         next_dict: AtomicU32::new(1),
     });
     let reader = tokio::spawn(reader_task(shared.clone(), rd, dec)).abort_handle();
-    let wr = Arc::new(wr);
-    if shared.opts.direct_send {
-        shared.send.lock().expect("send lock").direct = Some(wr.clone());
-    }
     let writer = tokio::spawn(writer_task(shared.clone(), wr)).abort_handle();
     Ok(Conn { shared, reader, writer })
 }
