@@ -9,13 +9,11 @@ use config::KnobArgs;
 use norr_runtime::{start_data_node_with_options, DataNodeConfig, RuntimeOptions};
 use std::net::SocketAddr;
 
-/// mimalloc rather than glibc malloc: the data node allocates and frees many
-/// small objects per operation and a few batch-sized buffers per request,
-/// and glibc consolidates its fast bins on every allocation of 1 KiB or more
-/// (about 30% of an update's instructions went to malloc/free). Redis, the
-/// benchmark's yardstick, ships with jemalloc for the same reason.
+/// mimalloc (see crates/alloc for why, and why not through the `mimalloc`
+/// crate). Redis, the native benchmark's yardstick, ships with jemalloc for
+/// the same reason.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: norr_alloc::Allocator = norr_alloc::Allocator;
 
 /// NorrDB: an in-memory, distributed, transactional database in the style of
 /// MySQL NDB Cluster.

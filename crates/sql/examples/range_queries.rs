@@ -25,7 +25,7 @@ use std::sync::Arc;
 // The allocator `norr sqld` runs with (crates/cli/src/main.rs): allocation
 // costs differ a lot between allocators.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: norr_alloc::Allocator = norr_alloc::Allocator;
 
 struct Args {
     addr: String,
