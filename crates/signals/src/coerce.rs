@@ -15,7 +15,9 @@
 //!   from zero to scale `s`; more than `p - s` integer digits is `ValueOutOfRange`.
 //! * CHAR / VARCHAR / TEXT: valid UTF-8 (`InvalidUtf8`), length in characters at
 //!   most the declared length, TEXT at most `MAX_VALUE_BYTES` bytes (`ValueTooLarge`).
-//!   CHAR values are stored as given (trailing spaces are not stripped).
+//!   CHAR values lose their trailing spaces (MySQL strips CHAR's padding when it
+//!   reads a value back); a VARCHAR value too long only by trailing spaces is cut
+//!   to the column length, as MySQL does in strict mode too.
 //! * BINARY(n): right-padded with 0x00 to n bytes; longer is `ValueTooLarge`.
 //! * VARBINARY(n) at most n bytes; BLOB at most `MAX_VALUE_BYTES`.
 //! * DATE / DATETIME / TIMESTAMP: month 1..=12, day valid for the month (leap years
@@ -269,6 +271,17 @@ fn check_text(b: &[u8], max_chars: Option<u32>, ty: &ColumnType) -> Result<(), N
     Ok(())
 }
 
+/// A VARCHAR value longer than its column only by trailing spaces is cut to
+/// the column's length, as MySQL does in every SQL mode (with a note, not an
+/// error); anything else too long is left for `check_text` to refuse.
+fn drop_excess_spaces(b: &mut Vec<u8>, max_chars: usize) {
+    let Ok(s) = std::str::from_utf8(b) else { return };
+    let Some((cut, _)) = s.char_indices().nth(max_chars) else { return };
+    if b[cut..].iter().all(|&c| c == b' ') {
+        b.truncate(cut);
+    }
+}
+
 fn check_bytes_len(len: usize, max: usize, ty: &ColumnType) -> Result<(), NodeError> {
     if len > max {
         return Err(err(
@@ -296,8 +309,23 @@ pub fn coerce_value(v: Value, ty: &ColumnType, nullable: bool) -> Result<Value, 
         | ColumnType::BigInt { .. } => coerce_int(v, ty),
         ColumnType::Float | ColumnType::Double => coerce_float(v, ty),
         ColumnType::Decimal { precision, scale } => coerce_decimal(v, *precision, *scale, ty),
-        ColumnType::Char { len, .. } | ColumnType::Varchar { len, .. } => match v {
-            Value::Bytes(b) => {
+        ColumnType::Char { len, .. } => match v {
+            Value::Bytes(mut b) => {
+                // MySQL pads CHAR values when it stores them and strips the
+                // padding when it reads them back, so a CHAR value never ends in
+                // a space; stripping on the way in gives the same values (and
+                // keys) without storing the padding.
+                b.truncate(b.iter().rposition(|&c| c != b' ').map_or(0, |i| i + 1));
+                check_text(&b, Some(*len), ty)?;
+                Ok(Value::Bytes(b))
+            }
+            _ => Err(wrong_type(&v, ty)),
+        },
+        ColumnType::Varchar { len, .. } => match v {
+            Value::Bytes(mut b) => {
+                if b.len() > *len as usize {
+                    drop_excess_spaces(&mut b, *len as usize);
+                }
                 check_text(&b, Some(*len), ty)?;
                 Ok(Value::Bytes(b))
             }
@@ -595,7 +623,19 @@ mod tests {
         assert_eq!(code(coerce_value(Value::Int(1), &c, false)), ErrorCode::WrongValueType);
         let v = ColumnType::Varchar { len: 2, collation: Collation::Binary };
         assert_eq!(code(coerce_value(Value::str("abc"), &v, false)), ErrorCode::ValueTooLarge);
+        // CHAR loses trailing spaces (only spaces, only trailing), before the
+        // length check; VARCHAR keeps them unless they are all that is too long.
+        assert_eq!(coerce_value(Value::str("ab  "), &c, false).unwrap(), Value::str("ab"));
+        assert_eq!(coerce_value(Value::str("abc      "), &c, false).unwrap(), Value::str("abc"));
+        assert_eq!(coerce_value(Value::str(" a\t "), &c, false).unwrap(), Value::str(" a\t"));
+        assert_eq!(coerce_value(Value::str("   "), &c, false).unwrap(), Value::str(""));
+        assert_eq!(code(coerce_value(Value::str("abcd "), &c, false)), ErrorCode::ValueTooLarge);
+        assert_eq!(coerce_value(Value::str("å "), &v, false).unwrap(), Value::str("å "));
+        assert_eq!(coerce_value(Value::str("åä   "), &v, false).unwrap(), Value::str("åä"));
+        assert_eq!(code(coerce_value(Value::str("a b "), &v, false)), ErrorCode::ValueTooLarge);
+        assert_eq!(code(coerce_value(Value::Bytes(vec![b'a', b'b', 0xff]), &v, false)), ErrorCode::InvalidUtf8);
         let t = ColumnType::Text { collation: Collation::Binary };
+        assert_eq!(coerce_value(Value::str("a  "), &t, false).unwrap(), Value::str("a  "));
         assert!(coerce_value(Value::Bytes(vec![b'a'; 100_000]), &t, false).is_ok());
         assert_eq!(
             code(coerce_value(Value::Bytes(vec![b'a'; MAX_VALUE_BYTES + 1]), &t, false)),

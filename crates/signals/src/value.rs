@@ -25,7 +25,8 @@ pub const MAX_DECIMAL_PRECISION: u8 = 38;
 pub enum Collation {
     /// `utf8mb4_0900_ai_ci`-like default: case-insensitive, compares by simple
     /// Unicode lower-case folding, trailing spaces are *not* ignored (PAD SPACE is
-    /// not emulated, as in MySQL 8's 0900 collations).
+    /// not emulated, as in MySQL 8's 0900 collations). CHAR values never end in
+    /// a space (coercion strips them, as MySQL strips CHAR's padding on read).
     #[default]
     CaseInsensitive,
     /// `utf8mb4_bin`: byte order of the UTF-8 encoding.

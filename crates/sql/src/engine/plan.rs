@@ -343,7 +343,16 @@ pub fn key_value(v: &Value, col: &ColumnDef) -> KeyConv {
             } else {
                 Coll::Bin
             };
-            if ty.is_bytes() || sql_cmp(&c, &candidate, coll, &mut w) == Some(Ordering::Equal) {
+            // BINARY pads (its stored values are padded too); CHAR strips
+            // trailing spaces and VARCHAR cuts excess ones, which stored values
+            // then never have: under the NO PAD collations nothing stored
+            // equals such a value.
+            let exact = if ty.is_bytes() {
+                matches!(ty, ColumnType::Binary { .. }) || c == candidate
+            } else {
+                sql_cmp(&c, &candidate, coll, &mut w) == Some(Ordering::Equal)
+            };
+            if exact {
                 KeyConv::Val(c)
             } else {
                 KeyConv::NoMatch
