@@ -117,6 +117,8 @@ pub struct ScanNextReq {
 pub struct ScanTabConf {
     pub txn: u64,
     pub scan_id: u32,
+    /// On the wire: one byte string in `row_codec`'s layout.
+    #[serde(with = "crate::row_codec")]
     pub rows: Vec<Vec<Value>>,
     pub done: bool,
 }

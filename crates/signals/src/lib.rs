@@ -10,6 +10,7 @@ pub mod internal;
 pub mod keycode;
 pub mod ops;
 pub mod partition;
+pub mod row_codec;
 pub mod schema;
 pub mod value;
 pub mod wire;

@@ -8,8 +8,8 @@ use norr_kernel::{BlockRef, Priority};
 use serde::{Deserialize, Serialize};
 
 /// Version of the message encoding; a peer with another version is refused at
-/// connect time.
-pub const WIRE_VERSION: u16 = 1;
+/// connect time. 2: SCAN_TABCONF rows travel in `row_codec`'s layout.
+pub const WIRE_VERSION: u16 = 2;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct WireMsg<'a> {
