@@ -5,6 +5,7 @@ SB_TABLES="${SB_TABLES:-4}"
 SB_TABLE_SIZE="${SB_TABLE_SIZE:-100000}"
 SB_THREADS="${SB_THREADS:-16}"
 SB_TIME="${SB_TIME:-30}"
+SB_WRAP=()
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WORK="$(mktemp -d /tmp/norr-sysbench.XXXXXX)"
 PIDS=()
@@ -104,6 +105,7 @@ sql() { # port statement
 
 # sb PORT WORKLOAD COMMAND [extra...]: over TCP, or over the server's Unix
 # socket when SB_TRANSPORT=socket (PORT then selects which server's socket).
+# The array SB_WRAP, if set, prefixes the command (e.g. /usr/bin/time ...).
 sb() {
   local port="$1" wl="$2" cmd="$3"
   shift 3
@@ -111,7 +113,7 @@ sb() {
   if [ "${SB_TRANSPORT:-tcp}" = socket ]; then
     if [ "$port" = "${NORR_PORT:-}" ]; then conn=(--mysql-socket="$NORR_SOCKET"); else conn=(--mysql-socket="$MARIA_SOCKET"); fi
   fi
-  sysbench "$wl" --db-driver=mysql "${conn[@]}" \
+  "${SB_WRAP[@]}" sysbench "$wl" --db-driver=mysql "${conn[@]}" \
     --mysql-user=root --mysql-password= --mysql-db=sbtest \
     --tables="$SB_TABLES" --table-size="$SB_TABLE_SIZE" --threads="$SB_THREADS" \
     --time="$SB_TIME" "$@" "$cmd"

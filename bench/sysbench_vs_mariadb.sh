@@ -14,30 +14,53 @@ set -euo pipefail
 REPS="${REPS:-3}"
 WORKLOADS="${WORKLOADS:-oltp_point_select oltp_read_write}"
 
-ensure_packages sysbench mariadb-server mariadb-client
+ensure_packages sysbench mariadb-server mariadb-client time
 start_mariadb
+MARIA_PIDS="${PIDS[-1]}"
 start_norr
+NORR_PIDS="${PIDS[-2]} ${PIDS[-1]}"
 echo "MariaDB on $MARIA_PORT, norr sqld on $NORR_PORT, logs in $WORK" >&2
+TICK="$(getconf CLK_TCK)"
 
-declare -A TPS QPS P95
+# CPU seconds (user + system) the given processes have used so far.
+cpu_of() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
+# Transactions in a sysbench run log.
+txns_of() { sed -n 's/.*transactions: *\([0-9]*\) .*/\1/p' "$1" | head -1; }
+# Microseconds of CPU per transaction: us_per_txn TICKS TXNS
+us_per_txn() { awk -v t="$1" -v n="$2" -v hz="$TICK" 'BEGIN { if (n > 0) printf "%.0f", t * 1e6 / hz / n; else print "n/a" }'; }
+
+declare -A TPS QPS P95 SBCPU SRVCPU
 for wl in $WORKLOADS; do
   for target in mariadb norr; do
     if [ "$target" = mariadb ]; then port="$MARIA_PORT"; else port="$NORR_PORT"; fi
     sql "$port" "DROP DATABASE IF EXISTS sbtest; CREATE DATABASE sbtest"
     sb "$port" "$wl" prepare >"$WORK/$target-$wl-prepare.log" 2>&1 \
       || { echo "$target $wl prepare failed:" >&2; tail -20 "$WORK/$target-$wl-prepare.log" >&2; exit 1; }
-    tps=""; qps=""; p95=""
+    if [ "$target" = mariadb ]; then srv="$MARIA_PIDS"; else srv="$NORR_PIDS"; fi
+    tps=""; qps=""; p95=""; sbcpu=""; srvcpu=""
     for rep in $(seq 1 "$REPS"); do
       log="$WORK/$target-$wl-run$rep.log"
+      # shellcheck disable=SC2086 # a list of pids
+      c0="$(cpu_of $srv)"
+      SB_WRAP=(/usr/bin/time -f "%U %S" -o "$WORK/sbtime")
       if ! sb "$port" "$wl" run --report-interval=0 >"$log" 2>&1; then
         echo "$target $wl run $rep failed:" >&2; tail -20 "$log" >&2; exit 1
       fi
-      echo "$target $wl run $rep: $(tps_of "$log") tps, $(qps_of "$log") qps, p95 $(p95_of "$log") ms" >&2
+      # shellcheck disable=SC2086
+      c1="$(cpu_of $srv)"
+      SB_WRAP=()
+      n="$(txns_of "$log")"
+      sbc="$(us_per_txn "$(awk -v hz="$TICK" '{ printf "%.0f", ($1 + $2) * hz }' "$WORK/sbtime")" "$n")"
+      svc="$(us_per_txn $((c1 - c0)) "$n")"
+      echo "$target $wl run $rep: $(tps_of "$log") tps, $(qps_of "$log") qps, p95 $(p95_of "$log") ms, CPU per txn: sysbench $sbc us, server $svc us" >&2
       tps="$tps $(tps_of "$log")"; qps="$qps $(qps_of "$log")"; p95="$p95 $(p95_of "$log")"
+      sbcpu="$sbcpu $sbc"; srvcpu="$srvcpu $svc"
     done
     TPS[$target,$wl]="$(echo "$tps" | median)"
     QPS[$target,$wl]="$(echo "$qps" | median)"
     P95[$target,$wl]="$(echo "$p95" | median)"
+    SBCPU[$target,$wl]="$(echo "$sbcpu" | median)"
+    SRVCPU[$target,$wl]="$(echo "$srvcpu" | median)"
     sb "$port" "$wl" cleanup >"$WORK/$target-$wl-cleanup.log" 2>&1 || true
   done
 done
@@ -45,10 +68,14 @@ done
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
 table="| workload | MariaDB tps | norr tps | norr/MariaDB | MariaDB qps | norr qps | MariaDB p95 ms | norr p95 ms |
 |---|---|---|---|---|---|---|---|"
+cputable="| workload | sysbench with MariaDB | mariadbd | sysbench with norr | datad + sqld |
+|---|---|---|---|---|"
 for wl in $WORKLOADS; do
   ratio="$(awk -v a="${TPS[norr,$wl]}" -v b="${TPS[mariadb,$wl]}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')"
   table="$table
 | $wl | ${TPS[mariadb,$wl]} | ${TPS[norr,$wl]} | $ratio | ${QPS[mariadb,$wl]} | ${QPS[norr,$wl]} | ${P95[mariadb,$wl]} | ${P95[norr,$wl]} |"
+  cputable="$cputable
+| $wl | ${SBCPU[mariadb,$wl]} | ${SRVCPU[mariadb,$wl]} | ${SBCPU[norr,$wl]} | ${SRVCPU[norr,$wl]} |"
 done
 report="
 ## sysbench vs MariaDB, $(date -u '+%Y-%m-%d %H:%M UTC')
@@ -58,6 +85,11 @@ Machine: nproc=$(nproc), CPU: $cpu; $(sysbench --version); $(mariadbd --version 
 norr commit: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 $table
+
+CPU per transaction (user + system, microseconds, median of the runs): the
+client's share bounds what any server can reach on this machine.
+
+$cputable
 "
 echo "$report"
 echo "$report" >>"$ROOT/bench/RESULTS.md"
