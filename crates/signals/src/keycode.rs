@@ -64,7 +64,8 @@ fn encode_non_null(out: &mut Vec<u8>, v: &Value, ty: &ColumnType) {
         }
         Value::Bytes(b) => {
             if ty.collation() == Collation::CaseInsensitive && ty.is_text() {
-                encode_bytes_ci(out, b);
+                let folded = fold_case(b);
+                encode_bytes(out, &folded);
             } else {
                 encode_bytes(out, b);
             }
@@ -87,8 +88,7 @@ fn encode_non_null(out: &mut Vec<u8>, v: &Value, ty: &ColumnType) {
     }
 }
 
-/// Append the 8-byte memcomparable encoding of a double (-0.0 as 0.0).
-pub fn encode_f64(out: &mut Vec<u8>, f: f64) {
+fn encode_f64(out: &mut Vec<u8>, f: f64) {
     // -0.0 and 0.0 are equal in SQL: give them one encoding.
     let f = if f == 0.0 { 0.0 } else { f };
     let bits = f.to_bits();
@@ -96,29 +96,7 @@ pub fn encode_f64(out: &mut Vec<u8>, f: f64) {
     out.extend_from_slice(&key.to_be_bytes());
 }
 
-/// Append `b` case-folded (`fold_case`) and escaped as `encode_bytes` does;
-/// ASCII text folds byte by byte without the intermediate copy.
-pub fn encode_bytes_ci(out: &mut Vec<u8>, b: &[u8]) {
-    if b.is_ascii() {
-        out.reserve(b.len() + 2);
-        for &byte in b {
-            if byte == 0 {
-                out.push(0x00);
-                out.push(0xFF);
-            } else {
-                out.push(byte.to_ascii_lowercase());
-            }
-        }
-        out.push(0x00);
-        out.push(0x00);
-    } else {
-        encode_bytes(out, &fold_case(b));
-    }
-}
-
-/// Append `b` with 0x00 escaped as 0x00 0xFF and a 0x00 0x00 terminator: no
-/// encoding is a prefix of another, and a prefix sorts before its extensions.
-pub fn encode_bytes(out: &mut Vec<u8>, b: &[u8]) {
+fn encode_bytes(out: &mut Vec<u8>, b: &[u8]) {
     for &byte in b {
         if byte == 0 {
             out.push(0x00);
@@ -257,20 +235,6 @@ mod tests {
         let b = ColumnType::Varbinary { len: 10 };
         assert!(enc(Value::Bytes(vec![1, 0]), b.clone()) < enc(Value::Bytes(vec![1, 0, 0]), b.clone()));
         assert!(enc(Value::Bytes(vec![1]), b.clone()) < enc(Value::Bytes(vec![1, 0]), b));
-    }
-
-    #[test]
-    fn ci_bytes_match_folding_then_escaping() {
-        for s in ["", "abc", "AbC-12 ", "a\0B", "ÅÄÖ x", "İstanbul", "ß"] {
-            let (mut fast, mut slow) = (Vec::new(), Vec::new());
-            encode_bytes_ci(&mut fast, s.as_bytes());
-            encode_bytes(&mut slow, &fold_case(s.as_bytes()));
-            assert_eq!(fast, slow, "{s:?}");
-        }
-        let (mut fast, mut slow) = (Vec::new(), Vec::new());
-        encode_bytes_ci(&mut fast, &[0x41, 0xFF, 0x00]);
-        encode_bytes(&mut slow, &fold_case(&[0x41, 0xFF, 0x00]));
-        assert_eq!(fast, slow);
     }
 
     #[test]

@@ -893,7 +893,6 @@ async fn conflicting_row(
                 local: vec![],
                 needed: vec![],
                 lock: LockMode::Exclusive,
-                compact_local: None,
             };
             op.partition = key_partition(&ta, &t.def.primary_key, k).ok().flatten();
         }
@@ -1181,7 +1180,6 @@ async fn target_rows(txn: &mut Transaction, rs: &RowStmt, ctx: &mut EvalCtx<'_>)
         local: rs.conj.clone(),
         needed: (0..rs.table.def.columns.len() as ColumnId).collect(),
         lock: LockMode::Exclusive,
-        compact_local: None,
     };
     let mut rd = Reader::Txn(txn);
     let mut rows = exec::fetch_table(&mut rd, &ta, ctx, None).await?;
@@ -1363,7 +1361,6 @@ async fn update_by_keys(
         local: vec![],
         needed: vec![],
         lock: LockMode::Exclusive,
-        compact_local: None,
     };
     let read_cols: Vec<ColumnId> = values.iter().map(|(c, _)| *c).collect();
     let mut ops = Vec::with_capacity(keys.len() * 2);
@@ -1533,7 +1530,6 @@ pub(crate) async fn explain_access(
             local: rs.conj,
             needed: vec![],
             lock: LockMode::Exclusive,
-            compact_local: None,
         },
         alias,
     ))
@@ -1579,7 +1575,6 @@ pub async fn execute_delete(
                     local: vec![],
                     needed: vec![],
                     lock: LockMode::Exclusive,
-                    compact_local: None,
                 };
                 let ops: Vec<KeyOp> = keys
                     .iter()

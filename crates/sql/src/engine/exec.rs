@@ -7,7 +7,6 @@ use crate::engine::error_map::{self, ErrCtx};
 use crate::engine::expr::compile::{AggKind, AggSpec, ScopeCol, SubKind};
 use crate::engine::expr::value::{self as vals, order_cmp, Coll, Num};
 use crate::engine::expr::{eval, eval_pred, is_row_independent, CExpr, CmpKind, EvalCtx, SubResult};
-use crate::engine::order_by::{self, KeyDir};
 use crate::engine::partition::{constraints_from, ColRange};
 use crate::engine::plan::{self, Access, KeyConv};
 use crate::engine::query::{Compiled, OrderKey, QueryNode, SelectPlan, SetOpPlan, SourceKind, TableAccess};
@@ -287,7 +286,12 @@ fn dedup(rows: Vec<Row>, colls: &[Coll]) -> Vec<Row> {
 /// each column holds one kind of value (integers or strings, and NULLs), for
 /// which "orders equal" and "groups equal" are the same relation (an integer
 /// and a string can order equal yet are distinct).
-fn sort_groups_rows(order: &[OrderKey], key_cols: &[Option<usize>], out_colls: &[Coll], rows: &[Row]) -> bool {
+fn sort_groups_rows(
+    order: &[OrderKey],
+    key_cols: &[Option<usize>],
+    out_colls: &[Coll],
+    keyed: &[(Vec<Value>, Row)],
+) -> bool {
     if order.is_empty() || key_cols.len() != order.len() {
         return false;
     }
@@ -303,7 +307,7 @@ fn sort_groups_rows(order: &[OrderKey], key_cols: &[Option<usize>], out_colls: &
     }
     // 0: only NULLs so far, 1: integers, 2: strings.
     let mut kind = vec![0u8; width];
-    for r in rows {
+    for (_, r) in keyed {
         if r.len() != width {
             return false;
         }
@@ -370,14 +374,20 @@ fn finish_rows(
     offset: Option<&CExpr>,
     ctx: &mut EvalCtx,
 ) -> Result<Vec<Row>, SqlError> {
-    let mut rows: Vec<Row> = if order.is_empty() {
-        keyed.into_iter().map(|(_, r)| r).collect()
-    } else {
-        let dirs: Vec<KeyDir> = order.iter().map(|o| KeyDir { desc: o.desc, coll: o.coll }).collect();
-        let sorted = order_by::sorted_order(keyed.len(), |r, i| order_key(&keyed[r], key_cols, i), &dirs);
-        sorted.into_iter().map(|r| std::mem::take(&mut keyed[r].1)).collect()
-    };
-    let sorted_distinct = distinct && sort_groups_rows(order, key_cols, out_colls, &rows);
+    if !order.is_empty() {
+        keyed.sort_by(|a, b| {
+            for (i, o) in order.iter().enumerate() {
+                let c = order_cmp(order_key(a, key_cols, i), order_key(b, key_cols, i), o.coll);
+                let c = if o.desc { c.reverse() } else { c };
+                if c != std::cmp::Ordering::Equal {
+                    return c;
+                }
+            }
+            std::cmp::Ordering::Equal
+        });
+    }
+    let sorted_distinct = distinct && sort_groups_rows(order, key_cols, out_colls, &keyed);
+    let mut rows: Vec<Row> = keyed.into_iter().map(|(_, r)| r).collect();
     if sorted_distinct {
         // Equal rows are neighbours now: keep the first of each run.
         rows.dedup_by(|later, first| same_row(first, later, out_colls));
@@ -502,17 +512,9 @@ fn read_op(t: &TableAccess, key: KeyAccess, partition: Option<PartitionId>) -> K
 }
 
 /// Spread a projected row into a full-width table row (NULL where a column
-/// was not fetched), unless the plan uses the rows as fetched
-/// (`row_layout`). `needed` is strictly increasing (sorted and deduplicated
+/// was not fetched). `needed` is strictly increasing (sorted and deduplicated
 /// by the planner), so one pass fills the row front to back.
-fn widen(t: &TableAccess, mut r: Vec<Value>) -> Row {
-    if t.compact_local.is_some() {
-        // Joined rows place the next source right after this one's columns.
-        if r.len() != t.needed.len() {
-            r.resize(t.needed.len(), Value::Null);
-        }
-        return r;
-    }
+fn widen(t: &TableAccess, r: Vec<Value>) -> Row {
     let n = t.table.def.columns.len();
     if t.needed.len() == n {
         return r;
@@ -688,7 +690,7 @@ pub async fn fetch_table(
         }
     };
     let residual: Vec<&CExpr> = t
-        .row_local()
+        .local
         .iter()
         .enumerate()
         .filter(|(i, _)| !implied.get(*i).copied().unwrap_or(false))
@@ -797,7 +799,7 @@ async fn run_select(
                 let found = read_keys(rd, t, l.index, &l.cols, keys).await?;
                 let mut by_key: HashMap<usize, Row> = HashMap::with_capacity(found.len());
                 'found: for (ki, row) in found {
-                    for lc in t.row_local() {
+                    for lc in &t.local {
                         if !eval_pred(lc, &row, ctx)? {
                             continue 'found;
                         }

@@ -21,12 +21,10 @@ pub mod exec;
 pub mod explain;
 pub mod expr;
 pub mod functions;
-pub mod order_by;
 pub mod partition;
 pub mod plan;
 pub mod plan_cache;
 pub mod query;
-pub mod row_layout;
 
 use crate::types::{ColumnMeta, QueryOutput, Session, SqlError, Warning, WarningLevel};
 use catalog::{Catalog, PartitionInfo};
