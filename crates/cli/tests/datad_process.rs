@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 const NORR: &str = env!("CARGO_BIN_EXE_norr");
 
 fn hello_frame() -> Vec<u8> {
-    // Hello { magic: "NORR", wire_version: 1, client_name: "t" } in postcard:
-    // magic u32 varint, version u16 varint, string with varint length.
+    // Hello { magic: "NORR", wire_version, client_name: "t" } in postcard:
+    // magic u32 varint, version u16 varint (one byte while below 128),
+    // string with varint length.
     let mut payload = Vec::new();
     let mut m: u32 = 0x4E4F_5252;
     while m >= 0x80 {
@@ -18,7 +19,9 @@ fn hello_frame() -> Vec<u8> {
         m >>= 7;
     }
     payload.push(m as u8);
-    payload.push(1);
+    let version = norr_signals::wire::WIRE_VERSION;
+    assert!(version < 0x80, "a one-byte varint");
+    payload.push(version as u8);
     payload.push(1);
     payload.push(b't');
     let mut w = (payload.len() as u32).to_le_bytes().to_vec();

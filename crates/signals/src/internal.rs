@@ -160,8 +160,9 @@ impl RowKeys {
 /// A batch of rows a partition scan returns to TC, in scan order.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ScanRows {
-    /// Ordered-index scans: one key per row, `Storage::ordered_key` of the row
-    /// (index key ++ pk), which TC merges on. Empty for full-table scans.
+    /// Ordered-index scans asked for `row_keys`: one key per row,
+    /// `Storage::ordered_key` of the row (index key ++ pk), which TC merges
+    /// on. Empty otherwise.
     pub keys: RowKeys,
     /// The projected rows.
     pub rows: Vec<Vec<Value>>,
@@ -215,6 +216,10 @@ pub struct LqhScanReq {
     pub index: Option<IndexId>,
     pub range: Option<ScanRange>,
     pub descending: bool,
+    /// Index scans: each returned row comes with its ordered key
+    /// (`ScanRows::keys`), which TC merges on. false when TC hands rows on
+    /// in any order (no key encoded per row).
+    pub row_keys: bool,
     pub filter: Option<Filter>,
     /// Empty: every column.
     pub projection: Vec<ColumnId>,

@@ -206,11 +206,17 @@ pub struct ScanSpec {
     pub table: TableId,
     pub table_version: u32,
     /// None: full table scan (order unspecified). Some: ordered-index scan, rows
-    /// returned in index order (merged across partitions).
+    /// returned in index order (merged across partitions) when `ordered`.
     pub index: Option<IndexId>,
     /// Only with `index`; None = whole index.
     pub range: Option<ScanRange>,
+    /// Only for an ordered index scan with `ordered`.
     pub descending: bool,
+    /// Index scans: whether rows must come back in index order. false: the
+    /// rows of the range in any order (no merge of the partitions' streams,
+    /// as for a full-table scan), for a caller that sorts or aggregates them
+    /// anyway. Ignored for full-table scans.
+    pub ordered: bool,
     pub filter: Option<Filter>,
     /// Columns to return (empty = all, in table order).
     pub projection: Vec<ColumnId>,
@@ -237,6 +243,7 @@ impl ScanSpec {
             index: None,
             range: None,
             descending: false,
+            ordered: true,
             filter: None,
             projection: Vec::new(),
             lock: LockMode::CommittedRead,

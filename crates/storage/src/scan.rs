@@ -153,6 +153,10 @@ pub struct ScanStep<'a> {
     pub max_rows: usize,
     /// At most this many rows are looked at per call (at least one).
     pub examine_limit: usize,
+    /// Ordered scans: return each row's entry key (`ScanBatch::keys`). Off
+    /// when nobody orders or merges by them (the resume position is kept
+    /// either way).
+    pub keys: bool,
 }
 
 /// Rows one `scan_next_rows` call found.
@@ -161,8 +165,9 @@ pub struct ScanBatch {
     /// Where each row is stored, one per row.
     pub ids: Vec<RowId>,
     pub rows: Vec<Vec<Value>>,
-    /// Ordered scans: each row's entry key (`index key ++ pk`, as
-    /// `Storage::ordered_key` computes it), one per row. Empty for full scans.
+    /// Ordered scans with `ScanStep::keys`: each row's entry key (`index key
+    /// ++ pk`, as `Storage::ordered_key` computes it), one per row. Empty
+    /// otherwise.
     pub keys: RowKeys,
 }
 
@@ -261,8 +266,10 @@ impl TableStore {
             examined += 1;
             last_row = Some(r);
             if self.scan_row(pi, r, st.st, &mut row, out)? {
-                // `key` holds this row's pk (`at` encoded it).
-                out.push_entry_of_pk(&key, st.st.max_rows);
+                if st.st.keys {
+                    // `key` holds this row's pk (`at` encoded it).
+                    out.push_entry_of_pk(&key, st.st.max_rows);
+                }
                 returned += 1;
             }
             let p = cur.expect("at an entry");
@@ -309,7 +316,9 @@ impl TableStore {
             examined += 1;
             last_key = Some(k);
             if self.scan_row(pi, r, st.st, &mut row, out)? {
-                out.push_key(k.as_slice(), st.st.max_rows);
+                if st.st.keys {
+                    out.push_key(k.as_slice(), st.st.max_rows);
+                }
                 returned += 1;
             }
         }
@@ -479,15 +488,16 @@ impl TableStore {
         examine_limit: usize,
         out: &mut Vec<(RowId, Vec<Value>)>,
     ) -> Result<bool, NodeError> {
-        let step = ScanStep { filter, cols: None, projection: None, max_rows, examine_limit };
+        let step = ScanStep { filter, cols: None, projection: None, max_rows, examine_limit, keys: false };
         let mut batch = ScanBatch::default();
         let r = self.scan_next_rows(pi, cursor, &step, &mut batch);
         out.extend(batch.ids.into_iter().zip(batch.rows));
         r
     }
 
-    /// One step of a scan: append the rows found (and, for ordered scans,
-    /// their entry keys) to `out`; true when the partition is exhausted.
+    /// One step of a scan: append the rows found (and, for ordered scans
+    /// asked for them, their entry keys) to `out`; true when the partition is
+    /// exhausted.
     pub fn scan_next_rows(
         &self,
         pi: usize,

@@ -81,7 +81,7 @@ fn drain_rows(
     cols: Option<&[bool]>,
     projection: Option<&[ColumnId]>,
 ) -> (Vec<Vec<Value>>, Vec<Vec<u8>>) {
-    let step = ScanStep { filter: None, cols, projection, max_rows: batch, examine_limit: batch + 3 };
+    let step = ScanStep { filter: None, cols, projection, max_rows: batch, examine_limit: batch + 3, keys: true };
     let (mut rows, mut keys) = (Vec::new(), Vec::new());
     loop {
         let mut out = ScanBatch::default();

@@ -455,8 +455,14 @@ fn masked_scans_decode_only_the_chosen_columns() {
     for index in [None, Some(IX)] {
         for p in 0..2 {
             let mut cur = s.scan_open(T, p, index, None, false).unwrap();
-            let step =
-                ScanStep { filter: Some(&filter), cols: Some(&mask), projection: None, max_rows: 9, examine_limit: 20 };
+            let step = ScanStep {
+                filter: Some(&filter),
+                cols: Some(&mask),
+                projection: None,
+                max_rows: 9,
+                examine_limit: 20,
+                keys: true,
+            };
             let mut n = 0;
             loop {
                 let mut out = ScanBatch::default();
@@ -484,19 +490,24 @@ fn masked_scans_decode_only_the_chosen_columns() {
 /// `scan_next_rows` with a projection: each row comes back as the projected
 /// columns in their order (a repeated column twice), with or without a filter
 /// (whose columns need not be projected), with the same keys and rows as an
-/// unprojected scan; a projected column the table lacks is an error.
+/// unprojected scan; a projected column the table lacks is an error. Without
+/// `keys` a scan returns the same rows in the same order (it resumes where
+/// the keyed one does) and no key.
 #[test]
 fn projected_scans_return_the_projected_columns() {
     let s = setup(2, 300);
     let filter = Filter::Cmp { col: 1, op: CmpOp::Ge, value: Value::Int(2) };
     let mask = [true, true, true];
     let proj = [2u16, 0, 2];
+    let want_projected = |full: &[Vec<Value>]| -> Vec<Vec<Value>> {
+        full.iter().map(|r| proj.iter().map(|c| r[*c as usize].clone()).collect()).collect()
+    };
     for index in [None, Some(IX)] {
         for filter in [None, Some(&filter)] {
             for p in 0..2 {
-                let drain = |projection: Option<&[u16]>| {
+                let drain = |projection: Option<&[u16]>, keys: bool| {
                     let mut cur = s.scan_open(T, p, index, None, false).unwrap();
-                    let step = ScanStep { filter, cols: Some(&mask), projection, max_rows: 9, examine_limit: 20 };
+                    let step = ScanStep { filter, cols: Some(&mask), projection, max_rows: 9, examine_limit: 20, keys };
                     let (mut rows, mut keys, mut ids) = (Vec::new(), Vec::new(), Vec::new());
                     loop {
                         let mut out = ScanBatch::default();
@@ -509,12 +520,17 @@ fn projected_scans_return_the_projected_columns() {
                         }
                     }
                 };
-                let (full, full_keys, full_ids) = drain(None);
-                let (got, keys, ids) = drain(Some(&proj));
+                let (full, full_keys, full_ids) = drain(None, true);
+                let (got, keys, ids) = drain(Some(&proj), true);
                 assert!(!full.is_empty());
-                let want: Vec<Vec<Value>> =
-                    full.iter().map(|r| proj.iter().map(|c| r[*c as usize].clone()).collect()).collect();
-                assert_eq!(got, want, "index {index:?}, filter {filter:?}, partition {p}");
+                assert_eq!(full_keys.len(), if index.is_some() { full.len() } else { 0 });
+                for projection in [None, Some(&proj[..])] {
+                    let (rows, no_keys, unkeyed_ids) = drain(projection, false);
+                    assert!(no_keys.is_empty(), "no key asked for");
+                    assert_eq!(unkeyed_ids, full_ids, "index {index:?}, filter {filter:?}, partition {p}");
+                    assert_eq!(rows, if projection.is_some() { want_projected(&full) } else { full.clone() });
+                }
+                assert_eq!(got, want_projected(&full), "index {index:?}, filter {filter:?}, partition {p}");
                 assert_eq!(keys, full_keys);
                 assert_eq!(ids, full_ids);
             }
@@ -522,7 +538,8 @@ fn projected_scans_return_the_projected_columns() {
     }
     let mut cur = s.scan_open(T, 0, None, None, false).unwrap();
     let bad = [1u16, 3];
-    let step = ScanStep { filter: None, cols: None, projection: Some(&bad), max_rows: 9, examine_limit: 20 };
+    let step =
+        ScanStep { filter: None, cols: None, projection: Some(&bad), max_rows: 9, examine_limit: 20, keys: false };
     let e = s.scan_next_rows(T, 0, &mut cur, &step, &mut ScanBatch::default()).unwrap_err();
     assert_eq!(e.code, ErrorCode::NoSuchColumn);
 }

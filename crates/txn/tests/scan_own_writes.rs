@@ -119,8 +119,11 @@ fn scans_in_a_transaction_see_its_inserts_updates_and_deletes() {
                 let (rows, _) = h.scan_all(1, 1, false, spec).unwrap();
                 assert_eq!(rows, by_k(&m, i64::MIN, i64::MAX, desc), "ordered, desc {desc}, {what}");
                 let spec = ScanSpec { index: Some(ix), range: Some(range(3, 104)), descending: desc, ..base.clone() };
-                let (rows, _) = h.scan_all(1, 1, false, spec).unwrap();
+                let (rows, _) = h.scan_all(1, 1, false, spec.clone()).unwrap();
                 assert_eq!(rows, by_k(&m, 3, 104, desc), "range, desc {desc}, {what}");
+                // Unordered: the same rows, own writes included.
+                let (rows, _) = h.scan_all(1, 1, false, ScanSpec { ordered: false, ..spec }).unwrap();
+                assert_eq!(sorted(rows), sorted(by_k(&m, 3, 104, desc)), "unordered range, desc {desc}, {what}");
             }
             // Filter (matches only new values), limit and projection.
             let spec = ScanSpec {

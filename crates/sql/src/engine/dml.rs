@@ -31,7 +31,7 @@ use crate::engine::partition::PartFn;
 use crate::engine::plan::{self, Access};
 use crate::engine::plan_cache::{self, PlanSlot};
 use crate::engine::query::{resolve_tables, OrderKey, StmtCompiler, TableAccess, Tables};
-use crate::engine::{txn_control, Engine};
+use crate::engine::{scan_order, txn_control, Engine};
 use crate::types::{QueryOutput, Session, SqlError};
 use norr_client::{ClientError, Transaction};
 use norr_signals::coerce::coerce_value;
@@ -1182,7 +1182,8 @@ async fn target_rows(txn: &mut Transaction, rs: &RowStmt, ctx: &mut EvalCtx<'_>)
         lock: LockMode::Exclusive,
     };
     let mut rd = Reader::Txn(txn);
-    let mut rows = exec::fetch_table(&mut rd, &ta, ctx, None).await?;
+    let ordered = scan_order::row_stmt_needs_scan_order(rs.limit.is_some(), !rs.sets.is_empty());
+    let mut rows = exec::fetch_table(&mut rd, &ta, ctx, None, ordered).await?;
     if !rs.order.is_empty() {
         let mut keyed = Vec::with_capacity(rows.len());
         for r in rows {

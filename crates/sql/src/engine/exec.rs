@@ -598,17 +598,19 @@ pub async fn read_keys(
 
 /// The scan spec for a table access (None = provably no rows).
 pub fn scan_spec(t: &TableAccess, ctx: &mut EvalCtx, limit: Option<u64>) -> Result<Option<ScanSpec>, SqlError> {
-    Ok(scan_spec_via(t, &t.access, ctx, limit)?.map(|(spec, _)| spec))
+    Ok(scan_spec_via(t, &t.access, ctx, limit, true)?.map(|(spec, _)| spec))
 }
 
 /// `scan_spec` with the access path given apart from the table access; also
 /// says which local conjuncts the scan's range decides exactly (left out of
-/// the pushed filter; the caller need not check them again).
+/// the pushed filter; the caller need not check them again). `ordered`: an
+/// index scan returns rows in index order (see `scan_order`).
 fn scan_spec_via(
     t: &TableAccess,
     access: &Access,
     ctx: &mut EvalCtx,
     limit: Option<u64>,
+    ordered: bool,
 ) -> Result<Option<(ScanSpec, Vec<bool>)>, SqlError> {
     let def = &t.table.def;
     let partitions = scan_partitions(t, ctx)?;
@@ -622,6 +624,7 @@ fn scan_spec_via(
     spec.batch_rows = SCAN_BATCH_ROWS;
     spec.partitions = partitions;
     spec.limit = limit;
+    spec.ordered = ordered;
     let mut implied = Vec::new();
     if let Access::IndexRange { index, eq, low, high, .. } = access {
         let ix = def.index(*index).ok_or_else(|| SqlError::internal("index vanished"))?;
@@ -638,12 +641,14 @@ fn scan_spec_via(
     Ok(Some((spec, implied)))
 }
 
-/// Fetch the rows of a table access (local conjuncts applied).
+/// Fetch the rows of a table access (local conjuncts applied); `ordered`:
+/// a scan returns them in index order (see `scan_order`).
 pub async fn fetch_table(
     rd: &mut Reader<'_>,
     t: &TableAccess,
     ctx: &mut EvalCtx<'_>,
     limit: Option<u64>,
+    ordered: bool,
 ) -> Result<Vec<Row>, SqlError> {
     let def = &t.table.def;
     // Key reads, or else the access a scan uses: a wide pk range scans the
@@ -679,7 +684,7 @@ pub async fn fetch_table(
                 }
                 (a, None) => a,
             };
-            match scan_spec_via(t, access, ctx, limit)? {
+            match scan_spec_via(t, access, ctx, limit, ordered)? {
                 None => Vec::new(),
                 Some((spec, skip)) => {
                     implied = skip;
@@ -824,7 +829,9 @@ async fn run_select(
             continue;
         }
         let inner: Vec<Row> = match &s.kind {
-            SourceKind::Table(t) => fetch_table(rd, t, ctx, push_limit).await?,
+            SourceKind::Table(t) => {
+                fetch_table(rd, t, ctx, push_limit, crate::engine::scan_order::select_needs_scan_order(p)).await?
+            }
             SourceKind::Derived(n) => run_node(rd, c, n, ctx).await?,
             SourceKind::Rows(r) => r.clone(),
         };

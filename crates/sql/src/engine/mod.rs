@@ -25,6 +25,7 @@ pub mod partition;
 pub mod plan;
 pub mod plan_cache;
 pub mod query;
+pub mod scan_order;
 
 use crate::types::{ColumnMeta, QueryOutput, Session, SqlError, Warning, WarningLevel};
 use catalog::{Catalog, PartitionInfo};

@@ -31,6 +31,8 @@ pub(crate) struct LqhScan {
     pub(super) txn: Option<TxnId>,
     pub(super) table: TableId,
     pub(super) index: Option<IndexId>,
+    /// An index scan TC merges: every returned row carries its ordered key.
+    row_keys: bool,
     part: PartitionId,
     def: Arc<TableDef>,
     cursor: ScanCursor,
@@ -138,6 +140,7 @@ impl Lqh {
                 txn: req.txn,
                 table: req.table,
                 index: req.index,
+                row_keys: req.row_keys && req.index.is_some(),
                 part: req.part,
                 def,
                 cursor,
@@ -204,7 +207,7 @@ impl Lqh {
                 Some(Candidate::Own(_)) => {
                     let s = self.scans.get_mut(&key).expect("scan");
                     let Some(Candidate::Own(r)) = s.candidates.pop_front() else { unreachable!("front") };
-                    s.out.push(s.index.map(|_| r.key.as_slice()), r.values);
+                    s.out.push(s.row_keys.then_some(r.key.as_slice()), r.values);
                     continue;
                 }
             };
@@ -260,7 +263,7 @@ impl Lqh {
                 continue;
             }
             let now = now.expect("checked");
-            let k = s.index.map(|ix| self.storage.ordered_key(def.id, ix, &now));
+            let k = s.index.filter(|_| s.row_keys).map(|ix| self.storage.ordered_key(def.id, ix, &now));
             let values = project(&def, &now, &s.projection)?;
             s.out.push(k.as_deref(), values);
         }
@@ -326,12 +329,17 @@ impl Lqh {
             // A committed-read scan without own writes returns what storage
             // finds as it is: storage projects the rows itself.
             let plain = !locking && s.own.is_none();
+            // Entry keys: for TC's merge, and to slot the transaction's own
+            // rows into index order (kept for that even when TC does not
+            // merge: it is rare and keeps one way of placing them).
+            let keys = s.index.is_some() && (s.row_keys || s.own.is_some());
             let step = ScanStep {
                 filter: s.filter.as_ref(),
                 cols: s.read_cols.as_deref(),
                 projection: (plain && !s.projection.is_empty()).then_some(s.projection.as_slice()),
                 max_rows: want.max(1),
                 examine_limit: self.examine_per_step,
+                keys,
             };
             let mut found = ScanBatch::default();
             s.exhausted = self.storage.scan_next_rows(s.table, s.part, &mut s.cursor, &step, &mut found)?;
@@ -340,11 +348,11 @@ impl Lqh {
                 continue;
             }
             let mut own = s.own.take();
-            // Ordered scans: storage hands out each row's ordered key, which
+            // Index scans: storage hands out each row's ordered key, which
             // orders the stream (locking scans compute it again after the lock).
-            let keys = found.keys;
+            let found_keys = found.keys;
             for (i, row) in found.rows.into_iter().enumerate() {
-                let k = s.index.map(|_| keys.get(i));
+                let k = keys.then(|| found_keys.get(i));
                 if let Some(own) = &mut own {
                     if own.hides(&self.storage.encode_row_pk(s.table, &row)) {
                         continue;
@@ -359,7 +367,7 @@ impl Lqh {
                     s.candidates.push_back(Candidate::Committed(row));
                 } else {
                     let values = project_owned(&s.def, row, &s.projection)?;
-                    s.out.push(k, values);
+                    s.out.push(k.filter(|_| s.row_keys), values);
                 }
             }
             if s.exhausted {
@@ -379,7 +387,7 @@ impl Lqh {
 fn push_own(s: &mut LqhScan, row: (Vec<u8>, Vec<Value>)) -> Result<(), NodeError> {
     let r = own_scan_row(&s.def, row, &s.projection)?;
     if s.lock == LockMode::CommittedRead {
-        s.out.push(s.index.map(|_| r.key.as_slice()), r.values);
+        s.out.push(s.row_keys.then_some(r.key.as_slice()), r.values);
     } else {
         s.candidates.push_back(Candidate::Own(r));
     }

@@ -1,8 +1,10 @@
 //! TC's scan coordinator: opens one partition scan per partition (all at once,
 //! so partitions are scanned in parallel), buffers at most one LQH batch per
 //! partition, and hands the client batches of at most `batch_rows` rows. For
-//! ordered-index scans it merges the partitions' sorted streams on their
-//! ordered keys (k-way merge), so the client sees index order.
+//! index scans the client wants in index order (`ScanSpec::ordered`) it
+//! merges the partitions' sorted streams on their ordered keys (k-way merge);
+//! every other scan hands on whole partition batches as they come, and LQH
+//! encodes no key per row for it.
 
 use super::scan_filter::drop_range_implied;
 use super::{internal, AbortReply, Tc, TxnState};
@@ -181,12 +183,18 @@ impl Tc {
         let key = self.next_scan;
         self.next_scan += 1;
         self.counters.bump("tc: scans");
+        // Merged on the partitions' ordered keys only when the client needs
+        // index order; otherwise an index scan runs as a full scan does.
+        let ordered = spec.index.is_some() && spec.ordered;
+        if spec.index.is_some() && !ordered {
+            crate::probe!(self.counters, "tc: unordered index scan");
+        }
         let mut scan = TcScan {
             api,
             scan_id,
             handle,
             txn,
-            ordered: spec.index.is_some(),
+            ordered,
             descending: spec.descending,
             batch_rows: spec.batch_rows as usize,
             remaining: spec.limit.unwrap_or(u64::MAX),
@@ -202,7 +210,7 @@ impl Tc {
         // partition's buffer runs dry, so it gets at least a modest batch
         // (bounded: MIN_ORDERED_PART_ROWS per partition).
         let spread = (2 * spec.batch_rows).div_ceil(parts.len().max(1) as u32);
-        let floor = if spec.index.is_some() { spec.batch_rows.min(MIN_ORDERED_PART_ROWS) } else { 1 };
+        let floor = if ordered { spec.batch_rows.min(MIN_ORDERED_PART_ROWS) } else { 1 };
         let per_part = spread.max(floor).min(spec.batch_rows).min(scan.remaining.min(u32::MAX as u64) as u32).max(1);
         for p in parts {
             let inst = lqh_instance(p, self.lqh_instances);
@@ -222,7 +230,10 @@ impl Tc {
                     part: p,
                     index: spec.index,
                     range: spec.range.clone(),
-                    descending: spec.descending,
+                    // Unordered: partitions are read forwards whatever the
+                    // client asked, the order being unspecified anyway.
+                    descending: ordered && spec.descending,
+                    row_keys: ordered,
                     filter: spec.filter.clone(),
                     projection: spec.projection.clone(),
                     lock: if locking { spec.lock } else { LockMode::CommittedRead },
@@ -343,6 +354,7 @@ impl Tc {
         let p = s.parts.iter_mut().find(|p| p.part == part).expect("scan part");
         assert!(p.outstanding && p.is_empty(), "unrequested scan batch");
         assert!(!ordered || rows.keys.len() == rows.len(), "ordered scan batch without a key per row");
+        debug_assert!(ordered || rows.keys.is_empty(), "keys encoded for a scan TC does not merge");
         p.outstanding = false;
         p.done = done;
         p.buf = rows;
