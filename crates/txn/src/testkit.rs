@@ -316,3 +316,18 @@ pub fn table_def(name: &str, partitions: u32, cols: &[(&str, ColumnType)]) -> Ta
 pub fn index_def(name: &str, columns: &[ColumnId], unique: bool, kind: IndexKind) -> IndexDef {
     IndexDef { id: 0, name: name.to_string(), columns: columns.to_vec(), unique, kind }
 }
+
+/// The scan tests' table: (id, k INT, s VARCHAR(30)) over `partitions`
+/// partitions, with a non-unique ordered index `by_k` on k.
+pub fn k_s_table_def(name: &str, partitions: u32) -> TableDef {
+    let mut def = table_def(
+        name,
+        partitions,
+        &[
+            ("k", ColumnType::Int { unsigned: false }),
+            ("s", ColumnType::Varchar { len: 30, collation: Default::default() }),
+        ],
+    );
+    def.indexes.push(index_def("by_k", &[1], false, IndexKind::Ordered));
+    def
+}

@@ -5,10 +5,10 @@
 
 use norr_knobs::Knobs;
 use norr_signals::ops::{Bound, CmpOp, Filter, KeyOp, LockMode, ScanRange, ScanSpec};
-use norr_signals::schema::{IndexKind, TableDef};
-use norr_signals::value::{ColumnType, Value};
+use norr_signals::schema::TableDef;
+use norr_signals::value::Value;
 use norr_signals::{ExecType, TxnOutcome};
-use norr_txn::testkit::{index_def, table_def, Harness};
+use norr_txn::testkit::{k_s_table_def, Harness};
 use std::collections::BTreeMap;
 
 /// Rows by id: (k, s).
@@ -17,16 +17,7 @@ type Model = BTreeMap<i64, (i64, Option<String>)>;
 /// Table (id, k INT, s VARCHAR) over 4 partitions, ordered index on k.
 fn setup(knobs: Knobs, rows: i64) -> (Harness, TableDef, Model) {
     let mut h = Harness::new(knobs);
-    let mut def = table_def(
-        "o",
-        4,
-        &[
-            ("k", ColumnType::Int { unsigned: false }),
-            ("s", ColumnType::Varchar { len: 30, collation: Default::default() }),
-        ],
-    );
-    def.indexes.push(index_def("by_k", &[1], false, IndexKind::Ordered));
-    let d = h.create_table(def).unwrap();
+    let d = h.create_table(k_s_table_def("o", 4)).unwrap();
     let mut m = Model::new();
     let ops: Vec<KeyOp> = (0..rows)
         .map(|i| {

@@ -6,7 +6,7 @@ use norr_signals::ops::{Bound, CmpOp, Filter, KeyOp, LockMode, ScanRange, ScanSp
 use norr_signals::schema::{IndexKind, TableDef};
 use norr_signals::value::{ColumnType, Value};
 use norr_signals::{ErrorCode, ExecType, TxnOutcome};
-use norr_txn::testkit::{index_def, table_def, Harness};
+use norr_txn::testkit::{index_def, k_s_table_def, table_def, Harness};
 
 const N: i64 = 200;
 
@@ -14,16 +14,7 @@ const N: i64 = 200;
 /// duplicates), s NULL for ids divisible by 7, else "name<id>".
 fn setup(knobs: Knobs) -> (Harness, TableDef) {
     let mut h = Harness::new(knobs);
-    let mut def = table_def(
-        "s",
-        5,
-        &[
-            ("k", ColumnType::Int { unsigned: false }),
-            ("s", ColumnType::Varchar { len: 30, collation: Default::default() }),
-        ],
-    );
-    def.indexes.push(index_def("by_k", &[1], false, IndexKind::Ordered));
-    let d = h.create_table(def).unwrap();
+    let d = h.create_table(k_s_table_def("s", 5)).unwrap();
     let ops: Vec<KeyOp> = (0..N)
         .map(|i| {
             let s = if i % 7 == 0 { Value::Null } else { Value::str(&format!("name{i}")) };

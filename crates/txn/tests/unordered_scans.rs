@@ -6,10 +6,10 @@
 
 use norr_knobs::Knobs;
 use norr_signals::ops::{Bound, CmpOp, Filter, KeyOp, LockMode, ScanRange, ScanSpec};
-use norr_signals::schema::{IndexKind, TableDef};
-use norr_signals::value::{ColumnType, Value};
+use norr_signals::schema::TableDef;
+use norr_signals::value::Value;
 use norr_signals::{ExecType, TxnOutcome};
-use norr_txn::testkit::{index_def, table_def, Harness};
+use norr_txn::testkit::{k_s_table_def, Harness};
 
 const N: i64 = 300;
 
@@ -17,16 +17,7 @@ const N: i64 = 300;
 /// k; k = id % 40 (duplicates), s NULL for ids divisible by 5.
 fn setup(knobs: Knobs) -> (Harness, TableDef) {
     let mut h = Harness::new(knobs);
-    let mut def = table_def(
-        "u",
-        8,
-        &[
-            ("k", ColumnType::Int { unsigned: false }),
-            ("s", ColumnType::Varchar { len: 30, collation: Default::default() }),
-        ],
-    );
-    def.indexes.push(index_def("by_k", &[1], false, IndexKind::Ordered));
-    let d = h.create_table(def).unwrap();
+    let d = h.create_table(k_s_table_def("u", 8)).unwrap();
     let ops: Vec<KeyOp> = (0..N)
         .map(|i| {
             let s = if i % 5 == 0 { Value::Null } else { Value::str(&format!("v{i}")) };
