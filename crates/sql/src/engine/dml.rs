@@ -1190,16 +1190,12 @@ async fn target_rows(txn: &mut Transaction, rs: &RowStmt, ctx: &mut EvalCtx<'_>)
             let k = rs.order.iter().map(|o| eval(&o.expr, &r, ctx)).collect::<Result<Vec<_>, _>>()?;
             keyed.push((k, r));
         }
-        keyed.sort_by(|a, b| {
-            for (i, o) in rs.order.iter().enumerate() {
-                let c = vals::order_cmp(&a.0[i], &b.0[i], o.coll);
-                let c = if o.desc { c.reverse() } else { c };
-                if c != std::cmp::Ordering::Equal {
-                    return c;
-                }
-            }
-            std::cmp::Ordering::Equal
-        });
+        super::sort_keys::sort_by_keys(
+            &mut keyed,
+            rs.order.len(),
+            |r, i| &r.0[i],
+            |i| (rs.order[i].desc, rs.order[i].coll),
+        );
         rows = keyed.into_iter().map(|(_, r)| r).collect();
     }
     if let Some(l) = &rs.limit {

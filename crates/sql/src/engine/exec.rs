@@ -10,7 +10,7 @@ use crate::engine::expr::{eval, eval_pred, is_row_independent, CExpr, CmpKind, E
 use crate::engine::partition::{constraints_from, ColRange};
 use crate::engine::plan::{self, Access, KeyConv};
 use crate::engine::query::{Compiled, OrderKey, QueryNode, SelectPlan, SetOpPlan, SourceKind, TableAccess};
-use crate::engine::{txn_control, vars, Engine};
+use crate::engine::{sort_keys, txn_control, vars, Engine};
 use crate::types::{Session, SqlError};
 use norr_client::{Client, ClientError, Transaction};
 use norr_signals::{
@@ -375,16 +375,12 @@ fn finish_rows(
     ctx: &mut EvalCtx,
 ) -> Result<Vec<Row>, SqlError> {
     if !order.is_empty() {
-        keyed.sort_by(|a, b| {
-            for (i, o) in order.iter().enumerate() {
-                let c = order_cmp(order_key(a, key_cols, i), order_key(b, key_cols, i), o.coll);
-                let c = if o.desc { c.reverse() } else { c };
-                if c != std::cmp::Ordering::Equal {
-                    return c;
-                }
-            }
-            std::cmp::Ordering::Equal
-        });
+        sort_keys::sort_by_keys(
+            &mut keyed,
+            order.len(),
+            |r, i| order_key(r, key_cols, i),
+            |i| (order[i].desc, order[i].coll),
+        );
     }
     let sorted_distinct = distinct && sort_groups_rows(order, key_cols, out_colls, &keyed);
     let mut rows: Vec<Row> = keyed.into_iter().map(|(_, r)| r).collect();
@@ -1145,15 +1141,7 @@ fn agg_final(st: AggState, a: &AggSpec) -> Value {
             }
             if !a.order.is_empty() {
                 // Stable: equal keys keep arrival order.
-                items.sort_by(|(x, _), (y, _)| {
-                    for ((l, r), (_, desc, coll)) in x.iter().zip(y).zip(&a.order) {
-                        let o = order_cmp(l, r, *coll);
-                        if o != std::cmp::Ordering::Equal {
-                            return if *desc { o.reverse() } else { o };
-                        }
-                    }
-                    std::cmp::Ordering::Equal
-                });
+                sort_keys::sort_by_keys(&mut items, a.order.len(), |(k, _), i| &k[i], |i| (a.order[i].1, a.order[i].2));
             }
             let mut out = Vec::new();
             for (i, (_, piece)) in items.into_iter().enumerate() {

@@ -26,6 +26,7 @@ pub mod plan;
 pub mod plan_cache;
 pub mod query;
 pub mod scan_order;
+pub mod sort_keys;
 
 use crate::types::{ColumnMeta, QueryOutput, Session, SqlError, Warning, WarningLevel};
 use catalog::{Catalog, PartitionInfo};
