@@ -117,7 +117,9 @@ pub struct Lqh {
     /// Table definitions as applied to storage (cheap to clone per operation).
     defs: FxHashMap<TableId, Arc<TableDef>>,
     locks: LockTable,
-    txns: BTreeMap<TxnId, LqhTxn>,
+    /// A hash map (see TC's `txns`); `doom_writers` visits it in any order,
+    /// as its effect on each transaction is independent of the others.
+    txns: FxHashMap<TxnId, LqhTxn>,
     waits: FxHashMap<u64, WaitInfo>,
     next_tag: u64,
     /// Boxed: a B-tree moves its values around as it changes.
@@ -144,7 +146,7 @@ impl Lqh {
             storage: Storage::new(knobs.data_memory_bytes),
             defs: FxHashMap::default(),
             locks: LockTable::new(),
-            txns: BTreeMap::new(),
+            txns: FxHashMap::default(),
             waits: FxHashMap::default(),
             next_tag: 1,
             scans: BTreeMap::new(),

@@ -48,7 +48,9 @@ impl Tc {
         for s in scans {
             self.close_scan(s, ctx);
         }
-        let txns: Vec<TxnId> = self.txns.iter().filter(|(_, x)| x.api.node == api_node).map(|(t, _)| *t).collect();
+        let mut txns: Vec<TxnId> = self.txns.iter().filter(|(_, x)| x.api.node == api_node).map(|(t, _)| *t).collect();
+        // In id order: aborts send signals, and traces must not depend on the map's layout.
+        txns.sort_unstable();
         for t in txns {
             let txn = self.txns.get_mut(&t).expect("txn");
             txn.silent = true;

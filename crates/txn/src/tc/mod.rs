@@ -104,7 +104,10 @@ pub struct Tc {
     max_ops_per_txn: u32,
     max_scans: usize,
     defs: FxHashMap<TableId, Arc<TableDef>>,
-    txns: BTreeMap<TxnId, TcTxn>,
+    /// A hash map: one insert and one remove per transaction, and a B-tree
+    /// moved the large records around on both. Iterated only where the
+    /// visit order cannot matter or after sorting the ids.
+    txns: FxHashMap<TxnId, TcTxn>,
     by_handle: FxHashMap<(NodeId, u64), TxnId>,
     next_txn: TxnId,
     /// Handles of transactions TC aborted on its own, with the error to report.
@@ -145,7 +148,7 @@ impl Tc {
             max_ops_per_txn: knobs.max_ops_per_txn,
             max_scans: knobs.max_scans as usize,
             defs: FxHashMap::default(),
-            txns: BTreeMap::new(),
+            txns: FxHashMap::default(),
             by_handle: FxHashMap::default(),
             next_txn: first_id,
             tombstones: BTreeMap::new(),
