@@ -679,6 +679,22 @@ impl<'a> StmtCompiler<'a> {
         Ok(())
     }
 
+    /// A join's ON condition, as conjuncts over the sources added so far.
+    fn compile_on(
+        &mut self,
+        e: &Expr,
+        scope: &Scope,
+        outer: Option<&Scope>,
+        params: &ParamMap,
+    ) -> Result<Vec<CExpr>, SqlError> {
+        let mut c =
+            Compiler { scope, outer, params, clause: "on clause", aggs: None, agg_base: 0, aliases: &[], host: self };
+        let (ce, _) = c.compile(e)?;
+        let mut v = Vec::new();
+        conjuncts(ce, &mut v);
+        Ok(v)
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub fn compile_select(
         &mut self,
@@ -692,42 +708,53 @@ impl<'a> StmtCompiler<'a> {
         let mut scope = Scope::default();
         let mut sources: Vec<Source> = Vec::new();
         let params = self.params.clone();
-        // FROM and JOINs.
+        // FROM and JOINs. Sources run as a left-deep chain in `sources` order;
+        // `star_order` is the order `*` lists them in, which differs only for
+        // RIGHT JOIN.
+        let mut star_order: Vec<usize> = Vec::new();
         for twj in &s.from {
-            let first = self.add_factor(&twj.relation, &mut scope, &mut sources, outer, lock)?;
-            let _ = first;
-            for j in &twj.joins {
+            let mut joins = &twj.joins[..];
+            match joins.first().map(|j| &j.join_operator) {
+                // `a RIGHT JOIN b ON c` runs as `b LEFT JOIN a ON c` (as MySQL
+                // rewrites it); `*` still lists a's columns first.
+                Some(JoinOperator::Right(c) | JoinOperator::RightOuter(c)) => {
+                    let JoinConstraint::On(e) = c else {
+                        return Err(SqlError::unsupported(
+                            "RIGHT JOIN with USING or NATURAL (write it as a LEFT JOIN with the tables swapped)",
+                        ));
+                    };
+                    let kept = self.add_factor(&joins[0].relation, &mut scope, &mut sources, outer, lock)?;
+                    let optional = self.add_factor(&twj.relation, &mut scope, &mut sources, outer, lock)?;
+                    sources[optional].left_join = true;
+                    sources[optional].on = self.compile_on(e, &scope, outer, &params)?;
+                    star_order.extend([optional, kept]);
+                    joins = &joins[1..];
+                }
+                _ => star_order.push(self.add_factor(&twj.relation, &mut scope, &mut sources, outer, lock)?),
+            }
+            for j in joins {
                 let (left, constraint) = match &j.join_operator {
                     JoinOperator::Join(c)
                     | JoinOperator::Inner(c)
                     | JoinOperator::CrossJoin(c)
                     | JoinOperator::StraightJoin(c) => (false, c),
                     JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (true, c),
-                    other => {
+                    JoinOperator::Right(_) | JoinOperator::RightOuter(_) => {
                         return Err(SqlError::unsupported(
-                            format!("join {other:?}").chars().take(60).collect::<String>(),
+                            "RIGHT JOIN after another join in the same FROM item (write it as a LEFT JOIN)",
                         ))
+                    }
+                    other => {
+                        let what = format!("{other:?}");
+                        let kind = what.split('(').next().unwrap_or("this kind of");
+                        return Err(SqlError::unsupported(format!("{kind} join")));
                     }
                 };
                 let idx = self.add_factor(&j.relation, &mut scope, &mut sources, outer, lock)?;
+                star_order.push(idx);
                 sources[idx].left_join = left;
                 let on = match constraint {
-                    JoinConstraint::On(e) => {
-                        let mut c = Compiler {
-                            scope: &scope,
-                            outer,
-                            params: &params,
-                            clause: "on clause",
-                            aggs: None,
-                            agg_base: 0,
-                            aliases: &[],
-                            host: self,
-                        };
-                        let (ce, _) = c.compile(e)?;
-                        let mut v = Vec::new();
-                        conjuncts(ce, &mut v);
-                        v
-                    }
+                    JoinConstraint::On(e) => self.compile_on(e, &scope, outer, &params)?,
                     JoinConstraint::Using(_) | JoinConstraint::Natural => {
                         let mut v = Vec::new();
                         let (b, w) = (sources[idx].base, sources[idx].width);
@@ -831,7 +858,9 @@ impl<'a> StmtCompiler<'a> {
                         _ => None,
                     };
                     let mut any = false;
-                    for src in &sources {
+                    let order: Vec<usize> =
+                        if star_order.is_empty() { (0..sources.len()).collect() } else { star_order.clone() };
+                    for src in order.iter().map(|&k| &sources[k]) {
                         if let Some(q) = &qual {
                             if !src.alias.eq_ignore_ascii_case(q.trim_matches('`')) {
                                 continue;
