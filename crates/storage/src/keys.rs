@@ -2,7 +2,7 @@
 //! row or straight from a stored row.
 
 use crate::fixed_pages::{FixedPages, RowId};
-use crate::row_format::RowLayout;
+use crate::row_format::{IntKeyCol, RowLayout};
 use crate::var_storage::VarStore;
 use norr_signals::keycode::encode_value;
 use norr_signals::value::{ColumnType, Value};
@@ -15,15 +15,22 @@ pub struct KeyInfo {
     pub types: Vec<ColumnType>,
     /// Some key column lives in the var part.
     needs_var: bool,
+    /// Some when every key column is a fixed-width integer (the usual
+    /// primary key): `encode_stored` then builds the key from slot bytes
+    /// without dispatching on column types.
+    ints: Option<Vec<IntKeyCol>>,
 }
 
 impl KeyInfo {
-    pub(crate) fn new(def: &TableDef, cols: &[u16]) -> KeyInfo {
+    /// `layout` is the table's row layout (the one `encode_stored` is later
+    /// given).
+    pub(crate) fn new(def: &TableDef, cols: &[u16], layout: &RowLayout) -> KeyInfo {
         let types: Vec<ColumnType> = cols.iter().map(|&c| def.columns[c as usize].ty.clone()).collect();
         KeyInfo {
             cols: cols.iter().map(|&c| c as usize).collect(),
             needs_var: types.iter().any(|t| t.is_bytes() && !matches!(t, ColumnType::Binary { .. })),
             types,
+            ints: cols.iter().map(|&c| layout.int_key_col(c as usize)).collect(),
         }
     }
 
@@ -56,6 +63,12 @@ impl KeyInfo {
     ) {
         out.clear();
         let slot = fixed.slot(row);
+        if let Some(ints) = &self.ints {
+            for c in ints {
+                c.put(slot, out);
+            }
+            return;
+        }
         let payload = if self.needs_var { layout.var_ref(slot).map(|r| var.get(r)).unwrap_or(&[]) } else { &[] };
         for (c, t) in self.cols.iter().zip(&self.types) {
             layout.encode_key_col(slot, payload, *c, t, out);

@@ -209,25 +209,25 @@ impl RowLayout {
     /// primary key) are encoded straight from the slot bytes; ordered scans
     /// and the primary-key order do this for every row they pass.
     pub fn encode_key_col(&self, slot: &[u8], payload: &[u8], col: usize, ty: &ColumnType, out: &mut Vec<u8>) {
-        if let ColLoc::Fixed { off, kind: kind @ (FixedKind::Int(w) | FixedKind::UInt(w)) } = self.cols[col] {
-            if !self.is_null(slot, col) {
-                let off = off as usize;
-                let mut b = [0u8; 8];
-                b[..w as usize].copy_from_slice(&slot[off..off + w as usize]);
-                let shift = 64 - 8 * w as u32;
-                let raw = u64::from_le_bytes(b);
-                let key = match kind {
-                    // Sign-extend, then flip the sign bit (as `encode_value` does).
-                    FixedKind::Int(_) => ((((raw << shift) as i64) >> shift) as u64) ^ (1 << 63),
-                    _ => raw,
-                };
-                let mut enc = [0x01u8; 9];
-                enc[1..].copy_from_slice(&key.to_be_bytes());
-                out.extend_from_slice(&enc);
-                return;
-            }
+        if let Some(ic) = self.int_key_col(col) {
+            ic.put(slot, out);
+            return;
         }
         norr_signals::keycode::encode_value(out, &self.read_col(slot, payload, col), ty);
+    }
+
+    /// Where column `col` sits if it is a fixed-width integer column, for
+    /// encoding its key straight from slot bytes (`IntKeyCol::put`).
+    pub fn int_key_col(&self, col: usize) -> Option<IntKeyCol> {
+        match self.cols[col] {
+            ColLoc::Fixed { off, kind: FixedKind::Int(w) } => {
+                Some(IntKeyCol { col, off: off as usize, width: w as usize, signed: true })
+            }
+            ColLoc::Fixed { off, kind: FixedKind::UInt(w) } => {
+                Some(IntKeyCol { col, off: off as usize, width: w as usize, signed: false })
+            }
+            _ => None,
+        }
     }
 
     /// Decode the whole row.
@@ -298,6 +298,59 @@ impl RowLayout {
                 _ => 0,
             })
             .sum()
+    }
+}
+
+/// A fixed-width integer key column's place in the slot: its key encoding
+/// (`keycode::encode_value`) is built from these bytes with no type dispatch
+/// and no decoded `Value`. Primary keys are usually such columns, and the
+/// primary-key order, hash lookups and pk range scans encode them per row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntKeyCol {
+    pub col: usize,
+    off: usize,
+    width: usize,
+    signed: bool,
+}
+
+impl IntKeyCol {
+    /// Append the column's key encoding: 0x00 for NULL, else 0x01 and the
+    /// value as a big-endian u64 (signed: sign-extended, sign bit flipped).
+    #[inline]
+    pub fn put(&self, slot: &[u8], out: &mut Vec<u8>) {
+        if slot[self.col / 8] & (1 << (self.col % 8)) != 0 {
+            out.push(0x00);
+            return;
+        }
+        let v = read_int64(&slot[self.off..self.off + self.width], self.signed);
+        let key = if self.signed { v ^ (1 << 63) } else { v };
+        let mut enc = [0x01u8; 9];
+        enc[1..].copy_from_slice(&key.to_be_bytes());
+        out.extend_from_slice(&enc);
+    }
+}
+
+/// A little-endian integer of 1..=8 bytes as a u64, sign-extended if
+/// `signed` (the common widths without a variable-length copy).
+#[inline]
+fn read_int64(src: &[u8], signed: bool) -> u64 {
+    let w = src.len();
+    let raw = match src {
+        [a] => *a as u64,
+        [a, b] => u16::from_le_bytes([*a, *b]) as u64,
+        [a, b, c, d] => u32::from_le_bytes([*a, *b, *c, *d]) as u64,
+        [a, b, c, d, e, f, g, h] => u64::from_le_bytes([*a, *b, *c, *d, *e, *f, *g, *h]),
+        _ => {
+            let mut b = [0u8; 8];
+            b[..w].copy_from_slice(src);
+            u64::from_le_bytes(b)
+        }
+    };
+    if signed {
+        let shift = 64 - 8 * w as u32;
+        (((raw << shift) as i64) >> shift) as u64
+    } else {
+        raw
     }
 }
 
@@ -377,8 +430,8 @@ fn write_fixed_value(dst: &mut [u8], kind: FixedKind, v: &Value) {
 
 fn read_fixed_value(src: &[u8], kind: FixedKind) -> Value {
     match kind {
-        FixedKind::Int(_) => Value::Int(read_int(src, true) as i64),
-        FixedKind::UInt(_) => Value::UInt(read_int(src, false) as u64),
+        FixedKind::Int(_) => Value::Int(read_int64(src, true) as i64),
+        FixedKind::UInt(_) => Value::UInt(read_int64(src, false)),
         FixedKind::F32 => Value::Float(f32::from_le_bytes(src.try_into().expect("4 bytes"))),
         FixedKind::F64 => Value::Double(f64::from_le_bytes(src.try_into().expect("8 bytes"))),
         FixedKind::Dec { scale, .. } => Value::Decimal(Decimal { mantissa: read_int(src, true), scale }),
@@ -454,6 +507,8 @@ mod tests {
                 encode_value(&mut want, &row[c], t);
                 layout.encode_key_col(&slot, &payload, c, t, &mut got);
                 assert_eq!(got, want, "column {c} ({t:?}), sample {s}");
+                // Decoding reads back the value written, at every width's edges.
+                assert_eq!(layout.read_col(&slot, &payload, c), row[c], "read column {c} ({t:?}), sample {s}");
             }
         }
         // NULL integers too.

@@ -346,7 +346,9 @@ impl TableStore {
                 ix.key.cols.len()
             )));
         }
-        let mut out = Vec::new();
+        // Room for the usual values (integers: 9 bytes each) up front, not a
+        // grow per pushed byte.
+        let mut out = Vec::with_capacity(16 * b.values.len() + 1);
         for ((v, t), c) in b.values.iter().zip(&ix.key.types).zip(&ix.key.cols) {
             let name = &self.def.columns[*c].name;
             // An inexact number ends the prefix: nothing after it matters.

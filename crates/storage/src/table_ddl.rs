@@ -30,7 +30,7 @@ impl TableStore {
             }
             return self.create_pk_order(ix, budget);
         }
-        let key = KeyInfo::new(&self.def, &ix.columns);
+        let key = KeyInfo::new(&self.def, &ix.columns, &self.layout);
         let ordered_kind = ix.kind == IndexKind::Ordered;
         let mut unique = ix.unique.then(UniqueMap::default);
         let mut per_part: Vec<OrderedIndex> = Vec::new();

@@ -141,6 +141,7 @@ impl TableStore {
             return Err(err(ErrorCode::BadSchema, format!("partitions must be 1..={MAX_PARTITIONS}")));
         }
         validate_key_cols(def, "primary key", &def.primary_key)?;
+        let layout = RowLayout::new(def);
         let part_key = match &def.partitioning {
             PartitionScheme::Key { columns } if !columns.is_empty() && columns != &def.primary_key => {
                 validate_key_cols(def, "partition key", columns)?;
@@ -150,7 +151,7 @@ impl TableStore {
                         format!("partition key column {c} is not in the primary key"),
                     ));
                 }
-                Some(KeyInfo::new(def, columns))
+                Some(KeyInfo::new(def, columns, &layout))
             }
             _ => None,
         };
@@ -162,7 +163,6 @@ impl TableStore {
             }
             seen.push((&ix.name, ix.id));
         }
-        let layout = RowLayout::new(def);
         // At least 4 rows per page, so a page's slack stays small.
         if layout.slot_size > crate::memory::FIXED_PAGE_BYTES / 4 {
             return Err(err(
@@ -176,7 +176,7 @@ impl TableStore {
         }
         let mut t = TableStore {
             def: def.clone(),
-            pk: KeyInfo::new(def, &def.primary_key),
+            pk: KeyInfo::new(def, &def.primary_key, &layout),
             part_key,
             indexes: Vec::new(),
             pk_index: None,
@@ -213,7 +213,7 @@ impl TableStore {
 
     pub(crate) fn add_index_state(&mut self, ix: IndexDef) {
         let st = IndexState {
-            key: KeyInfo::new(&self.def, &ix.columns),
+            key: KeyInfo::new(&self.def, &ix.columns, &self.layout),
             unique: ix.unique.then(UniqueMap::default),
             def: ix.clone(),
         };
