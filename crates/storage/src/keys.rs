@@ -34,6 +34,14 @@ impl KeyInfo {
         }
     }
 
+    /// The key's column if it is a single fixed-width integer column.
+    pub(crate) fn single_int(&self) -> Option<IntKeyCol> {
+        match self.ints.as_deref() {
+            Some([c]) => Some(*c),
+            _ => None,
+        }
+    }
+
     /// Encode the key columns of a full row; also tells whether one was NULL.
     pub fn encode_row(&self, row: &[Value], out: &mut Vec<u8>) -> bool {
         let mut has_null = false;

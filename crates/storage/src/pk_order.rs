@@ -172,19 +172,29 @@ impl PkOrder {
     /// some point, false from there on), as a comparison with a bound is: it
     /// is also asked about leaf fences, which picks the leaf by comparing
     /// bytes, so only rows of one leaf are encoded (O(log LEAF_ROWS)).
-    pub fn seek_pk(&self, mut before: impl FnMut(&[u8]) -> bool, enc: &mut EncodePk<'_>) -> Pos {
+    #[cfg(test)]
+    pub fn seek_pk(&self, before: impl Fn(&[u8]) -> bool, enc: &mut EncodePk<'_>) -> Pos {
+        let mut buf = Vec::new();
+        self.seek(&before, |r| {
+            enc(r, &mut buf);
+            before(&buf)
+        })
+    }
+
+    /// `seek_pk` with the predicate given twice: on encoded keys (for leaf
+    /// fences) and on rows (`row_before(r)` must equal `fence_before` of
+    /// row r's encoded key), so a caller that can decide a row without
+    /// encoding its key does so.
+    pub fn seek(&self, mut fence_before: impl FnMut(&[u8]) -> bool, row_before: impl FnMut(RowId) -> bool) -> Pos {
+        let mut row_before = row_before;
         let Some(rest) = self.leaves.get(1..) else {
             return (0, 0);
         };
         // Every key of leaf i is >= fence i, and below fence i+1: the leaves
         // before the last one whose fence is `before` hold only `before`
         // keys, the leaves after it none.
-        let li = rest.partition_point(|l| before(&l.fence));
-        let mut buf = Vec::new();
-        let at = self.leaves[li].rows.partition_point(|&r| {
-            enc(r, &mut buf);
-            before(&buf)
-        });
+        let li = rest.partition_point(|l| fence_before(&l.fence));
+        let at = self.leaves[li].rows.partition_point(|&r| row_before(r));
         if at == self.leaves[li].rows.len() {
             // The next leaf starts at a fence that is not `before`.
             return (li + 1, 0);

@@ -318,15 +318,24 @@ impl IntKeyCol {
     /// value as a big-endian u64 (signed: sign-extended, sign bit flipped).
     #[inline]
     pub fn put(&self, slot: &[u8], out: &mut Vec<u8>) {
-        if slot[self.col / 8] & (1 << (self.col % 8)) != 0 {
+        let Some(key) = self.key(slot) else {
             out.push(0x00);
             return;
-        }
-        let v = read_int64(&slot[self.off..self.off + self.width], self.signed);
-        let key = if self.signed { v ^ (1 << 63) } else { v };
+        };
         let mut enc = [0x01u8; 9];
         enc[1..].copy_from_slice(&key.to_be_bytes());
         out.extend_from_slice(&enc);
+    }
+
+    /// The value as its key encoding orders it (the big-endian u64 after
+    /// `put`'s 0x01), None if it is NULL.
+    #[inline]
+    pub fn key(&self, slot: &[u8]) -> Option<u64> {
+        if slot[self.col / 8] & (1 << (self.col % 8)) != 0 {
+            return None;
+        }
+        let v = read_int64(&slot[self.off..self.off + self.width], self.signed);
+        Some(if self.signed { v ^ (1 << 63) } else { v })
     }
 }
 

@@ -12,8 +12,9 @@
 //!   index key past the cursor makes it a new entry, which is then returned
 //!   again under its new key, as in any B-tree scan without locks.)
 
-use crate::fixed_pages::RowId;
+use crate::fixed_pages::{FixedPages, RowId};
 use crate::ordered_index::{key_range, range_is_empty, IKey};
+use crate::row_format::IntKeyCol;
 use crate::table_store::TableStore;
 use norr_signals::coerce::{class_sample, coerce_value, compare_values, rescale_round};
 use norr_signals::filter_eval::eval_filter;
@@ -209,6 +210,100 @@ fn cmp_doubled(pk: &[u8], bound: &[u8]) -> Ordering {
     })
 }
 
+/// One end of a primary-key order scan (an entry key `pk ++ pk`, or none),
+/// set against rows. For a pk of one integer column whose bound starts
+/// with a whole non-NULL value, a row's entry compares as its integer
+/// compares with the bound's, and a row of exactly the bound's integer the
+/// same way each time: decided once here, so rows are not encoded.
+struct PkBound<'a> {
+    bound: Bound<&'a [u8]>,
+    int: Option<(IntKeyCol, IntBoundCmp)>,
+}
+
+/// How rows of a one-integer pk compare with a bound.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum IntBoundCmp {
+    /// Every non-NULL row's entry compares so (the bound is empty, or
+    /// starts with a NULL or infinity marker).
+    All(Ordering),
+    /// Rows below `key` are Less, above it Greater; a row of `key` is `at`.
+    Key { key: u64, at: Ordering },
+}
+
+impl IntBoundCmp {
+    /// None if the bound is a partial value (decided per row by bytes).
+    fn new(bound: &[u8]) -> Option<IntBoundCmp> {
+        match bound {
+            [] => Some(IntBoundCmp::All(Ordering::Greater)),
+            [m, ..] if *m != 0x01 => Some(IntBoundCmp::All(0x01u8.cmp(m))),
+            [_, k @ ..] if k.len() >= 8 => {
+                let key = u64::from_be_bytes(k[..8].try_into().expect("8 bytes"));
+                let mut enc = [0x01u8; 9];
+                enc[1..].copy_from_slice(&key.to_be_bytes());
+                Some(IntBoundCmp::Key { key, at: cmp_doubled(&enc, bound) })
+            }
+            _ => None,
+        }
+    }
+
+    fn cmp(self, row_key: u64) -> Ordering {
+        match self {
+            IntBoundCmp::All(o) => o,
+            IntBoundCmp::Key { key, at } => row_key.cmp(&key).then(at),
+        }
+    }
+}
+
+impl<'a> PkBound<'a> {
+    fn new(bound: Bound<&'a [u8]>, int_pk: Option<IntKeyCol>) -> PkBound<'a> {
+        let int = match (int_pk, bound) {
+            (Some(c), Bound::Included(b) | Bound::Excluded(b)) => IntBoundCmp::new(b).map(|i| (c, i)),
+            _ => None,
+        };
+        PkBound { bound, int }
+    }
+
+    /// Whether an entry ordered `o` relative to the bound lies outside it,
+    /// on the side `side` (Less: a low bound, Greater: a high one).
+    fn outside(&self, o: Ordering, side: Ordering) -> bool {
+        match self.bound {
+            Bound::Unbounded => false,
+            Bound::Included(_) => o == side,
+            Bound::Excluded(_) => o == side || o == Ordering::Equal,
+        }
+    }
+
+    /// `outside` for the entry of this encoded pk.
+    fn key_outside(&self, pk: &[u8], side: Ordering) -> bool {
+        match self.bound {
+            Bound::Unbounded => false,
+            Bound::Included(b) | Bound::Excluded(b) => self.outside(cmp_doubled(pk, b), side),
+        }
+    }
+
+    /// `outside` for stored row `r`; `key` is scratch for its encoded pk
+    /// when the row must be encoded after all.
+    fn row_outside(
+        &self,
+        r: RowId,
+        fixed: &FixedPages,
+        key: &mut Vec<u8>,
+        enc_pk: &impl Fn(RowId, &mut Vec<u8>),
+        side: Ordering,
+    ) -> bool {
+        if let Bound::Unbounded = self.bound {
+            return false;
+        }
+        if let Some((c, i)) = self.int {
+            if let Some(k) = c.key(fixed.slot(r)) {
+                return self.outside(i.cmp(k), side);
+            }
+        }
+        enc_pk(r, key);
+        self.key_outside(key, side)
+    }
+}
+
 /// Most rows a scan step makes room for at once (a step usually returns far
 /// fewer rows than it may).
 const RESERVE_ROWS: usize = 16;
@@ -229,30 +324,24 @@ impl TableStore {
     ) -> Result<bool, NodeError> {
         let part = &self.parts[pi];
         let (fixed, var, order) = (part.fixed(), &part.var, &part.pk_order);
-        let mut enc_pk = |r: RowId, b: &mut Vec<u8>| self.pk.encode_stored(&self.layout, fixed, var, r, b);
+        let enc_pk = |r: RowId, b: &mut Vec<u8>| self.pk.encode_stored(&self.layout, fixed, var, r, b);
         // Bounds are entry keys (`pk ++ pk`): compared with the pk alone,
-        // without building the entry.
-        let below_lo = |pk: &[u8]| match st.lo {
-            Bound::Unbounded => false,
-            Bound::Included(l) => cmp_doubled(pk, l).is_lt(),
-            Bound::Excluded(l) => cmp_doubled(pk, l).is_le(),
-        };
-        let above_hi = |pk: &[u8]| match st.hi {
-            Bound::Unbounded => false,
-            Bound::Included(h) => cmp_doubled(pk, h).is_gt(),
-            Bound::Excluded(h) => cmp_doubled(pk, h).is_ge(),
-        };
+        // without building the entry; for a one-integer pk, with the row's
+        // integer alone, without encoding its key.
+        let int_pk = self.pk.single_int();
+        let (lo, hi) = (PkBound::new(st.lo, int_pk), PkBound::new(st.hi, int_pk));
         let mut key = Vec::new();
+        let below_lo = |r: RowId, key: &mut Vec<u8>| lo.row_outside(r, fixed, key, &enc_pk, Ordering::Less);
+        let above_hi = |r: RowId, key: &mut Vec<u8>| hi.row_outside(r, fixed, key, &enc_pk, Ordering::Greater);
         let mut cur = if st.descending {
-            order.prev(order.seek_pk(|pk| !above_hi(pk), &mut enc_pk))
+            order.prev(order.seek(|pk| !hi.key_outside(pk, Ordering::Greater), |r| !above_hi(r, &mut key)))
         } else {
-            Some(order.seek_pk(below_lo, &mut enc_pk))
+            Some(order.seek(|pk| lo.key_outside(pk, Ordering::Less), |r| below_lo(r, &mut key)))
         };
-        // The entry at `cur` if it is still inside the range (`key`: its pk).
+        // The entry at `cur` if it is still inside the range.
         let at = |cur: Option<crate::pk_order::Pos>, key: &mut Vec<u8>| {
             let r = order.get(cur?)?;
-            self.pk.encode_stored(&self.layout, fixed, var, r, key);
-            let outside = if st.descending { below_lo(key) } else { above_hi(key) };
+            let outside = if st.descending { below_lo(r, key) } else { above_hi(r, key) };
             (!outside).then_some(r)
         };
         let (mut examined, mut returned) = (0usize, 0usize);
@@ -267,7 +356,7 @@ impl TableStore {
             last_row = Some(r);
             if self.scan_row(pi, r, st.st, &mut row, out)? {
                 if st.st.keys {
-                    // `key` holds this row's pk (`at` encoded it).
+                    enc_pk(r, &mut key);
                     out.push_entry_of_pk(&key, st.st.max_rows);
                 }
                 returned += 1;
@@ -575,7 +664,49 @@ impl TableStore {
 
 #[cfg(test)]
 mod tests {
-    use super::cmp_doubled;
+    use super::{cmp_doubled, IntBoundCmp};
+    use std::cmp::Ordering;
+
+    /// `IntBoundCmp` orders a one-integer pk's entry as `cmp_doubled` does
+    /// the encoded entry, against bounds that are empty, NULL and infinity
+    /// markers, whole values at and around the row's own key, whole values
+    /// followed by more bytes (a doubled entry, a marker, a partial second
+    /// value); partial values are left to bytes (None).
+    #[test]
+    fn integer_bound_comparison_matches_the_encoded_entry() {
+        let enc = |k: u64| {
+            let mut e = vec![0x01u8];
+            e.extend_from_slice(&k.to_be_bytes());
+            e
+        };
+        let keys = [0u64, 1, 2, 0x7fff_ffff_ffff_ffff, 1 << 63, (1 << 63) + 1, u64::MAX - 1, u64::MAX];
+        let mut bounds: Vec<Vec<u8>> = vec![vec![], vec![0x00], vec![0x02], vec![0x00, 0x05], vec![0x02, 0x00]];
+        for k in keys {
+            let e = enc(k);
+            bounds.push(e[..1].to_vec());
+            bounds.push(e[..5].to_vec());
+            bounds.push(e.clone());
+            for tail in [&[0x00][..], &[0x01], &[0x02], &[0x01, 0x80], &[0xff; 9]] {
+                bounds.push([e.as_slice(), tail].concat());
+            }
+            bounds.push([e.as_slice(), e.as_slice()].concat());
+            bounds.push([e.as_slice(), e.as_slice(), &[0x00]].concat());
+        }
+        for b in &bounds {
+            let fast = IntBoundCmp::new(b);
+            assert_eq!(fast.is_none(), matches!(b.as_slice(), [0x01, rest @ ..] if rest.len() < 8), "bound {b:?}");
+            for k in keys {
+                if let Some(f) = fast {
+                    let want = cmp_doubled(&enc(k), b);
+                    assert_eq!(f.cmp(k), want, "key {k:#x} bound {b:?}");
+                }
+            }
+        }
+        // The row of exactly the bound's key is decided by what follows.
+        let b = [enc(5), enc(5)].concat();
+        assert_eq!(IntBoundCmp::new(&b), Some(IntBoundCmp::Key { key: 5, at: Ordering::Equal }));
+        assert_eq!(IntBoundCmp::new(&enc(5)), Some(IntBoundCmp::Key { key: 5, at: Ordering::Greater }));
+    }
 
     /// `cmp_doubled` orders `pk ++ pk` as the built entry does, against
     /// bounds shorter, longer, equal and sharing every prefix length.
