@@ -90,12 +90,16 @@ pub fn verify(plugin: AuthPlugin, nonce: &[u8], password: &str, response: &[u8])
     }
 }
 
-/// The Protocol::HandshakeV10 greeting.
+/// The Protocol::HandshakeV10 greeting. `mariadb_capabilities` are MariaDB's
+/// extended capability bits (the upper half of its 64-bit flags); MariaDB
+/// clients read them from the last 4 reserved bytes when `capabilities` lacks
+/// CLIENT_MYSQL (bit 0). MySQL clients ignore the reserved bytes.
 pub fn handshake_packet(
     server_version: &str,
     connection_id: u32,
     nonce: &[u8; NONCE_BYTES],
     capabilities: u32,
+    mariadb_capabilities: u32,
     status_flags: u16,
     plugin: AuthPlugin,
 ) -> Vec<u8> {
@@ -111,7 +115,8 @@ pub fn handshake_packet(
     b.extend_from_slice(&status_flags.to_le_bytes());
     b.extend_from_slice(&((capabilities >> 16) as u16).to_le_bytes());
     b.push((NONCE_BYTES + 1) as u8);
-    b.extend_from_slice(&[0u8; 10]);
+    b.extend_from_slice(&[0u8; 6]);
+    b.extend_from_slice(&mariadb_capabilities.to_le_bytes());
     b.extend_from_slice(&nonce[8..]);
     b.push(0);
     b.extend_from_slice(plugin.name().as_bytes());

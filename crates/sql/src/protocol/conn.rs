@@ -27,9 +27,12 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 /// Capabilities we offer. Not offered: CLIENT_SSL (no TLS yet), compression,
 /// session tracking, query attributes, optional metadata, local infile.
+/// CLIENT_LONG_PASSWORD (bit 0) is left out as MariaDB leaves it out: there it
+/// means CLIENT_MYSQL, and its absence tells MariaDB clients that the greeting
+/// carries extended capabilities (`server_mariadb_capabilities`). Clients of
+/// 4.1 and later do not depend on it.
 pub fn server_capabilities() -> u32 {
-    (C::CLIENT_LONG_PASSWORD
-        | C::CLIENT_FOUND_ROWS
+    (C::CLIENT_FOUND_ROWS
         | C::CLIENT_LONG_FLAG
         | C::CLIENT_CONNECT_WITH_DB
         | C::CLIENT_NO_SCHEMA
@@ -49,6 +52,31 @@ pub fn server_capabilities() -> u32 {
         | C::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
         | C::CLIENT_DEPRECATE_EOF)
         .bits()
+}
+
+/// MariaDB's MARIADB_CLIENT_CACHE_METADATA (bit 36 of its 64-bit flags, so bit
+/// 4 of the extended half): every column count packet carries a "metadata
+/// follows" byte, and a prepared statement's execute leaves out the column
+/// definitions the client already holds from the prepare or the last execute.
+/// libmariadb (sysbench, the mariadb CLI) asks for it; without it every execute
+/// makes the client parse and allocate each column definition again.
+pub const MARIADB_CACHE_METADATA: u32 = 1 << 4;
+
+/// MariaDB extended capabilities we offer (the upper 32 of its 64 flag bits).
+pub fn server_mariadb_capabilities() -> u32 {
+    MARIADB_CACHE_METADATA
+}
+
+/// The server version the greeting carries. libmariadb takes the extended
+/// capabilities only from a server whose greeting version contains "MariaDB",
+/// so the greeting says which protocol extensions it speaks. The suffix
+/// follows a space: parsers that read the leading "x.y.z" (PyMySQL,
+/// mysql-connector) still see the MySQL version, and mysql_common's MariaDB
+/// test ("x.y.z-MariaDB" at the start) does not match. @@version and VERSION()
+/// (what SQLAlchemy reads) stay unchanged, as MariaDB's "5.5.5-" greeting
+/// prefix is absent from its @@version.
+pub fn greeting_version(server_version: &str) -> String {
+    format!("{server_version} (MariaDB protocol extensions)")
 }
 
 /// Largest handshake response we read before authentication (MySQL uses a
@@ -81,6 +109,9 @@ fn too_large() -> SqlError {
 
 struct Stmt<S> {
     info: PreparedInfo<S>,
+    /// The column definitions the client holds for this statement: sent with
+    /// the prepare, replaced by an execute whose result columns differed.
+    client_columns: Vec<ColumnMeta>,
     param_types: Vec<ParamType>,
     long_data: HashMap<u16, Vec<u8>>,
     /// Set when SEND_LONG_DATA overflowed: reported by the next execute.
@@ -93,6 +124,8 @@ struct Conn<B: Backend> {
     rd: PacketReader<BufReader<ClientRead>>,
     wr: PacketWriter<ClientWrite>,
     caps: u32,
+    /// Negotiated MariaDB extended capabilities (0 for MySQL clients).
+    mariadb_caps: u32,
     session: Option<Session>,
     stmts: HashMap<u32, Stmt<B::Stmt>>,
     next_stmt_id: u32,
@@ -123,6 +156,7 @@ pub async fn run_connection<B: Backend>(
         rd: PacketReader::new(BufReader::with_capacity(64 * 1024, r), max),
         wr: PacketWriter::new(w),
         caps: 0,
+        mariadb_caps: 0,
         session: None,
         stmts: HashMap::new(),
         next_stmt_id: 1,
@@ -209,12 +243,13 @@ impl<B: Backend> Conn<B> {
     async fn login(&mut self) -> std::io::Result<bool> {
         let cfg = &self.state.config;
         let nonce = auth::new_nonce();
-        let version = self.backend.server_version();
+        let version = greeting_version(&self.backend.server_version());
         let greeting = auth::handshake_packet(
             &version,
             self.connection_id,
             &nonce,
             server_capabilities(),
+            server_mariadb_capabilities(),
             status::AUTOCOMMIT,
             cfg.default_auth_plugin,
         );
@@ -250,6 +285,14 @@ impl<B: Backend> Conn<B> {
             return Ok(false);
         }
         self.caps = client_caps & server_capabilities();
+        // A MariaDB client that saw CLIENT_MYSQL clear drops it too and puts
+        // its extended capabilities in the last 4 of the 23 filler bytes.
+        if client_caps & C::CLIENT_LONG_PASSWORD.bits() == 0 {
+            if let Some(ext) = payload.get(28..32) {
+                let ext = u32::from_le_bytes([ext[0], ext[1], ext[2], ext[3]]);
+                self.mariadb_caps = ext & server_mariadb_capabilities();
+            }
+        }
         let user = String::from_utf8_lossy(resp.user()).into_owned();
         let db = resp.db_name().filter(|d| !d.is_empty()).map(|d| String::from_utf8_lossy(d).into_owned());
         let client_plugin_name = resp.auth_plugin().map(|p| String::from_utf8_lossy(p.as_bytes()).into_owned());
@@ -483,8 +526,15 @@ impl<B: Backend> Conn<B> {
         Ok(true)
     }
 
-    /// Writes one statement result (result set or OK).
-    async fn write_output(&mut self, out: &QueryOutput, more: bool, binary: bool) -> std::io::Result<()> {
+    /// Writes one statement result (result set or OK). `send_defs` false
+    /// leaves out the column definitions (only with MARIADB_CACHE_METADATA).
+    async fn write_output(
+        &mut self,
+        out: &QueryOutput,
+        more: bool,
+        binary: bool,
+        send_defs: bool,
+    ) -> std::io::Result<()> {
         let extra = if more { status::MORE_RESULTS_EXISTS } else { 0 };
         match out {
             QueryOutput::Ok { affected_rows, last_insert_id, info } => {
@@ -492,9 +542,18 @@ impl<B: Backend> Conn<B> {
             }
             QueryOutput::Rows { columns, rows } => {
                 // Everything is written straight into the output buffer.
-                self.wr.push_with(|b| codec::put_lenenc_int(b, columns.len() as u64));
-                for c in columns {
-                    self.wr.send_with(|b| codec::put_column_def(b, c, false)).await?;
+                let cache_metadata = self.mariadb_caps & MARIADB_CACHE_METADATA != 0;
+                let send_defs = send_defs || !cache_metadata;
+                self.wr.push_with(|b| {
+                    codec::put_lenenc_int(b, columns.len() as u64);
+                    if cache_metadata {
+                        b.push(send_defs as u8);
+                    }
+                });
+                if send_defs {
+                    for c in columns {
+                        self.wr.send_with(|b| codec::put_column_def(b, c, false)).await?;
+                    }
                 }
                 self.push_mid_eof();
                 for row in rows {
@@ -522,7 +581,7 @@ impl<B: Backend> Conn<B> {
         for (i, r) in results.iter().enumerate() {
             let more = i + 1 < n && multi_results;
             match r {
-                Ok(out) => self.write_output(out, more, false).await?,
+                Ok(out) => self.write_output(out, more, false, true).await?,
                 Err(e) => {
                     self.send_err(e).await?;
                     break;
@@ -575,7 +634,11 @@ impl<B: Backend> Conn<B> {
             }
             self.push_mid_eof();
         }
-        self.stmts.insert(id, Stmt { info, param_types: Vec::new(), long_data: HashMap::new(), long_data_error: None });
+        let client_columns = info.columns.clone();
+        self.stmts.insert(
+            id,
+            Stmt { info, client_columns, param_types: Vec::new(), long_data: HashMap::new(), long_data_error: None },
+        );
         Ok(())
     }
 
@@ -602,7 +665,23 @@ impl<B: Backend> Conn<B> {
         let backend = self.backend.clone();
         let res = backend.execute_prepared(self.session(), &stmt, params).await;
         match res {
-            Ok(out) => self.write_output(&out, false, true).await,
+            Ok(out) => {
+                let mut send_defs = true;
+                let cache_metadata = self.mariadb_caps & MARIADB_CACHE_METADATA != 0;
+                if let (true, QueryOutput::Rows { columns, .. }, Some(st)) =
+                    (cache_metadata, &out, self.stmts.get_mut(&id))
+                {
+                    // The columns can differ from the prepare's (a `?` whose
+                    // type comes from the bound value, a table altered since):
+                    // then they are sent, and the client keeps the new ones.
+                    if st.client_columns == *columns {
+                        send_defs = false;
+                    } else {
+                        st.client_columns = columns.clone();
+                    }
+                }
+                self.write_output(&out, false, true, send_defs).await
+            }
             Err(e) => self.send_err(&e).await,
         }
     }

@@ -371,6 +371,19 @@ impl Raw {
 
     /// Greeting + native-password login with `caps`.
     pub async fn login(port: u16, user: &str, pass: &str, caps: u32) -> (Raw, Vec<u8>) {
+        Raw::login_mariadb(port, user, pass, caps, 0).await.0
+    }
+
+    /// `login`, also sending MariaDB extended capabilities `mariadb_caps` in
+    /// the last 4 filler bytes (as libmariadb does when the greeting lacks
+    /// CLIENT_MYSQL). Returns the greeting too.
+    pub async fn login_mariadb(
+        port: u16,
+        user: &str,
+        pass: &str,
+        caps: u32,
+        mariadb_caps: u32,
+    ) -> ((Raw, Vec<u8>), Vec<u8>) {
         let mut r = Raw::connect(port).await;
         let g = r.read().await.unwrap();
         assert_eq!(g[0], 10);
@@ -385,7 +398,8 @@ impl Raw {
         resp.extend_from_slice(&caps.to_le_bytes());
         resp.extend_from_slice(&(16u32 << 20).to_le_bytes());
         resp.push(255);
-        resp.extend_from_slice(&[0u8; 23]);
+        resp.extend_from_slice(&[0u8; 19]);
+        resp.extend_from_slice(&mariadb_caps.to_le_bytes());
         resp.extend_from_slice(user.as_bytes());
         resp.push(0);
         resp.push(scr.len() as u8);
@@ -413,7 +427,7 @@ impl Raw {
                 reply = r.read().await.unwrap();
             }
         }
-        (r, reply)
+        ((r, reply), g)
     }
 }
 
