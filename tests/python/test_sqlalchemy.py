@@ -57,3 +57,29 @@ def test_core_errors(engine):
     with pytest.raises(sa.exc.ProgrammingError):
         with engine.connect() as conn:
             conn.execute(sa.text("SELECT * FROM missing_table"))
+
+
+def test_core_upsert_uses_the_row_alias(engine):
+    # For servers from MySQL 8.0.20 on, SQLAlchemy renders
+    # on_duplicate_key_update as `... AS new ON DUPLICATE KEY UPDATE c = new.c`.
+    from sqlalchemy.dialects.mysql import insert as mysql_insert
+
+    md = sa.MetaData()
+    t = sa.Table(
+        "kv", md,
+        sa.Column("k", sa.String(20), primary_key=True),
+        sa.Column("v", sa.Integer, nullable=False),
+        sa.Column("hits", sa.Integer, nullable=False, server_default="1"),
+    )
+    md.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(t.insert(), [{"k": "a", "v": 1}, {"k": "b", "v": 2}])
+    stmt = mysql_insert(t).values([{"k": "a", "v": 10}, {"k": "c", "v": 30}])
+    stmt = stmt.on_duplicate_key_update(v=stmt.inserted.v, hits=t.c.hits + 1)
+    assert " AS new" in str(stmt.compile(dialect=engine.dialect))
+    with engine.begin() as conn:
+        conn.execute(stmt)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(t.c.k, t.c.v, t.c.hits).order_by(t.c.k)).all()
+        assert [tuple(r) for r in rows] == [("a", 10, 2), ("b", 2, 1), ("c", 30, 1)]
+    md.drop_all(engine)

@@ -421,6 +421,76 @@ fn rewrite_values_fn(e: &mut Expr) {
     });
 }
 
+/// MySQL 8's row alias of an INSERT (`INSERT ... AS new [(a, b)] ON
+/// DUPLICATE KEY UPDATE c = new.c` or `c = b`): names for the row being
+/// inserted, the modern spelling of VALUES(col). Resolved by rewriting the
+/// names to the new-row references VALUES(col) becomes.
+struct RowAlias {
+    alias: String,
+    /// Column alias -> the table column it names (by position in the
+    /// INSERT's column list).
+    cols: Vec<(String, String)>,
+}
+
+impl RowAlias {
+    fn new_col(&self, col: &str) -> Expr {
+        Expr::CompoundIdentifier(vec![ast::Ident::new("\u{1}new"), ast::Ident::new(format!("\u{1}{col}"))])
+    }
+
+    /// The table column a name after `alias.` (or a bare column alias) stands for.
+    fn column_for<'a>(&'a self, name: &'a str, bare: bool) -> Option<&'a str> {
+        if let Some((_, c)) = self.cols.iter().find(|(a, _)| a.eq_ignore_ascii_case(name)) {
+            return Some(c);
+        }
+        // Without column aliases `alias.col` names the table's columns.
+        (!bare && self.cols.is_empty()).then_some(name)
+    }
+
+    fn rewrite(&self, e: &mut Expr) {
+        let _ = ast::visit_expressions_mut(e, |x| {
+            let target = match x {
+                Expr::CompoundIdentifier(parts)
+                    if parts.len() == 2 && parts[0].value.eq_ignore_ascii_case(&self.alias) =>
+                {
+                    // Unknown names are left as written: the compiler reports them.
+                    self.column_for(&parts[1].value, false).map(str::to_string)
+                }
+                Expr::Identifier(id) => self.column_for(&id.value, true).map(str::to_string),
+                _ => None,
+            };
+            if let Some(c) = target {
+                *x = self.new_col(&c);
+            }
+            std::ops::ControlFlow::<()>::Continue(())
+        });
+    }
+}
+
+fn insert_row_alias(
+    t: &SqlTable,
+    aliases: Option<&ast::InsertAliases>,
+    target: &[ColumnId],
+) -> Result<Option<RowAlias>, SqlError> {
+    let Some(a) = aliases else { return Ok(None) };
+    let alias = a.row_alias.to_string().trim_matches('`').to_string();
+    if alias.eq_ignore_ascii_case(&t.name) {
+        return Err(SqlError::new(1066, "42000", format!("Not unique table/alias: '{alias}'")));
+    }
+    let mut cols = Vec::new();
+    if let Some(names) = a.col_aliases.as_ref().filter(|n| !n.is_empty()) {
+        if !target.is_empty() && names.len() != target.len() {
+            return Err(SqlError::new(1136, "21S01", "Column count doesn't match value count at row 1"));
+        }
+        for (n, c) in names.iter().zip(target) {
+            if cols.iter().any(|(x, _): &(String, String)| x.eq_ignore_ascii_case(&n.value)) {
+                return Err(SqlError::new(1060, "42S21", format!("Duplicate column name '{}'", n.value)));
+            }
+            cols.push((n.value.clone(), t.def.columns[*c as usize].name.clone()));
+        }
+    }
+    Ok(Some(RowAlias { alias, cols }))
+}
+
 fn assignment_col(t: &SqlTable, a: &ast::Assignment) -> Result<ColumnId, SqlError> {
     let name = match &a.target {
         ast::AssignmentTarget::ColumnName(n) => {
@@ -451,8 +521,18 @@ pub async fn execute_insert(
     let ast::TableObject::TableName(name) = &ins.table else {
         return Err(SqlError::unsupported("INSERT INTO TABLE FUNCTION"));
     };
+    if ins.returning.is_some() {
+        return Err(SqlError::unsupported("INSERT ... RETURNING"));
+    }
+    if ins.partitioned.is_some() {
+        return Err(SqlError::unsupported("INSERT with explicit partition selection (PARTITION (...))"));
+    }
     let tables = resolve_tables(engine, session, st).await?;
     let t = tables.get(name)?;
+    if ins.insert_alias.is_some() && ins.on.is_none() {
+        // The alias names nothing then; still check it as MySQL does.
+        insert_row_alias(&t, ins.insert_alias.as_ref(), &[])?;
+    }
     let pm = ParamMap::from_statement(st);
     if params.len() < pm.count() {
         return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
@@ -539,11 +619,15 @@ pub async fn execute_insert(
             // Reachable only through VALUES(col), never as a bare name.
             both.cols.push(ScopeCol { table: "\u{1}new".into(), name: format!("\u{1}{}", c.name), ty: c.ty });
         }
+        let row_alias = insert_row_alias(&t, ins.insert_alias.as_ref(), &target)?;
         let mut list = Vec::new();
         for a in assigns {
             let col = assignment_col(&t, a)?;
             let mut e = a.value.clone();
             rewrite_values_fn(&mut e);
+            if let Some(ra) = &row_alias {
+                ra.rewrite(&mut e);
+            }
             let params = pm.clone();
             let mut comp = Compiler::plain(&both, None, &params, "field list", &mut sc);
             list.push((col, comp.compile(&e)?.0));
