@@ -977,6 +977,7 @@ async fn conflicting_row(
                 local: vec![],
                 needed: vec![],
                 lock: LockMode::Exclusive,
+                compact_local: None,
             };
             op.partition = key_partition(&ta, &t.def.primary_key, k).ok().flatten();
         }
@@ -1264,6 +1265,7 @@ async fn target_rows(txn: &mut Transaction, rs: &RowStmt, ctx: &mut EvalCtx<'_>)
         local: rs.conj.clone(),
         needed: (0..rs.table.def.columns.len() as ColumnId).collect(),
         lock: LockMode::Exclusive,
+        compact_local: None,
     };
     let mut rd = Reader::Txn(txn);
     let ordered = scan_order::row_stmt_needs_scan_order(rs.limit.is_some(), !rs.sets.is_empty());
@@ -1442,6 +1444,7 @@ async fn update_by_keys(
         local: vec![],
         needed: vec![],
         lock: LockMode::Exclusive,
+        compact_local: None,
     };
     let read_cols: Vec<ColumnId> = values.iter().map(|(c, _)| *c).collect();
     let mut ops = Vec::with_capacity(keys.len() * 2);
@@ -1611,6 +1614,7 @@ pub(crate) async fn explain_access(
             local: rs.conj,
             needed: vec![],
             lock: LockMode::Exclusive,
+            compact_local: None,
         },
         alias,
     ))
@@ -1656,6 +1660,7 @@ pub async fn execute_delete(
                     local: vec![],
                     needed: vec![],
                     lock: LockMode::Exclusive,
+                    compact_local: None,
                 };
                 let ops: Vec<KeyOp> = keys
                     .iter()

@@ -508,9 +508,17 @@ fn read_op(t: &TableAccess, key: KeyAccess, partition: Option<PartitionId>) -> K
 }
 
 /// Spread a projected row into a full-width table row (NULL where a column
-/// was not fetched). `needed` is strictly increasing (sorted and deduplicated
+/// was not fetched), unless the plan uses the rows as fetched
+/// (`row_layout`). `needed` is strictly increasing (sorted and deduplicated
 /// by the planner), so one pass fills the row front to back.
-fn widen(t: &TableAccess, r: Vec<Value>) -> Row {
+fn widen(t: &TableAccess, mut r: Vec<Value>) -> Row {
+    if t.compact_local.is_some() {
+        // Joined rows place the next source right after this one's columns.
+        if r.len() != t.needed.len() {
+            r.resize(t.needed.len(), Value::Null);
+        }
+        return r;
+    }
     let n = t.table.def.columns.len();
     if t.needed.len() == n {
         return r;
@@ -691,7 +699,7 @@ pub async fn fetch_table(
         }
     };
     let residual: Vec<&CExpr> = t
-        .local
+        .row_local()
         .iter()
         .enumerate()
         .filter(|(i, _)| !implied.get(*i).copied().unwrap_or(false))
@@ -800,7 +808,7 @@ async fn run_select(
                 let found = read_keys(rd, t, l.index, &l.cols, keys).await?;
                 let mut by_key: HashMap<usize, Row> = HashMap::with_capacity(found.len());
                 'found: for (ki, row) in found {
-                    for lc in &t.local {
+                    for lc in t.row_local() {
                         if !eval_pred(lc, &row, ctx)? {
                             continue 'found;
                         }

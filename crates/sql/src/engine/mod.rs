@@ -25,6 +25,7 @@ pub mod partition;
 pub mod plan;
 pub mod plan_cache;
 pub mod query;
+pub mod row_layout;
 pub mod scan_order;
 pub mod sort_keys;
 

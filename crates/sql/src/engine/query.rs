@@ -150,6 +150,17 @@ pub struct TableAccess {
     /// Columns to fetch, ascending.
     pub needed: Vec<ColumnId>,
     pub lock: LockMode,
+    /// Set when the plan uses this table's rows as fetched (just the
+    /// `needed` columns, in order; see `row_layout`): `local` rewritten to
+    /// those positions. None: rows are spread to the table's full width.
+    pub compact_local: Option<Vec<CExpr>>,
+}
+
+impl TableAccess {
+    /// The local conjuncts over the rows the table's reads yield.
+    pub fn row_local(&self) -> &[CExpr] {
+        self.compact_local.as_deref().unwrap_or(&self.local)
+    }
 }
 
 #[derive(Debug)]
@@ -612,6 +623,7 @@ impl<'a> StmtCompiler<'a> {
                         local: vec![],
                         needed: vec![],
                         lock,
+                        compact_local: None,
                     }),
                     base,
                     width,
@@ -1181,6 +1193,10 @@ impl<'a> StmtCompiler<'a> {
                 }
                 t.needed = needed;
             }
+        }
+        if !fetch_all {
+            // Correlated subqueries read outer rows at full-width offsets.
+            crate::engine::row_layout::compact(plan);
         }
     }
 }
