@@ -940,6 +940,12 @@ async fn run_select(
             _ => None,
         })
         .collect();
+    let keys_in_output = key_cols.iter().all(Option::is_some);
+    // A select list of ascending plain columns is built in the row itself,
+    // when every row is wide enough to hold them.
+    let in_place = moves.as_ref().is_some_and(|cols| {
+        cols.windows(2).all(|w| w[0] < w[1]) && cols.last().is_none_or(|&l| rows.iter().all(|r| l < r.len()))
+    });
     let mut keyed: Vec<(Vec<Value>, Row)> = Vec::with_capacity(rows.len());
     for mut r in rows {
         if let Some(h) = &p.having {
@@ -950,24 +956,40 @@ async fn run_select(
         if !p.correlated.is_empty() && p.agg.is_none() {
             run_correlated(rd, c, &p.correlated, &r, ctx).await?;
         }
-        let mut keys = Vec::with_capacity(p.order.len());
-        for (o, kc) in p.order.iter().zip(&key_cols) {
-            keys.push(match kc {
-                Some(_) => Value::Null,
-                None => eval(&o.expr, &r, ctx)?,
-            });
+        // Keys that are selected columns are read from the output row
+        // (`order_key`): when all are, no key vector is allocated.
+        let mut keys = Vec::new();
+        if !keys_in_output {
+            keys.reserve_exact(p.order.len());
+            for (o, kc) in p.order.iter().zip(&key_cols) {
+                keys.push(match kc {
+                    Some(_) => Value::Null,
+                    None => eval(&o.expr, &r, ctx)?,
+                });
+            }
         }
-        let mut out = Vec::with_capacity(p.proj.len());
-        match &moves {
-            Some(cols) => out.extend(
-                cols.iter().map(|&i| r.get_mut(i).map(|v| std::mem::replace(v, Value::Null)).unwrap_or(Value::Null)),
-            ),
+        let out = match &moves {
+            Some(cols) if in_place => {
+                // Ascending offsets: slot k takes the value at cols[k] >= k,
+                // which no earlier swap has touched.
+                for (k, &i) in cols.iter().enumerate() {
+                    r.swap(k, i);
+                }
+                r.truncate(cols.len());
+                r
+            }
+            Some(cols) => cols
+                .iter()
+                .map(|&i| r.get_mut(i).map(|v| std::mem::replace(v, Value::Null)).unwrap_or(Value::Null))
+                .collect(),
             None => {
+                let mut out = Vec::with_capacity(p.proj.len());
                 for e in &p.proj {
                     out.push(eval(e, &r, ctx)?);
                 }
+                out
             }
-        }
+        };
         keyed.push((keys, out));
     }
     let colls: Vec<Coll> = if p.distinct { p.types.iter().map(|t| t.coll).collect() } else { Vec::new() };

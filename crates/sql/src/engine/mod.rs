@@ -28,6 +28,7 @@ pub mod query;
 pub mod row_layout;
 pub mod scan_order;
 pub mod sort_keys;
+pub mod sort_prefix;
 
 use crate::types::{ColumnMeta, QueryOutput, Session, SqlError, Warning, WarningLevel};
 use catalog::{Catalog, PartitionInfo};

@@ -18,6 +18,7 @@ use std::cmp::Ordering;
 use norr_signals::Value;
 
 use super::expr::value::{self as vals, Coll};
+use super::sort_prefix;
 
 /// The class of values `order_cmp` compares consistently among themselves;
 /// None for NULL, which sorts first whatever the column's class.
@@ -84,7 +85,7 @@ pub fn sort_by_keys<T>(
         return;
     }
     let text = text_columns(items.iter(), n_keys, &key);
-    items.sort_by(|a, b| {
+    let cmp = |a: &T, b: &T| {
         for (i, &as_text) in text.iter().enumerate() {
             let (desc, coll) = dir(i);
             let c = cmp_key(key(a, i), key(b, i), coll, as_text);
@@ -93,7 +94,14 @@ pub fn sort_by_keys<T>(
             }
         }
         Ordering::Equal
-    });
+    };
+    if text[0] {
+        items.sort_by(cmp);
+    } else {
+        // The first key compares with `order_cmp`: its prefixes apply.
+        let (desc, coll) = dir(0);
+        sort_prefix::sort_by_first_key(items, |it| key(it, 0), coll, desc, cmp);
+    }
 }
 
 #[cfg(test)]
