@@ -42,6 +42,8 @@ pub(crate) enum Reply {
     Key(Result<Box<TcKeyConf>, Box<TcKeyRef>>),
     Scan(Result<Box<ScanTabConf>, NodeError>),
     Dict(Result<DictResult, NodeError>),
+    /// No reply within the request timeout (sent by the timeout sweeper).
+    TimedOut,
 }
 
 /// Key of a pending request.
@@ -52,8 +54,15 @@ pub(crate) enum ReqKey {
     Dict(u32),
 }
 
+/// A request waiting for its reply.
+struct Waiter {
+    tx: oneshot::Sender<Reply>,
+    /// `Shared::sweep_tick` when the request was registered.
+    since_tick: u32,
+}
+
 struct Pending {
-    waiting: HashMap<ReqKey, oneshot::Sender<Reply>>,
+    waiting: HashMap<ReqKey, Waiter>,
     /// Set once the connection is gone: why.
     closed: Option<String>,
 }
@@ -83,7 +92,15 @@ pub(crate) struct Shared {
     next_txn: AtomicU64,
     next_scan: AtomicU32,
     next_dict: AtomicU32,
+    /// Counts the timeout sweeper's rounds: requests are stamped with it, so
+    /// that timing them out needs neither a timer nor a clock read per request.
+    sweep_tick: AtomicU32,
 }
+
+/// The timeout sweeper runs this many rounds per request timeout; a request
+/// times out after more than that many rounds, so between 1 and 1.25 times
+/// the timeout after it was sent (rounds are at least 1 ms apart).
+const SWEEPS_PER_TIMEOUT: u32 = 4;
 
 /// Send buffer capacity kept between writes; a larger one (after a big batch)
 /// is shrunk back so an idle connection does not pin memory.
@@ -129,7 +146,8 @@ impl Shared {
                 format!("more than {} requests pending on this connection", self.opts.max_pending_requests),
             )));
         }
-        let old = p.waiting.insert(key, tx);
+        let since_tick = self.sweep_tick.load(Ordering::Relaxed);
+        let old = p.waiting.insert(key, Waiter { tx, since_tick });
         assert!(old.is_none(), "request key {key:?} registered twice");
         Ok(rx)
     }
@@ -214,15 +232,38 @@ impl Shared {
                 tokio::task::yield_now().await;
             }
         }
-        let reply = match self.opts.request_timeout {
-            Some(t) => match tokio::time::timeout(t, rx).await {
-                Ok(r) => r,
-                Err(_) => return Err(ClientError::Timeout),
-            },
-            None => rx.await,
-        };
+        // The request timeout is enforced by `timeout_sweeper` (a tokio timer
+        // per request cost about as much as the rest of a key lookup here).
+        let reply = rx.await;
         std::mem::forget(guard);
-        reply.map_err(|_| self.not_connected())
+        match reply {
+            Ok(Reply::TimedOut) => Err(ClientError::Timeout),
+            Ok(r) => Ok(r),
+            Err(_) => Err(self.not_connected()),
+        }
+    }
+
+    /// One sweeper round: fails the requests registered more than
+    /// SWEEPS_PER_TIMEOUT rounds ago. False once the connection is closed.
+    fn sweep_timeouts(&self) -> bool {
+        let tick = self.sweep_tick.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+        let expired: Vec<Waiter> = {
+            let mut p = self.pending.lock().expect("pending lock");
+            if p.closed.is_some() {
+                return false;
+            }
+            let keys: Vec<ReqKey> = p
+                .waiting
+                .iter()
+                .filter(|(_, w)| tick.wrapping_sub(w.since_tick) > SWEEPS_PER_TIMEOUT)
+                .map(|(k, _)| *k)
+                .collect();
+            keys.iter().filter_map(|k| p.waiting.remove(k)).collect()
+        };
+        for w in expired {
+            let _ = w.tx.send(Reply::TimedOut);
+        }
+        true
     }
 
     /// Mark the connection dead: fail every pending request, refuse new ones.
@@ -251,9 +292,9 @@ impl Shared {
             other => return Err(format!("unexpected signal {} from the data node", other.name())),
         };
         let tx = self.pending.lock().expect("pending lock").waiting.remove(&key);
-        if let Some(tx) = tx {
+        if let Some(w) = tx {
             // The waiter may have gone (dropped future): nothing to do.
-            let _ = tx.send(reply);
+            let _ = w.tx.send(reply);
         }
         Ok(())
     }
@@ -397,10 +438,29 @@ async fn start(mut rd: ReadHalf, wr: WriteHalf, opts: ConnectOptions) -> Result<
         next_txn: AtomicU64::new(1),
         next_scan: AtomicU32::new(1),
         next_dict: AtomicU32::new(1),
+        sweep_tick: AtomicU32::new(0),
     });
+    if let Some(t) = shared.opts.request_timeout {
+        tokio::spawn(timeout_sweeper(Arc::downgrade(&shared), t / SWEEPS_PER_TIMEOUT));
+    }
     let reader = tokio::spawn(reader_task(shared.clone(), rd, dec)).abort_handle();
     let writer = tokio::spawn(writer_task(shared.clone(), wr)).abort_handle();
     Ok(Conn { shared, reader, writer })
+}
+
+/// Times out requests (see `Shared::sweep_timeouts`) until the connection is
+/// closed or dropped.
+async fn timeout_sweeper(shared: std::sync::Weak<Shared>, period: std::time::Duration) {
+    let mut every = tokio::time::interval(period.max(std::time::Duration::from_millis(1)));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    every.tick().await; // the first tick is immediate
+    loop {
+        every.tick().await;
+        match shared.upgrade() {
+            Some(s) if s.sweep_timeouts() => {}
+            _ => return,
+        }
+    }
 }
 
 async fn writer_task(shared: Arc<Shared>, wr: Arc<WriteHalf>) {

@@ -213,8 +213,11 @@ async fn timeout_then_connection_still_usable() {
     let bh = c.create_table(kv_def("blackhole")).await.unwrap();
     let t = c.create_table(kv_def("kv")).await.unwrap();
     let mut txn = c.begin();
+    let asked = std::time::Instant::now();
     let e = txn.execute(vec![KeyOp::read(bh.id, vec![Value::Int(1)])], ExecType::Commit).await.unwrap_err();
     assert_eq!(e, ClientError::Timeout);
+    // The sweeper never fails a request before its timeout has passed.
+    assert!(asked.elapsed() >= Duration::from_millis(200), "timed out after {:?}", asked.elapsed());
     assert!(e.is_temporary());
     assert!(txn.is_finished());
     assert_eq!(c.read(t.id, vec![Value::Int(1)]).await.unwrap(), None);
