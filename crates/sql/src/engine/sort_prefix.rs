@@ -153,7 +153,7 @@ mod tests {
     /// Kelvin sign).
     fn string_value(g: &mut Gen) -> Value {
         const PARTS: &[&str] = &["", "a", "A", "ab", "abcdefgh", "ABCDEFGH", "\0", "é", "É", "\u{212a}", "k", "z", "0"];
-        if g.next() % 10 == 0 {
+        if g.next().is_multiple_of(10) {
             return Value::Null;
         }
         let n = g.next() % 4;
@@ -216,8 +216,9 @@ mod tests {
         let cmp = |a: &(Value, usize), b: &(Value, usize)| format!("{:?}", a.0).cmp(&format!("{:?}", b.0));
         for round in 0..100 {
             let n = (g.next() % 30) as usize;
-            let rows: Vec<_> =
-                (0..n).map(|i| (if g.next() % 2 == 0 { int_value(&mut g) } else { string_value(&mut g) }, i)).collect();
+            let rows: Vec<_> = (0..n)
+                .map(|i| (if g.next().is_multiple_of(2) { int_value(&mut g) } else { string_value(&mut g) }, i))
+                .collect();
             let mut rows = rows;
             rows.push((Value::Int(1), n));
             rows.push((Value::str("x"), n + 1));
