@@ -7,25 +7,10 @@ use norr_signals::value::{Date, DateTime, Decimal};
 use norr_signals::Value;
 use protocol_support::*;
 
-/// Prepares `sql`, reading the PREPARE_OK and definitions (no DEPRECATE_EOF).
+/// Prepares `sql` (no DEPRECATE_EOF); returns the statement id and its parameter count.
 async fn prepare(r: &mut Raw, sql: &str) -> (u32, u16) {
-    let mut p = vec![0x16];
-    p.extend_from_slice(sql.as_bytes());
-    r.command(&p).await;
-    let ok = r.read().await.unwrap();
-    assert_eq!(ok[0], 0, "{ok:?}");
-    let id = u32::from_le_bytes([ok[1], ok[2], ok[3], ok[4]]);
-    let cols = u16::from_le_bytes([ok[5], ok[6]]);
-    let params = u16::from_le_bytes([ok[7], ok[8]]);
-    for block in [params, cols] {
-        if block > 0 {
-            for _ in 0..block {
-                r.read().await.unwrap();
-            }
-            assert_eq!(r.read().await.unwrap()[0], 0xfe);
-        }
-    }
-    (id, params)
+    let p = r.prepare(sql, false).await;
+    (p.id, p.params)
 }
 
 /// Reads a whole result set (or OK/ERR); returns the first packet.

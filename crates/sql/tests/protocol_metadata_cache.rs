@@ -20,25 +20,8 @@ async fn login(port: u16, caps: u32, mariadb_caps: u32) -> Raw {
 
 /// Prepares `sql`; returns the statement id and its column count.
 async fn prepare(r: &mut Raw, sql: &str, deprecate_eof: bool) -> (u32, u16) {
-    let mut p = vec![0x16];
-    p.extend_from_slice(sql.as_bytes());
-    r.command(&p).await;
-    let ok = r.read().await.unwrap();
-    assert_eq!(ok[0], 0, "{ok:?}");
-    let id = u32::from_le_bytes([ok[1], ok[2], ok[3], ok[4]]);
-    let cols = u16::from_le_bytes([ok[5], ok[6]]);
-    let params = u16::from_le_bytes([ok[7], ok[8]]);
-    for block in [params, cols] {
-        if block > 0 {
-            for _ in 0..block {
-                assert_eq!(&r.read().await.unwrap()[..4], b"\x03def");
-            }
-            if !deprecate_eof {
-                assert_eq!(r.read().await.unwrap()[0], 0xfe);
-            }
-        }
-    }
-    (id, cols)
+    let p = r.prepare(sql, deprecate_eof).await;
+    (p.id, p.cols)
 }
 
 /// COM_STMT_EXECUTE of a statement without parameters.

@@ -339,6 +339,13 @@ pub struct Raw {
 pub const CAPS: u32 = 0x0000_0200 /*PROTOCOL_41*/ | 0x8000 /*SECURE_CONN*/ | 0x0008_0000 /*PLUGIN_AUTH*/
     | 0x2000 /*TRANSACTIONS*/ | 0x0002_0000 /*MULTI_RESULTS*/ | 0x1 | 0x4;
 
+/// What COM_STMT_PREPARE answered.
+pub struct Prepared {
+    pub id: u32,
+    pub cols: u16,
+    pub params: u16,
+}
+
 impl Raw {
     pub async fn connect(port: u16) -> Raw {
         let s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
@@ -367,6 +374,31 @@ impl Raw {
     pub async fn command(&mut self, payload: &[u8]) {
         self.seq = 0;
         self.write(payload).await;
+    }
+
+    /// COM_STMT_PREPARE of `sql`: reads the PREPARE_OK, the parameter and
+    /// column definitions (each checked to start with catalog "def") and,
+    /// unless `deprecate_eof` was negotiated, the EOF after each block.
+    pub async fn prepare(&mut self, sql: &str, deprecate_eof: bool) -> Prepared {
+        let mut p = vec![0x16];
+        p.extend_from_slice(sql.as_bytes());
+        self.command(&p).await;
+        let ok = self.read().await.unwrap();
+        assert_eq!(ok[0], 0, "{ok:?}");
+        let id = u32::from_le_bytes([ok[1], ok[2], ok[3], ok[4]]);
+        let cols = u16::from_le_bytes([ok[5], ok[6]]);
+        let params = u16::from_le_bytes([ok[7], ok[8]]);
+        for block in [params, cols] {
+            if block > 0 {
+                for _ in 0..block {
+                    assert_eq!(&self.read().await.unwrap()[..4], b"\x03def");
+                }
+                if !deprecate_eof {
+                    assert_eq!(self.read().await.unwrap()[0], 0xfe);
+                }
+            }
+        }
+        Prepared { id, cols, params }
     }
 
     /// Greeting + native-password login with `caps`.
