@@ -19,8 +19,9 @@ use norr_client::*;
 use norr_knobs::Knobs;
 use norr_signals::partition::partition_of_pk;
 
+/// Eight partitions, so that partitions map to both TCs.
 fn knobs() -> Knobs {
-    Knobs { tc_instances: 2, max_transactions: 1, lock_wait_timeout_ms: 300, ..Knobs::default() }
+    Knobs { tc_instances: 2, max_transactions: 1, lock_wait_timeout_ms: 300, default_partitions: 8, ..Knobs::default() }
 }
 
 fn ins(t: TableId, k: i64) -> KeyOp {

@@ -29,7 +29,12 @@ pub struct Knobs {
     pub max_scans: u32,
     /// Rows a partition scan examines per step before yielding to other signals.
     pub scan_examine_per_step: u32,
-    /// Default number of partitions of a new table.
+    /// Default number of partitions of a new table. Two per LQH instance
+    /// (the data node runs one): every partition of a table adds a scan per
+    /// unpruned range query, and more partitions than LQH instances buy no
+    /// parallelism; 8 cost datad 1.27x the instructions of 2 per sysbench
+    /// read/write transaction (bench/RESULTS.md). NDB likewise sizes the
+    /// default from its LDM threads and data nodes.
     pub default_partitions: u32,
     /// Bound of the B job buffer for signals arriving from the network.
     pub job_buffer_bound: usize,
@@ -62,7 +67,7 @@ impl Default for Knobs {
             max_ops_per_txn: 1_000_000,
             max_scans: 4_096,
             scan_examine_per_step: 512,
-            default_partitions: 8,
+            default_partitions: 2,
             job_buffer_bound: 1 << 20,
             max_frame_bytes: 64 << 20,
             max_send_buffer_bytes: 256 << 20,
