@@ -58,26 +58,40 @@ norr_bin() {
   echo "$target/release/norr"
 }
 
-# start_norr -> sets NORR_PORT. Extra flags: $NORR_DATAD_ARGS, $NORR_SQLD_ARGS.
-# sqld reaches the data node over a Unix socket (both run on this host);
-# NORR_DATA_LINK=tcp uses loopback TCP instead.
+# start_norr -> sets NORR_PORT and NORR_SOCKET. Extra flags: $NORR_DATAD_ARGS
+# (data node knobs), $NORR_SQLD_ARGS (separate layout only).
+# NORR_LAYOUT=separate (default): `norr datad` and `norr sqld` processes; sqld
+#   reaches the data node over a Unix socket (both run on this host), or over
+#   loopback TCP with NORR_DATA_LINK=tcp.
+# NORR_LAYOUT=colocated: one `norr up` process; its SQL node reaches the data
+#   node through the in-process link.
 start_norr() {
-  local bin data_port data_node data_sock_args=()
+  local bin data_port data_node data_sock_args=() layout="${NORR_LAYOUT:-separate}" dir
   bin="$(norr_bin)"
+  dir="$WORK/norr-$layout"
+  mkdir -p "$dir"
   data_port="$(free_port)"
   NORR_PORT="$(free_port)"
+  NORR_SOCKET="$dir/norr.sock"
+  if [ "$layout" = colocated ]; then
+    # shellcheck disable=SC2086 # extra flags are word-split on purpose
+    NORR_ROOT_PASSWORD="" "$bin" up --port-base "$data_port" --sql-port "$NORR_PORT" \
+      --sql-socket "$NORR_SOCKET" ${NORR_DATAD_ARGS:-} >"$dir/up.log" 2>&1 &
+    PIDS+=($!)
+    wait_port "$NORR_PORT" 60 "norr up"
+    return
+  fi
   data_node="127.0.0.1:$data_port"
   if [ "${NORR_DATA_LINK:-unix}" = unix ]; then
-    data_sock_args=(--socket "$WORK/datad.sock")
-    data_node="unix:$WORK/datad.sock"
+    data_sock_args=(--socket "$dir/datad.sock")
+    data_node="unix:$dir/datad.sock"
   fi
   # shellcheck disable=SC2086 # extra flags are word-split on purpose
-  "$bin" datad --listen "127.0.0.1:$data_port" "${data_sock_args[@]}" ${NORR_DATAD_ARGS:-} >"$WORK/datad.log" 2>&1 &
+  "$bin" datad --listen "127.0.0.1:$data_port" "${data_sock_args[@]}" ${NORR_DATAD_ARGS:-} >"$dir/datad.log" 2>&1 &
   PIDS+=($!)
   wait_port "$data_port" 60 "norr datad"
-  NORR_SOCKET="$WORK/norr.sock"
   NORR_ROOT_PASSWORD="" "$bin" sqld --listen "127.0.0.1:$NORR_PORT" --data-node "$data_node" \
-    --socket "$NORR_SOCKET" --max-connections 1000 ${NORR_SQLD_ARGS:-} >"$WORK/sqld.log" 2>&1 &
+    --socket "$NORR_SOCKET" --max-connections 1000 ${NORR_SQLD_ARGS:-} >"$dir/sqld.log" 2>&1 &
   PIDS+=($!)
   wait_port "$NORR_PORT" 60 "norr sqld"
 }

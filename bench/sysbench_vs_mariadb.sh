@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# sysbench oltp_point_select and oltp_read_write against norr (datad + sqld)
-# and MariaDB (InnoDB, 2G buffer pool, flush_log_at_trx_commit=2) on the same
+# sysbench oltp_point_select and oltp_read_write against norr, in each of its
+# layouts (colocated: one `norr up` process whose SQL node reaches the data node
+# through the in-process link; separate: `norr datad` + `norr sqld` processes
+# over a Unix socket), and MariaDB (InnoDB, 2G buffer pool, flush_log_at_trx_commit=2) on the same
 # machine in the same run; 3 repetitions each; prints medians and ratios and
 # appends them to bench/RESULTS.md.
 #
@@ -8,6 +10,7 @@
 #
 # Env: SB_TABLES=4 SB_TABLE_SIZE=100000 SB_THREADS=16 SB_TIME=30 REPS=3
 #      NORR_BIN (default: release build), WORKLOADS="oltp_point_select oltp_read_write"
+#      NORR_LAYOUTS="colocated separate" (each is a column of the results)
 #      SB_TRANSPORT=tcp (default) | socket (both servers' Unix sockets)
 set -euo pipefail
 . "$(dirname "$0")/sysbench_common.sh"
@@ -15,11 +18,18 @@ REPS="${REPS:-3}"
 WORKLOADS="${WORKLOADS:-oltp_point_select oltp_read_write}"
 
 ensure_packages sysbench mariadb-server mariadb-client time
+NORR_LAYOUTS="${NORR_LAYOUTS:-colocated separate}"
+declare -A PORT SRV SOCK
 start_mariadb
-MARIA_PIDS="${PIDS[-1]}"
-start_norr
-NORR_PIDS="${PIDS[-2]} ${PIDS[-1]}"
-echo "MariaDB on $MARIA_PORT, norr sqld on $NORR_PORT, logs in $WORK" >&2
+TARGETS="mariadb"
+PORT[mariadb]="$MARIA_PORT"; SRV[mariadb]="${PIDS[-1]}"; SOCK[mariadb]="$MARIA_SOCKET"
+for layout in $NORR_LAYOUTS; do
+  n0=${#PIDS[@]}
+  NORR_LAYOUT="$layout" start_norr
+  TARGETS="$TARGETS norr-$layout"
+  PORT[norr-$layout]="$NORR_PORT"; SRV[norr-$layout]="${PIDS[*]:$n0}"; SOCK[norr-$layout]="$NORR_SOCKET"
+done
+echo "targets: $TARGETS (ports: $(for t in $TARGETS; do printf '%s=%s ' "$t" "${PORT[$t]}"; done)), logs in $WORK" >&2
 TICK="$(getconf CLK_TCK)"
 
 # CPU seconds (user + system) the given processes have used so far.
@@ -31,12 +41,14 @@ us_per_txn() { awk -v t="$1" -v n="$2" -v hz="$TICK" 'BEGIN { if (n > 0) printf 
 
 declare -A TPS QPS P95 SBCPU SRVCPU
 for wl in $WORKLOADS; do
-  for target in mariadb norr; do
-    if [ "$target" = mariadb ]; then port="$MARIA_PORT"; else port="$NORR_PORT"; fi
+  for target in $TARGETS; do
+    port="${PORT[$target]}"
+    # sb picks the Unix socket by port; point it at this target's.
+    NORR_PORT="$port"; NORR_SOCKET="${SOCK[$target]}"
     sql "$port" "DROP DATABASE IF EXISTS sbtest; CREATE DATABASE sbtest"
     sb "$port" "$wl" prepare >"$WORK/$target-$wl-prepare.log" 2>&1 \
       || { echo "$target $wl prepare failed:" >&2; tail -20 "$WORK/$target-$wl-prepare.log" >&2; exit 1; }
-    if [ "$target" = mariadb ]; then srv="$MARIA_PIDS"; else srv="$NORR_PIDS"; fi
+    srv="${SRV[$target]}"
     tps=""; qps=""; p95=""; sbcpu=""; srvcpu=""
     for rep in $(seq 1 "$REPS"); do
       log="$WORK/$target-$wl-run$rep.log"
@@ -66,16 +78,15 @@ for wl in $WORKLOADS; do
 done
 
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-table="| workload | MariaDB tps | norr tps | norr/MariaDB | MariaDB qps | norr qps | MariaDB p95 ms | norr p95 ms |
+label() { case "$1" in mariadb) echo "MariaDB" ;; norr-*) echo "norr, ${1#norr-}" ;; *) echo "$1" ;; esac; }
+table="| workload | server | tps | qps | vs MariaDB | p95 ms | CPU/txn: sysbench us | CPU/txn: server us |
 |---|---|---|---|---|---|---|---|"
-cputable="| workload | sysbench with MariaDB | mariadbd | sysbench with norr | datad + sqld |
-|---|---|---|---|---|"
 for wl in $WORKLOADS; do
-  ratio="$(awk -v a="${TPS[norr,$wl]}" -v b="${TPS[mariadb,$wl]}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')"
-  table="$table
-| $wl | ${TPS[mariadb,$wl]} | ${TPS[norr,$wl]} | $ratio | ${QPS[mariadb,$wl]} | ${QPS[norr,$wl]} | ${P95[mariadb,$wl]} | ${P95[norr,$wl]} |"
-  cputable="$cputable
-| $wl | ${SBCPU[mariadb,$wl]} | ${SRVCPU[mariadb,$wl]} | ${SBCPU[norr,$wl]} | ${SRVCPU[norr,$wl]} |"
+  for target in $TARGETS; do
+    ratio="$(awk -v a="${TPS[$target,$wl]}" -v b="${TPS[mariadb,$wl]}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')"
+    table="$table
+| $wl | $(label "$target") | ${TPS[$target,$wl]} | ${QPS[$target,$wl]} | $ratio | ${P95[$target,$wl]} | ${SBCPU[$target,$wl]} | ${SRVCPU[$target,$wl]} |"
+  done
 done
 report="
 ## sysbench vs MariaDB, $(date -u '+%Y-%m-%d %H:%M UTC')
@@ -86,10 +97,9 @@ norr commit: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unkn
 
 $table
 
-CPU per transaction (user + system, microseconds, median of the runs): the
-client's share bounds what any server can reach on this machine.
-
-$cputable
+CPU per transaction: user + system microseconds of sysbench and of the server
+processes (norr colocated: one process; separate: datad + sqld), median of the
+runs. The client's share bounds what any server can reach on this machine.
 "
 echo "$report"
 echo "$report" >>"$ROOT/bench/RESULTS.md"

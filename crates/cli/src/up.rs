@@ -1,10 +1,18 @@
-//! `norr up`: a local cluster on loopback, in this process.
+//! `norr up`: a local cluster on loopback, in this process. The SQL node
+//! reaches the data node through an in-process link (no system calls between
+//! them) unless `--sql-link tcp` asks for the native protocol's TCP port.
 
 use crate::config::KnobArgs;
 use anyhow::Context;
-use norr_runtime::{start_data_node, DataNodeConfig};
+use norr_runtime::{start_data_node, DataNodeConfig, LocalConnector};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SqlLink {
+    Local,
+    Tcp,
+}
 
 #[derive(Debug, clap::Args)]
 pub struct UpArgs {
@@ -17,6 +25,14 @@ pub struct UpArgs {
     /// Start only the data node, no SQL node.
     #[arg(long)]
     pub no_sql: bool,
+    /// How the SQL node reaches the data node: `local`, an in-process link
+    /// (the same protocol without socket system calls: the fastest), or
+    /// `tcp`, the native protocol's TCP port as a separate SQL node would.
+    #[arg(long, value_enum, default_value_t = SqlLink::Local)]
+    pub sql_link: SqlLink,
+    /// Also accept MySQL clients on this Unix socket (`mysql -S PATH`).
+    #[arg(long, value_name = "PATH")]
+    pub sql_socket: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub knobs: KnobArgs,
 }
@@ -30,21 +46,28 @@ struct SqldCommand {
 }
 
 /// Start the SQL node on its own thread; returns once it accepts connections.
-fn start_sqld(sql: SocketAddr, data_node: SocketAddr) -> anyhow::Result<()> {
+/// With `local`, it reaches the data node through in-process links, else
+/// through `data_node`'s TCP port.
+fn start_sqld(
+    sql: SocketAddr,
+    socket: Option<&std::path::Path>,
+    data_node: SocketAddr,
+    local: Option<LocalConnector>,
+) -> anyhow::Result<()> {
     use clap::Parser;
-    let cmd = SqldCommand::try_parse_from([
-        "sqld".to_string(),
-        "--listen".into(),
-        sql.to_string(),
-        "--data-node".into(),
-        data_node.to_string(),
-    ])
-    .context("building the SQL node's arguments")?;
+    let mut argv = vec!["sqld".to_string(), "--listen".into(), sql.to_string(), "--data-node".into(), data_node.to_string()];
+    if let Some(p) = socket {
+        argv.extend(["--socket".to_string(), p.display().to_string()]);
+    }
+    let cmd = SqldCommand::try_parse_from(argv).context("building the SQL node's arguments")?;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("norr-sqld".into())
         .spawn(move || {
-            let r = norr_sql::server::run_sqld(cmd.args);
+            let r = match local {
+                Some(c) => norr_sql::server::run_sqld_local(cmd.args, std::sync::Arc::new(move || c.connect())),
+                None => norr_sql::server::run_sqld(cmd.args),
+            };
             let _ = tx.send(r);
         })
         .context("cannot start the SQL node thread")?;
@@ -69,11 +92,11 @@ fn start_sqld(sql: SocketAddr, data_node: SocketAddr) -> anyhow::Result<()> {
     }
 }
 
-fn print_banner(native: SocketAddr, sql: Option<SocketAddr>) {
+fn print_banner(native: SocketAddr, sql: Option<SocketAddr>, link: &str) {
     println!("NorrDB local cluster is up:");
     println!("  data node 1   native protocol  {native}");
     match sql {
-        Some(sql) => println!("  SQL node      MySQL protocol   {sql}"),
+        Some(sql) => println!("  SQL node      MySQL protocol   {sql} (reaches the data node through {link})"),
         None => println!("  SQL node      not started (--no-sql)"),
     }
     println!();
@@ -96,10 +119,15 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
 
     let sql = SocketAddr::from((Ipv4Addr::LOCALHOST, a.sql_port));
     if a.no_sql {
-        print_banner(node.local_addr(), None);
+        print_banner(node.local_addr(), None, "");
     } else {
-        start_sqld(sql, node.local_addr())?;
-        print_banner(node.local_addr(), Some(sql));
+        let local = (a.sql_link == SqlLink::Local).then(|| node.local_connector());
+        start_sqld(sql, a.sql_socket.as_deref(), node.local_addr(), local)?;
+        let link = match a.sql_link {
+            SqlLink::Local => "an in-process link",
+            SqlLink::Tcp => "native protocol TCP",
+        };
+        print_banner(node.local_addr(), Some(sql), link);
     }
 
     let stopper = node.stopper();

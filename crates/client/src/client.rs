@@ -2,7 +2,7 @@
 
 use crate::conn::{self, Conn, Reply, ReqKey, Shared};
 use crate::error::ClientError;
-use crate::ConnectOptions;
+use crate::{ConnectOptions, LocalLink};
 use norr_signals::{
     BlockRef, DictOp, DictReq, DictResult, ErrorCode, ExecType, IndexDef, KeyOp, NodeError, NodeStats, OpResult,
     PartitionId, ScanNextReq, ScanSpec, ScanTabReq, Signal, TableDef, TableId, TcKeyReq, TxnOutcome, Value,
@@ -83,6 +83,14 @@ impl Client {
     /// than loopback TCP.
     pub async fn connect_unix(path: impl AsRef<std::path::Path>, opts: ConnectOptions) -> Result<Client, ClientError> {
         let conn = conn::connect_unix(path.as_ref(), opts).await?;
+        Ok(Client { conn: Arc::new(conn) })
+    }
+
+    /// Connect through an in-process link (`norr_runtime::DataNodeHandle::
+    /// local_connector`) to a data node running in this process: the same
+    /// protocol as a socket without its system calls.
+    pub async fn connect_local(link: LocalLink, opts: ConnectOptions) -> Result<Client, ClientError> {
+        let conn = conn::connect_local(link, opts).await?;
         Ok(Client { conn: Arc::new(conn) })
     }
 

@@ -28,6 +28,7 @@ use crate::ConnectOptions;
 use norr_kernel::{BlockRef, NodeId, Priority};
 use norr_signals::{block, wire, DictResult, Envelope, NodeError, ScanTabConf, Signal, TcKeyConf, TcKeyRef};
 use norr_transport::handshake::{self, Hello, HelloReply, MAGIC};
+use norr_transport::local_pipe::ApiEnd;
 use norr_transport::{encode_frame, encode_frame_with, FrameDecoder};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -333,6 +334,8 @@ impl Drop for Conn {
 pub(crate) enum WriteHalf {
     Tcp(tcp::OwnedWriteHalf),
     Unix(unix::OwnedWriteHalf),
+    /// A data node in this process (`connect_local`).
+    Local(Arc<ApiEnd>),
 }
 
 impl WriteHalf {
@@ -340,6 +343,7 @@ impl WriteHalf {
         match self {
             WriteHalf::Tcp(w) => w.try_write(buf),
             WriteHalf::Unix(w) => w.try_write(buf),
+            WriteHalf::Local(w) => w.try_write(buf),
         }
     }
 
@@ -347,6 +351,7 @@ impl WriteHalf {
         match self {
             WriteHalf::Tcp(w) => w.writable().await,
             WriteHalf::Unix(w) => w.writable().await,
+            WriteHalf::Local(w) => std::future::poll_fn(|cx| w.poll_writable(cx)).await,
         }
     }
 
@@ -354,6 +359,30 @@ impl WriteHalf {
         match self {
             WriteHalf::Tcp(w) => w.shutdown().await,
             WriteHalf::Unix(w) => w.shutdown().await,
+            WriteHalf::Local(w) => {
+                w.shutdown();
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The read side of an in-process link.
+struct LocalRead(Arc<ApiEnd>);
+
+impl AsyncRead for LocalRead {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.0.poll_read(cx, buf.initialize_unfilled()) {
+            std::task::Poll::Ready(Ok(n)) => {
+                buf.advance(n);
+                std::task::Poll::Ready(Ok(()))
+            }
+            std::task::Poll::Ready(Err(e)) => std::task::Poll::Ready(Err(e)),
+            std::task::Poll::Pending => std::task::Poll::Pending,
         }
     }
 }
@@ -385,6 +414,15 @@ pub(crate) async fn connect_unix(path: &std::path::Path, opts: ConnectOptions) -
     };
     let (rd, wr) = stream.into_split();
     start(Box::new(rd), WriteHalf::Unix(wr), opts).await
+}
+
+/// Connect through an in-process link to a data node in this process and
+/// handshake. Sends always go straight into the link (`direct_send`): a
+/// write there is a copy, not a system call.
+pub(crate) async fn connect_local(end: ApiEnd, mut opts: ConnectOptions) -> Result<Conn, ClientError> {
+    opts.direct_send = true;
+    let end = Arc::new(end);
+    start(Box::new(LocalRead(end.clone())), WriteHalf::Local(end), opts).await
 }
 
 async fn start(mut rd: ReadHalf, wr: WriteHalf, opts: ConnectOptions) -> Result<Conn, ClientError> {

@@ -13,6 +13,12 @@
 //!    buffers and write them out as the adaptive send policy says;
 //! 5. close connections that ended, delivering `ApiFailReq` to TC and DICT.
 //!
+//! In-process API nodes (`DataNodeHandle::local_connector`) are connections
+//! like the others, with an in-memory pipe for a socket: mio does not see
+//! them; their pipes report activity through `LocalReady`, which the loop
+//! looks at every round (step 2) and which wakes it only when it is blocked
+//! in poll.
+//!
 //! Before the loop blocks in poll it always writes every pending byte: poll has
 //! millisecond resolution, far above the microseconds the send policy may wait,
 //! so coalescing only happens while the loop is busy anyway (first a poll with
@@ -30,6 +36,7 @@
 //! connection is not read until there is room (back-pressure, nothing dropped).
 
 use crate::conn::{ApiIdPool, CloseReason, Conn};
+use crate::local_link::LocalReady;
 use crate::stream::{Peer, Stream};
 use crate::{DataNodeConfig, RuntimeOptions, RuntimeStats};
 use mio::net::{TcpListener, UnixListener};
@@ -95,6 +102,10 @@ pub(crate) struct EventLoop {
     handshake_deadlines: VecDeque<(u64, usize, u64)>,
     stats: RuntimeStats,
     shared_stats: Arc<std::sync::Mutex<RuntimeStats>>,
+    /// In-process API nodes: their activity and new connections.
+    local: Arc<LocalReady>,
+    local_tokens: Vec<usize>,
+    local_accepts: Vec<norr_transport::local_pipe::NodeEnd>,
 }
 
 impl EventLoop {
@@ -106,6 +117,7 @@ impl EventLoop {
         (mut listener, mut unix_listener): (TcpListener, Option<UnixListener>),
         stop: Arc<AtomicBool>,
         shared_stats: Arc<std::sync::Mutex<RuntimeStats>>,
+        local: Arc<LocalReady>,
     ) -> io::Result<EventLoop> {
         poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
         if let Some(l) = unix_listener.as_mut() {
@@ -138,6 +150,9 @@ impl EventLoop {
             handshake_deadlines: VecDeque::new(),
             stats: RuntimeStats::default(),
             shared_stats,
+            local,
+            local_tokens: Vec::new(),
+            local_accepts: Vec::new(),
         })
     }
 
@@ -152,24 +167,36 @@ impl EventLoop {
     /// request/response loop usually arrives within a round trip.
     fn poll_events(&mut self, events: &mut Events, timeout: Option<Duration>) -> io::Result<()> {
         let spin = Duration::from_micros(self.knobs.idle_spin_us);
-        if spin.is_zero() || timeout == Some(Duration::ZERO) {
+        if timeout == Some(Duration::ZERO) {
             return self.poll.poll(events, timeout);
+        }
+        if spin.is_zero() {
+            return self.poll_blocking(events, timeout);
         }
         let start = Instant::now();
         let spin = timeout.map_or(spin, |t| t.min(spin));
         loop {
             self.poll.poll(events, Some(Duration::ZERO))?;
-            if !events.is_empty() || self.stop.load(Ordering::Relaxed) {
+            if !events.is_empty() || self.local.has_work() || self.stop.load(Ordering::Relaxed) {
                 self.stats.spin_hits += 1;
                 return Ok(());
             }
             let spent = start.elapsed();
             if spent >= spin {
                 self.stats.spin_misses += 1;
-                return self.poll.poll(events, timeout.map(|t| t.saturating_sub(spent)));
+                return self.poll_blocking(events, timeout.map(|t| t.saturating_sub(spent)));
             }
             std::hint::spin_loop();
         }
+    }
+
+    /// A poll that may block: in-process API nodes are told to wake the loop
+    /// through the waker for as long as it may be blocked.
+    fn poll_blocking(&mut self, events: &mut Events, timeout: Option<Duration>) -> io::Result<()> {
+        let may_block = self.local.park();
+        let r = self.poll.poll(events, if may_block { timeout } else { Some(Duration::ZERO) });
+        self.local.unpark();
+        r
     }
 
     pub fn run(&mut self) -> io::Result<()> {
@@ -191,7 +218,7 @@ impl EventLoop {
                 match ev.token() {
                     LISTENER => self.accept_all()?,
                     UNIX_LISTENER => self.accept_all_unix(),
-                    WAKER => {}
+                    WAKER => {} // stop, or in-process API nodes: looked at below
                     Token(t) => {
                         let slot = t - FIRST_CONN;
                         if ev.is_writable() {
@@ -203,9 +230,11 @@ impl EventLoop {
                     }
                 }
             }
+            self.service_local();
             self.step();
         }
         info!(node = self.node_id, connections = self.live_conns, "data node stopping");
+        self.local.stop();
         for slot in 0..self.conns.len() {
             if let Some(mut c) = self.conns[slot].take() {
                 let _ = c.send.write_to(&mut c.stream);
@@ -242,8 +271,45 @@ impl EventLoop {
         }
     }
 
+    /// Take new in-process connections and read (and write) the ones whose
+    /// pipes reported activity.
+    fn service_local(&mut self) {
+        if !self.local.has_work() {
+            return;
+        }
+        self.local.take(&mut self.local_tokens, &mut self.local_accepts);
+        let mut accepts = std::mem::take(&mut self.local_accepts);
+        for end in accepts.drain(..) {
+            if let Some(slot) = self.add_conn(Stream::Local(end), Peer::Local) {
+                if let Some(Stream::Local(e)) = self.conns[slot].as_ref().map(|c| &c.stream) {
+                    e.set_token(slot + FIRST_CONN);
+                }
+                // Bytes written before the token was set woke nobody.
+                self.read_conn(slot);
+            }
+        }
+        self.local_accepts = accepts;
+        let mut tokens = std::mem::take(&mut self.local_tokens);
+        for t in tokens.drain(..) {
+            let slot = t - FIRST_CONN;
+            let Some(c) = self.conns.get(slot).and_then(|c| c.as_ref()) else { continue };
+            // A token may be stale: its connection closed and the slot reused.
+            let Stream::Local(e) = &c.stream else { continue };
+            e.take_wake();
+            if c.write_interest {
+                self.write_conn(slot);
+            }
+            self.read_conn(slot);
+        }
+        self.local_tokens = tokens;
+    }
+
     fn poll_timeout(&mut self) -> Option<Duration> {
-        if self.sched.has_ready() || !self.pending_read.is_empty() || !self.closing.is_empty() {
+        if self.sched.has_ready()
+            || !self.pending_read.is_empty()
+            || !self.closing.is_empty()
+            || self.local.has_work()
+        {
             return Some(Duration::ZERO);
         }
         if !self.dirty.is_empty() {
@@ -284,7 +350,7 @@ impl EventLoop {
                     if let Err(e) = stream.set_nodelay(true) {
                         warn!(%peer, "set TCP_NODELAY failed: {e}");
                     }
-                    self.add_conn(Stream::Tcp(stream), Peer::Tcp(peer));
+                    let _ = self.add_conn(Stream::Tcp(stream), Peer::Tcp(peer));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -310,7 +376,9 @@ impl EventLoop {
         loop {
             let Some(l) = self.unix_listener.as_ref() else { return };
             match l.accept() {
-                Ok((stream, _)) => self.add_conn(Stream::Unix(stream), Peer::Unix),
+                Ok((stream, _)) => {
+                    let _ = self.add_conn(Stream::Unix(stream), Peer::Unix);
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // Transient accept errors (EMFILE...) must not stop the node.
@@ -322,11 +390,12 @@ impl EventLoop {
         }
     }
 
-    /// Take a new connection into a slot, waiting for its handshake.
-    fn add_conn(&mut self, mut stream: Stream, peer: Peer) {
+    /// Take a new connection into a slot, waiting for its handshake. Returns
+    /// the slot (`None`: closed at once).
+    fn add_conn(&mut self, mut stream: Stream, peer: Peer) -> Option<usize> {
         if self.live_conns >= self.ids.capacity() + EXTRA_CONNS {
             warn!(%peer, "too many connections: closing new connection at once");
-            return;
+            return None;
         }
         let slot = match self.free_slots.pop() {
             Some(s) => s,
@@ -338,7 +407,7 @@ impl EventLoop {
         if let Err(e) = self.poll.registry().register(&mut stream, Token(slot + FIRST_CONN), Interest::READABLE) {
             warn!(%peer, "registering connection failed: {e}");
             self.free_slots.push(slot);
-            return;
+            return None;
         }
         let now = self.now_ns();
         let policy = norr_transport::AdaptiveSend::new(self.send_cfg, now);
@@ -353,6 +422,7 @@ impl EventLoop {
         self.live_conns += 1;
         self.stats.connections_accepted += 1;
         debug!(%peer, slot, "connection accepted");
+        Some(slot)
     }
     /// Read what the socket has (up to the round's budget), handling each
     /// complete frame as it arrives.

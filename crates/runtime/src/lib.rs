@@ -24,6 +24,7 @@
 
 mod conn;
 mod event_loop;
+mod local_link;
 mod stream;
 
 use norr_kernel::{NodeId, Scheduler};
@@ -124,9 +125,31 @@ impl NodeStopper {
     }
 }
 
+/// Opens in-process connections to a running data node (see
+/// [`DataNodeHandle::local_connector`]). Cheap to clone; usable from any thread.
+#[derive(Clone)]
+pub struct LocalConnector {
+    local: Arc<local_link::LocalReady>,
+}
+
+impl LocalConnector {
+    /// A new connection to the node, for an API node in this process
+    /// (`norr_client::Client::connect_local`). Fails once the node stopped.
+    pub fn connect(&self) -> io::Result<norr_transport::local_pipe::ApiEnd> {
+        self.local.connect()
+    }
+}
+
+impl std::fmt::Debug for LocalConnector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LocalConnector")
+    }
+}
+
 /// A running data node.
 pub struct DataNodeHandle {
     local_addr: SocketAddr,
+    local: Arc<local_link::LocalReady>,
     stats: Arc<std::sync::Mutex<RuntimeStats>>,
     stop: Arc<AtomicBool>,
     waker: Arc<mio::Waker>,
@@ -137,6 +160,13 @@ impl DataNodeHandle {
     /// Where the node listens for API connections.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Opens connections for API nodes in this process: the same protocol as
+    /// a socket (handshake, frames, checks), through an in-memory pipe
+    /// instead of system calls (`norr up` runs its SQL node this way).
+    pub fn local_connector(&self) -> LocalConnector {
+        LocalConnector { local: self.local.clone() }
     }
 
     /// The host's counters as of the last loop round.
@@ -243,6 +273,7 @@ pub fn start_data_node_with(
     let waker = Arc::new(mio::Waker::new(poll.registry(), event_loop::WAKER)?);
     let stop = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(std::sync::Mutex::new(RuntimeStats::default()));
+    let local = Arc::new(local_link::LocalReady::new(waker.clone()));
     let mut el = event_loop::EventLoop::new(
         cfg.clone(),
         opts,
@@ -251,6 +282,7 @@ pub fn start_data_node_with(
         (listener, unix_listener),
         stop.clone(),
         stats.clone(),
+        local.clone(),
     )?;
     let socket_file = unix_path.clone();
     let thread = std::thread::Builder::new().name(format!("norr-node-{}", cfg.node_id)).spawn(move || {
@@ -265,5 +297,5 @@ pub fn start_data_node_with(
         r
     })?;
     tracing::info!(node = cfg.node_id, %local_addr, unix_socket = ?unix_path, "data node listening");
-    Ok(DataNodeHandle { local_addr, stats, stop, waker, thread: Some(thread) })
+    Ok(DataNodeHandle { local_addr, local, stats, stop, waker, thread: Some(thread) })
 }

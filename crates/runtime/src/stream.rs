@@ -14,6 +14,10 @@ use std::net::{Shutdown, SocketAddr};
 pub(crate) enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// An API node in this process (`DataNodeHandle::connect_local`). Not
+    /// registered with mio: the pipe reports activity through the loop's
+    /// `LocalReady` instead.
+    Local(norr_transport::local_pipe::NodeEnd),
 }
 
 /// Who is on the other end, for the log.
@@ -22,6 +26,8 @@ pub(crate) enum Peer {
     Tcp(SocketAddr),
     /// Unix-socket peers have no useful address; the API node id names them.
     Unix,
+    /// An API node in this process.
+    Local,
 }
 
 impl fmt::Display for Peer {
@@ -29,6 +35,7 @@ impl fmt::Display for Peer {
         match self {
             Peer::Tcp(a) => write!(f, "{a}"),
             Peer::Unix => write!(f, "unix socket"),
+            Peer::Local => write!(f, "in-process link"),
         }
     }
 }
@@ -38,6 +45,10 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.shutdown(how),
             Stream::Unix(s) => s.shutdown(how),
+            Stream::Local(s) => {
+                s.shutdown();
+                Ok(())
+            }
         }
     }
 }
@@ -47,6 +58,7 @@ impl Read for Stream {
         match self {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
+            Stream::Local(s) => s.read(buf),
         }
     }
 }
@@ -56,12 +68,14 @@ impl Write for Stream {
         match self {
             Stream::Tcp(s) => s.write(buf),
             Stream::Unix(s) => s.write(buf),
+            Stream::Local(s) => s.write(buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.flush(),
             Stream::Unix(s) => s.flush(),
+            Stream::Local(s) => s.flush(),
         }
     }
 }
@@ -71,18 +85,21 @@ impl Source for Stream {
         match self {
             Stream::Tcp(s) => s.register(registry, token, interests),
             Stream::Unix(s) => s.register(registry, token, interests),
+            Stream::Local(_) => Ok(()),
         }
     }
     fn reregister(&mut self, registry: &Registry, token: Token, interests: Interest) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.reregister(registry, token, interests),
             Stream::Unix(s) => s.reregister(registry, token, interests),
+            Stream::Local(_) => Ok(()),
         }
     }
     fn deregister(&mut self, registry: &Registry) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.deregister(registry),
             Stream::Unix(s) => s.deregister(registry),
+            Stream::Local(_) => Ok(()),
         }
     }
 }

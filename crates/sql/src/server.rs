@@ -402,9 +402,23 @@ impl Backend for crate::engine::Engine {
 /// How long sqld keeps retrying the data node at start (it may still be starting).
 const CONNECT_RETRY_SECS: u64 = 60;
 
+/// Opens in-process links to a data node running in this process (see
+/// [`run_sqld_local`]).
+pub type LocalConnect = std::sync::Arc<dyn Fn() -> std::io::Result<norr_client::LocalLink> + Send + Sync>;
+
 /// `norr sqld`: connects to the data node, then serves MySQL clients until
 /// killed. Runs its own tokio runtime with `--threads` session threads.
 pub fn run_sqld(args: SqldArgs) -> anyhow::Result<()> {
+    run_sqld_inner(args, None)
+}
+
+/// [`run_sqld`] for a SQL node in the data node's process (`norr up`): it
+/// reaches the data node through `connect` instead of `--data-node`.
+pub fn run_sqld_local(args: SqldArgs, connect: LocalConnect) -> anyhow::Result<()> {
+    run_sqld_inner(args, Some(connect))
+}
+
+fn run_sqld_inner(args: SqldArgs, local: Option<LocalConnect>) -> anyhow::Result<()> {
     let config = ServerConfig::from_args(&args)?;
     let rt = if args.threads == 1 {
         tokio::runtime::Builder::new_current_thread().thread_name("sqld").enable_all().build()?
@@ -431,7 +445,11 @@ pub fn run_sqld(args: SqldArgs) -> anyhow::Result<()> {
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(CONNECT_RETRY_SECS);
         let engine = loop {
-            match crate::engine::Engine::connect(&args.data_node, cfg.clone()).await {
+            let engine = match &local {
+                Some(connect) => crate::engine::Engine::connect_local(connect, cfg.clone()).await,
+                None => crate::engine::Engine::connect(&args.data_node, cfg.clone()).await,
+            };
+            match engine {
                 Ok(e) => break e,
                 Err(e) if std::time::Instant::now() < deadline => {
                     tracing::warn!("sqld: data node {} not ready ({e}); retrying", args.data_node);
@@ -440,7 +458,8 @@ pub fn run_sqld(args: SqldArgs) -> anyhow::Result<()> {
                 Err(e) => anyhow::bail!("cannot connect to data node {}: {e}", args.data_node),
             }
         };
-        tracing::info!("sqld: listening on {} (data node {})", args.listen, args.data_node);
+        let data_node = if local.is_some() { "in-process link".to_string() } else { args.data_node.clone() };
+        tracing::info!("sqld: listening on {} (data node: {data_node})", args.listen);
         let state = ServerState::new(config);
         if let Some(unix) = unix {
             tracing::info!("sqld: listening on the Unix socket {}", cfg.socket);

@@ -297,9 +297,13 @@ fn sqllogic() {
         knobs,
     })
     .expect("data node starts");
-    let addr = node.local_addr().to_string();
+    // The engine reaches the node through the in-process link `norr up`
+    // uses, so every record here also exercises that link (the socket path
+    // is covered by the protocol, coordinator and Python tests).
+    let connector = node.local_connector();
+    let connect: norr_sql::server::LocalConnect = std::sync::Arc::new(move || connector.connect());
     let (total, failures) = rt.block_on(async move {
-        let engine = Engine::connect(&addr, EngineConfig::default()).await.expect("engine connects");
+        let engine = Engine::connect_local(&connect, EngineConfig::default()).await.expect("engine connects");
         let mut total = 0;
         let mut failures = Vec::new();
         for f in &files {

@@ -5,6 +5,7 @@
 pub mod adaptive_send;
 pub mod frame;
 pub mod handshake;
+pub mod local_pipe;
 
 pub use adaptive_send::{AdaptiveSend, AdaptiveSendConfig, SendBuffer, SendBufferFull};
 pub use frame::{encode_frame, encode_frame_with, FrameDecoder, FrameError, DEFAULT_MAX_FRAME_BYTES};

@@ -308,6 +308,19 @@ impl Engine {
         Self::with_client(client, cfg).await
     }
 
+    /// Connect through an in-process link to a data node in this process
+    /// (`norr up`).
+    pub async fn connect_local(
+        connect: &crate::server::LocalConnect,
+        cfg: EngineConfig,
+    ) -> Result<Arc<Engine>, SqlError> {
+        let opts = norr_client::ConnectOptions { reply_spin: cfg.reply_spin, ..Default::default() };
+        let link = connect()
+            .map_err(|e| error_map::from_client_plain(norr_client::ClientError::NotConnected(format!("in-process link: {e}"))))?;
+        let client = Client::connect_local(link, opts).await.map_err(error_map::from_client_plain)?;
+        Self::with_client(client, cfg).await
+    }
+
     /// An engine on an existing client connection.
     pub async fn with_client(client: Client, cfg: EngineConfig) -> Result<Arc<Engine>, SqlError> {
         let catalog = Catalog::new(client.clone());
