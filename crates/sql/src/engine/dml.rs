@@ -708,7 +708,7 @@ pub async fn execute_insert(
             let v = match v {
                 Some(v) => {
                     if v.is_null() && matches!(col.ty, ColumnType::Timestamp) && !col.nullable {
-                        Value::DateTime(ctx.now)
+                        Value::DateTime(ctx.now())
                     } else {
                         v
                     }
@@ -723,7 +723,7 @@ pub async fn execute_insert(
                     }
                 }
                 None => match &meta.default {
-                    SqlDefault::CurrentTimestamp { .. } => Value::DateTime(ctx.now),
+                    SqlDefault::CurrentTimestamp { .. } => Value::DateTime(ctx.now()),
                     SqlDefault::Null => Value::Null,
                     SqlDefault::Literal { .. } => col.default.clone().unwrap_or(Value::Null),
                     SqlDefault::None => match &col.default {
@@ -1383,7 +1383,7 @@ async fn update_general(txn: &mut Transaction, rs: &RowStmt, ctx: &mut EvalCtx<'
             .collect();
         if !changed.is_empty() {
             for c in &on_update {
-                let v = Value::DateTime(ctx.now);
+                let v = Value::DateTime(ctx.now());
                 new[*c as usize] = v.clone();
                 changed.push((*c, v));
             }

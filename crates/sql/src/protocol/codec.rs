@@ -56,11 +56,11 @@ pub fn ok_packet(
 }
 
 /// EOF packet (for clients without CLIENT_DEPRECATE_EOF).
-pub fn eof_packet(status_flags: u16, warnings: u16) -> Vec<u8> {
-    let mut b = vec![0xfe];
-    b.extend_from_slice(&warnings.to_le_bytes());
-    b.extend_from_slice(&status_flags.to_le_bytes());
-    b
+/// A fixed-size array, not a Vec: two are sent per result set.
+pub fn eof_packet(status_flags: u16, warnings: u16) -> [u8; 5] {
+    let [w0, w1] = warnings.to_le_bytes();
+    let [s0, s1] = status_flags.to_le_bytes();
+    [0xfe, w0, w1, s0, s1]
 }
 
 /// ERR packet with SQLSTATE marker (CLIENT_PROTOCOL_41).

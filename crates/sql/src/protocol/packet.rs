@@ -39,7 +39,16 @@ impl<R: AsyncRead + Unpin> PacketReader<R> {
     /// `self.next_seq` becomes last seq + 1. Clean EOF before a header gives
     /// `Closed`.
     pub async fn read_packet(&mut self) -> Result<Vec<u8>, PacketError> {
-        let mut payload: Vec<u8> = Vec::new();
+        let mut payload = Vec::new();
+        self.read_packet_into(&mut payload).await?;
+        Ok(payload)
+    }
+
+    /// `read_packet` into a caller-owned buffer (cleared first), so that a
+    /// command loop reuses one allocation for every packet instead of
+    /// allocating per packet. On error the buffer's contents are unspecified.
+    pub async fn read_packet_into(&mut self, payload: &mut Vec<u8>) -> Result<(), PacketError> {
+        payload.clear();
         let mut first = true;
         loop {
             let mut header = [0u8; 4];
@@ -59,7 +68,7 @@ impl<R: AsyncRead + Unpin> PacketReader<R> {
             self.inner.read_exact(&mut payload[start..]).await?;
             first = false;
             if len < MAX_CHUNK_BYTES {
-                return Ok(payload);
+                return Ok(());
             }
         }
     }
@@ -203,6 +212,24 @@ mod tests {
             assert_eq!(a.seq, b.seq, "size {size}");
             assert!(a.buf == b.buf, "size {size}");
         }
+    }
+
+    /// A reused buffer holds exactly the latest packet, whether it is
+    /// shorter or longer than the one before.
+    #[tokio::test]
+    async fn read_packet_into_replaces_the_previous_packet() {
+        let mut w = PacketWriter::new(Vec::new());
+        for p in [&b"a longer first packet"[..], b"short", b"", b"then a longer one again"] {
+            w.push(p);
+        }
+        let bytes = std::mem::take(&mut w.buf);
+        let mut r = PacketReader::new(&bytes[..], 1024);
+        let mut buf = Vec::new();
+        for p in [&b"a longer first packet"[..], b"short", b"", b"then a longer one again"] {
+            r.read_packet_into(&mut buf).await.unwrap();
+            assert_eq!(buf, p);
+        }
+        assert!(matches!(r.read_packet_into(&mut buf).await, Err(PacketError::Closed)));
     }
 
     #[tokio::test]

@@ -588,16 +588,16 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
                 vals::sql_cmp(&args[0], &args[1], vals::Coll::Ci, &mut ctx.warnings) == Some(std::cmp::Ordering::Equal);
             return Ok(if eq { Value::Null } else { args.into_iter().next().unwrap_or(Value::Null) });
         }
-        Now => return Ok(Value::DateTime(ctx.now)),
-        CurDate => return Ok(Value::Date(ctx.now.date)),
+        Now => return Ok(Value::DateTime(ctx.now())),
+        CurDate => return Ok(Value::Date(ctx.now().date)),
         CurTime => {
-            let n = ctx.now;
+            let n = ctx.now();
             return Ok(Value::Time(
                 ((n.hour as i64 * 3600 + n.minute as i64 * 60 + n.second as i64) * 1_000_000) as i64,
             ));
         }
         UnixTimestamp if args.is_empty() => {
-            return Ok(Value::Int(dtm::datetime_to_unix_micros(&ctx.now) / 1_000_000));
+            return Ok(Value::Int(dtm::datetime_to_unix_micros(&ctx.now()) / 1_000_000));
         }
         LastInsertId => {
             if let Some(v) = args.first() {
