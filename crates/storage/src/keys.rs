@@ -69,8 +69,13 @@ impl KeyInfo {
         row: RowId,
         out: &mut Vec<u8>,
     ) {
+        self.encode_slot(layout, fixed.slot(row), var, out);
+    }
+
+    /// `encode_stored` of a row whose slot the caller has at hand already
+    /// (a scan that reads the row too: one slot lookup per row, not two).
+    pub(crate) fn encode_slot(&self, layout: &RowLayout, slot: &[u8], var: &VarStore, out: &mut Vec<u8>) {
         out.clear();
-        let slot = fixed.slot(row);
         if let Some(ints) = &self.ints {
             for c in ints {
                 c.put(slot, out);

@@ -12,7 +12,7 @@
 //!   index key past the cursor makes it a new entry, which is then returned
 //!   again under its new key, as in any B-tree scan without locks.)
 
-use crate::fixed_pages::{FixedPages, RowId};
+use crate::fixed_pages::RowId;
 use crate::ordered_index::{key_range, range_is_empty, IKey};
 use crate::row_format::IntKeyCol;
 use crate::table_store::TableStore;
@@ -281,25 +281,24 @@ impl<'a> PkBound<'a> {
         }
     }
 
-    /// `outside` for stored row `r`; `key` is scratch for its encoded pk
-    /// when the row must be encoded after all.
-    fn row_outside(
+    /// `outside` for the stored row in `slot`; `key` is scratch for its
+    /// encoded pk when the row must be encoded after all.
+    fn slot_outside(
         &self,
-        r: RowId,
-        fixed: &FixedPages,
+        slot: &[u8],
         key: &mut Vec<u8>,
-        enc_pk: &impl Fn(RowId, &mut Vec<u8>),
+        enc_slot: &impl Fn(&[u8], &mut Vec<u8>),
         side: Ordering,
     ) -> bool {
         if let Bound::Unbounded = self.bound {
             return false;
         }
         if let Some((c, i)) = self.int {
-            if let Some(k) = c.key(fixed.slot(r)) {
+            if let Some(k) = c.key(slot) {
                 return self.outside(i.cmp(k), side);
             }
         }
-        enc_pk(r, key);
+        enc_slot(slot, key);
         self.key_outside(key, side)
     }
 }
@@ -324,39 +323,42 @@ impl TableStore {
     ) -> Result<bool, NodeError> {
         let part = &self.parts[pi];
         let (fixed, var, order) = (part.fixed(), &part.var, &part.pk_order);
-        let enc_pk = |r: RowId, b: &mut Vec<u8>| self.pk.encode_stored(&self.layout, fixed, var, r, b);
+        // Each row's slot is looked up once and used for the bound check,
+        // the row itself and its entry key.
+        let enc_slot = |slot: &[u8], b: &mut Vec<u8>| self.pk.encode_slot(&self.layout, slot, var, b);
         // Bounds are entry keys (`pk ++ pk`): compared with the pk alone,
         // without building the entry; for a one-integer pk, with the row's
         // integer alone, without encoding its key.
         let int_pk = self.pk.single_int();
         let (lo, hi) = (PkBound::new(st.lo, int_pk), PkBound::new(st.hi, int_pk));
         let mut key = Vec::new();
-        let below_lo = |r: RowId, key: &mut Vec<u8>| lo.row_outside(r, fixed, key, &enc_pk, Ordering::Less);
-        let above_hi = |r: RowId, key: &mut Vec<u8>| hi.row_outside(r, fixed, key, &enc_pk, Ordering::Greater);
+        let below_lo = |slot: &[u8], key: &mut Vec<u8>| lo.slot_outside(slot, key, &enc_slot, Ordering::Less);
+        let above_hi = |slot: &[u8], key: &mut Vec<u8>| hi.slot_outside(slot, key, &enc_slot, Ordering::Greater);
         let mut cur = if st.descending {
-            order.prev(order.seek(|pk| !hi.key_outside(pk, Ordering::Greater), |r| !above_hi(r, &mut key)))
+            order.prev(order.seek(|pk| !hi.key_outside(pk, Ordering::Greater), |r| !above_hi(fixed.slot(r), &mut key)))
         } else {
-            Some(order.seek(|pk| lo.key_outside(pk, Ordering::Less), |r| below_lo(r, &mut key)))
+            Some(order.seek(|pk| lo.key_outside(pk, Ordering::Less), |r| below_lo(fixed.slot(r), &mut key)))
         };
-        // The entry at `cur` if it is still inside the range.
+        // The entry at `cur` and its slot, if it is still inside the range.
         let at = |cur: Option<crate::pk_order::Pos>, key: &mut Vec<u8>| {
             let r = order.get(cur?)?;
-            let outside = if st.descending { below_lo(r, key) } else { above_hi(r, key) };
-            (!outside).then_some(r)
+            let slot = fixed.slot(r);
+            let outside = if st.descending { below_lo(slot, key) } else { above_hi(slot, key) };
+            (!outside).then_some((r, slot))
         };
         let (mut examined, mut returned) = (0usize, 0usize);
         let mut row = Vec::new();
-        let mut last_row = None;
+        let mut last_slot = None;
         while returned < st.st.max_rows && examined < st.examine_limit {
-            let Some(r) = at(cur, &mut key) else {
+            let Some((r, slot)) = at(cur, &mut key) else {
                 *done = true;
                 return Ok(true);
             };
             examined += 1;
-            last_row = Some(r);
-            if self.scan_row(pi, r, st.st, &mut row, out)? {
+            last_slot = Some(slot);
+            if self.scan_slot(pi, r, slot, st.st, &mut row, out)? {
                 if st.st.keys {
-                    enc_pk(r, &mut key);
+                    enc_slot(slot, &mut key);
                     out.push_entry_of_pk(&key, st.st.max_rows);
                 }
                 returned += 1;
@@ -366,8 +368,8 @@ impl TableStore {
         }
         if at(cur, &mut key).is_none() {
             *done = true;
-        } else if let Some(r) = last_row {
-            enc_pk(r, &mut key);
+        } else if let Some(slot) = last_slot {
+            enc_slot(slot, &mut key);
             key.extend_from_within(..);
             *last = Some(key);
         }
@@ -533,19 +535,35 @@ impl TableStore {
         scratch: &mut Vec<Value>,
         out: &mut ScanBatch,
     ) -> Result<bool, NodeError> {
+        self.scan_slot(pi, r, self.parts[pi].fixed().slot(r), st, scratch, out)
+    }
+
+    /// `scan_row` of row `r` stored in `slot`.
+    fn scan_slot(
+        &self,
+        pi: usize,
+        r: RowId,
+        slot: &[u8],
+        st: &ScanStep<'_>,
+        scratch: &mut Vec<Value>,
+        out: &mut ScanBatch,
+    ) -> Result<bool, NodeError> {
+        let part = &self.parts[pi];
+        let payload = self.layout.var_ref(slot).map(|v| part.var.get(v)).unwrap_or(&[]);
+        let read_masked = |scratch: &mut Vec<Value>| match st.cols {
+            Some(mask) => self.layout.read_row_masked(slot, payload, mask, scratch),
+            None => self.layout.read_row(slot, payload, scratch),
+        };
         match (st.projection, st.filter) {
             // Nothing to check: decode just the projected columns.
             (Some(proj), None) => {
-                let part = &self.parts[pi];
-                let slot = part.fixed().slot(r);
-                let payload = self.layout.var_ref(slot).map(|v| part.var.get(v)).unwrap_or(&[]);
                 let mut values = Vec::with_capacity(proj.len());
                 values.extend(proj.iter().map(|c| self.layout.read_col(slot, payload, *c as usize)));
                 out.rows.push(values);
             }
             (Some(proj), Some(_)) => {
                 scratch.clear();
-                self.read_into_masked(pi, r, st.cols, scratch);
+                read_masked(scratch);
                 if !self.passes(st.filter, scratch)? {
                     return Ok(false);
                 }
@@ -559,7 +577,7 @@ impl TableStore {
             }
             (None, _) => {
                 scratch.clear();
-                self.read_into_masked(pi, r, st.cols, scratch);
+                read_masked(scratch);
                 if !self.passes(st.filter, scratch)? {
                     return Ok(false);
                 }

@@ -362,17 +362,6 @@ impl TableStore {
         self.layout.read_row(slot, payload, out);
     }
 
-    /// `read_into`, decoding only the columns `mask` selects (None: all).
-    pub fn read_into_masked(&self, pi: usize, row: RowId, mask: Option<&[bool]>, out: &mut Vec<Value>) {
-        let Some(mask) = mask else {
-            return self.read_into(pi, row, out);
-        };
-        let part = &self.parts[pi];
-        let slot = part.fixed().slot(row);
-        let payload = self.layout.var_ref(slot).map(|r| part.var.get(r)).unwrap_or(&[]);
-        self.layout.read_row_masked(slot, payload, mask, out);
-    }
-
     pub fn read_col(&self, pi: usize, row: RowId, col: usize) -> Value {
         let part = &self.parts[pi];
         let slot = part.fixed().slot(row);
