@@ -601,7 +601,6 @@ async fn write_all(wr: &WriteHalf, mut buf: &[u8]) -> std::io::Result<()> {
 }
 
 async fn reader_task(shared: Arc<Shared>, mut rd: ReadHalf, mut dec: FrameDecoder) {
-    let mut buf = vec![0u8; READ_CHUNK_BYTES];
     let why = 'outer: loop {
         // Frames already buffered (the handshake read may have over-read).
         loop {
@@ -618,9 +617,10 @@ async fn reader_task(shared: Arc<Shared>, mut rd: ReadHalf, mut dec: FrameDecode
                 Err(e) => break 'outer format!("bad frame from the data node: {e}"),
             }
         }
-        match rd.read(&mut buf).await {
+        // Straight into the decoder's buffer: no copy through a read buffer.
+        match rd.read_buf(dec.append_target(READ_CHUNK_BYTES)).await {
             Ok(0) => break "connection closed by the data node".to_string(),
-            Ok(n) => dec.push(&buf[..n]),
+            Ok(_) => {}
             Err(e) => break format!("read failed: {e}"),
         }
     };

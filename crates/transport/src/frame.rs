@@ -61,6 +61,16 @@ impl FrameDecoder {
         self.buf.extend_from_slice(bytes);
     }
 
+    /// The buffer to append received bytes to, with room for at least
+    /// `min_spare_bytes` more: a reader that fills it directly (tokio's
+    /// `read_buf`) saves `push`'s copy of every received byte. Callers only
+    /// append to it; the bytes before its end are the decoder's.
+    pub fn append_target(&mut self, min_spare_bytes: usize) -> &mut Vec<u8> {
+        self.compact();
+        self.buf.reserve(min_spare_bytes);
+        &mut self.buf
+    }
+
     /// Bytes buffered, including consumed-but-not-compacted ones.
     pub fn buffered_len(&self) -> usize {
         self.buf.len()
@@ -121,6 +131,28 @@ mod tests {
             }
             assert_eq!(got, payloads, "chunk size {chunk}");
         }
+    }
+
+    /// Bytes appended through `append_target` decode as pushed ones do,
+    /// across compactions (frames consumed between appends).
+    #[test]
+    fn append_target_decodes_like_push() {
+        let mut wire = Vec::new();
+        let payloads: Vec<Vec<u8>> = (0..200).map(|i| vec![i as u8; (i * 331) % 5000]).collect();
+        for p in &payloads {
+            encode_frame(p, &mut wire);
+        }
+        let mut d = FrameDecoder::new(1 << 20);
+        let mut got = Vec::new();
+        for c in wire.chunks(7000) {
+            let t = d.append_target(16);
+            assert!(t.capacity() - t.len() >= 16);
+            t.extend_from_slice(c);
+            while let Some(f) = d.next_frame().unwrap() {
+                got.push(f.to_vec());
+            }
+        }
+        assert_eq!(got, payloads);
     }
 
     #[test]
