@@ -418,11 +418,18 @@ impl AsyncRead for LocalRead {
         cx: &mut std::task::Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        match self.0.poll_read(cx, buf.initialize_unfilled()) {
-            std::task::Poll::Ready(Ok(n)) => {
-                buf.advance(n);
-                std::task::Poll::Ready(Ok(()))
-            }
+        if buf.remaining() == 0 {
+            return std::task::Poll::Ready(Ok(()));
+        }
+        // Copies straight into the (possibly uninitialised) space: zeroing a
+        // large read buffer first would cost more than the copy.
+        let read = self.0.poll_read_with(cx, |avail| {
+            let n = avail.len().min(buf.remaining());
+            buf.put_slice(&avail[..n]);
+            n
+        });
+        match read {
+            std::task::Poll::Ready(Ok(_)) => std::task::Poll::Ready(Ok(())),
             std::task::Poll::Ready(Err(e)) => std::task::Poll::Ready(Err(e)),
             std::task::Poll::Pending => std::task::Poll::Pending,
         }

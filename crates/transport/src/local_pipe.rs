@@ -78,8 +78,17 @@ impl Direction {
 
     /// Move up to `out.len()` bytes into `out`.
     fn pop(&mut self, out: &mut [u8]) -> usize {
-        let n = out.len().min(self.len());
-        out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+        self.pop_with(|avail| {
+            let n = out.len().min(avail.len());
+            out[..n].copy_from_slice(&avail[..n]);
+            n
+        })
+    }
+
+    /// Hand the buffered bytes to `take`, which returns how many it took.
+    fn pop_with(&mut self, take: impl FnOnce(&[u8]) -> usize) -> usize {
+        let n = take(&self.buf[self.pos..]);
+        assert!(n <= self.len(), "took {n} of {} bytes", self.len());
         self.pos += n;
         if self.pos == self.buf.len() {
             self.buf.clear();
@@ -151,6 +160,17 @@ impl ApiEnd {
         if out.is_empty() {
             return Poll::Ready(Ok(0));
         }
+        self.poll_read_with(cx, |avail| {
+            let n = out.len().min(avail.len());
+            out[..n].copy_from_slice(&avail[..n]);
+            n
+        })
+    }
+
+    /// [`ApiEnd::poll_read`] for a reader that copies out of the pipe itself
+    /// (into uninitialised memory, say): `take` gets the bytes that have
+    /// arrived (never empty) and returns how many it took (at least one).
+    pub fn poll_read_with(&self, cx: &mut Context<'_>, take: impl FnOnce(&[u8]) -> usize) -> Poll<io::Result<usize>> {
         let mut d = lock(&self.pipe.to_api);
         if d.len() == 0 {
             if d.writer_closed {
@@ -162,7 +182,8 @@ impl ApiEnd {
             }
             return Poll::Pending;
         }
-        let n = d.pop(out);
+        let n = d.pop_with(take);
+        debug_assert!(n > 0, "a reader took nothing of available bytes");
         let node_waits = std::mem::take(&mut d.writer_waiting);
         drop(d);
         if node_waits {
