@@ -604,6 +604,30 @@ mod tests {
         );
     }
 
+    /// SHOW COLLATION's PAD_ATTRIBUTE matches what sqld's comparisons and the
+    /// data node's key encoding (unique indexes, primary keys) do with
+    /// trailing spaces, for every collation listed.
+    #[test]
+    fn reported_pad_attribute_is_what_comparisons_do() {
+        use crate::engine::expr::value::{cmp_bytes, Coll};
+        use norr_signals::keycode::encode_key;
+        use norr_signals::Collation;
+        for row in infoschema::collation_rows() {
+            let (name, pad) = (value_text(&row[0]), value_text(&row[6]));
+            let native = collation_from_name(&name).unwrap_or_else(|| panic!("{name} is listed but not accepted"));
+            let coll = match native {
+                Collation::CaseInsensitive => Coll::Ci,
+                Collation::Binary => Coll::Bin,
+            };
+            let ty = ColumnType::Varchar { len: 10, collation: native };
+            let key = |v: &str| encode_key(&[Value::str(v)], &[&ty]);
+            let sqld_pads = cmp_bytes(b"a", b"a ", coll) == std::cmp::Ordering::Equal;
+            let keys_pad = key("a") == key("a ");
+            assert_eq!(sqld_pads, keys_pad, "{name}: sqld and the data node disagree");
+            assert_eq!(pad == "PAD SPACE", sqld_pads, "{name} is reported {pad}");
+        }
+    }
+
     #[test]
     fn describe_rows() {
         let t = table("CREATE TABLE t (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, u INT UNIQUE, k INT, ts TIMESTAMP DEFAULT CURRENT_TIMESTAMP, KEY (k))");
