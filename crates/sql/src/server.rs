@@ -223,6 +223,11 @@ pub trait Backend: Send + Sync + 'static {
     fn init_db<'a>(&'a self, s: &'a mut Session, db: &'a str)
         -> impl Future<Output = Result<(), SqlError>> + Send + 'a;
     fn end_session<'a>(&'a self, s: &'a mut Session) -> impl Future<Output = ()> + Send + 'a;
+    /// The connection limit in force now, if the backend holds a live one
+    /// (`SET GLOBAL max_connections`); None: `ServerConfig::max_connections`.
+    fn max_connections(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Connection bookkeeping shared by the accept loop and connection tasks.
@@ -397,6 +402,12 @@ impl Backend for crate::engine::Engine {
     fn end_session<'a>(&'a self, s: &'a mut Session) -> impl Future<Output = ()> + Send + 'a {
         crate::engine::Engine::end_session(self, s)
     }
+
+    fn max_connections(&self) -> Option<usize> {
+        crate::engine::vars::global_value("max_connections")
+            .and_then(|v| v.as_i64())
+            .map(|n| usize::try_from(n).unwrap_or(1).max(1))
+    }
 }
 
 /// How long sqld keeps retrying the data node at start (it may still be starting).
@@ -441,6 +452,7 @@ fn run_sqld_inner(args: SqldArgs, local: Option<LocalConnect>) -> anyhow::Result
             port,
             hostname: std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()),
             reply_spin: std::time::Duration::from_micros(args.reply_spin_us),
+            max_connections: config.max_connections as u64,
             ..Default::default()
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(CONNECT_RETRY_SECS);

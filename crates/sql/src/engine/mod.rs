@@ -57,6 +57,9 @@ pub struct EngineConfig {
     pub reply_spin: std::time::Duration,
     /// @@socket: the Unix socket sqld listens on (empty: none).
     pub socket: String,
+    /// Start value of @@global.max_connections (the server's configured limit);
+    /// SET GLOBAL changes it for new connections (`Backend::max_connections`).
+    pub max_connections: u64,
 }
 
 impl Default for EngineConfig {
@@ -69,6 +72,7 @@ impl Default for EngineConfig {
             default_partitions: 0,
             reply_spin: std::time::Duration::ZERO,
             socket: String::new(),
+            max_connections: crate::server::DEFAULT_MAX_CONNECTIONS as u64,
         }
     }
 }
@@ -331,6 +335,7 @@ impl Engine {
             ("port", Value::UInt(cfg.port as u64)),
             ("hostname", Value::str(&cfg.hostname)),
             ("socket", Value::str(&cfg.socket)),
+            ("max_connections", Value::UInt(cfg.max_connections)),
         ]);
         Ok(Arc::new(Engine { client, catalog, cfg, started: std::time::Instant::now(), status: Status::default() }))
     }

@@ -340,6 +340,27 @@ pub enum SetEffect {
     CommitNow,
 }
 
+/// Bounds of integer variables whose value sqld acts on; MySQL clamps an
+/// out-of-range SET to them (with a truncation warning NorrDB does not issue).
+fn int_bounds(name: &str) -> Option<(i64, i64)> {
+    match name {
+        // Enforced for new connections (protocol::conn); 0 would lock every client out.
+        "max_connections" => Some((1, 100_000)),
+        _ => None,
+    }
+}
+
+fn clamp_int(name: &str, v: Value) -> Value {
+    match int_bounds(name) {
+        Some((lo, hi)) => match v {
+            Value::Int(i) => Value::Int(i.clamp(lo, hi)),
+            Value::UInt(u) => Value::Int(i64::try_from(u).unwrap_or(hi).clamp(lo, hi)),
+            other => other,
+        },
+        None => v,
+    }
+}
+
 /// Validate and normalise a value for a system variable.
 fn normalise(d: &VarDef, v: Value) -> Result<Value, SqlError> {
     let text = |v: &Value| crate::engine::catalog::value_text(v);
@@ -351,17 +372,20 @@ fn normalise(d: &VarDef, v: Value) -> Result<Value, SqlError> {
     }
     Ok(match d.kind {
         Bool => Value::Int(truthy(d.name, &v)? as i64),
-        Int => match v {
-            Value::Int(_) | Value::UInt(_) => v,
-            Value::Bytes(ref b) => {
-                let s = String::from_utf8_lossy(b).to_string();
-                if s.eq_ignore_ascii_case("default") {
-                    return Ok(typed_default(d));
+        Int => clamp_int(
+            d.name,
+            match v {
+                Value::Int(_) | Value::UInt(_) => v,
+                Value::Bytes(ref b) => {
+                    let s = String::from_utf8_lossy(b).to_string();
+                    if s.eq_ignore_ascii_case("default") {
+                        return Ok(typed_default(d));
+                    }
+                    s.trim().parse::<i64>().map(Value::Int).map_err(|_| error_map::wrong_type_for_var(d.name))?
                 }
-                s.trim().parse::<i64>().map(Value::Int).map_err(|_| error_map::wrong_type_for_var(d.name))?
-            }
-            _ => return Err(error_map::wrong_type_for_var(d.name)),
-        },
+                _ => return Err(error_map::wrong_type_for_var(d.name)),
+            },
+        ),
         Str => {
             let s = text(&v);
             match d.name {

@@ -84,6 +84,16 @@ pub fn err_packet(e: &SqlError) -> Vec<u8> {
     b
 }
 
+/// ERR packet sent before the client said it speaks protocol 4.1 (refused
+/// before the handshake): no SQLSTATE marker, which such a client would read
+/// as part of the message. MySQL does the same for "Too many connections";
+/// clients then report SQLSTATE HY000.
+pub fn err_packet_pre41(e: &SqlError) -> Vec<u8> {
+    let mut b = err_packet(e);
+    b.drain(3..9);
+    b
+}
+
 /// Column definition (Protocol::ColumnDefinition41). `field_list_default`
 /// adds the trailing "default value" field COM_FIELD_LIST answers carry.
 pub fn column_def(c: &ColumnMeta, field_list_default: bool) -> Vec<u8> {
@@ -197,6 +207,12 @@ mod tests {
         }
         assert_eq!(Reader::new(&[0xfc, 1]).lenenc_int(), None);
         assert_eq!(Reader::new(&[0xfb]).lenenc_int(), None);
+    }
+
+    #[test]
+    fn err_packet_pre41_has_no_sqlstate() {
+        let e = SqlError::new(1040, "08004", "Too many connections");
+        assert_eq!(err_packet_pre41(&e), [&[0xff, 0x10, 0x04][..], b"Too many connections"].concat());
     }
 
     #[test]

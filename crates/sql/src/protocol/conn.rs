@@ -192,9 +192,14 @@ pub async fn run_connection<B: Backend>(
         peer_host,
     };
     let active = state.active_connections.fetch_add(1, Ordering::SeqCst) + 1;
-    if active > state.config.max_connections {
+    // Read per connection: SET GLOBAL max_connections applies to new
+    // connections only; those already in are never dropped (as MySQL).
+    let limit = conn.backend.max_connections().unwrap_or(state.config.max_connections);
+    if active > limit {
         conn.wr.seq = 0;
-        let _ = conn.send_err(&SqlError::new(1040, "08004", "Too many connections")).await;
+        let e = SqlError::new(1040, "08004", "Too many connections");
+        conn.wr.push(&codec::err_packet_pre41(&e));
+        let _ = conn.wr.flush().await;
         conn.wr.shutdown().await;
     } else {
         match tokio::time::timeout(CONNECT_TIMEOUT, conn.login()).await {
