@@ -183,6 +183,8 @@ impl Client {
     }
 
     /// Reserve `count` consecutive AUTO_INCREMENT values; returns the first.
+    /// `count` 0 reserves nothing and returns the value the next reservation
+    /// would start at.
     pub async fn next_auto_inc(&self, table: TableId, count: u64) -> Result<u64, ClientError> {
         match self.dict(DictOp::NextAutoInc { table, count }).await? {
             DictResult::AutoInc { first } => Ok(first),

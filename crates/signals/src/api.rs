@@ -150,6 +150,8 @@ pub enum DictOp {
     /// Reply: Tables.
     ListTables,
     /// Reserve `count` consecutive AUTO_INCREMENT values. Reply: AutoInc.
+    /// `count` 0 reserves nothing: `first` is where the next reservation
+    /// starts (SHOW TABLE STATUS's Auto_increment).
     NextAutoInc { table: TableId, count: u64 },
     /// Make sure later AUTO_INCREMENT values are > `used` (after an insert with an
     /// explicit value). Reply: Done.

@@ -147,7 +147,8 @@ impl Dict {
             DictOp::NextAutoInc { table, count } => match self.auto_inc.get_mut(table) {
                 Some(next) => {
                     let first = *next;
-                    *next = next.saturating_add((*count).max(1));
+                    // count 0 reserves nothing: a look at the next value.
+                    *next = next.saturating_add(*count);
                     Self::conf(ctx, from, id, DictResult::AutoInc { first });
                 }
                 None => Self::dref(ctx, from, id, NodeError::with(ErrorCode::NoSuchTable, format!("table id {table}"))),

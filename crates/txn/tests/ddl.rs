@@ -121,6 +121,9 @@ fn truncate_auto_increment_and_stats() {
     let t = d.id;
     assert_eq!(h.dict(1, DictOp::NextAutoInc { table: t, count: 10 }).unwrap(), DictResult::AutoInc { first: 1 });
     assert_eq!(h.dict(1, DictOp::NextAutoInc { table: t, count: 1 }).unwrap(), DictResult::AutoInc { first: 11 });
+    // count 0 looks without reserving.
+    assert_eq!(h.dict(1, DictOp::NextAutoInc { table: t, count: 0 }).unwrap(), DictResult::AutoInc { first: 12 });
+    assert_eq!(h.dict(1, DictOp::NextAutoInc { table: t, count: 0 }).unwrap(), DictResult::AutoInc { first: 12 });
     h.dict(1, DictOp::BumpAutoInc { table: t, used: 100 }).unwrap();
     h.dict(1, DictOp::BumpAutoInc { table: t, used: 50 }).unwrap();
     assert_eq!(h.dict(1, DictOp::NextAutoInc { table: t, count: 1 }).unwrap(), DictResult::AutoInc { first: 101 });

@@ -1282,10 +1282,11 @@ pub async fn virtual_table(
     engine: &Engine,
     session: &Session,
     name: &str,
+    wanted: crate::engine::infoschema::Wanted,
 ) -> Result<(Vec<ScopeCol>, Vec<Vec<Value>>), SqlError> {
     use crate::engine::expr::{SqlType, TClass};
     use crate::types::FieldType;
-    match crate::engine::infoschema::virtual_table(engine, session, name).await? {
+    match crate::engine::infoschema::virtual_table(engine, session, name, wanted).await? {
         None => Err(crate::engine::infoschema::unknown_table_error(name)),
         Some((cols, rows)) => {
             let scope = cols

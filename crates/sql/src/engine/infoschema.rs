@@ -194,11 +194,27 @@ async fn tables_in_scope(e: &Engine) -> Result<Vec<Arc<SqlTable>>, SqlError> {
     e.catalog().list_all().await
 }
 
+/// What a statement reading a virtual table can see of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wanted {
+    /// Every column, TABLES' row counts, lengths and AUTO_INCREMENT included
+    /// (a scan per table).
+    TableStats,
+    /// None of `TABLE_STATS_COLUMNS` is referenced: TABLES leaves them 0 (NULL
+    /// for AUTO_INCREMENT) instead of asking the data node.
+    NoTableStats,
+}
+
+/// Columns of information_schema.TABLES that cost a scan of the table (or a
+/// round trip to the data node, AUTO_INCREMENT).
+pub const TABLE_STATS_COLUMNS: &[&str] = &["TABLE_ROWS", "AVG_ROW_LENGTH", "DATA_LENGTH", "AUTO_INCREMENT"];
+
 /// The rows of `information_schema.<name>`, or None if there is no such table.
 pub async fn virtual_table(
     e: &Engine,
     session: &Session,
     name: &str,
+    wanted: Wanted,
 ) -> Result<Option<(Vec<ColumnMeta>, Vec<Vec<Value>>)>, SqlError> {
     let _ = session;
     let up = name.to_ascii_uppercase();
@@ -291,6 +307,14 @@ pub async fn virtual_table(
                 ]);
             }
             for t in tables_in_scope(e).await? {
+                // Counting rows costs a scan per table: only when the
+                // statement can see the figures.
+                let ([rows_n, avg, data], auto_inc) = if wanted == Wanted::TableStats {
+                    use crate::engine::table_stats::{auto_increment_cell, stats_cells};
+                    (stats_cells(e, &t).await, auto_increment_cell(e, &t).await)
+                } else {
+                    ([u(0), u(0), u(0)], Value::Null)
+                };
                 rows.push(vec![
                     s("def"),
                     s(&t.db),
@@ -299,13 +323,13 @@ pub async fn virtual_table(
                     s("ndbcluster"),
                     u(10),
                     s("Dynamic"),
+                    rows_n,
+                    avg,
+                    data,
                     u(0),
                     u(0),
                     u(0),
-                    u(0),
-                    u(0),
-                    u(0),
-                    Value::Null,
+                    auto_inc,
                     Value::Null,
                     Value::Null,
                     Value::Null,

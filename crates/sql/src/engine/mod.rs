@@ -12,6 +12,7 @@ pub mod error_map;
 pub mod infoschema;
 pub mod parse_ext;
 pub mod show;
+pub mod table_stats;
 pub mod txn_control;
 pub mod vars;
 

@@ -15,6 +15,7 @@ use crate::engine::expr::compile::{
 use crate::engine::expr::value::Coll;
 use crate::engine::expr::{cmp_coll, collect_cols, conjuncts, for_each_child, map_cols, CExpr, CmpKind, SqlType};
 use crate::engine::functions::unify;
+use crate::engine::infoschema::{Wanted, TABLE_STATS_COLUMNS};
 use crate::engine::partition::PartFn;
 use crate::engine::plan::{choose_access, Access};
 use crate::engine::Engine;
@@ -219,7 +220,8 @@ pub async fn resolve_tables<V: ast::Visit>(engine: &Engine, session: &Session, s
             continue;
         }
         if k.0.eq_ignore_ascii_case("information_schema") {
-            let rows = exec::virtual_table(engine, session, &k.1).await?;
+            let wanted = if sees_table_stats(stmt) { Wanted::TableStats } else { Wanted::NoTableStats };
+            let rows = exec::virtual_table(engine, session, &k.1, wanted).await?;
             t.virtual_rows.insert(k, rows);
             continue;
         }
@@ -227,6 +229,41 @@ pub async fn resolve_tables<V: ast::Visit>(engine: &Engine, session: &Session, s
         t.map.insert(k, tbl);
     }
     Ok(t)
+}
+
+/// Whether the statement can see information_schema.TABLES' counted columns
+/// (`infoschema::TABLE_STATS_COLUMNS`): it names one of them or selects `*`
+/// somewhere. Erring towards true only costs the scans.
+fn sees_table_stats<V: ast::Visit>(stmt: &V) -> bool {
+    struct Sees(bool);
+    fn star(body: &SetExpr) -> bool {
+        match body {
+            SetExpr::Select(s) => {
+                s.projection.iter().any(|i| matches!(i, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)))
+            }
+            SetExpr::SetOperation { left, right, .. } => star(left) || star(right),
+            _ => false,
+        }
+    }
+    impl ast::Visitor for Sees {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &Query) -> std::ops::ControlFlow<()> {
+            self.0 |= star(&q.body);
+            std::ops::ControlFlow::Continue(())
+        }
+        fn pre_visit_expr(&mut self, e: &Expr) -> std::ops::ControlFlow<()> {
+            let name = match e {
+                Expr::Identifier(i) => Some(&i.value),
+                Expr::CompoundIdentifier(parts) => parts.last().map(|i| &i.value),
+                _ => None,
+            };
+            self.0 |= name.is_some_and(|n| TABLE_STATS_COLUMNS.iter().any(|c| c.eq_ignore_ascii_case(n)));
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let mut v = Sees(false);
+    let _ = stmt.visit(&mut v);
+    v.0
 }
 
 /// Every CTE name the statement declares, at any depth.

@@ -4,7 +4,7 @@ use crate::engine::catalog::*;
 use crate::engine::error_map;
 use crate::engine::infoschema::{self, col_i, col_s, column_key, default_display, extra, index_rows};
 use crate::engine::parse_ext::{ShowFilter, ShowStmt};
-use crate::engine::{vars, Engine};
+use crate::engine::{table_stats, vars, Engine};
 use crate::types::{ColumnMeta, QueryOutput, Session, SqlError, WarningLevel};
 use norr_signals::{ColumnType, Value};
 use sqlparser::ast::{BinaryOperator, Expr, UnaryOperator};
@@ -475,37 +475,37 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
                     "Checksum",
                 ],
             );
-            let rows = if infoschema::is_infoschema(&db) {
-                Vec::new()
-            } else {
-                e.catalog()
-                    .list(&db)
-                    .await?
-                    .iter()
-                    .map(|t| {
-                        vec![
-                            s(&t.name),
-                            s("ndbcluster"),
-                            Value::UInt(10),
-                            s("Dynamic"),
-                            Value::UInt(0),
-                            Value::UInt(0),
-                            Value::UInt(0),
-                            Value::UInt(0),
-                            Value::UInt(0),
-                            Value::UInt(0),
-                            Value::Null,
-                            Value::Null,
-                            Value::Null,
-                            Value::Null,
-                            s(&t.meta.collation),
-                            Value::Null,
-                            s(if t.meta.partition.is_some() { "partitioned" } else { "" }),
-                            s(&t.meta.comment),
-                        ]
-                    })
-                    .collect()
-            };
+            let mut rows = Vec::new();
+            let tables = if infoschema::is_infoschema(&db) { Vec::new() } else { e.catalog().list(&db).await? };
+            for t in tables {
+                // Rows and lengths cost a scan: count only the tables LIKE names.
+                if let ShowFilter::Like(p) = filter {
+                    if !like(&t.name, p) {
+                        continue;
+                    }
+                }
+                let [rows_n, avg, data] = table_stats::stats_cells(e, &t).await;
+                rows.push(vec![
+                    s(&t.name),
+                    s("ndbcluster"),
+                    Value::UInt(10),
+                    s("Dynamic"),
+                    rows_n,
+                    avg,
+                    data,
+                    Value::UInt(0),
+                    Value::UInt(0),
+                    Value::UInt(0),
+                    table_stats::auto_increment_cell(e, &t).await,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    s(&t.meta.collation),
+                    Value::Null,
+                    s(if t.meta.partition.is_some() { "partitioned" } else { "" }),
+                    s(&t.meta.comment),
+                ]);
+            }
             filtered(c, rows, filter)
         }
         ShowStmt::Processlist { .. } => {
