@@ -65,6 +65,13 @@ const READ_CHUNK: usize = 64 * 1024;
 /// maximum-size frame.
 const MAX_HELLO_BYTES: usize = 64 * 1024;
 
+/// What the loop shares with the node's handle and other threads.
+pub(crate) struct LoopShared {
+    pub stop: Arc<AtomicBool>,
+    pub stats: Arc<std::sync::Mutex<RuntimeStats>>,
+    pub local: Arc<LocalReady>,
+}
+
 pub(crate) struct EventLoop {
     node_id: NodeId,
     knobs: norr_knobs::Knobs,
@@ -115,9 +122,7 @@ impl EventLoop {
         sched: Scheduler<Signal>,
         poll: Poll,
         (mut listener, mut unix_listener): (TcpListener, Option<UnixListener>),
-        stop: Arc<AtomicBool>,
-        shared_stats: Arc<std::sync::Mutex<RuntimeStats>>,
-        local: Arc<LocalReady>,
+        LoopShared { stop, stats: shared_stats, local }: LoopShared,
     ) -> io::Result<EventLoop> {
         poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
         if let Some(l) = unix_listener.as_mut() {

@@ -280,9 +280,7 @@ pub fn start_data_node_with(
         sched,
         poll,
         (listener, unix_listener),
-        stop.clone(),
-        stats.clone(),
-        local.clone(),
+        event_loop::LoopShared { stop: stop.clone(), stats: stats.clone(), local: local.clone() },
     )?;
     let socket_file = unix_path.clone();
     let thread = std::thread::Builder::new().name(format!("norr-node-{}", cfg.node_id)).spawn(move || {

@@ -488,7 +488,7 @@ mod tests {
 
         let (_wakes, api, mut node) = new_pipe();
         node.set_token(2);
-        node.write(b"bye").unwrap();
+        assert_eq!(node.write(b"bye").unwrap(), 3);
         let cw = Arc::new(CountWaker::default());
         let waker = Waker::from(cw.clone());
         let mut cx = Context::from_waker(&waker);
