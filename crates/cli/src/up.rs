@@ -55,7 +55,8 @@ fn start_sqld(
     local: Option<LocalConnector>,
 ) -> anyhow::Result<()> {
     use clap::Parser;
-    let mut argv = vec!["sqld".to_string(), "--listen".into(), sql.to_string(), "--data-node".into(), data_node.to_string()];
+    let mut argv =
+        vec!["sqld".to_string(), "--listen".into(), sql.to_string(), "--data-node".into(), data_node.to_string()];
     if let Some(p) = socket {
         argv.extend(["--socket".to_string(), p.display().to_string()]);
     }

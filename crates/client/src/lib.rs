@@ -47,14 +47,14 @@ pub mod testing;
 
 pub use client::{Client, ScanStream, Transaction};
 pub use error::ClientError;
-/// The API end of an in-process link to a data node in this process
-/// ([`Client::connect_local`]).
-pub use norr_transport::local_pipe::ApiEnd as LocalLink;
 pub use norr_signals::{
     Bound, CmpOp, ColumnDef, ColumnId, ColumnType, ErrorClass, ErrorCode, ExecType, Filter, IndexDef, IndexId,
     IndexKind, KeyAccess, KeyOp, LockMode, NodeError, NodeStats, OpKind, OpResult, PartitionId, PartitionScheme,
     ScanRange, ScanSpec, TableDef, TableId, Value, MAX_OPS_PER_BATCH, MAX_SCAN_BATCH_ROWS,
 };
+/// The API end of an in-process link to a data node in this process
+/// ([`Client::connect_local`]).
+pub use norr_transport::local_pipe::ApiEnd as LocalLink;
 
 use std::time::Duration;
 

@@ -43,7 +43,10 @@ async fn crud_transactions_and_concurrency_over_the_link() {
     // A second connection is a different API node; both see committed rows.
     let c2 = connect(&node).await;
     assert_ne!(c2.api_node(), c.api_node());
-    assert_eq!(c2.read(t.id, vec![Value::Int(7005)]).await.unwrap(), Some(vec![Value::Int(7005), Value::Null, Value::Int(7005)]));
+    assert_eq!(
+        c2.read(t.id, vec![Value::Int(7005)]).await.unwrap(),
+        Some(vec![Value::Int(7005), Value::Null, Value::Int(7005)])
+    );
     let mut txn = c2.begin();
     txn.execute(vec![KeyOp::delete(t.id, vec![Value::Int(5)])], ExecType::NoCommit).await.unwrap();
     txn.rollback().await.unwrap();

@@ -310,10 +310,7 @@ impl EventLoop {
     }
 
     fn poll_timeout(&mut self) -> Option<Duration> {
-        if self.sched.has_ready()
-            || !self.pending_read.is_empty()
-            || !self.closing.is_empty()
-            || self.local.has_work()
+        if self.sched.has_ready() || !self.pending_read.is_empty() || !self.closing.is_empty() || self.local.has_work()
         {
             return Some(Duration::ZERO);
         }

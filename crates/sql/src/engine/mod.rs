@@ -320,8 +320,9 @@ impl Engine {
         cfg: EngineConfig,
     ) -> Result<Arc<Engine>, SqlError> {
         let opts = norr_client::ConnectOptions { reply_spin: cfg.reply_spin, ..Default::default() };
-        let link = connect()
-            .map_err(|e| error_map::from_client_plain(norr_client::ClientError::NotConnected(format!("in-process link: {e}"))))?;
+        let link = connect().map_err(|e| {
+            error_map::from_client_plain(norr_client::ClientError::NotConnected(format!("in-process link: {e}")))
+        })?;
         let client = Client::connect_local(link, opts).await.map_err(error_map::from_client_plain)?;
         Self::with_client(client, cfg).await
     }
