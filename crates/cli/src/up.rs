@@ -14,6 +14,15 @@ pub enum SqlLink {
     Tcp,
 }
 
+impl SqlLink {
+    fn describe(self) -> &'static str {
+        match self {
+            SqlLink::Local => "an in-process link",
+            SqlLink::Tcp => "native protocol TCP",
+        }
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub struct UpArgs {
     /// Port of the first data node's native protocol listener (on 127.0.0.1).
@@ -26,8 +35,8 @@ pub struct UpArgs {
     #[arg(long)]
     pub no_sql: bool,
     /// How the SQL node reaches the data node: `local`, an in-process link
-    /// (the same protocol without socket system calls: the fastest), or
-    /// `tcp`, the native protocol's TCP port as a separate SQL node would.
+    /// (the same protocol without socket system calls), or `tcp`, the native
+    /// protocol's TCP port as a separate SQL node would.
     #[arg(long, value_enum, default_value_t = SqlLink::Local)]
     pub sql_link: SqlLink,
     /// Also accept MySQL clients on this Unix socket (`mysql -S PATH`).
@@ -124,11 +133,7 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
     } else {
         let local = (a.sql_link == SqlLink::Local).then(|| node.local_connector());
         start_sqld(sql, a.sql_socket.as_deref(), node.local_addr(), local)?;
-        let link = match a.sql_link {
-            SqlLink::Local => "an in-process link",
-            SqlLink::Tcp => "native protocol TCP",
-        };
-        print_banner(node.local_addr(), Some(sql), link);
+        print_banner(node.local_addr(), Some(sql), a.sql_link.describe());
     }
 
     let stopper = node.stopper();

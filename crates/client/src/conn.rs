@@ -30,7 +30,6 @@ use norr_signals::{block, wire, DictResult, Envelope, NodeError, ScanTabConf, Si
 use norr_transport::handshake::{self, Hello, HelloReply, MAGIC};
 use norr_transport::local_pipe::ApiEnd;
 use norr_transport::{encode_frame, encode_frame_with, FrameDecoder};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -62,47 +61,11 @@ struct Waiter {
     since_tick: u32,
 }
 
-/// Hashes request keys for the pending map. The keys are ids this client
-/// allocates itself (a reply's key only looks up and removes), so nobody can
-/// pick colliding keys and the DoS-resistant default SipHash buys nothing; it
-/// cost ~700 instructions per key request (one insert, one remove). This is
-/// the multiply-rotate hash of rustc's FxHasher.
-#[derive(Default, Clone, Copy)]
-struct ReqKeyHasher(u64);
-
-impl ReqKeyHasher {
-    const K: u64 = 0x517c_c1b7_2722_0a95;
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(Self::K);
-    }
-}
-
-impl std::hash::Hasher for ReqKeyHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.add(u64::from(n));
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.add(n);
-    }
-    fn write_isize(&mut self, n: isize) {
-        self.add(n as u64);
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type PendingMap = HashMap<ReqKey, Waiter, std::hash::BuildHasherDefault<ReqKeyHasher>>;
+/// The pending map's keys are ids this client allocates itself (a reply's key
+/// only looks up and removes), so nobody can pick colliding keys and the
+/// DoS-resistant default SipHash buys nothing; it cost ~700 instructions per
+/// key request (one insert, one remove).
+type PendingMap = norr_kernel::fxhash::FxHashMap<ReqKey, Waiter>;
 
 struct Pending {
     waiting: PendingMap,
@@ -637,13 +600,14 @@ async fn reader_task(shared: Arc<Shared>, mut rd: ReadHalf, mut dec: FrameDecode
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
     use std::hash::BuildHasher;
 
     /// Keys of different kinds with the same id stay apart, and a map of many
     /// sequential ids (how they are allocated) finds every one.
     #[test]
     fn pending_map_keys() {
-        let h = std::hash::BuildHasherDefault::<ReqKeyHasher>::default();
+        let h = std::hash::BuildHasherDefault::<norr_kernel::fxhash::FxHasher>::default();
         assert_ne!(h.hash_one(ReqKey::Txn(1)), h.hash_one(ReqKey::Scan(1)));
         assert_ne!(h.hash_one(ReqKey::Scan(1)), h.hash_one(ReqKey::Dict(1)));
         let mut m: HashMap<ReqKey, u64, _> = HashMap::with_hasher(h);

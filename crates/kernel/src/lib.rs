@@ -13,6 +13,7 @@
 //! depend on the signal catalogue (`norr-signals` depends on the kernel).
 
 mod block_ref;
+pub mod fxhash;
 mod scheduler;
 
 pub use block_ref::{BlockNo, BlockRef, NodeId};

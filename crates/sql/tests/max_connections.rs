@@ -7,6 +7,8 @@
 //! connection out, so a connection that must succeed is made with room under
 //! the limit; one that must be refused is made at the limit exactly.
 
+mod node_support;
+
 use mysql_async::prelude::*;
 use norr_sql::engine::{Engine, EngineConfig};
 use norr_sql::server::{serve_listener, ServerConfig, ServerState};
@@ -49,13 +51,7 @@ async fn still_works(c: &mut mysql_async::Conn) {
 
 #[test]
 fn set_global_max_connections_limits_new_connections() {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-    let node = norr_runtime::start_data_node(norr_runtime::DataNodeConfig {
-        node_id: 1,
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        knobs: norr_knobs::Knobs::default(),
-    })
-    .expect("data node starts");
+    let (rt, node) = node_support::runtime_and_node(norr_knobs::Knobs::default());
     let addr = node.local_addr().to_string();
     rt.block_on(async move {
         let server_cfg = ServerConfig::with_root(PASSWORD);

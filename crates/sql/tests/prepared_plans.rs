@@ -4,6 +4,8 @@
 //! every type (a range scan drops the conjuncts it decides exactly only for
 //! integer values). An in-process data node and an `Engine`, no wire protocol.
 
+mod node_support;
+
 use norr_signals::Value;
 use norr_sql::engine::{Engine, EngineConfig};
 use norr_sql::types::{QueryOutput, Session};
@@ -21,16 +23,8 @@ async fn rows(e: &Engine, s: &mut Session, sql: &str) -> Vec<Vec<Value>> {
     }
 }
 
-/// A runtime for the engine and an in-process data node on a free port.
 fn runtime_and_node() -> (tokio::runtime::Runtime, norr_runtime::DataNodeHandle) {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-    let node = norr_runtime::start_data_node(norr_runtime::DataNodeConfig {
-        node_id: 1,
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        knobs: norr_knobs::Knobs::default(),
-    })
-    .expect("data node starts");
-    (rt, node)
+    node_support::runtime_and_node(norr_knobs::Knobs::default())
 }
 
 fn affected(out: QueryOutput) -> u64 {

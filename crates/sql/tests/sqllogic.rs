@@ -39,6 +39,8 @@
 //! session and every `connection` start in it). `SLT_FILTER=substring` runs
 //! only matching files; `SLT_VERBOSE=1` prints each record.
 
+mod node_support;
+
 use norr_signals::Value;
 use norr_sql::engine::{Engine, EngineConfig};
 use norr_sql::types::{QueryOutput, Session, SqlError};
@@ -289,14 +291,8 @@ fn parses_the_format() {
 fn sqllogic() {
     let files = slt_files();
     assert!(!files.is_empty(), "no .slt files found");
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let knobs = norr_knobs::Knobs { lock_wait_timeout_ms: 300, ..Default::default() };
-    let node = norr_runtime::start_data_node(norr_runtime::DataNodeConfig {
-        node_id: 1,
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        knobs,
-    })
-    .expect("data node starts");
+    let (rt, node) = node_support::runtime_and_node(knobs);
     // The engine reaches the node through the in-process link `norr up`
     // uses, so every record here also exercises that link (the socket path
     // is covered by the protocol, coordinator and Python tests).

@@ -371,6 +371,12 @@ mod tests {
         }
     }
 
+    /// A waker that counts its wakes.
+    fn counting_waker() -> (Arc<CountWaker>, Waker) {
+        let cw = Arc::new(CountWaker::default());
+        (cw.clone(), Waker::from(cw))
+    }
+
     fn new_pipe() -> (Arc<Wakes>, ApiEnd, NodeEnd) {
         let w = Arc::new(Wakes::default());
         let (a, n) = pipe(w.clone());
@@ -405,8 +411,7 @@ mod tests {
         assert_eq!(node.read(&mut buf).unwrap(), 1);
 
         // Node to API: a pending reader is woken by the write.
-        let cw = Arc::new(CountWaker::default());
-        let waker = Waker::from(cw.clone());
+        let (cw, waker) = counting_waker();
         let mut cx = Context::from_waker(&waker);
         assert!(api.poll_read(&mut cx, &mut buf).is_pending());
         assert_eq!(node.write(b"reply").unwrap(), 5);
@@ -437,8 +442,7 @@ mod tests {
             }
         }
         assert_eq!(queued, PIPE_CAPACITY_BYTES);
-        let cw = Arc::new(CountWaker::default());
-        let waker = Waker::from(cw.clone());
+        let (cw, waker) = counting_waker();
         let mut cx = Context::from_waker(&waker);
         assert!(api.poll_writable(&mut cx).is_pending());
         let mut out = vec![0u8; 1000];
@@ -489,8 +493,7 @@ mod tests {
         let (_wakes, api, mut node) = new_pipe();
         node.set_token(2);
         assert_eq!(node.write(b"bye").unwrap(), 3);
-        let cw = Arc::new(CountWaker::default());
-        let waker = Waker::from(cw.clone());
+        let (_cw, waker) = counting_waker();
         let mut cx = Context::from_waker(&waker);
         drop(node);
         assert!(matches!(api.poll_read(&mut cx, &mut buf), Poll::Ready(Ok(3))));

@@ -25,7 +25,7 @@
 
 pub mod counters;
 pub mod dict;
-pub mod fxhash;
+pub use norr_kernel::fxhash;
 pub mod lock_queue;
 pub mod lqh;
 pub mod route;

@@ -309,35 +309,9 @@ pub async fn virtual_table(
             for t in tables_in_scope(e).await? {
                 // Counting rows costs a scan per table: only when the
                 // statement can see the figures.
-                let ([rows_n, avg, data], auto_inc) = if wanted == Wanted::TableStats {
-                    use crate::engine::table_stats::{auto_increment_cell, stats_cells};
-                    (stats_cells(e, &t).await, auto_increment_cell(e, &t).await)
-                } else {
-                    ([u(0), u(0), u(0)], Value::Null)
-                };
-                rows.push(vec![
-                    s("def"),
-                    s(&t.db),
-                    s(&t.name),
-                    s("BASE TABLE"),
-                    s("ndbcluster"),
-                    u(10),
-                    s("Dynamic"),
-                    rows_n,
-                    avg,
-                    data,
-                    u(0),
-                    u(0),
-                    u(0),
-                    auto_inc,
-                    Value::Null,
-                    Value::Null,
-                    Value::Null,
-                    s(&t.meta.collation),
-                    Value::Null,
-                    s(if t.meta.partition.is_some() { "partitioned" } else { "" }),
-                    s(&t.meta.comment),
-                ]);
+                let mut row = vec![s("def"), s(&t.db), s(&t.name), s("BASE TABLE")];
+                row.extend(crate::engine::table_stats::status_cells(e, &t, wanted == Wanted::TableStats).await);
+                rows.push(row);
             }
             (c, rows)
         }

@@ -484,27 +484,9 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
                         continue;
                     }
                 }
-                let [rows_n, avg, data] = table_stats::stats_cells(e, &t).await;
-                rows.push(vec![
-                    s(&t.name),
-                    s("ndbcluster"),
-                    Value::UInt(10),
-                    s("Dynamic"),
-                    rows_n,
-                    avg,
-                    data,
-                    Value::UInt(0),
-                    Value::UInt(0),
-                    Value::UInt(0),
-                    table_stats::auto_increment_cell(e, &t).await,
-                    Value::Null,
-                    Value::Null,
-                    Value::Null,
-                    s(&t.meta.collation),
-                    Value::Null,
-                    s(if t.meta.partition.is_some() { "partitioned" } else { "" }),
-                    s(&t.meta.comment),
-                ]);
+                let mut row = vec![s(&t.name)];
+                row.extend(table_stats::status_cells(e, &t, true).await);
+                rows.push(row);
             }
             filtered(c, rows, filter)
         }

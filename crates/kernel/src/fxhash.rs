@@ -1,6 +1,7 @@
-//! A fast, fixed (unseeded) hasher for the blocks' hash maps: the FxHash
-//! multiply-rotate of rustc, with a final avalanche so that hashbrown's
-//! top-7-bit tags and low-bit bucket index both see every input bit.
+//! A fast, fixed (unseeded) hasher for the blocks' hash maps and the native
+//! client's request map: the FxHash multiply-rotate of rustc, with a final
+//! avalanche so that hashbrown's top-7-bit tags and low-bit bucket index both
+//! see every input bit.
 //!
 //! Fixed on purpose: the same inputs hash the same in every run, so a block
 //! behaves identically whatever the process (SipHash's `RandomState` is seeded
