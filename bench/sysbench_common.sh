@@ -65,10 +65,12 @@ norr_bin() {
 #   loopback TCP with NORR_DATA_LINK=tcp.
 # NORR_LAYOUT=colocated: one `norr up` process; its SQL node reaches the data
 #   node through the in-process link.
+# Files go to $WORK/norr-<layout>, or $WORK/norr-<layout>-<NORR_INSTANCE> when
+# one run starts several servers of the same layout.
 start_norr() {
   local bin data_port data_node data_sock_args=() layout="${NORR_LAYOUT:-separate}" dir
   bin="$(norr_bin)"
-  dir="$WORK/norr-$layout"
+  dir="$WORK/norr-$layout${NORR_INSTANCE:+-$NORR_INSTANCE}"
   mkdir -p "$dir"
   data_port="$(free_port)"
   NORR_PORT="$(free_port)"

@@ -106,6 +106,9 @@ pub struct RuntimeStats {
     /// and those that ran out and blocked.
     pub spin_hits: u64,
     pub spin_misses: u64,
+    /// Zero-timeout socket polls made while spinning (none while every
+    /// connection is an in-process link).
+    pub spin_socket_polls: u64,
 }
 
 /// Stops a data node from any thread (a Ctrl-C handler, a test).
