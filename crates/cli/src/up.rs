@@ -42,6 +42,12 @@ pub struct UpArgs {
     /// Also accept MySQL clients on this Unix socket (`mysql -S PATH`).
     #[arg(long, value_name = "PATH")]
     pub sql_socket: Option<std::path::PathBuf>,
+    /// Pass a `norr sqld` flag to the SQL node (see `norr sqld --help`), e.g.
+    /// `--sql-arg=--config=users.toml` or `--sql-arg=--max-connections=500`.
+    /// May be repeated. The listen address, socket and data node are set by
+    /// `norr up` itself.
+    #[arg(long = "sql-arg", value_name = "FLAG", allow_hyphen_values = true)]
+    pub sql_args: Vec<String>,
     #[command(flatten)]
     pub knobs: KnobArgs,
 }
@@ -54,29 +60,41 @@ struct SqldCommand {
     args: norr_sql::server::SqldArgs,
 }
 
-/// Start the SQL node on its own thread; returns once it accepts connections.
-/// With `local`, it reaches the data node through in-process links, else
-/// through `data_node`'s TCP port.
-fn start_sqld(
+/// The SQL node's arguments: `norr up`'s addresses, then the `--sql-arg`
+/// flags. Errors name the offending flag before anything is started.
+fn sqld_args(
     sql: SocketAddr,
     socket: Option<&std::path::Path>,
     data_node: SocketAddr,
-    local: Option<LocalConnector>,
-) -> anyhow::Result<()> {
+    extra: &[String],
+) -> anyhow::Result<norr_sql::server::SqldArgs> {
     use clap::Parser;
     let mut argv =
         vec!["sqld".to_string(), "--listen".into(), sql.to_string(), "--data-node".into(), data_node.to_string()];
     if let Some(p) = socket {
         argv.extend(["--socket".to_string(), p.display().to_string()]);
     }
-    let cmd = SqldCommand::try_parse_from(argv).context("building the SQL node's arguments")?;
+    for a in extra {
+        let name = a.trim_start_matches('-').split('=').next().unwrap_or_default();
+        if matches!(name, "listen" | "socket" | "data-node") {
+            anyhow::bail!("--sql-arg={a}: norr up sets --{name} itself (use --sql-port, --sql-socket or --port-base)");
+        }
+    }
+    argv.extend(extra.iter().cloned());
+    SqldCommand::try_parse_from(argv).map(|c| c.args).map_err(|e| anyhow::anyhow!("in --sql-arg: {e}"))
+}
+
+/// Start the SQL node on its own thread; returns once it accepts connections.
+/// With `local`, it reaches the data node through in-process links, else
+/// through `data_node`'s TCP port.
+fn start_sqld(sql: SocketAddr, args: norr_sql::server::SqldArgs, local: Option<LocalConnector>) -> anyhow::Result<()> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("norr-sqld".into())
         .spawn(move || {
             let r = match local {
-                Some(c) => norr_sql::server::run_sqld_local(cmd.args, std::sync::Arc::new(move || c.connect())),
-                None => norr_sql::server::run_sqld(cmd.args),
+                Some(c) => norr_sql::server::run_sqld_local(args, std::sync::Arc::new(move || c.connect())),
+                None => norr_sql::server::run_sqld(args),
             };
             let _ = tx.send(r);
         })
@@ -122,18 +140,22 @@ fn print_banner(native: SocketAddr, sql: Option<SocketAddr>, link: &str) {
 pub fn run(a: UpArgs) -> anyhow::Result<()> {
     let knobs = a.knobs.load()?;
     let native = SocketAddr::from((Ipv4Addr::LOCALHOST, a.port_base));
+    let sql = SocketAddr::from((Ipv4Addr::LOCALHOST, a.sql_port));
+    let sqld_args = (!a.no_sql).then(|| sqld_args(sql, a.sql_socket.as_deref(), native, &a.sql_args)).transpose()?;
     let cfg = DataNodeConfig { node_id: 1, listen: native, knobs };
     let node = start_data_node(cfg).with_context(|| {
         format!("cannot start the data node on {native} (port taken? choose another with --port-base)")
     })?;
 
-    let sql = SocketAddr::from((Ipv4Addr::LOCALHOST, a.sql_port));
-    if a.no_sql {
-        print_banner(node.local_addr(), None, "");
-    } else {
-        let local = (a.sql_link == SqlLink::Local).then(|| node.local_connector());
-        start_sqld(sql, a.sql_socket.as_deref(), node.local_addr(), local)?;
-        print_banner(node.local_addr(), Some(sql), a.sql_link.describe());
+    match sqld_args {
+        None => print_banner(node.local_addr(), None, ""),
+        Some(mut args) => {
+            // The port actually bound (--port-base 0 picks one).
+            args.data_node = node.local_addr().to_string();
+            let local = (a.sql_link == SqlLink::Local).then(|| node.local_connector());
+            start_sqld(sql, args, local)?;
+            print_banner(node.local_addr(), Some(sql), a.sql_link.describe());
+        }
     }
 
     let stopper = node.stopper();
@@ -141,4 +163,35 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
     node.join().context("data node failed")?;
     println!("NorrDB local cluster stopped.");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(extra: &[&str]) -> anyhow::Result<norr_sql::server::SqldArgs> {
+        let a = |p| SocketAddr::from((Ipv4Addr::LOCALHOST, p));
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        sqld_args(a(3306), None, a(2202), &extra)
+    }
+
+    #[test]
+    fn sql_args_reach_the_sql_node() {
+        let args = parse(&["--reply-spin-us=0", "--max-connections", "500"]).unwrap();
+        assert_eq!(args.reply_spin_us, 0);
+        assert_eq!(args.max_connections, Some(500));
+        assert_eq!(args.listen, "127.0.0.1:3306");
+        // Defaults stay when nothing is passed.
+        assert_eq!(parse(&[]).unwrap().reply_spin_us, 100);
+    }
+
+    #[test]
+    fn bad_or_conflicting_sql_args_are_refused_with_the_flag_named() {
+        let e = parse(&["--no-such-flag"]).unwrap_err().to_string();
+        assert!(e.contains("--no-such-flag"), "{e}");
+        let e = parse(&["--listen=0.0.0.0:1"]).unwrap_err().to_string();
+        assert!(e.contains("--sql-port"), "{e}");
+        let e = parse(&["--reply-spin-us=many"]).unwrap_err().to_string();
+        assert!(e.contains("many"), "{e}");
+    }
 }
