@@ -1283,10 +1283,11 @@ pub async fn virtual_table(
     session: &Session,
     name: &str,
     wanted: crate::engine::infoschema::Wanted,
+    scope: &crate::engine::infoschema::NameScope,
 ) -> Result<(Vec<ScopeCol>, Vec<Vec<Value>>), SqlError> {
     use crate::engine::expr::{SqlType, TClass};
     use crate::types::FieldType;
-    match crate::engine::infoschema::virtual_table(engine, session, name, wanted).await? {
+    match crate::engine::infoschema::virtual_table(engine, session, name, wanted, scope).await? {
         None => Err(crate::engine::infoschema::unknown_table_error(name)),
         Some((cols, rows)) => {
             let scope = cols

@@ -190,8 +190,36 @@ fn lengths(ty: &ColumnType, sql_type: &str, fsp: u8) -> [Option<u64>; 5] {
     }
 }
 
-async fn tables_in_scope(e: &Engine) -> Result<Vec<Arc<SqlTable>>, SqlError> {
-    e.catalog().list_all().await
+async fn tables_in_scope(e: &Engine, scope: &NameScope) -> Result<Vec<Arc<SqlTable>>, SqlError> {
+    let mut all = e.catalog().list_all().await?;
+    all.retain(|t| scope.admits(&t.db, &t.name));
+    Ok(all)
+}
+
+/// The schemas and table names a statement's WHERE restricts an
+/// information_schema table to (`TABLE_SCHEMA = 'x'`, `TABLE_NAME IN (...)`
+/// among its top-level conjuncts), so that rows, and TABLES' counting scans,
+/// are made only for those. The WHERE is still applied to what is made:
+/// this only has to admit every row it would keep, so names compare by
+/// folding case as the default collation does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NameScope {
+    /// None: any schema.
+    pub schemas: Option<Vec<String>>,
+    /// None: any table.
+    pub tables: Option<Vec<String>>,
+}
+
+impl NameScope {
+    pub fn admits(&self, db: &str, table: &str) -> bool {
+        let any = |names: &Option<Vec<String>>, name: &str| {
+            names.as_ref().is_none_or(|ns| {
+                let folded = norr_signals::keycode::fold_case(name.as_bytes());
+                ns.iter().any(|n| norr_signals::keycode::fold_case(n.as_bytes()) == folded)
+            })
+        };
+        any(&self.schemas, db) && any(&self.tables, table)
+    }
 }
 
 /// What a statement reading a virtual table can see of it.
@@ -215,6 +243,7 @@ pub async fn virtual_table(
     session: &Session,
     name: &str,
     wanted: Wanted,
+    scope: &NameScope,
 ) -> Result<Option<(Vec<ColumnMeta>, Vec<Vec<Value>>)>, SqlError> {
     let _ = session;
     let up = name.to_ascii_uppercase();
@@ -306,7 +335,7 @@ pub async fn virtual_table(
                     s(""),
                 ]);
             }
-            for t in tables_in_scope(e).await? {
+            for t in tables_in_scope(e, scope).await? {
                 // Counting rows costs a scan per table: only when the
                 // statement can see the figures.
                 let mut row = vec![s("def"), s(&t.db), s(&t.name), s("BASE TABLE")];
@@ -352,7 +381,7 @@ pub async fn virtual_table(
                 ],
             );
             let mut rows = Vec::new();
-            for t in tables_in_scope(e).await? {
+            for t in tables_in_scope(e, scope).await? {
                 for (pos, (_, cd, m)) in t.columns_visible().enumerate() {
                     let l = lengths(&cd.ty, &m.sql_type, m.fsp);
                     rows.push(vec![
@@ -408,7 +437,7 @@ pub async fn virtual_table(
                 &["NON_UNIQUE", "SEQ_IN_INDEX", "CARDINALITY", "SUB_PART"],
             );
             let mut rows = Vec::new();
-            for t in tables_in_scope(e).await? {
+            for t in tables_in_scope(e, scope).await? {
                 for r in index_rows(&t) {
                     rows.push(vec![
                         s("def"),
@@ -453,7 +482,7 @@ pub async fn virtual_table(
                 &["ORDINAL_POSITION", "POSITION_IN_UNIQUE_CONSTRAINT"],
             );
             let mut rows = Vec::new();
-            for t in tables_in_scope(e).await? {
+            for t in tables_in_scope(e, scope).await? {
                 for ix in all_indexes(&t).iter().filter(|i| i.kind != SqlIndexKind::Index) {
                     for (k, col) in ix.columns.iter().enumerate() {
                         rows.push(vec![
@@ -489,7 +518,7 @@ pub async fn virtual_table(
                 &[],
             );
             let mut rows = Vec::new();
-            for t in tables_in_scope(e).await? {
+            for t in tables_in_scope(e, scope).await? {
                 for ix in all_indexes(&t).iter().filter(|i| i.kind != SqlIndexKind::Index) {
                     let ty = if ix.kind == SqlIndexKind::Primary { "PRIMARY KEY" } else { "UNIQUE" };
                     rows.push(vec![s("def"), s(&t.db), s(&ix.name), s(&t.db), s(&t.name), s(ty), s("YES")]);
@@ -518,7 +547,7 @@ pub async fn virtual_table(
                 &["PARTITION_ORDINAL_POSITION", "SUBPARTITION_ORDINAL_POSITION", "TABLE_ROWS"],
             );
             let mut rows = Vec::new();
-            for t in tables_in_scope(e).await? {
+            for t in tables_in_scope(e, scope).await? {
                 let Some(p) = &t.meta.partition else {
                     rows.push(vec![
                         s("def"),

@@ -15,7 +15,7 @@ use crate::engine::expr::compile::{
 use crate::engine::expr::value::Coll;
 use crate::engine::expr::{cmp_coll, collect_cols, conjuncts, for_each_child, map_cols, CExpr, CmpKind, SqlType};
 use crate::engine::functions::unify;
-use crate::engine::infoschema::{Wanted, TABLE_STATS_COLUMNS};
+use crate::engine::infoschema::{NameScope, Wanted, TABLE_STATS_COLUMNS};
 use crate::engine::partition::PartFn;
 use crate::engine::plan::{choose_access, Access};
 use crate::engine::Engine;
@@ -221,7 +221,7 @@ pub async fn resolve_tables<V: ast::Visit>(engine: &Engine, session: &Session, s
         }
         if k.0.eq_ignore_ascii_case("information_schema") {
             let wanted = if sees_table_stats(stmt) { Wanted::TableStats } else { Wanted::NoTableStats };
-            let rows = exec::virtual_table(engine, session, &k.1, wanted).await?;
+            let rows = exec::virtual_table(engine, session, &k.1, wanted, &name_scope(stmt)).await?;
             t.virtual_rows.insert(k, rows);
             continue;
         }
@@ -264,6 +264,99 @@ fn sees_table_stats<V: ast::Visit>(stmt: &V) -> bool {
     let mut v = Sees(false);
     let _ = stmt.visit(&mut v);
     v.0
+}
+
+/// The schemas and tables an information_schema read is restricted to
+/// (`NameScope`). Only for the simplest shape, where the restriction is sure
+/// to hold for every reference: one query block (no subquery, derived table,
+/// CTE or UNION) reading one table with no join, whose WHERE has
+/// `[t.]TABLE_SCHEMA` / `TABLE_NAME` `= 'lit'` or `IN ('lit', ...)` among its
+/// top-level ANDs. Anything else reads everything, which is only slower.
+fn name_scope<V: ast::Visit>(stmt: &V) -> NameScope {
+    struct Find {
+        queries: usize,
+        scope: NameScope,
+    }
+    fn literals(e: &Expr) -> Option<Vec<String>> {
+        let lit = |e: &Expr| match e {
+            Expr::Value(v) => match &v.value {
+                ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => Some(s.clone()),
+                _ => None,
+            },
+            _ => None,
+        };
+        match e {
+            Expr::InList { list, negated: false, .. } => list.iter().map(lit).collect(),
+            Expr::BinaryOp { left, op: ast::BinaryOperator::Eq, right } => {
+                lit(left).or_else(|| lit(right)).map(|l| vec![l])
+            }
+            _ => None,
+        }
+    }
+    fn side(e: &Expr) -> Option<&str> {
+        match e {
+            Expr::Identifier(i) => Some(i.value.as_str()),
+            Expr::CompoundIdentifier(parts) => parts.last().map(|i| i.value.as_str()),
+            _ => None,
+        }
+    }
+    fn column(e: &Expr) -> Option<&str> {
+        match e {
+            Expr::InList { expr, .. } => side(expr),
+            Expr::BinaryOp { left, op: ast::BinaryOperator::Eq, right } => side(left).or_else(|| side(right)),
+            _ => None,
+        }
+    }
+    fn conjuncts_of(e: &Expr, scope: &mut NameScope) {
+        match e {
+            Expr::BinaryOp { left, op: ast::BinaryOperator::And, right } => {
+                conjuncts_of(left, scope);
+                conjuncts_of(right, scope);
+            }
+            Expr::Nested(inner) => conjuncts_of(inner, scope),
+            _ => {
+                let (Some(col), Some(names)) = (column(e), literals(e)) else { return };
+                let slot = if col.eq_ignore_ascii_case("TABLE_SCHEMA") {
+                    &mut scope.schemas
+                } else if col.eq_ignore_ascii_case("TABLE_NAME") {
+                    &mut scope.tables
+                } else {
+                    return;
+                };
+                // Two restrictions on one column: a row must pass both, so
+                // keep the names in both (none, if they disagree).
+                let fold = |n: &String| norr_signals::keycode::fold_case(n.as_bytes());
+                *slot = Some(match slot.take() {
+                    None => names,
+                    Some(old) => old.into_iter().filter(|o| names.iter().any(|n| fold(n) == fold(o))).collect(),
+                });
+            }
+        }
+    }
+    impl ast::Visitor for Find {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &Query) -> std::ops::ControlFlow<()> {
+            self.queries += 1;
+            if q.with.is_some() {
+                self.queries += 1;
+            }
+            if let SetExpr::Select(sel) = q.body.as_ref() {
+                if let ([only], Some(w)) = (sel.from.as_slice(), &sel.selection) {
+                    if only.joins.is_empty() && matches!(only.relation, TableFactor::Table { .. }) {
+                        conjuncts_of(w, &mut self.scope);
+                    }
+                }
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let mut f = Find { queries: 0, scope: NameScope::default() };
+    let _ = stmt.visit(&mut f);
+    if f.queries == 1 {
+        f.scope
+    } else {
+        NameScope::default()
+    }
 }
 
 /// Every CTE name the statement declares, at any depth.
@@ -1370,4 +1463,50 @@ pub async fn execute_query(
 ) -> Result<QueryOutput, SqlError> {
     let c = prepare_query(engine, session, q).await?;
     execute_prepared_query(engine, session, &c, params).await
+}
+
+#[cfg(test)]
+mod name_scope_tests {
+    use super::name_scope;
+    use crate::engine::infoschema::NameScope;
+
+    fn scope_of(sql: &str) -> NameScope {
+        let dialect = sqlparser::dialect::MySqlDialect {};
+        let stmts = sqlparser::parser::Parser::parse_sql(&dialect, sql).unwrap();
+        name_scope(&stmts[0])
+    }
+
+    fn names(v: &[&str]) -> Option<Vec<String>> {
+        Some(v.iter().map(|s| s.to_string()).collect())
+    }
+
+    #[test]
+    fn equalities_and_in_lists_among_top_level_ands_restrict() {
+        let s = scope_of("SELECT * FROM information_schema.TABLES WHERE table_schema = 'a' AND 'T1' = TABLE_NAME");
+        assert_eq!(s, NameScope { schemas: names(&["a"]), tables: names(&["T1"]) });
+        let s = scope_of("SELECT 1 FROM information_schema.COLUMNS c WHERE (c.TABLE_SCHEMA IN ('a', 'b')) AND x > 1");
+        assert_eq!(s, NameScope { schemas: names(&["a", "b"]), tables: None });
+        // Both must hold: the names in both, compared as the collation does.
+        let s =
+            scope_of("SELECT 1 FROM information_schema.TABLES WHERE table_schema IN ('a', 'b') AND table_schema = 'B'");
+        assert_eq!(s.schemas, names(&["b"]));
+        assert!(s.admits("B", "t") && !s.admits("a", "t"));
+    }
+
+    #[test]
+    fn other_shapes_read_everything() {
+        for sql in [
+            "SELECT * FROM information_schema.TABLES WHERE table_schema = 'a' OR table_name = 'x'",
+            "SELECT * FROM information_schema.TABLES WHERE table_schema <> 'a'",
+            "SELECT * FROM information_schema.TABLES WHERE table_schema NOT IN ('a')",
+            "SELECT * FROM information_schema.TABLES WHERE table_schema = other_column",
+            "SELECT * FROM information_schema.TABLES t JOIN information_schema.COLUMNS c ON 1 WHERE t.table_schema = 'a'",
+            "SELECT * FROM information_schema.TABLES WHERE table_schema = 'a' UNION SELECT * FROM information_schema.TABLES",
+            "SELECT * FROM information_schema.TABLES WHERE table_schema = 'a' AND EXISTS (SELECT 1 FROM information_schema.TABLES)",
+            "WITH x AS (SELECT 1) SELECT * FROM information_schema.TABLES WHERE table_schema = 'a'",
+        ] {
+            assert_eq!(scope_of(sql), NameScope::default(), "{sql}");
+            assert!(scope_of(sql).admits("any", "thing"));
+        }
+    }
 }
