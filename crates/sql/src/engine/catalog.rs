@@ -699,20 +699,54 @@ pub fn native_type_sql(t: &ColumnType) -> String {
     }
 }
 
-/// Collation name -> native collation. None if unknown.
+/// A collation NorrDB accepts under its MySQL name, as SHOW COLLATION lists
+/// it. Several names share one native collation (CHARSETS.md).
+pub struct CollationInfo {
+    pub name: &'static str,
+    pub charset: &'static str,
+    /// MySQL's collation id (what the protocol's column definitions carry).
+    pub id: u64,
+    /// The charset's default collation.
+    pub is_default: bool,
+    pub sortlen: u64,
+    pub native: Collation,
+}
+
+const fn coll(
+    name: &'static str,
+    charset: &'static str,
+    id: u64,
+    is_default: bool,
+    sortlen: u64,
+    native: Collation,
+) -> CollationInfo {
+    CollationInfo { name, charset, id, is_default, sortlen, native }
+}
+
+/// Every collation listed and accepted, in name order.
+pub const COLLATIONS: &[CollationInfo] = &[
+    coll("binary", "binary", 63, true, 1, Collation::Binary),
+    coll("utf8mb3_bin", "utf8mb3", 83, false, 1, Collation::Binary),
+    coll("utf8mb3_general_ci", "utf8mb3", 33, true, 1, Collation::CaseInsensitive),
+    coll("utf8mb3_unicode_ci", "utf8mb3", 192, false, 8, Collation::CaseInsensitive),
+    coll("utf8mb4_0900_ai_ci", "utf8mb4", 255, true, 0, Collation::CaseInsensitive),
+    coll("utf8mb4_0900_as_ci", "utf8mb4", 305, false, 0, Collation::CaseInsensitive),
+    coll("utf8mb4_0900_bin", "utf8mb4", 309, false, 1, Collation::Binary),
+    coll("utf8mb4_bin", "utf8mb4", 46, false, 1, Collation::Binary),
+    coll("utf8mb4_general_ci", "utf8mb4", 45, false, 1, Collation::CaseInsensitive),
+    coll("utf8mb4_unicode_520_ci", "utf8mb4", 246, false, 8, Collation::CaseInsensitive),
+    coll("utf8mb4_unicode_ci", "utf8mb4", 224, false, 8, Collation::CaseInsensitive),
+];
+
+/// Collation name -> native collation. None if unknown. `utf8_*` names are
+/// MySQL's old aliases of `utf8mb3_*` and are accepted, not listed.
 pub fn collation_from_name(name: &str) -> Option<Collation> {
-    match name.to_ascii_lowercase().as_str() {
-        "utf8mb4_0900_ai_ci"
-        | "utf8mb4_general_ci"
-        | "utf8mb4_unicode_ci"
-        | "utf8mb4_unicode_520_ci"
-        | "utf8mb4_0900_as_ci"
-        | "utf8_general_ci"
-        | "utf8mb3_general_ci"
-        | "utf8_unicode_ci" => Some(Collation::CaseInsensitive),
-        "utf8mb4_bin" | "utf8mb4_0900_bin" | "utf8_bin" | "utf8mb3_bin" | "binary" => Some(Collation::Binary),
-        _ => None,
-    }
+    let lower = name.to_ascii_lowercase();
+    let name = match lower.strip_prefix("utf8_") {
+        Some(rest) => format!("utf8mb3_{rest}"),
+        None => lower,
+    };
+    COLLATIONS.iter().find(|c| c.name == name).map(|c| c.native)
 }
 
 /// Canonical collation name of a native collation.

@@ -776,6 +776,8 @@ pub fn engines_rows() -> Vec<Vec<Value>> {
 pub fn charset_rows() -> Vec<Vec<Value>> {
     vec![
         vec![s("binary"), s("Binary pseudo charset"), s("binary"), u(1)],
+        // Accepted and stored as utf8mb4, a superset (CHARSETS.md).
+        vec![s("utf8mb3"), s("UTF-8 Unicode"), s("utf8mb3_general_ci"), u(3)],
         vec![s("utf8mb4"), s("UTF-8 Unicode"), s(DEFAULT_COLLATION), u(4)],
     ]
 }
@@ -789,13 +791,13 @@ pub fn charset_rows() -> Vec<Vec<Value>> {
 /// (see CHARSETS.md), so `utf8mb4_bin`, `utf8mb4_general_ci` and
 /// `utf8mb4_unicode_ci`, PAD SPACE in MySQL, are reported NO PAD here.
 pub fn collation_rows() -> Vec<Vec<Value>> {
-    vec![
-        vec![s("binary"), s("binary"), u(63), s("Yes"), s("Yes"), u(1), s(NO_PAD)],
-        vec![s("utf8mb4_0900_ai_ci"), s("utf8mb4"), u(255), s("Yes"), s("Yes"), u(0), s(NO_PAD)],
-        vec![s("utf8mb4_bin"), s("utf8mb4"), u(46), s(""), s("Yes"), u(1), s(NO_PAD)],
-        vec![s("utf8mb4_general_ci"), s("utf8mb4"), u(45), s(""), s("Yes"), u(1), s(NO_PAD)],
-        vec![s("utf8mb4_unicode_ci"), s("utf8mb4"), u(224), s(""), s("Yes"), u(8), s(NO_PAD)],
-    ]
+    COLLATIONS
+        .iter()
+        .map(|c| {
+            let default = if c.is_default { "Yes" } else { "" };
+            vec![s(c.name), s(c.charset), u(c.id), s(default), s("Yes"), u(c.sortlen), s(NO_PAD)]
+        })
+        .collect()
 }
 
 /// The one pad attribute NorrDB implements (`Coll::Ci` and `Coll::Bin` both

@@ -586,6 +586,37 @@ mod tests {
         );
     }
 
+    /// Every accepted collation name is listed under its MySQL id, each
+    /// charset has one default, and the old `utf8_*` aliases resolve.
+    #[test]
+    fn listed_collations_are_the_accepted_ones() {
+        use crate::engine::catalog::COLLATIONS;
+        let mut names: Vec<_> = COLLATIONS.iter().map(|c| c.name).collect();
+        let sorted = {
+            let mut v = names.clone();
+            v.sort();
+            v
+        };
+        assert_eq!(names, sorted, "COLLATIONS is in name order (SHOW COLLATION's order)");
+        names.dedup();
+        assert_eq!(names.len(), COLLATIONS.len());
+        let mut ids: Vec<_> = COLLATIONS.iter().map(|c| c.id).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), COLLATIONS.len(), "ids are unique");
+        for cs in infoschema::charset_rows() {
+            let (name, default) = (value_text(&cs[0]), value_text(&cs[2]));
+            let defaults: Vec<_> =
+                COLLATIONS.iter().filter(|c| c.charset == name && c.is_default).map(|c| c.name).collect();
+            assert_eq!(defaults, vec![default.as_str()], "{name}");
+        }
+        for alias in ["utf8_general_ci", "UTF8_BIN", "utf8_unicode_ci"] {
+            assert!(collation_from_name(alias).is_some(), "{alias}");
+        }
+        assert!(collation_from_name("utf8_0900_ai_ci").is_none());
+        assert!(collation_from_name("latin1_swedish_ci").is_none());
+    }
+
     /// SHOW COLLATION's PAD_ATTRIBUTE matches what sqld's comparisons and the
     /// data node's key encoding (unique indexes, primary keys) do with
     /// trailing spaces, for every collation listed.
