@@ -228,6 +228,12 @@ pub trait Backend: Send + Sync + 'static {
     fn max_connections(&self) -> Option<usize> {
         None
     }
+    /// The packet limit for connections starting now, if the backend holds a
+    /// live one (`SET GLOBAL max_allowed_packet`); None:
+    /// `ServerConfig::max_allowed_packet`.
+    fn max_allowed_packet(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Connection bookkeeping shared by the accept loop and connection tasks.
@@ -407,6 +413,13 @@ impl Backend for crate::engine::Engine {
         crate::engine::vars::global_value("max_connections")
             .and_then(|v| v.as_i64())
             .map(|n| usize::try_from(n).unwrap_or(1).max(1))
+    }
+
+    fn max_allowed_packet(&self) -> Option<usize> {
+        crate::engine::vars::global_value("max_allowed_packet")
+            .and_then(|v| v.as_i64())
+            .and_then(|n| usize::try_from(n).ok())
+            .map(|n| n.clamp(1024, MAX_MAX_ALLOWED_PACKET))
     }
 }
 

@@ -340,21 +340,29 @@ pub enum SetEffect {
     CommitNow,
 }
 
+/// Variables whose session value is fixed when the connection starts (MySQL's
+/// ER_VARIABLE_IS_READONLY for SET SESSION).
+const SESSION_READ_ONLY: &[&str] = &["max_allowed_packet"];
+
 /// Bounds of integer variables whose value sqld acts on; MySQL clamps an
 /// out-of-range SET to them (with a truncation warning NorrDB does not issue).
 fn int_bounds(name: &str) -> Option<(i64, i64)> {
     match name {
         // Enforced for new connections (protocol::conn); 0 would lock every client out.
         "max_connections" => Some((1, 100_000)),
+        // Enforced for new connections (protocol::conn), as MySQL: 1 KiB to 1 GiB.
+        "max_allowed_packet" => Some((1024, 1 << 30)),
         _ => None,
     }
 }
 
 fn clamp_int(name: &str, v: Value) -> Value {
+    // MySQL keeps max_allowed_packet a multiple of 1 KiB (rounding down).
+    let block = if name == "max_allowed_packet" { 1024 } else { 1 };
     match int_bounds(name) {
         Some((lo, hi)) => match v {
-            Value::Int(i) => Value::Int(i.clamp(lo, hi)),
-            Value::UInt(u) => Value::Int(i64::try_from(u).unwrap_or(hi).clamp(lo, hi)),
+            Value::Int(i) => Value::Int(i.clamp(lo, hi) / block * block),
+            Value::UInt(u) => Value::Int(i64::try_from(u).unwrap_or(hi).clamp(lo, hi) / block * block),
             other => other,
         },
         None => v,
@@ -434,6 +442,13 @@ pub fn set_system_var(s: &mut Session, name: &str, global: bool, value: Value) -
             1228,
             "HY000",
             format!("Variable '{}' is a SESSION variable and can't be used with SET GLOBAL", d.name),
+        ));
+    }
+    if !global && SESSION_READ_ONLY.contains(&d.name) {
+        return Err(SqlError::new(
+            1621,
+            "HY000",
+            format!("SESSION variable '{}' is read-only. Use SET GLOBAL to assign the value", d.name),
         ));
     }
     if !global && d.scope == Global {

@@ -218,6 +218,12 @@ pub async fn run_connection<B: Backend>(
 }
 
 impl<B: Backend> Conn<B> {
+    /// @@session.max_allowed_packet is the limit this connection enforces
+    /// (read-only for the session, as in MySQL).
+    fn pin_max_allowed_packet(&self, s: &mut Session) {
+        s.vars.insert("max_allowed_packet".into(), norr_signals::Value::UInt(self.rd.max_allowed_packet as u64));
+    }
+
     fn has(&self, cap: C) -> bool {
         self.caps & cap.bits() != 0
     }
@@ -300,7 +306,10 @@ impl<B: Backend> Conn<B> {
             }
             Err(_) => return Ok(false),
         };
-        self.rd.max_allowed_packet = cfg.max_allowed_packet;
+        // The connection's limit for its lifetime: the global value now
+        // (`SET GLOBAL max_allowed_packet` applies to new connections, as in
+        // MySQL), also what its @@session.max_allowed_packet shows.
+        self.rd.max_allowed_packet = self.backend.max_allowed_packet().unwrap_or(cfg.max_allowed_packet);
         self.wr.seq = self.rd.next_seq;
         let bad_handshake = SqlError::new(1043, "08S01", "Bad handshake");
         // Parsing with mysql_common; the length checks below make sure a
@@ -384,6 +393,7 @@ impl<B: Backend> Conn<B> {
             self.wr.push(&auth::FAST_AUTH_SUCCESS);
         }
         let mut session = self.backend.new_session(self.connection_id, &user);
+        self.pin_max_allowed_packet(&mut session);
         session.client_found_rows = self.has(C::CLIENT_FOUND_ROWS);
         session.multi_statements = self.has(C::CLIENT_MULTI_STATEMENTS);
         if client_caps & C::CLIENT_CONNECT_WITH_DB.bits() != 0 {
@@ -416,7 +426,7 @@ impl<B: Backend> Conn<B> {
                     self.wr.seq = self.rd.next_seq;
                     let _ = self.send_err(&too_large()).await;
                     self.wr.shutdown().await;
-                    self.rd.drain(self.state.config.max_allowed_packet.saturating_mul(2), Duration::from_secs(2)).await;
+                    self.rd.drain(self.rd.max_allowed_packet.saturating_mul(2), Duration::from_secs(2)).await;
                     return;
                 }
                 Err(_) => return,
@@ -498,7 +508,7 @@ impl<B: Backend> Conn<B> {
                     return Ok(true);
                 };
                 let data = r.rest();
-                let max = self.state.config.max_allowed_packet;
+                let max = self.rd.max_allowed_packet;
                 if let Some(st) = self.stmts.get_mut(&id) {
                     if param >= st.info.param_count {
                         st.long_data_error =
@@ -554,6 +564,7 @@ impl<B: Backend> Conn<B> {
                 if let Some(mut s) = self.session.take() {
                     backend.end_session(&mut s).await;
                     let mut n = backend.new_session(self.connection_id, &s.user);
+                    self.pin_max_allowed_packet(&mut n);
                     n.client_found_rows = s.client_found_rows;
                     n.multi_statements = self.has(C::CLIENT_MULTI_STATEMENTS);
                     self.session = Some(n);
