@@ -189,7 +189,7 @@ impl ServerConfig {
 pub struct PreparedInfo<S> {
     pub stmt: Arc<S>,
     pub param_count: u16,
-    pub columns: Vec<ColumnMeta>,
+    pub columns: Arc<[ColumnMeta]>,
 }
 
 /// What the protocol layer needs from the SQL engine (see DESIGN.md). The

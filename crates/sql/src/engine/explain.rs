@@ -277,5 +277,5 @@ pub async fn execute_explain(
         }
         _ => return Err(SqlError::unsupported("EXPLAIN of this statement")),
     }
-    Ok(QueryOutput::Rows { columns: columns(), rows })
+    Ok(QueryOutput::Rows { columns: columns().into(), rows })
 }

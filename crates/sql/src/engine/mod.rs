@@ -122,7 +122,9 @@ pub enum Parsed {
 #[derive(Debug)]
 pub struct Prepared {
     pub param_count: u16,
-    pub columns: Vec<ColumnMeta>,
+    /// Result columns as of the prepare: the compiled plan's own list when
+    /// there is one, so that executes hand out the same `Arc`.
+    pub columns: Arc<[ColumnMeta]>,
     pub sql: String,
     parsed: Parsed,
     /// The compiled plan of a SELECT, made once at prepare time so that an
@@ -453,8 +455,8 @@ impl Engine {
             }
         }
         let columns = match &compiled {
-            Some(c) => c.columns().to_vec(),
-            None => self.result_columns(s, &parsed).await,
+            Some(c) => c.shared_columns(),
+            None => self.result_columns(s, &parsed).await.into(),
         };
         Ok(Arc::new(Prepared {
             param_count: n as u16,

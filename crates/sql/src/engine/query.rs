@@ -33,11 +33,18 @@ pub struct Compiled {
     pub sysvars: Vec<(String, bool)>,
     pub uservars: Vec<String>,
     pub param_count: usize,
+    /// The root's result columns, shared with every result of this plan.
+    columns: Arc<[ColumnMeta]>,
 }
 
 impl Compiled {
     pub fn columns(&self) -> &[ColumnMeta] {
-        self.root.columns()
+        &self.columns
+    }
+
+    /// The result columns as each execution hands them out (no copy).
+    pub fn shared_columns(&self) -> Arc<[ColumnMeta]> {
+        self.columns.clone()
     }
 }
 
@@ -525,7 +532,8 @@ impl<'a> StmtCompiler<'a> {
 
     pub fn finish(self, root: QueryNode) -> Compiled {
         let param_count = self.params.count();
-        Compiled { root, subs: self.subs, sysvars: self.sysvars, uservars: self.uservars, param_count }
+        let columns = root.columns().into();
+        Compiled { root, subs: self.subs, sysvars: self.sysvars, uservars: self.uservars, param_count, columns }
     }
 
     pub fn compile_query(&mut self, q: &Query, outer: Option<&Scope>, lock: LockMode) -> Result<QueryNode, SqlError> {
@@ -1451,7 +1459,7 @@ pub async fn execute_prepared_query(
     params: &[Value],
 ) -> Result<QueryOutput, SqlError> {
     let rows = exec::run_compiled(engine, session, c, params).await?;
-    Ok(QueryOutput::Rows { columns: c.columns().to_vec(), rows })
+    Ok(QueryOutput::Rows { columns: c.shared_columns(), rows })
 }
 
 /// The dispatcher's entry point for SELECT / UNION / VALUES queries.

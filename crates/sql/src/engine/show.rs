@@ -137,7 +137,7 @@ fn filtered(columns: Vec<ColumnMeta>, rows: Vec<Vec<Value>>, f: &ShowFilter) -> 
             out
         }
     };
-    Ok(QueryOutput::Rows { columns, rows })
+    Ok(QueryOutput::Rows { columns: columns.into(), rows })
 }
 
 fn db_or_current(s: &Session, db: &Option<String>) -> Result<String, SqlError> {
@@ -359,7 +359,7 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
             let db = db_or_current(sess, db)?;
             let t = e.catalog().get(&db, table).await?;
             Ok(QueryOutput::Rows {
-                columns: cols(&["Table", "Create Table"], &[]),
+                columns: cols(&["Table", "Create Table"], &[]).into(),
                 rows: vec![vec![s(&t.name), s(&show_create_table(&t))]],
             })
         }
@@ -380,7 +380,7 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
                 )
             };
             Ok(QueryOutput::Rows {
-                columns: cols(&["Database", "Create Database"], &[]),
+                columns: cols(&["Database", "Create Database"], &[]).into(),
                 rows: vec![vec![s(db), s(&text)]],
             })
         }
@@ -406,7 +406,10 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
                 let name = if errors_only { "@@session.error_count" } else { "@@session.warning_count" };
                 let mut c = col_i("", name);
                 c.flags = crate::types::column_flags::NUM;
-                return Ok(QueryOutput::Rows { columns: vec![c], rows: vec![vec![Value::UInt(list.len() as u64)]] });
+                return Ok(QueryOutput::Rows {
+                    columns: vec![c].into(),
+                    rows: vec![vec![Value::UInt(list.len() as u64)]],
+                });
             }
             let rows = list
                 .iter()
@@ -420,10 +423,10 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
                     vec![s(level), Value::UInt(w.code as u64), s(&w.message)]
                 })
                 .collect();
-            Ok(QueryOutput::Rows { columns: cols(&["Level", "Code", "Message"], &["Code"]), rows })
+            Ok(QueryOutput::Rows { columns: cols(&["Level", "Code", "Message"], &["Code"]).into(), rows })
         }
         ShowStmt::Engines => Ok(QueryOutput::Rows {
-            columns: cols(&["Engine", "Support", "Comment", "Transactions", "XA", "Savepoints"], &[]),
+            columns: cols(&["Engine", "Support", "Comment", "Transactions", "XA", "Savepoints"], &[]).into(),
             rows: infoschema::engines_rows(),
         }),
         ShowStmt::Collation { filter } => filtered(
@@ -502,10 +505,10 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
                 s("executing"),
                 s("SHOW PROCESSLIST"),
             ]];
-            Ok(QueryOutput::Rows { columns: c, rows })
+            Ok(QueryOutput::Rows { columns: c.into(), rows })
         }
         ShowStmt::Plugins => Ok(QueryOutput::Rows {
-            columns: cols(&["Name", "Status", "Type", "Library", "License"], &[]),
+            columns: cols(&["Name", "Status", "Type", "Library", "License"], &[]).into(),
             rows: vec![
                 vec![s("mysql_native_password"), s("ACTIVE"), s("AUTHENTICATION"), Value::Null, s("GPL")],
                 vec![s("caching_sha2_password"), s("ACTIVE"), s("AUTHENTICATION"), Value::Null, s("GPL")],
@@ -513,13 +516,13 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
             ],
         }),
         ShowStmt::Grants => Ok(QueryOutput::Rows {
-            columns: vec![col_s("", &format!("Grants for {}@%", sess.user))],
+            columns: vec![col_s("", &format!("Grants for {}@%", sess.user))].into(),
             rows: vec![vec![s(&format!("GRANT ALL PRIVILEGES ON *.* TO `{}`@`%` WITH GRANT OPTION", sess.user))]],
         }),
         ShowStmt::Privileges => {
-            Ok(QueryOutput::Rows { columns: cols(&["Privilege", "Context", "Comment"], &[]), rows: Vec::new() })
+            Ok(QueryOutput::Rows { columns: cols(&["Privilege", "Context", "Comment"], &[]).into(), rows: Vec::new() })
         }
-        ShowStmt::Empty(_) => Ok(QueryOutput::Rows { columns: cols(&["Value"], &[]), rows: Vec::new() }),
+        ShowStmt::Empty(_) => Ok(QueryOutput::Rows { columns: cols(&["Value"], &[]).into(), rows: Vec::new() }),
     }
 }
 

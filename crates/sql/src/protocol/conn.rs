@@ -139,7 +139,7 @@ struct Stmt<S> {
     info: PreparedInfo<S>,
     /// The column definitions the client holds for this statement: sent with
     /// the prepare, replaced by an execute whose result columns differed.
-    client_columns: Vec<ColumnMeta>,
+    client_columns: Arc<[ColumnMeta]>,
     param_types: Vec<ParamType>,
     long_data: HashMap<u16, Vec<u8>>,
     /// Set when SEND_LONG_DATA overflowed: reported by the next execute.
@@ -602,7 +602,7 @@ impl<B: Backend> Conn<B> {
                     }
                 });
                 if send_defs {
-                    for c in columns {
+                    for c in columns.iter() {
                         self.wr.send_with(|b| codec::put_column_def(b, c, false)).await?;
                     }
                 }
@@ -680,7 +680,7 @@ impl<B: Backend> Conn<B> {
             self.push_mid_eof();
         }
         if !info.columns.is_empty() {
-            for c in &info.columns {
+            for c in info.columns.iter() {
                 self.wr.send(&codec::column_def(c, false)).await?;
             }
             self.push_mid_eof();
@@ -725,9 +725,12 @@ impl<B: Backend> Conn<B> {
                     // The columns can differ from the prepare's (a `?` whose
                     // type comes from the bound value, a table altered since):
                     // then they are sent, and the client keeps the new ones.
-                    if st.client_columns == *columns {
+                    // Usually they are the very list the client holds (the
+                    // plan shares it), which the pointer test finds at once.
+                    if Arc::ptr_eq(&st.client_columns, columns) {
                         send_defs = false;
                     } else {
+                        send_defs = *st.client_columns != **columns;
                         st.client_columns = columns.clone();
                     }
                 }

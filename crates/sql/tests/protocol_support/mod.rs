@@ -107,18 +107,18 @@ fn run(s: &mut Session, sql: &str) -> Result<QueryOutput, SqlError> {
     let q = q.trim_end_matches(';').trim();
     match q {
         "select 1" => Ok(QueryOutput::Rows {
-            columns: vec![ColumnMeta::expr("1", FieldType::LongLong)],
+            columns: vec![ColumnMeta::expr("1", FieldType::LongLong)].into(),
             rows: vec![vec![Value::Int(1)]],
         }),
         "select types" => {
             let (columns, row) = all_types();
-            Ok(QueryOutput::Rows { columns, rows: vec![row] })
+            Ok(QueryOutput::Rows { columns: columns.into(), rows: vec![row] })
         }
         "select many" => Ok(QueryOutput::Rows {
-            columns: vec![ColumnMeta::expr("n", FieldType::LongLong), ColumnMeta::expr("s", FieldType::VarString)],
+            columns: vec![ColumnMeta::expr("n", FieldType::LongLong), ColumnMeta::expr("s", FieldType::VarString)].into(),
             rows: (0..10_000).map(|i| vec![Value::Int(i), Value::str(&format!("row-{i}"))]).collect(),
         }),
-        "select empty" => Ok(QueryOutput::Rows { columns: vec![ColumnMeta::expr("x", FieldType::Long)], rows: vec![] }),
+        "select empty" => Ok(QueryOutput::Rows { columns: vec![ColumnMeta::expr("x", FieldType::Long)].into(), rows: vec![] }),
         "insert" => {
             s.last_insert_id = 42;
             Ok(QueryOutput::Ok { affected_rows: 3, last_insert_id: 42, info: "Records: 3  Duplicates: 0  Warnings: 0".into() })
@@ -144,7 +144,7 @@ fn run(s: &mut Session, sql: &str) -> Result<QueryOutput, SqlError> {
             Ok(QueryOutput::ok(0))
         }
         "select db" => Ok(QueryOutput::Rows {
-            columns: vec![ColumnMeta::expr("DATABASE()", FieldType::VarString)],
+            columns: vec![ColumnMeta::expr("DATABASE()", FieldType::VarString)].into(),
             rows: vec![vec![s.current_db.clone().map(Value::from).unwrap_or(Value::Null)]],
         }),
         "error" => Err(SqlError::new(1146, "42S02", "Table 'test.nope' doesn't exist")),
@@ -152,7 +152,7 @@ fn run(s: &mut Session, sql: &str) -> Result<QueryOutput, SqlError> {
         _ if q.starts_with("select @@") => {
             // Drivers read a few variables after connecting.
             let vars: Vec<&str> = q["select ".len()..].split(',').map(|v| v.trim()).collect();
-            let columns = vars.iter().map(|v| ColumnMeta::expr(v, FieldType::LongLong)).collect();
+            let columns: Vec<_> = vars.iter().map(|v| ColumnMeta::expr(v, FieldType::LongLong)).collect();
             let row = vars
                 .iter()
                 .map(|v| match *v {
@@ -161,12 +161,12 @@ fn run(s: &mut Session, sql: &str) -> Result<QueryOutput, SqlError> {
                     _ => Value::Null,
                 })
                 .collect();
-            Ok(QueryOutput::Rows { columns, rows: vec![row] })
+            Ok(QueryOutput::Rows { columns: columns.into(), rows: vec![row] })
         }
         _ if q.starts_with("select len ") => {
             let n = q.len() - "select len ".len();
             Ok(QueryOutput::Rows {
-                columns: vec![ColumnMeta::expr("len", FieldType::LongLong)],
+                columns: vec![ColumnMeta::expr("len", FieldType::LongLong)].into(),
                 rows: vec![vec![Value::Int(n as i64)]],
             })
         }
@@ -227,14 +227,14 @@ impl Backend for FakeBackend {
         let q = sql.trim().to_ascii_lowercase();
         let r = if q == "select types" {
             let (columns, _) = all_types();
-            Ok(PreparedInfo { stmt: Arc::new(FakeStmt { sql: q }), param_count: 0, columns })
+            Ok(PreparedInfo { stmt: Arc::new(FakeStmt { sql: q }), param_count: 0, columns: columns.into() })
         } else if q.starts_with("select ?") || q == "insert" || q.starts_with("select 1") {
             let n = q.matches('?').count() as u16;
-            let columns = (0..n).map(|i| ColumnMeta::expr(&format!("p{i}"), FieldType::VarString)).collect();
-            Ok(PreparedInfo { stmt: Arc::new(FakeStmt { sql: q }), param_count: n, columns })
+            let columns = (0..n).map(|i| ColumnMeta::expr(&format!("p{i}"), FieldType::VarString)).collect::<Vec<_>>();
+            Ok(PreparedInfo { stmt: Arc::new(FakeStmt { sql: q }), param_count: n, columns: columns.into() })
         } else if q.starts_with("insert ?") {
             let n = q.matches('?').count() as u16;
-            Ok(PreparedInfo { stmt: Arc::new(FakeStmt { sql: q }), param_count: n, columns: vec![] })
+            Ok(PreparedInfo { stmt: Arc::new(FakeStmt { sql: q }), param_count: n, columns: Arc::from([]) })
         } else {
             Err(SqlError::parse("You have an error in your SQL syntax"))
         };
@@ -250,14 +250,14 @@ impl Backend for FakeBackend {
         *LAST_PARAMS.lock().unwrap() = params.clone();
         let r = if stmt.sql == "select types" {
             let (columns, row) = all_types();
-            Ok(QueryOutput::Rows { columns, rows: vec![row] })
+            Ok(QueryOutput::Rows { columns: columns.into(), rows: vec![row] })
         } else if stmt.sql.starts_with("insert") {
             Ok(QueryOutput::Ok { affected_rows: params.len() as u64, last_insert_id: 7, info: String::new() })
         } else if stmt.sql.starts_with("select 1") && params.is_empty() {
             run(s, "select 1")
         } else {
-            let columns = params.iter().enumerate().map(|(i, v)| meta_for(&format!("p{i}"), v)).collect();
-            Ok(QueryOutput::Rows { columns, rows: vec![params] })
+            let columns: Vec<_> = params.iter().enumerate().map(|(i, v)| meta_for(&format!("p{i}"), v)).collect();
+            Ok(QueryOutput::Rows { columns: columns.into(), rows: vec![params] })
         };
         ready(r)
     }
