@@ -127,14 +127,21 @@ pub async fn run_compiled(
 
 /// Run the uncorrelated subqueries, then the root.
 pub async fn run_with_subs(rd: &mut Reader<'_>, c: &Compiled, ctx: &mut EvalCtx<'_>) -> Result<Vec<Row>, SqlError> {
-    ctx.subs = vec![SubResult::NotRun; c.subs.len()];
+    if !c.subs.is_empty() || !ctx.subs.is_empty() {
+        ctx.subs = vec![SubResult::NotRun; c.subs.len()];
+    }
     for (i, s) in c.subs.iter().enumerate() {
         if !s.correlated {
             let r = run_sub(rd, c, i, ctx).await?;
             ctx.subs[i] = r;
         }
     }
-    run_node(rd, c, &c.root, ctx).await
+    match &c.root {
+        // Not through `run_node`: its boxed future (needed where queries
+        // nest) cost an allocation and a copy of the future per statement.
+        QueryNode::Select(p) => run_select(rd, c, p, ctx).await,
+        n => run_node(rd, c, n, ctx).await,
+    }
 }
 
 fn run_sub<'a>(rd: &'a mut Reader<'_>, c: &'a Compiled, i: usize, ctx: &'a mut EvalCtx<'_>) -> BoxFut<'a, SubResult> {
@@ -659,16 +666,19 @@ pub async fn fetch_table(
     // PRIMARY ordered index; lookup keys that did not convert exactly scan
     // the table.
     let mut scan_access = None;
+    // Local conjuncts the scan's range decided exactly (not checked below):
+    // bit i for conjunct i; conjuncts past the 64th are always checked.
+    let mut implied: u64 = 0;
     let keyed = match &t.access {
         Access::PkLookup { keys } => {
-            plan::eval_keys(keys, &def.primary_key, def, ctx)?.map(|k| (None, def.primary_key.clone(), k))
+            plan::eval_keys(keys, &def.primary_key, def, ctx)?.map(|k| (None, &def.primary_key[..], k))
         }
         Access::UniqueLookup { index, keys, .. } => {
-            let cols = def.index(*index).map(|i| i.columns.clone()).unwrap_or_default();
-            plan::eval_keys(keys, &cols, def, ctx)?.map(|k| (Some(*index), cols, k))
+            let cols = def.index(*index).map(|i| &i.columns[..]).unwrap_or_default();
+            plan::eval_keys(keys, cols, def, ctx)?.map(|k| (Some(*index), cols, k))
         }
         Access::PkRange { low, high } => match plan::resolve_pk_range(def, low, high, ctx)? {
-            plan::PkRangeRun::Keys(k) => Some((None, def.primary_key.clone(), k)),
+            plan::PkRangeRun::Keys(k) => Some((None, &def.primary_key[..], k)),
             plan::PkRangeRun::Scan(a) => {
                 scan_access = Some(a);
                 None
@@ -676,10 +686,15 @@ pub async fn fetch_table(
         },
         _ => None,
     };
-    // Local conjuncts the scan's range decided exactly (not checked below).
-    let mut implied = Vec::new();
     let rows: Vec<Row> = match keyed {
-        Some((index, cols, keys)) => read_keys(rd, t, index, &cols, keys).await?.into_iter().map(|(_, r)| r).collect(),
+        Some((index, cols, keys)) => {
+            // Not `collect()`: that would reuse the (index, row) buffer and
+            // reallocate it to the smaller element size.
+            let found = read_keys(rd, t, index, cols, keys).await?;
+            let mut rows = Vec::with_capacity(found.len());
+            rows.extend(found.into_iter().map(|(_, r)| r));
+            rows
+        }
         None => {
             let access = match (&t.access, &scan_access) {
                 (_, Some(a)) => a,
@@ -691,27 +706,24 @@ pub async fn fetch_table(
             match scan_spec_via(t, access, ctx, limit, ordered)? {
                 None => Vec::new(),
                 Some((spec, skip)) => {
-                    implied = skip;
+                    for (i, _) in skip.iter().enumerate().take(64).filter(|(_, s)| **s) {
+                        implied |= 1 << i;
+                    }
                     let rows = rd.scan(spec).await.map_err(|e| error_map::from_client(e, &table_err(def)))?;
                     rows.into_iter().map(|r| widen(t, r)).collect()
                 }
             }
         }
     };
-    let residual: Vec<&CExpr> = t
-        .row_local()
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !implied.get(*i).copied().unwrap_or(false))
-        .map(|(_, c)| c)
-        .collect();
-    if residual.is_empty() {
+    let checks = t.row_local();
+    let residual = |i: usize| i >= 64 || implied & (1 << i) == 0;
+    if !(0..checks.len()).any(residual) {
         return Ok(rows);
     }
     let mut out = Vec::with_capacity(rows.len());
     'rows: for r in rows {
-        for c in &residual {
-            if !eval_pred(c, &r, ctx)? {
+        for (i, c) in checks.iter().enumerate() {
+            if residual(i) && !eval_pred(c, &r, ctx)? {
                 continue 'rows;
             }
         }
@@ -769,7 +781,12 @@ async fn run_select(
     } else {
         None
     };
-    let mut rows: Vec<Row> = vec![Vec::new()];
+    // The rows so far: one empty row to extend. A first source that is not
+    // a lookup replaces it, so it is only allocated when something reads it.
+    let mut rows: Vec<Row> = match p.sources.first() {
+        Some(s) if s.lookup.is_none() => Vec::new(),
+        _ => vec![Vec::new()],
+    };
     for (si, s) in p.sources.iter().enumerate() {
         let prefix_width = s.base;
         let null_ext = if s.left_join { vec![Value::Null; s.width] } else { Vec::new() };
@@ -932,6 +949,10 @@ async fn run_select(
     // row instead of copying them; an order key that is a selected column
     // is read from the output row.
     let moves = plain_distinct_cols(&p.proj);
+    let col_of = |e: &CExpr| match e {
+        CExpr::Col(i) => *i,
+        _ => usize::MAX, // not reached: `moves` holds only for plain columns
+    };
     let key_cols: Vec<Option<usize>> = p
         .order
         .iter()
@@ -943,9 +964,11 @@ async fn run_select(
     let keys_in_output = key_cols.iter().all(Option::is_some);
     // A select list of ascending plain columns is built in the row itself,
     // when every row is wide enough to hold them.
-    let in_place = moves.as_ref().is_some_and(|cols| {
-        cols.windows(2).all(|w| w[0] < w[1]) && cols.last().is_none_or(|&l| rows.iter().all(|r| l < r.len()))
-    });
+    let in_place = moves && {
+        let cols = &p.proj;
+        cols.windows(2).all(|w| col_of(&w[0]) < col_of(&w[1]))
+            && cols.last().is_none_or(|l| rows.iter().all(|r| col_of(l) < r.len()))
+    };
     let mut keyed: Vec<(Vec<Value>, Row)> = Vec::with_capacity(rows.len());
     for mut r in rows {
         if let Some(h) = &p.having {
@@ -968,21 +991,22 @@ async fn run_select(
                 });
             }
         }
-        let out = match &moves {
-            Some(cols) if in_place => {
+        let out = match moves {
+            true if in_place => {
                 // Ascending offsets: slot k takes the value at cols[k] >= k,
                 // which no earlier swap has touched.
-                for (k, &i) in cols.iter().enumerate() {
-                    r.swap(k, i);
+                for (k, e) in p.proj.iter().enumerate() {
+                    r.swap(k, col_of(e));
                 }
-                r.truncate(cols.len());
+                r.truncate(p.proj.len());
                 r
             }
-            Some(cols) => cols
+            true => p
+                .proj
                 .iter()
-                .map(|&i| r.get_mut(i).map(|v| std::mem::replace(v, Value::Null)).unwrap_or(Value::Null))
+                .map(|e| r.get_mut(col_of(e)).map(|v| std::mem::replace(v, Value::Null)).unwrap_or(Value::Null))
                 .collect(),
-            None => {
+            false => {
                 let mut out = Vec::with_capacity(p.proj.len());
                 for e in &p.proj {
                     out.push(eval(e, &r, ctx)?);
@@ -996,17 +1020,14 @@ async fn run_select(
     finish_rows(keyed, &p.order, &key_cols, p.distinct, &colls, p.limit.as_ref(), p.offset.as_ref(), ctx)
 }
 
-/// The row offsets of a select list made only of plain, pairwise distinct
-/// column references (None otherwise).
-fn plain_distinct_cols(proj: &[CExpr]) -> Option<Vec<usize>> {
-    let mut cols = Vec::with_capacity(proj.len());
-    for e in proj {
-        match e {
-            CExpr::Col(i) if !cols.contains(i) => cols.push(*i),
-            _ => return None,
-        }
-    }
-    Some(cols)
+/// Whether a select list is made only of plain, pairwise distinct column
+/// references (checked in place: a list of their offsets was an allocation
+/// per statement).
+fn plain_distinct_cols(proj: &[CExpr]) -> bool {
+    proj.iter().enumerate().all(|(k, e)| match e {
+        CExpr::Col(i) => !proj[..k].iter().any(|p| matches!(p, CExpr::Col(j) if j == i)),
+        _ => false,
+    })
 }
 
 async fn run_correlated(
