@@ -666,12 +666,16 @@ pub async fn fetch_table(
     // PRIMARY ordered index; lookup keys that did not convert exactly scan
     // the table.
     let mut scan_access = None;
-    // Local conjuncts the scan's range decided exactly (not checked below):
-    // bit i for conjunct i; conjuncts past the 64th are always checked.
+    // Local conjuncts the access decided exactly (not checked below): bit i
+    // for conjunct i; conjuncts past the 64th are always checked.
     let mut implied: u64 = 0;
     let keyed = match &t.access {
         Access::PkLookup { keys } => {
-            plan::eval_keys(keys, &def.primary_key, def, ctx)?.map(|k| (None, &def.primary_key[..], k))
+            let k = plan::eval_keys(keys, &def.primary_key, def, ctx)?;
+            if k.is_some() {
+                implied = plan::keys_implied(def, &def.primary_key, keys, &t.local, ctx.params);
+            }
+            k.map(|k| (None, &def.primary_key[..], k))
         }
         Access::UniqueLookup { index, keys, .. } => {
             let cols = def.index(*index).map(|i| &i.columns[..]).unwrap_or_default();
