@@ -162,7 +162,9 @@ pub struct Warning {
 pub struct Session {
     pub connection_id: u32,
     pub user: String,
-    pub current_db: Option<String>,
+    /// The default database (USE). Shared: every statement's evaluation
+    /// context takes it, and a reference count is cheaper than a copy.
+    pub current_db: Option<Arc<str>>,
     /// @@autocommit.
     pub autocommit: bool,
     /// True between BEGIN/START TRANSACTION (or the first statement with

@@ -27,7 +27,7 @@ pub fn ident_of(name: &ObjectName) -> Vec<String> {
 pub fn resolve_name(s: &Session, name: &ObjectName) -> Result<(String, String), SqlError> {
     let parts = ident_of(name);
     match parts.as_slice() {
-        [t] => Ok((s.current_db.clone().ok_or_else(error_map::no_db)?, t.clone())),
+        [t] => Ok((s.current_db.as_deref().ok_or_else(error_map::no_db)?.to_string(), t.clone())),
         [d, t] => Ok((d.clone(), t.clone())),
         _ => Err(error_map::wrong_table_name(&name.to_string())),
     }

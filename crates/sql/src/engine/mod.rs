@@ -579,7 +579,7 @@ impl Engine {
         };
         s.vars.insert("character_set_database".into(), Value::str(&cs));
         s.vars.insert("collation_database".into(), Value::str(&coll));
-        s.current_db = Some(if infoschema::is_infoschema(db) { infoschema::DB.to_string() } else { db.to_string() });
+        s.current_db = Some(if infoschema::is_infoschema(db) { infoschema::DB.into() } else { db.into() });
         Ok(())
     }
 

@@ -16,7 +16,7 @@ use sqlparser::ast::Statement;
 use std::sync::{Arc, Mutex};
 
 struct Kept<T> {
-    default_db: Option<String>,
+    default_db: Option<Arc<str>>,
     tables: Vec<((String, String), Arc<SqlTable>)>,
     plan: Arc<T>,
 }

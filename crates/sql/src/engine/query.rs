@@ -183,7 +183,7 @@ pub struct JoinLookup {
 /// Tables of a statement, resolved (async) before compilation.
 pub struct Tables {
     pub map: HashMap<(String, String), Arc<SqlTable>>,
-    pub default_db: Option<String>,
+    pub default_db: Option<Arc<str>>,
     pub virtual_rows: HashMap<(String, String), (Vec<ScopeCol>, Vec<Vec<Value>>)>,
 }
 
@@ -193,7 +193,7 @@ impl Tables {
             name.0.iter().map(|p| p.as_ident().map(|i| i.value.clone()).unwrap_or_else(|| p.to_string())).collect();
         match parts.as_slice() {
             [t] => match &self.default_db {
-                Some(db) => Ok((db.clone(), t.clone())),
+                Some(db) => Ok((db.to_string(), t.clone())),
                 None => Err(error_map::no_db()),
             },
             [db, t] => Ok((db.clone(), t.clone())),

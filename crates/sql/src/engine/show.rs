@@ -143,7 +143,7 @@ fn filtered(columns: Vec<ColumnMeta>, rows: Vec<Vec<Value>>, f: &ShowFilter) -> 
 fn db_or_current(s: &Session, db: &Option<String>) -> Result<String, SqlError> {
     match db {
         Some(d) => Ok(d.clone()),
-        None => s.current_db.clone().ok_or_else(error_map::no_db),
+        None => s.current_db.as_deref().map(str::to_string).ok_or_else(error_map::no_db),
     }
 }
 

@@ -145,7 +145,7 @@ fn run(s: &mut Session, sql: &str) -> Result<QueryOutput, SqlError> {
         }
         "select db" => Ok(QueryOutput::Rows {
             columns: vec![ColumnMeta::expr("DATABASE()", FieldType::VarString)].into(),
-            rows: vec![vec![s.current_db.clone().map(Value::from).unwrap_or(Value::Null)]],
+            rows: vec![vec![s.current_db.as_deref().map(Value::str).unwrap_or(Value::Null)]],
         }),
         "error" => Err(SqlError::new(1146, "42S02", "Table 'test.nope' doesn't exist")),
         "dup" => Err(SqlError::new(1062, "23000", "Duplicate entry '1' for key 'PRIMARY'")),
@@ -284,7 +284,7 @@ impl Backend for FakeBackend {
         let r = if db == "nosuchdb" {
             Err(SqlError::new(1049, "42000", format!("Unknown database '{db}'")))
         } else {
-            s.current_db = Some(db.to_string());
+            s.current_db = Some(db.into());
             Ok(())
         };
         ready(r)

@@ -14,6 +14,7 @@ use crate::engine::functions::{self, Func};
 use crate::types::{FieldType, SqlError};
 use norr_signals::Value;
 use std::cmp::Ordering;
+use std::sync::Arc;
 use value::{arith, bool_value, sql_cmp, to_bool, to_num, ArithOp, Coll, Warnings};
 
 /// Evaluation class of an expression (decides comparison rules and metadata).
@@ -195,7 +196,7 @@ pub struct EvalCtx<'a> {
     /// point-select profiles); then fixed for the rest of the statement, as
     /// MySQL keeps NOW() constant within one statement. Read with `now()`.
     now: std::sync::OnceLock<norr_signals::DateTime>,
-    pub current_db: Option<String>,
+    pub current_db: Option<Arc<str>>,
     pub connection_id: u32,
     pub last_insert_id: u64,
     pub sysvals: Vec<Value>,

@@ -608,7 +608,7 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
             }
             return Ok(Value::UInt(ctx.last_insert_id));
         }
-        Database => return Ok(ctx.current_db.clone().map(s_val).unwrap_or(Value::Null)),
+        Database => return Ok(ctx.current_db.as_deref().map(Value::str).unwrap_or(Value::Null)),
         // @@version is global and read-only: looked up here, not per statement.
         Version => return Ok(crate::engine::vars::global_value("version").unwrap_or(Value::Null)),
         ConnectionId => return Ok(Value::Int(ctx.connection_id as i64)),
