@@ -20,6 +20,16 @@
 //! * abort: `LqhAbortReq`: LQH discards the images, cancels queued operations
 //!   and lock waits, releases locks, frees the record. Reply `LqhAbortConf`, also
 //!   for a transaction LQH never saw.
+//! * simple reads (NDB's simple/dirty read): an `LqhKeyReq` whose operations
+//!   are all committed reads (`KeyOp::is_committed_read`), for a transaction
+//!   LQH holds no record of, runs at once and leaves no record: no lock, no
+//!   image, nothing to commit, complete or abort. TC knows the same from its
+//!   side (it has sent that LQH nothing else of the transaction, no operation
+//!   and no scan) and does not count that LQH as a participant, so a
+//!   transaction of committed reads only commits or aborts without a round to
+//!   LQH. A late `LqhKeyConf` of such reads for a transaction TC already
+//!   aborted is dropped like any other. A TC take-over would find nothing of
+//!   them at LQH, which is right: a read that was not answered is retried.
 
 use crate::error::NodeError;
 use crate::ops::{Filter, KeyOp, LockMode, ScanRange};

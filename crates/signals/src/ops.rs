@@ -75,6 +75,12 @@ pub struct KeyOp {
 }
 
 impl KeyOp {
+    /// A read that takes no lock (READ COMMITTED). Alone in a transaction it
+    /// leaves no state at LQH (see the simple reads in `crate::internal`).
+    pub fn is_committed_read(&self) -> bool {
+        self.kind == OpKind::Read && self.lock == LockMode::CommittedRead
+    }
+
     fn base(table: TableId, kind: OpKind, key: Vec<Value>) -> KeyOp {
         KeyOp {
             table,

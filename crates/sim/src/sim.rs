@@ -219,5 +219,12 @@ fn drive(cfg: &SimConfig, host: &mut Host, w: &mut dyn Workload) -> Result<(), S
             return Err(format!("leak: node reports {open} open transactions after every client finished or failed"));
         }
     }
+    // LQH too: no operation record or row lock outlives its transaction
+    // (simple reads never leave one; see `norr_signals::internal`).
+    for (name, n) in probes(host)? {
+        if n != 0 && (name == "lqh: open transactions" || name == "lqh: locked keys") {
+            return Err(format!("leak: {name} = {n} after every client finished or failed"));
+        }
+    }
     Ok(())
 }

@@ -35,6 +35,10 @@ enum St {
         batch: u32,
         batches: u32,
         commit: bool,
+        /// A point select: committed reads only, in a fresh transaction that
+        /// commits with them. It cannot be in doubt (it changes nothing), so
+        /// the client may crash while waiting for it.
+        point_select: bool,
     },
     Scan {
         scan_id: u32,
@@ -494,7 +498,7 @@ impl Workload for Model {
     }
 
     fn can_crash(&self, client: usize) -> bool {
-        !matches!(self.st[client], St::Batch { commit: true, .. })
+        !matches!(self.st[client], St::Batch { commit: true, point_select: false, .. })
     }
 
     fn on_wake(&mut self, c: &mut ClientCtx<'_>) -> Result<(), String> {
@@ -558,6 +562,10 @@ impl Workload for Model {
         }
         self.next_txn += 1;
         let txn = self.next_txn;
+        if c.rng.chance(0.15) {
+            self.point_select(c, txn);
+            return Ok(());
+        }
         let batches = c.rng.range(1, 3) as u32;
         self.send_batch(c, txn, 1, batches);
         Ok(())
@@ -589,7 +597,7 @@ impl Workload for Model {
                 }
                 self.idle(c);
             }
-            (St::Batch { txn, batch, batches, commit }, Signal::TcKeyConf(conf)) if conf.txn == txn => {
+            (St::Batch { txn, batch, batches, commit, .. }, Signal::TcKeyConf(conf)) if conf.txn == txn => {
                 if commit {
                     match conf.outcome {
                         TxnOutcome::Committed => self.commits += 1,
@@ -874,6 +882,26 @@ impl Workload for Model {
 }
 
 impl Model {
+    /// A transaction of one batch of committed reads that commits (sysbench's
+    /// point select): TC and LQH run it as simple reads, without a commit
+    /// round to LQH and without leaving state behind.
+    fn point_select(&mut self, c: &mut ClientCtx<'_>, txn: u64) {
+        let n = c.rng.range(1, 4);
+        let ops: Vec<KeyOp> = (0..n)
+            .map(|_| {
+                let mut op = KeyOp::read(self.table, vec![Value::Int(c.rng.below(self.keys as u64) as i64)]);
+                op.projection = vec![V];
+                op.abort_on_error = c.rng.chance(0.3);
+                op
+            })
+            .collect();
+        let t = self.txns.entry((c.api, txn)).or_default();
+        t.batch = ops.clone();
+        t.delivered_step = None;
+        c.send(tc_key(txn, ExecType::Commit, ops));
+        self.st[c.client] = St::Batch { txn, batch: 1, batches: 1, commit: true, point_select: true };
+    }
+
     fn send_batch(&mut self, c: &mut ClientCtx<'_>, txn: u64, batch: u32, batches: u32) {
         let last = batch >= batches || c.stopping;
         if !last && c.rng.chance(0.15) {
@@ -918,6 +946,6 @@ impl Model {
         t.batch = ops.clone();
         t.delivered_step = None;
         c.send(tc_key(txn, exec, ops));
-        self.st[c.client] = St::Batch { txn, batch, batches, commit: last };
+        self.st[c.client] = St::Batch { txn, batch, batches, commit: last, point_select: false };
     }
 }

@@ -342,7 +342,7 @@ impl Lqh {
             }
         };
 
-        if op.kind == OpKind::Read && op.lock == LockMode::CommittedRead {
+        if op.is_committed_read() {
             // No lock: the latest committed image, or our own uncommitted one.
             if self.txns.get(&t).is_none_or(|x| x.pending.is_empty()) {
                 return self.committed_read(&def, part, &enc, &op.projection);

@@ -281,6 +281,9 @@ impl Lqh {
 
     fn on_key_req(&mut self, tc: BlockRef, t: TxnId, ops: Vec<LqhOp>, ctx: &mut Ctx<'_, Signal>) {
         self.counters.bump("lqh: key requests");
+        if !self.txns.contains_key(&t) && ops.iter().all(|q| q.op.is_committed_read()) {
+            return self.simple_reads(tc, t, ops, ctx);
+        }
         let txn = self.txns.entry(t).or_insert_with(|| LqhTxn::new(tc));
         assert!(!txn.committed, "operation for committed transaction {t}");
         if txn.halted {
@@ -291,6 +294,27 @@ impl Lqh {
         if txn.waiting.is_none() {
             self.run_queue(t, ctx);
         }
+    }
+
+    /// Committed reads of a transaction with no record here (simple reads,
+    /// see `norr_signals::internal`): nothing is queued before them and they
+    /// take no lock, so they run now and leave no record; TC does not count
+    /// this LQH as a participant.
+    fn simple_reads(&mut self, tc: BlockRef, t: TxnId, ops: Vec<LqhOp>, ctx: &mut Ctx<'_, Signal>) {
+        let mut results = Vec::with_capacity(ops.len());
+        for mut q in ops {
+            let outcome = match self.exec_op(t, &mut q, ctx) {
+                Step::Done(Ok(row)) => Ok(row),
+                Step::Done(Err(error)) => Err(LqhOpError { error, fatal: false }),
+                Step::Wait(_) => unreachable!("a committed read waited for a lock"),
+            };
+            results.push(LqhOpResult { seq: q.seq, outcome });
+        }
+        assert!(!self.txns.contains_key(&t), "simple reads of {t} left a record");
+        self.counters.bump_by("lqh: operations", results.len() as u64);
+        self.counters.bump("lqh: key confs");
+        self.counters.bump("lqh: simple reads (no record)");
+        Self::reply(ctx, tc, InternalSignal::LqhKeyConf { txn: t, results });
     }
 
     fn on_lock_timeout(&mut self, tag: u64, ctx: &mut Ctx<'_, Signal>) {

@@ -326,7 +326,14 @@ impl Tc {
                 continue;
             }
             let inst = inst as u16;
-            txn.participants.insert(inst);
+            // Committed reads sent to an LQH that holds nothing of this
+            // transaction leave nothing there either (simple reads, see
+            // `norr_signals::internal`): it takes no part in commit or abort.
+            if txn.participants.contains(&inst) || !ops.iter().all(|o| o.op.is_committed_read()) {
+                txn.participants.insert(inst);
+            } else {
+                crate::probe!(self.counters, "tc: simple reads (no lqh state)");
+            }
             ctx.send(BlockRef::new(self.node, block::LQH, inst), internal(InternalSignal::LqhKeyReq { txn: t, ops }));
         }
         self.maybe_batch_done(t, ctx);
