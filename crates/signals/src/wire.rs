@@ -3,6 +3,8 @@
 //! checksum, size limit) is the transport's job; this layer only turns a frame
 //! payload into a message and rejects anything malformed.
 
+mod fast;
+
 use crate::{Envelope, Signal};
 use norr_kernel::{BlockRef, Priority};
 use serde::{Deserialize, Serialize};
@@ -28,6 +30,13 @@ pub enum WireError {
 
 /// Append the encoding of `env` to `out`.
 pub fn encode_into(env: &Envelope, out: &mut Vec<u8>) {
+    if !fast::encode_tc_key_conf(env, out) {
+        encode_generic(env, out);
+    }
+}
+
+/// `encode_into` through serde, for every signal.
+fn encode_generic(env: &Envelope, out: &mut Vec<u8>) {
     let msg = WireMsg {
         from: env.from,
         to: env.to,
@@ -47,6 +56,14 @@ pub fn encode(env: &Envelope) -> Vec<u8> {
 
 /// Decode one message; trailing bytes are an error.
 pub fn decode(bytes: &[u8]) -> Result<Envelope, WireError> {
+    if let Some(r) = fast::decode_tc_key_req(bytes) {
+        return r;
+    }
+    decode_generic(bytes)
+}
+
+/// `decode` through serde, for every signal.
+fn decode_generic(bytes: &[u8]) -> Result<Envelope, WireError> {
     let (msg, rest): (WireMsg<'static>, &[u8]) =
         postcard::take_from_bytes(bytes).map_err(|e| WireError::Malformed(e.to_string()))?;
     if !rest.is_empty() {
