@@ -389,6 +389,9 @@ impl Tc {
     /// unless the API node is gone.
     fn close_txn_scans(&mut self, t: TxnId, ended: Result<(), NodeError>, ctx: &mut Ctx<'_, Signal>) {
         let txn = self.txns.get_mut(&t).expect("txn");
+        if txn.scans.is_empty() {
+            return; // the common case: nothing to take apart
+        }
         let silent = txn.silent;
         let scans = std::mem::take(&mut txn.scans);
         for s in scans {
