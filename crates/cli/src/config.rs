@@ -29,7 +29,9 @@ pub struct KnobArgs {
     pub max_send_delay_us: Option<u64>,
     /// When idle, keep polling the network this long before sleeping, so a
     /// request arriving soon after is not delayed by the CPU's wake-up
-    /// latency (costs CPU while idle; 0 = never spin). Default 50.
+    /// latency (costs CPU while idle; 0 = never spin). Only while socket
+    /// clients are connected: a node whose only client is `norr up`'s
+    /// in-process SQL node does not spin. Default 50.
     #[arg(long, value_name = "US")]
     pub idle_spin_us: Option<u64>,
     /// Set any knob by its name in the config file, e.g.

@@ -53,6 +53,8 @@ pub struct Knobs {
     /// arriving soon after does not pay the CPU's wake-up latency (tens of
     /// microseconds on an idle machine). Bounded: an idle node sleeps after
     /// at most this long; 0 disables spinning. Like RonDB's SpinMethod/spin time.
+    /// Only while socket connections exist: with in-process links alone the
+    /// API node spins for replies instead (see the runtime's `poll_events`).
     pub idle_spin_us: u64,
 }
 

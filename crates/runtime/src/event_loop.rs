@@ -90,8 +90,8 @@ pub(crate) struct EventLoop {
     conns: Vec<Option<Conn>>,
     free_slots: Vec<usize>,
     live_conns: usize,
-    /// Of `live_conns`, those through in-process links: with no others, an
-    /// idle spin has no socket to poll (`poll_events`).
+    /// Of `live_conns`, those through in-process links: with no others, the
+    /// loop does not spin when idle (`poll_events`).
     local_conns: usize,
     /// API node id -> connection slot.
     api_slots: HashMap<NodeId, usize>,
@@ -170,35 +170,31 @@ impl EventLoop {
     }
 
     /// Poll for events. A poll that may block is preceded by a bounded spin
-    /// (`idle_spin_us`): on an idle machine the kernel's wake-up of a
-    /// sleeping thread costs tens of microseconds, more than a whole request
-    /// takes, and the next request of a client in a request/response loop
-    /// usually arrives within a round trip.
+    /// of zero-timeout polls (`idle_spin_us`): on an idle machine the
+    /// kernel's wake-up of a sleeping thread costs tens of microseconds, more
+    /// than a whole request takes, and the next request of a client in a
+    /// request/response loop usually arrives within a round trip.
     ///
-    /// The spin polls the sockets (a zero-timeout `epoll_wait`, a system call
-    /// per turn) only while some API node or peer is connected through one.
-    /// When every connection is an in-process link (`norr up`), it watches
-    /// the links' ready flag alone: a load per turn instead of ~10 system
-    /// calls per request. Listeners and timers wait for the blocking poll at
-    /// the end of the spin, which is at most `idle_spin_us` late.
+    /// The spin is for socket connections only. While every connection is an
+    /// in-process link (`norr up`), the loop blocks at once: its SQL node
+    /// already spins for replies (`--reply-spin-us`), and a second spinner on
+    /// the same few cores takes CPU from the SQL clients. Measured under
+    /// `norr up` on 2 vCPUs (bench/RESULTS.md, 2026-11-23 22:42 UTC): no data
+    /// node spin gave 69-76k point selects/s at 12.7-14.1 us of server CPU
+    /// each, spinning 66-71k at 16.3-17.3 us.
     fn poll_events(&mut self, events: &mut Events, timeout: Option<Duration>) -> io::Result<()> {
         let spin = Duration::from_micros(self.knobs.idle_spin_us);
         if timeout == Some(Duration::ZERO) {
             return self.poll.poll(events, timeout);
         }
-        if spin.is_zero() {
+        if spin.is_zero() || self.live_conns == self.local_conns {
             return self.poll_blocking(events, timeout);
         }
         let start = Instant::now();
         let spin = timeout.map_or(spin, |t| t.min(spin));
-        let poll_sockets = self.live_conns > self.local_conns;
-        // Events of the last round must not be handled twice.
-        events.clear();
         loop {
-            if poll_sockets {
-                self.stats.spin_socket_polls += 1;
-                self.poll.poll(events, Some(Duration::ZERO))?;
-            }
+            self.stats.spin_socket_polls += 1;
+            self.poll.poll(events, Some(Duration::ZERO))?;
             if !events.is_empty() || self.local.has_work() || self.stop.load(Ordering::Relaxed) {
                 self.stats.spin_hits += 1;
                 return Ok(());

@@ -106,8 +106,8 @@ pub struct RuntimeStats {
     /// and those that ran out and blocked.
     pub spin_hits: u64,
     pub spin_misses: u64,
-    /// Zero-timeout socket polls made while spinning (none while every
-    /// connection is an in-process link).
+    /// Zero-timeout socket polls made while spinning (there is no spin while
+    /// every connection is an in-process link).
     pub spin_socket_polls: u64,
 }
 
