@@ -509,7 +509,7 @@ mod unix_socket_tests {
         assert!(path.exists());
         let live = bind_unix(&path).expect("stale socket replaced");
         // Now a server answers there: a second one must not steal the path.
-        let err = bind_unix(&path).err().expect("live socket refused").to_string();
+        let err = bind_unix(&path).expect_err("live socket refused").to_string();
         assert!(err.contains("another server"), "{err}");
         drop(live);
         std::fs::remove_dir_all(&dir).unwrap();

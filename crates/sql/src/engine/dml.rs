@@ -1235,9 +1235,7 @@ fn only_pk_conjuncts(def: &TableDef, conj: &[CExpr]) -> bool {
 fn as_increment(col: ColumnId, e: &CExpr, def: &TableDef) -> Option<CExpr> {
     use crate::engine::expr::value::ArithOp;
     let ty = &def.columns[col as usize].ty;
-    if ty.int_range().is_none() {
-        return None;
-    }
+    ty.int_range()?;
     match e {
         CExpr::Arith(op @ (ArithOp::Add | ArithOp::Sub), l, r) => match (l.as_ref(), r.as_ref()) {
             (CExpr::Col(c), d) if *c as ColumnId == col && is_row_independent(d) => {

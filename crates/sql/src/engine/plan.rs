@@ -146,7 +146,7 @@ fn atom(e: &CExpr) -> Option<Atom<'_>> {
 }
 
 /// Value lists per column from equality / IN conjuncts.
-fn eq_lists<'a>(conj: &'a [CExpr]) -> Vec<(ColumnId, Vec<&'a CExpr>)> {
+fn eq_lists(conj: &[CExpr]) -> Vec<(ColumnId, Vec<&CExpr>)> {
     let mut out: Vec<(ColumnId, Vec<&CExpr>)> = Vec::new();
     for c in conj {
         let (col, vals): (ColumnId, Vec<&CExpr>) = match atom(c) {
@@ -857,7 +857,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let b = CExpr::Between { expr: col(0), low: lit(1), high: lit(10), negated: false, coll: Coll::Ci };
-        assert!(matches!(choose_access(&def(), &[b.clone()]), Access::PkRange { .. }));
+        assert!(matches!(choose_access(&def(), std::slice::from_ref(&b)), Access::PkRange { .. }));
         let Access::PkRange { low, high } = choose_access(&def(), &[b]) else { panic!() };
         let mut ctx = EvalCtx::new(&[]);
         assert_eq!(eval_pk_range(&def(), &low, &high, MAX_RANGE_AS_KEYS, &mut ctx).unwrap().unwrap().len(), 10);

@@ -43,7 +43,7 @@ fn format_float_sci(sci: String, is_zero: bool) -> String {
         out.push('-');
     }
     let len = digits.len() as i32;
-    if decpt > 15 || decpt < -3 {
+    if !(-3..=15).contains(&decpt) {
         out.push_str(&digits[..1]);
         if len > 1 {
             out.push('.');

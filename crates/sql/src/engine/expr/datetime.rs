@@ -375,7 +375,7 @@ pub fn date_format(dt: &DateTime, fmt: &[u8]) -> String {
             continue;
         }
         let d = &dt.date;
-        let h12 = if dt.hour % 12 == 0 { 12 } else { dt.hour % 12 };
+        let h12 = if dt.hour.is_multiple_of(12) { 12 } else { dt.hour % 12 };
         match fmt[i + 1] {
             b'Y' => out.push_str(&format!("{:04}", d.year)),
             b'y' => out.push_str(&format!("{:02}", d.year % 100)),

@@ -571,7 +571,7 @@ pub fn for_each_child(e: &CExpr, f: &mut dyn FnMut(&CExpr)) {
         }
         CExpr::InList { expr, list, .. } => {
             f(expr);
-            list.iter().for_each(|x| f(x));
+            list.iter().for_each(&mut *f);
         }
         CExpr::InSub { expr, .. } => f(expr),
         CExpr::Between { expr, low, high, .. } => {
@@ -595,7 +595,7 @@ pub fn for_each_child(e: &CExpr, f: &mut dyn FnMut(&CExpr)) {
                 f(e);
             }
         }
-        CExpr::Coalesce(list) | CExpr::Func(_, list) => list.iter().for_each(|x| f(x)),
+        CExpr::Coalesce(list) | CExpr::Func(_, list) => list.iter().for_each(&mut *f),
     }
 }
 

@@ -764,7 +764,7 @@ mod tests {
     fn string_to_number_prefix() {
         assert_eq!(str_to_num(b"12abc"), (Num::I(12), false));
         assert_eq!(str_to_num(b" 3.5 "), (Num::F(3.5), true));
-        assert_eq!(str_to_num(b"abc").1, false);
+        assert!(!str_to_num(b"abc").1);
         assert_eq!(str_to_num(b"1e3"), (Num::F(1000.0), true));
         let mut ws = w();
         assert_eq!(to_f64(&Value::str("7x"), &mut ws), Some(7.0));

@@ -592,9 +592,7 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
         CurDate => return Ok(Value::Date(ctx.now().date)),
         CurTime => {
             let n = ctx.now();
-            return Ok(Value::Time(
-                ((n.hour as i64 * 3600 + n.minute as i64 * 60 + n.second as i64) * 1_000_000) as i64,
-            ));
+            return Ok(Value::Time((n.hour as i64 * 3600 + n.minute as i64 * 60 + n.second as i64) * 1_000_000));
         }
         UnixTimestamp if args.is_empty() => {
             return Ok(Value::Int(dtm::datetime_to_unix_micros(&ctx.now()) / 1_000_000));
