@@ -1,7 +1,9 @@
 //! Wire codec for signals crossing the network: a message is one signal with its
 //! sender, receiver and priority, serialized with postcard. Framing (length,
 //! checksum, size limit) is the transport's job; this layer only turns a frame
-//! payload into a message and rejects anything malformed.
+//! payload into a message and rejects anything malformed. TC_KEYREQ and
+//! TC_KEYCONF, sent for every key-access batch, take a hand-written path
+//! (`fast`) that produces and accepts exactly postcard's bytes.
 
 mod fast;
 
@@ -30,7 +32,7 @@ pub enum WireError {
 
 /// Append the encoding of `env` to `out`.
 pub fn encode_into(env: &Envelope, out: &mut Vec<u8>) {
-    if !fast::encode_tc_key_conf(env, out) {
+    if !fast::try_encode(env, out) {
         encode_generic(env, out);
     }
 }
@@ -56,7 +58,7 @@ pub fn encode(env: &Envelope) -> Vec<u8> {
 
 /// Decode one message; trailing bytes are an error.
 pub fn decode(bytes: &[u8]) -> Result<Envelope, WireError> {
-    if let Some(r) = fast::decode_tc_key_req(bytes) {
+    if let Some(r) = fast::try_decode(bytes) {
         return r;
     }
     decode_generic(bytes)

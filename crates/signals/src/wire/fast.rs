@@ -1,32 +1,38 @@
-//! Hand-written codec of the two messages a data node handles once per
-//! client batch: it decodes TC_KEYREQ and encodes TC_KEYCONF. Both use
-//! exactly postcard's encoding of `WireMsg` (what the generic codec reads
-//! and writes), so the wire format does not change: serde's generic path
-//! visits every field and value through visitors (~1.4k instructions to
-//! decode a one-row point select, ~0.8k to encode its answer), these read
-//! and write the structs directly.
+//! Hand-written codec of the two messages every key-access batch costs: a
+//! TC_KEYREQ (API -> TC) and its TC_KEYCONF answer. Both directions are here:
+//! the data node decodes requests and encodes answers, the API side (the
+//! native client in the SQL node) encodes requests and decodes answers. All
+//! of it is exactly postcard's encoding of `WireMsg` (what the generic codec
+//! reads and writes), so the wire format does not change: serde's generic
+//! path visits every field and value through visitors (~1.4k instructions to
+//! decode a one-row point select, ~0.8k to encode its answer, about 1k each
+//! way on the client), these read and write the structs directly. Answers
+//! with an error result (`OpResult::Err`) are left to the generic codec in
+//! both directions: they are rare, and `NodeError` is not worth a copy.
 //!
-//! Rules, the same as postcard's (checked against it by the tests below):
-//! integers wider than a byte are LEB128 varints (u16 at most 3 bytes, u32 5,
-//! u64 and lengths 10, u128 19; the last byte may carry only the bits left),
-//! signed ones zigzag-encoded; `u8` is one raw byte; bool and Option tags
-//! are one byte, 0 or 1; enum variants are u32 varints in declaration order;
-//! structs are their fields in order; f32/f64 are little-endian. Every read
-//! is bounds-checked: malformed input is an error, never a panic, and a
-//! claimed length never reserves more than the bytes left could hold.
+//! Rules, the same as postcard's (checked against it by the tests): integers
+//! wider than a byte are LEB128 varints (u16 at most 3 bytes, u32 5, u64 and
+//! lengths 10, u128 19; the last byte may carry only the bits left), signed
+//! ones zigzag-encoded; `u8` is one raw byte; bool and Option tags are one
+//! byte, 0 or 1; enum variants are u32 varints in declaration order; structs
+//! are their fields in order; f32/f64 are little-endian. Every read is
+//! bounds-checked: malformed input is an error, never a panic, and a claimed
+//! length never reserves more than the bytes left could hold.
 
 use super::WireError;
 use crate::ops::{KeyAccess, KeyOp, LockMode, OpKind, OpResult};
 use crate::value::{Date, DateTime, Decimal, Value};
-use crate::{Envelope, ExecType, Signal, TcKeyReq, TxnOutcome};
+use crate::{Envelope, ExecType, Signal, TcKeyConf, TcKeyReq, TxnOutcome};
 use norr_kernel::{BlockRef, Priority};
 
-/// Variant index of `Signal::TcKeyReq` in postcard's encoding (the first variant).
+/// Variant indexes of `Signal::TcKeyReq` and `Signal::TcKeyConf` in
+/// postcard's encoding (the first two variants).
 const SIGNAL_TC_KEYREQ: u32 = 0;
+const SIGNAL_TC_KEYCONF: u32 = 1;
 
 /// What is wrong with a frame. A `&'static str` rather than `WireError`'s
 /// String: every read returns a `Result`, and a word-sized error keeps them
-/// in registers (the message is built once, in `decode_tc_key_req`).
+/// in registers (the message is built once, in `try_decode`).
 #[derive(Debug)]
 struct Bad(&'static str);
 
@@ -252,32 +258,62 @@ impl<'a> Reader<'a> {
         }
         Ok(TcKeyReq { txn, exec, ops })
     }
+
+    /// `Ok(None)` if a result is an error: the generic decoder reads those.
+    fn tc_key_conf(&mut self) -> R<Option<TcKeyConf>> {
+        let txn = self.u64()?;
+        let outcome = match self.u32()? {
+            0 => TxnOutcome::Open,
+            1 => TxnOutcome::Committed,
+            2 => TxnOutcome::RolledBack,
+            _ => return Err(malformed("bad TxnOutcome")),
+        };
+        let (n, cap) = self.len()?;
+        let mut results = Vec::with_capacity(cap);
+        for _ in 0..n {
+            match self.u32()? {
+                0 => {}
+                1 => return Ok(None),
+                _ => return Err(malformed("bad OpResult")),
+            }
+            let row = match self.byte()? {
+                0 => None,
+                1 => Some(self.values()?),
+                _ => return Err(malformed("bad Option")),
+            };
+            results.push(OpResult::Ok(row));
+        }
+        Ok(Some(TcKeyConf { txn, outcome, results }))
+    }
 }
 
-/// Decode `bytes` if it is a TC_KEYREQ message: Some(result), None if it is
-/// another signal (or too short to tell), for the generic decoder.
-pub(super) fn decode_tc_key_req(bytes: &[u8]) -> Option<Result<Envelope, WireError>> {
+/// Decode `bytes` if it is a TC_KEYREQ, or a TC_KEYCONF without error
+/// results: Some(result). None for any other message (or one too short to
+/// tell), which the generic decoder reads.
+pub(super) fn try_decode(bytes: &[u8]) -> Option<Result<Envelope, WireError>> {
     let mut r = Reader { buf: bytes, pos: 0 };
     let (from, to, prio_a) = match (r.block_ref(), r.block_ref(), r.bool()) {
         (Ok(f), Ok(t), Ok(p)) => (f, t, p),
         _ => return None,
     };
-    if r.u32().ok()? != SIGNAL_TC_KEYREQ {
-        return None;
-    }
-    let req = match r.tc_key_req() {
-        Ok(req) => req,
-        Err(Bad(what)) => return Some(Err(WireError::Malformed(format!("TC_KEYREQ: {what}")))),
+    let signal = match r.u32().ok()? {
+        SIGNAL_TC_KEYREQ => match r.tc_key_req() {
+            Ok(req) => Signal::TcKeyReq(Box::new(req)),
+            Err(Bad(what)) => return Some(Err(WireError::Malformed(format!("TC_KEYREQ: {what}")))),
+        },
+        SIGNAL_TC_KEYCONF => match r.tc_key_conf() {
+            Ok(Some(conf)) => Signal::TcKeyConf(Box::new(conf)),
+            Ok(None) => return None,
+            Err(Bad(what)) => return Some(Err(WireError::Malformed(format!("TC_KEYCONF: {what}")))),
+        },
+        _ => return None,
     };
     if r.left() > 0 {
         return Some(Err(WireError::Malformed(format!("{} trailing bytes", r.left()))));
     }
     let prio = if prio_a { Priority::A } else { Priority::B };
-    Some(Ok(Envelope { from, to, prio, signal: Signal::TcKeyReq(Box::new(req)) }))
+    Some(Ok(Envelope { from, to, prio, signal }))
 }
-
-/// Variant index of `Signal::TcKeyConf` (the second variant).
-const SIGNAL_TC_KEYCONF: u64 = 1;
 
 #[inline(always)]
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -362,252 +398,120 @@ fn put_value(out: &mut Vec<u8>, v: &Value) {
     }
 }
 
-/// Append the encoding of `env` if it is a TC_KEYCONF whose results are all
-/// rows or write acknowledgements (the reply to every successful batch) and
-/// return true; otherwise write nothing and return false (the generic
-/// encoder handles it, e.g. results carrying a `NodeError`).
-pub(super) fn encode_tc_key_conf(env: &Envelope, out: &mut Vec<u8>) -> bool {
-    let Signal::TcKeyConf(c) = &env.signal else {
-        return false;
-    };
-    if c.results.iter().any(|r| matches!(r, OpResult::Err(_))) {
-        return false;
+fn put_values(out: &mut Vec<u8>, values: &[Value]) {
+    put_varint(out, values.len() as u64);
+    for v in values {
+        put_value(out, v);
     }
+}
+
+fn put_column_values(out: &mut Vec<u8>, values: &[(u16, Value)]) {
+    put_varint(out, values.len() as u64);
+    for (column, v) in values {
+        put_varint(out, *column as u64);
+        put_value(out, v);
+    }
+}
+
+fn put_key_op(out: &mut Vec<u8>, op: &KeyOp) {
+    put_varint(out, op.table as u64);
+    put_varint(out, op.table_version as u64);
+    out.push(match op.kind {
+        OpKind::Read => 0,
+        OpKind::Insert => 1,
+        OpKind::Update => 2,
+        OpKind::Write => 3,
+        OpKind::Delete => 4,
+    });
+    out.push(match op.lock {
+        LockMode::CommittedRead => 0,
+        LockMode::Shared => 1,
+        LockMode::Exclusive => 2,
+    });
+    match &op.key {
+        KeyAccess::Primary(values) => {
+            out.push(0);
+            put_values(out, values);
+        }
+        KeyAccess::Unique { index, values } => {
+            out.push(1);
+            put_varint(out, *index as u64);
+            put_values(out, values);
+        }
+    }
+    match op.partition {
+        None => out.push(0),
+        Some(p) => {
+            out.push(1);
+            put_varint(out, p as u64);
+        }
+    }
+    put_column_values(out, &op.values);
+    put_column_values(out, &op.increments);
+    put_varint(out, op.projection.len() as u64);
+    for &column in &op.projection {
+        put_varint(out, column as u64);
+    }
+    out.push(op.abort_on_error as u8);
+}
+
+/// `WireMsg`'s fields before the signal's own: sender, receiver, priority
+/// and the signal's variant index.
+fn put_header(out: &mut Vec<u8>, env: &Envelope, variant: u32) {
     put_block_ref(out, env.from);
     put_block_ref(out, env.to);
     out.push((env.prio == Priority::A) as u8);
-    put_varint(out, SIGNAL_TC_KEYCONF);
-    put_varint(out, c.txn);
-    out.push(match c.outcome {
-        TxnOutcome::Open => 0,
-        TxnOutcome::Committed => 1,
-        TxnOutcome::RolledBack => 2,
-    });
-    put_varint(out, c.results.len() as u64);
-    for r in &c.results {
-        let OpResult::Ok(row) = r else { unreachable!("checked above") };
-        out.push(0); // OpResult::Ok
-        match row {
-            None => out.push(0),
-            Some(values) => {
-                out.push(1);
-                put_varint(out, values.len() as u64);
-                for v in values {
-                    put_value(out, v);
+    put_varint(out, variant as u64);
+}
+
+/// Append the encoding of `env` and return true if it is a TC_KEYREQ, or a
+/// TC_KEYCONF whose results are all rows or write acknowledgements (the
+/// reply to every successful batch); otherwise write nothing and return
+/// false, for the generic encoder (e.g. results carrying a `NodeError`).
+pub(super) fn try_encode(env: &Envelope, out: &mut Vec<u8>) -> bool {
+    match &env.signal {
+        Signal::TcKeyReq(req) => {
+            put_header(out, env, SIGNAL_TC_KEYREQ);
+            put_varint(out, req.txn);
+            out.push(match req.exec {
+                ExecType::NoCommit => 0,
+                ExecType::Commit => 1,
+                ExecType::Rollback => 2,
+            });
+            put_varint(out, req.ops.len() as u64);
+            for op in &req.ops {
+                put_key_op(out, op);
+            }
+            true
+        }
+        Signal::TcKeyConf(c) => {
+            if c.results.iter().any(|r| matches!(r, OpResult::Err(_))) {
+                return false;
+            }
+            put_header(out, env, SIGNAL_TC_KEYCONF);
+            put_varint(out, c.txn);
+            out.push(match c.outcome {
+                TxnOutcome::Open => 0,
+                TxnOutcome::Committed => 1,
+                TxnOutcome::RolledBack => 2,
+            });
+            put_varint(out, c.results.len() as u64);
+            for r in &c.results {
+                let OpResult::Ok(row) = r else { unreachable!("checked above") };
+                out.push(0); // OpResult::Ok
+                match row {
+                    None => out.push(0),
+                    Some(values) => {
+                        out.push(1);
+                        put_values(out, values);
+                    }
                 }
             }
+            true
         }
+        _ => false,
     }
-    true
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::wire::{decode_generic, encode};
-    use crate::*;
-
-    fn env(ops: Vec<KeyOp>, exec: ExecType) -> Envelope {
-        Envelope {
-            from: BlockRef::new(300, block::API, 0),
-            to: BlockRef::new(1, block::TC, 3),
-            prio: Priority::B,
-            signal: Signal::TcKeyReq(Box::new(TcKeyReq { txn: u64::MAX - 5, exec, ops })),
-        }
-    }
-
-    /// Every variant of everything a TC_KEYREQ carries, at awkward sizes.
-    fn every_kind_of_op() -> Vec<KeyOp> {
-        let dt = DateTime {
-            date: Date { year: 2026, month: 11, day: 23 },
-            hour: 23,
-            minute: 59,
-            second: 58,
-            micro: 999_999,
-        };
-        let all_values = vec![
-            Value::Null,
-            Value::Int(i64::MIN),
-            Value::Int(-1),
-            Value::Int(i64::MAX),
-            Value::UInt(u64::MAX),
-            Value::UInt(0),
-            Value::Float(-1.5),
-            Value::Double(f64::MAX),
-            Value::Decimal(Decimal { mantissa: i128::MIN, scale: 38 }),
-            Value::Decimal(Decimal { mantissa: i128::MAX, scale: 0 }),
-            Value::Decimal(Decimal { mantissa: -12345, scale: 2 }),
-            Value::Bytes(Vec::new()),
-            Value::Bytes((0..300).map(|i| i as u8).collect()),
-            Value::Date(Date { year: u16::MAX, month: 255, day: 0 }),
-            Value::Time(-86_400_000_000),
-            Value::DateTime(dt),
-        ];
-        let mut ops = vec![KeyOp::read(7, vec![Value::Int(42)])];
-        let mut w = KeyOp::write(
-            u32::MAX,
-            all_values.clone(),
-            all_values.iter().cloned().enumerate().map(|(i, v)| (i as u16 * 1000, v)).collect(),
-        );
-        w.increments = vec![(3, Value::Int(-7)), (u16::MAX, Value::Double(0.5))];
-        w.partition = Some(u32::MAX);
-        w.table_version = 1 << 20;
-        w.abort_on_error = false;
-        ops.push(w);
-        let mut u = KeyOp::update(1, vec![], vec![]);
-        u.key = KeyAccess::Unique { index: 300, values: all_values };
-        u.lock = LockMode::Shared;
-        u.projection = vec![0, 127, 128, u16::MAX];
-        ops.push(u);
-        ops.push(KeyOp::insert(2, vec![Value::str("k")], vec![(1, Value::Null)]));
-        let mut d = KeyOp::delete(3, vec![Value::UInt(9)]);
-        d.partition = Some(0);
-        ops.push(d);
-        ops
-    }
-
-    /// Both decoded to the same message (compared by encoding: a damaged
-    /// float may be a NaN), or both refused.
-    fn same(a: &Result<Envelope, WireError>, b: &Result<Envelope, WireError>) -> bool {
-        match (a, b) {
-            (Ok(x), Ok(y)) => x.prio == y.prio && encode(x) == encode(y),
-            (Err(_), Err(_)) => true,
-            _ => false,
-        }
-    }
-
-    /// The fast decoder's answer for `b`, or the generic one's if it declines.
-    fn fast(b: &[u8]) -> Result<Envelope, WireError> {
-        decode_tc_key_req(b).unwrap_or_else(|| decode_generic(b))
-    }
-
-    #[test]
-    fn decodes_what_the_encoder_writes() {
-        for exec in [ExecType::NoCommit, ExecType::Commit, ExecType::Rollback] {
-            for ops in [Vec::new(), vec![KeyOp::read(1, vec![Value::Int(1)])], every_kind_of_op()] {
-                let e = env(ops, exec);
-                let b = encode(&e);
-                let got = decode_tc_key_req(&b).expect("a TC_KEYREQ").expect("decodes");
-                assert_eq!(got.signal, e.signal);
-                assert_eq!((got.from, got.to, got.prio), (e.from, e.to, e.prio));
-            }
-        }
-        let mut a = env(vec![], ExecType::Commit);
-        a.prio = Priority::A;
-        assert_eq!(decode_tc_key_req(&encode(&a)).unwrap().unwrap().prio, Priority::A);
-    }
-
-    #[test]
-    fn other_signals_go_to_the_generic_decoder() {
-        let e = Envelope {
-            from: BlockRef::new(300, block::API, 0),
-            to: BlockRef::new(1, block::TC, 0),
-            prio: Priority::B,
-            signal: Signal::ScanNextReq(ScanNextReq { txn: 1, scan_id: 2, close: false }),
-        };
-        assert!(decode_tc_key_req(&encode(&e)).is_none());
-    }
-
-    /// Truncations, every single-byte change and trailing bytes: the fast
-    /// decoder agrees with postcard (both accept with the same value, or
-    /// both refuse), and never panics.
-    #[test]
-    fn agrees_with_postcard_on_damaged_frames() {
-        let b = encode(&env(every_kind_of_op(), ExecType::Commit));
-        for n in 0..b.len() {
-            assert!(fast(&b[..n]).is_err(), "truncated to {n} bytes");
-            assert!(same(&fast(&b[..n]), &decode_generic(&b[..n])));
-        }
-        let mut longer = b.clone();
-        longer.push(0);
-        assert!(fast(&longer).is_err(), "trailing byte");
-        let mut m = b.clone();
-        for i in 0..b.len() {
-            for x in [0x00, 0x01, 0x02, 0x03, 0x7f, 0x80, 0xff, b[i] ^ 0x80, b[i].wrapping_add(1)] {
-                m[i] = x;
-                assert!(same(&fast(&m), &decode_generic(&m)), "byte {i} set to {x:#x}");
-            }
-            m[i] = b[i];
-        }
-    }
-
-    /// The fast TC_KEYCONF encoder writes postcard's bytes exactly.
-    #[test]
-    fn key_conf_encoding_is_postcards() {
-        let rows = every_kind_of_op().into_iter().map(|op| match op.key {
-            KeyAccess::Primary(v) | KeyAccess::Unique { values: v, .. } => OpResult::Ok(Some(v)),
-        });
-        let mut all: Vec<OpResult> = rows.collect();
-        all.push(OpResult::Ok(None));
-        all.push(OpResult::Ok(Some(Vec::new())));
-        for outcome in [TxnOutcome::Open, TxnOutcome::Committed, TxnOutcome::RolledBack] {
-            for results in [Vec::new(), vec![OpResult::Ok(None)], all.clone()] {
-                for (prio, txn) in [(Priority::A, 0), (Priority::B, u64::MAX)] {
-                    let e = Envelope {
-                        from: BlockRef::new(1, block::TC, 1),
-                        to: BlockRef::new(u16::MAX, block::API, 0),
-                        prio,
-                        signal: Signal::TcKeyConf(Box::new(TcKeyConf { txn, outcome, results: results.clone() })),
-                    };
-                    let mut generic = Vec::new();
-                    super::super::encode_generic(&e, &mut generic);
-                    let mut fast = vec![0xAA];
-                    assert!(encode_tc_key_conf(&e, &mut fast));
-                    assert_eq!(&fast[1..], &generic[..], "{outcome:?} {} results", results.len());
-                    let back = decode_generic(&fast[1..]).unwrap();
-                    assert!(same(&Ok(back), &Ok(e)));
-                }
-            }
-        }
-        // An error result (or another signal) is left to the generic encoder.
-        let err = OpResult::Err(NodeError::new(ErrorCode::NoSuchRow));
-        let e = Envelope {
-            from: BlockRef::new(1, block::TC, 0),
-            to: BlockRef::new(5, block::API, 0),
-            prio: Priority::B,
-            signal: Signal::TcKeyConf(Box::new(TcKeyConf {
-                txn: 1,
-                outcome: TxnOutcome::Open,
-                results: vec![OpResult::Ok(None), err],
-            })),
-        };
-        let mut out = Vec::new();
-        assert!(!encode_tc_key_conf(&e, &mut out));
-        assert!(out.is_empty());
-        assert!(!encode_tc_key_conf(&env(vec![], ExecType::Commit), &mut out));
-    }
-
-    #[test]
-    fn garbage_and_huge_lengths_are_errors() {
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut g = Vec::new();
-        for _ in 0..20_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            g.clear();
-            // A plausible header (TC_KEYREQ to TC) then random bytes.
-            let head = encode(&env(vec![], ExecType::Commit));
-            assert_eq!(head[8], 0, "the signal variant follows 8 header bytes");
-            g.extend_from_slice(&head[..9]);
-            let len = (x % 48) as usize;
-            let mut y = x;
-            for _ in 0..len {
-                y = y.rotate_left(9).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-                g.push((y >> 56) as u8);
-            }
-            assert!(same(&fast(&g), &decode_generic(&g)), "{g:?}");
-        }
-        // A batch claiming u64::MAX operations, and a value claiming 2^62
-        // bytes: refused without reserving memory for them.
-        let mut b = encode(&env(vec![], ExecType::Commit));
-        b.pop();
-        b.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
-        assert!(fast(&b).is_err());
-        let mut b = encode(&env(vec![KeyOp::read(1, vec![Value::Bytes(vec![1])])], ExecType::Commit));
-        let at = b.iter().rposition(|&v| v == 6).expect("Bytes variant");
-        b.truncate(at + 1);
-        b.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40]);
-        assert!(fast(&b).is_err());
-    }
-}
+mod tests;
