@@ -187,22 +187,23 @@ impl<'a> Reader<'a> {
         })
     }
 
-    fn values(&mut self) -> R<Vec<Value>> {
+    /// A length-prefixed sequence (postcard's `Vec`).
+    #[inline(always)]
+    fn list<T>(&mut self, mut item: impl FnMut(&mut Self) -> R<T>) -> R<Vec<T>> {
         let (n, cap) = self.len()?;
         let mut v = Vec::with_capacity(cap);
         for _ in 0..n {
-            v.push(self.value()?);
+            v.push(item(self)?);
         }
         Ok(v)
     }
 
+    fn values(&mut self) -> R<Vec<Value>> {
+        self.list(Self::value)
+    }
+
     fn column_values(&mut self) -> R<Vec<(u16, Value)>> {
-        let (n, cap) = self.len()?;
-        let mut v = Vec::with_capacity(cap);
-        for _ in 0..n {
-            v.push((self.u16()?, self.value()?));
-        }
-        Ok(v)
+        self.list(|r| Ok((r.u16()?, r.value()?)))
     }
 
     fn key_op(&mut self) -> R<KeyOp> {
@@ -234,11 +235,7 @@ impl<'a> Reader<'a> {
         };
         let values = self.column_values()?;
         let increments = self.column_values()?;
-        let (n, cap) = self.len()?;
-        let mut projection = Vec::with_capacity(cap);
-        for _ in 0..n {
-            projection.push(self.u16()?);
-        }
+        let projection = self.list(Self::u16)?;
         let abort_on_error = self.bool()?;
         Ok(KeyOp { table, table_version, kind, lock, key, partition, values, increments, projection, abort_on_error })
     }
@@ -251,11 +248,7 @@ impl<'a> Reader<'a> {
             2 => ExecType::Rollback,
             _ => return Err(malformed("bad ExecType")),
         };
-        let (n, cap) = self.len()?;
-        let mut ops = Vec::with_capacity(cap);
-        for _ in 0..n {
-            ops.push(self.key_op()?);
-        }
+        let ops = self.list(Self::key_op)?;
         Ok(TcKeyReq { txn, exec, ops })
     }
 

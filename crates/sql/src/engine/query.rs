@@ -343,10 +343,8 @@ fn name_scope<V: ast::Visit>(stmt: &V) -> NameScope {
     impl ast::Visitor for Find {
         type Break = ();
         fn pre_visit_query(&mut self, q: &Query) -> std::ops::ControlFlow<()> {
+            // A CTE's, subquery's or derived table's query is visited too.
             self.queries += 1;
-            if q.with.is_some() {
-                self.queries += 1;
-            }
             if let SetExpr::Select(sel) = q.body.as_ref() {
                 if let ([only], Some(w)) = (sel.from.as_slice(), &sel.selection) {
                     if only.joins.is_empty() && matches!(only.relation, TableFactor::Table { .. }) {
