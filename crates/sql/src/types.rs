@@ -184,6 +184,11 @@ pub struct Session {
     pub client_found_rows: bool,
     /// Client can take several statements in one COM_QUERY.
     pub multi_statements: bool,
+    /// LOCK TABLES / FLUSH TABLES WITH READ LOCK held by this session.
+    pub table_locks: crate::engine::table_locks::Held,
+    /// The open transaction ran a statement that changes rows (its COMMIT
+    /// waits while another session holds the global read lock).
+    pub txn_wrote: bool,
 }
 
 impl Session {
@@ -201,6 +206,8 @@ impl Session {
             warnings: Vec::new(),
             client_found_rows: false,
             multi_statements: false,
+            table_locks: Default::default(),
+            txn_wrote: false,
         }
     }
 }

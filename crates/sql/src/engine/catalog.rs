@@ -1051,6 +1051,12 @@ impl Catalog {
     }
 
     /// Forget every cached table of `db`.
+    /// Drop every cached definition (FLUSH TABLES): each is read again from
+    /// the data node on its next use.
+    pub fn invalidate_all(&self) {
+        self.tables.lock().expect("lock").clear();
+    }
+
     pub fn invalidate_db(&self, db: &str) {
         let prefix = format!("{db}/");
         self.tables.lock().expect("lock").retain(|k, _| !k.starts_with(&prefix));

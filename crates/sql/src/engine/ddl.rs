@@ -83,7 +83,7 @@ pub async fn create_database(
 
 pub async fn drop_database(e: &Engine, s: &mut Session, name: &str, if_exists: bool) -> Result<QueryOutput, SqlError> {
     if VIRTUAL_DBS.iter().any(|v| v.eq_ignore_ascii_case(name)) {
-        return Err(SqlError::new(1044, "42000", format!("Access denied for user '{}' to database '{name}'", s.user)));
+        return Err(error_map::db_access_denied(&s.user, name));
     }
     if !e.catalog().databases().await?.contains_key(name) {
         if if_exists {
@@ -902,7 +902,7 @@ pub async fn create_table(
 ) -> Result<QueryOutput, SqlError> {
     let (db, table) = resolve_name(s, &ct.name)?;
     if VIRTUAL_DBS.iter().any(|v| v.eq_ignore_ascii_case(&db)) {
-        return Err(SqlError::new(1044, "42000", format!("Access denied for user '{}' to database '{db}'", s.user)));
+        return Err(error_map::db_access_denied(&s.user, &db));
     }
     let info = e.catalog().db_info(&db).await?.ok_or_else(|| error_map::unknown_db(&db))?;
     let def = build_table(&db, &info.collation, ct, partition, e.config().default_partitions)?;

@@ -253,8 +253,33 @@ pub fn store_value(v: Value, col: &ColumnDef, row: u64, w: &mut Warnings) -> Res
         }
         ErrorCode::ValueTooLarge => too_long(col, row),
         ErrorCode::NullInNotNullColumn => col_err(1048, "23000", format!("Column '{}' cannot be null", col.name)),
-        _ => incorrect("string", &vals::to_text(&converted).unwrap_or_default(), col, row),
+        _ => {
+            let text = vals::to_text(&converted).unwrap_or_default();
+            col_err(
+                1366,
+                "HY000",
+                format!("Incorrect string value: '{}' for column '{}' at row {row}", bad_string_text(&text), col.name),
+            )
+        }
     })
+}
+
+/// How MySQL shows a string that is not valid UTF-8 in error 1366: up to six
+/// bytes from the first bad one, the non-ASCII ones as `\xHH`.
+fn bad_string_text(v: &[u8]) -> String {
+    let from = std::str::from_utf8(v).err().map_or(0, |e| e.valid_up_to());
+    let mut out = String::new();
+    for &b in v.iter().skip(from).take(6) {
+        if b.is_ascii_graphic() || b == b' ' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("\\x{b:02X}"));
+        }
+    }
+    if v.len() - from > 6 {
+        out.push_str("...");
+    }
+    out
 }
 
 // ---------------------------------------------------------------- helpers
@@ -1734,6 +1759,15 @@ async fn delete_general(txn: &mut Transaction, rs: &RowStmt, ctx: &mut EvalCtx<'
         }
     }
     Ok(n)
+}
+
+#[cfg(test)]
+mod bad_string_tests {
+    #[test]
+    fn bad_strings_show_as_mysql_shows_them() {
+        assert_eq!(super::bad_string_text(b"ab\xea"), "\\xEA");
+        assert_eq!(super::bad_string_text(b"\xc3\xa9x\xff\x00a bcd"), "\\xFF\\x00a bc...");
+    }
 }
 
 #[cfg(test)]

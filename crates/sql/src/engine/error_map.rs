@@ -185,6 +185,10 @@ pub fn db_exists(db: &str) -> SqlError {
 pub fn db_drop_missing(db: &str) -> SqlError {
     SqlError::new(1008, "HY000", format!("Can't drop database '{db}'; database doesn't exist"))
 }
+/// 1044 ER_DBACCESS_DENIED_ERROR.
+pub fn db_access_denied(user: &str, db: &str) -> SqlError {
+    SqlError::new(1044, "42000", format!("Access denied for user '{user}' to database '{db}'"))
+}
 /// 1046 ER_NO_DB_ERROR.
 pub fn no_db() -> SqlError {
     SqlError::new(1046, "3D000", "No database selected")

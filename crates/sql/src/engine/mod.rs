@@ -10,8 +10,10 @@ pub mod catalog;
 pub mod ddl;
 pub mod error_map;
 pub mod infoschema;
+pub mod lock_statements;
 pub mod parse_ext;
 pub mod show;
+pub mod table_locks;
 pub mod table_stats;
 pub mod txn_control;
 pub mod vars;
@@ -98,6 +100,7 @@ pub struct Engine {
     cfg: EngineConfig,
     started: std::time::Instant,
     status: Status,
+    table_locks: table_locks::TableLocks,
 }
 
 /// A parsed statement.
@@ -116,6 +119,11 @@ pub enum Parsed {
     },
     /// SET CHARACTER SET x / SET CHARSET x.
     SetCharacterSet(String),
+    /// LOCK / UNLOCK TABLES, FLUSH, ALTER TABLE ... DISABLE KEYS.
+    Lock(lock_statements::LockStmt),
+    /// START TRANSACTION WITH CONSISTENT SNAPSHOT [, ...]: the phrase is
+    /// taken off (reads are READ COMMITTED) and noted in a warning.
+    StartConsistentSnapshot(Box<Statement>),
 }
 
 /// A prepared statement: parsed once, executed many times.
@@ -242,14 +250,50 @@ fn parse_create_database(sql: &str) -> Result<Parsed, SqlError> {
     Ok(Parsed::CreateDatabase { name, if_not_exists, charset, collation })
 }
 
+/// START TRANSACTION with WITH CONSISTENT SNAPSHOT among its
+/// characteristics: parsed without that one.
+fn parse_consistent_snapshot(sql: &str) -> Result<Parsed, SqlError> {
+    let mut c = parse_ext::Cursor::new(sql)?;
+    c.expect_word("START")?;
+    c.expect_word("TRANSACTION")?;
+    let mut kept = Vec::new();
+    loop {
+        if c.eat_word("WITH") {
+            c.expect_word("CONSISTENT")?;
+            c.expect_word("SNAPSHOT")?;
+        } else if c.eat_word("READ") {
+            if c.eat_word("ONLY") {
+                kept.push("READ ONLY");
+            } else {
+                c.expect_word("WRITE")?;
+                kept.push("READ WRITE");
+            }
+        } else {
+            return Err(c.err());
+        }
+        if c.at_end() {
+            break;
+        }
+        c.expect(&sqlparser::tokenizer::Token::Comma)?;
+    }
+    let text = format!("START TRANSACTION {}", kept.join(", "));
+    Ok(Parsed::StartConsistentSnapshot(Box::new(parse_sqlparser(text.trim_end())?)))
+}
+
 /// Parse one statement (already split).
 pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
     // The first words pick the statement's parser, mostly without
     // tokenizing here: the SQL parser tokenizes the statement anyway.
     let words = parse_ext::first_words(sql, 3)?;
     let w = |i: usize| words.get(i).map(|s| s.as_str()).unwrap_or("");
+    if let Some(r) = lock_statements::parse(sql, &words) {
+        return r.map(Parsed::Lock);
+    }
     match w(0) {
         "SHOW" => return Ok(Parsed::Show(parse_ext::parse_show(sql)?)),
+        "START" if w(1) == "TRANSACTION" && sql.to_ascii_uppercase().contains("CONSISTENT") => {
+            return parse_consistent_snapshot(sql);
+        }
         "CREATE" if w(1) == "DATABASE" || w(1) == "SCHEMA" => return parse_create_database(sql),
         "SET" if w(1) == "CHARSET" || (w(1) == "CHARACTER" && w(2) == "SET") => {
             let mut c = parse_ext::Cursor::new(sql)?;
@@ -341,7 +385,14 @@ impl Engine {
             ("socket", Value::str(&cfg.socket)),
             ("max_connections", Value::UInt(cfg.max_connections)),
         ]);
-        Ok(Arc::new(Engine { client, catalog, cfg, started: std::time::Instant::now(), status: Status::default() }))
+        Ok(Arc::new(Engine {
+            client,
+            catalog,
+            cfg,
+            started: std::time::Instant::now(),
+            status: Status::default(),
+            table_locks: table_locks::TableLocks::default(),
+        }))
     }
 
     pub fn client(&self) -> &Client {
@@ -419,7 +470,16 @@ impl Engine {
         if !keeps_warnings {
             s.warnings.clear();
         }
-        let r = self.dispatch(s, p, params, row_plan).await;
+        if s.txn.is_none() && !s.in_transaction {
+            s.txn_wrote = false;
+        }
+        if lock_statements::writes_rows(p) {
+            s.txn_wrote = true;
+        }
+        let r = match self.check_table_locks(s, p).await {
+            Ok(()) => self.dispatch(s, p, params, row_plan).await,
+            Err(e) => Err(e),
+        };
         if let Err(e) = &r {
             self.record_error(s, e);
         }
@@ -543,6 +603,10 @@ impl Engine {
             return self.run_parsed(s, &p.parsed, &params, Some(&p.row_plan)).await;
         };
         s.warnings.clear();
+        if let Err(e) = self.check_table_locks(s, &p.parsed).await {
+            self.record_error(s, &e);
+            return Err(e);
+        }
         self.status.com_select.fetch_add(1, Ordering::Relaxed);
         let r = match query::execute_prepared_query(self, s, &c, &params).await {
             // The schema changed under the plan: compile again once.
@@ -586,6 +650,7 @@ impl Engine {
     /// Connection closed: roll back an open transaction.
     pub async fn end_session(&self, s: &mut Session) {
         let _ = txn_control::rollback(s).await;
+        self.table_locks.release(s.connection_id, std::mem::take(&mut s.table_locks));
         self.status.threads_connected.fetch_sub(1, Ordering::Relaxed);
     }
 
@@ -628,9 +693,144 @@ impl Engine {
     /// MySQL commits an open transaction before DDL.
     async fn implicit_commit(&self, s: &mut Session) -> Result<(), SqlError> {
         if s.in_transaction || s.txn.is_some() {
+            self.wait_commit_allowed(s).await?;
             txn_control::commit(s).await?;
         }
         Ok(())
+    }
+
+    /// How long this session waits for a table lock (@@lock_wait_timeout).
+    fn lock_wait(s: &Session) -> std::time::Duration {
+        let secs = match vars::get_system_var(s, "lock_wait_timeout", false) {
+            Some(Value::Int(n)) => n.max(0) as u64,
+            Some(Value::UInt(n)) => n,
+            _ => 31_536_000,
+        };
+        std::time::Duration::from_secs(secs)
+    }
+
+    /// Table locks of this SQL node: a session holding some may use only
+    /// those (1100, 1099, 1223); another waits until the statement's tables
+    /// are free. One atomic load while no session holds a lock.
+    async fn check_table_locks(&self, s: &mut Session, p: &Parsed) -> Result<(), SqlError> {
+        if !self.table_locks.any_held() {
+            return Ok(());
+        }
+        let accesses = lock_statements::table_accesses(s, p);
+        if accesses.is_empty() {
+            return Ok(());
+        }
+        if s.table_locks != table_locks::Held::default() {
+            return table_locks::check_own(&s.table_locks, &accesses);
+        }
+        self.table_locks.wait_for_access(s.connection_id, &accesses, Self::lock_wait(s)).await
+    }
+
+    /// A transaction that changed rows commits only while no other session
+    /// holds the global read lock (FLUSH TABLES WITH READ LOCK).
+    async fn wait_commit_allowed(&self, s: &Session) -> Result<(), SqlError> {
+        if self.table_locks.any_held() && s.txn_wrote && s.txn.is_some() {
+            self.table_locks.wait_no_global_read(s.connection_id, Self::lock_wait(s)).await?;
+        }
+        Ok(())
+    }
+
+    /// UNLOCK TABLES' release (also at START TRANSACTION, LOCK TABLES and
+    /// session end). `global` also gives up the global read lock.
+    fn release_table_locks(&self, s: &mut Session, global: bool) {
+        let mut held = std::mem::take(&mut s.table_locks);
+        if !global && held.global_read {
+            s.table_locks.global_read = true;
+            held.global_read = false;
+        }
+        self.table_locks.release(s.connection_id, held);
+    }
+
+    async fn run_lock_statement(
+        &self,
+        s: &mut Session,
+        st: &lock_statements::LockStmt,
+    ) -> Result<QueryOutput, SqlError> {
+        use lock_statements::{resolve, LockStmt};
+        let busy = || {
+            SqlError::new(
+                1192,
+                "HY000",
+                "Can't execute the given command because you have active locked tables or an active transaction",
+            )
+        };
+        match st {
+            LockStmt::Lock(list) => {
+                if s.table_locks.global_read {
+                    return Err(busy());
+                }
+                self.implicit_commit(s).await?;
+                self.release_table_locks(s, false);
+                let mut want = Vec::with_capacity(list.len());
+                for (name, mode) in list {
+                    let (db, table) = resolve(s, name)?;
+                    if infoschema::is_infoschema(&db) {
+                        return Err(error_map::db_access_denied(&s.user, &db));
+                    }
+                    self.catalog.get(&db, &table).await?;
+                    want.push((db, table, *mode));
+                }
+                let timeout = Self::lock_wait(s);
+                let held = self.table_locks.lock_tables(s.connection_id, table_locks::merge(want), timeout).await?;
+                s.table_locks.tables = held.tables;
+                Ok(QueryOutput::ok(0))
+            }
+            LockStmt::Unlock => {
+                if !s.table_locks.tables.is_empty() {
+                    self.implicit_commit(s).await?;
+                }
+                self.release_table_locks(s, true);
+                Ok(QueryOutput::ok(0))
+            }
+            LockStmt::FlushTables { tables, read_lock } => {
+                if s.table_locks != table_locks::Held::default() {
+                    return Err(busy());
+                }
+                self.implicit_commit(s).await?;
+                let mut names = Vec::with_capacity(tables.len());
+                for name in tables {
+                    let (db, table) = resolve(s, name)?;
+                    self.catalog.invalidate(&db, &table);
+                    if *read_lock {
+                        self.catalog.get(&db, &table).await?;
+                    }
+                    names.push((db, table, table_locks::Mode::Read));
+                }
+                if tables.is_empty() {
+                    // No table cache to close: the definitions cached here are
+                    // what FLUSH TABLES drops, read again on next use.
+                    self.catalog.invalidate_all();
+                }
+                if *read_lock {
+                    let timeout = Self::lock_wait(s);
+                    s.table_locks = if names.is_empty() {
+                        self.table_locks.lock_global_read(s.connection_id, timeout).await?
+                    } else {
+                        self.table_locks.lock_tables(s.connection_id, table_locks::merge(names), timeout).await?
+                    };
+                }
+                Ok(QueryOutput::ok(0))
+            }
+            LockStmt::FlushPrivileges => Ok(QueryOutput::ok(0)),
+            LockStmt::AlterKeys(name) => {
+                let (db, table) = resolve(s, name)?;
+                self.implicit_commit(s).await?;
+                self.catalog.get(&db, &table).await?;
+                // Indexes are always maintained, as InnoDB's; MySQL answers
+                // the same note there.
+                s.warnings.push(Warning {
+                    level: WarningLevel::Note,
+                    code: 1031,
+                    message: format!("Table storage engine for '{table}' doesn't have this option"),
+                });
+                Ok(QueryOutput::ok(0))
+            }
+        }
     }
 
     async fn dispatch(
@@ -655,6 +855,18 @@ impl Engine {
                 Ok(QueryOutput::ok(0))
             }
             Parsed::Sql(st) => self.dispatch_sql(s, st, params, row_plan).await,
+            Parsed::Lock(st) => self.run_lock_statement(s, st).await,
+            Parsed::StartConsistentSnapshot(st) => {
+                let out = self.dispatch_sql(s, st, params, row_plan).await?;
+                s.warnings.push(Warning {
+                    level: WarningLevel::Warning,
+                    code: 138,
+                    message: "NorrDB: WITH CONSISTENT SNAPSHOT was ignored: reads are READ COMMITTED, \
+                              each sees the latest committed rows"
+                        .into(),
+                });
+                Ok(out)
+            }
         }
     }
 
@@ -738,11 +950,15 @@ impl Engine {
                 Ok(QueryOutput::ok(0))
             }
             Statement::StartTransaction { .. } => {
+                self.wait_commit_allowed(s).await?;
                 txn_control::begin(s).await?;
+                // As MySQL: beginning a transaction ends LOCK TABLES.
+                self.release_table_locks(s, false);
                 Ok(QueryOutput::ok(0))
             }
             Statement::Commit { chain, .. } => {
                 self.status.com_commit.fetch_add(1, Ordering::Relaxed);
+                self.wait_commit_allowed(s).await?;
                 txn_control::commit(s).await?;
                 if *chain {
                     txn_control::begin(s).await?;

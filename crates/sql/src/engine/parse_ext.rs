@@ -477,6 +477,129 @@ pub fn literal_value(text: &str) -> Option<Value> {
     literal_expr_value(&expr)
 }
 
+/// A charset introducer (`_binary`, `_utf8mb4`, ...): true for `_binary`;
+/// an unknown character set is 1115, as in MySQL.
+pub fn introducer_is_binary(introducer: &str) -> Result<bool, SqlError> {
+    let cs = introducer.trim_start_matches('_').to_ascii_lowercase();
+    match cs.as_str() {
+        "binary" => Ok(true),
+        "utf8mb4" | "utf8mb3" | "utf8" | "ascii" => Ok(false),
+        _ => Err(SqlError::new(1115, "42000", format!("Unknown character set: '{cs}'"))),
+    }
+}
+
+/// Text of a COM_QUERY / COM_STMT_PREPARE packet. SQL is parsed as UTF-8,
+/// but a string literal may hold any bytes: mysqldump writes binary column
+/// values as raw bytes between quotes (backslash-escaped), and MySQL keeps
+/// them byte for byte. Such a literal (not valid UTF-8 once unescaped) is
+/// rewritten as the hex literal of its bytes, which is the same binary
+/// string; a `_binary` introducer before it goes, as it says nothing more.
+/// Bytes outside literals that are not UTF-8 (in comments, or bad
+/// identifiers the parser then refuses) are replaced by U+FFFD.
+pub fn query_text(bytes: &[u8]) -> String {
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        return s.to_string();
+    }
+    let mut out: Vec<u8> = Vec::with_capacity(bytes.len() + 16);
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        match c {
+            b'\'' | b'"' => {
+                let start = i;
+                let mut value = Vec::new();
+                i += 1;
+                let mut closed = false;
+                while i < bytes.len() {
+                    let b = bytes[i];
+                    if b == b'\\' && i + 1 < bytes.len() {
+                        let e = bytes[i + 1];
+                        match e {
+                            b'0' => value.push(0),
+                            b'b' => value.push(8),
+                            b'n' => value.push(b'\n'),
+                            b'r' => value.push(b'\r'),
+                            b't' => value.push(b'\t'),
+                            b'Z' => value.push(0x1a),
+                            // MySQL keeps the backslash of \% and \_ (LIKE patterns).
+                            b'%' | b'_' => value.extend_from_slice(&[b'\\', e]),
+                            other => value.push(other),
+                        }
+                        i += 2;
+                    } else if b == c {
+                        if bytes.get(i + 1) == Some(&c) {
+                            value.push(c);
+                            i += 2;
+                        } else {
+                            i += 1;
+                            closed = true;
+                            break;
+                        }
+                    } else {
+                        value.push(b);
+                        i += 1;
+                    }
+                }
+                if closed && std::str::from_utf8(&value).is_err() {
+                    strip_binary_introducer(&mut out);
+                    out.extend_from_slice(b"X'");
+                    for b in &value {
+                        out.extend_from_slice(format!("{b:02X}").as_bytes());
+                    }
+                    out.push(b'\'');
+                } else {
+                    out.extend_from_slice(&bytes[start..i]);
+                }
+            }
+            // Comments are copied whole (a quote in one starts no literal);
+            // `/*!` and `/*+` hold SQL and are scanned as such.
+            b'#' => i = copy_until(bytes, i, b"\n", &mut out),
+            b'-' if bytes.get(i + 1) == Some(&b'-') && bytes.get(i + 2).is_none_or(|b| b.is_ascii_whitespace()) => {
+                i = copy_until(bytes, i, b"\n", &mut out)
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') && !matches!(bytes.get(i + 2), Some(b'!' | b'+')) => {
+                i = copy_until(bytes, i, b"*/", &mut out)
+            }
+            b'`' => {
+                let start = i;
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'`' {
+                    i += 1;
+                }
+                i = (i + 1).min(bytes.len());
+                out.extend_from_slice(&bytes[start..i]);
+            }
+            _ => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Copy `bytes[from..]` up to and including the first `end` after `from`
+/// (or to the end); returns where copying stopped.
+fn copy_until(bytes: &[u8], from: usize, end: &[u8], out: &mut Vec<u8>) -> usize {
+    let stop =
+        bytes[from + 1..].windows(end.len()).position(|w| w == end).map_or(bytes.len(), |p| from + 1 + p + end.len());
+    out.extend_from_slice(&bytes[from..stop]);
+    stop
+}
+
+/// Drop a trailing `_binary` introducer (and the blanks after it) from `out`.
+fn strip_binary_introducer(out: &mut Vec<u8>) {
+    let trimmed = out.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(0, |p| p + 1);
+    const INTRO: &[u8] = b"_binary";
+    if trimmed >= INTRO.len() && out[trimmed - INTRO.len()..trimmed].eq_ignore_ascii_case(INTRO) {
+        let before = trimmed - INTRO.len();
+        let word_start = before == 0 || !(out[before - 1].is_ascii_alphanumeric() || out[before - 1] == b'_');
+        if word_start {
+            out.truncate(before);
+        }
+    }
+}
+
 /// A literal expression's value (numbers, strings, NULL, TRUE/FALSE, -number).
 pub fn literal_expr_value(expr: &sqlparser::ast::Expr) -> Option<Value> {
     use sqlparser::ast::{Expr, UnaryOperator, Value as V};
@@ -502,6 +625,7 @@ pub fn literal_expr_value(expr: &sqlparser::ast::Expr) -> Option<Value> {
             _ => None,
         },
         Expr::UnaryOp { op: UnaryOperator::Plus, expr } => literal_expr_value(expr),
+        Expr::Prefixed { prefix, value } if introducer_is_binary(&prefix.value).is_ok() => literal_expr_value(value),
         Expr::Nested(e) => literal_expr_value(e),
         _ => None,
     }
@@ -888,6 +1012,49 @@ pub fn count_placeholders(sql: &str) -> Result<usize, SqlError> {
 
 #[allow(dead_code)]
 fn _whitespace_is_used(_: Whitespace) {}
+
+#[cfg(test)]
+mod query_text_tests {
+    use super::query_text;
+
+    #[test]
+    fn utf8_text_is_unchanged() {
+        let sql = "SELECT 'é\\'' , \"😀\", `a``b` -- it's\n";
+        assert_eq!(query_text(sql.as_bytes()), sql);
+    }
+
+    #[test]
+    fn binary_literals_become_hex_literals_of_their_bytes() {
+        let mut sql =
+            b"INSERT INTO t VALUES (1,'a\xea\\0\\'\\\\\\n''z'),(2,_binary '\xff'),(3,'ok','\xc3\xa9')".to_vec();
+        sql.extend_from_slice(b",(4,\"q\xfe\"\"\")");
+        assert_eq!(
+            query_text(&sql),
+            "INSERT INTO t VALUES (1,X'61EA00275C0A277A'),(2,X'FF'),(3,'ok','\u{e9}'),(4,X'71FE22')"
+        );
+        // The LIKE escapes keep their backslash; `x_binary` is no introducer.
+        assert_eq!(query_text(b"SELECT '\\%\xfe\\_', x_binary '\xfe'"), "SELECT X'5C25FE5C5F', x_binary X'FE'");
+    }
+
+    #[test]
+    fn quotes_in_comments_start_no_literal() {
+        let sql = b"/* it's */ SELECT 1 # don't\n, '\xfe' -- a'b\n/*!40101 , '\xfd' */";
+        assert_eq!(query_text(sql), "/* it's */ SELECT 1 # don't\n, X'FE' -- a'b\n/*!40101 , X'FD' */");
+    }
+
+    #[test]
+    fn bad_bytes_outside_literals_and_unclosed_literals_do_not_panic() {
+        assert_eq!(query_text(b"SELECT \xff"), "SELECT \u{fffd}");
+        assert_eq!(query_text(b"SELECT '\xff"), "SELECT '\u{fffd}");
+        assert_eq!(query_text(b"SELECT '\\"), "SELECT '\\");
+        for n in 0..64u8 {
+            let v: Vec<u8> = (0..n)
+                .map(|i| [b'\'', b'\\', 0xff, b'"', b'`', b'-', b'#', b'/', b'*'][(i as usize * 7 + n as usize) % 9])
+                .collect();
+            let _ = query_text(&v);
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -468,14 +468,7 @@ impl<B: Backend> Conn<B> {
                 }
             }
             COM_QUERY => {
-                let sql = match std::str::from_utf8(r.rest()) {
-                    Ok(s) => s.to_string(),
-                    Err(_) => {
-                        // Not UTF-8: let the engine see it lossily (string
-                        // literals may hold binary); it will complain if needed.
-                        String::from_utf8_lossy(&payload[1..]).into_owned()
-                    }
-                };
+                let sql = crate::engine::parse_ext::query_text(r.rest());
                 self.com_query(&sql).await?;
             }
             COM_FIELD_LIST => {
@@ -498,7 +491,7 @@ impl<B: Backend> Conn<B> {
                 self.wr.push(s.as_bytes());
             }
             COM_STMT_PREPARE => {
-                let sql = String::from_utf8_lossy(r.rest()).into_owned();
+                let sql = crate::engine::parse_ext::query_text(r.rest());
                 self.com_stmt_prepare(&sql).await?;
             }
             COM_STMT_EXECUTE => self.com_stmt_execute(&mut r).await?,

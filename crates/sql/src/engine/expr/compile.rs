@@ -365,6 +365,20 @@ impl<'a> Compiler<'a> {
                     (C::Lit(val), t)
                 }
             },
+            // A charset introducer: `_binary 'x'` is a binary string (byte
+            // comparisons); the utf8 ones are the default's strings.
+            Expr::Prefixed { prefix, value } if prefix.value.starts_with('_') => {
+                let binary = crate::engine::parse_ext::introducer_is_binary(&prefix.value)?;
+                let Expr::Value(v) = value.as_ref() else {
+                    return Err(SqlError::unsupported(format!("expression {e}")));
+                };
+                let val = literal(&v.value)?;
+                let mut t = lit_type(&val);
+                if binary {
+                    t.coll = Coll::Bin;
+                }
+                (C::Lit(val), t)
+            }
             Expr::TypedString(ts) => {
                 let s = match &ts.value.value {
                     ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s.clone(),

@@ -1,0 +1,161 @@
+"""mysqldump (Debian's, from default-mysql-client) against norr sqld, and its
+output restored through the `mysql` client: what a user does for a logical
+backup or to copy a database.
+
+The dump runs with mysqldump's defaults (LOCK TABLES ... READ LOCAL around the
+reads) and with --single-transaction (START TRANSACTION WITH CONSISTENT
+SNAPSHOT); the restore runs what the dump holds (DROP / CREATE TABLE, LOCK
+TABLES ... WRITE, ALTER TABLE ... DISABLE KEYS, multi-row INSERTs, UNLOCK
+TABLES, the versioned SET comments). The restored tables must equal the
+originals: definitions (SHOW CREATE TABLE) and every value.
+"""
+import shutil
+import subprocess
+
+import pymysql
+import pytest
+
+from conftest import PASSWORD
+
+MYSQLDUMP = shutil.which("mysqldump")
+MYSQL = shutil.which("mysql")
+
+SCHEMA = """
+CREATE TABLE customers (
+  id INT PRIMARY KEY AUTO_INCREMENT,
+  name VARCHAR(50) NOT NULL,
+  email VARCHAR(100),
+  balance DECIMAL(10,2) DEFAULT 0,
+  created DATETIME,
+  born DATE,
+  UNIQUE KEY uq_email (email),
+  KEY ix_name (name)
+);
+CREATE TABLE orders (
+  id BIGINT PRIMARY KEY,
+  cust INT NOT NULL,
+  total DOUBLE,
+  qty SMALLINT UNSIGNED NOT NULL DEFAULT 1,
+  note TEXT,
+  raw VARBINARY(16),
+  KEY ix_cust (cust)
+);
+CREATE TABLE no_pk (a INT, b CHAR(3));
+"""
+
+
+def connect(cluster, db=None):
+    return pymysql.connect(host="127.0.0.1", port=cluster.port, user="root", password=PASSWORD,
+                           database=db, autocommit=True)
+
+
+def fill(cluster, db):
+    conn = connect(cluster, db)
+    with conn.cursor() as cur:
+        for stmt in SCHEMA.split(";"):
+            if stmt.strip():
+                cur.execute(stmt)
+        cur.executemany(
+            "INSERT INTO customers (name, email, balance, created, born) VALUES (%s, %s, %s, %s, %s)",
+            [("Ann", "ann@example.org", "10.50", "2026-01-02 03:04:05", "1990-02-28"),
+             ("Bob", None, "0", None, None),
+             ("Cé 漢字 😀", "c@example.org", "-3.25", "2025-12-31 23:59:59", "2000-01-01")]
+            + [(f"user{i}", f"u{i}@example.org", f"{i}.{i % 100:02d}", None, None) for i in range(200)])
+        cur.executemany(
+            "INSERT INTO orders VALUES (%s, %s, %s, %s, %s, %s)",
+            [(1, 1, 9.99, 2, "it's \"quoted\"\n and\ttabbed \\ backslash", b"\x00\x01\xff'\""),
+             (2, 3, None, 1, None, None),
+             (3, 2, -1.5e300, 65535, "", b"")]
+            + [(100 + i, i % 7, i * 1.25, i, f"note {i}", bytes([i % 256])) for i in range(500)])
+        cur.execute("INSERT INTO no_pk VALUES (1, 'x'), (1, 'x'), (NULL, NULL)")
+    conn.close()
+
+
+def snapshot(cluster, db):
+    """Every table's definition and rows, in a comparable form."""
+    conn = connect(cluster, db)
+    out = {}
+    with conn.cursor() as cur:
+        cur.execute("SHOW TABLES")
+        for (t,) in cur.fetchall():
+            cur.execute(f"SHOW CREATE TABLE `{t}`")
+            ddl = cur.fetchone()[1]
+            cur.execute(f"SELECT * FROM `{t}`")
+            rows = sorted(cur.fetchall(), key=repr)
+            out[t] = (ddl, rows)
+    conn.close()
+    return out
+
+
+def dump(cluster, db, *opts):
+    assert MYSQLDUMP, "mysqldump is not installed (tests/python/run.sh installs default-mysql-client)"
+    p = subprocess.run([MYSQLDUMP, "-h", "127.0.0.1", "-P", str(cluster.port), "-u", "root",
+                        f"--password={PASSWORD}", *opts, db],
+                       capture_output=True, timeout=120)
+    assert p.returncode == 0, f"mysqldump failed ({p.returncode}): {p.stderr.decode(errors='replace')}"
+    return p.stdout
+
+
+def restore(cluster, db, sql):
+    p = subprocess.run([MYSQL, "-h", "127.0.0.1", "-P", str(cluster.port), "-u", "root",
+                        f"--password={PASSWORD}", db], input=sql, capture_output=True, timeout=120)
+    assert p.returncode == 0, f"restore failed ({p.returncode}): {p.stderr.decode(errors='replace')}"
+
+
+@pytest.mark.parametrize("opts", [(), ("--single-transaction",)], ids=["lock-tables", "single-transaction"])
+def test_dump_and_restore_round_trip(cluster, dbname, opts):
+    fill(cluster, dbname)
+    before = snapshot(cluster, dbname)
+    text = dump(cluster, dbname, *opts)
+    if not opts:
+        assert b"LOCK TABLES `orders` WRITE;" in text
+    # Restore into a second database, and over the original (the dump drops
+    # and recreates each table).
+    copy = dbname + "_copy"
+    conn = connect(cluster)
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {copy}")
+    try:
+        restore(cluster, copy, text)
+        assert snapshot(cluster, copy) == before
+        restore(cluster, dbname, text)
+        assert snapshot(cluster, dbname) == before
+        # AUTO_INCREMENT goes on after the restored rows.
+        c2 = connect(cluster, copy)
+        with c2.cursor() as cur:
+            cur.execute("INSERT INTO customers (name) VALUES ('next')")
+            cur.execute("SELECT MAX(id) = LAST_INSERT_ID(), LAST_INSERT_ID() > 203 FROM customers")
+            assert cur.fetchone() == (1, 1)
+        c2.close()
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {copy}")
+        conn.close()
+
+
+def test_dump_waits_for_a_write_lock_held_by_another_session(cluster, dbname):
+    """mysqldump's LOCK TABLES ... READ waits for a session's WRITE lock on
+    this SQL node, and gives up with the lock wait time-out."""
+    fill(cluster, dbname)
+    holder = connect(cluster, dbname)
+    with holder.cursor() as cur:
+        cur.execute("LOCK TABLES orders WRITE")
+        cur.execute("INSERT INTO orders VALUES (9999, 1, 1, 1, 'held', NULL)")
+    # New sessions (mysqldump's) start from the global value.
+    admin = connect(cluster)
+    with admin.cursor() as cur:
+        cur.execute("SET GLOBAL lock_wait_timeout = 1")
+    try:
+        p = subprocess.run([MYSQLDUMP, "-h", "127.0.0.1", "-P", str(cluster.port), "-u", "root",
+                            f"--password={PASSWORD}", dbname], capture_output=True, timeout=60)
+    finally:
+        with admin.cursor() as cur:
+            cur.execute("SET GLOBAL lock_wait_timeout = DEFAULT")
+        admin.close()
+    assert p.returncode != 0
+    assert b"1205" in p.stderr, p.stderr
+    with holder.cursor() as cur:
+        cur.execute("UNLOCK TABLES")
+    text = dump(cluster, dbname)
+    assert b"(9999,1,1,1,'held',NULL)" in text
+    holder.close()
