@@ -5,4 +5,5 @@ pub mod engine;
 pub mod idle_spin;
 pub mod protocol;
 pub mod server;
+pub mod session_registry;
 pub mod types;

@@ -189,6 +189,9 @@ pub struct Session {
     /// The open transaction ran a statement that changes rows (its COMMIT
     /// waits while another session holds the global read lock).
     pub txn_wrote: bool,
+    /// This session as SHOW PROCESSLIST and KILL see it (registered with the
+    /// engine by `Engine::new_session`).
+    pub entry: Arc<crate::session_registry::SessionEntry>,
 }
 
 impl Session {
@@ -208,6 +211,7 @@ impl Session {
             multi_statements: false,
             table_locks: Default::default(),
             txn_wrote: false,
+            entry: crate::session_registry::SessionEntry::new(connection_id, user),
         }
     }
 }

@@ -167,3 +167,87 @@ fn table_locks_of_one_sql_node() {
         assert_eq!(count(&mut a, "t").await, 3);
     });
 }
+
+/// SHOW PROCESSLIST / information_schema.PROCESSLIST list every session of the
+/// SQL node; KILL QUERY ends a table-lock wait with 1317 and keeps the
+/// connection; KILL CONNECTION closes it and gives its locks back.
+#[test]
+fn processlist_and_kill() {
+    let (rt, node) = node_support::runtime_and_node(norr_knobs::Knobs::default());
+    let addr = node.local_addr().to_string();
+    rt.block_on(async move {
+        let engine = Engine::connect(&addr, EngineConfig::default()).await.expect("engine connects");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        tokio::spawn(serve_listener(listener, engine, ServerState::new(ServerConfig::with_root(PASSWORD))));
+        let opts = mysql_async::OptsBuilder::default()
+            .ip_or_hostname("127.0.0.1")
+            .tcp_port(port)
+            .user(Some("root"))
+            .pass(Some(PASSWORD))
+            .prefer_socket(false);
+        let mut setup = mysql_async::Conn::new(opts).await.expect("connect");
+        setup.query_drop("CREATE DATABASE lk; CREATE TABLE lk.t (id INT PRIMARY KEY)").await.expect("schema");
+        setup.query_drop("INSERT INTO lk.t VALUES (1)").await.expect("row");
+
+        let mut a = connect(port).await;
+        let mut b = connect(port).await;
+        let id_of = |c: &mut mysql_async::Conn| c.id();
+        let (ida, idb) = (id_of(&mut a), id_of(&mut b));
+
+        type Row = (u64, String, String, Option<String>, String, u64, String, Option<String>);
+        let rows: Vec<Row> = b.query("SHOW FULL PROCESSLIST").await.expect("processlist");
+        let ra = rows.iter().find(|r| r.0 == ida as u64).expect("a is listed");
+        assert_eq!(
+            (ra.1.as_str(), ra.2.as_str(), ra.3.as_deref(), ra.4.as_str()),
+            ("root", "127.0.0.1", Some("lk"), "Sleep")
+        );
+        assert_eq!(ra.7, None);
+        let rb = rows.iter().find(|r| r.0 == idb as u64).expect("b is listed");
+        assert_eq!((rb.4.as_str(), rb.7.as_deref()), ("Query", Some("SHOW FULL PROCESSLIST")));
+        let n: Option<u64> = b
+            .query_first(format!(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = {ida} AND COMMAND = 'Sleep'"
+            ))
+            .await
+            .unwrap();
+        assert_eq!(n, Some(1));
+
+        // KILL QUERY ends a wait for a table lock.
+        a.query_drop("LOCK TABLES t WRITE").await.unwrap();
+        let mut c = connect(port).await;
+        let idc = c.id();
+        c.query_drop("SET SESSION lock_wait_timeout = 60").await.unwrap();
+        let waiter = tokio::spawn(async move {
+            let r = c.query_drop("SELECT * FROM t").await;
+            (c, r)
+        });
+        // Once c's statement is listed as running, a KILL QUERY reaches it.
+        loop {
+            let info: Option<Option<String>> = b
+                .query_first(format!("SELECT INFO FROM information_schema.PROCESSLIST WHERE ID = {idc}"))
+                .await
+                .unwrap();
+            if info.flatten().as_deref() == Some("SELECT * FROM t") {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        b.query_drop(format!("KILL QUERY {idc}")).await.expect("kill query");
+        let (mut c, r) = waiter.await.unwrap();
+        assert_eq!(code(r), 1317);
+        let one: Option<u64> = c.query_first("SELECT 1").await.expect("the connection stays");
+        assert_eq!(one, Some(1));
+
+        // KILL CONNECTION closes a's connection and releases its lock.
+        b.query_drop(format!("KILL {ida}")).await.expect("kill connection");
+        assert!(a.query_drop("SELECT 1").await.is_err(), "a's connection is closed");
+        c.query_drop("SET SESSION lock_wait_timeout = 60").await.unwrap();
+        assert_eq!(count(&mut c, "t").await, 1);
+        let rows: Vec<Row> = b.query("SHOW PROCESSLIST").await.unwrap();
+        assert!(rows.iter().all(|r| r.0 != ida as u64), "a is gone from the list");
+
+        assert_eq!(code(b.query_drop("KILL 4000000000").await), 1094);
+        assert_eq!(code(b.query_drop("KILL QUERY 99999").await), 1094);
+    });
+}

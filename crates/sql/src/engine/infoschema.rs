@@ -25,6 +25,7 @@ pub const TABLES: &[&str] = &[
     "EVENTS",
     "KEY_COLUMN_USAGE",
     "PARTITIONS",
+    "PROCESSLIST",
     "REFERENTIAL_CONSTRAINTS",
     "ROUTINES",
     "SCHEMATA",
@@ -245,7 +246,6 @@ pub async fn virtual_table(
     wanted: Wanted,
     scope: &NameScope,
 ) -> Result<Option<(Vec<ColumnMeta>, Vec<Vec<Value>>)>, SqlError> {
-    let _ = session;
     let up = name.to_ascii_uppercase();
     let cols = |names: &[&str], ints: &[&str]| -> Vec<ColumnMeta> {
         names.iter().map(|n| if ints.contains(n) { col_i(&up, n) } else { col_s(&up, n) }).collect()
@@ -618,6 +618,10 @@ pub async fn virtual_table(
                 }
             }
             (c, rows)
+        }
+        "PROCESSLIST" => {
+            let c = cols(&["ID", "USER", "HOST", "DB", "COMMAND", "TIME", "STATE", "INFO"], &["ID", "TIME"]);
+            (c, e.processlist_rows(session, true))
         }
         "ENGINES" => {
             let c = cols(&["ENGINE", "SUPPORT", "COMMENT", "TRANSACTIONS", "XA", "SAVEPOINTS"], &[]);

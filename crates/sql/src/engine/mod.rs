@@ -101,6 +101,7 @@ pub struct Engine {
     started: std::time::Instant,
     status: Status,
     table_locks: table_locks::TableLocks,
+    sessions: crate::session_registry::Registry,
 }
 
 /// A parsed statement.
@@ -133,7 +134,7 @@ pub struct Prepared {
     /// Result columns as of the prepare: the compiled plan's own list when
     /// there is one, so that executes hand out the same `Arc`.
     pub columns: Arc<[ColumnMeta]>,
-    pub sql: String,
+    pub sql: Arc<str>,
     parsed: Parsed,
     /// The compiled plan of a SELECT, made once at prepare time so that an
     /// execution costs no parsing or planning; replaced when the schema it was
@@ -392,6 +393,7 @@ impl Engine {
             started: std::time::Instant::now(),
             status: Status::default(),
             table_locks: table_locks::TableLocks::default(),
+            sessions: Default::default(),
         }))
     }
 
@@ -411,6 +413,7 @@ impl Engine {
         self.status.connections.fetch_add(1, Ordering::Relaxed);
         self.status.threads_connected.fetch_add(1, Ordering::Relaxed);
         let mut s = Session::new(connection_id, user);
+        self.sessions.register(s.entry.clone());
         // Session values start from the globals, as in MySQL.
         for d in vars::VARS.iter().filter(|d| d.scope == vars::Scope::Both && !d.read_only) {
             if let Some(v) = vars::global_value(d.name) {
@@ -436,7 +439,12 @@ impl Engine {
             return vec![Err(error_map::parse_error_near(&second))];
         }
         let mut out = Vec::with_capacity(stmts.len());
+        s.entry.begin("Query", Some(Arc::from(sql)), s.current_db.clone());
         for st in stmts {
+            if s.entry.kill_requested() != crate::session_registry::Kill::None {
+                out.push(Err(crate::session_registry::interrupted()));
+                break;
+            }
             let r = self.run_text(s, &st).await;
             let failed = r.is_err();
             out.push(r);
@@ -444,6 +452,7 @@ impl Engine {
                 break;
             }
         }
+        s.entry.end();
         out
     }
 
@@ -521,7 +530,7 @@ impl Engine {
         Ok(Arc::new(Prepared {
             param_count: n as u16,
             columns,
-            sql: stmts[0].clone(),
+            sql: Arc::from(stmts[0].as_str()),
             parsed,
             compiled: std::sync::Mutex::new(compiled),
             row_plan: Default::default(),
@@ -599,6 +608,18 @@ impl Engine {
         if params.len() != p.param_count as usize {
             return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
         }
+        s.entry.begin("Execute", Some(p.sql.clone()), s.current_db.clone());
+        let r = self.execute_prepared_inner(s, p, params).await;
+        s.entry.end();
+        r
+    }
+
+    async fn execute_prepared_inner(
+        &self,
+        s: &mut Session,
+        p: &Prepared,
+        params: Vec<Value>,
+    ) -> Result<QueryOutput, SqlError> {
         let (Some(c), Some(q)) = (p.compiled(), p.query()) else {
             return self.run_parsed(s, &p.parsed, &params, Some(&p.row_plan)).await;
         };
@@ -644,14 +665,54 @@ impl Engine {
         s.vars.insert("character_set_database".into(), Value::str(&cs));
         s.vars.insert("collation_database".into(), Value::str(&coll));
         s.current_db = Some(if infoschema::is_infoschema(db) { infoschema::DB.into() } else { db.into() });
+        s.entry.set_db(s.current_db.clone());
         Ok(())
     }
 
     /// Connection closed: roll back an open transaction.
     pub async fn end_session(&self, s: &mut Session) {
         let _ = txn_control::rollback(s).await;
+        // Off the list before the locks go: whoever the release lets in no
+        // longer sees the session.
+        self.sessions.unregister(s.connection_id);
         self.table_locks.release(s.connection_id, std::mem::take(&mut s.table_locks));
         self.status.threads_connected.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// PROCESSLIST rows (Id, User, Host, db, Command, Time, State, Info):
+    /// every session for root, the user's own for others (as MySQL without
+    /// the PROCESS privilege). Info is cut at 100 characters unless `full`.
+    pub fn processlist_rows(&self, s: &Session, full: bool) -> Vec<Vec<Value>> {
+        let now = std::time::Instant::now();
+        self.sessions
+            .list()
+            .into_iter()
+            .filter(|e| s.user == "root" || e.user == s.user)
+            .map(|e| {
+                let a = e.activity();
+                let info = a.info.as_deref().map(|i| {
+                    if full {
+                        Value::str(i)
+                    } else {
+                        Value::str(&i.chars().take(100).collect::<String>())
+                    }
+                });
+                vec![
+                    Value::UInt(e.id as u64),
+                    Value::str(&e.user),
+                    Value::str(e.host()),
+                    a.db.as_deref().map(Value::str).unwrap_or(Value::Null),
+                    Value::str(if e.kill_requested() == crate::session_registry::Kill::Connection {
+                        "Killed"
+                    } else {
+                        a.command
+                    }),
+                    Value::UInt(now.saturating_duration_since(a.since).as_secs()),
+                    Value::str(if a.command == "Sleep" { "" } else { "executing" }),
+                    info.unwrap_or(Value::Null),
+                ]
+            })
+            .collect()
     }
 
     /// Rows of SHOW [GLOBAL] STATUS.
@@ -723,14 +784,14 @@ impl Engine {
         if s.table_locks != table_locks::Held::default() {
             return table_locks::check_own(&s.table_locks, &accesses);
         }
-        self.table_locks.wait_for_access(s.connection_id, &accesses, Self::lock_wait(s)).await
+        self.table_locks.wait_for_access(&s.entry, &accesses, Self::lock_wait(s)).await
     }
 
     /// A transaction that changed rows commits only while no other session
     /// holds the global read lock (FLUSH TABLES WITH READ LOCK).
     async fn wait_commit_allowed(&self, s: &Session) -> Result<(), SqlError> {
         if self.table_locks.any_held() && s.txn_wrote && s.txn.is_some() {
-            self.table_locks.wait_no_global_read(s.connection_id, Self::lock_wait(s)).await?;
+            self.table_locks.wait_no_global_read(&s.entry, Self::lock_wait(s)).await?;
         }
         Ok(())
     }
@@ -776,7 +837,7 @@ impl Engine {
                     want.push((db, table, *mode));
                 }
                 let timeout = Self::lock_wait(s);
-                let held = self.table_locks.lock_tables(s.connection_id, table_locks::merge(want), timeout).await?;
+                let held = self.table_locks.lock_tables(&s.entry, table_locks::merge(want), timeout).await?;
                 s.table_locks.tables = held.tables;
                 Ok(QueryOutput::ok(0))
             }
@@ -809,9 +870,9 @@ impl Engine {
                 if *read_lock {
                     let timeout = Self::lock_wait(s);
                     s.table_locks = if names.is_empty() {
-                        self.table_locks.lock_global_read(s.connection_id, timeout).await?
+                        self.table_locks.lock_global_read(&s.entry, timeout).await?
                     } else {
-                        self.table_locks.lock_tables(s.connection_id, table_locks::merge(names), timeout).await?
+                        self.table_locks.lock_tables(&s.entry, table_locks::merge(names), timeout).await?
                     };
                 }
                 Ok(QueryOutput::ok(0))
@@ -977,6 +1038,25 @@ impl Engine {
             | Statement::Savepoint { .. }
             | Statement::ReleaseSavepoint { .. } => Err(SqlError::unsupported("SAVEPOINT")),
             Statement::Set(set) => self.execute_set(s, set, params).await,
+            Statement::Kill { modifier, id } => {
+                use crate::session_registry::Kill;
+                let what = match modifier {
+                    Some(ast::KillType::Query) => Kill::Query,
+                    Some(ast::KillType::Connection) | None => Kill::Connection,
+                    Some(other) => return Err(SqlError::unsupported(format!("KILL {other}"))),
+                };
+                let target = u32::try_from(*id)
+                    .ok()
+                    .and_then(|i| self.sessions.get(i))
+                    .ok_or_else(|| SqlError::new(1094, "HY000", format!("Unknown thread id: {id}")))?;
+                // Without grants, root plays the role of a user with
+                // CONNECTION_ADMIN; others may kill their own sessions.
+                if target.user != s.user && s.user != "root" {
+                    return Err(SqlError::new(1095, "HY000", format!("You are not owner of thread {id}")));
+                }
+                target.request_kill(what);
+                Ok(QueryOutput::ok(0))
+            }
             Statement::CreateDatabase { .. } => {
                 Err(SqlError::internal("CREATE DATABASE is parsed by parse_create_database"))
             }

@@ -493,19 +493,9 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
             }
             filtered(c, rows, filter)
         }
-        ShowStmt::Processlist { .. } => {
+        ShowStmt::Processlist { full } => {
             let c = cols(&["Id", "User", "Host", "db", "Command", "Time", "State", "Info"], &["Id", "Time"]);
-            let rows = vec![vec![
-                Value::UInt(sess.connection_id as u64),
-                s(&sess.user),
-                s("localhost"),
-                sess.current_db.as_deref().map(Value::str).unwrap_or(Value::Null),
-                s("Query"),
-                Value::UInt(0),
-                s("executing"),
-                s("SHOW PROCESSLIST"),
-            ]];
-            Ok(QueryOutput::Rows { columns: c.into(), rows })
+            Ok(QueryOutput::Rows { columns: c.into(), rows: e.processlist_rows(sess, *full) })
         }
         ShowStmt::Plugins => Ok(QueryOutput::Rows {
             columns: cols(&["Name", "Status", "Type", "Library", "License"], &[]).into(),

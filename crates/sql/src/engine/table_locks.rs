@@ -14,6 +14,7 @@
 //! (`Engine::check_table_locks`). While no session holds a lock that check is
 //! one atomic load, so the point-select path does not pay for this module.
 
+use crate::session_registry::{interrupted, Kill, SessionEntry};
 use crate::types::SqlError;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -126,9 +127,11 @@ impl TableLocks {
     }
 
     /// Wait until `pred` holds for the state, then run `then` under the same
-    /// lock. Gives up with 1205 after `timeout`.
+    /// lock. Gives up with 1205 after `timeout`, and with 1317 when session
+    /// `me` is killed.
     async fn wait_until<T>(
         &self,
+        me: &SessionEntry,
         timeout: Duration,
         mut pred: impl FnMut(&State) -> bool,
         then: impl FnOnce(&mut State) -> T,
@@ -147,35 +150,50 @@ impl TableLocks {
                     return Ok((then.take().expect("runs once"))(&mut st));
                 }
             }
-            match deadline {
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if left.is_zero() || tokio::time::timeout(left, notified).await.is_err() {
-                        return Err(lock_wait_timeout());
-                    }
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if left.is_some_and(|l| l.is_zero()) {
+                return Err(lock_wait_timeout());
+            }
+            let timer = async {
+                match left {
+                    Some(l) => tokio::time::sleep(l).await,
+                    None => std::future::pending().await,
                 }
-                None => notified.await,
+            };
+            tokio::select! {
+                _ = notified => {}
+                _ = me.wait_kill(Kill::Query) => return Err(interrupted()),
+                _ = timer => return Err(lock_wait_timeout()),
             }
         }
     }
 
     /// Wait until session `me` may run a statement with these table accesses
     /// (it holds no locks itself: see `check_own`).
-    pub async fn wait_for_access(&self, me: u32, accesses: &[Access], timeout: Duration) -> Result<(), SqlError> {
-        self.wait_until(timeout, |st| accesses.iter().all(|a| st.allows(me, &a.db, &a.table, a.mode)), |_| ()).await
+    pub async fn wait_for_access(
+        &self,
+        entry: &SessionEntry,
+        accesses: &[Access],
+        timeout: Duration,
+    ) -> Result<(), SqlError> {
+        let me = entry.id;
+        self.wait_until(entry, timeout, |st| accesses.iter().all(|a| st.allows(me, &a.db, &a.table, a.mode)), |_| ())
+            .await
     }
 
     /// LOCK TABLES for session `me`, which holds nothing now (its earlier
     /// locks were released first). Either every table is locked or none.
     pub async fn lock_tables(
         &self,
-        me: u32,
+        entry: &SessionEntry,
         tables: Vec<(String, String, Mode)>,
         timeout: Duration,
     ) -> Result<Held, SqlError> {
         let held = Held { tables, global_read: false };
         let want = held.tables.clone();
+        let me = entry.id;
         self.wait_until(
+            entry,
             timeout,
             |st| want.iter().all(|(db, t, m)| st.allows(me, db, t, *m)),
             |st| {
@@ -194,16 +212,18 @@ impl TableLocks {
     }
 
     /// FLUSH TABLES WITH READ LOCK for session `me`, which holds nothing now.
-    pub async fn lock_global_read(&self, me: u32, timeout: Duration) -> Result<Held, SqlError> {
-        self.wait_until(timeout, |st| !st.other_writer(me), |st| st.global_readers.push(me)).await?;
+    pub async fn lock_global_read(&self, entry: &SessionEntry, timeout: Duration) -> Result<Held, SqlError> {
+        let me = entry.id;
+        self.wait_until(entry, timeout, |st| !st.other_writer(me), |st| st.global_readers.push(me)).await?;
         self.holders.fetch_add(1, Ordering::AcqRel);
         Ok(Held { tables: Vec::new(), global_read: true })
     }
 
     /// Wait until no other session holds the global read lock (a COMMIT of a
     /// transaction that wrote waits for it, as MySQL's does).
-    pub async fn wait_no_global_read(&self, me: u32, timeout: Duration) -> Result<(), SqlError> {
-        self.wait_until(timeout, |st| st.global_readers.iter().all(|&c| c == me), |_| ()).await
+    pub async fn wait_no_global_read(&self, entry: &SessionEntry, timeout: Duration) -> Result<(), SqlError> {
+        let me = entry.id;
+        self.wait_until(entry, timeout, |st| st.global_readers.iter().all(|&c| c == me), |_| ()).await
     }
 
     /// Release everything `held` says session `me` holds.
@@ -279,32 +299,37 @@ mod tests {
 
     const SHORT: Duration = Duration::from_millis(30);
 
+    fn sess(id: u32) -> std::sync::Arc<SessionEntry> {
+        SessionEntry::new(id, "u")
+    }
+
     #[tokio::test]
     async fn read_locks_share_and_block_writers_until_released() {
         let locks = TableLocks::default();
         assert!(!locks.any_held());
-        let a = locks.lock_tables(1, vec![tl("t", Mode::Read)], SHORT).await.unwrap();
-        let b = locks.lock_tables(2, vec![tl("t", Mode::Read)], SHORT).await.unwrap();
+        let a = locks.lock_tables(&sess(1), vec![tl("t", Mode::Read)], SHORT).await.unwrap();
+        let b = locks.lock_tables(&sess(2), vec![tl("t", Mode::Read)], SHORT).await.unwrap();
         assert!(locks.any_held());
-        locks.wait_for_access(3, &[acc("t", Mode::Read)], SHORT).await.unwrap();
-        let e = locks.wait_for_access(3, &[acc("t", Mode::Write)], SHORT).await.unwrap_err();
+        locks.wait_for_access(&sess(3), &[acc("t", Mode::Read)], SHORT).await.unwrap();
+        let e = locks.wait_for_access(&sess(3), &[acc("t", Mode::Write)], SHORT).await.unwrap_err();
         assert_eq!(e.code, 1205);
-        locks.wait_for_access(3, &[acc("u", Mode::Write)], SHORT).await.unwrap();
+        locks.wait_for_access(&sess(3), &[acc("u", Mode::Write)], SHORT).await.unwrap();
         locks.release(1, a);
-        assert!(locks.wait_for_access(3, &[acc("t", Mode::Write)], SHORT).await.is_err());
+        assert!(locks.wait_for_access(&sess(3), &[acc("t", Mode::Write)], SHORT).await.is_err());
         locks.release(2, b);
         assert!(!locks.any_held());
-        locks.wait_for_access(3, &[acc("t", Mode::Write)], SHORT).await.unwrap();
+        locks.wait_for_access(&sess(3), &[acc("t", Mode::Write)], SHORT).await.unwrap();
     }
 
     #[tokio::test]
     async fn a_write_lock_excludes_everyone_else_and_a_waiter_wakes_on_release() {
         let locks = std::sync::Arc::new(TableLocks::default());
-        let w = locks.lock_tables(1, vec![tl("t", Mode::Write)], SHORT).await.unwrap();
-        assert_eq!(locks.wait_for_access(2, &[acc("t", Mode::Read)], SHORT).await.unwrap_err().code, 1205);
-        assert!(locks.lock_tables(2, vec![tl("t", Mode::Read)], SHORT).await.is_err());
+        let w = locks.lock_tables(&sess(1), vec![tl("t", Mode::Write)], SHORT).await.unwrap();
+        assert_eq!(locks.wait_for_access(&sess(2), &[acc("t", Mode::Read)], SHORT).await.unwrap_err().code, 1205);
+        assert!(locks.lock_tables(&sess(2), vec![tl("t", Mode::Read)], SHORT).await.is_err());
         let l2 = locks.clone();
-        let waiter = tokio::spawn(async move { l2.lock_tables(2, vec![tl("t", Mode::Read)], Duration::MAX).await });
+        let waiter =
+            tokio::spawn(async move { l2.lock_tables(&sess(2), vec![tl("t", Mode::Read)], Duration::MAX).await });
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished());
         locks.release(1, w);
@@ -315,29 +340,43 @@ mod tests {
     #[tokio::test]
     async fn lock_tables_is_all_or_nothing() {
         let locks = TableLocks::default();
-        let a = locks.lock_tables(1, vec![tl("b", Mode::Write)], SHORT).await.unwrap();
-        assert!(locks.lock_tables(2, vec![tl("a", Mode::Write), tl("b", Mode::Read)], SHORT).await.is_err());
+        let a = locks.lock_tables(&sess(1), vec![tl("b", Mode::Write)], SHORT).await.unwrap();
+        assert!(locks.lock_tables(&sess(2), vec![tl("a", Mode::Write), tl("b", Mode::Read)], SHORT).await.is_err());
         // Nothing of the failed request stayed behind: `a` is free.
-        locks.wait_for_access(3, &[acc("a", Mode::Write)], SHORT).await.unwrap();
+        locks.wait_for_access(&sess(3), &[acc("a", Mode::Write)], SHORT).await.unwrap();
         locks.release(1, a);
     }
 
     #[tokio::test]
     async fn global_read_lock_blocks_writes_and_commits_and_waits_for_write_locks() {
         let locks = TableLocks::default();
-        let w = locks.lock_tables(1, vec![tl("t", Mode::Write)], SHORT).await.unwrap();
-        assert_eq!(locks.lock_global_read(2, SHORT).await.unwrap_err().code, 1205);
+        let w = locks.lock_tables(&sess(1), vec![tl("t", Mode::Write)], SHORT).await.unwrap();
+        assert_eq!(locks.lock_global_read(&sess(2), SHORT).await.unwrap_err().code, 1205);
         locks.release(1, w);
-        let g = locks.lock_global_read(2, SHORT).await.unwrap();
-        locks.wait_for_access(3, &[acc("t", Mode::Read)], SHORT).await.unwrap();
-        assert!(locks.wait_for_access(3, &[acc("t", Mode::Write)], SHORT).await.is_err());
-        assert!(locks.wait_no_global_read(3, SHORT).await.is_err());
-        locks.wait_no_global_read(2, SHORT).await.unwrap();
-        assert!(locks.lock_tables(3, vec![tl("t", Mode::Write)], SHORT).await.is_err());
-        locks.lock_tables(3, vec![tl("t", Mode::Read)], SHORT).await.map(|h| locks.release(3, h)).unwrap();
+        let g = locks.lock_global_read(&sess(2), SHORT).await.unwrap();
+        locks.wait_for_access(&sess(3), &[acc("t", Mode::Read)], SHORT).await.unwrap();
+        assert!(locks.wait_for_access(&sess(3), &[acc("t", Mode::Write)], SHORT).await.is_err());
+        assert!(locks.wait_no_global_read(&sess(3), SHORT).await.is_err());
+        locks.wait_no_global_read(&sess(2), SHORT).await.unwrap();
+        assert!(locks.lock_tables(&sess(3), vec![tl("t", Mode::Write)], SHORT).await.is_err());
+        locks.lock_tables(&sess(3), vec![tl("t", Mode::Read)], SHORT).await.map(|h| locks.release(3, h)).unwrap();
         locks.release(2, g);
-        locks.wait_no_global_read(3, SHORT).await.unwrap();
+        locks.wait_no_global_read(&sess(3), SHORT).await.unwrap();
         assert!(!locks.any_held());
+    }
+
+    #[tokio::test]
+    async fn a_killed_session_stops_waiting() {
+        let locks = std::sync::Arc::new(TableLocks::default());
+        let w = locks.lock_tables(&sess(1), vec![tl("t", Mode::Write)], SHORT).await.unwrap();
+        let victim = sess(2);
+        let (l2, v2) = (locks.clone(), victim.clone());
+        let waiter = tokio::spawn(async move { l2.wait_for_access(&v2, &[acc("t", Mode::Read)], Duration::MAX).await });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        victim.request_kill(Kill::Query);
+        assert_eq!(waiter.await.unwrap().unwrap_err().code, 1317);
+        locks.release(1, w);
     }
 
     #[test]

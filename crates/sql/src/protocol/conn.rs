@@ -13,6 +13,7 @@ use super::packet::{PacketError, PacketReader, PacketWriter};
 use super::params::{self, ParamType};
 use super::value;
 use crate::server::{Backend, PreparedInfo, ServerState};
+use crate::session_registry::Kill;
 use crate::types::{ColumnMeta, QueryOutput, Session, SqlError};
 use mysql_common::constants::CapabilityFlags as C;
 use mysql_common::io::ParseBuf;
@@ -393,6 +394,7 @@ impl<B: Backend> Conn<B> {
             self.wr.push(&auth::FAST_AUTH_SUCCESS);
         }
         let mut session = self.backend.new_session(self.connection_id, &user);
+        session.entry.set_host(&self.peer_host);
         self.pin_max_allowed_packet(&mut session);
         session.client_found_rows = self.has(C::CLIENT_FOUND_ROWS);
         session.multi_statements = self.has(C::CLIENT_MULTI_STATEMENTS);
@@ -416,11 +418,19 @@ impl<B: Backend> Conn<B> {
         // allocation per packet cost ~10% of a point select here); dropped
         // after a large packet so an idle connection does not pin its memory.
         let mut payload = Vec::new();
+        let Some(entry) = self.session.as_ref().map(|s| s.entry.clone()) else { return };
         loop {
             if payload.capacity() > PAYLOAD_BUF_KEEP_BYTES {
                 payload = Vec::new();
             }
-            match self.rd.read_packet_into(&mut payload).await {
+            // KILL CONNECTION ends an idle connection here; a busy one
+            // below, once its command is answered.
+            let read = tokio::select! {
+                biased;
+                r = self.rd.read_packet_into(&mut payload) => r,
+                _ = entry.wait_kill(Kill::Connection) => return,
+            };
+            match read {
                 Ok(()) => {}
                 Err(PacketError::TooLarge { .. }) => {
                     self.wr.seq = self.rd.next_seq;
@@ -431,6 +441,9 @@ impl<B: Backend> Conn<B> {
                 }
                 Err(_) => return,
             };
+            if entry.kill_requested() == Kill::Connection {
+                return;
+            }
             self.state.idle_spin.touch();
             self.wr.seq = self.rd.next_seq;
             match self.dispatch(&payload).await {
@@ -438,7 +451,7 @@ impl<B: Backend> Conn<B> {
                 Ok(false) => return,
                 Err(_) => return, // socket error
             }
-            if self.wr.flush().await.is_err() {
+            if self.wr.flush().await.is_err() || entry.kill_requested() == Kill::Connection {
                 return;
             }
         }
