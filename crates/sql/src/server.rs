@@ -280,8 +280,9 @@ pub async fn serve_listener<B: Backend>(listener: tokio::net::TcpListener, backe
             }
         };
         let _ = stream.set_nodelay(true);
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
         let (r, w) = stream.into_split();
-        spawn_session(Box::new(r), Box::new(w), peer.ip().to_string(), &backend, &state);
+        spawn_session(Box::new(r), Box::new(w), peer.ip().to_string(), Some(fd), &backend, &state);
     }
 }
 
@@ -290,6 +291,7 @@ fn spawn_session<B: Backend>(
     r: conn::ClientRead,
     w: conn::ClientWrite,
     host: String,
+    socket: Option<std::os::fd::RawFd>,
     backend: &Arc<B>,
     state: &Arc<ServerState>,
 ) {
@@ -298,7 +300,7 @@ fn spawn_session<B: Backend>(
     let state = state.clone();
     tokio::spawn(async move {
         tracing::debug!("sqld: connection {id} from {host}");
-        conn::run_connection(r, w, host, backend, state, id).await;
+        conn::run_connection(r, w, host, socket, backend, state, id).await;
     });
 }
 
@@ -320,8 +322,9 @@ pub async fn serve_unix<B: Backend>(listener: tokio::net::UnixListener, backend:
                 continue;
             }
         };
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
         let (r, w) = stream.into_split();
-        spawn_session(Box::new(r), Box::new(w), "localhost".to_string(), &backend, &state);
+        spawn_session(Box::new(r), Box::new(w), "localhost".to_string(), Some(fd), &backend, &state);
     }
 }
 

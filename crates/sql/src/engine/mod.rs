@@ -378,6 +378,7 @@ impl Engine {
     pub async fn with_client(client: Client, cfg: EngineConfig) -> Result<Arc<Engine>, SqlError> {
         let catalog = Catalog::new(client.clone());
         catalog.bootstrap().await?;
+        crate::session_registry::start_clock();
         vars::init_globals(&[
             ("version", Value::str(&cfg.version)),
             ("max_allowed_packet", Value::UInt(cfg.max_allowed_packet)),
@@ -683,7 +684,6 @@ impl Engine {
     /// every session for root, the user's own for others (as MySQL without
     /// the PROCESS privilege). Info is cut at 100 characters unless `full`.
     pub fn processlist_rows(&self, s: &Session, full: bool) -> Vec<Vec<Value>> {
-        let now = std::time::Instant::now();
         self.sessions
             .list()
             .into_iter()
@@ -707,7 +707,7 @@ impl Engine {
                     } else {
                         a.command
                     }),
-                    Value::UInt(now.saturating_duration_since(a.since).as_secs()),
+                    Value::UInt(a.seconds),
                     Value::str(if a.command == "Sleep" { "" } else { "executing" }),
                     info.unwrap_or(Value::Null),
                 ]

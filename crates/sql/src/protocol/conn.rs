@@ -162,6 +162,8 @@ struct Conn<B: Backend> {
     /// The client's host as error messages name it: its IP over TCP,
     /// `localhost` over a Unix socket (as MySQL).
     peer_host: String,
+    /// The connection's socket, which KILL CONNECTION shuts down.
+    socket: Option<std::os::fd::RawFd>,
 }
 
 /// The read half of a client's stream (TCP or Unix socket).
@@ -174,6 +176,7 @@ pub async fn run_connection<B: Backend>(
     r: ClientRead,
     w: ClientWrite,
     peer_host: String,
+    socket: Option<std::os::fd::RawFd>,
     backend: Arc<B>,
     state: Arc<ServerState>,
     connection_id: u32,
@@ -191,6 +194,7 @@ pub async fn run_connection<B: Backend>(
         next_stmt_id: 1,
         connection_id,
         peer_host,
+        socket,
     };
     let active = state.active_connections.fetch_add(1, Ordering::SeqCst) + 1;
     // Read per connection: SET GLOBAL max_connections applies to new
@@ -212,6 +216,9 @@ pub async fn run_connection<B: Backend>(
         }
         if let Some(mut s) = conn.session.take() {
             conn.backend.end_session(&mut s).await;
+            // Before the socket closes: a KILL must not shut down whatever
+            // connection gets its descriptor next.
+            s.entry.forget_socket();
         }
         conn.wr.shutdown().await;
     }
@@ -395,6 +402,9 @@ impl<B: Backend> Conn<B> {
         }
         let mut session = self.backend.new_session(self.connection_id, &user);
         session.entry.set_host(&self.peer_host);
+        if let Some(fd) = self.socket {
+            session.entry.set_socket(fd);
+        }
         self.pin_max_allowed_packet(&mut session);
         session.client_found_rows = self.has(C::CLIENT_FOUND_ROWS);
         session.multi_statements = self.has(C::CLIENT_MULTI_STATEMENTS);
@@ -423,14 +433,10 @@ impl<B: Backend> Conn<B> {
             if payload.capacity() > PAYLOAD_BUF_KEEP_BYTES {
                 payload = Vec::new();
             }
-            // KILL CONNECTION ends an idle connection here; a busy one
-            // below, once its command is answered.
-            let read = tokio::select! {
-                biased;
-                r = self.rd.read_packet_into(&mut payload) => r,
-                _ = entry.wait_kill(Kill::Connection) => return,
-            };
-            match read {
+            // KILL CONNECTION shuts the socket down, which ends this read
+            // (see `SessionEntry::request_kill`); a command read before the
+            // kill is not run.
+            match self.rd.read_packet_into(&mut payload).await {
                 Ok(()) => {}
                 Err(PacketError::TooLarge { .. }) => {
                     self.wr.seq = self.rd.next_seq;
