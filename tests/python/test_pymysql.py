@@ -95,6 +95,32 @@ def test_transactions(cluster, dbname):
     conn.close()
 
 
+def test_savepoints(cluster, dbname):
+    conn = connect(cluster, dbname)
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE sp (id INT PRIMARY KEY, v INT)")
+    conn.commit()
+    conn.begin()
+    cur.execute("INSERT INTO sp VALUES (1, 10)")
+    cur.execute("SAVEPOINT a")
+    cur.execute("INSERT INTO sp VALUES (2, 20)")
+    cur.execute("UPDATE sp SET v = 11 WHERE id = 1")
+    cur.execute("ROLLBACK TO SAVEPOINT a")
+    cur.execute("SELECT id, v FROM sp ORDER BY id")
+    assert cur.fetchall() == ((1, 10),)
+    with pytest.raises(pymysql.err.MySQLError) as ei:
+        cur.execute("ROLLBACK TO SAVEPOINT nope")
+    assert ei.value.args == (1305, "SAVEPOINT nope does not exist")
+    cur.execute("RELEASE SAVEPOINT a")
+    with pytest.raises(pymysql.err.MySQLError) as ei:
+        cur.execute("RELEASE SAVEPOINT a")
+    assert ei.value.args[0] == 1305
+    conn.commit()
+    cur.execute("SELECT id, v FROM sp ORDER BY id")
+    assert cur.fetchall() == ((1, 10),)
+    conn.close()
+
+
 def test_errors(cluster, dbname):
     conn = connect(cluster, dbname, autocommit=True)
     cur = conn.cursor()

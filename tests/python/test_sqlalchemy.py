@@ -83,3 +83,40 @@ def test_core_upsert_uses_the_row_alias(engine):
         rows = conn.execute(sa.select(t.c.k, t.c.v, t.c.hits).order_by(t.c.k)).all()
         assert [tuple(r) for r in rows] == [("a", 10, 2), ("b", 2, 1), ("c", 30, 1)]
     md.drop_all(engine)
+
+
+def test_core_begin_nested_savepoints(engine):
+    # begin_nested() is SAVEPOINT / ROLLBACK TO SAVEPOINT / RELEASE SAVEPOINT.
+    md = sa.MetaData()
+    t = sa.Table(
+        "nest", md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("v", sa.Integer, nullable=False),
+        sa.Column("u", sa.Integer, unique=True),
+    )
+    md.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(t.insert(), [{"id": 1, "v": 10, "u": 1}, {"id": 2, "v": 20, "u": 2}])
+        # A nested block that fails is undone alone.
+        with pytest.raises(sa.exc.IntegrityError):
+            with conn.begin_nested():
+                conn.execute(t.update().where(t.c.id == 1).values(v=11))
+                conn.execute(t.insert().values(id=3, v=30, u=3))
+                conn.execute(t.insert().values(id=4, v=40, u=3))
+        # One that is rolled back explicitly, with a nested one inside.
+        sp = conn.begin_nested()
+        conn.execute(t.delete().where(t.c.id == 2))
+        inner = conn.begin_nested()
+        conn.execute(t.insert().values(id=5, v=50, u=2))
+        inner.commit()
+        sp.rollback()
+        # One that commits (RELEASE SAVEPOINT) keeps its changes.
+        with conn.begin_nested():
+            conn.execute(t.update().where(t.c.id == 2).values(v=21))
+            conn.execute(t.insert().values(id=3, v=31, u=3))
+        rows = conn.execute(sa.select(t.c.id, t.c.v, t.c.u).order_by(t.c.id)).all()
+        assert [tuple(r) for r in rows] == [(1, 10, 1), (2, 21, 2), (3, 31, 3)]
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(t.c.id, t.c.v, t.c.u).order_by(t.c.id)).all()
+        assert [tuple(r) for r in rows] == [(1, 10, 1), (2, 21, 2), (3, 31, 3)]
+    md.drop_all(engine)

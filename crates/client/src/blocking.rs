@@ -165,6 +165,16 @@ impl Transaction {
         let t = self.inner.take().expect("transaction present until consumed");
         self.rt.block_on(t.rollback())
     }
+    /// See [`crate::Transaction::savepoint`].
+    pub fn savepoint(&mut self) -> Result<crate::Savepoint, ClientError> {
+        let rt = self.rt.clone();
+        rt.block_on(self.txn().savepoint())
+    }
+    /// See [`crate::Transaction::rollback_to`].
+    pub fn rollback_to(&mut self, sp: crate::Savepoint) -> Result<(), ClientError> {
+        let rt = self.rt.clone();
+        rt.block_on(self.txn().rollback_to(sp))
+    }
     pub fn scan(&mut self, spec: ScanSpec) -> Result<ScanStream, ClientError> {
         let rt = self.rt.clone();
         let s = rt.block_on(self.txn().scan(spec))?;

@@ -5,7 +5,8 @@ use crate::error::ClientError;
 use crate::{ConnectOptions, LocalLink};
 use norr_signals::{
     BlockRef, DictOp, DictReq, DictResult, ErrorCode, ExecType, IndexDef, KeyOp, NodeError, NodeStats, OpResult,
-    PartitionId, ScanNextReq, ScanSpec, ScanTabReq, Signal, TableDef, TableId, TcKeyReq, TxnOutcome, Value,
+    PartitionId, SavepointAction, ScanNextReq, ScanSpec, ScanTabReq, Signal, TableDef, TableId, TcKeyReq,
+    TcSavepointReq, TxnOutcome, Value,
 };
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -236,7 +237,14 @@ impl Client {
 
     fn begin_with(&self, tc: Option<u16>) -> Transaction {
         let txn = self.shared().alloc_txn();
-        Transaction { client: self.clone(), txn, tc, state: Arc::new(AtomicU8::new(TXN_IDLE)) }
+        Transaction {
+            client: self.clone(),
+            txn,
+            tc,
+            state: Arc::new(AtomicU8::new(TXN_IDLE)),
+            last_savepoint: 0,
+            unsent_savepoint: None,
+        }
     }
 
     /// Committed read of one row by primary key (a one-operation transaction):
@@ -326,7 +334,17 @@ pub struct Transaction {
     tc: Option<u16>,
     /// Shared with the transaction's scans, which can abort it.
     state: Arc<AtomicU8>,
+    /// Number of the latest savepoint handed out (0: none).
+    last_savepoint: u32,
+    /// A savepoint set while nothing was sent yet: sent just before the
+    /// first request, once that request has chosen the coordinator.
+    unsent_savepoint: Option<u32>,
 }
+
+/// A savepoint of a [`Transaction`] ([`Transaction::savepoint`]). Releasing
+/// one needs no call: drop it (the node keeps nothing per savepoint).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Savepoint(u32);
 
 impl std::fmt::Debug for Transaction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -402,6 +420,8 @@ impl Transaction {
         }
         let n_ops = ops.len();
         let tc = self.tc_for(|map, spread| map.for_ops(&ops, spread));
+        // The node knows the transaction once a savepoint went out.
+        let idle = !self.send_unsent_savepoint(tc).await? && idle;
         let s = &self.client.conn.shared;
         let txn = self.txn;
         let sig = Signal::TcKeyReq(Box::new(TcKeyReq { txn, exec, ops }));
@@ -481,8 +501,85 @@ impl Transaction {
     pub async fn scan(&mut self, spec: ScanSpec) -> Result<ScanStream, ClientError> {
         self.check_usable()?;
         let tc = self.tc_for(|map, spread| map.for_scan(&spec, spread));
+        self.send_unsent_savepoint(tc).await?;
         self.state.store(TXN_OPEN, Ordering::Release);
         ScanStream::open(self.client.clone(), tc, self.txn, false, spec, Some(self.state.clone())).await
+    }
+
+    /// Set a savepoint: [`Transaction::rollback_to`] it later undoes every
+    /// change the transaction makes from now on (rows back to their images
+    /// at this point, inserted rows gone) and keeps the transaction open.
+    /// Row locks taken meanwhile stay held until the transaction ends.
+    /// One round trip, except before the transaction's first request (then
+    /// it travels with that request, one round trip more).
+    pub async fn savepoint(&mut self) -> Result<Savepoint, ClientError> {
+        self.check_usable()?;
+        let n = self
+            .last_savepoint
+            .checked_add(1)
+            .ok_or_else(|| ClientError::Protocol("out of savepoint numbers".to_string()))?;
+        self.last_savepoint = n;
+        if self.state.load(Ordering::Acquire) == TXN_IDLE {
+            // Nothing sent: the coordinator is not chosen yet, and nothing
+            // is there to undo.
+            self.unsent_savepoint = Some(n);
+            return Ok(Savepoint(n));
+        }
+        let tc = self.tc_sent();
+        self.savepoint_request(tc, n, SavepointAction::Set).await?;
+        Ok(Savepoint(n))
+    }
+
+    /// Undo every change made since `sp` was set; the transaction stays open,
+    /// `sp` stays valid (savepoints set after it may be dropped: rolling
+    /// back to one of them later is allowed but undoes nothing more than
+    /// rolling back to `sp` did). An error means the node aborted the
+    /// transaction (e.g. a concurrent DDL doomed it), as for `execute`.
+    /// Wait for every `execute` first; scans open now keep the rows they read.
+    pub async fn rollback_to(&mut self, sp: Savepoint) -> Result<(), ClientError> {
+        self.check_usable()?;
+        if sp.0 == 0 || sp.0 > self.last_savepoint {
+            return Err(ClientError::Protocol(format!("savepoint {} is not one of this transaction", sp.0)));
+        }
+        if self.state.load(Ordering::Acquire) == TXN_IDLE {
+            return Ok(()); // nothing was sent since it was set
+        }
+        let tc = self.tc_sent();
+        self.savepoint_request(tc, sp.0, SavepointAction::RollbackTo).await
+    }
+
+    /// Send the savepoint set before the first request, if any (true: sent).
+    async fn send_unsent_savepoint(&mut self, tc: BlockRef) -> Result<bool, ClientError> {
+        match self.unsent_savepoint.take() {
+            Some(n) => self.savepoint_request(tc, n, SavepointAction::Set).await.map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    /// One TC_SAVEPOINTREQ round trip (answered as a TC_KEYREQ is).
+    async fn savepoint_request(&mut self, tc: BlockRef, n: u32, action: SavepointAction) -> Result<(), ClientError> {
+        let s = &self.client.conn.shared;
+        let txn = self.txn;
+        let sig = Signal::TcSavepointReq(Box::new(TcSavepointReq { txn, savepoint: n, action }));
+        self.state.store(TXN_OPEN, Ordering::Release);
+        let reply = match s.request(ReqKey::Txn(txn), tc, sig).await {
+            Ok(r) => r,
+            Err(e) => {
+                self.abort_in_background();
+                return Err(e);
+            }
+        };
+        match reply {
+            Reply::Key(Ok(conf)) if conf.outcome == TxnOutcome::Open && conf.results.is_empty() => Ok(()),
+            Reply::Key(Err(r)) => {
+                self.state.store(TXN_ABORTED, Ordering::Release);
+                Err(ClientError::Node(r.error))
+            }
+            other => {
+                self.abort_in_background();
+                Err(protocol_mismatch("TC_SAVEPOINTREQ", &other))
+            }
+        }
     }
 
     /// Mark finished and queue a rollback without waiting for its reply.

@@ -45,7 +45,7 @@ mod partition_map;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use client::{Client, ScanStream, Transaction};
+pub use client::{Client, Savepoint, ScanStream, Transaction};
 pub use error::ClientError;
 pub use norr_signals::{
     Bound, CmpOp, ColumnDef, ColumnId, ColumnType, ErrorClass, ErrorCode, ExecType, Filter, IndexDef, IndexId,

@@ -91,6 +91,33 @@ pub struct TcKeyRef {
     pub op_index: Option<u32>,
 }
 
+/// TC_SAVEPOINTREQ: API -> TC. Savepoints of a transaction (InnoDB's
+/// SAVEPOINT / ROLLBACK TO SAVEPOINT). The client numbers them: `savepoint`
+/// of a `Set` is greater than that of every earlier `Set` of the transaction,
+/// and the operations sent after it belong to it (TC stamps each with the
+/// number, LQH keeps the row images it replaces). Reply: TC_KEYCONF (outcome
+/// Open, no results) once done; TC_KEYREF if the transaction was aborted
+/// instead (a bad number, or a transaction a concurrent DDL doomed). Busy and
+/// time-out answers are those of TC_KEYREQ (see the module doc). Releasing a
+/// savepoint needs no message: the client just forgets the number.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcSavepointReq {
+    pub txn: u64,
+    pub savepoint: u32,
+    pub action: SavepointAction,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SavepointAction {
+    /// Set savepoint `savepoint`: later operations are stamped with it.
+    Set,
+    /// Undo every change made by operations stamped `savepoint` or later (a
+    /// row back to its image at the savepoint, inserted rows gone), keep the
+    /// transaction open. Row locks taken since stay held (as InnoDB).
+    /// Requires that no key operation of the transaction is in flight.
+    RollbackTo,
+}
+
 /// SCAN_TABREQ: API -> TC. Opens a scan. With `standalone`, the scan runs outside
 /// any transaction (committed read only) and `txn` is ignored. Reply: SCAN_TABCONF
 /// with the first batch, or SCAN_TABREF.

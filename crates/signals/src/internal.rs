@@ -30,6 +30,16 @@
 //!   LQH. A late `LqhKeyConf` of such reads for a transaction TC already
 //!   aborted is dropped like any other. A TC take-over would find nothing of
 //!   them at LQH, which is right: a read that was not answered is retried.
+//! * savepoints (TC_SAVEPOINTREQ): TC stamps every operation with the
+//!   transaction's current savepoint number (`LqhOp::savepoint`, 0 before the
+//!   first). The first time an operation stamped s > 0 writes a row key, LQH
+//!   moves the key's previous uncommitted state (or "none") onto the
+//!   transaction's undo list. `LqhRollbackToReq` to every participant pops
+//!   that list down to the savepoint, restoring images, unique-index entries
+//!   and reserved memory; locks stay. Reply `LqhRollbackToConf`. TC sends it
+//!   only when the transaction has no key operation in flight. Simple reads
+//!   leave nothing to undo; scans open at the time keep the snapshot of the
+//!   transaction's writes they opened with.
 
 use crate::error::NodeError;
 use crate::ops::{Filter, KeyOp, LockMode, ScanRange};
@@ -247,6 +257,8 @@ pub struct LqhOp {
     /// index (LQH resolves it).
     pub part: Option<PartitionId>,
     pub op: KeyOp,
+    /// The transaction's savepoint when TC sent the operation (0: none set).
+    pub savepoint: u32,
 }
 
 /// Outcome of one operation at LQH.
@@ -335,6 +347,13 @@ pub enum InternalSignal {
     /// buffer B run before it and are dropped; once it runs, the node id may
     /// connect again. No reply.
     ApiFailDone { api_node: NodeId },
+    /// TC -> LQH: undo the changes of `txn`'s operations stamped `savepoint`
+    /// or later (see the module doc). Reply `LqhRollbackToConf`, also for a
+    /// transaction LQH holds no record of.
+    LqhRollbackToReq { txn: TxnId, savepoint: u32 },
+    /// LQH -> TC. `error`: the transaction cannot be rolled back to a
+    /// savepoint here (a concurrent DDL doomed it); TC then aborts it.
+    LqhRollbackToConf { txn: TxnId, error: Option<NodeError> },
 }
 
 #[cfg(test)]

@@ -57,13 +57,23 @@ pub enum Signal {
     },
     /// Between blocks of the data node.
     Internal(Box<InternalSignal>),
+    // --- API <-> TC, added after the others so earlier variants keep their
+    // wire index (answered with TC_KEYCONF / TC_KEYREF) ---
+    TcSavepointReq(Box<TcSavepointReq>),
 }
 
 impl Signal {
     /// Signals an API node may send to a data node; the host drops anything else
     /// (and closes the connection) so a client cannot forge internal signals.
     pub fn allowed_from_api(&self) -> bool {
-        matches!(self, Signal::TcKeyReq(_) | Signal::ScanTabReq(_) | Signal::ScanNextReq(_) | Signal::DictReq(_))
+        matches!(
+            self,
+            Signal::TcKeyReq(_)
+                | Signal::ScanTabReq(_)
+                | Signal::ScanNextReq(_)
+                | Signal::DictReq(_)
+                | Signal::TcSavepointReq(_)
+        )
     }
 
     /// Short name for logs and traces.
@@ -81,6 +91,7 @@ impl Signal {
             Signal::DictRef(_) => "DICT_REF",
             Signal::ApiFailReq { .. } => "API_FAILREQ",
             Signal::Internal(_) => "INTERNAL",
+            Signal::TcSavepointReq(_) => "TC_SAVEPOINTREQ",
         }
     }
 }

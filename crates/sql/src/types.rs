@@ -173,6 +173,9 @@ pub struct Session {
     /// The open native transaction, if any statement of the current
     /// transaction has touched the data node yet.
     pub txn: Option<norr_client::Transaction>,
+    /// Savepoints of `txn` (SAVEPOINT name), oldest first, names unique
+    /// (compared case-insensitively, as MySQL); emptied whenever `txn` ends.
+    pub savepoints: Vec<(String, norr_client::Savepoint)>,
     /// Session system variables, lower-case names without @@.
     pub vars: BTreeMap<String, Value>,
     /// User variables (@name), lower-case names.
@@ -203,6 +206,7 @@ impl Session {
             autocommit: true,
             in_transaction: false,
             txn: None,
+            savepoints: Vec::new(),
             vars: BTreeMap::new(),
             user_vars: BTreeMap::new(),
             last_insert_id: 0,

@@ -48,6 +48,12 @@ impl Harness {
         }
     }
 
+    /// A harness around a node built by the caller (e.g. with more LQH
+    /// instances than `build_data_node` makes).
+    pub fn with_scheduler(sched: Scheduler<Signal>) -> Harness {
+        Harness { sched, node: DATA_NODE, next_req: 1, next_scan: 1, inbox: Vec::new() }
+    }
+
     pub fn now_ms(&self) -> u64 {
         self.sched.now_ns() / 1_000_000
     }
@@ -153,6 +159,21 @@ impl Harness {
             Signal::TcKeyRef(r) => Some(Err(*r)),
             _ => unreachable!(),
         }
+    }
+
+    /// Send a TC_SAVEPOINTREQ; its answer (TC_KEYCONF / TC_KEYREF), which
+    /// must come without waiting.
+    pub fn savepoint(
+        &mut self,
+        api: NodeId,
+        txn: u64,
+        savepoint: u32,
+        action: SavepointAction,
+    ) -> Result<TcKeyConf, TcKeyRef> {
+        self.send(api, Signal::TcSavepointReq(Box::new(TcSavepointReq { txn, savepoint, action })));
+        let out = self.run();
+        self.inbox.extend(out);
+        self.take_key_reply(api, txn).expect("savepoint request answered without waiting")
     }
 
     /// A batch that must be answered at once.
@@ -262,7 +283,7 @@ impl Harness {
     pub fn counters(&mut self) -> std::collections::BTreeMap<String, u64> {
         use norr_signals::internal::InternalSignal;
         let mut targets = vec![(block::TC, 0)];
-        targets.extend((0..crate::LQH_INSTANCES).map(|i| (block::LQH, i)));
+        targets.extend((0..self.sched.instances(block::LQH)).map(|i| (block::LQH, i)));
         for (b, i) in targets {
             let sig = Signal::Internal(Box::new(InternalSignal::StatsReq { req: 0 }));
             let env =

@@ -756,7 +756,14 @@ pub fn index_rows(t: &SqlTable) -> Vec<IndexRow> {
 
 pub fn engines_rows() -> Vec<Vec<Value>> {
     vec![
-        vec![s("ndbcluster"), s("DEFAULT"), s("Clustered, fault-tolerant tables (NorrDB)"), s("YES"), s("NO"), s("NO")],
+        vec![
+            s("ndbcluster"),
+            s("DEFAULT"),
+            s("Clustered, fault-tolerant tables (NorrDB)"),
+            s("YES"),
+            s("NO"),
+            s("YES"),
+        ],
         vec![
             s("ndbinfo"),
             s("NO"),

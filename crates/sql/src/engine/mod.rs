@@ -1034,9 +1034,18 @@ impl Engine {
                 }
                 Ok(QueryOutput::ok(0))
             }
-            Statement::Rollback { savepoint: Some(_), .. }
-            | Statement::Savepoint { .. }
-            | Statement::ReleaseSavepoint { .. } => Err(SqlError::unsupported("SAVEPOINT")),
+            Statement::Rollback { savepoint: Some(name), .. } => {
+                txn_control::rollback_to(self, s, &name.value).await?;
+                Ok(QueryOutput::ok(0))
+            }
+            Statement::Savepoint { name } => {
+                txn_control::savepoint(self, s, &name.value).await?;
+                Ok(QueryOutput::ok(0))
+            }
+            Statement::ReleaseSavepoint { name } => {
+                txn_control::release_savepoint(s, &name.value)?;
+                Ok(QueryOutput::ok(0))
+            }
             Statement::Set(set) => self.execute_set(s, set, params).await,
             Statement::Kill { modifier, id } => {
                 use crate::session_registry::Kill;

@@ -33,6 +33,11 @@
 //!   (`session.in_transaction` or `session.txn.is_some()`), read through the
 //!   session transaction so the statement sees the transaction's own writes;
 //!   `FOR UPDATE` / `FOR SHARE` always go through `with_txn`.
+//!
+//! Savepoints (SAVEPOINT, ROLLBACK TO, RELEASE) are the native transaction's
+//! (`Transaction::savepoint` / `rollback_to`): the data node undoes the rows,
+//! this layer only keeps the names. Row locks taken after a savepoint stay
+//! held after rolling back to it, as in InnoDB.
 
 use crate::engine::error_map;
 use crate::engine::Engine;
@@ -52,6 +57,7 @@ pub fn begin_statement(e: &Engine, s: &mut Session) {
     }
     if s.txn.as_ref().is_some_and(|t| t.is_finished()) {
         s.txn = None;
+        s.savepoints.clear();
     }
     if s.txn.is_none() {
         s.txn = Some(e.client().begin());
@@ -89,6 +95,7 @@ pub async fn end_statement<T>(e: &Engine, s: &mut Session, res: Result<T, SqlErr
                 // NDB: the node rolled back the whole transaction.
                 s.txn = None;
                 s.in_transaction = false;
+                s.savepoints.clear();
             }
             Err(err)
         }
@@ -111,6 +118,7 @@ where
 /// COMMIT (also the implicit commit before DDL, BEGIN, SET autocommit=1).
 pub async fn commit(s: &mut Session) -> Result<(), SqlError> {
     s.in_transaction = false;
+    s.savepoints.clear();
     if let Some(t) = s.txn.take() {
         if !t.is_finished() {
             t.commit().await.map_err(error_map::from_client_plain)?;
@@ -122,6 +130,7 @@ pub async fn commit(s: &mut Session) -> Result<(), SqlError> {
 /// ROLLBACK.
 pub async fn rollback(s: &mut Session) -> Result<(), SqlError> {
     s.in_transaction = false;
+    s.savepoints.clear();
     if let Some(t) = s.txn.take() {
         t.rollback().await.map_err(error_map::from_client_plain)?;
     }
@@ -132,5 +141,62 @@ pub async fn rollback(s: &mut Session) -> Result<(), SqlError> {
 pub async fn begin(s: &mut Session) -> Result<(), SqlError> {
     commit(s).await?;
     s.in_transaction = true;
+    Ok(())
+}
+
+/// 1305 ER_SP_DOES_NOT_EXIST, as MySQL words it for savepoints.
+fn no_such_savepoint(name: &str) -> SqlError {
+    SqlError::new(1305, "42000", format!("SAVEPOINT {name} does not exist"))
+}
+
+fn savepoint_index(s: &Session, name: &str) -> Option<usize> {
+    s.savepoints.iter().position(|(n, _)| n.to_lowercase() == name.to_lowercase())
+}
+
+/// SAVEPOINT name. Outside a transaction with autocommit on, MySQL accepts
+/// it and keeps nothing (the statement's implicit transaction ends with it).
+pub async fn savepoint(e: &Engine, s: &mut Session, name: &str) -> Result<(), SqlError> {
+    if !s.in_transaction && s.autocommit {
+        return Ok(());
+    }
+    begin_statement(e, s);
+    let res = match s.txn.as_mut() {
+        Some(t) => t.savepoint().await.map_err(error_map::from_client_plain),
+        None => Err(SqlError::internal("no transaction")),
+    };
+    let sp = end_statement(e, s, res).await?;
+    // A second savepoint of the same name replaces the first.
+    if let Some(i) = savepoint_index(s, name) {
+        s.savepoints.remove(i);
+    }
+    s.savepoints.push((name.to_string(), sp));
+    Ok(())
+}
+
+/// ROLLBACK [WORK] TO [SAVEPOINT] name: undo what the transaction did since,
+/// keep it open and keep the savepoint; those set after it are forgotten.
+pub async fn rollback_to(e: &Engine, s: &mut Session, name: &str) -> Result<(), SqlError> {
+    let Some(i) = savepoint_index(s, name) else {
+        return Err(no_such_savepoint(name));
+    };
+    let sp = s.savepoints[i].1;
+    // A savepoint exists only inside a transaction: this keeps it open.
+    debug_assert!(s.in_transaction, "savepoints outside a transaction");
+    let res = match s.txn.as_mut() {
+        Some(t) => t.rollback_to(sp).await.map_err(error_map::from_client_plain),
+        None => Err(SqlError::internal("savepoint without a transaction")),
+    };
+    end_statement(e, s, res).await?;
+    s.savepoints.truncate(i + 1);
+    Ok(())
+}
+
+/// RELEASE SAVEPOINT name: forget it and those set after it (nothing to
+/// tell the data node).
+pub fn release_savepoint(s: &mut Session, name: &str) -> Result<(), SqlError> {
+    let Some(i) = savepoint_index(s, name) else {
+        return Err(no_such_savepoint(name));
+    };
+    s.savepoints.truncate(i);
     Ok(())
 }

@@ -446,7 +446,13 @@ impl Lqh {
         if page_est > 0 {
             txn.page_reserved.insert((def.id, part));
         }
-        txn.pending.insert(rk, Pending { part, image: new, est_bytes: new_est, committed });
+        let savepoint = q.savepoint;
+        let pending = Pending { part, image: new, est_bytes: new_est, committed, savepoint };
+        if savepoint == 0 {
+            txn.pending.insert(rk, pending);
+        } else {
+            txn.keep_for_savepoint(rk, pending);
+        }
         Step::Done(Ok(None))
     }
 

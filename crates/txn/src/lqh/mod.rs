@@ -12,6 +12,7 @@
 //! changed before every lock is held, so a re-run is idempotent).
 
 mod exec;
+mod savepoint;
 mod scan;
 mod scan_own;
 
@@ -47,6 +48,9 @@ struct Pending {
     /// locked exclusively, and a DDL that rebuilds the table dooms the
     /// transaction first, so commit applies the image without a second lookup.
     committed: Option<RowId>,
+    /// Stamp of the operation that moved the key's previous state onto the
+    /// undo list (0: never moved; see `savepoint.rs`).
+    savepoint: u32,
 }
 
 type RowKey = (TableId, Vec<u8>);
@@ -75,6 +79,9 @@ struct LqhTxn {
     ops_run: u64,
     /// (table, partition) pairs this transaction reserved fresh pages in.
     page_reserved: BTreeSet<(TableId, PartitionId)>,
+    /// States of row keys replaced since savepoints, oldest first (stamps
+    /// non-decreasing); empty while no savepoint is set (see `savepoint.rs`).
+    undo: Vec<savepoint::Undo>,
     committed: bool,
 }
 
@@ -92,6 +99,7 @@ impl LqhTxn {
             reserved_bytes: 0,
             page_reserved: BTreeSet::new(),
             ops_run: 0,
+            undo: Vec::new(),
             committed: false,
         }
     }
@@ -365,6 +373,7 @@ impl Lqh {
         txn.reserved_bytes = 0;
         txn.pending.clear();
         txn.uniq.clear();
+        txn.undo.clear();
         txn.queue.clear();
         self.on_grants(grants, ctx);
     }
@@ -549,6 +558,7 @@ impl Lqh {
         counters.push(("lqh: open transactions".into(), self.txns.len() as u64));
         counters.push(("lqh: locked keys".into(), self.locks.len() as u64));
         counters.push(("lqh: open scans".into(), self.scans.len() as u64));
+        counters.push(("lqh: reserved bytes".into(), self.reserved_bytes));
         BlockStats {
             data_memory_limit_bytes: m.limit_bytes,
             data_memory_used_bytes: m.used_bytes,
@@ -571,6 +581,10 @@ impl Block<Signal> for Lqh {
             InternalSignal::LqhCommitReq { txn } => self.on_commit(from, txn, ctx),
             InternalSignal::LqhCompleteReq { txn } => self.on_complete(from, txn, ctx),
             InternalSignal::LqhAbortReq { txn } => self.on_abort(from, txn, ctx),
+            InternalSignal::LqhRollbackToReq { txn, savepoint } => {
+                let error = self.rollback_to(txn, savepoint);
+                Self::reply(ctx, from, InternalSignal::LqhRollbackToConf { txn, error });
+            }
             InternalSignal::LqhLockTimeout { tag } => self.on_lock_timeout(tag, ctx),
             InternalSignal::LqhScanReq(req) => self.on_scan_req(from, *req, ctx),
             InternalSignal::LqhScanNextReq { scan, part } => self.on_scan_next(from, scan, part, ctx),

@@ -56,7 +56,9 @@ impl Tc {
             txn.silent = true;
             self.by_handle.remove(&(api_node, txn.handle));
             match &mut txn.state {
-                TxnState::Idle | TxnState::Executing => self.abort(t, AbortReply::Silent, ctx),
+                TxnState::Idle | TxnState::Executing | TxnState::RollingBack { .. } => {
+                    self.abort(t, AbortReply::Silent, ctx)
+                }
                 TxnState::Aborting { reply, .. } => *reply = AbortReply::Silent,
                 TxnState::Committing { .. } => {} // finishes; the reply is dropped
             }

@@ -13,6 +13,7 @@
 //! so a client never silently continues in a fresh transaction.
 
 mod failure;
+mod savepoint;
 mod scan;
 mod scan_filter;
 
@@ -70,6 +71,12 @@ enum TxnState {
         waiting: usize,
         reply: AbortReply,
     },
+    /// Rolling back to a savepoint (see `savepoint.rs`); `error`: the first
+    /// LQH refusal, which turns it into an abort.
+    RollingBack {
+        waiting: usize,
+        error: Option<NodeError>,
+    },
 }
 
 struct Batch {
@@ -94,6 +101,9 @@ struct TcTxn {
     scans: BTreeSet<ScanKey>,
     /// The API node failed: never answer it again.
     silent: bool,
+    /// The latest savepoint the client set (0: none): stamped on every
+    /// operation sent to LQH.
+    savepoint: u32,
 }
 
 pub struct Tc {
@@ -217,6 +227,7 @@ impl Tc {
                 batch: None,
                 scans: BTreeSet::new(),
                 silent: false,
+                savepoint: 0,
             },
         );
         Ok(t)
@@ -276,6 +287,7 @@ impl Tc {
         }
         let n = req.ops.len();
         let seq_base = txn.ops;
+        let savepoint = txn.savepoint;
         txn.ops += n as u32;
         txn.state = TxnState::Executing;
         let mut batch = Batch {
@@ -303,7 +315,7 @@ impl Tc {
             match routed {
                 Ok(part) => {
                     let inst = part.map_or(0, |p| lqh_instance(p, self.lqh_instances));
-                    sends[inst as usize].push(LqhOp { seq: seq_base + i as u32, part, op });
+                    sends[inst as usize].push(LqhOp { seq: seq_base + i as u32, part, op, savepoint });
                 }
                 Err(e) if op.abort_on_error => {
                     fail = Some((e, i as u32));
@@ -563,12 +575,14 @@ impl Block<Signal> for Tc {
             Signal::ScanTabReq(req) => self.on_scan_tab_req(from, *req, ctx),
             Signal::ScanNextReq(req) => self.on_scan_next_req(from, req, ctx),
             Signal::ApiFailReq { api_node } => self.on_api_fail(api_node, ctx),
+            Signal::TcSavepointReq(req) => self.on_savepoint_req(from, *req, ctx),
             Signal::Internal(sig) => match *sig {
                 InternalSignal::LqhKeyConf { txn, results } => self.on_op_results(txn, results, ctx),
                 InternalSignal::LqhCommitConf { txn } => self.on_commit_reply(txn, None, ctx),
                 InternalSignal::LqhCommitRef { txn, error } => self.on_commit_reply(txn, Some(error), ctx),
                 InternalSignal::LqhCompleteConf { .. } => self.counters.bump("tc: completes"),
                 InternalSignal::LqhAbortConf { txn } => self.on_abort_conf(txn, ctx),
+                InternalSignal::LqhRollbackToConf { txn, error } => self.on_rollback_to_conf(txn, error, ctx),
                 InternalSignal::LqhScanConf { scan, part, rows, done } => {
                     self.on_lqh_scan_conf(scan, part, rows, done, ctx)
                 }

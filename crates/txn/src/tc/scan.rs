@@ -400,7 +400,9 @@ impl Tc {
                 ErrorCode::TransactionAborted,
                 "a scan of the transaction failed",
             )),
-            (TxnState::Executing, _) => {
+            // The client waits for its key request (or savepoint rollback):
+            // that request gets the abort.
+            (TxnState::Executing | TxnState::RollingBack { .. }, _) => {
                 if waiting {
                     Self::scan_ref(ctx, api, handle, scan_id, error);
                 }
