@@ -3,7 +3,7 @@
 //! Runs the data node's blocks and many simulated clients in one thread with
 //! virtual time and a seeded random generator, injecting message delays (and so
 //! reordering between connections), long stalls, back-pressure, and client
-//! crashes in the middle of transactions. Workloads (bank, model, locks) check
+//! crashes in the middle of transactions. Workloads (bank, model, model_sp, locks) check
 //! invariants after every step. A run prints its seed and its trace hash;
 //! replaying the seed gives the identical trace.
 //!

@@ -14,15 +14,20 @@ pub enum WorkloadKind {
     Bank,
     Model,
     Locks,
+    /// Model with savepoints set and rolled back to between batches (a
+    /// separate kind so that model's seeds keep replaying what they did).
+    ModelSavepoints,
 }
 
 impl WorkloadKind {
-    pub const ALL: [WorkloadKind; 3] = [WorkloadKind::Bank, WorkloadKind::Model, WorkloadKind::Locks];
+    pub const ALL: [WorkloadKind; 4] =
+        [WorkloadKind::Bank, WorkloadKind::Model, WorkloadKind::Locks, WorkloadKind::ModelSavepoints];
     pub fn parse(s: &str) -> Option<WorkloadKind> {
         match s {
             "bank" => Some(WorkloadKind::Bank),
             "model" => Some(WorkloadKind::Model),
             "locks" => Some(WorkloadKind::Locks),
+            "model_sp" => Some(WorkloadKind::ModelSavepoints),
             _ => None,
         }
     }
@@ -31,6 +36,7 @@ impl WorkloadKind {
             WorkloadKind::Bank => "bank",
             WorkloadKind::Model => "model",
             WorkloadKind::Locks => "locks",
+            WorkloadKind::ModelSavepoints => "model_sp",
         }
     }
 }
@@ -121,6 +127,7 @@ pub fn run(cfg: &SimConfig) -> RunReport {
         WorkloadKind::Bank => Box::new(Bank::new(&mut wrng, net.clients, &knobs)),
         WorkloadKind::Model => Box::new(Model::new(&mut wrng, net.clients, &knobs)),
         WorkloadKind::Locks => Box::new(Locks::new(&mut wrng, net.clients, &knobs)),
+        WorkloadKind::ModelSavepoints => Box::new(Model::with_savepoints(&mut wrng, net.clients, &knobs)),
     };
     let node = build_node(cfg.node, &knobs);
     let mut host = Host::new(rng.fork(), node, knobs.clone(), net);

@@ -30,11 +30,16 @@ struct LockState {
     s: BTreeSet<TxnKey>,
 }
 
+/// Uncommitted images of a transaction: None = deleted.
+type Writes = BTreeMap<RowKey, Option<Vec<Value>>>;
+
 struct Txn {
     /// Uncommitted images: None = deleted.
     writes: BTreeMap<RowKey, Option<Vec<Value>>>,
     locks: BTreeSet<RowKey>,
     last_active_ns: u64,
+    /// Savepoints: (number, `writes` when set), oldest first.
+    savepoints: Vec<(u32, Writes)>,
 }
 
 struct Scan {
@@ -337,7 +342,12 @@ impl State {
                 }
                 self.txns
                     .entry(t)
-                    .or_insert_with(|| Txn { writes: BTreeMap::new(), locks: BTreeSet::new(), last_active_ns: now })
+                    .or_insert_with(|| Txn {
+                        writes: BTreeMap::new(),
+                        locks: BTreeSet::new(),
+                        last_active_ns: now,
+                        savepoints: Vec::new(),
+                    })
                     .last_active_ns = now;
                 let mut results = Vec::new();
                 for (i, op) in req.ops.iter().enumerate() {
@@ -359,6 +369,54 @@ impl State {
                 };
                 ctx.send(from, Signal::TcKeyConf(Box::new(TcKeyConf { txn: req.txn, outcome, results })));
             }
+            Signal::TcSavepointReq(req) => {
+                let t = (from.node, req.txn);
+                if self.failed_apis.contains(&from.node) {
+                    return;
+                }
+                if self.timed_out.remove(&t) {
+                    let r =
+                        TcKeyRef { txn: req.txn, error: NodeError::new(ErrorCode::TransactionTimeout), op_index: None };
+                    ctx.send(from, Signal::TcKeyRef(Box::new(r)));
+                    return;
+                }
+                let txn = self.txns.entry(t).or_insert_with(|| Txn {
+                    writes: BTreeMap::new(),
+                    locks: BTreeSet::new(),
+                    last_active_ns: now,
+                    savepoints: Vec::new(),
+                });
+                txn.last_active_ns = now;
+                let ok = match req.action {
+                    SavepointAction::Set => {
+                        let ok = txn.savepoints.last().is_none_or(|(n, _)| *n < req.savepoint);
+                        if ok {
+                            txn.savepoints.push((req.savepoint, txn.writes.clone()));
+                        }
+                        ok
+                    }
+                    SavepointAction::RollbackTo => {
+                        // Undo everything since the savepoint set last at or before this number.
+                        match txn.savepoints.iter().rposition(|(n, _)| *n <= req.savepoint) {
+                            Some(i) => {
+                                txn.writes = txn.savepoints[i].1.clone();
+                                txn.savepoints.truncate(i + 1);
+                                true
+                            }
+                            None => false,
+                        }
+                    }
+                };
+                if ok {
+                    let c = TcKeyConf { txn: req.txn, outcome: TxnOutcome::Open, results: vec![] };
+                    ctx.send(from, Signal::TcKeyConf(Box::new(c)));
+                } else {
+                    self.end_txn(t, false);
+                    let r =
+                        TcKeyRef { txn: req.txn, error: NodeError::new(ErrorCode::MalformedSignal), op_index: None };
+                    ctx.send(from, Signal::TcKeyRef(Box::new(r)));
+                }
+            }
             Signal::ScanTabReq(req) => {
                 if self.failed_apis.contains(&from.node) {
                     return;
@@ -379,7 +437,12 @@ impl State {
                 if !req.standalone {
                     self.txns
                         .entry(t)
-                        .or_insert_with(|| Txn { writes: BTreeMap::new(), locks: BTreeSet::new(), last_active_ns: now })
+                        .or_insert_with(|| Txn {
+                            writes: BTreeMap::new(),
+                            locks: BTreeSet::new(),
+                            last_active_ns: now,
+                            savepoints: Vec::new(),
+                        })
                         .last_active_ns = now;
                 }
                 let keys: Vec<RowKey> = self

@@ -18,6 +18,12 @@
 //!   transaction is never seen: values are unique);
 //! * at the end the table equals the model.
 //!
+//! With savepoints (workload model_sp), a transaction may set savepoints and
+//! roll back to them between batches: when the answer leaves the node, its
+//! writes go back to those at the savepoint, and its exact view of every key
+//! it holds a lock on becomes that write, or the committed state (locks stay
+//! held after a rollback to a savepoint, so nobody committed the key since).
+//!
 //! Clients never crash while a commit is outstanding: the outcome would be in
 //! doubt and the model could not be kept exact (bank and locks cover that).
 
@@ -55,6 +61,12 @@ enum St {
     /// The Rollback that ends a transaction whose scan failed.
     EndAfterScanRef {
         txn: u64,
+    },
+    /// Waiting for the answer to a TC_SAVEPOINTREQ sent before batch `batch`.
+    Savepoint {
+        txn: u64,
+        batch: u32,
+        batches: u32,
     },
     /// Online DDL on the table: create or drop a secondary index.
     Ddl {
@@ -96,6 +108,11 @@ struct MTxn {
     view: BTreeMap<i64, Option<i64>>,
     /// Its writes, applied to the model at commit.
     writes: BTreeMap<i64, Option<i64>>,
+    /// Savepoints set: (number, `writes` when it was set), oldest first.
+    savepoints: Vec<(u32, BTreeMap<i64, Option<i64>>)>,
+    last_savepoint: u32,
+    /// The TC_SAVEPOINTREQ on its way; applied when its TC_KEYCONF leaves the node.
+    savepoint_req: Option<(u32, SavepointAction)>,
 }
 
 pub struct Model {
@@ -136,6 +153,9 @@ pub struct Model {
     pub stray_scan_refs: u64,
     last_scan: Vec<u32>,
     idle_scans: IdleScans,
+    /// Chance of a savepoint request before a batch (0: model as it always was).
+    savepoint_p: f64,
+    pub savepoint_rollbacks: u64,
 }
 
 fn op_key(op: &KeyOp) -> i64 {
@@ -183,7 +203,45 @@ impl Model {
             stray_scan_refs: 0,
             last_scan: vec![0; clients],
             idle_scans: IdleScans::new(clients, knobs),
+            savepoint_p: 0.0,
+            savepoint_rollbacks: 0,
         }
+    }
+
+    /// The model workload with savepoints (see the module doc).
+    pub fn with_savepoints(rng: &mut Rng, clients: usize, knobs: &norr_knobs::Knobs) -> Model {
+        Model { savepoint_p: 0.3, ..Model::new(rng, clients, knobs) }
+    }
+
+    /// Apply a savepoint request of `key` whose answer left the node.
+    fn apply_savepoint(&mut self, key: (NodeId, u64)) -> Result<(), String> {
+        let Model { txns, model, savepoint_rollbacks, .. } = self;
+        let Some(t) = txns.get_mut(&key) else {
+            return Ok(());
+        };
+        let Some((n, action)) = t.savepoint_req.take() else {
+            return Ok(());
+        };
+        match action {
+            SavepointAction::Set => t.savepoints.push((n, t.writes.clone())),
+            SavepointAction::RollbackTo => {
+                let i = t
+                    .savepoints
+                    .iter()
+                    .position(|(m, _)| *m == n)
+                    .ok_or_else(|| format!("model: txn {key:?} rolled back to unknown savepoint {n}"))?;
+                t.savepoints.truncate(i + 1);
+                t.writes = t.savepoints[i].1.clone();
+                for (k, v) in t.view.iter_mut() {
+                    *v = match t.writes.get(k) {
+                        Some(w) => *w,
+                        None => model.get(k).copied(),
+                    };
+                }
+                *savepoint_rollbacks += 1;
+            }
+        }
+        Ok(())
     }
 
     fn committed(&self, k: i64) -> Option<i64> {
@@ -566,7 +624,7 @@ impl Workload for Model {
             self.point_select(c, txn);
             return Ok(());
         }
-        let batches = c.rng.range(1, 3) as u32;
+        let batches = if self.savepoint_p > 0.0 { c.rng.range(1, 6) } else { c.rng.range(1, 3) } as u32;
         self.send_batch(c, txn, 1, batches);
         Ok(())
     }
@@ -596,6 +654,20 @@ impl Workload for Model {
                     self.rollbacks += 1;
                 }
                 self.idle(c);
+            }
+            (St::Savepoint { txn, .. }, Signal::TcKeyRef(r)) if r.txn == txn => {
+                if is_temporary(&r.error) {
+                    self.aborts += 1;
+                } else {
+                    self.rollbacks += 1;
+                }
+                self.idle(c);
+            }
+            (St::Savepoint { txn, batch, batches }, Signal::TcKeyConf(conf)) if conf.txn == txn => {
+                if conf.outcome != TxnOutcome::Open || !conf.results.is_empty() {
+                    return Err(format!("model: savepoint request answered {:?}", conf));
+                }
+                self.send_batch(c, txn, batch, batches);
             }
             (St::Batch { txn, batch, batches, commit, .. }, Signal::TcKeyConf(conf)) if conf.txn == txn => {
                 if commit {
@@ -737,6 +809,11 @@ impl Workload for Model {
                     t.delivered_step = Some(step);
                 }
             }
+            Signal::TcSavepointReq(r) => {
+                if let Some(t) = self.txns.get_mut(&(api, r.txn)) {
+                    t.delivered_step = Some(step);
+                }
+            }
             Signal::ScanTabReq(r) => {
                 self.scans.insert((api, r.scan_id), step);
             }
@@ -751,7 +828,10 @@ impl Workload for Model {
             Signal::TcKeyConf(conf) => {
                 let key = (api, conf.txn);
                 match conf.outcome {
-                    TxnOutcome::Open => self.check_batch(key, &conf.results)?,
+                    TxnOutcome::Open => {
+                        self.check_batch(key, &conf.results)?;
+                        self.apply_savepoint(key)?;
+                    }
                     TxnOutcome::Committed => {
                         self.check_batch(key, &conf.results)?;
                         self.apply_commit(key)?;
@@ -875,8 +955,8 @@ impl Workload for Model {
 
     fn summary(&self) -> String {
         format!(
-            "model: keys={} commits={} rollbacks={} aborts={} ops_checked={} exact_checks={} scans_checked={} index_scans_checked={} ddl_done={} schema_aborts={} scan_dups={} locked_scan_rows={} stray_scan_refs={} idle_scans_closed={}",
-            self.keys, self.commits, self.rollbacks, self.aborts, self.ops_checked, self.exact_checks, self.scans_checked, self.index_scans_checked, self.ddl_done, self.schema_aborts, self.scan_dups, self.locked_scan_rows, self.stray_scan_refs, self.idle_scans.closed_idle
+            "model: keys={} commits={} rollbacks={} aborts={} ops_checked={} exact_checks={} scans_checked={} index_scans_checked={} ddl_done={} schema_aborts={} scan_dups={} locked_scan_rows={} stray_scan_refs={} idle_scans_closed={} savepoint_rollbacks={}",
+            self.keys, self.commits, self.rollbacks, self.aborts, self.ops_checked, self.exact_checks, self.scans_checked, self.index_scans_checked, self.ddl_done, self.schema_aborts, self.scan_dups, self.locked_scan_rows, self.stray_scan_refs, self.idle_scans.closed_idle, self.savepoint_rollbacks
         )
     }
 }
@@ -904,6 +984,23 @@ impl Model {
 
     fn send_batch(&mut self, c: &mut ClientCtx<'_>, txn: u64, batch: u32, batches: u32) {
         let last = batch >= batches || c.stopping;
+        if !last && self.savepoint_p > 0.0 && c.rng.chance(self.savepoint_p) {
+            // Set a savepoint, or roll back to one, before this batch.
+            let t = self.txns.entry((c.api, txn)).or_default();
+            let back = !t.savepoints.is_empty() && c.rng.chance(0.5);
+            let (n, action) = if back {
+                (t.savepoints[c.rng.below(t.savepoints.len() as u64) as usize].0, SavepointAction::RollbackTo)
+            } else {
+                t.last_savepoint += 1;
+                (t.last_savepoint, SavepointAction::Set)
+            };
+            t.batch = Vec::new();
+            t.delivered_step = None;
+            t.savepoint_req = Some((n, action));
+            c.send(Signal::TcSavepointReq(Box::new(TcSavepointReq { txn, savepoint: n, action })));
+            self.st[c.client] = St::Savepoint { txn, batch, batches };
+            return;
+        }
         if !last && c.rng.chance(0.15) {
             // A locking scan in place of this batch, maybe with a pushed-down filter.
             self.next_scan += 1;
