@@ -169,6 +169,19 @@ impl Client {
         self.dict_table(DictOp::DropIndex { table: table.to_string(), index: index.to_string() }).await
     }
 
+    /// Replace `table`'s definition with `def` (ALTER TABLE, all or
+    /// nothing): existing rows are rebuilt with column i taken from
+    /// `sources[i]` (see `DictOp::AlterTable`); `def.name` may rename the
+    /// table. Returns the new definition (new version).
+    pub async fn alter_table(
+        &self,
+        table: &str,
+        def: TableDef,
+        sources: Vec<norr_signals::ColumnSource>,
+    ) -> Result<TableDef, ClientError> {
+        self.dict_table(DictOp::AlterTable { table: table.to_string(), def, sources }).await
+    }
+
     pub async fn get_table(&self, name: &str) -> Result<TableDef, ClientError> {
         self.dict_table(DictOp::GetTable { name: name.to_string() }).await
     }

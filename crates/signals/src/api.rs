@@ -43,7 +43,7 @@
 
 use crate::error::NodeError;
 use crate::ops::{KeyOp, OpResult, ScanSpec};
-use crate::schema::{IndexDef, TableDef, TableId};
+use crate::schema::{ColumnId, IndexDef, TableDef, TableId};
 use crate::value::Value;
 use serde::{Deserialize, Serialize};
 
@@ -185,6 +185,26 @@ pub enum DictOp {
     BumpAutoInc { table: TableId, used: u64 },
     /// Reply: Stats.
     NodeStats,
+    /// Replace the definition of `table` with `def` (ALTER TABLE), all or
+    /// nothing: every existing row is rebuilt into the new layout, its
+    /// column i taken from `sources[i]` and converted to the new column type
+    /// (the same checks as an insert: a value that does not fit fails the
+    /// whole change and leaves the table as it was). `def.name` may differ
+    /// from `table` (a rename). DICT keeps the table id and the ids of
+    /// indexes that are unchanged, and assigns the rest. The primary key and
+    /// the partitioning must keep their key encoding: same columns (through
+    /// `sources`), same types. Reply: Table (new version).
+    AlterTable { table: String, def: TableDef, sources: Vec<ColumnSource> },
+}
+
+/// Where a column of an altered table (`DictOp::AlterTable`) takes the value
+/// of each existing row from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ColumnSource {
+    /// The old table's column with this id (converted if the type changed).
+    Old(ColumnId),
+    /// This value for every existing row (an added column).
+    Value(Value),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -71,14 +71,36 @@ pub enum SchemaChange {
         def: TableDef,
         index: IndexId,
     },
+    /// ALTER TABLE, first phase (LQH only): build the table's rows in the
+    /// layout of `def` (the new version) aside, converting each row as
+    /// `sources` says, and refuse writes to the table until `AlterCommit` or
+    /// `AlterAbort`. Transactions with uncommitted writes on the table are
+    /// doomed first, so the rows cannot change under the copy. Fails (and
+    /// keeps nothing) on a value that does not convert, a unique-key
+    /// conflict in the new indexes, or data memory short of the two copies.
+    AlterTable {
+        def: TableDef,
+        sources: Vec<crate::api::ColumnSource>,
+    },
+    /// ALTER TABLE, second phase, once every LQH prepared: LQH switches to
+    /// the copy (open scans of the table fail), then TC takes `def`.
+    AlterCommit {
+        def: TableDef,
+    },
+    /// ALTER TABLE refused by some LQH: every LQH drops its copy (if any)
+    /// and takes writes again. Never sent to TC.
+    AlterAbort(TableId),
 }
 
 impl SchemaChange {
     pub fn table(&self) -> TableId {
         match self {
             SchemaChange::CreateTable(d) => d.id,
-            SchemaChange::DropTable(t) | SchemaChange::TruncateTable(t) => *t,
-            SchemaChange::CreateIndex { def, .. } | SchemaChange::DropIndex { def, .. } => def.id,
+            SchemaChange::DropTable(t) | SchemaChange::TruncateTable(t) | SchemaChange::AlterAbort(t) => *t,
+            SchemaChange::CreateIndex { def, .. }
+            | SchemaChange::DropIndex { def, .. }
+            | SchemaChange::AlterTable { def, .. }
+            | SchemaChange::AlterCommit { def } => def.id,
         }
     }
 }

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 /// Version of the message encoding; a peer with another version is refused at
 /// connect time. 2: SCAN_TABCONF rows travel in `row_codec`'s layout.
 /// 3: `ScanSpec::ordered` and `LqhScanReq::row_keys`.
-/// 4: TC_SAVEPOINTREQ.
+/// 4: TC_SAVEPOINTREQ and `DictOp::AlterTable`.
 pub const WIRE_VERSION: u16 = 4;
 
 #[derive(Debug, Serialize, Deserialize)]

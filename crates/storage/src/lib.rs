@@ -70,12 +70,15 @@ mod ordered_index;
 mod pk_order;
 mod row_format;
 mod scan;
+mod table_alter;
 mod table_ddl;
 mod table_store;
 mod var_storage;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_alter;
 #[cfg(test)]
 mod tests_pk_order;
 #[cfg(test)]
@@ -91,6 +94,7 @@ use norr_signals::ops::{Filter, ScanRange};
 use norr_signals::value::Value;
 use norr_signals::{ColumnId, ErrorCode, IndexDef, IndexId, NodeError, PartitionId, TableDef, TableId};
 use std::collections::BTreeMap;
+use table_alter::Staged;
 use table_store::TableStore;
 
 /// Most tables one node stores.
@@ -99,6 +103,9 @@ pub const MAX_TABLES: usize = 20_000;
 /// The committed data of one data node (or one LDM instance).
 pub struct Storage {
     tables: BTreeMap<TableId, TableStore>,
+    /// ALTER TABLE changes prepared and not yet committed or discarded
+    /// (`alter_prepare`); a rebuilt copy's bytes count in `used_bytes`.
+    staged: BTreeMap<TableId, Staged>,
     limit_bytes: u64,
     used_bytes: u64,
 }
@@ -109,7 +116,7 @@ fn no_table(table: TableId) -> NodeError {
 
 impl Storage {
     pub fn new(data_memory_bytes: u64) -> Storage {
-        Storage { tables: BTreeMap::new(), limit_bytes: data_memory_bytes, used_bytes: 0 }
+        Storage { tables: BTreeMap::new(), staged: BTreeMap::new(), limit_bytes: data_memory_bytes, used_bytes: 0 }
     }
 
     fn t(&self, table: TableId) -> Result<&TableStore, NodeError> {
@@ -143,6 +150,7 @@ impl Storage {
     }
 
     pub fn drop_table(&mut self, table: TableId) -> Result<(), NodeError> {
+        self.alter_discard(table);
         let t = self.tables.remove(&table).ok_or_else(|| no_table(table))?;
         self.apply_delta(-(t.bytes as i64));
         Ok(())
@@ -170,6 +178,76 @@ impl Storage {
         let delta = t.drop_index(index)?;
         self.apply_delta(delta);
         Ok(())
+    }
+
+    /// ALTER TABLE, first phase: build `table`'s rows in the layout of `def`
+    /// aside (column i of each row from `sources[i]`, converted with the
+    /// checks of `insert`), or note the new definition alone when the layout
+    /// does not change. The table itself is not touched: reads see the old
+    /// rows until `alter_commit`. The caller must keep writes away from the
+    /// table until it commits or discards (a write would miss the copy).
+    /// Errors (conversion, unique conflict in a new index, TableFull when
+    /// data memory cannot hold both copies) keep nothing.
+    pub fn alter_prepare(
+        &mut self,
+        table: TableId,
+        def: &TableDef,
+        sources: &[norr_signals::ColumnSource],
+    ) -> Result<(), NodeError> {
+        if def.id != table {
+            return Err(NodeError::with(ErrorCode::BadSchema, "ALTER TABLE cannot change the table id"));
+        }
+        if self.staged.contains_key(&table) {
+            return Err(NodeError::with(ErrorCode::Internal, format!("table id {table} is being altered already")));
+        }
+        let budget = self.budget();
+        let t = self.t(table)?;
+        let staged = if t.same_layout(def, sources) {
+            Staged::Redefine(def.clone())
+        } else {
+            let copy = t.rebuild(def, sources, budget)?;
+            self.used_bytes += copy.bytes;
+            debug_assert!(self.used_bytes <= self.limit_bytes);
+            Staged::Rebuilt(Box::new(copy))
+        };
+        self.staged.insert(table, staged);
+        Ok(())
+    }
+
+    /// ALTER TABLE, second phase: switch `table` to what `alter_prepare`
+    /// built (the old rows are freed). Cannot fail once prepared.
+    pub fn alter_commit(&mut self, table: TableId) -> Result<(), NodeError> {
+        let staged = self.staged.remove(&table).ok_or_else(|| {
+            NodeError::with(ErrorCode::Internal, format!("table id {table} has no prepared ALTER TABLE"))
+        })?;
+        let t = self.tables.get_mut(&table).ok_or_else(|| no_table(table))?;
+        match staged {
+            Staged::Redefine(def) => {
+                for ix in t.indexes.iter_mut().chain(t.pk_index.as_mut()) {
+                    if let Some(d) = def.index(ix.def.id) {
+                        ix.def = d.clone();
+                    }
+                }
+                t.def = def;
+            }
+            Staged::Rebuilt(copy) => {
+                let old = std::mem::replace(t, *copy);
+                self.apply_delta(-(old.bytes as i64));
+            }
+        }
+        Ok(())
+    }
+
+    /// Drop what `alter_prepare` built for `table` (nothing if none).
+    pub fn alter_discard(&mut self, table: TableId) {
+        if let Some(Staged::Rebuilt(copy)) = self.staged.remove(&table) {
+            self.apply_delta(-(copy.bytes as i64));
+        }
+    }
+
+    /// True between `alter_prepare` and `alter_commit` / `alter_discard`.
+    pub fn is_altering(&self, table: TableId) -> bool {
+        self.staged.contains_key(&table)
     }
 
     pub fn table_def(&self, table: TableId) -> Option<&TableDef> {
@@ -401,6 +479,12 @@ impl Storage {
         for t in self.tables.values() {
             t.check_invariants();
             total += t.bytes;
+        }
+        for s in self.staged.values() {
+            if let Staged::Rebuilt(copy) = s {
+                copy.check_invariants();
+                total += copy.bytes;
+            }
         }
         assert_eq!(total, self.used_bytes, "node byte count drifted");
     }

@@ -3,18 +3,26 @@
 //! the LQH instances (storage) first, then to TC (routing), replying to the
 //! client once both confirmed. DDL requests run one at a time, in arrival order.
 //!
+//! ALTER TABLE reaches LQH in two phases: `SchemaChange::AlterTable` (each
+//! instance builds the table's rows in the new layout aside, or refuses),
+//! then, once all answered, `AlterCommit` to all (switch) or `AlterAbort` to
+//! all (drop the copies): all or nothing across instances. TC then takes the
+//! committed definition.
+//!
 //! Every table gets an ordered index named `PRIMARY` on its primary key (as
 //! NDB creates one by default), so primary-key ranges are index range scans.
 //! Storage keeps it in a compact form (row ids only, see norr-storage's
 //! `pk_order`) at about 4-6 bytes per row. The name is reserved: a client
 //! cannot create another index named so, nor drop this one.
 
-use crate::validate::{validate_index, validate_table};
+use crate::validate::{validate_alter, validate_index, validate_table};
 use norr_kernel::{Block, BlockRef, Ctx, NodeId};
 use norr_knobs::Knobs;
 use norr_signals::internal::{BlockStats, InternalSignal, SchemaChange};
 use norr_signals::schema::{IndexDef, IndexId, IndexKind, TableDef, TableId, PK_ORDERED_INDEX};
-use norr_signals::{block, DictConf, DictOp, DictRef, DictReq, DictResult, ErrorCode, NodeError, NodeStats, Signal};
+use norr_signals::{
+    block, ColumnSource, DictConf, DictOp, DictRef, DictReq, DictResult, ErrorCode, NodeError, NodeStats, Signal,
+};
 use std::collections::{BTreeMap, VecDeque};
 
 /// Most DDL requests queued before DICT answers Overloaded.
@@ -66,6 +74,13 @@ enum Stage {
     Stats {
         waiting: usize,
         acc: BlockStats,
+    },
+    /// ALTER TABLE: every LQH prepared (or refused); waiting for this many
+    /// to switch to their copy (`error` None) or drop it (`error`: why the
+    /// change is refused).
+    LqhAlterEnd {
+        waiting: usize,
+        error: Option<NodeError>,
     },
 }
 
@@ -267,6 +282,57 @@ impl Dict {
                 def.version += 1;
                 SchemaChange::DropIndex { def, index: id }
             }
+            DictOp::AlterTable { table, mut def, sources } => {
+                let old = self.find(&table)?;
+                if self.by_name(&def.name).is_some_and(|t| t.id != old.id) {
+                    return Err(NodeError::with(ErrorCode::TableExists, def.name));
+                }
+                // A definition read back from DICT carries its `PRIMARY`
+                // ordered index (replaced below); another index may not take
+                // the name.
+                let pk_order = pk_ordered_index(&def);
+                if def.indexes.iter().any(|i| {
+                    i.name.eq_ignore_ascii_case(PK_ORDERED_INDEX)
+                        && (i.columns != pk_order.columns || i.unique || i.kind != IndexKind::Ordered)
+                }) {
+                    return Err(reserved_name());
+                }
+                def.id = old.id;
+                def.version = old.version + 1;
+                if def.partitions == 0 {
+                    def.partitions = old.partitions;
+                }
+                validate_table(&def).map_err(|m| NodeError::with(ErrorCode::BadSchema, m))?;
+                validate_alter(&old, &def, &sources).map_err(|m| NodeError::with(ErrorCode::BadSchema, m))?;
+                add_pk_ordered_index(&mut def);
+                // An index that is the same (name, columns through `sources`,
+                // kind) keeps its id: a change that keeps the layout then
+                // needs no copy of the rows.
+                for idx in &mut def.indexes {
+                    let cols: Option<Vec<_>> = idx
+                        .columns
+                        .iter()
+                        .map(|c| match sources.get(*c as usize) {
+                            Some(ColumnSource::Old(o)) => Some(*o),
+                            _ => None,
+                        })
+                        .collect();
+                    let same = old.indexes.iter().find(|o| {
+                        o.name.eq_ignore_ascii_case(&idx.name)
+                            && Some(&o.columns) == cols.as_ref()
+                            && o.unique == idx.unique
+                            && o.kind == idx.kind
+                    });
+                    match same {
+                        Some(o) => idx.id = o.id,
+                        None => {
+                            idx.id = self.next_index_id;
+                            self.next_index_id += 1;
+                        }
+                    }
+                }
+                SchemaChange::AlterTable { def, sources }
+            }
             DictOp::NodeStats => return Ok(None),
             DictOp::GetTable { .. } | DictOp::ListTables | DictOp::NextAutoInc { .. } | DictOp::BumpAutoInc { .. } => {
                 unreachable!("answered without queueing")
@@ -291,9 +357,14 @@ impl Dict {
                 self.auto_inc.insert(t, 1);
                 DictResult::Done
             }
-            SchemaChange::CreateIndex { def, .. } | SchemaChange::DropIndex { def, .. } => {
+            SchemaChange::CreateIndex { def, .. }
+            | SchemaChange::DropIndex { def, .. }
+            | SchemaChange::AlterCommit { def } => {
                 self.tables.insert(def.id, def.clone());
                 DictResult::Table(def)
+            }
+            SchemaChange::AlterTable { .. } | SchemaChange::AlterAbort(_) => {
+                unreachable!("DICT commits an ALTER TABLE as AlterCommit")
             }
         }
     }
@@ -323,17 +394,39 @@ impl Dict {
                 if *waiting > 0 {
                     return;
                 }
+                if let Some(SchemaChange::AlterTable { def, .. }) = &a.change {
+                    // Every LQH answered: all switch to their copies, or
+                    // all drop them (those that failed hold none).
+                    let error = first.take();
+                    let next = match error {
+                        None => SchemaChange::AlterCommit { def: def.clone() },
+                        Some(_) => SchemaChange::AlterAbort(def.id),
+                    };
+                    a.stage = Stage::LqhAlterEnd { waiting: self.lqh_instances as usize, error };
+                    a.change = Some(next.clone());
+                    for i in 0..self.lqh_instances {
+                        let s = InternalSignal::SchemaChangeReq { req, change: Box::new(next.clone()) };
+                        ctx.send(BlockRef::new(self.node, block::LQH, i), internal(s));
+                    }
+                    return;
+                }
                 if let Some(e) = first.take() {
                     // With several LQH instances, those that applied it would
                     // need undoing; with one, nothing changed.
                     return self.finish(ctx, Err(e));
                 }
-                a.stage = Stage::Tc { waiting: self.tc_instances as usize };
-                let change = a.change.clone().expect("schema change");
-                for i in 0..self.tc_instances {
-                    let s = InternalSignal::SchemaChangeReq { req, change: Box::new(change.clone()) };
-                    ctx.send(BlockRef::new(self.node, block::TC, i), internal(s));
+                self.send_to_tc(ctx);
+            }
+            Stage::LqhAlterEnd { waiting, error: refused } => {
+                debug_assert!(error.is_none(), "LQH failed to switch or drop an ALTER TABLE copy: {error:?}");
+                *waiting -= 1;
+                if *waiting > 0 {
+                    return;
                 }
+                if let Some(e) = refused.take() {
+                    return self.finish(ctx, Err(e));
+                }
+                self.send_to_tc(ctx);
             }
             Stage::Tc { waiting } => {
                 debug_assert!(error.is_none(), "TC cannot refuse a schema change");
@@ -346,6 +439,18 @@ impl Dict {
                 self.finish(ctx, Ok(r));
             }
             Stage::Stats { .. } => debug_assert!(false, "schema conf during stats"),
+        }
+    }
+
+    /// Every LQH took the active change: hand it to the TC instances.
+    fn send_to_tc(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        let (node, tcs) = (self.node, self.tc_instances);
+        let a = self.active.as_mut().expect("active request");
+        a.stage = Stage::Tc { waiting: tcs as usize };
+        let change = a.change.clone().expect("schema change");
+        for i in 0..tcs {
+            let s = InternalSignal::SchemaChangeReq { req: a.req, change: Box::new(change.clone()) };
+            ctx.send(BlockRef::new(node, block::TC, i), internal(s));
         }
     }
 

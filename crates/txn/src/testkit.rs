@@ -54,6 +54,12 @@ impl Harness {
         Harness { sched, node: DATA_NODE, next_req: 1, next_scan: 1, inbox: Vec::new() }
     }
 
+    /// A node with `lqh_instances` LQH instances (see `build_data_node_with_lqh`).
+    pub fn with_lqh_instances(knobs: Knobs, lqh_instances: u16) -> Harness {
+        let sched = crate::build_data_node_with_lqh(DATA_NODE, &knobs, lqh_instances);
+        Harness { sched, ..Harness::new(knobs) }
+    }
+
     pub fn now_ms(&self) -> u64 {
         self.sched.now_ns() / 1_000_000
     }

@@ -1,9 +1,11 @@
 //! Checks DICT runs on table and index definitions before accepting them. The
 //! messages name the offending part so the user can fix the definition.
 
+use norr_signals::api::ColumnSource;
 use norr_signals::coerce::coerce_value;
 use norr_signals::schema::{
-    IndexDef, IndexKind, PartitionScheme, TableDef, MAX_COLUMNS, MAX_KEY_COLUMNS, MAX_NAME_LEN, MAX_PARTITIONS,
+    ColumnId, IndexDef, IndexKind, PartitionScheme, TableDef, MAX_COLUMNS, MAX_KEY_COLUMNS, MAX_NAME_LEN,
+    MAX_PARTITIONS,
 };
 use norr_signals::value::{ColumnType, MAX_CHAR_LEN, MAX_DECIMAL_PRECISION, MAX_VARCHAR_LEN};
 use std::collections::BTreeSet;
@@ -108,6 +110,66 @@ pub fn validate_table(def: &TableDef) -> Result<(), String> {
         if !inames.insert(idx.name.to_ascii_lowercase()) {
             return Err(format!("index {} defined twice", idx.name));
         }
+    }
+    Ok(())
+}
+
+/// Checks of an ALTER TABLE (`DictOp::AlterTable`) beyond `validate_table`
+/// of the new definition: the column sources are sound, and every row keeps
+/// its primary-key encoding and its partition (the rebuild keeps each row in
+/// its partition, and locks and TC routing are keyed by the encoded key).
+pub fn validate_alter(old: &TableDef, new: &TableDef, sources: &[ColumnSource]) -> Result<(), String> {
+    if sources.len() != new.columns.len() {
+        return Err(format!("{} column sources for {} columns", sources.len(), new.columns.len()));
+    }
+    let mut used = BTreeSet::new();
+    for (i, s) in sources.iter().enumerate() {
+        match s {
+            ColumnSource::Old(c) => {
+                let Some(oc) = old.column(*c) else {
+                    return Err(format!("column {}: source column id {c} does not exist", new.columns[i].name));
+                };
+                if !used.insert(*c) {
+                    return Err(format!("column id {c} is the source of two columns"));
+                }
+                if new.columns[i].auto_increment && !oc.auto_increment {
+                    // DICT's counter knows nothing of the values already there.
+                    return Err(format!("column {}: AUTO_INCREMENT cannot be added to a column", oc.name));
+                }
+            }
+            ColumnSource::Value(_) if new.columns[i].auto_increment => {
+                return Err(format!("column {}: an added column cannot be AUTO_INCREMENT", new.columns[i].name));
+            }
+            // NULL for a NOT NULL column fails on the first row, if any (a
+            // NOT NULL date column added without a default, as MySQL).
+            ColumnSource::Value(v) if !v.is_null() => {
+                let c = &new.columns[i];
+                coerce_value(v.clone(), &c.ty, c.nullable).map_err(|e| format!("column {}: {}", c.name, e.message))?;
+            }
+            ColumnSource::Value(_) => {}
+        }
+    }
+    let old_of = |new_col: ColumnId| match sources.get(new_col as usize) {
+        Some(ColumnSource::Old(c)) => Some(*c),
+        _ => None,
+    };
+    let same_key = |new_cols: &[ColumnId], old_cols: &[ColumnId]| {
+        new_cols.len() == old_cols.len()
+            && new_cols
+                .iter()
+                .zip(old_cols)
+                .all(|(n, o)| old_of(*n) == Some(*o) && new.column(*n).map(|c| &c.ty) == old.column(*o).map(|c| &c.ty))
+    };
+    if !same_key(&new.primary_key, &old.primary_key) {
+        return Err("ALTER TABLE cannot change the primary key's columns or their types".into());
+    }
+    let same_partitioning = match (&old.partitioning, &new.partitioning) {
+        (PartitionScheme::User, PartitionScheme::User) => true,
+        (PartitionScheme::Key { columns: o }, PartitionScheme::Key { columns: n }) => same_key(n, o),
+        _ => false,
+    };
+    if !same_partitioning || old.partitions != new.partitions {
+        return Err("ALTER TABLE cannot change the partitioning".into());
     }
     Ok(())
 }

@@ -1050,13 +1050,14 @@ impl Catalog {
         }
     }
 
-    /// Forget every cached table of `db`.
-    /// Drop every cached definition (FLUSH TABLES): each is read again from
-    /// the data node on its next use.
+    /// Forget every cached table: FLUSH TABLES, or a data node refused a
+    /// definition this SQL node had cached (1412, DDL through another SQL
+    /// node; which table is not known to the caller, and such errors are rare).
     pub fn invalidate_all(&self) {
         self.tables.lock().expect("lock").clear();
     }
 
+    /// Forget every cached table of `db`.
     pub fn invalidate_db(&self, db: &str) {
         let prefix = format!("{db}/");
         self.tables.lock().expect("lock").retain(|k, _| !k.starts_with(&prefix));

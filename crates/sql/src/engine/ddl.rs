@@ -1,5 +1,6 @@
 //! CREATE / DROP DATABASE, CREATE / DROP TABLE, CREATE / DROP INDEX, ALTER
-//! TABLE ADD / DROP INDEX, TRUNCATE. Owner: catalog engineer.
+//! TABLE ADD / DROP INDEX (other ALTERs: `alter`), TRUNCATE. Owner: catalog
+//! engineer.
 
 use crate::engine::catalog::*;
 use crate::engine::error_map::{self, from_client, ErrCtx};
@@ -1078,9 +1079,15 @@ pub async fn drop_index(
     }
 }
 
-/// ALTER TABLE: ADD INDEX / KEY / UNIQUE, DROP INDEX / KEY, AUTO_INCREMENT = n.
+/// ALTER TABLE. One index change (ADD INDEX / KEY / UNIQUE, DROP INDEX /
+/// KEY) and AUTO_INCREMENT = n are done here, the index built from the rows
+/// in place; anything else is `alter::alter_table` (one all-or-nothing
+/// change that rebuilds the rows).
 pub async fn alter_table(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> Result<QueryOutput, SqlError> {
     use ast::AlterTableOperation as Op;
+    if !crate::engine::alter::is_index_only(at) {
+        return crate::engine::alter::alter_table(e, s, at).await;
+    }
     for op in &at.operations {
         match op {
             Op::AddConstraint { constraint, .. } => match constraint {

@@ -6,6 +6,8 @@
 //! everything else (DDL, SHOW, SET, USE, transactions) is handled here and in
 //! the catalog modules.
 
+pub mod alter;
+pub mod alter_text;
 pub mod catalog;
 pub mod ddl;
 pub mod error_map;
@@ -327,6 +329,8 @@ pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
     }
     let text = if sql.as_bytes().windows(5).any(|w| w.eq_ignore_ascii_case(b"SHARE")) {
         parse_ext::rewrite_lock_in_share_mode(sql)
+    } else if w(0) == "ALTER" && w(1) == "TABLE" {
+        alter_text::rewrite_alter_text(sql)
     } else {
         sql.to_string()
     };
@@ -486,10 +490,21 @@ impl Engine {
         if lock_statements::writes_rows(p) {
             s.txn_wrote = true;
         }
-        let r = match self.check_table_locks(s, p).await {
-            Ok(()) => self.dispatch(s, p, params, row_plan).await,
-            Err(e) => Err(e),
-        };
+        if let Err(e) = self.check_table_locks(s, p).await {
+            self.record_error(s, &e);
+            return Err(e);
+        }
+        let mut r = self.dispatch(s, p, params, row_plan).await;
+        if matches!(&r, Err(e) if e.code == 1412) {
+            // A table changed under a cached definition (DDL through another
+            // SQL node): forget the cache and run the statement once more,
+            // unless a transaction is open (it is aborted; the client
+            // retries it). A failed autocommitted statement left nothing.
+            self.catalog.invalidate_all();
+            if !s.in_transaction && s.txn.is_none() {
+                r = self.dispatch(s, p, params, row_plan).await;
+            }
+        }
         if let Err(e) = &r {
             self.record_error(s, e);
         }
@@ -631,14 +646,18 @@ impl Engine {
         }
         self.status.com_select.fetch_add(1, Ordering::Relaxed);
         let r = match query::execute_prepared_query(self, s, &c, &params).await {
-            // The schema changed under the plan: compile again once.
-            Err(e) if e.code == 1146 || e.code == 1412 => match query::prepare_query(self, s, q).await {
-                Ok(c2) => {
-                    p.set_compiled(c2.clone());
-                    query::execute_prepared_query(self, s, &c2, &params).await
+            // The schema changed under the plan: forget the stale cached
+            // definitions and compile again once.
+            Err(e) if e.code == 1146 || e.code == 1412 => {
+                self.catalog.invalidate_all();
+                match query::prepare_query(self, s, q).await {
+                    Ok(c2) => {
+                        p.set_compiled(c2.clone());
+                        query::execute_prepared_query(self, s, &c2, &params).await
+                    }
+                    Err(e2) => Err(e2),
                 }
-                Err(e2) => Err(e2),
-            },
+            }
             r => r,
         };
         if let Err(e) = &r {
@@ -995,6 +1014,10 @@ impl Engine {
             Statement::AlterTable(at) => {
                 self.implicit_commit(s).await?;
                 ddl::alter_table(self, s, at).await
+            }
+            Statement::RenameTable(pairs) => {
+                self.implicit_commit(s).await?;
+                alter::rename_tables(self, s, pairs).await
             }
             Statement::Truncate(t) => {
                 self.implicit_commit(s).await?;

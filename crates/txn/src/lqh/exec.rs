@@ -320,6 +320,16 @@ impl Lqh {
                 format!("table {} is at version {}, operation planned for {}", def.name, def.version, op.table_version),
             )));
         }
+        if op.kind.is_write() && self.storage.is_altering(op.table) {
+            // The table's rows are being copied for ALTER TABLE: a write now
+            // would miss the copy. The change commits (new version) or is
+            // dropped within the DDL's round trip.
+            crate::probe!(self.counters, "lqh: write refused during alter table");
+            return Step::Done(Err(NodeError::with(
+                ErrorCode::SchemaVersionMismatch,
+                format!("table {} is being altered", def.name),
+            )));
+        }
         let (part, enc) = match &op.key {
             KeyAccess::Primary(vals) => {
                 let part = q.part.expect("TC routes primary-key operations to a partition");

@@ -548,6 +548,31 @@ impl Lqh {
                 self.defs.insert(table, Arc::new(def));
                 self.storage.drop_index(table, index)
             }
+            SchemaChange::AlterTable { def, sources } => {
+                // Doomed first: their commits would change rows after the
+                // copy took them. Their images are dropped with them, so an
+                // old-layout image can never reach the new table; writes
+                // that come later are refused until commit or abort.
+                self.doom_writers(table, "table altered by a concurrent DDL");
+                self.storage.alter_prepare(table, &def, &sources)
+            }
+            SchemaChange::AlterCommit { def } => {
+                debug_assert!(
+                    self.txns.values().all(|t| t.committed || !t.pending.keys().any(|(t, _)| *t == table)),
+                    "a write reached table {table} while it was being altered"
+                );
+                // Scans hold cursors into the old rows.
+                self.fail_scans(table, None, ctx);
+                let r = self.storage.alter_commit(table);
+                if r.is_ok() {
+                    self.defs.insert(table, Arc::new(def));
+                }
+                r
+            }
+            SchemaChange::AlterAbort(t) => {
+                self.storage.alter_discard(t);
+                Ok(())
+            }
         };
         r.err()
     }

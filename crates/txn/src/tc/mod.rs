@@ -546,6 +546,12 @@ impl Tc {
                 self.defs.remove(&t);
             }
             SchemaChange::TruncateTable(_) => {}
+            SchemaChange::AlterCommit { def } => {
+                self.defs.insert(def.id, Arc::new(def));
+            }
+            SchemaChange::AlterTable { .. } | SchemaChange::AlterAbort(_) => {
+                debug_assert!(false, "DICT sends TC only the committed ALTER TABLE")
+            }
         }
     }
 

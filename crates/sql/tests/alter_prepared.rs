@@ -1,0 +1,102 @@
+//! ALTER TABLE under prepared statements and cached definitions, through the
+//! real server and a MySQL client: two SQL nodes share one data node; one
+//! alters a table the other has cached and prepared statements over. A
+//! statement over a dropped column fails with 1054 (never reads another
+//! column's data); the others follow the new definition.
+
+mod node_support;
+
+use mysql_async::prelude::*;
+use mysql_async::Row;
+use norr_sql::engine::{Engine, EngineConfig};
+use norr_sql::server::{serve_listener, ServerConfig, ServerState};
+
+const PASSWORD: &str = "pw";
+
+async fn sql_node(addr: &str) -> u16 {
+    let engine = Engine::connect(addr, EngineConfig::default()).await.expect("engine connects");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(serve_listener(listener, engine, ServerState::new(ServerConfig::with_root(PASSWORD))));
+    port
+}
+
+async fn connect(port: u16) -> mysql_async::Conn {
+    let opts = mysql_async::OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(port)
+        .user(Some("root"))
+        .pass(Some(PASSWORD))
+        .db_name(Some("ap"))
+        .prefer_socket(false);
+    mysql_async::Conn::new(opts).await.expect("connection accepted")
+}
+
+fn code(e: mysql_async::Error) -> u16 {
+    match e {
+        mysql_async::Error::Server(e) => e.code,
+        other => panic!("expected a server error, got {other:?}"),
+    }
+}
+
+#[test]
+fn prepared_statements_follow_an_alter_made_elsewhere() {
+    let (rt, node) = node_support::runtime_and_node(norr_knobs::Knobs::default());
+    let addr = node.local_addr().to_string();
+    rt.block_on(async move {
+        let (p1, p2) = (sql_node(&addr).await, sql_node(&addr).await);
+        {
+            let opts = mysql_async::OptsBuilder::default()
+                .ip_or_hostname("127.0.0.1")
+                .tcp_port(p1)
+                .user(Some("root"))
+                .pass(Some(PASSWORD))
+                .prefer_socket(false);
+            let mut c = mysql_async::Conn::new(opts).await.expect("connect");
+            c.query_drop("CREATE DATABASE ap").await.expect("create db");
+        }
+        let mut a = connect(p1).await;
+        let mut b = connect(p2).await;
+        a.query_drop("CREATE TABLE t (id INT PRIMARY KEY, n INT, s VARCHAR(10))").await.unwrap();
+        a.query_drop("INSERT INTO t VALUES (1, 10, 'one'), (2, 20, 'two')").await.unwrap();
+
+        // Node b caches t and prepares over it, on both SQL nodes.
+        let sel_s = b.prep("SELECT id, s FROM t WHERE id = ?").await.unwrap();
+        let sel_star = b.prep("SELECT * FROM t WHERE id = ?").await.unwrap();
+        let ins = b.prep("INSERT INTO t (id, n, s) VALUES (?, ?, ?)").await.unwrap();
+        let upd = b.prep("UPDATE t SET n = n + 1 WHERE id = ?").await.unwrap();
+        let a_sel = a.prep("SELECT id, s FROM t WHERE id = ?").await.unwrap();
+        let r: Option<(i64, String)> = b.exec_first(&sel_s, (1,)).await.unwrap();
+        assert_eq!(r, Some((1, "one".into())));
+        b.exec_drop(&upd, (1,)).await.unwrap();
+        let r: Option<(i64, String)> = a.exec_first(&a_sel, (2,)).await.unwrap();
+        assert_eq!(r, Some((2, "two".into())));
+
+        // Node a drops s and adds c in front of everything.
+        a.query_drop("ALTER TABLE t DROP COLUMN s, ADD COLUMN c INT NOT NULL DEFAULT 5 FIRST").await.unwrap();
+
+        // Statements over s fail, on both nodes, and read nothing.
+        assert_eq!(code(b.exec_first::<Row, _, _>(&sel_s, (1,)).await.unwrap_err()), 1054);
+        assert_eq!(code(a.exec_first::<Row, _, _>(&a_sel, (1,)).await.unwrap_err()), 1054);
+        assert_eq!(code(b.exec_drop(&ins, (3, 30, "three")).await.unwrap_err()), 1054);
+        // The others run against the new definition.
+        b.exec_drop(&upd, (1,)).await.unwrap();
+        let r: Vec<Row> = b.exec(&sel_star, (1,)).await.unwrap();
+        assert_eq!(r.len(), 1);
+        let cols: Vec<String> = r[0].columns_ref().iter().map(|c| c.name_str().into_owned()).collect();
+        assert_eq!(cols, vec!["c", "id", "n"]);
+        let vals: (i64, i64, i64) = mysql_async::from_row(r[0].clone());
+        assert_eq!(vals, (5, 1, 12));
+        let r: Vec<(i64, i64, i64)> = b.query("SELECT c, id, n FROM t ORDER BY id").await.unwrap();
+        assert_eq!(r, vec![(5, 1, 12), (5, 2, 20)]);
+        // A statement prepared after the change sees it.
+        let r: Option<(i64, i64)> = b.exec_first("SELECT c, n FROM t WHERE id = ?", (2,)).await.unwrap();
+        assert_eq!(r, Some((5, 20)));
+        // SHOW CREATE TABLE on the node that did not alter.
+        let (_, ddl): (String, String) = b.query_first("SHOW CREATE TABLE t").await.unwrap().unwrap();
+        assert!(
+            ddl.contains("`c` int NOT NULL DEFAULT '5',\n  `id` int NOT NULL,\n  `n` int DEFAULT NULL,\n"),
+            "{ddl}"
+        );
+    });
+}
