@@ -334,6 +334,43 @@ fn doomed_and_timed_out_transactions_keep_their_behaviour() {
     assert_no_state(&mut h);
 }
 
+/// ALTER TABLE (a rebuild) dooms a transaction that wrote the table and drops
+/// its images, including those a savepoint keeps for undo: a rollback-to then
+/// fails, the transaction aborts, and nothing of it reaches the new table.
+#[test]
+fn an_alter_table_dooms_a_transaction_with_savepoints() {
+    let (mut h, d) = setup(Knobs::default(), 2);
+    let t = d.id;
+    h.autocommit(vec![ins(t, 1, 10), ins(t, 2, 20)]).unwrap();
+    run(&mut h, 1, 1, vec![upd(t, 1, 11)]);
+    sp(&mut h, 1, 1, 1, SET);
+    run(&mut h, 1, 1, vec![upd(t, 1, 12), del(t, 2), ins(t, 3, 30)]);
+    // The new layout: a column added in front, the old ones after it.
+    let mut def = d.clone();
+    def.columns.insert(0, norr_signals::ColumnDef::new("w", int()).not_null().default_value(Value::Int(7)));
+    def.primary_key = vec![1];
+    for ix in &mut def.indexes {
+        ix.columns = ix.columns.iter().map(|c| c + 1).collect();
+    }
+    let sources = vec![
+        norr_signals::ColumnSource::Value(Value::Int(7)),
+        norr_signals::ColumnSource::Old(0),
+        norr_signals::ColumnSource::Old(1),
+    ];
+    h.dict(2, DictOp::AlterTable { table: "t".into(), def, sources }).unwrap();
+    let r = h.savepoint(1, 1, 1, BACK).unwrap_err();
+    assert_eq!(r.error.code, ErrorCode::SchemaVersionMismatch);
+    assert_no_state(&mut h);
+    let (rows, _) = h.scan_all(100, 0, true, ScanSpec::full(t)).unwrap();
+    let mut rows: Vec<Vec<Value>> = rows;
+    rows.sort_by_key(|r| format!("{r:?}"));
+    assert_eq!(
+        rows,
+        vec![vec![Value::Int(7), Value::Int(1), Value::Int(10)], vec![Value::Int(7), Value::Int(2), Value::Int(20)],],
+        "the committed rows, in the new layout, and nothing of the doomed transaction"
+    );
+}
+
 #[test]
 fn simple_reads_and_scans_around_a_rollback_to() {
     let (mut h, d) = setup(Knobs::default(), 4);
