@@ -28,6 +28,22 @@ async fn connect(port: u16) -> mysql_async::Conn {
     c
 }
 
+/// A SQL node on the data node at `addr`: its port, and a root connection
+/// without a default database.
+async fn serve(addr: &str) -> (u16, mysql_async::Conn) {
+    let engine = Engine::connect(addr, EngineConfig::default()).await.expect("engine connects");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(serve_listener(listener, engine, ServerState::new(ServerConfig::with_root(PASSWORD))));
+    let opts = mysql_async::OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(port)
+        .user(Some("root"))
+        .pass(Some(PASSWORD))
+        .prefer_socket(false);
+    (port, mysql_async::Conn::new(opts).await.expect("connect"))
+}
+
 fn code<T: std::fmt::Debug>(r: Result<T, mysql_async::Error>) -> u16 {
     match r {
         Err(mysql_async::Error::Server(e)) => e.code,
@@ -44,18 +60,7 @@ fn table_locks_of_one_sql_node() {
     let (rt, node) = node_support::runtime_and_node(norr_knobs::Knobs::default());
     let addr = node.local_addr().to_string();
     rt.block_on(async move {
-        let engine = Engine::connect(&addr, EngineConfig::default()).await.expect("engine connects");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        tokio::spawn(serve_listener(listener, engine, ServerState::new(ServerConfig::with_root(PASSWORD))));
-
-        let opts = mysql_async::OptsBuilder::default()
-            .ip_or_hostname("127.0.0.1")
-            .tcp_port(port)
-            .user(Some("root"))
-            .pass(Some(PASSWORD))
-            .prefer_socket(false);
-        let mut setup = mysql_async::Conn::new(opts).await.expect("connect");
+        let (port, mut setup) = serve(&addr).await;
         setup.query_drop("CREATE DATABASE lk").await.expect("db");
         setup
             .query_drop("CREATE TABLE lk.t (id INT PRIMARY KEY, v INT); CREATE TABLE lk.u (id INT PRIMARY KEY)")
@@ -176,17 +181,7 @@ fn processlist_and_kill() {
     let (rt, node) = node_support::runtime_and_node(norr_knobs::Knobs::default());
     let addr = node.local_addr().to_string();
     rt.block_on(async move {
-        let engine = Engine::connect(&addr, EngineConfig::default()).await.expect("engine connects");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        tokio::spawn(serve_listener(listener, engine, ServerState::new(ServerConfig::with_root(PASSWORD))));
-        let opts = mysql_async::OptsBuilder::default()
-            .ip_or_hostname("127.0.0.1")
-            .tcp_port(port)
-            .user(Some("root"))
-            .pass(Some(PASSWORD))
-            .prefer_socket(false);
-        let mut setup = mysql_async::Conn::new(opts).await.expect("connect");
+        let (port, mut setup) = serve(&addr).await;
         setup.query_drop("CREATE DATABASE lk; CREATE TABLE lk.t (id INT PRIMARY KEY)").await.expect("schema");
         setup.query_drop("INSERT INTO lk.t VALUES (1)").await.expect("row");
 
