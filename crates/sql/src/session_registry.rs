@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -42,6 +42,19 @@ fn now_ms() -> u64 {
 }
 
 const COMMANDS: [&str; 3] = ["Sleep", "Query", "Execute"];
+
+/// What a session runs (index into `COMMANDS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    Query = 1,
+    Execute = 2,
+}
+
+/// Identity of a shared text (0: none), to see that a statement's text and
+/// database are the ones already stored.
+fn text_id(t: Option<&Arc<str>>) -> usize {
+    t.map_or(0, |a| Arc::as_ptr(a) as *const u8 as usize)
+}
 
 /// What KILL asked of a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +95,10 @@ pub struct SessionEntry {
     /// `since_ms << 2 | command index` (see `COMMANDS`).
     state: AtomicU64,
     texts: Mutex<Texts>,
+    /// `text_id` of what `texts` holds. Only the session writes `texts`, and
+    /// the `Arc`s stored there keep these addresses from being reused.
+    info_id: AtomicUsize,
+    db_id: AtomicUsize,
     kill: AtomicU8,
     killed: Notify,
     /// The connection's socket until it closes (`forget_socket`).
@@ -100,6 +117,8 @@ impl SessionEntry {
             host: OnceLock::new(),
             state: AtomicU64::new(now_ms() << 2),
             texts: Mutex::new(Texts::default()),
+            info_id: AtomicUsize::new(0),
+            db_id: AtomicUsize::new(0),
             kill: AtomicU8::new(Kill::None as u8),
             killed: Notify::new(),
             socket: Mutex::new(None),
@@ -116,21 +135,28 @@ impl SessionEntry {
     }
 
     /// A statement starts. A KILL QUERY that came while the session was
-    /// idle is dropped, as in MySQL.
-    pub fn begin(&self, command: &'static str, info: Option<Arc<str>>, db: Option<Arc<str>>) {
+    /// idle is dropped, as in MySQL. A prepared statement run again with the
+    /// same database stores nothing but the state word.
+    pub fn begin(&self, command: Command, info: Option<&Arc<str>>, db: Option<&Arc<str>>) {
         self.drop_query_kill();
-        let idx = COMMANDS.iter().position(|c| *c == command).unwrap_or(1) as u64;
-        let old = {
-            let mut t = self.texts.lock().expect("texts");
-            std::mem::replace(&mut *t, Texts { info, db })
-        };
-        self.state.store(now_ms() << 2 | idx, Ordering::Release);
-        drop(old);
+        let (iid, did) = (text_id(info), text_id(db));
+        if iid != self.info_id.load(Ordering::Relaxed) || did != self.db_id.load(Ordering::Relaxed) {
+            let old = {
+                let mut t = self.texts.lock().expect("texts");
+                std::mem::replace(&mut *t, Texts { info: info.cloned(), db: db.cloned() })
+            };
+            self.info_id.store(iid, Ordering::Relaxed);
+            self.db_id.store(did, Ordering::Relaxed);
+            drop(old);
+        }
+        self.state.store(now_ms() << 2 | command as u64, Ordering::Release);
     }
 
     /// USE / COM_INIT_DB changed the default database.
     pub fn set_db(&self, db: Option<Arc<str>>) {
+        let id = text_id(db.as_ref());
         self.texts.lock().expect("texts").db = db;
+        self.db_id.store(id, Ordering::Relaxed);
     }
 
     fn drop_query_kill(&self) {
@@ -263,7 +289,8 @@ mod tests {
         let e = SessionEntry::new(7, "root");
         e.request_kill(Kill::Query);
         assert_eq!(e.kill_requested(), Kill::Query);
-        e.begin("Query", Some("SELECT 1".into()), Some("d".into()));
+        let (q, d): (Arc<str>, Arc<str>) = ("SELECT 1".into(), "d".into());
+        e.begin(Command::Query, Some(&q), Some(&d));
         assert_eq!(e.kill_requested(), Kill::None, "a KILL QUERY while idle is dropped");
         assert_eq!(e.activity().command, "Query");
         assert_eq!(e.activity().info.as_deref(), Some("SELECT 1"));
@@ -275,7 +302,16 @@ mod tests {
         assert_eq!(e.activity().db.as_deref(), Some("d"), "the database stays");
         e.request_kill(Kill::Connection);
         e.request_kill(Kill::Query);
-        e.begin("Query", None, None);
+        e.begin(Command::Query, None, None);
+        assert_eq!(e.activity().info, None);
+        assert_eq!(e.activity().db, None);
+        // The same texts again: kept, not stored anew.
+        e.begin(Command::Execute, Some(&q), Some(&d));
+        e.begin(Command::Execute, Some(&q), Some(&d));
+        assert_eq!((e.activity().command, e.activity().info.as_deref()), ("Execute", Some("SELECT 1")));
+        e.set_db(None);
+        e.begin(Command::Execute, Some(&q), Some(&d));
+        assert_eq!(e.activity().db.as_deref(), Some("d"), "a USE in between is seen");
         assert_eq!(e.kill_requested(), Kill::Connection, "never downgraded");
         e.wait_kill(Kill::Query).await;
         e.wait_kill(Kill::Connection).await;

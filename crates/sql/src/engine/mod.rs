@@ -444,7 +444,8 @@ impl Engine {
             return vec![Err(error_map::parse_error_near(&second))];
         }
         let mut out = Vec::with_capacity(stmts.len());
-        s.entry.begin("Query", Some(Arc::from(sql)), s.current_db.clone());
+        let text: Arc<str> = Arc::from(sql);
+        s.entry.begin(crate::session_registry::Command::Query, Some(&text), s.current_db.as_ref());
         for st in stmts {
             if s.entry.kill_requested() != crate::session_registry::Kill::None {
                 out.push(Err(crate::session_registry::interrupted()));
@@ -624,7 +625,7 @@ impl Engine {
         if params.len() != p.param_count as usize {
             return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
         }
-        s.entry.begin("Execute", Some(p.sql.clone()), s.current_db.clone());
+        s.entry.begin(crate::session_registry::Command::Execute, Some(&p.sql), s.current_db.as_ref());
         let r = self.execute_prepared_inner(s, p, params).await;
         s.entry.end();
         r
