@@ -798,16 +798,14 @@ impl Engine {
 
     /// Table locks of this SQL node: a session holding some may use only
     /// those (1100, 1099, 1223); another waits until the statement's tables
-    /// are free. One atomic load while no session holds a lock.
-    async fn check_table_locks(&self, s: &mut Session, p: &Parsed) -> Result<(), SqlError> {
-        if !self.table_locks.any_held() {
-            return Ok(());
-        }
+    /// are free. Callers test `any_held` first, so the statement path pays
+    /// one atomic load while no session holds a lock.
+    async fn check_table_locks(&self, s: &Session, p: &Parsed) -> Result<(), SqlError> {
         let accesses = lock_statements::table_accesses(s, p);
         if accesses.is_empty() {
             return Ok(());
         }
-        if s.table_locks != table_locks::Held::default() {
+        if !s.table_locks.is_empty() {
             return table_locks::check_own(&s.table_locks, &accesses);
         }
         self.table_locks.wait_for_access(&s.entry, &accesses, Self::lock_wait(s)).await
@@ -875,7 +873,7 @@ impl Engine {
                 Ok(QueryOutput::ok(0))
             }
             LockStmt::FlushTables { tables, read_lock } => {
-                if s.table_locks != table_locks::Held::default() {
+                if !s.table_locks.is_empty() {
                     return Err(busy());
                 }
                 self.implicit_commit(s).await?;

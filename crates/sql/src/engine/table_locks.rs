@@ -46,7 +46,7 @@ pub struct Held {
 }
 
 impl Held {
-    fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.tables.is_empty() && !self.global_read
     }
 }
