@@ -195,6 +195,8 @@ pub struct Session {
     /// This session as SHOW PROCESSLIST and KILL see it (registered with the
     /// engine by `Engine::new_session`).
     pub entry: Arc<crate::session_registry::SessionEntry>,
+    /// Statements prepared by name in SQL text (PREPARE), lower-case names.
+    pub sql_prepared: std::collections::HashMap<String, Arc<crate::engine::Prepared>>,
 }
 
 impl Session {
@@ -216,6 +218,7 @@ impl Session {
             table_locks: Default::default(),
             txn_wrote: false,
             entry: crate::session_registry::SessionEntry::new(connection_id, user),
+            sql_prepared: std::collections::HashMap::new(),
         }
     }
 }

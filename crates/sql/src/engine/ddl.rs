@@ -905,6 +905,12 @@ pub async fn create_table(
     if VIRTUAL_DBS.iter().any(|v| v.eq_ignore_ascii_case(&db)) {
         return Err(error_map::db_access_denied(&s.user, &db));
     }
+    if ct.like.is_some() && !ct.temporary {
+        return crate::engine::create_from::create_like(e, s, ct).await;
+    }
+    if ct.query.is_some() && !ct.temporary {
+        return crate::engine::create_from::create_as_select(e, s, ct, partition).await;
+    }
     let info = e.catalog().db_info(&db).await?.ok_or_else(|| error_map::unknown_db(&db))?;
     let def = build_table(&db, &info.collation, ct, partition, e.config().default_partitions)?;
     let auto_start = SqlTableMeta::decode(&def.extra).and_then(|m| m.auto_increment_start);

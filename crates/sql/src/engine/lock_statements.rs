@@ -179,6 +179,15 @@ pub fn table_accesses(s: &Session, p: &Parsed) -> Vec<Access> {
                 .map(|(db, table)| vec![Access { db, table, mode: Mode::Write }])
                 .unwrap_or_default();
         }
+        // ANALYZE / CHECKSUM ... TABLE read their tables.
+        Parsed::Maintenance(m) => {
+            return m
+                .tables
+                .iter()
+                .filter_map(|name| resolve(s, name).ok())
+                .map(|(db, table)| Access { db, table, mode: Mode::Read })
+                .collect();
+        }
         _ => return Vec::new(),
     };
     let writes: Vec<&ObjectName> = match st {

@@ -9,6 +9,7 @@
 pub mod alter;
 pub mod alter_text;
 pub mod catalog;
+pub mod create_from;
 pub mod ddl;
 pub mod error_map;
 pub mod infoschema;
@@ -16,6 +17,7 @@ pub mod lock_statements;
 pub mod parse_ext;
 pub mod show;
 pub mod table_locks;
+pub mod table_maintenance;
 pub mod table_stats;
 pub mod txn_control;
 pub mod vars;
@@ -34,6 +36,7 @@ pub mod row_layout;
 pub mod scan_order;
 pub mod sort_keys;
 pub mod sort_prefix;
+pub mod sql_prepare;
 
 use crate::types::{ColumnMeta, QueryOutput, Session, SqlError, Warning, WarningLevel};
 use catalog::{Catalog, PartitionInfo};
@@ -127,6 +130,10 @@ pub enum Parsed {
     /// START TRANSACTION WITH CONSISTENT SNAPSHOT [, ...]: the phrase is
     /// taken off (reads are READ COMMITTED) and noted in a warning.
     StartConsistentSnapshot(Box<Statement>),
+    /// PREPARE / EXECUTE / DEALLOCATE PREPARE (named in SQL text).
+    SqlPrepare(sql_prepare::SqlPrepareStmt),
+    /// ANALYZE / OPTIMIZE / CHECK / REPAIR / CHECKSUM TABLE.
+    Maintenance(table_maintenance::MaintenanceStmt),
 }
 
 /// A prepared statement: parsed once, executed many times.
@@ -291,6 +298,12 @@ pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
     let w = |i: usize| words.get(i).map(|s| s.as_str()).unwrap_or("");
     if let Some(r) = lock_statements::parse(sql, &words) {
         return r.map(Parsed::Lock);
+    }
+    if let Some(r) = sql_prepare::parse(sql, &words) {
+        return r.map(Parsed::SqlPrepare);
+    }
+    if let Some(r) = table_maintenance::parse(sql, &words) {
+        return r.map(Parsed::Maintenance);
     }
     match w(0) {
         "SHOW" => return Ok(Parsed::Show(parse_ext::parse_show(sql)?)),
@@ -941,6 +954,8 @@ impl Engine {
             }
             Parsed::Sql(st) => self.dispatch_sql(s, st, params, row_plan).await,
             Parsed::Lock(st) => self.run_lock_statement(s, st).await,
+            Parsed::SqlPrepare(st) => sql_prepare::run(self, s, st).await,
+            Parsed::Maintenance(st) => table_maintenance::run(self, s, st).await,
             Parsed::StartConsistentSnapshot(st) => {
                 let out = self.dispatch_sql(s, st, params, row_plan).await?;
                 s.warnings.push(Warning {

@@ -6,7 +6,7 @@ use crate::engine::infoschema::{self, col_i, col_s, column_key, default_display,
 use crate::engine::parse_ext::{ShowFilter, ShowStmt};
 use crate::engine::{table_stats, vars, Engine};
 use crate::types::{ColumnMeta, QueryOutput, Session, SqlError, WarningLevel};
-use norr_signals::{ColumnType, Value};
+use norr_signals::{ColumnDef, ColumnType, Value};
 use sqlparser::ast::{BinaryOperator, Expr, UnaryOperator};
 
 fn s(x: &str) -> Value {
@@ -159,49 +159,7 @@ async fn check_db(e: &Engine, db: &str) -> Result<(), SqlError> {
 pub fn show_create_table(t: &SqlTable) -> String {
     let mut lines: Vec<String> = Vec::new();
     for (_, c, m) in t.columns_visible() {
-        let mut l = format!("  {} {}", quote_ident(&c.name), m.sql_type);
-        if let Some(coll) = &m.collation {
-            if *coll != t.meta.collation {
-                if t.meta.charset != "utf8mb4" {
-                    l.push_str(" CHARACTER SET utf8mb4");
-                }
-                l.push_str(&format!(" COLLATE {coll}"));
-            }
-        }
-        if !c.nullable {
-            l.push_str(" NOT NULL");
-        } else if matches!(c.ty, ColumnType::Timestamp) {
-            l.push_str(" NULL");
-        }
-        match &m.default {
-            SqlDefault::Literal { sql } => l.push_str(&format!(" DEFAULT {sql}")),
-            SqlDefault::CurrentTimestamp { fsp } => {
-                if *fsp > 0 {
-                    l.push_str(&format!(" DEFAULT CURRENT_TIMESTAMP({fsp})"))
-                } else {
-                    l.push_str(" DEFAULT CURRENT_TIMESTAMP")
-                }
-            }
-            SqlDefault::None | SqlDefault::Null => {
-                if c.nullable && !matches!(c.ty, ColumnType::Text { .. } | ColumnType::Blob) {
-                    l.push_str(" DEFAULT NULL");
-                }
-            }
-        }
-        if c.auto_increment {
-            l.push_str(" AUTO_INCREMENT");
-        }
-        if m.on_update_now {
-            if m.fsp > 0 {
-                l.push_str(&format!(" ON UPDATE CURRENT_TIMESTAMP({})", m.fsp));
-            } else {
-                l.push_str(" ON UPDATE CURRENT_TIMESTAMP");
-            }
-        }
-        if !m.comment.is_empty() {
-            l.push_str(&format!(" COMMENT {}", quote_string(&m.comment)));
-        }
-        lines.push(l);
+        lines.push(format!("  {}", column_definition(t, c, m, false)));
     }
     for ix in infoschema::all_indexes(t) {
         let cols = ix.columns.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(",");
@@ -228,6 +186,57 @@ pub fn show_create_table(t: &SqlTable) -> String {
         out.push_str(&p.to_sql());
     }
     out
+}
+
+/// A column's definition as SHOW CREATE TABLE prints it (name, type,
+/// collation, NULL, DEFAULT, ...). `copy`: the definition another table
+/// takes over (CREATE TABLE ... SELECT): the collation always spelled out,
+/// since the new table's default may differ, and no AUTO_INCREMENT, which
+/// MySQL does not carry over.
+pub fn column_definition(t: &SqlTable, c: &ColumnDef, m: &SqlColumnMeta, copy: bool) -> String {
+    let mut l = format!("{} {}", quote_ident(&c.name), m.sql_type);
+    if let Some(coll) = &m.collation {
+        if copy || *coll != t.meta.collation {
+            if copy || t.meta.charset != "utf8mb4" {
+                l.push_str(" CHARACTER SET utf8mb4");
+            }
+            l.push_str(&format!(" COLLATE {coll}"));
+        }
+    }
+    if !c.nullable {
+        l.push_str(" NOT NULL");
+    } else if matches!(c.ty, ColumnType::Timestamp) {
+        l.push_str(" NULL");
+    }
+    match &m.default {
+        SqlDefault::Literal { sql } => l.push_str(&format!(" DEFAULT {sql}")),
+        SqlDefault::CurrentTimestamp { fsp } => {
+            if *fsp > 0 {
+                l.push_str(&format!(" DEFAULT CURRENT_TIMESTAMP({fsp})"))
+            } else {
+                l.push_str(" DEFAULT CURRENT_TIMESTAMP")
+            }
+        }
+        SqlDefault::None | SqlDefault::Null => {
+            if c.nullable && !matches!(c.ty, ColumnType::Text { .. } | ColumnType::Blob) {
+                l.push_str(" DEFAULT NULL");
+            }
+        }
+    }
+    if c.auto_increment && !copy {
+        l.push_str(" AUTO_INCREMENT");
+    }
+    if m.on_update_now {
+        if m.fsp > 0 {
+            l.push_str(&format!(" ON UPDATE CURRENT_TIMESTAMP({})", m.fsp));
+        } else {
+            l.push_str(" ON UPDATE CURRENT_TIMESTAMP");
+        }
+    }
+    if !m.comment.is_empty() {
+        l.push_str(&format!(" COMMENT {}", quote_string(&m.comment)));
+    }
+    l
 }
 
 fn columns_rows(t: &SqlTable, full: bool) -> Vec<Vec<Value>> {
