@@ -41,6 +41,17 @@ CREATE TABLE orders (
   KEY ix_cust (cust)
 );
 CREATE TABLE no_pk (a INT, b CHAR(3));
+CREATE TABLE a_notes (
+  id INT PRIMARY KEY,
+  cust INT,
+  txt VARCHAR(20),
+  CONSTRAINT fk_notes_cust FOREIGN KEY (cust) REFERENCES customers (id) ON DELETE CASCADE
+);
+CREATE TABLE order_lines (
+  id INT PRIMARY KEY,
+  order_id BIGINT NOT NULL,
+  FOREIGN KEY (order_id) REFERENCES orders (id)
+);
 """
 
 
@@ -68,6 +79,8 @@ def fill(cluster, db):
              (3, 2, -1.5e300, 65535, "", b"")]
             + [(100 + i, i % 7, i * 1.25, i, f"note {i}", bytes([i % 256])) for i in range(500)])
         cur.execute("INSERT INTO no_pk VALUES (1, 'x'), (1, 'x'), (NULL, NULL)")
+        cur.execute("INSERT INTO a_notes VALUES (1, 1, 'x'), (2, NULL, 'y'), (3, 3, 'z')")
+        cur.execute("INSERT INTO order_lines VALUES (1, 1), (2, 1), (3, 100)")
     conn.close()
 
 
@@ -109,6 +122,10 @@ def test_dump_and_restore_round_trip(cluster, dbname, opts):
     text = dump(cluster, dbname, *opts)
     if not opts:
         assert b"LOCK TABLES `orders` WRITE;" in text
+    # The child a_notes is dumped (and restored) before its parent customers:
+    # the dump turns FOREIGN_KEY_CHECKS off around the restore.
+    assert b"CONSTRAINT `fk_notes_cust` FOREIGN KEY (`cust`) REFERENCES `customers` (`id`) ON DELETE CASCADE" in text
+    assert b"FOREIGN_KEY_CHECKS=0" in text
     # Restore into a second database, and over the original (the dump drops
     # and recreates each table).
     copy = dbname + "_copy"
@@ -126,6 +143,16 @@ def test_dump_and_restore_round_trip(cluster, dbname, opts):
             cur.execute("INSERT INTO customers (name) VALUES ('next')")
             cur.execute("SELECT MAX(id) = LAST_INSERT_ID(), LAST_INSERT_ID() > 203 FROM customers")
             assert cur.fetchone() == (1, 1)
+            # The restored constraints are enforced.
+            with pytest.raises(pymysql.err.IntegrityError) as e:
+                cur.execute("INSERT INTO a_notes VALUES (9, 99999, 'orphan')")
+            assert e.value.args[0] == 1452
+            with pytest.raises(pymysql.err.IntegrityError) as e:
+                cur.execute("DELETE FROM orders WHERE id = 100")
+            assert e.value.args[0] == 1451
+            cur.execute("DELETE FROM customers WHERE id = 1")
+            cur.execute("SELECT id FROM a_notes ORDER BY id")
+            assert cur.fetchall() == ((2,), (3,))
         c2.close()
     finally:
         with conn.cursor() as cur:

@@ -397,6 +397,16 @@ pub async fn alter_table(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> R
     if let Some(n) = auto_inc {
         set_auto_increment_start(&mut def, n);
     }
+    if !t.meta.fk.is_empty() {
+        if new_name.is_some() {
+            return Err(unsupported("renaming a table that has or is referenced by foreign keys"));
+        }
+        // Who references this table is not in SHOW CREATE TABLE: keep it.
+        if let Some(mut m) = SqlTableMeta::decode(&def.extra) {
+            m.fk.referenced_by = t.meta.fk.referenced_by.clone();
+            def.extra = m.encode();
+        }
+    }
     let sources = column_sources(&t, &def, &origins, &d.key_cols)?;
     if def.primary_key.len() != t.def.primary_key.len()
         || def.primary_key.iter().zip(&t.def.primary_key).any(|(n, o)| sources[*n as usize] != ColumnSource::Old(*o))
@@ -632,6 +642,10 @@ async fn rename_one(
     check_name(&new_table, "table")?;
     e.catalog().invalidate(&db, &table);
     let t = e.catalog().get(&db, &table).await?;
+    if !t.meta.fk.is_empty() {
+        // Constraints name their tables; following a rename is not done.
+        return Err(unsupported("renaming a table that has or is referenced by foreign keys"));
+    }
     if new_db != db {
         e.catalog().db_info(&new_db).await?.ok_or_else(|| error_map::unknown_db(&new_db))?;
     }

@@ -33,8 +33,14 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-/// Version of the `SqlTableMeta` encoding in `TableDef::extra`.
-pub const META_FORMAT: u8 = 1;
+/// Version of the `SqlTableMeta` encoding in `TableDef::extra`:
+/// `[format byte][postcard SqlTableMeta]`, and from format 2 on
+/// `[postcard FkMeta]` after it (foreign keys). Format 1 (no foreign keys)
+/// is still read. The bytes sit inside the dictionary's own checksummed
+/// file and wire frames, so they carry no checksum of their own.
+pub const META_FORMAT: u8 = 2;
+/// The format written before foreign keys existed.
+const META_FORMAT_V1: u8 = 1;
 /// Native name of the databases table.
 pub const SCHEMATA_TABLE: &str = "norr_sys/schemata";
 /// Name of the hidden primary-key column of a table without a PRIMARY KEY.
@@ -396,17 +402,26 @@ pub struct SqlTableMeta {
     pub comment: String,
     /// `AUTO_INCREMENT = n` table option (first value handed out).
     pub auto_increment_start: Option<u64>,
+    /// Foreign keys (encoded after the fields above, see `META_FORMAT`).
+    #[serde(skip)]
+    pub fk: crate::engine::fk::FkMeta,
 }
 
 impl SqlTableMeta {
     pub fn encode(&self) -> Vec<u8> {
         let mut v = vec![META_FORMAT];
         v.extend(postcard::to_allocvec(self).expect("meta encodes"));
+        v.extend(postcard::to_allocvec(&self.fk).expect("foreign keys encode"));
         v
     }
     pub fn decode(b: &[u8]) -> Option<SqlTableMeta> {
         match b.split_first() {
-            Some((&META_FORMAT, rest)) => postcard::from_bytes(rest).ok(),
+            Some((&META_FORMAT_V1, rest)) => postcard::from_bytes(rest).ok(),
+            Some((&META_FORMAT, rest)) => {
+                let (mut m, fk_bytes): (SqlTableMeta, &[u8]) = postcard::take_from_bytes(rest).ok()?;
+                m.fk = postcard::from_bytes(fk_bytes).ok()?;
+                Some(m)
+            }
             _ => None,
         }
     }
@@ -450,6 +465,7 @@ impl SqlTableMeta {
             collation: DEFAULT_COLLATION.into(),
             comment: String::new(),
             auto_increment_start: None,
+            fk: Default::default(),
         }
     }
 }
@@ -1105,9 +1121,33 @@ mod tests {
             collation: DEFAULT_COLLATION.into(),
             comment: String::new(),
             auto_increment_start: None,
+            fk: Default::default(),
         };
-        assert_eq!(SqlTableMeta::decode(&m.encode()), Some(m));
+        assert_eq!(SqlTableMeta::decode(&m.encode()), Some(m.clone()));
         assert_eq!(SqlTableMeta::decode(b"garbage"), None);
+        // Format 1 (before foreign keys) is still read: no foreign keys.
+        let mut v1 = vec![1u8];
+        v1.extend(postcard::to_allocvec(&m).unwrap());
+        assert_eq!(SqlTableMeta::decode(&v1), Some(m.clone()));
+        let mut with_fk = m.clone();
+        with_fk.fk.foreign_keys.push(crate::engine::fk::ForeignKey {
+            name: "c_ibfk_1".into(),
+            columns: vec!["pid".into()],
+            ref_db: "d".into(),
+            ref_table: "p".into(),
+            ref_columns: vec!["id".into()],
+            on_delete: crate::engine::fk::FkAction::Cascade,
+            on_update: crate::engine::fk::FkAction::Unspecified,
+        });
+        with_fk.fk.referenced_by.push(crate::engine::fk::FkRef {
+            db: "d".into(),
+            table: "c".into(),
+            name: "c_ibfk_1".into(),
+        });
+        assert_eq!(SqlTableMeta::decode(&with_fk.encode()), Some(with_fk.clone()));
+        // A truncated foreign-key section is refused, not half read.
+        let enc = with_fk.encode();
+        assert_eq!(SqlTableMeta::decode(&enc[..enc.len() - 3]), None);
     }
 
     #[test]

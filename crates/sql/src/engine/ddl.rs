@@ -611,6 +611,9 @@ pub fn build_table(
                 ColumnOption::CharacterSet(_) | ColumnOption::Collation(_) => {}
                 ColumnOption::Invisible => return Err(SqlError::unsupported("INVISIBLE columns")),
                 ColumnOption::Check(c) => check_constraint(c)?,
+                // MySQL parses a column-level REFERENCES and ignores it
+                // (only the table-level FOREIGN KEY clause makes a constraint).
+                ColumnOption::ForeignKey(_) => {}
                 other => return Err(SqlError::unsupported(format!("column option {other}"))),
             }
         }
@@ -663,6 +666,8 @@ pub fn build_table(
     }
 
     // Table constraints.
+    let mut fks: Vec<(crate::engine::fk::ForeignKey, Option<String>)> = Vec::new();
+    let mut next_generated = 0u32;
     for tc in &ct.constraints {
         match tc {
             TableConstraint::PrimaryKey(p) => {
@@ -688,11 +693,40 @@ pub fn build_table(
                 columns: index_columns(&ix.columns)?,
                 comment: String::new(),
             }),
-            TableConstraint::ForeignKey(_) => return Err(SqlError::unsupported("FOREIGN KEY")),
+            TableConstraint::ForeignKey(f) => {
+                fks.push(crate::engine::fk::from_ast(f, db, &tname, &mut next_generated)?)
+            }
             TableConstraint::Check(c) => check_constraint(c)?,
             TableConstraint::FulltextOrSpatial(_) => return Err(SqlError::unsupported("FULLTEXT / SPATIAL indexes")),
             other => return Err(SqlError::unsupported(format!("table constraint {other}"))),
         }
+    }
+
+    // Foreign keys: child-side checks, and the index InnoDB creates on the
+    // referencing columns when no index starts with them.
+    let fk_cols: Vec<(String, ColumnType, bool)> = cols
+        .iter()
+        .map(|c| (c.def.name.clone(), c.def.ty.clone(), c.def.nullable && !pk_has(&pk, &c.def.name)))
+        .collect();
+    let mut foreign_keys = Vec::with_capacity(fks.len());
+    for (fk, index_name) in fks {
+        if partition.is_some() {
+            return Err(crate::engine::fk::partitioned());
+        }
+        crate::engine::fk::check_child_columns(&fk, &fk_cols)?;
+        if foreign_keys.iter().any(|f: &crate::engine::fk::ForeignKey| f.name.eq_ignore_ascii_case(&fk.name)) {
+            return Err(SqlError::new(1826, "HY000", format!("Duplicate foreign key constraint name '{}'", fk.name)));
+        }
+        let declared: Vec<SqlIndexMeta> = pk.iter().chain(indexes.iter()).cloned().collect();
+        if !crate::engine::fk::has_leading_index(&declared, &fk.columns) {
+            indexes.push(SqlIndexMeta {
+                name: index_name.unwrap_or_default(),
+                kind: SqlIndexKind::Index,
+                columns: fk.columns.clone(),
+                comment: String::new(),
+            });
+        }
+        foreign_keys.push(fk);
     }
 
     // Check index columns, name unnamed indexes as MySQL (first column, then _2, _3...).
@@ -864,6 +898,7 @@ pub fn build_table(
         collation: t_coll,
         comment,
         auto_increment_start: auto_inc_start,
+        fk: crate::engine::fk::FkMeta { foreign_keys, referenced_by: Vec::new() },
     };
     Ok(TableDef {
         id: 0,
@@ -876,6 +911,11 @@ pub fn build_table(
         indexes: native_indexes,
         extra: meta.encode(),
     })
+}
+
+/// True if `col` is a column of the declared primary key (NOT NULL then).
+fn pk_has(pk: &Option<SqlIndexMeta>, col: &str) -> bool {
+    pk.as_ref().is_some_and(|p| p.columns.iter().any(|c| c.eq_ignore_ascii_case(col)))
 }
 
 fn comment_text(c: &ast::CommentDef) -> String {
@@ -912,8 +952,13 @@ pub async fn create_table(
         return crate::engine::create_from::create_as_select(e, s, ct, partition).await;
     }
     let info = e.catalog().db_info(&db).await?.ok_or_else(|| error_map::unknown_db(&db))?;
-    let def = build_table(&db, &info.collation, ct, partition, e.config().default_partitions)?;
+    let mut def = build_table(&db, &info.collation, ct, partition, e.config().default_partitions)?;
     let auto_start = SqlTableMeta::decode(&def.extra).and_then(|m| m.auto_increment_start);
+    if ct.if_not_exists && e.catalog().try_get(&db, &table).await?.is_some() {
+        note(s, 1050, format!("Table '{table}' already exists"));
+        return Ok(QueryOutput::ok(0));
+    }
+    let parents = crate::engine::fk_ddl::prepare_create(e, s, &mut def).await?;
     match e.client().create_table(def).await {
         Ok(created) => {
             if let Some(start) = auto_start {
@@ -923,6 +968,7 @@ pub async fn create_table(
             }
             e.catalog().invalidate(&db, &table);
             e.catalog().put(created);
+            crate::engine::fk_ddl::link_created(e, &db, &table, parents).await?;
             Ok(QueryOutput::ok(0))
         }
         Err(err) if err.code() == Some(ErrorCode::TableExists) => {
@@ -944,11 +990,18 @@ pub async fn drop_tables(
     if_exists: bool,
 ) -> Result<QueryOutput, SqlError> {
     let mut missing: Vec<String> = Vec::new();
-    for n in names {
-        let (db, table) = resolve_name(s, n)?;
+    let all: Vec<(String, String)> = names.iter().map(|n| resolve_name(s, n)).collect::<Result<_, _>>()?;
+    crate::engine::fk_ddl::check_drop(e, s, &all).await?;
+    for (db, table) in all {
+        e.catalog().invalidate(&db, &table);
+        let before = e.catalog().try_get(&db, &table).await?;
         e.catalog().invalidate(&db, &table);
         match e.client().drop_table(&native_name(&db, &table)).await {
-            Ok(()) => {}
+            Ok(()) => {
+                if let Some(t) = before {
+                    crate::engine::fk_ddl::unlink_dropped(e, &t).await;
+                }
+            }
             Err(err) if err.code() == Some(ErrorCode::NoSuchTable) => missing.push(format!("{db}.{table}")),
             Err(err) => return Err(from_client(err, &ErrCtx::table(&db, &table))),
         }
@@ -968,7 +1021,9 @@ pub async fn drop_tables(
 pub async fn truncate(e: &Engine, s: &mut Session, names: &[ObjectName]) -> Result<QueryOutput, SqlError> {
     for n in names {
         let (db, table) = resolve_name(s, n)?;
+        e.catalog().invalidate(&db, &table);
         let t = e.catalog().get(&db, &table).await?;
+        crate::engine::fk_ddl::check_truncate(s, &t)?;
         e.client()
             .truncate_table(&t.native_name())
             .await
@@ -1065,6 +1120,7 @@ pub async fn drop_index(
     let Some(ix) = t.def.indexes.iter().find(|i| i.name.eq_ignore_ascii_case(name)) else {
         return Err(error_map::cant_drop_key(name));
     };
+    crate::engine::fk_ddl::check_drop_index(&t, name)?;
     // An index that serves an AUTO_INCREMENT column must stay (1075).
     if let Some((i, _)) = t.def.columns.iter().enumerate().find(|(_, c)| c.auto_increment) {
         let other = t.def.primary_key.first() == Some(&(i as ColumnId))
@@ -1091,6 +1147,12 @@ pub async fn drop_index(
 /// change that rebuilds the rows).
 pub async fn alter_table(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> Result<QueryOutput, SqlError> {
     use ast::AlterTableOperation as Op;
+    if crate::engine::fk_ddl::is_fk_only(at) {
+        return crate::engine::fk_ddl::alter_fk(e, s, at).await;
+    }
+    if crate::engine::fk_ddl::has_fk_op(at) {
+        return Err(SqlError::unsupported("ADD / DROP FOREIGN KEY together with other ALTER TABLE operations"));
+    }
     if !crate::engine::alter::is_index_only(at) {
         return crate::engine::alter::alter_table(e, s, at).await;
     }

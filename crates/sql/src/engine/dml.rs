@@ -27,6 +27,7 @@ use crate::engine::exec::{self, key_partition, Reader, Row};
 use crate::engine::expr::compile::{column_sqltype, Compiler, ParamMap, Scope, ScopeCol};
 use crate::engine::expr::value::{self as vals, parse_decimal, str_to_num, Coll, Num, Warnings};
 use crate::engine::expr::{conjuncts, eval, is_row_independent, CExpr, EvalCtx};
+use crate::engine::fk_enforce::{self, Fk, StmtGuard};
 use crate::engine::partition::PartFn;
 use crate::engine::plan::{self, Access};
 use crate::engine::plan_cache::{self, PlanSlot};
@@ -554,6 +555,7 @@ pub async fn execute_insert(
     }
     let tables = resolve_tables(engine, session, st).await?;
     let t = tables.get(name)?;
+    let fk_on = fk_enforce::active(session, &t);
     if ins.insert_alias.is_some() && ins.on.is_none() {
         // The alias names nothing then; still check it as MySQL does.
         insert_row_alias(&t, ins.insert_alias.as_ref(), &[])?;
@@ -788,7 +790,8 @@ pub async fn execute_insert(
     }
 
     // Fast path: autocommit, plain insert: one batch with commit.
-    if autocommit_alone(session) && matches!(mode, InsertMode::Plain) && final_rows.len() <= MAX_OPS_PER_BATCH {
+    if autocommit_alone(session) && matches!(mode, InsertMode::Plain) && final_rows.len() <= MAX_OPS_PER_BATCH && !fk_on
+    {
         let ops: Vec<KeyOp> = final_rows
             .iter()
             .zip(&partitions)
@@ -814,11 +817,20 @@ pub async fn execute_insert(
     }
 
     txn_control::begin_statement(engine, session);
-    let res = match session.txn.as_mut() {
-        Some(txn) => {
-            insert_rows(txn, &t, &part, &final_rows, &partitions, &mode, &mut ctx, session.client_found_rows).await
+    let fk = Fk { engine };
+    let guard = if fk_on { Some(StmtGuard::begin(session).await) } else { None };
+    let found_rows = session.client_found_rows;
+    let res = match (session.txn.as_mut(), guard.as_ref()) {
+        (_, Some(Err(e))) => Err(e.clone()),
+        (Some(txn), _) => {
+            let fk = fk_on.then_some(&fk);
+            insert_rows(txn, &t, &part, &final_rows, &partitions, &mode, &mut ctx, found_rows, fk).await
         }
-        None => Err(SqlError::internal("no transaction")),
+        (None, _) => Err(SqlError::internal("no transaction")),
+    };
+    let res = match guard {
+        Some(Ok(g)) => g.finish(session, res).await,
+        _ => res,
     };
     let (affected, dups) = txn_control::end_statement(engine, session, res).await?;
     let n = final_rows.len() as u64;
@@ -892,13 +904,14 @@ fn compile_value_expr(
 #[allow(clippy::too_many_arguments)]
 async fn insert_rows(
     txn: &mut Transaction,
-    t: &SqlTable,
+    t: &Arc<SqlTable>,
     part: &PartFn,
     rows: &[Row],
     partitions: &[Option<PartitionId>],
     mode: &InsertMode,
     ctx: &mut EvalCtx<'_>,
     found_rows: bool,
+    fk: Option<&Fk<'_>>,
 ) -> Result<(u64, u64), SqlError> {
     let ops: Vec<KeyOp> = rows
         .iter()
@@ -923,6 +936,22 @@ async fn insert_rows(
             OpResult::Ok(_) => {
                 affected += 1;
                 undo.push(op_for(t, OpKind::Delete, pk_of(&t.def, row), vec![], partitions[i]));
+                if let Some(fx) = fk {
+                    if let Err(err) = fx.check_parents(txn, t, row, None).await {
+                        if matches!(mode, InsertMode::Ignore) && err.code == 1452 {
+                            // INSERT IGNORE: the row goes, the error becomes a warning.
+                            if let Some(del) = undo.pop() {
+                                exec_ops(txn, vec![del], t).await?;
+                            }
+                            affected -= 1;
+                            ctx.warnings.push(err.code, err.message);
+                            continue;
+                        }
+                        undo.reverse();
+                        compensate(txn, undo).await;
+                        return Err(err);
+                    }
+                }
             }
             OpResult::Err(e) if is_dup(e) => {
                 dups += 1;
@@ -933,9 +962,17 @@ async fn insert_rows(
                         ctx.warnings.push(err.code, err.message);
                         Ok(0)
                     }
-                    InsertMode::Replace => replace_row(txn, t, part, row, partitions[i], e, &mut undo).await,
+                    InsertMode::Replace => {
+                        match replace_row(txn, t, part, row, partitions[i], e, &mut undo, fk, ctx).await {
+                            Ok(n) => match fk {
+                                Some(fx) => fx.check_parents(txn, t, row, None).await.map(|_| n),
+                                None => Ok(n),
+                            },
+                            Err(e) => Err(e),
+                        }
+                    }
                     InsertMode::Upsert(assigns) => {
-                        upsert_row(txn, t, part, row, e, assigns, ctx, &mut undo, found_rows).await
+                        upsert_row(txn, t, part, row, e, assigns, ctx, &mut undo, found_rows, fk).await
                     }
                 };
                 match outcome {
@@ -1015,14 +1052,17 @@ async fn conflicting_row(
     Ok(None)
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn replace_row(
     txn: &mut Transaction,
-    t: &SqlTable,
+    t: &Arc<SqlTable>,
     part: &PartFn,
     row: &[Value],
     p: Option<PartitionId>,
     e: &NodeError,
     undo: &mut Vec<KeyOp>,
+    fk: Option<&Fk<'_>>,
+    ctx: &mut EvalCtx<'_>,
 ) -> Result<u64, SqlError> {
     let mut affected = 0;
     let mut err = e.clone();
@@ -1040,6 +1080,10 @@ async fn replace_row(
             oldp,
         ));
         affected += 1;
+        // REPLACE is a delete and an insert: the old row's children see a delete.
+        if let Some(fx) = fk {
+            fx.on_delete(txn, t, &old, ctx, 0).await?;
+        }
         let ins = op_for(
             t,
             OpKind::Insert,
@@ -1063,7 +1107,7 @@ async fn replace_row(
 #[allow(clippy::too_many_arguments)]
 async fn upsert_row(
     txn: &mut Transaction,
-    t: &SqlTable,
+    t: &Arc<SqlTable>,
     part: &PartFn,
     row: &[Value],
     e: &NodeError,
@@ -1071,6 +1115,7 @@ async fn upsert_row(
     ctx: &mut EvalCtx<'_>,
     undo: &mut Vec<KeyOp>,
     found_rows: bool,
+    fk: Option<&Fk<'_>>,
 ) -> Result<u64, SqlError> {
     let Some(old) = conflicting_row(txn, t, row, e).await? else { return Err(dup_error(t, e, row)) };
     let mut both = old.clone();
@@ -1091,12 +1136,34 @@ async fn upsert_row(
     if changed.is_empty() {
         return Ok(if found_rows { 1 } else { 0 });
     }
-    apply_update(txn, t, part, &old, &new, &changed, undo).await?;
+    apply_update(txn, t, part, &old, &new, &changed, undo, fk, ctx).await?;
     Ok(2)
 }
 
-/// Update one row (delete + insert when the key or the partition changes).
+/// Update one row (delete + insert when the key or the partition changes),
+/// then its foreign-key work.
+#[allow(clippy::too_many_arguments)]
 async fn apply_update(
+    txn: &mut Transaction,
+    t: &Arc<SqlTable>,
+    part: &PartFn,
+    old: &[Value],
+    new: &[Value],
+    changed: &[(ColumnId, Value)],
+    undo: &mut Vec<KeyOp>,
+    fk: Option<&Fk<'_>>,
+    ctx: &mut EvalCtx<'_>,
+) -> Result<(), SqlError> {
+    write_update(txn, t, part, old, new, changed, undo).await?;
+    if let Some(fx) = fk {
+        let cols: Vec<ColumnId> = changed.iter().map(|(c, _)| *c).collect();
+        fx.check_parents(txn, t, new, Some(&cols)).await?;
+        fx.on_update(txn, t, old, new, ctx, 0).await?;
+    }
+    Ok(())
+}
+
+async fn write_update(
     txn: &mut Transaction,
     t: &SqlTable,
     part: &PartFn,
@@ -1348,8 +1415,9 @@ pub async fn execute_update(
     let def = &rs.table.def;
     let found_rows = session.client_found_rows;
 
+    let fk_on = fk_enforce::active(session, &rs.table);
     // Fast path: pk lookup, nothing else in WHERE, row-independent values or increments.
-    if let Access::PkLookup { keys } = &rs.access {
+    if let (Access::PkLookup { keys }, false) = (&rs.access, fk_on) {
         let no_key_change = rs.sets.iter().all(|(c, _)| !def.primary_key.contains(c));
         let part_cols_untouched = rs.sets.iter().all(|(c, _)| !rs.part.columns().contains(c));
         let simple = rs.sets.iter().all(|(c, e)| is_row_independent(e) || as_increment(*c, e, def).is_some());
@@ -1369,9 +1437,16 @@ pub async fn execute_update(
     }
 
     txn_control::begin_statement(engine, session);
-    let res = match session.txn.as_mut() {
-        Some(txn) => update_general(txn, rs, &mut ctx).await,
-        None => Err(SqlError::internal("no transaction")),
+    let fk = Fk { engine };
+    let guard = if fk_on { Some(StmtGuard::begin(session).await) } else { None };
+    let res = match (session.txn.as_mut(), guard.as_ref()) {
+        (_, Some(Err(e))) => Err(e.clone()),
+        (Some(txn), _) => update_general(txn, rs, &mut ctx, fk_on.then_some(&fk)).await,
+        (None, _) => Err(SqlError::internal("no transaction")),
+    };
+    let res = match guard {
+        Some(Ok(g)) => g.finish(session, res).await,
+        _ => res,
     };
     let (matched, changed) = txn_control::end_statement(engine, session, res).await?;
     session.warnings = std::mem::take(&mut ctx.warnings.list);
@@ -1379,7 +1454,12 @@ pub async fn execute_update(
     Ok(QueryOutput::Ok { affected_rows: if found_rows { matched } else { changed }, last_insert_id: 0, info })
 }
 
-async fn update_general(txn: &mut Transaction, rs: &RowStmt, ctx: &mut EvalCtx<'_>) -> Result<(u64, u64), SqlError> {
+async fn update_general(
+    txn: &mut Transaction,
+    rs: &RowStmt,
+    ctx: &mut EvalCtx<'_>,
+    fk: Option<&Fk<'_>>,
+) -> Result<(u64, u64), SqlError> {
     let t = &rs.table;
     let rows = target_rows(txn, rs, ctx).await?;
     let on_update: Vec<ColumnId> = t
@@ -1419,7 +1499,7 @@ async fn update_general(txn: &mut Transaction, rs: &RowStmt, ctx: &mut EvalCtx<'
         if changed.is_empty() {
             continue;
         }
-        if let Err(e) = apply_update(txn, t, &rs.part, old, &new, &changed, &mut undo).await {
+        if let Err(e) = apply_update(txn, t, &rs.part, old, &new, &changed, &mut undo, fk, ctx).await {
             undo.reverse();
             compensate(txn, undo).await;
             return Err(e);
@@ -1672,8 +1752,9 @@ pub async fn execute_delete(
     let t = rs.table.clone();
     let def = &t.def;
 
+    let fk_on = fk_enforce::active(session, &t);
     // Fast path: delete by primary keys.
-    if let Access::PkLookup { keys } = &rs.access {
+    if let (Access::PkLookup { keys }, false) = (&rs.access, fk_on) {
         if only_pk_conjuncts(def, &rs.conj) && rs.order.is_empty() && rs.limit.is_none() && autocommit_alone(session) {
             if let Some(keys) = plan::eval_keys(keys, &def.primary_key, def, &mut ctx)? {
                 let ta = TableAccess {
@@ -1715,16 +1796,28 @@ pub async fn execute_delete(
     }
 
     txn_control::begin_statement(engine, session);
-    let res = match session.txn.as_mut() {
-        Some(txn) => delete_general(txn, rs, &mut ctx).await,
-        None => Err(SqlError::internal("no transaction")),
+    let fk = Fk { engine };
+    let guard = if fk_on { Some(StmtGuard::begin(session).await) } else { None };
+    let res = match (session.txn.as_mut(), guard.as_ref()) {
+        (_, Some(Err(e))) => Err(e.clone()),
+        (Some(txn), _) => delete_general(txn, rs, &mut ctx, fk_on.then_some(&fk)).await,
+        (None, _) => Err(SqlError::internal("no transaction")),
+    };
+    let res = match guard {
+        Some(Ok(g)) => g.finish(session, res).await,
+        _ => res,
     };
     let n = txn_control::end_statement(engine, session, res).await?;
     session.warnings = std::mem::take(&mut ctx.warnings.list);
     Ok(QueryOutput::ok(n))
 }
 
-async fn delete_general(txn: &mut Transaction, rs: &RowStmt, ctx: &mut EvalCtx<'_>) -> Result<u64, SqlError> {
+async fn delete_general(
+    txn: &mut Transaction,
+    rs: &RowStmt,
+    ctx: &mut EvalCtx<'_>,
+    fk: Option<&Fk<'_>>,
+) -> Result<u64, SqlError> {
     let t = &rs.table;
     let rows = target_rows(txn, rs, ctx).await?;
     let mut ops = Vec::with_capacity(rows.len());
@@ -1755,6 +1848,16 @@ async fn delete_general(txn: &mut Transaction, rs: &RowStmt, ctx: &mut EvalCtx<'
                 let err = error_map::from_node(e, &table_ctx(t));
                 compensate(txn, undo).await;
                 return Err(err);
+            }
+        }
+    }
+    if let Some(fx) = fk {
+        // Every row of the statement is gone before the children are
+        // looked at, so rows of one statement that reference each other
+        // (a self-referencing table) do not block their own delete.
+        for (i, r) in res.iter().enumerate() {
+            if let OpResult::Ok(_) = r {
+                fx.on_delete(txn, t, &rows[i], ctx, 0).await?;
             }
         }
     }

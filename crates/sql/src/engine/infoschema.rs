@@ -501,6 +501,24 @@ pub async fn virtual_table(
                         ]);
                     }
                 }
+                for f in &t.meta.fk.foreign_keys {
+                    for (k, (col, rcol)) in f.columns.iter().zip(&f.ref_columns).enumerate() {
+                        rows.push(vec![
+                            s("def"),
+                            s(&t.db),
+                            s(&f.name),
+                            s("def"),
+                            s(&t.db),
+                            s(&t.name),
+                            s(col),
+                            u(k as u64 + 1),
+                            u(k as u64 + 1),
+                            s(&f.ref_db),
+                            s(&f.ref_table),
+                            s(rcol),
+                        ]);
+                    }
+                }
             }
             (c, rows)
         }
@@ -522,6 +540,9 @@ pub async fn virtual_table(
                 for ix in all_indexes(&t).iter().filter(|i| i.kind != SqlIndexKind::Index) {
                     let ty = if ix.kind == SqlIndexKind::Primary { "PRIMARY KEY" } else { "UNIQUE" };
                     rows.push(vec![s("def"), s(&t.db), s(&ix.name), s(&t.db), s(&t.name), s(ty), s("YES")]);
+                }
+                for f in &t.meta.fk.foreign_keys {
+                    rows.push(vec![s("def"), s(&t.db), s(&f.name), s(&t.db), s(&t.name), s("FOREIGN KEY"), s("YES")]);
                 }
             }
             (c, rows)
@@ -669,7 +690,38 @@ pub async fn virtual_table(
                 ],
                 &[],
             ),
-            Vec::new(),
+            {
+                let mut rows = Vec::new();
+                for t in tables_in_scope(e, scope).await? {
+                    for f in &t.meta.fk.foreign_keys {
+                        // The parent's key the constraint uses, by name, as MySQL.
+                        let key = match e.catalog().try_get(&f.ref_db, &f.ref_table).await? {
+                            Some(p) => match crate::engine::fk::parent_key(f, &p) {
+                                Some(crate::engine::fk::ParentKey::Primary) => s("PRIMARY"),
+                                Some(crate::engine::fk::ParentKey::Unique(id)) => {
+                                    p.def.indexes.iter().find(|i| i.id == id).map(|i| s(&i.name)).unwrap_or(Value::Null)
+                                }
+                                None => Value::Null,
+                            },
+                            None => Value::Null,
+                        };
+                        rows.push(vec![
+                            s("def"),
+                            s(&t.db),
+                            s(&f.name),
+                            s("def"),
+                            s(&f.ref_db),
+                            key,
+                            s("NONE"),
+                            s(f.on_update.rule_name()),
+                            s(f.on_delete.rule_name()),
+                            s(&t.name),
+                            s(&f.ref_table),
+                        ]);
+                    }
+                }
+                rows
+            },
         ),
         "CHECK_CONSTRAINTS" => {
             (cols(&["CONSTRAINT_CATALOG", "CONSTRAINT_SCHEMA", "CONSTRAINT_NAME", "CHECK_CLAUSE"], &[]), Vec::new())

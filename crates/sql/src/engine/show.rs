@@ -169,6 +169,9 @@ pub fn show_create_table(t: &SqlTable) -> String {
             SqlIndexKind::Index => format!("  KEY {} ({cols})", quote_ident(&ix.name)),
         });
     }
+    for f in &t.meta.fk.foreign_keys {
+        lines.push(format!("  {}", f.to_sql(&t.db)));
+    }
     let mut out = format!("CREATE TABLE {} (\n{}\n) ENGINE=ndbcluster", quote_ident(&t.name), lines.join(",\n"));
     if let Some(n) = t.meta.auto_increment_start.filter(|&n| n > 1) {
         out.push_str(&format!(" AUTO_INCREMENT={n}"));
