@@ -1137,7 +1137,7 @@ mod tests {
             ref_table: "p".into(),
             ref_columns: vec!["id".into()],
             on_delete: crate::engine::fk::FkAction::Cascade,
-            on_update: crate::engine::fk::FkAction::Unspecified,
+            on_update: crate::engine::fk::FkAction::NoAction,
         });
         with_fk.fk.referenced_by.push(crate::engine::fk::FkRef {
             db: "d".into(),

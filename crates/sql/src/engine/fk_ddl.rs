@@ -131,7 +131,9 @@ pub async fn link_created(e: &Engine, db: &str, table: &str, parents: Vec<Foreig
 /// Tables that reference `t`, other than `t` itself and those in `except`.
 fn other_children<'a>(t: &'a SqlTable, except: &'a [(String, String)]) -> impl Iterator<Item = &'a FkRef> + 'a {
     t.meta.fk.referenced_by.iter().filter(move |r| {
-        !(r.db == t.db && r.table == t.name) && !except.iter().any(|(d, n)| *d == r.db && *n == r.table)
+        let itself = r.db == t.db && r.table == t.name;
+        let dropped_too = except.iter().any(|(d, n)| *d == r.db && *n == r.table);
+        !itself && !dropped_too
     })
 }
 
