@@ -5,8 +5,8 @@
 //! so they get every check and the same stored definition as a table
 //! created by hand (ALTER TABLE works the same way, `alter.rs`).
 //!
-//! * LIKE copies columns, indexes, partitioning and options; not the rows
-//!   and not the AUTO_INCREMENT counter, as MySQL.
+//! * LIKE copies columns, indexes, partitioning and options; not the rows,
+//!   the foreign keys or the AUTO_INCREMENT counter, as MySQL.
 //! * SELECT runs the query first (committed read), then creates the table and
 //!   inserts the rows in one transaction; if any row fails, the table is
 //!   dropped again, so the statement leaves nothing behind (MySQL 8 makes it
@@ -61,6 +61,8 @@ pub async fn create_like(e: &Engine, s: &mut Session, ct: &CreateTable) -> Resul
     let mut new = parse_create(&text)?;
     new.name = ct.name.clone();
     new.if_not_exists = ct.if_not_exists;
+    // MySQL's LIKE copies no foreign keys (their indexes stay).
+    new.constraints.retain(|c| !matches!(c, ast::TableConstraint::ForeignKey(_)));
     // The counter is the source's own; the new table starts at 1.
     if let CreateTableOptions::Plain(v) | CreateTableOptions::Options(v) = &mut new.table_options {
         v.retain(|o| !is_auto_increment_option(o));
