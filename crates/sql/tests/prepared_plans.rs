@@ -204,3 +204,98 @@ fn range_statements_with_parameters_of_every_type() {
     });
     node.shutdown();
 }
+
+#[test]
+fn window_functions_and_recursive_ctes_as_prepared_statements() {
+    let (rt, node) = runtime_and_node();
+    let addr = node.local_addr().to_string();
+    rt.block_on(async move {
+        let e = Engine::connect(&addr, EngineConfig::default()).await.expect("engine connects");
+        let mut s = e.new_session(1, "root");
+        for sql in [
+            "CREATE DATABASE pw",
+            "USE pw",
+            "CREATE TABLE t (id INT PRIMARY KEY, g INT, v INT)",
+            "INSERT INTO t VALUES (1, 1, 10), (2, 1, 20), (3, 2, 30), (4, 2, 40), (5, 2, 50)",
+        ] {
+            run(&e, &mut s, sql).await;
+        }
+        // Parameters as the frame offset, NTILE's buckets and LAG's offset,
+        // and in WHERE; the kept plan serves every execution.
+        let w = e
+            .prepare(
+                &mut s,
+                "SELECT id, SUM(v) OVER (ORDER BY id ROWS ? PRECEDING), NTILE(?) OVER (ORDER BY id), \
+                 LAG(v, ?) OVER (PARTITION BY g ORDER BY id), ROW_NUMBER() OVER (ORDER BY id DESC), \
+                 PERCENT_RANK() OVER (ORDER BY id) FROM t WHERE id >= ? ORDER BY id",
+            )
+            .await
+            .expect("prepare window query");
+        for _ in 0..2 {
+            let out = e
+                .execute_prepared(&mut s, &w, vec![Value::Int(1), Value::Int(2), Value::Int(1), Value::Int(2)])
+                .await
+                .expect("execute window query");
+            let QueryOutput::Rows { columns, rows } = out else { panic!("not rows") };
+            use norr_sql::types::FieldType;
+            let types: Vec<FieldType> = columns.iter().map(|c| c.field_type).collect();
+            assert_eq!(
+                types,
+                vec![
+                    FieldType::Long,
+                    FieldType::NewDecimal,
+                    FieldType::LongLong,
+                    FieldType::LongLong,
+                    FieldType::LongLong,
+                    FieldType::Double
+                ]
+            );
+            let d = |m: i128| Value::Decimal(norr_signals::Decimal { mantissa: m, scale: 0 });
+            assert_eq!(
+                rows,
+                vec![
+                    vec![Value::Int(2), d(20), Value::Int(1), Value::Null, Value::Int(4), Value::Double(0.0)],
+                    vec![Value::Int(3), d(50), Value::Int(1), Value::Null, Value::Int(3), Value::Double(1.0 / 3.0)],
+                    vec![Value::Int(4), d(70), Value::Int(2), Value::Int(30), Value::Int(2), Value::Double(2.0 / 3.0)],
+                    vec![Value::Int(5), d(90), Value::Int(2), Value::Int(40), Value::Int(1), Value::Double(1.0)],
+                ]
+            );
+        }
+        // A negative offset from a parameter is MySQL's error, not a panic.
+        let err = e
+            .execute_prepared(&mut s, &w, vec![Value::Int(-1), Value::Int(2), Value::Int(1), Value::Int(1)])
+            .await
+            .expect_err("negative frame offset");
+        assert_eq!(err.code, 3586);
+        let err = e
+            .execute_prepared(&mut s, &w, vec![Value::Int(1), Value::Int(0), Value::Int(1), Value::Int(1)])
+            .await
+            .expect_err("zero buckets");
+        assert_eq!(err.code, 1210);
+
+        let r = e
+            .prepare(
+                &mut s,
+                "WITH RECURSIVE r(n) AS (SELECT ? UNION ALL SELECT n + 1 FROM r WHERE n < ?) SELECT COUNT(*), MAX(n) FROM r",
+            )
+            .await
+            .expect("prepare recursive query");
+        let out = e.execute_prepared(&mut s, &r, vec![Value::Int(1), Value::Int(10)]).await.expect("recursive");
+        let QueryOutput::Rows { rows: got, .. } = out else { panic!("not rows") };
+        assert_eq!(got, vec![vec![Value::Int(10), Value::Int(10)]]);
+        let err = e
+            .execute_prepared(&mut s, &r, vec![Value::Int(1), Value::Int(5000)])
+            .await
+            .expect_err("too deep");
+        assert_eq!(err.code, 3636);
+
+        // EXPLAIN shows both without running them.
+        for sql in [
+            "EXPLAIN SELECT id, RANK() OVER (PARTITION BY g ORDER BY v) FROM t",
+            "EXPLAIN WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT * FROM r",
+        ] {
+            assert!(!rows(&e, &mut s, sql).await.is_empty(), "{sql}");
+        }
+    });
+    node.shutdown();
+}

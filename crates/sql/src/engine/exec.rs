@@ -88,6 +88,7 @@ fn node_locks(n: &QueryNode) -> bool {
     match n {
         QueryNode::Select(p) => p.lock != LockMode::CommittedRead,
         QueryNode::SetOp(s) => node_locks(&s.left) || node_locks(&s.right),
+        QueryNode::Recursive(r) => r.anchors.iter().chain(&r.steps).any(node_locks),
     }
 }
 
@@ -183,6 +184,7 @@ pub fn run_node<'a>(
         match n {
             QueryNode::Select(p) => run_select(rd, c, p, ctx).await,
             QueryNode::SetOp(s) => run_setop(rd, c, s, ctx).await,
+            QueryNode::Recursive(r) => crate::engine::recursive::run(rd, c, r, ctx).await,
         }
     })
 }
@@ -859,6 +861,7 @@ async fn run_select(
             }
             SourceKind::Derived(n) => run_node(rd, c, n, ctx).await?,
             SourceKind::Rows(r) => r.clone(),
+            SourceKind::WorkTable(slot) => crate::engine::recursive::work_rows(ctx, *slot),
         };
         if si == 0 {
             rows = inner;
@@ -944,9 +947,26 @@ async fn run_select(
     }
 
     // Aggregation.
-    let rows = match &p.agg {
+    let mut rows = match &p.agg {
         Some(a) => aggregate(rows, a, p.width, ctx)?,
         None => rows,
+    };
+    // Window functions see the rows HAVING keeps.
+    let having = match p.windows.is_empty() {
+        true => p.having.as_ref(),
+        false => {
+            if let Some(h) = &p.having {
+                let mut keep = Vec::with_capacity(rows.len());
+                for r in rows {
+                    if eval_pred(h, &r, ctx)? {
+                        keep.push(r);
+                    }
+                }
+                rows = keep;
+            }
+            crate::engine::window::eval::apply(&mut rows, &p.windows, ctx)?;
+            None
+        }
     };
     // HAVING, projection, order keys.
     // A select list of distinct plain columns takes its values out of the
@@ -975,7 +995,7 @@ async fn run_select(
     };
     let mut keyed: Vec<(Vec<Value>, Row)> = Vec::with_capacity(rows.len());
     for mut r in rows {
-        if let Some(h) = &p.having {
+        if let Some(h) = having {
             if !eval_pred(h, &r, ctx)? {
                 continue;
             }
@@ -1052,7 +1072,7 @@ async fn run_correlated(
 
 /// Running state of one aggregate.
 #[derive(Debug, Clone)]
-enum AggState {
+pub(crate) enum AggState {
     Count(i64),
     Sum(Option<Num>),
     Avg(Option<Num>, i64),
@@ -1065,7 +1085,7 @@ enum AggState {
     Var(i64, f64, f64),
 }
 
-fn agg_init(a: &AggSpec) -> AggState {
+pub(crate) fn agg_init(a: &AggSpec) -> AggState {
     match a.kind {
         AggKind::CountStar | AggKind::Count => AggState::Count(0),
         AggKind::Sum => AggState::Sum(None),
@@ -1098,7 +1118,7 @@ fn add_num(acc: Option<Num>, v: Num) -> Result<Num, SqlError> {
 
 /// Fold one source row's value into an aggregate. `row` is the source row,
 /// for GROUP_CONCAT's ORDER BY keys.
-fn agg_step(
+pub(crate) fn agg_step(
     st: &mut AggState,
     a: &AggSpec,
     v: Option<Value>,
@@ -1173,7 +1193,7 @@ fn agg_step(
     Ok(())
 }
 
-fn agg_final(st: AggState, a: &AggSpec) -> Value {
+pub(crate) fn agg_final(st: AggState, a: &AggSpec) -> Value {
     match st {
         AggState::Count(n) => Value::Int(n),
         AggState::Sum(s) => match s {

@@ -161,6 +161,15 @@ fn explain_node(
             explain_node(&s.right, id, "UNION", out, ctx)
         }
         QueryNode::Select(p) => explain_select(p, id, select_type, out, ctx),
+        QueryNode::Recursive(r) => {
+            for a in &r.anchors {
+                explain_node(a, id, select_type, out, ctx)?;
+            }
+            for s in &r.steps {
+                explain_node(s, id, "UNION", out, ctx)?;
+            }
+            Ok(())
+        }
     }
 }
 
@@ -193,6 +202,20 @@ fn explain_select(
                 ]);
                 explain_node(n, id, "DERIVED", out, ctx)?;
             }
+            SourceKind::WorkTable(_) => out.push(vec![
+                Value::Int(my_id),
+                s(select_type),
+                s(&src.alias),
+                Value::Null,
+                s("ALL"),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Double(100.0),
+                s("Recursive; Using where"),
+            ]),
             SourceKind::Rows(_) => {
                 if p.sources.len() == 1 && src.alias.is_empty() {
                     out.push(vec![

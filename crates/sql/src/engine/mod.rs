@@ -35,11 +35,13 @@ pub mod partition;
 pub mod plan;
 pub mod plan_cache;
 pub mod query;
+pub mod recursive;
 pub mod row_layout;
 pub mod scan_order;
 pub mod sort_keys;
 pub mod sort_prefix;
 pub mod sql_prepare;
+pub mod window;
 
 use crate::types::{ColumnMeta, QueryOutput, Session, SqlError, Warning, WarningLevel};
 use catalog::{Catalog, PartitionInfo};

@@ -18,6 +18,8 @@ use crate::engine::functions::unify;
 use crate::engine::infoschema::{NameScope, Wanted, TABLE_STATS_COLUMNS};
 use crate::engine::partition::PartFn;
 use crate::engine::plan::{choose_access, Access};
+use crate::engine::recursive::{self, RecPlan};
+use crate::engine::window::{self, WinFunc, WindowSink};
 use crate::engine::Engine;
 use crate::types::{ColumnMeta, QueryOutput, Session, SqlError};
 use norr_signals::{ColumnId, IndexId, LockMode, Value};
@@ -60,6 +62,7 @@ pub struct SubPlan {
 pub enum QueryNode {
     Select(Box<SelectPlan>),
     SetOp(Box<SetOpPlan>),
+    Recursive(Box<RecPlan>),
 }
 
 impl QueryNode {
@@ -67,12 +70,14 @@ impl QueryNode {
         match self {
             QueryNode::Select(s) => &s.columns,
             QueryNode::SetOp(s) => &s.columns,
+            QueryNode::Recursive(r) => &r.columns,
         }
     }
     pub fn types(&self) -> &[SqlType] {
         match self {
             QueryNode::Select(s) => &s.types,
             QueryNode::SetOp(s) => &s.types,
+            QueryNode::Recursive(r) => &r.types,
         }
     }
 }
@@ -125,6 +130,9 @@ pub struct SelectPlan {
     pub lock: LockMode,
     /// Correlated subqueries read in `filter` / `proj` (run per row).
     pub correlated: Vec<usize>,
+    /// Window functions, computed after HAVING: function k's value is
+    /// column `win_base() + k` of the rows `proj` and `order` read.
+    pub windows: Vec<WinFunc>,
 }
 
 #[derive(Debug)]
@@ -146,6 +154,9 @@ pub enum SourceKind {
     Derived(Box<QueryNode>),
     /// Constant rows (no FROM: one empty row; information_schema tables).
     Rows(Vec<Vec<Value>>),
+    /// A recursive CTE read by its own recursive block: the working set of
+    /// the current iteration (`EvalCtx::work_tables[slot]`).
+    WorkTable(usize),
 }
 
 #[derive(Debug)]
@@ -388,6 +399,11 @@ struct CteDef {
     name: String,
     columns: Vec<String>,
     query: Query,
+    /// Declared in a WITH RECURSIVE (recursive if its query reads itself).
+    recursive: bool,
+    /// Inside the CTE's own recursive block: its working table's slot and
+    /// column types.
+    work: Option<(usize, Vec<SqlType>)>,
 }
 
 /// Statement-wide compile state (subqueries, variables, parameters).
@@ -399,6 +415,10 @@ pub struct StmtCompiler<'a> {
     pub uservars: Vec<String>,
     /// CTEs visible at this point of the compile, innermost last.
     ctes: Vec<CteDef>,
+    /// Window functions of the query block being compiled.
+    win: Option<WindowSink>,
+    /// Working tables of recursive CTEs handed out so far (see `recursive`).
+    pub work_tables: usize,
 }
 
 impl SubqueryHost for StmtCompiler<'_> {
@@ -419,6 +439,9 @@ impl SubqueryHost for StmtCompiler<'_> {
         }
         self.sysvars.push((n, global));
         self.sysvars.len() - 1
+    }
+    fn windows(&mut self) -> Option<&mut WindowSink> {
+        self.win.as_mut()
     }
     fn uservar(&mut self, name: &str) -> usize {
         let n = name.trim_matches('`').to_ascii_lowercase();
@@ -444,6 +467,7 @@ fn reads_outer(e: &CExpr) -> bool {
 fn node_reads_outer(n: &QueryNode) -> bool {
     match n {
         QueryNode::SetOp(s) => node_reads_outer(&s.left) || node_reads_outer(&s.right),
+        QueryNode::Recursive(r) => r.anchors.iter().chain(&r.steps).any(node_reads_outer),
         QueryNode::Select(p) => {
             let mut all: Vec<&CExpr> = Vec::new();
             all.extend(p.filter.iter());
@@ -463,6 +487,7 @@ fn node_reads_outer(n: &QueryNode) -> bool {
                 all.extend(a.group_by.iter());
                 all.extend(a.aggs.iter().flat_map(|x| x.exprs()));
             }
+            all.extend(p.windows.iter().flat_map(|w| w.exprs()));
             all.into_iter().any(reads_outer)
         }
     }
@@ -525,7 +550,16 @@ fn position_of(e: &Expr) -> Option<usize> {
 
 impl<'a> StmtCompiler<'a> {
     pub fn new(tables: &'a Tables, params: ParamMap) -> StmtCompiler<'a> {
-        StmtCompiler { tables, params, subs: Vec::new(), sysvars: Vec::new(), uservars: Vec::new(), ctes: Vec::new() }
+        StmtCompiler {
+            tables,
+            params,
+            subs: Vec::new(),
+            sysvars: Vec::new(),
+            uservars: Vec::new(),
+            ctes: Vec::new(),
+            win: None,
+            work_tables: 0,
+        }
     }
 
     pub fn finish(self, root: QueryNode) -> Compiled {
@@ -536,9 +570,6 @@ impl<'a> StmtCompiler<'a> {
 
     pub fn compile_query(&mut self, q: &Query, outer: Option<&Scope>, lock: LockMode) -> Result<QueryNode, SqlError> {
         if let Some(with) = &q.with {
-            if with.recursive {
-                return Err(SqlError::unsupported("WITH RECURSIVE"));
-            }
             let mark = self.ctes.len();
             for c in &with.cte_tables {
                 let name = c.alias.name.value.clone();
@@ -547,7 +578,13 @@ impl<'a> StmtCompiler<'a> {
                     return Err(SqlError::new(1066, "42000", format!("Not unique table/alias: '{name}'")));
                 }
                 let columns = c.alias.columns.iter().map(|col| col.name.value.clone()).collect();
-                self.ctes.push(CteDef { name, columns, query: (*c.query).clone() });
+                self.ctes.push(CteDef {
+                    name,
+                    columns,
+                    query: (*c.query).clone(),
+                    recursive: with.recursive,
+                    work: None,
+                });
             }
             let mut body = q.clone();
             body.with = None;
@@ -702,15 +739,36 @@ impl<'a> StmtCompiler<'a> {
             TableFactor::Table { name, alias, .. } if self.cte_index(name).is_some() => {
                 let k = self.cte_index(name).unwrap_or_default();
                 let def = self.ctes[k].clone();
-                // A CTE sees only the CTEs declared before it (no recursion).
-                let earlier = self.ctes[..k].to_vec();
-                let saved = std::mem::replace(&mut self.ctes, earlier);
-                let node = self.compile_query(&def.query, outer, LockMode::CommittedRead);
-                self.ctes = saved;
-                let alias_name = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(def.name);
+                let alias_name = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(def.name.clone());
                 if sources.iter().any(|s| s.alias.eq_ignore_ascii_case(&alias_name)) {
                     return Err(SqlError::new(1066, "42000", format!("Not unique table/alias: '{alias_name}'")));
                 }
+                if let Some((slot, types)) = &def.work {
+                    // The recursive CTE inside its own recursive block.
+                    for (name, ty) in def.columns.iter().zip(types) {
+                        scope.cols.push(ScopeCol { table: alias_name.to_lowercase(), name: name.clone(), ty: *ty });
+                    }
+                    sources.push(Source {
+                        alias: alias_name,
+                        kind: SourceKind::WorkTable(*slot),
+                        base,
+                        width: types.len(),
+                        left_join: false,
+                        on: vec![],
+                        lookup: None,
+                    });
+                    return Ok(sources.len() - 1);
+                }
+                // A CTE sees only the CTEs declared before it (and itself,
+                // when recursive).
+                let earlier = self.ctes[..k].to_vec();
+                let saved = std::mem::replace(&mut self.ctes, earlier);
+                let node = if def.recursive && recursive::references(&def.query, &def.name) > 0 {
+                    self.compile_recursive(&def, outer)
+                } else {
+                    self.compile_query(&def.query, outer, LockMode::CommittedRead)
+                };
+                self.ctes = saved;
                 self.add_derived(node?, alias_name, &def.columns, base, scope, sources)?;
             }
             TableFactor::Table { name, alias, .. } => {
@@ -784,6 +842,68 @@ impl<'a> StmtCompiler<'a> {
         Ok(sources.len() - 1)
     }
 
+    /// A recursive CTE (see `recursive`); `self.ctes` holds the CTEs
+    /// declared before it.
+    fn compile_recursive(&mut self, def: &CteDef, outer: Option<&Scope>) -> Result<QueryNode, SqlError> {
+        let parts = recursive::split(&def.query, &def.name)?;
+        let mut anchors = Vec::with_capacity(parts.anchors.len());
+        for a in &parts.anchors {
+            anchors.push(self.compile_setexpr(a, outer, LockMode::CommittedRead)?);
+        }
+        let (columns, types) = recursive::anchor_columns(&anchors)?;
+        let names: Vec<String> = if def.columns.is_empty() {
+            columns.iter().map(|c| c.name.clone()).collect()
+        } else if def.columns.len() == columns.len() {
+            def.columns.clone()
+        } else {
+            return Err(SqlError::new(
+                1353,
+                "HY000",
+                format!("In definition of view, derived table or common table expression, SELECT list and column names list have different column counts ({})", def.name),
+            ));
+        };
+        let slot = self.work_tables;
+        self.work_tables += 1;
+        self.ctes.push(CteDef {
+            name: def.name.clone(),
+            columns: names,
+            query: def.query.clone(),
+            recursive: false,
+            work: Some((slot, types.clone())),
+        });
+        let mut steps = Vec::with_capacity(parts.steps.len());
+        let mut r = Ok(());
+        for s in &parts.steps {
+            match self.compile_setexpr(s, outer, LockMode::CommittedRead) {
+                Ok(n) if n.columns().len() != columns.len() => {
+                    r = Err(recursive::different_columns());
+                    break;
+                }
+                Ok(n) => steps.push(n),
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
+            }
+        }
+        self.ctes.pop();
+        r?;
+        let (limit, offset) = limit_offset(self, &def.query)?;
+        let depth_var = recursive::depth_var(self);
+        Ok(QueryNode::Recursive(Box::new(RecPlan {
+            name: def.name.clone(),
+            anchors,
+            steps,
+            slot,
+            distinct: parts.distinct,
+            columns,
+            types,
+            depth_var,
+            limit,
+            offset,
+        })))
+    }
+
     /// The innermost visible CTE an unqualified table name refers to.
     fn cte_index(&self, name: &ast::ObjectName) -> Option<usize> {
         let [only] = name.0.as_slice() else { return None };
@@ -843,8 +963,24 @@ impl<'a> StmtCompiler<'a> {
         Ok(v)
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub fn compile_select(
+        &mut self,
+        s: &ast::Select,
+        order_by: &[ast::OrderByExpr],
+        limit: Option<CExpr>,
+        offset: Option<CExpr>,
+        outer: Option<&Scope>,
+        lock: LockMode,
+    ) -> Result<SelectPlan, SqlError> {
+        // Each query block collects its own window functions (a subquery
+        // in the select list has its own).
+        let saved = std::mem::replace(&mut self.win, Some(WindowSink::new(&s.named_window)?));
+        let r = self.compile_block(s, order_by, limit, offset, outer, lock);
+        self.win = saved;
+        r
+    }
+
+    fn compile_block(
         &mut self,
         s: &ast::Select,
         order_by: &[ast::OrderByExpr],
@@ -1167,6 +1303,20 @@ impl<'a> StmtCompiler<'a> {
             Some(ast::Distinct::Distinct) => true,
             Some(ast::Distinct::On(_)) => return Err(SqlError::unsupported("DISTINCT ON")),
         };
+        // Window results follow the post-aggregation row.
+        let windows = self.win.as_mut().map(|w| std::mem::take(&mut w.funcs)).unwrap_or_default();
+        if !windows.is_empty() {
+            // Window values are computed in one pass over all rows, where a
+            // correlated subquery would not be re-run per row.
+            let mut subs = Vec::new();
+            windows.iter().flat_map(|w| w.exprs()).for_each(|e| collect_subs(e, &mut subs));
+            if subs.iter().any(|i| self.subs.get(*i).is_some_and(|s| s.correlated)) {
+                return Err(SqlError::unsupported("a correlated subquery in a window function"));
+            }
+            let base = width + if aggregating { aggs.len() } else { 0 };
+            proj.iter_mut().for_each(|e| window::place(e, base));
+            order.iter_mut().for_each(|o| window::place(&mut o.expr, base));
+        }
         let agg = if aggregating { Some(AggPlan { group_by, group_colls, aggs }) } else { None };
 
         let mut plan = SelectPlan {
@@ -1184,6 +1334,7 @@ impl<'a> StmtCompiler<'a> {
             offset,
             lock,
             correlated: vec![],
+            windows,
         };
         self.plan_access(&mut plan);
         plan.correlated = self.correlated_in(&plan);
@@ -1295,6 +1446,7 @@ impl<'a> StmtCompiler<'a> {
             all.extend(a.group_by.iter());
             all.extend(a.aggs.iter().flat_map(|x| x.exprs()));
         }
+        all.extend(plan.windows.iter().flat_map(|w| w.exprs()));
         for s in &plan.sources {
             all.extend(s.on.iter());
             if let Some(l) = &s.lookup {
@@ -1433,6 +1585,7 @@ fn empty_select(columns: &[ColumnMeta], types: &[SqlType]) -> SelectPlan {
         offset: None,
         lock: LockMode::CommittedRead,
         correlated: vec![],
+        windows: vec![],
     }
 }
 

@@ -40,7 +40,7 @@ pub fn compact(plan: &mut SelectPlan) {
                     next += 1;
                 }
             }
-            SourceKind::Derived(_) | SourceKind::Rows(_) => {
+            SourceKind::Derived(_) | SourceKind::Rows(_) | SourceKind::WorkTable(_) => {
                 for slot in &mut map[s.base..s.base + s.width] {
                     *slot = Some(next);
                     next += 1;
@@ -52,8 +52,9 @@ pub fn compact(plan: &mut SelectPlan) {
     if next == old_width {
         return;
     }
-    // Offsets past the joined row are aggregate values (post-aggregation
-    // rows are the joined row ++ aggregates): they shift with the width.
+    // Offsets past the joined row are aggregate values and then window
+    // results (post-aggregation rows are the joined row ++ aggregates ++
+    // window values): they shift with the width.
     let new_of = |i: usize| if i < old_width { map[i] } else { Some(i - old_width + next) };
 
     let mut exprs: Vec<&CExpr> = Vec::new();
@@ -65,6 +66,7 @@ pub fn compact(plan: &mut SelectPlan) {
         exprs.extend(a.group_by.iter());
         exprs.extend(a.aggs.iter().flat_map(|x| x.exprs()));
     }
+    exprs.extend(plan.windows.iter().flat_map(|w| w.exprs()));
     for s in &plan.sources {
         exprs.extend(s.on.iter());
         if let Some(l) = &s.lookup {
@@ -119,6 +121,9 @@ pub fn compact(plan: &mut SelectPlan) {
             x.arg.iter_mut().for_each(|e| map_cols(e, &f));
             x.order.iter_mut().for_each(|(e, _, _)| map_cols(e, &f));
         }
+    }
+    for w in &mut plan.windows {
+        w.exprs_mut().into_iter().for_each(|e| map_cols(e, &f));
     }
     for ((s, (base, width)), local) in plan.sources.iter_mut().zip(spans).zip(locals) {
         s.on.iter_mut().for_each(|e| map_cols(e, &f));

@@ -18,6 +18,10 @@ use crate::engine::query::{AggPlan, SelectPlan};
 /// Whether the scans of this SELECT's own tables must return rows in index
 /// order.
 pub fn select_needs_scan_order(p: &SelectPlan) -> bool {
+    // ROW_NUMBER and friends number peers in arrival order.
+    if !p.windows.is_empty() {
+        return true;
+    }
     match &p.agg {
         // The output is sorted afterwards (DISTINCT keeps the first of equal
         // rows, equal under the sort too).
@@ -96,6 +100,7 @@ mod tests {
             offset: None,
             lock: LockMode::CommittedRead,
             correlated: Vec::new(),
+            windows: Vec::new(),
         }
     }
 

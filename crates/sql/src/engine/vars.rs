@@ -72,6 +72,7 @@ pub static VARS: &[VarDef] = &[
     v("collation_server", Both, Str, "utf8mb4_0900_ai_ci"),
     v("completion_type", Both, Str, "NO_CHAIN"),
     v("connect_timeout", Global, Int, "10"),
+    v("cte_max_recursion_depth", Both, Int, "1000"),
     ro("datadir", Global, Str, "/var/lib/norrdb/"),
     v("default_storage_engine", Both, Str, "ndbcluster"),
     v("default_tmp_storage_engine", Both, Str, "ndbcluster"),

@@ -163,6 +163,11 @@ pub trait SubqueryHost {
     /// Compile `q` (with `outer` as the enclosing scope) and return its number
     /// and the type of its first column.
     fn add_subquery(&mut self, q: &Query, kind: SubKind, outer: &Scope) -> Result<(usize, SqlType), SqlError>;
+    /// The window functions of the query block being compiled; None where
+    /// window functions are not allowed (outside a SELECT's list and ORDER BY).
+    fn windows(&mut self) -> Option<&mut crate::engine::window::WindowSink> {
+        None
+    }
     /// Name of a system variable -> index into EvalCtx::sysvals.
     fn sysvar(&mut self, name: &str, global: bool) -> usize;
     fn uservar(&mut self, name: &str) -> usize;
@@ -238,7 +243,7 @@ fn unit_of(f: &ast::DateTimeField) -> Result<Unit, SqlError> {
     Unit::parse(&f.to_string()).ok_or_else(|| SqlError::unsupported(format!("INTERVAL unit {f}")))
 }
 
-fn agg_kind(name: &str) -> Option<AggKind> {
+pub(crate) fn agg_kind(name: &str) -> Option<AggKind> {
     Some(match name {
         "count" => AggKind::Count,
         "sum" => AggKind::Sum,
@@ -276,7 +281,9 @@ pub fn has_aggregate(e: &Expr) -> bool {
             if self.depth == 0 {
                 if let Expr::Function(f) = x {
                     let n = f.name.to_string().to_ascii_lowercase();
-                    if agg_kind(&n).is_some() {
+                    // `SUM(x) OVER (...)` is a window function, not an
+                    // aggregate (its argument may still hold one).
+                    if f.over.is_none() && agg_kind(&n).is_some() {
                         self.found = true;
                         return std::ops::ControlFlow::Break(());
                     }
@@ -712,7 +719,7 @@ impl<'a> Compiler<'a> {
             ),
         };
         if f.over.is_some() {
-            return Err(SqlError::unsupported("window functions"));
+            return crate::engine::window::compile_call(self, f, &name, &args, distinct, clauses);
         }
         if let Some(kind) = agg_kind(&name) {
             return self.aggregate(kind, &args, distinct, clauses, &name);
@@ -850,28 +857,7 @@ impl<'a> Compiler<'a> {
                 let r = self.compile(x);
                 self.aggs = saved;
                 let (c, t) = r?;
-                let ty = match kind {
-                    AggKind::Count => SqlType::new(TClass::Int),
-                    AggKind::Sum => match t.class {
-                        TClass::Int | TClass::UInt | TClass::Decimal => {
-                            SqlType { decimals: t.decimals, ..SqlType::new(TClass::Decimal) }
-                        }
-                        _ => SqlType { decimals: 31, ..SqlType::new(TClass::Double) },
-                    },
-                    AggKind::Avg => match t.class {
-                        TClass::Int | TClass::UInt | TClass::Decimal => {
-                            SqlType { decimals: t.decimals + 4, ..SqlType::new(TClass::Decimal) }
-                        }
-                        _ => SqlType { decimals: 31, ..SqlType::new(TClass::Double) },
-                    },
-                    AggKind::Min | AggKind::Max => t,
-                    AggKind::GroupConcat => SqlType::new(TClass::Str),
-                    AggKind::BitAnd | AggKind::BitOr => SqlType::new(TClass::UInt),
-                    AggKind::CountStar => SqlType::new(TClass::Int),
-                    AggKind::StdPop | AggKind::StdSamp | AggKind::VarPop | AggKind::VarSamp => {
-                        SqlType { decimals: 31, ..SqlType::new(TClass::Double) }
-                    }
-                };
+                let ty = agg_result_type(kind, t);
                 (kind, Some(c), ty, cmp_coll(&t, &t))
             }
             (AggKind::GroupConcat, many) if !many.is_empty() => {
@@ -900,6 +886,33 @@ impl<'a> Compiler<'a> {
             }
         };
         Ok((CExpr::Col(self.agg_base + k), ty))
+    }
+}
+
+/// The result type of aggregate `kind` over an argument of type `t` (also
+/// the type of the aggregate used as a window function).
+pub(crate) fn agg_result_type(kind: AggKind, t: SqlType) -> SqlType {
+    match kind {
+        AggKind::Count => SqlType::new(TClass::Int),
+        AggKind::Sum => match t.class {
+            TClass::Int | TClass::UInt | TClass::Decimal => {
+                SqlType { decimals: t.decimals, ..SqlType::new(TClass::Decimal) }
+            }
+            _ => SqlType { decimals: 31, ..SqlType::new(TClass::Double) },
+        },
+        AggKind::Avg => match t.class {
+            TClass::Int | TClass::UInt | TClass::Decimal => {
+                SqlType { decimals: t.decimals + 4, ..SqlType::new(TClass::Decimal) }
+            }
+            _ => SqlType { decimals: 31, ..SqlType::new(TClass::Double) },
+        },
+        AggKind::Min | AggKind::Max => t,
+        AggKind::GroupConcat => SqlType::new(TClass::Str),
+        AggKind::BitAnd | AggKind::BitOr => SqlType::new(TClass::UInt),
+        AggKind::CountStar => SqlType::new(TClass::Int),
+        AggKind::StdPop | AggKind::StdSamp | AggKind::VarPop | AggKind::VarSamp => {
+            SqlType { decimals: 31, ..SqlType::new(TClass::Double) }
+        }
     }
 }
 
@@ -973,7 +986,7 @@ fn split_scope(name: &str) -> (bool, &str) {
     }
 }
 
-fn wrong_args(name: &str) -> SqlError {
+pub(crate) fn wrong_args(name: &str) -> SqlError {
     SqlError::new(1582, "42000", format!("Incorrect parameter count in the call to native function '{name}'"))
 }
 

@@ -206,6 +206,8 @@ pub struct EvalCtx<'a> {
     pub outer_row: Vec<Value>,
     /// Set by LAST_INSERT_ID(expr).
     pub set_last_insert_id: Option<u64>,
+    /// Working sets of the recursive CTEs being evaluated, by slot.
+    pub work_tables: Vec<Vec<Vec<Value>>>,
 }
 
 impl<'a> EvalCtx<'a> {
@@ -222,6 +224,7 @@ impl<'a> EvalCtx<'a> {
             subs: Vec::new(),
             outer_row: Vec::new(),
             set_last_insert_id: None,
+            work_tables: Vec::new(),
         }
     }
 }
