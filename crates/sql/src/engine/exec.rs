@@ -776,6 +776,7 @@ async fn run_select(
         && p.order.is_empty()
         && !p.distinct
         && p.correlated.is_empty()
+        && p.windows.is_empty()
     {
         match &p.sources[0].kind {
             SourceKind::Table(t) if t.local.is_empty() => match eval_count(p.limit.as_ref(), ctx, "LIMIT")? {
