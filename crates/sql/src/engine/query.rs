@@ -974,7 +974,7 @@ impl<'a> StmtCompiler<'a> {
     ) -> Result<SelectPlan, SqlError> {
         // Each query block collects its own window functions (a subquery
         // in the select list has its own).
-        let saved = std::mem::replace(&mut self.win, Some(WindowSink::new(&s.named_window)?));
+        let saved = self.win.replace(WindowSink::new(&s.named_window)?);
         let r = self.compile_block(s, order_by, limit, offset, outer, lock);
         self.win = saved;
         r

@@ -259,11 +259,11 @@ fn partition(
             });
             let desc = keys.as_ref().is_some_and(|k| k.desc);
             let mut frames = Vec::with_capacity(m);
-            for pos in 0..m {
+            for (pos, peer) in peers.iter().enumerate() {
                 let key = range_keys.get(pos);
                 let sb = bound_at(&start, key, desc, ctx)?;
                 let eb = bound_at(&end, key, desc, ctx)?;
-                frames.push(frame_of(&sb, &eb, pos, m, peers[pos], f.frame.range, keys.as_ref()));
+                frames.push(frame_of(&sb, &eb, pos, m, *peer, f.frame.range, keys.as_ref()));
             }
             if f.kind == WinKind::Agg {
                 aggregate(f, &v, &frames, part, ctx, out)?;
