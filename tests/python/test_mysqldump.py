@@ -52,6 +52,14 @@ CREATE TABLE order_lines (
   order_id BIGINT NOT NULL,
   FOREIGN KEY (order_id) REFERENCES orders (id)
 );
+CREATE TABLE typed (
+  id INT PRIMARY KEY,
+  color ENUM('red','green','it''s') NOT NULL DEFAULT 'red',
+  tags SET('a','b','c'),
+  doc JSON,
+  flags BIT(12) DEFAULT b'0',
+  KEY ix_color (color)
+);
 """
 
 
@@ -81,6 +89,11 @@ def fill(cluster, db):
         cur.execute("INSERT INTO no_pk VALUES (1, 'x'), (1, 'x'), (NULL, NULL)")
         cur.execute("INSERT INTO a_notes VALUES (1, 1, 'x'), (2, NULL, 'y'), (3, 3, 'z')")
         cur.execute("INSERT INTO order_lines VALUES (1, 1), (2, 1), (3, 100)")
+        cur.executemany(
+            "INSERT INTO typed VALUES (%s, %s, %s, %s, %s)",
+            [(1, "it's", "c,a", '{"k": "it\'s \\ \"q\"", "n": [1, 2.5, null], "é": true}', b"\x0f\xff"),
+             (2, "green", "", "[]", b"\x00\x00"),
+             (3, "red", None, None, None)])
     conn.close()
 
 

@@ -24,6 +24,8 @@ pub enum FieldType {
     DateTime = 0x0c,
     Year = 0x0d,
     VarChar = 0x0f,
+    Bit = 0x10,
+    Json = 0xf5,
     NewDecimal = 0xf6,
     TinyBlob = 0xf9,
     MediumBlob = 0xfa,
@@ -42,8 +44,10 @@ pub mod column_flags {
     pub const BLOB: u16 = 16;
     pub const UNSIGNED: u16 = 32;
     pub const BINARY: u16 = 128;
+    pub const ENUM: u16 = 256;
     pub const AUTO_INCREMENT: u16 = 512;
     pub const TIMESTAMP: u16 = 1024;
+    pub const SET: u16 = 2048;
     pub const NO_DEFAULT_VALUE: u16 = 4096;
     pub const NUM: u16 = 32768;
 }

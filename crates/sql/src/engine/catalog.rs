@@ -23,6 +23,7 @@
 //!   index of the definition (HASH: `expr mod count`).
 //! * Databases live in the native table `norr_sys/schemata`.
 
+use crate::engine::enumset::{EnumSet, Kind as EnumKind};
 use crate::engine::error_map::{self, from_client, ErrCtx};
 use crate::types::{charset, column_flags as cf, ColumnMeta, FieldType, SqlError};
 use norr_client::{Client, ClientError};
@@ -476,6 +477,18 @@ pub fn is_pk_ordered_index(ix: &norr_signals::IndexDef) -> bool {
     ix.name.eq_ignore_ascii_case(norr_signals::schema::PK_ORDERED_INDEX)
 }
 
+/// The member lists of a table's ENUM / SET columns, parallel to its columns.
+pub fn enum_lists(def: &TableDef, meta: &SqlTableMeta) -> Vec<Option<Arc<EnumSet>>> {
+    def.columns
+        .iter()
+        .zip(&meta.columns)
+        .map(|(c, m)| {
+            let ci = c.ty.is_text() && c.ty.collation() == Collation::CaseInsensitive;
+            EnumSet::parse_sql_type(&m.sql_type, ci).map(Arc::new)
+        })
+        .collect()
+}
+
 /// A resolved SQL table.
 #[derive(Debug, Clone)]
 pub struct SqlTable {
@@ -483,6 +496,13 @@ pub struct SqlTable {
     pub name: String,
     pub def: TableDef,
     pub meta: SqlTableMeta,
+    /// Parallel to `def.columns`: the member list of each ENUM / SET column,
+    /// parsed once from its `sql_type` (see `enumset`).
+    pub enums: Vec<Option<Arc<EnumSet>>>,
+    /// Parallel to `def.columns`: true for JSON columns (`sql_type` "json").
+    pub json: Vec<bool>,
+    /// Parallel to `def.columns`: n of a BIT(n) column, 0 for other columns.
+    pub bits: Vec<u8>,
 }
 
 impl SqlTable {
@@ -513,7 +533,10 @@ impl SqlTable {
                 });
             }
         }
-        Some(SqlTable { db: db.to_string(), name: name.to_string(), def, meta })
+        let enums = enum_lists(&def, &meta);
+        let json = meta.columns.iter().map(|m| m.sql_type == "json").collect();
+        let bits = meta.columns.iter().map(|m| crate::engine::bit::bit_width(&m.sql_type).unwrap_or(0)).collect();
+        Some(SqlTable { db: db.to_string(), name: name.to_string(), def, meta, enums, json, bits })
     }
 
     pub fn native_name(&self) -> String {
@@ -550,8 +573,28 @@ impl SqlTable {
     pub fn column_meta(&self, id: ColumnId) -> ColumnMeta {
         let c = &self.def.columns[id as usize];
         let m = &self.meta.columns[id as usize];
-        let (field_type, column_length, decimals, cs) = type_wire_info(&c.ty, &m.sql_type, m.fsp);
+        let (mut field_type, mut column_length, decimals, cs) = type_wire_info(&c.ty, &m.sql_type, m.fsp);
         let mut flags = 0u16;
+        // MySQL sends ENUM and SET as MYSQL_TYPE_STRING with ENUM_FLAG /
+        // SET_FLAG: drivers decode them as strings (SET: some as Python sets).
+        if let Some(Some(e)) = self.enums.get(id as usize) {
+            field_type = FieldType::String;
+            column_length = e.max_chars() * 4;
+            flags |= if e.kind == EnumKind::Enum { cf::ENUM } else { cf::SET };
+        }
+        // JSON: MYSQL_TYPE_JSON, binary charset, BLOB flag, as MySQL sends it.
+        let is_json = self.json.get(id as usize).copied().unwrap_or(false);
+        if is_json {
+            field_type = FieldType::Json;
+            column_length = u32::MAX;
+        }
+        let cs = if is_json { charset::BINARY } else { cs };
+        // BIT(n): MYSQL_TYPE_BIT, length n; the value goes out as bytes.
+        let bit_n = self.bits.get(id as usize).copied().unwrap_or(0);
+        if bit_n > 0 {
+            field_type = FieldType::Bit;
+            column_length = bit_n as u32;
+        }
         if !c.nullable {
             flags |= cf::NOT_NULL;
         }
@@ -587,7 +630,7 @@ impl SqlTable {
         if !c.nullable && !c.auto_increment && m.default == SqlDefault::None {
             flags |= cf::NO_DEFAULT_VALUE;
         }
-        if is_numeric(&c.ty) {
+        if is_numeric(&c.ty) && bit_n == 0 {
             flags |= cf::NUM;
         }
         ColumnMeta {

@@ -2,7 +2,9 @@
 //! TABLE ADD / DROP INDEX (other ALTERs: `alter`), TRUNCATE. Owner: catalog
 //! engineer.
 
+use crate::engine::bit::{bit_default_sql, bit_width, store_bit};
 use crate::engine::catalog::*;
+use crate::engine::enumset::{EnumSet, Kind as EnumKind};
 use crate::engine::error_map::{self, from_client, ErrCtx};
 use crate::engine::parse_ext::literal_expr_value;
 use crate::engine::Engine;
@@ -314,6 +316,44 @@ pub fn map_type(col: &str, dt: &DataType, coll: &str) -> Result<(ColumnType, Str
             let f = check_fsp(col, *p)?;
             (ColumnType::Timestamp, fsp_type("timestamp", f), f)
         }
+        DataType::Enum(..) | DataType::Set(_) => {
+            let (kind, names) = match dt {
+                DataType::Enum(members, _) => {
+                    let mut names = Vec::with_capacity(members.len());
+                    for m in members {
+                        match m {
+                            ast::EnumMember::Name(n) => names.push(n.clone()),
+                            // `'a' = 1` is ClickHouse syntax, not MySQL's.
+                            ast::EnumMember::NamedValue(..) => {
+                                return Err(error_map::parse_error_near(&format!("{dt}")))
+                            }
+                        }
+                    }
+                    (EnumKind::Enum, names)
+                }
+                DataType::Set(v) => (EnumKind::Set, v.clone()),
+                _ => unreachable!("matched ENUM or SET above"),
+            };
+            let e = EnumSet::declare(kind, names, collation == Collation::CaseInsensitive && !binary_cs, col)?;
+            let collation = if binary_cs { Collation::Binary } else { collation };
+            (ColumnType::Varchar { len: e.max_chars(), collation }, e.sql_type(), 0)
+        }
+        // Stored as normalized text (see `json`); binary collation: JSON
+        // strings compare by bytes.
+        DataType::JSON => (ColumnType::Text { collation: Collation::Binary }, "json".into(), 0),
+        // BIT(n): the value as an unsigned integer; `bit(n)` in sql_type tells
+        // the SQL layer to send it as an n-bit binary string (MYSQL_TYPE_BIT).
+        DataType::Bit(n) => {
+            let n = n.unwrap_or(1);
+            if !(1..=64).contains(&n) {
+                return Err(SqlError::new(
+                    1439,
+                    "42000",
+                    format!("Display width out of range for column '{col}' (max = 64)"),
+                ));
+            }
+            (ColumnType::BigInt { unsigned: true }, format!("bit({n})"), 0)
+        }
         _ => return Err(unsupported_type(col, dt)),
     })
 }
@@ -550,6 +590,7 @@ pub fn build_table(
             _ => table_charset(cs.as_deref(), coll.as_deref())?.1,
         };
         let (ty, sql_type, fsp) = map_type(&name, &c.data_type, &col_coll)?;
+        let enum_def = EnumSet::parse_sql_type(&sql_type, ty.collation() == Collation::CaseInsensitive);
         row_size += row_bytes(&ty);
         let mut def = ColumnDef::new(&name, ty.clone());
         let mut meta = SqlColumnMeta {
@@ -621,7 +662,9 @@ pub fn build_table(
             return Err(SqlError::new(1063, "42000", format!("Incorrect column specifier for column '{name}'")));
         }
         if let Some(e) = default_expr {
-            if matches!(ty, ColumnType::Text { .. } | ColumnType::Blob) {
+            // DEFAULT NULL is allowed (SHOW CREATE TABLE prints it for JSON).
+            let is_null = literal_expr_value(e).is_some_and(|v| v.is_null());
+            if matches!(ty, ColumnType::Text { .. } | ColumnType::Blob) && !is_null {
                 return Err(SqlError::new(
                     1101,
                     "42000",
@@ -648,6 +691,14 @@ pub fn build_table(
                     }
                     // Same as no DEFAULT clause on a nullable column (SHOW CREATE prints DEFAULT NULL).
                     meta.default = SqlDefault::None;
+                } else if let Some(bits) = bit_width(&meta.sql_type) {
+                    let v = store_bit(&lit, bits, &name, 1).map_err(|_| error_map::invalid_default(&name))?;
+                    meta.default = SqlDefault::Literal { sql: bit_default_sql(&v, bits) };
+                    def.default = Some(v);
+                } else if let Some(e) = &enum_def {
+                    let v = e.store(&lit, &name, 1).map_err(|_| error_map::invalid_default(&name))?;
+                    meta.default = SqlDefault::Literal { sql: literal_sql(&v) };
+                    def.default = Some(v);
                 } else {
                     let v = literal_for_type(lit, &ty).ok_or_else(|| error_map::invalid_default(&name))?;
                     let v = coerce_value(v, &ty, true).map_err(|_| error_map::invalid_default(&name))?;
@@ -741,6 +792,13 @@ pub fn build_table(
                 return Err(error_map::dup_column(c));
             }
             seen.push(id);
+            if cols[id].meta.sql_type == "json" {
+                return Err(SqlError::new(
+                    3152,
+                    "42000",
+                    format!("JSON column '{c}' supports indexing only via generated columns on a specified JSON path."),
+                ));
+            }
             if matches!(cols[id].def.ty, ColumnType::Text { .. } | ColumnType::Blob) {
                 return Err(SqlError::new(
                     1170,
@@ -1048,7 +1106,14 @@ pub async fn create_index(
     let t = e.catalog().get(&db, &table).await?;
     let mut ids = Vec::new();
     for c in &columns {
-        let (id, cd, _) = t.column(c).ok_or_else(|| error_map::key_column_missing(c))?;
+        let (id, cd, cm) = t.column(c).ok_or_else(|| error_map::key_column_missing(c))?;
+        if cm.sql_type == "json" {
+            return Err(SqlError::new(
+                3152,
+                "42000",
+                format!("JSON column '{c}' supports indexing only via generated columns on a specified JSON path."),
+            ));
+        }
         if matches!(cd.ty, ColumnType::Text { .. } | ColumnType::Blob) {
             return Err(SqlError::new(
                 1170,

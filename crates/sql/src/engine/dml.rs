@@ -26,7 +26,7 @@ use crate::engine::error_map::{self, ErrCtx};
 use crate::engine::exec::{self, key_partition, Reader, Row};
 use crate::engine::expr::compile::{column_sqltype, Compiler, ParamMap, Scope, ScopeCol};
 use crate::engine::expr::value::{self as vals, parse_decimal, str_to_num, Coll, Num, Warnings};
-use crate::engine::expr::{conjuncts, eval, is_row_independent, CExpr, EvalCtx};
+use crate::engine::expr::{conjuncts, eval, is_row_independent, CExpr, EvalCtx, SqlType};
 use crate::engine::fk_enforce::{self, Fk, StmtGuard};
 use crate::engine::partition::PartFn;
 use crate::engine::plan::{self, Access};
@@ -116,6 +116,27 @@ fn parse_number_strict(b: &[u8]) -> Result<Num, bool> {
         return Err(true);
     }
     Err(false)
+}
+
+/// `store_value` for column `c` of `t`: ENUM / SET columns first map the
+/// value to a member (or refuse it), then store as their native VARCHAR.
+pub fn store_col(t: &SqlTable, c: usize, v: Value, row: u64, w: &mut Warnings) -> Result<Value, SqlError> {
+    let col = &t.def.columns[c];
+    match t.enums.get(c) {
+        Some(Some(e)) if !v.is_null() => {
+            let v = e.store(&v, &col.name, row)?;
+            store_value(v, col, row, w)
+        }
+        _ if t.bits.get(c).is_some_and(|b| *b > 0) && !v.is_null() => {
+            let v = crate::engine::bit::store_bit(&v, t.bits[c], &col.name, row)?;
+            store_value(v, col, row, w)
+        }
+        _ if t.json.get(c) == Some(&true) && !v.is_null() => {
+            let v = crate::engine::functions::json_fns::store(&v, &t.name, &col.name)?;
+            store_value(v, col, row, w)
+        }
+        _ => store_value(v, col, row, w),
+    }
 }
 
 /// Convert a value for storage in a column, with MySQL strict-mode errors.
@@ -416,10 +437,12 @@ fn table_scope(t: &SqlTable, alias: &str) -> Scope {
             .columns
             .iter()
             .zip(&t.meta.columns)
-            .map(|(c, m)| ScopeCol {
+            .zip(&t.enums)
+            .map(|((c, m), e)| ScopeCol {
                 table: alias.to_lowercase(),
                 name: if m.hidden { "\u{0}hidden".into() } else { c.name.clone() },
-                ty: column_sqltype(&c.ty),
+                ty: SqlType { json: m.sql_type == "json", ..column_sqltype(&c.ty) },
+                enums: e.clone(),
             })
             .collect(),
         merged: vec![],
@@ -644,7 +667,12 @@ pub async fn execute_insert(
         let mut both = scope.clone();
         for c in &scope.cols {
             // Reachable only through VALUES(col), never as a bare name.
-            both.cols.push(ScopeCol { table: "\u{1}new".into(), name: format!("\u{1}{}", c.name), ty: c.ty });
+            both.cols.push(ScopeCol {
+                table: "\u{1}new".into(),
+                name: format!("\u{1}{}", c.name),
+                ty: c.ty,
+                enums: c.enums.clone(),
+            });
         }
         let row_alias = insert_row_alias(&t, ins.insert_alias.as_ref(), &target)?;
         let mut list = Vec::new();
@@ -766,7 +794,7 @@ pub async fn execute_insert(
                     },
                 },
             };
-            let v = store_value(v, col, rowno, &mut ctx.warnings)?;
+            let v = store_col(&t, ci, v, rowno, &mut ctx.warnings)?;
             if Some(ci as ColumnId) == ai_col {
                 if let Some(i) = v.as_i64() {
                     if i > 0 {
@@ -1123,7 +1151,7 @@ async fn upsert_row(
     let mut new = old.clone();
     for (c, ex) in assigns {
         let v = eval(ex, &both, ctx)?;
-        let v = store_value(v, &t.def.columns[*c as usize], 1, &mut ctx.warnings)?;
+        let v = store_col(t, *c as usize, v, 1, &mut ctx.warnings)?;
         new[*c as usize] = v.clone();
         both[*c as usize] = v;
     }
@@ -1324,10 +1352,14 @@ fn only_pk_conjuncts(def: &TableDef, conj: &[CExpr]) -> bool {
 }
 
 /// `col = col + const` / `col = col - const` on a numeric column: an interpreted increment.
-fn as_increment(col: ColumnId, e: &CExpr, def: &TableDef) -> Option<CExpr> {
+fn as_increment(col: ColumnId, e: &CExpr, t: &SqlTable) -> Option<CExpr> {
     use crate::engine::expr::value::ArithOp;
-    let ty = &def.columns[col as usize].ty;
+    let ty = &t.def.columns[col as usize].ty;
     ty.int_range()?;
+    // The node checks the native BIGINT range, not a BIT(n) column's width.
+    if t.bits.get(col as usize).is_some_and(|b| *b > 0) {
+        return None;
+    }
     match e {
         CExpr::Arith(op @ (ArithOp::Add | ArithOp::Sub), l, r) => match (l.as_ref(), r.as_ref()) {
             (CExpr::Col(c), d) if *c as ColumnId == col && is_row_independent(d) => {
@@ -1420,7 +1452,7 @@ pub async fn execute_update(
     if let (Access::PkLookup { keys }, false) = (&rs.access, fk_on) {
         let no_key_change = rs.sets.iter().all(|(c, _)| !def.primary_key.contains(c));
         let part_cols_untouched = rs.sets.iter().all(|(c, _)| !rs.part.columns().contains(c));
-        let simple = rs.sets.iter().all(|(c, e)| is_row_independent(e) || as_increment(*c, e, def).is_some());
+        let simple = rs.sets.iter().all(|(c, e)| is_row_independent(e) || as_increment(*c, e, &rs.table).is_some());
         let no_on_update = !rs.table.meta.columns.iter().any(|m| m.on_update_now);
         if only_pk_conjuncts(def, &rs.conj)
             && rs.order.is_empty()
@@ -1476,7 +1508,7 @@ async fn update_general(
         let mut new = old.clone();
         for (c, e) in &rs.sets {
             let v = eval(e, &new, ctx)?;
-            new[*c as usize] = store_value(v, &t.def.columns[*c as usize], ri as u64 + 1, &mut ctx.warnings)?;
+            new[*c as usize] = store_col(t, *c as usize, v, ri as u64 + 1, &mut ctx.warnings)?;
         }
         let mut changed: Vec<(ColumnId, Value)> = new
             .iter()
@@ -1525,7 +1557,7 @@ async fn update_by_keys(
     let mut increments: Vec<(ColumnId, Value)> = Vec::new();
     for (c, e) in &rs.sets {
         let col = &def.columns[*c as usize];
-        if let Some(d) = as_increment(*c, e, def) {
+        if let Some(d) = as_increment(*c, e, t) {
             let dv = eval(&d, &[], &mut ctx)?;
             if dv.is_null() {
                 values.push((*c, store_value(Value::Null, col, 1, &mut ctx.warnings)?));
@@ -1537,7 +1569,7 @@ async fn update_by_keys(
             }
         } else {
             let v = eval(e, &[], &mut ctx)?;
-            values.push((*c, store_value(v, col, 1, &mut ctx.warnings)?));
+            values.push((*c, store_col(t, *c as usize, v, 1, &mut ctx.warnings)?));
         }
     }
     let ta = TableAccess {

@@ -1357,7 +1357,7 @@ pub async fn virtual_table(
                         FieldType::Date => TClass::Date,
                         _ => TClass::Str,
                     };
-                    ScopeCol { table: name.to_lowercase(), name: c.name.clone(), ty: SqlType::new(class) }
+                    ScopeCol { table: name.to_lowercase(), name: c.name.clone(), ty: SqlType::new(class), enums: None }
                 })
                 .collect();
             Ok((scope, rows))

@@ -8,14 +8,17 @@
 
 pub mod alter;
 pub mod alter_text;
+pub mod bit;
 pub mod catalog;
 pub mod create_from;
 pub mod ddl;
+pub mod enumset;
 pub mod error_map;
 pub mod fk;
 pub mod fk_ddl;
 pub mod fk_enforce;
 pub mod infoschema;
+pub mod json;
 pub mod lock_statements;
 pub mod parse_ext;
 pub mod show;

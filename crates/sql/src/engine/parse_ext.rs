@@ -600,6 +600,18 @@ fn strip_binary_introducer(out: &mut Vec<u8>) {
     }
 }
 
+/// MySQL's bit-value literal `b'1010'` (sqlparser reads it as a byte string).
+/// NorrDB gives it its numeric value, so it compares with and stores into BIT
+/// columns as MySQL does; MySQL would print it as a binary string in a select
+/// list (`SELECT b'1000001'` is 'A' there, 65 here). None: not only 0s and 1s,
+/// or more than 64 bits.
+pub fn bit_literal(s: &str) -> Option<Value> {
+    if s.is_empty() || s.len() > 64 || !s.bytes().all(|c| c == b'0' || c == b'1') {
+        return None;
+    }
+    u64::from_str_radix(s, 2).ok().map(Value::UInt)
+}
+
 /// A literal expression's value (numbers, strings, NULL, TRUE/FALSE, -number).
 pub fn literal_expr_value(expr: &sqlparser::ast::Expr) -> Option<Value> {
     use sqlparser::ast::{Expr, UnaryOperator, Value as V};
@@ -607,6 +619,7 @@ pub fn literal_expr_value(expr: &sqlparser::ast::Expr) -> Option<Value> {
         Expr::Value(v) => match &v.value {
             V::Number(n, _) => number_value(n),
             V::SingleQuotedString(s) | V::DoubleQuotedString(s) => Some(Value::Bytes(s.as_bytes().to_vec())),
+            V::SingleQuotedByteStringLiteral(s) => bit_literal(s).or_else(|| Some(Value::Bytes(s.as_bytes().to_vec()))),
             V::Null => Some(Value::Null),
             V::Boolean(b) => Some(Value::Int(*b as i64)),
             V::HexStringLiteral(h) => {

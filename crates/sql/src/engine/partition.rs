@@ -639,7 +639,7 @@ mod tests {
             cols: def
                 .columns
                 .iter()
-                .map(|c| ScopeCol { table: "t1".into(), name: c.name.clone(), ty: column_sqltype(&c.ty) })
+                .map(|c| ScopeCol { table: "t1".into(), name: c.name.clone(), ty: column_sqltype(&c.ty), enums: None })
                 .collect(),
             merged: vec![],
         };

@@ -703,6 +703,7 @@ impl<'a> StmtCompiler<'a> {
                         table: String::new(),
                         name: format!("column_{i}"),
                         ty: SqlType::new(crate::engine::expr::TClass::Str),
+                        enums: None,
                     })
                     .collect();
                 let mut p = empty_select(&[], &[]);
@@ -779,7 +780,12 @@ impl<'a> StmtCompiler<'a> {
                 }
                 if let Some((cols, rows)) = self.tables.virtual_rows.get(&key) {
                     for c in cols {
-                        scope.cols.push(ScopeCol { table: alias_name.to_lowercase(), name: c.name.clone(), ty: c.ty });
+                        scope.cols.push(ScopeCol {
+                            table: alias_name.to_lowercase(),
+                            name: c.name.clone(),
+                            ty: c.ty,
+                            enums: None,
+                        });
                     }
                     sources.push(Source {
                         alias: alias_name,
@@ -794,9 +800,13 @@ impl<'a> StmtCompiler<'a> {
                 }
                 let table = self.tables.get(name)?;
                 let mut local_scope = Scope::default();
-                for c in &table.def.columns {
-                    let sc =
-                        ScopeCol { table: alias_name.to_lowercase(), name: c.name.clone(), ty: column_sqltype(&c.ty) };
+                for ((c, e), json) in table.def.columns.iter().zip(&table.enums).zip(&table.json) {
+                    let sc = ScopeCol {
+                        table: alias_name.to_lowercase(),
+                        name: c.name.clone(),
+                        ty: SqlType { json: *json, ..column_sqltype(&c.ty) },
+                        enums: e.clone(),
+                    };
                     local_scope.cols.push(sc.clone());
                     scope.cols.push(sc);
                 }
@@ -933,7 +943,7 @@ impl<'a> StmtCompiler<'a> {
         }
         for (i, (c, t)) in cols.iter().zip(&types).enumerate() {
             let name = names.get(i).cloned().unwrap_or_else(|| c.name.clone());
-            scope.cols.push(ScopeCol { table: alias.to_lowercase(), name, ty: *t });
+            scope.cols.push(ScopeCol { table: alias.to_lowercase(), name, ty: *t, enums: None });
         }
         sources.push(Source {
             alias,
@@ -1295,6 +1305,8 @@ impl<'a> StmtCompiler<'a> {
                 };
                 c.compile(&o.expr)?
             };
+            // ENUM / SET sort by member index / bit mask, as in MySQL.
+            let (expr, t) = crate::engine::expr::compile::enum_number(&scope, outer, expr, t);
             order.push(OrderKey { expr, desc: is_desc(o), coll: t.coll });
         }
 

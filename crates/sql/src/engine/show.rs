@@ -221,7 +221,8 @@ pub fn column_definition(t: &SqlTable, c: &ColumnDef, m: &SqlColumnMeta, copy: b
             }
         }
         SqlDefault::None | SqlDefault::Null => {
-            if c.nullable && !matches!(c.ty, ColumnType::Text { .. } | ColumnType::Blob) {
+            // MySQL omits DEFAULT NULL for TEXT / BLOB, not for JSON.
+            if c.nullable && (!matches!(c.ty, ColumnType::Text { .. } | ColumnType::Blob) || m.sql_type == "json") {
                 l.push_str(" DEFAULT NULL");
             }
         }

@@ -185,6 +185,10 @@ pub fn text_value(v: &Value, col: &ColumnMeta) -> Option<Vec<u8>> {
         Value::Null => return None,
         Value::Bytes(b) => return Some(b.clone()),
         Value::Int(i) => i.to_string(),
+        // BIT(n): the value's (n+7)/8 bytes, big-endian, as MySQL sends them.
+        Value::UInt(u) if col.field_type == FieldType::Bit => {
+            return Some(crate::engine::bit::bit_bytes(*u, col.column_length))
+        }
         Value::UInt(u) => u.to_string(),
         Value::Float(f) => format_float(*f, col.decimals),
         Value::Double(f) => {

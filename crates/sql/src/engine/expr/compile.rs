@@ -20,6 +20,9 @@ pub struct ScopeCol {
     /// Column name as declared.
     pub name: String,
     pub ty: SqlType,
+    /// Member list of an ENUM / SET table column: in numeric context the
+    /// column is its index / bit mask (`CExpr::EnumIndex`).
+    pub enums: Option<std::sync::Arc<crate::engine::enumset::EnumSet>>,
 }
 
 /// The columns of the row an expression is evaluated against, in row order.
@@ -53,6 +56,20 @@ impl Scope {
     }
 }
 
+/// An ENUM / SET column reference in numeric context becomes its index /
+/// bit mask; any other expression is returned as is.
+pub fn enum_number(scope: &Scope, outer: Option<&Scope>, e: CExpr, t: SqlType) -> (CExpr, SqlType) {
+    let es = match &e {
+        CExpr::Col(i) => scope.cols.get(*i).and_then(|c| c.enums.clone()),
+        CExpr::Outer(i) => outer.and_then(|o| o.cols.get(*i)).and_then(|c| c.enums.clone()),
+        _ => None,
+    };
+    match es {
+        Some(es) => (CExpr::EnumIndex(Box::new(e), es), SqlType { len: 20, ..SqlType::new(TClass::Int) }),
+        None => (e, t),
+    }
+}
+
 /// SqlType of a stored column.
 pub fn column_sqltype(ty: &ColumnType) -> SqlType {
     use ColumnType as C;
@@ -79,7 +96,7 @@ pub fn column_sqltype(ty: &ColumnType) -> SqlType {
     } else {
         Coll::Ci
     };
-    SqlType { class, coll, decimals: dec, len }
+    SqlType { class, coll, decimals: dec, len, json: false }
 }
 
 /// Positions of `?` placeholders in text order (line, column), so that each
@@ -402,6 +419,8 @@ impl<'a> Compiler<'a> {
             Expr::Nested(x) => self.compile(x)?,
             Expr::UnaryOp { op, expr } => {
                 let (x, t) = self.compile(expr)?;
+                let (x, t) =
+                    if matches!(op, UnaryOperator::Minus) { enum_number(self.scope, self.outer, x, t) } else { (x, t) };
                 match op {
                     UnaryOperator::Minus => match x {
                         C::Lit(Value::Int(i)) => (C::Lit(Value::Int(-i)), t),
@@ -553,6 +572,22 @@ impl<'a> Compiler<'a> {
             }
             Expr::Cast { expr, data_type, .. } | Expr::Convert { expr, data_type: Some(data_type), .. } => {
                 let (x, tx) = self.compile(expr)?;
+                let numeric = !matches!(
+                    data_type,
+                    ast::DataType::Char(_)
+                        | ast::DataType::Varchar(_)
+                        | ast::DataType::Binary(_)
+                        | ast::DataType::Varbinary(_)
+                        | ast::DataType::Text
+                        | ast::DataType::Nvarchar(_)
+                        | ast::DataType::Character(_)
+                        | ast::DataType::Date
+                        | ast::DataType::Datetime(_)
+                        | ast::DataType::Time(..)
+                        | ast::DataType::Timestamp(..)
+                        | ast::DataType::JSON
+                );
+                let (x, tx) = if numeric { enum_number(self.scope, self.outer, x, tx) } else { (x, tx) };
                 self.cast(x, tx, data_type)?
             }
             Expr::Ceil { expr, .. } => self.call_fn(Func::Ceil, &[expr.as_ref().clone()])?,
@@ -610,6 +645,11 @@ impl<'a> Compiler<'a> {
             ts.push(t);
         }
         let t = functions::ret_type(f, &ts);
+        if functions::is_json_fn(f) {
+            // Which arguments are JSON values (embedded as JSON, not as strings).
+            let mask = ts.iter().take(64).enumerate().fold(0u64, |m, (i, t)| m | ((t.json as u64) << i));
+            cs.push(CExpr::Lit(Value::UInt(mask)));
+        }
         Ok((CExpr::Func(f, cs), t))
     }
 
@@ -624,6 +664,10 @@ impl<'a> Compiler<'a> {
             "DATE" => Func::CastDate,
             "DATETIME" | "TIMESTAMP" => Func::CastDateTime,
             "TIME" => Func::CastTime,
+            "JSON" => {
+                let t = functions::ret_type(Func::CastJson, &[tx]);
+                return Ok((CExpr::Func(Func::CastJson, vec![x, CExpr::Lit(Value::UInt(tx.json as u64))]), t));
+            }
             "DOUBLE" | "FLOAT" | "REAL" | "DOUBLE PRECISION" => Func::CastDouble,
             "DECIMAL" | "NUMERIC" | "DEC" => {
                 let nums: Vec<i64> =
@@ -653,8 +697,19 @@ impl<'a> Compiler<'a> {
                 return self.date_add(right, iv, false);
             }
         }
-        let (l, tl) = self.compile(left)?;
-        let (r, tr) = self.compile(right)?;
+        let (mut l, mut tl) = self.compile(left)?;
+        let (mut r, mut tr) = self.compile(right)?;
+        // ENUM / SET: numbers in arithmetic and against numbers, strings otherwise.
+        let arith = matches!(
+            op,
+            B::Plus | B::Minus | B::Multiply | B::Divide | B::Modulo | B::MyIntegerDivide | B::DuckIntegerDivide
+        );
+        if arith || tr.is_numeric() {
+            (l, tl) = enum_number(self.scope, self.outer, l, tl);
+        }
+        if arith || tl.is_numeric() {
+            (r, tr) = enum_number(self.scope, self.outer, r, tr);
+        }
         let int = SqlType::new(TClass::Int);
         let cmp = |k: CmpKind| (CExpr::Cmp(k, Box::new(l.clone()), Box::new(r.clone()), cmp_coll(&tl, &tr)), int);
         Ok(match op {
@@ -681,6 +736,18 @@ impl<'a> Compiler<'a> {
                 (CExpr::Arith(aop, Box::new(l), Box::new(r)), t)
             }
             B::StringConcat => (CExpr::Or(Box::new(l), Box::new(r)), int),
+            // col->'$.path' is JSON_EXTRACT, col->>'$.path' JSON_UNQUOTE(JSON_EXTRACT(..)).
+            B::Arrow | B::LongArrow => {
+                let mask = CExpr::Lit(Value::UInt(tl.json as u64));
+                let ex = CExpr::Func(Func::JsonExtract, vec![l, r, mask]);
+                let jt = functions::ret_type(Func::JsonExtract, &[]);
+                if *op == B::Arrow {
+                    (ex, jt)
+                } else {
+                    let ut = functions::ret_type(Func::JsonUnquote, &[]);
+                    (CExpr::Func(Func::JsonUnquote, vec![ex, CExpr::Lit(Value::UInt(1))]), ut)
+                }
+            }
             other => return Err(SqlError::unsupported(format!("operator {other}"))),
         })
     }
@@ -1012,7 +1079,7 @@ pub fn arith_type(op: ArithOp, a: &SqlType, b: &SqlType) -> SqlType {
         (Double, _) => 31,
         _ => 0,
     };
-    SqlType { class, coll: Coll::Ci, decimals, len: 0 }
+    SqlType { class, coll: Coll::Ci, decimals, len: 0, json: false }
 }
 
 /// A literal value of the AST.
@@ -1023,8 +1090,11 @@ pub fn literal(v: &ast::Value) -> Result<Value, SqlError> {
         | ast::Value::DoubleQuotedString(s)
         | ast::Value::NationalStringLiteral(s)
         | ast::Value::EscapedStringLiteral(s)
-        | ast::Value::SingleQuotedByteStringLiteral(s)
         | ast::Value::DoubleQuotedByteStringLiteral(s) => Value::Bytes(s.as_bytes().to_vec()),
+        ast::Value::SingleQuotedByteStringLiteral(s) => match crate::engine::parse_ext::bit_literal(s) {
+            Some(v) => v,
+            None => Value::Bytes(s.as_bytes().to_vec()),
+        },
         ast::Value::HexStringLiteral(h) => {
             Value::Bytes(hex_decode(h).ok_or_else(|| SqlError::parse(format!("bad hex literal X'{h}'")))?)
         }
@@ -1076,12 +1146,13 @@ mod tests {
         let e = Parser::new(&MySqlDialect {}).try_with_sql(sql).unwrap().parse_expr().unwrap();
         let scope = Scope {
             cols: vec![
-                ScopeCol { table: "t".into(), name: "a".into(), ty: SqlType::new(TClass::Int) },
-                ScopeCol { table: "t".into(), name: "b".into(), ty: SqlType::new(TClass::Str) },
+                ScopeCol { table: "t".into(), name: "a".into(), ty: SqlType::new(TClass::Int), enums: None },
+                ScopeCol { table: "t".into(), name: "b".into(), ty: SqlType::new(TClass::Str), enums: None },
                 ScopeCol {
                     table: "t".into(),
                     name: "c".into(),
                     ty: SqlType { coll: Coll::Bin, ..SqlType::new(TClass::Bin) },
+                    enums: None,
                 },
             ],
             merged: vec![],

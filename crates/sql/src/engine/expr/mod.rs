@@ -42,11 +42,14 @@ pub struct SqlType {
     pub decimals: u8,
     /// Display length in characters (0 = unknown).
     pub len: u32,
+    /// A JSON value (a JSON column or JSON function result): sent as
+    /// MYSQL_TYPE_JSON, and embedded as JSON (not as a string) by JSON functions.
+    pub json: bool,
 }
 
 impl SqlType {
     pub const fn new(class: TClass) -> SqlType {
-        SqlType { class, coll: Coll::Ci, decimals: 0, len: 0 }
+        SqlType { class, coll: Coll::Ci, decimals: 0, len: 0, json: false }
     }
     pub fn is_numeric(&self) -> bool {
         matches!(self.class, TClass::Int | TClass::UInt | TClass::Decimal | TClass::Double)
@@ -55,6 +58,9 @@ impl SqlType {
         matches!(self.class, TClass::Str | TClass::Bin)
     }
     pub fn field_type(&self) -> FieldType {
+        if self.json {
+            return FieldType::Json;
+        }
         match self.class {
             TClass::Int | TClass::UInt => FieldType::LongLong,
             TClass::Decimal => FieldType::NewDecimal,
@@ -185,6 +191,9 @@ pub enum CExpr {
     SysVar(usize),
     /// User variable @x (index into ctx.uservals).
     UserVar(usize),
+    /// An ENUM / SET column read in numeric context: its member index / bit
+    /// mask (MySQL's `col+0`, ORDER BY, comparison with a number).
+    EnumIndex(Box<CExpr>, Arc<crate::engine::enumset::EnumSet>),
 }
 
 /// Per-statement evaluation context.
@@ -289,6 +298,7 @@ pub fn eval(e: &CExpr, row: &[Value], ctx: &mut EvalCtx) -> Result<Value, SqlErr
             .ok_or_else(|| SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"))?,
         CExpr::Col(i) => row.get(*i).cloned().unwrap_or(Value::Null),
         CExpr::Outer(i) => ctx.outer_row.get(*i).cloned().unwrap_or(Value::Null),
+        CExpr::EnumIndex(x, e) => e.number(&eval(x, row, ctx)?),
         CExpr::Neg(x) => {
             let v = eval(x, row, ctx)?;
             match to_num(&v, &mut ctx.warnings) {
@@ -562,7 +572,7 @@ pub fn for_each_child(e: &CExpr, f: &mut dyn FnMut(&CExpr)) {
     match e {
         CExpr::Lit(_) | CExpr::Param(_) | CExpr::Col(_) | CExpr::Outer(_) | CExpr::SysVar(_) | CExpr::UserVar(_) => {}
         CExpr::Exists { .. } | CExpr::ScalarSub(_) => {}
-        CExpr::Neg(x) | CExpr::Not(x) | CExpr::IsNull(x, _) | CExpr::IsBool(x, _, _) => f(x),
+        CExpr::Neg(x) | CExpr::Not(x) | CExpr::IsNull(x, _) | CExpr::IsBool(x, _, _) | CExpr::EnumIndex(x, _) => f(x),
         CExpr::Arith(_, l, r)
         | CExpr::Cmp(_, l, r, _)
         | CExpr::NullSafeEq(l, r, _)
@@ -606,7 +616,9 @@ pub fn for_each_child(e: &CExpr, f: &mut dyn FnMut(&CExpr)) {
 pub fn map_cols(e: &mut CExpr, f: &dyn Fn(usize) -> usize) {
     match e {
         CExpr::Col(i) => *i = f(*i),
-        CExpr::Neg(x) | CExpr::Not(x) | CExpr::IsNull(x, _) | CExpr::IsBool(x, _, _) => map_cols(x, f),
+        CExpr::Neg(x) | CExpr::Not(x) | CExpr::IsNull(x, _) | CExpr::IsBool(x, _, _) | CExpr::EnumIndex(x, _) => {
+            map_cols(x, f)
+        }
         CExpr::Arith(_, l, r)
         | CExpr::Cmp(_, l, r, _)
         | CExpr::NullSafeEq(l, r, _)

@@ -7,6 +7,7 @@ use crate::engine::expr::{EvalCtx, SqlType, TClass};
 use crate::types::SqlError;
 use norr_signals::{Date, DateTime, Decimal, Value};
 
+pub mod json_fns;
 mod math;
 mod temporal;
 mod text;
@@ -156,6 +157,49 @@ pub enum Func {
     CastDouble,
     /// CAST(x AS DECIMAL(p, s)): args (value, p, s).
     CastDecimal,
+    // JSON (`json_fns`): the compiler appends the JSON-typed-argument mask.
+    JsonExtract,
+    JsonUnquote,
+    JsonQuote,
+    JsonObject,
+    JsonArray,
+    JsonValid,
+    JsonType,
+    JsonContains,
+    JsonContainsPath,
+    JsonKeys,
+    JsonLength,
+    JsonSet,
+    JsonInsert,
+    JsonReplace,
+    JsonRemove,
+    /// CAST(x AS JSON): args (value, mask).
+    CastJson,
+}
+
+/// True for the functions `json_fns` evaluates (their last argument is the
+/// JSON-type mask).
+pub fn is_json_fn(f: Func) -> bool {
+    use Func::*;
+    matches!(
+        f,
+        JsonExtract
+            | JsonUnquote
+            | JsonQuote
+            | JsonObject
+            | JsonArray
+            | JsonValid
+            | JsonType
+            | JsonContains
+            | JsonContainsPath
+            | JsonKeys
+            | JsonLength
+            | JsonSet
+            | JsonInsert
+            | JsonReplace
+            | JsonRemove
+            | CastJson
+    )
 }
 
 /// Function by SQL name, with the allowed argument counts.
@@ -285,6 +329,21 @@ pub fn lookup(name: &str) -> Option<(Func, usize, usize)> {
         "version" => (Version, 0, 0),
         "connection_id" => (ConnectionId, 0, 0),
         "user" | "current_user" | "session_user" | "system_user" => (User, 0, 0),
+        "json_extract" => (JsonExtract, 2, N),
+        "json_unquote" => (JsonUnquote, 1, 1),
+        "json_quote" => (JsonQuote, 1, 1),
+        "json_object" => (JsonObject, 0, N),
+        "json_array" => (JsonArray, 0, N),
+        "json_valid" => (JsonValid, 1, 1),
+        "json_type" => (JsonType, 1, 1),
+        "json_contains" => (JsonContains, 2, 3),
+        "json_contains_path" => (JsonContainsPath, 3, N),
+        "json_keys" => (JsonKeys, 1, 2),
+        "json_length" => (JsonLength, 1, 2),
+        "json_set" => (JsonSet, 3, N),
+        "json_insert" => (JsonInsert, 3, N),
+        "json_replace" => (JsonReplace, 3, N),
+        "json_remove" => (JsonRemove, 2, N),
         _ => return None,
     })
 }
@@ -355,6 +414,10 @@ pub fn ret_type(f: Func, args: &[SqlType]) -> SqlType {
         CurDate | Date | LastDay | CastDate | MakeDate | FromDays => SqlType::new(TClass::Date),
         CurTime | CastTime | SecToTime | MakeTime | TimeDiff => SqlType::new(TClass::Time),
         CastDecimal => SqlType::new(TClass::Decimal),
+        JsonExtract | JsonObject | JsonArray | JsonKeys | JsonSet | JsonInsert | JsonReplace | JsonRemove
+        | CastJson => SqlType { json: true, coll: vals::Coll::Bin, ..s },
+        JsonUnquote | JsonQuote | JsonType => SqlType { coll: vals::Coll::Bin, ..s },
+        JsonValid | JsonContains | JsonContainsPath | JsonLength => int,
     }
 }
 
@@ -390,6 +453,7 @@ pub fn unify(ts: &[SqlType]) -> SqlType {
                     },
                     decimals: o.decimals.max(t.decimals),
                     len: o.len.max(t.len),
+                    json: o.json && t.json,
                 }
             }
         });
@@ -553,6 +617,23 @@ pub fn unit_code(u: Unit) -> i64 {
 
 pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlError> {
     use Func::*;
+    if is_json_fn(f) {
+        let (mask, rest) = match args.split_last() {
+            Some((Value::UInt(m), rest)) => (*m, rest),
+            _ => (0, &args[..]),
+        };
+        if f == CastJson {
+            return match rest.first() {
+                Some(v) if mask & 1 != 0 => Ok(v.clone()),
+                Some(Value::Bytes(b)) => json_fns::call(JsonExtract, &[Value::Bytes(b.clone()), Value::str("$")], 0)
+                    .map_err(|e| SqlError { message: e.message.replace("json_extract", "cast_as_json"), ..e }),
+                Some(Value::Null) | None => Ok(Value::Null),
+                Some(v) => json_fns::call(JsonArray, std::slice::from_ref(v), 0)
+                    .map(|a| Value::Bytes(a.as_bytes().map(|b| b[1..b.len() - 1].to_vec()).unwrap_or_default())),
+            };
+        }
+        return json_fns::call(f, rest, mask);
+    }
     let null_in = args.iter().any(|a| a.is_null());
     // Functions with their own NULL handling first.
     match f {
@@ -925,6 +1006,11 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
                 }
             }
         },
+        // Evaluated by `json_fns` before this match.
+        JsonExtract | JsonUnquote | JsonQuote | JsonObject | JsonArray | JsonValid | JsonType | JsonContains
+        | JsonContainsPath | JsonKeys | JsonLength | JsonSet | JsonInsert | JsonReplace | JsonRemove | CastJson => {
+            return Err(SqlError::internal("JSON function outside json_fns"))
+        }
         CastDouble => Value::Double(to_f64(a0, &mut ctx.warnings).unwrap_or(0.0)),
         CastDecimal => {
             let p = to_i64(&args[1], &mut ctx.warnings).unwrap_or(10).clamp(1, 38) as u32;
