@@ -503,7 +503,10 @@ mod tests {
         assert_eq!(norm(r#"{"b":[1,2],"a":1}"#), r#"{"a": 1, "b": [1, 2]}"#);
         assert_eq!(norm(r#"{"bb":1,"a":2,"c":3}"#), r#"{"a": 2, "c": 3, "bb": 1}"#);
         assert_eq!(norm(r#"{"a":1,"a":2}"#), r#"{"a": 2}"#);
-        assert_eq!(norm(r#" [1.0, 1.5, -2, true, null, "x\"y\u0001"] "#), r#"[1.0, 1.5, -2, true, null, "x\"y\u0001"]"#);
+        assert_eq!(
+            norm(r#" [1.0, 1.5, -2, true, null, "x\"y\u0001"] "#),
+            r#"[1.0, 1.5, -2, true, null, "x\"y\u0001"]"#
+        );
         assert_eq!(norm("\"é/\""), "\"é/\"");
         assert_eq!(norm("1e100"), "1e100");
     }
