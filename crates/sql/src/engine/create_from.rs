@@ -228,6 +228,9 @@ fn expression_type<'a>(m: &ColumnMeta, values: impl Iterator<Item = &'a Value>) 
         FieldType::Float => "float".into(),
         FieldType::Double => "double".into(),
         FieldType::Null => "binary(0)".into(),
+        FieldType::Json => "json".into(),
+        // BIT's display length is its width in bits.
+        FieldType::Bit => format!("bit({})", m.column_length.clamp(1, 64)),
         FieldType::Date => "date".into(),
         FieldType::Year => "year".into(),
         FieldType::Time => format!("time{}", fsp(m.decimals)),

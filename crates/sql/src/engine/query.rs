@@ -747,7 +747,12 @@ impl<'a> StmtCompiler<'a> {
                 if let Some((slot, types)) = &def.work {
                     // The recursive CTE inside its own recursive block.
                     for (name, ty) in def.columns.iter().zip(types) {
-                        scope.cols.push(ScopeCol { table: alias_name.to_lowercase(), name: name.clone(), ty: *ty });
+                        scope.cols.push(ScopeCol {
+                            table: alias_name.to_lowercase(),
+                            name: name.clone(),
+                            ty: *ty,
+                            enums: None,
+                        });
                     }
                     sources.push(Source {
                         alias: alias_name,
