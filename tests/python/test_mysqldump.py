@@ -9,6 +9,7 @@ TABLES ... WRITE, ALTER TABLE ... DISABLE KEYS, multi-row INSERTs, UNLOCK
 TABLES, the versioned SET comments). The restored tables must equal the
 originals: definitions (SHOW CREATE TABLE) and every value.
 """
+import json
 import shutil
 import subprocess
 
@@ -91,7 +92,7 @@ def fill(cluster, db):
         cur.execute("INSERT INTO order_lines VALUES (1, 1), (2, 1), (3, 100)")
         cur.executemany(
             "INSERT INTO typed VALUES (%s, %s, %s, %s, %s)",
-            [(1, "it's", "c,a", '{"k": "it\'s \\ \"q\"", "n": [1, 2.5, null], "é": true}', b"\x0f\xff"),
+            [(1, "it's", "c,a", json.dumps({"k": "it's \\ \"q\"", "n": [1, 2.5, None], "é": True}), b"\x0f\xff"),
              (2, "green", "", "[]", b"\x00\x00"),
              (3, "red", None, None, None)])
     conn.close()
