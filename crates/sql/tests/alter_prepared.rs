@@ -8,36 +8,7 @@ mod node_support;
 
 use mysql_async::prelude::*;
 use mysql_async::Row;
-use norr_sql::engine::{Engine, EngineConfig};
-use norr_sql::server::{serve_listener, ServerConfig, ServerState};
-
-const PASSWORD: &str = "pw";
-
-async fn sql_node(addr: &str) -> u16 {
-    let engine = Engine::connect(addr, EngineConfig::default()).await.expect("engine connects");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    tokio::spawn(serve_listener(listener, engine, ServerState::new(ServerConfig::with_root(PASSWORD))));
-    port
-}
-
-async fn connect(port: u16) -> mysql_async::Conn {
-    let opts = mysql_async::OptsBuilder::default()
-        .ip_or_hostname("127.0.0.1")
-        .tcp_port(port)
-        .user(Some("root"))
-        .pass(Some(PASSWORD))
-        .db_name(Some("ap"))
-        .prefer_socket(false);
-    mysql_async::Conn::new(opts).await.expect("connection accepted")
-}
-
-fn code(e: mysql_async::Error) -> u16 {
-    match e {
-        mysql_async::Error::Server(e) => e.code,
-        other => panic!("expected a server error, got {other:?}"),
-    }
-}
+use node_support::{code, connect, sql_node};
 
 #[test]
 fn prepared_statements_follow_an_alter_made_elsewhere() {
@@ -45,18 +16,9 @@ fn prepared_statements_follow_an_alter_made_elsewhere() {
     let addr = node.local_addr().to_string();
     rt.block_on(async move {
         let (p1, p2) = (sql_node(&addr).await, sql_node(&addr).await);
-        {
-            let opts = mysql_async::OptsBuilder::default()
-                .ip_or_hostname("127.0.0.1")
-                .tcp_port(p1)
-                .user(Some("root"))
-                .pass(Some(PASSWORD))
-                .prefer_socket(false);
-            let mut c = mysql_async::Conn::new(opts).await.expect("connect");
-            c.query_drop("CREATE DATABASE ap").await.expect("create db");
-        }
-        let mut a = connect(p1).await;
-        let mut b = connect(p2).await;
+        connect(p1, None).await.query_drop("CREATE DATABASE ap").await.expect("create db");
+        let mut a = connect(p1, Some("ap")).await;
+        let mut b = connect(p2, Some("ap")).await;
         a.query_drop("CREATE TABLE t (id INT PRIMARY KEY, n INT, s VARCHAR(10))").await.unwrap();
         a.query_drop("INSERT INTO t VALUES (1, 10, 'one'), (2, 20, 'two')").await.unwrap();
 

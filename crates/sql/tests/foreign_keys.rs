@@ -14,36 +14,7 @@
 mod node_support;
 
 use mysql_async::prelude::*;
-use norr_sql::engine::{Engine, EngineConfig};
-use norr_sql::server::{serve_listener, ServerConfig, ServerState};
-
-const PASSWORD: &str = "pw";
-
-async fn sql_node(addr: &str) -> u16 {
-    let engine = Engine::connect(addr, EngineConfig::default()).await.expect("engine connects");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    tokio::spawn(serve_listener(listener, engine, ServerState::new(ServerConfig::with_root(PASSWORD))));
-    port
-}
-
-async fn connect(port: u16, db: Option<&str>) -> mysql_async::Conn {
-    let opts = mysql_async::OptsBuilder::default()
-        .ip_or_hostname("127.0.0.1")
-        .tcp_port(port)
-        .user(Some("root"))
-        .pass(Some(PASSWORD))
-        .db_name(db)
-        .prefer_socket(false);
-    mysql_async::Conn::new(opts).await.expect("connection accepted")
-}
-
-fn code(e: mysql_async::Error) -> u16 {
-    match e {
-        mysql_async::Error::Server(e) => e.code,
-        other => panic!("expected a server error, got {other:?}"),
-    }
-}
+use node_support::{code, connect, sql_node};
 
 #[test]
 fn a_child_created_on_one_node_is_enforced_on_the_other() {

@@ -220,10 +220,7 @@ async fn checksum_rows(
     let mut rows = Vec::with_capacity(names.len());
     for (db, t) in names {
         let sum = match open(e, s, db, t).await {
-            Ok(table) if quick => {
-                let _ = table;
-                Value::Null
-            }
+            Ok(_) if quick => Value::Null,
             Ok(table) => Value::Int(table_checksum(e, &table).await? as i64),
             Err(err) => {
                 s.warnings.push(Warning { level: WarningLevel::Error, code: err.code, message: err.message });

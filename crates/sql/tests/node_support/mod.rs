@@ -12,3 +12,42 @@ pub fn runtime_and_node(knobs: norr_knobs::Knobs) -> (tokio::runtime::Runtime, n
     .expect("data node starts");
     (rt, node)
 }
+
+/// Root's password of the SQL nodes `sql_node` starts.
+#[allow(dead_code)] // not every test binary that shares this module uses SQL nodes
+pub const PASSWORD: &str = "pw";
+
+/// A SQL node (engine + MySQL protocol server) on a free loopback port,
+/// reaching the data node at `addr`; its port.
+#[allow(dead_code)]
+pub async fn sql_node(addr: &str) -> u16 {
+    use norr_sql::engine::{Engine, EngineConfig};
+    use norr_sql::server::{serve_listener, ServerConfig, ServerState};
+    let engine = Engine::connect(addr, EngineConfig::default()).await.expect("engine connects");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(serve_listener(listener, engine, ServerState::new(ServerConfig::with_root(PASSWORD))));
+    port
+}
+
+/// A MySQL client connection to a `sql_node` as root, in `db` if given.
+#[allow(dead_code)]
+pub async fn connect(port: u16, db: Option<&str>) -> mysql_async::Conn {
+    let opts = mysql_async::OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(port)
+        .user(Some("root"))
+        .pass(Some(PASSWORD))
+        .db_name(db)
+        .prefer_socket(false);
+    mysql_async::Conn::new(opts).await.expect("connection accepted")
+}
+
+/// The MySQL error number of a server error (panics on any other error).
+#[allow(dead_code)]
+pub fn code(e: mysql_async::Error) -> u16 {
+    match e {
+        mysql_async::Error::Server(e) => e.code,
+        other => panic!("expected a server error, got {other:?}"),
+    }
+}
