@@ -172,14 +172,18 @@ impl Client {
     /// Replace `table`'s definition with `def` (ALTER TABLE, all or
     /// nothing): existing rows are rebuilt with column i taken from
     /// `sources[i]` (see `DictOp::AlterTable`); `def.name` may rename the
-    /// table. Returns the new definition (new version).
+    /// table. `expect_version` is the version of the definition the change
+    /// was made from; if another change got there first the call fails with
+    /// `SchemaVersionMismatch` (re-read the table and make the change again).
+    /// Returns the new definition (new version).
     pub async fn alter_table(
         &self,
         table: &str,
         def: TableDef,
         sources: Vec<norr_signals::ColumnSource>,
+        expect_version: u32,
     ) -> Result<TableDef, ClientError> {
-        self.dict_table(DictOp::AlterTable { table: table.to_string(), def, sources }).await
+        self.dict_table(DictOp::AlterTable { table: table.to_string(), def, sources, expect_version }).await
     }
 
     pub async fn get_table(&self, name: &str) -> Result<TableDef, ClientError> {

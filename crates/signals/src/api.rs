@@ -193,8 +193,12 @@ pub enum DictOp {
     /// from `table` (a rename). DICT keeps the table id and the ids of
     /// indexes that are unchanged, and assigns the rest. The primary key and
     /// the partitioning must keep their key encoding: same columns (through
-    /// `sources`), same types. Reply: Table (new version).
-    AlterTable { table: String, def: TableDef, sources: Vec<ColumnSource> },
+    /// `sources`), same types. `expect_version` is the version of the
+    /// definition the change was made from: if the table has moved on since
+    /// (another ALTER got there first), DICT refuses with
+    /// SchemaVersionMismatch instead of silently undoing that change. Reply:
+    /// Table (new version).
+    AlterTable { table: String, def: TableDef, sources: Vec<ColumnSource>, expect_version: u32 },
 }
 
 /// Where a column of an altered table (`DictOp::AlterTable`) takes the value

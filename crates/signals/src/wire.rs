@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 /// connect time. 2: SCAN_TABCONF rows travel in `row_codec`'s layout.
 /// 3: `ScanSpec::ordered` and `LqhScanReq::row_keys`.
 /// 4: TC_SAVEPOINTREQ and `DictOp::AlterTable`.
-pub const WIRE_VERSION: u16 = 4;
+/// 5: `DictOp::AlterTable::expect_version`.
+pub const WIRE_VERSION: u16 = 5;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct WireMsg<'a> {

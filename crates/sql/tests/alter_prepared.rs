@@ -62,3 +62,45 @@ fn prepared_statements_follow_an_alter_made_elsewhere() {
         );
     });
 }
+
+/// ALTERs of one table from two SQL nodes at once: each is made from the
+/// definition it read, so without a check the second would write back a
+/// definition without the first's change (a lost column). Every change must
+/// be in the final table, as if the ALTERs had run one after the other.
+#[test]
+fn concurrent_alters_from_two_nodes_lose_no_change() {
+    const PER_NODE: usize = 6;
+    let (rt, node) = node_support::runtime_and_node(norr_knobs::Knobs::default());
+    let addr = node.local_addr().to_string();
+    rt.block_on(async move {
+        let (p1, p2) = (sql_node(&addr).await, sql_node(&addr).await);
+        connect(p1, None).await.query_drop("CREATE DATABASE race").await.unwrap();
+        let mut a = connect(p1, Some("race")).await;
+        let mut b = connect(p2, Some("race")).await;
+        a.query_drop("CREATE TABLE t (id INT PRIMARY KEY)").await.unwrap();
+        a.query_drop("INSERT INTO t VALUES (1), (2)").await.unwrap();
+        let add = |conn: &'static str| async move {
+            let mut c = if conn == "a" { connect(p1, Some("race")).await } else { connect(p2, Some("race")).await };
+            for i in 0..PER_NODE {
+                c.query_drop(format!("ALTER TABLE t ADD COLUMN {conn}{i} INT NOT NULL DEFAULT {i}")).await.unwrap();
+            }
+        };
+        tokio::join!(add("a"), add("b"));
+        let cols: Vec<String> = b
+            .query(
+                "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'race' AND TABLE_NAME = 't'",
+            )
+            .await
+            .unwrap();
+        assert_eq!(cols.len(), 1 + 2 * PER_NODE, "{cols:?}");
+        for i in 0..PER_NODE {
+            for conn in ["a", "b"] {
+                let name = format!("{conn}{i}");
+                assert!(cols.contains(&name), "{name} lost: {cols:?}");
+                // The rows kept their values through every rebuild.
+                let sum: Option<i64> = a.query_first(format!("SELECT SUM({name}) FROM t")).await.unwrap();
+                assert_eq!(sum, Some(2 * i as i64));
+            }
+        }
+    });
+}

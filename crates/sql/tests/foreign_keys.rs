@@ -112,3 +112,40 @@ fn concurrent_parent_delete_and_child_insert_leave_no_orphan() {
         assert_eq!(orphans, Some(0));
     });
 }
+
+/// Children of one parent created from two SQL nodes at once. Each creation
+/// adds the child to the parent's list of referencing tables (a
+/// read-modify-write of the parent's metadata); a lost entry would let a
+/// parent row with children be deleted. Every child must hold its parent row.
+#[test]
+fn children_created_concurrently_on_two_nodes_are_all_enforced() {
+    const PER_NODE: i64 = 5;
+    let (rt, node) = node_support::runtime_and_node(norr_knobs::Knobs::default());
+    let addr = node.local_addr().to_string();
+    rt.block_on(async move {
+        let (p1, p2) = (sql_node(&addr).await, sql_node(&addr).await);
+        connect(p1, None).await.query_drop("CREATE DATABASE fkr").await.unwrap();
+        let mut a = connect(p1, Some("fkr")).await;
+        a.query_drop("CREATE TABLE p (id INT PRIMARY KEY)").await.unwrap();
+        let ids: Vec<String> = (0..2 * PER_NODE).map(|i| format!("({i})")).collect();
+        a.query_drop(format!("INSERT INTO p VALUES {}", ids.join(", "))).await.unwrap();
+        let create = |port: u16, first: i64| async move {
+            let mut c = connect(port, Some("fkr")).await;
+            for i in first..first + PER_NODE {
+                c.query_drop(format!(
+                    "CREATE TABLE c{i} (id INT PRIMARY KEY, pid INT, FOREIGN KEY (pid) REFERENCES p (id))"
+                ))
+                .await
+                .unwrap();
+                c.query_drop(format!("INSERT INTO c{i} VALUES (1, {i})")).await.unwrap();
+            }
+        };
+        tokio::join!(create(p1, 0), create(p2, PER_NODE));
+        // A fresh SQL node reads the parent's list from the dictionary.
+        let mut fresh = connect(sql_node(&addr).await, Some("fkr")).await;
+        for i in 0..2 * PER_NODE {
+            let e = fresh.query_drop(format!("DELETE FROM p WHERE id = {i}")).await.unwrap_err();
+            assert_eq!(code(e), 1451, "parent row {i} of c{i}");
+        }
+    });
+}

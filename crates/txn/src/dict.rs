@@ -282,8 +282,21 @@ impl Dict {
                 def.version += 1;
                 SchemaChange::DropIndex { def, index: id }
             }
-            DictOp::AlterTable { table, mut def, sources } => {
+            DictOp::AlterTable { table, mut def, sources, expect_version } => {
                 let old = self.find(&table)?;
+                // Schema changes run one at a time here, so this check and
+                // the change are atomic: of two ALTERs made from the same
+                // version, the second is refused rather than undoing the
+                // first (its definition does not contain the first's change).
+                if old.version != expect_version {
+                    return Err(NodeError::with(
+                        ErrorCode::SchemaVersionMismatch,
+                        format!(
+                            "table {table} is at version {}, the change was made from version {expect_version}",
+                            old.version
+                        ),
+                    ));
+                }
                 if self.by_name(&def.name).is_some_and(|t| t.id != old.id) {
                     return Err(NodeError::with(ErrorCode::TableExists, def.name));
                 }

@@ -18,8 +18,10 @@ fn varchar(len: u32) -> ColumnType {
     ColumnType::Varchar { len, collation: Default::default() }
 }
 
+/// ALTER made from the table's current version.
 fn alter(h: &mut Harness, table: &str, def: TableDef, sources: Vec<ColumnSource>) -> Result<TableDef, ErrorCode> {
-    match h.dict(1, DictOp::AlterTable { table: table.into(), def, sources }) {
+    let expect_version = get_table(h, table).version;
+    match h.dict(1, DictOp::AlterTable { table: table.into(), def, sources, expect_version }) {
         Ok(DictResult::Table(d)) => Ok(d),
         Ok(other) => panic!("unexpected {other:?}"),
         Err(e) => Err(e.code),
@@ -274,7 +276,10 @@ fn writes_during_the_copy_are_refused() {
     let d = setup(&mut h, 2, 4);
     let (def, sources) = widened(&d, 10);
     // Both queued before the node runs: DICT's prepare reaches LQH first.
-    let req = norr_signals::DictReq { req_id: 77, op: DictOp::AlterTable { table: "t".into(), def, sources } };
+    let req = norr_signals::DictReq {
+        req_id: 77,
+        op: DictOp::AlterTable { table: "t".into(), def, sources, expect_version: d.version },
+    };
     h.send(1, norr_signals::Signal::DictReq(Box::new(req)));
     let ins = KeyOp::insert(d.id, vec![Value::Int(99)], vec![(1, Value::Int(1))]);
     let e = h.key(100, 5, ExecType::Commit, vec![ins]).unwrap_err();
@@ -284,4 +289,42 @@ fn writes_during_the_copy_are_refused() {
     assert_eq!(get_table(&mut h, "t").version, d.version + 1);
     assert_eq!(h.get(d.id, vec![Value::Int(99)]), None);
     assert_eq!(rows(&mut h, d.id).len(), 4);
+}
+
+/// Two ALTERs made from the same version: the second is refused, so it
+/// cannot undo the first (its definition lacks the first's change), and the
+/// table keeps the first's layout and rows.
+#[test]
+fn an_alter_made_from_an_old_version_is_refused() {
+    let mut h = Harness::new(Knobs::default());
+    let d = setup(&mut h, 2, 6);
+    let (first, first_sources) = widened(&d, 10);
+    let mut second = d.clone();
+    second.columns[2] = ColumnDef::new("s", varchar(20));
+    let second_sources = (0..d.columns.len() as u16).map(ColumnSource::Old).collect();
+    let after_first = match h.dict(
+        1,
+        DictOp::AlterTable { table: "t".into(), def: first, sources: first_sources, expect_version: d.version },
+    ) {
+        Ok(DictResult::Table(t)) => t,
+        other => panic!("unexpected {other:?}"),
+    };
+    let e = h
+        .dict(
+            1,
+            DictOp::AlterTable { table: "t".into(), def: second, sources: second_sources, expect_version: d.version },
+        )
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::SchemaVersionMismatch);
+    assert!(e.message.contains(&format!("made from version {}", d.version)), "{}", e.message);
+    let now = get_table(&mut h, "t");
+    assert_eq!(now, after_first);
+    assert_eq!(now.columns[0].name, "w");
+    assert_eq!(rows(&mut h, d.id).len(), 6);
+    // Made again from the current version, it goes through.
+    let mut again = now.clone();
+    again.columns[3] = ColumnDef::new("s", varchar(20));
+    let sources = (0..now.columns.len() as u16).map(ColumnSource::Old).collect();
+    let done = alter(&mut h, "t", again, sources).unwrap();
+    assert_eq!(done.version, now.version + 1);
 }

@@ -357,7 +357,7 @@ fn an_alter_table_dooms_a_transaction_with_savepoints() {
         norr_signals::ColumnSource::Old(0),
         norr_signals::ColumnSource::Old(1),
     ];
-    h.dict(2, DictOp::AlterTable { table: "t".into(), def, sources }).unwrap();
+    h.dict(2, DictOp::AlterTable { table: "t".into(), def, sources, expect_version: d.version }).unwrap();
     let r = h.savepoint(1, 1, 1, BACK).unwrap_err();
     assert_eq!(r.error.code, ErrorCode::SchemaVersionMismatch);
     assert_no_state(&mut h);

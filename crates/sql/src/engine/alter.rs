@@ -341,6 +341,43 @@ pub fn is_index_only(at: &ast::AlterTable) -> bool {
 
 /// ALTER TABLE with any operations: one all-or-nothing change.
 pub async fn alter_table(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> Result<QueryOutput, SqlError> {
+    let warnings = s.warnings.len();
+    let mut attempt = 1;
+    loop {
+        match alter_table_once(e, s, at).await? {
+            Some(out) => return Ok(out),
+            // Another SQL node's schema change got to DICT between our read
+            // of the definition and our change: make the change again from
+            // the new definition, as if the two had run one after the other
+            // (MySQL's metadata lock would have ordered them). Every lost
+            // race means some other change went through, so this ends.
+            None if attempt < MAX_SCHEMA_RACES => {
+                s.warnings.truncate(warnings);
+                attempt += 1;
+            }
+            None => return Err(schema_race_error()),
+        }
+    }
+}
+
+/// Times a DDL statement is made again after losing a race with another
+/// schema change on the same table.
+pub(crate) const MAX_SCHEMA_RACES: u32 = 16;
+
+/// Losing `MAX_SCHEMA_RACES` races in a row: the table's definition is
+/// changing faster than we can follow.
+pub(crate) fn schema_race_error() -> SqlError {
+    SqlError::new(1412, "HY000", "Table definition has changed, please retry transaction")
+}
+
+/// The failure of a DICT ALTER that was made from an old version.
+pub(crate) fn lost_schema_race(err: &ClientError) -> bool {
+    err.code() == Some(ErrorCode::SchemaVersionMismatch)
+}
+
+/// One try of ALTER TABLE from the current definition; None: another schema
+/// change on the table won the race (nothing was changed).
+async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> Result<Option<QueryOutput>, SqlError> {
     let (db, table) = resolve_name(s, &at.name)?;
     // Fresh from DICT: the new definition is made from the current one.
     e.catalog().invalidate(&db, &table);
@@ -416,8 +453,9 @@ pub async fn alter_table(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> R
     }
     e.catalog().invalidate(&db, &table);
     e.catalog().invalidate(&new_db, &new_table);
-    let altered = match e.client().alter_table(&t.native_name(), def.clone(), sources).await {
+    let altered = match e.client().alter_table(&t.native_name(), def.clone(), sources, t.def.version).await {
         Ok(d) => d,
+        Err(err) if lost_schema_race(&err) => return Ok(None),
         Err(err) if err.code() == Some(ErrorCode::TableExists) => return Err(error_map::table_exists(&new_table)),
         Err(err) => return Err(alter_error(err, &def, &added, &db, &table)),
     };
@@ -426,7 +464,7 @@ pub async fn alter_table(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> R
     if let Some(n) = auto_inc.filter(|&n| n > 1) {
         e.client().bump_auto_inc(id, n - 1).await.map_err(|err| from_client(err, &ErrCtx::table(&db, &table)))?;
     }
-    Ok(QueryOutput::ok(0))
+    Ok(Some(QueryOutput::ok(0)))
 }
 
 fn set_auto_increment_start(def: &mut TableDef, n: u64) {
@@ -672,21 +710,27 @@ async fn rename_one(
 
 /// Rename `db.table` (same definition, new version): no row is copied.
 async fn rename_to(e: &Engine, db: &str, table: &str, new_db: &str, new_table: &str) -> Result<(), SqlError> {
-    e.catalog().invalidate(db, table);
-    e.catalog().invalidate(new_db, new_table);
-    let t = e.catalog().get(db, table).await?;
-    let mut def = t.def.clone();
-    def.name = native_name(new_db, new_table);
-    let sources = (0..def.columns.len() as u16).map(ColumnSource::Old).collect();
-    match e.client().alter_table(&t.native_name(), def, sources).await {
-        Ok(d) => {
-            e.catalog().invalidate(db, table);
-            e.catalog().put(d);
-            Ok(())
+    for _ in 0..MAX_SCHEMA_RACES {
+        e.catalog().invalidate(db, table);
+        e.catalog().invalidate(new_db, new_table);
+        let t = e.catalog().get(db, table).await?;
+        let mut def = t.def.clone();
+        def.name = native_name(new_db, new_table);
+        let sources = (0..def.columns.len() as u16).map(ColumnSource::Old).collect();
+        match e.client().alter_table(&t.native_name(), def, sources, t.def.version).await {
+            Ok(d) => {
+                e.catalog().invalidate(db, table);
+                e.catalog().put(d);
+                return Ok(());
+            }
+            // Renamed from a definition that changed meanwhile: rename the
+            // current one (see `alter_table`).
+            Err(err) if lost_schema_race(&err) => continue,
+            Err(err) if err.code() == Some(ErrorCode::TableExists) => return Err(error_map::table_exists(new_table)),
+            Err(err) => return Err(from_client(err, &ErrCtx::table(db, table))),
         }
-        Err(err) if err.code() == Some(ErrorCode::TableExists) => Err(error_map::table_exists(new_table)),
-        Err(err) => Err(from_client(err, &ErrCtx::table(db, table))),
     }
+    Err(schema_race_error())
 }
 
 fn note(s: &mut Session, code: u16, message: String) {

@@ -243,7 +243,7 @@ fn expression_type<'a>(m: &ColumnMeta, values: impl Iterator<Item = &'a Value>) 
             let point = if scale > 0 { 1 } else { 0 };
             let from_meta = m.column_length.saturating_sub(sign + point);
             let int_digits = values
-                .filter_map(|v| crate::engine::expr::value::to_string_lossy(v))
+                .filter_map(crate::engine::expr::value::to_string_lossy)
                 .map(|t| t.trim_start_matches('-').split('.').next().map_or(0, |i| i.len()) as u32)
                 .max()
                 .unwrap_or(0);
@@ -260,7 +260,7 @@ fn expression_type<'a>(m: &ColumnMeta, values: impl Iterator<Item = &'a Value>) 
         | FieldType::LongBlob => {
             let per_char = if binary { 1 } else { 4 };
             let longest = values
-                .filter_map(|v| crate::engine::expr::value::to_text(v))
+                .filter_map(crate::engine::expr::value::to_text)
                 .map(|t| if binary { t.len() } else { String::from_utf8_lossy(&t).chars().count() })
                 .max()
                 .unwrap_or(0) as u64;

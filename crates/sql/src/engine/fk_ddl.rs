@@ -87,25 +87,35 @@ pub async fn prepare_create(e: &Engine, s: &Session, def: &mut TableDef) -> Resu
 /// Rewrite a table's SQL metadata in the dictionary. The layout is the
 /// same, so DICT copies no row; the table version goes up, so every SQL
 /// node that cached the table reloads it (1412) before its next write.
-pub async fn update_meta(e: &Engine, db: &str, table: &str, f: impl FnOnce(&mut SqlTableMeta)) -> Result<(), SqlError> {
+///
+/// A read-modify-write of the metadata: DICT refuses the write if another
+/// change reached the table after our read (two SQL nodes linking children
+/// to the same parent at once), and `f` is then applied again to the new
+/// metadata, so neither change is lost.
+pub async fn update_meta(e: &Engine, db: &str, table: &str, f: impl Fn(&mut SqlTableMeta)) -> Result<(), SqlError> {
     let native = crate::engine::catalog::native_name(db, table);
-    let mut def = match e.client().get_table(&native).await {
-        Ok(d) => d,
-        Err(err) if err.code() == Some(norr_signals::ErrorCode::NoSuchTable) => return Ok(()),
-        Err(err) => return Err(from_client(err, &ErrCtx::table(db, table))),
-    };
-    let Some(mut meta) = SqlTableMeta::decode(&def.extra) else { return Ok(()) };
-    f(&mut meta);
-    def.extra = meta.encode();
-    let sources = (0..def.columns.len()).map(|i| ColumnSource::Old(i as ColumnId)).collect();
-    e.catalog().invalidate(db, table);
-    let altered = e
-        .client()
-        .alter_table(&native, def, sources)
-        .await
-        .map_err(|err| from_client(err, &ErrCtx::table(db, table)))?;
-    e.catalog().put(altered);
-    Ok(())
+    for _ in 0..crate::engine::alter::MAX_SCHEMA_RACES {
+        let mut def = match e.client().get_table(&native).await {
+            Ok(d) => d,
+            Err(err) if err.code() == Some(norr_signals::ErrorCode::NoSuchTable) => return Ok(()),
+            Err(err) => return Err(from_client(err, &ErrCtx::table(db, table))),
+        };
+        let Some(mut meta) = SqlTableMeta::decode(&def.extra) else { return Ok(()) };
+        f(&mut meta);
+        def.extra = meta.encode();
+        let sources = (0..def.columns.len()).map(|i| ColumnSource::Old(i as ColumnId)).collect();
+        let version = def.version;
+        e.catalog().invalidate(db, table);
+        match e.client().alter_table(&native, def, sources, version).await {
+            Ok(altered) => {
+                e.catalog().put(altered);
+                return Ok(());
+            }
+            Err(err) if crate::engine::alter::lost_schema_race(&err) => continue,
+            Err(err) => return Err(from_client(err, &ErrCtx::table(db, table))),
+        }
+    }
+    Err(crate::engine::alter::schema_race_error())
 }
 
 /// Add (or remove) `r` in the parent's `referenced_by`.
@@ -113,7 +123,7 @@ pub async fn link(e: &Engine, parent_db: &str, parent: &str, r: FkRef, add: bool
     update_meta(e, parent_db, parent, |m| {
         m.fk.referenced_by.retain(|x| x != &r);
         if add {
-            m.fk.referenced_by.push(r);
+            m.fk.referenced_by.push(r.clone());
         }
     })
     .await
@@ -287,9 +297,9 @@ async fn add_fk(e: &Engine, s: &Session, db: &str, table: &str, c: &ForeignKeyCo
     let (pdb, ptable) = (f.ref_db.clone(), f.ref_table.clone());
     let r2 = r.clone();
     update_meta(e, db, table, move |m| {
-        m.fk.foreign_keys.push(f);
+        m.fk.foreign_keys.push(f.clone());
         if self_ref {
-            m.fk.referenced_by.push(r2);
+            m.fk.referenced_by.push(r2.clone());
         }
     })
     .await?;
