@@ -149,3 +149,60 @@ fn children_created_concurrently_on_two_nodes_are_all_enforced() {
         }
     });
 }
+
+/// A parent may list a child that is not there: CREATE TABLE tells the
+/// parent first and creates the child second, so a SQL node that dies in
+/// between leaves exactly this (here made by dropping the child behind the
+/// SQL layer's back, through the native API). The entry is skipped: the
+/// parent's rows can be deleted; a table created later under that name is
+/// enforced only if it really declares the constraint.
+#[test]
+fn a_parent_entry_without_its_child_is_skipped() {
+    let (rt, node) = node_support::runtime_and_node(norr_knobs::Knobs::default());
+    let addr = node.local_addr().to_string();
+    rt.block_on(async move {
+        let port = sql_node(&addr).await;
+        connect(port, None).await.query_drop("CREATE DATABASE fks").await.unwrap();
+        let mut a = connect(port, Some("fks")).await;
+        a.query_drop("CREATE TABLE p (id INT PRIMARY KEY)").await.unwrap();
+        a.query_drop("INSERT INTO p VALUES (1), (2), (3)").await.unwrap();
+        a.query_drop(
+            "CREATE TABLE c (id INT PRIMARY KEY, pid INT, CONSTRAINT c_fk FOREIGN KEY (pid) REFERENCES p (id))",
+        )
+        .await
+        .unwrap();
+        let native = norr_client::Client::connect(addr.as_str()).await.unwrap();
+        native.drop_table(&norr_sql::engine::catalog::native_name("fks", "c")).await.unwrap();
+
+        // A fresh SQL node (nothing cached) sees p's entry for c, and no c.
+        let mut b = connect(sql_node(&addr).await, Some("fks")).await;
+        b.query_drop("DELETE FROM p WHERE id = 1").await.unwrap();
+        // A table c without the constraint: still nothing to enforce.
+        b.query_drop("CREATE TABLE c (id INT PRIMARY KEY, pid INT)").await.unwrap();
+        b.query_drop("INSERT INTO c VALUES (1, 2)").await.unwrap();
+        b.query_drop("DELETE FROM p WHERE id = 2").await.unwrap();
+        // Made again with the constraint, it is enforced.
+        b.query_drop("DROP TABLE c").await.unwrap();
+        b.query_drop(
+            "CREATE TABLE c (id INT PRIMARY KEY, pid INT, CONSTRAINT c_fk FOREIGN KEY (pid) REFERENCES p (id))",
+        )
+        .await
+        .unwrap();
+        b.query_drop("INSERT INTO c VALUES (1, 3)").await.unwrap();
+        assert_eq!(code(b.query_drop("DELETE FROM p WHERE id = 3").await.unwrap_err()), 1451);
+        assert_eq!(code(a.query_drop("DELETE FROM p WHERE id = 3").await.unwrap_err()), 1451);
+        // A failed CREATE (the name is taken) leaves the parent as it was:
+        // dropping the real child frees the parent row.
+        assert_eq!(
+            code(
+                b.query_drop(
+                    "CREATE TABLE c (id INT PRIMARY KEY, pid INT, CONSTRAINT c_fk FOREIGN KEY (pid) REFERENCES p (id))"
+                )
+                .await
+                .unwrap_err()
+            ),
+            1050
+        );
+        assert_eq!(code(b.query_drop("DELETE FROM p WHERE id = 3").await.unwrap_err()), 1451);
+    });
+}

@@ -1017,7 +1017,12 @@ pub async fn create_table(
         return Ok(QueryOutput::ok(0));
     }
     let parents = crate::engine::fk_ddl::prepare_create(e, s, &mut def).await?;
-    match e.client().create_table(def).await {
+    let linked = crate::engine::fk_ddl::link_before_create(e, &db, &table, &parents).await?;
+    let created = e.client().create_table(def).await;
+    if created.is_err() {
+        crate::engine::fk_ddl::unlink_after_failed_create(e, linked).await;
+    }
+    match created {
         Ok(created) => {
             if let Some(start) = auto_start {
                 if start > 1 {
@@ -1026,7 +1031,6 @@ pub async fn create_table(
             }
             e.catalog().invalidate(&db, &table);
             e.catalog().put(created);
-            crate::engine::fk_ddl::link_created(e, &db, &table, parents).await?;
             Ok(QueryOutput::ok(0))
         }
         Err(err) if err.code() == Some(ErrorCode::TableExists) => {

@@ -118,24 +118,58 @@ pub async fn update_meta(e: &Engine, db: &str, table: &str, f: impl Fn(&mut SqlT
     Err(crate::engine::alter::schema_race_error())
 }
 
-/// Add (or remove) `r` in the parent's `referenced_by`.
-pub async fn link(e: &Engine, parent_db: &str, parent: &str, r: FkRef, add: bool) -> Result<(), SqlError> {
+/// Add (or remove) `r` in the parent's `referenced_by`; whether the list
+/// changed.
+pub async fn link(e: &Engine, parent_db: &str, parent: &str, r: FkRef, add: bool) -> Result<bool, SqlError> {
+    // Set by the last (successful) application of the update.
+    let changed = std::sync::atomic::AtomicBool::new(false);
     update_meta(e, parent_db, parent, |m| {
+        let before = m.fk.referenced_by.len();
         m.fk.referenced_by.retain(|x| x != &r);
+        let removed = m.fk.referenced_by.len() != before;
         if add {
             m.fk.referenced_by.push(r.clone());
         }
+        changed.store(removed != add, std::sync::atomic::Ordering::Relaxed);
     })
-    .await
+    .await?;
+    Ok(changed.load(std::sync::atomic::Ordering::Relaxed))
 }
 
-/// After CREATE TABLE: tell each existing parent about the new child.
-pub async fn link_created(e: &Engine, db: &str, table: &str, parents: Vec<ForeignKey>) -> Result<(), SqlError> {
+/// Before CREATE TABLE: tell each existing parent about the new child.
+///
+/// First, so that a SQL node dying between the two steps cannot leave a
+/// child its parent does not know about (its rows could then lose their
+/// parent). The other way round is harmless: enforcement skips an entry
+/// whose table is missing or has no such constraint. Returns the entries
+/// this added, for `unlink_after_failed_create`.
+pub async fn link_before_create(
+    e: &Engine,
+    db: &str,
+    table: &str,
+    parents: &[ForeignKey],
+) -> Result<Vec<(String, String, FkRef)>, SqlError> {
+    let mut added = Vec::new();
     for f in parents {
         let r = FkRef { db: db.to_string(), table: table.to_string(), name: f.name.clone() };
-        link(e, &f.ref_db, &f.ref_table, r, true).await?;
+        match link(e, &f.ref_db, &f.ref_table, r.clone(), true).await {
+            Ok(true) => added.push((f.ref_db.clone(), f.ref_table.clone(), r)),
+            Ok(false) => {}
+            Err(err) => {
+                unlink_after_failed_create(e, added).await;
+                return Err(err);
+            }
+        }
     }
-    Ok(())
+    Ok(added)
+}
+
+/// The CREATE TABLE failed: take back the parents' entries
+/// `link_before_create` added (best effort; a left-over entry is skipped).
+pub async fn unlink_after_failed_create(e: &Engine, added: Vec<(String, String, FkRef)>) {
+    for (db, table, r) in added {
+        let _ = link(e, &db, &table, r, false).await;
+    }
 }
 
 /// Tables that reference `t`, other than `t` itself and those in `except`.
@@ -296,17 +330,19 @@ async fn add_fk(e: &Engine, s: &Session, db: &str, table: &str, c: &ForeignKeyCo
     let r = FkRef { db: db.to_string(), table: table.to_string(), name: f.name.clone() };
     let (pdb, ptable) = (f.ref_db.clone(), f.ref_table.clone());
     let r2 = r.clone();
-    update_meta(e, db, table, move |m| {
+    // The parent learns of the child first (see `link_before_create`).
+    let linked = !self_ref && parent_exists && link(e, &pdb, &ptable, r.clone(), true).await?;
+    let added = update_meta(e, db, table, move |m| {
         m.fk.foreign_keys.push(f.clone());
         if self_ref {
             m.fk.referenced_by.push(r2.clone());
         }
     })
-    .await?;
-    if !self_ref && parent_exists {
-        link(e, &pdb, &ptable, r, true).await?;
+    .await;
+    if added.is_err() && linked {
+        let _ = link(e, &pdb, &ptable, r, false).await;
     }
-    Ok(())
+    added
 }
 
 /// Adding a constraint to a table with rows: every row whose referencing
