@@ -97,9 +97,14 @@ pub async fn drop_database(e: &Engine, s: &mut Session, name: &str, if_exists: b
     }
     let tables = e.catalog().list(name).await?;
     let n = tables.len() as u64;
+    // As DROP TABLE of every table at once: a table of another database
+    // referencing one of these refuses it (3730, with checks on), and
+    // parents elsewhere forget the children dropped here.
+    let names: Vec<(String, String)> = tables.iter().map(|t| (t.db.clone(), t.name.clone())).collect();
+    crate::engine::fk_ddl::check_drop(e, s, &names).await?;
     for t in tables {
         match e.client().drop_table(&t.native_name()).await {
-            Ok(()) => {}
+            Ok(()) => crate::engine::fk_ddl::unlink_dropped(e, &t).await,
             Err(err) if err.code() == Some(ErrorCode::NoSuchTable) => {}
             Err(err) => return Err(from_client(err, &ErrCtx::table(name, &t.name))),
         }
