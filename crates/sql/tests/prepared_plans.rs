@@ -299,3 +299,30 @@ fn window_functions_and_recursive_ctes_as_prepared_statements() {
     });
     node.shutdown();
 }
+
+/// As MySQL, a SELECT that cannot be compiled fails its prepare (with the
+/// error its execution would give), not its first execution.
+#[test]
+fn a_select_that_does_not_compile_fails_the_prepare() {
+    let (rt, node) = runtime_and_node();
+    let addr = node.local_addr().to_string();
+    rt.block_on(async move {
+        let e = Engine::connect(&addr, EngineConfig::default()).await.expect("engine connects");
+        let mut s = e.new_session(1, "root");
+        for sql in ["CREATE DATABASE pe", "USE pe", "CREATE TABLE t (id INT PRIMARY KEY, b INT)"] {
+            run(&e, &mut s, sql).await;
+        }
+        for (sql, code) in [
+            ("SELECT * FROM nope WHERE id = ?", 1146),
+            ("SELECT nocol FROM t WHERE id = ?", 1054),
+            ("SELECT b FROM t JOIN t AS u ON t.id = u.id WHERE id = ?", 1052),
+            ("SELECT id FROM t UNION SELECT id, b FROM t", 1222),
+        ] {
+            let err = e.prepare(&mut s, sql).await.err().unwrap_or_else(|| panic!("{sql}: prepared"));
+            assert_eq!(err.code, code, "{sql}: {err}");
+        }
+        // A good one still prepares, with its result columns known.
+        let p = e.prepare(&mut s, "SELECT b, id FROM t WHERE id = ?").await.expect("prepare");
+        assert_eq!(p.columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["b", "id"]);
+    });
+}

@@ -521,15 +521,21 @@ impl Engine {
             }
         }
         let mut r = self.dispatch(s, p, params, row_plan).await;
-        if matches!(&r, Err(e) if e.code == 1412) {
+        let mut races = 0;
+        while matches!(&r, Err(e) if e.code == 1412) {
             // A table changed under a cached definition (DDL through another
-            // SQL node): forget the cache and run the statement once more,
+            // SQL node): forget the cache and run the statement again,
             // unless a transaction is open (it is aborted; the client
             // retries it). A failed autocommitted statement left nothing.
+            // Each lost race means another schema change went through, so
+            // under a burst of DDL this ends (MySQL's statement would have
+            // waited on the metadata lock instead).
             self.catalog.invalidate_all();
-            if !s.in_transaction && s.txn.is_none() {
-                r = self.dispatch(s, p, params, row_plan).await;
+            races += 1;
+            if s.in_transaction || s.txn.is_some() || races > alter::MAX_SCHEMA_RACES {
+                break;
             }
+            r = self.dispatch(s, p, params, row_plan).await;
         }
         if let Err(e) = &r {
             self.record_error(s, e);
@@ -560,14 +566,15 @@ impl Engine {
         let mut compiled = None;
         if let Parsed::Sql(st) = &parsed {
             if let Statement::Query(q) = st.as_ref() {
-                // A query that does not compile now (unknown table, ...) is
-                // compiled at execution instead, and reports its error then.
-                compiled = query::prepare_query(self, s, q).await.ok();
+                // As MySQL: a query that does not compile (unknown table or
+                // column, ...) fails the prepare, not its first execution.
+                compiled = Some(query::prepare_query(self, s, q).await?);
             }
         }
         let columns = match &compiled {
             Some(c) => c.shared_columns(),
-            None => self.result_columns(s, &parsed).await.into(),
+            // Not a query: no result set known before execution.
+            None => Vec::new().into(),
         };
         Ok(Arc::new(Prepared {
             param_count: n as u16,
@@ -577,67 +584,6 @@ impl Engine {
             compiled: std::sync::Mutex::new(compiled),
             row_plan: Default::default(),
         }))
-    }
-
-    /// Result columns of a SELECT over one known table with plain column
-    /// references or `*` (cheap cases only; otherwise empty).
-    async fn result_columns(&self, s: &Session, p: &Parsed) -> Vec<ColumnMeta> {
-        let Parsed::Sql(st) = p else {
-            return Vec::new();
-        };
-        let Statement::Query(q) = st.as_ref() else {
-            return Vec::new();
-        };
-        let ast::SetExpr::Select(sel) = q.body.as_ref() else {
-            return Vec::new();
-        };
-        if sel.from.len() != 1 || !sel.from[0].joins.is_empty() {
-            return Vec::new();
-        }
-        let ast::TableFactor::Table { name, alias, .. } = &sel.from[0].relation else {
-            return Vec::new();
-        };
-        let Ok((db, table)) = ddl::resolve_name(s, name) else {
-            return Vec::new();
-        };
-        if infoschema::is_infoschema(&db) {
-            return Vec::new();
-        }
-        let Ok(Some(t)) = self.catalog.try_get(&db, &table).await else {
-            return Vec::new();
-        };
-        let shown_table = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or_else(|| t.name.clone());
-        let mut out = Vec::new();
-        for item in &sel.projection {
-            match item {
-                ast::SelectItem::Wildcard(_) => {
-                    for mut c in t.result_columns() {
-                        c.table = shown_table.clone();
-                        out.push(c);
-                    }
-                }
-                ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => {
-                    let col = match e {
-                        Expr::Identifier(i) => i.value.clone(),
-                        Expr::CompoundIdentifier(v) if v.len() == 2 => v[1].value.clone(),
-                        _ => return Vec::new(),
-                    };
-                    let Some((id, _, _)) = t.column(&col) else {
-                        return Vec::new();
-                    };
-                    let mut c = t.column_meta(id);
-                    c.table = shown_table.clone();
-                    if let ast::SelectItem::ExprWithAlias { alias, .. } = item {
-                        c.name = alias.value.clone();
-                    } else {
-                        c.name = col;
-                    }
-                    out.push(c);
-                }
-                _ => return Vec::new(),
-            }
-        }
-        out
     }
 
     pub async fn execute_prepared(
@@ -673,21 +619,24 @@ impl Engine {
             }
         }
         self.status.com_select.fetch_add(1, Ordering::Relaxed);
-        let r = match query::execute_prepared_query(self, s, &c, &params).await {
-            // The schema changed under the plan: forget the stale cached
-            // definitions and compile again once.
-            Err(e) if e.code == 1146 || e.code == 1412 => {
-                self.catalog.invalidate_all();
-                match query::prepare_query(self, s, q).await {
-                    Ok(c2) => {
-                        p.set_compiled(c2.clone());
-                        query::execute_prepared_query(self, s, &c2, &params).await
-                    }
-                    Err(e2) => Err(e2),
-                }
+        let mut r = query::execute_prepared_query(self, s, &c, &params).await;
+        let mut races = 0;
+        // The schema changed under the plan: forget the stale cached
+        // definitions and compile again (as `run_parsed`).
+        while matches!(&r, Err(e) if e.code == 1412 || (e.code == 1146 && races == 0)) {
+            self.catalog.invalidate_all();
+            races += 1;
+            if races > alter::MAX_SCHEMA_RACES {
+                break;
             }
-            r => r,
-        };
+            r = match query::prepare_query(self, s, q).await {
+                Ok(c2) => {
+                    p.set_compiled(c2.clone());
+                    query::execute_prepared_query(self, s, &c2, &params).await
+                }
+                Err(e2) => Err(e2),
+            };
+        }
         if let Err(e) = &r {
             self.record_error(s, e);
         }

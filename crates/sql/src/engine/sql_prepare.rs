@@ -134,11 +134,6 @@ pub async fn run(engine: &Engine, s: &mut Session, st: &SqlPrepareStmt) -> Resul
                 ));
             }
             let prepared = engine.prepare(s, &text).await?;
-            // The binary protocol defers a SELECT's compile error (an
-            // unknown table) to execution; PREPARE reports it now, as MySQL.
-            if let (Some(q), None) = (prepared.query(), prepared.compiled()) {
-                crate::engine::query::prepare_query(engine, s, q).await?;
-            }
             if matches!(prepared.parsed(), Parsed::SqlPrepare(_)) {
                 return Err(SqlError::new(
                     1295,
