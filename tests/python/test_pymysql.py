@@ -150,3 +150,36 @@ def test_multi_statements(cluster, dbname):
     assert cur.nextset()
     assert cur.fetchall() == ((2,),)
     conn.close()
+
+
+def test_multi_table_update_and_delete(cluster, dbname):
+    # Affected rows and the "Rows matched" info of MySQL's multi-table UPDATE;
+    # CLIENT_FOUND_ROWS turns the count into matched rows.
+    conn = connect(cluster, dbname, autocommit=True)
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE orders (id INT PRIMARY KEY, cust INT, total INT)")
+    cur.execute("CREATE TABLE cust (id INT PRIMARY KEY, spent INT, vip INT)")
+    cur.executemany("INSERT INTO orders VALUES (%s, %s, %s)", [(1, 1, 10), (2, 1, 20), (3, 2, 5), (4, 9, 7)])
+    cur.executemany("INSERT INTO cust VALUES (%s, %s, %s)", [(1, 0, 0), (2, 5, 0), (3, 0, 0)])
+    n = cur.execute("UPDATE cust c JOIN orders o ON o.cust = c.id SET c.spent = o.total, c.vip = 1")
+    # cust 1 (matched twice, updated once) and cust 2 (spent already 5, vip changes)
+    assert n == 2
+    assert conn._result.message == b"Rows matched: 2  Changed: 2  Warnings: 0"
+    n = cur.execute("UPDATE cust c JOIN orders o ON o.cust = c.id SET c.vip = 1")
+    assert n == 0
+    assert conn._result.message == b"Rows matched: 2  Changed: 0  Warnings: 0"
+    cur.execute("SELECT ROW_COUNT()")
+    assert cur.fetchone() == (0,)
+    n = cur.execute("DELETE o, c FROM orders o JOIN cust c ON c.id = o.cust WHERE c.id = %s", (1,))
+    assert n == 3
+    n = cur.execute("DELETE o FROM orders o LEFT JOIN cust c ON c.id = o.cust WHERE c.id IS NULL")
+    assert n == 1
+    cur.execute("SELECT id FROM orders ORDER BY id")
+    assert cur.fetchall() == ((3,),)
+    conn.close()
+
+    found = connect(cluster, dbname, autocommit=True, client_flag=pymysql.constants.CLIENT.FOUND_ROWS)
+    cur = found.cursor()
+    assert cur.execute("UPDATE cust c JOIN orders o ON o.cust = c.id SET c.vip = 1") == 1
+    found.close()
+

@@ -32,7 +32,7 @@ use crate::engine::partition::PartFn;
 use crate::engine::plan::{self, Access};
 use crate::engine::plan_cache::{self, PlanSlot};
 use crate::engine::query::{resolve_tables, OrderKey, StmtCompiler, TableAccess, Tables};
-use crate::engine::{scan_order, txn_control, Engine};
+use crate::engine::{multi_table_dml, scan_order, txn_control, Engine};
 use crate::types::{QueryOutput, Session, SqlError};
 use norr_client::{ClientError, Transaction};
 use norr_signals::coerce::coerce_value;
@@ -385,7 +385,7 @@ fn autocommit_alone(s: &Session) -> bool {
 }
 
 /// Best-effort undo of a statement's applied operations (explicit transactions).
-async fn compensate(txn: &mut Transaction, undo: Vec<KeyOp>) {
+pub(crate) async fn compensate(txn: &mut Transaction, undo: Vec<KeyOp>) {
     if undo.is_empty() || txn.is_finished() {
         return;
     }
@@ -865,7 +865,7 @@ pub async fn execute_insert(
     Ok(finish_insert(session, ctx, affected, first_ai, need_ai, n, dups))
 }
 
-fn exec_part(t: &SqlTable) -> Result<Arc<PartFn>, SqlError> {
+pub(crate) fn exec_part(t: &SqlTable) -> Result<Arc<PartFn>, SqlError> {
     let scope = table_scope(t, &t.name);
     Ok(Arc::new(PartFn::build(&t.def, t.meta.partition.as_ref(), &scope)?))
 }
@@ -1171,7 +1171,7 @@ async fn upsert_row(
 /// Update one row (delete + insert when the key or the partition changes),
 /// then its foreign-key work.
 #[allow(clippy::too_many_arguments)]
-async fn apply_update(
+pub(crate) async fn apply_update(
     txn: &mut Transaction,
     t: &Arc<SqlTable>,
     part: &PartFn,
@@ -1374,7 +1374,7 @@ fn as_increment(col: ColumnId, e: &CExpr, t: &SqlTable) -> Option<CExpr> {
     }
 }
 
-fn update_info(matched: u64, changed: u64, warnings: usize) -> String {
+pub(crate) fn update_info(matched: u64, changed: u64, warnings: usize) -> String {
     format!("Rows matched: {matched}  Changed: {changed}  Warnings: {warnings}")
 }
 
@@ -1422,6 +1422,9 @@ pub async fn execute_update(
     kept: Option<&PlanSlot<RowStmt>>,
 ) -> Result<QueryOutput, SqlError> {
     let Statement::Update(u) = st else { return Err(SqlError::internal("not an UPDATE")) };
+    if multi_table_dml::is_multi(st) {
+        return multi_table_dml::execute(engine, session, st, params).await;
+    }
     if u.from.is_some() {
         return Err(SqlError::unsupported("UPDATE ... FROM"));
     }
@@ -1764,8 +1767,8 @@ pub async fn execute_delete(
     kept: Option<&PlanSlot<RowStmt>>,
 ) -> Result<QueryOutput, SqlError> {
     let Statement::Delete(d) = st else { return Err(SqlError::internal("not a DELETE")) };
-    if !d.tables.is_empty() || d.using.is_some() {
-        return Err(SqlError::unsupported("multi-table DELETE"));
+    if multi_table_dml::is_multi(st) {
+        return multi_table_dml::execute(engine, session, st, params).await;
     }
     let from = match &d.from {
         ast::FromTable::WithFromKeyword(v) | ast::FromTable::WithoutKeyword(v) => v,
@@ -1852,48 +1855,63 @@ async fn delete_general(
 ) -> Result<u64, SqlError> {
     let t = &rs.table;
     let rows = target_rows(txn, rs, ctx).await?;
-    let mut ops = Vec::with_capacity(rows.len());
-    let mut parts = Vec::with_capacity(rows.len());
-    for r in &rows {
-        let p = row_partition(&rs.part, &t.def, r)?;
-        parts.push(p);
-        ops.push(op_for(t, OpKind::Delete, pk_of(&t.def, r), vec![], p));
-    }
-    let res = exec_ops(txn, ops, t).await?;
-    let mut n = 0;
     let mut undo = Vec::new();
-    for (i, r) in res.iter().enumerate() {
-        match r {
-            OpResult::Ok(_) => {
-                n += 1;
-                let row = &rows[i];
-                undo.push(op_for(
-                    t,
-                    OpKind::Insert,
-                    pk_of(&t.def, row),
-                    row.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect(),
-                    parts[i],
-                ));
-            }
-            OpResult::Err(e) if e.code == ErrorCode::NoSuchRow => {}
-            OpResult::Err(e) => {
-                let err = error_map::from_node(e, &table_ctx(t));
-                compensate(txn, undo).await;
-                return Err(err);
-            }
+    let gone = match delete_rows(txn, t, &rs.part, &rows, &mut undo).await {
+        Ok(g) => g,
+        Err(e) => {
+            compensate(txn, undo).await;
+            return Err(e);
         }
-    }
+    };
+    let n = gone.iter().filter(|g| **g).count() as u64;
     if let Some(fx) = fk {
         // Every row of the statement is gone before the children are
         // looked at, so rows of one statement that reference each other
         // (a self-referencing table) do not block their own delete.
-        for (i, r) in res.iter().enumerate() {
-            if let OpResult::Ok(_) = r {
+        for (i, r) in gone.iter().enumerate() {
+            if *r {
                 fx.on_delete(txn, t, &rows[i], ctx, 0).await?;
             }
         }
     }
     Ok(n)
+}
+
+/// Delete `rows` of `t` by primary key (one batch per MAX_OPS_PER_BATCH);
+/// which ones were there. Each deleted row's re-insert goes to `undo`; on
+/// an error the caller compensates `undo`.
+pub(crate) async fn delete_rows(
+    txn: &mut Transaction,
+    t: &SqlTable,
+    part: &PartFn,
+    rows: &[Row],
+    undo: &mut Vec<KeyOp>,
+) -> Result<Vec<bool>, SqlError> {
+    let mut ops = Vec::with_capacity(rows.len());
+    let mut parts = Vec::with_capacity(rows.len());
+    for r in rows {
+        let p = row_partition(part, &t.def, r)?;
+        parts.push(p);
+        ops.push(op_for(t, OpKind::Delete, pk_of(&t.def, r), vec![], p));
+    }
+    let res = exec_ops(txn, ops, t).await?;
+    let mut gone = Vec::with_capacity(rows.len());
+    for (i, r) in res.iter().enumerate() {
+        match r {
+            OpResult::Ok(_) => {
+                gone.push(true);
+                undo.push(reinsert(t, &rows[i], parts[i]));
+            }
+            OpResult::Err(e) if e.code == ErrorCode::NoSuchRow => gone.push(false),
+            OpResult::Err(e) => return Err(error_map::from_node(e, &table_ctx(t))),
+        }
+    }
+    Ok(gone)
+}
+
+fn reinsert(t: &SqlTable, row: &[Value], p: Option<PartitionId>) -> KeyOp {
+    let full = row.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect();
+    op_for(t, OpKind::Insert, pk_of(&t.def, row), full, p)
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use crate::engine::expr::EvalCtx;
 use crate::engine::partition::PartFn;
 use crate::engine::plan::{self, Access};
 use crate::engine::query::{prepare_query, QueryNode, SelectPlan, SourceKind, TableAccess};
-use crate::engine::{dml, Engine};
+use crate::engine::{dml, multi_table_dml, Engine};
 use crate::types::{ColumnMeta, FieldType, QueryOutput, Session, SqlError};
 use norr_signals::Value;
 use sqlparser::ast::Statement;
@@ -274,6 +274,29 @@ pub async fn execute_explain(
                 if let Some(r) = rows.first_mut() {
                     r[1] = s("PRIMARY");
                 }
+            }
+        }
+        Statement::Update(_) | Statement::Delete(_) if multi_table_dml::is_multi(statement) => {
+            let (c, targets) = multi_table_dml::explain_plan(engine, session, statement).await?;
+            let mut ctx = exec::make_ctx(session, params, &c.sysvars, &c.uservars)?;
+            let mut id = 0;
+            explain_node(&c.root, &mut id, "SIMPLE", &mut rows, &mut ctx)?;
+            let kind = if matches!(statement.as_ref(), Statement::Update(_)) { "UPDATE" } else { "DELETE" };
+            for r in rows.iter_mut() {
+                let written =
+                    matches!(&r[2], Value::Bytes(a) if targets.iter().any(|t| t.as_bytes().eq_ignore_ascii_case(a)));
+                if r[0] == Value::Int(1) && written {
+                    r[1] = s(kind);
+                }
+            }
+            for sub in &c.subs {
+                explain_node(
+                    &sub.node,
+                    &mut id,
+                    if sub.correlated { "DEPENDENT SUBQUERY" } else { "SUBQUERY" },
+                    &mut rows,
+                    &mut ctx,
+                )?;
             }
         }
         Statement::Update(_) | Statement::Delete(_) => {

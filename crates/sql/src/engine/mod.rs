@@ -20,6 +20,8 @@ pub mod fk_enforce;
 pub mod infoschema;
 pub mod json;
 pub mod lock_statements;
+pub mod multi_table_dml;
+pub mod multi_table_text;
 pub mod parse_ext;
 pub mod show;
 pub mod table_locks;
@@ -348,6 +350,17 @@ pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
         }
         _ => {}
     }
+    let rewritten;
+    let sql = match w(0) {
+        "UPDATE" | "DELETE" => match multi_table_dml::rewrite(sql) {
+            Some(t) => {
+                rewritten = t;
+                rewritten.as_str()
+            }
+            None => sql,
+        },
+        _ => sql,
+    };
     let text = if sql.as_bytes().windows(5).any(|w| w.eq_ignore_ascii_case(b"SHARE")) {
         parse_ext::rewrite_lock_in_share_mode(sql)
     } else if w(0) == "ALTER" && w(1) == "TABLE" {
