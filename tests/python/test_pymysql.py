@@ -183,3 +183,14 @@ def test_multi_table_update_and_delete(cluster, dbname):
     assert cur.execute("UPDATE cust c JOIN orders o ON o.cust = c.id SET c.vip = 1") == 1
     found.close()
 
+
+def test_found_rows(cluster, dbname):
+    conn = connect(cluster, dbname, autocommit=True)
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE fr (id INT PRIMARY KEY)")
+    cur.executemany("INSERT INTO fr VALUES (%s)", [(i,) for i in range(1, 8)])
+    cur.execute("SELECT SQL_CALC_FOUND_ROWS id FROM fr ORDER BY id LIMIT %s", (2,))
+    assert cur.fetchall() == ((1,), (2,))
+    cur.execute("SELECT FOUND_ROWS()")
+    assert cur.fetchone() == (7,)
+    conn.close()

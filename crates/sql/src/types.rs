@@ -201,6 +201,12 @@ pub struct Session {
     pub entry: Arc<crate::session_registry::SessionEntry>,
     /// Statements prepared by name in SQL text (PREPARE), lower-case names.
     pub sql_prepared: std::collections::HashMap<String, Arc<crate::engine::Prepared>>,
+    /// What FOUND_ROWS() answers (see `found_rows`).
+    pub found_rows: u64,
+    /// What ROW_COUNT() answers.
+    pub row_count: i64,
+    /// Set by a SELECT SQL_CALC_FOUND_ROWS for `found_rows::record`.
+    pub calc_found_rows: Option<u64>,
 }
 
 impl Session {
@@ -223,6 +229,9 @@ impl Session {
             txn_wrote: false,
             entry: crate::session_registry::SessionEntry::new(connection_id, user),
             sql_prepared: std::collections::HashMap::new(),
+            found_rows: 0,
+            row_count: -1,
+            calc_found_rows: None,
         }
     }
 }

@@ -74,7 +74,12 @@ pub fn make_ctx<'p>(
     ctx.last_insert_id = session.last_insert_id;
     for (name, global) in sysvars {
         match vars::get_system_var(session, name, *global) {
-            Some(v) => ctx.sysvals.push(v),
+            Some(v) => {
+                if name.ends_with(')') {
+                    crate::engine::found_rows::note_read(name, &mut ctx.warnings);
+                }
+                ctx.sysvals.push(v)
+            }
             None => return Err(error_map::unknown_system_variable(name)),
         }
     }

@@ -17,6 +17,7 @@ pub mod error_map;
 pub mod fk;
 pub mod fk_ddl;
 pub mod fk_enforce;
+pub mod found_rows;
 pub mod infoschema;
 pub mod json;
 pub mod lock_statements;
@@ -553,6 +554,11 @@ impl Engine {
         if let Err(e) = &r {
             self.record_error(s, e);
         }
+        // EXECUTE recorded its statement's result already.
+        if !matches!(p, Parsed::SqlPrepare(_)) {
+            let select = matches!(p, Parsed::Sql(st) if matches!(st.as_ref(), Statement::Query(_)));
+            found_rows::record(s, &r, select);
+        }
         r
     }
 
@@ -576,19 +582,22 @@ impl Engine {
         if n > u16::MAX as usize {
             return Err(SqlError::new(1390, "HY000", "Prepared statement contains too many placeholders"));
         }
+        // As MySQL, a query that does not compile (unknown table or column,
+        // ...) fails the prepare, not its first execution.
         let mut compiled = None;
+        let mut columns: Arc<[ColumnMeta]> = Vec::new().into();
         if let Parsed::Sql(st) = &parsed {
             if let Statement::Query(q) = st.as_ref() {
-                // As MySQL: a query that does not compile (unknown table or
-                // column, ...) fails the prepare, not its first execution.
-                compiled = Some(query::prepare_query(self, s, q).await?);
+                if found_rows::calc_requested(q) {
+                    // Runs through `found_rows::execute_calc`, not a kept plan.
+                    columns = query::prepare_query(self, s, &found_rows::without_calc(q)).await?.shared_columns();
+                } else {
+                    let c = query::prepare_query(self, s, q).await?;
+                    columns = c.shared_columns();
+                    compiled = Some(c);
+                }
             }
         }
-        let columns = match &compiled {
-            Some(c) => c.shared_columns(),
-            // Not a query: no result set known before execution.
-            None => Vec::new().into(),
-        };
         Ok(Arc::new(Prepared {
             param_count: n as u16,
             columns,
@@ -653,6 +662,7 @@ impl Engine {
         if let Err(e) = &r {
             self.record_error(s, e);
         }
+        found_rows::record(s, &r, true);
         r
     }
 
@@ -950,6 +960,9 @@ impl Engine {
         match st {
             Statement::Query(q) => {
                 self.status.com_select.fetch_add(1, Ordering::Relaxed);
+                if found_rows::calc_requested(q) {
+                    return found_rows::execute_calc(self, s, q, params).await;
+                }
                 query::execute_query(self, s, q, params).await
             }
             Statement::Insert(_) => {

@@ -987,6 +987,11 @@ impl<'a> StmtCompiler<'a> {
         outer: Option<&Scope>,
         lock: LockMode,
     ) -> Result<SelectPlan, SqlError> {
+        if s.select_modifiers.as_ref().is_some_and(|m| m.sql_calc_found_rows) {
+            // Only the statement's first SELECT may have it, and
+            // `found_rows::execute_calc` takes it off that one.
+            return Err(SqlError::new(1234, "42000", "Incorrect usage/placement of 'SQL_CALC_FOUND_ROWS'"));
+        }
         // Each query block collects its own window functions (a subquery
         // in the select list has its own).
         let saved = self.win.replace(WindowSink::new(&s.named_window)?);

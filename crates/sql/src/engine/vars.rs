@@ -208,7 +208,7 @@ pub fn global_value(name: &str) -> Option<Value> {
 
 /// `@@name` (session value, falling back to the global) or `@@global.name`.
 pub fn get_system_var(s: &Session, name: &str, global: bool) -> Option<Value> {
-    let d = var_def(name)?;
+    let Some(d) = var_def(name) else { return crate::engine::found_rows::pseudo_value(s, name) };
     if global {
         if d.scope == Session {
             return None;

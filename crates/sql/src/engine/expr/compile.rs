@@ -791,6 +791,16 @@ impl<'a> Compiler<'a> {
         if let Some(kind) = agg_kind(&name) {
             return self.aggregate(kind, &args, distinct, clauses, &name);
         }
+        if let Some(var) = crate::engine::found_rows::function_var(&name) {
+            if !args.is_empty() {
+                return Err(SqlError::new(
+                    1582,
+                    "42000",
+                    format!("Incorrect parameter count in the call to native function '{name}'"),
+                ));
+            }
+            return Ok((CExpr::SysVar(self.host.sysvar(var, false)), SqlType::new(TClass::Int)));
+        }
         if let Some(c) = clauses.first() {
             return Err(SqlError::parse(format!("'{c}' is not allowed in {name}()")));
         }
