@@ -200,3 +200,57 @@ def test_dump_waits_for_a_write_lock_held_by_another_session(cluster, dbname):
     text = dump(cluster, dbname)
     assert b"(9999,1,1,1,'held',NULL)" in text
     holder.close()
+
+
+VIEWS = """
+CREATE TABLE emp (id INT PRIMARY KEY, name VARCHAR(20), dept INT, pay DECIMAL(8,2));
+CREATE VIEW rich (who, pay) AS SELECT name, pay FROM emp WHERE pay >= 100;
+CREATE VIEW richest AS SELECT who FROM rich WHERE pay > 150;
+CREATE VIEW by_dept AS SELECT dept, COUNT(*) AS n, SUM(pay) AS total FROM emp GROUP BY dept;
+CREATE ALGORITHM=MERGE SQL SECURITY INVOKER VIEW checked AS SELECT id, pay FROM emp WHERE pay < 1000 WITH CASCADED CHECK OPTION
+"""
+
+
+def test_dump_and_restore_views(cluster, dbname):
+    """Views (one over another, an aggregate, CHECK OPTION) dump as
+    mysqldump's placeholder views first and the real definitions at the end,
+    and restore to the same definitions and rows."""
+    conn = connect(cluster, dbname)
+    with conn.cursor() as cur:
+        for stmt in VIEWS.split(";"):
+            if stmt.strip():
+                cur.execute(stmt)
+        cur.execute("INSERT INTO emp VALUES (1, 'ann', 1, 50), (2, 'bob', 1, 120), (3, 'cid', 2, 200)")
+    conn.close()
+    before = snapshot(cluster, dbname)
+    assert set(before) == {"emp", "rich", "richest", "by_dept", "checked"}
+    assert before["richest"][1] == [("cid",)]
+    text = dump(cluster, dbname)
+    assert b"Temporary view structure for view `richest`" in text
+    assert b"/*!50013 DEFINER=`root`@`%` SQL SECURITY INVOKER */" in text
+    # No rows are dumped for a view.
+    assert b"INSERT INTO `rich`" not in text
+    copy = dbname + "_copy"
+    conn = connect(cluster)
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {copy}")
+    try:
+        restore(cluster, copy, text)
+        assert snapshot(cluster, copy) == before
+        c2 = connect(cluster, copy)
+        with c2.cursor() as cur:
+            # The restored view reads the copy's table, and keeps its CHECK OPTION.
+            cur.execute("INSERT INTO emp VALUES (4, 'dan', 2, 500)")
+            cur.execute("SELECT who FROM richest ORDER BY who")
+            assert cur.fetchall() == (("cid",), ("dan",))
+            with pytest.raises(pymysql.err.OperationalError) as e:
+                cur.execute("UPDATE checked SET pay = 5000 WHERE id = 4")
+            assert e.value.args[0] == 1369
+        c2.close()
+        # Over the original too (the dump drops and recreates each view).
+        restore(cluster, dbname, text)
+        assert snapshot(cluster, dbname) == before
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {copy}")
+        conn.close()

@@ -120,3 +120,26 @@ def test_core_begin_nested_savepoints(engine):
         rows = conn.execute(sa.select(t.c.id, t.c.v, t.c.u).order_by(t.c.id)).all()
         assert [tuple(r) for r in rows] == [(1, 10, 1), (2, 21, 2), (3, 31, 3)]
     md.drop_all(engine)
+
+
+def test_reflect_and_read_a_view(engine):
+    """An ORM's view introspection (get_view_names, get_view_definition,
+    reflected columns from information_schema / SHOW CREATE) and a read."""
+    with engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(30) NOT NULL, price INT)"))
+        conn.execute(sa.text("INSERT INTO items VALUES (1, 'pen', 3), (2, 'book', 12), (3, 'desk', 90)"))
+        conn.execute(sa.text("CREATE VIEW cheap AS SELECT id, name FROM items WHERE price < 20"))
+    insp = sa.inspect(engine)
+    assert insp.get_view_names() == ["cheap"]
+    assert "items" in insp.get_table_names() and "cheap" not in insp.get_table_names()
+    assert "WHERE price < 20" in insp.get_view_definition("cheap")
+    cols = {c["name"]: c for c in insp.get_columns("cheap")}
+    assert list(cols) == ["id", "name"]
+    assert cols["name"]["nullable"] is False
+    cheap = sa.Table("cheap", sa.MetaData(), autoload_with=engine)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(cheap.c.name).where(cheap.c.id > 1).order_by(cheap.c.id)).all()
+        assert [r[0] for r in rows] == ["book"]
+    with engine.begin() as conn:
+        conn.execute(sa.text("DROP VIEW cheap"))
+        conn.execute(sa.text("DROP TABLE items"))

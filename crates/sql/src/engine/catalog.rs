@@ -923,11 +923,19 @@ pub struct Catalog {
     tables: Mutex<HashMap<String, Arc<SqlTable>>>,
     dbs: Mutex<Option<BTreeMap<String, DbInfo>>>,
     schemata: Mutex<Option<TableDef>>,
+    /// `norr_sys/views` (see `views`).
+    views: Mutex<Option<TableDef>>,
 }
 
 impl Catalog {
     pub fn new(client: Client) -> Catalog {
-        Catalog { client, tables: Mutex::new(HashMap::new()), dbs: Mutex::new(None), schemata: Mutex::new(None) }
+        Catalog {
+            client,
+            tables: Mutex::new(HashMap::new()),
+            dbs: Mutex::new(None),
+            schemata: Mutex::new(None),
+            views: Mutex::new(None),
+        }
     }
 
     pub fn client(&self) -> &Client {
@@ -960,7 +968,15 @@ impl Catalog {
             Err(e) => return Err(error_map::from_client_plain(e)),
         };
         *self.schemata.lock().expect("lock") = Some(def);
+        let views = crate::engine::views::bootstrap(&self.client).await?;
+        *self.views.lock().expect("lock") = Some(views);
         Ok(())
+    }
+
+    /// The stored views (`norr_sys/views`).
+    pub fn views(&self) -> Result<crate::engine::views::ViewStore<'_>, SqlError> {
+        let def = self.views.lock().expect("lock").clone().ok_or_else(|| SqlError::internal("catalog not bootstrapped"))?;
+        Ok(crate::engine::views::ViewStore { client: &self.client, def })
     }
 
     fn schemata_def(&self) -> Result<TableDef, SqlError> {

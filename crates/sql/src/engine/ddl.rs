@@ -95,6 +95,7 @@ pub async fn drop_database(e: &Engine, s: &mut Session, name: &str, if_exists: b
         }
         return Err(error_map::db_drop_missing(name));
     }
+    crate::engine::view_ddl::drop_all_in_db(e, name).await?;
     let tables = e.catalog().list(name).await?;
     let n = tables.len() as u64;
     // As DROP TABLE of every table at once: a table of another database
@@ -1020,6 +1021,14 @@ pub async fn create_table(
     if ct.if_not_exists && e.catalog().try_get(&db, &table).await?.is_some() {
         note(s, 1050, format!("Table '{table}' already exists"));
         return Ok(QueryOutput::ok(0));
+    }
+    // A table and a view cannot share a name.
+    if e.catalog().views()?.get(&db, &table).await?.is_some() {
+        if ct.if_not_exists {
+            note(s, 1050, format!("Table '{table}' already exists"));
+            return Ok(QueryOutput::ok(0));
+        }
+        return Err(error_map::table_exists(&table));
     }
     let parents = crate::engine::fk_ddl::prepare_create(e, s, &mut def).await?;
     let linked = crate::engine::fk_ddl::link_before_create(e, &db, &table, &parents).await?;

@@ -342,6 +342,12 @@ pub async fn virtual_table(
                 row.extend(crate::engine::table_stats::status_cells(e, &t, wanted == Wanted::TableStats).await);
                 rows.push(row);
             }
+            for v in crate::engine::view_ddl::views_in_scope(e, scope).await? {
+                let mut row = vec![s("def"), s(&v.db), s(&v.name), s("VIEW")];
+                row.extend(std::iter::repeat_n(Value::Null, 16));
+                row.push(s("VIEW"));
+                rows.push(row);
+            }
             (c, rows)
         }
         "COLUMNS" => {
@@ -403,6 +409,39 @@ pub async fn virtual_table(
                         s(&m.sql_type),
                         s(column_key(&t, &cd.name)),
                         s(&extra(cd, m)),
+                        s("select,insert,update,references"),
+                        s(&m.comment),
+                        s(""),
+                        Value::Null,
+                    ]);
+                }
+            }
+            for v in crate::engine::view_ddl::views_in_scope(e, scope).await? {
+                // A view whose tables are gone has no columns to show.
+                let Ok(cols) = Box::pin(crate::engine::view_ddl::columns(e, session, &v)).await else { continue };
+                for (pos, c) in cols.iter().enumerate() {
+                    let m = &c.meta;
+                    let ty = c.ty.clone();
+                    let l = lengths(&ty, &m.sql_type, m.fsp);
+                    rows.push(vec![
+                        s("def"),
+                        s(&v.db),
+                        s(&v.name),
+                        s(&c.name),
+                        u(pos as u64 + 1),
+                        default_display(m).map(|d| s(&d)).unwrap_or(Value::Null),
+                        s(if c.nullable { "YES" } else { "NO" }),
+                        s(&data_type(&m.sql_type)),
+                        opt_u(l[0]),
+                        opt_u(l[1]),
+                        opt_u(l[2]),
+                        opt_u(l[3]),
+                        opt_u(l[4]),
+                        m.collation.as_ref().map(|_| s("utf8mb4")).unwrap_or(Value::Null),
+                        m.collation.as_ref().map(|c| s(c)).unwrap_or(Value::Null),
+                        s(&m.sql_type),
+                        s(""),
+                        s(""),
                         s("select,insert,update,references"),
                         s(&m.comment),
                         s(""),
@@ -742,7 +781,7 @@ pub async fn virtual_table(
                 ],
                 &[],
             ),
-            Vec::new(),
+            crate::engine::view_ddl::infoschema_views(e, scope).await?,
         ),
         "ROUTINES" => (
             cols(

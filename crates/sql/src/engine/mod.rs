@@ -30,6 +30,10 @@ pub mod table_maintenance;
 pub mod table_stats;
 pub mod txn_control;
 pub mod vars;
+pub mod view_ddl;
+pub mod view_dml;
+pub mod view_expand;
+pub mod views;
 
 // Query engineer's modules.
 pub mod dml;
@@ -145,6 +149,8 @@ pub enum Parsed {
     SqlPrepare(sql_prepare::SqlPrepareStmt),
     /// ANALYZE / OPTIMIZE / CHECK / REPAIR / CHECKSUM TABLE.
     Maintenance(table_maintenance::MaintenanceStmt),
+    /// CREATE / ALTER / DROP VIEW.
+    View(view_ddl::ViewStmt),
 }
 
 /// A prepared statement: parsed once, executed many times.
@@ -315,6 +321,9 @@ pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
     }
     if let Some(r) = table_maintenance::parse(sql, &words) {
         return r.map(Parsed::Maintenance);
+    }
+    if let Some(r) = view_ddl::parse(sql, &words) {
+        return r.map(Parsed::View);
     }
     match w(0) {
         "SHOW" => return Ok(Parsed::Show(parse_ext::parse_show(sql)?)),
@@ -936,6 +945,7 @@ impl Engine {
             Parsed::Lock(st) => self.run_lock_statement(s, st).await,
             Parsed::SqlPrepare(st) => sql_prepare::run(self, s, st).await,
             Parsed::Maintenance(st) => table_maintenance::run(self, s, st).await,
+            Parsed::View(st) => view_ddl::run(self, s, st).await,
             Parsed::StartConsistentSnapshot(st) => {
                 let out = self.dispatch_sql(s, st, params, row_plan).await?;
                 s.warnings.push(Warning {
@@ -967,15 +977,25 @@ impl Engine {
             }
             Statement::Insert(_) => {
                 self.status.com_insert.fetch_add(1, Ordering::Relaxed);
-                dml::execute_insert(self, s, st, params).await
+                match dml::execute_insert(self, s, st, params).await {
+                    // Writes through a view: looked for only when the name is no table.
+                    Err(e) if e.code == 1146 => view_dml::execute(self, s, st, params, e).await,
+                    r => r,
+                }
             }
             Statement::Update { .. } => {
                 self.status.com_update.fetch_add(1, Ordering::Relaxed);
-                dml::execute_update(self, s, st, params, row_plan).await
+                match dml::execute_update(self, s, st, params, row_plan).await {
+                    Err(e) if e.code == 1146 => view_dml::execute(self, s, st, params, e).await,
+                    r => r,
+                }
             }
             Statement::Delete(_) => {
                 self.status.com_delete.fetch_add(1, Ordering::Relaxed);
-                dml::execute_delete(self, s, st, params, row_plan).await
+                match dml::execute_delete(self, s, st, params, row_plan).await {
+                    Err(e) if e.code == 1146 => view_dml::execute(self, s, st, params, e).await,
+                    r => r,
+                }
             }
             Statement::Explain { .. } => explain::execute_explain(self, s, st, params).await,
             Statement::ExplainTable { table_name, .. } => {
@@ -1020,7 +1040,10 @@ impl Engine {
             }
             Statement::RenameTable(pairs) => {
                 self.implicit_commit(s).await?;
-                alter::rename_tables(self, s, pairs).await
+                match alter::rename_tables(self, s, pairs).await {
+                    Err(e) if e.code == 1146 => view_ddl::rename_view(self, s, pairs, e).await,
+                    r => r,
+                }
             }
             Statement::Truncate(t) => {
                 self.implicit_commit(s).await?;

@@ -834,6 +834,10 @@ pub enum ShowStmt {
         db: String,
         if_not_exists: bool,
     },
+    CreateView {
+        db: Option<String>,
+        table: String,
+    },
     Variables {
         global: bool,
         filter: ShowFilter,
@@ -951,6 +955,9 @@ pub fn parse_show(sql: &str) -> Result<ShowStmt, SqlError> {
                 ine = true;
             }
             ShowStmt::CreateDatabase { db: c.ident()?, if_not_exists: ine }
+        } else if c.eat_word("VIEW") {
+            let (db, table) = c.object_name()?;
+            ShowStmt::CreateView { db, table }
         } else {
             return Err(SqlError::unsupported(format!("SHOW CREATE {}", c.rest_text())));
         }

@@ -1613,7 +1613,12 @@ fn empty_select(columns: &[ColumnMeta], types: &[SqlType]) -> SelectPlan {
 
 /// Compile a query statement (tables resolved first).
 pub async fn prepare_query(engine: &Engine, session: &Session, q: &Query) -> Result<Arc<Compiled>, SqlError> {
-    let tables = resolve_tables(engine, session, q).await?;
+    let tables = match resolve_tables(engine, session, q).await {
+        Ok(t) => t,
+        // Views are looked for only when a name is not a table.
+        Err(e) if e.code == 1146 => return Box::pin(crate::engine::view_expand::prepare_query(engine, session, q, e)).await,
+        Err(e) => return Err(e),
+    };
     let mut c = StmtCompiler::new(&tables, ParamMap::from_statement(q));
     let root = c.compile_query(q, None, LockMode::CommittedRead)?;
     Ok(Arc::new(c.finish(root)))

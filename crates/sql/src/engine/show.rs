@@ -280,8 +280,15 @@ pub async fn describe(
     full: bool,
     f: &ShowFilter,
 ) -> Result<QueryOutput, SqlError> {
-    let _ = s;
-    let t = e.catalog().get(db, table).await?;
+    let t = match e.catalog().get(db, table).await {
+        Ok(t) => t,
+        Err(err) if err.code == 1146 => {
+            let v = crate::engine::view_ddl::view_or(e, db, table, err).await?;
+            let cols = crate::engine::view_ddl::columns(e, s, &v).await?;
+            return filtered(columns_header(full), crate::engine::view_ddl::describe_rows(&cols, full), f);
+        }
+        Err(err) => return Err(err),
+    };
     filtered(columns_header(full), columns_rows(&t, full), f)
 }
 
@@ -308,12 +315,11 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
                     .map(|t| if *full { vec![s(t), s("SYSTEM VIEW")] } else { vec![s(t)] })
                     .collect()
             } else {
-                e.catalog()
-                    .list(&db)
-                    .await?
-                    .iter()
-                    .map(|t| if *full { vec![s(&t.name), s("BASE TABLE")] } else { vec![s(&t.name)] })
-                    .collect()
+                let mut named: Vec<(String, &str)> =
+                    e.catalog().list(&db).await?.iter().map(|t| (t.name.clone(), "BASE TABLE")).collect();
+                named.extend(e.catalog().views()?.list_db(&db).await?.into_iter().map(|v| (v.name, "VIEW")));
+                named.sort();
+                named.iter().map(|(n, k)| if *full { vec![s(n), s(k)] } else { vec![s(n)] }).collect()
             };
             filtered(c, rows, filter)
         }
@@ -370,11 +376,23 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
         }
         ShowStmt::CreateTable { db, table } => {
             let db = db_or_current(sess, db)?;
-            let t = e.catalog().get(&db, table).await?;
+            let t = match e.catalog().get(&db, table).await {
+                Ok(t) => t,
+                // SHOW CREATE TABLE of a view answers as SHOW CREATE VIEW (mysqldump relies on it).
+                Err(err) if err.code == 1146 => {
+                    let v = crate::engine::view_ddl::view_or(e, &db, table, err).await?;
+                    return Ok(crate::engine::view_ddl::show_create(&v, sess.current_db.as_deref()));
+                }
+                Err(err) => return Err(err),
+            };
             Ok(QueryOutput::Rows {
                 columns: cols(&["Table", "Create Table"], &[]).into(),
                 rows: vec![vec![s(&t.name), s(&show_create_table(&t))]],
             })
+        }
+        ShowStmt::CreateView { db, table } => {
+            let db = db_or_current(sess, db)?;
+            crate::engine::view_ddl::show_create_view(e, sess, &db, table).await
         }
         ShowStmt::CreateDatabase { db, if_not_exists } => {
             let text = if infoschema::is_infoschema(db) {
@@ -503,6 +521,17 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
                 let mut row = vec![s(&t.name)];
                 row.extend(table_stats::status_cells(e, &t, true).await);
                 rows.push(row);
+            }
+            if !infoschema::is_infoschema(&db) {
+                // A view: every figure NULL and Comment VIEW, as MySQL (mysqldump
+                // tells views by the NULL Engine).
+                for v in e.catalog().views()?.list_db(&db).await? {
+                    let mut row = vec![s(&v.name)];
+                    row.extend(std::iter::repeat_n(Value::Null, 16));
+                    row.push(s("VIEW"));
+                    rows.push(row);
+                }
+                rows.sort_by(|a, b| value_text(&a[0]).cmp(&value_text(&b[0])));
             }
             filtered(c, rows, filter)
         }
