@@ -53,7 +53,8 @@ fn a_view_created_on_one_sql_node_is_seen_by_the_others() {
         // A SQL node started now reads the view from the data node.
         let p3 = sql_node(&addr).await;
         let mut fresh = connect(p3, Some("vw")).await;
-        let (name, ddl): (String, String) = fresh.query_first("SHOW CREATE VIEW big").await.unwrap().unwrap();
+        let (name, ddl, _, _): (String, String, String, String) =
+            fresh.query_first("SHOW CREATE VIEW big").await.unwrap().unwrap();
         assert_eq!(name, "big");
         assert!(ddl.starts_with("CREATE ALGORITHM=UNDEFINED DEFINER=`root`@`%` SQL SECURITY DEFINER VIEW `big` AS "), "{ddl}");
         let tables: Vec<(String, String)> = fresh.query("SHOW FULL TABLES").await.unwrap();
