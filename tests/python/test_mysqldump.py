@@ -211,10 +211,12 @@ CREATE ALGORITHM=MERGE SQL SECURITY INVOKER VIEW checked AS SELECT id, pay FROM 
 """
 
 
-def test_dump_and_restore_views(cluster, dbname):
+@pytest.mark.parametrize("opts", [(), ("--single-transaction",)], ids=["lock-tables", "single-transaction"])
+def test_dump_and_restore_views(cluster, dbname, opts):
     """Views (one over another, an aggregate, CHECK OPTION) dump as
     mysqldump's placeholder views first and the real definitions at the end,
-    and restore to the same definitions and rows."""
+    and restore to the same definitions and rows. The default run locks the
+    views with the tables (LOCK TABLES ... READ)."""
     conn = connect(cluster, dbname)
     with conn.cursor() as cur:
         for stmt in VIEWS.split(";"):
@@ -225,9 +227,7 @@ def test_dump_and_restore_views(cluster, dbname):
     before = snapshot(cluster, dbname)
     assert set(before) == {"emp", "rich", "richest", "by_dept", "checked"}
     assert before["richest"][1] == [("cid",)]
-    # --single-transaction: LOCK TABLES naming a view is not supported yet
-    # (1146; MySQL locks the view's tables), so mysqldump's default run fails.
-    text = dump(cluster, dbname, "--single-transaction")
+    text = dump(cluster, dbname, *opts)
     assert b"for view `richest`" in text
     assert b"/*!50013 DEFINER=`root`@`%` SQL SECURITY INVOKER */" in text
     # No rows are dumped for a view.

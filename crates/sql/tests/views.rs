@@ -56,7 +56,10 @@ fn a_view_created_on_one_sql_node_is_seen_by_the_others() {
         let (name, ddl, _, _): (String, String, String, String) =
             fresh.query_first("SHOW CREATE VIEW big").await.unwrap().unwrap();
         assert_eq!(name, "big");
-        assert!(ddl.starts_with("CREATE ALGORITHM=UNDEFINED DEFINER=`root`@`%` SQL SECURITY DEFINER VIEW `big` AS "), "{ddl}");
+        assert!(
+            ddl.starts_with("CREATE ALGORITHM=UNDEFINED DEFINER=`root`@`%` SQL SECURITY DEFINER VIEW `big` AS "),
+            "{ddl}"
+        );
         let tables: Vec<(String, String)> = fresh.query("SHOW FULL TABLES").await.unwrap();
         assert_eq!(tables, vec![("big".into(), "VIEW".into()), ("t".into(), "BASE TABLE".into())]);
 

@@ -975,7 +975,8 @@ impl Catalog {
 
     /// The stored views (`norr_sys/views`).
     pub fn views(&self) -> Result<crate::engine::views::ViewStore<'_>, SqlError> {
-        let def = self.views.lock().expect("lock").clone().ok_or_else(|| SqlError::internal("catalog not bootstrapped"))?;
+        let def =
+            self.views.lock().expect("lock").clone().ok_or_else(|| SqlError::internal("catalog not bootstrapped"))?;
         Ok(crate::engine::views::ViewStore { client: &self.client, def })
     }
 

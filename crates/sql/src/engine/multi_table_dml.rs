@@ -58,8 +58,8 @@ use sqlparser::ast::{self, Expr, Ident, SelectItem, Statement, TableFactor, Tabl
 use std::collections::HashSet;
 use std::sync::Arc;
 
-pub use crate::engine::multi_table_text::rewrite;
 use crate::engine::multi_table_text::has_ignore;
+pub use crate::engine::multi_table_text::rewrite;
 
 // ---------------------------------------------------------------- shape
 

@@ -1616,7 +1616,9 @@ pub async fn prepare_query(engine: &Engine, session: &Session, q: &Query) -> Res
     let tables = match resolve_tables(engine, session, q).await {
         Ok(t) => t,
         // Views are looked for only when a name is not a table.
-        Err(e) if e.code == 1146 => return Box::pin(crate::engine::view_expand::prepare_query(engine, session, q, e)).await,
+        Err(e) if e.code == 1146 => {
+            return Box::pin(crate::engine::view_expand::prepare_query(engine, session, q, e)).await
+        }
         Err(e) => return Err(e),
     };
     let mut c = StmtCompiler::new(&tables, ParamMap::from_statement(q));

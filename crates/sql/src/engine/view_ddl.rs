@@ -23,7 +23,10 @@ use std::ops::ControlFlow;
 pub enum ViewStmt {
     /// CREATE [OR REPLACE] VIEW, or ALTER VIEW (`alter`).
     Create(Box<CreateView>),
-    Drop { names: Vec<(Option<String>, String)>, if_exists: bool },
+    Drop {
+        names: Vec<(Option<String>, String)>,
+        if_exists: bool,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -132,7 +135,11 @@ fn parse_create(sql: &str) -> Option<Result<ViewStmt, SqlError>> {
         columns: None,
         query: Box::new(Query {
             with: None,
-            body: Box::new(ast::SetExpr::Values(ast::Values { explicit_row: false, value_keyword: false, rows: vec![] })),
+            body: Box::new(ast::SetExpr::Values(ast::Values {
+                explicit_row: false,
+                value_keyword: false,
+                rows: vec![],
+            })),
             order_by: None,
             limit_clause: None,
             fetch: None,
@@ -193,9 +200,7 @@ fn parse_create(sql: &str) -> Option<Result<ViewStmt, SqlError>> {
             rest.pop();
         }
         // [WITH [CASCADED | LOCAL] CHECK OPTION] at the end.
-        let word = |t: Option<&Token>, kw: &str| {
-            matches!(t, Some(Token::Word(w)) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(kw))
-        };
+        let word = |t: Option<&Token>, kw: &str| matches!(t, Some(Token::Word(w)) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(kw));
         let n = rest.len();
         if n >= 3 && word(rest.get(n - 1), "OPTION") && word(rest.get(n - 2), "CHECK") {
             if word(rest.get(n - 3), "WITH") {
@@ -465,13 +470,7 @@ pub fn create_text(v: &View, current_db: Option<&str>) -> String {
     };
     format!(
         "CREATE ALGORITHM={} DEFINER={} SQL SECURITY {} VIEW {}{} AS {}{}",
-        m.algorithm,
-        m.definer,
-        m.security,
-        name,
-        cols,
-        select,
-        check
+        m.algorithm, m.definer, m.security, name, cols, select, check
     )
 }
 
@@ -530,7 +529,9 @@ fn native_type(c: &ColumnMeta) -> ColumnType {
         }
         FieldType::String if binary => ColumnType::Binary { len: chars },
         FieldType::String => ColumnType::Char { len: chars.min(255), collation: Collation::CaseInsensitive },
-        FieldType::TinyBlob | FieldType::MediumBlob | FieldType::LongBlob | FieldType::Blob if binary => ColumnType::Blob,
+        FieldType::TinyBlob | FieldType::MediumBlob | FieldType::LongBlob | FieldType::Blob if binary => {
+            ColumnType::Blob
+        }
         FieldType::TinyBlob | FieldType::MediumBlob | FieldType::LongBlob | FieldType::Blob => {
             ColumnType::Text { collation: Collation::CaseInsensitive }
         }
@@ -572,7 +573,11 @@ fn type_of(c: &ColumnMeta) -> String {
         FieldType::String if c.charset == charset::BINARY => format!("binary({})", chars(c.column_length)),
         FieldType::String => format!("char({})", chars(c.column_length)),
         FieldType::TinyBlob | FieldType::MediumBlob | FieldType::LongBlob | FieldType::Blob => {
-            if c.charset == charset::BINARY { "longblob".into() } else { "longtext".into() }
+            if c.charset == charset::BINARY {
+                "longblob".into()
+            } else {
+                "longtext".into()
+            }
         }
     }
 }
@@ -685,10 +690,7 @@ fn definer_plain(d: &str) -> String {
 }
 
 /// information_schema.VIEWS rows of the views `admits` lets through.
-pub async fn infoschema_views(
-    e: &Engine,
-    scope: &infoschema::NameScope,
-) -> Result<Vec<Vec<Value>>, SqlError> {
+pub async fn infoschema_views(e: &Engine, scope: &infoschema::NameScope) -> Result<Vec<Vec<Value>>, SqlError> {
     let mut rows = Vec::new();
     let all = e.catalog().views()?.list().await?;
     // A view of the updatable shape over a view is updatable if that one is.

@@ -366,7 +366,9 @@ async fn enforce_check(
                 })
                 .collect();
             let mut after = all;
-            substitute(&mut after, alias, &|c| sets.iter().find(|(n, _)| n.eq_ignore_ascii_case(c)).map(|(_, v)| v.clone()));
+            substitute(&mut after, alias, &|c| {
+                sets.iter().find(|(n, _)| n.eq_ignore_ascii_case(c)).map(|(_, v)| v.clone())
+            });
             let mut q = template();
             let ast::SetExpr::Select(sel) = q.body.as_mut() else { return Err(SqlError::internal("template")) };
             sel.from = vec![u.table.clone()];
@@ -380,7 +382,8 @@ async fn enforce_check(
             let ast::SetExpr::Values(values) = src.body.as_ref() else {
                 return Err(SqlError::unsupported("INSERT ... SELECT into a view WITH CHECK OPTION"));
             };
-            let cols: Vec<String> = i.columns.iter().map(|n| ident_parts(n).last().cloned().unwrap_or_default()).collect();
+            let cols: Vec<String> =
+                i.columns.iter().map(|n| ident_parts(n).last().cloned().unwrap_or_default()).collect();
             let mut any_fails: Option<Expr> = None;
             for row in &values.rows {
                 let mut c = all.clone();
@@ -391,7 +394,9 @@ async fn enforce_check(
                 let fails = Expr::IsNotTrue(Box::new(Expr::Nested(Box::new(c))));
                 any_fails = Some(match any_fails {
                     None => fails,
-                    Some(a) => Expr::BinaryOp { left: Box::new(a), op: ast::BinaryOperator::Or, right: Box::new(fails) },
+                    Some(a) => {
+                        Expr::BinaryOp { left: Box::new(a), op: ast::BinaryOperator::Or, right: Box::new(fails) }
+                    }
                 });
             }
             let mut q = template();

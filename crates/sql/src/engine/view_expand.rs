@@ -16,7 +16,9 @@ use crate::engine::catalog::SqlTable;
 use crate::engine::views::{View, MAX_VIEW_DEPTH};
 use crate::engine::{infoschema, Engine};
 use crate::types::{Session, SqlError};
-use sqlparser::ast::{self, Expr, Ident, ObjectName, Query, SelectItem, SetExpr, TableFactor, VisitMut, Visitor, VisitorMut};
+use sqlparser::ast::{
+    self, Expr, Ident, ObjectName, Query, SelectItem, SetExpr, TableFactor, VisitMut, Visitor, VisitorMut,
+};
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 use std::collections::HashMap;
@@ -67,9 +69,8 @@ pub fn view_error(db: &str, name: &str) -> SqlError {
 
 /// Parse a stored view's SELECT.
 pub fn parse_select(v: &View) -> Result<Query, SqlError> {
-    let mut p = Parser::new(&MySqlDialect {})
-        .try_with_sql(&v.meta.select_sql)
-        .map_err(|_| view_error(&v.db, &v.name))?;
+    let mut p =
+        Parser::new(&MySqlDialect {}).try_with_sql(&v.meta.select_sql).map_err(|_| view_error(&v.db, &v.name))?;
     p.parse_query().map(|q| *q).map_err(|_| view_error(&v.db, &v.name))
 }
 
@@ -139,11 +140,7 @@ pub async fn load<V: ast::Visit>(e: &Engine, default_db: Option<&str>, stmt: &V)
             continue;
         };
         if depth >= MAX_VIEW_DEPTH {
-            return Err(SqlError::new(
-                1462,
-                "HY000",
-                format!("`{}`.`{}` contains view recursion", view.db, view.name),
-            ));
+            return Err(SqlError::new(1462, "HY000", format!("`{}`.`{}` contains view recursion", view.db, view.name)));
         }
         let query = parse_select(&view)?;
         let base_table = match simple_base(&query) {
@@ -521,7 +518,10 @@ pub async fn blame(e: &Engine, s: &Session, set: &ViewSet) -> Option<SqlError> {
         let tables = crate::engine::query::resolve_tables(e, s, &q).await;
         let ok = match tables {
             Ok(t) => {
-                let mut c = crate::engine::query::StmtCompiler::new(&t, crate::engine::expr::compile::ParamMap::from_statement(&q));
+                let mut c = crate::engine::query::StmtCompiler::new(
+                    &t,
+                    crate::engine::expr::compile::ParamMap::from_statement(&q),
+                );
                 c.compile_query(&q, None, norr_signals::LockMode::CommittedRead).is_ok()
             }
             Err(_) => false,

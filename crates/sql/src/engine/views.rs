@@ -159,8 +159,11 @@ impl ViewStore<'_> {
         let r = txn.execute(vec![op], ExecType::Commit).await.map_err(error_map::from_client_plain)?;
         match r.into_iter().next() {
             Some(OpResult::Ok(Some(row))) => {
-                let meta =
-                    row.first().and_then(|v| v.as_bytes()).and_then(ViewMeta::decode).ok_or_else(|| corrupt(db, name))?;
+                let meta = row
+                    .first()
+                    .and_then(|v| v.as_bytes())
+                    .and_then(ViewMeta::decode)
+                    .ok_or_else(|| corrupt(db, name))?;
                 Ok(Some(View { db: db.to_string(), name: name.to_string(), meta }))
             }
             Some(OpResult::Err(e)) if e.code == ErrorCode::NoSuchRow => Ok(None),
@@ -204,8 +207,7 @@ impl ViewStore<'_> {
     pub async fn put(&self, v: &View, replace: bool) -> Result<bool, SqlError> {
         let key = vec![Value::str(&v.db), Value::str(&v.name)];
         let vals = vec![(2, Value::Bytes(v.meta.encode()))];
-        let op =
-            if replace { KeyOp::write(self.def.id, key, vals) } else { KeyOp::insert(self.def.id, key, vals) };
+        let op = if replace { KeyOp::write(self.def.id, key, vals) } else { KeyOp::insert(self.def.id, key, vals) };
         let mut txn = self.client.begin();
         match txn.execute(vec![op], ExecType::Commit).await {
             Ok(_) => Ok(true),
