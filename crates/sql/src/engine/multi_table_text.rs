@@ -1,90 +1,26 @@
 //! The text of a multi-table UPDATE / DELETE made readable to sqlparser
 //! (see `rewrite`); the statements themselves are `multi_table_dml`.
 
+use crate::engine::parse_ext::{Lexeme, Lexer};
 use sqlparser::ast;
 
 /// The optimizer-hint prefix that carries IGNORE through sqlparser, which
 /// does not know `UPDATE IGNORE` / `DELETE IGNORE` (see `rewrite`).
 const IGNORE_HINT: &str = "norrignore";
 
-/// A word or a comma of the statement text, outside quotes and comments.
-#[derive(Debug, Clone, Copy)]
-enum Lexeme {
-    Word { start: usize, end: usize, depth: i32 },
-    Comma { at: usize, depth: i32 },
-}
-
 /// The lexemes up to the first top-level `SET` (included), or the first
 /// `max_words` words: the rewrite looks no further, and the rest of a long
 /// statement costs nothing.
 fn lexemes(sql: &str, max_words: usize) -> Vec<Lexeme> {
     let mut words = 0;
-    let b = sql.as_bytes();
     let mut out = Vec::new();
-    let mut depth = 0i32;
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            q @ (b'\'' | b'"' | b'`') => {
-                i += 1;
-                while i < b.len() {
-                    if b[i] == b'\\' && q != b'`' {
-                        i += 2;
-                        continue;
-                    }
-                    if b[i] == q {
-                        break;
-                    }
-                    i += 1;
-                }
-                i += 1;
+    for l in Lexer::new(sql) {
+        out.push(l);
+        if let Lexeme::Word { start, end, depth } = l {
+            words += 1;
+            if words >= max_words || (depth == 0 && sql[start..end].eq_ignore_ascii_case("SET")) {
+                break;
             }
-            b'(' => {
-                depth += 1;
-                i += 1;
-            }
-            b')' => {
-                depth -= 1;
-                i += 1;
-            }
-            b',' => {
-                out.push(Lexeme::Comma { at: i, depth });
-                i += 1;
-            }
-            b'#' => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'-' if b.get(i + 1) == Some(&b'-') => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                i += 2;
-                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
-                    i += 1;
-                }
-                i += 2;
-            }
-            c if c.is_ascii_alphabetic() || c == b'_' => {
-                let s = i;
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'$') {
-                    i += 1;
-                }
-                out.push(Lexeme::Word { start: s, end: i, depth });
-                words += 1;
-                if words >= max_words || (depth == 0 && sql[s..i].eq_ignore_ascii_case("SET")) {
-                    break;
-                }
-            }
-            c if c.is_ascii_digit() => {
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'.') {
-                    i += 1;
-                }
-            }
-            _ => i += 1,
         }
     }
     out

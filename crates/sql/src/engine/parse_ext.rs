@@ -165,72 +165,109 @@ pub fn tokens(sql: &str) -> Result<Vec<Token>, SqlError> {
     Ok(toks.into_iter().filter(|t| !matches!(t, Token::Whitespace(_) | Token::EOF)).collect())
 }
 
-/// Byte ranges of the top-level words of `sql` (outside quotes and comments),
-/// with their paren depth.
-fn words_with_pos(sql: &str) -> Vec<(usize, usize, i32)> {
-    let b = sql.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    let mut depth = 0i32;
-    while i < b.len() {
-        let c = b[i];
-        match c {
-            b'\'' | b'"' | b'`' => {
-                let q = c;
-                i += 1;
-                while i < b.len() {
-                    if b[i] == b'\\' && q != b'`' {
-                        i += 2;
-                        continue;
-                    }
-                    if b[i] == q {
-                        break;
-                    }
-                    i += 1;
-                }
-                i += 1;
-            }
-            b'(' => {
-                depth += 1;
-                i += 1;
-            }
-            b')' => {
-                depth -= 1;
-                i += 1;
-            }
-            b'#' => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'-' if b.get(i + 1) == Some(&b'-') => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                i += 2;
-                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
-                    i += 1;
-                }
-                i += 2;
-            }
-            c if c.is_ascii_alphabetic() || c == b'_' => {
-                let s = i;
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'$') {
-                    i += 1;
-                }
-                out.push((s, i, depth));
-            }
-            c if c.is_ascii_digit() => {
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'.') {
-                    i += 1;
-                }
-            }
-            _ => i += 1,
-        }
+/// A word or a comma of statement text, outside quotes and comments, with
+/// its paren depth (byte positions into the text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lexeme {
+    Word { start: usize, end: usize, depth: i32 },
+    Comma { at: usize, depth: i32 },
+}
+
+/// The words and commas of SQL text, in order, skipping quoted strings and
+/// identifiers, comments and numbers: enough to find keywords for the text
+/// rewrites sqlparser needs, lazily (a caller that stops early reads no
+/// further).
+pub struct Lexer<'a> {
+    b: &'a [u8],
+    i: usize,
+    depth: i32,
+}
+
+impl<'a> Lexer<'a> {
+    pub fn new(sql: &'a str) -> Lexer<'a> {
+        Lexer { b: sql.as_bytes(), i: 0, depth: 0 }
     }
-    out
+}
+
+impl Iterator for Lexer<'_> {
+    type Item = Lexeme;
+
+    fn next(&mut self) -> Option<Lexeme> {
+        let b = self.b;
+        while self.i < b.len() {
+            let i = &mut self.i;
+            match b[*i] {
+                q @ (b'\'' | b'"' | b'`') => {
+                    *i += 1;
+                    while *i < b.len() {
+                        if b[*i] == b'\\' && q != b'`' {
+                            *i += 2;
+                            continue;
+                        }
+                        if b[*i] == q {
+                            break;
+                        }
+                        *i += 1;
+                    }
+                    *i += 1;
+                }
+                b'(' => {
+                    self.depth += 1;
+                    *i += 1;
+                }
+                b')' => {
+                    self.depth -= 1;
+                    *i += 1;
+                }
+                b',' => {
+                    *i += 1;
+                    return Some(Lexeme::Comma { at: *i - 1, depth: self.depth });
+                }
+                b'#' => {
+                    while *i < b.len() && b[*i] != b'\n' {
+                        *i += 1;
+                    }
+                }
+                b'-' if b.get(*i + 1) == Some(&b'-') => {
+                    while *i < b.len() && b[*i] != b'\n' {
+                        *i += 1;
+                    }
+                }
+                b'/' if b.get(*i + 1) == Some(&b'*') => {
+                    *i += 2;
+                    while *i + 1 < b.len() && !(b[*i] == b'*' && b[*i + 1] == b'/') {
+                        *i += 1;
+                    }
+                    *i += 2;
+                }
+                c if c.is_ascii_alphabetic() || c == b'_' => {
+                    let start = *i;
+                    while *i < b.len() && (b[*i].is_ascii_alphanumeric() || b[*i] == b'_' || b[*i] == b'$') {
+                        *i += 1;
+                    }
+                    return Some(Lexeme::Word { start, end: *i, depth: self.depth });
+                }
+                c if c.is_ascii_digit() => {
+                    while *i < b.len() && (b[*i].is_ascii_alphanumeric() || b[*i] == b'_' || b[*i] == b'.') {
+                        *i += 1;
+                    }
+                }
+                _ => *i += 1,
+            }
+        }
+        None
+    }
+}
+
+/// Byte ranges of the words of `sql` (outside quotes and comments), with
+/// their paren depth.
+fn words_with_pos(sql: &str) -> Vec<(usize, usize, i32)> {
+    Lexer::new(sql)
+        .filter_map(|l| match l {
+            Lexeme::Word { start, end, depth } => Some((start, end, depth)),
+            Lexeme::Comma { .. } => None,
+        })
+        .collect()
 }
 
 /// `... LOCK IN SHARE MODE` -> `... FOR SHARE` (sqlparser knows only the latter).
