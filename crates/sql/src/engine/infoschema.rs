@@ -149,6 +149,45 @@ pub fn all_indexes(t: &SqlTable) -> Vec<SqlIndexMeta> {
     v
 }
 
+/// Where a column of information_schema.COLUMNS sits: its table (or view)
+/// and position.
+struct ColumnAt<'a> {
+    db: &'a str,
+    table: &'a str,
+    name: &'a str,
+    pos: usize,
+    nullable: bool,
+}
+
+/// One row of information_schema.COLUMNS (a table's or a view's column).
+fn columns_row(at: ColumnAt<'_>, ty: &ColumnType, m: &SqlColumnMeta, key: &str, extra: &str) -> Vec<Value> {
+    let l = lengths(ty, &m.sql_type, m.fsp);
+    vec![
+        s("def"),
+        s(at.db),
+        s(at.table),
+        s(at.name),
+        u(at.pos as u64 + 1),
+        default_display(m).map(|d| s(&d)).unwrap_or(Value::Null),
+        s(if at.nullable { "YES" } else { "NO" }),
+        s(&data_type(&m.sql_type)),
+        opt_u(l[0]),
+        opt_u(l[1]),
+        opt_u(l[2]),
+        opt_u(l[3]),
+        opt_u(l[4]),
+        m.collation.as_ref().map(|_| s("utf8mb4")).unwrap_or(Value::Null),
+        m.collation.as_ref().map(|c| s(c)).unwrap_or(Value::Null),
+        s(&m.sql_type),
+        s(key),
+        s(extra),
+        s("select,insert,update,references"),
+        s(&m.comment),
+        s(""),
+        Value::Null,
+    ]
+}
+
 /// (CHARACTER_MAXIMUM_LENGTH, CHARACTER_OCTET_LENGTH, NUMERIC_PRECISION,
 /// NUMERIC_SCALE, DATETIME_PRECISION)
 fn lengths(ty: &ColumnType, sql_type: &str, fsp: u8) -> [Option<u64>; 5] {
@@ -389,64 +428,17 @@ pub async fn virtual_table(
             let mut rows = Vec::new();
             for t in tables_in_scope(e, scope).await? {
                 for (pos, (_, cd, m)) in t.columns_visible().enumerate() {
-                    let l = lengths(&cd.ty, &m.sql_type, m.fsp);
-                    rows.push(vec![
-                        s("def"),
-                        s(&t.db),
-                        s(&t.name),
-                        s(&cd.name),
-                        u(pos as u64 + 1),
-                        default_display(m).map(|d| s(&d)).unwrap_or(Value::Null),
-                        s(if cd.nullable { "YES" } else { "NO" }),
-                        s(&data_type(&m.sql_type)),
-                        opt_u(l[0]),
-                        opt_u(l[1]),
-                        opt_u(l[2]),
-                        opt_u(l[3]),
-                        opt_u(l[4]),
-                        m.collation.as_ref().map(|_| s("utf8mb4")).unwrap_or(Value::Null),
-                        m.collation.as_ref().map(|c| s(c)).unwrap_or(Value::Null),
-                        s(&m.sql_type),
-                        s(column_key(&t, &cd.name)),
-                        s(&extra(cd, m)),
-                        s("select,insert,update,references"),
-                        s(&m.comment),
-                        s(""),
-                        Value::Null,
-                    ]);
+                    let (key, extra) = (column_key(&t, &cd.name), extra(cd, m));
+                    let at = ColumnAt { db: &t.db, table: &t.name, name: &cd.name, pos, nullable: cd.nullable };
+                    rows.push(columns_row(at, &cd.ty, m, key, &extra));
                 }
             }
             for v in crate::engine::view_ddl::views_in_scope(e, scope).await? {
                 // A view whose tables are gone has no columns to show.
                 let Ok(cols) = Box::pin(crate::engine::view_ddl::columns(e, session, &v)).await else { continue };
                 for (pos, c) in cols.iter().enumerate() {
-                    let m = &c.meta;
-                    let ty = c.ty.clone();
-                    let l = lengths(&ty, &m.sql_type, m.fsp);
-                    rows.push(vec![
-                        s("def"),
-                        s(&v.db),
-                        s(&v.name),
-                        s(&c.name),
-                        u(pos as u64 + 1),
-                        default_display(m).map(|d| s(&d)).unwrap_or(Value::Null),
-                        s(if c.nullable { "YES" } else { "NO" }),
-                        s(&data_type(&m.sql_type)),
-                        opt_u(l[0]),
-                        opt_u(l[1]),
-                        opt_u(l[2]),
-                        opt_u(l[3]),
-                        opt_u(l[4]),
-                        m.collation.as_ref().map(|_| s("utf8mb4")).unwrap_or(Value::Null),
-                        m.collation.as_ref().map(|c| s(c)).unwrap_or(Value::Null),
-                        s(&m.sql_type),
-                        s(""),
-                        s(""),
-                        s("select,insert,update,references"),
-                        s(&m.comment),
-                        s(""),
-                        Value::Null,
-                    ]);
+                    let at = ColumnAt { db: &v.db, table: &v.name, name: &c.name, pos, nullable: c.nullable };
+                    rows.push(columns_row(at, &c.ty, &c.meta, "", ""));
                 }
             }
             (c, rows)
