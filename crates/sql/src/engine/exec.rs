@@ -48,12 +48,60 @@ impl Reader<'_> {
             Reader::Txn(t) => t.execute(ops, ExecType::NoCommit).await,
         }
     }
-    pub async fn scan(&mut self, spec: ScanSpec) -> Result<Vec<Row>, ClientError> {
+    pub async fn scan(&mut self, spec: ScanSpec) -> Result<norr_client::ScanStream, ClientError> {
         match self {
-            Reader::Standalone(c) => c.scan(spec).await?.collect_all().await,
-            Reader::Txn(t) => t.scan(spec).await?.collect_all().await,
+            Reader::Standalone(c) => c.scan(spec).await,
+            Reader::Txn(t) => t.scan(spec).await,
         }
     }
+}
+
+/// All rows of a scan. A KILL QUERY stops it even while a batch is in
+/// flight (say, a locking scan waiting for a row lock): dropping the stream
+/// closes the scan on the data node, which cancels its lock wait.
+async fn scan_rows(
+    rd: &mut Reader<'_>,
+    spec: ScanSpec,
+    ctx: &EvalCtx<'_>,
+    def: &TableDef,
+) -> Result<Vec<Row>, SqlError> {
+    let err = |e| error_map::from_client(e, &table_err(def));
+    let mut scan = rd.scan(spec).await.map_err(err)?;
+    let Some(entry) = ctx.stop.as_deref() else {
+        return scan.collect_all().await.map_err(err);
+    };
+    let mut rows = Vec::new();
+    loop {
+        let batch = tokio::select! {
+            biased;
+            b = scan.next_batch() => b.map_err(err)?,
+            _ = entry.wait_kill(crate::session_registry::Kill::Query) => {
+                return Err(crate::session_registry::interrupted())
+            }
+        };
+        match batch {
+            Some(mut b) if rows.is_empty() => rows = std::mem::take(&mut b),
+            Some(mut b) => rows.append(&mut b),
+            None => return Ok(rows),
+        }
+    }
+}
+
+/// Work units (row pairs looked at) between turns of an in-memory loop.
+const WORK_PER_TURN: usize = 1 << 16;
+
+/// Called from long in-memory loops (joins without a usable key): every
+/// `WORK_PER_TURN` units of work, let the other sessions of this thread run
+/// (they share it, and one of them may be the KILL QUERY), then stop if the
+/// session was killed.
+async fn interrupt_point(ctx: &EvalCtx<'_>, work: &mut usize, done: usize) -> Result<(), SqlError> {
+    *work += done;
+    if *work >= WORK_PER_TURN {
+        *work = 0;
+        tokio::task::yield_now().await;
+        ctx.check_killed()?;
+    }
+    Ok(())
 }
 
 pub fn table_err(def: &TableDef) -> ErrCtx {
@@ -71,6 +119,7 @@ pub fn make_ctx<'p>(
     let mut ctx = EvalCtx::new(params);
     ctx.current_db = session.current_db.clone();
     ctx.connection_id = session.connection_id;
+    ctx.stop = Some(session.entry.clone());
     ctx.last_insert_id = session.last_insert_id;
     for (name, global) in sysvars {
         match vars::get_system_var(session, name, *global) {
@@ -720,7 +769,7 @@ pub async fn fetch_table(
                     for (i, _) in skip.iter().enumerate().take(64).filter(|(_, s)| **s) {
                         implied |= 1 << i;
                     }
-                    let rows = rd.scan(spec).await.map_err(|e| error_map::from_client(e, &table_err(def)))?;
+                    let rows = scan_rows(rd, spec, ctx, def).await?;
                     rows.into_iter().map(|r| widen(t, r)).collect()
                 }
             }
@@ -806,6 +855,7 @@ async fn run_select(
         if let (Some(l), SourceKind::Table(t)) = (&s.lookup, &s.kind) {
             // Batched key lookups of the inner side, one batch per JOIN_BATCH outer rows.
             for chunk in rows.chunks(JOIN_BATCH) {
+                ctx.check_killed()?;
                 let mut keys: Vec<Vec<Value>> = Vec::new();
                 let mut key_of_row: Vec<Option<usize>> = Vec::with_capacity(chunk.len());
                 let mut key_index: HashMap<Vec<u8>, usize> = HashMap::new();
@@ -894,7 +944,9 @@ async fn run_select(
                 encode_group_key(std::slice::from_ref(v), &[coll], &mut k);
                 table.entry(k).or_default().push(i);
             }
+            let mut work = 0;
             for r in &rows {
+                interrupt_point(ctx, &mut work, 1).await?;
                 let mut matched = false;
                 let v = &r[outer_col];
                 if !v.is_null() {
@@ -915,7 +967,9 @@ async fn run_select(
                 }
             }
         } else {
+            let mut work = 0;
             for r in &rows {
+                interrupt_point(ctx, &mut work, inner.len().max(1)).await?;
                 let mut matched = false;
                 for ir in &inner {
                     let joined = concat(r, ir);
@@ -940,6 +994,7 @@ async fn run_select(
         let mut keep = Vec::with_capacity(rows.len());
         'w: for r in rows {
             if !p.correlated.is_empty() {
+                ctx.check_killed()?;
                 run_correlated(rd, c, &p.correlated, &r, ctx).await?;
             }
             for f in &p.filter {

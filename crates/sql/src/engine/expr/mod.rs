@@ -217,6 +217,9 @@ pub struct EvalCtx<'a> {
     pub set_last_insert_id: Option<u64>,
     /// Working sets of the recursive CTEs being evaluated, by slot.
     pub work_tables: Vec<Vec<Vec<Value>>>,
+    /// The session running the statement, so that long work can stop at a
+    /// KILL QUERY (see `exec::interrupt_point`). None for internal statements.
+    pub stop: Option<Arc<crate::session_registry::SessionEntry>>,
 }
 
 impl<'a> EvalCtx<'a> {
@@ -234,6 +237,17 @@ impl<'a> EvalCtx<'a> {
             outer_row: Vec::new(),
             set_last_insert_id: None,
             work_tables: Vec::new(),
+            stop: None,
+        }
+    }
+
+    /// Error 1317 if KILL QUERY (or KILL CONNECTION) hit the session.
+    pub fn check_killed(&self) -> Result<(), SqlError> {
+        match &self.stop {
+            Some(e) if e.kill_requested() != crate::session_registry::Kill::None => {
+                Err(crate::session_registry::interrupted())
+            }
+            _ => Ok(()),
         }
     }
 }
