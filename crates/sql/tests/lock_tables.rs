@@ -173,6 +173,46 @@ fn table_locks_of_one_sql_node() {
     });
 }
 
+/// LOCK TABLES of a view locks the tables it reads too (through views over
+/// views), in the same mode, as MySQL: their writers (or, under WRITE, their
+/// readers) wait.
+#[test]
+fn locking_a_view_locks_its_base_tables() {
+    let (rt, node) = node_support::runtime_and_node(norr_knobs::Knobs::default());
+    let addr = node.local_addr().to_string();
+    rt.block_on(async move {
+        let (port, mut setup) = serve(&addr).await;
+        setup.query_drop("CREATE DATABASE lk").await.expect("db");
+        setup
+            .query_drop(
+                "CREATE TABLE lk.t (id INT PRIMARY KEY, v INT); CREATE TABLE lk.u (id INT PRIMARY KEY); \
+                 CREATE TABLE lk.free (id INT PRIMARY KEY); \
+                 CREATE VIEW lk.vt AS SELECT t.id, t.v FROM lk.t JOIN lk.u ON t.id = u.id; \
+                 CREATE VIEW lk.vv AS SELECT id FROM lk.vt WHERE v > 0",
+            )
+            .await
+            .expect("tables and views");
+        setup.query_drop("INSERT INTO lk.t VALUES (1, 1); INSERT INTO lk.u VALUES (1)").await.expect("rows");
+        let mut a = connect(port).await;
+        let mut b = connect(port).await;
+
+        a.query_drop("LOCK TABLES vv READ").await.expect("lock a view over a view");
+        assert_eq!(count(&mut a, "vv").await, 1);
+        assert_eq!(code(b.query_drop("UPDATE t SET v = 2").await), 1205, "t is read through vv");
+        assert_eq!(code(b.query_drop("INSERT INTO u VALUES (2)").await), 1205, "u is read through vv");
+        assert_eq!(count(&mut b, "t").await, 1, "readers go on");
+        b.query_drop("INSERT INTO free VALUES (1)").await.expect("free is not locked");
+        a.query_drop("UNLOCK TABLES").await.unwrap();
+        b.query_drop("UPDATE t SET v = 2").await.expect("free again");
+
+        a.query_drop("LOCK TABLES vt WRITE").await.expect("lock a view for write");
+        assert_eq!(code(b.query_drop("SELECT * FROM t").await), 1205);
+        assert_eq!(code(b.query_drop("SELECT * FROM u").await), 1205);
+        a.query_drop("UNLOCK TABLES").await.unwrap();
+        assert_eq!(count(&mut b, "t").await, 1);
+    });
+}
+
 /// SHOW PROCESSLIST / information_schema.PROCESSLIST list every session of the
 /// SQL node; KILL QUERY ends a table-lock wait with 1317 and keeps the
 /// connection; KILL CONNECTION closes it and gives its locks back.

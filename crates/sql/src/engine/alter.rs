@@ -25,7 +25,7 @@ use crate::engine::enumset::{EnumSet, Kind as EnumKind};
 use crate::engine::error_map::{self, from_client, ErrCtx};
 use crate::engine::parse_ext::{parse_partition_clause, split_partition_clause};
 use crate::engine::show::show_create_table;
-use crate::engine::Engine;
+use crate::engine::{namespace, Engine};
 use crate::types::{QueryOutput, Session, SqlError, Warning, WarningLevel};
 use norr_client::ClientError;
 use norr_signals::{ColumnSource, ColumnType, Decimal, ErrorCode, TableDef, Value};
@@ -424,6 +424,10 @@ async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> 
     if new_db != db {
         e.catalog().db_info(&new_db).await?.ok_or_else(|| error_map::unknown_db(&new_db))?;
     }
+    let renamed = new_db != db || new_table != table;
+    if renamed {
+        namespace::refuse_view(e, &new_db, &new_table).await?;
+    }
     ct.name = ObjectName::from(vec![Ident::new(new_table.clone())]);
     let added: Vec<String> = d.cols.iter().filter(|c| c.origin.is_none()).map(|c| c.def.name.value.clone()).collect();
     let origins: Vec<(String, Option<String>)> =
@@ -461,6 +465,14 @@ async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> 
     };
     let id = altered.id;
     e.catalog().put(altered);
+    if renamed && namespace::is_view(e, &new_db, &new_table).await? {
+        // A view of the new name was made meanwhile (see `namespace`): the
+        // table goes back to its name; the statement's other changes, made
+        // in the same dictionary step, stay (the race needs a concurrent
+        // CREATE VIEW of the very name this ALTER moves the table to).
+        let _ = rename_to(e, &new_db, &new_table, &db, &table).await;
+        return Err(error_map::table_exists(&new_table));
+    }
     if let Some(n) = auto_inc.filter(|&n| n > 1) {
         e.client().bump_auto_inc(id, n - 1).await.map_err(|err| from_client(err, &ErrCtx::table(&db, &table)))?;
     }
@@ -704,7 +716,13 @@ async fn rename_one(
     if new_db != db {
         e.catalog().db_info(&new_db).await?.ok_or_else(|| error_map::unknown_db(&new_db))?;
     }
+    // One namespace with views (see `namespace`: checked before and after).
+    namespace::refuse_view(e, &new_db, &new_table).await?;
     rename_to(e, &db, &table, &new_db, &new_table).await?;
+    if namespace::is_view(e, &new_db, &new_table).await? {
+        let _ = rename_to(e, &new_db, &new_table, &db, &table).await;
+        return Err(error_map::table_exists(&new_table));
+    }
     Ok((t, new_db, new_table))
 }
 

@@ -22,7 +22,7 @@
 use crate::engine::catalog::quote_ident;
 use crate::engine::parse_ext::{parse_partition_clause, split_partition_clause};
 use crate::engine::show::{column_definition, show_create_table};
-use crate::engine::{ddl, error_map, query, txn_control, Engine};
+use crate::engine::{ddl, error_map, namespace, query, txn_control, Engine};
 use crate::types::{charset, column_flags as cf, ColumnMeta, FieldType, QueryOutput, Session, SqlError};
 use norr_signals::Value;
 use sqlparser::ast::{self, CreateTable, CreateTableLikeKind, CreateTableOptions, SqlOption};
@@ -54,7 +54,14 @@ pub async fn create_like(e: &Engine, s: &mut Session, ct: &CreateTable) -> Resul
     if crate::engine::infoschema::is_infoschema(&db) {
         return Err(SqlError::unsupported("CREATE TABLE ... LIKE an information_schema table"));
     }
-    let src = e.catalog().get(&db, &table).await?;
+    let src = match e.catalog().get(&db, &table).await {
+        Ok(t) => t,
+        // MySQL copies only base tables.
+        Err(err) if err.code == 1146 && namespace::is_view(e, &db, &table).await? => {
+            return Err(SqlError::new(1347, "HY000", format!("'{db}.{table}' is not BASE TABLE")))
+        }
+        Err(err) => return Err(err),
+    };
     let shown = show_create_table(&src);
     let (text, part) = split_partition_clause(&shown);
     let partition = part.map(|p| parse_partition_clause(&p)).transpose()?;
@@ -79,7 +86,8 @@ pub async fn create_as_select(
 ) -> Result<QueryOutput, SqlError> {
     let q = ct.query.as_ref().ok_or_else(|| SqlError::internal("create_as_select without a query"))?;
     let (db, table) = ddl::resolve_name(s, &ct.name)?;
-    if e.catalog().try_get(&db, &table).await?.is_some() {
+    // A view of the name counts as a table (`namespace`).
+    if e.catalog().try_get(&db, &table).await?.is_some() || namespace::is_view(e, &db, &table).await? {
         if ct.if_not_exists {
             // MySQL 8: nothing is inserted into an existing table.
             s.warnings.push(crate::types::Warning {
@@ -118,7 +126,11 @@ pub async fn create_as_select(
     let mut new = ct.clone();
     new.query = None;
     new.columns = defs;
-    Box::pin(ddl::create_table(e, s, &new, partition)).await?;
+    if !Box::pin(ddl::create_table_made(e, s, &new, partition)).await? {
+        // Made by someone else since the check above (IF NOT EXISTS): as
+        // then, nothing is inserted into it.
+        return Ok(QueryOutput::ok(0));
+    }
 
     match fill(e, s, &db, &table, &targets, rows).await {
         Ok(n) => Ok(QueryOutput::Ok {

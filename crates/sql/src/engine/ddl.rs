@@ -7,7 +7,7 @@ use crate::engine::catalog::*;
 use crate::engine::enumset::{EnumSet, Kind as EnumKind};
 use crate::engine::error_map::{self, from_client, ErrCtx};
 use crate::engine::parse_ext::literal_expr_value;
-use crate::engine::Engine;
+use crate::engine::{namespace, Engine};
 use crate::types::{QueryOutput, Session, SqlError, Warning, WarningLevel};
 use norr_signals::coerce::coerce_value;
 use norr_signals::{
@@ -1015,20 +1015,37 @@ pub async fn create_table(
     if ct.query.is_some() && !ct.temporary {
         return crate::engine::create_from::create_as_select(e, s, ct, partition).await;
     }
+    create_table_made(e, s, ct, partition).await?;
+    Ok(QueryOutput::ok(0))
+}
+
+/// CREATE TABLE without LIKE or a query: true if it made the table, false
+/// if the name was taken and IF NOT EXISTS made that a note.
+pub async fn create_table_made(
+    e: &Engine,
+    s: &mut Session,
+    ct: &CreateTable,
+    partition: Option<PartitionInfo>,
+) -> Result<bool, SqlError> {
+    let (db, table) = resolve_name(s, &ct.name)?;
+    let exists = |s: &mut Session| -> Result<bool, SqlError> {
+        if ct.if_not_exists {
+            note(s, 1050, format!("Table '{table}' already exists"));
+            Ok(false)
+        } else {
+            Err(error_map::table_exists(&table))
+        }
+    };
     let info = e.catalog().db_info(&db).await?.ok_or_else(|| error_map::unknown_db(&db))?;
     let mut def = build_table(&db, &info.collation, ct, partition, e.config().default_partitions)?;
     let auto_start = SqlTableMeta::decode(&def.extra).and_then(|m| m.auto_increment_start);
     if ct.if_not_exists && e.catalog().try_get(&db, &table).await?.is_some() {
-        note(s, 1050, format!("Table '{table}' already exists"));
-        return Ok(QueryOutput::ok(0));
+        return exists(s);
     }
-    // A table and a view cannot share a name.
-    if e.catalog().views()?.get(&db, &table).await?.is_some() {
-        if ct.if_not_exists {
-            note(s, 1050, format!("Table '{table}' already exists"));
-            return Ok(QueryOutput::ok(0));
-        }
-        return Err(error_map::table_exists(&table));
+    // A table and a view cannot share a name (see `namespace`: checked
+    // before and again after the table is made).
+    if namespace::is_view(e, &db, &table).await? {
+        return exists(s);
     }
     let parents = crate::engine::fk_ddl::prepare_create(e, s, &mut def).await?;
     let linked = crate::engine::fk_ddl::link_before_create(e, &db, &table, &parents).await?;
@@ -1038,23 +1055,23 @@ pub async fn create_table(
     }
     match created {
         Ok(created) => {
+            e.catalog().invalidate(&db, &table);
+            e.catalog().put(created.clone());
+            if namespace::is_view(e, &db, &table).await? {
+                // A view of the name was made meanwhile (on another SQL
+                // node): take the table back.
+                let name = ObjectName::from(vec![ast::Ident::new(&db), ast::Ident::new(&table)]);
+                drop_tables(e, s, &[name], true).await?;
+                return exists(s);
+            }
             if let Some(start) = auto_start {
                 if start > 1 {
                     let _ = e.client().bump_auto_inc(created.id, start - 1).await;
                 }
             }
-            e.catalog().invalidate(&db, &table);
-            e.catalog().put(created);
-            Ok(QueryOutput::ok(0))
+            Ok(true)
         }
-        Err(err) if err.code() == Some(ErrorCode::TableExists) => {
-            if ct.if_not_exists {
-                note(s, 1050, format!("Table '{table}' already exists"));
-                Ok(QueryOutput::ok(0))
-            } else {
-                Err(error_map::table_exists(&table))
-            }
-        }
+        Err(err) if err.code() == Some(ErrorCode::TableExists) => exists(s),
         Err(err) => Err(from_client(err, &ErrCtx::table(&db, &table))),
     }
 }

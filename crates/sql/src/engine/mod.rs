@@ -23,6 +23,7 @@ pub mod json;
 pub mod lock_statements;
 pub mod multi_table_dml;
 pub mod multi_table_text;
+pub mod namespace;
 pub mod parse_ext;
 pub mod show;
 pub mod table_locks;
@@ -650,7 +651,12 @@ impl Engine {
             }
         }
         self.status.com_select.fetch_add(1, Ordering::Relaxed);
-        let mut r = query::execute_prepared_query(self, s, &c, &params).await;
+        let mut r = if c.views.is_empty() {
+            query::execute_prepared_query(self, s, &c, &params).await
+        } else {
+            // Boxed: the check's future stays out of the common path's.
+            Box::pin(self.execute_over_views(s, p, q, c, &params)).await
+        };
         let mut races = 0;
         // The schema changed under the plan: forget the stale cached
         // definitions and compile again (as `run_parsed`).
@@ -673,6 +679,30 @@ impl Engine {
         }
         found_rows::record(s, &r, true);
         r
+    }
+
+    /// Run the kept plan `c` of a prepared SELECT that reads views, after
+    /// checking that none of them changed since it was compiled (CREATE OR
+    /// REPLACE / ALTER / DROP VIEW, on any SQL node); a changed one makes
+    /// the plan compiled again first, as MySQL re-prepares (a dropped view
+    /// then gives 1146). A change between the check and the reads is the
+    /// same as the statement having run just before it.
+    async fn execute_over_views(
+        &self,
+        s: &mut Session,
+        p: &Prepared,
+        q: &ast::Query,
+        c: Arc<query::Compiled>,
+        params: &[Value],
+    ) -> Result<QueryOutput, SqlError> {
+        let c = if self.catalog.views()?.all_current(&c.views).await? {
+            c
+        } else {
+            let fresh = query::prepare_query(self, s, q).await?;
+            p.set_compiled(fresh.clone());
+            fresh
+        };
+        query::execute_prepared_query(self, s, &c, params).await
     }
 
     /// COM_FIELD_LIST.
@@ -862,10 +892,15 @@ impl Engine {
                     match self.catalog.get(&db, &table).await {
                         Ok(_) => {}
                         // A view is locked by its name (mysqldump locks the
-                        // views it dumps). Statements name it, so they pass
-                        // the lock check; its base tables are not locked
-                        // with it, as MySQL would.
-                        Err(e) if e.code == 1146 && self.catalog.views()?.get(&db, &table).await?.is_some() => {}
+                        // views it dumps; statements name it, so they pass
+                        // the lock check) and, as in MySQL, so are the
+                        // tables it reads, in the same mode: writers of
+                        // those tables wait as they would for the view.
+                        Err(e) if e.code == 1146 && self.catalog.views()?.get(&db, &table).await?.is_some() => {
+                            for (bdb, btable) in view_expand::base_tables(self, &db, &table).await? {
+                                want.push((bdb, btable, *mode));
+                            }
+                        }
                         Err(e) => return Err(e),
                     }
                     want.push((db, table, *mode));

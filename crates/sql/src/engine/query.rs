@@ -37,6 +37,10 @@ pub struct Compiled {
     pub param_count: usize,
     /// The root's result columns, shared with every result of this plan.
     columns: Arc<[ColumnMeta]>,
+    /// The views the statement read, directly or through other views, as
+    /// they were when it was compiled (empty for a statement over tables
+    /// only, the common case, which then checks nothing).
+    pub views: Vec<crate::engine::views::ViewStamp>,
 }
 
 impl Compiled {
@@ -565,7 +569,15 @@ impl<'a> StmtCompiler<'a> {
     pub fn finish(self, root: QueryNode) -> Compiled {
         let param_count = self.params.count();
         let columns = root.columns().into();
-        Compiled { root, subs: self.subs, sysvars: self.sysvars, uservars: self.uservars, param_count, columns }
+        Compiled {
+            root,
+            subs: self.subs,
+            sysvars: self.sysvars,
+            uservars: self.uservars,
+            param_count,
+            columns,
+            views: Vec::new(),
+        }
     }
 
     pub fn compile_query(&mut self, q: &Query, outer: Option<&Scope>, lock: LockMode) -> Result<QueryNode, SqlError> {

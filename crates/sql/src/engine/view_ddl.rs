@@ -9,7 +9,7 @@ use crate::engine::catalog::{quote_ident, SqlColumnMeta, SqlDefault};
 use crate::engine::parse_ext::Cursor;
 use crate::engine::view_expand::{cte_names, ident_parts, parse_select, view_error};
 use crate::engine::views::{CheckOption, View, ViewMeta};
-use crate::engine::{ddl, error_map, infoschema, vars, Engine};
+use crate::engine::{ddl, error_map, infoschema, namespace, vars, Engine};
 use crate::types::{charset, column_flags as cf, ColumnMeta, FieldType, QueryOutput, Session, SqlError};
 use norr_signals::{Collation, ColumnType, Value};
 use sqlparser::ast::{self, Ident, ObjectNamePart, Query};
@@ -304,7 +304,7 @@ async fn create(e: &Engine, s: &mut Session, cv: &CreateView) -> Result<QueryOut
     if cv.alter && old.is_none() {
         return Err(error_map::no_such_table(&db, &name));
     }
-    if e.catalog().try_get(&db, &name).await?.is_some() || (old.is_some() && !cv.alter && !cv.or_replace) {
+    if (old.is_some() && !cv.alter && !cv.or_replace) || namespace::is_table_fresh(e, &db, &name).await? {
         return Err(view_exists_err(&name));
     }
     let mut q = (*cv.query).clone();
@@ -374,6 +374,15 @@ async fn create(e: &Engine, s: &mut Session, cv: &CreateView) -> Result<QueryOut
         return Err(SqlError::unsupported(format!("a view over this SELECT (it does not print back): {q}")));
     }
     if !store.put(&v, cv.or_replace || cv.alter).await? {
+        return Err(view_exists_err(&name));
+    }
+    if namespace::is_table_fresh(e, &db, &name).await? {
+        // A table of the name was made meanwhile (on another SQL node; see
+        // `namespace`): put back what the name was.
+        match &old {
+            Some(o) => store.put(o, true).await?,
+            None => store.delete(&db, &name).await?,
+        };
         return Err(view_exists_err(&name));
     }
     Ok(QueryOutput::ok(0))
@@ -764,11 +773,16 @@ pub async fn rename_view(
     if !e.catalog().db_exists(&to_db).await? {
         return Err(error_map::unknown_db(&to_db));
     }
-    if e.catalog().try_get(&to_db, &to_name).await?.is_some() || store.get(&to_db, &to_name).await?.is_some() {
+    if namespace::is_table_fresh(e, &to_db, &to_name).await? || store.get(&to_db, &to_name).await?.is_some() {
         return Err(view_exists_err(&to_name));
     }
-    let moved = View { db: to_db, name: to_name.clone(), meta: v.meta.clone() };
+    let moved = View { db: to_db.clone(), name: to_name.clone(), meta: v.meta.clone() };
     if !store.put(&moved, false).await? {
+        return Err(view_exists_err(&to_name));
+    }
+    if namespace::is_table_fresh(e, &to_db, &to_name).await? {
+        // Lost the name to a table made meanwhile (see `namespace`).
+        store.delete(&to_db, &to_name).await?;
         return Err(view_exists_err(&to_name));
     }
     store.delete(&db, &name).await?;

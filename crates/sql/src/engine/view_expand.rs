@@ -13,7 +13,7 @@
 //! table (1146), so statements over tables pay nothing (see `views`).
 
 use crate::engine::catalog::SqlTable;
-use crate::engine::views::{View, MAX_VIEW_DEPTH};
+use crate::engine::views::{View, ViewStamp, MAX_VIEW_DEPTH};
 use crate::engine::{infoschema, Engine};
 use crate::types::{Session, SqlError};
 use sqlparser::ast::{
@@ -56,6 +56,16 @@ impl ViewSet {
     }
     pub fn get(&self, k: &(String, String)) -> Option<&Arc<LoadedView>> {
         self.map.get(k)
+    }
+    /// Every view of the set with the definition it was loaded with.
+    pub fn stamps(&self) -> Vec<ViewStamp> {
+        let mut v: Vec<ViewStamp> = self
+            .map
+            .values()
+            .map(|lv| ViewStamp { db: lv.view.db.clone(), name: lv.view.name.clone(), meta: lv.view.meta.clone() })
+            .collect();
+        v.sort_by(|a, b| (&a.db, &a.name).cmp(&(&b.db, &b.name)));
+        v
     }
 }
 
@@ -161,6 +171,36 @@ pub async fn load<V: ast::Visit>(e: &Engine, default_db: Option<&str>, stmt: &V)
         set.map.insert(k, Arc::new(LoadedView { view, query, merge }));
     }
     Ok(set)
+}
+
+/// The tables view `db.name` reads, through the views it reads (LOCK
+/// TABLES of a view locks them too, as MySQL's). Names that are neither a
+/// table nor a view are left out (reading the view reports them).
+pub async fn base_tables(e: &Engine, db: &str, name: &str) -> Result<Vec<(String, String)>, SqlError> {
+    let top = ObjectName::from(vec![Ident::new(db), Ident::new(name)]);
+    let mut q = match crate::engine::parse_sqlparser("SELECT 1") {
+        Ok(ast::Statement::Query(q)) => *q,
+        _ => return Err(SqlError::internal("a constant query did not parse")),
+    };
+    if let SetExpr::Select(sel) = q.body.as_mut() {
+        sel.from = vec![ast::TableWithJoins { relation: table_factor(top, name), joins: vec![] }];
+    }
+    let set = load(e, Some(db), &q).await?;
+    let mut out: Vec<(String, String)> = Vec::new();
+    for lv in set.map.values() {
+        let ctes = cte_names(&lv.query);
+        for n in relations(&lv.query) {
+            let Some(k) = key_of(&n, Some(&lv.view.db), &ctes) else { continue };
+            if set.map.contains_key(&k) || out.contains(&k) {
+                continue;
+            }
+            if e.catalog().try_get(&k.0, &k.1).await?.is_some() {
+                out.push(k);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// The one table of a view body of the simple shape, if it is one.
@@ -559,7 +599,9 @@ pub async fn prepare_query(
         let tables = crate::engine::query::resolve_tables(e, s, &expanded).await?;
         let mut c = crate::engine::query::StmtCompiler::new(&tables, params);
         let root = c.compile_query(&expanded, None, norr_signals::LockMode::CommittedRead)?;
-        Ok(Arc::new(c.finish(root)))
+        let mut compiled = c.finish(root);
+        compiled.views = set.stamps();
+        Ok(Arc::new(compiled))
     }
     .await;
     match r {

@@ -109,6 +109,18 @@ pub struct View {
     pub meta: ViewMeta,
 }
 
+/// A view a compiled plan was made from, with the definition it had then.
+/// A plan kept between executions (a prepared SELECT) is run only while
+/// every view it read still has that definition (`ViewStore::all_current`):
+/// views are rows of a native table, so unlike a table's, their changes
+/// give no schema-version error on execution (1412) to notice them by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ViewStamp {
+    pub db: String,
+    pub name: String,
+    pub meta: ViewMeta,
+}
+
 fn corrupt(db: &str, name: &str) -> SqlError {
     SqlError::new(
         1356,
@@ -170,6 +182,41 @@ impl ViewStore<'_> {
             Some(OpResult::Err(e)) => Err(error_map::from_client_plain(ClientError::Node(e))),
             _ => Ok(None),
         }
+    }
+
+    /// Whether every view of `stamps` is still stored with the definition
+    /// it has there: one committed read of all of them, in one batch.
+    /// A view dropped (or a row that no longer decodes) is not current.
+    pub async fn all_current(&self, stamps: &[ViewStamp]) -> Result<bool, SqlError> {
+        debug_assert!(!stamps.is_empty(), "only plans over views are checked");
+        let ops = stamps
+            .iter()
+            .map(|st| {
+                let mut op = KeyOp::read(self.def.id, vec![Value::str(&st.db), Value::str(&st.name)]);
+                op.abort_on_error = false;
+                op.projection = vec![2];
+                op
+            })
+            .collect();
+        let mut txn = self.client.begin();
+        let r = txn.execute(ops, ExecType::Commit).await.map_err(error_map::from_client_plain)?;
+        if r.len() != stamps.len() {
+            return Ok(false);
+        }
+        for (res, st) in r.into_iter().zip(stamps) {
+            match res {
+                OpResult::Ok(Some(row)) => {
+                    let now = row.first().and_then(|v| v.as_bytes()).and_then(ViewMeta::decode);
+                    if now.as_ref() != Some(&st.meta) {
+                        return Ok(false);
+                    }
+                }
+                OpResult::Ok(None) => return Ok(false),
+                OpResult::Err(e) if e.code == ErrorCode::NoSuchRow => return Ok(false),
+                OpResult::Err(e) => return Err(error_map::from_client_plain(ClientError::Node(e))),
+            }
+        }
+        Ok(true)
     }
 
     /// Every view (of every database), sorted by (db, name). Rows that do
