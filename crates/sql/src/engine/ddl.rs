@@ -1005,7 +1005,7 @@ pub async fn create_table(
     ct: &CreateTable,
     partition: Option<PartitionInfo>,
 ) -> Result<QueryOutput, SqlError> {
-    let (db, table) = resolve_name(s, &ct.name)?;
+    let (db, _) = resolve_name(s, &ct.name)?;
     if VIRTUAL_DBS.iter().any(|v| v.eq_ignore_ascii_case(&db)) {
         return Err(error_map::db_access_denied(&s.user, &db));
     }
