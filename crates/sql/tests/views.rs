@@ -154,3 +154,37 @@ fn a_name_raced_as_table_and_view_on_two_sql_nodes_is_one_of_them() {
         assert_eq!(names.len(), before, "a name listed twice: {listed:?}");
     });
 }
+
+/// The result columns of the optional side of an outer join carry no
+/// NOT_NULL flag, read directly or through a view, as MySQL sends them
+/// (drivers and ORMs decide nullability from it).
+#[test]
+fn outer_join_columns_are_sent_as_nullable() {
+    use mysql_async::consts::ColumnFlags;
+    let (rt, node) = node_support::runtime_and_node(norr_knobs::Knobs::default());
+    let addr = node.local_addr().to_string();
+    rt.block_on(async move {
+        let p = sql_node(&addr).await;
+        connect(p, None).await.query_drop("CREATE DATABASE oj").await.unwrap();
+        let mut a = connect(p, Some("oj")).await;
+        a.query_drop(
+            "CREATE TABLE l (id INT PRIMARY KEY, x INT NOT NULL); CREATE TABLE r (id INT PRIMARY KEY, y INT NOT NULL); \
+             INSERT INTO l VALUES (1, 10); INSERT INTO r VALUES (1, 100); \
+             CREATE VIEW lv AS SELECT l.x, r.y FROM l LEFT JOIN r ON l.id = r.id",
+        )
+        .await
+        .unwrap();
+        for sql in [
+            "SELECT l.x, r.y FROM l LEFT JOIN r ON l.id = r.id",
+            "SELECT l.x, r.y FROM r RIGHT JOIN l ON l.id = r.id",
+            "SELECT x, y FROM lv",
+        ] {
+            let rows: Vec<mysql_async::Row> = a.query(sql).await.unwrap();
+            let cols = rows[0].columns_ref();
+            let not_null: Vec<bool> = cols.iter().map(|c| c.flags().contains(ColumnFlags::NOT_NULL_FLAG)).collect();
+            assert_eq!(not_null, vec![true, false], "{sql}");
+        }
+        let rows: Vec<mysql_async::Row> = a.query("SELECT l.x, r.y FROM l JOIN r ON l.id = r.id").await.unwrap();
+        assert!(rows[0].columns_ref().iter().all(|c| c.flags().contains(ColumnFlags::NOT_NULL_FLAG)));
+    });
+}

@@ -211,8 +211,9 @@ async fn derived_column(e: &Engine, m: &ColumnMeta, rows: &[Vec<Value>], i: usiz
         if let Ok(Some(t)) = e.catalog().try_get(&m.schema, &m.org_table).await {
             if let Some((_, c, meta)) = t.columns_visible().find(|(_, c, _)| c.name.eq_ignore_ascii_case(&m.org_name)) {
                 let mut line = column_definition(&t, c, meta, true);
-                // The outer side of a join gives NULLs for a NOT NULL column.
-                if rows.iter().any(|r| r[i].is_null()) {
+                // The optional side of an outer join gives NULLs for a NOT
+                // NULL column (its result column says so).
+                if m.flags & cf::NOT_NULL == 0 || rows.iter().any(|r| r[i].is_null()) {
                     line = line.replacen(" NOT NULL", "", 1);
                 }
                 let rest = line.strip_prefix(&quote_ident(&c.name)).unwrap_or(&line);

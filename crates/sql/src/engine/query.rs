@@ -1582,10 +1582,34 @@ fn column_meta_for(sources: &[Source], scope: &Scope, i: usize, alias: Option<&s
             if let SourceKind::Table(t) = &s.kind {
                 let mut m = t.table.column_meta((i - s.base) as ColumnId);
                 m.table = s.alias.clone();
+                // The optional side of an outer join gives NULLs for a NOT
+                // NULL column (MySQL clears the flag too).
+                if s.left_join {
+                    m.flags &= !crate::types::column_flags::NOT_NULL;
+                }
                 if let Some(a) = alias {
                     m.name = a.to_string();
                 }
                 return m;
+            }
+            // A table column read through a derived table (a view read as
+            // one, say) keeps its table column's metadata: type, NOT NULL,
+            // origin. Other derived columns (computed, or of a UNION whose
+            // sides may differ) get their type from the scope below.
+            if let SourceKind::Derived(node) = &s.kind {
+                let inner = match node.as_ref() {
+                    QueryNode::Select(_) => node.columns().get(i - s.base).filter(|m| !m.org_table.is_empty()),
+                    _ => None,
+                };
+                if let Some(inner) = inner {
+                    let mut m = inner.clone();
+                    m.table = s.alias.clone();
+                    m.name = alias.unwrap_or(&scope.cols[i].name).to_string();
+                    if s.left_join {
+                        m.flags &= !crate::types::column_flags::NOT_NULL;
+                    }
+                    return m;
+                }
             }
         }
     }

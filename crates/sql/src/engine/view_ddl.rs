@@ -610,8 +610,12 @@ pub async fn columns(e: &Engine, s: &Session, v: &View) -> Result<Vec<ViewColumn
         } else {
             None
         };
-        let from_table =
-            base.as_ref().and_then(|t| t.column(&c.org_name).map(|(_, cd, m)| (cd.nullable, cd.ty.clone(), m.clone())));
+        // A NOT NULL column read from the optional side of an outer join is
+        // nullable in the view (the result column's flag says so).
+        let from_table = base.as_ref().and_then(|t| {
+            t.column(&c.org_name)
+                .map(|(_, cd, m)| (cd.nullable || c.flags & cf::NOT_NULL == 0, cd.ty.clone(), m.clone()))
+        });
         let (nullable, ty, meta) = match from_table {
             Some(x) => x,
             None => (

@@ -1,8 +1,9 @@
 //! INSERT / UPDATE / DELETE through a view.
 //!
 //! A view is updatable when it is simple (`view_expand::MergeInfo`: one
-//! table, plain column references, no aggregate, DISTINCT, GROUP BY, UNION,
-//! LIMIT or subquery). The statement is rewritten onto the view's table (the
+//! table, no aggregate, DISTINCT, GROUP BY, UNION, LIMIT or subquery). A
+//! computed column of it (`v * 2`) cannot be written (1348), and a view with
+//! one takes no INSERT (1471), as in MySQL. The statement is rewritten onto the view's table (the
 //! view's columns become the table's, the view's WHERE is ANDed to the
 //! statement's), down a chain of views over views, and then run as any
 //! statement on a table. WITH CHECK OPTION is checked before the write by a
@@ -35,6 +36,10 @@ fn not_updatable(kind: Kind, name: &str) -> SqlError {
         Kind::Update => SqlError::new(1288, "HY000", format!("The target table {name} of the UPDATE is not updatable")),
         Kind::Delete => SqlError::new(1288, "HY000", format!("The target table {name} of the DELETE is not updatable")),
     }
+}
+
+fn not_updatable_column(name: &str) -> SqlError {
+    SqlError::new(1348, "HY000", format!("Column '{name}' is not updatable"))
 }
 
 fn key(n: &ObjectName, s: &Session) -> Option<(String, String)> {
@@ -106,13 +111,16 @@ fn rewrite_level(
     kind: Kind,
 ) -> Result<(), SqlError> {
     let m = lv.merge.as_ref().ok_or_else(|| not_updatable(kind, &lv.view.name))?;
+    // A view with a computed column takes no INSERT (MySQL's rule: every
+    // column must be a column of the table); UPDATE and DELETE are fine.
+    if kind == Kind::Insert && (0..m.cols.len()).any(|i| m.plain(i).is_none()) {
+        return Err(not_updatable(kind, &lv.view.name));
+    }
     let view_cols = &lv.view.meta.columns;
+    // The base column a written view column is.
     let base_of = |c: &str| -> Result<String, SqlError> {
-        view_cols
-            .iter()
-            .position(|v| v.eq_ignore_ascii_case(c))
-            .map(|i| m.cols[i].clone())
-            .ok_or_else(|| unknown_col(c))
+        let i = view_cols.iter().position(|v| v.eq_ignore_ascii_case(c)).ok_or_else(|| unknown_col(c))?;
+        m.plain(i).map(str::to_string).ok_or_else(|| not_updatable_column(&view_cols[i]))
     };
     let rename_target = |t: &mut ast::AssignmentTarget| -> Result<(), SqlError> {
         let names: Vec<&mut ObjectName> = match t {

@@ -1,11 +1,12 @@
 //! Views in statements: every view a statement names is replaced in its AST
 //! before compilation, in one of two ways (MySQL's algorithms):
 //!
-//! * MERGE: a query block whose only source is a simple view (one table, the
-//!   view's columns plain column references, no aggregate, DISTINCT, GROUP
-//!   BY, LIMIT or subquery) reads the view's table directly: the block's
-//!   column references become the table's columns and the view's WHERE is
-//!   ANDed to the block's. The planner then sees `SELECT .. FROM t WHERE
+//! * MERGE: a query block whose only source is a simple view (one table; the
+//!   view's columns column references or expressions over them, with no
+//!   aggregate, window function or subquery; no DISTINCT, GROUP BY or LIMIT)
+//!   reads the view's table directly: the block's column references become
+//!   the table's columns (or the view column's expression) and the view's
+//!   WHERE is ANDed to the block's. The planner then sees `SELECT .. FROM t WHERE
 //!   id = 5` and makes a key lookup of it.
 //! * Derived table: anywhere else the view becomes `(SELECT ...) AS v (cols)`.
 //!
@@ -13,6 +14,7 @@
 //! table (1146), so statements over tables pay nothing (see `views`).
 
 use crate::engine::catalog::SqlTable;
+use crate::engine::expr::compile::has_aggregate;
 use crate::engine::views::{View, ViewStamp, MAX_VIEW_DEPTH};
 use crate::engine::{infoschema, Engine};
 use crate::types::{Session, SqlError};
@@ -30,10 +32,41 @@ use std::sync::Arc;
 pub struct MergeInfo {
     /// The table (or view, for a view over a view), qualified.
     pub base: ObjectName,
-    /// Per view column: the base column it is.
-    pub cols: Vec<String>,
+    /// Per view column: what it is over the base, with base columns as
+    /// unqualified identifiers: a plain column (`Expr::Identifier`), or an
+    /// expression (`v * 2`), which reads merge too but no write may target.
+    pub cols: Vec<Expr>,
     /// The view's WHERE over unqualified base column names.
     pub where_: Option<Expr>,
+}
+
+impl MergeInfo {
+    /// The base column view column `i` is, if it is a plain column.
+    pub fn plain(&self, i: usize) -> Option<&str> {
+        match &self.cols[i] {
+            Expr::Identifier(id) => Some(&id.value),
+            _ => None,
+        }
+    }
+}
+
+/// `e` (over unqualified base columns) with each column qualified by
+/// `alias`; an expression is parenthesised, to keep its precedence where it
+/// lands.
+pub fn qualify(e: &Expr, alias: &str) -> Expr {
+    match e {
+        Expr::Identifier(i) => Expr::CompoundIdentifier(vec![Ident::new(alias), i.clone()]),
+        other => {
+            let mut x = other.clone();
+            let _ = ast::visit_expressions_mut(&mut x, |y| {
+                if let Expr::Identifier(i) = y {
+                    *y = Expr::CompoundIdentifier(vec![Ident::new(alias), i.clone()]);
+                }
+                ControlFlow::<()>::Continue(())
+            });
+            Expr::Nested(Box::new(x))
+        }
+    }
 }
 
 /// A view named by a statement, ready to put in.
@@ -227,6 +260,26 @@ fn simple_base(q: &Query) -> Option<ObjectName> {
     }
 }
 
+/// Whether a computed view column can merge as its expression: not if it
+/// aggregates (the view is then one row per group), is a window function
+/// (it depends on the other rows), or reads a subquery or a variable.
+fn mergeable_expr(e: &Expr) -> bool {
+    let variable = ast::visit_expressions(e, |x| match x {
+        Expr::Identifier(i) if i.value.starts_with('@') => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    })
+    .is_break();
+    !variable && !has_aggregate(e) && !has_window(e) && !has_subquery(e)
+}
+
+fn has_window(e: &Expr) -> bool {
+    ast::visit_expressions(e, |x| match x {
+        Expr::Function(f) if f.over.is_some() => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    })
+    .is_break()
+}
+
 fn has_subquery<V: ast::Visit>(v: &V) -> bool {
     ast::visit_expressions(v, |e| {
         if matches!(e, Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. }) {
@@ -263,15 +316,39 @@ fn merge_info(v: &View, q: &Query, base_table: Option<&SqlTable>) -> Option<Merg
             _ => None,
         }
     };
+    // An expression of the body over unqualified base columns; None if it
+    // reads anything else (a variable, another table's column, a subquery).
+    let unqualified = |e: &Expr| -> Option<Expr> {
+        let mut x = e.clone();
+        if has_subquery(&x) {
+            return None;
+        }
+        let bad = ast::visit_expressions_mut(&mut x, |y| {
+            match y {
+                Expr::Identifier(i) if i.value.starts_with('@') => return ControlFlow::Break(()),
+                Expr::CompoundIdentifier(_) => match column(y) {
+                    Some(c) => *y = Expr::Identifier(Ident::new(c)),
+                    None => return ControlFlow::Break(()),
+                },
+                _ => {}
+            }
+            ControlFlow::Continue(())
+        });
+        (!bad.is_break()).then_some(x)
+    };
     let mut cols = Vec::new();
     for item in &s.projection {
         match item {
-            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => cols.push(column(e)?),
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => match column(e) {
+                Some(c) => cols.push(Expr::Identifier(Ident::new(c))),
+                None if mergeable_expr(e) => cols.push(unqualified(e)?),
+                None => return None,
+            },
             SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
                 // Only a table's columns are known here; a view over a view
                 // with `*` is read as a derived table.
                 let t = base_table?;
-                cols.extend(t.columns_visible().map(|(_, c, _)| c.name.clone()));
+                cols.extend(t.columns_visible().map(|(_, c, _)| Expr::Identifier(Ident::new(&c.name))));
             }
             _ => return None,
         }
@@ -279,46 +356,29 @@ fn merge_info(v: &View, q: &Query, base_table: Option<&SqlTable>) -> Option<Merg
     if cols.len() != v.meta.columns.len() {
         return None;
     }
-    let mut where_ = s.selection.clone();
-    if let Some(w) = &mut where_ {
-        if has_subquery(w) {
-            return None;
-        }
-        let bad = ast::visit_expressions_mut(w, |e| {
-            match e {
-                Expr::Identifier(i) if i.value.starts_with('@') => return ControlFlow::Break(()),
-                Expr::CompoundIdentifier(_) => match column(e) {
-                    Some(c) => *e = Expr::Identifier(Ident::new(c)),
-                    None => return ControlFlow::Break(()),
-                },
-                _ => {}
-            }
-            ControlFlow::Continue(())
-        });
-        if bad.is_break() {
-            return None;
-        }
-    }
+    let where_ = match &s.selection {
+        Some(w) => Some(unqualified(w)?),
+        None => None,
+    };
     Some(MergeInfo { base, cols, where_ })
 }
 
 /// Column references of one query block rewritten onto the merged table:
-/// `x` / `a.x` (x a view column) -> `a.base_x`. Stops at subqueries (they
+/// `x` / `a.x` (x a view column) -> `a.base_x` (or the view column's
+/// expression over `a.`'s columns). Stops at subqueries (they
 /// are not descended into). Any other reference fails the rewrite.
 struct ColumnRewrite<'a> {
     alias: &'a str,
     view_cols: &'a [String],
-    base_cols: &'a [String],
+    base_cols: &'a [Expr],
     depth: usize,
     failed: bool,
 }
 
 impl ColumnRewrite<'_> {
-    fn base_of(&self, col: &str) -> Option<&str> {
-        self.view_cols.iter().position(|c| c.eq_ignore_ascii_case(col)).map(|i| self.base_cols[i].as_str())
-    }
     fn target(&self, col: &str) -> Option<Expr> {
-        self.base_of(col).map(|b| Expr::CompoundIdentifier(vec![Ident::new(self.alias), Ident::new(b)]))
+        let i = self.view_cols.iter().position(|c| c.eq_ignore_ascii_case(col))?;
+        Some(qualify(&self.base_cols[i], self.alias))
     }
 }
 
@@ -353,7 +413,7 @@ impl VisitorMut for ColumnRewrite<'_> {
 
 /// Rewrite column references of `e` (see `ColumnRewrite`); false if one is
 /// not a view column.
-pub fn rewrite_columns<V: VisitMut>(e: &mut V, alias: &str, view_cols: &[String], base_cols: &[String]) -> bool {
+pub fn rewrite_columns<V: VisitMut>(e: &mut V, alias: &str, view_cols: &[String], base_cols: &[Expr]) -> bool {
     let mut r = ColumnRewrite { alias, view_cols, base_cols, depth: 0, failed: false };
     let _ = e.visit(&mut r);
     !r.failed
@@ -472,12 +532,9 @@ fn try_merge(q: &mut Query, set: &ViewSet, default_db: Option<&str>, ctes: &[Str
     true
 }
 
-fn push_all(out: &mut Vec<SelectItem>, alias: &str, view_cols: &[String], base_cols: &[String]) {
+fn push_all(out: &mut Vec<SelectItem>, alias: &str, view_cols: &[String], base_cols: &[Expr]) {
     for (v, b) in view_cols.iter().zip(base_cols) {
-        out.push(SelectItem::ExprWithAlias {
-            expr: Expr::CompoundIdentifier(vec![Ident::new(alias), Ident::new(b)]),
-            alias: Ident::new(v),
-        });
+        out.push(SelectItem::ExprWithAlias { expr: qualify(b, alias), alias: Ident::new(v) });
     }
 }
 
@@ -619,7 +676,7 @@ pub fn base_key(q: &Query) -> Option<(String, String)> {
 }
 
 /// Whether a view's SELECT has the updatable shape (information_schema
-/// VIEWS.IS_UPDATABLE): one table and plain column references.
+/// VIEWS.IS_UPDATABLE): one table, columns that merge (see `merge_info`).
 pub fn updatable_shape(q: &Query) -> bool {
     if simple_base(q).is_none() {
         return false;
@@ -627,7 +684,7 @@ pub fn updatable_shape(q: &Query) -> bool {
     let SetExpr::Select(s) = q.body.as_ref() else { return false };
     s.projection.iter().all(|i| match i {
         SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
-            matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+            matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_)) || mergeable_expr(e)
         }
         SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => true,
         _ => false,
