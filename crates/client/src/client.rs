@@ -421,7 +421,10 @@ impl Transaction {
     /// request order. With `ExecType::Commit` the transaction commits after the
     /// batch. An error aborts the transaction (all its changes undone), except
     /// the per-operation errors of operations with `abort_on_error == false`,
-    /// which come back as `OpResult::Err`.
+    /// which come back as `OpResult::Err`: among them a locking read's
+    /// `LockNoWait` (`LockWait::NoWait`, row locked by another transaction;
+    /// nothing of the read is left). A `LockWait::SkipLocked` read of such a
+    /// row answers `NoSuchRow`.
     pub async fn execute(&mut self, ops: Vec<KeyOp>, exec: ExecType) -> Result<Vec<OpResult>, ClientError> {
         self.check_usable()?;
         if exec == ExecType::Rollback && !ops.is_empty() {
@@ -514,7 +517,10 @@ impl Transaction {
 
     /// Scan inside the transaction: with `LockMode::Shared`/`Exclusive` the rows
     /// returned stay locked until the transaction ends. A scan error aborts the
-    /// transaction.
+    /// transaction, except `ErrorCode::LockNoWait` (a `LockWait::NoWait` scan
+    /// met a row locked by another transaction): that ends the scan only, and
+    /// the rows it locked before stay locked. `LockWait::SkipLocked` leaves
+    /// such rows out.
     pub async fn scan(&mut self, spec: ScanSpec) -> Result<ScanStream, ClientError> {
         self.check_usable()?;
         let tc = self.tc_for(|map, spread| map.for_scan(&spec, spread));
@@ -704,9 +710,12 @@ impl ScanStream {
             }
             Err(err) => {
                 // On SCAN_TABREF the node closed the scan and aborted the
-                // transaction; on a lost reply, roll back to be sure.
+                // transaction (except for a NOWAIT scan that met a locked
+                // row: only the scan ends); on a lost reply, roll back to be
+                // sure.
                 self.done = true;
-                if let Some(st) = &self.txn_state {
+                let scan_only = matches!(&err, ClientError::Node(e) if e.code == ErrorCode::LockNoWait);
+                if let Some(st) = self.txn_state.as_ref().filter(|_| !scan_only) {
                     let prev = st.swap(TXN_ABORTED, Ordering::AcqRel);
                     if prev == TXN_OPEN && !matches!(err, ClientError::Node(_)) {
                         send_rollback(&self.client.conn.shared, self.tc, self.txn);

@@ -49,8 +49,8 @@ pub use client::{Client, Savepoint, ScanStream, Transaction};
 pub use error::ClientError;
 pub use norr_signals::{
     Bound, CmpOp, ColumnDef, ColumnId, ColumnType, ErrorClass, ErrorCode, ExecType, Filter, IndexDef, IndexId,
-    IndexKind, KeyAccess, KeyOp, LockMode, NodeError, NodeStats, OpKind, OpResult, PartitionId, PartitionScheme,
-    ScanRange, ScanSpec, TableDef, TableId, Value, MAX_OPS_PER_BATCH, MAX_SCAN_BATCH_ROWS,
+    IndexKind, KeyAccess, KeyOp, LockMode, LockWait, NodeError, NodeStats, OpKind, OpResult, PartitionId,
+    PartitionScheme, ScanRange, ScanSpec, TableDef, TableId, Value, MAX_OPS_PER_BATCH, MAX_SCAN_BATCH_ROWS,
 };
 /// The API end of an in-process link to a data node in this process
 /// ([`Client::connect_local`]).

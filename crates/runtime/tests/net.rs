@@ -263,7 +263,13 @@ fn idle_spin_is_bounded_and_can_be_turned_off() {
 #[test]
 fn bad_handshakes_are_refused() {
     let (h, _log) = start(Knobs::default());
-    for frame in [hello_frame(0xDEAD_BEEF, wire::WIRE_VERSION), hello_frame(MAGIC, wire::WIRE_VERSION + 7)] {
+    // A newer version, and the one before (a peer that cannot send a wait
+    // policy: refused at the handshake, not misread frame by frame).
+    for frame in [
+        hello_frame(0xDEAD_BEEF, wire::WIRE_VERSION),
+        hello_frame(MAGIC, wire::WIRE_VERSION + 7),
+        hello_frame(MAGIC, wire::WIRE_VERSION - 1),
+    ] {
         let mut s = raw(&h);
         s.write_all(&frame).unwrap();
         let mut dec = FrameDecoder::new(1 << 20);

@@ -87,6 +87,8 @@ error_codes! {
     NotConnected = 4009, Temporary, "Cluster failure: not connected to a data node", "check that the data node runs and is reachable, then retry";
     // --- internal ---
     Internal = 4275, Internal, "Internal error in the data node", "report a bug with the node log";
+    // --- added later: at the end, so the codes above keep their variant index on the wire ---
+    LockNoWait = 4276, Temporary, "Row locked by another transaction and the read asked not to wait (NOWAIT)", "the transaction stays open: retry the read later, or let it wait (leave out NOWAIT)";
 }
 
 impl ErrorCode {

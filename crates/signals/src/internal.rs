@@ -42,7 +42,7 @@
 //!   transaction's writes they opened with.
 
 use crate::error::NodeError;
-use crate::ops::{Filter, KeyOp, LockMode, ScanRange};
+use crate::ops::{Filter, KeyOp, LockMode, LockWait, ScanRange};
 use crate::schema::{ColumnId, IndexId, PartitionId, TableDef, TableId};
 use crate::value::Value;
 use norr_kernel::NodeId;
@@ -266,6 +266,8 @@ pub struct LqhScanReq {
     /// Empty: every column.
     pub projection: Vec<ColumnId>,
     pub lock: LockMode,
+    /// See `ScanSpec::wait`.
+    pub wait: LockWait,
     /// Most rows per `LqhScanConf`.
     pub batch_rows: u32,
 }

@@ -38,6 +38,24 @@ pub enum LockMode {
     Exclusive,
 }
 
+/// What a locking read (`LockMode::Shared` / `Exclusive`) does when its row
+/// lock is held, or waited for, by another transaction (MySQL's `NOWAIT` and
+/// `SKIP LOCKED`). A lock the transaction holds itself is never "held by
+/// another". Writes and committed reads ignore it: writes always wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum LockWait {
+    /// Queue for the lock, bounded by the lock-wait time-out (which aborts
+    /// the transaction).
+    #[default]
+    Wait,
+    /// Fail the read at once with `ErrorCode::LockNoWait`; nothing is queued
+    /// and the transaction stays open.
+    NoWait,
+    /// Leave the row out: a key read answers `NoSuchRow`, a scan goes on
+    /// with the next row.
+    SkipLocked,
+}
+
 /// How a key operation finds its row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum KeyAccess {
@@ -57,6 +75,8 @@ pub struct KeyOp {
     pub kind: OpKind,
     /// Lock mode for reads; writes always lock exclusively.
     pub lock: LockMode,
+    /// Locking reads: what to do about a row locked by another transaction.
+    pub wait: LockWait,
     pub key: KeyAccess,
     /// Required for tables with `PartitionScheme::User`; ignored otherwise.
     pub partition: Option<PartitionId>,
@@ -87,6 +107,7 @@ impl KeyOp {
             table_version: 0,
             kind,
             lock: if kind.is_write() { LockMode::Exclusive } else { LockMode::CommittedRead },
+            wait: LockWait::Wait,
             key: KeyAccess::Primary(key),
             partition: None,
             values: Vec::new(),
@@ -230,6 +251,9 @@ pub struct ScanSpec {
     /// until the transaction ends, so it can be updated/deleted by key in the
     /// same transaction.
     pub lock: LockMode,
+    /// Locking scans: what to do about a row locked by another transaction
+    /// (`NoWait` fails the scan, not the transaction).
+    pub wait: LockWait,
     /// Rows per batch returned to the client (1..=MAX_SCAN_BATCH_ROWS).
     pub batch_rows: u32,
     /// Stop after this many rows (None: no limit).
@@ -253,6 +277,7 @@ impl ScanSpec {
             filter: None,
             projection: Vec::new(),
             lock: LockMode::CommittedRead,
+            wait: LockWait::Wait,
             batch_rows: 256,
             limit: None,
             partitions: None,

@@ -16,7 +16,9 @@ use serde::{Deserialize, Serialize};
 /// 3: `ScanSpec::ordered` and `LqhScanReq::row_keys`.
 /// 4: TC_SAVEPOINTREQ and `DictOp::AlterTable`.
 /// 5: `DictOp::AlterTable::expect_version`.
-pub const WIRE_VERSION: u16 = 5;
+/// 6: `KeyOp::wait`, `ScanSpec::wait`, `LqhScanReq::wait` (NOWAIT / SKIP
+///    LOCKED) and `ErrorCode::LockNoWait`.
+pub const WIRE_VERSION: u16 = 6;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct WireMsg<'a> {

@@ -166,6 +166,26 @@ impl LockTable {
         (Acquire::Waiting, first)
     }
 
+    /// `acquire_tracked` that never queues (NOWAIT / SKIP LOCKED): the lock
+    /// if it can be granted now, under the same rules (re-entrant, upgrade
+    /// as sole holder, nobody waiting before a new holder); else None and the
+    /// table is exactly as before. Some(first) as for `acquire_tracked`.
+    pub fn try_acquire(&mut self, key: &LockKey, owner: TxnId, mode: Mode) -> Option<bool> {
+        let Some(e) = self.entries.get_mut(key) else {
+            let mut e = Entry::default();
+            e.grant(owner, mode);
+            self.entries.insert(key.clone(), e);
+            return Some(true);
+        };
+        let held = e.held_by(owner);
+        if !(e.can_grant(owner, mode) && (held.is_some() || e.waiters.is_empty())) {
+            return None;
+        }
+        let first = held.is_none() && !e.waiters.iter().any(|w| w.owner == owner);
+        e.grant(owner, mode);
+        Some(first)
+    }
+
     /// Does `owner` hold `key` at least in `mode`?
     pub fn holds(&self, key: &LockKey, owner: TxnId, mode: Mode) -> bool {
         self.entries.get(key).and_then(|e| e.held_by(owner)).is_some_and(|m| m >= mode)
@@ -301,6 +321,37 @@ mod tests {
         assert_eq!(t.waiting(), 2);
         t.release(&k(2), 5, &mut g);
         assert_eq!(g, vec![Grant { owner: 3, tag: 7 }], "the upgrade waited first in line");
+    }
+
+    #[test]
+    fn try_acquire_never_queues() {
+        let mut t = LockTable::new();
+        let mut g = Vec::new();
+        assert_eq!(t.try_acquire(&k(1), 1, Mode::Exclusive), Some(true));
+        assert_eq!(t.try_acquire(&k(1), 1, Mode::Shared), Some(false), "re-entrant");
+        assert_eq!(t.try_acquire(&k(1), 2, Mode::Shared), None);
+        assert_eq!(t.try_acquire(&k(1), 2, Mode::Exclusive), None);
+        assert_eq!(t.waiting(), 0);
+        // Shared with shared; not past a queued writer (FIFO), nor as an
+        // upgrade beside another reader.
+        assert_eq!(t.try_acquire(&k(2), 1, Mode::Shared), Some(true));
+        assert_eq!(t.try_acquire(&k(2), 2, Mode::Shared), Some(true));
+        assert_eq!(t.try_acquire(&k(2), 1, Mode::Exclusive), None);
+        assert_eq!(t.acquire(&k(2), 3, Mode::Exclusive, 30), Acquire::Waiting);
+        assert_eq!(t.try_acquire(&k(2), 4, Mode::Shared), None);
+        // An owner that waits on the key is not new to it.
+        assert_eq!(t.acquire(&k(3), 5, Mode::Exclusive, 50), Acquire::Granted);
+        assert_eq!(t.acquire(&k(3), 6, Mode::Exclusive, 60), Acquire::Waiting);
+        t.release(&k(3), 5, &mut g);
+        assert_eq!(g, vec![Grant { owner: 6, tag: 60 }]);
+        assert_eq!(t.try_acquire(&k(3), 6, Mode::Shared), Some(false));
+        // Refusals leave nothing behind.
+        for (key, o) in [(k(1), 1), (k(2), 1), (k(2), 2), (k(3), 6)] {
+            t.release(&key, o, &mut g);
+        }
+        t.cancel_wait(&k(2), 3, 30, &mut g);
+        t.release(&k(2), 3, &mut g);
+        assert!(t.is_empty() && t.waiting() == 0);
     }
 
     #[test]

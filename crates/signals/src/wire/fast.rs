@@ -20,7 +20,7 @@
 //! length never reserves more than the bytes left could hold.
 
 use super::WireError;
-use crate::ops::{KeyAccess, KeyOp, LockMode, OpKind, OpResult};
+use crate::ops::{KeyAccess, KeyOp, LockMode, LockWait, OpKind, OpResult};
 use crate::value::{Date, DateTime, Decimal, Value};
 use crate::{Envelope, ExecType, Signal, TcKeyConf, TcKeyReq, TxnOutcome};
 use norr_kernel::{BlockRef, Priority};
@@ -223,6 +223,12 @@ impl<'a> Reader<'a> {
             2 => LockMode::Exclusive,
             _ => return Err(malformed("bad LockMode")),
         };
+        let wait = match self.u32()? {
+            0 => LockWait::Wait,
+            1 => LockWait::NoWait,
+            2 => LockWait::SkipLocked,
+            _ => return Err(malformed("bad LockWait")),
+        };
         let key = match self.u32()? {
             0 => KeyAccess::Primary(self.values()?),
             1 => KeyAccess::Unique { index: self.u32()?, values: self.values()? },
@@ -237,7 +243,19 @@ impl<'a> Reader<'a> {
         let increments = self.column_values()?;
         let projection = self.list(Self::u16)?;
         let abort_on_error = self.bool()?;
-        Ok(KeyOp { table, table_version, kind, lock, key, partition, values, increments, projection, abort_on_error })
+        Ok(KeyOp {
+            table,
+            table_version,
+            kind,
+            lock,
+            wait,
+            key,
+            partition,
+            values,
+            increments,
+            projection,
+            abort_on_error,
+        })
     }
 
     fn tc_key_req(&mut self) -> R<TcKeyReq> {
@@ -420,6 +438,11 @@ fn put_key_op(out: &mut Vec<u8>, op: &KeyOp) {
         LockMode::CommittedRead => 0,
         LockMode::Shared => 1,
         LockMode::Exclusive => 2,
+    });
+    out.push(match op.wait {
+        LockWait::Wait => 0,
+        LockWait::NoWait => 1,
+        LockWait::SkipLocked => 2,
     });
     match &op.key {
         KeyAccess::Primary(values) => {

@@ -561,6 +561,7 @@ fn read_op(t: &TableAccess, key: KeyAccess, partition: Option<PartitionId>) -> K
         table_version: def.version,
         kind: OpKind::Read,
         lock: t.lock,
+        wait: norr_signals::LockWait::Wait,
         key,
         partition,
         values: Vec::new(),

@@ -7,7 +7,7 @@ use norr_kernel::Ctx;
 use norr_signals::coerce::{coerce_row, coerce_value, rescale_round};
 use norr_signals::internal::TxnId;
 use norr_signals::keycode::encode_value;
-use norr_signals::ops::{KeyAccess, LockMode, OpKind};
+use norr_signals::ops::{KeyAccess, LockMode, LockWait, OpKind};
 use norr_signals::schema::{ColumnId, IndexDef, PartitionId, TableDef};
 use norr_signals::value::{ColumnType, Decimal, Value};
 use norr_signals::{ErrorCode, NodeError, Signal};
@@ -75,6 +75,17 @@ pub(super) fn project_owned(def: &TableDef, mut row: Vec<Value>, cols: &[ColumnI
         out.push(if cols[i + 1..].contains(c) { v.clone() } else { std::mem::replace(v, Value::Null) });
     }
     Ok(out)
+}
+
+/// A locking read found its row locked by another transaction and may not
+/// wait: NOWAIT fails the read (the transaction stays open: nothing of the
+/// read is left at LQH); SKIP LOCKED reads it as absent.
+pub(super) fn lock_busy(wait: LockWait) -> NodeError {
+    match wait {
+        LockWait::NoWait => NodeError::with(ErrorCode::LockNoWait, "row locked by another transaction"),
+        LockWait::SkipLocked => NodeError::new(ErrorCode::NoSuchRow),
+        LockWait::Wait => unreachable!("a waiting read queues for the lock"),
+    }
 }
 
 fn same_key_value(a: &Value, b: &Value, ty: &ColumnType) -> bool {
@@ -364,7 +375,12 @@ impl Lqh {
         }
 
         let mode = if op.kind.is_write() || op.lock == LockMode::Exclusive { Mode::Exclusive } else { Mode::Shared };
-        if let Some(tag) = self.lock_owned(t, LockKey::Row(def.id, enc.clone()), mode, WaitTarget::Op(t), ctx) {
+        let row_lock = LockKey::Row(def.id, enc.clone());
+        if op.kind == OpKind::Read && op.wait != LockWait::Wait {
+            if !self.try_lock_owned(t, row_lock, mode) {
+                return Step::Done(Err(lock_busy(op.wait)));
+            }
+        } else if let Some(tag) = self.lock_owned(t, row_lock, mode, WaitTarget::Op(t), ctx) {
             return Step::Wait(tag);
         }
         // The pending-image key, built once for every lookup below.

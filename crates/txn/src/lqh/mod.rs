@@ -214,6 +214,26 @@ impl Lqh {
         }
     }
 
+    /// `lock_owned` for a read that must not wait (NOWAIT / SKIP LOCKED):
+    /// true if granted now; false if another transaction holds the key or
+    /// waits for it first, and then nothing is queued and no time-out armed:
+    /// the lock table and the transaction's key list are as before.
+    fn try_lock_owned(&mut self, owner: TxnId, key: LockKey, mode: Mode) -> bool {
+        let txn = self.txns.get_mut(&owner).expect("lock owner has a transaction record");
+        match self.locks.try_acquire(&key, owner, mode) {
+            Some(first) => {
+                if first {
+                    txn.locks.push(key);
+                }
+                true
+            }
+            None => {
+                crate::probe!(self.counters, "lqh: lock busy, read did not wait");
+                false
+            }
+        }
+    }
+
     /// Resume whoever was granted a lock.
     fn on_grants(&mut self, grants: Vec<Grant>, ctx: &mut Ctx<'_, Signal>) {
         for g in grants {

@@ -11,7 +11,7 @@
 //! A scan inside a transaction also returns the transaction's own uncommitted
 //! writes in place of the committed rows (see `scan_own`).
 
-use super::exec::{project, project_owned};
+use super::exec::{lock_busy, project, project_owned};
 use super::scan_own::{own_scan_row, OwnScanSpec, OwnWrites};
 use super::{Lqh, WaitTarget};
 use crate::lock_queue::{Grant, LockKey, Mode};
@@ -19,7 +19,7 @@ use crate::store::{ScanBatch, ScanCursor, ScanStep};
 use norr_kernel::{BlockRef, Ctx};
 use norr_signals::filter_eval::eval_filter;
 use norr_signals::internal::{InternalSignal, LqhScanReq, ScanKey, ScanRow, ScanRows, TxnId};
-use norr_signals::ops::{Filter, LockMode};
+use norr_signals::ops::{Filter, LockMode, LockWait};
 use norr_signals::schema::{ColumnId, IndexId, PartitionId, TableDef, TableId};
 use norr_signals::value::Value;
 use norr_signals::{ErrorCode, NodeError, Signal};
@@ -42,6 +42,9 @@ pub(crate) struct LqhScan {
     /// (projection, filter, and the pk when own writes hide rows by it).
     read_cols: Option<Vec<bool>>,
     lock: LockMode,
+    /// Locking scans: NOWAIT fails the scan at a row locked by another
+    /// transaction, SKIP LOCKED leaves such rows out.
+    wait: LockWait,
     batch_rows: usize,
     out: ScanRows,
     /// Locking scans: rows found, not yet locked, in scan order.
@@ -148,6 +151,7 @@ impl Lqh {
                 projection: req.projection,
                 read_cols,
                 lock,
+                wait: req.wait,
                 batch_rows: req.batch_rows.max(1) as usize,
                 out: ScanRows::default(),
                 candidates: VecDeque::new(),
@@ -221,7 +225,19 @@ impl Lqh {
                 let ops_run = self.txns.get(&t).map_or(0, |x| x.ops_run);
                 s.front_had_lock = Some((self.locks.holds(&lk, t, Mode::Shared), ops_run));
             }
-            if let Some(tag) = self.lock(t, &lk, mode, WaitTarget::Scan(key.0, key.1), ctx) {
+            if s.wait != LockWait::Wait {
+                if !self.try_lock_owned(t, lk.clone(), mode) {
+                    let s = self.scans.get_mut(&key).expect("scan");
+                    if s.wait == LockWait::NoWait {
+                        // The caller drops the scan and tells TC.
+                        return Err(lock_busy(LockWait::NoWait));
+                    }
+                    s.candidates.pop_front();
+                    s.front_had_lock = None;
+                    self.counters.bump("lqh: scan skipped a locked row");
+                    continue;
+                }
+            } else if let Some(tag) = self.lock(t, &lk, mode, WaitTarget::Scan(key.0, key.1), ctx) {
                 self.scans.get_mut(&key).expect("scan").waiting = Some(tag);
                 return Ok(false);
             }

@@ -237,6 +237,7 @@ impl Tc {
                     filter: spec.filter.clone(),
                     projection: spec.projection.clone(),
                     lock: if locking { spec.lock } else { LockMode::CommittedRead },
+                    wait: spec.wait,
                     batch_rows: per_part,
                 };
                 ctx.send(lqh, internal(InternalSignal::LqhScanReq(Box::new(r))));
@@ -378,6 +379,20 @@ impl Tc {
         let (api, handle, scan_id, txn, waiting) = (s.api, s.handle, s.scan_id, s.txn, s.client_waiting);
         if error.code == ErrorCode::LockWaitTimeout {
             self.counters.bump("tc: lock wait timeouts");
+        }
+        if error.code == ErrorCode::LockNoWait {
+            // A NOWAIT scan met a row locked by another transaction: the
+            // scan ends, the transaction goes on (its locks, those of this
+            // scan's earlier rows too, stay until it ends, as InnoDB keeps
+            // the locks of a failed statement).
+            crate::probe!(self.counters, "tc: nowait scan refused");
+            if waiting {
+                Self::scan_ref(ctx, api, handle, scan_id, error);
+            } else {
+                self.tombstone_scan(key, error, false);
+            }
+            self.close_scan(key, ctx);
+            return;
         }
         if !waiting {
             // Never answer unasked: the client learns it from its next

@@ -75,9 +75,14 @@ fn every_kind_of_op() -> Vec<KeyOp> {
     let mut u = KeyOp::update(1, vec![], vec![]);
     u.key = KeyAccess::Unique { index: 300, values: all_values };
     u.lock = LockMode::Shared;
+    u.wait = LockWait::NoWait;
     u.projection = vec![0, 127, 128, u16::MAX];
     ops.push(u);
     ops.push(KeyOp::insert(2, vec![Value::str("k")], vec![(1, Value::Null)]));
+    let mut r = KeyOp::read(4, vec![Value::Int(-3)]);
+    r.lock = LockMode::Exclusive;
+    r.wait = LockWait::SkipLocked;
+    ops.push(r);
     let mut d = KeyOp::delete(3, vec![Value::UInt(9)]);
     d.partition = Some(0);
     ops.push(d);
@@ -195,6 +200,22 @@ fn agrees_with_postcard_on_damage_to(b: &[u8]) {
             assert!(same(&fast(&m), &decode_generic(&m)), "byte {i} set to {x:#x}");
         }
         m[i] = b[i];
+    }
+}
+
+/// A wait policy this version does not know is refused by both decoders.
+#[test]
+fn unknown_lock_wait_is_refused() {
+    let mut r = KeyOp::read(5, vec![Value::Int(1)]);
+    r.lock = LockMode::Shared;
+    r.wait = LockWait::SkipLocked;
+    let mut b = generic(&env(vec![r], ExecType::NoCommit));
+    // The op: table 5, version 0, kind Read (0), lock Shared (1), wait 2.
+    let at = b.windows(5).position(|w| w == [5, 0, 0, 1, 2]).expect("the op's head") + 4;
+    for x in [3u8, 0x7f] {
+        b[at] = x;
+        assert!(fast(&b).is_err(), "wait {x}");
+        assert!(decode_generic(&b).is_err(), "wait {x}");
     }
 }
 
