@@ -651,7 +651,7 @@ pub async fn execute_insert(
             }
             _ => {
                 let mut sc2 = StmtCompiler::new(&tables, pm.clone());
-                let root = sc2.compile_query(q, None, LockMode::CommittedRead)?;
+                let root = sc2.compile_query(q, None, crate::engine::row_lock::RowLock::NONE)?;
                 let c = sc2.finish(root);
                 if c.columns().len() != target.len() {
                     return Err(SqlError::new(1136, "21S01", "Column count doesn't match value count at row 1"));
@@ -1068,7 +1068,7 @@ async fn conflicting_row(
                 access: Access::FullScan,
                 local: vec![],
                 needed: vec![],
-                lock: LockMode::Exclusive,
+                lock: crate::engine::row_lock::RowLock::waiting(LockMode::Exclusive),
                 compact_local: None,
             };
             op.partition = key_partition(&ta, &t.def.primary_key, k).ok().flatten();
@@ -1388,7 +1388,7 @@ async fn target_rows(txn: &mut Transaction, rs: &RowStmt, ctx: &mut EvalCtx<'_>)
         access: rs.access.clone(),
         local: rs.conj.clone(),
         needed: (0..rs.table.def.columns.len() as ColumnId).collect(),
-        lock: LockMode::Exclusive,
+        lock: crate::engine::row_lock::RowLock::waiting(LockMode::Exclusive),
         compact_local: None,
     };
     let mut rd = Reader::Txn(txn);
@@ -1583,7 +1583,7 @@ async fn update_by_keys(
         access: Access::FullScan,
         local: vec![],
         needed: vec![],
-        lock: LockMode::Exclusive,
+        lock: crate::engine::row_lock::RowLock::waiting(LockMode::Exclusive),
         compact_local: None,
     };
     let read_cols: Vec<ColumnId> = values.iter().map(|(c, _)| *c).collect();
@@ -1753,7 +1753,7 @@ pub(crate) async fn explain_access(
             access: rs.access,
             local: rs.conj,
             needed: vec![],
-            lock: LockMode::Exclusive,
+            lock: crate::engine::row_lock::RowLock::waiting(LockMode::Exclusive),
             compact_local: None,
         },
         alias,
@@ -1800,7 +1800,7 @@ pub async fn execute_delete(
                     access: Access::FullScan,
                     local: vec![],
                     needed: vec![],
-                    lock: LockMode::Exclusive,
+                    lock: crate::engine::row_lock::RowLock::waiting(LockMode::Exclusive),
                     compact_local: None,
                 };
                 let ops: Vec<KeyOp> = keys

@@ -107,6 +107,12 @@ pub fn from_node(e: &NodeError, ctx: &ErrCtx) -> SqlError {
         ErrorCode::LockWaitTimeout => {
             SqlError::new(1205, "HY000", "Lock wait timeout exceeded; try restarting transaction")
         }
+        // 3572 ER_LOCK_NOWAIT; the transaction stays open, as in MySQL.
+        ErrorCode::LockNoWait => SqlError::new(
+            3572,
+            "HY000",
+            "Statement aborted because lock(s) could not be acquired immediately and NOWAIT is set.",
+        ),
         ErrorCode::TransactionTimeout | ErrorCode::TransactionAborted => SqlError::new(
             1297,
             "HY000",
@@ -311,6 +317,9 @@ mod tests {
         assert_eq!(e.message, "Duplicate entry '5' for key 't1.PRIMARY'");
         let e = from_client_plain(ClientError::Node(NodeError::new(ErrorCode::LockWaitTimeout)));
         assert_eq!((e.code, e.sqlstate), (1205, "HY000"));
+        let e = from_client_plain(ClientError::Node(NodeError::new(ErrorCode::LockNoWait)));
+        assert_eq!((e.code, e.sqlstate), (3572, "HY000"));
+        assert_eq!(e.message, "Statement aborted because lock(s) could not be acquired immediately and NOWAIT is set.");
         let e = from_client(ClientError::Node(NodeError::new(ErrorCode::NoSuchTable)), &ErrCtx::table("d", "t"));
         assert_eq!((e.code, e.message.as_str()), (1146, "Table 'd.t' doesn't exist"));
         assert_eq!(from_client_plain(ErrorCode::TableFull.into()).code, 1114);

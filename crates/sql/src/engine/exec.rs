@@ -10,12 +10,13 @@ use crate::engine::expr::{eval, eval_pred, is_row_independent, CExpr, CmpKind, E
 use crate::engine::partition::{constraints_from, ColRange};
 use crate::engine::plan::{self, Access, KeyConv};
 use crate::engine::query::{Compiled, OrderKey, QueryNode, SelectPlan, SetOpPlan, SourceKind, TableAccess};
+use crate::engine::row_lock::RowLock;
 use crate::engine::{sort_keys, txn_control, vars, Engine};
 use crate::types::{Session, SqlError};
 use norr_client::{Client, ClientError, Transaction};
 use norr_signals::{
-    ColumnId, Decimal, ErrorCode, ExecType, KeyAccess, KeyOp, LockMode, OpKind, OpResult, PartitionId, ScanSpec,
-    TableDef, Value, MAX_OPS_PER_BATCH,
+    ColumnId, Decimal, ErrorCode, ExecType, KeyAccess, KeyOp, OpKind, OpResult, PartitionId, ScanSpec, TableDef, Value,
+    MAX_OPS_PER_BATCH,
 };
 use std::collections::HashMap;
 use std::future::Future;
@@ -138,9 +139,13 @@ pub fn make_ctx<'p>(
     Ok(ctx)
 }
 
+/// Does any query block of `n` lock rows (a locking clause of a derived
+/// table counts: its rows are locked too)?
 fn node_locks(n: &QueryNode) -> bool {
     match n {
-        QueryNode::Select(p) => p.lock != LockMode::CommittedRead,
+        QueryNode::Select(p) => {
+            p.lock.is_locking() || p.sources.iter().any(|s| matches!(&s.kind, SourceKind::Derived(d) if node_locks(d)))
+        }
         QueryNode::SetOp(s) => node_locks(&s.left) || node_locks(&s.right),
         QueryNode::Recursive(r) => r.anchors.iter().chain(&r.steps).any(node_locks),
     }
@@ -158,7 +163,11 @@ pub async fn run_compiled(
         return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
     }
     let mut ctx = make_ctx(session, params, &c.sysvars, &c.uservars)?;
-    let use_txn = session.in_transaction || session.txn.is_some() || !session.autocommit || node_locks(&c.root);
+    let use_txn = session.in_transaction
+        || session.txn.is_some()
+        || !session.autocommit
+        || node_locks(&c.root)
+        || c.subs.iter().any(|s| node_locks(&s.node));
     let res = if use_txn {
         txn_control::begin_statement(engine, session);
         let res = match session.txn.as_mut() {
@@ -404,7 +413,7 @@ fn same_row(a: &[Value], b: &[Value], colls: &[Coll]) -> bool {
     })
 }
 
-fn eval_count(e: Option<&CExpr>, ctx: &mut EvalCtx, what: &str) -> Result<Option<u64>, SqlError> {
+pub(crate) fn eval_count(e: Option<&CExpr>, ctx: &mut EvalCtx, what: &str) -> Result<Option<u64>, SqlError> {
     let Some(e) = e else { return Ok(None) };
     let v = eval(e, &[], ctx)?;
     match v {
@@ -554,14 +563,14 @@ pub fn key_partition(t: &TableAccess, key_cols: &[ColumnId], key: &[Value]) -> R
     t.part.partition_of_row(def, &row).map_err(|_| ())
 }
 
-fn read_op(t: &TableAccess, key: KeyAccess, partition: Option<PartitionId>) -> KeyOp {
+fn read_op(t: &TableAccess, lock: RowLock, key: KeyAccess, partition: Option<PartitionId>) -> KeyOp {
     let def = &t.table.def;
     KeyOp {
         table: def.id,
         table_version: def.version,
         kind: OpKind::Read,
-        lock: t.lock,
-        wait: norr_signals::LockWait::Wait,
+        lock: lock.mode,
+        wait: lock.wait,
         key,
         partition,
         values: Vec::new(),
@@ -618,6 +627,19 @@ pub async fn read_keys(
     cols: &[ColumnId],
     keys: Vec<Vec<Value>>,
 ) -> Result<Vec<(usize, Row)>, SqlError> {
+    read_keys_with(rd, t, t.lock, index, cols, keys).await
+}
+
+/// `read_keys` under `lock` rather than the table access's own. A row
+/// SKIP LOCKED passes over is missing like an absent one.
+pub async fn read_keys_with(
+    rd: &mut Reader<'_>,
+    t: &TableAccess,
+    lock: RowLock,
+    index: Option<norr_signals::IndexId>,
+    cols: &[ColumnId],
+    keys: Vec<Vec<Value>>,
+) -> Result<Vec<(usize, Row)>, SqlError> {
     let mut out = Vec::with_capacity(keys.len());
     let mut ops = Vec::with_capacity(keys.len().min(MAX_OPS_PER_BATCH));
     let mut idx = Vec::with_capacity(keys.len().min(MAX_OPS_PER_BATCH));
@@ -631,7 +653,7 @@ pub async fn read_keys(
             None => KeyAccess::Primary(k),
             Some(ix) => KeyAccess::Unique { index: ix, values: k },
         };
-        ops.push(read_op(t, access, part));
+        ops.push(read_op(t, lock, access, part));
         idx.push(i);
         if ops.len() == MAX_OPS_PER_BATCH || i + 1 == total {
             let res = rd
@@ -666,7 +688,7 @@ pub async fn read_keys(
 
 /// The scan spec for a table access (None = provably no rows).
 pub fn scan_spec(t: &TableAccess, ctx: &mut EvalCtx, limit: Option<u64>) -> Result<Option<ScanSpec>, SqlError> {
-    Ok(scan_spec_via(t, &t.access, ctx, limit, true)?.map(|(spec, _)| spec))
+    Ok(scan_spec_via(t, t.lock, &t.access, ctx, limit, true)?.map(|(spec, _)| spec))
 }
 
 /// `scan_spec` with the access path given apart from the table access; also
@@ -675,6 +697,7 @@ pub fn scan_spec(t: &TableAccess, ctx: &mut EvalCtx, limit: Option<u64>) -> Resu
 /// index scan returns rows in index order (see `scan_order`).
 fn scan_spec_via(
     t: &TableAccess,
+    lock: RowLock,
     access: &Access,
     ctx: &mut EvalCtx,
     limit: Option<u64>,
@@ -688,7 +711,8 @@ fn scan_spec_via(
     let mut spec = ScanSpec::full(def.id);
     spec.table_version = def.version;
     spec.projection = t.needed.clone();
-    spec.lock = t.lock;
+    spec.lock = lock.mode;
+    spec.wait = lock.wait;
     spec.batch_rows = SCAN_BATCH_ROWS;
     spec.partitions = partitions;
     spec.limit = limit;
@@ -714,6 +738,18 @@ fn scan_spec_via(
 pub async fn fetch_table(
     rd: &mut Reader<'_>,
     t: &TableAccess,
+    ctx: &mut EvalCtx<'_>,
+    limit: Option<u64>,
+    ordered: bool,
+) -> Result<Vec<Row>, SqlError> {
+    fetch_table_with(rd, t, t.lock, ctx, limit, ordered).await
+}
+
+/// `fetch_table` under `lock` rather than the table access's own.
+pub async fn fetch_table_with(
+    rd: &mut Reader<'_>,
+    t: &TableAccess,
+    lock: RowLock,
     ctx: &mut EvalCtx<'_>,
     limit: Option<u64>,
     ordered: bool,
@@ -751,7 +787,7 @@ pub async fn fetch_table(
         Some((index, cols, keys)) => {
             // Not `collect()`: that would reuse the (index, row) buffer and
             // reallocate it to the smaller element size.
-            let found = read_keys(rd, t, index, cols, keys).await?;
+            let found = read_keys_with(rd, t, lock, index, cols, keys).await?;
             let mut rows = Vec::with_capacity(found.len());
             rows.extend(found.into_iter().map(|(_, r)| r));
             rows
@@ -764,7 +800,7 @@ pub async fn fetch_table(
                 }
                 (a, None) => a,
             };
-            match scan_spec_via(t, access, ctx, limit, ordered)? {
+            match scan_spec_via(t, lock, access, ctx, limit, ordered)? {
                 None => Vec::new(),
                 Some((spec, skip)) => {
                     for (i, _) in skip.iter().enumerate().take(64).filter(|(_, s)| **s) {
@@ -824,8 +860,12 @@ async fn run_select(
     p: &SelectPlan,
     ctx: &mut EvalCtx<'_>,
 ) -> Result<Vec<Row>, SqlError> {
+    // A locking read with LIMIT reads its candidates without locks and
+    // locks the ones it returns (see `locked_limit`).
+    let lock_pick = crate::engine::locked_limit::table(p);
     // Limit pushdown: one table, nothing that needs every row.
-    let push_limit = if p.sources.len() == 1
+    let push_limit = if lock_pick.is_none()
+        && p.sources.len() == 1
         && p.filter.is_empty()
         && p.agg.is_none()
         && p.order.is_empty()
@@ -914,7 +954,9 @@ async fn run_select(
         }
         let inner: Vec<Row> = match &s.kind {
             SourceKind::Table(t) => {
-                fetch_table(rd, t, ctx, push_limit, crate::engine::scan_order::select_needs_scan_order(p)).await?
+                let lock = if lock_pick.is_some() { RowLock::NONE } else { t.lock };
+                let ordered = crate::engine::scan_order::select_needs_scan_order(p);
+                fetch_table_with(rd, t, lock, ctx, push_limit, ordered).await?
             }
             SourceKind::Derived(n) => run_node(rd, c, n, ctx).await?,
             SourceKind::Rows(r) => r.clone(),
@@ -1006,6 +1048,10 @@ async fn run_select(
             keep.push(r);
         }
         rows = keep;
+    }
+
+    if let Some(t) = lock_pick {
+        rows = crate::engine::locked_limit::pick(rd, p, t, rows, ctx).await?;
     }
 
     // Aggregation.

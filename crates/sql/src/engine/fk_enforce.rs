@@ -265,7 +265,7 @@ async fn find_children(
         access: plan::choose_access(&child.def, &conj),
         local: conj,
         needed: (0..child.def.columns.len() as ColumnId).collect(),
-        lock: LockMode::Exclusive,
+        lock: crate::engine::row_lock::RowLock::waiting(LockMode::Exclusive),
         compact_local: None,
     };
     let mut rd = Reader::Txn(txn);

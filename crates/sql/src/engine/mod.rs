@@ -42,12 +42,15 @@ pub mod exec;
 pub mod explain;
 pub mod expr;
 pub mod functions;
+pub mod lock_of_text;
+pub mod locked_limit;
 pub mod partition;
 pub mod plan;
 pub mod plan_cache;
 pub mod query;
 pub mod recursive;
 pub mod row_layout;
+pub mod row_lock;
 pub mod scan_order;
 pub mod sort_keys;
 pub mod sort_prefix;
@@ -379,6 +382,7 @@ pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
     } else {
         sql.to_string()
     };
+    let text = lock_of_text::rewrite(&text).unwrap_or(text);
     match parse_sqlparser(&text)? {
         Statement::CreateTable(ct) => Ok(Parsed::CreateTable(Box::new(ct), None)),
         other => Ok(Parsed::Sql(Box::new(other))),

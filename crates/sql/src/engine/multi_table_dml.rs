@@ -50,6 +50,7 @@ use crate::engine::expr::EvalCtx;
 use crate::engine::fk_enforce::{self, Fk, StmtGuard};
 use crate::engine::partition::PartFn;
 use crate::engine::query::{resolve_tables, Compiled, QueryNode, SourceKind, StmtCompiler, Tables};
+use crate::engine::row_lock::RowLock;
 use crate::engine::{txn_control, Engine};
 use crate::types::{QueryOutput, Session, SqlError};
 use norr_client::Transaction;
@@ -449,7 +450,7 @@ fn compile(tables: &Tables, st: &Statement) -> Result<MultiStmt, SqlError> {
     sel.from = from.to_vec();
     sel.selection = selection.cloned();
     let mut sc = StmtCompiler::new(tables, ParamMap::from_statement(st));
-    let mut root = sc.compile_query(&q, None, LockMode::CommittedRead)?;
+    let mut root = sc.compile_query(&q, None, RowLock::NONE)?;
     lock_targets(&mut root, &targets);
     Ok(MultiStmt { read: sc.finish(root), targets, ignore, delete })
 }
@@ -462,13 +463,13 @@ fn lock_targets(root: &mut QueryNode, targets: &[Target]) {
     for src in &mut p.sources {
         if let SourceKind::Table(ta) = &mut src.kind {
             if targets.iter().any(|t| t.alias.eq_ignore_ascii_case(&src.alias)) {
-                ta.lock = LockMode::Exclusive;
+                ta.lock = RowLock::waiting(LockMode::Exclusive);
                 any = true;
             }
         }
     }
     if any {
-        p.lock = LockMode::Exclusive;
+        p.lock = RowLock::waiting(LockMode::Exclusive);
     }
 }
 

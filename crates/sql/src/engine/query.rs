@@ -19,10 +19,11 @@ use crate::engine::infoschema::{NameScope, Wanted, TABLE_STATS_COLUMNS};
 use crate::engine::partition::PartFn;
 use crate::engine::plan::{choose_access, Access};
 use crate::engine::recursive::{self, RecPlan};
+use crate::engine::row_lock::{self, RowLock};
 use crate::engine::window::{self, WinFunc, WindowSink};
 use crate::engine::Engine;
 use crate::types::{ColumnMeta, QueryOutput, Session, SqlError};
-use norr_signals::{ColumnId, IndexId, LockMode, Value};
+use norr_signals::{ColumnId, IndexId, Value};
 use sqlparser::ast::{self, Expr, JoinConstraint, JoinOperator, Query, SelectItem, SetExpr, TableFactor};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -131,7 +132,7 @@ pub struct SelectPlan {
     pub order: Vec<OrderKey>,
     pub limit: Option<CExpr>,
     pub offset: Option<CExpr>,
-    pub lock: LockMode,
+    pub lock: RowLock,
     /// Correlated subqueries read in `filter` / `proj` (run per row).
     pub correlated: Vec<usize>,
     /// Window functions, computed after HAVING: function k's value is
@@ -172,7 +173,7 @@ pub struct TableAccess {
     pub local: Vec<CExpr>,
     /// Columns to fetch, ascending.
     pub needed: Vec<ColumnId>,
-    pub lock: LockMode,
+    pub lock: RowLock,
     /// Set when the plan uses this table's rows as fetched (just the
     /// `needed` columns, in order; see `row_layout`): `local` rewritten to
     /// those positions. None: rows are spread to the table's full width.
@@ -427,7 +428,7 @@ pub struct StmtCompiler<'a> {
 
 impl SubqueryHost for StmtCompiler<'_> {
     fn add_subquery(&mut self, q: &Query, kind: SubKind, outer: &Scope) -> Result<(usize, SqlType), SqlError> {
-        let node = self.compile_query(q, Some(outer), LockMode::CommittedRead)?;
+        let node = self.compile_query(q, Some(outer), RowLock::NONE)?;
         if kind != SubKind::Exists && node.columns().len() != 1 {
             return Err(SqlError::new(1241, "21000", "Operand should contain 1 column(s)"));
         }
@@ -494,14 +495,6 @@ fn node_reads_outer(n: &QueryNode) -> bool {
             all.extend(p.windows.iter().flat_map(|w| w.exprs()));
             all.into_iter().any(reads_outer)
         }
-    }
-}
-
-fn lock_of(q: &Query) -> LockMode {
-    match q.locks.first().map(|l| &l.lock_type) {
-        Some(ast::LockType::Update) => LockMode::Exclusive,
-        Some(ast::LockType::Share) => LockMode::Shared,
-        None => LockMode::CommittedRead,
     }
 }
 
@@ -580,7 +573,7 @@ impl<'a> StmtCompiler<'a> {
         }
     }
 
-    pub fn compile_query(&mut self, q: &Query, outer: Option<&Scope>, lock: LockMode) -> Result<QueryNode, SqlError> {
+    pub fn compile_query(&mut self, q: &Query, outer: Option<&Scope>, lock: RowLock) -> Result<QueryNode, SqlError> {
         if let Some(with) = &q.with {
             let mark = self.ctes.len();
             for c in &with.cte_tables {
@@ -604,11 +597,18 @@ impl<'a> StmtCompiler<'a> {
             self.ctes.truncate(mark);
             return r;
         }
-        let lock = if q.locks.is_empty() { lock } else { lock_of(q) };
+        let clauses = row_lock::clauses(q)?;
+        let lock = clauses.as_ref().map_or(lock, |c| c.strongest());
+        if clauses.as_ref().is_some_and(|c| c.has_of()) && !matches!(q.body.as_ref(), SetExpr::Select(_)) {
+            return Err(SqlError::unsupported("a locking clause with OF over a set operation"));
+        }
         match q.body.as_ref() {
             SetExpr::Select(s) => {
                 let (lim, off) = limit_offset(self, q)?;
-                let plan = self.compile_select(s, order_exprs(q), lim, off, outer, lock)?;
+                let mut plan = self.compile_select(s, order_exprs(q), lim, off, outer, lock)?;
+                if let Some(c) = &clauses {
+                    c.apply(&mut plan)?;
+                }
                 Ok(QueryNode::Select(Box::new(plan)))
             }
             SetExpr::Query(inner) if q.order_by.is_none() && q.limit_clause.is_none() => {
@@ -653,7 +653,7 @@ impl<'a> StmtCompiler<'a> {
         }
     }
 
-    fn compile_setexpr(&mut self, e: &SetExpr, outer: Option<&Scope>, lock: LockMode) -> Result<QueryNode, SqlError> {
+    fn compile_setexpr(&mut self, e: &SetExpr, outer: Option<&Scope>, lock: RowLock) -> Result<QueryNode, SqlError> {
         match e {
             SetExpr::Select(s) => {
                 Ok(QueryNode::Select(Box::new(self.compile_select(s, &[], None, None, outer, lock)?)))
@@ -745,7 +745,7 @@ impl<'a> StmtCompiler<'a> {
         scope: &mut Scope,
         sources: &mut Vec<Source>,
         outer: Option<&Scope>,
-        lock: LockMode,
+        lock: RowLock,
     ) -> Result<usize, SqlError> {
         let base = scope.cols.len();
         match f {
@@ -784,7 +784,7 @@ impl<'a> StmtCompiler<'a> {
                 let node = if def.recursive && recursive::references(&def.query, &def.name) > 0 {
                     self.compile_recursive(&def, outer)
                 } else {
-                    self.compile_query(&def.query, outer, LockMode::CommittedRead)
+                    self.compile_query(&def.query, outer, RowLock::NONE)
                 };
                 self.ctes = saved;
                 self.add_derived(node?, alias_name, &def.columns, base, scope, sources)?;
@@ -857,7 +857,7 @@ impl<'a> StmtCompiler<'a> {
                 let Some(alias) = alias else {
                     return Err(SqlError::new(1248, "42000", "Every derived table must have its own alias"));
                 };
-                let node = self.compile_query(subquery, outer, LockMode::CommittedRead)?;
+                let node = self.compile_query(subquery, outer, RowLock::NONE)?;
                 let names: Vec<String> = alias.columns.iter().map(|c| c.name.value.clone()).collect();
                 self.add_derived(node, alias.name.value.clone(), &names, base, scope, sources)?;
             }
@@ -875,7 +875,7 @@ impl<'a> StmtCompiler<'a> {
         let parts = recursive::split(&def.query, &def.name)?;
         let mut anchors = Vec::with_capacity(parts.anchors.len());
         for a in &parts.anchors {
-            anchors.push(self.compile_setexpr(a, outer, LockMode::CommittedRead)?);
+            anchors.push(self.compile_setexpr(a, outer, RowLock::NONE)?);
         }
         let (columns, types) = recursive::anchor_columns(&anchors)?;
         let names: Vec<String> = if def.columns.is_empty() {
@@ -901,7 +901,7 @@ impl<'a> StmtCompiler<'a> {
         let mut steps = Vec::with_capacity(parts.steps.len());
         let mut r = Ok(());
         for s in &parts.steps {
-            match self.compile_setexpr(s, outer, LockMode::CommittedRead) {
+            match self.compile_setexpr(s, outer, RowLock::NONE) {
                 Ok(n) if n.columns().len() != columns.len() => {
                     r = Err(recursive::different_columns());
                     break;
@@ -997,7 +997,7 @@ impl<'a> StmtCompiler<'a> {
         limit: Option<CExpr>,
         offset: Option<CExpr>,
         outer: Option<&Scope>,
-        lock: LockMode,
+        lock: RowLock,
     ) -> Result<SelectPlan, SqlError> {
         if s.select_modifiers.as_ref().is_some_and(|m| m.sql_calc_found_rows) {
             // Only the statement's first SELECT may have it, and
@@ -1019,7 +1019,7 @@ impl<'a> StmtCompiler<'a> {
         limit: Option<CExpr>,
         offset: Option<CExpr>,
         outer: Option<&Scope>,
-        lock: LockMode,
+        lock: RowLock,
     ) -> Result<SelectPlan, SqlError> {
         let mut scope = Scope::default();
         let mut sources: Vec<Source> = Vec::new();
@@ -1507,6 +1507,11 @@ impl<'a> StmtCompiler<'a> {
                 if let Some(l) = &s.lookup {
                     needed.extend(l.cols.iter().copied());
                 }
+                if t.lock.is_locking() {
+                    // A locking read with LIMIT locks the rows it picks by
+                    // primary key (`locked_limit`).
+                    needed.extend(t.table.def.primary_key.iter().copied());
+                }
                 needed.sort_unstable();
                 needed.dedup();
                 if needed.is_empty() {
@@ -1641,7 +1646,7 @@ fn empty_select(columns: &[ColumnMeta], types: &[SqlType]) -> SelectPlan {
         order: vec![],
         limit: None,
         offset: None,
-        lock: LockMode::CommittedRead,
+        lock: RowLock::NONE,
         correlated: vec![],
         windows: vec![],
     }
@@ -1658,7 +1663,7 @@ pub async fn prepare_query(engine: &Engine, session: &Session, q: &Query) -> Res
         Err(e) => return Err(e),
     };
     let mut c = StmtCompiler::new(&tables, ParamMap::from_statement(q));
-    let root = c.compile_query(q, None, LockMode::CommittedRead)?;
+    let root = c.compile_query(q, None, RowLock::NONE)?;
     Ok(Arc::new(c.finish(root)))
 }
 

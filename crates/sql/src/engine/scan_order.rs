@@ -80,7 +80,6 @@ mod tests {
     use crate::engine::expr::value::Coll;
     use crate::engine::expr::SqlType;
     use crate::engine::query::OrderKey;
-    use norr_signals::LockMode;
 
     /// A one-table SELECT over a joined row of width 3; aggregate values
     /// follow at offsets 3, 4, ...
@@ -98,7 +97,7 @@ mod tests {
             order: order.into_iter().map(|i| OrderKey { expr: CExpr::Col(i), desc: false, coll: Coll::Ci }).collect(),
             limit: None,
             offset: None,
-            lock: LockMode::CommittedRead,
+            lock: crate::engine::row_lock::RowLock::NONE,
             correlated: Vec::new(),
             windows: Vec::new(),
         }

@@ -229,7 +229,7 @@ async fn any_row(
 ) -> Result<bool, SqlError> {
     let tables = query::resolve_tables(e, s, q).await?;
     let mut c = query::StmtCompiler::new(&tables, ParamMap::from_statement(orig));
-    let root = c.compile_query(q, None, norr_signals::LockMode::CommittedRead)?;
+    let root = c.compile_query(q, None, crate::engine::row_lock::RowLock::NONE)?;
     let compiled = c.finish(root);
     match query::execute_prepared_query(e, s, &compiled, params).await? {
         QueryOutput::Rows { rows, .. } => Ok(!rows.is_empty()),

@@ -619,7 +619,7 @@ pub async fn blame(e: &Engine, s: &Session, set: &ViewSet) -> Option<SqlError> {
                     &t,
                     crate::engine::expr::compile::ParamMap::from_statement(&q),
                 );
-                c.compile_query(&q, None, norr_signals::LockMode::CommittedRead).is_ok()
+                c.compile_query(&q, None, crate::engine::row_lock::RowLock::NONE).is_ok()
             }
             Err(_) => false,
         };
@@ -655,7 +655,7 @@ pub async fn prepare_query(
     let r: Result<Arc<crate::engine::query::Compiled>, SqlError> = async {
         let tables = crate::engine::query::resolve_tables(e, s, &expanded).await?;
         let mut c = crate::engine::query::StmtCompiler::new(&tables, params);
-        let root = c.compile_query(&expanded, None, norr_signals::LockMode::CommittedRead)?;
+        let root = c.compile_query(&expanded, None, crate::engine::row_lock::RowLock::NONE)?;
         let mut compiled = c.finish(root);
         compiled.views = set.stamps();
         Ok(Arc::new(compiled))
