@@ -18,6 +18,8 @@
 //! (rows keep their partition and key encoding); AUTO_INCREMENT on an added
 //! or existing column; type changes across value classes (number <-> string,
 //! date <-> string, ...), which need MySQL's cast rules at the data node.
+//! Generated columns whose values change are computed by the SQL node
+//! around the DICT request (`alter_generated`).
 
 use crate::engine::catalog::*;
 use crate::engine::ddl::{build_table, check_name, resolve_name};
@@ -25,7 +27,7 @@ use crate::engine::enumset::{EnumSet, Kind as EnumKind};
 use crate::engine::error_map::{self, from_client, ErrCtx};
 use crate::engine::parse_ext::{parse_partition_clause, split_partition_clause};
 use crate::engine::show::show_create_table;
-use crate::engine::{namespace, Engine};
+use crate::engine::{alter_generated, namespace, Engine};
 use crate::types::{QueryOutput, Session, SqlError, Warning, WarningLevel};
 use norr_client::ClientError;
 use norr_signals::{ColumnSource, ColumnType, Decimal, ErrorCode, TableDef, Value};
@@ -412,6 +414,7 @@ async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> 
     for op in &at.operations {
         apply(&mut d, s, op, &mut new_name, &mut auto_inc)?;
     }
+    alter_generated::check_dependencies(d.cols.iter().map(|c| &c.def), &t)?;
     if d.cols.is_empty() {
         return Err(SqlError::new(
             1090,
@@ -449,11 +452,16 @@ async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> 
             def.extra = m.encode();
         }
     }
-    let sources = column_sources(&t, &def, &origins, &d.key_cols)?;
+    let meta = SqlTableMeta::decode(&def.extra).ok_or_else(|| SqlError::internal("new table has no SQL metadata"))?;
+    let compute = alter_generated::to_compute(&t, &def, &meta, &origins, &d.key_cols)?;
+    let sources = column_sources(&t, &def, &meta, &origins, &d.key_cols, &compute)?;
     if def.primary_key.len() != t.def.primary_key.len()
         || def.primary_key.iter().zip(&t.def.primary_key).any(|(n, o)| sources[*n as usize] != ColumnSource::Old(*o))
     {
         return Err(unsupported("ALTER TABLE changing the PRIMARY KEY"));
+    }
+    if !compute.is_empty() {
+        alter_generated::check_computable(e, s, &t, &def, &origins).await?;
     }
     e.catalog().invalidate(&db, &table);
     e.catalog().invalidate(&new_db, &new_table);
@@ -475,6 +483,9 @@ async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> 
     }
     if let Some(n) = auto_inc.filter(|&n| n > 1) {
         e.client().bump_auto_inc(id, n - 1).await.map_err(|err| from_client(err, &ErrCtx::table(&db, &table)))?;
+    }
+    if !compute.is_empty() {
+        alter_generated::recompute(e, s, &new_db, &new_table).await?;
     }
     Ok(Some(QueryOutput::ok(0)))
 }
@@ -604,13 +615,17 @@ fn apply(
 
 /// Where each column of `new` takes existing rows' values from; refuses
 /// type changes the data node cannot convert or that would move rows.
+/// Where each column of `new` takes existing rows' values from. `compute`:
+/// generated columns the SQL node computes after the DICT request (they
+/// take a placeholder, as an added column takes its default).
 fn column_sources(
     t: &SqlTable,
     new: &TableDef,
+    meta: &SqlTableMeta,
     origins: &[(String, Option<String>)],
     key_cols: &[String],
+    compute: &[String],
 ) -> Result<Vec<ColumnSource>, SqlError> {
-    let meta = SqlTableMeta::decode(&new.extra).ok_or_else(|| SqlError::internal("new table has no SQL metadata"))?;
     let mut out = Vec::with_capacity(new.columns.len());
     for (i, c) in new.columns.iter().enumerate() {
         if c.name == HIDDEN_PK {
@@ -618,7 +633,11 @@ fn column_sources(
             out.push(ColumnSource::Old(old));
             continue;
         }
-        let origin = origins.iter().find(|(n, _)| *n == c.name).and_then(|(_, o)| o.as_deref());
+        let origin = origins
+            .iter()
+            .find(|(n, _)| *n == c.name)
+            .and_then(|(_, o)| o.as_deref())
+            .filter(|_| !compute.iter().any(|g| same(g, &c.name)));
         let Some(origin) = origin else {
             let v = match meta.columns.get(i).map(|m| &m.default) {
                 Some(SqlDefault::CurrentTimestamp { .. }) => now_value(),

@@ -35,13 +35,22 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 /// Version of the `SqlTableMeta` encoding in `TableDef::extra`:
-/// `[format byte][postcard SqlTableMeta]`, and from format 2 on
-/// `[postcard FkMeta]` after it (foreign keys). Format 1 (no foreign keys)
-/// is still read. The bytes sit inside the dictionary's own checksummed
-/// file and wire frames, so they carry no checksum of their own.
+///
+/// ```text
+/// format 1: [1][postcard SqlTableMeta]
+/// format 2: [2][postcard SqlTableMeta][postcard FkMeta]
+/// format 3: [3][postcard SqlTableMeta][postcard FkMeta][postcard Vec<GeneratedColumn>]
+/// ```
+///
+/// Format 3 is written only for tables with generated columns, so every other
+/// table stays readable by a binary that knows formats 1 and 2. All three are
+/// read. The bytes sit inside the dictionary's own checksummed file and wire
+/// frames, so they carry no checksum of their own.
 pub const META_FORMAT: u8 = 2;
 /// The format written before foreign keys existed.
 const META_FORMAT_V1: u8 = 1;
+/// The format of a table with generated columns (see `META_FORMAT`).
+pub const META_FORMAT_GENERATED: u8 = 3;
 /// Native name of the databases table.
 pub const SCHEMATA_TABLE: &str = "norr_sys/schemata";
 /// Name of the hidden primary-key column of a table without a PRIMARY KEY.
@@ -81,6 +90,19 @@ pub struct SqlColumnMeta {
     pub collation: Option<String>,
     /// The hidden `$PK` column.
     pub hidden: bool,
+}
+
+/// A generated column: `col type [GENERATED ALWAYS] AS (expr) [VIRTUAL | STORED]`.
+/// VIRTUAL ones are stored too (computed on write, see `generated`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GeneratedColumn {
+    /// The column's name, as in `TableDef::columns`.
+    pub column: String,
+    /// The expression in canonical form (`` (`a` + `b`) ``): what
+    /// information_schema.COLUMNS.GENERATION_EXPRESSION shows.
+    pub expr: String,
+    /// STORED as declared (else VIRTUAL).
+    pub stored: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -406,13 +428,21 @@ pub struct SqlTableMeta {
     /// Foreign keys (encoded after the fields above, see `META_FORMAT`).
     #[serde(skip)]
     pub fk: crate::engine::fk::FkMeta,
+    /// Generated columns in column order (encoded after the foreign keys,
+    /// format 3 only, see `META_FORMAT`).
+    #[serde(skip)]
+    pub generated: Vec<GeneratedColumn>,
 }
 
 impl SqlTableMeta {
     pub fn encode(&self) -> Vec<u8> {
-        let mut v = vec![META_FORMAT];
+        let format = if self.generated.is_empty() { META_FORMAT } else { META_FORMAT_GENERATED };
+        let mut v = vec![format];
         v.extend(postcard::to_allocvec(self).expect("meta encodes"));
         v.extend(postcard::to_allocvec(&self.fk).expect("foreign keys encode"));
+        if format == META_FORMAT_GENERATED {
+            v.extend(postcard::to_allocvec(&self.generated).expect("generated columns encode"));
+        }
         v
     }
     pub fn decode(b: &[u8]) -> Option<SqlTableMeta> {
@@ -423,8 +453,20 @@ impl SqlTableMeta {
                 m.fk = postcard::from_bytes(fk_bytes).ok()?;
                 Some(m)
             }
+            Some((&META_FORMAT_GENERATED, rest)) => {
+                let (mut m, rest): (SqlTableMeta, &[u8]) = postcard::take_from_bytes(rest).ok()?;
+                let (fk, gen_bytes) = postcard::take_from_bytes(rest).ok()?;
+                m.fk = fk;
+                m.generated = postcard::from_bytes(gen_bytes).ok()?;
+                Some(m)
+            }
             _ => None,
         }
+    }
+
+    /// The generated column named `name`, if it is one.
+    pub fn generation(&self, name: &str) -> Option<&GeneratedColumn> {
+        self.generated.iter().find(|g| g.column.eq_ignore_ascii_case(name))
     }
     /// Metadata for a table created through the native API (no `extra`).
     pub fn for_native(def: &TableDef) -> SqlTableMeta {
@@ -467,6 +509,7 @@ impl SqlTableMeta {
             comment: String::new(),
             auto_increment_start: None,
             fk: Default::default(),
+            generated: Vec::new(),
         }
     }
 }
@@ -503,6 +546,9 @@ pub struct SqlTable {
     pub json: Vec<bool>,
     /// Parallel to `def.columns`: n of a BIT(n) column, 0 for other columns.
     pub bits: Vec<u8>,
+    /// The compiled generated columns; None for a table without any (the
+    /// write paths then do nothing more than test this).
+    pub generated: Option<Arc<crate::engine::generated::GenCols>>,
 }
 
 impl SqlTable {
@@ -536,7 +582,9 @@ impl SqlTable {
         let enums = enum_lists(&def, &meta);
         let json = meta.columns.iter().map(|m| m.sql_type == "json").collect();
         let bits = meta.columns.iter().map(|m| crate::engine::bit::bit_width(&m.sql_type).unwrap_or(0)).collect();
-        Some(SqlTable { db: db.to_string(), name: name.to_string(), def, meta, enums, json, bits })
+        let generated = (!meta.generated.is_empty())
+            .then(|| Arc::new(crate::engine::generated::GenCols::build(&def.columns, &meta.columns, &meta.generated)));
+        Some(SqlTable { db: db.to_string(), name: name.to_string(), def, meta, enums, json, bits, generated })
     }
 
     pub fn native_name(&self) -> String {
@@ -1182,6 +1230,7 @@ mod tests {
             comment: String::new(),
             auto_increment_start: None,
             fk: Default::default(),
+            generated: Vec::new(),
         };
         assert_eq!(SqlTableMeta::decode(&m.encode()), Some(m.clone()));
         assert_eq!(SqlTableMeta::decode(b"garbage"), None);
@@ -1208,6 +1257,35 @@ mod tests {
         // A truncated foreign-key section is refused, not half read.
         let enc = with_fk.encode();
         assert_eq!(SqlTableMeta::decode(&enc[..enc.len() - 3]), None);
+    }
+
+    #[test]
+    fn generated_columns_use_format_3_and_others_keep_format_2() {
+        let mut m = SqlTableMeta::for_native(&TableDef {
+            id: 1,
+            version: 1,
+            name: "d/t".into(),
+            columns: vec![ColumnDef::new("a", ColumnType::Int { unsigned: false })],
+            primary_key: vec![0],
+            partitioning: PartitionScheme::Key { columns: vec![] },
+            partitions: 0,
+            indexes: vec![],
+            extra: vec![],
+        });
+        // Without generated columns the bytes are exactly format 2's, so a
+        // binary that knows only formats 1 and 2 still reads the table.
+        let v2 = m.encode();
+        assert_eq!(v2[0], META_FORMAT);
+        let mut by_hand = vec![2u8];
+        by_hand.extend(postcard::to_allocvec(&m).unwrap());
+        by_hand.extend(postcard::to_allocvec(&m.fk).unwrap());
+        assert_eq!(v2, by_hand);
+        m.generated.push(GeneratedColumn { column: "a".into(), expr: "(`b` + 1)".into(), stored: true });
+        let v3 = m.encode();
+        assert_eq!(v3[0], META_FORMAT_GENERATED);
+        assert_eq!(SqlTableMeta::decode(&v3), Some(m.clone()));
+        // A truncated generated-column section is refused, not half read.
+        assert_eq!(SqlTableMeta::decode(&v3[..v3.len() - 2]), None);
     }
 
     #[test]

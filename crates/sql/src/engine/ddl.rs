@@ -576,6 +576,8 @@ pub fn build_table(
     let mut indexes: Vec<SqlIndexMeta> = Vec::new();
     let mut pk: Option<SqlIndexMeta> = None;
     let mut row_size = 0u64;
+    // (column index, expression, STORED) of each generated column.
+    let mut gen_exprs: Vec<(usize, &Expr, bool)> = Vec::new();
     for c in &ct.columns {
         let name = c.name.value.clone();
         check_name(&name, "column")?;
@@ -661,8 +663,25 @@ pub fn build_table(
                 // MySQL parses a column-level REFERENCES and ignores it
                 // (only the table-level FOREIGN KEY clause makes a constraint).
                 ColumnOption::ForeignKey(_) => {}
+                ColumnOption::Generated { .. } => {}
                 other => return Err(SqlError::unsupported(format!("column option {other}"))),
             }
+        }
+        if let Some((e, stored)) = crate::engine::generated::generation_of(c)? {
+            // MySQL refuses these attributes on a generated column with
+            // 1221 ER_WRONG_USAGE (parse_tree_column_attrs.h).
+            let wrong =
+                |attr: &str| SqlError::new(1221, "HY000", format!("Incorrect usage of {attr} and generated column"));
+            if default_expr.is_some() {
+                return Err(wrong("DEFAULT"));
+            }
+            if def.auto_increment {
+                return Err(wrong("AUTO_INCREMENT"));
+            }
+            if meta.on_update_now {
+                return Err(wrong("ON UPDATE"));
+            }
+            gen_exprs.push((cols.len(), e, stored));
         }
         if def.auto_increment && (ty.int_range().is_none()) && !matches!(ty, ColumnType::Float | ColumnType::Double) {
             return Err(SqlError::new(1063, "42000", format!("Incorrect column specifier for column '{name}'")));
@@ -721,6 +740,7 @@ pub fn build_table(
     if row_size > MAX_ROW_BYTES {
         return Err(error_map::too_big_rowsize());
     }
+    let generated = generated_columns(&cols, &gen_exprs)?;
 
     // Table constraints.
     let mut fks: Vec<(crate::engine::fk::ForeignKey, Option<String>)> = Vec::new();
@@ -844,6 +864,18 @@ pub fn build_table(
         }
     }
 
+    // A VIRTUAL column is computed, not stored, in MySQL: no primary key on one.
+    if let Some(p) = &pk {
+        if p.columns.iter().any(|c| generated.iter().any(|g| !g.stored && g.column.eq_ignore_ascii_case(c))) {
+            return Err(SqlError::new(
+                3106,
+                "HY000",
+                "'Defining a virtual generated column as primary key' is not supported for generated columns.",
+            ));
+        }
+    }
+    check_generated_fks(&foreign_keys, &generated)?;
+
     // PRIMARY KEY columns are NOT NULL.
     if let Some(p) = &pk {
         for c in &p.columns {
@@ -963,6 +995,7 @@ pub fn build_table(
         comment,
         auto_increment_start: auto_inc_start,
         fk: crate::engine::fk::FkMeta { foreign_keys, referenced_by: Vec::new() },
+        generated,
     };
     Ok(TableDef {
         id: 0,
@@ -975,6 +1008,49 @@ pub fn build_table(
         indexes: native_indexes,
         extra: meta.encode(),
     })
+}
+
+/// Check the generated columns of a table being defined and give their metadata.
+fn generated_columns(cols: &[ColBuild], gen_exprs: &[(usize, &Expr, bool)]) -> Result<Vec<GeneratedColumn>, SqlError> {
+    if gen_exprs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let defs: Vec<ColumnDef> = cols.iter().map(|c| c.def.clone()).collect();
+    let metas: Vec<SqlColumnMeta> = cols.iter().map(|c| c.meta.clone()).collect();
+    let mut is_gen = vec![false; cols.len()];
+    for (i, _, _) in gen_exprs {
+        is_gen[*i] = true;
+    }
+    let mut out = Vec::with_capacity(gen_exprs.len());
+    for (i, e, stored) in gen_exprs {
+        let expr = crate::engine::generated::check_definition(*i, e, &defs, &metas, &is_gen)?;
+        out.push(GeneratedColumn { column: defs[*i].name.clone(), expr, stored: *stored });
+    }
+    Ok(out)
+}
+
+/// A foreign key may not make the data node write a generated column
+/// (3104 ER_WRONG_FK_OPTION_FOR_GENERATED_COLUMN): no SET NULL, and no ON
+/// UPDATE CASCADE, on one.
+fn check_generated_fks(fks: &[crate::engine::fk::ForeignKey], generated: &[GeneratedColumn]) -> Result<(), SqlError> {
+    use crate::engine::fk::FkAction;
+    for f in fks {
+        if !f.columns.iter().any(|c| generated.iter().any(|g| g.column.eq_ignore_ascii_case(c))) {
+            continue;
+        }
+        let clause = match (f.on_update, f.on_delete) {
+            (FkAction::SetNull, _) => "ON UPDATE SET NULL",
+            (FkAction::Cascade, _) => "ON UPDATE CASCADE",
+            (_, FkAction::SetNull) => "ON DELETE SET NULL",
+            _ => continue,
+        };
+        return Err(SqlError::new(
+            3104,
+            "HY000",
+            format!("Cannot define foreign key with {clause} clause on a generated column."),
+        ));
+    }
+    Ok(())
 }
 
 /// True if `col` is a column of the declared primary key (NOT NULL then).

@@ -32,7 +32,7 @@ use crate::engine::partition::PartFn;
 use crate::engine::plan::{self, Access};
 use crate::engine::plan_cache::{self, PlanSlot};
 use crate::engine::query::{resolve_tables, OrderKey, StmtCompiler, TableAccess, Tables};
-use crate::engine::{multi_table_dml, scan_order, txn_control, Engine};
+use crate::engine::{generated, multi_table_dml, scan_order, txn_control, Engine};
 use crate::types::{QueryOutput, Session, SqlError};
 use norr_client::{ClientError, Transaction};
 use norr_signals::coerce::coerce_value;
@@ -661,6 +661,17 @@ pub async fn execute_insert(
         }
     };
 
+    // A generated column takes no value but DEFAULT (3105).
+    if let Some(g) = &t.generated {
+        let given = |j: usize| match &src {
+            Src::Exprs(rows) => rows.iter().any(|r| r.get(j).is_some_and(|v| v.is_some())),
+            Src::Query(_) => true,
+        };
+        if let Some((_, c)) = target.iter().enumerate().find(|(j, c)| g.is_generated(**c) && given(*j)) {
+            return Err(generated::value_not_allowed(&t.def.columns[*c as usize].name, &t.name));
+        }
+    }
+
     // Mode.
     let mode = if ins.replace_into {
         InsertMode::Replace
@@ -679,6 +690,9 @@ pub async fn execute_insert(
         let mut list = Vec::new();
         for a in assigns {
             let col = assignment_col(&t, a)?;
+            if generated::skip_assignment(&t, col, &a.value)? {
+                continue;
+            }
             let mut e = a.value.clone();
             rewrite_values_fn(&mut e);
             if let Some(ra) = &row_alias {
@@ -778,6 +792,11 @@ pub async fn execute_insert(
                         Value::Int(x as i64)
                     }
                 }
+                // Computed below, once every other column is converted.
+                None if generated::is_generated(&t, ci as ColumnId) => {
+                    out.push(Value::Null);
+                    continue;
+                }
                 None => match &meta.default {
                     SqlDefault::CurrentTimestamp { .. } => Value::DateTime(ctx.now()),
                     SqlDefault::Null => Value::Null,
@@ -806,6 +825,9 @@ pub async fn execute_insert(
                 }
             }
             out.push(v);
+        }
+        if let Some(g) = &t.generated {
+            g.fill(&t, &mut out, &mut ctx, rowno)?;
         }
         final_rows.push(out);
     }
@@ -1157,6 +1179,7 @@ async fn upsert_row(
         new[*c as usize] = v.clone();
         both[*c as usize] = v;
     }
+    generated::fill(t, &mut new, ctx, 1)?;
     let changed: Vec<(ColumnId, Value)> = new
         .iter()
         .enumerate()
@@ -1300,6 +1323,9 @@ fn compile_row_stmt(
     let mut sets = Vec::new();
     for a in assigns {
         let col = assignment_col(&t, a)?;
+        if generated::skip_assignment(&t, col, &a.value)? {
+            continue;
+        }
         let mut c = Compiler::plain(&scope, None, &pm, "field list", &mut sc);
         sets.push((col, c.compile(&a.value)?.0));
     }
@@ -1459,6 +1485,8 @@ pub async fn execute_update(
         let part_cols_untouched = rs.sets.iter().all(|(c, _)| !rs.part.columns().contains(c));
         let simple = rs.sets.iter().all(|(c, e)| is_row_independent(e) || as_increment(*c, e, &rs.table).is_some());
         let no_on_update = !rs.table.meta.columns.iter().any(|m| m.on_update_now);
+        // Generated columns are computed from the whole row, which this path does not read.
+        let no_generated = rs.table.generated.is_none();
         if only_pk_conjuncts(def, &rs.conj)
             && rs.order.is_empty()
             && rs.limit.is_none()
@@ -1466,6 +1494,7 @@ pub async fn execute_update(
             && part_cols_untouched
             && simple
             && no_on_update
+            && no_generated
         {
             if let Some(keys) = plan::eval_keys(keys, &def.primary_key, def, &mut ctx)? {
                 return update_by_keys(engine, session, rs, keys, ctx, found_rows).await;
@@ -1515,6 +1544,7 @@ async fn update_general(
             let v = eval(e, &new, ctx)?;
             new[*c as usize] = store_col(t, *c as usize, v, ri as u64 + 1, &mut ctx.warnings)?;
         }
+        generated::fill(t, &mut new, ctx, ri as u64 + 1)?;
         let mut changed: Vec<(ColumnId, Value)> = new
             .iter()
             .enumerate()

@@ -228,7 +228,13 @@ impl Fk<'_> {
                                 _ => Value::Null,
                             };
                         }
-                        update_row(txn, &child, &row, &to, &child_ids).await?;
+                        // The child's generated columns follow its new key.
+                        let mut written = child_ids.clone();
+                        if let Some(g) = &child.generated {
+                            g.fill(&child, &mut to, ctx, 1)?;
+                            written.extend(g.ids().filter(|c| to[*c as usize] != row[*c as usize]));
+                        }
+                        update_row(txn, &child, &row, &to, &written).await?;
                         // The child's own columns may be referenced further down.
                         Box::pin(self.on_update(txn, &child, &row, &to, ctx, depth + 1)).await?;
                     }

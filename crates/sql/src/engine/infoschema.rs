@@ -106,7 +106,10 @@ fn unquote(sql: &str) -> String {
 }
 
 /// EXTRA of SHOW COLUMNS.
-pub fn extra(c: &norr_signals::ColumnDef, m: &SqlColumnMeta) -> String {
+pub fn extra(c: &norr_signals::ColumnDef, m: &SqlColumnMeta, g: Option<&GeneratedColumn>) -> String {
+    if let Some(g) = g {
+        return if g.stored { "STORED GENERATED" } else { "VIRTUAL GENERATED" }.into();
+    }
     let mut parts: Vec<String> = Vec::new();
     if c.auto_increment {
         parts.push("auto_increment".into());
@@ -160,7 +163,14 @@ struct ColumnAt<'a> {
 }
 
 /// One row of information_schema.COLUMNS (a table's or a view's column).
-fn columns_row(at: ColumnAt<'_>, ty: &ColumnType, m: &SqlColumnMeta, key: &str, extra: &str) -> Vec<Value> {
+fn columns_row(
+    at: ColumnAt<'_>,
+    ty: &ColumnType,
+    m: &SqlColumnMeta,
+    key: &str,
+    extra: &str,
+    generation_expression: &str,
+) -> Vec<Value> {
     let l = lengths(ty, &m.sql_type, m.fsp);
     vec![
         s("def"),
@@ -183,7 +193,7 @@ fn columns_row(at: ColumnAt<'_>, ty: &ColumnType, m: &SqlColumnMeta, key: &str, 
         s(extra),
         s("select,insert,update,references"),
         s(&m.comment),
-        s(""),
+        s(generation_expression),
         Value::Null,
     ]
 }
@@ -428,9 +438,11 @@ pub async fn virtual_table(
             let mut rows = Vec::new();
             for t in tables_in_scope(e, scope).await? {
                 for (pos, (_, cd, m)) in t.columns_visible().enumerate() {
-                    let (key, extra) = (column_key(&t, &cd.name), extra(cd, m));
+                    let generation = t.meta.generation(&cd.name);
+                    let (key, extra) = (column_key(&t, &cd.name), extra(cd, m, generation));
                     let at = ColumnAt { db: &t.db, table: &t.name, name: &cd.name, pos, nullable: cd.nullable };
-                    rows.push(columns_row(at, &cd.ty, m, key, &extra));
+                    let expr = generation.map_or("", |g| g.expr.as_str());
+                    rows.push(columns_row(at, &cd.ty, m, key, &extra, expr));
                 }
             }
             for v in crate::engine::view_ddl::views_in_scope(e, scope).await? {
@@ -438,7 +450,7 @@ pub async fn virtual_table(
                 let Ok(cols) = Box::pin(crate::engine::view_ddl::columns(e, session, &v)).await else { continue };
                 for (pos, c) in cols.iter().enumerate() {
                     let at = ColumnAt { db: &v.db, table: &v.name, name: &c.name, pos, nullable: c.nullable };
-                    rows.push(columns_row(at, &c.ty, &c.meta, "", ""));
+                    rows.push(columns_row(at, &c.ty, &c.meta, "", "", ""));
                 }
             }
             (c, rows)

@@ -7,6 +7,7 @@
 //! the catalog modules.
 
 pub mod alter;
+pub mod alter_generated;
 pub mod alter_text;
 pub mod bit;
 pub mod catalog;
@@ -18,6 +19,7 @@ pub mod fk;
 pub mod fk_ddl;
 pub mod fk_enforce;
 pub mod found_rows;
+pub mod generated;
 pub mod infoschema;
 pub mod json;
 pub mod lock_statements;

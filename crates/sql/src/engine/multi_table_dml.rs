@@ -424,6 +424,9 @@ fn compile(tables: &Tables, st: &Statement) -> Result<MultiStmt, SqlError> {
     for (ti, col, value) in &set_pairs {
         let t = &targets[*ti].table;
         let (id, _, _) = t.column(col).ok_or_else(|| SqlError::internal("SET column"))?;
+        if crate::engine::generated::skip_assignment(t, id, value)? {
+            continue;
+        }
         sel.projection.push(SelectItem::UnnamedExpr((*value).clone()));
         targets[*ti].sets.push((id, width));
         width += 1;
@@ -592,6 +595,7 @@ async fn update_targets(
                 let v = joined[*at].clone();
                 new[*c as usize] = dml::store_col(&t.table, *c as usize, v, row_no, &mut ctx.warnings)?;
             }
+            crate::engine::generated::fill(&t.table, &mut new, ctx, row_no)?;
             let mut changed: Vec<(ColumnId, Value)> = new
                 .iter()
                 .enumerate()

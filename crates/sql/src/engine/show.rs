@@ -206,6 +206,17 @@ pub fn column_definition(t: &SqlTable, c: &ColumnDef, m: &SqlColumnMeta, copy: b
             l.push_str(&format!(" COLLATE {coll}"));
         }
     }
+    // A copy (CREATE TABLE ... SELECT) takes the values, not the generation.
+    if let Some(g) = t.meta.generation(&c.name).filter(|_| !copy) {
+        l.push_str(&format!(" GENERATED ALWAYS AS ({}) {}", g.expr, if g.stored { "STORED" } else { "VIRTUAL" }));
+        if !c.nullable {
+            l.push_str(" NOT NULL");
+        }
+        if !m.comment.is_empty() {
+            l.push_str(&format!(" COMMENT {}", quote_string(&m.comment)));
+        }
+        return l;
+    }
     if !c.nullable {
         l.push_str(" NOT NULL");
     } else if matches!(c.ty, ColumnType::Timestamp) {
@@ -253,7 +264,7 @@ fn columns_rows(t: &SqlTable, full: bool) -> Vec<Vec<Value>> {
             r.push(s(if c.nullable { "YES" } else { "NO" }));
             r.push(s(column_key(t, &c.name)));
             r.push(default_display(m).map(|d| s(&d)).unwrap_or(Value::Null));
-            r.push(s(&extra(c, m)));
+            r.push(s(&extra(c, m, t.meta.generation(&c.name))));
             if full {
                 r.push(s("select,insert,update,references"));
                 r.push(s(&m.comment));
