@@ -143,3 +143,29 @@ def test_reflect_and_read_a_view(engine):
     with engine.begin() as conn:
         conn.execute(sa.text("DROP VIEW cheap"))
         conn.execute(sa.text("DROP TABLE items"))
+
+
+def test_computed_columns(engine):
+    """sa.Computed: CREATE TABLE with GENERATED ALWAYS AS, inserts that leave
+    the column out, values read back, and reflection of the computation."""
+    md = sa.MetaData()
+    lines = sa.Table(
+        "invoice_lines", md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("price", sa.Integer, nullable=False),
+        sa.Column("qty", sa.Integer, nullable=False),
+        sa.Column("total", sa.Integer, sa.Computed("price * qty", persisted=True)),
+        sa.Column("half", sa.Integer, sa.Computed("price DIV 2")),
+    )
+    md.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(lines.insert(), [{"id": 1, "price": 3, "qty": 4}, {"id": 2, "price": 10, "qty": 2}])
+        conn.execute(lines.update().where(lines.c.id == 2).values(qty=5))
+        rows = conn.execute(sa.select(lines.c.id, lines.c.total, lines.c.half).order_by(lines.c.id)).all()
+        assert [tuple(r) for r in rows] == [(1, 12, 1), (2, 50, 5)]
+    cols = {c["name"]: c for c in sa.inspect(engine).get_columns("invoice_lines")}
+    assert cols["total"]["computed"]["persisted"] is True
+    assert "price" in cols["total"]["computed"]["sqltext"] and "qty" in cols["total"]["computed"]["sqltext"]
+    assert cols["half"]["computed"].get("persisted") in (False, None)
+    assert "computed" not in cols["price"]
+    md.drop_all(engine)
