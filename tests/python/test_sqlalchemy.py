@@ -169,3 +169,49 @@ def test_computed_columns(engine):
     assert cols["half"]["computed"].get("persisted") in (False, None)
     assert "computed" not in cols["price"]
     md.drop_all(engine)
+
+
+def test_check_constraints(engine):
+    """sa.CheckConstraint (and the column-level form Django emits for
+    PositiveIntegerField / JSONField): created, enforced with MySQL's 3819,
+    reflected by name and text."""
+    md = sa.MetaData()
+    items = sa.Table(
+        "items", md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("qty", sa.Integer, nullable=False),
+        sa.Column("price", sa.Numeric(10, 2), nullable=False),
+        sa.CheckConstraint("qty >= 0", name="items_qty_nonneg"),
+        sa.CheckConstraint("price > 0 AND price < 10000", name="items_price_range"),
+    )
+    md.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(items.insert(), [{"id": 1, "qty": 2, "price": 5}, {"id": 2, "qty": 0, "price": 1}])
+    with pytest.raises(sa.exc.OperationalError) as e:
+        with engine.begin() as conn:
+            conn.execute(items.update().where(items.c.id == 1).values(qty=items.c.qty - 3))
+    assert e.value.orig.args[0] == 3819
+    assert "items_qty_nonneg" in e.value.orig.args[1]
+    with pytest.raises(sa.exc.OperationalError):
+        with engine.begin() as conn:
+            conn.execute(items.insert().values(id=3, qty=1, price=0))
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(items.c.qty).where(items.c.id == 1)).scalar() == 2
+        assert conn.execute(sa.select(sa.func.count()).select_from(items)).scalar() == 2
+    checks = {c["name"]: c["sqltext"] for c in sa.inspect(engine).get_check_constraints("items")}
+    assert set(checks) == {"items_qty_nonneg", "items_price_range"}
+    assert "qty" in checks["items_qty_nonneg"]
+    # Django's DDL for a PositiveIntegerField and a JSONField.
+    with engine.begin() as conn:
+        conn.execute(sa.text(
+            "CREATE TABLE `app_thing` (`id` bigint AUTO_INCREMENT NOT NULL PRIMARY KEY, "
+            "`count` integer UNSIGNED NOT NULL CHECK (`count` >= 0), "
+            "`data` json NOT NULL CHECK (JSON_VALID(`data`)))"))
+        conn.execute(sa.text("INSERT INTO app_thing (`count`, `data`) VALUES (1, '{\"a\": 1}')"))
+    with pytest.raises(sa.exc.OperationalError) as e:
+        with engine.begin() as conn:
+            conn.execute(sa.text("INSERT INTO app_thing (`count`, `data`) VALUES (1, 'not json')"))
+    assert e.value.orig.args[0] in (3140, 3819)
+    md.drop_all(engine)
+    with engine.begin() as conn:
+        conn.execute(sa.text("DROP TABLE app_thing"))

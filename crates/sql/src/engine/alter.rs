@@ -27,7 +27,7 @@ use crate::engine::enumset::{EnumSet, Kind as EnumKind};
 use crate::engine::error_map::{self, from_client, ErrCtx};
 use crate::engine::parse_ext::{parse_partition_clause, split_partition_clause};
 use crate::engine::show::show_create_table;
-use crate::engine::{alter_generated, namespace, Engine};
+use crate::engine::{alter_generated, check_constraints, namespace, Engine};
 use crate::types::{QueryOutput, Session, SqlError, Warning, WarningLevel};
 use norr_client::ClientError;
 use norr_signals::{ColumnSource, ColumnType, Decimal, ErrorCode, TableDef, Value};
@@ -415,6 +415,7 @@ async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> 
         apply(&mut d, s, op, &mut new_name, &mut auto_inc)?;
     }
     alter_generated::check_dependencies(d.cols.iter().map(|c| &c.def), &t)?;
+    draft_checks(&mut d, &t, new_name.as_ref().map(|(_, n)| n.as_str()))?;
     if d.cols.is_empty() {
         return Err(SqlError::new(
             1090,
@@ -453,6 +454,8 @@ async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> 
         }
     }
     let meta = SqlTableMeta::decode(&def.extra).ok_or_else(|| SqlError::internal("new table has no SQL metadata"))?;
+    let same_db_name = if new_db == db { &table } else { &new_table };
+    check_constraints::check_unique_in_db(e, &new_db, same_db_name, &meta.checks).await?;
     let compute = alter_generated::to_compute(&t, &def, &meta, &origins, &d.key_cols)?;
     let sources = column_sources(&t, &def, &meta, &origins, &d.key_cols, &compute)?;
     if def.primary_key.len() != t.def.primary_key.len()
@@ -460,7 +463,7 @@ async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> 
     {
         return Err(unsupported("ALTER TABLE changing the PRIMARY KEY"));
     }
-    if !compute.is_empty() {
+    if !compute.is_empty() || checks_need_rows(&t, &def, &meta) {
         alter_generated::check_computable(e, s, &t, &def, &origins).await?;
     }
     e.catalog().invalidate(&db, &table);
@@ -488,6 +491,57 @@ async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> 
         alter_generated::recompute(e, s, &new_db, &new_table).await?;
     }
     Ok(Some(QueryOutput::ok(0)))
+}
+
+/// The CHECK constraints the draft keeps: refuse one that reads a column
+/// the ALTER drops or renames (3959), and give generated names the table's
+/// new name (`t_chk_1` -> `u_chk_1`) when it is renamed.
+fn draft_checks(d: &mut Draft, t: &SqlTable, renamed_to: Option<&str>) -> Result<(), SqlError> {
+    let kept: Vec<CheckConstraint> = d
+        .constraints
+        .iter()
+        .filter_map(|c| match c {
+            TableConstraint::Check(chk) => Some(CheckConstraint {
+                name: chk.name.as_ref().map(|n| n.value.clone()).unwrap_or_default(),
+                expr: chk.expr.to_string(),
+                enforced: true,
+            }),
+            _ => None,
+        })
+        .collect();
+    let old_cols: Vec<String> = t.columns_visible().map(|(_, c, _)| c.name.clone()).collect();
+    let new_cols: Vec<String> = d.cols.iter().map(|c| c.def.name.value.clone()).collect();
+    check_constraints::check_dependencies(&kept, &old_cols, &new_cols)?;
+    if let Some(new) = renamed_to {
+        for c in d.constraints.iter_mut() {
+            if let TableConstraint::Check(chk) = c {
+                if let Some(n) = chk.name.as_mut() {
+                    if let Some(renamed) = check_constraints::renamed_generated(&n.value, &d.table, new) {
+                        n.value = renamed;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Existing rows must be read and checked before the DICT request when the
+/// new table enforces a constraint the old one did not, or converts a
+/// column's values.
+fn checks_need_rows(t: &SqlTable, new: &TableDef, meta: &SqlTableMeta) -> bool {
+    let enforced = |m: &SqlTableMeta| -> Vec<(String, String)> {
+        m.checks.iter().filter(|c| c.enforced).map(|c| (c.name.to_lowercase(), c.expr.clone())).collect()
+    };
+    let now = enforced(meta);
+    if now.is_empty() {
+        return false;
+    }
+    let was = enforced(&t.meta);
+    let types_changed = new.columns.iter().any(|c| {
+        t.def.columns.iter().find(|o| o.name.eq_ignore_ascii_case(&c.name)).is_none_or(|o| o.ty != c.ty)
+    });
+    now.iter().any(|c| !was.contains(c)) || types_changed
 }
 
 fn set_auto_increment_start(def: &mut TableDef, n: u64) {
@@ -581,7 +635,9 @@ fn apply(
             }
         }
         Op::AddConstraint { constraint, .. } => match constraint {
-            TableConstraint::Index(_) | TableConstraint::Unique(_) => d.constraints.push(constraint.clone()),
+            TableConstraint::Index(_) | TableConstraint::Unique(_) | TableConstraint::Check(_) => {
+                d.constraints.push(constraint.clone())
+            }
             TableConstraint::PrimaryKey(_) if !d.key_cols.is_empty() => return Err(error_map::multiple_pk()),
             TableConstraint::PrimaryKey(_) => return Err(unsupported("ALTER TABLE adding a PRIMARY KEY")),
             other => return Err(unsupported(format!("ALTER TABLE ADD {other}"))),
@@ -597,6 +653,23 @@ fn apply(
             });
             if d.constraints.len() == before {
                 return Err(error_map::cant_drop_key(&name.value));
+            }
+        }
+        Op::DropConstraint { name, if_exists, .. } => {
+            // MySQL 8.0.19+: a CHECK constraint or a UNIQUE index by name.
+            let before = d.constraints.len();
+            d.constraints.retain(|c| match c {
+                TableConstraint::Check(chk) => !chk.name.as_ref().is_some_and(|n| same(&n.value, &name.value)),
+                TableConstraint::Unique(_) => !constraint_name(c).is_some_and(|n| same(&n, &name.value)),
+                _ => true,
+            });
+            if d.constraints.len() == before {
+                let e = SqlError::new(3940, "HY000", format!("Constraint '{}' does not exist.", name.value));
+                if *if_exists {
+                    note(s, e.code, e.message);
+                } else {
+                    return Err(e);
+                }
             }
         }
         Op::DropPrimaryKey { .. } => return Err(unsupported("dropping the PRIMARY KEY")),
@@ -753,6 +826,12 @@ async fn rename_to(e: &Engine, db: &str, table: &str, new_db: &str, new_table: &
         let t = e.catalog().get(db, table).await?;
         let mut def = t.def.clone();
         def.name = native_name(new_db, new_table);
+        if !t.meta.checks.is_empty() {
+            let mut meta = t.meta.clone();
+            check_constraints::rename_generated(&mut meta.checks, table, new_table);
+            check_constraints::check_unique_in_db(e, new_db, new_table, &meta.checks).await?;
+            def.extra = meta.encode();
+        }
         let sources = (0..def.columns.len() as u16).map(ColumnSource::Old).collect();
         match e.client().alter_table(&t.native_name(), def, sources, t.def.version).await {
             Ok(d) => {

@@ -102,7 +102,9 @@ pub fn to_compute(
 }
 
 /// Step 1 (see the module doc): compute the new generated values of every
-/// existing row of `t` under the new definition `new`, without writing.
+/// existing row of `t` under the new definition `new`, without writing, and
+/// verify the new definition's CHECK constraints on each (3819 refuses the
+/// ALTER with nothing changed, as in MySQL).
 pub async fn check_computable(
     e: &Engine,
     s: &mut Session,
@@ -111,7 +113,6 @@ pub async fn check_computable(
     origins: &[(String, Option<String>)],
 ) -> Result<(), SqlError> {
     let nt = SqlTable::from_def(new.clone()).ok_or_else(|| SqlError::internal("new definition has no table"))?;
-    let Some(g) = nt.generated.clone() else { return Err(SqlError::internal("no generated columns to compute")) };
     let old_cols: Vec<String> = t.columns_visible().map(|(_, c, _)| c.name.clone()).collect();
     let sql = format!(
         "SELECT {} FROM {}.{}",
@@ -134,7 +135,7 @@ pub async fn check_computable(
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            if g.is_generated(i as u16) {
+            if generated::is_generated(&nt, i as u16) {
                 return None;
             }
             let origin = origins.iter().find(|(n, _)| *n == c.name).and_then(|(_, o)| o.as_deref())?;
@@ -151,7 +152,7 @@ pub async fn check_computable(
             // reported by the DICT request, not here.
             row.push(dml::store_col(&nt, i, v.clone(), row_no, &mut ctx.warnings).unwrap_or(v));
         }
-        g.fill(&nt, &mut row, &mut ctx, row_no)?;
+        crate::engine::check_constraints::complete_row(&nt, &mut row, &mut ctx, row_no)?;
     }
     Ok(())
 }

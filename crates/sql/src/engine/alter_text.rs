@@ -3,7 +3,8 @@
 
 /// MySQL ALTER TABLE forms the SQL parser does not take, rewritten to ones
 /// it does: `ADD [COLUMN] (c1 def, c2 def)` -> `ADD COLUMN c1 def, ADD COLUMN
-/// c2 def`; `DROP KEY k` -> `DROP INDEX k`; `RENAME t2` -> `RENAME TO t2`.
+/// c2 def`; `DROP KEY k` -> `DROP INDEX k`; `DROP CHECK c` -> `DROP
+/// CONSTRAINT c`; `RENAME t2` -> `RENAME TO t2`.
 /// Other text is returned as it is.
 pub fn rewrite_alter_text(sql: &str) -> String {
     use sqlparser::dialect::MySqlDialect;
@@ -33,6 +34,13 @@ pub fn rewrite_alter_text(sql: &str) -> String {
             Token::LParen => depth += 1,
             Token::RParen => depth -= 1,
             _ => {}
+        }
+        if depth == 0 && kw(t, Keyword::DROP) && next(1).is_some_and(|n| kw(n, Keyword::CHECK)) {
+            out.push("DROP CONSTRAINT".into());
+            i = sig[k + 1] + 1;
+            k += 2;
+            changed = true;
+            continue;
         }
         if depth == 0 && kw(t, Keyword::DROP) && next(1).is_some_and(|n| kw(n, Keyword::KEY)) {
             out.push("DROP INDEX".into());
@@ -127,6 +135,7 @@ mod tests {
         );
         assert_eq!(rewrite_alter_text("ALTER TABLE t ADD (c VARCHAR(3))"), "ALTER TABLE t ADD COLUMN c VARCHAR(3)");
         assert_eq!(rewrite_alter_text("alter table t rename t2"), "alter table t RENAME TO t2");
+        assert_eq!(rewrite_alter_text("ALTER TABLE t DROP CHECK c1"), "ALTER TABLE t DROP CONSTRAINT c1");
         for same in [
             "ALTER TABLE t RENAME TO t2",
             "ALTER TABLE t RENAME COLUMN a TO b",

@@ -40,17 +40,22 @@ use std::sync::{Arc, Mutex};
 /// format 1: [1][postcard SqlTableMeta]
 /// format 2: [2][postcard SqlTableMeta][postcard FkMeta]
 /// format 3: [3][postcard SqlTableMeta][postcard FkMeta][postcard Vec<GeneratedColumn>]
+/// format 4: [4][postcard SqlTableMeta][postcard FkMeta][postcard Vec<GeneratedColumn>]
+///           [postcard Vec<CheckConstraint>]
 /// ```
 ///
-/// Format 3 is written only for tables with generated columns, so every other
-/// table stays readable by a binary that knows formats 1 and 2. All three are
-/// read. The bytes sit inside the dictionary's own checksummed file and wire
-/// frames, so they carry no checksum of their own.
+/// Format 3 is written only for tables with generated columns and format 4
+/// only for tables with CHECK constraints, so every other table stays
+/// readable by a binary that knows fewer formats. All four are read. The
+/// bytes sit inside the dictionary's own checksummed file and wire frames, so
+/// they carry no checksum of their own.
 pub const META_FORMAT: u8 = 2;
 /// The format written before foreign keys existed.
 const META_FORMAT_V1: u8 = 1;
 /// The format of a table with generated columns (see `META_FORMAT`).
 pub const META_FORMAT_GENERATED: u8 = 3;
+/// The format of a table with CHECK constraints (see `META_FORMAT`).
+pub const META_FORMAT_CHECKS: u8 = 4;
 /// Native name of the databases table.
 pub const SCHEMATA_TABLE: &str = "norr_sys/schemata";
 /// Name of the hidden primary-key column of a table without a PRIMARY KEY.
@@ -103,6 +108,19 @@ pub struct GeneratedColumn {
     pub expr: String,
     /// STORED as declared (else VIRTUAL).
     pub stored: bool,
+}
+
+/// A CHECK constraint (MySQL 8.0.16+), table- or column-level alike.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckConstraint {
+    /// Unique in the database (case-insensitively); `<table>_chk_<n>` when
+    /// the definition gave none.
+    pub name: String,
+    /// The condition in canonical form (`` (`a` > 0) ``), as
+    /// information_schema.CHECK_CONSTRAINTS.CHECK_CLAUSE shows it.
+    pub expr: String,
+    /// False for NOT ENFORCED: kept and shown, never evaluated.
+    pub enforced: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -432,16 +450,29 @@ pub struct SqlTableMeta {
     /// format 3 only, see `META_FORMAT`).
     #[serde(skip)]
     pub generated: Vec<GeneratedColumn>,
+    /// CHECK constraints, sorted by name as SHOW CREATE TABLE lists them
+    /// (encoded after the generated columns, format 4 only).
+    #[serde(skip)]
+    pub checks: Vec<CheckConstraint>,
 }
 
 impl SqlTableMeta {
     pub fn encode(&self) -> Vec<u8> {
-        let format = if self.generated.is_empty() { META_FORMAT } else { META_FORMAT_GENERATED };
+        let format = if !self.checks.is_empty() {
+            META_FORMAT_CHECKS
+        } else if !self.generated.is_empty() {
+            META_FORMAT_GENERATED
+        } else {
+            META_FORMAT
+        };
         let mut v = vec![format];
         v.extend(postcard::to_allocvec(self).expect("meta encodes"));
         v.extend(postcard::to_allocvec(&self.fk).expect("foreign keys encode"));
-        if format == META_FORMAT_GENERATED {
+        if format >= META_FORMAT_GENERATED {
             v.extend(postcard::to_allocvec(&self.generated).expect("generated columns encode"));
+        }
+        if format == META_FORMAT_CHECKS {
+            v.extend(postcard::to_allocvec(&self.checks).expect("check constraints encode"));
         }
         v
     }
@@ -458,6 +489,15 @@ impl SqlTableMeta {
                 let (fk, gen_bytes) = postcard::take_from_bytes(rest).ok()?;
                 m.fk = fk;
                 m.generated = postcard::from_bytes(gen_bytes).ok()?;
+                Some(m)
+            }
+            Some((&META_FORMAT_CHECKS, rest)) => {
+                let (mut m, rest): (SqlTableMeta, &[u8]) = postcard::take_from_bytes(rest).ok()?;
+                let (fk, rest) = postcard::take_from_bytes(rest).ok()?;
+                let (generated, check_bytes) = postcard::take_from_bytes(rest).ok()?;
+                m.fk = fk;
+                m.generated = generated;
+                m.checks = postcard::from_bytes(check_bytes).ok()?;
                 Some(m)
             }
             _ => None,
@@ -510,6 +550,7 @@ impl SqlTableMeta {
             auto_increment_start: None,
             fk: Default::default(),
             generated: Vec::new(),
+            checks: Vec::new(),
         }
     }
 }
@@ -549,6 +590,9 @@ pub struct SqlTable {
     /// The compiled generated columns; None for a table without any (the
     /// write paths then do nothing more than test this).
     pub generated: Option<Arc<crate::engine::generated::GenCols>>,
+    /// The compiled enforced CHECK constraints; None for a table without
+    /// any (the write paths then test only this).
+    pub checks: Option<Arc<crate::engine::check_constraints::Checks>>,
 }
 
 impl SqlTable {
@@ -584,7 +628,8 @@ impl SqlTable {
         let bits = meta.columns.iter().map(|m| crate::engine::bit::bit_width(&m.sql_type).unwrap_or(0)).collect();
         let generated = (!meta.generated.is_empty())
             .then(|| Arc::new(crate::engine::generated::GenCols::build(&def.columns, &meta.columns, &meta.generated)));
-        Some(SqlTable { db: db.to_string(), name: name.to_string(), def, meta, enums, json, bits, generated })
+        let checks = crate::engine::check_constraints::Checks::build(&def.columns, &meta.columns, &meta.checks).map(Arc::new);
+        Some(SqlTable { db: db.to_string(), name: name.to_string(), def, meta, enums, json, bits, generated, checks })
     }
 
     pub fn native_name(&self) -> String {
@@ -1231,6 +1276,7 @@ mod tests {
             auto_increment_start: None,
             fk: Default::default(),
             generated: Vec::new(),
+            checks: Vec::new(),
         };
         assert_eq!(SqlTableMeta::decode(&m.encode()), Some(m.clone()));
         assert_eq!(SqlTableMeta::decode(b"garbage"), None);
@@ -1286,6 +1332,14 @@ mod tests {
         assert_eq!(SqlTableMeta::decode(&v3), Some(m.clone()));
         // A truncated generated-column section is refused, not half read.
         assert_eq!(SqlTableMeta::decode(&v3[..v3.len() - 2]), None);
+        // CHECK constraints: format 4, with or without generated columns.
+        m.checks.push(CheckConstraint { name: "t_chk_1".into(), expr: "(`a` > 0)".into(), enforced: false });
+        let v4 = m.encode();
+        assert_eq!(v4[0], META_FORMAT_CHECKS);
+        assert_eq!(SqlTableMeta::decode(&v4), Some(m.clone()));
+        assert_eq!(SqlTableMeta::decode(&v4[..v4.len() - 2]), None);
+        m.generated.clear();
+        assert_eq!(SqlTableMeta::decode(&m.encode()), Some(m.clone()));
     }
 
     #[test]

@@ -70,6 +70,13 @@ pub async fn create_like(e: &Engine, s: &mut Session, ct: &CreateTable) -> Resul
     new.if_not_exists = ct.if_not_exists;
     // MySQL's LIKE copies no foreign keys (their indexes stay).
     new.constraints.retain(|c| !matches!(c, ast::TableConstraint::ForeignKey(_)));
+    // CHECK constraints come along under generated names of the new table
+    // (the source's names stay taken in the database).
+    for c in new.constraints.iter_mut() {
+        if let ast::TableConstraint::Check(chk) = c {
+            chk.name = None;
+        }
+    }
     // The counter is the source's own; the new table starts at 1.
     if let CreateTableOptions::Plain(v) | CreateTableOptions::Options(v) = &mut new.table_options {
         v.retain(|o| !is_auto_increment_option(o));

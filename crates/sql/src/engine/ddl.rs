@@ -578,6 +578,8 @@ pub fn build_table(
     let mut row_size = 0u64;
     // (column index, expression, STORED) of each generated column.
     let mut gen_exprs: Vec<(usize, &Expr, bool)> = Vec::new();
+    // CHECK constraints, column-level ones first.
+    let mut checks: Vec<crate::engine::check_constraints::Declared> = Vec::new();
     for c in &ct.columns {
         let name = c.name.value.clone();
         check_name(&name, "column")?;
@@ -659,7 +661,9 @@ pub fn build_table(
                 }
                 ColumnOption::CharacterSet(_) | ColumnOption::Collation(_) => {}
                 ColumnOption::Invisible => return Err(SqlError::unsupported("INVISIBLE columns")),
-                ColumnOption::Check(c) => check_constraint(c)?,
+                ColumnOption::Check(chk) => {
+                    checks.push(crate::engine::check_constraints::Declared::column_level(&name, o.name.as_ref(), chk))
+                }
                 // MySQL parses a column-level REFERENCES and ignores it
                 // (only the table-level FOREIGN KEY clause makes a constraint).
                 ColumnOption::ForeignKey(_) => {}
@@ -773,7 +777,7 @@ pub fn build_table(
             TableConstraint::ForeignKey(f) => {
                 fks.push(crate::engine::fk::from_ast(f, db, &tname, &mut next_generated)?)
             }
-            TableConstraint::Check(c) => check_constraint(c)?,
+            TableConstraint::Check(c) => checks.push(crate::engine::check_constraints::Declared::table_level(c)),
             TableConstraint::FulltextOrSpatial(_) => return Err(SqlError::unsupported("FULLTEXT / SPATIAL indexes")),
             other => return Err(SqlError::unsupported(format!("table constraint {other}"))),
         }
@@ -875,6 +879,11 @@ pub fn build_table(
         }
     }
     check_generated_fks(&foreign_keys, &generated)?;
+    let checks = {
+        let defs: Vec<ColumnDef> = cols.iter().map(|c| c.def.clone()).collect();
+        let metas: Vec<SqlColumnMeta> = cols.iter().map(|c| c.meta.clone()).collect();
+        crate::engine::check_constraints::define(&tname, &defs, &metas, &foreign_keys, &checks)?
+    };
 
     // PRIMARY KEY columns are NOT NULL.
     if let Some(p) = &pk {
@@ -996,6 +1005,7 @@ pub fn build_table(
         auto_increment_start: auto_inc_start,
         fk: crate::engine::fk::FkMeta { foreign_keys, referenced_by: Vec::new() },
         generated,
+        checks,
     };
     Ok(TableDef {
         id: 0,
@@ -1122,6 +1132,9 @@ pub async fn create_table_made(
     // before and again after the table is made).
     if namespace::is_view(e, &db, &table).await? {
         return exists(s);
+    }
+    if let Some(meta) = SqlTableMeta::decode(&def.extra) {
+        crate::engine::check_constraints::check_unique_in_db(e, &db, &table, &meta.checks).await?;
     }
     let parents = crate::engine::fk_ddl::prepare_create(e, s, &mut def).await?;
     let linked = crate::engine::fk_ddl::link_before_create(e, &db, &table, &parents).await?;
@@ -1378,20 +1391,6 @@ pub async fn alter_table(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> R
         }
     }
     Ok(QueryOutput::ok(0))
-}
-
-/// CHECK constraints are not enforced yet. MySQL 8 enforces them, so taking
-/// one and then not enforcing it would let rows in that the user declared
-/// invalid: it is refused instead. `NOT ENFORCED` asks for no enforcement,
-/// so that form is accepted (and not kept: SHOW CREATE TABLE omits it).
-fn check_constraint(c: &ast::CheckConstraint) -> Result<(), SqlError> {
-    if c.enforced == Some(false) {
-        return Ok(());
-    }
-    Err(SqlError::unsupported(format!(
-        "enforced CHECK constraints ({}); declare it NOT ENFORCED to keep the table definition",
-        c.expr
-    )))
 }
 
 #[cfg(test)]

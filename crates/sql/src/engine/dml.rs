@@ -32,7 +32,7 @@ use crate::engine::partition::PartFn;
 use crate::engine::plan::{self, Access};
 use crate::engine::plan_cache::{self, PlanSlot};
 use crate::engine::query::{resolve_tables, OrderKey, StmtCompiler, TableAccess, Tables};
-use crate::engine::{generated, multi_table_dml, scan_order, txn_control, Engine};
+use crate::engine::{check_constraints, generated, multi_table_dml, scan_order, txn_control, Engine};
 use crate::types::{QueryOutput, Session, SqlError};
 use norr_client::{ClientError, Transaction};
 use norr_signals::coerce::coerce_value;
@@ -826,8 +826,14 @@ pub async fn execute_insert(
             }
             out.push(v);
         }
-        if let Some(g) = &t.generated {
-            g.fill(&t, &mut out, &mut ctx, rowno)?;
+        match check_constraints::complete_row(&t, &mut out, &mut ctx, rowno) {
+            Ok(()) => {}
+            // INSERT IGNORE skips a row its CHECK constraints refuse.
+            Err(e) if ins.ignore && check_constraints::is_violation(&e) => {
+                ctx.warnings.push(e.code, e.message);
+                continue;
+            }
+            Err(e) => return Err(e),
         }
         final_rows.push(out);
     }
@@ -1179,7 +1185,7 @@ async fn upsert_row(
         new[*c as usize] = v.clone();
         both[*c as usize] = v;
     }
-    generated::fill(t, &mut new, ctx, 1)?;
+    check_constraints::complete_row(t, &mut new, ctx, 1)?;
     let changed: Vec<(ColumnId, Value)> = new
         .iter()
         .enumerate()
@@ -1191,6 +1197,15 @@ async fn upsert_row(
     }
     apply_update(txn, t, part, &old, &new, &changed, undo, fk, ctx).await?;
     Ok(2)
+}
+
+/// True if a column an UPDATE writes itself (not generated) changed: only
+/// then do ON UPDATE CURRENT_TIMESTAMP columns take the time, as in MySQL.
+pub(crate) fn assigned_change(t: &SqlTable, old: &[Value], new: &[Value]) -> bool {
+    new.iter()
+        .zip(old)
+        .enumerate()
+        .any(|(i, (n, o))| !generated::is_generated(t, i as ColumnId) && !vals::group_eq(n, o, Coll::Bin))
 }
 
 /// Update one row (delete + insert when the key or the partition changes),
@@ -1485,8 +1500,9 @@ pub async fn execute_update(
         let part_cols_untouched = rs.sets.iter().all(|(c, _)| !rs.part.columns().contains(c));
         let simple = rs.sets.iter().all(|(c, e)| is_row_independent(e) || as_increment(*c, e, &rs.table).is_some());
         let no_on_update = !rs.table.meta.columns.iter().any(|m| m.on_update_now);
-        // Generated columns are computed from the whole row, which this path does not read.
-        let no_generated = rs.table.generated.is_none();
+        // Generated columns and CHECK constraints read the whole row, which
+        // this path does not read.
+        let no_generated = rs.table.generated.is_none() && rs.table.checks.is_none();
         if only_pk_conjuncts(def, &rs.conj)
             && rs.order.is_empty()
             && rs.limit.is_none()
@@ -1544,20 +1560,20 @@ async fn update_general(
             let v = eval(e, &new, ctx)?;
             new[*c as usize] = store_col(t, *c as usize, v, ri as u64 + 1, &mut ctx.warnings)?;
         }
-        generated::fill(t, &mut new, ctx, ri as u64 + 1)?;
-        let mut changed: Vec<(ColumnId, Value)> = new
+        // ON UPDATE columns take the time before generated columns and
+        // checks read the row.
+        if !on_update.is_empty() && assigned_change(t, old, &new) {
+            for c in &on_update {
+                new[*c as usize] = Value::DateTime(ctx.now());
+            }
+        }
+        check_constraints::complete_row(t, &mut new, ctx, ri as u64 + 1)?;
+        let changed: Vec<(ColumnId, Value)> = new
             .iter()
             .enumerate()
             .filter(|(i, v)| !vals::group_eq(v, &old[*i], Coll::Bin))
             .map(|(i, v)| (i as ColumnId, v.clone()))
             .collect();
-        if !changed.is_empty() {
-            for c in &on_update {
-                let v = Value::DateTime(ctx.now());
-                new[*c as usize] = v.clone();
-                changed.push((*c, v));
-            }
-        }
         plans.push((new, changed));
     }
     let mut undo = Vec::new();

@@ -228,10 +228,11 @@ impl Fk<'_> {
                                 _ => Value::Null,
                             };
                         }
-                        // The child's generated columns follow its new key.
+                        // The child's generated columns follow its new key,
+                        // and its CHECK constraints see the new row.
                         let mut written = child_ids.clone();
+                        crate::engine::check_constraints::complete_row(&child, &mut to, ctx, 1)?;
                         if let Some(g) = &child.generated {
-                            g.fill(&child, &mut to, ctx, 1)?;
                             written.extend(g.ids().filter(|c| to[*c as usize] != row[*c as usize]));
                         }
                         update_row(txn, &child, &row, &to, &written).await?;

@@ -62,7 +62,7 @@ impl GenCols {
         for (i, c) in columns.iter().enumerate() {
             let Some(g) = gens.iter().find(|g| g.column.eq_ignore_ascii_case(&c.name)) else { continue };
             is_generated[i] = true;
-            let expr = parse(&g.expr).and_then(|e| compile(&e, &scope, &c.name));
+            let expr = parse(&g.expr).and_then(|e| compile(&e, &scope, RowExprOwner::Generated(&c.name)));
             cols.push(GenCol { id: i as ColumnId, expr });
         }
         GenCols { cols, is_generated }
@@ -199,10 +199,10 @@ pub fn check_definition(
     generated: &[bool],
 ) -> Result<String, SqlError> {
     let name = &columns[i].name;
-    disallowed_functions(e, name)?;
+    disallowed_functions(e, RowExprOwner::Generated(name))?;
     let text = canonical(e);
     // What is stored is the canonical text: compile that, as a load does.
-    let compiled = compile(&parse(&text)?, &row_scope(columns, metas), name)?;
+    let compiled = compile(&parse(&text)?, &row_scope(columns, metas), RowExprOwner::Generated(name))?;
     let mut used = Vec::new();
     collect_cols(&compiled, &mut used);
     used.sort_unstable();
@@ -266,7 +266,62 @@ fn banned_function(name: &str, argc: usize) -> Option<&'static str> {
     })
 }
 
-fn disallowed_functions(e: &Expr, column: &str) -> Result<(), SqlError> {
+/// What a row expression belongs to: it words the errors, which MySQL
+/// words differently for generated columns and for CHECK constraints.
+#[derive(Clone, Copy)]
+pub enum RowExprOwner<'a> {
+    /// A generated column, by name.
+    Generated(&'a str),
+    /// A CHECK constraint, by name.
+    Check(&'a str),
+}
+
+impl RowExprOwner<'_> {
+    /// 3763 / 3814: a function whose value depends on more than the row.
+    fn disallowed_function(self, f: &str) -> SqlError {
+        match self {
+            RowExprOwner::Generated(c) => SqlError::new(
+                3763,
+                "HY000",
+                format!("Expression of generated column '{c}' contains a disallowed function: {f}."),
+            ),
+            RowExprOwner::Check(n) => SqlError::new(
+                3814,
+                "HY000",
+                format!("An expression of a check constraint '{n}' contains disallowed function: {f}."),
+            ),
+        }
+    }
+    /// 3102 / 3815: a subquery (or another unnamed disallowed construct).
+    fn function_not_allowed(self) -> SqlError {
+        match self {
+            RowExprOwner::Generated(c) => function_not_allowed(c),
+            RowExprOwner::Check(n) => SqlError::new(
+                3815,
+                "HY000",
+                format!("An expression of a check constraint '{n}' contains disallowed function."),
+            ),
+        }
+    }
+    /// 3765 / 3816: a user or system variable.
+    fn variables(self) -> SqlError {
+        match self {
+            RowExprOwner::Generated(c) => SqlError::new(
+                3765,
+                "HY000",
+                format!("Expression of generated column '{c}' cannot refer user or system variables."),
+            ),
+            RowExprOwner::Check(n) => SqlError::new(
+                3816,
+                "HY000",
+                format!("An expression of a check constraint '{n}' cannot refer to a user or system variable."),
+            ),
+        }
+    }
+}
+
+/// Refuse functions whose value depends on more than the row, and subqueries.
+pub fn disallowed_functions(e: &Expr, owner: RowExprOwner<'_>) -> Result<(), SqlError> {
     let mut err: Option<SqlError> = None;
     let _ = ast::visit_expressions(e, |x| {
         let banned = match x {
@@ -282,18 +337,14 @@ fn disallowed_functions(e: &Expr, column: &str) -> Result<(), SqlError> {
             Expr::Identifier(id) if id.quote_style.is_none() => banned_function(&id.value, 0)
                 .filter(|_| id.value.to_ascii_lowercase().starts_with("current_") || id.value.starts_with("local")),
             Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => {
-                err = Some(function_not_allowed(column));
+                err = Some(owner.function_not_allowed());
                 return ControlFlow::Break(());
             }
             _ => None,
         };
         match banned {
             Some(f) => {
-                err = Some(SqlError::new(
-                    3763,
-                    "HY000",
-                    format!("Expression of generated column '{column}' contains a disallowed function: {f}."),
-                ));
+                err = Some(owner.disallowed_function(f));
                 ControlFlow::Break(())
             }
             None => ControlFlow::Continue(()),
@@ -309,7 +360,7 @@ fn function_not_allowed(column: &str) -> SqlError {
 
 // ---------------------------------------------------------------- compiling
 
-fn parse(text: &str) -> Result<Expr, SqlError> {
+pub fn parse(text: &str) -> Result<Expr, SqlError> {
     sqlparser::parser::Parser::new(&sqlparser::dialect::MySqlDialect {})
         .try_with_sql(text)
         .and_then(|mut p| p.parse_expr())
@@ -317,7 +368,7 @@ fn parse(text: &str) -> Result<Expr, SqlError> {
 }
 
 /// The scope of a table's row: column i is `CExpr::Col(i)`.
-fn row_scope(columns: &[ColumnDef], metas: &[SqlColumnMeta]) -> Scope {
+pub fn row_scope(columns: &[ColumnDef], metas: &[SqlColumnMeta]) -> Scope {
     Scope {
         cols: columns
             .iter()
@@ -357,7 +408,9 @@ impl SubqueryHost for GenHost {
     }
 }
 
-fn compile(e: &Expr, scope: &Scope, column: &str) -> Result<CExpr, SqlError> {
+/// Compile a row expression over `scope` (see `row_scope`), refusing
+/// subqueries and variables with `owner`'s errors.
+pub fn compile(e: &Expr, scope: &Scope, owner: RowExprOwner<'_>) -> Result<CExpr, SqlError> {
     let pm = ParamMap::default();
     let mut host = GenHost::default();
     let mut c = Compiler {
@@ -370,13 +423,9 @@ fn compile(e: &Expr, scope: &Scope, column: &str) -> Result<CExpr, SqlError> {
         aliases: &[],
         host: &mut host,
     };
-    let compiled = c.compile(e).map_err(|err| if err.code == 3102 { function_not_allowed(column) } else { err })?;
+    let compiled = c.compile(e).map_err(|err| if err.code == 3102 { owner.function_not_allowed() } else { err })?;
     if host.variables {
-        return Err(SqlError::new(
-            3765,
-            "HY000",
-            format!("Expression of generated column '{column}' cannot refer user or system variables."),
-        ));
+        return Err(owner.variables());
     }
     Ok(compiled.0)
 }
@@ -402,7 +451,9 @@ mod tests {
 
     #[test]
     fn disallowed_functions_name_mysqls_function() {
-        let e = |t: &str| disallowed_functions(&parse(t).expect("parses"), "c").map_err(|e| (e.code, e.message));
+        let e = |t: &str| {
+            disallowed_functions(&parse(t).expect("parses"), RowExprOwner::Generated("c")).map_err(|e| (e.code, e.message))
+        };
         assert_eq!(e("RAND()").unwrap_err().0, 3763);
         assert!(e("NOW()").unwrap_err().1.ends_with("disallowed function: now."));
         assert!(e("CURRENT_TIMESTAMP").unwrap_err().1.ends_with("disallowed function: now."));

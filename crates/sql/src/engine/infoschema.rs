@@ -587,6 +587,10 @@ pub async fn virtual_table(
                 for f in &t.meta.fk.foreign_keys {
                     rows.push(vec![s("def"), s(&t.db), s(&f.name), s(&t.db), s(&t.name), s("FOREIGN KEY"), s("YES")]);
                 }
+                for k in &t.meta.checks {
+                    let enforced = if k.enforced { "YES" } else { "NO" };
+                    rows.push(vec![s("def"), s(&t.db), s(&k.name), s(&t.db), s(&t.name), s("CHECK"), s(enforced)]);
+                }
             }
             (c, rows)
         }
@@ -767,7 +771,13 @@ pub async fn virtual_table(
             },
         ),
         "CHECK_CONSTRAINTS" => {
-            (cols(&["CONSTRAINT_CATALOG", "CONSTRAINT_SCHEMA", "CONSTRAINT_NAME", "CHECK_CLAUSE"], &[]), Vec::new())
+            let mut rows = Vec::new();
+            for t in tables_in_scope(e, scope).await? {
+                for k in &t.meta.checks {
+                    rows.push(vec![s("def"), s(&t.db), s(&k.name), s(&k.expr)]);
+                }
+            }
+            (cols(&["CONSTRAINT_CATALOG", "CONSTRAINT_SCHEMA", "CONSTRAINT_NAME", "CHECK_CLAUSE"], &[]), rows)
         }
         "VIEWS" => (
             cols(

@@ -11,6 +11,7 @@ pub mod alter_generated;
 pub mod alter_text;
 pub mod bit;
 pub mod catalog;
+pub mod check_constraints;
 pub mod create_from;
 pub mod ddl;
 pub mod enumset;

@@ -42,6 +42,7 @@
 //! doc), plus a savepoint when foreign keys cascade.
 
 use crate::engine::catalog::SqlTable;
+use crate::engine::check_constraints;
 use crate::engine::dml;
 use crate::engine::exec::{self, Reader, Row};
 use crate::engine::expr::compile::ParamMap;
@@ -595,8 +596,23 @@ async fn update_targets(
                 let v = joined[*at].clone();
                 new[*c as usize] = dml::store_col(&t.table, *c as usize, v, row_no, &mut ctx.warnings)?;
             }
-            crate::engine::generated::fill(&t.table, &mut new, ctx, row_no)?;
-            let mut changed: Vec<(ColumnId, Value)> = new
+            // ON UPDATE columns take the time before generated columns and
+            // checks read the row.
+            if !on_update.is_empty() && dml::assigned_change(&t.table, &old, &new) {
+                for c in &on_update {
+                    new[*c as usize] = Value::DateTime(ctx.now());
+                }
+            }
+            match check_constraints::complete_row(&t.table, &mut new, ctx, row_no) {
+                Ok(()) => {}
+                // UPDATE IGNORE leaves a row its CHECK constraints refuse.
+                Err(e) if ms.ignore && check_constraints::is_violation(&e) => {
+                    ctx.warnings.push(e.code, e.message);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            let changed: Vec<(ColumnId, Value)> = new
                 .iter()
                 .enumerate()
                 .filter(|(i, v)| !vals::group_eq(v, &old[*i], Coll::Bin))
@@ -604,11 +620,6 @@ async fn update_targets(
                 .collect();
             if changed.is_empty() {
                 continue;
-            }
-            for c in &on_update {
-                let v = Value::DateTime(ctx.now());
-                new[*c as usize] = v.clone();
-                changed.push((*c, v));
             }
             plans.push((ti, old, new, changed));
         }

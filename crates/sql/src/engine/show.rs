@@ -172,6 +172,9 @@ pub fn show_create_table(t: &SqlTable) -> String {
     for f in &t.meta.fk.foreign_keys {
         lines.push(format!("  {}", f.to_sql(&t.db)));
     }
+    for c in &t.meta.checks {
+        lines.push(format!("  {}", crate::engine::check_constraints::to_sql(c)));
+    }
     let mut out = format!("CREATE TABLE {} (\n{}\n) ENGINE=ndbcluster", quote_ident(&t.name), lines.join(",\n"));
     if let Some(n) = t.meta.auto_increment_start.filter(|&n| n > 1) {
         out.push_str(&format!(" AUTO_INCREMENT={n}"));
