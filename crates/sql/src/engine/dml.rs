@@ -1308,7 +1308,10 @@ fn single_table(from: &[ast::TableWithJoins]) -> Result<(&ast::ObjectName, Strin
             let a = alias
                 .as_ref()
                 .map(|a| a.name.value.clone())
-                .unwrap_or_else(|| name.0.last().map(|p| p.to_string()).unwrap_or_default());
+                // The name as written, without its quotes: `t`.a names t.
+                .unwrap_or_else(|| {
+                    name.0.last().map(|p| p.as_ident().map_or_else(|| p.to_string(), |i| i.value.clone())).unwrap_or_default()
+                });
             Ok((name, a))
         }
         _ => Err(SqlError::unsupported("UPDATE / DELETE of a derived table")),
