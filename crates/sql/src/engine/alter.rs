@@ -538,9 +538,10 @@ fn checks_need_rows(t: &SqlTable, new: &TableDef, meta: &SqlTableMeta) -> bool {
         return false;
     }
     let was = enforced(&t.meta);
-    let types_changed = new.columns.iter().any(|c| {
-        t.def.columns.iter().find(|o| o.name.eq_ignore_ascii_case(&c.name)).is_none_or(|o| o.ty != c.ty)
-    });
+    let types_changed = new
+        .columns
+        .iter()
+        .any(|c| t.def.columns.iter().find(|o| o.name.eq_ignore_ascii_case(&c.name)).is_none_or(|o| o.ty != c.ty));
     now.iter().any(|c| !was.contains(c)) || types_changed
 }
 

@@ -628,7 +628,8 @@ impl SqlTable {
         let bits = meta.columns.iter().map(|m| crate::engine::bit::bit_width(&m.sql_type).unwrap_or(0)).collect();
         let generated = (!meta.generated.is_empty())
             .then(|| Arc::new(crate::engine::generated::GenCols::build(&def.columns, &meta.columns, &meta.generated)));
-        let checks = crate::engine::check_constraints::Checks::build(&def.columns, &meta.columns, &meta.checks).map(Arc::new);
+        let checks =
+            crate::engine::check_constraints::Checks::build(&def.columns, &meta.columns, &meta.checks).map(Arc::new);
         Some(SqlTable { db: db.to_string(), name: name.to_string(), def, meta, enums, json, bits, generated, checks })
     }
 

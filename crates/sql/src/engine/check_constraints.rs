@@ -120,7 +120,12 @@ pub struct Declared<'a> {
 impl<'a> Declared<'a> {
     /// `[CONSTRAINT name] CHECK (...)` at table level.
     pub fn table_level(c: &'a ast::CheckConstraint) -> Declared<'a> {
-        Declared { name: c.name.as_ref().map(|n| n.value.clone()), expr: &c.expr, enforced: c.enforced != Some(false), column: None }
+        Declared {
+            name: c.name.as_ref().map(|n| n.value.clone()),
+            expr: &c.expr,
+            enforced: c.enforced != Some(false),
+            column: None,
+        }
     }
     /// `col type [CONSTRAINT name] CHECK (...)`.
     pub fn column_level(column: &str, name: Option<&ast::Ident>, c: &'a ast::CheckConstraint) -> Declared<'a> {
@@ -158,7 +163,8 @@ pub fn define(
     fks: &[ForeignKey],
     declared: &[Declared<'_>],
 ) -> Result<Vec<CheckConstraint>, SqlError> {
-    let mut next = declared.iter().filter_map(|d| d.name.as_deref().and_then(|n| generated_number(n, table))).max().unwrap_or(0);
+    let mut next =
+        declared.iter().filter_map(|d| d.name.as_deref().and_then(|n| generated_number(n, table))).max().unwrap_or(0);
     let scope = generated::row_scope(columns, metas);
     let mut out: Vec<CheckConstraint> = Vec::with_capacity(declared.len());
     for d in declared {
@@ -178,8 +184,7 @@ pub fn define(
         let parsed = generated::parse(&text)?;
         // `@x` / `@@x` are variables (3816, from `compile`), not columns.
         for col in expr_columns(&text).into_iter().filter(|c| !c.starts_with('@')) {
-            let Some(i) =
-                columns.iter().zip(metas).position(|(c, m)| !m.hidden && c.name.eq_ignore_ascii_case(&col))
+            let Some(i) = columns.iter().zip(metas).position(|(c, m)| !m.hidden && c.name.eq_ignore_ascii_case(&col))
             else {
                 return Err(SqlError::new(
                     3820,
@@ -188,7 +193,11 @@ pub fn define(
                 ));
             };
             if d.column.as_deref().is_some_and(|own| !own.eq_ignore_ascii_case(&col)) {
-                return Err(SqlError::new(3813, "HY000", format!("Column check constraint '{name}' references other column.")));
+                return Err(SqlError::new(
+                    3813,
+                    "HY000",
+                    format!("Column check constraint '{name}' references other column."),
+                ));
             }
             if columns[i].auto_increment {
                 return Err(SqlError::new(
@@ -197,7 +206,9 @@ pub fn define(
                     format!("Check constraint '{name}' cannot refer to an auto-increment column."),
                 ));
             }
-            if let Some(f) = fks.iter().find(|f| changes_columns(f) && f.columns.iter().any(|c| c.eq_ignore_ascii_case(&col))) {
+            if let Some(f) =
+                fks.iter().find(|f| changes_columns(f) && f.columns.iter().any(|c| c.eq_ignore_ascii_case(&col)))
+            {
                 return Err(fk_action_column(&columns[i].name, &name, &f.name));
             }
         }
@@ -321,7 +332,11 @@ pub fn rename_generated(checks: &mut [CheckConstraint], old: &str, new: &str) {
 /// 3959 ER_DEPENDENT_BY_CHECK_CONSTRAINT: a constraint kept by an ALTER
 /// reads an old column that the new table no longer has by that name
 /// (dropped or renamed). `kept_cols`: the new table's column names.
-pub fn check_dependencies(checks: &[CheckConstraint], old_cols: &[String], kept_cols: &[String]) -> Result<(), SqlError> {
+pub fn check_dependencies(
+    checks: &[CheckConstraint],
+    old_cols: &[String],
+    kept_cols: &[String],
+) -> Result<(), SqlError> {
     for c in checks {
         for col in expr_columns(&c.expr) {
             let gone = old_cols.iter().any(|o| o.eq_ignore_ascii_case(&col))
@@ -330,7 +345,10 @@ pub fn check_dependencies(checks: &[CheckConstraint], old_cols: &[String], kept_
                 return Err(SqlError::new(
                     3959,
                     "HY000",
-                    format!("Check constraint '{}' uses column '{col}', hence column cannot be dropped or renamed.", c.name),
+                    format!(
+                        "Check constraint '{}' uses column '{col}', hence column cannot be dropped or renamed.",
+                        c.name
+                    ),
                 ));
             }
         }
@@ -394,7 +412,8 @@ mod tests {
         let (c, m) = cols();
         let e1 = generated::parse("a > 0").unwrap();
         let e2 = generated::parse("b > 0").unwrap();
-        let d = |name: Option<&str>, e| Declared { name: name.map(String::from), expr: e, enforced: true, column: None };
+        let d =
+            |name: Option<&str>, e| Declared { name: name.map(String::from), expr: e, enforced: true, column: None };
         let mut got = define("t", &c, &m, &[], &[d(None, &e1), d(Some("a_first"), &e2), d(None, &e2)]).unwrap();
         let names: Vec<&str> = got.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["a_first", "t_chk_1", "t_chk_2"]);
@@ -415,7 +434,10 @@ mod tests {
         assert!(check_dependencies(&checks, &old, &["A".into(), "c".into()]).is_ok());
         let err = check_dependencies(&checks, &old, &["b".into(), "z".into()]).unwrap_err();
         assert_eq!(err.code, 3959);
-        assert_eq!(err.message, "Check constraint 't_chk_1' uses column 'a', hence column cannot be dropped or renamed.");
+        assert_eq!(
+            err.message,
+            "Check constraint 't_chk_1' uses column 'a', hence column cannot be dropped or renamed."
+        );
     }
 
     #[test]

@@ -1310,7 +1310,10 @@ fn single_table(from: &[ast::TableWithJoins]) -> Result<(&ast::ObjectName, Strin
                 .map(|a| a.name.value.clone())
                 // The name as written, without its quotes: `t`.a names t.
                 .unwrap_or_else(|| {
-                    name.0.last().map(|p| p.as_ident().map_or_else(|| p.to_string(), |i| i.value.clone())).unwrap_or_default()
+                    name.0
+                        .last()
+                        .map(|p| p.as_ident().map_or_else(|| p.to_string(), |i| i.value.clone()))
+                        .unwrap_or_default()
                 });
             Ok((name, a))
         }

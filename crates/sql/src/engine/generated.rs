@@ -452,7 +452,8 @@ mod tests {
     #[test]
     fn disallowed_functions_name_mysqls_function() {
         let e = |t: &str| {
-            disallowed_functions(&parse(t).expect("parses"), RowExprOwner::Generated("c")).map_err(|e| (e.code, e.message))
+            disallowed_functions(&parse(t).expect("parses"), RowExprOwner::Generated("c"))
+                .map_err(|e| (e.code, e.message))
         };
         assert_eq!(e("RAND()").unwrap_err().0, 3763);
         assert!(e("NOW()").unwrap_err().1.ends_with("disallowed function: now."));
