@@ -143,7 +143,11 @@ pub async fn create_as_select(
     // A temporary table's rows go into an open transaction (creating it
     // did not end that transaction, as in MySQL); otherwise in their own.
     let own_txn = !(ct.temporary && (s.in_transaction || s.txn.is_some()));
-    match fill(e, s, &db, &table, &targets, rows, own_txn).await {
+    // The rows go into the new base table even when the session has a
+    // temporary table of the name, which would take the INSERT's name: it
+    // is set aside meanwhile.
+    let shadow = if ct.temporary { None } else { crate::engine::temp_tables::set_aside(s, &db, &table) };
+    let r = match fill(e, s, &db, &table, &targets, rows, own_txn).await {
         Ok(n) => Ok(QueryOutput::Ok {
             affected_rows: n,
             last_insert_id: 0,
@@ -155,7 +159,11 @@ pub async fn create_as_select(
             let _ = ddl::drop_tables(e, s, &[name], true).await;
             Err(err)
         }
+    };
+    if let Some(t) = shadow {
+        crate::engine::temp_tables::put_back(s, t);
     }
+    r
 }
 
 /// Insert the query's rows into the new table in one transaction.

@@ -105,6 +105,21 @@ pub async fn get(e: &Engine, s: &Session, db: &str, name: &str) -> Result<Arc<Sq
     }
 }
 
+/// Take the session's temporary `db.name` out of name resolution for a
+/// moment (`put_back` returns it); the hidden table stays.
+pub fn set_aside(s: &mut Session, db: &str, name: &str) -> Option<Arc<SqlTable>> {
+    if s.temp.is_empty() {
+        return None;
+    }
+    s.temp.remove(db, name)
+}
+
+/// Undo `set_aside`.
+pub fn put_back(s: &mut Session, t: Arc<SqlTable>) {
+    debug_assert!(lookup(s, &t.db, &t.name).is_none(), "a set-aside name was taken");
+    s.temp.insert(t);
+}
+
 /// Whether a table is one of the hidden tables (by its native name).
 pub fn is_temporary(t: &SqlTable) -> bool {
     t.def.name.strip_prefix(HIDDEN_DB).and_then(|r| r.strip_prefix('/')).is_some_and(|r| r.starts_with(HIDDEN_PREFIX))
