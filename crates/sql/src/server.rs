@@ -76,6 +76,12 @@ pub struct SqldArgs {
     /// saves a wakeup per statement under steady load.
     #[arg(long, default_value_t = 0)]
     pub idle_spin_us: u64,
+    /// This SQL node's name, kept across restarts (default: `sqld@` and the
+    /// --listen address). Temporary tables' rows live in data-node tables
+    /// tagged with it, and a start drops those a crashed earlier run left:
+    /// give every SQL node of a cluster its own name.
+    #[arg(long)]
+    pub node_name: Option<String>,
 }
 
 /// The configuration file (`--config`).
@@ -469,6 +475,7 @@ fn run_sqld_inner(args: SqldArgs, local: Option<LocalConnect>) -> anyhow::Result
             hostname: std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()),
             reply_spin: std::time::Duration::from_micros(args.reply_spin_us),
             max_connections: config.max_connections as u64,
+            node_name: args.node_name.clone().unwrap_or_else(|| format!("sqld@{}", args.listen)),
             ..Default::default()
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(CONNECT_RETRY_SECS);

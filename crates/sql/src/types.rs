@@ -207,6 +207,8 @@ pub struct Session {
     pub row_count: i64,
     /// Set by a SELECT SQL_CALC_FOUND_ROWS for `found_rows::record`.
     pub calc_found_rows: Option<u64>,
+    /// CREATE TEMPORARY TABLE's tables of this session (`temp_tables`).
+    pub temp: crate::engine::temp_tables::TempTables,
 }
 
 impl Session {
@@ -232,6 +234,7 @@ impl Session {
             found_rows: 0,
             row_count: -1,
             calc_found_rows: None,
+            temp: Default::default(),
         }
     }
 }

@@ -633,8 +633,10 @@ impl SqlTable {
         Some(SqlTable { db: db.to_string(), name: name.to_string(), def, meta, enums, json, bits, generated, checks })
     }
 
+    /// The data node's name of the table: `db/name`, or the hidden name of
+    /// a temporary table (whose `db` / `name` are the user's, `temp_tables`).
     pub fn native_name(&self) -> String {
-        native_name(&self.db, &self.name)
+        self.def.name.clone()
     }
 
     /// True for the hidden `$PK` column.

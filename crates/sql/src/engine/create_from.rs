@@ -54,7 +54,8 @@ pub async fn create_like(e: &Engine, s: &mut Session, ct: &CreateTable) -> Resul
     if crate::engine::infoschema::is_infoschema(&db) {
         return Err(SqlError::unsupported("CREATE TABLE ... LIKE an information_schema table"));
     }
-    let src = match e.catalog().get(&db, &table).await {
+    // A temporary table may be the source (and shadows a base table).
+    let src = match crate::engine::temp_tables::get(e, s, &db, &table).await {
         Ok(t) => t,
         // MySQL copies only base tables.
         Err(err) if err.code == 1146 && namespace::is_view(e, &db, &table).await? => {
@@ -68,6 +69,7 @@ pub async fn create_like(e: &Engine, s: &mut Session, ct: &CreateTable) -> Resul
     let mut new = parse_create(&text)?;
     new.name = ct.name.clone();
     new.if_not_exists = ct.if_not_exists;
+    new.temporary = ct.temporary;
     // MySQL's LIKE copies no foreign keys (their indexes stay).
     new.constraints.retain(|c| !matches!(c, ast::TableConstraint::ForeignKey(_)));
     // CHECK constraints come along under generated names of the new table
@@ -93,8 +95,14 @@ pub async fn create_as_select(
 ) -> Result<QueryOutput, SqlError> {
     let q = ct.query.as_ref().ok_or_else(|| SqlError::internal("create_as_select without a query"))?;
     let (db, table) = ddl::resolve_name(s, &ct.name)?;
-    // A view of the name counts as a table (`namespace`).
-    if e.catalog().try_get(&db, &table).await?.is_some() || namespace::is_view(e, &db, &table).await? {
+    // A view of the name counts as a table (`namespace`); for a temporary
+    // table only the session's other temporary tables do.
+    let taken = if ct.temporary {
+        crate::engine::temp_tables::lookup(s, &db, &table).is_some()
+    } else {
+        e.catalog().try_get(&db, &table).await?.is_some() || namespace::is_view(e, &db, &table).await?
+    };
+    if taken {
         if ct.if_not_exists {
             // MySQL 8: nothing is inserted into an existing table.
             s.warnings.push(crate::types::Warning {
@@ -124,7 +132,7 @@ pub async fn create_as_select(
         if defs.iter().any(|d| d.name.value.eq_ignore_ascii_case(&m.name)) {
             continue;
         }
-        derived.push(derived_column(e, m, &rows, i).await?);
+        derived.push(derived_column(e, s, m, &rows, i).await?);
     }
     if !derived.is_empty() {
         let text = format!("CREATE TABLE t ({})", derived.join(", "));
@@ -139,7 +147,14 @@ pub async fn create_as_select(
         return Ok(QueryOutput::ok(0));
     }
 
-    match fill(e, s, &db, &table, &targets, rows).await {
+    // A temporary table's rows go into an open transaction (creating it
+    // did not end that transaction, as in MySQL); otherwise in their own.
+    let own_txn = !(ct.temporary && (s.in_transaction || s.txn.is_some()));
+    // The rows go into the new base table even when the session has a
+    // temporary table of the name, which would take the INSERT's name: it
+    // is set aside meanwhile.
+    let shadow = if ct.temporary { None } else { crate::engine::temp_tables::set_aside(s, &db, &table) };
+    let r = match fill(e, s, &db, &table, &targets, rows, own_txn).await {
         Ok(n) => Ok(QueryOutput::Ok {
             affected_rows: n,
             last_insert_id: 0,
@@ -151,7 +166,11 @@ pub async fn create_as_select(
             let _ = ddl::drop_tables(e, s, &[name], true).await;
             Err(err)
         }
+    };
+    if let Some(t) = shadow {
+        crate::engine::temp_tables::put_back(s, t);
     }
+    r
 }
 
 /// Insert the query's rows into the new table in one transaction.
@@ -162,6 +181,7 @@ async fn fill(
     table: &str,
     targets: &[String],
     rows: Vec<Vec<Value>>,
+    own_txn: bool,
 ) -> Result<u64, SqlError> {
     if rows.is_empty() {
         return Ok(0);
@@ -177,7 +197,9 @@ async fn fill(
         )
     };
     let full = e.prepare(s, &sql_for(INSERT_BATCH_ROWS.min(rows.len()))).await?;
-    txn_control::begin(s).await?;
+    if own_txn {
+        txn_control::begin(s).await?;
+    }
     let mut n = 0u64;
     let mut res = Ok(());
     for chunk in rows.chunks(INSERT_BATCH_ROWS) {
@@ -200,10 +222,13 @@ async fn fill(
         n += chunk.len() as u64;
     }
     match res {
+        Ok(()) if !own_txn => Ok(n),
         Ok(()) => {
             txn_control::commit(s).await?;
             Ok(n)
         }
+        // The caller drops the new table, rows and all.
+        Err(err) if !own_txn => Err(err),
         Err(err) => {
             let _ = txn_control::rollback(s).await;
             Err(err)
@@ -212,10 +237,14 @@ async fn fill(
 }
 
 /// The column definition a result column gets in the new table.
-async fn derived_column(e: &Engine, m: &ColumnMeta, rows: &[Vec<Value>], i: usize) -> Result<String, SqlError> {
+async fn derived_column(e: &Engine, s: &Session, m: &ColumnMeta, rows: &[Vec<Value>], i: usize) -> Result<String, SqlError> {
     // A plain column reference keeps its source column's definition.
     if !m.org_table.is_empty() && !m.org_name.is_empty() && !m.schema.is_empty() {
-        if let Ok(Some(t)) = e.catalog().try_get(&m.schema, &m.org_table).await {
+        let src = match crate::engine::temp_tables::lookup(s, &m.schema, &m.org_table) {
+            Some(t) => Some(t),
+            None => e.catalog().try_get(&m.schema, &m.org_table).await.ok().flatten(),
+        };
+        if let Some(t) = src {
             if let Some((_, c, meta)) = t.columns_visible().find(|(_, c, _)| c.name.eq_ignore_ascii_case(&m.org_name)) {
                 let mut line = column_definition(&t, c, meta, true);
                 // The optional side of an outer join gives NULLs for a NOT

@@ -1095,10 +1095,10 @@ pub async fn create_table(
     if VIRTUAL_DBS.iter().any(|v| v.eq_ignore_ascii_case(&db)) {
         return Err(error_map::db_access_denied(&s.user, &db));
     }
-    if ct.like.is_some() && !ct.temporary {
+    if ct.like.is_some() {
         return crate::engine::create_from::create_like(e, s, ct).await;
     }
-    if ct.query.is_some() && !ct.temporary {
+    if ct.query.is_some() {
         return crate::engine::create_from::create_as_select(e, s, ct, partition).await;
     }
     create_table_made(e, s, ct, partition).await?;
@@ -1113,6 +1113,9 @@ pub async fn create_table_made(
     ct: &CreateTable,
     partition: Option<PartitionInfo>,
 ) -> Result<bool, SqlError> {
+    if ct.temporary {
+        return crate::engine::temp_tables::create(e, s, ct, partition).await;
+    }
     let (db, table) = resolve_name(s, &ct.name)?;
     let exists = |s: &mut Session| -> Result<bool, SqlError> {
         if ct.if_not_exists {
@@ -1150,7 +1153,7 @@ pub async fn create_table_made(
                 // A view of the name was made meanwhile (on another SQL
                 // node): take the table back.
                 let name = ObjectName::from(vec![ast::Ident::new(&db), ast::Ident::new(&table)]);
-                drop_tables(e, s, &[name], true).await?;
+                drop_base_tables(e, s, &[name], true).await?;
                 return exists(s);
             }
             if let Some(start) = auto_start {
@@ -1165,7 +1168,23 @@ pub async fn create_table_made(
     }
 }
 
+/// DROP TABLE: a name that is one of the session's temporary tables drops
+/// that one (MySQL); the others are base tables.
 pub async fn drop_tables(
+    e: &Engine,
+    s: &mut Session,
+    names: &[ObjectName],
+    if_exists: bool,
+) -> Result<QueryOutput, SqlError> {
+    let rest = crate::engine::temp_tables::drop_shadowing(e, s, names).await?;
+    if rest.is_empty() {
+        return Ok(QueryOutput::ok(0));
+    }
+    drop_base_tables(e, s, &rest, if_exists).await
+}
+
+/// DROP TABLE of base tables only.
+pub async fn drop_base_tables(
     e: &Engine,
     s: &mut Session,
     names: &[ObjectName],
@@ -1204,7 +1223,7 @@ pub async fn truncate(e: &Engine, s: &mut Session, names: &[ObjectName]) -> Resu
     for n in names {
         let (db, table) = resolve_name(s, n)?;
         e.catalog().invalidate(&db, &table);
-        let t = e.catalog().get(&db, &table).await?;
+        let t = crate::engine::temp_tables::get(e, s, &db, &table).await?;
         crate::engine::fk_ddl::check_truncate(s, &t)?;
         e.client()
             .truncate_table(&t.native_name())

@@ -234,7 +234,9 @@ pub fn table_accesses(s: &Session, p: &Parsed) -> Vec<Access> {
         let Ok((db, table)) = ddl::resolve_name(s, name) else {
             return;
         };
-        if infoschema::is_infoschema(&db) {
+        // The session's own temporary tables: nobody else can reach them,
+        // so no table lock (its own or another session's) applies (MySQL).
+        if infoschema::is_infoschema(&db) || crate::engine::temp_tables::lookup(s, &db, &table).is_some() {
             return;
         }
         match out.iter_mut().find(|a| a.db == db && a.table == table) {

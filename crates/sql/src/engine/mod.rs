@@ -32,6 +32,7 @@ pub mod show;
 pub mod table_locks;
 pub mod table_maintenance;
 pub mod table_stats;
+pub mod temp_tables;
 pub mod txn_control;
 pub mod vars;
 pub mod view_ddl;
@@ -90,6 +91,10 @@ pub struct EngineConfig {
     /// Start value of @@global.max_connections (the server's configured limit);
     /// SET GLOBAL changes it for new connections (`Backend::max_connections`).
     pub max_connections: u64,
+    /// This SQL node's name, stable across its restarts: it tags the hidden
+    /// tables of temporary tables, and a start drops those an earlier run
+    /// left (`temp_tables`). Empty: a per-process tag and no sweep.
+    pub node_name: String,
 }
 
 impl Default for EngineConfig {
@@ -103,6 +108,7 @@ impl Default for EngineConfig {
             reply_spin: std::time::Duration::ZERO,
             socket: String::new(),
             max_connections: crate::server::DEFAULT_MAX_CONNECTIONS as u64,
+            node_name: String::new(),
         }
     }
 }
@@ -443,7 +449,7 @@ impl Engine {
             ("socket", Value::str(&cfg.socket)),
             ("max_connections", Value::UInt(cfg.max_connections)),
         ]);
-        Ok(Arc::new(Engine {
+        let engine = Arc::new(Engine {
             client,
             catalog,
             cfg,
@@ -451,7 +457,13 @@ impl Engine {
             status: Status::default(),
             table_locks: table_locks::TableLocks::default(),
             sessions: Default::default(),
-        }))
+        });
+        // Before any session exists: no live temporary table carries this
+        // node's tag yet, so everything with it is an orphan.
+        if let Err(e) = temp_tables::sweep_orphans(&engine).await {
+            tracing::warn!("sqld: temporary tables of an earlier run not swept: {e}");
+        }
+        Ok(engine)
     }
 
     pub fn client(&self) -> &Client {
@@ -647,9 +659,22 @@ impl Engine {
         p: &Prepared,
         params: Vec<Value>,
     ) -> Result<QueryOutput, SqlError> {
-        let (Some(c), Some(q)) = (p.compiled(), p.query()) else {
+        let (Some(mut c), Some(q)) = (p.compiled(), p.query()) else {
             return self.run_parsed(s, &p.parsed, &params, Some(&p.row_plan)).await;
         };
+        // A temporary table created or dropped since the plan was compiled
+        // may change what its names mean: compile again (one integer compare
+        // on the common path).
+        if c.temp_generation != s.temp.generation() {
+            c = match query::prepare_query(self, s, q).await {
+                Ok(c2) => c2,
+                Err(e) => {
+                    self.record_error(s, &e);
+                    return Err(e);
+                }
+            };
+            p.set_compiled(c.clone());
+        }
         s.warnings.clear();
         if self.table_locks.any_held() {
             if let Err(e) = self.check_table_locks(s, &p.parsed).await {
@@ -715,7 +740,7 @@ impl Engine {
     /// COM_FIELD_LIST.
     pub async fn field_list(&self, s: &mut Session, table: &str) -> Result<Vec<ColumnMeta>, SqlError> {
         let db = s.current_db.clone().ok_or_else(error_map::no_db)?;
-        let t = self.catalog.get(&db, table).await?;
+        let t = temp_tables::get(self, s, &db, table).await?;
         Ok(t.result_columns())
     }
 
@@ -738,6 +763,9 @@ impl Engine {
     /// Connection closed: roll back an open transaction.
     pub async fn end_session(&self, s: &mut Session) {
         let _ = txn_control::rollback(s).await;
+        if !s.temp.is_empty() {
+            temp_tables::drop_all(self, s).await;
+        }
         // Off the list before the locks go: whoever the release lets in no
         // longer sees the session.
         self.sessions.unregister(s.connection_id);
@@ -980,7 +1008,10 @@ impl Engine {
         match p {
             Parsed::Show(st) => show::execute_show(self, s, st).await,
             Parsed::CreateTable(ct, part) => {
-                self.implicit_commit(s).await?;
+                // As MySQL: CREATE TEMPORARY TABLE does not end the transaction.
+                if !ct.temporary {
+                    self.implicit_commit(s).await?;
+                }
                 ddl::create_table(self, s, ct, part.clone()).await
             }
             Parsed::CreateDatabase { name, if_not_exists, charset, collation } => {
@@ -1052,6 +1083,10 @@ impl Engine {
                 let (db, table) = ddl::resolve_name(s, table_name)?;
                 show::describe(self, s, &db, &table, false, &parse_ext::ShowFilter::None).await
             }
+            Statement::Drop { object_type: ObjectType::Table, if_exists, names, temporary: true, .. } => {
+                // No implicit commit for DROP TEMPORARY TABLE (MySQL).
+                temp_tables::drop_temporary(self, s, names, *if_exists).await
+            }
             Statement::Drop { object_type, if_exists, names, table, .. } => {
                 self.implicit_commit(s).await?;
                 match object_type {
@@ -1064,6 +1099,7 @@ impl Engine {
                     }
                     ObjectType::Index => {
                         let t = table.as_ref().ok_or_else(|| SqlError::parse("DROP INDEX needs ON table"))?;
+                        temp_tables::refuse_ddl(s, t, "DROP INDEX")?;
                         let name = ddl::ident_of(&names[0]).last().cloned().unwrap_or_default();
                         ddl::drop_index(self, s, t, &name).await
                     }
@@ -1071,6 +1107,7 @@ impl Engine {
                 }
             }
             Statement::CreateIndex(ci) => {
+                temp_tables::refuse_ddl(s, &ci.table_name, "CREATE INDEX")?;
                 self.implicit_commit(s).await?;
                 let cols = ci
                     .columns
@@ -1085,10 +1122,14 @@ impl Engine {
                 ddl::create_index(self, s, &ci.table_name, name, cols, ci.unique).await
             }
             Statement::AlterTable(at) => {
+                temp_tables::refuse_ddl(s, &at.name, "ALTER TABLE")?;
                 self.implicit_commit(s).await?;
                 ddl::alter_table(self, s, at).await
             }
             Statement::RenameTable(pairs) => {
+                for p in pairs {
+                    temp_tables::refuse_ddl(s, &p.old_name, "RENAME TABLE")?;
+                }
                 self.implicit_commit(s).await?;
                 match alter::rename_tables(self, s, pairs).await {
                     Err(e) if e.code == 1146 => view_ddl::rename_view(self, s, pairs, e).await,

@@ -5,7 +5,8 @@
 //! the session's default database is the one it was compiled under, and the
 //! catalog still hands out the very table objects it was compiled against
 //! (DDL, or a schema-version error that made the catalog forget a table,
-//! replaces them). Statements over information_schema are never kept: their
+//! replaces them), and no temporary table was created or dropped since
+//! (`temp_tables`). Statements over information_schema are never kept: their
 //! rows are read when the names are resolved.
 
 use crate::engine::catalog::SqlTable;
@@ -17,6 +18,8 @@ use std::sync::{Arc, Mutex};
 
 struct Kept<T> {
     default_db: Option<Arc<str>>,
+    /// `TempTables::generation` when compiled (see `temp_tables`).
+    temp_generation: u64,
     tables: Vec<((String, String), Arc<SqlTable>)>,
     plan: Arc<T>,
 }
@@ -49,7 +52,10 @@ pub async fn plan<T>(
     if let Some(slot) = slot {
         let kept = slot.0.lock().ok().and_then(|g| g.clone());
         if let Some(k) = kept {
-            if k.default_db == session.current_db && still_current(engine, &k.tables).await {
+            if k.default_db == session.current_db
+                && k.temp_generation == session.temp.generation()
+                && still_current(engine, session, &k.tables).await
+            {
                 return Ok(k.plan.clone());
             }
         }
@@ -60,6 +66,7 @@ pub async fn plan<T>(
         if tables.virtual_rows.is_empty() {
             let kept = Kept {
                 default_db: session.current_db.clone(),
+                temp_generation: session.temp.generation(),
                 tables: tables.map.iter().map(|(k, t)| (k.clone(), t.clone())).collect(),
                 plan: plan.clone(),
             };
@@ -71,9 +78,9 @@ pub async fn plan<T>(
     Ok(plan)
 }
 
-async fn still_current(engine: &Engine, tables: &[((String, String), Arc<SqlTable>)]) -> bool {
+async fn still_current(engine: &Engine, session: &Session, tables: &[((String, String), Arc<SqlTable>)]) -> bool {
     for ((db, name), t) in tables {
-        match engine.catalog().get(db, name).await {
+        match crate::engine::temp_tables::get(engine, session, db, name).await {
             Ok(cur) if Arc::ptr_eq(&cur, t) => {}
             _ => return false,
         }

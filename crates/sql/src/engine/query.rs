@@ -42,6 +42,10 @@ pub struct Compiled {
     /// they were when it was compiled (empty for a statement over tables
     /// only, the common case, which then checks nothing).
     pub views: Vec<crate::engine::views::ViewStamp>,
+    /// The session's `TempTables::generation` when compiled: a prepared
+    /// plan is compiled again once a temporary table was created or dropped
+    /// (either can change what a name resolves to).
+    pub temp_generation: u64,
 }
 
 impl Compiled {
@@ -248,7 +252,12 @@ pub async fn resolve_tables<V: ast::Visit>(engine: &Engine, session: &Session, s
             t.virtual_rows.insert(k, rows);
             continue;
         }
-        let tbl = engine.catalog().get(&k.0, &k.1).await?;
+        // A temporary table shadows the base table (an emptiness test when
+        // the session has none).
+        let tbl = match crate::engine::temp_tables::lookup(session, &k.0, &k.1) {
+            Some(tbl) => tbl,
+            None => engine.catalog().get(&k.0, &k.1).await?,
+        };
         t.map.insert(k, tbl);
     }
     Ok(t)
@@ -570,6 +579,7 @@ impl<'a> StmtCompiler<'a> {
             param_count,
             columns,
             views: Vec::new(),
+            temp_generation: 0,
         }
     }
 
@@ -1664,7 +1674,9 @@ pub async fn prepare_query(engine: &Engine, session: &Session, q: &Query) -> Res
     };
     let mut c = StmtCompiler::new(&tables, ParamMap::from_statement(q));
     let root = c.compile_query(q, None, RowLock::NONE)?;
-    Ok(Arc::new(c.finish(root)))
+    let mut compiled = c.finish(root);
+    compiled.temp_generation = session.temp.generation();
+    Ok(Arc::new(compiled))
 }
 
 /// Result columns of a SELECT without running it (for COM_STMT_PREPARE).

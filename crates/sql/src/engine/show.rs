@@ -294,7 +294,7 @@ pub async fn describe(
     full: bool,
     f: &ShowFilter,
 ) -> Result<QueryOutput, SqlError> {
-    let t = match e.catalog().get(db, table).await {
+    let t = match crate::engine::temp_tables::get(e, s, db, table).await {
         Ok(t) => t,
         Err(err) if err.code == 1146 => {
             let v = crate::engine::view_ddl::view_or(e, db, table, err).await?;
@@ -343,7 +343,7 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
         }
         ShowStmt::Index { db, table, filter } => {
             let db = db_or_current(sess, db)?;
-            let t = e.catalog().get(&db, table).await?;
+            let t = crate::engine::temp_tables::get(e, sess, &db, table).await?;
             let c = cols(
                 &[
                     "Table",
@@ -390,6 +390,12 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
         }
         ShowStmt::CreateTable { db, table } => {
             let db = db_or_current(sess, db)?;
+            if let Some(t) = crate::engine::temp_tables::lookup(sess, &db, table) {
+                return Ok(QueryOutput::Rows {
+                    columns: cols(&["Table", "Create Table"], &[]).into(),
+                    rows: vec![vec![s(&t.name), s(&crate::engine::temp_tables::show_create(&t))]],
+                });
+            }
             let t = match e.catalog().get(&db, table).await {
                 Ok(t) => t,
                 // SHOW CREATE TABLE of a view answers as SHOW CREATE VIEW (mysqldump relies on it).

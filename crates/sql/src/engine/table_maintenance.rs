@@ -204,6 +204,9 @@ async fn open(
         ));
     }
     ddl::check_name(t, "table")?;
+    if let Some(tmp) = crate::engine::temp_tables::lookup(s, db, t) {
+        return Ok(tmp);
+    }
     e.catalog().try_get(db, t).await?.ok_or_else(|| error_map::no_such_table(db, t))
 }
 

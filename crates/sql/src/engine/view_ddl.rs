@@ -330,6 +330,22 @@ async fn create(e: &Engine, s: &mut Session, cv: &CreateView) -> Result<QueryOut
     {
         return Err(SqlError::new(1462, "HY000", format!("`{db}`.`{name}` contains view recursion")));
     }
+    // A view outlives the session: it cannot read a temporary table (MySQL).
+    if !s.temp.is_empty() {
+        let mut tmp = None;
+        let _ = ast::visit_relations(&q, |n| {
+            if let [d, t] = ident_parts(n).as_slice() {
+                if crate::engine::temp_tables::lookup(s, d, t).is_some() {
+                    tmp = Some(t.clone());
+                    return ControlFlow::Break(());
+                }
+            }
+            ControlFlow::Continue(())
+        });
+        if let Some(t) = tmp {
+            return Err(SqlError::new(1352, "HY000", format!("View's SELECT refers to a temporary table '{t}'")));
+        }
+    }
     // Compiling checks tables and columns (1146, 1054) and names the result.
     let compiled = crate::engine::query::prepare_query(e, s, &q).await?;
     let result: Vec<String> = compiled.columns().iter().map(|c| c.name.clone()).collect();

@@ -658,6 +658,7 @@ pub async fn prepare_query(
         let root = c.compile_query(&expanded, None, crate::engine::row_lock::RowLock::NONE)?;
         let mut compiled = c.finish(root);
         compiled.views = set.stamps();
+        compiled.temp_generation = s.temp.generation();
         Ok(Arc::new(compiled))
     }
     .await;
