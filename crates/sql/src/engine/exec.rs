@@ -9,7 +9,7 @@ use crate::engine::expr::value::{self as vals, order_cmp, Coll, Num};
 use crate::engine::expr::{eval, eval_pred, is_row_independent, CExpr, CmpKind, EvalCtx, SubResult};
 use crate::engine::partition::{constraints_from, ColRange};
 use crate::engine::plan::{self, Access, KeyConv};
-use crate::engine::query::{Compiled, OrderKey, QueryNode, SelectPlan, SetOpPlan, SourceKind, TableAccess};
+use crate::engine::query::{Compiled, OrderKey, QueryNode, SelectPlan, SetOpPlan, Source, SourceKind, TableAccess};
 use crate::engine::row_lock::RowLock;
 use crate::engine::{sort_keys, txn_control, vars, Engine};
 use crate::types::{Session, SqlError};
@@ -829,7 +829,7 @@ pub async fn fetch_table_with(
     Ok(out)
 }
 
-fn concat(a: &[Value], b: &[Value]) -> Row {
+pub(crate) fn concat(a: &[Value], b: &[Value]) -> Row {
     let mut r = Vec::with_capacity(a.len() + b.len());
     r.extend_from_slice(a);
     r.extend_from_slice(b);
@@ -852,6 +852,172 @@ fn hash_key(on: &[CExpr], base: usize, width: usize) -> Option<(usize, usize, Co
         }
     }
     None
+}
+
+/// All rows of one source (its own conjuncts applied; not joined).
+pub(crate) async fn source_rows(
+    rd: &mut Reader<'_>,
+    c: &Compiled,
+    p: &SelectPlan,
+    s: &Source,
+    ctx: &mut EvalCtx<'_>,
+    lock_pick: bool,
+    push_limit: Option<u64>,
+) -> Result<Vec<Row>, SqlError> {
+    Ok(match &s.kind {
+        SourceKind::Table(t) => {
+            let lock = if lock_pick { RowLock::NONE } else { t.lock };
+            let ordered = crate::engine::scan_order::select_needs_scan_order(p);
+            fetch_table_with(rd, t, lock, ctx, push_limit, ordered).await?
+        }
+        SourceKind::Derived(n) => run_node(rd, c, n, ctx).await?,
+        SourceKind::Rows(r) => r.clone(),
+        SourceKind::WorkTable(slot) => crate::engine::recursive::work_rows(ctx, *slot),
+    })
+}
+
+/// A joined row out of prefix row `from_row`; `from` (when asked for)
+/// records which prefix row each output row extends (`join_nests`).
+fn emit(next: &mut Vec<Row>, from: &mut Option<&mut Vec<usize>>, row: Row, from_row: usize) {
+    next.push(row);
+    if let Some(f) = from {
+        f.push(from_row);
+    }
+}
+
+/// Join source `s` to the rows so far (`rows`: the joined row prefix before
+/// it): batched key lookups, a hash join or a nested loop; a left-joined
+/// source NULL-extends prefix rows without a match. Output rows follow the
+/// order of their prefix rows.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn join_source(
+    rd: &mut Reader<'_>,
+    c: &Compiled,
+    p: &SelectPlan,
+    s: &Source,
+    rows: &[Row],
+    ctx: &mut EvalCtx<'_>,
+    lock_pick: bool,
+    push_limit: Option<u64>,
+    mut from: Option<&mut Vec<usize>>,
+) -> Result<Vec<Row>, SqlError> {
+    let prefix_width = s.base;
+    let null_ext = if s.left_join { vec![Value::Null; s.width] } else { Vec::new() };
+    let mut next: Vec<Row> = Vec::new();
+    if let (Some(l), SourceKind::Table(t)) = (&s.lookup, &s.kind) {
+        // Batched key lookups of the inner side, one batch per JOIN_BATCH outer rows.
+        for (ci, chunk) in rows.chunks(JOIN_BATCH).enumerate() {
+            ctx.check_killed()?;
+            let mut keys: Vec<Vec<Value>> = Vec::new();
+            let mut key_of_row: Vec<Option<usize>> = Vec::with_capacity(chunk.len());
+            let mut key_index: HashMap<Vec<u8>, usize> = HashMap::new();
+            for r in chunk {
+                let mut k = Vec::with_capacity(l.keys.len());
+                let mut ok = true;
+                for (e, col) in l.keys.iter().zip(&l.cols) {
+                    let v = eval(e, r, ctx)?;
+                    match plan::key_value(&v, &t.table.def.columns[*col as usize]) {
+                        KeyConv::Val(x) => k.push(x),
+                        _ => {
+                            ok = false;
+                            break;
+                        }
+                    }
+                }
+                if !ok {
+                    key_of_row.push(None);
+                    continue;
+                }
+                let mut enc = Vec::new();
+                encode_group_key(&k, &vec![Coll::Ci; k.len()], &mut enc);
+                let ki = *key_index.entry(enc).or_insert_with(|| {
+                    keys.push(k);
+                    keys.len() - 1
+                });
+                key_of_row.push(Some(ki));
+            }
+            let found = read_keys(rd, t, l.index, &l.cols, keys).await?;
+            let mut by_key: HashMap<usize, Row> = HashMap::with_capacity(found.len());
+            'found: for (ki, row) in found {
+                for lc in t.row_local() {
+                    if !eval_pred(lc, &row, ctx)? {
+                        continue 'found;
+                    }
+                }
+                by_key.insert(ki, row);
+            }
+            for (k, (r, key)) in chunk.iter().zip(key_of_row).enumerate() {
+                let from_row = ci * JOIN_BATCH + k;
+                let mut matched = false;
+                if let Some(inner) = key.and_then(|key| by_key.get(&key)) {
+                    let joined = concat(r, inner);
+                    if all_pass(&s.on, &joined, ctx)? {
+                        matched = true;
+                        emit(&mut next, &mut from, joined, from_row);
+                    }
+                }
+                if !matched && s.left_join {
+                    emit(&mut next, &mut from, concat(r, &null_ext), from_row);
+                }
+            }
+        }
+        return Ok(next);
+    }
+    let inner = source_rows(rd, c, p, s, ctx, lock_pick, push_limit).await?;
+    if let Some((inner_col, outer_col, coll)) = hash_key(&s.on, prefix_width, s.width) {
+        let mut table: HashMap<Vec<u8>, Vec<usize>> = HashMap::with_capacity(inner.len());
+        for (i, r) in inner.iter().enumerate() {
+            let v = &r[inner_col - prefix_width];
+            if v.is_null() {
+                continue;
+            }
+            let mut k = Vec::new();
+            encode_group_key(std::slice::from_ref(v), &[coll], &mut k);
+            table.entry(k).or_default().push(i);
+        }
+        let mut work = 0;
+        for (from_row, r) in rows.iter().enumerate() {
+            interrupt_point(ctx, &mut work, 1).await?;
+            let mut matched = false;
+            let v = &r[outer_col];
+            if !v.is_null() {
+                let mut k = Vec::new();
+                encode_group_key(std::slice::from_ref(v), &[coll], &mut k);
+                if let Some(list) = table.get(&k) {
+                    for &i in list {
+                        let joined = concat(r, &inner[i]);
+                        if all_pass(&s.on, &joined, ctx)? {
+                            matched = true;
+                            emit(&mut next, &mut from, joined, from_row);
+                        }
+                    }
+                }
+            }
+            if !matched && s.left_join {
+                emit(&mut next, &mut from, concat(r, &null_ext), from_row);
+            }
+        }
+    } else {
+        let mut work = 0;
+        for (from_row, r) in rows.iter().enumerate() {
+            interrupt_point(ctx, &mut work, inner.len().max(1)).await?;
+            let mut matched = false;
+            for ir in &inner {
+                let joined = concat(r, ir);
+                if all_pass(&s.on, &joined, ctx)? {
+                    matched = true;
+                    emit(&mut next, &mut from, joined, from_row);
+                    if next.len() > MAX_RESULT_ROWS {
+                        return Err(SqlError::new(1104, "42000", "The SELECT would examine too many rows"));
+                    }
+                }
+            }
+            if !matched && s.left_join {
+                emit(&mut next, &mut from, concat(r, &null_ext), from_row);
+            }
+        }
+    }
+    Ok(next)
 }
 
 async fn run_select(
@@ -889,81 +1055,15 @@ async fn run_select(
         Some(s) if s.lookup.is_none() => Vec::new(),
         _ => vec![Vec::new()],
     };
+    if !p.nests.is_empty() {
+        rows = crate::engine::join_nests::run(rd, c, p, ctx, lock_pick.is_some(), push_limit).await?;
+    }
     for (si, s) in p.sources.iter().enumerate() {
-        let prefix_width = s.base;
-        let null_ext = if s.left_join { vec![Value::Null; s.width] } else { Vec::new() };
-        let mut next: Vec<Row> = Vec::new();
-        if let (Some(l), SourceKind::Table(t)) = (&s.lookup, &s.kind) {
-            // Batched key lookups of the inner side, one batch per JOIN_BATCH outer rows.
-            for chunk in rows.chunks(JOIN_BATCH) {
-                ctx.check_killed()?;
-                let mut keys: Vec<Vec<Value>> = Vec::new();
-                let mut key_of_row: Vec<Option<usize>> = Vec::with_capacity(chunk.len());
-                let mut key_index: HashMap<Vec<u8>, usize> = HashMap::new();
-                for r in chunk {
-                    let mut k = Vec::with_capacity(l.keys.len());
-                    let mut ok = true;
-                    for (e, col) in l.keys.iter().zip(&l.cols) {
-                        let v = eval(e, r, ctx)?;
-                        match plan::key_value(&v, &t.table.def.columns[*col as usize]) {
-                            KeyConv::Val(x) => k.push(x),
-                            _ => {
-                                ok = false;
-                                break;
-                            }
-                        }
-                    }
-                    if !ok {
-                        key_of_row.push(None);
-                        continue;
-                    }
-                    let mut enc = Vec::new();
-                    encode_group_key(&k, &vec![Coll::Ci; k.len()], &mut enc);
-                    let ki = *key_index.entry(enc).or_insert_with(|| {
-                        keys.push(k);
-                        keys.len() - 1
-                    });
-                    key_of_row.push(Some(ki));
-                }
-                let found = read_keys(rd, t, l.index, &l.cols, keys).await?;
-                let mut by_key: HashMap<usize, Row> = HashMap::with_capacity(found.len());
-                'found: for (ki, row) in found {
-                    for lc in t.row_local() {
-                        if !eval_pred(lc, &row, ctx)? {
-                            continue 'found;
-                        }
-                    }
-                    by_key.insert(ki, row);
-                }
-                for (r, k) in chunk.iter().zip(key_of_row) {
-                    let mut matched = false;
-                    if let Some(inner) = k.and_then(|k| by_key.get(&k)) {
-                        let joined = concat(r, inner);
-                        if all_pass(&s.on, &joined, ctx)? {
-                            matched = true;
-                            next.push(joined);
-                        }
-                    }
-                    if !matched && s.left_join {
-                        next.push(concat(r, &null_ext));
-                    }
-                }
-            }
-            rows = next;
-            continue;
+        if !p.nests.is_empty() {
+            break;
         }
-        let inner: Vec<Row> = match &s.kind {
-            SourceKind::Table(t) => {
-                let lock = if lock_pick.is_some() { RowLock::NONE } else { t.lock };
-                let ordered = crate::engine::scan_order::select_needs_scan_order(p);
-                fetch_table_with(rd, t, lock, ctx, push_limit, ordered).await?
-            }
-            SourceKind::Derived(n) => run_node(rd, c, n, ctx).await?,
-            SourceKind::Rows(r) => r.clone(),
-            SourceKind::WorkTable(slot) => crate::engine::recursive::work_rows(ctx, *slot),
-        };
-        if si == 0 {
-            rows = inner;
+        if si == 0 && s.lookup.is_none() {
+            rows = source_rows(rd, c, p, s, ctx, lock_pick.is_some(), push_limit).await?;
             // ON of the first source (only from nested joins) acts as a filter.
             if !s.on.is_empty() {
                 let mut keep = Vec::with_capacity(rows.len());
@@ -976,60 +1076,7 @@ async fn run_select(
             }
             continue;
         }
-        if let Some((inner_col, outer_col, coll)) = hash_key(&s.on, prefix_width, s.width) {
-            let mut table: HashMap<Vec<u8>, Vec<usize>> = HashMap::with_capacity(inner.len());
-            for (i, r) in inner.iter().enumerate() {
-                let v = &r[inner_col - prefix_width];
-                if v.is_null() {
-                    continue;
-                }
-                let mut k = Vec::new();
-                encode_group_key(std::slice::from_ref(v), &[coll], &mut k);
-                table.entry(k).or_default().push(i);
-            }
-            let mut work = 0;
-            for r in &rows {
-                interrupt_point(ctx, &mut work, 1).await?;
-                let mut matched = false;
-                let v = &r[outer_col];
-                if !v.is_null() {
-                    let mut k = Vec::new();
-                    encode_group_key(std::slice::from_ref(v), &[coll], &mut k);
-                    if let Some(list) = table.get(&k) {
-                        for &i in list {
-                            let joined = concat(r, &inner[i]);
-                            if all_pass(&s.on, &joined, ctx)? {
-                                matched = true;
-                                next.push(joined);
-                            }
-                        }
-                    }
-                }
-                if !matched && s.left_join {
-                    next.push(concat(r, &null_ext));
-                }
-            }
-        } else {
-            let mut work = 0;
-            for r in &rows {
-                interrupt_point(ctx, &mut work, inner.len().max(1)).await?;
-                let mut matched = false;
-                for ir in &inner {
-                    let joined = concat(r, ir);
-                    if all_pass(&s.on, &joined, ctx)? {
-                        matched = true;
-                        next.push(joined);
-                        if next.len() > MAX_RESULT_ROWS {
-                            return Err(SqlError::new(1104, "42000", "The SELECT would examine too many rows"));
-                        }
-                    }
-                }
-                if !matched && s.left_join {
-                    next.push(concat(r, &null_ext));
-                }
-            }
-        }
-        rows = next;
+        rows = join_source(rd, c, p, s, &rows, ctx, lock_pick.is_some(), push_limit, None).await?;
     }
 
     // WHERE (rest), with correlated subqueries run per row.
@@ -1473,7 +1520,7 @@ pub async fn virtual_table(
 }
 
 /// True if every condition holds for the row (an empty list holds).
-fn all_pass(conds: &[CExpr], row: &[Value], ctx: &mut EvalCtx) -> Result<bool, SqlError> {
+pub(crate) fn all_pass(conds: &[CExpr], row: &[Value], ctx: &mut EvalCtx) -> Result<bool, SqlError> {
     for c in conds {
         if !eval_pred(c, row, ctx)? {
             return Ok(false);

@@ -44,6 +44,10 @@ pub mod views;
 pub mod dml;
 pub mod exec;
 pub mod explain;
+pub mod from_parens;
+pub mod join_nests;
+pub mod join_plan;
+pub mod join_tree;
 pub mod expr;
 pub mod functions;
 pub mod lock_of_text;
@@ -392,7 +396,15 @@ pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
         sql.to_string()
     };
     let text = lock_of_text::rewrite(&text).unwrap_or(text);
-    match parse_sqlparser(&text)? {
+    let parsed = match parse_sqlparser(&text) {
+        Ok(st) => st,
+        // `FROM (a, b) ...`: retried with the comma list as CROSS JOINs.
+        Err(e) => match from_parens::rewrite(&text) {
+            Some(t) => parse_sqlparser(&t).map_err(|_| e)?,
+            None => return Err(e),
+        },
+    };
+    match parsed {
         Statement::CreateTable(ct) => Ok(Parsed::CreateTable(Box::new(ct), None)),
         other => Ok(Parsed::Sql(Box::new(other))),
     }

@@ -13,7 +13,7 @@ use crate::engine::expr::compile::{
     SubqueryHost,
 };
 use crate::engine::expr::value::Coll;
-use crate::engine::expr::{cmp_coll, collect_cols, conjuncts, for_each_child, map_cols, CExpr, CmpKind, SqlType};
+use crate::engine::expr::{collect_cols, conjuncts, for_each_child, map_cols, CExpr, CmpKind, SqlType};
 use crate::engine::functions::unify;
 use crate::engine::infoschema::{NameScope, Wanted, TABLE_STATS_COLUMNS};
 use crate::engine::partition::PartFn;
@@ -142,6 +142,21 @@ pub struct SelectPlan {
     /// Window functions, computed after HAVING: function k's value is
     /// column `win_base() + k` of the rows `proj` and `order` read.
     pub windows: Vec<WinFunc>,
+    /// Parenthesized joins on the inner side of an outer join (`join_plan`);
+    /// empty for a flat left-deep FROM.
+    pub nests: Vec<JoinNest>,
+}
+
+/// Sources `first..=last` on the inner side of an outer join: per row of the
+/// sources before `first`, either the joined rows that pass the sources' ON
+/// conjuncts or one row with NULLs for all of them (`join_nests`).
+#[derive(Debug)]
+pub struct JoinNest {
+    pub first: usize,
+    pub last: usize,
+    /// Conjuncts of the enclosing nest (or ON) that read this nest's columns:
+    /// evaluated on the rows after the NULL extension.
+    pub after: Vec<CExpr>,
 }
 
 #[derive(Debug)]
@@ -151,6 +166,9 @@ pub struct Source {
     pub base: usize,
     pub width: usize,
     pub left_join: bool,
+    /// Inside a `JoinNest`: NULL-extended with it (so WHERE conjuncts do
+    /// not move into it, and its columns are nullable).
+    pub nested: bool,
     /// ON conjuncts over the joined row prefix (up to this source).
     pub on: Vec<CExpr>,
     /// Per outer row key lookups (batched) instead of a scan of this source.
@@ -735,6 +753,7 @@ impl<'a> StmtCompiler<'a> {
                     base: 0,
                     width: n,
                     left_join: false,
+                    nested: false,
                     on: vec![],
                     lookup: None,
                 }];
@@ -749,7 +768,7 @@ impl<'a> StmtCompiler<'a> {
     }
 
     /// Add a FROM item to the scope and sources.
-    fn add_factor(
+    pub(crate) fn add_factor(
         &mut self,
         f: &TableFactor,
         scope: &mut Scope,
@@ -782,6 +801,7 @@ impl<'a> StmtCompiler<'a> {
                         base,
                         width: types.len(),
                         left_join: false,
+                        nested: false,
                         on: vec![],
                         lookup: None,
                     });
@@ -820,6 +840,7 @@ impl<'a> StmtCompiler<'a> {
                         base,
                         width: cols.len(),
                         left_join: false,
+                        nested: false,
                         on: vec![],
                         lookup: None,
                     });
@@ -859,6 +880,7 @@ impl<'a> StmtCompiler<'a> {
                     base,
                     width,
                     left_join: false,
+                    nested: false,
                     on: vec![],
                     lookup: None,
                 });
@@ -978,6 +1000,7 @@ impl<'a> StmtCompiler<'a> {
             base,
             width: cols.len(),
             left_join: false,
+            nested: false,
             on: vec![],
             lookup: None,
         });
@@ -985,7 +1008,7 @@ impl<'a> StmtCompiler<'a> {
     }
 
     /// A join's ON condition, as conjuncts over the sources added so far.
-    fn compile_on(
+    pub(crate) fn compile_on(
         &mut self,
         e: &Expr,
         scope: &Scope,
@@ -998,6 +1021,82 @@ impl<'a> StmtCompiler<'a> {
         let mut v = Vec::new();
         conjuncts(ce, &mut v);
         Ok(v)
+    }
+
+    /// FROM as a left-deep chain of sources (no parenthesized joins; a
+    /// RIGHT JOIN only as the first join of a comma item). Sources run in
+    /// `sources` order; `star_order` is the order `*` lists them in, which
+    /// differs only for RIGHT JOIN.
+    fn compile_flat_from(
+        &mut self,
+        from: &[ast::TableWithJoins],
+        outer: Option<&Scope>,
+        lock: RowLock,
+        params: &ParamMap,
+    ) -> Result<crate::engine::join_plan::FromPlan, SqlError> {
+        crate::engine::join_tree::check_table_count(from.iter().map(|t| 1 + t.joins.len()).sum())?;
+        let mut scope = Scope::default();
+        let mut sources: Vec<Source> = Vec::new();
+        let mut star_order: Vec<usize> = Vec::new();
+        for twj in from {
+            // An ON sees only the tables of its own comma item (commas bind
+            // weaker than JOIN): columns of earlier items are hidden.
+            let item_start = scope.cols.len();
+            let mut joins = &twj.joins[..];
+            match joins.first().map(|j| &j.join_operator) {
+                // `a RIGHT JOIN b ON c` runs as `b LEFT JOIN a ON c` (as MySQL
+                // rewrites it); `*` still lists a's columns first.
+                Some(JoinOperator::Right(c) | JoinOperator::RightOuter(c)) => {
+                    let JoinConstraint::On(e) = c else {
+                        return Err(SqlError::unsupported(
+                            "RIGHT JOIN with USING or NATURAL (write it as a LEFT JOIN with the tables swapped)",
+                        ));
+                    };
+                    let kept = self.add_factor(&joins[0].relation, &mut scope, &mut sources, outer, lock)?;
+                    let optional = self.add_factor(&twj.relation, &mut scope, &mut sources, outer, lock)?;
+                    sources[optional].left_join = true;
+                    let visible = crate::engine::join_plan::restrict(&scope, item_start..scope.cols.len());
+                    sources[optional].on = self.compile_on(e, &visible, outer, params)?;
+                    star_order.extend([optional, kept]);
+                    joins = &joins[1..];
+                }
+                _ => star_order.push(self.add_factor(&twj.relation, &mut scope, &mut sources, outer, lock)?),
+            }
+            for j in joins {
+                let (left, constraint) = match &j.join_operator {
+                    JoinOperator::Join(c)
+                    | JoinOperator::Inner(c)
+                    | JoinOperator::CrossJoin(c)
+                    | JoinOperator::StraightJoin(c) => (false, c),
+                    JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (true, c),
+                    other => {
+                        let what = format!("{other:?}");
+                        let kind = what.split('(').next().unwrap_or("this kind of");
+                        return Err(SqlError::unsupported(format!("{kind} join")));
+                    }
+                };
+                let idx = self.add_factor(&j.relation, &mut scope, &mut sources, outer, lock)?;
+                star_order.push(idx);
+                sources[idx].left_join = left;
+                let right = sources[idx].base..sources[idx].base + sources[idx].width;
+                let on = match constraint {
+                    JoinConstraint::On(e) => {
+                        let visible = if item_start == 0 {
+                            None
+                        } else {
+                            Some(crate::engine::join_plan::restrict(&scope, item_start..scope.cols.len()))
+                        };
+                        self.compile_on(e, visible.as_ref().unwrap_or(&scope), outer, params)?
+                    }
+                    JoinConstraint::Using(_) | JoinConstraint::Natural => {
+                        crate::engine::join_plan::using_conds(constraint, &mut scope, item_start..right.start, right)?
+                    }
+                    JoinConstraint::None => vec![],
+                };
+                sources[idx].on = on;
+            }
+        }
+        Ok(crate::engine::join_plan::FromPlan { scope, sources, star_order, nests: Vec::new(), where_conds: Vec::new() })
     }
 
     pub fn compile_select(
@@ -1031,97 +1130,13 @@ impl<'a> StmtCompiler<'a> {
         outer: Option<&Scope>,
         lock: RowLock,
     ) -> Result<SelectPlan, SqlError> {
-        let mut scope = Scope::default();
-        let mut sources: Vec<Source> = Vec::new();
         let params = self.params.clone();
-        // FROM and JOINs. Sources run as a left-deep chain in `sources` order;
-        // `star_order` is the order `*` lists them in, which differs only for
-        // RIGHT JOIN.
-        let mut star_order: Vec<usize> = Vec::new();
-        for twj in &s.from {
-            let mut joins = &twj.joins[..];
-            match joins.first().map(|j| &j.join_operator) {
-                // `a RIGHT JOIN b ON c` runs as `b LEFT JOIN a ON c` (as MySQL
-                // rewrites it); `*` still lists a's columns first.
-                Some(JoinOperator::Right(c) | JoinOperator::RightOuter(c)) => {
-                    let JoinConstraint::On(e) = c else {
-                        return Err(SqlError::unsupported(
-                            "RIGHT JOIN with USING or NATURAL (write it as a LEFT JOIN with the tables swapped)",
-                        ));
-                    };
-                    let kept = self.add_factor(&joins[0].relation, &mut scope, &mut sources, outer, lock)?;
-                    let optional = self.add_factor(&twj.relation, &mut scope, &mut sources, outer, lock)?;
-                    sources[optional].left_join = true;
-                    sources[optional].on = self.compile_on(e, &scope, outer, &params)?;
-                    star_order.extend([optional, kept]);
-                    joins = &joins[1..];
-                }
-                _ => star_order.push(self.add_factor(&twj.relation, &mut scope, &mut sources, outer, lock)?),
-            }
-            for j in joins {
-                let (left, constraint) = match &j.join_operator {
-                    JoinOperator::Join(c)
-                    | JoinOperator::Inner(c)
-                    | JoinOperator::CrossJoin(c)
-                    | JoinOperator::StraightJoin(c) => (false, c),
-                    JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (true, c),
-                    JoinOperator::Right(_) | JoinOperator::RightOuter(_) => {
-                        return Err(SqlError::unsupported(
-                            "RIGHT JOIN after another join in the same FROM item (write it as a LEFT JOIN)",
-                        ))
-                    }
-                    other => {
-                        let what = format!("{other:?}");
-                        let kind = what.split('(').next().unwrap_or("this kind of");
-                        return Err(SqlError::unsupported(format!("{kind} join")));
-                    }
-                };
-                let idx = self.add_factor(&j.relation, &mut scope, &mut sources, outer, lock)?;
-                star_order.push(idx);
-                sources[idx].left_join = left;
-                let on = match constraint {
-                    JoinConstraint::On(e) => self.compile_on(e, &scope, outer, &params)?,
-                    JoinConstraint::Using(_) | JoinConstraint::Natural => {
-                        let mut v = Vec::new();
-                        let (b, w) = (sources[idx].base, sources[idx].width);
-                        let names: Vec<String> = match constraint {
-                            JoinConstraint::Using(cols) => cols.iter().map(|c| c.to_string()).collect(),
-                            // NATURAL: every visible column name both sides have.
-                            _ => (b..b + w)
-                                .map(|i| scope.cols[i].name.clone())
-                                .filter(|n| !n.starts_with('\u{0}'))
-                                .filter(|n| {
-                                    (0..b).any(|i| {
-                                        !scope.merged.contains(&i) && scope.cols[i].name.eq_ignore_ascii_case(n)
-                                    })
-                                })
-                                .collect(),
-                        };
-                        for n in names {
-                            let n = n.trim_matches('`').to_string();
-                            let right = (b..b + w).find(|i| scope.cols[*i].name.eq_ignore_ascii_case(&n));
-                            let left_col = (0..b)
-                                .find(|i| !scope.merged.contains(i) && scope.cols[*i].name.eq_ignore_ascii_case(&n));
-                            match (left_col, right) {
-                                (Some(l), Some(r)) => {
-                                    v.push(CExpr::Cmp(
-                                        CmpKind::Eq,
-                                        Box::new(CExpr::Col(l)),
-                                        Box::new(CExpr::Col(r)),
-                                        cmp_coll(&scope.cols[l].ty, &scope.cols[r].ty),
-                                    ));
-                                    scope.merged.push(r);
-                                }
-                                _ => return Err(crate::engine::expr::compile::unknown_column(&n, "from clause")),
-                            }
-                        }
-                        v
-                    }
-                    JoinConstraint::None => vec![],
-                };
-                sources[idx].on = on;
-            }
-        }
+        let from = if crate::engine::join_tree::needs_tree(&s.from) {
+            self.compile_join_tree(&s.from, outer, lock, &params)?
+        } else {
+            self.compile_flat_from(&s.from, outer, lock, &params)?
+        };
+        let crate::engine::join_plan::FromPlan { scope, mut sources, star_order, nests, where_conds } = from;
         if sources.is_empty() {
             sources.push(Source {
                 alias: String::new(),
@@ -1129,6 +1144,7 @@ impl<'a> StmtCompiler<'a> {
                 base: 0,
                 width: 0,
                 left_join: false,
+                nested: false,
                 on: vec![],
                 lookup: None,
             });
@@ -1154,6 +1170,8 @@ impl<'a> StmtCompiler<'a> {
             let (ce, _) = c.compile(w)?;
             conjuncts(ce, &mut filter);
         }
+        // Inner-join ON conjuncts of a join tree act as WHERE conjuncts.
+        filter.extend(where_conds);
 
         // Aggregation?
         let group_exprs: &[Expr] = match &s.group_by {
@@ -1379,6 +1397,7 @@ impl<'a> StmtCompiler<'a> {
             lock,
             correlated: vec![],
             windows,
+            nests,
         };
         self.plan_access(&mut plan);
         plan.correlated = self.correlated_in(&plan);
@@ -1401,7 +1420,9 @@ impl<'a> StmtCompiler<'a> {
         let n = plan.sources.len();
         let mut remaining = std::mem::take(&mut plan.filter);
         for si in 0..n {
-            let (base, width, left_join) = (plan.sources[si].base, plan.sources[si].width, plan.sources[si].left_join);
+            // A source NULL-extended alone or in a nest: WHERE conjuncts stay out.
+            let left_join = plan.sources[si].left_join || plan.sources[si].nested;
+            let (base, width) = (plan.sources[si].base, plan.sources[si].width);
             let in_range = |e: &CExpr| {
                 let mut cols = Vec::new();
                 collect_cols(e, &mut cols);
@@ -1497,6 +1518,7 @@ impl<'a> StmtCompiler<'a> {
                 all.extend(l.keys.iter());
             }
         }
+        all.extend(plan.nests.iter().flat_map(|n| n.after.iter()));
         for e in all {
             collect_cols(e, &mut used);
         }
@@ -1599,7 +1621,7 @@ fn column_meta_for(sources: &[Source], scope: &Scope, i: usize, alias: Option<&s
                 m.table = s.alias.clone();
                 // The optional side of an outer join gives NULLs for a NOT
                 // NULL column (MySQL clears the flag too).
-                if s.left_join {
+                if s.left_join || s.nested {
                     m.flags &= !crate::types::column_flags::NOT_NULL;
                 }
                 if let Some(a) = alias {
@@ -1620,7 +1642,7 @@ fn column_meta_for(sources: &[Source], scope: &Scope, i: usize, alias: Option<&s
                     let mut m = inner.clone();
                     m.table = s.alias.clone();
                     m.name = alias.unwrap_or(&scope.cols[i].name).to_string();
-                    if s.left_join {
+                    if s.left_join || s.nested {
                         m.flags &= !crate::types::column_flags::NOT_NULL;
                     }
                     return m;
@@ -1642,6 +1664,7 @@ fn empty_select(columns: &[ColumnMeta], types: &[SqlType]) -> SelectPlan {
             base: 0,
             width: 0,
             left_join: false,
+            nested: false,
             on: vec![],
             lookup: None,
         }],
@@ -1659,6 +1682,7 @@ fn empty_select(columns: &[ColumnMeta], types: &[SqlType]) -> SelectPlan {
         lock: RowLock::NONE,
         correlated: vec![],
         windows: vec![],
+        nests: Vec::new(),
     }
 }
 

@@ -73,6 +73,7 @@ pub fn compact(plan: &mut SelectPlan) {
             exprs.extend(l.keys.iter());
         }
     }
+    exprs.extend(plan.nests.iter().flat_map(|n| n.after.iter()));
     let mut cols = Vec::new();
     for e in exprs {
         collect_cols(e, &mut cols);
@@ -124,6 +125,9 @@ pub fn compact(plan: &mut SelectPlan) {
     }
     for w in &mut plan.windows {
         w.exprs_mut().into_iter().for_each(|e| map_cols(e, &f));
+    }
+    for n in &mut plan.nests {
+        n.after.iter_mut().for_each(|e| map_cols(e, &f));
     }
     for ((s, (base, width)), local) in plan.sources.iter_mut().zip(spans).zip(locals) {
         s.on.iter_mut().for_each(|e| map_cols(e, &f));

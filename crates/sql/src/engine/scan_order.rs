@@ -100,6 +100,7 @@ mod tests {
             lock: crate::engine::row_lock::RowLock::NONE,
             correlated: Vec::new(),
             windows: Vec::new(),
+            nests: Vec::new(),
         }
     }
 
