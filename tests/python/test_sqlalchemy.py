@@ -215,3 +215,33 @@ def test_check_constraints(engine):
     md.drop_all(engine)
     with engine.begin() as conn:
         conn.execute(sa.text("DROP TABLE app_thing"))
+
+
+def test_nested_outer_join(engine):
+    # `a.join(b.join(c, ...), isouter=True)` renders a parenthesized join:
+    # a LEFT OUTER JOIN (b JOIN c ON ...) ON ... The (b, c) pair is
+    # NULL-extended as a unit: b2 has no c, so a2 gets NULLs for both.
+    md = sa.MetaData()
+    a = sa.Table("nj_a", md, sa.Column("id", sa.Integer, primary_key=True, autoincrement=False))
+    b = sa.Table(
+        "nj_b", md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("a_id", sa.Integer, nullable=False),
+    )
+    c = sa.Table(
+        "nj_c", md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("b_id", sa.Integer, nullable=False),
+    )
+    md.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(a.insert(), [{"id": 1}, {"id": 2}, {"id": 3}])
+        conn.execute(b.insert(), [{"id": 1, "a_id": 1}, {"id": 2, "a_id": 2}])
+        conn.execute(c.insert(), [{"id": 10, "b_id": 1}, {"id": 11, "b_id": 1}])
+    j = a.join(b.join(c, c.c.b_id == b.c.id), b.c.a_id == a.c.id, isouter=True)
+    stmt = sa.select(a.c.id, b.c.id, c.c.id).select_from(j).order_by(a.c.id, c.c.id)
+    assert "LEFT OUTER JOIN (nj_b INNER JOIN nj_c" in str(stmt.compile(dialect=engine.dialect))
+    with engine.connect() as conn:
+        rows = [tuple(r) for r in conn.execute(stmt).all()]
+    assert rows == [(1, 1, 10), (1, 1, 11), (2, None, None), (3, None, None)]
+    md.drop_all(engine)
