@@ -12,14 +12,20 @@
 mod node_support;
 
 use mysql_async::prelude::*;
-use norr_sql::engine::{Engine, EngineConfig};
 use node_support::{code, connect, sql_node};
+use norr_sql::engine::{Engine, EngineConfig};
 
 /// The hidden tables of temporary tables now in the data node.
 async fn hidden_tables(addr: &str) -> Vec<String> {
     let c = norr_client::Client::connect(addr).await.expect("native client");
-    let mut v: Vec<String> =
-        c.list_tables().await.expect("list").into_iter().map(|d| d.name).filter(|n| n.starts_with("norr_sys/tmp#")).collect();
+    let mut v: Vec<String> = c
+        .list_tables()
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|d| d.name)
+        .filter(|n| n.starts_with("norr_sys/tmp#"))
+        .collect();
     v.sort();
     v
 }

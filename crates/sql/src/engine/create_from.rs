@@ -237,7 +237,13 @@ async fn fill(
 }
 
 /// The column definition a result column gets in the new table.
-async fn derived_column(e: &Engine, s: &Session, m: &ColumnMeta, rows: &[Vec<Value>], i: usize) -> Result<String, SqlError> {
+async fn derived_column(
+    e: &Engine,
+    s: &Session,
+    m: &ColumnMeta,
+    rows: &[Vec<Value>],
+    i: usize,
+) -> Result<String, SqlError> {
     // A plain column reference keeps its source column's definition.
     if !m.org_table.is_empty() && !m.org_name.is_empty() && !m.schema.is_empty() {
         let src = match crate::engine::temp_tables::lookup(s, &m.schema, &m.org_table) {

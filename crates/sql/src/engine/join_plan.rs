@@ -68,9 +68,7 @@ pub fn using_conds(
             .clone()
             .map(|i| scope.cols[i].name.clone())
             .filter(|n| !n.starts_with('\u{0}'))
-            .filter(|n| {
-                left.clone().any(|i| !scope.merged.contains(&i) && scope.cols[i].name.eq_ignore_ascii_case(n))
-            })
+            .filter(|n| left.clone().any(|i| !scope.merged.contains(&i) && scope.cols[i].name.eq_ignore_ascii_case(n)))
             .collect(),
     };
     let mut v = Vec::new();

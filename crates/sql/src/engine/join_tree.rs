@@ -87,9 +87,10 @@ fn item<'a>(twj: &'a TableWithJoins, ordinal: &mut usize) -> Result<JoinNode<'a>
     for j in &twj.joins {
         let right = factor(&j.relation, ordinal)?;
         let (outer, swap, cond) = match &j.join_operator {
-            JoinOperator::Join(c) | JoinOperator::Inner(c) | JoinOperator::CrossJoin(c) | JoinOperator::StraightJoin(c) => {
-                (false, false, c)
-            }
+            JoinOperator::Join(c)
+            | JoinOperator::Inner(c)
+            | JoinOperator::CrossJoin(c)
+            | JoinOperator::StraightJoin(c) => (false, false, c),
             JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (true, false, c),
             JoinOperator::Right(c) | JoinOperator::RightOuter(c) => {
                 if !matches!(c, JoinConstraint::On(_)) {

@@ -1096,7 +1096,13 @@ impl<'a> StmtCompiler<'a> {
                 sources[idx].on = on;
             }
         }
-        Ok(crate::engine::join_plan::FromPlan { scope, sources, star_order, nests: Vec::new(), where_conds: Vec::new() })
+        Ok(crate::engine::join_plan::FromPlan {
+            scope,
+            sources,
+            star_order,
+            nests: Vec::new(),
+            where_conds: Vec::new(),
+        })
     }
 
     pub fn compile_select(

@@ -130,10 +130,8 @@ fn node_tag(node_name: &str) -> String {
     if node_name.is_empty() {
         return format!("p{}", std::process::id());
     }
-    let clean: String = node_name
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "-_.:@".contains(c) { c } else { '_' })
-        .collect();
+    let clean: String =
+        node_name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.:@".contains(c) { c } else { '_' }).collect();
     if clean.len() <= MAX_TAG_LEN {
         return clean;
     }
@@ -253,11 +251,7 @@ pub async fn drop_temporary(
 
 /// Plain DROP TABLE: drops the session's temporary tables among `names`
 /// (a temporary table goes first, as in MySQL) and hands back the others.
-pub async fn drop_shadowing(
-    e: &Engine,
-    s: &mut Session,
-    names: &[ObjectName],
-) -> Result<Vec<ObjectName>, SqlError> {
+pub async fn drop_shadowing(e: &Engine, s: &mut Session, names: &[ObjectName]) -> Result<Vec<ObjectName>, SqlError> {
     if s.temp.is_empty() {
         return Ok(names.to_vec());
     }
@@ -303,7 +297,10 @@ pub async fn sweep_orphans(e: &Engine) -> Result<usize, SqlError> {
         }
     }
     if n > 0 {
-        tracing::info!("sqld: dropped {n} temporary table(s) left by an earlier run of node {:?}", e.config().node_name);
+        tracing::info!(
+            "sqld: dropped {n} temporary table(s) left by an earlier run of node {:?}",
+            e.config().node_name
+        );
     }
     Ok(n)
 }

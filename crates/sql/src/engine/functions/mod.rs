@@ -9,6 +9,7 @@ use norr_signals::{Date, DateTime, Decimal, Value};
 
 pub mod json_fns;
 mod math;
+mod net_uuid;
 mod temporal;
 mod text;
 
@@ -61,6 +62,15 @@ pub enum Func {
     Strcmp,
     Format,
     Uuid,
+    UuidToBin,
+    BinToUuid,
+    IsUuid,
+    InetAton,
+    InetNtoa,
+    Inet6Aton,
+    Inet6Ntoa,
+    IsIpv4,
+    IsIpv6,
     /// REGEXP_LIKE(s, pattern [, match_type]); also the REGEXP / RLIKE operator.
     RegexpLike,
     RegexpInstr,
@@ -251,6 +261,15 @@ pub fn lookup(name: &str) -> Option<(Func, usize, usize)> {
         "strcmp" => (Strcmp, 2, 2),
         "format" => (Format, 2, 2),
         "uuid" => (Uuid, 0, 0),
+        "uuid_to_bin" => (UuidToBin, 1, 2),
+        "bin_to_uuid" => (BinToUuid, 1, 2),
+        "is_uuid" => (IsUuid, 1, 1),
+        "inet_aton" => (InetAton, 1, 1),
+        "inet_ntoa" => (InetNtoa, 1, 1),
+        "inet6_aton" => (Inet6Aton, 1, 1),
+        "inet6_ntoa" => (Inet6Ntoa, 1, 1),
+        "is_ipv4" => (IsIpv4, 1, 1),
+        "is_ipv6" => (IsIpv6, 1, 1),
         "regexp_like" => (RegexpLike, 2, 3),
         "regexp_instr" => (RegexpInstr, 2, 2),
         "regexp_substr" => (RegexpSubstr, 2, 2),
@@ -362,14 +381,16 @@ pub fn ret_type(f: Func, args: &[SqlType]) -> SqlType {
         Concat | ConcatWs | Substring | Upper | Lower | Trim | LTrim | RTrim | LPad | RPad | Replace | Left | Right
         | Repeat | Reverse | Space | Hex | DateFormat | MonthName | DayName | Database | Version | User | CastChar
         | SubstringIndex | Elt | Bin | Oct | Conv | ToBase64 | Quote | Md5 | Sha1 | Sha2 | Insert | Format | Uuid
-        | RegexpSubstr | RegexpReplace | TimeFormat => {
+        | RegexpSubstr | RegexpReplace | TimeFormat | BinToUuid | InetNtoa | Inet6Ntoa => {
             let mut t = s;
             if args.iter().any(|a| a.class == TClass::Bin || (a.class == TClass::Str && a.coll == vals::Coll::Bin)) {
                 t.coll = vals::Coll::Bin;
             }
             t
         }
-        CastBinary | Char | Unhex | FromBase64 => SqlType::new(TClass::Bin),
+        CastBinary | Char | Unhex | FromBase64 | UuidToBin | Inet6Aton => SqlType::new(TClass::Bin),
+        IsUuid | IsIpv4 | IsIpv6 => int,
+        InetAton => SqlType::new(TClass::UInt),
         Length | CharLength | Locate | Instr | Ascii | Year | Month | Day | Hour | Minute | Second | DayOfWeek
         | DayOfYear | Weekday | DateDiff | ToDays | ConnectionId | CastSigned | Sign | Field | FindInSet | Ord
         | BitLength | Strcmp | RegexpLike | RegexpInstr | IsNull | TimestampDiff | Quarter | Week | WeekOfYear
@@ -706,6 +727,7 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
         Field | Elt | Char | Quote | Uuid => {
             return Ok(text::call_null_aware(f, &args, ctx).unwrap_or(Value::Null));
         }
+        IsIpv4 | IsIpv6 => return Ok(net_uuid::call_null_aware(f, &args).unwrap_or(Value::Null)),
         _ => {}
     }
     if null_in {
@@ -1043,11 +1065,12 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
         Exp | Ln | Log | Log2 | Log10 | Sin | Cos | Tan | Asin | Acos | Atan | Atan2 | Cot | Radians | Degrees => {
             math::call(f, &args, ctx)?
         }
+        UuidToBin | BinToUuid | IsUuid | InetAton | InetNtoa | Inet6Aton | Inet6Ntoa => net_uuid::call(f, &args, ctx)?,
         StrToDate | TimestampDiff | Quarter | Week | WeekOfYear | YearWeek | TimeToSec | SecToTime | MakeDate
         | MakeTime | TimeDiff | FromDays | Microsecond | TimeFormat => temporal::call(f, &args, ctx)?,
         // Handled above.
         ConcatWs | If | NullIf | Now | CurDate | CurTime | LastInsertId | Database | Version | ConnectionId | User
-        | Rand | Greatest | Least | IsNull | Pi | Field | Elt | Char | Quote | Uuid => Value::Null,
+        | Rand | Greatest | Least | IsNull | Pi | Field | Elt | Char | Quote | Uuid | IsIpv4 | IsIpv6 => Value::Null,
     })
 }
 
