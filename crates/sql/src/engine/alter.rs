@@ -454,8 +454,16 @@ async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> 
         }
     }
     let meta = SqlTableMeta::decode(&def.extra).ok_or_else(|| SqlError::internal("new table has no SQL metadata"))?;
-    let same_db_name = if new_db == db { &table } else { &new_table };
-    check_constraints::check_unique_in_db(e, &new_db, same_db_name, &meta.checks).await?;
+    // Only names new to the database need the catalog: the table's own
+    // names were unique when they were given.
+    let new_names: Vec<CheckConstraint> = meta
+        .checks
+        .iter()
+        .filter(|c| new_db != db || !t.meta.checks.iter().any(|o| o.name.eq_ignore_ascii_case(&c.name)))
+        .cloned()
+        .collect();
+    check_constraints::check_unique_in_db(e, &new_db, if new_db == db { &table } else { &new_table }, &new_names)
+        .await?;
     let compute = alter_generated::to_compute(&t, &def, &meta, &origins, &d.key_cols)?;
     let sources = column_sources(&t, &def, &meta, &origins, &d.key_cols, &compute)?;
     if def.primary_key.len() != t.def.primary_key.len()

@@ -92,9 +92,23 @@ pub fn violated(name: &str) -> SqlError {
     SqlError::new(3819, "HY000", format!("Check constraint '{name}' is violated."))
 }
 
-/// True for the error IGNORE turns into a warning and a skipped row.
-pub fn is_violation(e: &SqlError) -> bool {
-    e.code == 3819
+/// `complete_row` for a statement that may skip rows: under IGNORE a
+/// violated constraint becomes warning 3819 and Ok(false) (skip the row).
+pub fn complete_row_or_skip(
+    t: &SqlTable,
+    row: &mut [Value],
+    ctx: &mut EvalCtx<'_>,
+    row_no: u64,
+    ignore: bool,
+) -> Result<bool, SqlError> {
+    match complete_row(t, row, ctx, row_no) {
+        Ok(()) => Ok(true),
+        Err(e) if ignore && e.code == 3819 => {
+            ctx.warnings.push(e.code, e.message);
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// A constraint as SHOW CREATE TABLE prints it (MySQL's form, re-executable).

@@ -826,14 +826,9 @@ pub async fn execute_insert(
             }
             out.push(v);
         }
-        match check_constraints::complete_row(&t, &mut out, &mut ctx, rowno) {
-            Ok(()) => {}
-            // INSERT IGNORE skips a row its CHECK constraints refuse.
-            Err(e) if ins.ignore && check_constraints::is_violation(&e) => {
-                ctx.warnings.push(e.code, e.message);
-                continue;
-            }
-            Err(e) => return Err(e),
+        // INSERT IGNORE skips a row its CHECK constraints refuse.
+        if !check_constraints::complete_row_or_skip(&t, &mut out, &mut ctx, rowno, ins.ignore)? {
+            continue;
         }
         final_rows.push(out);
     }
@@ -1508,7 +1503,7 @@ pub async fn execute_update(
         let no_on_update = !rs.table.meta.columns.iter().any(|m| m.on_update_now);
         // Generated columns and CHECK constraints read the whole row, which
         // this path does not read.
-        let no_generated = rs.table.generated.is_none() && rs.table.checks.is_none();
+        let no_row_rules = rs.table.generated.is_none() && rs.table.checks.is_none();
         if only_pk_conjuncts(def, &rs.conj)
             && rs.order.is_empty()
             && rs.limit.is_none()
@@ -1516,7 +1511,7 @@ pub async fn execute_update(
             && part_cols_untouched
             && simple
             && no_on_update
-            && no_generated
+            && no_row_rules
         {
             if let Some(keys) = plan::eval_keys(keys, &def.primary_key, def, &mut ctx)? {
                 return update_by_keys(engine, session, rs, keys, ctx, found_rows).await;

@@ -603,14 +603,9 @@ async fn update_targets(
                     new[*c as usize] = Value::DateTime(ctx.now());
                 }
             }
-            match check_constraints::complete_row(&t.table, &mut new, ctx, row_no) {
-                Ok(()) => {}
-                // UPDATE IGNORE leaves a row its CHECK constraints refuse.
-                Err(e) if ms.ignore && check_constraints::is_violation(&e) => {
-                    ctx.warnings.push(e.code, e.message);
-                    continue;
-                }
-                Err(e) => return Err(e),
+            // UPDATE IGNORE leaves a row its CHECK constraints refuse.
+            if !check_constraints::complete_row_or_skip(&t.table, &mut new, ctx, row_no, ms.ignore)? {
+                continue;
             }
             let changed: Vec<(ColumnId, Value)> = new
                 .iter()

@@ -49,22 +49,19 @@ fn parse_uuid(t: &[u8]) -> Option<[u8; 16]> {
 
 /// UUID_TO_BIN's swap: the time-high and time-low groups change places, so
 /// version-1 UUIDs made one after another sort (and index) in time order.
+/// Byte i of the swapped form is byte `SWAPPED_FROM[i]` of the UUID.
+const SWAPPED_FROM: [usize; 16] = [6, 7, 4, 5, 0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15];
+
 fn swap_time(b: [u8; 16]) -> [u8; 16] {
-    let mut o = [0u8; 16];
-    o[0..2].copy_from_slice(&b[6..8]);
-    o[2..4].copy_from_slice(&b[4..6]);
-    o[4..8].copy_from_slice(&b[0..4]);
-    o[8..16].copy_from_slice(&b[8..16]);
-    o
+    std::array::from_fn(|i| b[SWAPPED_FROM[i]])
 }
 
 /// The inverse of `swap_time`.
 fn unswap_time(b: [u8; 16]) -> [u8; 16] {
     let mut o = [0u8; 16];
-    o[6..8].copy_from_slice(&b[0..2]);
-    o[4..6].copy_from_slice(&b[2..4]);
-    o[0..4].copy_from_slice(&b[4..8]);
-    o[8..16].copy_from_slice(&b[8..16]);
+    for (i, &from) in SWAPPED_FROM.iter().enumerate() {
+        o[from] = b[i];
+    }
     o
 }
 
