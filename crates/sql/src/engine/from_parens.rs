@@ -29,7 +29,7 @@ pub fn rewrite(sql: &str) -> Option<String> {
     let mut frames: Vec<Frame> = vec![Frame { table_group: false, in_from: false, start: 0, commas: Vec::new() }];
     let mut changed = false;
     for (i, t) in toks.iter().enumerate() {
-        let Some(frame) = frames.last_mut() else { return None };
+        let frame = frames.last_mut()?;
         match t {
             Token::Word(w) if w.quote_style.is_none() => match w.keyword {
                 Keyword::FROM => frame.in_from = true,
