@@ -98,6 +98,25 @@ start_norr() {
   wait_port "$NORR_PORT" 60 "norr sqld"
 }
 
+# start_null_sqld -> sets NULL_PORT and NULL_SOCKET: the protocol ceiling
+# (crates/sql/examples/null_sqld.rs), norr's protocol layer answering every
+# query without database work. Binary: $NULL_SQLD_BIN, else a release build.
+start_null_sqld() {
+  local bin="${NULL_SQLD_BIN:-}" dir="$WORK/null-sqld"
+  if [ -z "$bin" ]; then
+    bin="${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/null_sqld"
+    if [ ! -x "$bin" ] || [ "${NORR_REBUILD:-1}" = 1 ]; then
+      (cd "$ROOT" && cargo build --release -p norr-sql --example null_sqld >&2)
+    fi
+  fi
+  mkdir -p "$dir"
+  NULL_PORT="$(free_port)"
+  NULL_SOCKET="$dir/null.sock"
+  "$bin" --listen "127.0.0.1:$NULL_PORT" --socket "$NULL_SOCKET" >"$dir/null-sqld.log" 2>&1 &
+  PIDS+=($!)
+  wait_port "$NULL_PORT" 30 "null_sqld"
+}
+
 # start_mariadb -> sets MARIA_PORT and MARIA_SOCKET
 start_mariadb() {
   MARIA_PORT="$(free_port)"

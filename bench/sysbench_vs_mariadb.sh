@@ -12,6 +12,10 @@
 #      NORR_BIN (default: release build), WORKLOADS="oltp_point_select oltp_read_write"
 #      NORR_LAYOUTS="colocated separate" (each is a column of the results)
 #      SB_TRANSPORT=tcp (default) | socket (both servers' Unix sockets)
+#      WITH_CEILING=1 (default): also run the protocol ceiling, a server that
+#        answers every query without database work (crates/sql/examples/
+#        null_sqld.rs; NULL_SQLD_BIN, else a release build): what the client
+#        and the socket path alone allow on this machine. 0 skips it.
 set -euo pipefail
 . "$(dirname "$0")/sysbench_common.sh"
 REPS="${REPS:-3}"
@@ -29,6 +33,17 @@ for layout in $NORR_LAYOUTS; do
   TARGETS="$TARGETS norr-$layout"
   PORT[norr-$layout]="$NORR_PORT"; SRV[norr-$layout]="${PIDS[*]:$n0}"; SOCK[norr-$layout]="$NORR_SOCKET"
 done
+if [ "${WITH_CEILING:-1}" = 1 ]; then
+  start_null_sqld
+  TARGETS="$TARGETS ceiling"
+  CEILING_NOTE="
+
+Protocol ceiling: \`crates/sql/examples/null_sqld.rs\`, norr's protocol layer (one
+session thread, the same runtime and allocator as \`norr sqld\`) answering every
+query at once with a canned row or OK, without any database work. Its row is what
+the client and the socket path alone leave room for on this machine."
+  PORT[ceiling]="$NULL_PORT"; SRV[ceiling]="${PIDS[-1]}"; SOCK[ceiling]="$NULL_SOCKET"
+fi
 echo "targets: $TARGETS (ports: $(for t in $TARGETS; do printf '%s=%s ' "$t" "${PORT[$t]}"; done)), logs in $WORK" >&2
 TICK="$(getconf CLK_TCK)"
 
@@ -78,7 +93,7 @@ for wl in $WORKLOADS; do
 done
 
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-label() { case "$1" in mariadb) echo "MariaDB" ;; norr-*) echo "norr, ${1#norr-}" ;; *) echo "$1" ;; esac; }
+label() { case "$1" in mariadb) echo "MariaDB" ;; norr-*) echo "norr, ${1#norr-}" ;; ceiling) echo "protocol ceiling" ;; *) echo "$1" ;; esac; }
 table="| workload | server | tps | qps | vs MariaDB | p95 ms | CPU/txn: sysbench us | CPU/txn: server us |
 |---|---|---|---|---|---|---|---|"
 for wl in $WORKLOADS; do
@@ -99,7 +114,7 @@ $table
 
 CPU per transaction: user + system microseconds of sysbench and of the server
 processes (norr colocated: one process; separate: datad + sqld), median of the
-runs. The client's share bounds what any server can reach on this machine.
+runs. The client's share bounds what any server can reach on this machine.${CEILING_NOTE:-}
 "
 echo "$report"
 echo "$report" >>"$ROOT/bench/RESULTS.md"
