@@ -229,6 +229,25 @@ pub trait Backend: Send + Sync + 'static {
     fn init_db<'a>(&'a self, s: &'a mut Session, db: &'a str)
         -> impl Future<Output = Result<(), SqlError>> + Send + 'a;
     fn end_session<'a>(&'a self, s: &'a mut Session) -> impl Future<Output = ()> + Send + 'a;
+    /// The file a LOAD DATA LOCAL INFILE statement just asked for, which
+    /// the protocol layer is to request from the client (None: no such
+    /// statement is waiting).
+    fn local_infile(&self, _s: &Session) -> Option<String> {
+        None
+    }
+    /// One packet of the client's file.
+    fn local_infile_data<'a>(&'a self, _s: &'a mut Session, _data: &'a [u8]) -> impl Future<Output = ()> + Send + 'a {
+        std::future::ready(())
+    }
+    /// The end of the client's file (`failed`: the client refused or could
+    /// not read it): the statement's result.
+    fn local_infile_end<'a>(
+        &'a self,
+        _s: &'a mut Session,
+        _failed: Option<SqlError>,
+    ) -> impl Future<Output = Result<QueryOutput, SqlError>> + Send + 'a {
+        std::future::ready(Err(SqlError::internal("no LOAD DATA in progress")))
+    }
     /// The connection limit in force now, if the backend holds a live one
     /// (`SET GLOBAL max_connections`); None: `ServerConfig::max_connections`.
     fn max_connections(&self) -> Option<usize> {
@@ -416,6 +435,22 @@ impl Backend for crate::engine::Engine {
 
     fn end_session<'a>(&'a self, s: &'a mut Session) -> impl Future<Output = ()> + Send + 'a {
         crate::engine::Engine::end_session(self, s)
+    }
+
+    fn local_infile(&self, s: &Session) -> Option<String> {
+        crate::engine::load_data::pending_file(s)
+    }
+
+    fn local_infile_data<'a>(&'a self, s: &'a mut Session, data: &'a [u8]) -> impl Future<Output = ()> + Send + 'a {
+        crate::engine::load_data::feed(self, s, data)
+    }
+
+    fn local_infile_end<'a>(
+        &'a self,
+        s: &'a mut Session,
+        failed: Option<SqlError>,
+    ) -> impl Future<Output = Result<QueryOutput, SqlError>> + Send + 'a {
+        crate::engine::load_data::finish(self, s, failed)
     }
 
     fn max_connections(&self) -> Option<usize> {

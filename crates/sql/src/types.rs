@@ -209,6 +209,8 @@ pub struct Session {
     pub calc_found_rows: Option<u64>,
     /// CREATE TEMPORARY TABLE's tables of this session (`temp_tables`).
     pub temp: crate::engine::temp_tables::TempTables,
+    /// A LOAD DATA LOCAL INFILE waiting for (or reading) the client's file.
+    pub load_job: Option<Box<crate::engine::load_data::LoadJob>>,
 }
 
 impl Session {
@@ -235,6 +237,7 @@ impl Session {
             row_count: -1,
             calc_found_rows: None,
             temp: Default::default(),
+            load_job: None,
         }
     }
 }

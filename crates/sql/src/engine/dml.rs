@@ -431,7 +431,7 @@ async fn bump_auto_inc(engine: &Engine, t: &SqlTable, used: u64) -> Result<(), S
 
 // ---------------------------------------------------------------- INSERT
 
-fn table_scope(t: &SqlTable, alias: &str) -> Scope {
+pub(crate) fn table_scope(t: &SqlTable, alias: &str) -> Scope {
     Scope {
         cols: t
             .def
@@ -541,7 +541,7 @@ fn insert_row_alias(
     Ok(Some(RowAlias { alias, cols }))
 }
 
-fn assignment_col(t: &SqlTable, a: &ast::Assignment) -> Result<ColumnId, SqlError> {
+pub(crate) fn assignment_col(t: &SqlTable, a: &ast::Assignment) -> Result<ColumnId, SqlError> {
     let name = match &a.target {
         ast::AssignmentTarget::ColumnName(n) => {
             n.0.last()
@@ -589,7 +589,6 @@ pub async fn execute_insert(
         return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
     }
     let scope = table_scope(&t, &t.name);
-    let width = t.def.columns.len();
 
     // Target columns.
     let mut target: Vec<ColumnId> = Vec::new();
@@ -739,102 +738,8 @@ pub async fn execute_insert(
             .collect(),
     };
 
-    // Build full rows with defaults, auto-increment and strict conversion.
-    let ai_col = t.def.columns.iter().position(|c| c.auto_increment).map(|i| i as ColumnId);
-    let mut need_ai = 0u64;
-    let mut rows: Vec<Vec<Option<Value>>> = Vec::with_capacity(raw_rows.len());
-    for raw in raw_rows {
-        let mut full: Vec<Option<Value>> = vec![None; width];
-        for (c, v) in target.iter().zip(raw) {
-            full[*c as usize] = v;
-        }
-        if let Some(ai) = ai_col {
-            let v = &full[ai as usize];
-            let gen = match v {
-                None | Some(Value::Null) => true,
-                Some(x) => vals::to_i64(x, &mut Warnings::default()) == Some(0) && !matches!(x, Value::Bytes(_)),
-            };
-            if gen {
-                full[ai as usize] = None;
-                need_ai += 1;
-            }
-        }
-        rows.push(full);
-    }
-    let mut first_ai = 0u64;
-    let mut next_ai = 0u64;
-    if need_ai > 0 {
-        first_ai = reserve_auto_inc(engine, &t, need_ai).await?;
-        next_ai = first_ai;
-    }
-    let mut max_explicit_ai = 0u64;
-    let mut final_rows: Vec<Row> = Vec::with_capacity(rows.len());
-    for (ri, full) in rows.into_iter().enumerate() {
-        let rowno = ri as u64 + 1;
-        let mut out = Vec::with_capacity(width);
-        for (ci, v) in full.into_iter().enumerate() {
-            let col = &t.def.columns[ci];
-            let meta = &t.meta.columns[ci];
-            let v = match v {
-                Some(v) => {
-                    if v.is_null() && matches!(col.ty, ColumnType::Timestamp) && !col.nullable {
-                        Value::DateTime(ctx.now())
-                    } else {
-                        v
-                    }
-                }
-                None if Some(ci as ColumnId) == ai_col => {
-                    let x = next_ai;
-                    next_ai += 1;
-                    if col.ty.is_unsigned_int() {
-                        Value::UInt(x)
-                    } else {
-                        Value::Int(x as i64)
-                    }
-                }
-                // Computed below, once every other column is converted.
-                None if generated::is_generated(&t, ci as ColumnId) => {
-                    out.push(Value::Null);
-                    continue;
-                }
-                None => match &meta.default {
-                    SqlDefault::CurrentTimestamp { .. } => Value::DateTime(ctx.now()),
-                    SqlDefault::Null => Value::Null,
-                    SqlDefault::Literal { .. } => col.default.clone().unwrap_or(Value::Null),
-                    SqlDefault::None => match &col.default {
-                        Some(d) => d.clone(),
-                        None if col.nullable => Value::Null,
-                        None => {
-                            return Err(col_err(
-                                1364,
-                                "HY000",
-                                format!("Field '{}' doesn't have a default value", col.name),
-                            ))
-                        }
-                    },
-                },
-            };
-            let v = store_col(&t, ci, v, rowno, &mut ctx.warnings)?;
-            if Some(ci as ColumnId) == ai_col {
-                if let Some(i) = v.as_i64() {
-                    if i > 0 {
-                        max_explicit_ai = max_explicit_ai.max(i as u64);
-                    }
-                } else if let Value::UInt(u) = v {
-                    max_explicit_ai = max_explicit_ai.max(u);
-                }
-            }
-            out.push(v);
-        }
-        // INSERT IGNORE skips a row its CHECK constraints refuse.
-        if !check_constraints::complete_row_or_skip(&t, &mut out, &mut ctx, rowno, ins.ignore)? {
-            continue;
-        }
-        final_rows.push(out);
-    }
-    if max_explicit_ai >= next_ai.max(1) && ai_col.is_some() {
-        bump_auto_inc(engine, &t, max_explicit_ai).await?;
-    }
+    let BuiltRows { rows: final_rows, first_ai, need_ai } =
+        build_rows(engine, &t, &target, raw_rows, &mut ctx, ins.ignore, 0, None).await?;
     let part = exec_part(&t)?;
     let mut partitions = Vec::with_capacity(final_rows.len());
     for r in &final_rows {
@@ -887,6 +792,161 @@ pub async fn execute_insert(
     let (affected, dups) = txn_control::end_statement(engine, session, res).await?;
     let n = final_rows.len() as u64;
     Ok(finish_insert(session, ctx, affected, first_ai, need_ai, n, dups))
+}
+
+/// Converts a value for column `c` of `t` (row number `row` for messages).
+pub(crate) type StoreFn = fn(&SqlTable, usize, Value, u64, &mut Warnings) -> Result<Value, SqlError>;
+
+/// Source rows made into table rows, ready to write.
+pub(crate) struct BuiltRows {
+    pub rows: Vec<Row>,
+    /// The first auto-increment value generated, and how many were.
+    pub first_ai: u64,
+    pub need_ai: u64,
+}
+
+/// Full table rows from source rows (`raw[i][j]` is the value for
+/// `target[j]`, None for DEFAULT): defaults, auto-increment values (reserved
+/// from the data node), conversion to the column types, generated columns
+/// and CHECK constraints (`ignore`: a refused row is skipped with a
+/// warning). Shared by INSERT / REPLACE and LOAD DATA, which passes the rows
+/// before these (`row_base`, for the row numbers in messages) and its own
+/// conversion (`lenient`; None: `store_col`'s strict one).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn build_rows(
+    engine: &Engine,
+    t: &SqlTable,
+    target: &[ColumnId],
+    raw_rows: Vec<Vec<Option<Value>>>,
+    ctx: &mut EvalCtx<'_>,
+    ignore: bool,
+    row_base: u64,
+    lenient: Option<StoreFn>,
+) -> Result<BuiltRows, SqlError> {
+    let width = t.def.columns.len();
+    let ai_col = t.def.columns.iter().position(|c| c.auto_increment).map(|i| i as ColumnId);
+    let mut need_ai = 0u64;
+    let mut rows: Vec<Vec<Option<Value>>> = Vec::with_capacity(raw_rows.len());
+    for raw in raw_rows {
+        let mut full: Vec<Option<Value>> = vec![None; width];
+        for (c, v) in target.iter().zip(raw) {
+            full[*c as usize] = v;
+        }
+        if let Some(ai) = ai_col {
+            let v = &full[ai as usize];
+            let gen = match v {
+                None | Some(Value::Null) => true,
+                Some(x) => vals::to_i64(x, &mut Warnings::default()) == Some(0) && !matches!(x, Value::Bytes(_)),
+            };
+            if gen {
+                full[ai as usize] = None;
+                need_ai += 1;
+            }
+        }
+        rows.push(full);
+    }
+    let mut first_ai = 0u64;
+    let mut next_ai = 0u64;
+    if need_ai > 0 {
+        first_ai = reserve_auto_inc(engine, t, need_ai).await?;
+        next_ai = first_ai;
+    }
+    let mut max_explicit_ai = 0u64;
+    let mut final_rows: Vec<Row> = Vec::with_capacity(rows.len());
+    for (ri, full) in rows.into_iter().enumerate() {
+        let rowno = row_base + ri as u64 + 1;
+        let mut out = Vec::with_capacity(width);
+        for (ci, v) in full.into_iter().enumerate() {
+            let col = &t.def.columns[ci];
+            let meta = &t.meta.columns[ci];
+            let v = match v {
+                Some(v) => {
+                    if v.is_null() && matches!(col.ty, ColumnType::Timestamp) && !col.nullable {
+                        Value::DateTime(ctx.now())
+                    } else {
+                        v
+                    }
+                }
+                None if Some(ci as ColumnId) == ai_col => {
+                    let x = next_ai;
+                    next_ai += 1;
+                    if col.ty.is_unsigned_int() {
+                        Value::UInt(x)
+                    } else {
+                        Value::Int(x as i64)
+                    }
+                }
+                // Computed below, once every other column is converted.
+                None if generated::is_generated(t, ci as ColumnId) => {
+                    out.push(Value::Null);
+                    continue;
+                }
+                None => match &meta.default {
+                    SqlDefault::CurrentTimestamp { .. } => Value::DateTime(ctx.now()),
+                    SqlDefault::Null => Value::Null,
+                    SqlDefault::Literal { .. } => col.default.clone().unwrap_or(Value::Null),
+                    SqlDefault::None => match &col.default {
+                        Some(d) => d.clone(),
+                        None if col.nullable => Value::Null,
+                        None => {
+                            return Err(col_err(
+                                1364,
+                                "HY000",
+                                format!("Field '{}' doesn't have a default value", col.name),
+                            ))
+                        }
+                    },
+                },
+            };
+            let v = match lenient {
+                Some(store) => store(t, ci, v, rowno, &mut ctx.warnings)?,
+                None => store_col(t, ci, v, rowno, &mut ctx.warnings)?,
+            };
+            if Some(ci as ColumnId) == ai_col {
+                if let Some(i) = v.as_i64() {
+                    if i > 0 {
+                        max_explicit_ai = max_explicit_ai.max(i as u64);
+                    }
+                } else if let Value::UInt(u) = v {
+                    max_explicit_ai = max_explicit_ai.max(u);
+                }
+            }
+            out.push(v);
+        }
+        // INSERT IGNORE skips a row its CHECK constraints refuse.
+        if !check_constraints::complete_row_or_skip(t, &mut out, ctx, rowno, ignore)? {
+            continue;
+        }
+        final_rows.push(out);
+    }
+    if max_explicit_ai >= next_ai.max(1) && ai_col.is_some() {
+        bump_auto_inc(engine, t, max_explicit_ai).await?;
+    }
+    Ok(BuiltRows { rows: final_rows, first_ai, need_ai })
+}
+
+/// LOAD DATA's write of one batch of built rows in the statement's
+/// transaction: a duplicate key replaces the old row (`replace`) or skips the
+/// new one with a warning. Returns (affected rows, duplicates).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn load_batch(
+    engine: &Engine,
+    txn: &mut Transaction,
+    t: &Arc<SqlTable>,
+    rows: &[Row],
+    replace: bool,
+    ctx: &mut EvalCtx<'_>,
+    found_rows: bool,
+    fk_on: bool,
+) -> Result<(u64, u64), SqlError> {
+    let part = exec_part(t)?;
+    let mut partitions = Vec::with_capacity(rows.len());
+    for r in rows {
+        partitions.push(row_partition(&part, &t.def, r)?);
+    }
+    let mode = if replace { InsertMode::Replace } else { InsertMode::Ignore };
+    let fk = Fk { engine };
+    insert_rows(txn, t, &part, rows, &partitions, &mode, ctx, found_rows, fk_on.then_some(&fk)).await
 }
 
 pub(crate) fn exec_part(t: &SqlTable) -> Result<Arc<PartFn>, SqlError> {

@@ -179,6 +179,11 @@ pub fn table_accesses(s: &Session, p: &Parsed) -> Vec<Access> {
                 .map(|(db, table)| vec![Access { db, table, mode: Mode::Write }])
                 .unwrap_or_default();
         }
+        Parsed::LoadData(l) => {
+            return resolve(s, &l.table)
+                .map(|(db, table)| vec![Access { db, table, mode: Mode::Write }])
+                .unwrap_or_default();
+        }
         // ANALYZE / CHECKSUM ... TABLE read their tables.
         Parsed::Maintenance(m) => {
             return m
@@ -256,7 +261,8 @@ pub fn table_accesses(s: &Session, p: &Parsed) -> Vec<Access> {
 /// True for statements that change rows (a transaction that ran one must
 /// wait for the global read lock before it commits).
 pub fn writes_rows(p: &Parsed) -> bool {
-    matches!(p, Parsed::Sql(st) if matches!(st.as_ref(), Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)))
+    matches!(p, Parsed::LoadData(_))
+        || matches!(p, Parsed::Sql(st) if matches!(st.as_ref(), Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)))
 }
 
 #[cfg(test)]

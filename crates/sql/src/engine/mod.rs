@@ -23,6 +23,7 @@ pub mod found_rows;
 pub mod generated;
 pub mod infoschema;
 pub mod json;
+pub mod load_data;
 pub mod lock_statements;
 pub mod multi_table_dml;
 pub mod multi_table_text;
@@ -168,6 +169,8 @@ pub enum Parsed {
     Maintenance(table_maintenance::MaintenanceStmt),
     /// CREATE / ALTER / DROP VIEW.
     View(view_ddl::ViewStmt),
+    /// LOAD DATA [LOCAL] INFILE.
+    LoadData(Box<load_data::LoadStmt>),
 }
 
 /// A prepared statement: parsed once, executed many times.
@@ -213,7 +216,7 @@ impl Prepared {
     }
 }
 
-fn parse_sqlparser(sql: &str) -> Result<Statement, SqlError> {
+pub(crate) fn parse_sqlparser(sql: &str) -> Result<Statement, SqlError> {
     let mut v = Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| {
         let msg = e.to_string();
         let msg = msg.strip_prefix("sql parser error: ").unwrap_or(&msg).to_string();
@@ -341,6 +344,9 @@ pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
     }
     if let Some(r) = view_ddl::parse(sql, &words) {
         return r.map(Parsed::View);
+    }
+    if let Some(r) = load_data::parse(sql, &words) {
+        return r.map(|l| Parsed::LoadData(Box::new(l)));
     }
     match w(0) {
         "SHOW" => return Ok(Parsed::Show(parse_ext::parse_show(sql)?)),
@@ -519,7 +525,8 @@ impl Engine {
             let second = stmts[1].chars().take(60).collect::<String>();
             return vec![Err(error_map::parse_error_near(&second))];
         }
-        let mut out = Vec::with_capacity(stmts.len());
+        let n_stmts = stmts.len();
+        let mut out = Vec::with_capacity(n_stmts);
         let text: Arc<str> = Arc::from(sql);
         s.entry.begin(crate::session_registry::Command::Query, Some(&text), s.current_db.as_ref());
         for st in stmts {
@@ -531,6 +538,21 @@ impl Engine {
             let failed = r.is_err();
             out.push(r);
             if failed {
+                break;
+            }
+            if s.load_job.is_some() {
+                // The client's file comes after this statement's reply; the
+                // protocol layer asks for it (`load_data`). MySQL clients
+                // send LOAD DATA LOCAL on its own.
+                if out.len() < n_stmts {
+                    load_data::abandon(s);
+                    let _ = txn_control::end_statement(self, s, Err::<(), _>(SqlError::internal(""))).await;
+                    if let Some(last) = out.last_mut() {
+                        *last = Err(SqlError::unsupported(
+                            "LOAD DATA LOCAL INFILE followed by more statements in one query",
+                        ));
+                    }
+                }
                 break;
             }
         }
@@ -619,6 +641,13 @@ impl Engine {
             });
         }
         let parsed = parse_statement(&stmts[0])?;
+        if matches!(parsed, Parsed::LoadData(_)) {
+            return Err(SqlError::new(
+                1295,
+                "HY000",
+                "This command is not supported in the prepared statement protocol yet",
+            ));
+        }
         let n = parse_ext::count_placeholders(&stmts[0])?;
         if n > u16::MAX as usize {
             return Err(SqlError::new(1390, "HY000", "Prepared statement contains too many placeholders"));
@@ -774,6 +803,7 @@ impl Engine {
 
     /// Connection closed: roll back an open transaction.
     pub async fn end_session(&self, s: &mut Session) {
+        load_data::abandon(s);
         let _ = txn_control::rollback(s).await;
         if !s.temp.is_empty() {
             temp_tables::drop_all(self, s).await;
@@ -1039,6 +1069,7 @@ impl Engine {
             Parsed::SqlPrepare(st) => sql_prepare::run(self, s, st).await,
             Parsed::Maintenance(st) => table_maintenance::run(self, s, st).await,
             Parsed::View(st) => view_ddl::run(self, s, st).await,
+            Parsed::LoadData(st) => load_data::start(self, s, st).await,
             Parsed::StartConsistentSnapshot(st) => {
                 let out = self.dispatch_sql(s, st, params, row_plan).await?;
                 s.warnings.push(Warning {

@@ -261,7 +261,7 @@ impl Iterator for Lexer<'_> {
 
 /// Byte ranges of the words of `sql` (outside quotes and comments), with
 /// their paren depth.
-fn words_with_pos(sql: &str) -> Vec<(usize, usize, i32)> {
+pub(crate) fn words_with_pos(sql: &str) -> Vec<(usize, usize, i32)> {
     Lexer::new(sql)
         .filter_map(|l| match l {
             Lexeme::Word { start, end, depth } => Some((start, end, depth)),

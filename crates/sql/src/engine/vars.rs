@@ -96,6 +96,9 @@ pub static VARS: &[VarDef] = &[
     v("interactive_timeout", Both, Int, "28800"),
     v("last_insert_id", Session, Int, "0"),
     ro("license", Global, Str, "Apache-2.0"),
+    // LOAD DATA LOCAL INFILE (the client must allow it too). On by default,
+    // as MariaDB: the risk it guards against is the client's.
+    v("local_infile", Global, Bool, "1"),
     v("lock_wait_timeout", Both, Int, "31536000"),
     ro("log_bin", Global, Bool, "0"),
     v("long_query_time", Both, Str, "10.000000"),

@@ -27,7 +27,7 @@ use tokio::io::BufReader;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 /// Capabilities we offer. Not offered: CLIENT_SSL (no TLS yet), compression,
-/// session tracking, query attributes, optional metadata, local infile.
+/// session tracking, query attributes, optional metadata.
 /// CLIENT_LONG_PASSWORD (bit 0) is left out as MariaDB leaves it out: there it
 /// means CLIENT_MYSQL, and its absence tells MariaDB clients that the greeting
 /// carries extended capabilities (`server_mariadb_capabilities`). Clients of
@@ -38,6 +38,7 @@ pub fn server_capabilities() -> u32 {
         | C::CLIENT_CONNECT_WITH_DB
         | C::CLIENT_NO_SCHEMA
         | C::CLIENT_ODBC
+        | C::CLIENT_LOCAL_FILES
         | C::CLIENT_IGNORE_SPACE
         | C::CLIENT_PROTOCOL_41
         | C::CLIENT_INTERACTIVE
@@ -643,6 +644,13 @@ impl<B: Backend> Conn<B> {
         let multi_results = self.has(C::CLIENT_MULTI_RESULTS);
         for (i, r) in results.iter().enumerate() {
             let more = i + 1 < n && multi_results;
+            // A LOAD DATA LOCAL is always the last statement (the engine
+            // sees to it): its reply is the request for the file.
+            if i + 1 == n && r.is_ok() {
+                if let Some(file) = backend.local_infile(self.session()) {
+                    return self.local_infile(&file).await;
+                }
+            }
             match r {
                 Ok(out) => self.write_output(out, more, false, true).await?,
                 Err(e) => {
@@ -655,6 +663,45 @@ impl<B: Backend> Conn<B> {
             }
         }
         Ok(())
+    }
+
+    /// LOAD DATA LOCAL INFILE: ask the client for `file` (0xFB and the
+    /// name), pass its packets to the engine up to the empty one that ends
+    /// the file, then send the statement's result.
+    async fn local_infile(&mut self, file: &str) -> std::io::Result<()> {
+        let backend = self.backend.clone();
+        if !self.has(C::CLIENT_LOCAL_FILES) {
+            let e = SqlError::new(1148, "42000", "The used command is not allowed with this MySQL version");
+            let _ = backend.local_infile_end(self.session(), Some(e.clone())).await;
+            return self.send_err(&e).await;
+        }
+        self.wr.push_with(|b| {
+            b.push(0xfb);
+            b.extend_from_slice(file.as_bytes());
+        });
+        self.wr.flush().await?;
+        let mut data = Vec::new();
+        loop {
+            match self.rd.read_packet_into(&mut data).await {
+                Ok(()) if data.is_empty() => break,
+                Ok(()) => backend.local_infile_data(self.session(), &data).await,
+                Err(PacketError::TooLarge { .. }) => {
+                    // The file's packets are the client's net buffer size;
+                    // one over the limit is not a file we can read on.
+                    self.wr.seq = self.rd.next_seq;
+                    let _ = backend.local_infile_end(self.session(), Some(too_large())).await;
+                    let _ = self.send_err(&too_large()).await;
+                    return Err(std::io::Error::other("packet too large"));
+                }
+                // The connection is gone: the session's end undoes the load.
+                Err(_) => return Err(std::io::Error::other("connection lost during LOAD DATA LOCAL")),
+            }
+        }
+        self.wr.seq = self.rd.next_seq;
+        match backend.local_infile_end(self.session(), None).await {
+            Ok(out) => self.write_output(&out, false, false, true).await,
+            Err(e) => self.send_err(&e).await,
+        }
     }
 
     async fn com_stmt_prepare(&mut self, sql: &str) -> std::io::Result<()> {
