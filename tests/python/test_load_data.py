@@ -184,6 +184,10 @@ def test_refusals(cluster, dbname, tmp_path):
     with pytest.raises(pymysql.err.MySQLError) as e:
         cur.execute(f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE nosuch")
     assert error_code(e) == 1146
+    cur.execute("CREATE VIEW rv AS SELECT id FROM r")
+    with pytest.raises(pymysql.err.MySQLError) as e:
+        cur.execute(f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE rv")
+    assert error_code(e) == 1235
     with pytest.raises(pymysql.err.MySQLError) as e:
         cur.execute(f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE r (id, nosuch)")
     assert error_code(e) == 1054

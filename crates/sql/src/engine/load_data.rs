@@ -541,7 +541,17 @@ pub async fn start(e: &Engine, s: &mut Session, st: &LoadStmt) -> Result<QueryOu
     };
     let stmt = crate::engine::parse_sqlparser(&text)?;
     let Statement::Insert(ins) = &stmt else { return Err(SqlError::internal("LOAD DATA: not an INSERT")) };
-    let tables = resolve_tables(e, s, &stmt).await?;
+    let tables = match resolve_tables(e, s, &stmt).await {
+        Ok(t) => t,
+        Err(err) if err.code == 1146 => {
+            let db_name = db.clone().or_else(|| s.current_db.as_deref().map(str::to_string)).unwrap_or_default();
+            if e.catalog().views()?.get(&db_name, name).await?.is_some() {
+                return Err(SqlError::unsupported("LOAD DATA into a view (load its base table)"));
+            }
+            return Err(err);
+        }
+        Err(err) => return Err(err),
+    };
     let ast::TableObject::TableName(tname) = &ins.table else {
         return Err(SqlError::internal("LOAD DATA: no table"));
     };

@@ -61,6 +61,7 @@ pub mod recursive;
 pub mod row_layout;
 pub mod row_lock;
 pub mod scan_order;
+pub mod select_into;
 pub mod sort_keys;
 pub mod sort_prefix;
 pub mod sql_prepare;
@@ -171,6 +172,8 @@ pub enum Parsed {
     View(view_ddl::ViewStmt),
     /// LOAD DATA [LOCAL] INFILE.
     LoadData(Box<load_data::LoadStmt>),
+    /// SELECT ... INTO @var, ...
+    SelectInto(select_into::SelectInto),
 }
 
 /// A prepared statement: parsed once, executed many times.
@@ -347,6 +350,9 @@ pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
     }
     if let Some(r) = load_data::parse(sql, &words) {
         return r.map(|l| Parsed::LoadData(Box::new(l)));
+    }
+    if let Some(r) = select_into::parse(sql, &words) {
+        return r.map(Parsed::SelectInto);
     }
     match w(0) {
         "SHOW" => return Ok(Parsed::Show(parse_ext::parse_show(sql)?)),
@@ -1070,6 +1076,7 @@ impl Engine {
             Parsed::Maintenance(st) => table_maintenance::run(self, s, st).await,
             Parsed::View(st) => view_ddl::run(self, s, st).await,
             Parsed::LoadData(st) => load_data::start(self, s, st).await,
+            Parsed::SelectInto(st) => select_into::run(self, s, st, params).await,
             Parsed::StartConsistentSnapshot(st) => {
                 let out = self.dispatch_sql(s, st, params, row_plan).await?;
                 s.warnings.push(Warning {
