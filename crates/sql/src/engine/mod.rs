@@ -43,6 +43,7 @@ pub mod views;
 
 // Query engineer's modules.
 pub mod dml;
+pub mod dual;
 pub mod exec;
 pub mod explain;
 pub mod expr;
@@ -226,7 +227,11 @@ pub(crate) fn parse_sqlparser(sql: &str) -> Result<Statement, SqlError> {
         SqlError::parse(format!("You have an error in your SQL syntax; {msg}"))
     })?;
     match v.len() {
-        1 => Ok(v.remove(0)),
+        1 => {
+            let mut st = v.remove(0);
+            dual::strip(sql, &mut st);
+            Ok(st)
+        }
         0 => Err(SqlError::new(1065, "42000", "Query was empty")),
         _ => Err(SqlError::parse("You have an error in your SQL syntax: one statement expected")),
     }

@@ -218,7 +218,7 @@ fn parse_create(sql: &str) -> Option<Result<ViewStmt, SqlError>> {
             }
         }
         let mut p = Parser::new(&MySqlDialect {}).with_tokens(rest);
-        let q = p.parse_query().map_err(|e| {
+        let mut q = p.parse_query().map_err(|e| {
             let msg = e.to_string();
             SqlError::parse(format!(
                 "You have an error in your SQL syntax; {}",
@@ -228,6 +228,7 @@ fn parse_create(sql: &str) -> Option<Result<ViewStmt, SqlError>> {
         if p.peek_token().token != Token::EOF {
             return Err(error_map::parse_error_near(&p.peek_token().token.to_string()));
         }
+        crate::engine::dual::strip_query(&mut q);
         v.query = q;
         Ok(true)
     })();

@@ -590,6 +590,22 @@ impl<'a> Compiler<'a> {
                 let (x, tx) = if numeric { enum_number(self.scope, self.outer, x, tx) } else { (x, tx) };
                 self.cast(x, tx, data_type)?
             }
+            // CONVERT(x USING cs): strings are utf8mb4 throughout, so only
+            // the string / binary distinction is left to make.
+            Expr::Convert { expr, data_type: None, charset: Some(cs), .. }
+                if matches!(
+                    cs.to_string().to_ascii_lowercase().as_str(),
+                    "utf8mb4" | "utf8" | "utf8mb3" | "binary"
+                ) =>
+            {
+                let (x, tx) = self.compile(expr)?;
+                let target = if cs.to_string().eq_ignore_ascii_case("binary") {
+                    ast::DataType::Binary(None)
+                } else {
+                    ast::DataType::Char(None)
+                };
+                self.cast(x, tx, &target)?
+            }
             Expr::Ceil { expr, .. } => self.call_fn(Func::Ceil, &[expr.as_ref().clone()])?,
             Expr::Floor { expr, .. } => self.call_fn(Func::Floor, &[expr.as_ref().clone()])?,
             Expr::Position { expr, r#in } => {

@@ -10,6 +10,7 @@ use norr_signals::{Date, DateTime, Decimal, Value};
 pub mod json_fns;
 mod math;
 mod net_uuid;
+mod periods;
 mod temporal;
 mod text;
 
@@ -71,6 +72,11 @@ pub enum Func {
     Inet6Ntoa,
     IsIpv4,
     IsIpv6,
+    /// ANY_VALUE(x): x (for ONLY_FULL_GROUP_BY queries; no such check here).
+    AnyValue,
+    PeriodAdd,
+    PeriodDiff,
+    RandomBytes,
     /// REGEXP_LIKE(s, pattern [, match_type]); also the REGEXP / RLIKE operator.
     RegexpLike,
     RegexpInstr,
@@ -270,6 +276,10 @@ pub fn lookup(name: &str) -> Option<(Func, usize, usize)> {
         "inet6_ntoa" => (Inet6Ntoa, 1, 1),
         "is_ipv4" => (IsIpv4, 1, 1),
         "is_ipv6" => (IsIpv6, 1, 1),
+        "any_value" => (AnyValue, 1, 1),
+        "period_add" => (PeriodAdd, 2, 2),
+        "period_diff" => (PeriodDiff, 2, 2),
+        "random_bytes" => (RandomBytes, 1, 1),
         "regexp_like" => (RegexpLike, 2, 3),
         "regexp_instr" => (RegexpInstr, 2, 2),
         "regexp_substr" => (RegexpSubstr, 2, 2),
@@ -368,7 +378,7 @@ pub fn lookup(name: &str) -> Option<(Func, usize, usize)> {
 }
 
 pub fn is_nondeterministic(f: Func) -> bool {
-    matches!(f, Func::Rand | Func::LastInsertId | Func::Uuid)
+    matches!(f, Func::Rand | Func::LastInsertId | Func::Uuid | Func::RandomBytes)
 }
 
 /// Static result type of a function given its argument types.
@@ -389,7 +399,9 @@ pub fn ret_type(f: Func, args: &[SqlType]) -> SqlType {
             t
         }
         CastBinary | Char | Unhex | FromBase64 | UuidToBin | Inet6Aton => SqlType::new(TClass::Bin),
-        IsUuid | IsIpv4 | IsIpv6 => int,
+        IsUuid | IsIpv4 | IsIpv6 | PeriodAdd | PeriodDiff => int,
+        RandomBytes => SqlType::new(TClass::Bin),
+        AnyValue => args.first().copied().unwrap_or(s),
         InetAton => SqlType::new(TClass::UInt),
         Length | CharLength | Locate | Instr | Ascii | Year | Month | Day | Hour | Minute | Second | DayOfWeek
         | DayOfYear | Weekday | DateDiff | ToDays | ConnectionId | CastSigned | Sign | Field | FindInSet | Ord
@@ -728,6 +740,7 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
             return Ok(text::call_null_aware(f, &args, ctx).unwrap_or(Value::Null));
         }
         IsIpv4 | IsIpv6 => return Ok(net_uuid::call_null_aware(f, &args).unwrap_or(Value::Null)),
+        AnyValue => return Ok(args.into_iter().next().unwrap_or(Value::Null)),
         _ => {}
     }
     if null_in {
@@ -1066,11 +1079,14 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
             math::call(f, &args, ctx)?
         }
         UuidToBin | BinToUuid | IsUuid | InetAton | InetNtoa | Inet6Aton | Inet6Ntoa => net_uuid::call(f, &args, ctx)?,
+        PeriodAdd | PeriodDiff | RandomBytes => periods::call(f, &args, ctx)?,
         StrToDate | TimestampDiff | Quarter | Week | WeekOfYear | YearWeek | TimeToSec | SecToTime | MakeDate
         | MakeTime | TimeDiff | FromDays | Microsecond | TimeFormat => temporal::call(f, &args, ctx)?,
         // Handled above.
         ConcatWs | If | NullIf | Now | CurDate | CurTime | LastInsertId | Database | Version | ConnectionId | User
-        | Rand | Greatest | Least | IsNull | Pi | Field | Elt | Char | Quote | Uuid | IsIpv4 | IsIpv6 => Value::Null,
+        | Rand | Greatest | Least | IsNull | Pi | Field | Elt | Char | Quote | Uuid | IsIpv4 | IsIpv6 | AnyValue => {
+            Value::Null
+        }
     })
 }
 
