@@ -1088,14 +1088,16 @@ async fn run_select(
                 run_correlated(rd, c, &p.correlated, &r, ctx).await?;
             }
             if p.waits {
-                let pass = crate::engine::user_lock_fns::eval_waiting(ctx, |ctx| {
+                // Boxed: the waits' future stays out of this one's size,
+                // which every statement pays for.
+                let pass = Box::pin(crate::engine::user_lock_fns::eval_waiting(ctx, |ctx| {
                     for f in &p.filter {
                         if !eval_pred(f, &r, ctx)? {
                             return Ok(false);
                         }
                     }
                     Ok(true)
-                })
+                }))
                 .await?;
                 if !pass {
                     continue 'w;
@@ -1202,9 +1204,9 @@ async fn run_select(
                 .collect(),
             false if p.waits => {
                 let r = &r;
-                crate::engine::user_lock_fns::eval_waiting(ctx, |ctx| {
+                Box::pin(crate::engine::user_lock_fns::eval_waiting(ctx, |ctx| {
                     p.proj.iter().map(|e| eval(e, r, ctx)).collect::<Result<Vec<Value>, SqlError>>()
-                })
+                }))
                 .await?
             }
             false => {
