@@ -48,11 +48,11 @@ async fn holder(c: &mut mysql_async::Conn, name: &str) -> Option<u32> {
     c.query_first::<Option<u32>, _>(format!("SELECT IS_USED_LOCK('{name}')")).await.expect("used?").flatten()
 }
 
-/// Run `sql` on `c` in a task of its own: (the connection, its one value).
-fn spawn_query(
-    mut c: mysql_async::Conn,
-    sql: String,
-) -> tokio::task::JoinHandle<(mysql_async::Conn, Result<Option<Option<i64>>, mysql_async::Error>)> {
+/// What a spawned query gives back: the connection and its one value.
+type Ran = (mysql_async::Conn, Result<Option<Option<i64>>, mysql_async::Error>);
+
+/// Run `sql` on `c` in a task of its own.
+fn spawn_query(mut c: mysql_async::Conn, sql: String) -> tokio::task::JoinHandle<Ran> {
     tokio::spawn(async move {
         let r = c.query_first::<Option<i64>, _>(sql).await;
         (c, r)

@@ -22,7 +22,9 @@ fn after_do(sql: &str) -> Option<usize> {
         }
         if b[i..].starts_with(b"/*") {
             i += b[i + 2..].windows(2).position(|w| w == b"*/")? + 4;
-        } else if b[i..].starts_with(b"#") || (b[i..].starts_with(b"--") && b.get(i + 2).is_none_or(|c| c.is_ascii_whitespace())) {
+        } else if b[i..].starts_with(b"#")
+            || (b[i..].starts_with(b"--") && b.get(i + 2).is_none_or(|c| c.is_ascii_whitespace()))
+        {
             i += b[i..].iter().position(|&c| c == b'\n').unwrap_or(b.len() - i);
         } else {
             break;

@@ -70,7 +70,10 @@ pub struct Replay {
 
 /// True for the functions of this module.
 pub fn is_lock_fn(f: Func) -> bool {
-    matches!(f, Func::GetLock | Func::ReleaseLock | Func::ReleaseAllLocks | Func::IsFreeLock | Func::IsUsedLock | Func::Sleep)
+    matches!(
+        f,
+        Func::GetLock | Func::ReleaseLock | Func::ReleaseAllLocks | Func::IsFreeLock | Func::IsUsedLock | Func::Sleep
+    )
 }
 
 /// True for the functions that may wait (the plan tests this once, so that
