@@ -80,17 +80,23 @@ fn named_locks_between_sessions() {
         assert_eq!(holder(&mut obs, "mig").await, Some(ida));
 
         // ---- A waiter (a prepared statement) gets the lock when its holder
-        // releases it.
+        // releases it. The row is evaluated again after the wait; the lock
+        // taken before the wait is not taken twice.
         let waiter = tokio::spawn(async move {
-            let r = b.exec_first::<Option<i64>, _, _>("SELECT GET_LOCK(?, ?)", ("mig", LONG)).await;
+            let r = b
+                .exec_first::<Option<i64>, _, _>("SELECT GET_LOCK('side', 0) * 10 + GET_LOCK(?, ?)", ("mig", LONG))
+                .await;
             (b, r)
         });
         wait_state(&mut obs, idb, "User lock").await;
         let rel: Option<i64> = a.query_first("SELECT RELEASE_LOCK('mig')").await.unwrap();
         assert_eq!(rel, Some(1));
         let (mut b, r) = waiter.await.unwrap();
-        assert_eq!(r.unwrap(), Some(Some(1)));
+        assert_eq!(r.unwrap(), Some(Some(11)));
         assert_eq!(holder(&mut obs, "mig").await, Some(idb));
+        let levels: Option<(Option<i64>, Option<i64>)> =
+            b.query_first("SELECT RELEASE_LOCK('side'), RELEASE_LOCK('side')").await.unwrap();
+        assert_eq!(levels, Some((Some(1), None)), "one level of 'side'");
         // COMMIT does not release it.
         b.query_drop("BEGIN").await.unwrap();
         b.query_drop("COMMIT").await.unwrap();
