@@ -103,6 +103,23 @@ pub struct SessionEntry {
     killed: Notify,
     /// The connection's socket until it closes (`forget_socket`).
     socket: Mutex<Option<RawFd>>,
+    /// The named locks of the session's SQL node (GET_LOCK), set when the
+    /// engine registers the session: statements reach them through the
+    /// entry their evaluation context already holds.
+    user_locks: OnceLock<Arc<crate::engine::user_locks::UserLocks>>,
+    /// What the session waits for (`WaitState`), shown as PROCESSLIST State.
+    wait: AtomicU8,
+}
+
+/// A wait of a statement that PROCESSLIST shows in its State column (MySQL's
+/// stage names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitState {
+    None = 0,
+    /// GET_LOCK waits for a lock another session holds.
+    UserLock = 1,
+    /// SLEEP.
+    UserSleep = 2,
 }
 
 pub fn interrupted() -> crate::types::SqlError {
@@ -122,7 +139,31 @@ impl SessionEntry {
             kill: AtomicU8::new(Kill::None as u8),
             killed: Notify::new(),
             socket: Mutex::new(None),
+            user_locks: OnceLock::new(),
+            wait: AtomicU8::new(WaitState::None as u8),
         })
+    }
+
+    /// Attach the node's named locks (once, at registration).
+    pub fn set_user_locks(&self, locks: Arc<crate::engine::user_locks::UserLocks>) {
+        let _ = self.user_locks.set(locks);
+    }
+
+    pub fn user_locks(&self) -> Option<&crate::engine::user_locks::UserLocks> {
+        self.user_locks.get().map(|l| &**l)
+    }
+
+    pub fn set_wait(&self, w: WaitState) {
+        self.wait.store(w as u8, Ordering::Release);
+    }
+
+    /// PROCESSLIST State of a wait in progress, if any.
+    pub fn wait_state(&self) -> Option<&'static str> {
+        match self.wait.load(Ordering::Acquire) {
+            1 => Some("User lock"),
+            2 => Some("User sleep"),
+            _ => None,
+        }
     }
 
     /// The client's host (set once, after login).

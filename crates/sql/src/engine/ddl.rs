@@ -706,6 +706,14 @@ pub fn build_table(
                 }
                 meta.default = SqlDefault::CurrentTimestamp { fsp: f };
             } else {
+                if let Some(f) = crate::engine::user_lock_fns::called_in(e) {
+                    // 3770 ER_DEFAULT_VAL_GENERATED_NAMED_FUNCTION_IS_NOT_ALLOWED.
+                    return Err(SqlError::new(
+                        3770,
+                        "HY000",
+                        format!("Default value expression of column '{name}' contains a disallowed function: {f}."),
+                    ));
+                }
                 let lit = literal_expr_value(e).ok_or_else(|| {
                     if matches!(e, Expr::Nested(_)) {
                         SqlError::unsupported("expression defaults")

@@ -1087,9 +1087,26 @@ async fn run_select(
                 ctx.check_killed()?;
                 run_correlated(rd, c, &p.correlated, &r, ctx).await?;
             }
-            for f in &p.filter {
-                if !eval_pred(f, &r, ctx)? {
+            if p.waits {
+                // Boxed: the waits' future stays out of this one's size,
+                // which every statement pays for.
+                let pass = Box::pin(crate::engine::user_lock_fns::eval_waiting(ctx, |ctx| {
+                    for f in &p.filter {
+                        if !eval_pred(f, &r, ctx)? {
+                            return Ok(false);
+                        }
+                    }
+                    Ok(true)
+                }))
+                .await?;
+                if !pass {
                     continue 'w;
+                }
+            } else {
+                for f in &p.filter {
+                    if !eval_pred(f, &r, ctx)? {
+                        continue 'w;
+                    }
                 }
             }
             keep.push(r);
@@ -1185,6 +1202,13 @@ async fn run_select(
                 .iter()
                 .map(|e| r.get_mut(col_of(e)).map(|v| std::mem::replace(v, Value::Null)).unwrap_or(Value::Null))
                 .collect(),
+            false if p.waits => {
+                let r = &r;
+                Box::pin(crate::engine::user_lock_fns::eval_waiting(ctx, |ctx| {
+                    p.proj.iter().map(|e| eval(e, r, ctx)).collect::<Result<Vec<Value>, SqlError>>()
+                }))
+                .await?
+            }
             false => {
                 let mut out = Vec::with_capacity(p.proj.len());
                 for e in &p.proj {
@@ -1194,6 +1218,11 @@ async fn run_select(
             }
         };
         keyed.push((keys, out));
+    }
+    if p.waits && ctx.waits.sleep_interrupted && p.sources.iter().any(|s| matches!(s.kind, SourceKind::Table(_))) {
+        // A killed SLEEP returned 1; as part of a query over a table it
+        // ends the query, as in MySQL.
+        return Err(crate::session_registry::interrupted());
     }
     let colls: Vec<Coll> = if p.distinct { p.types.iter().map(|t| t.coll).collect() } else { Vec::new() };
     finish_rows(keyed, &p.order, &key_cols, p.distinct, &colls, p.limit.as_ref(), p.offset.as_ref(), ctx)

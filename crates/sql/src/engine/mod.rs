@@ -14,6 +14,7 @@ pub mod catalog;
 pub mod check_constraints;
 pub mod create_from;
 pub mod ddl;
+pub mod do_stmt;
 pub mod enumset;
 pub mod error_map;
 pub mod fk;
@@ -35,6 +36,8 @@ pub mod table_maintenance;
 pub mod table_stats;
 pub mod temp_tables;
 pub mod txn_control;
+pub mod user_lock_fns;
+pub mod user_locks;
 pub mod vars;
 pub mod view_ddl;
 pub mod view_dml;
@@ -142,6 +145,8 @@ pub struct Engine {
     status: Status,
     table_locks: table_locks::TableLocks,
     sessions: crate::session_registry::Registry,
+    /// GET_LOCK's named locks of this SQL node.
+    user_locks: Arc<user_locks::UserLocks>,
 }
 
 /// A parsed statement.
@@ -175,6 +180,8 @@ pub enum Parsed {
     LoadData(Box<load_data::LoadStmt>),
     /// SELECT ... INTO @var, ...
     SelectInto(select_into::SelectInto),
+    /// DO expr, ...: the expressions as a SELECT without FROM (`do_stmt`).
+    Do(Box<ast::Query>),
 }
 
 /// A prepared statement: parsed once, executed many times.
@@ -361,6 +368,11 @@ pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
     }
     match w(0) {
         "SHOW" => return Ok(Parsed::Show(parse_ext::parse_show(sql)?)),
+        "DO" => {
+            if let Some(r) = do_stmt::parse(sql) {
+                return r.map(Parsed::Do);
+            }
+        }
         "START" if w(1) == "TRANSACTION" && sql.to_ascii_uppercase().contains("CONSISTENT") => {
             return parse_consistent_snapshot(sql);
         }
@@ -486,6 +498,7 @@ impl Engine {
             status: Status::default(),
             table_locks: table_locks::TableLocks::default(),
             sessions: Default::default(),
+            user_locks: Default::default(),
         });
         // Before any session exists: no live temporary table carries this
         // node's tag yet, so everything with it is an orphan.
@@ -511,6 +524,7 @@ impl Engine {
         self.status.connections.fetch_add(1, Ordering::Relaxed);
         self.status.threads_connected.fetch_add(1, Ordering::Relaxed);
         let mut s = Session::new(connection_id, user);
+        s.entry.set_user_locks(self.user_locks.clone());
         self.sessions.register(s.entry.clone());
         // Session values start from the globals, as in MySQL.
         for d in vars::VARS.iter().filter(|d| d.scope == vars::Scope::Both && !d.read_only) {
@@ -823,6 +837,9 @@ impl Engine {
         // longer sees the session.
         self.sessions.unregister(s.connection_id);
         self.table_locks.release(s.connection_id, std::mem::take(&mut s.table_locks));
+        // GET_LOCK's locks end with the session (quit, lost connection, KILL
+        // CONNECTION, COM_RESET_CONNECTION), never with a transaction.
+        self.user_locks.release_all(s.connection_id);
         self.status.threads_connected.fetch_sub(1, Ordering::Relaxed);
     }
 
@@ -854,7 +871,11 @@ impl Engine {
                         a.command
                     }),
                     Value::UInt(a.seconds),
-                    Value::str(if a.command == "Sleep" { "" } else { "executing" }),
+                    Value::str(match e.wait_state() {
+                        Some(w) => w,
+                        None if a.command == "Sleep" => "",
+                        None => "executing",
+                    }),
                     info.unwrap_or(Value::Null),
                 ]
             })
@@ -1082,6 +1103,7 @@ impl Engine {
             Parsed::View(st) => view_ddl::run(self, s, st).await,
             Parsed::LoadData(st) => load_data::start(self, s, st).await,
             Parsed::SelectInto(st) => select_into::run(self, s, st, params).await,
+            Parsed::Do(q) => query::execute_query(self, s, q, params).await.map(|_| QueryOutput::ok(0)),
             Parsed::StartConsistentSnapshot(st) => {
                 let out = self.dispatch_sql(s, st, params, row_plan).await?;
                 s.warnings.push(Warning {

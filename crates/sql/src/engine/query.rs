@@ -145,6 +145,9 @@ pub struct SelectPlan {
     /// Parenthesized joins on the inner side of an outer join (`join_plan`);
     /// empty for a flat left-deep FROM.
     pub nests: Vec<JoinNest>,
+    /// `filter` or `proj` calls GET_LOCK or SLEEP: evaluated through
+    /// `user_lock_fns::eval_waiting` (one flag test for every other plan).
+    pub waits: bool,
 }
 
 /// Sources `first..=last` on the inner side of an outer join: per row of the
@@ -1404,9 +1407,11 @@ impl<'a> StmtCompiler<'a> {
             correlated: vec![],
             windows,
             nests,
+            waits: false,
         };
         self.plan_access(&mut plan);
         plan.correlated = self.correlated_in(&plan);
+        plan.waits = plan.filter.iter().chain(&plan.proj).any(crate::engine::user_lock_fns::expr_may_wait);
         Ok(plan)
     }
 
@@ -1432,7 +1437,11 @@ impl<'a> StmtCompiler<'a> {
             let in_range = |e: &CExpr| {
                 let mut cols = Vec::new();
                 collect_cols(e, &mut cols);
-                !cols.is_empty() && cols.iter().all(|c| *c >= base && *c < base + width) && !has_sub(e)
+                // A conjunct that may wait stays in WHERE, where it can.
+                !cols.is_empty()
+                    && cols.iter().all(|c| *c >= base && *c < base + width)
+                    && !has_sub(e)
+                    && !crate::engine::user_lock_fns::expr_may_wait(e)
             };
             let mut local: Vec<CExpr> = Vec::new();
             // WHERE conjuncts move into the first/inner-joined sources.
@@ -1689,6 +1698,7 @@ fn empty_select(columns: &[ColumnMeta], types: &[SqlType]) -> SelectPlan {
         correlated: vec![],
         windows: vec![],
         nests: Vec::new(),
+        waits: false,
     }
 }
 

@@ -101,6 +101,7 @@ mod tests {
             correlated: Vec::new(),
             windows: Vec::new(),
             nests: Vec::new(),
+            waits: false,
         }
     }
 

@@ -220,6 +220,9 @@ pub struct EvalCtx<'a> {
     /// The session running the statement, so that long work can stop at a
     /// KILL QUERY (see `exec::interrupt_point`). None for internal statements.
     pub stop: Option<Arc<crate::session_registry::SessionEntry>>,
+    /// GET_LOCK / SLEEP calls of the row being evaluated and the wait one
+    /// stopped at (`user_lock_fns`).
+    pub waits: crate::engine::user_lock_fns::Replay,
 }
 
 impl<'a> EvalCtx<'a> {
@@ -238,6 +241,7 @@ impl<'a> EvalCtx<'a> {
             set_last_insert_id: None,
             work_tables: Vec::new(),
             stop: None,
+            waits: Default::default(),
         }
     }
 

@@ -191,6 +191,13 @@ pub enum Func {
     JsonRemove,
     /// CAST(x AS JSON): args (value, mask).
     CastJson,
+    // named locks and SLEEP (`user_lock_fns`)
+    GetLock,
+    ReleaseLock,
+    ReleaseAllLocks,
+    IsFreeLock,
+    IsUsedLock,
+    Sleep,
 }
 
 /// True for the functions `json_fns` evaluates (their last argument is the
@@ -373,12 +380,21 @@ pub fn lookup(name: &str) -> Option<(Func, usize, usize)> {
         "json_insert" => (JsonInsert, 3, N),
         "json_replace" => (JsonReplace, 3, N),
         "json_remove" => (JsonRemove, 2, N),
+        "get_lock" => (GetLock, 2, 2),
+        "release_lock" => (ReleaseLock, 1, 1),
+        "release_all_locks" => (ReleaseAllLocks, 0, 0),
+        "is_free_lock" => (IsFreeLock, 1, 1),
+        "is_used_lock" => (IsUsedLock, 1, 1),
+        "sleep" => (Sleep, 1, 1),
         _ => return None,
     })
 }
 
 pub fn is_nondeterministic(f: Func) -> bool {
+    // The lock functions and SLEEP act each time they are evaluated: never
+    // taken for a constant (a key to look up, a pushed-down value).
     matches!(f, Func::Rand | Func::LastInsertId | Func::Uuid | Func::RandomBytes)
+        || crate::engine::user_lock_fns::is_lock_fn(f)
 }
 
 /// Static result type of a function given its argument types.
@@ -406,7 +422,8 @@ pub fn ret_type(f: Func, args: &[SqlType]) -> SqlType {
         Length | CharLength | Locate | Instr | Ascii | Year | Month | Day | Hour | Minute | Second | DayOfWeek
         | DayOfYear | Weekday | DateDiff | ToDays | ConnectionId | CastSigned | Sign | Field | FindInSet | Ord
         | BitLength | Strcmp | RegexpLike | RegexpInstr | IsNull | TimestampDiff | Quarter | Week | WeekOfYear
-        | YearWeek | TimeToSec | Microsecond => int,
+        | YearWeek | TimeToSec | Microsecond | GetLock | ReleaseLock | ReleaseAllLocks | IsFreeLock | Sleep => int,
+        IsUsedLock => SqlType::new(TClass::UInt),
         LastInsertId | CastUnsigned | Crc32 => SqlType::new(TClass::UInt),
         UnixTimestamp => {
             if args.is_empty() {
@@ -666,6 +683,9 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
             };
         }
         return json_fns::call(f, rest, mask);
+    }
+    if crate::engine::user_lock_fns::is_lock_fn(f) {
+        return crate::engine::user_lock_fns::call(f, &args, ctx);
     }
     let null_in = args.iter().any(|a| a.is_null());
     // Functions with their own NULL handling first.
@@ -1084,9 +1104,8 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
         | MakeTime | TimeDiff | FromDays | Microsecond | TimeFormat => temporal::call(f, &args, ctx)?,
         // Handled above.
         ConcatWs | If | NullIf | Now | CurDate | CurTime | LastInsertId | Database | Version | ConnectionId | User
-        | Rand | Greatest | Least | IsNull | Pi | Field | Elt | Char | Quote | Uuid | IsIpv4 | IsIpv6 | AnyValue => {
-            Value::Null
-        }
+        | Rand | Greatest | Least | IsNull | Pi | Field | Elt | Char | Quote | Uuid | IsIpv4 | IsIpv6 | AnyValue
+        | GetLock | ReleaseLock | ReleaseAllLocks | IsFreeLock | IsUsedLock | Sleep => Value::Null,
     })
 }
 
