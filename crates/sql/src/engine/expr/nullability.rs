@@ -5,14 +5,14 @@
 //! always safe (MySQL itself is conservative in the same way).
 //!
 //! Covered: literals; columns (their NOT NULL flag, cleared on the optional
-//! side of an outer join by the caller); COUNT / COUNT(*); unary minus and
-//! + - * of non-NULL operands (overflow is an error, not NULL, in MySQL;
-//! / DIV MOD give NULL on a zero divisor); CONCAT of non-NULL arguments;
-//! IFNULL / COALESCE with a non-NULL argument; IS [NOT] NULL; comparisons
-//! of non-NULL operands. Not covered (nullable here, NOT NULL in MySQL):
-//! most other functions of non-NULL arguments (UPPER, LENGTH, ...), CASE
-//! with non-NULL branches and an ELSE, window functions such as
-//! ROW_NUMBER().
+//! side of an outer join by the caller); COUNT / COUNT(*); unary minus, and
+//! addition, subtraction and multiplication of non-NULL operands (overflow
+//! is an error, not NULL, in MySQL; division, DIV and MOD give NULL on a
+//! zero divisor); CONCAT of non-NULL arguments; IFNULL / COALESCE with a
+//! non-NULL argument; IS [NOT] NULL; comparisons of non-NULL operands.
+//! Not covered (nullable here, NOT NULL in MySQL): most other functions of
+//! non-NULL arguments (UPPER, LENGTH, ...), CASE with non-NULL branches and
+//! an ELSE, window functions such as ROW_NUMBER().
 
 use super::compile::{AggKind, AggSpec};
 use super::value::ArithOp;
