@@ -264,7 +264,28 @@ async fn derived_column(
         }
     }
     let ty = expression_type(m, rows.iter().map(|r| &r[i]));
-    let null = if m.flags & cf::NOT_NULL != 0 { " NOT NULL" } else { "" };
+    // A NOT NULL computed column gets its type's implicit default, as
+    // MySQL's SHOW CREATE TABLE prints it (`int NOT NULL DEFAULT '0'`);
+    // temporal, JSON and BLOB/TEXT columns have none.
+    let null = match m.field_type {
+        _ if m.flags & cf::NOT_NULL == 0 => "",
+        FieldType::Tiny
+        | FieldType::Short
+        | FieldType::Int24
+        | FieldType::Long
+        | FieldType::LongLong
+        | FieldType::Float
+        | FieldType::Double
+        | FieldType::NewDecimal => " NOT NULL DEFAULT '0'",
+        _ if ty.starts_with("varchar")
+            || ty.starts_with("char")
+            || ty.starts_with("varbinary")
+            || ty.starts_with("binary") =>
+        {
+            " NOT NULL DEFAULT ''"
+        }
+        _ => " NOT NULL",
+    };
     Ok(format!("{} {ty}{null}", quote_ident(&m.name)))
 }
 

@@ -1267,6 +1267,11 @@ pub(crate) enum AggState {
     Bit(Option<u64>),
     /// Welford's running count, mean and sum of squared deviations.
     Var(i64, f64, f64),
+    /// JSON_ARRAYAGG's elements in arrival order (None before the first row:
+    /// the empty set gives NULL, not `[]`).
+    JsonArray(Option<Vec<serde_json::Value>>),
+    /// JSON_OBJECTAGG's members; a later duplicate key replaces the earlier.
+    JsonObject(Option<serde_json::Map<String, serde_json::Value>>),
 }
 
 pub(crate) fn agg_init(a: &AggSpec) -> AggState {
@@ -1279,6 +1284,8 @@ pub(crate) fn agg_init(a: &AggSpec) -> AggState {
         AggKind::GroupConcat => AggState::Concat(Vec::new()),
         AggKind::BitAnd | AggKind::BitOr => AggState::Bit(None),
         AggKind::StdPop | AggKind::StdSamp | AggKind::VarPop | AggKind::VarSamp => AggState::Var(0, 0.0, 0.0),
+        AggKind::JsonArrayAgg => AggState::JsonArray(None),
+        AggKind::JsonObjectAgg => AggState::JsonObject(None),
     }
 }
 
@@ -1365,6 +1372,24 @@ pub(crate) fn agg_step(
                 *m2 += d * (x - *mean);
             }
         }
+        AggState::JsonArray(items) => {
+            // The argument is a one-element JSON_ARRAY (see AggKind).
+            let one = json_fragment(&v)?;
+            let items = items.get_or_insert_with(Vec::new);
+            match one {
+                serde_json::Value::Array(a) => items.extend(a),
+                other => items.push(other),
+            }
+        }
+        AggState::JsonObject(members) => {
+            // The argument is a one-member JSON_OBJECT (see AggKind).
+            let members = members.get_or_insert_with(serde_json::Map::new);
+            if let serde_json::Value::Object(m) = json_fragment(&v)? {
+                for (k, x) in m {
+                    members.insert(k, x);
+                }
+            }
+        }
         AggState::Bit(b) => {
             let x = vals::to_i64(&v, &mut ctx.warnings).unwrap_or(0) as u64;
             *b = Some(match (a.kind, *b) {
@@ -1421,7 +1446,21 @@ pub(crate) fn agg_final(st: AggState, a: &AggSpec) -> Value {
             Value::Double(if matches!(a.kind, AggKind::StdPop | AggKind::StdSamp) { var.sqrt() } else { var })
         }
         AggState::Bit(b) => Value::UInt(b.unwrap_or(if a.kind == AggKind::BitAnd { u64::MAX } else { 0 })),
+        AggState::JsonArray(None) | AggState::JsonObject(None) => Value::Null,
+        AggState::JsonArray(Some(items)) => {
+            Value::Bytes(crate::engine::json::to_text(&serde_json::Value::Array(items)).into_bytes())
+        }
+        AggState::JsonObject(Some(m)) => {
+            Value::Bytes(crate::engine::json::to_text(&serde_json::Value::Object(m)).into_bytes())
+        }
     }
+}
+
+/// The JSON text a JSON aggregate's wrapped argument produced, parsed back.
+/// It was written by JSON_ARRAY / JSON_OBJECT, so a parse failure is ours.
+fn json_fragment(v: &Value) -> Result<serde_json::Value, SqlError> {
+    let text = v.as_bytes().ok_or_else(|| SqlError::internal("JSON aggregate argument is not text"))?;
+    crate::engine::json::parse(text).map_err(|e| SqlError::internal(format!("JSON aggregate argument: {}", e.message)))
 }
 
 /// GROUP BY + aggregates: one post-aggregation row per group = first source row ++ aggregate values.

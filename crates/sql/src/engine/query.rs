@@ -1260,6 +1260,18 @@ impl<'a> StmtCompiler<'a> {
                         _ => {
                             let mut m = ColumnMeta::expr(&name, t.field_type());
                             m.decimals = t.decimals;
+                            let column_not_null = |i: usize| {
+                                column_meta_for(&sources, &scope, i, None).flags & crate::types::column_flags::NOT_NULL
+                                    != 0
+                            };
+                            let inputs = crate::engine::expr::nullability::Inputs {
+                                column_not_null: &column_not_null,
+                                width,
+                                aggs: &aggs,
+                            };
+                            if crate::engine::expr::nullability::not_null(&ce, &inputs) {
+                                m.flags |= crate::types::column_flags::NOT_NULL;
+                            }
                             if t.class == crate::engine::expr::TClass::UInt {
                                 m.flags |= crate::types::column_flags::UNSIGNED;
                             }

@@ -69,6 +69,8 @@ fn aggregate_ignores_order(a: &AggSpec) -> bool {
         AggKind::Sum | AggKind::Avg => a.ty.class != TClass::Double,
         // Pieces in input order (ties of its ORDER BY too).
         AggKind::GroupConcat => false,
+        // Elements in input order; the last duplicate key wins.
+        AggKind::JsonArrayAgg | AggKind::JsonObjectAgg => false,
         // Running floating-point figures.
         AggKind::StdPop | AggKind::StdSamp | AggKind::VarPop | AggKind::VarSamp => false,
     }

@@ -420,10 +420,10 @@ fn normalise(d: &VarDef, v: Value) -> Result<Value, SqlError> {
                     Value::str(&s.to_ascii_lowercase())
                 }
                 "time_zone" => {
-                    let ok = s.eq_ignore_ascii_case("SYSTEM")
-                        || s.eq_ignore_ascii_case("UTC")
-                        || (s.len() == 6 && (s.starts_with('+') || s.starts_with('-')) && s.as_bytes()[3] == b':');
-                    if !ok {
+                    // SYSTEM, an offset in MySQL's range, or a zone name
+                    // (nothing reads the value yet: NOW() and TIMESTAMP
+                    // columns are UTC whatever it says).
+                    if crate::engine::functions::tz::parse_zone(s.as_bytes()).is_none() {
                         return Err(SqlError::new(1298, "HY000", format!("Unknown or incorrect time zone: '{s}'")));
                     }
                     Value::str(&s)

@@ -146,6 +146,13 @@ pub enum AggKind {
     /// VARIANCE / VAR_POP.
     VarPop,
     VarSamp,
+    /// JSON_ARRAYAGG(x): the argument is compiled as `JSON_ARRAY(x)`, a
+    /// one-element array, so it converts to JSON exactly as JSON_ARRAY's
+    /// arguments do (and NULL becomes `null` instead of being skipped).
+    JsonArrayAgg,
+    /// JSON_OBJECTAGG(k, v): the argument is compiled as `JSON_OBJECT(k, v)`,
+    /// which also raises 3158 for a NULL key, as MySQL does.
+    JsonObjectAgg,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -274,6 +281,8 @@ pub(crate) fn agg_kind(name: &str) -> Option<AggKind> {
         "stddev_samp" => AggKind::StdSamp,
         "variance" | "var_pop" => AggKind::VarPop,
         "var_samp" => AggKind::VarSamp,
+        "json_arrayagg" => AggKind::JsonArrayAgg,
+        "json_objectagg" => AggKind::JsonObjectAgg,
         _ => return None,
     })
 }
@@ -914,6 +923,12 @@ impl<'a> Compiler<'a> {
         if self.aggs.is_none() {
             return Err(SqlError::new(1111, "HY000", "Invalid use of group function"));
         }
+        if distinct && matches!(kind, AggKind::JsonArrayAgg | AggKind::JsonObjectAgg) {
+            // MySQL's grammar takes only [ALL] here: DISTINCT is a syntax error.
+            return Err(SqlError::parse(format!(
+                "You have an error in your SQL syntax; check the manual that corresponds to your MySQL server version for the right syntax to use near 'DISTINCT' in {name}()"
+            )));
+        }
         let mut order = Vec::new();
         let mut separator = b",".to_vec();
         for c in clauses {
@@ -943,6 +958,19 @@ impl<'a> Compiler<'a> {
         let (kind, arg, ty, coll) = match (kind, args) {
             (AggKind::Count, [FunctionArgExpr::Wildcard]) => {
                 (AggKind::CountStar, None, SqlType::new(TClass::Int), Coll::Ci)
+            }
+            (AggKind::JsonArrayAgg | AggKind::JsonObjectAgg, _) => {
+                let exprs = args
+                    .iter()
+                    .map(|a| match a {
+                        FunctionArgExpr::Expr(e) => Ok(e.clone()),
+                        _ => Err(wrong_args(name)),
+                    })
+                    .collect::<Result<Vec<Expr>, SqlError>>()?;
+                let saved = self.aggs.take();
+                let r = self.json_agg_arg(kind, &exprs, name);
+                self.aggs = saved;
+                (kind, Some(r?), agg_result_type(kind, SqlType::new(TClass::Str)), Coll::Bin)
             }
             (_, [FunctionArgExpr::Expr(x)]) => {
                 // An aggregate's argument is evaluated on source rows: no nested aggregates.
@@ -980,6 +1008,39 @@ impl<'a> Compiler<'a> {
         };
         Ok((CExpr::Col(self.agg_base + k), ty))
     }
+
+    /// The per-row argument of JSON_ARRAYAGG / JSON_OBJECTAGG (see `AggKind`).
+    pub(crate) fn json_agg_arg(&mut self, kind: AggKind, exprs: &[Expr], name: &str) -> Result<CExpr, SqlError> {
+        let mut cs = Vec::with_capacity(exprs.len());
+        let mut ts = Vec::with_capacity(exprs.len());
+        for e in exprs {
+            let (c, t) = self.compile(e)?;
+            cs.push(c);
+            ts.push(t);
+        }
+        json_agg_wrap(kind, cs, &ts, name)
+    }
+}
+
+/// A JSON aggregate's compiled arguments as one expression: a one-element
+/// JSON_ARRAY or JSON_OBJECT, with the JSON-type mask JSON functions take.
+pub(crate) fn json_agg_wrap(
+    kind: AggKind,
+    mut args: Vec<CExpr>,
+    types: &[SqlType],
+    name: &str,
+) -> Result<CExpr, SqlError> {
+    let (f, n) = match kind {
+        AggKind::JsonArrayAgg => (Func::JsonArray, 1),
+        _ => (Func::JsonObject, 2),
+    };
+    if args.len() != n {
+        // A fixed arity in MySQL's grammar, so a syntax error (not 1582).
+        return Err(SqlError::parse(format!("You have an error in your SQL syntax; {name}() takes {n} argument(s)")));
+    }
+    let mask = types.iter().enumerate().fold(0u64, |m, (i, t)| m | ((t.json as u64) << i));
+    args.push(CExpr::Lit(Value::UInt(mask)));
+    Ok(CExpr::Func(f, args))
 }
 
 /// The result type of aggregate `kind` over an argument of type `t` (also
@@ -1005,6 +1066,9 @@ pub(crate) fn agg_result_type(kind: AggKind, t: SqlType) -> SqlType {
         AggKind::CountStar => SqlType::new(TClass::Int),
         AggKind::StdPop | AggKind::StdSamp | AggKind::VarPop | AggKind::VarSamp => {
             SqlType { decimals: 31, ..SqlType::new(TClass::Double) }
+        }
+        AggKind::JsonArrayAgg | AggKind::JsonObjectAgg => {
+            SqlType { json: true, coll: Coll::Bin, ..SqlType::new(TClass::Str) }
         }
     }
 }

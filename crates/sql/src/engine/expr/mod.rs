@@ -8,6 +8,7 @@
 
 pub mod compile;
 pub mod datetime;
+pub mod nullability;
 pub mod value;
 
 use crate::engine::functions::{self, Func};

@@ -13,6 +13,7 @@ mod net_uuid;
 mod periods;
 mod temporal;
 mod text;
+pub mod tz;
 
 pub use temporal::str_to_date_class;
 
@@ -121,6 +122,8 @@ pub enum Func {
     CurTime,
     UnixTimestamp,
     FromUnixtime,
+    /// CONVERT_TZ(dt, from_tz, to_tz): see `tz`.
+    ConvertTz,
     DateFormat,
     /// DATE_ADD/DATE_SUB/ADDDATE: args (date, n, unit-as-int).
     DateAdd,
@@ -345,6 +348,7 @@ pub fn lookup(name: &str) -> Option<(Func, usize, usize)> {
         "unix_timestamp" => (UnixTimestamp, 0, 1),
         "from_unixtime" => (FromUnixtime, 1, 2),
         "date_format" => (DateFormat, 2, 2),
+        "convert_tz" => (ConvertTz, 3, 3),
         "year" => (Year, 1, 1),
         "month" => (Month, 1, 1),
         "day" | "dayofmonth" => (Day, 1, 1),
@@ -457,6 +461,14 @@ pub fn ret_type(f: Func, args: &[SqlType]) -> SqlType {
         // The class for a literal format is set by the compiler (`str_to_date_class`).
         StrToDate => SqlType::new(TClass::DateTime),
         Now | FromUnixtime | CastDateTime => SqlType::new(TClass::DateTime),
+        // The argument's fractional digits (MySQL: its datetime precision).
+        ConvertTz => SqlType {
+            decimals: args
+                .first()
+                .filter(|t| matches!(t.class, TClass::DateTime | TClass::Time))
+                .map_or(0, |t| t.decimals),
+            ..SqlType::new(TClass::DateTime)
+        },
         DateAdd | DateSub => match args.first() {
             Some(t) if t.class == TClass::Date => SqlType::new(TClass::Date),
             _ => SqlType::new(TClass::DateTime),
@@ -966,6 +978,18 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
             match args.get(1) {
                 Some(fmt) => s_val(dtm::date_format(&dt, &to_text(fmt).unwrap_or_default())),
                 None => Value::DateTime(dt),
+            }
+        }
+        ConvertTz => {
+            // NULL for a bad datetime or an unknown zone, as MySQL.
+            let Some(dt) = to_datetime(a0, ctx) else { return Ok(Value::Null) };
+            if dt.date.year == 0 && dt.date.month == 0 && dt.date.day == 0 {
+                return Ok(Value::Null);
+            }
+            let zone = |v: &Value| to_text(v).and_then(|t| tz::parse_zone(&t));
+            match (zone(&args[1]), zone(&args[2])) {
+                (Some(from), Some(to)) => Value::DateTime(tz::convert(&dt, &from, &to)),
+                _ => Value::Null,
             }
         }
         DateFormat => match to_datetime(a0, ctx) {

@@ -5,6 +5,7 @@
 use super::frame::{frame_of, Dir, EBound, Peers, RangeKeys};
 use super::{Bound, WinFunc, WinKind, MAX_WINDOW_ROWS};
 use crate::engine::exec::{agg_final, agg_init, agg_step, AggState, Row};
+use crate::engine::expr::compile::AggKind;
 use crate::engine::expr::value::{self as vals, order_cmp, ArithOp, Coll, Num};
 use crate::engine::expr::{eval, EvalCtx};
 use crate::engine::sort_keys;
@@ -313,7 +314,10 @@ fn aggregate(
     let m = part.len();
     let arg = |i: usize| if spec.arg.is_none() { None } else { Some(v[i].clone()) };
     let from_start = frames.iter().all(|(lo, hi)| *lo == 0 || lo >= hi);
-    let to_end = frames.iter().all(|(lo, hi)| *hi == m || lo >= hi);
+    // Folding backwards would reverse a JSON aggregate's elements (and let
+    // the first duplicate key win): those take the general path.
+    let order_sensitive = matches!(spec.kind, AggKind::JsonArrayAgg | AggKind::JsonObjectAgg);
+    let to_end = !order_sensitive && frames.iter().all(|(lo, hi)| *hi == m || lo >= hi);
     let empty = || agg_final(agg_init(spec), spec);
     if from_start {
         let mut st: AggState = agg_init(spec);

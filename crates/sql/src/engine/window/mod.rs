@@ -264,6 +264,11 @@ pub fn compile_call(
         }
         (None, Some(_)) => WinKind::Agg,
     };
+    if distinct && matches!(agg_kind(name), Some(AggKind::JsonArrayAgg | AggKind::JsonObjectAgg)) {
+        return Err(SqlError::parse(format!(
+            "You have an error in your SQL syntax; DISTINCT is not allowed in {name}()"
+        )));
+    }
     if distinct {
         return Err(SqlError::unsupported("<window function>(DISTINCT ..)"));
     }
@@ -403,6 +408,23 @@ fn compile_parts(
                     separator: vec![],
                 });
                 int
+            } else if matches!(ak, AggKind::JsonArrayAgg | AggKind::JsonObjectAgg) {
+                let ty = agg_result_type(ak, SqlType::new(TClass::Str));
+                agg = Some(AggSpec {
+                    kind: ak,
+                    arg: Some(crate::engine::expr::compile::json_agg_wrap(
+                        ak,
+                        std::mem::take(&mut cargs),
+                        &types,
+                        name,
+                    )?),
+                    distinct: false,
+                    coll: Coll::Bin,
+                    ty,
+                    order: vec![],
+                    separator: vec![],
+                });
+                ty
             } else {
                 arity(1, 1)?;
                 let t = types[0];

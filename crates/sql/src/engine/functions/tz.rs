@@ -1,0 +1,207 @@
+//! Time zones: CONVERT_TZ and the values SET time_zone accepts.
+//!
+//! A zone is 'SYSTEM' (the server's zone, `system_time_zone`, which is UTC
+//! for `norr sqld`), a UTC offset '[+-]H:MM' within MySQL 8.0's range
+//! -13:59..+14:00, or an IANA name ('Europe/Stockholm'). Stock MySQL knows
+//! names only once its time-zone tables are loaded; we always know them.
+//!
+//! Names come from `jiff`: the system's /usr/share/zoneinfo when the machine
+//! has it (kept current by the OS's tzdata updates), else the tzdb bundled
+//! into the binary, so a fresh machine without tzdata still has them.
+//!
+//! Local times that a DST change skips or repeats resolve as MySQL's
+//! `Time_zone_db::TIME_to_gmt_sec` resolves them: a skipped time is the
+//! moment of the change, a repeated time is the earlier of its two moments.
+
+use crate::engine::expr::datetime as dtm;
+use norr_signals::DateTime;
+
+/// Longest zone name looked up (MySQL's time_zone_name.Name is CHAR(64)).
+const MAX_NAME_BYTES: usize = 64;
+
+/// Range of the UTC moment CONVERT_TZ converts, as MySQL 8.0.28+ on 64-bit
+/// platforms: '1970-01-01 00:00:01' .. '3001-01-18 23:59:59.999999' UTC.
+const MIN_UTC_SECS: i64 = 1;
+const MAX_UTC_SECS: i64 = 32_536_771_199;
+
+/// Offsets MySQL 8.0.19+ accepts: '-13:59' .. '+14:00'.
+const MIN_OFFSET_SECS: i32 = -(13 * 3600 + 59 * 60);
+const MAX_OFFSET_SECS: i32 = 14 * 3600;
+
+#[derive(Debug, Clone)]
+pub enum Zone {
+    /// A fixed offset from UTC, in seconds ('SYSTEM' is offset 0 here).
+    Offset(i32),
+    Named(jiff::tz::TimeZone),
+}
+
+/// The zone a time_zone value or CONVERT_TZ argument names; None if unknown
+/// or malformed (CONVERT_TZ gives NULL, SET time_zone error 1298).
+pub fn parse_zone(text: &[u8]) -> Option<Zone> {
+    let s = std::str::from_utf8(text).ok()?.trim();
+    if s.eq_ignore_ascii_case("SYSTEM") {
+        return Some(Zone::Offset(0));
+    }
+    if s.starts_with(['+', '-']) {
+        return parse_offset(s).map(Zone::Offset);
+    }
+    if s.is_empty() || s.len() > MAX_NAME_BYTES {
+        return None;
+    }
+    jiff::tz::TimeZone::get(s).ok().map(Zone::Named)
+}
+
+/// '[+-]H[H]:MM' in seconds, as MySQL's `str_to_offset` reads it.
+fn parse_offset(s: &str) -> Option<i32> {
+    let (neg, rest) = match s.as_bytes().first()? {
+        b'+' => (false, &s[1..]),
+        b'-' => (true, &s[1..]),
+        _ => return None,
+    };
+    let (h, m) = rest.split_once(':')?;
+    let digits = |x: &str, max_len: usize| {
+        (!x.is_empty() && x.len() <= max_len && x.bytes().all(|b| b.is_ascii_digit())).then(|| x.parse::<i32>().ok())?
+    };
+    let (h, m) = (digits(h, 2)?, digits(m, 2)?);
+    if m > 59 {
+        return None;
+    }
+    let secs = (h * 3600 + m * 60) * if neg { -1 } else { 1 };
+    (MIN_OFFSET_SECS..=MAX_OFFSET_SECS).contains(&secs).then_some(secs)
+}
+
+/// CONVERT_TZ(dt, from, to). A moment outside MySQL's range is returned
+/// unchanged, as MySQL does ("no conversion occurs").
+pub fn convert(dt: &DateTime, from: &Zone, to: &Zone) -> DateTime {
+    let micro = dt.micro;
+    let local_secs = dtm::datetime_to_unix_micros(&DateTime { micro: 0, ..*dt }) / 1_000_000;
+    let Some(utc_secs) = to_utc(local_secs, dt, from) else { return *dt };
+    if !(MIN_UTC_SECS..=MAX_UTC_SECS).contains(&utc_secs) {
+        return *dt;
+    }
+    let offset = match to {
+        Zone::Offset(o) => *o as i64,
+        Zone::Named(tz) => match jiff::Timestamp::from_second(utc_secs) {
+            Ok(ts) => tz.to_offset(ts).seconds() as i64,
+            Err(_) => return *dt,
+        },
+    };
+    match dtm::unix_micros_to_datetime((utc_secs + offset) * 1_000_000) {
+        Some(out) => DateTime { micro, ..out },
+        None => *dt,
+    }
+}
+
+/// The UTC moment (seconds) of local time `dt` (`local_secs`: the same
+/// wall time read as UTC) in `zone`.
+fn to_utc(local_secs: i64, dt: &DateTime, zone: &Zone) -> Option<i64> {
+    use jiff::tz::AmbiguousOffset;
+    let tz = match zone {
+        Zone::Offset(o) => return Some(local_secs - *o as i64),
+        Zone::Named(tz) => tz,
+    };
+    let civil = jiff::civil::DateTime::new(
+        i16::try_from(dt.date.year).ok()?,
+        dt.date.month as i8,
+        dt.date.day as i8,
+        dt.hour as i8,
+        dt.minute as i8,
+        dt.second as i8,
+        0,
+    )
+    .ok()?;
+    Some(match tz.to_ambiguous_timestamp(civil).offset() {
+        AmbiguousOffset::Unambiguous { offset } => local_secs - offset.seconds() as i64,
+        // Repeated wall time: the earlier moment, under the offset in force
+        // before the change.
+        AmbiguousOffset::Fold { before, .. } => local_secs - before.seconds() as i64,
+        // Skipped wall time: the moment of the change, which follows the
+        // wall time read with the later offset.
+        AmbiguousOffset::Gap { before, after } => {
+            let ahead = local_secs - after.seconds() as i64;
+            jiff::Timestamp::from_second(ahead)
+                .ok()
+                .and_then(|ts| tz.following(ts).next())
+                .map(|t| t.timestamp().as_second())
+                .unwrap_or(local_secs - before.seconds() as i64)
+        }
+        // `AmbiguousOffset` is non-exhaustive.
+        #[allow(unreachable_patterns)]
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dt(s: &str) -> DateTime {
+        dtm::parse_datetime(s.as_bytes()).expect("datetime").0
+    }
+    fn conv(s: &str, from: &str, to: &str) -> String {
+        let f = parse_zone(from.as_bytes()).expect("from");
+        let t = parse_zone(to.as_bytes()).expect("to");
+        crate::engine::catalog::value_text(&norr_signals::Value::DateTime(convert(&dt(s), &f, &t)))
+    }
+
+    #[test]
+    fn offsets() {
+        assert!(matches!(parse_zone(b"+05:30"), Some(Zone::Offset(19800))));
+        assert!(matches!(parse_zone(b"-8:00"), Some(Zone::Offset(-28800))));
+        assert!(matches!(parse_zone(b"+14:00"), Some(Zone::Offset(50400))));
+        assert!(matches!(parse_zone(b"-13:59"), Some(Zone::Offset(-50340))));
+        assert!(matches!(parse_zone(b"system"), Some(Zone::Offset(0))));
+        for bad in ["+14:01", "-14:00", "+5:60", "+05", "05:00", "+05:3x", "+:30", "+123:00", "", "Mars/Olympus"] {
+            assert!(parse_zone(bad.as_bytes()).is_none(), "{bad}");
+        }
+        assert_eq!(conv("2024-01-01 12:00:00", "+00:00", "+05:30"), "2024-01-01 17:30:00");
+        assert_eq!(conv("2024-01-01 01:00:00.250000", "+02:00", "-08:00"), "2023-12-31 15:00:00.250000");
+    }
+
+    #[test]
+    fn named_zones_follow_dst() {
+        // Stockholm: CET (+01) in winter, CEST (+02) in summer.
+        assert_eq!(conv("2024-01-15 12:00:00", "Europe/Stockholm", "UTC"), "2024-01-15 11:00:00");
+        assert_eq!(conv("2024-07-15 12:00:00", "Europe/Stockholm", "UTC"), "2024-07-15 10:00:00");
+        assert_eq!(conv("2024-07-15 10:00:00", "UTC", "America/New_York"), "2024-07-15 06:00:00");
+        assert_eq!(conv("2024-12-15 10:00:00", "UTC", "America/New_York"), "2024-12-15 05:00:00");
+        // Case does not matter, as in MySQL's time-zone tables.
+        assert_eq!(conv("2024-12-15 10:00:00", "utc", "america/new_york"), "2024-12-15 05:00:00");
+    }
+
+    #[test]
+    fn dst_transitions() {
+        // 2024-03-31: Stockholm jumps 02:00 CET -> 03:00 CEST (01:00 UTC).
+        assert_eq!(conv("2024-03-31 01:59:59", "Europe/Stockholm", "UTC"), "2024-03-31 00:59:59");
+        assert_eq!(conv("2024-03-31 03:00:00", "Europe/Stockholm", "UTC"), "2024-03-31 01:00:00");
+        // A skipped wall time is the moment of the jump.
+        assert_eq!(conv("2024-03-31 02:30:00", "Europe/Stockholm", "UTC"), "2024-03-31 01:00:00");
+        assert_eq!(conv("2024-03-31 02:00:00", "Europe/Stockholm", "UTC"), "2024-03-31 01:00:00");
+        // 2024-10-27: 03:00 CEST -> 02:00 CET (01:00 UTC); 02:30 happens twice:
+        // the earlier (CEST) moment.
+        assert_eq!(conv("2024-10-27 02:30:00", "Europe/Stockholm", "UTC"), "2024-10-27 00:30:00");
+        assert_eq!(conv("2024-10-27 03:00:00", "Europe/Stockholm", "UTC"), "2024-10-27 02:00:00");
+        // UTC -> Stockholm across the fall-back: both moments map to 02:30.
+        assert_eq!(conv("2024-10-27 00:30:00", "UTC", "Europe/Stockholm"), "2024-10-27 02:30:00");
+        assert_eq!(conv("2024-10-27 01:30:00", "UTC", "Europe/Stockholm"), "2024-10-27 02:30:00");
+        // New York 2024-03-10: 02:00 EST -> 03:00 EDT (07:00 UTC).
+        assert_eq!(conv("2024-03-10 06:59:59", "UTC", "America/New_York"), "2024-03-10 01:59:59");
+        assert_eq!(conv("2024-03-10 07:00:00", "UTC", "America/New_York"), "2024-03-10 03:00:00");
+        assert_eq!(conv("2024-03-10 02:15:00", "America/New_York", "UTC"), "2024-03-10 07:00:00");
+        // Zone to zone across the Atlantic in the weeks their DST differs.
+        assert_eq!(conv("2024-03-20 12:00:00", "America/New_York", "Europe/Stockholm"), "2024-03-20 17:00:00");
+        assert_eq!(conv("2024-04-20 12:00:00", "America/New_York", "Europe/Stockholm"), "2024-04-20 18:00:00");
+    }
+
+    #[test]
+    fn out_of_range_is_unchanged() {
+        // Before 1970-01-01 00:00:01 UTC, after 3001-01-18 23:59:59 UTC: no conversion.
+        assert_eq!(conv("1969-12-31 23:00:00", "+00:00", "+05:00"), "1969-12-31 23:00:00");
+        assert_eq!(conv("1970-01-01 00:00:00", "+00:00", "+05:00"), "1970-01-01 00:00:00");
+        assert_eq!(conv("1970-01-01 00:00:01", "+00:00", "+05:00"), "1970-01-01 05:00:01");
+        assert_eq!(conv("1970-01-01 04:00:00", "+05:00", "+00:00"), "1970-01-01 04:00:00");
+        assert_eq!(conv("3001-01-18 23:59:59", "UTC", "+01:00"), "3001-01-19 00:59:59");
+        assert_eq!(conv("3001-01-19 00:00:00", "UTC", "+01:00"), "3001-01-19 00:00:00");
+        assert_eq!(conv("9999-12-31 23:59:59", "Europe/Stockholm", "UTC"), "9999-12-31 23:59:59");
+    }
+}
