@@ -269,7 +269,7 @@ fn parse_load(sql: &str) -> Result<LoadStmt, SqlError> {
         }
         targets = Some(list);
     }
-    if !c.at_end() && !(c.peek() == Some(&Token::SemiColon) && c.peek_at(1).is_none()) {
+    if !(c.at_end() || (c.peek() == Some(&Token::SemiColon) && c.peek_at(1).is_none())) {
         return Err(c.err());
     }
     if set_text.is_some_and(|s| s.is_empty()) {
@@ -521,7 +521,7 @@ pub async fn start(e: &Engine, s: &mut Session, st: &LoadStmt) -> Result<QueryOu
             "The MySQL server is running with the --secure-file-priv option so it cannot execute this statement",
         ));
     }
-    if !vars::global_value("local_infile").is_some_and(|v| v.as_i64() == Some(1)) {
+    if vars::global_value("local_infile").is_none_or(|v| v.as_i64() != Some(1)) {
         return Err(SqlError::new(
             3948,
             "42000",
@@ -912,7 +912,7 @@ fn numeric_prefix(v: &Value) -> Option<Value> {
             end = k;
         }
     }
-    Some(Value::Bytes(t[..end].as_bytes().to_vec()))
+    Some(Value::Bytes(t.as_bytes()[..end].to_vec()))
 }
 
 /// An out-of-range number clipped to the column's range.
