@@ -21,6 +21,13 @@ def error_code(excinfo):
     return excinfo.value.args[0]
 
 
+def fails_with(cur, sql):
+    """The MySQL error number `sql` fails with."""
+    with pytest.raises(pymysql.err.MySQLError) as e:
+        cur.execute(sql)
+    return error_code(e)
+
+
 def info(conn):
     # The OK packet's info is a length-encoded string (as mysqld sends it);
     # PyMySQL hands over the raw bytes.
@@ -138,18 +145,14 @@ def test_failed_load_is_not_half_applied(cluster, dbname, tmp_path):
     # not parse: an error, and none of the file's rows stay.
     data = b"".join(b"%d\t2020-01-01\n" % i for i in range(2000)) + b"5000\tnot a date\n"
     path = write(tmp_path, "f.tsv", data)
-    with pytest.raises(pymysql.err.MySQLError) as e:
-        cur.execute(f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE f")
-    assert error_code(e) == 1292
+    assert fails_with(cur, f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE f") == 1292
     cur.execute("SELECT COUNT(*) FROM f")
     assert cur.fetchone() == (0,)
     # Inside a transaction: the statement is undone, the transaction's
     # earlier work stays.
     cur.execute("BEGIN")
     cur.execute("INSERT INTO f VALUES (-1, '2001-01-01')")
-    with pytest.raises(pymysql.err.MySQLError) as e:
-        cur.execute(f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE f")
-    assert error_code(e) == 1292
+    assert fails_with(cur, f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE f") == 1292
     cur.execute("SELECT id FROM f")
     assert cur.fetchall() == ((-1,),)
     cur.execute("COMMIT")
@@ -171,38 +174,22 @@ def test_refusals(cluster, dbname, tmp_path):
     cur.execute("CREATE TABLE r (id INT PRIMARY KEY, g INT AS (id * 2))")
     # A client that did not enable LOCAL: 1148, and the session goes on.
     plain = connect(cluster, dbname)
-    with pytest.raises(pymysql.err.MySQLError) as e:
-        plain.cursor().execute(f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE r")
-    assert error_code(e) == 1148
+    assert fails_with(plain.cursor(), f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE r") == 1148
     pc = plain.cursor()
     pc.execute("SELECT COUNT(*) FROM r")
     assert pc.fetchone() == (0,)
     # A file on the server's host: refused as with secure_file_priv.
-    with pytest.raises(pymysql.err.MySQLError) as e:
-        cur.execute(f"LOAD DATA INFILE '{path}' INTO TABLE r")
-    assert error_code(e) == 1290
-    with pytest.raises(pymysql.err.MySQLError) as e:
-        cur.execute(f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE nosuch")
-    assert error_code(e) == 1146
+    assert fails_with(cur, f"LOAD DATA INFILE '{path}' INTO TABLE r") == 1290
+    assert fails_with(cur, f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE nosuch") == 1146
     cur.execute("CREATE VIEW rv AS SELECT id FROM r")
-    with pytest.raises(pymysql.err.MySQLError) as e:
-        cur.execute(f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE rv")
-    assert error_code(e) == 1235
-    with pytest.raises(pymysql.err.MySQLError) as e:
-        cur.execute(f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE r (id, nosuch)")
-    assert error_code(e) == 1054
-    with pytest.raises(pymysql.err.MySQLError) as e:
-        cur.execute(f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE r (id, g)")
-    assert error_code(e) == 3105
-    with pytest.raises(pymysql.err.MySQLError) as e:
-        cur.execute(f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE r FIELDS ENCLOSED BY 'ab'")
-    assert error_code(e) == 1083
+    assert fails_with(cur, f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE rv") == 1235
+    assert fails_with(cur, f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE r (id, nosuch)") == 1054
+    assert fails_with(cur, f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE r (id, g)") == 3105
+    assert fails_with(cur, f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE r FIELDS ENCLOSED BY 'ab'") == 1083
     # The server switch (on by default, as MariaDB).
     cur.execute("SET GLOBAL local_infile = 0")
     try:
-        with pytest.raises(pymysql.err.MySQLError) as e:
-            cur.execute(f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE r")
-        assert error_code(e) == 3948
+        assert fails_with(cur, f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE r") == 3948
     finally:
         cur.execute("SET GLOBAL local_infile = 1")
     # Without a column list the generated column is left out.

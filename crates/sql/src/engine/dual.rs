@@ -43,8 +43,7 @@ impl VisitorMut for StripDual {
 /// Drop `FROM DUAL` from every query block of `st`. `sql` is its text: most
 /// statements do not mention DUAL and are not walked.
 pub fn strip(sql: &str, st: &mut Statement) {
-    let mentions = sql.as_bytes().windows(4).any(|w| w.eq_ignore_ascii_case(b"dual"));
-    if mentions {
+    if crate::engine::parse_ext::mentions(sql, b"dual") {
         let _ = st.visit(&mut StripDual);
     }
 }

@@ -33,7 +33,7 @@ use crate::engine::catalog::SqlTable;
 use crate::engine::dml::{self, BuiltRows, StoreFn};
 use crate::engine::error_map::parse_error_near;
 use crate::engine::expr::compile::{Compiler, ParamMap, Scope};
-use crate::engine::expr::value::Warnings;
+use crate::engine::expr::value::{numeric_prefix_len, Warnings};
 use crate::engine::expr::{eval, CExpr, EvalCtx};
 use crate::engine::fk_enforce::{self, StmtGuard};
 use crate::engine::parse_ext::{self, Cursor};
@@ -308,14 +308,16 @@ enum Next {
     More,
 }
 
-/// Does `term` start at `buf[i..]`? `Err(())`: the buffer ends inside a
-/// possible match (more bytes decide).
-fn term_at(buf: &[u8], i: usize, term: &[u8], eof: bool) -> Result<bool, ()> {
+/// The buffer ends where more bytes decide what comes next.
+struct NeedMore;
+
+/// Does `term` start at `buf[i..]`?
+fn term_at(buf: &[u8], i: usize, term: &[u8], eof: bool) -> Result<bool, NeedMore> {
     let rest = &buf[i..];
     if rest.len() >= term.len() {
         Ok(rest.starts_with(term))
     } else if !eof && term.starts_with(rest) {
-        Err(())
+        Err(NeedMore)
     } else {
         Ok(false)
     }
@@ -333,18 +335,44 @@ fn unescape(b: u8) -> u8 {
     }
 }
 
+/// The escape sequence whose escape byte is `buf[i]`, resolved into
+/// `value`; returns the bytes it took. An escape byte that ends the file
+/// stands for itself.
+fn take_escape(buf: &[u8], i: usize, eof: bool, value: &mut Vec<u8>) -> Result<usize, NeedMore> {
+    match buf.get(i + 1) {
+        Some(&n) => {
+            value.push(unescape(n));
+            Ok(2)
+        }
+        None if eof => {
+            value.push(buf[i]);
+            Ok(1)
+        }
+        None => Err(NeedMore),
+    }
+}
+
 impl Format {
     /// The record at the front of `buf`. At `eof`, whatever is left is the
     /// last record (a file need not end with a line terminator).
     fn next_record(&self, buf: &[u8], eof: bool) -> Next {
+        self.record(buf, eof).unwrap_or(Next::More)
+    }
+
+    /// Does a line or field terminator (or the end of the file) start at `i`?
+    fn ends_field(&self, buf: &[u8], i: usize, eof: bool) -> Result<bool, NeedMore> {
+        Ok(i == buf.len() || term_at(buf, i, &self.line_term, eof)? || term_at(buf, i, &self.field_term, eof)?)
+    }
+
+    fn record(&self, buf: &[u8], eof: bool) -> Result<Next, NeedMore> {
         let mut i = 0;
         if !self.line_start.is_empty() {
             match buf.windows(self.line_start.len()).position(|w| w == self.line_start.as_slice()) {
                 Some(0) => i = self.line_start.len(),
-                Some(p) => return Next::Skip(p),
-                None if eof => return Next::Skip(buf.len()),
+                Some(p) => return Ok(Next::Skip(p)),
+                None if eof => return Ok(Next::Skip(buf.len())),
                 // Keep a possible partial prefix at the end.
-                None => return Next::Skip(buf.len().saturating_sub(self.line_start.len() - 1)),
+                None => return Ok(Next::Skip(buf.len().saturating_sub(self.line_start.len() - 1))),
             }
         }
         let mut fields = Vec::new();
@@ -357,25 +385,15 @@ impl Format {
                 i += 1;
                 loop {
                     let Some(&b) = buf.get(i) else {
-                        if eof {
-                            // Unterminated quote at the end of the file: take it as is.
-                            fields.push(Field::Text(value));
-                            return Next::Record(fields, buf.len());
+                        if !eof {
+                            return Err(NeedMore);
                         }
-                        return Next::More;
+                        // Unterminated quote at the end of the file: take it as is.
+                        fields.push(Field::Text(value));
+                        return Ok(Next::Record(fields, buf.len()));
                     };
-                    if Some(b) == self.escaped && self.escaped != Some(e) {
-                        match buf.get(i + 1) {
-                            Some(&n) => {
-                                value.push(unescape(n));
-                                i += 2;
-                            }
-                            None if eof => {
-                                value.push(b);
-                                i += 1;
-                            }
-                            None => return Next::More,
-                        }
+                    if Some(b) == self.escaped && b != e {
+                        i += take_escape(buf, i, eof, &mut value)?;
                         continue;
                     }
                     if b == e {
@@ -385,67 +403,28 @@ impl Format {
                                 i += 2;
                                 continue;
                             }
-                            None if !eof => return Next::More,
+                            None if !eof => return Err(NeedMore),
+                            // The closing quote counts only before a terminator.
+                            _ if self.ends_field(buf, i + 1, eof)? => {
+                                i += 1;
+                                break;
+                            }
                             _ => {}
                         }
-                        // The closing quote counts only before a terminator.
-                        let after = i + 1;
-                        let at_field = match term_at(buf, after, &self.field_term, eof) {
-                            Ok(x) => x,
-                            Err(()) => return Next::More,
-                        };
-                        let at_line = match term_at(buf, after, &self.line_term, eof) {
-                            Ok(x) => x,
-                            Err(()) => return Next::More,
-                        };
-                        if at_field || at_line || after == buf.len() {
-                            i = after;
-                            break;
-                        }
-                        value.push(b);
-                        i += 1;
-                        continue;
                     }
                     value.push(b);
                     i += 1;
                 }
             } else {
-                loop {
-                    match term_at(buf, i, &self.line_term, eof) {
-                        Ok(true) => break,
-                        Ok(false) => {}
-                        Err(()) => return Next::More,
-                    }
-                    match term_at(buf, i, &self.field_term, eof) {
-                        Ok(true) => break,
-                        Ok(false) => {}
-                        Err(()) => return Next::More,
-                    }
-                    let Some(&b) = buf.get(i) else {
-                        if eof {
-                            break;
-                        }
-                        return Next::More;
-                    };
+                while !self.ends_field(buf, i, eof)? {
+                    let b = buf[i];
                     if Some(b) == self.escaped {
-                        match buf.get(i + 1) {
-                            Some(&n) => {
-                                if n == b'N' && value.is_empty() {
-                                    escaped_n = true;
-                                }
-                                value.push(unescape(n));
-                                i += 2;
-                            }
-                            None if eof => {
-                                value.push(b);
-                                i += 1;
-                            }
-                            None => return Next::More,
-                        }
-                        continue;
+                        escaped_n |= value.is_empty() && buf.get(i + 1) == Some(&b'N');
+                        i += take_escape(buf, i, eof, &mut value)?;
+                    } else {
+                        value.push(b);
+                        i += 1;
                     }
-                    value.push(b);
-                    i += 1;
                 }
             }
             let is_null =
@@ -453,24 +432,17 @@ impl Format {
             fields.push(if is_null { Field::Null } else { Field::Text(value) });
             // What ends the field: the line, the field, or the file.
             if i >= buf.len() {
-                if eof {
-                    return Next::Record(fields, buf.len());
-                }
-                return Next::More;
+                return if eof { Ok(Next::Record(fields, buf.len())) } else { Err(NeedMore) };
             }
-            match term_at(buf, i, &self.line_term, eof) {
-                Ok(true) => return Next::Record(fields, i + self.line_term.len()),
-                Ok(false) => {}
-                Err(()) => return Next::More,
+            if term_at(buf, i, &self.line_term, eof)? {
+                return Ok(Next::Record(fields, i + self.line_term.len()));
             }
-            match term_at(buf, i, &self.field_term, eof) {
-                Ok(true) => i += self.field_term.len(),
-                Ok(false) => {
-                    // After a closing quote, junk before the terminator: MySQL
-                    // keeps reading the field; we end it here and go on.
-                    i += 1;
-                }
-                Err(()) => return Next::More,
+            if term_at(buf, i, &self.field_term, eof)? {
+                i += self.field_term.len();
+            } else {
+                // After a closing quote, junk before the terminator: MySQL
+                // keeps reading the field; we end it here and go on.
+                i += 1;
             }
         }
     }
@@ -879,40 +851,10 @@ fn numeric_prefix(v: &Value) -> Option<Value> {
     let Value::Bytes(b) = v else { return None };
     let text = String::from_utf8_lossy(b);
     let t = text.trim_start();
-    let bytes = t.as_bytes();
-    let mut end = 0;
-    if end < bytes.len() && (bytes[end] == b'+' || bytes[end] == b'-') {
-        end += 1;
-    }
-    let digits_from = end;
-    while end < bytes.len() && bytes[end].is_ascii_digit() {
-        end += 1;
-    }
-    if end < bytes.len() && bytes[end] == b'.' {
-        end += 1;
-        while end < bytes.len() && bytes[end].is_ascii_digit() {
-            end += 1;
-        }
-    }
-    let mantissa = &t[digits_from..end];
-    if mantissa.is_empty() || mantissa == "." {
-        return Some(Value::Int(0));
-    }
-    // An exponent only with digits after it.
-    if end < bytes.len() && (bytes[end] == b'e' || bytes[end] == b'E') {
-        let mut k = end + 1;
-        if k < bytes.len() && (bytes[k] == b'+' || bytes[k] == b'-') {
-            k += 1;
-        }
-        let exp_digits = k;
-        while k < bytes.len() && bytes[k].is_ascii_digit() {
-            k += 1;
-        }
-        if k > exp_digits {
-            end = k;
-        }
-    }
-    Some(Value::Bytes(t.as_bytes()[..end].to_vec()))
+    Some(match numeric_prefix_len(t.as_bytes()) {
+        Some(end) => Value::Bytes(t.as_bytes()[..end].to_vec()),
+        None => Value::Int(0),
+    })
 }
 
 /// An out-of-range number clipped to the column's range.

@@ -165,6 +165,12 @@ pub fn tokens(sql: &str) -> Result<Vec<Token>, SqlError> {
     Ok(toks.into_iter().filter(|t| !matches!(t, Token::Whitespace(_) | Token::EOF)).collect())
 }
 
+/// Does `sql` contain `word` (ASCII, any case) anywhere, quotes and
+/// comments included? A quick test before a rewrite that needs a real scan.
+pub fn mentions(sql: &str, word: &[u8]) -> bool {
+    sql.as_bytes().windows(word.len()).any(|w| w.eq_ignore_ascii_case(word))
+}
+
 /// A word or a comma of statement text, outside quotes and comments, with
 /// its paren depth (byte positions into the text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

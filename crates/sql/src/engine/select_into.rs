@@ -14,7 +14,7 @@
 //! are refused as MySQL refuses them with secure_file_priv unset (1290).
 
 use crate::engine::expr::value::MAX_WARNINGS;
-use crate::engine::parse_ext::{Lexeme, Lexer};
+use crate::engine::parse_ext::{self, Lexeme, Lexer};
 use crate::engine::{parse_statement, vars, Engine, Parsed};
 use crate::types::{QueryOutput, Session, SqlError, Warning, WarningLevel};
 use norr_signals::Value;
@@ -38,7 +38,8 @@ pub fn secure_file_priv() -> SqlError {
 /// Parse the statement if it is a SELECT with a top-level INTO (`None`:
 /// not ours). `words` are its first words, upper-cased.
 pub fn parse(sql: &str, words: &[String]) -> Option<Result<SelectInto, SqlError>> {
-    if !matches!(words.first().map(String::as_str), Some("SELECT" | "WITH")) {
+    // Most SELECTs have no INTO: a byte scan spares them the lexer.
+    if !matches!(words.first().map(String::as_str), Some("SELECT" | "WITH")) || !parse_ext::mentions(sql, b"into") {
         return None;
     }
     let (start, end) = Lexer::new(sql).find_map(|l| match l {

@@ -139,54 +139,51 @@ pub fn parse_decimal(s: &str) -> Option<Decimal> {
     Some(Decimal { mantissa: if neg { -mantissa } else { mantissa }, scale })
 }
 
+/// The length of the longest numeric prefix of `b` (sign, digits, fraction,
+/// exponent), or None when it has no digit.
+pub fn numeric_prefix_len(b: &[u8]) -> Option<usize> {
+    let digits_from = |mut i: usize| {
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        i
+    };
+    let mut i = usize::from(matches!(b.first(), Some(b'-' | b'+')));
+    let int_end = digits_from(i);
+    let mut has_digits = int_end > i;
+    i = int_end;
+    if b.get(i) == Some(&b'.') {
+        let k = digits_from(i + 1);
+        if k > i + 1 || has_digits {
+            has_digits = true;
+            i = k;
+        }
+    }
+    if !has_digits {
+        return None;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        let sign = usize::from(matches!(b.get(i + 1), Some(b'-' | b'+')));
+        let k = digits_from(i + 1 + sign);
+        if k > i + 1 + sign {
+            i = k;
+        }
+    }
+    Some(i)
+}
+
 /// MySQL string -> number: the longest numeric prefix (after leading spaces).
 /// Returns the number and whether the whole string was used (else a warning).
 pub fn str_to_num(b: &[u8]) -> (Num, bool) {
     let s = String::from_utf8_lossy(b);
     let t = s.trim_start_matches([' ', '\t', '\n', '\r']);
-    let bytes = t.as_bytes();
-    let mut i = 0;
-    if i < bytes.len() && (bytes[i] == b'-' || bytes[i] == b'+') {
-        i += 1;
-    }
-    let int_start = i;
-    while i < bytes.len() && bytes[i].is_ascii_digit() {
-        i += 1;
-    }
-    let mut is_float = false;
-    let mut has_digits = i > int_start;
-    if i < bytes.len() && bytes[i] == b'.' {
-        let j = i + 1;
-        let mut k = j;
-        while k < bytes.len() && bytes[k].is_ascii_digit() {
-            k += 1;
-        }
-        if k > j || has_digits {
-            has_digits = has_digits || k > j;
-            i = k;
-            is_float = true;
-        }
-    }
-    if has_digits && i < bytes.len() && (bytes[i] == b'e' || bytes[i] == b'E') {
-        let mut k = i + 1;
-        if k < bytes.len() && (bytes[k] == b'-' || bytes[k] == b'+') {
-            k += 1;
-        }
-        let ds = k;
-        while k < bytes.len() && bytes[k].is_ascii_digit() {
-            k += 1;
-        }
-        if k > ds {
-            i = k;
-            is_float = true;
-        }
-    }
-    if !has_digits {
+    let Some(i) = numeric_prefix_len(t.as_bytes()) else {
         // No digits is never a complete number: even '' converts to 0 with a
         // truncation warning, as in MySQL.
         return (Num::F(0.0), false);
-    }
+    };
     let num_str = &t[..i];
+    let is_float = num_str.contains(['.', 'e', 'E']);
     let complete = t[i..].trim_end_matches([' ', '\t', '\n', '\r']).is_empty();
     let f: f64 = num_str.parse().unwrap_or(0.0);
     if is_float {

@@ -418,9 +418,8 @@ pub fn ret_type(f: Func, args: &[SqlType]) -> SqlType {
             }
             t
         }
-        CastBinary | Char | Unhex | FromBase64 | UuidToBin | Inet6Aton => SqlType::new(TClass::Bin),
+        CastBinary | Char | Unhex | FromBase64 | UuidToBin | Inet6Aton | RandomBytes => SqlType::new(TClass::Bin),
         IsUuid | IsIpv4 | IsIpv6 | PeriodAdd | PeriodDiff => int,
-        RandomBytes => SqlType::new(TClass::Bin),
         AnyValue => args.first().copied().unwrap_or(s),
         InetAton => SqlType::new(TClass::UInt),
         Length | CharLength | Locate | Instr | Ascii | Year | Month | Day | Hour | Minute | Second | DayOfWeek
