@@ -21,9 +21,9 @@
 //! Generated columns whose values change are computed by the SQL node
 //! around the DICT request (`alter_generated`).
 
-use crate::engine::alter_text::EnforcementOp;
+use crate::engine::alter_text::{EnforcementOp, TableOptions};
 use crate::engine::catalog::*;
-use crate::engine::ddl::{build_table, check_name, resolve_name};
+use crate::engine::ddl::{build_table, check_engine, check_name, resolve_name, table_charset};
 use crate::engine::enumset::{EnumSet, Kind as EnumKind};
 use crate::engine::error_map::{self, from_client, ErrCtx};
 use crate::engine::parse_ext::{parse_partition_clause, split_partition_clause};
@@ -53,6 +53,8 @@ struct Draft {
     /// Old names of the columns the primary key and the partitioning read
     /// (their type must stay, they cannot be dropped).
     key_cols: Vec<String>,
+    /// Table options of the statement, in order.
+    options: Vec<TableOptions>,
 }
 
 fn unsupported(what: impl Into<String>) -> SqlError {
@@ -409,12 +411,14 @@ async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> 
         constraints: std::mem::take(&mut ct.constraints),
         partition,
         key_cols,
+        options: Vec::new(),
     };
     let mut new_name: Option<(String, String)> = None;
     let mut auto_inc: Option<u64> = None;
     for op in &at.operations {
         apply(&mut d, s, op, &mut new_name, &mut auto_inc)?;
     }
+    apply_table_options(&mut ct, &mut d, &t.meta.collation)?;
     alter_generated::check_dependencies(d.cols.iter().map(|c| &c.def), &t)?;
     draft_checks(&mut d, &t, new_name.as_ref().map(|(_, n)| n.as_str()))?;
     if d.cols.is_empty() {
@@ -500,6 +504,97 @@ async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> 
         alter_generated::recompute(e, s, &new_db, &new_table).await?;
     }
     Ok(Some(QueryOutput::ok(0)))
+}
+
+/// ALTER TABLE's table options, applied to the table's re-parsed definition
+/// `ct` and the draft's columns. A new default charset / collation applies
+/// to columns added later, so every character column that took the old
+/// default keeps it explicitly (as in MySQL); CONVERT TO gives every
+/// character column the new one. ENGINE is checked and kept (every table is
+/// ndbcluster), COMMENT replaced.
+fn apply_table_options(ct: &mut ast::CreateTable, d: &mut Draft, old_collation: &str) -> Result<(), SqlError> {
+    use sqlparser::ast::{CommentDef, SqlOption};
+    for o in std::mem::take(&mut d.options) {
+        if let Some(e) = &o.engine {
+            check_engine(e)?;
+        }
+        if o.charset.is_some() || o.collate.is_some() {
+            let (cs, coll) = table_charset(o.charset.as_deref(), o.collate.as_deref())?;
+            for c in d.cols.iter_mut().filter(|c| is_character_type(&c.def.data_type)) {
+                let declared = c
+                    .def
+                    .options
+                    .iter()
+                    .any(|x| matches!(x.option, ColumnOption::CharacterSet(_) | ColumnOption::Collation(_)));
+                if o.convert {
+                    c.def
+                        .options
+                        .retain(|x| !matches!(x.option, ColumnOption::CharacterSet(_) | ColumnOption::Collation(_)));
+                } else if !declared && c.origin.is_some() {
+                    c.def.options.push(ColumnOptionDef {
+                        name: None,
+                        option: ColumnOption::Collation(ObjectName::from(vec![Ident::new(old_collation)])),
+                    });
+                }
+            }
+            set_table_option(ct, &["DEFAULT CHARSET", "CHARSET", "CHARACTER SET", "DEFAULT CHARACTER SET"], &cs);
+            set_table_option(ct, &["COLLATE", "DEFAULT COLLATE"], &coll);
+        }
+        if let Some(text) = o.comment {
+            ct.comment = None;
+            let opts = plain_options(ct);
+            opts.retain(|x| {
+                !matches!(x, SqlOption::Comment(_))
+                    && !matches!(x, SqlOption::KeyValue { key, .. } if key.value.eq_ignore_ascii_case("COMMENT"))
+            });
+            opts.push(SqlOption::Comment(CommentDef::WithEq(text)));
+        }
+    }
+    Ok(())
+}
+
+/// The table options of `ct`, as the space-separated list MySQL writes.
+fn plain_options(ct: &mut ast::CreateTable) -> &mut Vec<ast::SqlOption> {
+    use sqlparser::ast::CreateTableOptions as O;
+    let list = match std::mem::take(&mut ct.table_options) {
+        O::None => Vec::new(),
+        O::With(v) | O::Options(v) | O::Plain(v) | O::TableProperties(v) => v,
+    };
+    ct.table_options = O::Plain(list);
+    match &mut ct.table_options {
+        O::Plain(v) => v,
+        _ => unreachable!("just set"),
+    }
+}
+
+/// Replace the table option of any of the names `keys` by `keys[0] = value`.
+fn set_table_option(ct: &mut ast::CreateTable, keys: &[&str], value: &str) {
+    use sqlparser::ast::SqlOption;
+    let opts = plain_options(ct);
+    opts.retain(
+        |x| !matches!(x, SqlOption::KeyValue { key, .. } if keys.iter().any(|k| key.value.eq_ignore_ascii_case(k))),
+    );
+    opts.push(SqlOption::KeyValue { key: Ident::new(keys[0]), value: Expr::Identifier(Ident::new(value)) });
+}
+
+/// A type whose values have a collation (CHARSET / COLLATE apply to it).
+fn is_character_type(dt: &ast::DataType) -> bool {
+    use sqlparser::ast::DataType as T;
+    matches!(
+        dt,
+        T::Char(_)
+            | T::Character(_)
+            | T::Varchar(_)
+            | T::CharacterVarying(_)
+            | T::Nvarchar(_)
+            | T::Text
+            | T::TinyText
+            | T::MediumText
+            | T::LongText
+            | T::String(_)
+            | T::Enum(..)
+            | T::Set(_)
+    )
 }
 
 /// The CHECK constraints the draft keeps: refuse one that reads a column
@@ -681,6 +776,13 @@ fn apply(
                     return Err(e);
                 }
             }
+        }
+        Op::ValidateConstraint { name } if TableOptions::from_marker(&name.value).is_some() => {
+            let o = TableOptions::from_marker(&name.value).expect("checked by the guard");
+            if let Some(n) = o.auto_increment {
+                *auto_inc = Some(n);
+            }
+            d.options.push(o);
         }
         Op::ValidateConstraint { name } => {
             let Some((what, enforced, name)) = EnforcementOp::from_marker(&name.value) else {

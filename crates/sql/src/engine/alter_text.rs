@@ -48,6 +48,134 @@ impl EnforcementOp {
     }
 }
 
+/// Table options of an ALTER TABLE, which the SQL parser does not take
+/// there: `[DEFAULT] CHARACTER SET | CHARSET [=] cs`, `[DEFAULT] COLLATE [=]
+/// c`, `CONVERT TO CHARACTER SET cs [COLLATE c]`, `ENGINE [=] e`, `COMMENT
+/// [=] 'text'`, `AUTO_INCREMENT [=] n` after another option, and the
+/// InnoDB / MyISAM options that mean nothing here (ROW_FORMAT, ...). One run
+/// of them separated by spaces (a comma starts another run) is carried as
+/// one `VALIDATE CONSTRAINT` marker, as `EnforcementOp` is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TableOptions {
+    /// New default character set / collation of the table.
+    pub charset: Option<String>,
+    pub collate: Option<String>,
+    /// CONVERT TO: every character column takes the new default too.
+    pub convert: bool,
+    pub engine: Option<String>,
+    pub comment: Option<String>,
+    pub auto_increment: Option<u64>,
+}
+
+impl TableOptions {
+    fn text(&self) -> String {
+        let json = serde_json::to_string(self).expect("table options serialize");
+        format!("VALIDATE CONSTRAINT `{}`", format!("{MARK}table-options:{json}").replace('`', "``"))
+    }
+
+    /// The options a VALIDATE CONSTRAINT name carries; None for a name the
+    /// rewrite did not make.
+    pub fn from_marker(marker: &str) -> Option<TableOptions> {
+        serde_json::from_str(marker.strip_prefix(MARK)?.strip_prefix("table-options:")?).ok()
+    }
+}
+
+/// Table options that InnoDB or MyISAM read and the data node has no use
+/// for: accepted and ignored, as CREATE TABLE does.
+const IGNORED_OPTIONS: &[&str] = &[
+    "ROW_FORMAT",
+    "KEY_BLOCK_SIZE",
+    "STATS_PERSISTENT",
+    "STATS_AUTO_RECALC",
+    "STATS_SAMPLE_PAGES",
+    "PACK_KEYS",
+    "CHECKSUM",
+    "DELAY_KEY_WRITE",
+    "AVG_ROW_LENGTH",
+    "MAX_ROWS",
+    "MIN_ROWS",
+];
+
+/// The run of table options starting at `toks[sig[k]]`: the options and the
+/// number of significant tokens they take; None if no option starts there.
+fn table_options_at(toks: &[sqlparser::tokenizer::Token], sig: &[usize], k: usize) -> Option<(TableOptions, usize)> {
+    use sqlparser::tokenizer::Token;
+    let tok = |n: usize| sig.get(k + n).map(|&j| &toks[j]);
+    let is = |n: usize, word: &str| matches!(tok(n), Some(Token::Word(w)) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word));
+    // A name or value: a word, a quoted string or a number.
+    let value = |n: usize| match tok(n) {
+        Some(Token::Word(w)) => Some(w.value.clone()),
+        Some(Token::SingleQuotedString(v) | Token::DoubleQuotedString(v)) => Some(v.clone()),
+        Some(Token::Number(v, _)) => Some(v.clone()),
+        _ => None,
+    };
+    let mut o = TableOptions::default();
+    let mut n = 0;
+    let mut any = false;
+    loop {
+        let start = n;
+        let default = is(n, "DEFAULT");
+        if default {
+            n += 1;
+        }
+        // The value after an optional `=`.
+        let take_value = |n: &mut usize| -> Option<String> {
+            if tok(*n) == Some(&Token::Eq) {
+                *n += 1;
+            }
+            let v = value(*n)?;
+            *n += 1;
+            Some(v)
+        };
+        if is(n, "CHARSET") || (is(n, "CHARACTER") && is(n + 1, "SET")) {
+            n += if is(n, "CHARSET") { 1 } else { 2 };
+            o.charset = Some(take_value(&mut n)?);
+        } else if is(n, "COLLATE") {
+            n += 1;
+            o.collate = Some(take_value(&mut n)?);
+        } else if !default && is(n, "CONVERT") && is(n + 1, "TO") {
+            n += 2;
+            if is(n, "CHARSET") {
+                n += 1;
+            } else if is(n, "CHARACTER") && is(n + 1, "SET") {
+                n += 2;
+            } else {
+                return None;
+            }
+            o.charset = Some(take_value(&mut n)?);
+            o.convert = true;
+            if is(n, "COLLATE") {
+                n += 1;
+                o.collate = Some(take_value(&mut n)?);
+            }
+        } else if !default && is(n, "ENGINE") {
+            n += 1;
+            o.engine = Some(take_value(&mut n)?);
+        } else if !default && is(n, "COMMENT") {
+            n += 1;
+            if tok(n) == Some(&Token::Eq) {
+                n += 1;
+            }
+            match tok(n) {
+                Some(Token::SingleQuotedString(v) | Token::DoubleQuotedString(v)) => o.comment = Some(v.clone()),
+                _ => return None,
+            }
+            n += 1;
+        } else if !default && any && is(n, "AUTO_INCREMENT") {
+            n += 1;
+            o.auto_increment = Some(take_value(&mut n)?.parse().ok()?);
+        } else if !default && IGNORED_OPTIONS.iter().any(|w| is(n, w)) {
+            n += 1;
+            take_value(&mut n)?;
+        } else {
+            n = start;
+            break;
+        }
+        any = true;
+    }
+    any.then_some((o, n))
+}
+
 /// An identifier token's name (unquoted).
 fn word_value(t: Option<&sqlparser::tokenizer::Token>) -> String {
     match t {
@@ -77,6 +205,8 @@ pub fn rewrite_alter_text(sql: &str) -> String {
     let mut depth = 0i32;
     let mut k = 0; // position in `sig`
     let mut i = 0; // position in `toks`
+                   // Where the first operation starts: after `ALTER TABLE [db.]name`.
+    let first_op = if sig.get(3).is_some_and(|&j| toks[j] == Token::Period) { 5 } else { 3 };
     while i < toks.len() {
         let t = &toks[i];
         let at_sig = sig.get(k) == Some(&i);
@@ -90,6 +220,17 @@ pub fn rewrite_alter_text(sql: &str) -> String {
             Token::LParen => depth += 1,
             Token::RParen => depth -= 1,
             _ => {}
+        }
+        // Table options, where an operation starts.
+        let op_start = depth == 0 && (k == first_op || (k > first_op && toks[sig[k - 1]] == Token::Comma));
+        if op_start {
+            if let Some((opts, used)) = table_options_at(&toks, &sig, k) {
+                out.push(opts.text());
+                i = sig[k + used - 1] + 1;
+                k += used;
+                changed = true;
+                continue;
+            }
         }
         // `ALTER {CHECK | CONSTRAINT} c [NOT] ENFORCED` and `DROP CHECK c`:
         // see `enforcement_op`.
@@ -240,6 +381,40 @@ mod tests {
             Some((EnforcementOp::AlterConstraint, true, "c:2"))
         );
         assert_eq!(EnforcementOp::from_marker("c2"), None);
+        // Table options: one marker per space-separated run, at an operation's start only.
+        let opts = |sql: &str| -> Vec<TableOptions> {
+            let text = rewrite_alter_text(sql);
+            let stmt = crate::engine::parse_sqlparser(&text).unwrap();
+            let sqlparser::ast::Statement::AlterTable(at) = stmt else { panic!("{text}") };
+            at.operations
+                .iter()
+                .filter_map(|op| match op {
+                    sqlparser::ast::AlterTableOperation::ValidateConstraint { name } => {
+                        TableOptions::from_marker(&name.value)
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
+        let run = opts("ALTER TABLE db.t ENGINE = InnoDB DEFAULT CHARSET=latin1 COLLATE latin1_bin COMMENT 'a`b' AUTO_INCREMENT=7 ROW_FORMAT=DYNAMIC");
+        assert_eq!(
+            run,
+            vec![TableOptions {
+                charset: Some("latin1".into()),
+                collate: Some("latin1_bin".into()),
+                convert: false,
+                engine: Some("InnoDB".into()),
+                comment: Some("a`b".into()),
+                auto_increment: Some(7),
+            }]
+        );
+        let convert = opts("alter table t convert to character set utf8mb4 collate utf8mb4_unicode_ci, ADD COLUMN c TEXT CHARACTER SET latin1 COMMENT 'x'");
+        assert_eq!(convert.len(), 1);
+        assert!(convert[0].convert && convert[0].collate.as_deref() == Some("utf8mb4_unicode_ci"));
+        assert_eq!(opts("ALTER TABLE t ADD COLUMN c INT, CHARSET utf8mb4, COMMENT='z'").len(), 2);
+        // An option of a column is no table option.
+        assert!(opts("ALTER TABLE t MODIFY c VARCHAR(3) CHARACTER SET latin1 COMMENT 'x'").is_empty());
+        assert_eq!(rewrite_alter_text("ALTER TABLE t AUTO_INCREMENT = 5"), "ALTER TABLE t AUTO_INCREMENT = 5");
         for same in [
             "ALTER TABLE t RENAME TO t2",
             "ALTER TABLE t RENAME COLUMN a TO b",

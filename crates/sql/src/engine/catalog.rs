@@ -894,14 +894,42 @@ pub const COLLATIONS: &[CollationInfo] = &[
 ];
 
 /// Collation name -> native collation. None if unknown. `utf8_*` names are
-/// MySQL's old aliases of `utf8mb3_*` and are accepted, not listed.
+/// MySQL's old aliases of `utf8mb3_*` and are accepted, not listed; so are
+/// the `latin1_*` and `ascii_*` collations of the charsets stored as utf8mb4
+/// (`stored_collation_name`).
 pub fn collation_from_name(name: &str) -> Option<Collation> {
     let lower = name.to_ascii_lowercase();
     let name = match lower.strip_prefix("utf8_") {
         Some(rest) => format!("utf8mb3_{rest}"),
         None => lower,
     };
-    COLLATIONS.iter().find(|c| c.name == name).map(|c| c.native)
+    COLLATIONS.iter().find(|c| c.name == name).map(|c| c.native).or_else(|| subset_collation(&name))
+}
+
+/// MySQL's collations of latin1 and ascii, the two charsets NorrDB stores as
+/// utf8mb4 (a superset of both): the case-insensitive ones compare as
+/// `CaseInsensitive`, `_bin` and the case-sensitive `latin1_general_cs` as
+/// `Binary` (byte order of latin1 and of UTF-8 agree on latin1's letters only
+/// for ASCII, so `_bin` order differs above U+007F; CHARSETS.md says so).
+fn subset_collation(lower: &str) -> Option<Collation> {
+    match lower {
+        "latin1_swedish_ci" | "latin1_general_ci" | "latin1_german1_ci" | "latin1_german2_ci" | "latin1_danish_ci"
+        | "latin1_spanish_ci" | "ascii_general_ci" => Some(Collation::CaseInsensitive),
+        "latin1_bin" | "latin1_general_cs" | "ascii_bin" => Some(Collation::Binary),
+        _ => None,
+    }
+}
+
+/// The collation name a table or column keeps for a declared one: the
+/// declared name (lower case), except that a latin1 / ascii collation becomes
+/// the utf8mb4 collation it is stored as, so SHOW CREATE TABLE's output
+/// (which says utf8mb4) re-executes here and on MySQL. None if unknown.
+pub fn stored_collation_name(name: &str) -> Option<String> {
+    let lower = name.to_ascii_lowercase();
+    match subset_collation(&lower) {
+        Some(native) => Some(collation_name(native).to_string()),
+        None => collation_from_name(&lower).map(|_| lower),
+    }
 }
 
 /// Canonical collation name of a native collation.
@@ -912,13 +940,28 @@ pub fn collation_name(c: Collation) -> &'static str {
     }
 }
 
-/// Charset name -> canonical name (utf8 and utf8mb3 are stored as utf8mb4).
+/// Charset name -> canonical name: utf8, utf8mb3, ascii and latin1 are
+/// stored as utf8mb4, which holds every value they can (CHARSETS.md).
 pub fn charset_canonical(name: &str) -> Option<&'static str> {
     match name.to_ascii_lowercase().as_str() {
-        "utf8mb4" | "utf8" | "utf8mb3" | "ascii" => Some("utf8mb4"),
+        "utf8mb4" | "utf8" | "utf8mb3" | "ascii" | "latin1" => Some("utf8mb4"),
         "binary" => Some("binary"),
         _ => None,
     }
+}
+
+/// A charset a connection may name (SET NAMES, character_set_client /
+/// _connection / _results): the canonical name, or the error. The server
+/// sends and reads UTF-8 only, which is what utf8mb3 and ascii clients read
+/// too; latin1 would need transcoding every query and row, so it is refused
+/// as a connection charset though tables may declare it (CHARSETS.md).
+pub fn connection_charset(name: &str) -> Result<&'static str, SqlError> {
+    if name.eq_ignore_ascii_case("latin1") {
+        return Err(SqlError::unsupported(
+            "latin1 as a connection character set (the server sends and reads utf8mb4; latin1 tables are stored as utf8mb4)",
+        ));
+    }
+    charset_canonical(name).ok_or_else(|| crate::engine::error_map::unknown_charset(name))
 }
 
 /// Default collation of a charset.

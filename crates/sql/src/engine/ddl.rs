@@ -118,6 +118,15 @@ pub async fn drop_database(e: &Engine, s: &mut Session, name: &str, if_exists: b
     Ok(QueryOutput::ok(n))
 }
 
+/// An ENGINE a table may name: every table is an ndbcluster table, and the
+/// engines applications and dumps name for ordinary tables are taken as it.
+pub fn check_engine(name: &str) -> Result<(), SqlError> {
+    match name.to_ascii_lowercase().as_str() {
+        "ndb" | "ndbcluster" | "innodb" | "myisam" | "memory" | "heap" => Ok(()),
+        _ => Err(SqlError::new(1286, "42000", format!("Unknown storage engine '{name}'"))),
+    }
+}
+
 /// Validate a charset / collation pair; returns canonical (charset, collation).
 pub fn table_charset(charset: Option<&str>, collation: Option<&str>) -> Result<(String, String), SqlError> {
     let cs = match charset {
@@ -126,13 +135,12 @@ pub fn table_charset(charset: Option<&str>, collation: Option<&str>) -> Result<(
     };
     let coll = match collation {
         Some(c) => {
-            let native = collation_from_name(c).ok_or_else(|| error_map::unknown_collation(c))?;
+            let stored = stored_collation_name(c).ok_or_else(|| error_map::unknown_collation(c))?;
             let is_binary_cs = c.eq_ignore_ascii_case("binary");
             if charset.is_some() && (cs == "binary") != is_binary_cs {
                 return Err(error_map::collation_mismatch(c, cs));
             }
-            let _ = native;
-            c.to_ascii_lowercase()
+            stored
         }
         None => default_collation_of(cs).to_string(),
     };
@@ -534,10 +542,8 @@ pub fn build_table(
         match o {
             SqlOption::NamedParenthesizedList(l) if l.key.value.eq_ignore_ascii_case("ENGINE") => {
                 let e = l.name.as_ref().map(|n| n.value.clone()).unwrap_or_default();
-                match e.to_ascii_lowercase().as_str() {
-                    "ndb" | "ndbcluster" | "innodb" | "myisam" | "memory" | "heap" => engine = "ndbcluster".into(),
-                    _ => return Err(SqlError::new(1286, "42000", format!("Unknown storage engine '{e}'"))),
-                }
+                check_engine(&e)?;
+                engine = "ndbcluster".into();
             }
             SqlOption::KeyValue { key, value } => {
                 let k = key.value.to_ascii_uppercase();
@@ -1526,7 +1532,7 @@ mod tests {
         assert_eq!(code("CREATE TABLE t (a DECIMAL(40,2))"), 1426);
         assert_eq!(code("CREATE TABLE t (a DATETIME(7))"), 1426);
         assert_eq!(code("CREATE TABLE t (a INT) ENGINE=Bogus"), 1286);
-        assert_eq!(code("CREATE TABLE t (a INT) DEFAULT CHARSET=latin1"), 1115);
+        assert_eq!(code("CREATE TABLE t (a INT) DEFAULT CHARSET=cp1251"), 1115);
         assert_eq!(code("CREATE TABLE t (a INT PRIMARY KEY) PARTITION BY RANGE (a) (PARTITION p0 VALUES LESS THAN (10), PARTITION p1 VALUES LESS THAN (5))"), 1493);
     }
 

@@ -526,7 +526,7 @@ pub fn introducer_is_binary(introducer: &str) -> Result<bool, SqlError> {
     let cs = introducer.trim_start_matches('_').to_ascii_lowercase();
     match cs.as_str() {
         "binary" => Ok(true),
-        "utf8mb4" | "utf8mb3" | "utf8" | "ascii" => Ok(false),
+        "utf8mb4" | "utf8mb3" | "utf8" | "ascii" | "latin1" => Ok(false),
         _ => Err(SqlError::new(1115, "42000", format!("Unknown character set: '{cs}'"))),
     }
 }

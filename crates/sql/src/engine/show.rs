@@ -155,8 +155,17 @@ async fn check_db(e: &Engine, db: &str) -> Result<(), SqlError> {
     }
 }
 
-/// SHOW CREATE TABLE text.
+/// SHOW CREATE TABLE text, with the AUTO_INCREMENT the table was declared
+/// with (what ALTER TABLE and CREATE TABLE ... LIKE re-create from; the data
+/// node's counter carries over by itself).
 pub fn show_create_table(t: &SqlTable) -> String {
+    show_create_table_at(t, t.meta.auto_increment_start)
+}
+
+/// SHOW CREATE TABLE text with `AUTO_INCREMENT=next` when next > 1: what the
+/// statement shows is the value the next insert would get, as MySQL does, so
+/// a table re-created from it (mysqldump) goes on counting from there.
+pub fn show_create_table_at(t: &SqlTable, next_auto_inc: Option<u64>) -> String {
     let mut lines: Vec<String> = Vec::new();
     for (_, c, m) in t.columns_visible() {
         lines.push(format!("  {}", column_definition(t, c, m, false)));
@@ -176,7 +185,7 @@ pub fn show_create_table(t: &SqlTable) -> String {
         lines.push(format!("  {}", crate::engine::check_constraints::to_sql(c)));
     }
     let mut out = format!("CREATE TABLE {} (\n{}\n) ENGINE=ndbcluster", quote_ident(&t.name), lines.join(",\n"));
-    if let Some(n) = t.meta.auto_increment_start.filter(|&n| n > 1) {
+    if let Some(n) = next_auto_inc.filter(|&n| n > 1) {
         out.push_str(&format!(" AUTO_INCREMENT={n}"));
     }
     if t.meta.charset == "binary" {
@@ -405,9 +414,13 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
                 }
                 Err(err) => return Err(err),
             };
+            let next = match table_stats::auto_increment_cell(e, &t).await {
+                Value::UInt(n) => Some(n),
+                _ => t.meta.auto_increment_start,
+            };
             Ok(QueryOutput::Rows {
                 columns: cols(&["Table", "Create Table"], &[]).into(),
-                rows: vec![vec![s(&t.name), s(&show_create_table(&t))]],
+                rows: vec![vec![s(&t.name), s(&show_create_table_at(&t, next))]],
             })
         }
         ShowStmt::CreateView { db, table } => {
@@ -669,7 +682,15 @@ mod tests {
             assert!(collation_from_name(alias).is_some(), "{alias}");
         }
         assert!(collation_from_name("utf8_0900_ai_ci").is_none());
-        assert!(collation_from_name("latin1_swedish_ci").is_none());
+        assert!(collation_from_name("cp1251_general_ci").is_none());
+        // latin1 and ascii collations are accepted, unlisted, and kept as the
+        // utf8mb4 collation the values are stored with.
+        assert_eq!(collation_from_name("LATIN1_SWEDISH_CI"), Some(norr_signals::Collation::CaseInsensitive));
+        assert_eq!(stored_collation_name("latin1_swedish_ci").as_deref(), Some("utf8mb4_0900_ai_ci"));
+        assert_eq!(stored_collation_name("latin1_general_cs").as_deref(), Some("utf8mb4_bin"));
+        assert_eq!(stored_collation_name("ascii_bin").as_deref(), Some("utf8mb4_bin"));
+        assert_eq!(stored_collation_name("utf8mb4_unicode_ci").as_deref(), Some("utf8mb4_unicode_ci"));
+        assert!(COLLATIONS.iter().all(|c| !c.name.starts_with("latin1")));
     }
 
     /// SHOW COLLATION's PAD_ATTRIBUTE matches what sqld's comparisons and the

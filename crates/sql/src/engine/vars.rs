@@ -405,18 +405,21 @@ fn normalise(d: &VarDef, v: Value) -> Result<Value, SqlError> {
                 "transaction_isolation" | "tx_isolation" => {
                     Value::str(isolation(&s).ok_or_else(|| error_map::wrong_value_for_var(d.name, &s))?)
                 }
-                "character_set_client"
-                | "character_set_connection"
-                | "character_set_results"
-                | "character_set_server"
-                | "character_set_database" => {
-                    let cs =
-                        crate::engine::catalog::charset_canonical(&s).ok_or_else(|| error_map::unknown_charset(&s))?;
-                    let _ = cs;
+                "character_set_client" | "character_set_connection" | "character_set_results" => {
+                    crate::engine::catalog::connection_charset(&s)?;
+                    Value::str(&s.to_ascii_lowercase())
+                }
+                "character_set_server" | "character_set_database" => {
+                    crate::engine::catalog::charset_canonical(&s).ok_or_else(|| error_map::unknown_charset(&s))?;
                     Value::str(&s.to_ascii_lowercase())
                 }
                 "collation_connection" | "collation_server" | "collation_database" => {
                     crate::engine::catalog::collation_from_name(&s).ok_or_else(|| error_map::unknown_collation(&s))?;
+                    if d.name == "collation_connection" {
+                        if let Some((cs, _)) = s.split_once('_') {
+                            crate::engine::catalog::connection_charset(cs)?;
+                        }
+                    }
                     Value::str(&s.to_ascii_lowercase())
                 }
                 "time_zone" => {
@@ -511,7 +514,7 @@ pub fn set_system_var(s: &mut Session, name: &str, global: bool, value: Value) -
 pub fn set_names(s: &mut Session, charset: &str, collation: Option<&str>, character_set: bool) -> Result<(), SqlError> {
     let cs_l = charset.to_ascii_lowercase();
     if cs_l != "default" {
-        crate::engine::catalog::charset_canonical(&cs_l).ok_or_else(|| error_map::unknown_charset(charset))?;
+        crate::engine::catalog::connection_charset(charset)?;
     }
     let cs = match cs_l.as_str() {
         "default" => "utf8mb4".to_string(),
@@ -595,7 +598,16 @@ mod tests {
         assert_eq!(get_system_var(&s, "transaction_isolation", false), Some(Value::str("REPEATABLE-READ")));
         set_names(&mut s, "utf8mb4", Some("utf8mb4_bin"), false).unwrap();
         assert_eq!(get_system_var(&s, "collation_connection", false), Some(Value::str("utf8mb4_bin")));
-        assert_eq!(set_names(&mut s, "latin1", None, false).unwrap_err().code, 1115);
+        assert_eq!(set_names(&mut s, "latin1", None, false).unwrap_err().code, 1235);
+        assert_eq!(set_names(&mut s, "cp1251", None, false).unwrap_err().code, 1115);
+        let latin1 = Value::str("latin1_swedish_ci");
+        assert_eq!(set_system_var(&mut s, "collation_connection", false, latin1.clone()).unwrap_err().code, 1235);
+        set_system_var(&mut s, "collation_server", false, latin1).unwrap();
+        assert_eq!(
+            set_system_var(&mut s, "character_set_results", false, Value::str("latin1")).unwrap_err().code,
+            1235
+        );
+        set_system_var(&mut s, "character_set_server", false, Value::str("latin1")).unwrap();
         assert_eq!(show_text("autocommit", &Value::Int(1)), "ON");
     }
 }

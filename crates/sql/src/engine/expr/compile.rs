@@ -96,7 +96,7 @@ pub fn column_sqltype(ty: &ColumnType) -> SqlType {
     } else {
         Coll::Ci
     };
-    SqlType { class, coll, decimals: dec, len, json: false }
+    SqlType { class, coll, decimals: dec, len, json: false, boolean: false }
 }
 
 /// Positions of `?` placeholders in text order (line, column), so that each
@@ -394,7 +394,7 @@ impl<'a> Compiler<'a> {
                 }
                 other => {
                     let val = literal(other)?;
-                    let t = lit_type(&val);
+                    let t = if matches!(other, ast::Value::Boolean(_)) { SqlType::BOOL } else { lit_type(&val) };
                     (C::Lit(val), t)
                 }
             },
@@ -443,7 +443,7 @@ impl<'a> Compiler<'a> {
                         x => (C::Neg(Box::new(x)), if t.is_numeric() { t } else { SqlType::new(TClass::Double) }),
                     },
                     UnaryOperator::Plus => (x, t),
-                    UnaryOperator::Not | UnaryOperator::BangNot => (C::Not(Box::new(x)), SqlType::new(TClass::Int)),
+                    UnaryOperator::Not | UnaryOperator::BangNot => (C::Not(Box::new(x)), SqlType::BOOL),
                     other => return Err(SqlError::unsupported(format!("operator {other}"))),
                 }
             }
@@ -466,18 +466,18 @@ impl<'a> Compiler<'a> {
                 self.compile(&e)?
             }
             Expr::BinaryOp { left, op, right } => self.binary(left, op, right)?,
-            Expr::IsNull(x) => (C::IsNull(Box::new(self.compile(x)?.0), false), SqlType::new(TClass::Int)),
-            Expr::IsNotNull(x) => (C::IsNull(Box::new(self.compile(x)?.0), true), SqlType::new(TClass::Int)),
-            Expr::IsTrue(x) => (C::IsBool(Box::new(self.compile(x)?.0), true, false), SqlType::new(TClass::Int)),
-            Expr::IsNotTrue(x) => (C::IsBool(Box::new(self.compile(x)?.0), true, true), SqlType::new(TClass::Int)),
-            Expr::IsFalse(x) => (C::IsBool(Box::new(self.compile(x)?.0), false, false), SqlType::new(TClass::Int)),
-            Expr::IsNotFalse(x) => (C::IsBool(Box::new(self.compile(x)?.0), false, true), SqlType::new(TClass::Int)),
+            Expr::IsNull(x) => (C::IsNull(Box::new(self.compile(x)?.0), false), SqlType::BOOL),
+            Expr::IsNotNull(x) => (C::IsNull(Box::new(self.compile(x)?.0), true), SqlType::BOOL),
+            Expr::IsTrue(x) => (C::IsBool(Box::new(self.compile(x)?.0), true, false), SqlType::BOOL),
+            Expr::IsNotTrue(x) => (C::IsBool(Box::new(self.compile(x)?.0), true, true), SqlType::BOOL),
+            Expr::IsFalse(x) => (C::IsBool(Box::new(self.compile(x)?.0), false, false), SqlType::BOOL),
+            Expr::IsNotFalse(x) => (C::IsBool(Box::new(self.compile(x)?.0), false, true), SqlType::BOOL),
             Expr::IsDistinctFrom(a, b2) | Expr::IsNotDistinctFrom(a, b2) => {
                 let (x, tx) = self.compile(a)?;
                 let (y, ty) = self.compile(b2)?;
                 let eq = C::NullSafeEq(Box::new(x), Box::new(y), cmp_coll(&tx, &ty));
                 let r = if matches!(e, Expr::IsDistinctFrom(..)) { C::Not(Box::new(eq)) } else { eq };
-                (r, SqlType::new(TClass::Int))
+                (r, SqlType::BOOL)
             }
             Expr::InList { expr, list, negated } => {
                 let (x, tx) = self.compile(expr)?;
@@ -490,19 +490,16 @@ impl<'a> Compiler<'a> {
                     }
                     items.push(c);
                 }
-                (C::InList { expr: Box::new(x), list: items, negated: *negated, coll }, SqlType::new(TClass::Int))
+                (C::InList { expr: Box::new(x), list: items, negated: *negated, coll }, SqlType::BOOL)
             }
             Expr::InSubquery { expr, subquery, negated } => {
                 let (x, tx) = self.compile(expr)?;
                 let (sub, ts) = self.host.add_subquery(subquery, SubKind::In, self.scope)?;
-                (
-                    C::InSub { expr: Box::new(x), sub, negated: *negated, coll: cmp_coll(&tx, &ts) },
-                    SqlType::new(TClass::Int),
-                )
+                (C::InSub { expr: Box::new(x), sub, negated: *negated, coll: cmp_coll(&tx, &ts) }, SqlType::BOOL)
             }
             Expr::Exists { subquery, negated } => {
                 let (sub, _) = self.host.add_subquery(subquery, SubKind::Exists, self.scope)?;
-                (C::Exists { sub, negated: *negated }, SqlType::new(TClass::Int))
+                (C::Exists { sub, negated: *negated }, SqlType::BOOL)
             }
             Expr::Subquery(q) => {
                 let (sub, t) = self.host.add_subquery(q, SubKind::Scalar, self.scope)?;
@@ -519,7 +516,7 @@ impl<'a> Compiler<'a> {
                 };
                 (
                     C::Between { expr: Box::new(x), low: Box::new(l), high: Box::new(h), negated: *negated, coll },
-                    SqlType::new(TClass::Int),
+                    SqlType::BOOL,
                 )
             }
             Expr::Like { negated, expr, pattern, escape_char, any: false }
@@ -534,10 +531,7 @@ impl<'a> Compiler<'a> {
                     _ => b'\\',
                 };
                 let coll = if matches!(e, Expr::ILike { .. }) { Coll::Ci } else { cmp_coll(&tx, &tp) };
-                (
-                    C::Like { expr: Box::new(x), pattern: Box::new(p), escape, negated: *negated, coll },
-                    SqlType::new(TClass::Int),
-                )
+                (C::Like { expr: Box::new(x), pattern: Box::new(p), escape, negated: *negated, coll }, SqlType::BOOL)
             }
             Expr::RLike { negated, expr, pattern, .. } => {
                 let (x, tx) = self.compile(expr)?;
@@ -545,7 +539,7 @@ impl<'a> Compiler<'a> {
                 // Case-sensitive only when a binary string takes part, as in MySQL.
                 let match_type = if cmp_coll(&tx, &tp) == Coll::Bin { "c" } else { "i" };
                 let m = C::Func(Func::RegexpLike, vec![x, p, C::Lit(Value::str(match_type))]);
-                (if *negated { C::Not(Box::new(m)) } else { m }, SqlType::new(TClass::Int))
+                (if *negated { C::Not(Box::new(m)) } else { m }, SqlType::BOOL)
             }
             Expr::Case { operand, conditions, else_result, .. } => {
                 let mut types = Vec::new();
@@ -671,6 +665,9 @@ impl<'a> Compiler<'a> {
         }
         let t = functions::ret_type(f, &ts);
         if functions::is_json_fn(f) {
+            if functions::json_fns::embeds_values(f) {
+                json_booleans(&mut cs, &mut ts);
+            }
             // Which arguments are JSON values (embedded as JSON, not as strings).
             let mask = ts.iter().take(64).enumerate().fold(0u64, |m, (i, t)| m | ((t.json as u64) << i));
             cs.push(CExpr::Lit(Value::UInt(mask)));
@@ -735,7 +732,7 @@ impl<'a> Compiler<'a> {
         if arith || tl.is_numeric() {
             (r, tr) = enum_number(self.scope, self.outer, r, tr);
         }
-        let int = SqlType::new(TClass::Int);
+        let int = SqlType::BOOL;
         let cmp = |k: CmpKind| (CExpr::Cmp(k, Box::new(l.clone()), Box::new(r.clone()), cmp_coll(&tl, &tr)), int);
         Ok(match op {
             B::Eq => cmp(CmpKind::Eq),
@@ -1030,6 +1027,8 @@ pub(crate) fn json_agg_wrap(
     types: &[SqlType],
     name: &str,
 ) -> Result<CExpr, SqlError> {
+    let mut types = types.to_vec();
+    json_booleans(&mut args, &mut types);
     let (f, n) = match kind {
         AggKind::JsonArrayAgg => (Func::JsonArray, 1),
         _ => (Func::JsonObject, 2),
@@ -1041,6 +1040,25 @@ pub(crate) fn json_agg_wrap(
     let mask = types.iter().enumerate().fold(0u64, |m, (i, t)| m | ((t.json as u64) << i));
     args.push(CExpr::Lit(Value::UInt(mask)));
     Ok(CExpr::Func(f, args))
+}
+
+/// Truth values among a JSON function's arguments become the JSON literals
+/// `true` / `false` (NULL stays NULL), typed as JSON so they are embedded as
+/// such: `JSON_OBJECT('ok', a > 0)` is `{"ok": true}` in MySQL, not 1.
+fn json_booleans(args: &mut [CExpr], types: &mut [SqlType]) {
+    for (c, t) in args.iter_mut().zip(types.iter_mut()).filter(|(_, t)| t.boolean) {
+        let x = std::mem::replace(c, CExpr::Lit(Value::Null));
+        *c = CExpr::Case {
+            operand: Some(Box::new(x)),
+            whens: vec![
+                (CExpr::Lit(Value::Int(0)), CExpr::Lit(Value::str("false"))),
+                (CExpr::Lit(Value::Int(1)), CExpr::Lit(Value::str("true"))),
+            ],
+            else_: None,
+            coll: Coll::Bin,
+        };
+        *t = SqlType { json: true, coll: Coll::Bin, ..SqlType::new(TClass::Str) };
+    }
 }
 
 /// The result type of aggregate `kind` over an argument of type `t` (also
@@ -1169,7 +1187,7 @@ pub fn arith_type(op: ArithOp, a: &SqlType, b: &SqlType) -> SqlType {
         (Double, _) => 31,
         _ => 0,
     };
-    SqlType { class, coll: Coll::Ci, decimals, len: 0, json: false }
+    SqlType { class, coll: Coll::Ci, decimals, len: 0, json: false, boolean: false }
 }
 
 /// A literal value of the AST.

@@ -46,12 +46,19 @@ pub struct SqlType {
     /// A JSON value (a JSON column or JSON function result): sent as
     /// MYSQL_TYPE_JSON, and embedded as JSON (not as a string) by JSON functions.
     pub json: bool,
+    /// A truth value (a comparison, AND / OR / NOT, IS, IN, LIKE, TRUE):
+    /// an integer 0 / 1 everywhere except in JSON functions, which embed it
+    /// as JSON true / false, as MySQL does.
+    pub boolean: bool,
 }
 
 impl SqlType {
     pub const fn new(class: TClass) -> SqlType {
-        SqlType { class, coll: Coll::Ci, decimals: 0, len: 0, json: false }
+        SqlType { class, coll: Coll::Ci, decimals: 0, len: 0, json: false, boolean: false }
     }
+
+    /// The type of a truth value.
+    pub const BOOL: SqlType = SqlType { boolean: true, ..SqlType::new(TClass::Int) };
     pub fn is_numeric(&self) -> bool {
         matches!(self.class, TClass::Int | TClass::UInt | TClass::Decimal | TClass::Double)
     }

@@ -52,6 +52,12 @@ pub fn returns_json(f: Func) -> bool {
     )
 }
 
+/// Functions that embed their (value) arguments in a document, where a
+/// truth value is a JSON boolean.
+pub fn embeds_values(f: Func) -> bool {
+    matches!(f, Func::JsonObject | Func::JsonArray | Func::JsonSet | Func::JsonInsert | Func::JsonReplace)
+}
+
 /// ER_INVALID_JSON_TEXT_IN_PARAM (3141).
 fn bad_doc(f: Func, arg: usize, e: json::ParseError) -> SqlError {
     SqlError::new(

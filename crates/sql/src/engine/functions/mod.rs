@@ -515,6 +515,7 @@ pub fn unify(ts: &[SqlType]) -> SqlType {
                     decimals: o.decimals.max(t.decimals),
                     len: o.len.max(t.len),
                     json: o.json && t.json,
+                    boolean: o.boolean && t.boolean,
                 }
             }
         });
