@@ -131,6 +131,18 @@ fn prepared_statements_follow_temporary_tables_created_and_dropped() {
         let v: Option<String> = a.exec_first(&sel, (1,)).await.unwrap();
         assert_eq!(v.as_deref(), Some("tmp!"));
 
+        // ALTER TABLE changes the temporary table under the prepared
+        // statements: a longer VARCHAR takes a longer value, and the
+        // prepared INSERT now lacks a column (1136).
+        a.exec_drop(&upd, ("a longer value", 1)).await.unwrap_err();
+        a.query_drop("ALTER TABLE t ADD COLUMN n INT DEFAULT 3, MODIFY v VARCHAR(20)").await.unwrap();
+        a.exec_drop(&upd, ("a longer value", 1)).await.unwrap();
+        let v: Option<String> = a.exec_first(&sel, (1,)).await.unwrap();
+        assert_eq!(v.as_deref(), Some("a longer value"));
+        assert_eq!(code(a.exec_drop(&ins, (2, "x")).await.unwrap_err()), 1136);
+        let n: Option<i32> = a.query_first("SELECT n FROM t WHERE id = 1").await.unwrap();
+        assert_eq!(n, Some(3));
+
         // Dropped: back to the base table, which none of that touched.
         a.query_drop("DROP TEMPORARY TABLE t").await.unwrap();
         let v: Option<String> = a.exec_first(&sel, (1,)).await.unwrap();

@@ -28,7 +28,7 @@ use crate::engine::enumset::{EnumSet, Kind as EnumKind};
 use crate::engine::error_map::{self, from_client, ErrCtx};
 use crate::engine::parse_ext::{parse_partition_clause, split_partition_clause};
 use crate::engine::show::show_create_table;
-use crate::engine::{alter_generated, check_constraints, namespace, Engine};
+use crate::engine::{alter_generated, check_constraints, namespace, temp_tables, Engine};
 use crate::types::{QueryOutput, Session, SqlError, Warning, WarningLevel};
 use norr_client::ClientError;
 use norr_signals::{ColumnSource, ColumnType, Decimal, ErrorCode, TableDef, Value};
@@ -385,8 +385,7 @@ pub(crate) fn lost_schema_race(err: &ClientError) -> bool {
 async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> Result<Option<QueryOutput>, SqlError> {
     let (db, table) = resolve_name(s, &at.name)?;
     // Fresh from DICT: the new definition is made from the current one.
-    e.catalog().invalidate(&db, &table);
-    let t = e.catalog().get(&db, &table).await?;
+    let t = temp_tables::for_ddl(e, s, &db, &table, true).await?;
     let shown = show_create_table(&t);
     let (text, part) = split_partition_clause(&shown);
     let partition = part.map(|p| parse_partition_clause(&p)).transpose()?;
@@ -434,6 +433,9 @@ async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> 
         e.catalog().db_info(&new_db).await?.ok_or_else(|| error_map::unknown_db(&new_db))?;
     }
     let renamed = new_db != db || new_table != table;
+    if renamed && temp_tables::is_temporary(&t) {
+        return Err(unsupported("renaming a temporary table"));
+    }
     if renamed {
         namespace::refuse_view(e, &new_db, &new_table).await?;
     }
@@ -445,6 +447,10 @@ async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> 
     ct.constraints = d.constraints;
     let mut def = build_table(&new_db, &t.meta.collation, &ct, d.partition, e.config().default_partitions)?;
     def.partitions = t.def.partitions;
+    if temp_tables::is_temporary(&t) {
+        // The hidden table keeps its hidden name (it is not renamed).
+        def.name = t.def.name.clone();
+    }
     if let Some(n) = auto_inc {
         set_auto_increment_start(&mut def, n);
     }
@@ -488,7 +494,7 @@ async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> 
         Err(err) => return Err(alter_error(err, &def, &added, &db, &table)),
     };
     let id = altered.id;
-    e.catalog().put(altered);
+    temp_tables::store(e, s, &t, altered)?;
     if renamed && namespace::is_view(e, &new_db, &new_table).await? {
         // A view of the new name was made meanwhile (see `namespace`): the
         // table goes back to its name; the statement's other changes, made

@@ -162,7 +162,7 @@ pub async fn check_computable(
 /// ON UPDATE CURRENT_TIMESTAMP columns keep their values (they are assigned
 /// themselves), as in MySQL's ALTER.
 pub async fn recompute(e: &Engine, s: &mut Session, db: &str, table: &str) -> Result<(), SqlError> {
-    let t = e.catalog().get(db, table).await?;
+    let t = crate::engine::temp_tables::get(e, s, db, table).await?;
     let Some(first) = t.meta.generated.first() else { return Ok(()) };
     // `g = DEFAULT` assigns nothing (the column is computed anyway) and
     // makes the statement a valid UPDATE of every row.

@@ -1260,7 +1260,7 @@ pub async fn create_index(
     unique: bool,
 ) -> Result<QueryOutput, SqlError> {
     let (db, table) = resolve_name(s, table_name)?;
-    let t = e.catalog().get(&db, &table).await?;
+    let t = crate::engine::temp_tables::for_ddl(e, s, &db, &table, false).await?;
     let mut ids = Vec::new();
     for c in &columns {
         let (id, cd, cm) = t.column(c).ok_or_else(|| error_map::key_column_missing(c))?;
@@ -1316,7 +1316,7 @@ pub async fn create_index(
     e.catalog().invalidate(&db, &table);
     match e.client().create_index(&t.native_name(), ix).await {
         Ok(def) => {
-            e.catalog().put(def);
+            crate::engine::temp_tables::store(e, s, &t, def)?;
             Ok(QueryOutput::ok(0))
         }
         Err(err) if err.code() == Some(ErrorCode::IndexExists) => Err(error_map::dup_key_name(&name)),
@@ -1335,7 +1335,7 @@ pub async fn drop_index(
     name: &str,
 ) -> Result<QueryOutput, SqlError> {
     let (db, table) = resolve_name(s, table_name)?;
-    let t = e.catalog().get(&db, &table).await?;
+    let t = crate::engine::temp_tables::for_ddl(e, s, &db, &table, false).await?;
     if name.eq_ignore_ascii_case("PRIMARY") {
         return Err(SqlError::unsupported("dropping the PRIMARY KEY"));
     }
@@ -1355,7 +1355,7 @@ pub async fn drop_index(
     e.catalog().invalidate(&db, &table);
     match e.client().drop_index(&t.native_name(), &ix_name).await {
         Ok(def) => {
-            e.catalog().put(def);
+            crate::engine::temp_tables::store(e, s, &t, def)?;
             Ok(QueryOutput::ok(0))
         }
         Err(err) if err.code() == Some(ErrorCode::NoSuchIndex) => Err(error_map::cant_drop_key(name)),
@@ -1410,7 +1410,7 @@ pub async fn alter_table(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> R
                 {
                     let n: u64 = v.parse().map_err(|_| error_map::parse_error_near(&text))?;
                     let (db, table) = resolve_name(s, &at.name)?;
-                    let t = e.catalog().get(&db, &table).await?;
+                    let t = crate::engine::temp_tables::for_ddl(e, s, &db, &table, false).await?;
                     if n > 1 {
                         e.client()
                             .bump_auto_inc(t.def.id, n - 1)

@@ -28,9 +28,12 @@
 //! (prepared SELECTs, `plan_cache`) compare before reuse, so a prepared
 //! statement follows a temporary table created or dropped under it.
 //!
-//! Not supported on temporary tables (1235, a clear refusal rather than a
-//! half-working path): ALTER TABLE, CREATE / DROP INDEX, RENAME TABLE.
-//! Foreign keys (1215) and partitioning (1562) are refused as MySQL does.
+//! ALTER TABLE, CREATE INDEX and DROP INDEX change the hidden table as they
+//! change a base table (`for_ddl` finds it, `store` keeps the new
+//! definition in the session). Not supported (1235, a clear refusal rather
+//! than a half-working path): renaming a temporary table (RENAME TABLE or
+//! ALTER TABLE ... RENAME). Foreign keys (1215) and partitioning (1562) are
+//! refused as MySQL does.
 
 use crate::engine::catalog::{PartitionInfo, SqlTable, SqlTableMeta};
 use crate::engine::ddl::{build_table, resolve_name};
@@ -103,6 +106,34 @@ pub async fn get(e: &Engine, s: &Session, db: &str, name: &str) -> Result<Arc<Sq
         Some(t) => Ok(t),
         None => e.catalog().get(db, name).await,
     }
+}
+
+/// The table a DDL statement on `db.name` changes: the session's temporary
+/// table of the name, else the base table (fresh from the dictionary when
+/// `fresh`: an ALTER builds the new definition from it).
+pub async fn for_ddl(e: &Engine, s: &Session, db: &str, name: &str, fresh: bool) -> Result<Arc<SqlTable>, SqlError> {
+    if let Some(t) = lookup(s, db, name) {
+        return Ok(t);
+    }
+    if fresh {
+        e.catalog().invalidate(db, name);
+    }
+    e.catalog().get(db, name).await
+}
+
+/// Keep the definition a DDL statement gave `t`: a temporary table's in the
+/// session, under the user's names (bumping the generation, so kept plans
+/// of the old shape are made again), a base table's in the catalog.
+pub fn store(e: &Engine, s: &mut Session, t: &SqlTable, def: norr_signals::TableDef) -> Result<(), SqlError> {
+    if !is_temporary(t) {
+        e.catalog().put(def);
+        return Ok(());
+    }
+    let mut n = SqlTable::from_def(def).ok_or_else(|| SqlError::internal("temporary table definition"))?;
+    n.db = t.db.clone();
+    n.name = t.name.clone();
+    s.temp.insert(Arc::new(n));
+    Ok(())
 }
 
 /// Take the session's temporary `db.name` out of name resolution for a
