@@ -417,8 +417,9 @@ pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
             }
             None => sql,
         },
-        // `TABLE t` (MySQL 8.0.19+) as `SELECT * FROM t`.
-        "SELECT" | "WITH" | "TABLE" | "VALUES" | "INSERT" | "REPLACE" if parse_ext::mentions(sql, b"TABLE") => {
+        // `TABLE t` (MySQL 8.0.19+) as `SELECT * FROM t` ("": a statement
+        // starting with `(`).
+        "SELECT" | "WITH" | "TABLE" | "VALUES" | "INSERT" | "REPLACE" | "" if parse_ext::mentions(sql, b"TABLE") => {
             match table_values::rewrite_statement(sql) {
                 Some(t) => {
                     rewritten = t;

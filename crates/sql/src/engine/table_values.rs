@@ -43,7 +43,8 @@ pub fn table_select(t: &ast::Table) -> Result<ast::Select, SqlError> {
 }
 
 /// `TABLE` where a query body starts (the statement's first word, after
-/// `(`, after UNION / EXCEPT / INTERSECT [ALL | DISTINCT]) rewritten to
+/// `(`, after UNION / EXCEPT / INTERSECT [ALL | DISTINCT], an INSERT's
+/// source) rewritten to
 /// `SELECT * FROM`; None when there is none. sqlparser parses `TABLE t` only
 /// inside a query body and reads three tokens for it whatever follows (so
 /// `IN (TABLE t)` loses its `)`), hence the text rewrite.
@@ -51,16 +52,19 @@ pub fn rewrite_statement(sql: &str) -> Option<String> {
     let words = crate::engine::parse_ext::words_with_pos(sql);
     let is = |k: usize, w: &str| words.get(k).is_some_and(|&(s, e, _)| sql[s..e].eq_ignore_ascii_case(w));
     let set_op = |k: usize| is(k, "UNION") || is(k, "EXCEPT") || is(k, "INTERSECT");
+    // `INSERT [INTO] t [(cols)] TABLE u`: the source, at the top level.
+    let insert = is(0, "INSERT") || is(0, "REPLACE");
     let mut out = String::new();
     let mut copied = 0;
-    for (k, &(s, e, _)) in words.iter().enumerate() {
+    for (k, &(s, e, depth)) in words.iter().enumerate() {
         if !sql[s..e].eq_ignore_ascii_case("TABLE") {
             continue;
         }
         let body_start = (k == 0 && sql[..s].trim().is_empty())
             || sql[..s].trim_end().ends_with('(')
             || (k >= 1 && set_op(k - 1))
-            || (k >= 2 && (is(k - 1, "ALL") || is(k - 1, "DISTINCT")) && set_op(k - 2));
+            || (k >= 2 && (is(k - 1, "ALL") || is(k - 1, "DISTINCT")) && set_op(k - 2))
+            || (insert && depth == 0);
         if body_start {
             out.push_str(&sql[copied..s]);
             out.push_str("SELECT * FROM");
@@ -203,5 +207,9 @@ mod tests {
         assert_eq!(rewrite_statement("CREATE TABLE t (a INT)"), None);
         assert_eq!(rewrite_statement("SELECT 'TABLE t' FROM `table`"), None);
         assert_eq!(rewrite_statement("INSERT INTO t SELECT * FROM u"), None);
+        assert_eq!(
+            rewrite_statement("INSERT INTO t (a) TABLE u").as_deref(),
+            Some("INSERT INTO t (a) SELECT * FROM u")
+        );
     }
 }
