@@ -660,7 +660,7 @@ impl<'a> StmtCompiler<'a> {
         if let SetExpr::Table(t) = q.body.as_ref() {
             // `TABLE t ORDER BY ... LIMIT ...` is that SELECT * FROM t's.
             let mut as_select = q.clone();
-            as_select.body = Box::new(SetExpr::Select(Box::new(crate::engine::table_values::table_select(t)?)));
+            *as_select.body = SetExpr::Select(Box::new(crate::engine::table_values::table_select(t)?));
             return self.compile_query(&as_select, outer, lock);
         }
         match q.body.as_ref() {
