@@ -256,6 +256,15 @@ pub async fn resolve_tables<V: ast::Visit>(engine: &Engine, session: &Session, s
         names.push(n.clone());
         std::ops::ControlFlow::<()>::Continue(())
     });
+    struct TableBodies<'a>(&'a mut Vec<ast::ObjectName>);
+    impl ast::Visitor for TableBodies<'_> {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &Query) -> std::ops::ControlFlow<()> {
+            crate::engine::table_values::body_tables(&q.body, self.0);
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let _ = stmt.visit(&mut TableBodies(&mut names));
     // Names of common table expressions are not tables (unqualified, they shadow them).
     let ctes = cte_names(stmt);
     let mut t = Tables { map: HashMap::new(), default_db: session.current_db.clone(), virtual_rows: HashMap::new() };

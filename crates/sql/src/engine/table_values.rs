@@ -21,6 +21,26 @@ use crate::types::{ColumnMeta, SqlError};
 use norr_signals::Value;
 use sqlparser::ast;
 
+/// The tables of the `TABLE t` bodies of `body` (a UNION's too), which
+/// `ast::visit_relations` does not see: for text sqlparser parses without
+/// `rewrite_statement` (a view's definition).
+pub fn body_tables(body: &ast::SetExpr, out: &mut Vec<ast::ObjectName>) {
+    match body {
+        ast::SetExpr::Table(t) => {
+            if let Some(table) = &t.table_name {
+                let mut name: Vec<ast::Ident> = t.schema_name.iter().map(|s| ast::Ident::new(s.clone())).collect();
+                name.push(ast::Ident::new(table.clone()));
+                out.push(ast::ObjectName::from(name));
+            }
+        }
+        ast::SetExpr::SetOperation { left, right, .. } => {
+            body_tables(left, out);
+            body_tables(right, out);
+        }
+        _ => {}
+    }
+}
+
 /// `TABLE t` as the SELECT it stands for.
 pub fn table_select(t: &ast::Table) -> Result<ast::Select, SqlError> {
     let Some(table) = &t.table_name else { return Err(crate::engine::error_map::parse_error_near("TABLE")) };
