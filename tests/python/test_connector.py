@@ -83,3 +83,23 @@ def test_transactions_and_errors(cluster, dbname, use_pure):
     cur.execute("SELECT v FROM k")
     assert cur.fetchall() == [(1,)]
     conn.close()
+
+
+@pytest.mark.parametrize("use_pure", MODES)
+def test_rollup_table_values_prepared(cluster, dbname, use_pure):
+    # COM_STMT_PREPARE / EXECUTE over the wire: binary rows with the
+    # rolled-up NULLs, GROUPING() values and VALUES' column names.
+    conn = connect(cluster, dbname, use_pure=use_pure, autocommit=True)
+    cur = conn.cursor(prepared=True)
+    cur.execute("CREATE TABLE s (id INT PRIMARY KEY, g INT NOT NULL, v INT)")
+    for r in [(1, 1, 10), (2, 1, 20), (3, 2, 30)]:
+        cur.execute("INSERT INTO s VALUES (?, ?, ?)", r)
+    cur.execute("SELECT g, COUNT(*), GROUPING(g) FROM s WHERE v >= ? GROUP BY g WITH ROLLUP", (10,))
+    assert [d[0] for d in cur.description] == ["g", "COUNT(*)", "GROUPING(g)"]
+    assert [tuple(r) for r in cur.fetchall()] == [(1, 2, 0), (2, 1, 0), (None, 3, 1)]
+    cur.execute("VALUES ROW(5, 'a'), ROW(2, 'b') ORDER BY column_0")
+    assert [d[0] for d in cur.description] == ["column_0", "column_1"]
+    assert [tuple(r) for r in cur.fetchall()] == [(2, "b"), (5, "a")]
+    cur.execute("TABLE s ORDER BY id DESC LIMIT ?", (1,))
+    assert [tuple(r) for r in cur.fetchall()] == [(3, 2, 30)]
+    conn.close()

@@ -326,3 +326,73 @@ fn a_select_that_does_not_compile_fails_the_prepare() {
         assert_eq!(p.columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["b", "id"]);
     });
 }
+
+/// GROUP BY ... WITH ROLLUP, GROUPING(), TABLE and VALUES through the
+/// prepared-statement path (COM_STMT_PREPARE's `Engine::prepare`): the plan
+/// kept at prepare time gives MySQL's rows for each execution, and the
+/// result metadata is MySQL's (a rolled-up NOT NULL column is nullable;
+/// VALUES columns are column_0, column_1, ... typed as a UNION would).
+#[test]
+fn rollup_table_and_values_prepared() {
+    let (rt, node) = runtime_and_node();
+    let addr = node.local_addr().to_string();
+    rt.block_on(async move {
+        let e = Engine::connect(&addr, EngineConfig::default()).await.expect("engine connects");
+        let mut s = e.new_session(1, "root");
+        for sql in [
+            "CREATE DATABASE pr",
+            "USE pr",
+            "CREATE TABLE t (id INT PRIMARY KEY, g INT NOT NULL, v INT)",
+            "INSERT INTO t VALUES (1, 1, 10), (2, 1, 20), (3, 2, 30), (4, 3, 40)",
+        ] {
+            run(&e, &mut s, sql).await;
+        }
+        use norr_sql::types::{column_flags, FieldType};
+        let int = Value::Int;
+
+        let p = e
+            .prepare(&mut s, "SELECT g, COUNT(*), GROUPING(g) FROM t WHERE v > ? GROUP BY g WITH ROLLUP")
+            .await
+            .expect("prepare rollup");
+        assert_eq!(p.columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["g", "COUNT(*)", "GROUPING(g)"]);
+        assert_eq!(p.columns[0].flags & column_flags::NOT_NULL, 0, "a rolled-up column can be NULL");
+        let got = |out: QueryOutput| match out {
+            QueryOutput::Rows { rows, .. } => rows,
+            other => panic!("not rows: {other:?}"),
+        };
+        let r1 = got(e.execute_prepared(&mut s, &p, vec![int(10)]).await.expect("execute"));
+        assert_eq!(
+            r1,
+            vec![
+                vec![int(1), int(1), int(0)],
+                vec![int(2), int(1), int(0)],
+                vec![int(3), int(1), int(0)],
+                vec![Value::Null, int(3), int(1)],
+            ]
+        );
+        let r2 = got(e.execute_prepared(&mut s, &p, vec![int(25)]).await.expect("execute again"));
+        assert_eq!(
+            r2,
+            vec![vec![int(2), int(1), int(0)], vec![int(3), int(1), int(0)], vec![Value::Null, int(2), int(1)]]
+        );
+
+        let p =
+            e.prepare(&mut s, "VALUES ROW(?, 'a'), ROW(2, 'bc') ORDER BY column_0 DESC").await.expect("prepare VALUES");
+        assert_eq!(p.columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["column_0", "column_1"]);
+        assert_eq!(p.columns[1].field_type, FieldType::VarString);
+        let r = got(e.execute_prepared(&mut s, &p, vec![int(7)]).await.expect("execute VALUES"));
+        assert_eq!(r, vec![vec![int(7), Value::str("a")], vec![int(2), Value::str("bc")]]);
+        let r = rows(&e, &mut s, "VALUES ROW(1, 'a')").await;
+        assert_eq!(r, vec![vec![int(1), Value::str("a")]]);
+        match run(&e, &mut s, "VALUES ROW(1, 'a')").await {
+            QueryOutput::Rows { columns, .. } => assert_eq!(columns[0].field_type, FieldType::LongLong),
+            other => panic!("not rows: {other:?}"),
+        }
+
+        let p = e.prepare(&mut s, "TABLE t ORDER BY id DESC LIMIT ?").await.expect("prepare TABLE");
+        assert_eq!(p.columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["id", "g", "v"]);
+        assert_eq!(p.columns[0].table, "t", "TABLE t's columns are t's, as SELECT * FROM t's");
+        let r = got(e.execute_prepared(&mut s, &p, vec![int(1)]).await.expect("execute TABLE"));
+        assert_eq!(r, vec![vec![int(4), int(3), int(40)]]);
+    });
+}

@@ -1463,75 +1463,106 @@ fn json_fragment(v: &Value) -> Result<serde_json::Value, SqlError> {
     crate::engine::json::parse(text).map_err(|e| SqlError::internal(format!("JSON aggregate argument: {}", e.message)))
 }
 
-/// GROUP BY + aggregates: one post-aggregation row per group = first source row ++ aggregate values.
+/// GROUP BY + aggregates: one post-aggregation row per group = first source
+/// row ++ aggregate values (++ ROLLUP's group slots and GROUPING() values).
+///
+/// Each row is aggregated at every level of `rollup::levels` (one level
+/// without ROLLUP): a level's groups are keyed by the level and the values of
+/// the GROUP BY expressions it keeps.
 fn aggregate(
     rows: Vec<Row>,
     a: &crate::engine::query::AggPlan,
     width: usize,
     ctx: &mut EvalCtx,
 ) -> Result<Vec<Row>, SqlError> {
+    use crate::engine::rollup;
     struct Group {
         first: Row,
         states: Vec<AggState>,
         seen: Vec<std::collections::HashSet<Vec<u8>>>,
+        /// With ROLLUP: the values of the GROUP BY expressions this group
+        /// keeps (its level is their count).
+        kept: Vec<Value>,
     }
+    let n = a.group_by.len();
+    let levels = rollup::levels(n, a.rollup.is_some());
     let mut groups: Vec<Group> = Vec::new();
     let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
     let mut key = Vec::new();
-    let mut gvals = Vec::with_capacity(a.group_by.len());
+    let mut gvals = Vec::with_capacity(n);
+    let mut avals: Vec<Option<Value>> = Vec::with_capacity(a.aggs.len());
     for r in rows {
-        // Without GROUP BY every row is in the one group: no key to hash.
-        let found = if a.group_by.is_empty() {
-            (!groups.is_empty()).then_some(0)
-        } else {
-            gvals.clear();
-            for g in &a.group_by {
-                gvals.push(eval(g, &r, ctx)?);
-            }
-            key.clear();
-            encode_group_key(&gvals, &a.group_colls, &mut key);
-            index.get(&key).copied()
-        };
-        let gi = match found {
-            Some(i) => i,
-            None => {
-                groups.push(Group {
-                    first: r.clone(),
-                    states: a.aggs.iter().map(agg_init).collect(),
-                    seen: a.aggs.iter().map(|_| Default::default()).collect(),
-                });
-                index.insert(key.clone(), groups.len() - 1);
-                groups.len() - 1
-            }
-        };
-        let g = &mut groups[gi];
-        for (k, spec) in a.aggs.iter().enumerate() {
-            let v = match &spec.arg {
+        gvals.clear();
+        for g in &a.group_by {
+            gvals.push(eval(g, &r, ctx)?);
+        }
+        avals.clear();
+        for spec in &a.aggs {
+            avals.push(match &spec.arg {
                 None => None,
                 Some(e) => Some(eval(e, &r, ctx)?),
+            });
+        }
+        for level in levels.clone().rev() {
+            // The last level takes the row's values; earlier ones copy them.
+            let last = level == *levels.start();
+            // Without GROUP BY every row is in the one group: no key to hash.
+            let found = if n == 0 {
+                (!groups.is_empty()).then_some(0)
+            } else {
+                key.clear();
+                if a.rollup.is_some() {
+                    key.extend_from_slice(&(level as u32).to_le_bytes());
+                }
+                encode_group_key(&gvals[..level], &a.group_colls[..level], &mut key);
+                index.get(&key).copied()
             };
-            if spec.distinct {
-                if let Some(v) = &v {
-                    if v.is_null() {
-                        continue;
-                    }
-                    let mut enc = Vec::new();
-                    encode_group_key(std::slice::from_ref(v), &[spec.coll], &mut enc);
-                    if !g.seen[k].insert(enc) {
-                        continue;
+            let gi = match found {
+                Some(i) => i,
+                None => {
+                    groups.push(Group {
+                        first: r.clone(),
+                        states: a.aggs.iter().map(agg_init).collect(),
+                        seen: a.aggs.iter().map(|_| Default::default()).collect(),
+                        kept: if a.rollup.is_some() { gvals[..level].to_vec() } else { Vec::new() },
+                    });
+                    index.insert(key.clone(), groups.len() - 1);
+                    groups.len() - 1
+                }
+            };
+            let g = &mut groups[gi];
+            for (k, spec) in a.aggs.iter().enumerate() {
+                let v = if last { avals[k].take() } else { avals[k].clone() };
+                if spec.distinct {
+                    if let Some(v) = &v {
+                        if v.is_null() {
+                            continue;
+                        }
+                        let mut enc = Vec::new();
+                        encode_group_key(std::slice::from_ref(v), &[spec.coll], &mut enc);
+                        if !g.seen[k].insert(enc) {
+                            continue;
+                        }
                     }
                 }
+                agg_step(&mut g.states[k], spec, v, &r, ctx)?;
             }
-            agg_step(&mut g.states[k], spec, v, &r, ctx)?;
         }
     }
-    if groups.is_empty() && a.group_by.is_empty() {
+    if groups.is_empty() && n == 0 {
         // Aggregates over no rows: one row (COUNT = 0, others NULL).
         groups.push(Group {
             first: vec![Value::Null; width],
             states: a.aggs.iter().map(agg_init).collect(),
             seen: vec![],
+            kept: Vec::new(),
         });
+    }
+    if a.rollup.is_some() {
+        let mut keyed: Vec<(Vec<Value>, Group)> =
+            groups.into_iter().map(|g| (rollup::sort_key(&g.kept, n), g)).collect();
+        sort_keys::sort_by_keys(&mut keyed, 2 * n, |(k, _), i| &k[i], |i| (false, a.group_colls[i / 2]));
+        groups = keyed.into_iter().map(|(_, g)| g).collect();
     }
     let mut out = Vec::with_capacity(groups.len());
     for g in groups {
@@ -1539,6 +1570,9 @@ fn aggregate(
         row.resize(width, Value::Null);
         for (st, spec) in g.states.into_iter().zip(&a.aggs) {
             row.push(agg_final(st, spec));
+        }
+        if let Some(r) = &a.rollup {
+            rollup::extend_row(&mut row, r, n, g.kept);
         }
         out.push(row);
     }

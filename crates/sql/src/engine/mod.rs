@@ -34,6 +34,7 @@ pub mod show;
 pub mod table_locks;
 pub mod table_maintenance;
 pub mod table_stats;
+pub mod table_values;
 pub mod temp_tables;
 pub mod txn_control;
 pub mod user_lock_fns;
@@ -62,6 +63,7 @@ pub mod plan;
 pub mod plan_cache;
 pub mod query;
 pub mod recursive;
+pub mod rollup;
 pub mod row_layout;
 pub mod row_lock;
 pub mod scan_order;
@@ -415,6 +417,17 @@ pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
             }
             None => sql,
         },
+        // `TABLE t` (MySQL 8.0.19+) as `SELECT * FROM t` ("": a statement
+        // starting with `(`).
+        "SELECT" | "WITH" | "TABLE" | "VALUES" | "INSERT" | "REPLACE" | "" if parse_ext::mentions(sql, b"TABLE") => {
+            match table_values::rewrite_statement(sql) {
+                Some(t) => {
+                    rewritten = t;
+                    rewritten.as_str()
+                }
+                None => sql,
+            }
+        }
         _ => sql,
     };
     let text = if sql.as_bytes().windows(5).any(|w| w.eq_ignore_ascii_case(b"SHARE")) {

@@ -117,6 +117,8 @@ pub struct AggPlan {
     pub group_by: Vec<CExpr>,
     pub group_colls: Vec<Coll>,
     pub aggs: Vec<AggSpec>,
+    /// GROUP BY ... WITH ROLLUP (see `rollup`).
+    pub rollup: Option<crate::engine::rollup::Rollup>,
 }
 
 #[derive(Debug)]
@@ -254,6 +256,15 @@ pub async fn resolve_tables<V: ast::Visit>(engine: &Engine, session: &Session, s
         names.push(n.clone());
         std::ops::ControlFlow::<()>::Continue(())
     });
+    struct TableBodies<'a>(&'a mut Vec<ast::ObjectName>);
+    impl ast::Visitor for TableBodies<'_> {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &Query) -> std::ops::ControlFlow<()> {
+            crate::engine::table_values::body_tables(&q.body, self.0);
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let _ = stmt.visit(&mut TableBodies(&mut names));
     // Names of common table expressions are not tables (unqualified, they shadow them).
     let ctes = cte_names(stmt);
     let mut t = Tables { map: HashMap::new(), default_db: session.current_db.clone(), virtual_rows: HashMap::new() };
@@ -452,6 +463,8 @@ pub struct StmtCompiler<'a> {
     ctes: Vec<CteDef>,
     /// Window functions of the query block being compiled.
     win: Option<WindowSink>,
+    /// GROUPING() calls of the query block being compiled (`rollup`).
+    grouping: Option<Vec<Vec<CExpr>>>,
     /// Working tables of recursive CTEs handed out so far (see `recursive`).
     pub work_tables: usize,
 }
@@ -477,6 +490,9 @@ impl SubqueryHost for StmtCompiler<'_> {
     }
     fn windows(&mut self) -> Option<&mut WindowSink> {
         self.win.as_mut()
+    }
+    fn grouping_calls(&mut self) -> Option<&mut Vec<Vec<CExpr>>> {
+        self.grouping.as_mut()
     }
     fn uservar(&mut self, name: &str) -> usize {
         let n = name.trim_matches('`').to_ascii_lowercase();
@@ -565,6 +581,22 @@ fn is_desc(o: &ast::OrderByExpr) -> bool {
     matches!(o.options.sort, Some(ast::OrderBySort::Desc))
 }
 
+/// Whether GROUP BY has WITH ROLLUP. MySQL 8.0 has no other modifier (WITH
+/// CUBE, GROUPING SETS, ROLLUP(...) are syntax errors there).
+fn rollup_modifier(exprs: &[Expr], mods: &[ast::GroupByWithModifier]) -> Result<bool, SqlError> {
+    if let Some(e) = exprs.iter().find(|e| matches!(e, Expr::Rollup(_) | Expr::Cube(_) | Expr::GroupingSets(_))) {
+        return Err(crate::engine::error_map::parse_error_near(&e.to_string()));
+    }
+    let mut rollup = false;
+    for m in mods {
+        match m {
+            ast::GroupByWithModifier::Rollup if !rollup => rollup = true,
+            other => return Err(crate::engine::error_map::parse_error_near(&other.to_string())),
+        }
+    }
+    Ok(rollup)
+}
+
 fn position_of(e: &Expr) -> Option<usize> {
     match e {
         Expr::Value(v) => match &v.value {
@@ -585,6 +617,7 @@ impl<'a> StmtCompiler<'a> {
             uservars: Vec::new(),
             ctes: Vec::new(),
             win: None,
+            grouping: None,
             work_tables: 0,
         }
     }
@@ -632,6 +665,12 @@ impl<'a> StmtCompiler<'a> {
         let lock = clauses.as_ref().map_or(lock, |c| c.strongest());
         if clauses.as_ref().is_some_and(|c| c.has_of()) && !matches!(q.body.as_ref(), SetExpr::Select(_)) {
             return Err(SqlError::unsupported("a locking clause with OF over a set operation"));
+        }
+        if let SetExpr::Table(t) = q.body.as_ref() {
+            // `TABLE t ORDER BY ... LIMIT ...` is that SELECT * FROM t's.
+            let mut as_select = q.clone();
+            *as_select.body = SetExpr::Select(Box::new(crate::engine::table_values::table_select(t)?));
+            return self.compile_query(&as_select, outer, lock);
         }
         match q.body.as_ref() {
             SetExpr::Select(s) => {
@@ -726,45 +765,10 @@ impl<'a> StmtCompiler<'a> {
                     offset: None,
                 })))
             }
-            SetExpr::Values(v) => {
-                // VALUES as a query: constant rows.
-                let mut rows = Vec::new();
-                for r in &v.rows {
-                    let mut row = Vec::new();
-                    for x in &r.content {
-                        let c = const_expr(self, x)?;
-                        match c {
-                            CExpr::Lit(v) => row.push(v),
-                            _ => return Err(SqlError::unsupported("non-constant VALUES row")),
-                        }
-                    }
-                    rows.push(row);
-                }
-                let n = rows.first().map(|r| r.len()).unwrap_or(0);
-                let cols: Vec<ScopeCol> = (0..n)
-                    .map(|i| ScopeCol {
-                        table: String::new(),
-                        name: format!("column_{i}"),
-                        ty: SqlType::new(crate::engine::expr::TClass::Str),
-                        enums: None,
-                    })
-                    .collect();
-                let mut p = empty_select(&[], &[]);
-                p.sources = vec![Source {
-                    alias: String::new(),
-                    kind: SourceKind::Rows(rows),
-                    base: 0,
-                    width: n,
-                    left_join: false,
-                    nested: false,
-                    on: vec![],
-                    lookup: None,
-                }];
-                p.width = n;
-                p.proj = (0..n).map(CExpr::Col).collect();
-                p.types = cols.iter().map(|c| c.ty).collect();
-                p.columns = cols.iter().map(|c| ColumnMeta::expr(&c.name, c.ty.field_type())).collect();
-                Ok(QueryNode::Select(Box::new(p)))
+            SetExpr::Values(v) => crate::engine::table_values::compile_values(self, v),
+            SetExpr::Table(t) => {
+                let sel = crate::engine::table_values::table_select(t)?;
+                Ok(QueryNode::Select(Box::new(self.compile_select(&sel, &[], None, None, outer, lock)?)))
             }
             other => Err(SqlError::unsupported(format!("{other}"))),
         }
@@ -1125,8 +1129,10 @@ impl<'a> StmtCompiler<'a> {
         // Each query block collects its own window functions (a subquery
         // in the select list has its own).
         let saved = self.win.replace(WindowSink::new(&s.named_window)?);
+        let saved_grouping = self.grouping.replace(Vec::new());
         let r = self.compile_block(s, order_by, limit, offset, outer, lock);
         self.win = saved;
+        self.grouping = saved_grouping;
         r
     }
 
@@ -1183,8 +1189,8 @@ impl<'a> StmtCompiler<'a> {
         filter.extend(where_conds);
 
         // Aggregation?
-        let group_exprs: &[Expr] = match &s.group_by {
-            ast::GroupByExpr::Expressions(v, _) => v,
+        let (group_exprs, rollup): (&[Expr], bool) = match &s.group_by {
+            ast::GroupByExpr::Expressions(v, mods) => (v, rollup_modifier(v, mods)?),
             ast::GroupByExpr::All(_) => return Err(SqlError::unsupported("GROUP BY ALL")),
         };
         let aggregating = !group_exprs.is_empty()
@@ -1332,7 +1338,7 @@ impl<'a> StmtCompiler<'a> {
         }
 
         // HAVING.
-        let having = match &s.having {
+        let mut having = match &s.having {
             Some(h) => {
                 let mut c = Compiler {
                     scope: &scope,
@@ -1387,7 +1393,27 @@ impl<'a> StmtCompiler<'a> {
             Some(ast::Distinct::On(_)) => return Err(SqlError::unsupported("DISTINCT ON")),
         };
         // Window results follow the post-aggregation row.
-        let windows = self.win.as_mut().map(|w| std::mem::take(&mut w.funcs)).unwrap_or_default();
+        let mut windows = self.win.as_mut().map(|w| std::mem::take(&mut w.funcs)).unwrap_or_default();
+        // ROLLUP: grouped expressions read their group slots (after the
+        // aggregates), GROUPING() calls their values after those.
+        let calls = self.grouping.as_mut().map(std::mem::take).unwrap_or_default();
+        let slots_base = width + aggs.len();
+        let rollup = {
+            let mut exprs: Vec<&mut CExpr> = proj.iter_mut().collect();
+            exprs.extend(having.iter_mut());
+            exprs.extend(order.iter_mut().map(|o| &mut o.expr));
+            exprs.extend(windows.iter_mut().flat_map(|w| w.exprs_mut()));
+            crate::engine::rollup::resolve(rollup, &group_by, calls, slots_base, exprs)?
+        };
+        if rollup.is_some() {
+            // A rolled-up value is NULL whatever the column's definition.
+            for (e, m) in proj.iter().zip(columns.iter_mut()) {
+                if crate::engine::rollup::reads_slot(e, slots_base, group_by.len()) {
+                    m.flags &= !crate::types::column_flags::NOT_NULL;
+                }
+            }
+        }
+        let rollup_width = rollup.as_ref().map_or(0, |r| r.extra_width(group_by.len()));
         if !windows.is_empty() {
             // Window values are computed in one pass over all rows, where a
             // correlated subquery would not be re-run per row.
@@ -1396,11 +1422,11 @@ impl<'a> StmtCompiler<'a> {
             if subs.iter().any(|i| self.subs.get(*i).is_some_and(|s| s.correlated)) {
                 return Err(SqlError::unsupported("a correlated subquery in a window function"));
             }
-            let base = width + if aggregating { aggs.len() } else { 0 };
+            let base = width + if aggregating { aggs.len() + rollup_width } else { 0 };
             proj.iter_mut().for_each(|e| window::place(e, base));
             order.iter_mut().for_each(|o| window::place(&mut o.expr, base));
         }
-        let agg = if aggregating { Some(AggPlan { group_by, group_colls, aggs }) } else { None };
+        let agg = if aggregating { Some(AggPlan { group_by, group_colls, aggs, rollup }) } else { None };
 
         let mut plan = SelectPlan {
             sources,
@@ -1683,7 +1709,7 @@ fn column_meta_for(sources: &[Source], scope: &Scope, i: usize, alias: Option<&s
     m
 }
 
-fn empty_select(columns: &[ColumnMeta], types: &[SqlType]) -> SelectPlan {
+pub(crate) fn empty_select(columns: &[ColumnMeta], types: &[SqlType]) -> SelectPlan {
     SelectPlan {
         sources: vec![Source {
             alias: String::new(),

@@ -121,7 +121,12 @@ mod tests {
 
     fn aggs(group_by: Vec<usize>, aggs: Vec<AggSpec>) -> Option<AggPlan> {
         let n = group_by.len();
-        Some(AggPlan { group_by: group_by.into_iter().map(CExpr::Col).collect(), group_colls: vec![Coll::Ci; n], aggs })
+        Some(AggPlan {
+            group_by: group_by.into_iter().map(CExpr::Col).collect(),
+            group_colls: vec![Coll::Ci; n],
+            aggs,
+            rollup: None,
+        })
     }
 
     #[test]

@@ -192,6 +192,11 @@ pub trait SubqueryHost {
     fn windows(&mut self) -> Option<&mut crate::engine::window::WindowSink> {
         None
     }
+    /// The GROUPING() calls of the query block being compiled (see
+    /// `rollup`); None where a query block is not being compiled.
+    fn grouping_calls(&mut self) -> Option<&mut Vec<Vec<CExpr>>> {
+        None
+    }
     /// Name of a system variable -> index into EvalCtx::sysvals.
     fn sysvar(&mut self, name: &str, global: bool) -> usize;
     fn uservar(&mut self, name: &str) -> usize;
@@ -309,7 +314,9 @@ pub fn has_aggregate(e: &Expr) -> bool {
                     let n = f.name.to_string().to_ascii_lowercase();
                     // `SUM(x) OVER (...)` is a window function, not an
                     // aggregate (its argument may still hold one).
-                    if f.over.is_none() && agg_kind(&n).is_some() {
+                    // GROUPING() too: it asks about the group, so it is
+                    // refused where an aggregate is (WHERE: 1111).
+                    if f.over.is_none() && (agg_kind(&n).is_some() || n == "grouping") {
                         self.found = true;
                         return std::ops::ControlFlow::Break(());
                     }
@@ -812,6 +819,16 @@ impl<'a> Compiler<'a> {
         }
         if let Some(kind) = agg_kind(&name) {
             return self.aggregate(kind, &args, distinct, clauses, &name);
+        }
+        if name == "grouping" && clauses.is_empty() && !distinct {
+            let exprs: Vec<Expr> = args
+                .iter()
+                .map(|a| match a {
+                    FunctionArgExpr::Expr(e) => Ok(e.clone()),
+                    _ => Err(crate::engine::error_map::parse_error_near("*")),
+                })
+                .collect::<Result<_, _>>()?;
+            return crate::engine::rollup::compile_call(self, &exprs);
         }
         if let Some(var) = crate::engine::found_rows::function_var(&name) {
             if !args.is_empty() {
