@@ -370,7 +370,7 @@ async fn check_existing_rows(e: &Engine, t: &SqlTable, f: &ForeignKey) -> Result
         if r.iter().any(|v| v.is_null()) {
             continue;
         }
-        if !crate::engine::fk_enforce::parent_exists(&mut txn, f, &parent, &r, norr_signals::LockMode::CommittedRead)
+        if !crate::engine::fk_enforce::parent_exists(&mut txn, f, &parent, &r, norr_signals::LockMode::CommittedRead, None)
             .await?
         {
             let _ = txn.rollback().await;

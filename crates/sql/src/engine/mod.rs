@@ -35,6 +35,7 @@ pub mod table_locks;
 pub mod table_maintenance;
 pub mod table_stats;
 pub mod temp_tables;
+pub mod ts_zone;
 pub mod txn_control;
 pub mod user_lock_fns;
 pub mod user_locks;
@@ -536,6 +537,9 @@ impl Engine {
         }
         if let Some(Value::Int(a)) = vars::global_value("autocommit") {
             s.autocommit = a != 0;
+        }
+        if let Some(Value::Bytes(z)) = s.vars.get("time_zone") {
+            s.time_zone = functions::tz::session_zone(z);
         }
         s
     }

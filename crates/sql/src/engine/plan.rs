@@ -13,6 +13,7 @@
 
 use crate::engine::expr::value::{sql_cmp, Coll, Warnings};
 use crate::engine::expr::{eval, is_row_independent, CExpr, CmpKind, EvalCtx};
+use crate::engine::functions::tz::{self, Zone};
 use crate::types::SqlError;
 use norr_signals::coerce::{class_sample, coerce_value, comparable_classes};
 use norr_signals::{
@@ -380,6 +381,62 @@ pub fn key_value(v: &Value, col: &ColumnDef) -> KeyConv {
     }
 }
 
+/// What a value converted for a TIMESTAMP column is for, under a session
+/// zone that is not UTC (see `zoned_value`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Use {
+    /// A key of a keyed operation: it stays the session's wall time, and
+    /// `ts_zone` converts the operation as it is sent.
+    Lookup,
+    /// Sent as it is, compared for equality (a range's equality prefix, a
+    /// pushed `=`, `<>` or IN): UTC, only for a wall time of one moment.
+    Equal,
+    /// Sent as a lower / upper bound: the earliest / latest UTC moment of
+    /// the wall time.
+    Low,
+    High,
+}
+
+/// `key_value` for a value that is the session zone's wall time (`zone`,
+/// None: UTC). Only TIMESTAMP columns differ: a stored value is a UTC moment
+/// the SQL node reads as the zone's wall time (`ts_zone`), so a value sent
+/// to the data node to compare with stored ones is that wall time's UTC
+/// moment (`use_` says which, and whether it stays local). The second result
+/// is false where a bound stands for a wall time a DST change repeats or
+/// skips: it must then be inclusive (a superset, which the SQL node checks
+/// again; see the module doc).
+pub fn zoned_value(v: &Value, col: &ColumnDef, zone: Option<&Zone>, use_: Use) -> (KeyConv, bool) {
+    let Some(zone) = zone.filter(|_| matches!(col.ty, ColumnType::Timestamp)) else {
+        return (key_value(v, col), true);
+    };
+    // As a DATETIME first: TIMESTAMP's range applies to the UTC moment.
+    let as_datetime = ColumnDef { ty: ColumnType::DateTime, ..col.clone() };
+    let local = match key_value(v, &as_datetime) {
+        KeyConv::Val(Value::DateTime(dt)) => dt,
+        KeyConv::Val(_) => return (KeyConv::Fallback, false),
+        other => return (other, true),
+    };
+    let Some(u) = tz::local_to_utc(&local, zone) else { return (KeyConv::Fallback, false) };
+    match use_ {
+        Use::Lookup | Use::Equal => {
+            if !u.exact && u.utc == u.latest {
+                // A skipped wall time: no stored moment reads as it.
+                return (KeyConv::NoMatch, true);
+            }
+            if !u.exact {
+                // Repeated: two moments, which one key cannot find.
+                return (KeyConv::Fallback, false);
+            }
+            match coerce_value(Value::DateTime(u.utc), &col.ty, true) {
+                Ok(_) => (KeyConv::Val(Value::DateTime(if use_ == Use::Lookup { local } else { u.utc })), true),
+                Err(_) => (KeyConv::NoMatch, true),
+            }
+        }
+        Use::Low => (KeyConv::Val(Value::DateTime(u.utc)), u.exact),
+        Use::High => (KeyConv::Val(Value::DateTime(u.latest)), u.exact),
+    }
+}
+
 /// Evaluate lookup keys. Ok(None) = fall back to a scan.
 pub fn eval_keys(
     keys: &[Vec<CExpr>],
@@ -388,11 +445,12 @@ pub fn eval_keys(
     ctx: &mut EvalCtx,
 ) -> Result<Option<Vec<Vec<Value>>>, SqlError> {
     let mut out = Vec::with_capacity(keys.len());
+    let tz = ctx.tz.clone();
     'keys: for k in keys {
         let mut vals = Vec::with_capacity(k.len());
         for (e, c) in k.iter().zip(cols) {
             let v = eval(e, &[], ctx)?;
-            match key_value(&v, &def.columns[*c as usize]) {
+            match zoned_value(&v, &def.columns[*c as usize], tz.as_deref(), Use::Lookup).0 {
                 KeyConv::Val(x) => vals.push(x),
                 KeyConv::NoMatch => continue 'keys,
                 KeyConv::Fallback => return Ok(None),
@@ -453,9 +511,11 @@ pub fn eval_range(
     ctx: &mut EvalCtx,
 ) -> Result<Option<ScanRange>, SqlError> {
     let mut prefix = Vec::new();
+    let tz = ctx.tz.clone();
+    let zone = tz.as_deref();
     for (e, c) in eq.iter().zip(index_cols) {
         let v = eval(e, &[], ctx)?;
-        match key_value(&v, &def.columns[*c as usize]) {
+        match zoned_value(&v, &def.columns[*c as usize], zone, Use::Equal).0 {
             KeyConv::Val(x) => prefix.push(x),
             KeyConv::NoMatch => return Ok(None),
             KeyConv::Fallback => break,
@@ -472,10 +532,11 @@ pub fn eval_range(
                     if v.is_null() {
                         return Ok(None); // col < NULL is never true
                     }
-                    if let KeyConv::Val(x) = key_value(&v, col) {
+                    let use_ = if side { Use::Low } else { Use::High };
+                    if let (KeyConv::Val(x), exact) = zoned_value(&v, col, zone, use_) {
                         let mut vals = prefix.clone();
                         vals.push(x);
-                        let bd = Bound { values: vals, inclusive: *incl };
+                        let bd = Bound { values: vals, inclusive: *incl || !exact };
                         if side {
                             lo = bd;
                         } else {
@@ -634,8 +695,21 @@ pub fn build_filter(
     })
 }
 
-fn filter_value(def: &TableDef, col: ColumnId, v: Value) -> Option<Value> {
+/// A value to push compared with column `col` (see `zoned_value` for
+/// `zone` and `use_`), and whether it is exact (else a bound must be
+/// inclusive).
+fn filter_value(def: &TableDef, col: ColumnId, v: Value, zone: Option<&Zone>, use_: Use) -> Option<(Value, bool)> {
     let c = def.columns.get(col as usize)?;
+    if zone.is_some() && matches!(c.ty, ColumnType::Timestamp) {
+        return match zoned_value(&v, c, zone, use_) {
+            (KeyConv::Val(x), exact) => Some((x, exact)),
+            _ => None,
+        };
+    }
+    filter_value_utc(c, v).map(|x| (x, true))
+}
+
+fn filter_value_utc(c: &ColumnDef, v: Value) -> Option<Value> {
     match key_value(&v, c) {
         KeyConv::Val(x) => Some(x),
         _ => {
@@ -655,6 +729,8 @@ fn push(def: &TableDef, e: &CExpr, ctx: &mut EvalCtx, budget: &mut usize) -> Res
     }
     *budget -= 1;
     let col_ok = |c: usize| c < def.columns.len();
+    let tz = ctx.tz.clone();
+    let zone = tz.as_deref();
     Ok(match e {
         CExpr::IsNull(x, neg) => match x.as_ref() {
             CExpr::Col(c) if col_ok(*c) => {
@@ -668,7 +744,10 @@ fn push(def: &TableDef, e: &CExpr, ctx: &mut EvalCtx, budget: &mut usize) -> Res
                 (x, CExpr::Col(c)) if is_row_independent(x) => (*c, k.flip(), x),
                 (CExpr::Col(a), CExpr::Col(b)) if col_ok(*a) && col_ok(*b) => {
                     let (ta, tb) = (&def.columns[*a].ty, &def.columns[*b].ty);
-                    if ta == tb && (!ta.is_text() || *coll == coll_of(ta)) {
+                    // Two TIMESTAMPs: UTC moments order as their wall times
+                    // do, except across a DST change that repeats an hour.
+                    let dst = matches!(zone, Some(Zone::Named(_))) && matches!(ta, ColumnType::Timestamp);
+                    if ta == tb && (!ta.is_text() || *coll == coll_of(ta)) && !dst {
                         return Ok(Some(Filter::CmpCols {
                             left: *a as ColumnId,
                             op: cmp_op(*k),
@@ -690,7 +769,20 @@ fn push(def: &TableDef, e: &CExpr, ctx: &mut EvalCtx, budget: &mut usize) -> Res
             if v.is_null() {
                 return Ok(Some(Filter::False));
             }
-            filter_value(def, c as ColumnId, v).map(|value| Filter::Cmp { col: c as ColumnId, op: cmp_op(k), value })
+            let use_ = match k {
+                CmpKind::Eq | CmpKind::Ne => Use::Equal,
+                CmpKind::Gt | CmpKind::Ge => Use::Low,
+                CmpKind::Lt | CmpKind::Le => Use::High,
+            };
+            filter_value(def, c as ColumnId, v, zone, use_).map(|(value, exact)| {
+                // An inexact bound (a wall time DST repeats or skips) includes itself.
+                let k = match k {
+                    CmpKind::Gt if !exact => CmpKind::Ge,
+                    CmpKind::Lt if !exact => CmpKind::Le,
+                    k => k,
+                };
+                Filter::Cmp { col: c as ColumnId, op: cmp_op(k), value }
+            })
         }
         CExpr::Between { expr, low, high, negated: false, coll } => match expr.as_ref() {
             CExpr::Col(c) if col_ok(*c) && is_row_independent(low) && is_row_independent(high) => {
@@ -699,8 +791,11 @@ fn push(def: &TableDef, e: &CExpr, ctx: &mut EvalCtx, budget: &mut usize) -> Res
                     return Ok(None);
                 }
                 let (lv, hv) = (eval(low, &[], ctx)?, eval(high, &[], ctx)?);
-                match (filter_value(def, *c as ColumnId, lv), filter_value(def, *c as ColumnId, hv)) {
-                    (Some(a), Some(b)) => Some(Filter::And(vec![
+                match (
+                    filter_value(def, *c as ColumnId, lv, zone, Use::Low),
+                    filter_value(def, *c as ColumnId, hv, zone, Use::High),
+                ) {
+                    (Some((a, _)), Some((b, _))) => Some(Filter::And(vec![
                         Filter::Cmp { col: *c as ColumnId, op: CmpOp::Ge, value: a },
                         Filter::Cmp { col: *c as ColumnId, op: CmpOp::Le, value: b },
                     ])),
@@ -721,8 +816,8 @@ fn push(def: &TableDef, e: &CExpr, ctx: &mut EvalCtx, budget: &mut usize) -> Res
                     if v.is_null() {
                         continue;
                     }
-                    match filter_value(def, *c as ColumnId, v) {
-                        Some(value) => alts.push(Filter::Cmp { col: *c as ColumnId, op: CmpOp::Eq, value }),
+                    match filter_value(def, *c as ColumnId, v, zone, Use::Equal) {
+                        Some((value, _)) => alts.push(Filter::Cmp { col: *c as ColumnId, op: CmpOp::Eq, value }),
                         None => return Ok(None),
                     }
                 }

@@ -93,11 +93,22 @@ pub fn convert(dt: &DateTime, from: &Zone, to: &Zone) -> DateTime {
 }
 
 /// The UTC moment (seconds) of local time `dt` (`local_secs`: the same
-/// wall time read as UTC) in `zone`.
+/// wall time read as UTC) in `zone`, as MySQL resolves a DST change.
 fn to_utc(local_secs: i64, dt: &DateTime, zone: &Zone) -> Option<i64> {
+    utc_span(local_secs, dt, zone).map(|(earliest, _, _)| earliest)
+}
+
+/// The UTC moments (seconds) wall time `dt` names in `zone`: (the moment
+/// MySQL takes, the latest moment, whether it names exactly one moment).
+/// A repeated wall time names two moments (the earlier is MySQL's); a
+/// skipped one names none, and MySQL takes the moment of the change.
+fn utc_span(local_secs: i64, dt: &DateTime, zone: &Zone) -> Option<(i64, i64, bool)> {
     use jiff::tz::AmbiguousOffset;
     let tz = match zone {
-        Zone::Offset(o) => return Some(local_secs - *o as i64),
+        Zone::Offset(o) => {
+            let utc = local_secs - *o as i64;
+            return Some((utc, utc, true));
+        }
         Zone::Named(tz) => tz,
     };
     let civil = jiff::civil::DateTime::new(
@@ -111,24 +122,96 @@ fn to_utc(local_secs: i64, dt: &DateTime, zone: &Zone) -> Option<i64> {
     )
     .ok()?;
     Some(match tz.to_ambiguous_timestamp(civil).offset() {
-        AmbiguousOffset::Unambiguous { offset } => local_secs - offset.seconds() as i64,
-        // Repeated wall time: the earlier moment, under the offset in force
-        // before the change.
-        AmbiguousOffset::Fold { before, .. } => local_secs - before.seconds() as i64,
+        AmbiguousOffset::Unambiguous { offset } => {
+            let utc = local_secs - offset.seconds() as i64;
+            (utc, utc, true)
+        }
+        // Repeated wall time: the earlier moment is under the offset in
+        // force before the change.
+        AmbiguousOffset::Fold { before, after } => {
+            (local_secs - before.seconds() as i64, local_secs - after.seconds() as i64, false)
+        }
         // Skipped wall time: the moment of the change, which follows the
         // wall time read with the later offset.
         AmbiguousOffset::Gap { before, after } => {
             let ahead = local_secs - after.seconds() as i64;
-            jiff::Timestamp::from_second(ahead)
+            let change = jiff::Timestamp::from_second(ahead)
                 .ok()
                 .and_then(|ts| tz.following(ts).next())
                 .map(|t| t.timestamp().as_second())
-                .unwrap_or(local_secs - before.seconds() as i64)
+                .unwrap_or(local_secs - before.seconds() as i64);
+            (change, change, false)
         }
         // `AmbiguousOffset` is non-exhaustive.
         #[allow(unreachable_patterns)]
         _ => return None,
     })
+}
+
+// ------------------------------------------------------- the session's zone
+
+/// The session's zone as statements apply it (`Session::time_zone`,
+/// `EvalCtx::tz`). None is UTC (SYSTEM, '+00:00'), where every conversion
+/// is the identity: the default zone costs statements one test of this
+/// option, and the zone's text is parsed once, at SET time_zone.
+pub type SessionZone = Option<std::sync::Arc<Zone>>;
+
+/// The session zone `time_zone`'s value names (None: UTC; an unknown value,
+/// which SET refuses, is UTC too).
+pub fn session_zone(text: &[u8]) -> SessionZone {
+    match parse_zone(text)? {
+        Zone::Offset(0) => None,
+        z => Some(std::sync::Arc::new(z)),
+    }
+}
+
+/// Where a wall time of a zone falls in UTC.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UtcOf {
+    /// The moment MySQL takes (`TIME_to_gmt_sec`): for a repeated wall time
+    /// the earlier one, for a skipped one the moment of the change.
+    pub utc: DateTime,
+    /// The latest moment with this wall time (`utc` unless it repeats).
+    pub latest: DateTime,
+    /// The wall time names exactly one moment (neither repeated nor
+    /// skipped): converting back gives `dt` again.
+    pub exact: bool,
+}
+
+/// A zero date or one with a zero month or day: MySQL keeps it as it is.
+fn is_zero_part(dt: &DateTime) -> bool {
+    dt.date.month == 0 || dt.date.day == 0
+}
+
+/// Wall time `dt` of `zone` in UTC (fractions kept). None for a zero date
+/// and outside the years jiff knows (0..=9999 both ways): callers keep such a
+/// value as it is.
+pub fn local_to_utc(dt: &DateTime, zone: &Zone) -> Option<UtcOf> {
+    if is_zero_part(dt) {
+        return None;
+    }
+    let local_secs = dtm::datetime_to_unix_micros(&DateTime { micro: 0, ..*dt }) / 1_000_000;
+    let (utc, latest, exact) = utc_span(local_secs, dt, zone)?;
+    let back = |secs: i64| {
+        let out = dtm::unix_micros_to_datetime(secs.checked_mul(1_000_000)?)?;
+        (1..=9999).contains(&out.date.year).then_some(DateTime { micro: dt.micro, ..out })
+    };
+    Some(UtcOf { utc: back(utc)?, latest: back(latest)?, exact })
+}
+
+/// UTC moment `dt` as wall time of `zone` (fractions kept). None as for
+/// `local_to_utc`.
+pub fn utc_to_local(dt: &DateTime, zone: &Zone) -> Option<DateTime> {
+    if is_zero_part(dt) {
+        return None;
+    }
+    let utc_secs = dtm::datetime_to_unix_micros(&DateTime { micro: 0, ..*dt }) / 1_000_000;
+    let offset = match zone {
+        Zone::Offset(o) => *o as i64,
+        Zone::Named(tz) => tz.to_offset(jiff::Timestamp::from_second(utc_secs).ok()?).seconds() as i64,
+    };
+    let out = dtm::unix_micros_to_datetime((utc_secs + offset).checked_mul(1_000_000)?)?;
+    (1..=9999).contains(&out.date.year).then_some(DateTime { micro: dt.micro, ..out })
 }
 
 #[cfg(test)]
