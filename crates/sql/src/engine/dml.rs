@@ -1232,7 +1232,9 @@ async fn replace_row(
     let mut err = e.clone();
     // Delete every row the new one collides with, then insert (at most a few rounds).
     for _ in 0..8 {
-        let Some(old) = conflicting_row(txn, t, row, &err, tz.as_deref()).await? else { return Err(dup_error(t, &err, row)) };
+        let Some(old) = conflicting_row(txn, t, row, &err, tz.as_deref()).await? else {
+            return Err(dup_error(t, &err, row));
+        };
         let oldp = row_partition(part, &t.def, &old, tz.as_deref())?;
         let del = op_for(tz.as_deref(), t, OpKind::Delete, pk_of(&t.def, &old), vec![], oldp);
         exec_ops(txn, vec![del], t).await?;

@@ -965,7 +965,14 @@ pub(crate) async fn join_source(
                 for (e, col) in l.keys.iter().zip(&l.cols) {
                     let v = eval(e, r, ctx)?;
                     let zone = ctx.zone();
-                    match plan::zoned_value(&v, &t.table.def.columns[*col as usize], zone, plan::Use::Lookup).0 {
+                    match crate::engine::ts_zone::zoned_value(
+                        &v,
+                        &t.table.def.columns[*col as usize],
+                        zone,
+                        crate::engine::ts_zone::Use::Lookup,
+                    )
+                    .0
+                    {
                         KeyConv::Val(x) => k.push(x),
                         _ => {
                             ok = false;

@@ -594,7 +594,8 @@ async fn update_targets(
             let mut new = old.clone();
             for (c, at) in &t.sets {
                 let v = joined[*at].clone();
-                new[*c as usize] = dml::store_col(&t.table, *c as usize, v, row_no, ctx.tz.as_deref(), &mut ctx.warnings)?;
+                new[*c as usize] =
+                    dml::store_col(&t.table, *c as usize, v, row_no, ctx.tz.as_deref(), &mut ctx.warnings)?;
             }
             // ON UPDATE columns take the time before generated columns and
             // checks read the row.
@@ -687,7 +688,8 @@ async fn delete_targets(
             for (r, _) in distinct_rows(t, rows) {
                 let row = RowGuard::begin(txn, true, undo).await?;
                 let res = async {
-                    let gone = dml::delete_rows(txn, &t.table, &t.part, std::slice::from_ref(&r), undo, &ctx.tz).await?;
+                    let gone =
+                        dml::delete_rows(txn, &t.table, &t.part, std::slice::from_ref(&r), undo, &ctx.tz).await?;
                     if let (Some(fx), Some(true)) = (fk, gone.first()) {
                         fx.on_delete(txn, &t.table, &r, ctx, 0).await?;
                     }

@@ -13,7 +13,8 @@
 
 use crate::engine::expr::value::{sql_cmp, Coll, Warnings};
 use crate::engine::expr::{eval, is_row_independent, CExpr, CmpKind, EvalCtx};
-use crate::engine::functions::tz::{self, Zone};
+use crate::engine::functions::tz::Zone;
+use crate::engine::ts_zone::{zoned_value, Use};
 use crate::types::SqlError;
 use norr_signals::coerce::{class_sample, coerce_value, comparable_classes};
 use norr_signals::{
@@ -378,62 +379,6 @@ pub fn key_value(v: &Value, col: &ColumnDef) -> KeyConv {
             }
         }
         Err(_) => KeyConv::NoMatch,
-    }
-}
-
-/// What a value converted for a TIMESTAMP column is for, under a session
-/// zone that is not UTC (see `zoned_value`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Use {
-    /// A key of a keyed operation: it stays the session's wall time, and
-    /// `ts_zone` converts the operation as it is sent.
-    Lookup,
-    /// Sent as it is, compared for equality (a range's equality prefix, a
-    /// pushed `=`, `<>` or IN): UTC, only for a wall time of one moment.
-    Equal,
-    /// Sent as a lower / upper bound: the earliest / latest UTC moment of
-    /// the wall time.
-    Low,
-    High,
-}
-
-/// `key_value` for a value that is the session zone's wall time (`zone`,
-/// None: UTC). Only TIMESTAMP columns differ: a stored value is a UTC moment
-/// the SQL node reads as the zone's wall time (`ts_zone`), so a value sent
-/// to the data node to compare with stored ones is that wall time's UTC
-/// moment (`use_` says which, and whether it stays local). The second result
-/// is false where a bound stands for a wall time a DST change repeats or
-/// skips: it must then be inclusive (a superset, which the SQL node checks
-/// again; see the module doc).
-pub fn zoned_value(v: &Value, col: &ColumnDef, zone: Option<&Zone>, use_: Use) -> (KeyConv, bool) {
-    let Some(zone) = zone.filter(|_| matches!(col.ty, ColumnType::Timestamp)) else {
-        return (key_value(v, col), true);
-    };
-    // As a DATETIME first: TIMESTAMP's range applies to the UTC moment.
-    let as_datetime = ColumnDef { ty: ColumnType::DateTime, ..col.clone() };
-    let local = match key_value(v, &as_datetime) {
-        KeyConv::Val(Value::DateTime(dt)) => dt,
-        KeyConv::Val(_) => return (KeyConv::Fallback, false),
-        other => return (other, true),
-    };
-    let Some(u) = tz::local_to_utc(&local, zone) else { return (KeyConv::Fallback, false) };
-    match use_ {
-        Use::Lookup | Use::Equal => {
-            if !u.exact && u.utc == u.latest {
-                // A skipped wall time: no stored moment reads as it.
-                return (KeyConv::NoMatch, true);
-            }
-            if !u.exact {
-                // Repeated: two moments, which one key cannot find.
-                return (KeyConv::Fallback, false);
-            }
-            match coerce_value(Value::DateTime(u.utc), &col.ty, true) {
-                Ok(_) => (KeyConv::Val(Value::DateTime(if use_ == Use::Lookup { local } else { u.utc })), true),
-                Err(_) => (KeyConv::NoMatch, true),
-            }
-        }
-        Use::Low => (KeyConv::Val(Value::DateTime(u.utc)), u.exact),
-        Use::High => (KeyConv::Val(Value::DateTime(u.latest)), u.exact),
     }
 }
 

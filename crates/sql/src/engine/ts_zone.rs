@@ -10,7 +10,7 @@
 //!   values and column values) go through `execute`, or `ops_to_utc` and
 //!   `row_to_local` around the call where the caller sends them itself;
 //! * scans: their rows go through `row_to_local`; their range bounds and
-//!   pushed filter values are converted by the planner (`plan::bound_value`),
+//!   pushed filter values are converted by the planner (`zoned_value`),
 //!   which knows which side of a comparison a value bounds.
 //!
 //! Wall times a DST change repeats name two moments: a key or a value sent
@@ -23,7 +23,10 @@
 //! here returns at its first test.
 
 use crate::engine::functions::tz::{self, Zone};
+use crate::engine::plan::{key_value, KeyConv};
 use norr_client::{ClientError, Transaction};
+use norr_signals::coerce::coerce_value;
+use norr_signals::ColumnDef;
 use norr_signals::{ColumnId, ColumnType, ExecType, KeyAccess, KeyOp, OpResult, TableDef, Value};
 
 /// Does the table have a TIMESTAMP column?
@@ -134,13 +137,70 @@ pub fn results_to_local(res: &mut [OpResult], projections: &[Vec<ColumnId>], def
     }
 }
 
+/// What a value converted for a TIMESTAMP column is for, under a session
+/// zone that is not UTC (see `zoned_value`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Use {
+    /// A key of a keyed operation: it stays the session's wall time, and
+    /// `ops_to_utc` converts the operation as it is sent.
+    Lookup,
+    /// Sent as it is, compared for equality (a range's equality prefix, a
+    /// pushed `=`, `<>` or IN): UTC, only for a wall time of one moment.
+    Equal,
+    /// Sent as a lower / upper bound: the earliest / latest UTC moment of
+    /// the wall time.
+    Low,
+    High,
+}
+
+/// `key_value` for a value that is the session zone's wall time (`zone`,
+/// None: UTC). Only TIMESTAMP columns differ: a stored value is a UTC moment
+/// the SQL node reads as the zone's wall time (the module doc), so a value sent
+/// to the data node to compare with stored ones is that wall time's UTC
+/// moment (`use_` says which, and whether it stays local). The second result
+/// is false where a bound stands for a wall time a DST change repeats or
+/// skips: it must then be inclusive (a superset, which the SQL node checks
+/// again; see the module doc).
+pub fn zoned_value(v: &Value, col: &ColumnDef, zone: Option<&Zone>, use_: Use) -> (KeyConv, bool) {
+    let Some(zone) = zone.filter(|_| matches!(col.ty, ColumnType::Timestamp)) else {
+        return (key_value(v, col), true);
+    };
+    // As a DATETIME first: TIMESTAMP's range applies to the UTC moment.
+    let as_datetime = ColumnDef { ty: ColumnType::DateTime, ..col.clone() };
+    let local = match key_value(v, &as_datetime) {
+        KeyConv::Val(Value::DateTime(dt)) => dt,
+        KeyConv::Val(_) => return (KeyConv::Fallback, false),
+        other => return (other, true),
+    };
+    let Some(u) = tz::local_to_utc(&local, zone) else { return (KeyConv::Fallback, false) };
+    match use_ {
+        Use::Lookup | Use::Equal => {
+            if !u.exact && u.utc == u.latest {
+                // A skipped wall time: no stored moment reads as it.
+                return (KeyConv::NoMatch, true);
+            }
+            if !u.exact {
+                // Repeated: two moments, which one key cannot find.
+                return (KeyConv::Fallback, false);
+            }
+            match coerce_value(Value::DateTime(u.utc), &col.ty, true) {
+                Ok(_) => (KeyConv::Val(Value::DateTime(if use_ == Use::Lookup { local } else { u.utc })), true),
+                Err(_) => (KeyConv::NoMatch, true),
+            }
+        }
+        Use::Low => (KeyConv::Val(Value::DateTime(u.utc)), u.exact),
+        Use::High => (KeyConv::Val(Value::DateTime(u.latest)), u.exact),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use norr_signals::{ColumnDef, OpKind};
+    use norr_signals::OpKind;
 
     fn def() -> TableDef {
-        let col = |name: &str, ty| ColumnDef { name: name.into(), ty, nullable: true, default: None, auto_increment: false };
+        let col =
+            |name: &str, ty| ColumnDef { name: name.into(), ty, nullable: true, default: None, auto_increment: false };
         norr_client::table_def(
             "d/t",
             vec![col("ts", ColumnType::Timestamp), col("dt", ColumnType::DateTime), col("t2", ColumnType::Timestamp)],
@@ -183,10 +243,66 @@ mod tests {
     #[test]
     fn zero_dates_stay() {
         let zone = tz::parse_zone(b"Europe/Berlin").expect("zone");
-        let mut v = dt("0000-00-00 00:00:00");
+        let zero = Value::DateTime(norr_signals::DateTime {
+            date: norr_signals::Date { year: 0, month: 0, day: 0 },
+            hour: 0,
+            minute: 0,
+            second: 0,
+            micro: 0,
+        });
+        let mut v = zero.clone();
         value_to_utc(&mut v, &zone);
-        assert_eq!(v, dt("0000-00-00 00:00:00"));
+        assert_eq!(v, zero);
         value_to_local(&mut v, &zone);
-        assert_eq!(v, dt("0000-00-00 00:00:00"));
+        assert_eq!(v, zero);
+    }
+
+    #[test]
+    fn zoned_values_for_lookups_and_bounds() {
+        let d = def();
+        let ts = &d.columns[0];
+        let berlin = tz::parse_zone(b"Europe/Berlin").expect("zone");
+        let plus2 = tz::parse_zone(b"+02:00").expect("zone");
+        let s = |x: &str| Value::str(x);
+        // UTC, or a DATETIME column: as key_value.
+        assert_eq!(
+            zoned_value(&s("2024-01-01 12:00:00"), ts, None, Use::Equal),
+            (KeyConv::Val(dt("2024-01-01 12:00:00")), true)
+        );
+        assert_eq!(
+            zoned_value(&s("2024-01-01 12:00:00"), &d.columns[1], Some(&plus2), Use::Equal),
+            (KeyConv::Val(dt("2024-01-01 12:00:00")), true)
+        );
+        // A lookup key stays local (converted as the op is sent); sent values are UTC.
+        assert_eq!(
+            zoned_value(&s("2024-01-01 12:00:00"), ts, Some(&plus2), Use::Lookup),
+            (KeyConv::Val(dt("2024-01-01 12:00:00")), true)
+        );
+        assert_eq!(
+            zoned_value(&s("2024-01-01 12:00:00"), ts, Some(&plus2), Use::Equal),
+            (KeyConv::Val(dt("2024-01-01 10:00:00")), true)
+        );
+        // TIMESTAMP's range is the UTC moment's.
+        assert_eq!(zoned_value(&s("1970-01-01 02:00:00"), ts, Some(&plus2), Use::Lookup).0, KeyConv::NoMatch);
+        assert_eq!(
+            zoned_value(&s("1970-01-01 02:00:01"), ts, Some(&plus2), Use::Lookup).0,
+            KeyConv::Val(dt("1970-01-01 02:00:01"))
+        );
+        assert_eq!(
+            zoned_value(&s("2038-01-19 05:14:07"), ts, Some(&plus2), Use::Lookup).0,
+            KeyConv::Val(dt("2038-01-19 05:14:07"))
+        );
+        assert_eq!(zoned_value(&Value::Null, ts, Some(&plus2), Use::Lookup).0, KeyConv::NoMatch);
+        // Berlin 2024-10-27 02:30 happens twice: no single key; bounds span both moments.
+        let fold = s("2024-10-27 02:30:00");
+        assert_eq!(zoned_value(&fold, ts, Some(&berlin), Use::Lookup).0, KeyConv::Fallback);
+        assert_eq!(zoned_value(&fold, ts, Some(&berlin), Use::Equal).0, KeyConv::Fallback);
+        assert_eq!(zoned_value(&fold, ts, Some(&berlin), Use::Low), (KeyConv::Val(dt("2024-10-27 00:30:00")), false));
+        assert_eq!(zoned_value(&fold, ts, Some(&berlin), Use::High), (KeyConv::Val(dt("2024-10-27 01:30:00")), false));
+        // 2024-03-31 02:30 never happens: no row reads as it; bounds are the change.
+        let gap = s("2024-03-31 02:30:00");
+        assert_eq!(zoned_value(&gap, ts, Some(&berlin), Use::Lookup).0, KeyConv::NoMatch);
+        assert_eq!(zoned_value(&gap, ts, Some(&berlin), Use::Low), (KeyConv::Val(dt("2024-03-31 01:00:00")), false));
+        assert_eq!(zoned_value(&gap, ts, Some(&berlin), Use::High), (KeyConv::Val(dt("2024-03-31 01:00:00")), false));
     }
 }

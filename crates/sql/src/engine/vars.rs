@@ -500,7 +500,10 @@ pub fn set_system_var(s: &mut Session, name: &str, global: bool, value: Value) -
             s.vars.insert("tx_read_only".into(), value);
             return Ok(effect);
         }
-        "time_zone" => s.time_zone = crate::engine::functions::tz::session_zone(crate::engine::catalog::value_text(&value).as_bytes()),
+        "time_zone" => {
+            s.time_zone =
+                crate::engine::functions::tz::session_zone(crate::engine::catalog::value_text(&value).as_bytes())
+        }
         _ => {}
     }
     s.vars.insert(d.name.to_string(), value);

@@ -1145,9 +1145,10 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
         StrToDate | TimestampDiff | Quarter | Week | WeekOfYear | YearWeek | TimeToSec | SecToTime | MakeDate
         | MakeTime | TimeDiff | FromDays | Microsecond | TimeFormat => temporal::call(f, &args, ctx)?,
         // Handled above.
-        ConcatWs | If | NullIf | Now | CurDate | CurTime | UtcTimestamp | UtcDate | UtcTime | LastInsertId | Database | Version | ConnectionId | User
-        | Rand | Greatest | Least | IsNull | Pi | Field | Elt | Char | Quote | Uuid | IsIpv4 | IsIpv6 | AnyValue
-        | GetLock | ReleaseLock | ReleaseAllLocks | IsFreeLock | IsUsedLock | Sleep => Value::Null,
+        ConcatWs | If | NullIf | Now | CurDate | CurTime | UtcTimestamp | UtcDate | UtcTime | LastInsertId
+        | Database | Version | ConnectionId | User | Rand | Greatest | Least | IsNull | Pi | Field | Elt | Char
+        | Quote | Uuid | IsIpv4 | IsIpv6 | AnyValue | GetLock | ReleaseLock | ReleaseAllLocks | IsFreeLock
+        | IsUsedLock | Sleep => Value::Null,
     })
 }
 

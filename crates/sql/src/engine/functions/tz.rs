@@ -287,4 +287,48 @@ mod tests {
         assert_eq!(conv("3001-01-19 00:00:00", "UTC", "+01:00"), "3001-01-19 00:00:00");
         assert_eq!(conv("9999-12-31 23:59:59", "Europe/Stockholm", "UTC"), "9999-12-31 23:59:59");
     }
+
+    #[test]
+    fn session_zone_conversions() {
+        assert!(session_zone(b"SYSTEM").is_none());
+        assert!(session_zone(b"+00:00").is_none());
+        assert!(session_zone(b"-0:00").is_none());
+        assert!(session_zone(b"+01:00").is_some());
+        assert!(session_zone(b"Europe/Berlin").is_some());
+        let text = |d: DateTime| crate::engine::catalog::value_text(&norr_signals::Value::DateTime(d));
+        let z = parse_zone(b"+05:30").expect("zone");
+        let u = local_to_utc(&dt("2024-01-01 05:30:00.5"), &z).expect("utc");
+        assert_eq!(
+            (text(u.utc), text(u.latest), u.exact),
+            ("2024-01-01 00:00:00.500000".into(), "2024-01-01 00:00:00.500000".into(), true)
+        );
+        assert_eq!(text(utc_to_local(&u.utc, &z).expect("local")), "2024-01-01 05:30:00.500000");
+        // Before the epoch too (a bound of a comparison may be there).
+        assert_eq!(text(local_to_utc(&dt("1970-01-01 01:00:00"), &z).expect("utc").utc), "1969-12-31 19:30:00");
+        let berlin = parse_zone(b"Europe/Berlin").expect("zone");
+        let fold = local_to_utc(&dt("2024-10-27 02:30:00"), &berlin).expect("utc");
+        assert_eq!(
+            (text(fold.utc), text(fold.latest), fold.exact),
+            ("2024-10-27 00:30:00".into(), "2024-10-27 01:30:00".into(), false)
+        );
+        let gap = local_to_utc(&dt("2024-03-31 02:30:00"), &berlin).expect("utc");
+        assert_eq!(
+            (text(gap.utc), text(gap.latest), gap.exact),
+            ("2024-03-31 01:00:00".into(), "2024-03-31 01:00:00".into(), false)
+        );
+        assert_eq!(text(utc_to_local(&dt("2024-10-27 01:30:00"), &berlin).expect("local")), "2024-10-27 02:30:00");
+        assert_eq!(text(utc_to_local(&dt("2024-07-01 10:00:00"), &berlin).expect("local")), "2024-07-01 12:00:00");
+        // Zero dates and the ends of the calendar stay as they are.
+        let zero = |year, month, day| DateTime {
+            date: norr_signals::Date { year, month, day },
+            hour: 0,
+            minute: 0,
+            second: 0,
+            micro: 0,
+        };
+        assert!(local_to_utc(&zero(0, 0, 0), &z).is_none());
+        assert!(utc_to_local(&zero(2024, 0, 10), &z).is_none());
+        assert!(utc_to_local(&dt("9999-12-31 23:00:00"), &z).is_none());
+        assert!(local_to_utc(&dt("0001-01-01 00:00:00"), &z).is_none());
+    }
 }
