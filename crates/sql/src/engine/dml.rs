@@ -1341,6 +1341,7 @@ pub(crate) async fn apply_update(
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn write_update(
     txn: &mut Transaction,
     t: &SqlTable,

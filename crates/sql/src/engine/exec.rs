@@ -494,8 +494,9 @@ fn prune_constraints(
 ) -> Result<Vec<(ColumnId, ColRange)>, SqlError> {
     let mut cmps = Vec::new();
     let mut ins = Vec::new();
-    // A TIMESTAMP's partition is that of its UTC moment, which a wall time
-    // of a zone with DST does not always name: no pruning on it then.
+    // Partition functions read a TIMESTAMP's stored UTC moment
+    // (`partition_of_local_row`), these values are the session's wall time:
+    // no pruning on such a column under a zone other than UTC.
     let zoned = ctx.zone().is_some();
     let conv = |c: usize, v: Value| -> Option<Value> {
         let col = def.columns.get(c)?;

@@ -13,11 +13,14 @@
 //!   pushed filter values are converted by the planner (`zoned_value`),
 //!   which knows which side of a comparison a value bounds.
 //!
-//! Wall times a DST change repeats name two moments: a key or a value sent
-//! takes the earlier one (MySQL's choice), so a row at the later moment,
-//! read back as that wall time, is written back an hour earlier if its
-//! TIMESTAMP is written again (MySQL writes the stored moment back
-//! unchanged). Planner bounds widen to cover both moments.
+//! Wall times a DST change repeats name two moments: a value written takes
+//! the earlier one (MySQL's choice), so a row at the later moment, read back
+//! as that wall time, is written back an hour earlier if its TIMESTAMP is
+//! written again (MySQL writes the stored moment back unchanged). A lookup of
+//! such a wall time scans instead, and range bounds widen to cover both
+//! moments (the SQL node checks every conjunct again on the wall times). A
+//! wall time a DST change skips names no moment: as a key it finds nothing,
+//! as a bound it is the moment of the change.
 //!
 //! With the session zone UTC (`EvalCtx::tz` None, the default) every function
 //! here returns at its first test.
