@@ -970,7 +970,7 @@ pub(crate) async fn join_source(
                         &v,
                         &t.table.def.columns[*col as usize],
                         zone,
-                        crate::engine::ts_zone::Use::Lookup,
+                        crate::engine::ts_zone::Use::JoinLookup,
                     )
                     .0
                     {

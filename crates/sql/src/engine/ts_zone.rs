@@ -147,6 +147,10 @@ pub enum Use {
     /// A key of a keyed operation: it stays the session's wall time, and
     /// `ops_to_utc` converts the operation as it is sent.
     Lookup,
+    /// A key of a join's lookup of the inner side: as `Lookup`, but a
+    /// repeated wall time looks up its earlier moment (a join cannot fall
+    /// back to a scan per outer row), as MySQL's ref access does.
+    JoinLookup,
     /// Sent as it is, compared for equality (a range's equality prefix, a
     /// pushed `=`, `<>` or IN): UTC, only for a wall time of one moment.
     Equal,
@@ -177,17 +181,17 @@ pub fn zoned_value(v: &Value, col: &ColumnDef, zone: Option<&Zone>, use_: Use) -
     };
     let Some(u) = tz::local_to_utc(&local, zone) else { return (KeyConv::Fallback, false) };
     match use_ {
-        Use::Lookup | Use::Equal => {
+        Use::Lookup | Use::JoinLookup | Use::Equal => {
             if !u.exact && u.utc == u.latest {
                 // A skipped wall time: no stored moment reads as it.
                 return (KeyConv::NoMatch, true);
             }
-            if !u.exact {
+            if !u.exact && use_ != Use::JoinLookup {
                 // Repeated: two moments, which one key cannot find.
                 return (KeyConv::Fallback, false);
             }
             match coerce_value(Value::DateTime(u.utc), &col.ty, true) {
-                Ok(_) => (KeyConv::Val(Value::DateTime(if use_ == Use::Lookup { local } else { u.utc })), true),
+                Ok(_) => (KeyConv::Val(Value::DateTime(if use_ == Use::Equal { u.utc } else { local })), u.exact),
                 Err(_) => (KeyConv::NoMatch, true),
             }
         }
@@ -300,6 +304,10 @@ mod tests {
         let fold = s("2024-10-27 02:30:00");
         assert_eq!(zoned_value(&fold, ts, Some(&berlin), Use::Lookup).0, KeyConv::Fallback);
         assert_eq!(zoned_value(&fold, ts, Some(&berlin), Use::Equal).0, KeyConv::Fallback);
+        assert_eq!(
+            zoned_value(&fold, ts, Some(&berlin), Use::JoinLookup),
+            (KeyConv::Val(dt("2024-10-27 02:30:00")), false)
+        );
         assert_eq!(zoned_value(&fold, ts, Some(&berlin), Use::Low), (KeyConv::Val(dt("2024-10-27 00:30:00")), false));
         assert_eq!(zoned_value(&fold, ts, Some(&berlin), Use::High), (KeyConv::Val(dt("2024-10-27 01:30:00")), false));
         // 2024-03-31 02:30 never happens: no row reads as it; bounds are the change.
