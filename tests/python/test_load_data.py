@@ -227,3 +227,28 @@ def test_mysql_cli_local_infile(cluster, dbname, tmp_path):
         capture_output=True, text=True, timeout=60, env=dict(os.environ, MYSQL_PWD=PASSWORD))
     assert out.returncode == 0, out.stderr
     assert "Records: 2  Deleted: 0  Skipped: 0  Warnings: 0" in out.stdout
+
+
+def test_timestamp_columns_load_in_the_session_time_zone(cluster, dbname, tmp_path):
+    # A TIMESTAMP field is the session zone's wall time and is stored as its
+    # UTC moment; a DATETIME field is stored as it is. The range check is the
+    # UTC moment's: 2038-01-19 08:44:07 here is TIMESTAMP's last second.
+    conn = connect(cluster, dbname, local_infile=True)
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE t (id INT PRIMARY KEY, ts TIMESTAMP NULL, dt DATETIME NULL)")
+    cur.execute("SET time_zone = '+05:30'")
+    path = write(tmp_path, "ts.tsv",
+                 b"1\t2024-01-01 05:30:00\t2024-01-01 05:30:00\n"
+                 b"2\t2038-01-19 08:44:07\t2038-01-19 08:44:07\n")
+    assert cur.execute(f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE t") == 2
+    cur.execute("SELECT id, CAST(ts AS CHAR), CAST(dt AS CHAR) FROM t ORDER BY id")
+    assert cur.fetchall() == (
+        (1, "2024-01-01 05:30:00", "2024-01-01 05:30:00"),
+        (2, "2038-01-19 08:44:07", "2038-01-19 08:44:07"),
+    )
+    cur.execute("SET time_zone = '+00:00'")
+    cur.execute("SELECT id, CAST(ts AS CHAR), CAST(dt AS CHAR) FROM t ORDER BY id")
+    assert cur.fetchall() == (
+        (1, "2024-01-01 00:00:00", "2024-01-01 05:30:00"),
+        (2, "2038-01-19 03:14:07", "2038-01-19 08:44:07"),
+    )

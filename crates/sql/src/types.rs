@@ -182,6 +182,9 @@ pub struct Session {
     pub savepoints: Vec<(String, norr_client::Savepoint)>,
     /// Session system variables, lower-case names without @@.
     pub vars: BTreeMap<String, Value>,
+    /// @@time_zone as statements apply it, parsed once when it is set
+    /// (`vars::set_system_var`, `Engine::new_session`); None is UTC.
+    pub time_zone: crate::engine::functions::tz::SessionZone,
     /// User variables (@name), lower-case names.
     pub user_vars: BTreeMap<String, Value>,
     pub last_insert_id: u64,
@@ -224,6 +227,7 @@ impl Session {
             txn: None,
             savepoints: Vec::new(),
             vars: BTreeMap::new(),
+            time_zone: None,
             user_vars: BTreeMap::new(),
             last_insert_id: 0,
             warnings: Vec::new(),

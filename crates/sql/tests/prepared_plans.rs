@@ -395,4 +395,79 @@ fn rollup_table_and_values_prepared() {
         let r = got(e.execute_prepared(&mut s, &p, vec![int(1)]).await.expect("execute TABLE"));
         assert_eq!(r, vec![vec![int(4), int(3), int(40)]]);
     });
+    node.shutdown();
+}
+
+async fn prep_rows(e: &Engine, s: &mut Session, p: &norr_sql::engine::Prepared, params: Vec<Value>) -> Vec<Vec<Value>> {
+    match e.execute_prepared(s, p, params).await.expect("execute") {
+        QueryOutput::Rows { rows, .. } => rows,
+        other => panic!("not rows: {other:?}"),
+    }
+}
+
+fn datetime(s: &str) -> Value {
+    let (d, t) = s.split_once(' ').expect("date and time");
+    let n: Vec<u32> = d.split('-').chain(t.split(':')).map(|x| x.parse().expect("number")).collect();
+    Value::DateTime(norr_signals::DateTime {
+        date: norr_signals::Date { year: n[0] as u16, month: n[1] as u8, day: n[2] as u8 },
+        hour: n[3] as u8,
+        minute: n[4] as u8,
+        second: n[5] as u8,
+        micro: 0,
+    })
+}
+
+/// Binary-protocol DATETIME parameters (as `Value::DateTime`) written to and
+/// compared with TIMESTAMP columns are the session zone's wall time, and a
+/// kept plan follows a change of the zone between executions.
+#[test]
+fn timestamp_parameters_follow_the_session_time_zone() {
+    let (rt, node) = runtime_and_node();
+    let addr = node.local_addr().to_string();
+    rt.block_on(async move {
+        let e = Engine::connect(&addr, EngineConfig::default()).await.expect("engine connects");
+        let mut s = e.new_session(1, "root");
+        for sql in [
+            "CREATE DATABASE ptz",
+            "USE ptz",
+            "CREATE TABLE t (ts TIMESTAMP NOT NULL PRIMARY KEY, id INT NOT NULL, at TIMESTAMP NULL, KEY k_at (at))",
+            "SET time_zone = '+05:30'",
+        ] {
+            run(&e, &mut s, sql).await;
+        }
+        let ins = e.prepare(&mut s, "INSERT INTO t VALUES (?, ?, ?)").await.expect("prepare");
+        let by_key = e.prepare(&mut s, "SELECT id, at FROM t WHERE ts = ?").await.expect("prepare");
+        let range = e.prepare(&mut s, "SELECT id FROM t WHERE at BETWEEN ? AND ? ORDER BY id").await.expect("prepare");
+        let upd = e.prepare(&mut s, "UPDATE t SET at = ? WHERE ts = ?").await.expect("prepare");
+        for (i, ts) in ["2024-01-01 05:30:00", "2024-01-01 06:30:00", "2024-01-01 07:30:00"].iter().enumerate() {
+            let params = vec![datetime(ts), Value::Int(i as i64 + 1), datetime(ts)];
+            assert_eq!(affected(e.execute_prepared(&mut s, &ins, params).await.expect("insert")), 1);
+        }
+        let r = prep_rows(&e, &mut s, &by_key, vec![datetime("2024-01-01 06:30:00")]).await;
+        assert_eq!(r, vec![vec![Value::Int(2), datetime("2024-01-01 06:30:00")]]);
+        let r =
+            prep_rows(&e, &mut s, &range, vec![datetime("2024-01-01 06:00:00"), datetime("2024-01-01 08:00:00")]).await;
+        assert_eq!(ids(&r), vec![2, 3]);
+
+        // The same plans in UTC: the stored moments are 00:00, 01:00, 02:00.
+        run(&e, &mut s, "SET time_zone = '+00:00'").await;
+        let r = prep_rows(&e, &mut s, &by_key, vec![datetime("2024-01-01 06:30:00")]).await;
+        assert!(r.is_empty(), "{r:?}");
+        let r = prep_rows(&e, &mut s, &by_key, vec![datetime("2024-01-01 01:00:00")]).await;
+        assert_eq!(r, vec![vec![Value::Int(2), datetime("2024-01-01 01:00:00")]]);
+        let r =
+            prep_rows(&e, &mut s, &range, vec![datetime("2024-01-01 00:30:00"), datetime("2024-01-01 02:00:00")]).await;
+        assert_eq!(ids(&r), vec![2, 3]);
+
+        // An UPDATE by key in a third zone.
+        run(&e, &mut s, "SET time_zone = '-01:00'").await;
+        let params = vec![datetime("2023-12-31 12:00:00"), datetime("2023-12-31 23:00:00")];
+        assert_eq!(affected(e.execute_prepared(&mut s, &upd, params).await.expect("update")), 1);
+        run(&e, &mut s, "SET time_zone = 'SYSTEM'").await;
+        assert_eq!(
+            rows(&e, &mut s, "SELECT id, at FROM t WHERE at < '2024-01-01 00:00:00'").await,
+            vec![vec![Value::Int(1), datetime("2023-12-31 13:00:00")]]
+        );
+    });
+    node.shutdown();
 }

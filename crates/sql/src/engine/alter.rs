@@ -270,9 +270,16 @@ fn implicit_default(ty: &ColumnType) -> Value {
     }
 }
 
-fn now_value() -> Value {
+/// The time a column added with DEFAULT CURRENT_TIMESTAMP takes in the
+/// rows there are, as stored: a TIMESTAMP the UTC moment, a DATETIME the
+/// wall time of the session's zone (`zone`, None: UTC), as MySQL fills them.
+fn now_value(ty: &ColumnType, zone: Option<&crate::engine::functions::tz::Zone>) -> Value {
     let us = crate::engine::expr::now_unix_micros() / 1_000_000 * 1_000_000;
-    crate::engine::expr::datetime::unix_micros_to_datetime(us).map_or(Value::Null, Value::DateTime)
+    let mut v = crate::engine::expr::datetime::unix_micros_to_datetime(us).map_or(Value::Null, Value::DateTime);
+    if let (Some(z), false) = (zone, matches!(ty, ColumnType::Timestamp)) {
+        crate::engine::ts_zone::value_to_local(&mut v, z);
+    }
+    v
 }
 
 /// Split a conversion error of the data node, "row N: column C: detail",
@@ -476,7 +483,7 @@ async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> 
     check_constraints::check_unique_in_db(e, &new_db, if new_db == db { &table } else { &new_table }, &new_names)
         .await?;
     let compute = alter_generated::to_compute(&t, &def, &meta, &origins, &d.key_cols)?;
-    let sources = column_sources(&t, &def, &meta, &origins, &d.key_cols, &compute)?;
+    let sources = column_sources(&t, &def, &meta, &origins, &d.key_cols, &compute, s.time_zone.as_deref())?;
     if def.primary_key.len() != t.def.primary_key.len()
         || def.primary_key.iter().zip(&t.def.primary_key).any(|(n, o)| sources[*n as usize] != ColumnSource::Old(*o))
     {
@@ -857,6 +864,7 @@ fn column_sources(
     origins: &[(String, Option<String>)],
     key_cols: &[String],
     compute: &[String],
+    zone: Option<&crate::engine::functions::tz::Zone>,
 ) -> Result<Vec<ColumnSource>, SqlError> {
     let mut out = Vec::with_capacity(new.columns.len());
     for (i, c) in new.columns.iter().enumerate() {
@@ -872,7 +880,7 @@ fn column_sources(
             .filter(|_| !compute.iter().any(|g| same(g, &c.name)));
         let Some(origin) = origin else {
             let v = match meta.columns.get(i).map(|m| &m.default) {
-                Some(SqlDefault::CurrentTimestamp { .. }) => now_value(),
+                Some(SqlDefault::CurrentTimestamp { .. }) => now_value(&c.ty, zone),
                 _ => match (&c.default, c.nullable) {
                     (Some(v), _) => v.clone(),
                     (None, true) => Value::Null,

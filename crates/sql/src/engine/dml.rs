@@ -28,11 +28,12 @@ use crate::engine::expr::compile::{column_sqltype, Compiler, ParamMap, Scope, Sc
 use crate::engine::expr::value::{self as vals, parse_decimal, str_to_num, Coll, Num, Warnings};
 use crate::engine::expr::{conjuncts, eval, is_row_independent, CExpr, EvalCtx, SqlType};
 use crate::engine::fk_enforce::{self, Fk, StmtGuard};
+use crate::engine::functions::tz::{SessionZone, Zone};
 use crate::engine::partition::PartFn;
 use crate::engine::plan::{self, Access};
 use crate::engine::plan_cache::{self, PlanSlot};
 use crate::engine::query::{resolve_tables, OrderKey, StmtCompiler, TableAccess, Tables};
-use crate::engine::{check_constraints, generated, multi_table_dml, scan_order, txn_control, Engine};
+use crate::engine::{check_constraints, generated, multi_table_dml, scan_order, ts_zone, txn_control, Engine};
 use crate::types::{QueryOutput, Session, SqlError};
 use norr_client::{ClientError, Transaction};
 use norr_signals::coerce::coerce_value;
@@ -120,28 +121,46 @@ fn parse_number_strict(b: &[u8]) -> Result<Num, bool> {
 
 /// `store_value` for column `c` of `t`: ENUM / SET columns first map the
 /// value to a member (or refuse it), then store as their native VARCHAR.
-pub fn store_col(t: &SqlTable, c: usize, v: Value, row: u64, w: &mut Warnings) -> Result<Value, SqlError> {
+///
+/// `zone`: the session zone (None: UTC), whose wall time a TIMESTAMP value
+/// is; TIMESTAMP's range applies to its UTC moment, as in MySQL. The value
+/// returned is still the wall time (`ts_zone` converts it as it is sent).
+pub fn store_col(
+    t: &SqlTable,
+    c: usize,
+    v: Value,
+    row: u64,
+    zone: Option<&Zone>,
+    w: &mut Warnings,
+) -> Result<Value, SqlError> {
     let col = &t.def.columns[c];
     match t.enums.get(c) {
         Some(Some(e)) if !v.is_null() => {
             let v = e.store(&v, &col.name, row)?;
-            store_value(v, col, row, w)
+            store_value(v, col, row, zone, w)
         }
         _ if t.bits.get(c).is_some_and(|b| *b > 0) && !v.is_null() => {
             let v = crate::engine::bit::store_bit(&v, t.bits[c], &col.name, row)?;
-            store_value(v, col, row, w)
+            store_value(v, col, row, zone, w)
         }
         _ if t.json.get(c) == Some(&true) && !v.is_null() => {
             let v = crate::engine::functions::json_fns::store(&v, &t.name, &col.name)?;
-            store_value(v, col, row, w)
+            store_value(v, col, row, zone, w)
         }
-        _ => store_value(v, col, row, w),
+        _ => store_value(v, col, row, zone, w),
     }
 }
 
 /// Convert a value for storage in a column, with MySQL strict-mode errors.
 /// `row` is the 1-based row number for messages.
-pub fn store_value(v: Value, col: &ColumnDef, row: u64, w: &mut Warnings) -> Result<Value, SqlError> {
+/// `zone` as for `store_col`.
+pub fn store_value(
+    v: Value,
+    col: &ColumnDef,
+    row: u64,
+    zone: Option<&Zone>,
+    w: &mut Warnings,
+) -> Result<Value, SqlError> {
     let _ = w;
     if v.is_null() {
         if !col.nullable {
@@ -256,7 +275,16 @@ pub fn store_value(v: Value, col: &ColumnDef, row: u64, w: &mut Warnings) -> Res
         },
         _ => v,
     };
-    coerce_value(converted.clone(), ty, col.nullable).map_err(|e| match e.code {
+    let checked = match (zone, &converted) {
+        (Some(z), Value::DateTime(dt)) if matches!(ty, ColumnType::Timestamp) => {
+            // Range and form checked on the UTC moment; the wall time goes on.
+            let mut utc = Value::DateTime(*dt);
+            ts_zone::value_to_utc(&mut utc, z);
+            coerce_value(utc, ty, col.nullable).map(|_| converted.clone())
+        }
+        _ => coerce_value(converted.clone(), ty, col.nullable),
+    };
+    checked.map_err(|e| match e.code {
         ErrorCode::ValueOutOfRange => {
             if matches!(ty, ColumnType::Date | ColumnType::DateTime | ColumnType::Timestamp) {
                 col_err(
@@ -335,14 +363,18 @@ fn is_dup(e: &NodeError) -> bool {
     matches!(e.code, ErrorCode::DuplicateKey | ErrorCode::DuplicateUniqueKey)
 }
 
+/// A keyed write (or read) of `t` by primary key. Key and values hold the
+/// session zone's wall time for TIMESTAMP columns (`zone`, None: UTC): the
+/// op carries their UTC moments (`ts_zone`).
 fn op_for(
+    zone: Option<&Zone>,
     t: &SqlTable,
     kind: OpKind,
     key: Vec<Value>,
     values: Vec<(ColumnId, Value)>,
     partition: Option<PartitionId>,
 ) -> KeyOp {
-    KeyOp {
+    let mut op = KeyOp {
         table: t.def.id,
         table_version: t.def.version,
         kind,
@@ -354,18 +386,28 @@ fn op_for(
         increments: Vec::new(),
         projection: Vec::new(),
         abort_on_error: false,
+    };
+    if zone.is_some() {
+        ts_zone::ops_to_utc(std::slice::from_mut(&mut op), &t.def, zone);
     }
+    op
 }
 
 fn pk_of(def: &TableDef, row: &[Value]) -> Vec<Value> {
     def.primary_key.iter().map(|c| row[*c as usize].clone()).collect()
 }
 
-fn row_partition(part: &PartFn, def: &TableDef, row: &[Value]) -> Result<Option<PartitionId>, SqlError> {
+/// The user partition of `row` (its TIMESTAMP values wall times of `zone`).
+fn row_partition(
+    part: &PartFn,
+    def: &TableDef,
+    row: &[Value],
+    zone: Option<&Zone>,
+) -> Result<Option<PartitionId>, SqlError> {
     if !part.is_user() {
         return Ok(None);
     }
-    part.partition_of_row(def, row)
+    part.partition_of_local_row(def, row, zone)
 }
 
 /// Execute write ops in batches; results in order.
@@ -743,10 +785,11 @@ pub async fn execute_insert(
     let part = exec_part(&t)?;
     let mut partitions = Vec::with_capacity(final_rows.len());
     for r in &final_rows {
-        partitions.push(row_partition(&part, &t.def, r)?);
+        partitions.push(row_partition(&part, &t.def, r, ctx.tz.as_deref())?);
     }
 
     // Fast path: autocommit, plain insert: one batch with commit.
+    let tz = ctx.tz.clone();
     if autocommit_alone(session) && matches!(mode, InsertMode::Plain) && final_rows.len() <= MAX_OPS_PER_BATCH && !fk_on
     {
         let ops: Vec<KeyOp> = final_rows
@@ -754,6 +797,7 @@ pub async fn execute_insert(
             .zip(&partitions)
             .map(|(r, p)| {
                 let mut op = op_for(
+                    tz.as_deref(),
                     &t,
                     OpKind::Insert,
                     pk_of(&t.def, r),
@@ -774,7 +818,7 @@ pub async fn execute_insert(
     }
 
     txn_control::begin_statement(engine, session);
-    let fk = Fk { engine };
+    let fk = Fk { engine, zone: ctx.tz.clone() };
     let guard = if fk_on { Some(StmtGuard::begin(session).await) } else { None };
     let found_rows = session.client_found_rows;
     let res = match (session.txn.as_mut(), guard.as_ref()) {
@@ -795,7 +839,7 @@ pub async fn execute_insert(
 }
 
 /// Converts a value for column `c` of `t` (row number `row` for messages).
-pub(crate) type StoreFn = fn(&SqlTable, usize, Value, u64, &mut Warnings) -> Result<Value, SqlError>;
+pub(crate) type StoreFn = fn(&SqlTable, usize, Value, u64, Option<&Zone>, &mut Warnings) -> Result<Value, SqlError>;
 
 /// Source rows made into table rows, ready to write.
 pub(crate) struct BuiltRows {
@@ -862,7 +906,7 @@ pub(crate) async fn build_rows(
             let v = match v {
                 Some(v) => {
                     if v.is_null() && matches!(col.ty, ColumnType::Timestamp) && !col.nullable {
-                        Value::DateTime(ctx.now())
+                        Value::DateTime(ctx.now_local())
                     } else {
                         v
                     }
@@ -882,7 +926,7 @@ pub(crate) async fn build_rows(
                     continue;
                 }
                 None => match &meta.default {
-                    SqlDefault::CurrentTimestamp { .. } => Value::DateTime(ctx.now()),
+                    SqlDefault::CurrentTimestamp { .. } => Value::DateTime(ctx.now_local()),
                     SqlDefault::Null => Value::Null,
                     SqlDefault::Literal { .. } => col.default.clone().unwrap_or(Value::Null),
                     SqlDefault::None => match &col.default {
@@ -899,8 +943,8 @@ pub(crate) async fn build_rows(
                 },
             };
             let v = match lenient {
-                Some(store) => store(t, ci, v, rowno, &mut ctx.warnings)?,
-                None => store_col(t, ci, v, rowno, &mut ctx.warnings)?,
+                Some(store) => store(t, ci, v, rowno, ctx.tz.as_deref(), &mut ctx.warnings)?,
+                None => store_col(t, ci, v, rowno, ctx.tz.as_deref(), &mut ctx.warnings)?,
             };
             if Some(ci as ColumnId) == ai_col {
                 if let Some(i) = v.as_i64() {
@@ -942,10 +986,10 @@ pub(crate) async fn load_batch(
     let part = exec_part(t)?;
     let mut partitions = Vec::with_capacity(rows.len());
     for r in rows {
-        partitions.push(row_partition(&part, &t.def, r)?);
+        partitions.push(row_partition(&part, &t.def, r, ctx.tz.as_deref())?);
     }
     let mode = if replace { InsertMode::Replace } else { InsertMode::Ignore };
-    let fk = Fk { engine };
+    let fk = Fk { engine, zone: ctx.tz.clone() };
     insert_rows(txn, t, &part, rows, &partitions, &mode, ctx, found_rows, fk_on.then_some(&fk)).await
 }
 
@@ -1025,11 +1069,13 @@ async fn insert_rows(
     found_rows: bool,
     fk: Option<&Fk<'_>>,
 ) -> Result<(u64, u64), SqlError> {
+    let tz = ctx.tz.clone();
     let ops: Vec<KeyOp> = rows
         .iter()
         .zip(partitions)
         .map(|(r, p)| {
             op_for(
+                tz.as_deref(),
                 t,
                 OpKind::Insert,
                 pk_of(&t.def, r),
@@ -1047,7 +1093,7 @@ async fn insert_rows(
         match r {
             OpResult::Ok(_) => {
                 affected += 1;
-                undo.push(op_for(t, OpKind::Delete, pk_of(&t.def, row), vec![], partitions[i]));
+                undo.push(op_for(tz.as_deref(), t, OpKind::Delete, pk_of(&t.def, row), vec![], partitions[i]));
                 if let Some(fx) = fk {
                     if let Err(err) = fx.check_parents(txn, t, row, None).await {
                         if matches!(mode, InsertMode::Ignore) && err.code == 1452 {
@@ -1115,6 +1161,7 @@ async fn conflicting_row(
     t: &SqlTable,
     row: &[Value],
     e: &NodeError,
+    zone: Option<&Zone>,
 ) -> Result<Option<Row>, SqlError> {
     let mut candidates: Vec<KeyAccess> = Vec::new();
     if e.code == ErrorCode::DuplicateKey {
@@ -1154,10 +1201,13 @@ async fn conflicting_row(
                 lock: crate::engine::row_lock::RowLock::waiting(LockMode::Exclusive),
                 compact_local: None,
             };
-            op.partition = key_partition(&ta, &t.def.primary_key, k).ok().flatten();
+            op.partition = key_partition(&ta, &t.def.primary_key, k, zone).ok().flatten();
         }
-        let r =
-            txn.execute(vec![op], ExecType::NoCommit).await.map_err(|e| error_map::from_client(e, &table_ctx(t)))?;
+        // The row's values are wall times of the session zone, and so is the
+        // row read.
+        let r = ts_zone::execute(txn, vec![op], ExecType::NoCommit, &t.def, zone)
+            .await
+            .map_err(|e| error_map::from_client(e, &table_ctx(t)))?;
         if let Some(OpResult::Ok(Some(row))) = r.into_iter().next() {
             return Ok(Some(row));
         }
@@ -1177,15 +1227,19 @@ async fn replace_row(
     fk: Option<&Fk<'_>>,
     ctx: &mut EvalCtx<'_>,
 ) -> Result<u64, SqlError> {
+    let tz = ctx.tz.clone();
     let mut affected = 0;
     let mut err = e.clone();
     // Delete every row the new one collides with, then insert (at most a few rounds).
     for _ in 0..8 {
-        let Some(old) = conflicting_row(txn, t, row, &err).await? else { return Err(dup_error(t, &err, row)) };
-        let oldp = row_partition(part, &t.def, &old)?;
-        let del = op_for(t, OpKind::Delete, pk_of(&t.def, &old), vec![], oldp);
+        let Some(old) = conflicting_row(txn, t, row, &err, tz.as_deref()).await? else {
+            return Err(dup_error(t, &err, row));
+        };
+        let oldp = row_partition(part, &t.def, &old, tz.as_deref())?;
+        let del = op_for(tz.as_deref(), t, OpKind::Delete, pk_of(&t.def, &old), vec![], oldp);
         exec_ops(txn, vec![del], t).await?;
         undo.push(op_for(
+            tz.as_deref(),
             t,
             OpKind::Insert,
             pk_of(&t.def, &old),
@@ -1198,6 +1252,7 @@ async fn replace_row(
             fx.on_delete(txn, t, &old, ctx, 0).await?;
         }
         let ins = op_for(
+            tz.as_deref(),
             t,
             OpKind::Insert,
             pk_of(&t.def, row),
@@ -1206,7 +1261,7 @@ async fn replace_row(
         );
         match exec_ops(txn, vec![ins], t).await?.into_iter().next() {
             Some(OpResult::Ok(_)) => {
-                undo.push(op_for(t, OpKind::Delete, pk_of(&t.def, row), vec![], p));
+                undo.push(op_for(tz.as_deref(), t, OpKind::Delete, pk_of(&t.def, row), vec![], p));
                 return Ok(affected + 1);
             }
             Some(OpResult::Err(e2)) if is_dup(&e2) => err = e2,
@@ -1230,13 +1285,13 @@ async fn upsert_row(
     found_rows: bool,
     fk: Option<&Fk<'_>>,
 ) -> Result<u64, SqlError> {
-    let Some(old) = conflicting_row(txn, t, row, e).await? else { return Err(dup_error(t, e, row)) };
+    let Some(old) = conflicting_row(txn, t, row, e, ctx.tz.as_deref()).await? else { return Err(dup_error(t, e, row)) };
     let mut both = old.clone();
     both.extend_from_slice(row);
     let mut new = old.clone();
     for (c, ex) in assigns {
         let v = eval(ex, &both, ctx)?;
-        let v = store_col(t, *c as usize, v, 1, &mut ctx.warnings)?;
+        let v = store_col(t, *c as usize, v, 1, ctx.tz.as_deref(), &mut ctx.warnings)?;
         new[*c as usize] = v.clone();
         both[*c as usize] = v;
     }
@@ -1277,7 +1332,7 @@ pub(crate) async fn apply_update(
     fk: Option<&Fk<'_>>,
     ctx: &mut EvalCtx<'_>,
 ) -> Result<(), SqlError> {
-    write_update(txn, t, part, old, new, changed, undo).await?;
+    write_update(txn, t, part, old, new, changed, undo, &ctx.tz).await?;
     if let Some(fx) = fk {
         let cols: Vec<ColumnId> = changed.iter().map(|(c, _)| *c).collect();
         fx.check_parents(txn, t, new, Some(&cols)).await?;
@@ -1286,6 +1341,7 @@ pub(crate) async fn apply_update(
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn write_update(
     txn: &mut Transaction,
     t: &SqlTable,
@@ -1294,21 +1350,22 @@ async fn write_update(
     new: &[Value],
     changed: &[(ColumnId, Value)],
     undo: &mut Vec<KeyOp>,
+    tz: &SessionZone,
 ) -> Result<(), SqlError> {
-    let oldp = row_partition(part, &t.def, old)?;
-    let newp = row_partition(part, &t.def, new)?;
+    let oldp = row_partition(part, &t.def, old, tz.as_deref())?;
+    let newp = row_partition(part, &t.def, new, tz.as_deref())?;
     let key_changed = changed.iter().any(|(c, _)| t.def.primary_key.contains(c));
     let full = |r: &[Value]| r.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect::<Vec<_>>();
     if key_changed || oldp != newp {
-        let del = op_for(t, OpKind::Delete, pk_of(&t.def, old), vec![], oldp);
-        let ins = op_for(t, OpKind::Insert, pk_of(&t.def, new), full(new), newp);
+        let del = op_for(tz.as_deref(), t, OpKind::Delete, pk_of(&t.def, old), vec![], oldp);
+        let ins = op_for(tz.as_deref(), t, OpKind::Insert, pk_of(&t.def, new), full(new), newp);
         let res = exec_ops(txn, vec![del, ins], t).await?;
         if let Some(OpResult::Ok(_)) = res.first() {
-            undo.push(op_for(t, OpKind::Insert, pk_of(&t.def, old), full(old), oldp));
+            undo.push(op_for(tz.as_deref(), t, OpKind::Insert, pk_of(&t.def, old), full(old), oldp));
         }
         match res.get(1) {
             Some(OpResult::Ok(_)) => {
-                undo.push(op_for(t, OpKind::Delete, pk_of(&t.def, new), vec![], newp));
+                undo.push(op_for(tz.as_deref(), t, OpKind::Delete, pk_of(&t.def, new), vec![], newp));
                 Ok(())
             }
             Some(OpResult::Err(e)) if is_dup(e) => Err(dup_error(t, e, new)),
@@ -1316,12 +1373,12 @@ async fn write_update(
             None => Err(SqlError::internal("no result")),
         }
     } else {
-        let op = op_for(t, OpKind::Update, pk_of(&t.def, old), changed.to_vec(), oldp);
+        let op = op_for(tz.as_deref(), t, OpKind::Update, pk_of(&t.def, old), changed.to_vec(), oldp);
         match exec_ops(txn, vec![op], t).await?.into_iter().next() {
             Some(OpResult::Ok(_)) => {
                 let back: Vec<(ColumnId, Value)> =
                     changed.iter().map(|(c, _)| (*c, old[*c as usize].clone())).collect();
-                undo.push(op_for(t, OpKind::Update, pk_of(&t.def, old), back, oldp));
+                undo.push(op_for(tz.as_deref(), t, OpKind::Update, pk_of(&t.def, old), back, oldp));
                 Ok(())
             }
             Some(OpResult::Err(e)) if is_dup(&e) => Err(dup_error(t, &e, new)),
@@ -1580,7 +1637,7 @@ pub async fn execute_update(
     }
 
     txn_control::begin_statement(engine, session);
-    let fk = Fk { engine };
+    let fk = Fk { engine, zone: ctx.tz.clone() };
     let guard = if fk_on { Some(StmtGuard::begin(session).await) } else { None };
     let res = match (session.txn.as_mut(), guard.as_ref()) {
         (_, Some(Err(e))) => Err(e.clone()),
@@ -1619,13 +1676,13 @@ async fn update_general(
         let mut new = old.clone();
         for (c, e) in &rs.sets {
             let v = eval(e, &new, ctx)?;
-            new[*c as usize] = store_col(t, *c as usize, v, ri as u64 + 1, &mut ctx.warnings)?;
+            new[*c as usize] = store_col(t, *c as usize, v, ri as u64 + 1, ctx.tz.as_deref(), &mut ctx.warnings)?;
         }
         // ON UPDATE columns take the time before generated columns and
         // checks read the row.
         if !on_update.is_empty() && assigned_change(t, old, &new) {
             for c in &on_update {
-                new[*c as usize] = Value::DateTime(ctx.now());
+                new[*c as usize] = Value::DateTime(ctx.now_local());
             }
         }
         check_constraints::complete_row(t, &mut new, ctx, ri as u64 + 1)?;
@@ -1665,6 +1722,7 @@ async fn update_by_keys(
 ) -> Result<QueryOutput, SqlError> {
     let t = &rs.table;
     let def = &t.def;
+    let tz = ctx.tz.clone();
     let mut values: Vec<(ColumnId, Value)> = Vec::new();
     let mut increments: Vec<(ColumnId, Value)> = Vec::new();
     for (c, e) in &rs.sets {
@@ -1672,7 +1730,7 @@ async fn update_by_keys(
         if let Some(d) = as_increment(*c, e, t) {
             let dv = eval(&d, &[], &mut ctx)?;
             if dv.is_null() {
-                values.push((*c, store_value(Value::Null, col, 1, &mut ctx.warnings)?));
+                values.push((*c, store_value(Value::Null, col, 1, None, &mut ctx.warnings)?));
             } else {
                 let n = vals::to_num(&dv, &mut ctx.warnings).unwrap_or(Num::I(0));
                 let i = round_to_int(n).ok_or_else(|| out_of_range(col, 1))?;
@@ -1681,7 +1739,7 @@ async fn update_by_keys(
             }
         } else {
             let v = eval(e, &[], &mut ctx)?;
-            values.push((*c, store_col(t, *c as usize, v, 1, &mut ctx.warnings)?));
+            values.push((*c, store_col(t, *c as usize, v, 1, ctx.tz.as_deref(), &mut ctx.warnings)?));
         }
     }
     let ta = TableAccess {
@@ -1696,13 +1754,13 @@ async fn update_by_keys(
     let read_cols: Vec<ColumnId> = values.iter().map(|(c, _)| *c).collect();
     let mut ops = Vec::with_capacity(keys.len() * 2);
     for k in &keys {
-        let Ok(p) = key_partition(&ta, &def.primary_key, k) else { continue };
+        let Ok(p) = key_partition(&ta, &def.primary_key, k, tz.as_deref()) else { continue };
         if !values.is_empty() {
-            let mut rd = op_for(t, OpKind::Read, k.clone(), vec![], p);
+            let mut rd = op_for(tz.as_deref(), t, OpKind::Read, k.clone(), vec![], p);
             rd.projection = read_cols.clone();
             ops.push(rd);
         }
-        let mut op = op_for(t, OpKind::Update, k.clone(), values.clone(), p);
+        let mut op = op_for(tz.as_deref(), t, OpKind::Update, k.clone(), values.clone(), p);
         op.increments = increments.clone();
         ops.push(op);
     }
@@ -1712,12 +1770,12 @@ async fn update_by_keys(
     let alone = autocommit_alone(session) && keys.len() == 1;
     let res = if alone {
         let mut txn = engine.client().begin();
-        run_ops(&mut txn, ops, true, t).await.map_err(|e| fix_col(e, def, &rs.sets))?
+        run_ops(&mut txn, ops, true, t, tz.as_deref()).await.map_err(|e| fix_col(e, def, &rs.sets))?
     } else {
         txn_control::begin_statement(engine, session);
         let r = match session.txn.as_mut() {
             Some(txn) => {
-                let r = run_ops(txn, ops, false, t).await;
+                let r = run_ops(txn, ops, false, t, tz.as_deref()).await;
                 match r {
                     Ok(res) => {
                         // An operation error (e.g. out of range increment): undo the applied ones.
@@ -1733,22 +1791,24 @@ async fn update_by_keys(
                                         let back: Vec<(ColumnId, Value)> =
                                             read_cols.iter().cloned().zip(old.iter().cloned()).collect();
                                         undo.push(op_for(
+                                            tz.as_deref(),
                                             t,
                                             OpKind::Update,
                                             k.clone(),
                                             back,
-                                            key_partition(&ta, &def.primary_key, k).ok().flatten(),
+                                            key_partition(&ta, &def.primary_key, k, tz.as_deref()).ok().flatten(),
                                         ));
                                     }
                                 } else if per == 1 {
                                     if let OpResult::Ok(_) = r {
                                         let k = &keys[i];
                                         let mut op = op_for(
+                                            tz.as_deref(),
                                             t,
                                             OpKind::Update,
                                             k.clone(),
                                             vec![],
-                                            key_partition(&ta, &def.primary_key, k).ok().flatten(),
+                                            key_partition(&ta, &def.primary_key, k, tz.as_deref()).ok().flatten(),
                                         );
                                         op.increments = increments
                                             .iter()
@@ -1800,17 +1860,25 @@ async fn update_by_keys(
     Ok(QueryOutput::Ok { affected_rows: if found_rows { matched } else { changed }, last_insert_id: 0, info })
 }
 
+/// Execute `ops` (made by `op_for`, so in UTC already); rows read come back
+/// in the session zone (`zone`).
 async fn run_ops(
     txn: &mut Transaction,
     ops: Vec<KeyOp>,
     commit: bool,
     t: &SqlTable,
+    zone: Option<&Zone>,
 ) -> Result<Vec<OpResult>, SqlError> {
-    if commit {
-        txn.execute(ops, ExecType::Commit).await.map_err(|e| error_map::from_client(e, &table_ctx(t)))
+    let zone = zone.filter(|_| ts_zone::has_timestamp(&t.def));
+    let projections: Vec<Vec<ColumnId>> =
+        if zone.is_some() { ops.iter().map(|o| o.projection.clone()).collect() } else { Vec::new() };
+    let mut res = if commit {
+        txn.execute(ops, ExecType::Commit).await.map_err(|e| error_map::from_client(e, &table_ctx(t)))?
     } else {
-        exec_ops(txn, ops, t).await
-    }
+        exec_ops(txn, ops, t).await?
+    };
+    ts_zone::results_to_local(&mut res, &projections, &t.def, zone);
+    Ok(res)
 }
 
 /// Put the column name into a node error message mapped without one ('?').
@@ -1898,6 +1966,7 @@ pub async fn execute_delete(
 
     let fk_on = fk_enforce::active(session, &t);
     // Fast path: delete by primary keys.
+    let tz = ctx.tz.clone();
     if let (Access::PkLookup { keys }, false) = (&rs.access, fk_on) {
         if only_pk_conjuncts(def, &rs.conj) && rs.order.is_empty() && rs.limit.is_none() && autocommit_alone(session) {
             if let Some(keys) = plan::eval_keys(keys, &def.primary_key, def, &mut ctx)? {
@@ -1913,9 +1982,9 @@ pub async fn execute_delete(
                 let ops: Vec<KeyOp> = keys
                     .iter()
                     .filter_map(|k| {
-                        key_partition(&ta, &def.primary_key, k)
+                        key_partition(&ta, &def.primary_key, k, tz.as_deref())
                             .ok()
-                            .map(|p| op_for(&t, OpKind::Delete, k.clone(), vec![], p))
+                            .map(|p| op_for(tz.as_deref(), &t, OpKind::Delete, k.clone(), vec![], p))
                     })
                     .collect();
                 if ops.len() <= MAX_OPS_PER_BATCH {
@@ -1940,7 +2009,7 @@ pub async fn execute_delete(
     }
 
     txn_control::begin_statement(engine, session);
-    let fk = Fk { engine };
+    let fk = Fk { engine, zone: ctx.tz.clone() };
     let guard = if fk_on { Some(StmtGuard::begin(session).await) } else { None };
     let res = match (session.txn.as_mut(), guard.as_ref()) {
         (_, Some(Err(e))) => Err(e.clone()),
@@ -1965,7 +2034,7 @@ async fn delete_general(
     let t = &rs.table;
     let rows = target_rows(txn, rs, ctx).await?;
     let mut undo = Vec::new();
-    let gone = match delete_rows(txn, t, &rs.part, &rows, &mut undo).await {
+    let gone = match delete_rows(txn, t, &rs.part, &rows, &mut undo, &ctx.tz).await {
         Ok(g) => g,
         Err(e) => {
             compensate(txn, undo).await;
@@ -1995,13 +2064,14 @@ pub(crate) async fn delete_rows(
     part: &PartFn,
     rows: &[Row],
     undo: &mut Vec<KeyOp>,
+    tz: &SessionZone,
 ) -> Result<Vec<bool>, SqlError> {
     let mut ops = Vec::with_capacity(rows.len());
     let mut parts = Vec::with_capacity(rows.len());
     for r in rows {
-        let p = row_partition(part, &t.def, r)?;
+        let p = row_partition(part, &t.def, r, tz.as_deref())?;
         parts.push(p);
-        ops.push(op_for(t, OpKind::Delete, pk_of(&t.def, r), vec![], p));
+        ops.push(op_for(tz.as_deref(), t, OpKind::Delete, pk_of(&t.def, r), vec![], p));
     }
     let res = exec_ops(txn, ops, t).await?;
     let mut gone = Vec::with_capacity(rows.len());
@@ -2009,7 +2079,7 @@ pub(crate) async fn delete_rows(
         match r {
             OpResult::Ok(_) => {
                 gone.push(true);
-                undo.push(reinsert(t, &rows[i], parts[i]));
+                undo.push(reinsert(t, &rows[i], parts[i], tz));
             }
             OpResult::Err(e) if e.code == ErrorCode::NoSuchRow => gone.push(false),
             OpResult::Err(e) => return Err(error_map::from_node(e, &table_ctx(t))),
@@ -2018,9 +2088,9 @@ pub(crate) async fn delete_rows(
     Ok(gone)
 }
 
-fn reinsert(t: &SqlTable, row: &[Value], p: Option<PartitionId>) -> KeyOp {
+fn reinsert(t: &SqlTable, row: &[Value], p: Option<PartitionId>, tz: &SessionZone) -> KeyOp {
     let full = row.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect();
-    op_for(t, OpKind::Insert, pk_of(&t.def, row), full, p)
+    op_for(tz.as_deref(), t, OpKind::Insert, pk_of(&t.def, row), full, p)
 }
 
 #[cfg(test)]
@@ -2044,38 +2114,38 @@ mod tests {
     fn strict_mode_errors() {
         let mut w = Warnings::default();
         let int = col(ColumnType::Int { unsigned: false });
-        assert_eq!(store_value(Value::Int(5), &int, 1, &mut w).unwrap(), Value::Int(5));
-        assert_eq!(store_value(Value::str(" 7 "), &int, 1, &mut w).unwrap(), Value::Int(7));
-        assert_eq!(store_value(Value::str("2.5"), &int, 1, &mut w).unwrap(), Value::Int(3));
+        assert_eq!(store_value(Value::Int(5), &int, 1, None, &mut w).unwrap(), Value::Int(5));
+        assert_eq!(store_value(Value::str(" 7 "), &int, 1, None, &mut w).unwrap(), Value::Int(7));
+        assert_eq!(store_value(Value::str("2.5"), &int, 1, None, &mut w).unwrap(), Value::Int(3));
         assert_eq!(
-            store_value(Value::Int(1 << 40), &int, 2, &mut w).unwrap_err().message,
+            store_value(Value::Int(1 << 40), &int, 2, None, &mut w).unwrap_err().message,
             "Out of range value for column 'c' at row 2"
         );
-        let e = store_value(Value::str("abc"), &int, 1, &mut w).unwrap_err();
+        let e = store_value(Value::str("abc"), &int, 1, None, &mut w).unwrap_err();
         assert_eq!((e.code, e.message.as_str()), (1366, "Incorrect integer value: 'abc' for column 'c' at row 1"));
-        assert_eq!(store_value(Value::str("12abc"), &int, 1, &mut w).unwrap_err().code, 1265);
-        assert_eq!(store_value(Value::Null, &int, 1, &mut w).unwrap_err().message, "Column 'c' cannot be null");
+        assert_eq!(store_value(Value::str("12abc"), &int, 1, None, &mut w).unwrap_err().code, 1265);
+        assert_eq!(store_value(Value::Null, &int, 1, None, &mut w).unwrap_err().message, "Column 'c' cannot be null");
         let tiny = col(ColumnType::TinyInt { unsigned: true });
-        assert_eq!(store_value(Value::Int(-1), &tiny, 1, &mut w).unwrap_err().code, 1264);
+        assert_eq!(store_value(Value::Int(-1), &tiny, 1, None, &mut w).unwrap_err().code, 1264);
         let vc = col(ColumnType::Varchar { len: 3, collation: norr_signals::Collation::CaseInsensitive });
         assert_eq!(
-            store_value(Value::str("abcd"), &vc, 1, &mut w).unwrap_err().message,
+            store_value(Value::str("abcd"), &vc, 1, None, &mut w).unwrap_err().message,
             "Data too long for column 'c' at row 1"
         );
-        assert_eq!(store_value(Value::Int(12), &vc, 1, &mut w).unwrap(), Value::str("12"));
+        assert_eq!(store_value(Value::Int(12), &vc, 1, None, &mut w).unwrap(), Value::str("12"));
         let dec = col(ColumnType::Decimal { precision: 5, scale: 2 });
         assert_eq!(
-            store_value(Value::str("1.005"), &dec, 1, &mut w).unwrap(),
+            store_value(Value::str("1.005"), &dec, 1, None, &mut w).unwrap(),
             Value::Decimal(norr_signals::Decimal { mantissa: 101, scale: 2 })
         );
-        assert_eq!(store_value(Value::Int(1000), &dec, 1, &mut w).unwrap_err().code, 1264);
+        assert_eq!(store_value(Value::Int(1000), &dec, 1, None, &mut w).unwrap_err().code, 1264);
         let d = col(ColumnType::Date);
-        assert_eq!(store_value(Value::str("2024-13-01"), &d, 1, &mut w).unwrap_err().code, 1292);
+        assert_eq!(store_value(Value::str("2024-13-01"), &d, 1, None, &mut w).unwrap_err().code, 1292);
         assert_eq!(
-            store_value(Value::str("2024-02-29"), &d, 1, &mut w).unwrap(),
+            store_value(Value::str("2024-02-29"), &d, 1, None, &mut w).unwrap(),
             Value::Date(norr_signals::Date { year: 2024, month: 2, day: 29 })
         );
         let dbl = col(ColumnType::Double);
-        assert_eq!(store_value(Value::str("1e3"), &dbl, 1, &mut w).unwrap(), Value::Double(1000.0));
+        assert_eq!(store_value(Value::str("1e3"), &dbl, 1, None, &mut w).unwrap(), Value::Double(1000.0));
     }
 }

@@ -7,6 +7,7 @@ use crate::engine::error_map::{self, ErrCtx};
 use crate::engine::expr::compile::{AggKind, AggSpec, ScopeCol, SubKind};
 use crate::engine::expr::value::{self as vals, order_cmp, Coll, Num};
 use crate::engine::expr::{eval, eval_pred, is_row_independent, CExpr, CmpKind, EvalCtx, SubResult};
+use crate::engine::functions::tz::Zone;
 use crate::engine::partition::{constraints_from, ColRange};
 use crate::engine::plan::{self, Access, KeyConv};
 use crate::engine::query::{Compiled, OrderKey, QueryNode, SelectPlan, SetOpPlan, Source, SourceKind, TableAccess};
@@ -67,9 +68,20 @@ async fn scan_rows(
     def: &TableDef,
 ) -> Result<Vec<Row>, SqlError> {
     let err = |e| error_map::from_client(e, &table_err(def));
+    // TIMESTAMP values come in UTC: the session sees its zone's wall time.
+    let zone = ctx.zone().filter(|_| crate::engine::ts_zone::has_timestamp(def));
+    let projection = if zone.is_some() { spec.projection.clone() } else { Vec::new() };
+    let to_local = |mut rows: Vec<Row>| {
+        if zone.is_some() {
+            for r in rows.iter_mut() {
+                crate::engine::ts_zone::row_to_local(r, def, &projection, zone);
+            }
+        }
+        rows
+    };
     let mut scan = rd.scan(spec).await.map_err(err)?;
     let Some(entry) = ctx.stop.as_deref() else {
-        return scan.collect_all().await.map_err(err);
+        return scan.collect_all().await.map_err(err).map(to_local);
     };
     let mut rows = Vec::new();
     loop {
@@ -83,7 +95,7 @@ async fn scan_rows(
         match batch {
             Some(mut b) if rows.is_empty() => rows = std::mem::take(&mut b),
             Some(mut b) => rows.append(&mut b),
-            None => return Ok(rows),
+            None => return Ok(to_local(rows)),
         }
     }
 }
@@ -119,6 +131,7 @@ pub fn make_ctx<'p>(
 ) -> Result<EvalCtx<'p>, SqlError> {
     let mut ctx = EvalCtx::new(params);
     ctx.current_db = session.current_db.clone();
+    ctx.tz = session.time_zone.clone();
     ctx.connection_id = session.connection_id;
     ctx.stop = Some(session.entry.clone());
     ctx.last_insert_id = session.last_insert_id;
@@ -481,8 +494,16 @@ fn prune_constraints(
 ) -> Result<Vec<(ColumnId, ColRange)>, SqlError> {
     let mut cmps = Vec::new();
     let mut ins = Vec::new();
+    // Partition functions read a TIMESTAMP's stored UTC moment
+    // (`partition_of_local_row`), these values are the session's wall time:
+    // no pruning on such a column under a zone other than UTC.
+    let zoned = ctx.zone().is_some();
     let conv = |c: usize, v: Value| -> Option<Value> {
-        match plan::key_value(&v, def.columns.get(c)?) {
+        let col = def.columns.get(c)?;
+        if zoned && matches!(col.ty, norr_signals::ColumnType::Timestamp) {
+            return None;
+        }
+        match plan::key_value(&v, col) {
             KeyConv::Val(x) => Some(x),
             _ => None,
         }
@@ -548,7 +569,13 @@ pub fn scan_partitions(t: &TableAccess, ctx: &mut EvalCtx) -> Result<Option<Vec<
 
 /// Partition of a keyed operation on a user-partitioned table (None otherwise).
 /// Err(()) = no partition can hold the key.
-pub fn key_partition(t: &TableAccess, key_cols: &[ColumnId], key: &[Value]) -> Result<Option<PartitionId>, ()> {
+/// `zone`: the session zone, whose wall times the key's TIMESTAMP values are.
+pub fn key_partition(
+    t: &TableAccess,
+    key_cols: &[ColumnId],
+    key: &[Value],
+    zone: Option<&Zone>,
+) -> Result<Option<PartitionId>, ()> {
     if !t.part.is_user() {
         return Ok(None);
     }
@@ -560,7 +587,7 @@ pub fn key_partition(t: &TableAccess, key_cols: &[ColumnId], key: &[Value]) -> R
     if !t.part.columns().iter().all(|c| key_cols.contains(c)) {
         return Ok(None);
     }
-    t.part.partition_of_row(def, &row).map_err(|_| ())
+    t.part.partition_of_local_row(def, &row, zone).map_err(|_| ())
 }
 
 fn read_op(t: &TableAccess, lock: RowLock, key: KeyAccess, partition: Option<PartitionId>) -> KeyOp {
@@ -620,14 +647,17 @@ fn widen(t: &TableAccess, mut r: Vec<Value>) -> Row {
 
 /// Key reads (pk or unique); results in key order, missing rows skipped.
 /// Returns (key index, row) pairs.
+/// Keys hold the session zone's wall time for TIMESTAMP columns (`zone`,
+/// None: UTC), and so do the rows returned.
 pub async fn read_keys(
     rd: &mut Reader<'_>,
     t: &TableAccess,
     index: Option<norr_signals::IndexId>,
     cols: &[ColumnId],
     keys: Vec<Vec<Value>>,
+    zone: Option<&Zone>,
 ) -> Result<Vec<(usize, Row)>, SqlError> {
-    read_keys_with(rd, t, t.lock, index, cols, keys).await
+    read_keys_with(rd, t, t.lock, index, cols, keys, zone).await
 }
 
 /// `read_keys` under `lock` rather than the table access's own. A row
@@ -639,13 +669,16 @@ pub async fn read_keys_with(
     index: Option<norr_signals::IndexId>,
     cols: &[ColumnId],
     keys: Vec<Vec<Value>>,
+    zone: Option<&Zone>,
 ) -> Result<Vec<(usize, Row)>, SqlError> {
+    let def = &t.table.def;
+    let zone = zone.filter(|_| crate::engine::ts_zone::has_timestamp(def));
     let mut out = Vec::with_capacity(keys.len());
     let mut ops = Vec::with_capacity(keys.len().min(MAX_OPS_PER_BATCH));
     let mut idx = Vec::with_capacity(keys.len().min(MAX_OPS_PER_BATCH));
     let total = keys.len();
     for (i, k) in keys.into_iter().enumerate() {
-        let part = match key_partition(t, cols, &k) {
+        let part = match key_partition(t, cols, &k, zone) {
             Ok(p) => p,
             Err(()) => continue,
         };
@@ -656,10 +689,18 @@ pub async fn read_keys_with(
         ops.push(read_op(t, lock, access, part));
         idx.push(i);
         if ops.len() == MAX_OPS_PER_BATCH || i + 1 == total {
-            let res = rd
+            crate::engine::ts_zone::ops_to_utc(&mut ops, def, zone);
+            let mut res = rd
                 .key_ops(std::mem::take(&mut ops))
                 .await
                 .map_err(|e| error_map::from_client(e, &table_err(&t.table.def)))?;
+            if zone.is_some() {
+                for r in res.iter_mut() {
+                    if let OpResult::Ok(Some(row)) = r {
+                        crate::engine::ts_zone::row_to_local(row, def, &t.needed, zone);
+                    }
+                }
+            }
             for (j, r) in res.into_iter().enumerate() {
                 match r {
                     OpResult::Ok(Some(row)) => out.push((idx[j], widen(t, row))),
@@ -672,7 +713,15 @@ pub async fn read_keys_with(
         }
     }
     if !ops.is_empty() {
-        let res = rd.key_ops(ops).await.map_err(|e| error_map::from_client(e, &table_err(&t.table.def)))?;
+        crate::engine::ts_zone::ops_to_utc(&mut ops, def, zone);
+        let mut res = rd.key_ops(ops).await.map_err(|e| error_map::from_client(e, &table_err(&t.table.def)))?;
+        if zone.is_some() {
+            for r in res.iter_mut() {
+                if let OpResult::Ok(Some(row)) = r {
+                    crate::engine::ts_zone::row_to_local(row, def, &t.needed, zone);
+                }
+            }
+        }
         for (j, r) in res.into_iter().enumerate() {
             match r {
                 OpResult::Ok(Some(row)) => out.push((idx[j], widen(t, row))),
@@ -787,7 +836,7 @@ pub async fn fetch_table_with(
         Some((index, cols, keys)) => {
             // Not `collect()`: that would reuse the (index, row) buffer and
             // reallocate it to the smaller element size.
-            let found = read_keys_with(rd, t, lock, index, cols, keys).await?;
+            let found = read_keys_with(rd, t, lock, index, cols, keys, ctx.zone()).await?;
             let mut rows = Vec::with_capacity(found.len());
             rows.extend(found.into_iter().map(|(_, r)| r));
             rows
@@ -916,7 +965,15 @@ pub(crate) async fn join_source(
                 let mut ok = true;
                 for (e, col) in l.keys.iter().zip(&l.cols) {
                     let v = eval(e, r, ctx)?;
-                    match plan::key_value(&v, &t.table.def.columns[*col as usize]) {
+                    let zone = ctx.zone();
+                    match crate::engine::ts_zone::zoned_value(
+                        &v,
+                        &t.table.def.columns[*col as usize],
+                        zone,
+                        crate::engine::ts_zone::Use::JoinLookup,
+                    )
+                    .0
+                    {
                         KeyConv::Val(x) => k.push(x),
                         _ => {
                             ok = false;
@@ -936,7 +993,7 @@ pub(crate) async fn join_source(
                 });
                 key_of_row.push(Some(ki));
             }
-            let found = read_keys(rd, t, l.index, &l.cols, keys).await?;
+            let found = read_keys(rd, t, l.index, &l.cols, keys, ctx.zone()).await?;
             let mut by_key: HashMap<usize, Row> = HashMap::with_capacity(found.len());
             'found: for (ki, row) in found {
                 for lc in t.row_local() {

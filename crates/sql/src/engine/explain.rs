@@ -101,7 +101,7 @@ pub fn access_row(
                         row[*c as usize] = v.clone();
                     }
                     if ta.part.columns().iter().all(|c| def.primary_key.contains(c)) {
-                        if let Ok(Some(p)) = ta.part.partition_of_row(def, &row) {
+                        if let Ok(Some(p)) = ta.part.partition_of_local_row(def, &row, ctx.zone()) {
                             if !ps.contains(&p) {
                                 ps.push(p);
                             }

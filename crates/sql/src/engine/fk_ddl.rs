@@ -370,8 +370,15 @@ async fn check_existing_rows(e: &Engine, t: &SqlTable, f: &ForeignKey) -> Result
         if r.iter().any(|v| v.is_null()) {
             continue;
         }
-        if !crate::engine::fk_enforce::parent_exists(&mut txn, f, &parent, &r, norr_signals::LockMode::CommittedRead)
-            .await?
+        if !crate::engine::fk_enforce::parent_exists(
+            &mut txn,
+            f,
+            &parent,
+            &r,
+            norr_signals::LockMode::CommittedRead,
+            None,
+        )
+        .await?
         {
             let _ = txn.rollback().await;
             return Err(fk::no_referenced_row(f, &t.db, &t.name));

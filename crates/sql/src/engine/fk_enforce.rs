@@ -25,9 +25,11 @@ use crate::engine::exec::{self, Reader, Row};
 use crate::engine::expr::value::Coll;
 use crate::engine::expr::{CExpr, CmpKind, EvalCtx};
 use crate::engine::fk::{self, FkAction, ForeignKey, ParentKey, MAX_CASCADE_DEPTH};
+use crate::engine::functions::tz::{SessionZone, Zone};
 use crate::engine::partition::PartFn;
 use crate::engine::plan;
 use crate::engine::query::TableAccess;
+use crate::engine::ts_zone;
 use crate::engine::Engine;
 use crate::types::{Session, SqlError};
 use norr_client::{Savepoint, Transaction};
@@ -54,13 +56,15 @@ fn coll_of(ty: &ColumnType) -> Coll {
 }
 
 /// Is there a parent row for child key values `vals` (in `f.columns`
-/// order)? Read with `lock` in `txn`.
+/// order)? Read with `lock` in `txn`. `zone`: the session zone whose wall
+/// time TIMESTAMP values are (None: UTC, or values as stored).
 pub async fn parent_exists(
     txn: &mut Transaction,
     f: &ForeignKey,
     parent: &SqlTable,
     vals: &[Value],
     lock: LockMode,
+    zone: Option<&Zone>,
 ) -> Result<bool, SqlError> {
     let Some(key) = fk::parent_key(f, parent) else { return Ok(false) };
     let Some(ids) = col_ids(parent, &f.ref_columns) else { return Ok(false) };
@@ -90,7 +94,9 @@ pub async fn parent_exists(
         abort_on_error: false,
     };
     let ctx = ErrCtx::table(&parent.db, &parent.name);
-    let r = txn.execute(vec![op], ExecType::NoCommit).await.map_err(|e| error_map::from_client(e, &ctx))?;
+    let r = ts_zone::execute(txn, vec![op], ExecType::NoCommit, &parent.def, zone)
+        .await
+        .map_err(|e| error_map::from_client(e, &ctx))?;
     match r.into_iter().next() {
         Some(OpResult::Ok(Some(_))) => Ok(true),
         Some(OpResult::Ok(None)) => Ok(false),
@@ -103,6 +109,8 @@ pub async fn parent_exists(
 /// Foreign-key work of one statement.
 pub struct Fk<'a> {
     pub engine: &'a Engine,
+    /// The session zone (`EvalCtx::tz`): rows and keys hold its wall time.
+    pub zone: SessionZone,
 }
 
 impl Fk<'_> {
@@ -134,7 +142,7 @@ impl Fk<'_> {
             let Some(parent) = self.table(&f.ref_db, &f.ref_table, t).await? else {
                 return Err(fk::no_referenced_row(f, &t.db, &t.name));
             };
-            if !parent_exists(txn, f, &parent, &vals, LockMode::Shared).await? {
+            if !parent_exists(txn, f, &parent, &vals, LockMode::Shared, self.zone.as_deref()).await? {
                 return Err(fk::no_referenced_row(f, &t.db, &t.name));
             }
         }
@@ -210,7 +218,7 @@ impl Fk<'_> {
                 _ if depth + 1 > MAX_CASCADE_DEPTH => return Err(fk::depth_exceeded()),
                 FkAction::Cascade if new.is_none() => {
                     for row in rows {
-                        if delete_row(txn, &child, &row).await? {
+                        if delete_row(txn, &child, &row, self.zone.as_deref()).await? {
                             Box::pin(self.on_delete(txn, &child, &row, ctx, depth + 1)).await?;
                         }
                     }
@@ -235,7 +243,7 @@ impl Fk<'_> {
                         if let Some(g) = &child.generated {
                             written.extend(g.ids().filter(|c| to[*c as usize] != row[*c as usize]));
                         }
-                        update_row(txn, &child, &row, &to, &written).await?;
+                        update_row(txn, &child, &row, &to, &written, self.zone.as_deref()).await?;
                         // The child's own columns may be referenced further down.
                         Box::pin(self.on_update(txn, &child, &row, &to, ctx, depth + 1)).await?;
                     }
@@ -299,16 +307,18 @@ fn key_op(t: &SqlTable, kind: OpKind, row: &[Value], values: Vec<(ColumnId, Valu
     }
 }
 
-async fn run(txn: &mut Transaction, t: &SqlTable, op: KeyOp) -> Result<OpResult, SqlError> {
+async fn run(txn: &mut Transaction, t: &SqlTable, op: KeyOp, zone: Option<&Zone>) -> Result<OpResult, SqlError> {
     let ctx = ErrCtx::table(&t.db, &t.name);
-    let r = txn.execute(vec![op], ExecType::NoCommit).await.map_err(|e| error_map::from_client(e, &ctx))?;
+    let r = ts_zone::execute(txn, vec![op], ExecType::NoCommit, &t.def, zone)
+        .await
+        .map_err(|e| error_map::from_client(e, &ctx))?;
     r.into_iter().next().ok_or_else(|| SqlError::internal("no result"))
 }
 
 /// Delete a child row by its key; false if it was gone already (a row
 /// reached twice through a cycle).
-async fn delete_row(txn: &mut Transaction, t: &SqlTable, row: &[Value]) -> Result<bool, SqlError> {
-    match run(txn, t, key_op(t, OpKind::Delete, row, vec![])).await? {
+async fn delete_row(txn: &mut Transaction, t: &SqlTable, row: &[Value], zone: Option<&Zone>) -> Result<bool, SqlError> {
+    match run(txn, t, key_op(t, OpKind::Delete, row, vec![]), zone).await? {
         OpResult::Ok(_) => Ok(true),
         OpResult::Err(e) if e.code == ErrorCode::NoSuchRow => Ok(false),
         OpResult::Err(e) => Err(error_map::from_node(&e, &ErrCtx::table(&t.db, &t.name))),
@@ -323,18 +333,19 @@ async fn update_row(
     old: &[Value],
     new: &[Value],
     cols: &[ColumnId],
+    zone: Option<&Zone>,
 ) -> Result<(), SqlError> {
     let ctx = ErrCtx::table(&t.db, &t.name);
     let key_changed = cols.iter().any(|c| t.def.primary_key.contains(c));
     let r = if key_changed {
-        if !delete_row(txn, t, old).await? {
+        if !delete_row(txn, t, old, zone).await? {
             return Ok(());
         }
         let all = new.iter().cloned().enumerate().map(|(i, v)| (i as ColumnId, v)).collect();
-        run(txn, t, key_op(t, OpKind::Insert, new, all)).await?
+        run(txn, t, key_op(t, OpKind::Insert, new, all), zone).await?
     } else {
         let vals = cols.iter().map(|c| (*c, new[*c as usize].clone())).collect();
-        run(txn, t, key_op(t, OpKind::Update, old, vals)).await?
+        run(txn, t, key_op(t, OpKind::Update, old, vals), zone).await?
     };
     match r {
         OpResult::Ok(_) => Ok(()),

@@ -85,7 +85,8 @@ impl GenCols {
         for g in &self.cols {
             let e = g.expr.as_ref().map_err(|e| e.clone())?;
             let v = eval(e, row, ctx)?;
-            row[g.id as usize] = crate::engine::dml::store_col(t, g.id as usize, v, row_no, &mut ctx.warnings)?;
+            row[g.id as usize] =
+                crate::engine::dml::store_col(t, g.id as usize, v, row_no, ctx.tz.as_deref(), &mut ctx.warnings)?;
         }
         Ok(())
     }

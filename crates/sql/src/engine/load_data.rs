@@ -798,9 +798,16 @@ impl LoadJob {
 /// MySQL's non-strict conversion, which LOAD DATA LOCAL uses: try the strict
 /// one, and when it refuses the value, store the adjusted value MySQL would
 /// with a warning. Dates and times that do not parse stay errors.
-fn lenient_store(t: &SqlTable, c: usize, v: Value, row: u64, w: &mut Warnings) -> Result<Value, SqlError> {
+fn lenient_store(
+    t: &SqlTable,
+    c: usize,
+    v: Value,
+    row: u64,
+    zone: Option<&crate::engine::functions::tz::Zone>,
+    w: &mut Warnings,
+) -> Result<Value, SqlError> {
     let col = &t.def.columns[c];
-    let first = match dml::store_col(t, c, v.clone(), row, w) {
+    let first = match dml::store_col(t, c, v.clone(), row, zone, w) {
         Ok(x) => return Ok(x),
         Err(err) => err,
     };
@@ -819,10 +826,10 @@ fn lenient_store(t: &SqlTable, c: usize, v: Value, row: u64, w: &mut Warnings) -
         code => (code, first.message.clone()),
     };
     // The adjusted value may itself be out of range (a prefix of "9e99").
-    let stored = match dml::store_col(t, c, x.clone(), row, w) {
+    let stored = match dml::store_col(t, c, x.clone(), row, zone, w) {
         Ok(y) => y,
         Err(e2) if e2.code == 1264 => match clip_number(&x, &col.ty) {
-            Some(y) => dml::store_col(t, c, y, row, w)?,
+            Some(y) => dml::store_col(t, c, y, row, zone, w)?,
             None => return Err(first),
         },
         Err(_) => return Err(first),

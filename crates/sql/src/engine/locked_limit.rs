@@ -94,7 +94,7 @@ pub async fn pick(
         }
         let keys: Vec<Vec<Value>> =
             to_lock.iter().map(|&i| pk_pos.iter().map(|&c| candidates[i][c].clone()).collect()).collect();
-        let found = read_keys_with(rd, t, t.lock, None, &def.primary_key, keys).await?;
+        let found = read_keys_with(rd, t, t.lock, None, &def.primary_key, keys, ctx.zone()).await?;
         let mut fresh: Vec<Option<Row>> = vec![None; to_lock.len()];
         for (k, row) in found {
             fresh[k] = Some(row);

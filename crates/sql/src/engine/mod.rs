@@ -36,6 +36,7 @@ pub mod table_maintenance;
 pub mod table_stats;
 pub mod table_values;
 pub mod temp_tables;
+pub mod ts_zone;
 pub mod txn_control;
 pub mod user_lock_fns;
 pub mod user_locks;
@@ -549,6 +550,9 @@ impl Engine {
         }
         if let Some(Value::Int(a)) = vars::global_value("autocommit") {
             s.autocommit = a != 0;
+        }
+        if let Some(Value::Bytes(z)) = s.vars.get("time_zone") {
+            s.time_zone = functions::tz::session_zone(z);
         }
         s
     }

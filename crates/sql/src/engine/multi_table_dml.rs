@@ -495,7 +495,7 @@ pub async fn execute(
     let fk_on = ms.targets.iter().any(|t| fk_enforce::active(session, &t.table));
     let found_rows = session.client_found_rows;
     txn_control::begin_statement(engine, session);
-    let fk = Fk { engine };
+    let fk = Fk { engine, zone: ctx.tz.clone() };
     let guard = if fk_on { Some(StmtGuard::begin(session).await) } else { None };
     let res = match (session.txn.as_mut(), guard.as_ref()) {
         (_, Some(Err(e))) => Err(e.clone()),
@@ -594,13 +594,14 @@ async fn update_targets(
             let mut new = old.clone();
             for (c, at) in &t.sets {
                 let v = joined[*at].clone();
-                new[*c as usize] = dml::store_col(&t.table, *c as usize, v, row_no, &mut ctx.warnings)?;
+                new[*c as usize] =
+                    dml::store_col(&t.table, *c as usize, v, row_no, ctx.tz.as_deref(), &mut ctx.warnings)?;
             }
             // ON UPDATE columns take the time before generated columns and
             // checks read the row.
             if !on_update.is_empty() && dml::assigned_change(&t.table, &old, &new) {
                 for c in &on_update {
-                    new[*c as usize] = Value::DateTime(ctx.now());
+                    new[*c as usize] = Value::DateTime(ctx.now_local());
                 }
             }
             // UPDATE IGNORE leaves a row its CHECK constraints refuse.
@@ -687,7 +688,8 @@ async fn delete_targets(
             for (r, _) in distinct_rows(t, rows) {
                 let row = RowGuard::begin(txn, true, undo).await?;
                 let res = async {
-                    let gone = dml::delete_rows(txn, &t.table, &t.part, std::slice::from_ref(&r), undo).await?;
+                    let gone =
+                        dml::delete_rows(txn, &t.table, &t.part, std::slice::from_ref(&r), undo, &ctx.tz).await?;
                     if let (Some(fx), Some(true)) = (fk, gone.first()) {
                         fx.on_delete(txn, &t.table, &r, ctx, 0).await?;
                     }
@@ -705,7 +707,7 @@ async fn delete_targets(
     let mut deleted: Vec<(usize, Row)> = Vec::new();
     for (ti, t) in ms.targets.iter().enumerate() {
         let mine: Vec<Row> = distinct_rows(t, rows).into_iter().map(|(r, _)| r).collect();
-        let gone = dml::delete_rows(txn, &t.table, &t.part, &mine, undo).await?;
+        let gone = dml::delete_rows(txn, &t.table, &t.part, &mine, undo, &ctx.tz).await?;
         for (r, g) in mine.into_iter().zip(gone) {
             if g {
                 deleted.push((ti, r));

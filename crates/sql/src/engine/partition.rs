@@ -283,6 +283,31 @@ impl PartFn {
         }
     }
 
+    /// `partition_of_row` for a row of the SQL node, whose TIMESTAMP values
+    /// are wall times of the session zone (`zone`, None: UTC): the
+    /// partition is that of the UTC moments stored (`ts_zone`), whatever
+    /// the zone of the session that writes or reads the row.
+    pub fn partition_of_local_row(
+        &self,
+        def: &TableDef,
+        row: &[Value],
+        zone: Option<&crate::engine::functions::tz::Zone>,
+    ) -> Result<Option<u32>, SqlError> {
+        let is_ts = |c: &ColumnId| {
+            def.columns.get(*c as usize).is_some_and(|d| matches!(d.ty, norr_signals::ColumnType::Timestamp))
+        };
+        if let Some(z) = zone.filter(|_| self.columns().iter().any(is_ts)) {
+            let mut utc = row.to_vec();
+            for c in self.columns().iter().filter(|c| is_ts(c)) {
+                if let Some(v) = utc.get_mut(*c as usize) {
+                    crate::engine::ts_zone::value_to_utc(v, z);
+                }
+            }
+            return self.partition_of_row(def, &utc);
+        }
+        self.partition_of_row(def, row)
+    }
+
     /// Partition of a full row (values in table column order, coerced).
     /// Error 1526 if no RANGE / LIST partition takes the value.
     pub fn partition_of_row(&self, def: &TableDef, row: &[Value]) -> Result<Option<u32>, SqlError> {

@@ -13,6 +13,8 @@
 
 use crate::engine::expr::value::{sql_cmp, Coll, Warnings};
 use crate::engine::expr::{eval, is_row_independent, CExpr, CmpKind, EvalCtx};
+use crate::engine::functions::tz::Zone;
+use crate::engine::ts_zone::{zoned_value, Use};
 use crate::types::SqlError;
 use norr_signals::coerce::{class_sample, coerce_value, comparable_classes};
 use norr_signals::{
@@ -388,11 +390,12 @@ pub fn eval_keys(
     ctx: &mut EvalCtx,
 ) -> Result<Option<Vec<Vec<Value>>>, SqlError> {
     let mut out = Vec::with_capacity(keys.len());
+    let tz = ctx.tz.clone();
     'keys: for k in keys {
         let mut vals = Vec::with_capacity(k.len());
         for (e, c) in k.iter().zip(cols) {
             let v = eval(e, &[], ctx)?;
-            match key_value(&v, &def.columns[*c as usize]) {
+            match zoned_value(&v, &def.columns[*c as usize], tz.as_deref(), Use::Lookup).0 {
                 KeyConv::Val(x) => vals.push(x),
                 KeyConv::NoMatch => continue 'keys,
                 KeyConv::Fallback => return Ok(None),
@@ -453,9 +456,11 @@ pub fn eval_range(
     ctx: &mut EvalCtx,
 ) -> Result<Option<ScanRange>, SqlError> {
     let mut prefix = Vec::new();
+    let tz = ctx.tz.clone();
+    let zone = tz.as_deref();
     for (e, c) in eq.iter().zip(index_cols) {
         let v = eval(e, &[], ctx)?;
-        match key_value(&v, &def.columns[*c as usize]) {
+        match zoned_value(&v, &def.columns[*c as usize], zone, Use::Equal).0 {
             KeyConv::Val(x) => prefix.push(x),
             KeyConv::NoMatch => return Ok(None),
             KeyConv::Fallback => break,
@@ -472,10 +477,11 @@ pub fn eval_range(
                     if v.is_null() {
                         return Ok(None); // col < NULL is never true
                     }
-                    if let KeyConv::Val(x) = key_value(&v, col) {
+                    let use_ = if side { Use::Low } else { Use::High };
+                    if let (KeyConv::Val(x), exact) = zoned_value(&v, col, zone, use_) {
                         let mut vals = prefix.clone();
                         vals.push(x);
-                        let bd = Bound { values: vals, inclusive: *incl };
+                        let bd = Bound { values: vals, inclusive: *incl || !exact };
                         if side {
                             lo = bd;
                         } else {
@@ -634,8 +640,21 @@ pub fn build_filter(
     })
 }
 
-fn filter_value(def: &TableDef, col: ColumnId, v: Value) -> Option<Value> {
+/// A value to push compared with column `col` (see `zoned_value` for
+/// `zone` and `use_`), and whether it is exact (else a bound must be
+/// inclusive).
+fn filter_value(def: &TableDef, col: ColumnId, v: Value, zone: Option<&Zone>, use_: Use) -> Option<(Value, bool)> {
     let c = def.columns.get(col as usize)?;
+    if zone.is_some() && matches!(c.ty, ColumnType::Timestamp) {
+        return match zoned_value(&v, c, zone, use_) {
+            (KeyConv::Val(x), exact) => Some((x, exact)),
+            _ => None,
+        };
+    }
+    filter_value_utc(c, v).map(|x| (x, true))
+}
+
+fn filter_value_utc(c: &ColumnDef, v: Value) -> Option<Value> {
     match key_value(&v, c) {
         KeyConv::Val(x) => Some(x),
         _ => {
@@ -655,6 +674,8 @@ fn push(def: &TableDef, e: &CExpr, ctx: &mut EvalCtx, budget: &mut usize) -> Res
     }
     *budget -= 1;
     let col_ok = |c: usize| c < def.columns.len();
+    let tz = ctx.tz.clone();
+    let zone = tz.as_deref();
     Ok(match e {
         CExpr::IsNull(x, neg) => match x.as_ref() {
             CExpr::Col(c) if col_ok(*c) => {
@@ -668,7 +689,10 @@ fn push(def: &TableDef, e: &CExpr, ctx: &mut EvalCtx, budget: &mut usize) -> Res
                 (x, CExpr::Col(c)) if is_row_independent(x) => (*c, k.flip(), x),
                 (CExpr::Col(a), CExpr::Col(b)) if col_ok(*a) && col_ok(*b) => {
                     let (ta, tb) = (&def.columns[*a].ty, &def.columns[*b].ty);
-                    if ta == tb && (!ta.is_text() || *coll == coll_of(ta)) {
+                    // Two TIMESTAMPs: UTC moments order as their wall times
+                    // do, except across a DST change that repeats an hour.
+                    let dst = matches!(zone, Some(Zone::Named(_))) && matches!(ta, ColumnType::Timestamp);
+                    if ta == tb && (!ta.is_text() || *coll == coll_of(ta)) && !dst {
                         return Ok(Some(Filter::CmpCols {
                             left: *a as ColumnId,
                             op: cmp_op(*k),
@@ -690,7 +714,20 @@ fn push(def: &TableDef, e: &CExpr, ctx: &mut EvalCtx, budget: &mut usize) -> Res
             if v.is_null() {
                 return Ok(Some(Filter::False));
             }
-            filter_value(def, c as ColumnId, v).map(|value| Filter::Cmp { col: c as ColumnId, op: cmp_op(k), value })
+            let use_ = match k {
+                CmpKind::Eq | CmpKind::Ne => Use::Equal,
+                CmpKind::Gt | CmpKind::Ge => Use::Low,
+                CmpKind::Lt | CmpKind::Le => Use::High,
+            };
+            filter_value(def, c as ColumnId, v, zone, use_).map(|(value, exact)| {
+                // An inexact bound (a wall time DST repeats or skips) includes itself.
+                let k = match k {
+                    CmpKind::Gt if !exact => CmpKind::Ge,
+                    CmpKind::Lt if !exact => CmpKind::Le,
+                    k => k,
+                };
+                Filter::Cmp { col: c as ColumnId, op: cmp_op(k), value }
+            })
         }
         CExpr::Between { expr, low, high, negated: false, coll } => match expr.as_ref() {
             CExpr::Col(c) if col_ok(*c) && is_row_independent(low) && is_row_independent(high) => {
@@ -699,8 +736,11 @@ fn push(def: &TableDef, e: &CExpr, ctx: &mut EvalCtx, budget: &mut usize) -> Res
                     return Ok(None);
                 }
                 let (lv, hv) = (eval(low, &[], ctx)?, eval(high, &[], ctx)?);
-                match (filter_value(def, *c as ColumnId, lv), filter_value(def, *c as ColumnId, hv)) {
-                    (Some(a), Some(b)) => Some(Filter::And(vec![
+                match (
+                    filter_value(def, *c as ColumnId, lv, zone, Use::Low),
+                    filter_value(def, *c as ColumnId, hv, zone, Use::High),
+                ) {
+                    (Some((a, _)), Some((b, _))) => Some(Filter::And(vec![
                         Filter::Cmp { col: *c as ColumnId, op: CmpOp::Ge, value: a },
                         Filter::Cmp { col: *c as ColumnId, op: CmpOp::Le, value: b },
                     ])),
@@ -721,8 +761,8 @@ fn push(def: &TableDef, e: &CExpr, ctx: &mut EvalCtx, budget: &mut usize) -> Res
                     if v.is_null() {
                         continue;
                     }
-                    match filter_value(def, *c as ColumnId, v) {
-                        Some(value) => alts.push(Filter::Cmp { col: *c as ColumnId, op: CmpOp::Eq, value }),
+                    match filter_value(def, *c as ColumnId, v, zone, Use::Equal) {
+                        Some((value, _)) => alts.push(Filter::Cmp { col: *c as ColumnId, op: CmpOp::Eq, value }),
                         None => return Ok(None),
                     }
                 }

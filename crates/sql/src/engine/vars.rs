@@ -424,8 +424,7 @@ fn normalise(d: &VarDef, v: Value) -> Result<Value, SqlError> {
                 }
                 "time_zone" => {
                     // SYSTEM, an offset in MySQL's range, or a zone name
-                    // (nothing reads the value yet: NOW() and TIMESTAMP
-                    // columns are UTC whatever it says).
+                    // (the session keeps it parsed: `Session::time_zone`).
                     if crate::engine::functions::tz::parse_zone(s.as_bytes()).is_none() {
                         return Err(SqlError::new(1298, "HY000", format!("Unknown or incorrect time zone: '{s}'")));
                     }
@@ -503,6 +502,10 @@ pub fn set_system_var(s: &mut Session, name: &str, global: bool, value: Value) -
             s.vars.insert("transaction_read_only".into(), value.clone());
             s.vars.insert("tx_read_only".into(), value);
             return Ok(effect);
+        }
+        "time_zone" => {
+            s.time_zone =
+                crate::engine::functions::tz::session_zone(crate::engine::catalog::value_text(&value).as_bytes())
         }
         _ => {}
     }

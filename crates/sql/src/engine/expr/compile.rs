@@ -374,6 +374,10 @@ impl<'a> Compiler<'a> {
                     (C::SysVar(self.host.sysvar(n, global)), SqlType::new(TClass::Str))
                 } else if let Some(name) = v.strip_prefix('@') {
                     (C::UserVar(self.host.uservar(name)), SqlType::new(TClass::Str))
+                } else if let (None, Some(f)) = (id.quote_style, utc_niladic(v)) {
+                    // UTC_DATE, UTC_TIME and UTC_TIMESTAMP are reserved
+                    // words MySQL also takes without parentheses.
+                    self.call_fn(f, &[])?
                 } else {
                     self.resolve(None, v, v)?
                 }
@@ -1244,6 +1248,19 @@ pub fn expr_display_name(e: &Expr) -> String {
 
 pub fn ident_of(e: &Expr) -> Option<String> {
     ident_name(e)
+}
+
+/// The UTC_* function an unquoted identifier names, if any.
+fn utc_niladic(name: &str) -> Option<Func> {
+    if name.eq_ignore_ascii_case("utc_timestamp") {
+        Some(Func::UtcTimestamp)
+    } else if name.eq_ignore_ascii_case("utc_date") {
+        Some(Func::UtcDate)
+    } else if name.eq_ignore_ascii_case("utc_time") {
+        Some(Func::UtcTime)
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -213,6 +213,11 @@ pub struct EvalCtx<'a> {
     /// point-select profiles); then fixed for the rest of the statement, as
     /// MySQL keeps NOW() constant within one statement. Read with `now()`.
     now: std::sync::OnceLock<norr_signals::DateTime>,
+    /// `now` in the session zone, computed on first use.
+    now_local: std::sync::OnceLock<norr_signals::DateTime>,
+    /// The session's time zone (None: UTC): NOW() and its kin answer in it,
+    /// and TIMESTAMP columns are read in it and written from it.
+    pub tz: crate::engine::functions::tz::SessionZone,
     pub current_db: Option<Arc<str>>,
     pub connection_id: u32,
     pub last_insert_id: u64,
@@ -239,6 +244,8 @@ impl<'a> EvalCtx<'a> {
             params,
             warnings: Warnings::default(),
             now: std::sync::OnceLock::new(),
+            now_local: std::sync::OnceLock::new(),
+            tz: None,
             current_db: None,
             connection_id: 0,
             last_insert_id: 0,
@@ -265,7 +272,24 @@ impl<'a> EvalCtx<'a> {
 }
 
 impl EvalCtx<'_> {
-    /// The statement's current time, whole seconds (NOW(), CURRENT_TIMESTAMP).
+    /// The session zone, if it is not UTC.
+    pub fn zone(&self) -> Option<&crate::engine::functions::tz::Zone> {
+        self.tz.as_deref()
+    }
+
+    /// The statement's current time in the session zone, whole seconds
+    /// (NOW(), CURRENT_TIMESTAMP, CURDATE(), a DEFAULT CURRENT_TIMESTAMP):
+    /// the instant of `now()`, read as the zone's wall time.
+    pub fn now_local(&self) -> norr_signals::DateTime {
+        let Some(zone) = self.zone() else { return self.now() };
+        *self.now_local.get_or_init(|| {
+            let utc = self.now();
+            crate::engine::functions::tz::utc_to_local(&utc, zone).unwrap_or(utc)
+        })
+    }
+
+    /// The statement's current time in UTC, whole seconds (UTC_TIMESTAMP(),
+    /// UNIX_TIMESTAMP()).
     pub fn now(&self) -> norr_signals::DateTime {
         *self.now.get_or_init(|| {
             datetime::unix_micros_to_datetime(now_unix_micros() / 1_000_000 * 1_000_000).unwrap_or(

@@ -117,9 +117,15 @@ pub enum Func {
     NullIf,
     IsNull,
     // dates
+    /// NOW() and its synonyms, CURDATE(), CURTIME(): the session zone's
+    /// wall time.
     Now,
     CurDate,
     CurTime,
+    /// UTC_TIMESTAMP(), UTC_DATE(), UTC_TIME(): whatever the session zone.
+    UtcTimestamp,
+    UtcDate,
+    UtcTime,
     UnixTimestamp,
     FromUnixtime,
     /// CONVERT_TZ(dt, from_tz, to_tz): see `tz`.
@@ -325,9 +331,9 @@ pub fn lookup(name: &str) -> Option<(Func, usize, usize)> {
         "microsecond" => (Microsecond, 1, 1),
         "time_format" => (TimeFormat, 2, 2),
         "time" => (CastTime, 1, 1),
-        "utc_timestamp" => (Now, 0, 1),
-        "utc_date" => (CurDate, 0, 0),
-        "utc_time" => (CurTime, 0, 1),
+        "utc_timestamp" => (UtcTimestamp, 0, 1),
+        "utc_date" => (UtcDate, 0, 0),
+        "utc_time" => (UtcTime, 0, 1),
         "abs" => (Abs, 1, 1),
         "round" => (Round, 1, 2),
         "truncate" => (Truncate, 2, 2),
@@ -459,7 +465,7 @@ pub fn ret_type(f: Func, args: &[SqlType]) -> SqlType {
         Pi => SqlType { decimals: 6, ..SqlType::new(TClass::Double) },
         // The class for a literal format is set by the compiler (`str_to_date_class`).
         StrToDate => SqlType::new(TClass::DateTime),
-        Now | FromUnixtime | CastDateTime => SqlType::new(TClass::DateTime),
+        Now | UtcTimestamp | FromUnixtime | CastDateTime => SqlType::new(TClass::DateTime),
         // The argument's fractional digits (MySQL: its datetime precision).
         ConvertTz => SqlType {
             decimals: args
@@ -472,8 +478,8 @@ pub fn ret_type(f: Func, args: &[SqlType]) -> SqlType {
             Some(t) if t.class == TClass::Date => SqlType::new(TClass::Date),
             _ => SqlType::new(TClass::DateTime),
         },
-        CurDate | Date | LastDay | CastDate | MakeDate | FromDays => SqlType::new(TClass::Date),
-        CurTime | CastTime | SecToTime | MakeTime | TimeDiff => SqlType::new(TClass::Time),
+        CurDate | UtcDate | Date | LastDay | CastDate | MakeDate | FromDays => SqlType::new(TClass::Date),
+        CurTime | UtcTime | CastTime | SecToTime | MakeTime | TimeDiff => SqlType::new(TClass::Time),
         CastDecimal => SqlType::new(TClass::Decimal),
         JsonExtract | JsonObject | JsonArray | JsonKeys | JsonSet | JsonInsert | JsonReplace | JsonRemove
         | CastJson => SqlType { json: true, coll: vals::Coll::Bin, ..s },
@@ -734,12 +740,15 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
                 vals::sql_cmp(&args[0], &args[1], vals::Coll::Ci, &mut ctx.warnings) == Some(std::cmp::Ordering::Equal);
             return Ok(if eq { Value::Null } else { args.into_iter().next().unwrap_or(Value::Null) });
         }
-        Now => return Ok(Value::DateTime(ctx.now())),
-        CurDate => return Ok(Value::Date(ctx.now().date)),
-        CurTime => {
-            let n = ctx.now();
-            return Ok(Value::Time((n.hour as i64 * 3600 + n.minute as i64 * 60 + n.second as i64) * 1_000_000));
+        Now | UtcTimestamp | CurDate | UtcDate | CurTime | UtcTime => {
+            let n = if matches!(f, Now | CurDate | CurTime) { ctx.now_local() } else { ctx.now() };
+            return Ok(match f {
+                Now | UtcTimestamp => Value::DateTime(n),
+                CurDate | UtcDate => Value::Date(n.date),
+                _ => Value::Time((n.hour as i64 * 3600 + n.minute as i64 * 60 + n.second as i64) * 1_000_000),
+            });
         }
+        // The moment, so no zone.
         UnixTimestamp if args.is_empty() => {
             return Ok(Value::Int(dtm::datetime_to_unix_micros(&ctx.now()) / 1_000_000));
         }
@@ -955,6 +964,11 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
         }
         UnixTimestamp => match to_datetime(a0, ctx) {
             Some(dt) => {
+                // The argument is the session zone's wall time.
+                let dt = match ctx.zone() {
+                    Some(z) => tz::local_to_utc(&dt, z).map_or(dt, |u| u.utc),
+                    None => dt,
+                };
                 let us = dtm::datetime_to_unix_micros(&dt);
                 if us < 0 {
                     Value::Int(0)
@@ -975,6 +989,11 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
                 return Ok(Value::Null);
             }
             let Some(dt) = dtm::unix_micros_to_datetime((secs * 1e6).round() as i64) else { return Ok(Value::Null) };
+            // The moment as the session zone's wall time.
+            let dt = match ctx.zone() {
+                Some(z) => tz::utc_to_local(&dt, z).unwrap_or(dt),
+                None => dt,
+            };
             match args.get(1) {
                 Some(fmt) => s_val(dtm::date_format(&dt, &to_text(fmt).unwrap_or_default())),
                 None => Value::DateTime(dt),
@@ -1127,9 +1146,10 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
         StrToDate | TimestampDiff | Quarter | Week | WeekOfYear | YearWeek | TimeToSec | SecToTime | MakeDate
         | MakeTime | TimeDiff | FromDays | Microsecond | TimeFormat => temporal::call(f, &args, ctx)?,
         // Handled above.
-        ConcatWs | If | NullIf | Now | CurDate | CurTime | LastInsertId | Database | Version | ConnectionId | User
-        | Rand | Greatest | Least | IsNull | Pi | Field | Elt | Char | Quote | Uuid | IsIpv4 | IsIpv6 | AnyValue
-        | GetLock | ReleaseLock | ReleaseAllLocks | IsFreeLock | IsUsedLock | Sleep => Value::Null,
+        ConcatWs | If | NullIf | Now | CurDate | CurTime | UtcTimestamp | UtcDate | UtcTime | LastInsertId
+        | Database | Version | ConnectionId | User | Rand | Greatest | Least | IsNull | Pi | Field | Elt | Char
+        | Quote | Uuid | IsIpv4 | IsIpv6 | AnyValue | GetLock | ReleaseLock | ReleaseAllLocks | IsFreeLock
+        | IsUsedLock | Sleep => Value::Null,
     })
 }
 

@@ -93,11 +93,22 @@ pub fn convert(dt: &DateTime, from: &Zone, to: &Zone) -> DateTime {
 }
 
 /// The UTC moment (seconds) of local time `dt` (`local_secs`: the same
-/// wall time read as UTC) in `zone`.
+/// wall time read as UTC) in `zone`, as MySQL resolves a DST change.
 fn to_utc(local_secs: i64, dt: &DateTime, zone: &Zone) -> Option<i64> {
+    utc_span(local_secs, dt, zone).map(|(earliest, _, _)| earliest)
+}
+
+/// The UTC moments (seconds) wall time `dt` names in `zone`: (the moment
+/// MySQL takes, the latest moment, whether it names exactly one moment).
+/// A repeated wall time names two moments (the earlier is MySQL's); a
+/// skipped one names none, and MySQL takes the moment of the change.
+fn utc_span(local_secs: i64, dt: &DateTime, zone: &Zone) -> Option<(i64, i64, bool)> {
     use jiff::tz::AmbiguousOffset;
     let tz = match zone {
-        Zone::Offset(o) => return Some(local_secs - *o as i64),
+        Zone::Offset(o) => {
+            let utc = local_secs - *o as i64;
+            return Some((utc, utc, true));
+        }
         Zone::Named(tz) => tz,
     };
     let civil = jiff::civil::DateTime::new(
@@ -111,24 +122,96 @@ fn to_utc(local_secs: i64, dt: &DateTime, zone: &Zone) -> Option<i64> {
     )
     .ok()?;
     Some(match tz.to_ambiguous_timestamp(civil).offset() {
-        AmbiguousOffset::Unambiguous { offset } => local_secs - offset.seconds() as i64,
-        // Repeated wall time: the earlier moment, under the offset in force
-        // before the change.
-        AmbiguousOffset::Fold { before, .. } => local_secs - before.seconds() as i64,
+        AmbiguousOffset::Unambiguous { offset } => {
+            let utc = local_secs - offset.seconds() as i64;
+            (utc, utc, true)
+        }
+        // Repeated wall time: the earlier moment is under the offset in
+        // force before the change.
+        AmbiguousOffset::Fold { before, after } => {
+            (local_secs - before.seconds() as i64, local_secs - after.seconds() as i64, false)
+        }
         // Skipped wall time: the moment of the change, which follows the
         // wall time read with the later offset.
         AmbiguousOffset::Gap { before, after } => {
             let ahead = local_secs - after.seconds() as i64;
-            jiff::Timestamp::from_second(ahead)
+            let change = jiff::Timestamp::from_second(ahead)
                 .ok()
                 .and_then(|ts| tz.following(ts).next())
                 .map(|t| t.timestamp().as_second())
-                .unwrap_or(local_secs - before.seconds() as i64)
+                .unwrap_or(local_secs - before.seconds() as i64);
+            (change, change, false)
         }
         // `AmbiguousOffset` is non-exhaustive.
         #[allow(unreachable_patterns)]
         _ => return None,
     })
+}
+
+// ------------------------------------------------------- the session's zone
+
+/// The session's zone as statements apply it (`Session::time_zone`,
+/// `EvalCtx::tz`). None is UTC (SYSTEM, '+00:00'), where every conversion
+/// is the identity: the default zone costs statements one test of this
+/// option, and the zone's text is parsed once, at SET time_zone.
+pub type SessionZone = Option<std::sync::Arc<Zone>>;
+
+/// The session zone `time_zone`'s value names (None: UTC; an unknown value,
+/// which SET refuses, is UTC too).
+pub fn session_zone(text: &[u8]) -> SessionZone {
+    match parse_zone(text)? {
+        Zone::Offset(0) => None,
+        z => Some(std::sync::Arc::new(z)),
+    }
+}
+
+/// Where a wall time of a zone falls in UTC.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UtcOf {
+    /// The moment MySQL takes (`TIME_to_gmt_sec`): for a repeated wall time
+    /// the earlier one, for a skipped one the moment of the change.
+    pub utc: DateTime,
+    /// The latest moment with this wall time (`utc` unless it repeats).
+    pub latest: DateTime,
+    /// The wall time names exactly one moment (neither repeated nor
+    /// skipped): converting back gives `dt` again.
+    pub exact: bool,
+}
+
+/// A zero date or one with a zero month or day: MySQL keeps it as it is.
+fn is_zero_part(dt: &DateTime) -> bool {
+    dt.date.month == 0 || dt.date.day == 0
+}
+
+/// Wall time `dt` of `zone` in UTC (fractions kept). None for a zero date
+/// and outside the years jiff knows (0..=9999 both ways): callers keep such a
+/// value as it is.
+pub fn local_to_utc(dt: &DateTime, zone: &Zone) -> Option<UtcOf> {
+    if is_zero_part(dt) {
+        return None;
+    }
+    let local_secs = dtm::datetime_to_unix_micros(&DateTime { micro: 0, ..*dt }) / 1_000_000;
+    let (utc, latest, exact) = utc_span(local_secs, dt, zone)?;
+    let back = |secs: i64| {
+        let out = dtm::unix_micros_to_datetime(secs.checked_mul(1_000_000)?)?;
+        (1..=9999).contains(&out.date.year).then_some(DateTime { micro: dt.micro, ..out })
+    };
+    Some(UtcOf { utc: back(utc)?, latest: back(latest)?, exact })
+}
+
+/// UTC moment `dt` as wall time of `zone` (fractions kept). None as for
+/// `local_to_utc`.
+pub fn utc_to_local(dt: &DateTime, zone: &Zone) -> Option<DateTime> {
+    if is_zero_part(dt) {
+        return None;
+    }
+    let utc_secs = dtm::datetime_to_unix_micros(&DateTime { micro: 0, ..*dt }) / 1_000_000;
+    let offset = match zone {
+        Zone::Offset(o) => *o as i64,
+        Zone::Named(tz) => tz.to_offset(jiff::Timestamp::from_second(utc_secs).ok()?).seconds() as i64,
+    };
+    let out = dtm::unix_micros_to_datetime((utc_secs + offset).checked_mul(1_000_000)?)?;
+    (1..=9999).contains(&out.date.year).then_some(DateTime { micro: dt.micro, ..out })
 }
 
 #[cfg(test)]
@@ -203,5 +286,49 @@ mod tests {
         assert_eq!(conv("3001-01-18 23:59:59", "UTC", "+01:00"), "3001-01-19 00:59:59");
         assert_eq!(conv("3001-01-19 00:00:00", "UTC", "+01:00"), "3001-01-19 00:00:00");
         assert_eq!(conv("9999-12-31 23:59:59", "Europe/Stockholm", "UTC"), "9999-12-31 23:59:59");
+    }
+
+    #[test]
+    fn session_zone_conversions() {
+        assert!(session_zone(b"SYSTEM").is_none());
+        assert!(session_zone(b"+00:00").is_none());
+        assert!(session_zone(b"-0:00").is_none());
+        assert!(session_zone(b"+01:00").is_some());
+        assert!(session_zone(b"Europe/Berlin").is_some());
+        let text = |d: DateTime| crate::engine::catalog::value_text(&norr_signals::Value::DateTime(d));
+        let z = parse_zone(b"+05:30").expect("zone");
+        let u = local_to_utc(&dt("2024-01-01 05:30:00.5"), &z).expect("utc");
+        assert_eq!(
+            (text(u.utc), text(u.latest), u.exact),
+            ("2024-01-01 00:00:00.500000".into(), "2024-01-01 00:00:00.500000".into(), true)
+        );
+        assert_eq!(text(utc_to_local(&u.utc, &z).expect("local")), "2024-01-01 05:30:00.500000");
+        // Before the epoch too (a bound of a comparison may be there).
+        assert_eq!(text(local_to_utc(&dt("1970-01-01 01:00:00"), &z).expect("utc").utc), "1969-12-31 19:30:00");
+        let berlin = parse_zone(b"Europe/Berlin").expect("zone");
+        let fold = local_to_utc(&dt("2024-10-27 02:30:00"), &berlin).expect("utc");
+        assert_eq!(
+            (text(fold.utc), text(fold.latest), fold.exact),
+            ("2024-10-27 00:30:00".into(), "2024-10-27 01:30:00".into(), false)
+        );
+        let gap = local_to_utc(&dt("2024-03-31 02:30:00"), &berlin).expect("utc");
+        assert_eq!(
+            (text(gap.utc), text(gap.latest), gap.exact),
+            ("2024-03-31 01:00:00".into(), "2024-03-31 01:00:00".into(), false)
+        );
+        assert_eq!(text(utc_to_local(&dt("2024-10-27 01:30:00"), &berlin).expect("local")), "2024-10-27 02:30:00");
+        assert_eq!(text(utc_to_local(&dt("2024-07-01 10:00:00"), &berlin).expect("local")), "2024-07-01 12:00:00");
+        // Zero dates and the ends of the calendar stay as they are.
+        let zero = |year, month, day| DateTime {
+            date: norr_signals::Date { year, month, day },
+            hour: 0,
+            minute: 0,
+            second: 0,
+            micro: 0,
+        };
+        assert!(local_to_utc(&zero(0, 0, 0), &z).is_none());
+        assert!(utc_to_local(&zero(2024, 0, 10), &z).is_none());
+        assert!(utc_to_local(&dt("9999-12-31 23:00:00"), &z).is_none());
+        assert!(local_to_utc(&dt("0001-01-01 00:00:00"), &z).is_none());
     }
 }
