@@ -790,19 +790,20 @@ fn apply(
                 }
             }
         }
-        Op::ValidateConstraint { name } if TableOptions::from_marker(&name.value).is_some() => {
-            let o = TableOptions::from_marker(&name.value).expect("checked by the guard");
-            if let Some(n) = o.auto_increment {
-                *auto_inc = Some(n);
-            }
-            d.options.push(o);
-        }
+        // Only our rewrite makes this operation (MySQL has no VALIDATE
+        // CONSTRAINT): table options or a CHECK enforcement change.
         Op::ValidateConstraint { name } => {
-            let Some((what, enforced, name)) = EnforcementOp::from_marker(&name.value) else {
-                // Only our rewrite makes this operation: MySQL has no VALIDATE CONSTRAINT.
-                return Err(error_map::parse_error_near("VALIDATE"));
-            };
-            set_check_enforcement(d, name, what, enforced)?;
+            if let Some(o) = TableOptions::from_marker(&name.value) {
+                if let Some(n) = o.auto_increment {
+                    *auto_inc = Some(n);
+                }
+                d.options.push(o);
+            } else {
+                let Some((what, enforced, name)) = EnforcementOp::from_marker(&name.value) else {
+                    return Err(error_map::parse_error_near("VALIDATE"));
+                };
+                set_check_enforcement(d, name, what, enforced)?;
+            }
         }
         Op::DropPrimaryKey { .. } => return Err(unsupported("dropping the PRIMARY KEY")),
         Op::RenameTable { table_name: RenameTableNameKind::To(n) | RenameTableNameKind::As(n) } => {

@@ -676,12 +676,7 @@ impl<'a> Compiler<'a> {
         }
         let t = functions::ret_type(f, &ts);
         if functions::is_json_fn(f) {
-            if functions::json_fns::embeds_values(f) {
-                json_booleans(&mut cs, &mut ts);
-            }
-            // Which arguments are JSON values (embedded as JSON, not as strings).
-            let mask = ts.iter().take(64).enumerate().fold(0u64, |m, (i, t)| m | ((t.json as u64) << i));
-            cs.push(CExpr::Lit(Value::UInt(mask)));
+            push_json_args(&mut cs, &ts, functions::json_fns::embeds_values(f));
         }
         Ok((CExpr::Func(f, cs), t))
     }
@@ -1048,8 +1043,6 @@ pub(crate) fn json_agg_wrap(
     types: &[SqlType],
     name: &str,
 ) -> Result<CExpr, SqlError> {
-    let mut types = types.to_vec();
-    json_booleans(&mut args, &mut types);
     let (f, n) = match kind {
         AggKind::JsonArrayAgg => (Func::JsonArray, 1),
         _ => (Func::JsonObject, 2),
@@ -1058,28 +1051,35 @@ pub(crate) fn json_agg_wrap(
         // A fixed arity in MySQL's grammar, so a syntax error (not 1582).
         return Err(SqlError::parse(format!("You have an error in your SQL syntax; {name}() takes {n} argument(s)")));
     }
-    let mask = types.iter().enumerate().fold(0u64, |m, (i, t)| m | ((t.json as u64) << i));
-    args.push(CExpr::Lit(Value::UInt(mask)));
+    push_json_args(&mut args, types, true);
     Ok(CExpr::Func(f, args))
 }
 
-/// Truth values among a JSON function's arguments become the JSON literals
-/// `true` / `false` (NULL stays NULL), typed as JSON so they are embedded as
-/// such: `JSON_OBJECT('ok', a > 0)` is `{"ok": true}` in MySQL, not 1.
-fn json_booleans(args: &mut [CExpr], types: &mut [SqlType]) {
-    for (c, t) in args.iter_mut().zip(types.iter_mut()).filter(|(_, t)| t.boolean) {
-        let x = std::mem::replace(c, CExpr::Lit(Value::Null));
-        *c = CExpr::Case {
-            operand: Some(Box::new(x)),
-            whens: vec![
-                (CExpr::Lit(Value::Int(0)), CExpr::Lit(Value::str("false"))),
-                (CExpr::Lit(Value::Int(1)), CExpr::Lit(Value::str("true"))),
-            ],
-            else_: None,
-            coll: Coll::Bin,
-        };
-        *t = SqlType { json: true, coll: Coll::Bin, ..SqlType::new(TClass::Str) };
+/// A JSON function's compiled arguments as it takes them: with the mask of
+/// the ones that are JSON values (embedded as JSON, not as strings) pushed
+/// last. Where the function embeds values (`embeds`), a truth value becomes
+/// the JSON literal `true` / `false` (NULL stays NULL) and counts as JSON:
+/// `JSON_OBJECT('ok', a > 0)` is `{"ok": true}` in MySQL, not 1.
+fn push_json_args(args: &mut Vec<CExpr>, types: &[SqlType], embeds: bool) {
+    let mut mask = 0u64;
+    for (i, (c, t)) in args.iter_mut().zip(types).enumerate().take(64) {
+        if embeds && t.boolean {
+            let x = std::mem::replace(c, CExpr::Lit(Value::Null));
+            *c = CExpr::Case {
+                operand: Some(Box::new(x)),
+                whens: vec![
+                    (CExpr::Lit(Value::Int(0)), CExpr::Lit(Value::str("false"))),
+                    (CExpr::Lit(Value::Int(1)), CExpr::Lit(Value::str("true"))),
+                ],
+                else_: None,
+                coll: Coll::Bin,
+            };
+        }
+        if t.json || (embeds && t.boolean) {
+            mask |= 1 << i;
+        }
     }
+    args.push(CExpr::Lit(Value::UInt(mask)));
 }
 
 /// The result type of aggregate `kind` over an argument of type `t` (also

@@ -617,95 +617,71 @@ pub fn is_row_independent(e: &CExpr) -> bool {
     }
 }
 
+/// The body of `for_each_child` and `for_each_child_mut`: one match, which
+/// binds by reference or by mutable reference as the scrutinee is (`$iter`
+/// walks the lists), so the two visitors cannot disagree on a variant.
+macro_rules! visit_children {
+    ($e:expr, $f:expr, $iter:ident) => {
+        match $e {
+            CExpr::Lit(_)
+            | CExpr::Param(_)
+            | CExpr::Col(_)
+            | CExpr::Outer(_)
+            | CExpr::SysVar(_)
+            | CExpr::UserVar(_) => {}
+            CExpr::Exists { .. } | CExpr::ScalarSub(_) => {}
+            CExpr::Neg(x) | CExpr::Not(x) | CExpr::IsNull(x, _) | CExpr::IsBool(x, _, _) | CExpr::EnumIndex(x, _) => {
+                $f(x)
+            }
+            CExpr::Arith(_, l, r)
+            | CExpr::Cmp(_, l, r, _)
+            | CExpr::NullSafeEq(l, r, _)
+            | CExpr::And(l, r)
+            | CExpr::Or(l, r)
+            | CExpr::Xor(l, r) => {
+                $f(l);
+                $f(r)
+            }
+            CExpr::InList { expr, list, .. } => {
+                $f(expr);
+                list.$iter().for_each(&mut *$f);
+            }
+            CExpr::InSub { expr, .. } => $f(expr),
+            CExpr::Between { expr, low, high, .. } => {
+                $f(expr);
+                $f(low);
+                $f(high)
+            }
+            CExpr::Like { expr, pattern, .. } => {
+                $f(expr);
+                $f(pattern)
+            }
+            CExpr::Case { operand, whens, else_, .. } => {
+                if let Some(o) = operand {
+                    $f(o);
+                }
+                for (w, r) in whens {
+                    $f(w);
+                    $f(r);
+                }
+                if let Some(e) = else_ {
+                    $f(e);
+                }
+            }
+            CExpr::Coalesce(list) | CExpr::Func(_, list) => list.$iter().for_each(&mut *$f),
+        }
+    };
+}
+
 /// Visit the direct children of an expression.
 pub fn for_each_child(e: &CExpr, f: &mut dyn FnMut(&CExpr)) {
-    match e {
-        CExpr::Lit(_) | CExpr::Param(_) | CExpr::Col(_) | CExpr::Outer(_) | CExpr::SysVar(_) | CExpr::UserVar(_) => {}
-        CExpr::Exists { .. } | CExpr::ScalarSub(_) => {}
-        CExpr::Neg(x) | CExpr::Not(x) | CExpr::IsNull(x, _) | CExpr::IsBool(x, _, _) | CExpr::EnumIndex(x, _) => f(x),
-        CExpr::Arith(_, l, r)
-        | CExpr::Cmp(_, l, r, _)
-        | CExpr::NullSafeEq(l, r, _)
-        | CExpr::And(l, r)
-        | CExpr::Or(l, r)
-        | CExpr::Xor(l, r) => {
-            f(l);
-            f(r)
-        }
-        CExpr::InList { expr, list, .. } => {
-            f(expr);
-            list.iter().for_each(&mut *f);
-        }
-        CExpr::InSub { expr, .. } => f(expr),
-        CExpr::Between { expr, low, high, .. } => {
-            f(expr);
-            f(low);
-            f(high)
-        }
-        CExpr::Like { expr, pattern, .. } => {
-            f(expr);
-            f(pattern)
-        }
-        CExpr::Case { operand, whens, else_, .. } => {
-            if let Some(o) = operand {
-                f(o);
-            }
-            for (w, r) in whens {
-                f(w);
-                f(r);
-            }
-            if let Some(e) = else_ {
-                f(e);
-            }
-        }
-        CExpr::Coalesce(list) | CExpr::Func(_, list) => list.iter().for_each(&mut *f),
-    }
+    visit_children!(e, f, iter)
 }
 
 /// Visit the direct children of an expression, mutably (for rewrites that
 /// replace whole subexpressions, e.g. ROLLUP's grouped expressions).
 pub fn for_each_child_mut(e: &mut CExpr, f: &mut dyn FnMut(&mut CExpr)) {
-    match e {
-        CExpr::Lit(_) | CExpr::Param(_) | CExpr::Col(_) | CExpr::Outer(_) | CExpr::SysVar(_) | CExpr::UserVar(_) => {}
-        CExpr::Exists { .. } | CExpr::ScalarSub(_) => {}
-        CExpr::Neg(x) | CExpr::Not(x) | CExpr::IsNull(x, _) | CExpr::IsBool(x, _, _) | CExpr::EnumIndex(x, _) => f(x),
-        CExpr::Arith(_, l, r)
-        | CExpr::Cmp(_, l, r, _)
-        | CExpr::NullSafeEq(l, r, _)
-        | CExpr::And(l, r)
-        | CExpr::Or(l, r)
-        | CExpr::Xor(l, r) => {
-            f(l);
-            f(r)
-        }
-        CExpr::InList { expr, list, .. } => {
-            f(expr);
-            list.iter_mut().for_each(&mut *f);
-        }
-        CExpr::InSub { expr, .. } => f(expr),
-        CExpr::Between { expr, low, high, .. } => {
-            f(expr);
-            f(low);
-            f(high)
-        }
-        CExpr::Like { expr, pattern, .. } => {
-            f(expr);
-            f(pattern)
-        }
-        CExpr::Case { operand, whens, else_, .. } => {
-            if let Some(o) = operand {
-                f(o);
-            }
-            for (w, r) in whens {
-                f(w);
-                f(r);
-            }
-            if let Some(e) = else_ {
-                f(e);
-            }
-        }
-        CExpr::Coalesce(list) | CExpr::Func(_, list) => list.iter_mut().for_each(&mut *f),
-    }
+    visit_children!(e, f, iter_mut)
 }
 
 /// Rewrite column offsets (used when a row layout changes, e.g. joins).

@@ -73,29 +73,19 @@ fn parse_offset(s: &str) -> Option<i32> {
 /// CONVERT_TZ(dt, from, to). A moment outside MySQL's range is returned
 /// unchanged, as MySQL does ("no conversion occurs").
 pub fn convert(dt: &DateTime, from: &Zone, to: &Zone) -> DateTime {
-    let micro = dt.micro;
-    let local_secs = dtm::datetime_to_unix_micros(&DateTime { micro: 0, ..*dt }) / 1_000_000;
-    let Some(utc_secs) = to_utc(local_secs, dt, from) else { return *dt };
+    let Some((utc_secs, _, _)) = utc_span(wall_secs(dt), dt, from) else { return *dt };
     if !(MIN_UTC_SECS..=MAX_UTC_SECS).contains(&utc_secs) {
         return *dt;
     }
-    let offset = match to {
-        Zone::Offset(o) => *o as i64,
-        Zone::Named(tz) => match jiff::Timestamp::from_second(utc_secs) {
-            Ok(ts) => tz.to_offset(ts).seconds() as i64,
-            Err(_) => return *dt,
-        },
-    };
-    match dtm::unix_micros_to_datetime((utc_secs + offset) * 1_000_000) {
-        Some(out) => DateTime { micro, ..out },
-        None => *dt,
-    }
+    dtm::unix_micros_to_datetime(utc_secs * 1_000_000)
+        .and_then(|utc| utc_to_local(&DateTime { micro: dt.micro, ..utc }, to))
+        .unwrap_or(*dt)
 }
 
-/// The UTC moment (seconds) of local time `dt` (`local_secs`: the same
-/// wall time read as UTC) in `zone`, as MySQL resolves a DST change.
-fn to_utc(local_secs: i64, dt: &DateTime, zone: &Zone) -> Option<i64> {
-    utc_span(local_secs, dt, zone).map(|(earliest, _, _)| earliest)
+/// Wall time `dt` (whole seconds) read as if it were UTC: the seconds since
+/// the epoch the zone arithmetic starts from.
+fn wall_secs(dt: &DateTime) -> i64 {
+    dtm::datetime_to_unix_micros(&DateTime { micro: 0, ..*dt }) / 1_000_000
 }
 
 /// The UTC moments (seconds) wall time `dt` names in `zone`: (the moment
@@ -190,8 +180,7 @@ pub fn local_to_utc(dt: &DateTime, zone: &Zone) -> Option<UtcOf> {
     if is_zero_part(dt) {
         return None;
     }
-    let local_secs = dtm::datetime_to_unix_micros(&DateTime { micro: 0, ..*dt }) / 1_000_000;
-    let (utc, latest, exact) = utc_span(local_secs, dt, zone)?;
+    let (utc, latest, exact) = utc_span(wall_secs(dt), dt, zone)?;
     let back = |secs: i64| {
         let out = dtm::unix_micros_to_datetime(secs.checked_mul(1_000_000)?)?;
         (1..=9999).contains(&out.date.year).then_some(DateTime { micro: dt.micro, ..out })
@@ -205,7 +194,7 @@ pub fn utc_to_local(dt: &DateTime, zone: &Zone) -> Option<DateTime> {
     if is_zero_part(dt) {
         return None;
     }
-    let utc_secs = dtm::datetime_to_unix_micros(&DateTime { micro: 0, ..*dt }) / 1_000_000;
+    let utc_secs = wall_secs(dt);
     let offset = match zone {
         Zone::Offset(o) => *o as i64,
         Zone::Named(tz) => tz.to_offset(jiff::Timestamp::from_second(utc_secs).ok()?).seconds() as i64,
