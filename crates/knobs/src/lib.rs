@@ -56,6 +56,30 @@ pub struct Knobs {
     /// Only while socket connections exist: with in-process links alone the
     /// API node spins for replies instead (see the runtime's `poll_events`).
     pub idle_spin_us: u64,
+    // --- cluster (membership, failure detection, distribution) ---
+    /// Data nodes send each other a heartbeat this often (any signal counts as
+    /// one). With `missed_heartbeats` this bounds how long a hung node (SIGSTOP,
+    /// a stalled machine) stays a member: interval x missed. A crashed node is
+    /// noticed sooner, when its connections break.
+    pub heartbeat_interval_ms: u64,
+    /// A node that sends nothing for this many heartbeat intervals is declared
+    /// failed by the node-failure protocol.
+    pub missed_heartbeats: u32,
+    /// Longest wait for the arbitrator (mgmd) when a node failure leaves the
+    /// survivors unable to know they are the only half left; without an
+    /// answer they shut down rather than risk two halves taking writes.
+    pub arbitration_timeout_ms: u64,
+    /// At a cluster start, wait this long for every configured data node
+    /// before starting with those present (one per node group at least).
+    pub start_partial_timeout_ms: u64,
+    /// Default for tables that do not say: committed reads may use any
+    /// replica (read-backup, `COMMENT="NDB_TABLE=READ_BACKUP=1"`); a commit
+    /// is then acknowledged only once every replica released its locks.
+    pub read_backup: bool,
+    // --- durability ---
+    /// A global checkpoint (every node's REDO flushed to disk up to a new
+    /// GCI) is started this often; it bounds what a whole-cluster crash loses.
+    pub gcp_interval_ms: u64,
 }
 
 impl Default for Knobs {
@@ -76,6 +100,12 @@ impl Default for Knobs {
             max_send_delay_us: 20,
             max_api_connections: 1_024,
             idle_spin_us: 50,
+            heartbeat_interval_ms: 200,
+            missed_heartbeats: 4,
+            arbitration_timeout_ms: 3_000,
+            start_partial_timeout_ms: 30_000,
+            read_backup: false,
+            gcp_interval_ms: 2_000,
         }
     }
 }
@@ -99,6 +129,12 @@ impl Knobs {
             max_send_delay_us: 200,
             max_api_connections: 64,
             idle_spin_us: 0,
+            heartbeat_interval_ms: 20,
+            missed_heartbeats: 2,
+            arbitration_timeout_ms: 300,
+            start_partial_timeout_ms: 2_000,
+            read_backup: true,
+            gcp_interval_ms: 20,
         }
     }
 
@@ -125,6 +161,11 @@ impl Knobs {
         range("max_send_delay_us", self.max_send_delay_us, 0, 100_000)?;
         range("max_api_connections", self.max_api_connections, 1, 1 << 16)?;
         range("idle_spin_us", self.idle_spin_us, 0, 10_000)?;
+        range("heartbeat_interval_ms", self.heartbeat_interval_ms, 10, 60_000)?;
+        range("missed_heartbeats", self.missed_heartbeats, 2, 100)?;
+        range("arbitration_timeout_ms", self.arbitration_timeout_ms, 100, 600_000)?;
+        range("start_partial_timeout_ms", self.start_partial_timeout_ms, 0, 3_600_000)?;
+        range("gcp_interval_ms", self.gcp_interval_ms, 10, 600_000)?;
         Ok(())
     }
 }
