@@ -121,5 +121,6 @@ pub fn table_def(name: &str, columns: Vec<ColumnDef>, primary_key: Vec<ColumnId>
         partitions: 0,
         indexes: Vec::new(),
         extra: Vec::new(),
+        options: Default::default(),
     }
 }

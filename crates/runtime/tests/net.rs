@@ -44,7 +44,7 @@ impl Block<Signal> for Echo {
                 } else {
                     vec![]
                 };
-                let conf = TcKeyConf { txn: req.txn, outcome: TxnOutcome::Open, results };
+                let conf = TcKeyConf { txn: req.txn, outcome: TxnOutcome::Open, results, gci: 0 };
                 ctx.send(env.from, Signal::TcKeyConf(Box::new(conf)));
             }
             Signal::DictReq(req) if req.req_id >= DELAYED => {
@@ -343,7 +343,12 @@ fn hostile_frames_close_the_connection_and_the_node_keeps_serving() {
                 c.frame_for(&env(
                     c.me(),
                     block::TC,
-                    Signal::Internal(Box::new(InternalSignal::LqhCommitReq { txn: 1 })),
+                    Signal::Internal(Box::new(InternalSignal::LqhCommitReq {
+                        txn: 1,
+                        gci: 1,
+                        chain: norr_signals::dist::Chain { instance: 0, nodes: [1].into_iter().collect() },
+                        tc: c.me(),
+                    })),
                 ))
             }),
         ),
@@ -354,7 +359,7 @@ fn hostile_frames_close_the_connection_and_the_node_keeps_serving() {
         (
             "reply signal from a client",
             Box::new(|c: &Client| {
-                let conf = TcKeyConf { txn: 1, outcome: TxnOutcome::Committed, results: vec![] };
+                let conf = TcKeyConf { txn: 1, outcome: TxnOutcome::Committed, results: vec![], gci: 1 };
                 c.frame_for(&env(c.me(), block::TC, Signal::TcKeyConf(Box::new(conf))))
             }),
         ),
