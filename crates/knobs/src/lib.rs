@@ -193,7 +193,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 pub fn format_size(bytes: u64) -> String {
     const UNITS: [(u64, &str); 4] = [(1 << 40, "T"), (1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
     for (unit, suffix) in UNITS {
-        if bytes != 0 && bytes % unit == 0 {
+        if bytes != 0 && bytes.is_multiple_of(unit) {
             return format!("{}{suffix}", bytes / unit);
         }
     }

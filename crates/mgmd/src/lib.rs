@@ -14,3 +14,6 @@
 //! long-lived connections, and the session runs beside any runtime.
 
 pub mod config;
+pub mod protocol;
+pub mod server;
+pub mod session;

@@ -69,6 +69,16 @@ impl NodeKind {
         })
     }
 
+    /// "a data", "an api": for "... node" messages.
+    pub fn with_article(self) -> &'static str {
+        match self {
+            NodeKind::Mgmd => "a mgmd",
+            NodeKind::Data => "a data",
+            NodeKind::Sql => "a sql",
+            NodeKind::Api => "an api",
+        }
+    }
+
     /// Node ids this kind may use.
     pub fn id_range(self) -> std::ops::RangeInclusive<NodeId> {
         match self {
@@ -240,7 +250,7 @@ impl ClusterConfig {
     /// Node groups: data nodes sorted by id, in consecutive chunks of `replicas`.
     pub fn node_groups(&self) -> Vec<Vec<NodeId>> {
         let ids: Vec<NodeId> = self.data_nodes().map(|n| n.id).collect();
-        assert!(ids.len() % self.replicas as usize == 0, "validated: data nodes are a multiple of replicas");
+        assert!(ids.len().is_multiple_of(self.replicas as usize), "validated: data nodes are a multiple of replicas");
         ids.chunks(self.replicas as usize).map(<[NodeId]>::to_vec).collect()
     }
 

@@ -301,7 +301,8 @@ fn parse_node(t: &Table, n: usize, base_dir: &Path, p: &mut Problems) -> Option<
             (Some(k), _) => {
                 let r = k.id_range();
                 p.push(format!(
-                    "[[node]] entry #{n}: id = {i} is out of range for a {k} node: {}..={}{}",
+                    "[[node]] entry #{n}: id = {i} is out of range for {} node: {}..={}{}",
+                    k.with_article(),
                     r.start(),
                     r.end(),
                     if k == NodeKind::Data || k == NodeKind::Mgmd {
@@ -448,7 +449,7 @@ fn check_cluster_shape(nodes: &[NodeConfig], replicas: u8, p: &mut Problems) {
     let mgmd = nodes.iter().filter(|n| n.kind == NodeKind::Mgmd).count();
     if data == 0 {
         p.push("no data node: add at least one [[node]] with kind = \"data\"".into());
-    } else if data % replicas as usize != 0 {
+    } else if !data.is_multiple_of(replicas as usize) {
         p.push(format!(
             "{data} data nodes cannot form node groups of {replicas} (cluster.replicas = {replicas}): \
              use a multiple of {replicas} data nodes"

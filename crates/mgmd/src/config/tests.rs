@@ -252,7 +252,7 @@ fn node_ids_are_unique_and_in_range_for_their_kind() {
         &["id = 0 is out of range for a mgmd node: 1..=99"],
     );
     refused(&with("[[node]]\nid = 42\nkind = \"sql\"\n"), &["id = 42 is out of range for a sql node: 100..=65535"]);
-    refused(&with("[[node]]\nid = 70000\nkind = \"api\"\n"), &["id = 70000 is out of range for a api node"]);
+    refused(&with("[[node]]\nid = 70000\nkind = \"api\"\n"), &["id = 70000 is out of range for an api node"]);
     refused(&with("[[node]]\nkind = \"api\"\n"), &["entry #4: id is missing"]);
     refused(&with("[[node]]\nid = 7\n"), &["entry #4: kind is missing"]);
     refused(&with("[[node]]\nid = 7\nkind = \"storage\"\n"), &["kind = \"storage\" is not a node kind"]);
