@@ -252,6 +252,8 @@ pub enum MgmError {
     Timeout(Duration),
     #[error("not connected to mgmd (it is down or restarting)")]
     NotConnected,
+    #[error("this node's configuration differs from the cluster's: {}", .0.join("; "))]
+    ConfigDiffers(Vec<String>),
     #[error("mgmd at {addr} sent a configuration that does not parse: {source}")]
     BadConfig { addr: String, source: ConfigError },
 }

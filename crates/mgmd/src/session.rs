@@ -49,6 +49,21 @@ pub struct Welcome {
     pub digest: u64,
 }
 
+impl Welcome {
+    /// For a node started with a configuration file of its own as well as
+    /// `--mgm`: Err naming every difference ("data.lock_wait_timeout_ms: 500
+    /// here, 1200 in the cluster") unless the two are the same. The node
+    /// must then not start.
+    pub fn check_same_as(&self, local: &ClusterConfig) -> Result<(), MgmError> {
+        let diff = local.diff(&self.config);
+        if diff.is_empty() {
+            Ok(())
+        } else {
+            Err(MgmError::ConfigDiffers(diff))
+        }
+    }
+}
+
 /// Connect to the first reachable mgmd of `mgm` ("host:port", several comma
 /// separated: tried in order), say Hello, and get the configuration.
 /// Errors name every address tried; a refusal (e.g. the node id is in use)

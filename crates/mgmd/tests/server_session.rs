@@ -100,6 +100,15 @@ fn config_is_served_and_reports_show_up() {
     assert_eq!(w.digest, m.config_digest());
     assert_eq!(w.config.to_toml(), w.config_toml);
     assert_eq!(link.connected_to().as_deref(), Some(addr.as_str()));
+    // A node with a file of its own checks it against the cluster's.
+    let same = ClusterConfig::parse(CONFIG, Path::new("/tmp")).unwrap();
+    w.check_same_as(&same).unwrap();
+    let other = ClusterConfig::parse(&CONFIG.replace("= 700", "= 500"), Path::new("/tmp")).unwrap();
+    let e = w.check_same_as(&other).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "this node's configuration differs from the cluster's: data.lock_wait_timeout_ms: 500 here, 700 in the cluster"
+    );
     // Before any report: connected, state unknown.
     let v = show(&addr);
     let n2 = v.nodes.iter().find(|n| n.id == 2).unwrap();

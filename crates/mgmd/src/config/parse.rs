@@ -451,8 +451,8 @@ fn check_cluster_shape(nodes: &[NodeConfig], replicas: u8, p: &mut Problems) {
         p.push("no data node: add at least one [[node]] with kind = \"data\"".into());
     } else if !data.is_multiple_of(replicas as usize) {
         p.push(format!(
-            "{data} data nodes cannot form node groups of {replicas} (cluster.replicas = {replicas}): \
-             use a multiple of {replicas} data nodes"
+            "{data} data nodes cannot form node groups of {replicas}: use a multiple of {replicas} data nodes \
+             (cluster.replicas = {replicas})"
         ));
     }
     if data > 1 && mgmd == 0 {
