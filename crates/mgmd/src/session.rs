@@ -166,8 +166,10 @@ fn connect_and_hello(
     Err(MgmError::Connect { addrs: addrs.join(","), detail: failures.join("; ") })
 }
 
-type ReportFn = Box<dyn Fn() -> NodeReport + Send>;
-type CommandFn = Box<dyn Fn(NodeCommand) + Send>;
+/// Builds this node's report (called on the link thread).
+pub type ReportFn = Box<dyn Fn() -> NodeReport + Send>;
+/// Takes a command pushed by mgmd (called on the link thread: hand it over, do not run it there).
+pub type CommandFn = Box<dyn Fn(NodeCommand) + Send>;
 
 struct Reporter {
     period: Duration,
