@@ -170,6 +170,36 @@ impl Knobs {
     }
 }
 
+/// Parse a size in bytes: "1073741824", "1G", "512M", "64KiB", "4k" (K, M, G,
+/// T are powers of 1024; a trailing "B" or "iB" is allowed). Knobs whose
+/// name ends in `_bytes` accept these in configuration files and flags.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let stripped = lower.trim_end_matches("ib").trim_end_matches('b');
+    let (num, mult) = match stripped.chars().last() {
+        Some('k') => (&stripped[..stripped.len() - 1], 1u64 << 10),
+        Some('m') => (&stripped[..stripped.len() - 1], 1u64 << 20),
+        Some('g') => (&stripped[..stripped.len() - 1], 1u64 << 30),
+        Some('t') => (&stripped[..stripped.len() - 1], 1u64 << 40),
+        _ => (stripped, 1),
+    };
+    let n: u64 = num.trim().parse().map_err(|_| format!("'{s}' is not a size (examples: 1073741824, 512M, 1G)"))?;
+    n.checked_mul(mult).ok_or_else(|| format!("size '{s}' is too large"))
+}
+
+/// The shortest exact spelling of a size that `parse_size` reads back:
+/// "1G" for 1073741824, "1536M", "4095" when no suffix divides it.
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [(1 << 40, "T"), (1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
+    for (unit, suffix) in UNITS {
+        if bytes != 0 && bytes.is_multiple_of(unit) {
+            return format!("{}{suffix}", bytes / unit);
+        }
+    }
+    bytes.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +209,23 @@ mod tests {
         Knobs::stress().validate().unwrap();
         let bad = Knobs { lock_wait_timeout_ms: 0, ..Knobs::default() };
         assert!(bad.validate().unwrap_err().contains("lock_wait_timeout_ms"));
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("512m"), Ok(512 << 20));
+        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_size("4kb"), Ok(4096));
+        assert_eq!(parse_size("123"), Ok(123));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("").is_err());
+        assert!(parse_size("99999999999T").is_err());
+        for v in [0u64, 1, 1023, 1024, 1536 << 20, 1 << 30, 3 << 40, u64::MAX] {
+            assert_eq!(parse_size(&format_size(v)), Ok(v), "{v}");
+        }
+        assert_eq!(format_size(1 << 30), "1G");
+        assert_eq!(format_size(1536 << 20), "1536M");
+        assert_eq!(format_size(4095), "4095");
     }
 }
