@@ -315,3 +315,39 @@ fn hello_then_nothing_is_closed_and_sql_nodes_keep_their_slots() {
     });
     back.unwrap().echo(3);
 }
+
+/// A 10 KB SCAN_TABREQ whose filter nests 10,000 NOTs used to overflow the
+/// event loop thread's stack while decoding and abort the data node. Now it
+/// is an undecodable message: that connection is closed, the node serves on.
+#[test]
+fn deeply_nested_filter_closes_the_connection_not_the_node() {
+    use norr_signals::{Filter, ScanSpec, ScanTabReq};
+    let h = start(Knobs::default(), RuntimeOptions::default());
+    let mut c = connect(&h, ApiKind::NativeClient, None).unwrap();
+    c.echo(1);
+    let scan = |filter| Envelope {
+        from: BlockRef::new(c.api_node, block::API, 0),
+        to: BlockRef::new(NODE, block::TC, 0),
+        prio: Priority::B,
+        signal: Signal::ScanTabReq(Box::new(ScanTabReq {
+            txn: 1,
+            scan_id: 1,
+            standalone: true,
+            spec: ScanSpec { filter, ..ScanSpec::full(1) },
+        })),
+    };
+    let (with, without) = (wire::encode(&scan(Some(Filter::True))), wire::encode(&scan(None)));
+    // After the filter's Option tag (the first byte that differs) comes TRUE:
+    // put 10,000 NOTs (variant 9) before it.
+    let at = with.iter().zip(&without).position(|(a, b)| a != b).unwrap() + 1;
+    let mut payload = with[..at].to_vec();
+    payload.extend(std::iter::repeat_n(9u8, 10_000));
+    payload.extend_from_slice(&with[at..]);
+    let mut w = Vec::new();
+    encode_frame(&payload, &mut w);
+    c.s.write_all(&w).unwrap();
+    assert!(closed_by_node(&mut c.s, Duration::from_secs(10)), "connection kept");
+    let mut other = connect(&h, ApiKind::NativeClient, None).unwrap();
+    other.echo(2);
+    assert_eq!(h.stats().protocol_errors, 1);
+}
