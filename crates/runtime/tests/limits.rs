@@ -177,9 +177,16 @@ fn slow_readers(max_signals_per_poll: usize) {
     const PAUSE: usize = 256 << 10;
     const READ_ROUND: usize = 4096;
     const CONNS: usize = 8;
-    const REQUESTS: u64 = 4096;
+    // Replies (3 KB on average) of three times what the kernel may buffer on
+    // the node's side of a connection (Linux: tcp_wmem's maximum, 4 MiB by
+    // default), so every connection must reach the node's pause point.
+    let kernel_bytes = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_wmem")
+        .ok()
+        .and_then(|t| t.split_whitespace().nth(2).and_then(|v| v.parse::<u64>().ok()))
+        .unwrap_or(4 << 20);
+    let requests: u64 = (3 * kernel_bytes / 3000).clamp(4096, 1 << 20);
     // A hard bound the old node reached (and disconnected at) long before
-    // these clients' ~12 MB of replies each, minus what the kernel buffers.
+    // these clients' replies, minus what the kernel buffers.
     let knobs = Knobs { send_buffer_pause_bytes: PAUSE, max_send_buffer_bytes: 1 << 20, ..Knobs::default() };
     let opts =
         RuntimeOptions { max_read_bytes_per_round: READ_ROUND, max_signals_per_poll, ..RuntimeOptions::default() };
@@ -190,7 +197,7 @@ fn slow_readers(max_signals_per_poll: usize) {
     let mut writers = Vec::new();
     for _ in 0..CONNS {
         let c = connect(&h, ApiKind::NativeClient, Some(64 << 10)).unwrap();
-        let batch: Vec<u8> = (0..REQUESTS).flat_map(|i| c.frame(txn(reply_bytes(i), i))).collect();
+        let batch: Vec<u8> = (0..requests).flat_map(|i| c.frame(txn(reply_bytes(i), i))).collect();
         let mut w = c.s.try_clone().unwrap();
         // A thread: the node stops reading, so the write may block for a while.
         writers.push(std::thread::spawn(move || w.write_all(&batch).map_err(|e| e.to_string())));
@@ -208,7 +215,7 @@ fn slow_readers(max_signals_per_poll: usize) {
 
     // The bound: the pause point plus the replies to one round's requests
     // (a round reads READ_ROUND bytes, after at most one partial frame).
-    let min_req = (0..REQUESTS).map(|i| slow[0].frame(txn(reply_bytes(i), i)).len()).min().unwrap();
+    let min_req = (0..requests).map(|i| slow[0].frame(txn(reply_bytes(i), i)).len()).min().unwrap();
     let max_reply = {
         let e = Envelope {
             from: BlockRef::new(NODE, block::TC, 0),
@@ -249,7 +256,7 @@ fn slow_readers(max_signals_per_poll: usize) {
         .into_iter()
         .map(|mut c| {
             std::thread::spawn(move || {
-                for i in 0..REQUESTS {
+                for i in 0..requests {
                     let r = c.recv().unwrap_or_else(|| panic!("connection lost at reply {i}"));
                     assert_eq!(r, (txn(reply_bytes(i), i), reply_bytes(i) as usize));
                 }
