@@ -106,6 +106,8 @@ pub(crate) struct LoopShared {
     /// Cluster nodes: the other data nodes and the arbitrator.
     pub peers: Option<PeerNet>,
     pub arbitrator: Option<Arc<dyn Arbitrator>>,
+    /// The node's status as its DIH last reported it.
+    pub status: Arc<std::sync::Mutex<Option<norr_signals::cluster::NodeStatus>>>,
 }
 
 /// Why the event loop ended.
@@ -175,6 +177,7 @@ pub(crate) struct EventLoop {
     arbitrator: Option<Arc<dyn Arbitrator>>,
     /// Set when a block asked the host to stop the node.
     exit: Option<NodeExit>,
+    status: Arc<std::sync::Mutex<Option<norr_signals::cluster::NodeStatus>>>,
 }
 
 impl EventLoop {
@@ -184,7 +187,7 @@ impl EventLoop {
         sched: Scheduler<Signal>,
         poll: Poll,
         (mut listener, mut unix_listener): (TcpListener, Option<UnixListener>),
-        LoopShared { stop, stats: shared_stats, local, host_queue, inbox, peers, arbitrator }: LoopShared,
+        LoopShared { stop, stats: shared_stats, local, host_queue, inbox, peers, arbitrator, status }: LoopShared,
     ) -> io::Result<EventLoop> {
         poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
         if let Some(l) = unix_listener.as_mut() {
@@ -228,6 +231,7 @@ impl EventLoop {
             peers,
             arbitrator,
             exit: None,
+            status,
         })
     }
 
@@ -984,6 +988,11 @@ impl EventLoop {
                     let arbitrator = self.arbitrator.clone();
                     let inbox = self.inbox.clone();
                     crate::host::arbitrate(self.node_id, arbitrator, (generation, survivors, failed), timeout, inbox);
+                }
+                ClusterSignal::NodeStatusRep(st) => {
+                    if let Ok(mut s) = self.status.lock() {
+                        *s = Some(*st);
+                    }
                 }
                 other => warn!(?other, "host block got an unexpected cluster signal"),
             }

@@ -199,6 +199,8 @@ pub struct DataNodeHandle {
     stop: Arc<AtomicBool>,
     waker: Arc<mio::Waker>,
     thread: Option<JoinHandle<io::Result<NodeExit>>>,
+    status: Arc<std::sync::Mutex<Option<norr_signals::cluster::NodeStatus>>>,
+    inbox: host::Inbox,
 }
 
 impl DataNodeHandle {
@@ -212,6 +214,17 @@ impl DataNodeHandle {
     /// instead of system calls (`norr up` runs its SQL node this way).
     pub fn local_connector(&self) -> LocalConnector {
         LocalConnector { local: self.local.clone() }
+    }
+
+    /// The node's status as its DIH last reported it (cluster nodes).
+    pub fn status(&self) -> Option<norr_signals::cluster::NodeStatus> {
+        self.status.lock().ok().and_then(|s| s.clone())
+    }
+
+    /// Hand a signal to one of the node's blocks from another thread (e.g.
+    /// a graceful leave to QMGR); it runs at the loop's next round.
+    pub fn deliver(&self, env: norr_signals::Envelope) {
+        self.inbox.push(env);
     }
 
     /// The host's counters as of the last loop round.
@@ -340,6 +353,8 @@ pub fn start_data_node_with(
         }
     }
     let inbox = host::Inbox::new(waker.clone());
+    let inbox_for_handle = inbox.clone();
+    let status = Arc::new(std::sync::Mutex::new(None));
     let (peers, arbitrator) = match &cfg.cluster {
         None => (None, None),
         Some(c) => {
@@ -374,6 +389,7 @@ pub fn start_data_node_with(
             inbox,
             peers,
             arbitrator,
+            status: status.clone(),
         },
     )?;
     let socket_file = unix_path.clone();
@@ -389,5 +405,5 @@ pub fn start_data_node_with(
         r
     })?;
     tracing::info!(node = cfg.node_id, %local_addr, unix_socket = ?unix_path, "data node listening");
-    Ok(DataNodeHandle { local_addr, local, stats, stop, waker, thread: Some(thread) })
+    Ok(DataNodeHandle { local_addr, local, stats, stop, waker, thread: Some(thread), status, inbox: inbox_for_handle })
 }
