@@ -289,7 +289,7 @@ impl EventLoop {
 
     pub fn run(&mut self) -> io::Result<NodeExit> {
         let mut events = Events::with_capacity(1024);
-        self.to_qmgr(ClusterSignal::QmgrStartReq { kind: norr_signals::cluster::StartKind::Initial });
+        self.send_to_qmgr(ClusterSignal::QmgrStartReq { kind: norr_signals::cluster::StartKind::Initial });
         while !self.stop.load(Ordering::SeqCst) && self.exit.is_none() {
             let timeout = self.poll_timeout();
             if let Err(e) = self.poll_events(&mut events, timeout) {

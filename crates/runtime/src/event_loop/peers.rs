@@ -261,7 +261,7 @@ impl EventLoop {
         net.slots.insert(node, slot);
         net.incarnations.insert(node, incarnation);
         info!(%peer, node, "connected to data node {node}");
-        self.to_qmgr(ClusterSignal::ConnectRep { node });
+        self.send_to_qmgr(ClusterSignal::ConnectRep { node });
     }
 
     /// A frame from a connected data node: one signal for a block here.
@@ -304,11 +304,11 @@ impl EventLoop {
             if net.dial.contains_key(&n) {
                 self.dial_failed(n, now);
             }
-            self.to_qmgr(ClusterSignal::DisconnectRep { node: n });
+            self.send_to_qmgr(ClusterSignal::DisconnectRep { node: n });
         }
     }
 
-    pub(super) fn to_qmgr(&mut self, sig: ClusterSignal) {
+    pub(super) fn send_to_qmgr(&mut self, sig: ClusterSignal) {
         let to = BlockRef::new(self.node_id, block::QMGR, 0);
         if !self.sched.has_block(to) {
             return; // a node without membership (tests of other blocks)

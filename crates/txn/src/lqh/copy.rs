@@ -14,6 +14,7 @@
 //!   lock, which is released only once the row was sent; its own write then
 //!   reaches the starting node later on the same link (messages between two
 //!   nodes stay in order).
+//!
 //! Either way the starting node ends with the row's latest committed image.
 //! It stores each copied row as it comes (insert, or overwrite by key).
 //!
