@@ -249,6 +249,11 @@ impl DataNodeHandle {
         self.join_inner().map(|_| ())
     }
 
+    /// The node's event loop has ended (`join_exit` then returns at once).
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
     /// `join`, saying why the node stopped (asked to, or by its blocks).
     pub fn join_exit(mut self) -> io::Result<NodeExit> {
         self.join_inner()
