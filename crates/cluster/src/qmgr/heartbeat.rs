@@ -70,6 +70,7 @@ impl Qmgr {
 
     /// Any message of a member (but a starting one's) counts as a heartbeat.
     pub(super) fn heard_from(&mut self, peer: NodeId, ctx: &mut Ctx<'_, Signal>) {
+        self.joined_unheard.remove(&peer);
         if peer != self.node && self.is_member() && !self.acc.failed.contains(&peer) {
             if let Some(t) = self.last_heard_ns.get_mut(&peer) {
                 *t = ctx.now_ns();

@@ -144,6 +144,9 @@ pub struct Qmgr {
     /// Connected nodes that showed they are starting (a new incarnation):
     /// never cut off as a failed member, whose connection is already gone.
     fresh: BTreeSet<NodeId>,
+    /// Members that joined and have not yet sent a member's message: a
+    /// starting node's request from them crossed their join's answer.
+    joined_unheard: BTreeSet<NodeId>,
     last_heard_ns: BTreeMap<NodeId, u64>,
     last_tick_ns: u64,
     tick_armed: bool,
@@ -186,6 +189,7 @@ impl Qmgr {
             round: None,
             connected: BTreeSet::new(),
             fresh: BTreeSet::new(),
+            joined_unheard: BTreeSet::new(),
             last_heard_ns: BTreeMap::new(),
             last_tick_ns: 0,
             tick_armed: false,
@@ -266,12 +270,16 @@ impl Qmgr {
         if matches!(self.phase, Phase::Stopped) {
             return;
         }
-        // The whole cluster is gone when a node group is lost: stay down
-        // for the operator. Otherwise another part of the cluster is (or may
-        // be) running: come back and join it.
+        // Come back as a starting node unless asked to stop or refused:
+        // another part of the cluster may be running (a node group looks
+        // lost from the small side of a split too), and a starting node
+        // never serves before it is a member again.
         let restart = match &reason {
-            ShutdownReason::NodeGroupLost(_) | ShutdownReason::Requested | ShutdownReason::ConfigMismatch(_) => false,
-            ShutdownReason::LostArbitration(_) | ShutdownReason::Excluded(_) | ShutdownReason::Fatal(_) => true,
+            ShutdownReason::Requested | ShutdownReason::ConfigMismatch(_) => false,
+            ShutdownReason::NodeGroupLost(_)
+            | ShutdownReason::LostArbitration(_)
+            | ShutdownReason::Excluded(_)
+            | ShutdownReason::Fatal(_) => true,
         };
         match &reason {
             ShutdownReason::NodeGroupLost(_) => crate::probe!(self.counters, "qmgr: shut down: node group lost"),

@@ -679,6 +679,10 @@ impl Qmgr {
             Some(MembershipChange::Join { node }) => Some(*node),
             _ => None,
         };
+        // The incarnations now members are the ones on these connections.
+        let failed = &self.acc.failed;
+        self.fresh.retain(|n| !members.contains(n) || failed.contains(n));
+        self.joined_unheard.retain(|n| members.contains(n));
         self.last_heard_ns.retain(|n, _| members.contains(n));
         for m in members.iter().filter(|m| **m != self.node) {
             self.last_heard_ns.entry(*m).or_insert(now);
@@ -699,6 +703,7 @@ impl Qmgr {
                 self.notify(ClusterSignal::NodeFailRep { failed: removed, membership: membership.clone() }, ctx);
             }
             for node in members.difference(&old) {
+                self.joined_unheard.insert(*node);
                 self.counters.bump("qmgr: nodes joined");
                 self.notify(ClusterSignal::NodeJoinedRep { node: *node, membership: membership.clone() }, ctx);
             }

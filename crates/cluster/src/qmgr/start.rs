@@ -58,6 +58,7 @@ impl Qmgr {
         }
         self.connected.remove(&node);
         self.fresh.remove(&node);
+        self.joined_unheard.remove(&node);
         self.counters.bump("qmgr: connections down");
         match &mut self.phase {
             Phase::Starting(st) => {
@@ -87,10 +88,15 @@ impl Qmgr {
             crate::probe!(self.counters, "qmgr: malformed message from a peer");
             return;
         }
-        // Only a starting node asks: on this connection is a new incarnation.
-        self.fresh.insert(peer);
-        if self.is_member() && self.members_now().contains(&peer) {
-            self.suspect(peer, "it is starting again (it restarted)", ctx);
+        if self.joined_unheard.contains(&peer) {
+            // Sent before it learned it joined.
+            crate::probe!(self.counters, "qmgr: presence request crossed a join");
+        } else {
+            // Only a starting node asks: on this connection is a new incarnation.
+            self.fresh.insert(peer);
+            if self.is_member() && self.members_now().contains(&peer) {
+                self.suspect(peer, "it is starting again (it restarted)", ctx);
+            }
         }
         let state = self.peer_state();
         self.send_peer(peer, QmgrMsg::Presence { node: self.node, state }, ctx);
@@ -260,7 +266,9 @@ impl Qmgr {
             crate::probe!(self.counters, "qmgr: malformed message from a peer");
             return;
         }
-        self.fresh.insert(peer);
+        if !self.joined_unheard.contains(&peer) {
+            self.fresh.insert(peer);
+        }
         let refuse = |q: &mut Qmgr, reason: String, retry: bool, ctx: &mut Ctx<'_, Signal>| {
             q.send_peer(peer, QmgrMsg::CmRegRef { node, reason, retry }, ctx);
         };
@@ -272,7 +280,7 @@ impl Qmgr {
             return refuse(self, format!("node {} is not the president (node {p} is)", self.node), true, ctx);
         }
         if self.members_now().contains(&node) {
-            if self.last_join == Some(node) && !self.acc.failed.contains(&node) {
+            if (self.last_join == Some(node) || self.joined_unheard.contains(&node)) && !self.acc.failed.contains(&node) {
                 // It joined in this generation and asks again: its answer
                 // crossed the request.
                 let view = self.view.clone().expect("a member");

@@ -16,7 +16,9 @@
 //! flight both ways and tells both hosts (`DisconnectRep`). A host asked by
 //! QMGR to disconnect a node (`HostDisconnectReq`) closes gracefully: what it
 //! sent before still arrives, then the peer sees the connection close; it
-//! then refuses that incarnation of the node until it restarts. A hung node
+//! then refuses that incarnation of the node until it restarts (and forgets
+//! the refusal when its own node restarts). A host stopping its node
+//! (`HostShutdownReq`) also closes gracefully. A hung node
 //! keeps its connections; what reaches it waits until it resumes.
 
 mod arbiter;
@@ -311,6 +313,8 @@ impl QmgrCluster {
         n.held.clear();
         n.stopped = None;
         n.resumed_ns = now;
+        // Its refusals were its previous life's: a new QMGR judges afresh.
+        self.bans.retain(|(closer, _), _| *closer != node);
         let mut sched = Scheduler::new(node, 1 << 16);
         let qmgr = Qmgr::new(node, self.node_groups.clone(), &self.knobs, vec![recorder_ref(node)]);
         sched.add_block(block::QMGR, 0, Box::new(qmgr));
@@ -352,6 +356,21 @@ impl QmgrCluster {
         n.held.clear();
         self.checker.node_down(node);
         self.refresh_links();
+    }
+
+    /// A host stopping its node on request closes its connections after
+    /// what the node sent (as `graceful_close`, without refusing it later).
+    fn shut_down(&mut self, node: NodeId) {
+        let peers: Vec<NodeId> = self.node_ids().into_iter().filter(|p| self.link_up(node, *p)).collect();
+        let now = self.now_ns;
+        for p in peers {
+            self.links_up.remove(&key(node, p));
+            self.bump(p, node);
+            let at = (*self.last_due.get(&(node, p)).unwrap_or(&0)).max(now) + 1;
+            let to_incarnation = self.nodes[&p].incarnation;
+            self.push(at, Ev::CloseArrives { from: node, to: p, to_incarnation });
+        }
+        self.take_down(node);
     }
 
     /// The node stops running (SIGSTOP); its connections stay.
@@ -682,7 +701,7 @@ impl QmgrCluster {
                     if self.nodes[&id].state == NodeState::Down {
                         continue;
                     }
-                    self.take_down(id);
+                    self.shut_down(id);
                     self.nodes.get_mut(&id).expect("node").stopped = Some((reason, restart));
                     if let (true, Some(delay)) = (restart, self.net.auto_restart_ns) {
                         let incarnation = self.nodes[&id].incarnation;
