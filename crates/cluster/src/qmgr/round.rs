@@ -146,6 +146,10 @@ impl Qmgr {
             return;
         }
         let failed: BTreeSet<NodeId> = failed.into_iter().collect();
+        if peer == self.node && self.round.as_ref().is_none_or(|r| r.ballot != ballot) {
+            // This node's own request of a ballot it already replaced.
+            return;
+        }
         match &self.phase {
             Phase::Idle | Phase::Stopped => return,
             Phase::Starting(_) if generation == 0 => return self.prep_formation(peer, ballot, failed, ctx),
@@ -213,7 +217,7 @@ impl Qmgr {
             self.acc.failed.insert(n);
             self.cut_off(n, &format!("node {peer}'s membership round declared it failed"), ctx);
         }
-        if self.round.as_ref().is_some_and(|r| r.ballot != ballot) {
+        if self.round.as_ref().is_some_and(|r| r.ballot < ballot) {
             crate::probe!(self.counters, "qmgr: own round superseded");
             self.round = None;
         }
@@ -245,7 +249,7 @@ impl Qmgr {
             return;
         }
         self.promise(ballot);
-        if self.round.as_ref().is_some_and(|r| r.ballot != ballot) {
+        if self.round.as_ref().is_some_and(|r| r.ballot < ballot) {
             // A lower starting node forms the cluster: leave it to it.
             crate::probe!(self.counters, "qmgr: own formation superseded");
             self.round = None;
@@ -446,6 +450,9 @@ impl Qmgr {
         if ballot.node != peer {
             crate::probe!(self.counters, "qmgr: malformed message from a peer");
             return;
+        }
+        if peer == self.node && self.round.as_ref().is_none_or(|r| r.ballot != ballot) {
+            return; // own request of a replaced ballot
         }
         match &self.phase {
             Phase::Idle | Phase::Stopped => return,
@@ -683,6 +690,11 @@ impl Qmgr {
         let failed = &self.acc.failed;
         self.fresh.retain(|n| !members.contains(n) || failed.contains(n));
         self.joined_unheard.retain(|n| members.contains(n));
+        if was_starting {
+            // The others may still be starting too: their requests for
+            // presence can cross the decision.
+            self.joined_unheard.extend(members.iter().filter(|m| **m != self.node));
+        }
         self.last_heard_ns.retain(|n, _| members.contains(n));
         for m in members.iter().filter(|m| **m != self.node) {
             self.last_heard_ns.entry(*m).or_insert(now);

@@ -4,7 +4,9 @@
 //! * order: a node incarnation reports `ClusterStartedRep` once, first, and
 //!   generations only grow;
 //! * one cluster: a running (not hung) member that a newer generation left
-//!   out shuts down within a bounded time: two halves never both go on.
+//!   out, or that belongs to an earlier life of the cluster (all of whose
+//!   nodes stopped, or a second cluster formed beside it), shuts down within
+//!   a bounded time: two halves never both go on.
 
 use norr_kernel::NodeId;
 use norr_signals::cluster::{ClusterSignal, Membership};
@@ -16,8 +18,11 @@ pub struct Checker {
     /// cluster formed afresh after every node stopped starts a new one).
     by_gen: BTreeMap<u64, Membership>,
     pub lifetimes: u32,
-    /// Each node's current incarnation's membership, if it is a member.
-    views: BTreeMap<NodeId, Membership>,
+    /// Each node's current incarnation's membership, if it is a member,
+    /// with the life of the cluster it is from.
+    views: BTreeMap<NodeId, (u32, Membership)>,
+    /// When the current life began.
+    lifetime_since_ns: u64,
     /// Since when a running member is known to be left out.
     stale_since: BTreeMap<NodeId, u64>,
     /// How long a left-out member may go on running.
@@ -30,13 +35,14 @@ impl Checker {
             by_gen: BTreeMap::new(),
             lifetimes: 0,
             views: BTreeMap::new(),
+            lifetime_since_ns: 0,
             stale_since: BTreeMap::new(),
             stale_window_ns,
         }
     }
 
     pub fn view(&self, node: NodeId) -> Option<&Membership> {
-        self.views.get(&node)
+        self.views.get(&node).map(|(_, m)| m)
     }
 
     pub fn generation_membership(&self, generation: u64) -> Option<&Membership> {
@@ -73,25 +79,37 @@ impl Checker {
         }
     }
 
-    /// A subscriber signal node `node` got from its QMGR.
-    pub fn record(&mut self, node: NodeId, sig: &ClusterSignal) -> Result<(), String> {
+    /// A subscriber signal node `node` got from its QMGR at `now_ns`.
+    pub fn record(&mut self, now_ns: u64, node: NodeId, sig: &ClusterSignal) -> Result<(), String> {
         match sig {
             ClusterSignal::ClusterStartedRep { membership, joined, .. } => {
                 if self.views.contains_key(&node) {
                     return Err(format!("node {node} got a second ClusterStartedRep"));
                 }
-                if !joined && membership.generation == 1 && self.views.is_empty() {
-                    // No node is a member: a new life of the cluster.
-                    self.by_gen.clear();
-                    self.lifetimes += 1;
+                if !joined {
+                    if membership.generation != 1 {
+                        return Err(format!("node {node} formed a cluster at {membership:?}"));
+                    }
+                    // The first report of a formation: a new life of the
+                    // cluster (the other members of the same formation
+                    // report the same generation 1, before any change).
+                    let same = self.by_gen.len() == 1 && self.by_gen.get(&1) == Some(membership);
+                    if !same {
+                        self.by_gen.clear();
+                        self.lifetimes += 1;
+                        self.lifetime_since_ns = now_ns;
+                    }
                 }
                 self.agree(node, membership)?;
-                self.views.insert(node, membership.clone());
+                self.views.insert(node, (self.lifetimes, membership.clone()));
             }
             ClusterSignal::NodeJoinedRep { membership, .. } | ClusterSignal::NodeFailRep { membership, .. } => {
-                let Some(old) = self.views.get(&node) else {
+                let Some((life, old)) = self.views.get(&node) else {
                     return Err(format!("node {node} got {sig:?} before ClusterStartedRep"));
                 };
+                if *life != self.lifetimes {
+                    return Err(format!("node {node} of an earlier life of the cluster changed to {membership:?}"));
+                }
                 if membership.generation <= old.generation {
                     return Err(format!(
                         "node {node}: generation went from {} to {}",
@@ -109,7 +127,7 @@ impl Checker {
                     }
                 }
                 self.agree(node, membership)?;
-                self.views.insert(node, membership.clone());
+                self.views.insert(node, (self.lifetimes, membership.clone()));
             }
             _ => {}
         }
@@ -119,25 +137,31 @@ impl Checker {
     /// `running`: nodes up and not hung, with when each last resumed.
     pub fn check_stale(&mut self, now_ns: u64, running: &BTreeMap<NodeId, u64>) -> Result<(), String> {
         let newest = self.newest_generation();
-        for (node, view) in &self.views {
+        for (node, (life, view)) in &self.views {
             let Some(resumed_ns) = running.get(node) else {
                 self.stale_since.remove(node);
                 continue;
             };
-            let left_out =
-                view.generation < newest && self.by_gen.range(view.generation + 1..).any(|(_, m)| !m.contains(*node));
+            let earlier_life = *life != self.lifetimes;
+            let left_out = earlier_life
+                || (view.generation < newest
+                    && self.by_gen.range(view.generation + 1..).any(|(_, m)| !m.contains(*node)));
             if !left_out {
                 self.stale_since.remove(node);
                 continue;
             }
-            let since = *self.stale_since.entry(*node).or_insert(now_ns);
-            let since = since.max(*resumed_ns);
+            let mut since = *self.stale_since.entry(*node).or_insert(now_ns);
+            since = since.max(*resumed_ns);
+            if earlier_life {
+                since = since.max(self.lifetime_since_ns);
+            }
             if now_ns.saturating_sub(since) > self.stale_window_ns {
                 return Err(format!(
-                    "node {node} keeps running in generation {} for {} ms after a newer generation left it out \
-                     (newest {newest}: {:?})",
+                    "node {node} keeps running in generation {} (life {life} of the cluster) for {} ms after \
+                     it was left out (life {}, newest generation {newest}: {:?})",
                     view.generation,
                     (now_ns - since) / 1_000_000,
+                    self.lifetimes,
                     self.by_gen.get(&newest)
                 ));
             }

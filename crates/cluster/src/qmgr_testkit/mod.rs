@@ -286,7 +286,9 @@ impl QmgrCluster {
     }
 
     fn fail(&self, msg: String) -> ! {
-        panic!("seed {}: at {:.3} ms: {msg}\nlast events:\n{}", self.seed, self.now_ns as f64 / 1e6, self.log_tail(40));
+        // NORR_QMGR_TAIL=n shows more of the log.
+        let n = std::env::var("NORR_QMGR_TAIL").ok().and_then(|s| s.parse().ok()).unwrap_or(40);
+        panic!("seed {}: at {:.3} ms: {msg}\nlast events:\n{}", self.seed, self.now_ns as f64 / 1e6, self.log_tail(n));
     }
 
     /// The last `n` log entries, one a line (for failure messages).
@@ -684,7 +686,7 @@ impl QmgrCluster {
             (entries, host_out)
         };
         for (_, sig) in entries {
-            if let Err(e) = self.checker.record(id, &sig) {
+            if let Err(e) = self.checker.record(self.now_ns, id, &sig) {
                 self.fail(e);
             }
             self.note(id, Happening::Report(sig));
