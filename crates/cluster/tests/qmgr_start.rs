@@ -234,3 +234,31 @@ fn a_president_crash_during_a_join_still_ends_in_one_cluster() {
         assert_eq!(v.president, 2, "seed {seed}");
     }
 }
+
+#[test]
+fn a_partial_start_is_refused_while_an_unseen_cluster_runs() {
+    // The cluster shrinks to node 1 by a graceful leave (no arbitration);
+    // node 1 hangs; node 2 starts again and sees nobody. Starting alone
+    // would make two clusters: the arbitrator knows generation 2 is running
+    // (the president registered it) and refuses the partial start.
+    let knobs = Knobs { start_partial_timeout_ms: 1_000, ..Knobs::default() };
+    let mut c = QmgrCluster::new(11, vec![vec![1, 2]], knobs);
+    c.start_all();
+    c.run_for_ms(200);
+    c.leave(2);
+    c.run_for_ms(200);
+    assert_eq!(c.membership(1), Some(&m(2, &[1], 1)));
+    assert!(c.registrations().contains(&(1, 2)), "{:?}", c.registrations());
+    assert!(c.arbit_requests().is_empty());
+    c.hang(1);
+    c.start(2);
+    c.run_for_ms(5_000);
+    assert!(c.membership(2).is_none(), "node 2 must not start a second cluster");
+    let asked = c.arbit_requests();
+    assert!(!asked.is_empty(), "it asked to start alone");
+    assert!(c.log.iter().all(|e| !matches!(e.what, Happening::ArbitAnswer { generation: 0, granted: true })));
+    c.resume(1);
+    c.run_for_ms(1_000);
+    assert_eq!(c.settled().unwrap(), m(3, &[1, 2], 1));
+    assert_eq!(started(&c, 2).map(|(_, j)| j), Some(true));
+}

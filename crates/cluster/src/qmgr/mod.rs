@@ -59,12 +59,15 @@
 //! ## Interface
 //! From the host: `QmgrStartReq`, `ConnectRep`, `DisconnectRep` (priority A),
 //! `Qmgr(LeaveReq { node: own })` for a graceful stop, `ArbitConf` (from MGM).
-//! To the host: `HostDisconnectReq`, `HostShutdownReq`; to MGM: `ArbitReq`.
+//! To the host: `HostDisconnectReq`, `HostShutdownReq`; to MGM: `ArbitReq`
+//! (a round's, and the president's registration of each new generation,
+//! see `arbit.rs`).
 //! To the subscribers (priority A): `ClusterStartedRep` once, then
 //! `NodeFailRep` / `NodeJoinedRep` per change. From the node's TC:
 //! `NfCompleteRep { node }`: the president lets a removed node join again
 //! only after it.
 
+mod arbit;
 mod heartbeat;
 mod round;
 pub mod split;
@@ -157,6 +160,9 @@ pub struct Qmgr {
     /// sent again if it asks again).
     last_join: Option<NodeId>,
     leaving: Option<Leaving>,
+    /// The arbitration request this node waits an answer for (its
+    /// generation): at most one at a time (see `arbit.rs`).
+    arbit_pending: Option<(u64, arbit::ArbitPurpose)>,
     counters: Counters,
 }
 
@@ -196,6 +202,7 @@ impl Qmgr {
             nf_pending: BTreeSet::new(),
             last_join: None,
             leaving: None,
+            arbit_pending: None,
             counters: Counters::default(),
         }
     }

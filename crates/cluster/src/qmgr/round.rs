@@ -4,11 +4,11 @@
 
 use super::split::{self, SplitDecision};
 use super::{Acceptor, Phase, Qmgr};
-use norr_kernel::{BlockRef, Ctx, NodeId, Priority};
+use norr_kernel::{Ctx, NodeId};
 use norr_signals::cluster::{
     Ballot, ClusterSignal, ClusterView, Membership, MembershipChange, QmgrMsg, ShutdownReason,
 };
-use norr_signals::{block, Signal};
+use norr_signals::Signal;
 use std::collections::BTreeSet;
 
 #[derive(Debug)]
@@ -35,8 +35,11 @@ pub(super) enum RoundPhase {
         /// Nodes the members believe failed.
         reported: BTreeSet<NodeId>,
     },
+    /// Asking the arbitrator (`sent`: the request went out; it waits while
+    /// an earlier request of this node is unanswered).
     Arbitrating {
         value: MembershipChange,
+        sent: bool,
     },
     Accept {
         value: MembershipChange,
@@ -327,17 +330,12 @@ impl Qmgr {
             SplitDecision::GoOn => self.start_accept(value, ctx),
             SplitDecision::Arbitrate => {
                 let ballot = r.ballot;
-                let survivors: Vec<NodeId> = r.quorum.iter().copied().collect();
-                let failed: Vec<NodeId> = r.failed.iter().copied().collect();
-                r.phase = RoundPhase::Arbitrating { value };
+                r.phase = RoundPhase::Arbitrating { value, sent: false };
                 r.phase_since_ns = ctx.now_ns();
-                self.counters.bump("qmgr: arbitration asked");
-                let mgm = BlockRef::new(self.node, block::MGM, 0);
-                let req = ClusterSignal::ArbitReq { generation, survivors, failed };
-                ctx.send_prio(mgm, super::cluster(req), Priority::A);
                 let me = ctx.self_ref();
                 let timeout = super::cluster(ClusterSignal::Qmgr(QmgrMsg::ArbitTimeout { generation, ballot }));
                 ctx.send_delayed(me, timeout, self.arbitration_timeout_ns);
+                self.send_round_arbitration(ctx);
             }
             SplitDecision::GroupLost(groups) => {
                 if generation == 0 {
@@ -354,7 +352,7 @@ impl Qmgr {
     }
 
     /// Coordinator: the survivors may not go on; every one shuts down.
-    fn stop_quorum(&mut self, reason: ShutdownReason, ctx: &mut Ctx<'_, Signal>) {
+    pub(super) fn stop_quorum(&mut self, reason: ShutdownReason, ctx: &mut Ctx<'_, Signal>) {
         let r = self.round.take().expect("a round");
         for q in r.quorum.iter().filter(|q| **q != self.node) {
             let msg = QmgrMsg::Stop { generation: r.generation, ballot: r.ballot, reason: reason.clone() };
@@ -383,51 +381,7 @@ impl Qmgr {
         }
     }
 
-    pub(super) fn on_arbit_conf(&mut self, generation: u64, granted: bool, reason: String, ctx: &mut Ctx<'_, Signal>) {
-        let waiting = self
-            .round
-            .as_ref()
-            .is_some_and(|r| r.generation == generation && matches!(r.phase, RoundPhase::Arbitrating { .. }));
-        if !waiting {
-            crate::probe!(self.counters, "qmgr: stale arbitration answer");
-            return;
-        }
-        if granted {
-            self.counters.bump("qmgr: arbitration granted");
-            let r = self.round.as_mut().expect("checked");
-            let RoundPhase::Arbitrating { value } = &r.phase else { unreachable!() };
-            let value = value.clone();
-            self.start_accept(value, ctx);
-        } else {
-            self.arbitration_lost(reason, ctx);
-        }
-    }
-
-    pub(super) fn on_arbit_timeout(&mut self, generation: u64, ballot: Ballot, ctx: &mut Ctx<'_, Signal>) {
-        let waiting = self.round.as_ref().is_some_and(|r| {
-            r.generation == generation && r.ballot == ballot && matches!(r.phase, RoundPhase::Arbitrating { .. })
-        });
-        if waiting {
-            crate::probe!(self.counters, "qmgr: arbitrator did not answer");
-            let ms = self.arbitration_timeout_ns / 1_000_000;
-            self.arbitration_lost(format!("the arbitrator did not answer within {ms} ms"), ctx);
-        }
-    }
-
-    fn arbitration_lost(&mut self, reason: String, ctx: &mut Ctx<'_, Signal>) {
-        crate::probe!(self.counters, "qmgr: arbitration lost");
-        let generation = self.round.as_ref().expect("a round").generation;
-        if generation == 0 {
-            // Another part of the cluster may have started: wait to see it.
-            self.round = None;
-            let now = ctx.now_ns();
-            self.start_retry_later(self.protocol_timeout_ns(), now);
-            return;
-        }
-        self.stop_quorum(ShutdownReason::LostArbitration(reason), ctx);
-    }
-
-    fn start_accept(&mut self, value: MembershipChange, ctx: &mut Ctx<'_, Signal>) {
+    pub(super) fn start_accept(&mut self, value: MembershipChange, ctx: &mut Ctx<'_, Signal>) {
         let r = self.round.as_mut().expect("a round");
         r.phase = RoundPhase::Accept { value: value.clone(), waiting: r.quorum.clone() };
         r.phase_since_ns = ctx.now_ns();
@@ -720,6 +674,7 @@ impl Qmgr {
                 self.notify(ClusterSignal::NodeJoinedRep { node: *node, membership: membership.clone() }, ctx);
             }
         }
+        self.register_generation(ctx);
         if !self.acc.failed.is_empty() {
             self.failures_changed("still failed after the last change", ctx);
         } else if self.leaving.is_some() {

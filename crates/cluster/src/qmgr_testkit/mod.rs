@@ -847,8 +847,20 @@ impl QmgrCluster {
             .collect()
     }
 
+    /// Arbitration requests of membership rounds (not registrations).
     pub fn arbit_requests(&self) -> Vec<&LogEntry> {
-        self.log.iter().filter(|e| matches!(e.what, Happening::ArbitReq { .. })).collect()
+        self.log.iter().filter(|e| matches!(&e.what, Happening::ArbitReq { failed, .. } if !failed.is_empty())).collect()
+    }
+
+    /// Generations presidents registered with the arbitrator.
+    pub fn registrations(&self) -> Vec<(NodeId, u64)> {
+        self.log
+            .iter()
+            .filter_map(|e| match &e.what {
+                Happening::ArbitReq { generation, failed, .. } if failed.is_empty() => Some((e.node, *generation)),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Why `node` is down, if it shut down.
