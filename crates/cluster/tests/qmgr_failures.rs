@@ -337,4 +337,3 @@ fn a_coordinator_crash_during_the_failure_round_is_taken_over() {
         assert_eq!(v.president, 2);
     }
 }
-

@@ -28,7 +28,7 @@ fn pick(rng: &mut XorShift, from: &[u16]) -> Option<u16> {
 
 /// Runs one seed; returns a summary line and the whole event log.
 fn run_seed(seed: u64) -> (String, String) {
-    let mut rng = XorShift::new(seed ^ 0x5EED_0F_0A11);
+    let mut rng = XorShift::new(seed ^ 0x005E_ED0F_0A11);
     let groups = shape(&mut rng);
     let knobs = if rng.chance(75) { Knobs::stress() } else { Knobs::default() };
     let hb_ms = knobs.heartbeat_interval_ms;
@@ -148,8 +148,10 @@ fn run_seed(seed: u64) -> (String, String) {
         );
     }
     let v = c.settled().expect("settled");
-    let summary =
-        format!("seed {seed}: {groups:?} {} steps -> generation {}, lifetimes {}", steps, v.generation, c.checker.lifetimes);
+    let summary = format!(
+        "seed {seed}: {groups:?} {} steps -> generation {}, lifetimes {}",
+        steps, v.generation, c.checker.lifetimes
+    );
     (summary, format!("{:?}", c.log))
 }
 
@@ -164,8 +166,12 @@ fn random_faults_keep_one_agreed_membership() {
     let mut max_gen = 0;
     for seed in 0..seeds {
         let (line, _) = run_seed(seed);
-        let generation: u64 =
-            line.split("generation ").nth(1).and_then(|s| s.split(',').next()).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let generation: u64 = line
+            .split("generation ")
+            .nth(1)
+            .and_then(|s| s.split(',').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
         max_gen = max_gen.max(generation);
     }
     // The faults really changed the membership many times.

@@ -121,35 +121,65 @@ pub enum PeerState {
 pub enum QmgrMsg {
     /// Member -> every other member, each heartbeat interval. Any message of
     /// a member counts as a heartbeat.
-    Heartbeat { generation: u64 },
+    Heartbeat {
+        generation: u64,
+    },
     /// Starting node -> every connected data node: is a cluster running?
     /// Reply `Presence`.
-    PresenceReq { node: NodeId },
-    Presence { node: NodeId, state: PeerState },
+    PresenceReq {
+        node: NodeId,
+    },
+    Presence {
+        node: NodeId,
+        state: PeerState,
+    },
     /// Starting node -> president: let me join. Reply `CmRegConf` once every
     /// member agreed (generation + 1), or `CmRegRef`.
-    CmRegReq { node: NodeId },
-    CmRegConf { view: ClusterView },
+    CmRegReq {
+        node: NodeId,
+    },
+    CmRegConf {
+        view: ClusterView,
+    },
     /// `retry`: try again later (a change in progress, the node's previous
     /// life not yet cleaned up); else the node may not join at all.
-    CmRegRef { node: NodeId, reason: String, retry: bool },
+    CmRegRef {
+        node: NodeId,
+        reason: String,
+        retry: bool,
+    },
     /// The host -> its own QMGR, and that QMGR -> the president: `node`
     /// leaves the cluster on purpose. No reply on success: the leaving node
     /// shuts down (`HostShutdownReq { Requested }`) once every member agreed.
-    LeaveReq { node: NodeId },
+    LeaveReq {
+        node: NodeId,
+    },
     /// President -> leaving node (`retry`: try again later), and a refused
     /// leave -> the host that asked.
-    LeaveRef { node: NodeId, reason: String, retry: bool },
+    LeaveRef {
+        node: NodeId,
+        reason: String,
+        retry: bool,
+    },
     /// Member -> the president as it sees it: these members failed (any
     /// member's report is enough to exclude a node).
-    FailRep { generation: u64, failed: Vec<NodeId>, reason: String },
+    FailRep {
+        generation: u64,
+        failed: Vec<NodeId>,
+        reason: String,
+    },
     /// Phase 1 of a change of `generation`, coordinator (the acting
     /// president) -> the quorum (the members not in `failed`, itself
     /// included): promise `ballot`, cut `failed` off. `current`: the
     /// coordinator's view, for a member that missed the last change.
     /// Reply `PrepChangeConf` (with the change this member accepted, if
     /// any, and every node it believes failed) or `PrepChangeRef`.
-    PrepChangeReq { generation: u64, ballot: Ballot, failed: Vec<NodeId>, current: Option<ClusterView> },
+    PrepChangeReq {
+        generation: u64,
+        ballot: Ballot,
+        failed: Vec<NodeId>,
+        current: Option<ClusterView>,
+    },
     PrepChangeConf {
         generation: u64,
         ballot: Ballot,
@@ -157,27 +187,57 @@ pub enum QmgrMsg {
         failed: Vec<NodeId>,
     },
     /// The member promised a higher ballot.
-    PrepChangeRef { generation: u64, ballot: Ballot, promised: Ballot },
+    PrepChangeRef {
+        generation: u64,
+        ballot: Ballot,
+        promised: Ballot,
+    },
     /// Phase 2, coordinator -> quorum: accept `change` (after the survivors
     /// were found allowed to go on). Reply `AcceptChangeConf` / `Ref`.
-    AcceptChangeReq { generation: u64, ballot: Ballot, change: MembershipChange },
-    AcceptChangeConf { generation: u64, ballot: Ballot },
-    AcceptChangeRef { generation: u64, ballot: Ballot, promised: Ballot },
+    AcceptChangeReq {
+        generation: u64,
+        ballot: Ballot,
+        change: MembershipChange,
+    },
+    AcceptChangeConf {
+        generation: u64,
+        ballot: Ballot,
+    },
+    AcceptChangeRef {
+        generation: u64,
+        ballot: Ballot,
+        promised: Ballot,
+    },
     /// Phase 3, coordinator -> quorum: every one accepted; `view` is the new
     /// generation.
-    ChangeDecided { view: ClusterView, change: MembershipChange },
+    ChangeDecided {
+        view: ClusterView,
+        change: MembershipChange,
+    },
     /// Reply to a message of an older generation: the sender missed changes.
-    Catchup { view: ClusterView },
+    Catchup {
+        view: ClusterView,
+    },
     /// To a node this member declared failed (sent before the connection is
     /// closed, so a hung node reads it when it wakes up).
-    YouAreExcluded { generation: u64, reason: String },
+    YouAreExcluded {
+        generation: u64,
+        reason: String,
+    },
     /// Coordinator -> quorum: the survivors of a failure may not go on
     /// (a node group lost, or arbitration lost): shut down.
-    Stop { generation: u64, ballot: Ballot, reason: ShutdownReason },
+    Stop {
+        generation: u64,
+        ballot: Ballot,
+        reason: ShutdownReason,
+    },
     /// QMGR -> itself (delayed): heartbeats, time-outs, retries.
     Tick,
     /// QMGR -> itself (delayed): the arbitrator did not answer in time.
-    ArbitTimeout { generation: u64, ballot: Ballot },
+    ArbitTimeout {
+        generation: u64,
+        ballot: Ballot,
+    },
 }
 
 /// How a data node starts (the host decides from its data directory).

@@ -30,7 +30,13 @@ pub(super) enum ArbitPurpose {
 }
 
 impl Qmgr {
-    fn send_arbit_req(&mut self, generation: u64, survivors: Vec<NodeId>, failed: Vec<NodeId>, ctx: &mut Ctx<'_, Signal>) {
+    fn send_arbit_req(
+        &mut self,
+        generation: u64,
+        survivors: Vec<NodeId>,
+        failed: Vec<NodeId>,
+        ctx: &mut Ctx<'_, Signal>,
+    ) {
         let mgm = BlockRef::new(self.node, block::MGM, 0);
         ctx.send_prio(mgm, cluster(ClusterSignal::ArbitReq { generation, survivors, failed }), Priority::A);
     }

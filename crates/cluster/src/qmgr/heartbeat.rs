@@ -29,11 +29,8 @@ impl Qmgr {
         let elapsed = now.saturating_sub(self.last_tick_ns);
         self.last_tick_ns = now;
         let generation = self.generation();
-        let peers: Vec<NodeId> = self
-            .members_now()
-            .into_iter()
-            .filter(|m| *m != self.node && !self.acc.failed.contains(m))
-            .collect();
+        let peers: Vec<NodeId> =
+            self.members_now().into_iter().filter(|m| *m != self.node && !self.acc.failed.contains(m)).collect();
         for p in &peers {
             self.send_peer(*p, QmgrMsg::Heartbeat { generation }, ctx);
         }

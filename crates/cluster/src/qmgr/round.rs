@@ -83,7 +83,9 @@ impl Qmgr {
                 let quorum = self.members_now().difference(&failed).copied().collect();
                 // A failure round always covers every node believed failed.
                 let proposal = match other {
-                    MembershipChange::Fail { .. } => MembershipChange::Fail { failed: failed.iter().copied().collect() },
+                    MembershipChange::Fail { .. } => {
+                        MembershipChange::Fail { failed: failed.iter().copied().collect() }
+                    }
                     p => p,
                 };
                 (proposal, quorum, failed)
@@ -97,12 +99,12 @@ impl Qmgr {
         let current = self.view.clone();
         let failed_list: Vec<NodeId> = failed.iter().copied().collect();
         for q in &quorum {
-            let msg = QmgrMsg::PrepChangeReq { generation, ballot, failed: failed_list.clone(), current: current.clone() };
+            let msg =
+                QmgrMsg::PrepChangeReq { generation, ballot, failed: failed_list.clone(), current: current.clone() };
             self.send_peer(*q, msg, ctx);
         }
         let phase = RoundPhase::Prep { waiting: quorum.clone(), best: None, reported: BTreeSet::new() };
-        self.round =
-            Some(Round { generation, ballot, quorum, failed, proposal, phase, phase_since_ns: ctx.now_ns() });
+        self.round = Some(Round { generation, ballot, quorum, failed, proposal, phase, phase_since_ns: ctx.now_ns() });
     }
 
     /// Is `change` a sensible change of generation `generation` (the
@@ -143,8 +145,7 @@ impl Qmgr {
         current: Option<ClusterView>,
         ctx: &mut Ctx<'_, Signal>,
     ) {
-        if ballot.node != peer || !self.valid_nodes(&failed) || current.as_ref().is_some_and(|v| !self.valid_view(v))
-        {
+        if ballot.node != peer || !self.valid_nodes(&failed) || current.as_ref().is_some_and(|v| !self.valid_view(v)) {
             crate::probe!(self.counters, "qmgr: malformed message from a peer");
             return;
         }
@@ -543,7 +544,8 @@ impl Qmgr {
         let _ = peer;
         match &self.phase {
             Phase::Starting(_) => {
-                let formed = matches!(&change, MembershipChange::Form { members } if *members == view.membership.members);
+                let formed =
+                    matches!(&change, MembershipChange::Form { members } if *members == view.membership.members);
                 if view.membership.generation == 1 && formed && view.membership.contains(self.node) {
                     self.adopt(view, Some(change), ctx);
                 } else {

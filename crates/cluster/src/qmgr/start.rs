@@ -28,8 +28,7 @@ impl Qmgr {
         }
         self.kind = kind;
         let now = ctx.now_ns();
-        self.phase =
-            Phase::Starting(Start { since_ns: now, peers: BTreeMap::new(), joining: None, retry_at_ns: 0 });
+        self.phase = Phase::Starting(Start { since_ns: now, peers: BTreeMap::new(), joining: None, retry_at_ns: 0 });
         self.last_tick_ns = now;
         for p in self.connected.clone() {
             self.send_peer(p, QmgrMsg::PresenceReq { node: self.node }, ctx);
@@ -280,7 +279,8 @@ impl Qmgr {
             return refuse(self, format!("node {} is not the president (node {p} is)", self.node), true, ctx);
         }
         if self.members_now().contains(&node) {
-            if (self.last_join == Some(node) || self.joined_unheard.contains(&node)) && !self.acc.failed.contains(&node) {
+            if (self.last_join == Some(node) || self.joined_unheard.contains(&node)) && !self.acc.failed.contains(&node)
+            {
                 // It joined in this generation and asks again: its answer
                 // crossed the request.
                 let view = self.view.clone().expect("a member");
@@ -288,7 +288,12 @@ impl Qmgr {
                 return;
             }
             self.suspect(node, "it asked to join again (it restarted)", ctx);
-            return refuse(self, format!("node {node}'s previous life is still a member; it is being removed"), true, ctx);
+            return refuse(
+                self,
+                format!("node {node}'s previous life is still a member; it is being removed"),
+                true,
+                ctx,
+            );
         }
         if self.round.is_some() || !self.acc.failed.is_empty() {
             crate::probe!(self.counters, "qmgr: join waits for a membership change");
@@ -355,8 +360,7 @@ impl Qmgr {
         if !rest.remove(&node) {
             return answer(self, format!("node {node} is not a member"), false, ctx);
         }
-        if matches!(self.round.as_ref().map(|r| &r.proposal), Some(MembershipChange::Leave { node: n }) if *n == node)
-        {
+        if matches!(self.round.as_ref().map(|r| &r.proposal), Some(MembershipChange::Leave { node: n }) if *n == node) {
             return; // already at it
         }
         if self.round.is_some() || !self.acc.failed.is_empty() {

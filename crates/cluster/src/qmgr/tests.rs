@@ -57,7 +57,7 @@ impl One {
         self.sched.run_until_idle(1_000);
     }
 
-    fn from_peer(&mut self, peer: NodeId, msg: QmgrMsg) -> Vec<Envelope<Signal>> {
+    fn peer_sends(&mut self, peer: NodeId, msg: QmgrMsg) -> Vec<Envelope<Signal>> {
         self.sched.deliver(env(qmgr_ref(peer), ME, q(msg))).unwrap();
         self.sched.run_until_idle(1_000);
         self.sched.take_remote()
@@ -79,8 +79,7 @@ impl One {
         self.sched.deliver(Envelope { from: me, to: qmgr_ref(ME), prio: Priority::B, signal: sig }).unwrap();
         self.sched.run_until_idle(1_000);
         let got = std::mem::take(&mut *self.local.lock().unwrap());
-        let stats = got
-            .into_iter()
+        got.into_iter()
             .find_map(|e| match e.signal {
                 Signal::Internal(i) => match *i {
                     InternalSignal::StatsConf { req: 9, stats } => Some(stats.counters),
@@ -88,8 +87,7 @@ impl One {
                 },
                 _ => None,
             })
-            .expect("QMGR answers StatsReq");
-        stats
+            .expect("QMGR answers StatsReq")
     }
 
     fn counter(&mut self, name: &str) -> u64 {
@@ -100,13 +98,13 @@ impl One {
     fn formed(mut self) -> One {
         self.sched.take_remote();
         let ballot = Ballot { round: 1, node: 1 };
-        let out = self.from_peer(1, QmgrMsg::PrepChangeReq { generation: 0, ballot, failed: vec![], current: None });
+        let out = self.peer_sends(1, QmgrMsg::PrepChangeReq { generation: 0, ballot, failed: vec![], current: None });
         assert!(matches!(&out[..], [e] if matches!(&e.signal, Signal::Cluster(c)
             if matches!(&**c, ClusterSignal::Qmgr(QmgrMsg::PrepChangeConf { generation: 0, accepted: None, .. })))));
         let change = MembershipChange::Form { members: vec![1, 2, 3, 4] };
-        let out = self.from_peer(1, QmgrMsg::AcceptChangeReq { generation: 0, ballot, change: change.clone() });
+        let out = self.peer_sends(1, QmgrMsg::AcceptChangeReq { generation: 0, ballot, change: change.clone() });
         assert_eq!(out.len(), 1);
-        let out = self.from_peer(1, QmgrMsg::ChangeDecided { view: view(1, &[1, 2, 3, 4]), change });
+        let out = self.peer_sends(1, QmgrMsg::ChangeDecided { view: view(1, &[1, 2, 3, 4]), change });
         assert!(out.is_empty());
         let got = self.local();
         assert!(
@@ -135,11 +133,11 @@ fn a_starting_node_answers_presence_and_follows_a_formation() {
         .map(|e| e.to.node)
         .collect();
     assert_eq!(asked, vec![1, 3, 4]);
-    let out = one.from_peer(3, QmgrMsg::PresenceReq { node: 3 });
+    let out = one.peer_sends(3, QmgrMsg::PresenceReq { node: 3 });
     assert!(matches!(&out[..], [e] if e.to.node == 3 && matches!(&e.signal, Signal::Cluster(c)
         if **c == ClusterSignal::Qmgr(QmgrMsg::Presence { node: ME, state: PeerState::Starting }))));
     let mut one = one.formed();
-    let out = one.from_peer(3, QmgrMsg::PresenceReq { node: 3 });
+    let out = one.peer_sends(3, QmgrMsg::PresenceReq { node: 3 });
     assert!(matches!(&out[..], [e] if matches!(&e.signal, Signal::Cluster(c)
         if matches!(&**c, ClusterSignal::Qmgr(QmgrMsg::Presence { state: PeerState::Member(_), .. })))));
 }
@@ -163,15 +161,56 @@ fn malformed_messages_are_counted_and_ignored() {
         (
             1,
             QmgrMsg::ChangeDecided {
-                view: ClusterView { membership: Membership { generation: 2, members: vec![1, 2], president: 2 }, order: vec![1, 2] },
+                view: ClusterView {
+                    membership: Membership { generation: 2, members: vec![1, 2], president: 2 },
+                    order: vec![1, 2],
+                },
                 change: MembershipChange::Fail { failed: vec![3, 4] },
             },
         ),
-        (1, QmgrMsg::PrepChangeReq { generation: 1, ballot: Ballot { round: 5, node: 3 }, failed: vec![], current: None }),
-        (1, QmgrMsg::PrepChangeReq { generation: 1, ballot: Ballot { round: 5, node: 1 }, failed: vec![77], current: None }),
-        (3, QmgrMsg::PrepChangeReq { generation: 1, ballot: Ballot { round: 5, node: 3 }, failed: vec![4], current: None }),
-        (1, QmgrMsg::AcceptChangeReq { generation: 1, ballot: Ballot { round: 1, node: 1 }, change: MembershipChange::Form { members: vec![1] } }),
-        (1, QmgrMsg::AcceptChangeReq { generation: 1, ballot: Ballot { round: 1, node: 1 }, change: MembershipChange::Leave { node: 9 } }),
+        (
+            1,
+            QmgrMsg::PrepChangeReq {
+                generation: 1,
+                ballot: Ballot { round: 5, node: 3 },
+                failed: vec![],
+                current: None,
+            },
+        ),
+        (
+            1,
+            QmgrMsg::PrepChangeReq {
+                generation: 1,
+                ballot: Ballot { round: 5, node: 1 },
+                failed: vec![77],
+                current: None,
+            },
+        ),
+        (
+            3,
+            QmgrMsg::PrepChangeReq {
+                generation: 1,
+                ballot: Ballot { round: 5, node: 3 },
+                failed: vec![4],
+                current: None,
+            },
+        ),
+        (
+            1,
+            QmgrMsg::AcceptChangeReq {
+                generation: 1,
+                ballot: Ballot { round: 1, node: 1 },
+                change: MembershipChange::Form { members: vec![1] },
+            },
+        ),
+        (
+            1,
+            QmgrMsg::AcceptChangeReq {
+                generation: 1,
+                ballot: Ballot { round: 1, node: 1 },
+                change: MembershipChange::Leave { node: 9 },
+            },
+        ),
         (3, QmgrMsg::FailRep { generation: 1, failed: vec![3], reason: "me".into() }),
         (3, QmgrMsg::FailRep { generation: 1, failed: vec![1, 1], reason: "twice".into() }),
         (1, QmgrMsg::CmRegConf { view: view(3, &[1, 3]) }),
@@ -183,7 +222,7 @@ fn malformed_messages_are_counted_and_ignored() {
     ];
     let n = bad.len() as u64;
     for (peer, msg) in bad {
-        let out = one.from_peer(peer, msg.clone());
+        let out = one.peer_sends(peer, msg.clone());
         assert!(out.is_empty(), "{msg:?} got an answer: {out:?}");
     }
     assert_eq!(one.counter("qmgr: malformed message from a peer"), n);
@@ -204,7 +243,7 @@ fn malformed_messages_are_counted_and_ignored() {
 fn a_member_declared_failed_shuts_down_and_asks_to_restart() {
     let mut one = One::new().formed();
     let ballot = Ballot { round: 1, node: 1 };
-    let out = one.from_peer(1, QmgrMsg::PrepChangeReq { generation: 1, ballot, failed: vec![2], current: None });
+    let out = one.peer_sends(1, QmgrMsg::PrepChangeReq { generation: 1, ballot, failed: vec![2], current: None });
     assert!(out.is_empty());
     let got = one.local();
     assert!(
@@ -212,7 +251,7 @@ fn a_member_declared_failed_shuts_down_and_asks_to_restart() {
         "{got:?}"
     );
     // Deaf from now on.
-    let out = one.from_peer(1, QmgrMsg::PresenceReq { node: 1 });
+    let out = one.peer_sends(1, QmgrMsg::PresenceReq { node: 1 });
     assert!(out.is_empty());
 }
 
@@ -220,25 +259,28 @@ fn a_member_declared_failed_shuts_down_and_asks_to_restart() {
 fn a_stale_exclusion_is_ignored_a_current_one_obeyed() {
     let mut one = One::new().formed();
     // Generation 2 without node 4 (node 2 got the decision).
-    let out = one.from_peer(
+    let out = one.peer_sends(
         1,
         QmgrMsg::ChangeDecided { view: view(2, &[1, 2, 3]), change: MembershipChange::Fail { failed: vec![4] } },
     );
     assert!(out.is_empty());
     let got = one.local();
     assert!(matches!(&got[..], [ClusterSignal::NodeFailRep { failed, .. }] if *failed == vec![4]), "{got:?}");
-    one.from_peer(3, QmgrMsg::YouAreExcluded { generation: 1, reason: "old".into() });
+    one.peer_sends(3, QmgrMsg::YouAreExcluded { generation: 1, reason: "old".into() });
     assert!(one.local().is_empty());
     assert_eq!(one.counter("qmgr: stale exclusion ignored"), 1);
-    one.from_peer(3, QmgrMsg::YouAreExcluded { generation: 2, reason: "now".into() });
+    one.peer_sends(3, QmgrMsg::YouAreExcluded { generation: 2, reason: "now".into() });
     assert!(matches!(&one.local()[..], [ClusterSignal::HostShutdownReq { reason: ShutdownReason::Excluded(_), .. }]));
 }
 
 #[test]
 fn a_removed_node_heartbeating_is_told_it_is_excluded() {
     let mut one = One::new().formed();
-    one.from_peer(1, QmgrMsg::ChangeDecided { view: view(2, &[1, 2, 3]), change: MembershipChange::Fail { failed: vec![4] } });
-    let out = one.from_peer(4, QmgrMsg::Heartbeat { generation: 1 });
+    one.peer_sends(
+        1,
+        QmgrMsg::ChangeDecided { view: view(2, &[1, 2, 3]), change: MembershipChange::Fail { failed: vec![4] } },
+    );
+    let out = one.peer_sends(4, QmgrMsg::Heartbeat { generation: 1 });
     assert!(matches!(&out[..], [e] if e.to.node == 4 && matches!(&e.signal, Signal::Cluster(c)
         if matches!(&**c, ClusterSignal::Qmgr(QmgrMsg::YouAreExcluded { generation: 2, .. })))));
 }
@@ -249,17 +291,26 @@ fn a_member_behind_catches_up_from_a_round() {
     // Node 2 missed generation 2 (node 4 failed); node 1 runs the next round.
     let current = Some(view(2, &[1, 2, 3]));
     let ballot = Ballot { round: 1, node: 1 };
-    let out = one.from_peer(1, QmgrMsg::PrepChangeReq { generation: 2, ballot, failed: vec![3], current });
+    let out = one.peer_sends(1, QmgrMsg::PrepChangeReq { generation: 2, ballot, failed: vec![3], current });
     let to = |n: NodeId, pred: &dyn Fn(&QmgrMsg) -> bool| {
-        out.iter().any(|e| e.to.node == n && matches!(&e.signal, Signal::Cluster(c)
-            if matches!(&**c, ClusterSignal::Qmgr(m) if pred(m))))
+        out.iter().any(|e| {
+            e.to.node == n
+                && matches!(&e.signal, Signal::Cluster(c)
+            if matches!(&**c, ClusterSignal::Qmgr(m) if pred(m)))
+        })
     };
-    assert!(to(1, &|m| matches!(m, QmgrMsg::PrepChangeConf { generation: 2, failed, .. } if *failed == vec![3])), "{out:?}");
+    assert!(
+        to(1, &|m| matches!(m, QmgrMsg::PrepChangeConf { generation: 2, failed, .. } if *failed == vec![3])),
+        "{out:?}"
+    );
     // Node 3 is told before its connection is closed.
     assert!(to(3, &|m| matches!(m, QmgrMsg::YouAreExcluded { generation: 2, .. })), "{out:?}");
     assert_eq!(out.len(), 2);
     let got = one.local();
-    assert!(matches!(&got[0], ClusterSignal::NodeFailRep { failed, membership } if *failed == vec![4] && membership.generation == 2), "{got:?}");
+    assert!(
+        matches!(&got[0], ClusterSignal::NodeFailRep { failed, membership } if *failed == vec![4] && membership.generation == 2),
+        "{got:?}"
+    );
     // Node 3 is cut off (it was named failed): told, then disconnected.
     assert!(got.contains(&ClusterSignal::HostDisconnectReq { node: 3 }), "{got:?}");
 }
@@ -267,9 +318,12 @@ fn a_member_behind_catches_up_from_a_round() {
 #[test]
 fn a_coordinator_behind_is_sent_the_newer_view() {
     let mut one = One::new().formed();
-    one.from_peer(1, QmgrMsg::ChangeDecided { view: view(2, &[1, 2, 3]), change: MembershipChange::Fail { failed: vec![4] } });
+    one.peer_sends(
+        1,
+        QmgrMsg::ChangeDecided { view: view(2, &[1, 2, 3]), change: MembershipChange::Fail { failed: vec![4] } },
+    );
     let ballot = Ballot { round: 1, node: 1 };
-    let out = one.from_peer(1, QmgrMsg::PrepChangeReq { generation: 1, ballot, failed: vec![4], current: None });
+    let out = one.peer_sends(1, QmgrMsg::PrepChangeReq { generation: 1, ballot, failed: vec![4], current: None });
     assert!(matches!(&out[..], [e] if matches!(&e.signal, Signal::Cluster(c)
         if matches!(&**c, ClusterSignal::Qmgr(QmgrMsg::Catchup { view }) if view.membership.generation == 2))));
 }
@@ -279,13 +333,20 @@ fn a_refused_join_without_retry_stops_the_node() {
     let mut one = One::new();
     // Node 1 says a cluster is running; node 2 asks to join.
     let running = PeerState::Member(view(3, &[1, 3, 4]));
-    let out = one.from_peer(1, QmgrMsg::Presence { node: 1, state: running });
-    assert!(out.iter().any(|e| e.to.node == 1 && matches!(&e.signal, Signal::Cluster(c)
-        if **c == ClusterSignal::Qmgr(QmgrMsg::CmRegReq { node: ME }))), "{out:?}");
-    one.from_peer(1, QmgrMsg::CmRegRef { node: ME, reason: "no".into(), retry: false });
+    let out = one.peer_sends(1, QmgrMsg::Presence { node: 1, state: running });
+    assert!(
+        out.iter().any(|e| e.to.node == 1
+            && matches!(&e.signal, Signal::Cluster(c)
+        if **c == ClusterSignal::Qmgr(QmgrMsg::CmRegReq { node: ME }))),
+        "{out:?}"
+    );
+    one.peer_sends(1, QmgrMsg::CmRegRef { node: ME, reason: "no".into(), retry: false });
     let got = one.local();
     assert!(
-        matches!(&got[..], [ClusterSignal::HostShutdownReq { reason: ShutdownReason::ConfigMismatch(_), restart: false }]),
+        matches!(
+            &got[..],
+            [ClusterSignal::HostShutdownReq { reason: ShutdownReason::ConfigMismatch(_), restart: false }]
+        ),
         "{got:?}"
     );
 }
@@ -293,8 +354,8 @@ fn a_refused_join_without_retry_stops_the_node() {
 #[test]
 fn a_join_answer_makes_it_a_member_that_joined() {
     let mut one = One::new();
-    one.from_peer(1, QmgrMsg::Presence { node: 1, state: PeerState::Member(view(3, &[1, 3, 4])) });
-    one.from_peer(1, QmgrMsg::CmRegConf { view: view(4, &[1, 3, 4, 2]) });
+    one.peer_sends(1, QmgrMsg::Presence { node: 1, state: PeerState::Member(view(3, &[1, 3, 4])) });
+    one.peer_sends(1, QmgrMsg::CmRegConf { view: view(4, &[1, 3, 4, 2]) });
     let got = one.local();
     assert!(
         matches!(&got[..], [ClusterSignal::ClusterStartedRep { membership, joined: true, .. }]
@@ -381,7 +442,11 @@ fn random_peer_messages_never_panic() {
                 match rng.range(0, 3) {
                     0 => cluster(ClusterSignal::ConnectRep { node: n }),
                     1 => cluster(ClusterSignal::DisconnectRep { node: n }),
-                    2 => cluster(ClusterSignal::ArbitConf { generation: rng.range(0, 3), granted: rng.chance(50), reason: String::new() }),
+                    2 => cluster(ClusterSignal::ArbitConf {
+                        generation: rng.range(0, 3),
+                        granted: rng.chance(50),
+                        reason: String::new(),
+                    }),
                     _ => cluster(ClusterSignal::NfCompleteRep { node: n }),
                 }
             };

@@ -63,7 +63,7 @@ impl Checker {
         if !m.contains(node) {
             return Err(format!("node {node} reports generation {} without itself: {m:?}", m.generation));
         }
-        if m.members.first().is_none() || !m.contains(m.president) {
+        if m.members.is_empty() || !m.contains(m.president) {
             return Err(format!("node {node} reports a malformed membership {m:?}"));
         }
         match self.by_gen.get(&m.generation) {

@@ -75,13 +75,27 @@ pub enum Happening {
     /// A subscriber signal from QMGR (`ClusterStartedRep`, `NodeJoinedRep`,
     /// `NodeFailRep`).
     Report(ClusterSignal),
-    Shutdown { reason: ShutdownReason, restart: bool },
+    Shutdown {
+        reason: ShutdownReason,
+        restart: bool,
+    },
     /// QMGR asked its host to cut `node` off.
-    CutOff { node: NodeId },
-    ArbitReq { generation: u64, survivors: Vec<NodeId>, failed: Vec<NodeId> },
-    ArbitAnswer { generation: u64, granted: bool },
+    CutOff {
+        node: NodeId,
+    },
+    ArbitReq {
+        generation: u64,
+        survivors: Vec<NodeId>,
+        failed: Vec<NodeId>,
+    },
+    ArbitAnswer {
+        generation: u64,
+        granted: bool,
+    },
     /// QMGR refused a leave the host asked for.
-    LeaveRefused { reason: String },
+    LeaveRefused {
+        reason: String,
+    },
     /// With `trace` on: a signal delivered to the node.
     Trace(String),
     Crashed,
@@ -849,7 +863,10 @@ impl QmgrCluster {
 
     /// Arbitration requests of membership rounds (not registrations).
     pub fn arbit_requests(&self) -> Vec<&LogEntry> {
-        self.log.iter().filter(|e| matches!(&e.what, Happening::ArbitReq { failed, .. } if !failed.is_empty())).collect()
+        self.log
+            .iter()
+            .filter(|e| matches!(&e.what, Happening::ArbitReq { failed, .. } if !failed.is_empty()))
+            .collect()
     }
 
     /// Generations presidents registered with the arbitrator.
