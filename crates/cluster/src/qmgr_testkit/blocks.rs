@@ -22,6 +22,8 @@ pub struct RecorderShared {
 
 pub struct Recorder {
     pub shared: Arc<Mutex<RecorderShared>>,
+    /// Stand in for TC: answer `NfCompleteRep` (false next to a real TC).
+    pub plays_tc: bool,
 }
 
 impl Block<Signal> for Recorder {
@@ -30,7 +32,7 @@ impl Block<Signal> for Recorder {
         match env.signal {
             Signal::Cluster(sig) => {
                 let mut sh = self.shared.lock().expect("recorder lock");
-                if let ClusterSignal::NodeFailRep { failed, .. } = &*sig {
+                if let (true, ClusterSignal::NodeFailRep { failed, .. }) = (self.plays_tc, &*sig) {
                     // The TC's answer once the failed nodes' transactions are
                     // taken over: here at once, unless held.
                     for f in failed {

@@ -8,8 +8,12 @@
 //!
 //! The harness checks the membership invariants (`check.rs`) after every
 //! step and panics with the seed on a violation. Public so the cluster
-//! simulator can drive QMGR the same way, or take the pieces: `Arbiter`
-//! (mgmd's rule), `Checker` (the invariants), the stand-in blocks.
+//! simulator can reuse it: whole data nodes plug in through `builder`
+//! (a `NodeBuilder` registers its blocks plus the recorder and host
+//! stand-ins from `NodeParts`; every signal between nodes then goes through
+//! the simulated network and its faults), or it can take the pieces:
+//! `Arbiter` (mgmd's rule), `Checker` (the invariants, fed with the
+//! subscriber reports), `XorShift`, the stand-in blocks.
 //!
 //! Network model: a message sent on an up link arrives after a random delay,
 //! in order per direction. A cut (fault, crash, shutdown) drops what is in
@@ -200,9 +204,63 @@ fn cluster_sig(s: ClusterSignal) -> Signal {
     Signal::Cluster(Box::new(s))
 }
 
-/// The subscriber block every simulated node's QMGR reports to.
+/// The subscriber block every simulated node's QMGR reports to (the
+/// stand-in TC; a builder of whole nodes puts the recorder at
+/// `RECORDER_BLOCK` instead, see `NodeParts`).
 pub fn recorder_ref(node: NodeId) -> BlockRef {
     BlockRef::new(node, block::TC, 0)
+}
+
+/// Where a builder of whole data nodes (with a real TC) registers the
+/// recorder: a block number no data node block uses.
+pub const RECORDER_BLOCK: u16 = 63;
+
+/// What a node builder gets to build one incarnation of a simulated node.
+pub struct NodeParts<'a> {
+    pub node: NodeId,
+    pub incarnation: u32,
+    pub node_groups: &'a [Vec<NodeId>],
+    pub knobs: &'a Knobs,
+    recorder: Arc<Mutex<RecorderShared>>,
+    host_out: Arc<Mutex<Vec<Envelope<Signal>>>>,
+}
+
+impl NodeParts<'_> {
+    /// The recorder: register it (at `recorder_ref(node)`, or at
+    /// `RECORDER_BLOCK` next to a real TC) and list it among QMGR's
+    /// subscribers: the harness checks the membership invariants on what it
+    /// records.
+    pub fn recorder(&self) -> Recorder {
+        Recorder { shared: self.recorder.clone(), plays_tc: true }
+    }
+
+    /// A recorder next to a real TC (it does not answer `NfCompleteRep`):
+    /// register it at `RECORDER_BLOCK` and set `QmgrCluster::recorder_block`.
+    pub fn observer(&self) -> Recorder {
+        Recorder { shared: self.recorder.clone(), plays_tc: false }
+    }
+
+    /// The host / MGM stand-in: register it at `block::HOST` and
+    /// `block::MGM`.
+    pub fn host_stub(&self) -> HostStub {
+        HostStub { out: self.host_out.clone() }
+    }
+}
+
+/// Builds one incarnation of a simulated node (`QmgrCluster::builder`).
+pub type NodeBuilder = Box<dyn FnMut(&NodeParts<'_>) -> Scheduler<Signal> + Send>;
+
+/// The default node: QMGR, the recorder as its only subscriber (standing in
+/// for TC), the host and MGM stand-ins.
+pub fn qmgr_only_node(parts: &NodeParts<'_>) -> Scheduler<Signal> {
+    let node = parts.node;
+    let mut sched = Scheduler::new(node, 1 << 16);
+    let qmgr = Qmgr::new(node, parts.node_groups.to_vec(), parts.knobs, vec![recorder_ref(node)]);
+    sched.add_block(block::QMGR, 0, Box::new(qmgr));
+    sched.add_block(block::TC, 0, Box::new(parts.recorder()));
+    sched.add_block(block::HOST, 0, Box::new(parts.host_stub()));
+    sched.add_block(block::MGM, 0, Box::new(parts.host_stub()));
+    sched
 }
 
 pub struct QmgrCluster {
@@ -233,6 +291,10 @@ pub struct QmgrCluster {
     pub dropped: u64,
     /// Log every signal delivered to a QMGR (for debugging a seed).
     pub trace: bool,
+    /// Builds each node incarnation; `None`: `qmgr_only_node`.
+    pub builder: Option<NodeBuilder>,
+    /// Where the recorder block is (`block::TC` in `qmgr_only_node`).
+    pub recorder_block: u16,
 }
 
 impl QmgrCluster {
@@ -278,6 +340,8 @@ impl QmgrCluster {
             bans: BTreeMap::new(),
             dropped: 0,
             trace: std::env::var("NORR_QMGR_TRACE").is_ok(),
+            builder: None,
+            recorder_block: block::TC,
         }
     }
 
@@ -331,12 +395,18 @@ impl QmgrCluster {
         n.resumed_ns = now;
         // Its refusals were its previous life's: a new QMGR judges afresh.
         self.bans.retain(|(closer, _), _| *closer != node);
-        let mut sched = Scheduler::new(node, 1 << 16);
-        let qmgr = Qmgr::new(node, self.node_groups.clone(), &self.knobs, vec![recorder_ref(node)]);
-        sched.add_block(block::QMGR, 0, Box::new(qmgr));
-        sched.add_block(block::TC, 0, Box::new(Recorder { shared: n.recorder.clone() }));
-        sched.add_block(block::HOST, 0, Box::new(HostStub { out: n.host_out.clone() }));
-        sched.add_block(block::MGM, 0, Box::new(HostStub { out: n.host_out.clone() }));
+        let parts = NodeParts {
+            node,
+            incarnation: n.incarnation,
+            node_groups: &self.node_groups,
+            knobs: &self.knobs,
+            recorder: n.recorder.clone(),
+            host_out: n.host_out.clone(),
+        };
+        let mut sched = match self.builder.as_mut() {
+            Some(build) => build(&parts),
+            None => qmgr_only_node(&parts),
+        };
         sched.advance_to(now);
         n.sched = Some(sched);
         n.state = NodeState::Up;
@@ -448,7 +518,7 @@ impl QmgrCluster {
         let held = std::mem::take(&mut self.nodes[&node].recorder.lock().expect("lock").held_nf_complete);
         for f in held {
             let env = Envelope {
-                from: recorder_ref(node),
+                from: BlockRef::new(node, self.recorder_block, 0),
                 to: BlockRef::new(node, block::QMGR, 0),
                 prio: Priority::A,
                 signal: cluster_sig(ClusterSignal::NfCompleteRep { node: f }),
@@ -460,7 +530,7 @@ impl QmgrCluster {
     /// The named counters of `node`'s QMGR (through `StatsReq`).
     pub fn counters(&mut self, node: NodeId) -> Vec<(String, u64)> {
         let env = Envelope {
-            from: recorder_ref(node),
+            from: BlockRef::new(node, self.recorder_block, 0),
             to: BlockRef::new(node, block::QMGR, 0),
             prio: Priority::B,
             signal: Signal::Internal(Box::new(InternalSignal::StatsReq { req: 1 })),
@@ -475,7 +545,7 @@ impl QmgrCluster {
     }
 
     fn deliver_local(&mut self, node: NodeId, env: Envelope<Signal>) {
-        if self.trace && self.nodes[&node].state != NodeState::Down {
+        if self.trace && env.to.block == block::QMGR && self.nodes[&node].state != NodeState::Down {
             let what = match &env.signal {
                 Signal::Cluster(c) => format!("{} -> {:?}", env.from, c),
                 other => format!("{} -> {}", env.from, other.name()),
