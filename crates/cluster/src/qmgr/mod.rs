@@ -153,9 +153,12 @@ pub struct Qmgr {
     last_heard_ns: BTreeMap<NodeId, u64>,
     last_tick_ns: u64,
     tick_armed: bool,
-    /// Removed nodes whose transactions the local TC has not yet reported
-    /// taken over (`NfCompleteRep`): they may not join again before.
-    nf_pending: BTreeSet<NodeId>,
+    /// The local blocks that report `NfCompleteRep` for every removed node
+    /// (by default every subscriber; see `with_nf_confirmers`).
+    nf_confirmers: BTreeSet<BlockRef>,
+    /// Removed nodes -> the confirmers that have not yet reported them
+    /// finished (`NfCompleteRep`): they may not join again before.
+    nf_pending: BTreeMap<NodeId, BTreeSet<BlockRef>>,
     /// The node whose join made the current generation (its `CmRegConf` is
     /// sent again if it asks again).
     last_join: Option<NodeId>,
@@ -183,7 +186,7 @@ impl Qmgr {
             node,
             node_groups,
             data_nodes,
-            subscribers,
+            subscribers: subscribers.clone(),
             heartbeat_ns: knobs.heartbeat_interval_ms * 1_000_000,
             missed_heartbeats: knobs.missed_heartbeats,
             arbitration_timeout_ns: knobs.arbitration_timeout_ms * 1_000_000,
@@ -199,12 +202,23 @@ impl Qmgr {
             last_heard_ns: BTreeMap::new(),
             last_tick_ns: 0,
             tick_armed: false,
-            nf_pending: BTreeSet::new(),
+            nf_confirmers: subscribers.iter().copied().collect(),
+            nf_pending: BTreeMap::new(),
             last_join: None,
             leaving: None,
             arbit_pending: None,
             counters: Counters::default(),
         }
+    }
+
+    /// The local blocks whose `NfCompleteRep { node }` a removed node waits
+    /// for before it may join again (default: every subscriber). A data
+    /// node lists the blocks that keep work of a failed node after its
+    /// `NodeFailRep` (TC instance 0: the take-over of its transactions).
+    pub fn with_nf_confirmers(mut self, confirmers: Vec<BlockRef>) -> Qmgr {
+        assert!(confirmers.iter().all(|s| s.node == self.node), "confirmers are blocks of this node");
+        self.nf_confirmers = confirmers.into_iter().collect();
+        self
     }
 
     /// The adopted membership, while a member.
@@ -355,7 +369,16 @@ impl Qmgr {
                 self.on_arbit_conf(generation, granted, reason, ctx)
             }
             ClusterSignal::NfCompleteRep { node } if local => {
-                if self.nf_pending.remove(&node) {
+                let Some(waiting) = self.nf_pending.get_mut(&node) else {
+                    crate::probe!(self.counters, "qmgr: node-failure report for no pending failure");
+                    return;
+                };
+                if !waiting.remove(&from) {
+                    crate::probe!(self.counters, "qmgr: node-failure report from a block not waited for");
+                    return;
+                }
+                if waiting.is_empty() {
+                    self.nf_pending.remove(&node);
                     self.counters.bump("qmgr: failed node taken over");
                 }
             }

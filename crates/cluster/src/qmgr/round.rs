@@ -667,7 +667,11 @@ impl Qmgr {
             let removed: Vec<NodeId> = old.difference(&members).copied().collect();
             if !removed.is_empty() {
                 self.counters.bump_by("qmgr: nodes removed", removed.len() as u64);
-                self.nf_pending.extend(removed.iter().copied());
+                if !self.nf_confirmers.is_empty() {
+                    for n in &removed {
+                        self.nf_pending.insert(*n, self.nf_confirmers.clone());
+                    }
+                }
                 self.notify(ClusterSignal::NodeFailRep { failed: removed, membership: membership.clone() }, ctx);
             }
             for node in members.difference(&old) {

@@ -299,7 +299,7 @@ impl Qmgr {
             crate::probe!(self.counters, "qmgr: join waits for a membership change");
             return refuse(self, "a membership change is in progress".into(), true, ctx);
         }
-        if self.nf_pending.contains(&node) {
+        if self.nf_pending.contains_key(&node) {
             crate::probe!(self.counters, "qmgr: join waits for take-over of the node's transactions");
             return refuse(
                 self,

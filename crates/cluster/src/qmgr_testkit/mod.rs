@@ -36,7 +36,7 @@ pub use check::Checker;
 use crate::Qmgr;
 use norr_kernel::{BlockRef, Envelope, NodeId, Priority, Scheduler};
 use norr_knobs::Knobs;
-use norr_signals::cluster::{ClusterSignal, Membership, QmgrMsg, ShutdownReason, StartKind};
+use norr_signals::cluster::{ClusterSignal, Membership, NodeStatus, QmgrMsg, ShutdownReason, StartKind};
 use norr_signals::internal::InternalSignal;
 use norr_signals::{block, Signal};
 use std::cmp::Reverse;
@@ -295,6 +295,15 @@ pub struct QmgrCluster {
     pub builder: Option<NodeBuilder>,
     /// Where the recorder block is (`block::TC` in `qmgr_only_node`).
     pub recorder_block: u16,
+    /// Signals the nodes sent to API nodes (any node id that is not a data
+    /// node of the cluster), in the order sent.
+    pub api_inbox: Vec<Envelope<Signal>>,
+    /// The last `NodeStatusRep` each node's DIH sent its host (a builder
+    /// with DIH), for its current incarnation.
+    status: BTreeMap<NodeId, NodeStatus>,
+    /// Directions (from, to) that lose every message while the connection
+    /// stays up (no `DisconnectRep`): a one-way fault for tests.
+    drops: BTreeSet<(NodeId, NodeId)>,
 }
 
 impl QmgrCluster {
@@ -342,6 +351,9 @@ impl QmgrCluster {
             trace: std::env::var("NORR_QMGR_TRACE").is_ok(),
             builder: None,
             recorder_block: block::TC,
+            api_inbox: Vec::new(),
+            status: BTreeMap::new(),
+            drops: BTreeSet::new(),
         }
     }
 
@@ -436,6 +448,7 @@ impl QmgrCluster {
     }
 
     fn take_down(&mut self, node: NodeId) {
+        self.status.remove(&node);
         let n = self.nodes.get_mut(&node).expect("node");
         n.state = NodeState::Down;
         n.sched = None;
@@ -591,6 +604,38 @@ impl QmgrCluster {
         self.refresh_links();
     }
 
+    /// Lose (or stop losing) every message from `from` to `to` while the
+    /// connection stays up: the peers notice only by missed heartbeats.
+    pub fn set_drop(&mut self, from: NodeId, to: NodeId, drop: bool) {
+        if drop {
+            self.drops.insert((from, to));
+            // What is in flight is lost too.
+            self.bump(from, to);
+        } else {
+            self.drops.remove(&(from, to));
+        }
+    }
+
+    /// An API node `from` (a node id that is no data node) sends `signal`
+    /// to `to` (delivered now; a node that is down loses it).
+    pub fn send_from_api(&mut self, from: BlockRef, to: BlockRef, signal: Signal, prio: Priority) {
+        assert!(!self.nodes.contains_key(&from.node), "API node {} is a data node's id", from.node);
+        self.deliver_local(to.node, Envelope { from, to, prio, signal });
+    }
+
+    /// Take what was sent to API node `api` so far, in order.
+    pub fn take_api(&mut self, api: NodeId) -> Vec<Envelope<Signal>> {
+        let (mine, rest): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.api_inbox).into_iter().partition(|e| e.to.node == api);
+        self.api_inbox = rest;
+        mine
+    }
+
+    /// How `node` stands, as its DIH last told its host.
+    pub fn node_status(&self, node: NodeId) -> Option<&NodeStatus> {
+        self.status.get(&node)
+    }
+
     pub fn link_up(&self, a: NodeId, b: NodeId) -> bool {
         self.links_up.contains(&key(a, b))
     }
@@ -651,7 +696,12 @@ impl QmgrCluster {
 
     fn send(&mut self, from: NodeId, env: Envelope<Signal>) {
         let to = env.to.node;
-        if !self.nodes.contains_key(&to) || !self.links_up.contains(&key(from, to)) {
+        if !self.nodes.contains_key(&to) {
+            // An API node: the kit's caller collects it.
+            self.api_inbox.push(env);
+            return;
+        }
+        if !self.links_up.contains(&key(from, to)) || self.drops.contains(&(from, to)) {
             self.dropped += 1;
             return;
         }
@@ -801,6 +851,9 @@ impl QmgrCluster {
                 }
                 ClusterSignal::Qmgr(QmgrMsg::LeaveRef { reason, .. }) => {
                     self.note(id, Happening::LeaveRefused { reason });
+                }
+                ClusterSignal::NodeStatusRep(status) => {
+                    self.status.insert(id, *status);
                 }
                 other => self.fail(format!("node {id}'s QMGR sent its host {other:?}")),
             }
