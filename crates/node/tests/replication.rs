@@ -3,94 +3,14 @@
 //! QMGR: failures are noticed through broken connections or missed
 //! heartbeats).
 
+mod common;
+
+use common::*;
 use norr_kernel::{BlockRef, NodeId};
-use norr_knobs::Knobs;
 use norr_node::testkit::ClusterKit;
-use norr_signals::internal::InternalSignal;
 use norr_signals::{
-    block, ColumnType, DictConf, DictOp, DictReq, DictResult, ExecType, KeyOp, OpResult, Signal, TableDef, TcKeyConf,
-    TcKeyReq, TxnOutcome, Value,
+    block, DictConf, DictOp, DictReq, DictResult, ExecType, KeyOp, Signal, TcKeyReq, TxnOutcome, Value,
 };
-
-const API: NodeId = 100;
-
-fn int() -> ColumnType {
-    ColumnType::BigInt { unsigned: false }
-}
-
-fn create_table(kit: &mut ClusterKit, via: NodeId, name: &str, partitions: u32) -> TableDef {
-    let def = norr_txn::testkit::table_def(name, partitions, &[("v", int())]);
-    let req = DictReq { req_id: 7, op: DictOp::CreateTable(def) };
-    match kit.ask(BlockRef::new(via, block::DICT, 0), Signal::DictReq(Box::new(req))) {
-        Some(Signal::DictConf(c)) => match c.result {
-            DictResult::Table(t) => t,
-            other => panic!("create table answered {other:?}"),
-        },
-        other => panic!("create table answered {other:?}"),
-    }
-}
-
-/// Run one transaction batch through TC instance 0 of `via`; the answer.
-fn txn(kit: &mut ClusterKit, via: NodeId, handle: u64, ops: Vec<KeyOp>, exec: ExecType) -> Signal {
-    let req = TcKeyReq { txn: handle, exec, ops };
-    let mut got = kit.call(API, BlockRef::new(via, block::TC, 0), Signal::TcKeyReq(Box::new(req)));
-    assert_eq!(got.len(), 1, "one answer to one request: {got:?}");
-    got.pop().expect("answer")
-}
-
-fn committed(sig: Signal) -> TcKeyConf {
-    match sig {
-        Signal::TcKeyConf(c) if c.outcome == TxnOutcome::Committed => *c,
-        other => panic!("expected a commit, got {other:?}"),
-    }
-}
-
-fn read(kit: &mut ClusterKit, via: NodeId, t: &TableDef, k: i64) -> Option<i64> {
-    let h = kit.handle();
-    let c = committed(txn(
-        kit,
-        via,
-        h,
-        vec![KeyOp { abort_on_error: false, ..KeyOp::read(t.id, vec![Value::Int(k)]) }],
-        ExecType::Commit,
-    ));
-    match &c.results[0] {
-        OpResult::Ok(Some(row)) => match row[1] {
-            Value::Int(v) => Some(v),
-            ref other => panic!("value {other:?}"),
-        },
-        OpResult::Err(e) if e.code == norr_signals::ErrorCode::NoSuchRow => None,
-        other => panic!("read {other:?}"),
-    }
-}
-
-fn put(kit: &mut ClusterKit, via: NodeId, t: &TableDef, k: i64, v: i64) -> TcKeyConf {
-    let h = kit.handle();
-    committed(txn(
-        kit,
-        via,
-        h,
-        vec![KeyOp::write(t.id, vec![Value::Int(k)], vec![(1, Value::Int(v))])],
-        ExecType::Commit,
-    ))
-}
-
-/// (rows, checksum) of every partition of `t` on node `n`.
-fn checksums(kit: &mut ClusterKit, n: NodeId, t: &TableDef) -> Vec<(u64, u64)> {
-    (0..t.partitions)
-        .map(|part| {
-            let req = InternalSignal::FragChecksumReq { req: part as u64, table: t.id, part };
-            match kit.internal_ask(BlockRef::new(n, block::LQH, 0), req) {
-                Some(InternalSignal::FragChecksumConf { rows, checksum, .. }) => (rows, checksum),
-                other => panic!("checksum answered {other:?}"),
-            }
-        })
-        .collect()
-}
-
-fn knobs() -> Knobs {
-    Knobs { lock_wait_timeout_ms: 500, ..Knobs::default() }
-}
 
 #[test]
 fn every_write_reaches_every_replica() {
