@@ -17,11 +17,14 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// One arbitration request: (requester, generation, survivors, failed).
+type Asked = (NodeId, u64, Vec<NodeId>, Vec<NodeId>);
+
 /// mgmd's arbitration rule, in process.
 #[derive(Default)]
 struct LocalArbitrator {
     rule: Mutex<Arbiter>,
-    asked: Mutex<Vec<(NodeId, u64, Vec<NodeId>, Vec<NodeId>)>>,
+    asked: Mutex<Vec<Asked>>,
 }
 
 impl Arbitrator for LocalArbitrator {
