@@ -111,6 +111,11 @@ impl ClusterKit {
         self.cluster.membership(n)
     }
 
+    /// Whether `n` is up, hung or down.
+    pub fn node_state(&self, n: NodeId) -> NodeState {
+        self.cluster.state(n)
+    }
+
     /// Is `n` running (up or hung)?
     pub fn is_alive(&self, n: NodeId) -> bool {
         self.cluster.state(n) != NodeState::Down
