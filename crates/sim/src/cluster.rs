@@ -369,6 +369,9 @@ impl Run {
             }
         };
         self.trace.mark(self.kit.now_ns(), 6, committed as u64);
+        if std::env::var("NORR_SIM_DEBUG").is_ok() {
+            eprintln!("{} ms: writes {writes:?} committed {committed}", self.kit.now_ns() / 1_000_000);
+        }
         if committed {
             self.stats.commits += 1;
             for (k, v) in writes {
@@ -388,6 +391,9 @@ impl Run {
         if c.outcome != TxnOutcome::Committed {
             return Ok(());
         }
+        if std::env::var("NORR_SIM_DEBUG").is_ok() {
+            eprintln!("{} ms: read {k} -> {:?}", self.kit.now_ns() / 1_000_000, c.results[0]);
+        }
         let got = read_value(&c.results[0]).map_err(|e| {
             format!("read of key {k} at {} ms: {e}\n{}", self.kit.now_ns() / 1_000_000, self.kit.cluster().log_tail(30))
         })?;
@@ -400,7 +406,10 @@ impl Run {
     fn observe(&mut self, k: i64, got: Option<i64>, what: &str) -> Result<(), String> {
         let allowed = self.possible.get(&k).expect("key");
         if !allowed.contains(&got) {
-            return Err(format!("{what} of key {k} returned {got:?}; acknowledged history allows only {allowed:?}"));
+            return Err(format!(
+                "{what} of key {k} returned {got:?}; acknowledged history allows only {allowed:?}\n{}",
+                self.kit.cluster().log_tail(30)
+            ));
         }
         self.trace.write_u64(got.map_or(u64::MAX, |v| v as u64));
         self.possible.insert(k, BTreeSet::from([got]));

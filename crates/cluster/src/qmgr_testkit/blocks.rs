@@ -6,6 +6,7 @@ use norr_kernel::{Block, BlockRef, Ctx, Envelope, NodeId, Priority};
 use norr_signals::cluster::ClusterSignal;
 use norr_signals::internal::InternalSignal;
 use norr_signals::{block, Signal};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What the recorder of one node incarnation saw, shared with the harness.
@@ -57,13 +58,22 @@ impl Block<Signal> for Recorder {
 }
 
 /// HOST and MGM of a simulated node: everything sent to them goes to the
-/// harness.
+/// harness. A shutdown request halts the node at once (`halt`): as a real
+/// host, the harness runs none of its blocks' signals after it, so a node
+/// that learns it was excluded serves nothing more (not even what was
+/// already queued, e.g. a client's read that came in while it was hung).
 pub struct HostStub {
     pub out: Arc<Mutex<Vec<Envelope<Signal>>>>,
+    pub halt: Arc<AtomicBool>,
 }
 
 impl Block<Signal> for HostStub {
     fn on_signal(&mut self, env: Envelope<Signal>, _ctx: &mut Ctx<'_, Signal>) {
+        if let Signal::Cluster(c) = &env.signal {
+            if matches!(**c, ClusterSignal::HostShutdownReq { .. }) {
+                self.halt.store(true, Ordering::SeqCst);
+            }
+        }
         self.out.lock().expect("host lock").push(env);
     }
 }

@@ -41,6 +41,7 @@ use norr_signals::internal::InternalSignal;
 use norr_signals::{block, Signal};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A small deterministic random source (xorshift64*).
@@ -130,6 +131,9 @@ struct SimNode {
     sched: Option<Scheduler<Signal>>,
     recorder: Arc<Mutex<RecorderShared>>,
     host_out: Arc<Mutex<Vec<Envelope<Signal>>>>,
+    /// Set by the host stub when a block asks to shut the node down: the
+    /// harness runs no more of its signals.
+    halt: Arc<AtomicBool>,
     /// Signals that reached the node while it was hung.
     held: Vec<Envelope<Signal>>,
     resumed_ns: u64,
@@ -223,6 +227,7 @@ pub struct NodeParts<'a> {
     pub knobs: &'a Knobs,
     recorder: Arc<Mutex<RecorderShared>>,
     host_out: Arc<Mutex<Vec<Envelope<Signal>>>>,
+    halt: Arc<AtomicBool>,
 }
 
 impl NodeParts<'_> {
@@ -243,7 +248,7 @@ impl NodeParts<'_> {
     /// The host / MGM stand-in: register it at `block::HOST` and
     /// `block::MGM`.
     pub fn host_stub(&self) -> HostStub {
-        HostStub { out: self.host_out.clone() }
+        HostStub { out: self.host_out.clone(), halt: self.halt.clone() }
     }
 }
 
@@ -320,6 +325,7 @@ impl QmgrCluster {
                     sched: None,
                     recorder: Arc::default(),
                     host_out: Arc::default(),
+                    halt: Arc::default(),
                     held: Vec::new(),
                     resumed_ns: 0,
                     stopped: None,
@@ -402,6 +408,7 @@ impl QmgrCluster {
         n.incarnation += 1;
         n.recorder = Arc::default();
         n.host_out = Arc::default();
+        n.halt = Arc::default();
         n.held.clear();
         n.stopped = None;
         n.resumed_ns = now;
@@ -414,6 +421,7 @@ impl QmgrCluster {
             knobs: &self.knobs,
             recorder: n.recorder.clone(),
             host_out: n.host_out.clone(),
+            halt: n.halt.clone(),
         };
         let mut sched = match self.builder.as_mut() {
             Some(build) => build(&parts),
@@ -791,7 +799,9 @@ impl QmgrCluster {
                 }
                 let sched = n.sched.as_mut().expect("running");
                 sched.advance_to(self.now_ns);
-                if sched.run_until_idle(100_000) > 0 {
+                let mut budget = 100_000;
+                while budget > 0 && !n.halt.load(Ordering::SeqCst) && sched.run_one() {
+                    budget -= 1;
                     ran = true;
                 }
                 let remote = sched.take_remote();
