@@ -149,9 +149,15 @@ impl Run {
         self.kit.cluster().state(n)
     }
 
-    /// Nodes that are started and members (they hold their replicas).
+    /// Nodes that are started and members of the newest generation (they
+    /// hold their replicas). A node excluded while it hung still holds its
+    /// old membership until it learns of its exclusion: not serving.
     fn serving(&mut self) -> Vec<NodeId> {
-        self.nodes().into_iter().filter(|n| self.kit.started(*n) && self.kit.membership_of(*n).is_some()).collect()
+        let up: Vec<NodeId> = self.nodes().into_iter().filter(|n| self.kit.started(*n)).collect();
+        let newest = up.iter().filter_map(|n| self.kit.membership_of(*n)).map(|m| m.generation).max();
+        up.into_iter()
+            .filter(|n| self.kit.membership_of(*n).is_some_and(|m| Some(m.generation) == newest && m.contains(*n)))
+            .collect()
     }
 
     /// Would every node group keep a serving node without `out`?
@@ -329,7 +335,10 @@ impl Run {
             if self.kit.now_ns() >= deadline {
                 let same = self.kit.cluster().incarnation(via) == incarnation && self.state(via) == NodeState::Up;
                 if same && self.kit.membership_of(via).is_some() {
-                    return Err(format!("node {via} stayed up and never answered transaction {handle}"));
+                    return Err(format!(
+                        "node {via} stayed up and never answered transaction {handle}\n{}",
+                        self.kit.cluster().log_tail(30)
+                    ));
                 }
                 return Ok(None);
             }
