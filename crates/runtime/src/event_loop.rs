@@ -358,7 +358,7 @@ impl EventLoop {
             self.dial_peers(now);
         }
         self.ids.before_run();
-        self.sched.run_until_idle(self.opts.max_signals_per_poll);
+        self.run_blocks();
         self.host_requests();
         self.route_remote();
         self.close_marked();
@@ -968,9 +968,19 @@ impl EventLoop {
         }
     }
 
+    /// Run the blocks for one round: at most `max_signals_per_poll`
+    /// signals, and none after a block asked to shut the node down.
+    fn run_blocks(&mut self) {
+        let halt = &self.host_queue.halt;
+        let mut n = 0;
+        while n < self.opts.max_signals_per_poll && !halt.load(Ordering::Relaxed) && self.sched.run_one() {
+            n += 1;
+        }
+    }
+
     /// Act on what the node's blocks asked of their host this round.
     fn host_requests(&mut self) {
-        let reqs = std::mem::take(&mut *self.host_queue.lock().expect("host queue lock"));
+        let reqs = std::mem::take(&mut *self.host_queue.queue.lock().expect("host queue lock"));
         for env in reqs {
             let Signal::Cluster(sig) = env.signal else {
                 warn!(signal = env.signal.name(), to = %env.to, "host block got an unexpected signal");
