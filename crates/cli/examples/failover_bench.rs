@@ -123,7 +123,10 @@ fn one_run(norr: &std::path::Path, fault: Fault, run: usize) -> Duration {
         cluster.signal(1, "-CONT");
     }
     let failed = log.lock().unwrap().iter().filter(|c| !c.ok && c.end >= at).count();
-    println!("run {run} {fault:?}: {:.0} ms to the first commit ({failed} transactions failed with a retriable error)", took.as_secs_f64() * 1e3);
+    println!(
+        "run {run} {fault:?}: {:.0} ms to the first commit ({failed} transactions failed with a retriable error)",
+        took.as_secs_f64() * 1e3
+    );
     took
 }
 

@@ -85,7 +85,12 @@ fn cluster_net(config: &ClusterConfig, digest: u64, arbitrator: Arc<dyn Arbitrat
     for n in config.data_nodes() {
         data_nodes.insert(n.id, resolve(&format!("data node {}", n.id), &n.address())?);
     }
-    Ok(ClusterNet { data_nodes, node_groups: config.node_groups(), config_digest: digest, arbitrator: Some(arbitrator) })
+    Ok(ClusterNet {
+        data_nodes,
+        node_groups: config.node_groups(),
+        config_digest: digest,
+        arbitrator: Some(arbitrator),
+    })
 }
 
 /// Everything needed to (re)start this node.
@@ -100,8 +105,12 @@ struct NodePlan {
 impl NodePlan {
     fn start(&self) -> anyhow::Result<DataNodeHandle> {
         let cluster = cluster_net(&self.config, self.digest, self.arbitrator.clone())?;
-        let cfg =
-            DataNodeConfig { node_id: self.node_id, listen: self.listen, knobs: self.config.knobs.clone(), cluster: Some(cluster) };
+        let cfg = DataNodeConfig {
+            node_id: self.node_id,
+            listen: self.listen,
+            knobs: self.config.knobs.clone(),
+            cluster: Some(cluster),
+        };
         start_data_node_with_options(cfg, RuntimeOptions::default())
             .with_context(|| format!("cannot start data node {} on {}", self.node_id, self.listen))
     }
@@ -209,11 +218,7 @@ fn supervise(
             let status = n.status();
             let mut r = reported.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(s) = &status {
-                r.state = if s.started {
-                    NodeState::Started
-                } else {
-                    NodeState::Starting { phase: s.phase.clone() }
-                };
+                r.state = if s.started { NodeState::Started } else { NodeState::Starting { phase: s.phase.clone() } };
             }
             r.status = status;
         }

@@ -192,7 +192,8 @@ fn run_cluster(a: UpArgs) -> anyhow::Result<()> {
     let sql = SocketAddr::from((Ipv4Addr::LOCALHOST, a.sql_port));
     // Refuse bad --sql-arg flags before anything starts.
     let placeholder = SocketAddr::from((Ipv4Addr::LOCALHOST, a.port_base));
-    let sql_args = (!a.no_sql).then(|| sqld_args(sql, a.sql_socket.as_deref(), placeholder, &a.sql_args)).transpose()?;
+    let sql_args =
+        (!a.no_sql).then(|| sqld_args(sql, a.sql_socket.as_deref(), placeholder, &a.sql_args)).transpose()?;
     let shape = crate::up_cluster::ClusterShape {
         data_nodes: a.data_nodes,
         replicas: a.replicas,

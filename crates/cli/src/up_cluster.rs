@@ -288,7 +288,11 @@ fn stop_all(mgm: &str, procs: &mut [DataProc]) {
             match child.try_wait() {
                 Ok(Some(_)) | Err(_) => break,
                 Ok(None) if Instant::now() > deadline => {
-                    eprintln!("norr up: data node {} did not stop within {} s; killing it", p.id, STOP_TIMEOUT.as_secs());
+                    eprintln!(
+                        "norr up: data node {} did not stop within {} s; killing it",
+                        p.id,
+                        STOP_TIMEOUT.as_secs()
+                    );
                     let _ = child.kill();
                     let _ = child.wait();
                     break;

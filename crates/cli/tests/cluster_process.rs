@@ -83,11 +83,22 @@ fn a_killed_data_node_loses_no_acknowledged_write_and_rejoins() {
     for k in 0..200 {
         put(&c, t.id, k, k).unwrap();
     }
-    // Both nodes are primary for a share of the partitions.
-    let v = cluster.view().unwrap();
-    for id in [2, 3] {
-        let n = v.nodes.iter().find(|n| n.id == id).unwrap();
-        assert!(n.primary_partitions > 0, "node {id} is primary for none: {v:?}");
+    // Both nodes are primary for a share of the partitions (reports reach
+    // mgmd every half second).
+    let deadline = Instant::now() + START;
+    loop {
+        let v = cluster.view().unwrap();
+        let shares: Vec<(u32, u32)> = [2, 3]
+            .iter()
+            .map(|id| v.nodes.iter().find(|n| n.id == *id).map_or((0, 0), |n| (n.primary_partitions, n.partitions)))
+            .collect();
+        if shares.iter().all(|(p, _)| *p > 0) {
+            assert_eq!(shares[0].0 + shares[1].0, shares[0].1, "every partition has one primary: {shares:?}");
+            assert_eq!(shares[0].1, shares[1].1, "both nodes hold every partition: {shares:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "primaries not balanced: {v:?}");
+        std::thread::sleep(Duration::from_millis(100));
     }
 
     cluster.kill(1);

@@ -90,7 +90,8 @@ impl Cluster {
             .spawn()
             .unwrap();
         let mgm = format!("127.0.0.1:{mgm_port}");
-        let mut c = Cluster { norr: norr.to_path_buf(), dir, mgm, data, mgmd: Some(Proc { child, log }), nodes: Vec::new() };
+        let mut c =
+            Cluster { norr: norr.to_path_buf(), dir, mgm, data, mgmd: Some(Proc { child, log }), nodes: Vec::new() };
         // mgmd listens before the data nodes ask it.
         let deadline = Instant::now() + START;
         while c.view().is_none() {
@@ -166,4 +167,3 @@ impl Cluster {
         assert!(ok, "kill {sig} {pid}");
     }
 }
-
