@@ -4,9 +4,10 @@
 //! process (so a user can kill one and watch the cluster survive); the SQL
 //! node runs in this process on its own thread. This process is also the
 //! data nodes' keeper: a data node process that dies is started again (a
-//! node restart), and Ctrl-C stops everything in order: the SQL node's
-//! clients see the end first, then the data nodes leave together (`stop
-//! --all` through mgmd), then mgmd.
+//! node restart), and Ctrl-C stops everything in order: the data nodes
+//! leave together (`stop --all` through mgmd), then mgmd, then this process
+//! with its SQL node (which has no stop of its own yet: its clients see
+//! errors 1297 during the data nodes' last ~100 ms).
 
 use crate::config::KnobArgs;
 use anyhow::{bail, Context};
