@@ -73,7 +73,7 @@ impl MemDisk {
         for n in names {
             let pending = std::mem::take(&mut self.files.get_mut(&n).expect("file").pending);
             let keep = (self.next() % (pending.len() as u64 + 1)) as usize;
-            let torn = self.next() % 2 == 0;
+            let torn = self.next().is_multiple_of(2);
             let cut = self.next();
             let f = self.files.get_mut(&n).expect("file");
             let mut content = f.durable.clone();

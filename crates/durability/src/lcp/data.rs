@@ -206,7 +206,7 @@ impl LcpDataReader {
         if offset != self.next_page * pb as u64 {
             return Err(FormatError::new(&path, offset, "LCP data read out of order"));
         }
-        if bytes.len() % pb != 0 || bytes.is_empty() {
+        if !bytes.len().is_multiple_of(pb) || bytes.is_empty() {
             return Err(FormatError::new(
                 &path,
                 offset + bytes.len() as u64,

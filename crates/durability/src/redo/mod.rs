@@ -59,7 +59,7 @@ impl RedoGeometry {
         if !self.page_bytes.is_power_of_two() || !(512..=1 << 20).contains(&self.page_bytes) {
             return Err(format!("REDO page size {} is not a power of two in 512..=1MiB", self.page_bytes));
         }
-        if self.files == 0 || self.file_bytes % self.page_bytes as u64 != 0 {
+        if self.files == 0 || !self.file_bytes.is_multiple_of(self.page_bytes as u64) {
             return Err(format!(
                 "REDO file size {} is not a multiple of the page size {}",
                 self.file_bytes, self.page_bytes

@@ -13,7 +13,7 @@ fn small_geo() -> RedoGeometry {
 
 fn rec(i: u64, width: usize) -> RedoRecord {
     RedoRecord {
-        op: if i % 5 == 0 { RedoOp::Delete } else { RedoOp::Put },
+        op: if i.is_multiple_of(5) { RedoOp::Delete } else { RedoOp::Put },
         table: (i % 3) as u32,
         partition: (i % 2) as u32,
         values: vec![Value::UInt(i), Value::Bytes(vec![(i % 251) as u8; width])],
@@ -131,7 +131,7 @@ fn full_log_refuses_and_release_frees_it_across_wraps() {
             }
             Err(e) => panic!("{e}"),
         }
-        if i % 40 == 0 {
+        if i.is_multiple_of(40) {
             h.part.flush_up_to(g).unwrap();
             assert_eq!(h.pump(), None);
             g += 1;
