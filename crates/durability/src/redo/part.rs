@@ -25,6 +25,16 @@ pub enum AppendError {
     BufferFull,
 }
 
+impl AppendError {
+    /// The error a transaction gets.
+    pub fn error_code(self) -> norr_signals::ErrorCode {
+        match self {
+            AppendError::LogFull => norr_signals::ErrorCode::RedoLogFull,
+            AppendError::BufferFull => norr_signals::ErrorCode::RedoBufferOverloaded,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RedoError {
     /// A write or sync failed: the part cannot promise durability any more

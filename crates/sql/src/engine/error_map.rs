@@ -121,7 +121,9 @@ pub fn from_node(e: &NodeError, ctx: &ErrCtx) -> SqlError {
         ErrorCode::TooManyOperations
         | ErrorCode::TooManyTransactions
         | ErrorCode::Overloaded
-        | ErrorCode::NodeShutdown => SqlError::new(
+        | ErrorCode::NodeShutdown
+        | ErrorCode::RedoLogFull
+        | ErrorCode::RedoBufferOverloaded => SqlError::new(
             1297,
             "HY000",
             format!("Got temporary error {} '{}' from NDBCLUSTER", e.code.code(), e.code.description()),
