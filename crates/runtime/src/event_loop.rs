@@ -36,6 +36,7 @@
 //! connection is not read until there is room (back-pressure, nothing dropped).
 
 use crate::conn::{ApiIdPool, CloseReason, Conn};
+use crate::fs::FsCompletions;
 use crate::local_link::LocalReady;
 use crate::stream::{Peer, Stream};
 use crate::{DataNodeConfig, RuntimeOptions, RuntimeStats};
@@ -70,6 +71,8 @@ pub(crate) struct LoopShared {
     pub stop: Arc<AtomicBool>,
     pub stats: Arc<std::sync::Mutex<RuntimeStats>>,
     pub local: Arc<LocalReady>,
+    /// Completions of the FS block's IO thread (None: no data directory).
+    pub fs: Option<Arc<FsCompletions>>,
 }
 
 pub(crate) struct EventLoop {
@@ -116,6 +119,9 @@ pub(crate) struct EventLoop {
     local: Arc<LocalReady>,
     local_tokens: Vec<usize>,
     local_accepts: Vec<norr_transport::local_pipe::NodeEnd>,
+    /// FS completions (see `deliver_fs_completions`).
+    fs: Option<Arc<FsCompletions>>,
+    fs_buf: Vec<Envelope>,
 }
 
 impl EventLoop {
@@ -125,7 +131,7 @@ impl EventLoop {
         sched: Scheduler<Signal>,
         poll: Poll,
         (mut listener, mut unix_listener): (TcpListener, Option<UnixListener>),
-        LoopShared { stop, stats: shared_stats, local }: LoopShared,
+        LoopShared { stop, stats: shared_stats, local, fs }: LoopShared,
     ) -> io::Result<EventLoop> {
         poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
         if let Some(l) = unix_listener.as_mut() {
@@ -162,6 +168,8 @@ impl EventLoop {
             local,
             local_tokens: Vec::new(),
             local_accepts: Vec::new(),
+            fs,
+            fs_buf: Vec::new(),
         })
     }
 
@@ -195,7 +203,7 @@ impl EventLoop {
         loop {
             self.stats.spin_socket_polls += 1;
             self.poll.poll(events, Some(Duration::ZERO))?;
-            if !events.is_empty() || self.local.has_work() || self.stop.load(Ordering::Relaxed) {
+            if !events.is_empty() || self.local.has_work() || self.fs_has_work() || self.stop.load(Ordering::Relaxed) {
                 self.stats.spin_hits += 1;
                 return Ok(());
             }
@@ -249,6 +257,7 @@ impl EventLoop {
                 }
             }
             self.service_local();
+            self.deliver_fs_completions();
             self.step();
         }
         info!(node = self.node_id, connections = self.live_conns, "data node stopping");
@@ -289,6 +298,39 @@ impl EventLoop {
         }
     }
 
+    /// FS completions wait.
+    fn fs_has_work(&self) -> bool {
+        self.fs.as_ref().is_some_and(|f| f.has_work())
+    }
+
+    /// Hand the FS IO thread's completions to the scheduler (FS hook; see
+    /// `fs.rs`). The IO thread wakes the loop through the mio waker when a
+    /// first completion arrives, so a loop blocked in poll sees it at once.
+    /// A completion is never dropped: when the B job buffer is at its bound
+    /// it goes on A (never refused) rather than wait, since the block that
+    /// asked has already committed to the work.
+    fn deliver_fs_completions(&mut self) {
+        let Some(fs) = self.fs.as_ref() else { return };
+        if !fs.has_work() {
+            return;
+        }
+        fs.take(&mut self.fs_buf);
+        let mut buf = std::mem::take(&mut self.fs_buf);
+        for mut env in buf.drain(..) {
+            if self.sched.job_b_len() + 1 >= self.job_b_bound {
+                env.prio = Priority::A;
+            }
+            match self.sched.deliver(env) {
+                Ok(()) => {}
+                Err(e) => tracing::error!(
+                    ?e,
+                    "FS completion not delivered: the scheduler's B bound is below job_buffer_bound, or no such block"
+                ),
+            }
+        }
+        self.fs_buf = buf;
+    }
+
     /// Take new in-process connections and read (and write) the ones whose
     /// pipes reported activity.
     fn service_local(&mut self) {
@@ -323,7 +365,11 @@ impl EventLoop {
     }
 
     fn poll_timeout(&mut self) -> Option<Duration> {
-        if self.sched.has_ready() || !self.pending_read.is_empty() || !self.closing.is_empty() || self.local.has_work()
+        if self.sched.has_ready()
+            || !self.pending_read.is_empty()
+            || !self.closing.is_empty()
+            || self.local.has_work()
+            || self.fs_has_work()
         {
             return Some(Duration::ZERO);
         }

@@ -24,6 +24,7 @@
 
 mod conn;
 mod event_loop;
+pub mod fs;
 mod local_link;
 mod stream;
 
@@ -69,6 +70,10 @@ pub struct RuntimeOptions {
     /// cheaper per message than loopback TCP). A stale socket file is
     /// replaced; the file is removed when the node stops.
     pub unix_socket: Option<std::path::PathBuf>,
+    /// The node's data directory: when set, the host registers the FS block
+    /// (`block::FS`, real files under this directory, see `fs`). The caller
+    /// opens and locks it first with [`fs::open_data_dir`].
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for RuntimeOptions {
@@ -79,6 +84,7 @@ impl Default for RuntimeOptions {
             max_read_bytes_per_round: 256 * 1024,
             handshake_timeout_ms: 10_000,
             unix_socket: None,
+            data_dir: None,
         }
     }
 }
@@ -248,7 +254,7 @@ fn default_blocks(cfg: &DataNodeConfig) -> io::Result<Scheduler<Signal>> {
 pub fn start_data_node_with(
     cfg: DataNodeConfig,
     opts: RuntimeOptions,
-    sched: Scheduler<Signal>,
+    mut sched: Scheduler<Signal>,
 ) -> io::Result<DataNodeHandle> {
     cfg.knobs.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     if opts.threads != 1 {
@@ -277,13 +283,27 @@ pub fn start_data_node_with(
     let stop = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(std::sync::Mutex::new(RuntimeStats::default()));
     let local = Arc::new(local_link::LocalReady::new(waker.clone()));
+    let fs = match &opts.data_dir {
+        Some(dir) => {
+            if sched.has_block(norr_kernel::BlockRef::new(cfg.node_id, norr_signals::block::FS, 0)) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "data_dir is set but the scheduler has its own FS block",
+                ));
+            }
+            let c = fs::FsCompletions::new(waker.clone());
+            fs::register(&mut sched, dir, c.clone())?;
+            Some(c)
+        }
+        None => None,
+    };
     let mut el = event_loop::EventLoop::new(
         cfg.clone(),
         opts,
         sched,
         poll,
         (listener, unix_listener),
-        event_loop::LoopShared { stop: stop.clone(), stats: stats.clone(), local: local.clone() },
+        event_loop::LoopShared { stop: stop.clone(), stats: stats.clone(), local: local.clone(), fs },
     )?;
     let socket_file = unix_path.clone();
     let thread = std::thread::Builder::new().name(format!("norr-node-{}", cfg.node_id)).spawn(move || {
