@@ -133,17 +133,7 @@ pub fn start_fs(data_dir: PathBuf, completions: Arc<FsCompletions>) -> io::Resul
     Ok(FsBlock { tx })
 }
 
-/// Check a request path: relative, '/'-separated, no `..`, `.` or empty
-/// components, no NUL.
-pub fn check_path(path: &str) -> Result<(), String> {
-    if path.is_empty() || path.starts_with('/') || path.contains('\0') || path.contains('\\') {
-        return Err(format!("path {path:?} must be relative to the data directory"));
-    }
-    if path.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
-        return Err(format!("path {path:?} has an empty, '.' or '..' component"));
-    }
-    Ok(())
-}
+pub use norr_signals::fs::check_path;
 
 /// Executes requests on real files (the IO thread's state; usable directly
 /// in tests).
