@@ -65,11 +65,14 @@
 mod fixed_pages;
 mod hash_index;
 mod keys;
+mod lcp;
 pub mod memory;
 mod ordered_index;
 mod pk_order;
+mod restore;
 mod row_format;
 mod scan;
+mod sync;
 mod table_alter;
 mod table_ddl;
 mod table_store;
@@ -80,15 +83,23 @@ mod tests;
 #[cfg(test)]
 mod tests_alter;
 #[cfg(test)]
+mod tests_lcp;
+#[cfg(test)]
+mod tests_restore;
+#[cfg(test)]
+mod tests_sync;
+#[cfg(test)]
 mod tests_pk_order;
 #[cfg(test)]
 mod tests_random;
 #[cfg(test)]
 mod tests_scan;
 
-pub use fixed_pages::RowId;
+pub use fixed_pages::{RowId, LCP_PARTS};
+pub use lcp::{LcpRow, LcpScan, LcpStats, PartSet, Tombstone};
 pub use memory::MemoryStats;
 pub use scan::{ScanBatch, ScanCursor, ScanStep};
+pub use sync::CopyRow;
 
 use norr_signals::ops::{Filter, ScanRange};
 use norr_signals::value::Value;
@@ -108,15 +119,26 @@ pub struct Storage {
     staged: BTreeMap<TableId, Staged>,
     limit_bytes: u64,
     used_bytes: u64,
+    /// GCI that writes are tagged with (`set_commit_gci`).
+    commit_gci: u32,
+    /// Id of the next checkpoint scan (`lcp_begin`), unique in this storage.
+    next_lcp_scan: u64,
 }
 
-fn no_table(table: TableId) -> NodeError {
+pub(crate) fn no_table(table: TableId) -> NodeError {
     NodeError::with(ErrorCode::NoSuchTable, format!("table id {table} not in storage"))
 }
 
 impl Storage {
     pub fn new(data_memory_bytes: u64) -> Storage {
-        Storage { tables: BTreeMap::new(), staged: BTreeMap::new(), limit_bytes: data_memory_bytes, used_bytes: 0 }
+        Storage {
+            tables: BTreeMap::new(),
+            staged: BTreeMap::new(),
+            limit_bytes: data_memory_bytes,
+            used_bytes: 0,
+            commit_gci: 0,
+            next_lcp_scan: 1,
+        }
     }
 
     fn t(&self, table: TableId) -> Result<&TableStore, NodeError> {
@@ -168,6 +190,9 @@ impl Storage {
     pub fn create_index(&mut self, table: TableId, index: &IndexDef) -> Result<(), NodeError> {
         let budget = self.budget();
         let t = self.tables.get_mut(&table).ok_or_else(|| no_table(table))?;
+        if t.restoring {
+            return Err(t.restoring_error());
+        }
         let delta = t.create_index(index, budget)?;
         self.apply_delta(delta);
         Ok(())
@@ -202,10 +227,15 @@ impl Storage {
         }
         let budget = self.budget();
         let t = self.t(table)?;
+        if t.restoring {
+            return Err(t.restoring_error());
+        }
         let staged = if t.same_layout(def, sources) {
             Staged::Redefine(def.clone())
         } else {
-            let copy = t.rebuild(def, sources, budget)?;
+            // Rebuilt rows count as written now (the copy starts a new
+            // checkpoint chain anyway).
+            let copy = t.rebuild(def, sources, budget, self.commit_gci)?;
             self.used_bytes += copy.bytes;
             debug_assert!(self.used_bytes <= self.limit_bytes);
             Staged::Rebuilt(Box::new(copy))
@@ -287,6 +317,9 @@ impl Storage {
         index_values: &[Value],
     ) -> Result<Option<(PartitionId, RowId)>, NodeError> {
         let t = self.t(table)?;
+        if t.restoring {
+            return Err(t.restoring_error());
+        }
         let ix = t.index(index)?;
         let Some(map) = &ix.unique else {
             return Err(NodeError::with(ErrorCode::NoSuchIndex, format!("index {} is not unique", ix.def.name)));
@@ -343,18 +376,18 @@ impl Storage {
         }
     }
 
-    /// Insert a full row. Maintains all indexes. DuplicateKey /
-    /// DuplicateUniqueKey / TableFull leave storage unchanged.
+    /// Insert a full row, tagged with the commit GCI. Maintains all indexes.
+    /// DuplicateKey / DuplicateUniqueKey / TableFull leave storage unchanged.
     pub fn insert(&mut self, table: TableId, part: PartitionId, row: Vec<Value>) -> Result<RowId, NodeError> {
         let budget = self.budget();
         let t = self.tables.get_mut(&table).ok_or_else(|| no_table(table))?;
-        let (rowid, delta) = t.insert(part, row, budget)?;
+        let (rowid, delta) = t.insert(part, row, budget, self.commit_gci)?;
         self.apply_delta(delta);
         Ok(rowid)
     }
 
-    /// Replace the whole row (same pk). DuplicateUniqueKey / TableFull leave it
-    /// unchanged.
+    /// Replace the whole row (same pk), tagged with the commit GCI.
+    /// DuplicateUniqueKey / TableFull leave it unchanged.
     pub fn update(
         &mut self,
         table: TableId,
@@ -364,15 +397,17 @@ impl Storage {
     ) -> Result<(), NodeError> {
         let budget = self.budget();
         let t = self.tables.get_mut(&table).ok_or_else(|| no_table(table))?;
-        let delta = t.update(part, row, new_row, budget)?;
+        let delta = t.update(part, row, new_row, budget, self.commit_gci)?;
         self.apply_delta(delta);
         Ok(())
     }
 
-    /// Delete a live row (panics if it is not live; no-op for an unknown table).
+    /// Delete a live row (panics if it is not live; no-op for an unknown
+    /// table). With a checkpoint chain it leaves a tombstone tagged with the
+    /// commit GCI.
     pub fn delete(&mut self, table: TableId, part: PartitionId, row: RowId) {
         if let Some(t) = self.tables.get_mut(&table) {
-            let delta = t.delete(part, row);
+            let delta = t.delete(part, row, self.commit_gci);
             self.apply_delta(delta);
         }
     }
@@ -425,6 +460,9 @@ impl Storage {
     ) -> Result<ScanCursor, NodeError> {
         let t = self.t(table)?;
         let pi = t.part_index(part)?;
+        if t.restoring && index.is_some() {
+            return Err(t.restoring_error());
+        }
         t.scan_open(pi, index, range, descending)
     }
 
@@ -443,6 +481,9 @@ impl Storage {
     ) -> Result<bool, NodeError> {
         let t = self.t(table)?;
         let pi = t.part_index(part)?;
+        if t.restoring && matches!(cursor, ScanCursor::Ordered { .. }) {
+            return Err(t.restoring_error());
+        }
         t.scan_next(pi, cursor, filter, max_rows, examine_limit, out)
     }
 
@@ -458,6 +499,9 @@ impl Storage {
     ) -> Result<bool, NodeError> {
         let t = self.t(table)?;
         let pi = t.part_index(part)?;
+        if t.restoring && matches!(cursor, ScanCursor::Ordered { .. }) {
+            return Err(t.restoring_error());
+        }
         t.scan_next_rows(pi, cursor, step, out)
     }
 

@@ -87,6 +87,12 @@ impl OrderedIndex {
         let old = self.map.insert(IKey::new(key), row);
         assert!(old.is_none(), "ordered index entry already present");
     }
+    /// Build from entries sorted by key, all distinct (a bulk build).
+    pub fn from_sorted(entries: Vec<(Vec<u8>, RowId)>) -> OrderedIndex {
+        assert!(entries.windows(2).all(|w| w[0].0 < w[1].0), "ordered index entries not sorted and distinct");
+        let bytes = entries.iter().map(|(k, _)| entry_cost(k.len())).sum();
+        OrderedIndex { map: entries.into_iter().map(|(k, r)| (IKey::new(&k), r)).collect(), bytes }
+    }
     pub fn remove(&mut self, key: &[u8]) {
         let old = self.map.remove(key);
         assert!(old.is_some(), "ordered index entry missing");
@@ -111,6 +117,12 @@ impl UniqueMap {
         self.bytes += entry_cost(key.len());
         let old = self.map.insert(IKey::new(key), at);
         assert!(old.is_none(), "unique map entry already present");
+    }
+    /// Build from entries sorted by key, all distinct (a bulk build).
+    pub fn from_sorted(entries: Vec<(Vec<u8>, (PartitionId, RowId))>) -> UniqueMap {
+        assert!(entries.windows(2).all(|w| w[0].0 < w[1].0), "unique map entries not sorted and distinct");
+        let bytes = entries.iter().map(|(k, _)| entry_cost(k.len())).sum();
+        UniqueMap { map: entries.into_iter().map(|(k, at)| (IKey::new(&k), at)).collect(), bytes }
     }
     pub fn remove(&mut self, key: &[u8]) {
         let old = self.map.remove(key);

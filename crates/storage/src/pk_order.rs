@@ -97,6 +97,22 @@ impl PkOrder {
         self.bytes = self.leaves.iter().map(Leaf::bytes).sum();
     }
 
+    /// Build from (encoded pk, row) pairs sorted by key, all distinct: full
+    /// leaves, each fenced by its first key (a bulk build).
+    pub fn from_sorted(keyed: &[(Vec<u8>, RowId)]) -> PkOrder {
+        assert!(keyed.windows(2).all(|w| w[0].0 < w[1].0), "primary keys not sorted and distinct");
+        let mut o = PkOrder::default();
+        for (i, chunk) in keyed.chunks(LEAF_ROWS).enumerate() {
+            let fence: Box<[u8]> = if i == 0 { Box::default() } else { chunk[0].0.as_slice().into() };
+            let mut rows = Vec::with_capacity(chunk.len());
+            rows.extend(chunk.iter().map(|(_, r)| *r));
+            o.leaves.push(Leaf { fence, rows });
+        }
+        o.len = keyed.len();
+        o.set_bytes();
+        o
+    }
+
     /// Add a row with encoded primary key `pk` (not present yet).
     pub fn insert(&mut self, pk: &[u8], row: RowId, enc: &mut EncodePk<'_>) {
         if self.leaves.is_empty() {

@@ -374,7 +374,7 @@ fn read_int64(src: &[u8], signed: bool) -> u64 {
     }
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -383,7 +383,7 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Returns (value, bytes consumed).
-fn get_varint(b: &[u8]) -> (u64, usize) {
+pub(crate) fn get_varint(b: &[u8]) -> (u64, usize) {
     let mut v = 0u64;
     for (i, &byte) in b.iter().enumerate().take(10) {
         v |= ((byte & 0x7f) as u64) << (7 * i);
