@@ -97,18 +97,20 @@ impl PkOrder {
         self.bytes = self.leaves.iter().map(Leaf::bytes).sum();
     }
 
-    /// Build from (encoded pk, row) pairs sorted by key, all distinct: full
-    /// leaves, each fenced by its first key (a bulk build).
-    pub fn from_sorted(keyed: &[(Vec<u8>, RowId)]) -> PkOrder {
-        assert!(keyed.windows(2).all(|w| w[0].0 < w[1].0), "primary keys not sorted and distinct");
+    /// Build from rows sorted by primary key, all distinct: full leaves, each
+    /// fenced by its first key (a bulk build).
+    pub fn from_sorted(rows: &[RowId], enc: &mut EncodePk<'_>) -> PkOrder {
         let mut o = PkOrder::default();
-        for (i, chunk) in keyed.chunks(LEAF_ROWS).enumerate() {
-            let fence: Box<[u8]> = if i == 0 { Box::default() } else { chunk[0].0.as_slice().into() };
-            let mut rows = Vec::with_capacity(chunk.len());
-            rows.extend(chunk.iter().map(|(_, r)| *r));
-            o.leaves.push(Leaf { fence, rows });
+        let (mut prev, mut buf) = (Vec::new(), Vec::new());
+        for (i, chunk) in rows.chunks(LEAF_ROWS).enumerate() {
+            enc(chunk[0], &mut buf);
+            assert!(i == 0 || prev < buf, "primary keys not sorted and distinct");
+            let fence: Box<[u8]> = if i == 0 { Box::default() } else { buf.as_slice().into() };
+            enc(chunk[chunk.len() - 1], &mut prev);
+            debug_assert!(chunk.len() == 1 || buf < prev, "leaf {i} not sorted");
+            o.leaves.push(Leaf { fence, rows: chunk.to_vec() });
         }
-        o.len = keyed.len();
+        o.len = rows.len();
         o.set_bytes();
         o
     }

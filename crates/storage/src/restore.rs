@@ -24,7 +24,7 @@
 use crate::fixed_pages::{RowId, LCP_PARTS};
 use crate::hash_index::pk_hash;
 use crate::lcp::check_gci;
-use crate::ordered_index::{OrderedIndex, UniqueMap};
+use crate::ordered_index::{sort_by_key, IKey, OrderedIndex, UniqueMap};
 use crate::pk_order::PkOrder;
 use crate::table_store::{err, Partition, TableStore};
 use crate::Storage;
@@ -86,7 +86,7 @@ impl TableStore {
         }
         let pi = self.part_index(p)?;
         let row = self.coerce_full(row)?;
-        let mut pk = Vec::new();
+        let mut pk = Vec::with_capacity(16 * self.pk.cols.len());
         if self.pk.encode_row(&row, &mut pk) {
             return Err(err(ErrorCode::MissingKeyColumn, "a primary key column is NULL"));
         }
@@ -252,38 +252,39 @@ impl TableStore {
         self.check_restoring()?;
         let mut need = 0u64;
         let n_ix = self.indexes.len();
+        let layout = &self.layout;
         // Unique keys are table-wide: collected over every partition, then
-        // sorted; two equal neighbours are corruption.
-        let mut ukeys: Vec<Vec<(Vec<u8>, (PartitionId, RowId))>> = vec![Vec::new(); n_ix];
+        // sorted; two equal neighbours are corruption. Keys are encoded
+        // straight from the stored rows (no decoded values).
+        let mut ukeys: Vec<Vec<(IKey, (PartitionId, RowId))>> = (0..n_ix).map(|_| Vec::new()).collect();
         let mut ordered: Vec<Vec<(IndexId, OrderedIndex)>> = Vec::with_capacity(self.parts.len());
-        let mut row = Vec::new();
+        let (mut pk, mut k) = (Vec::new(), Vec::new());
         for (pi, part) in self.parts.iter().enumerate() {
-            let mut entries: Vec<Vec<(Vec<u8>, RowId)>> = vec![Vec::new(); n_ix];
-            let fixed = part.fixed();
+            let (fixed, var) = (part.fixed(), &part.var);
+            let live = fixed.live_rows() as usize;
+            let mut entries: Vec<Vec<(IKey, RowId)>> =
+                self.indexes.iter().map(|ix| Vec::with_capacity(if ix.is_ordered() { live } else { 0 })).collect();
             let mut next = 0u64;
             while n_ix > 0 {
                 let Some(r) = fixed.next_live(next) else { break };
                 next = r as u64 + 1;
-                row.clear();
-                self.read_into(pi, r, &mut row);
-                let pk = self.pk.encoded(&row);
+                let slot = fixed.slot(r);
+                self.pk.encode_slot(layout, slot, var, &mut pk);
                 for (i, ix) in self.indexes.iter().enumerate() {
-                    let mut k = Vec::new();
-                    let has_null = ix.key.encode_row(&row, &mut k);
-                    if ix.unique.is_some() && !has_null {
-                        ukeys[i].push((k.clone(), (pi as PartitionId, r)));
+                    ix.key.encode_slot(layout, slot, var, &mut k);
+                    if ix.unique.is_some() && !ix.key.cols.iter().any(|&c| layout.is_null(slot, c)) {
+                        ukeys[i].push((IKey::new(&k), (pi as PartitionId, r)));
                     }
                     if ix.is_ordered() {
                         k.extend_from_slice(&pk);
-                        entries[i].push((k, r));
+                        entries[i].push((IKey::new(&k), r));
                     }
                 }
             }
             let mut built = Vec::new();
-            for (ix, mut e) in self.indexes.iter().zip(entries) {
+            for (ix, e) in self.indexes.iter().zip(entries) {
                 if ix.is_ordered() {
-                    e.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-                    let o = OrderedIndex::from_sorted(e);
+                    let o = OrderedIndex::from_sorted(sort_by_key(e));
                     need += o.footprint();
                     built.push((ix.def.id, o));
                 }
@@ -291,12 +292,12 @@ impl TableStore {
             ordered.push(built);
         }
         let mut uniques: Vec<Option<UniqueMap>> = Vec::with_capacity(n_ix);
-        for (ix, mut keys) in self.indexes.iter().zip(ukeys) {
+        for (ix, keys) in self.indexes.iter().zip(ukeys) {
             if ix.unique.is_none() {
                 uniques.push(None);
                 continue;
             }
-            keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            let keys = sort_by_key(keys);
             if keys.windows(2).any(|w| w[0].0 == w[1].0) {
                 return Err(err(
                     ErrorCode::Internal,
@@ -313,17 +314,33 @@ impl TableStore {
         let mut pk_orders = Vec::new();
         if self.pk_index.is_some() {
             for part in &self.parts {
-                let fixed = part.fixed();
-                let mut keyed: Vec<(Vec<u8>, RowId)> = Vec::with_capacity(fixed.live_rows() as usize);
+                let (fixed, var) = (part.fixed(), &part.var);
+                let mut enc = |r, b: &mut Vec<u8>| self.pk.encode_stored(layout, fixed, var, r, b);
+                let mut rows: Vec<RowId> = Vec::with_capacity(fixed.live_rows() as usize);
                 let mut next = 0u64;
                 while let Some(r) = fixed.next_live(next) {
                     next = r as u64 + 1;
-                    let mut k = Vec::new();
-                    self.pk.encode_stored(&self.layout, fixed, &part.var, r, &mut k);
-                    keyed.push((k, r));
+                    rows.push(r);
                 }
-                keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-                let o = PkOrder::from_sorted(&keyed);
+                match self.pk.single_int() {
+                    // The usual key: sort by the integer, no key bytes.
+                    Some(c) => {
+                        let mut keyed: Vec<(Option<u64>, RowId)> = rows.iter().map(|&r| (c.key(fixed.slot(r)), r)).collect();
+                        keyed.sort_unstable();
+                        rows = keyed.into_iter().map(|(_, r)| r).collect();
+                    }
+                    None => {
+                        let keyed: Vec<(IKey, RowId)> = rows
+                            .iter()
+                            .map(|&r| {
+                                enc(r, &mut pk);
+                                (IKey::new(&pk), r)
+                            })
+                            .collect();
+                        rows = sort_by_key(keyed).into_iter().map(|(_, r)| r).collect();
+                    }
+                }
+                let o = PkOrder::from_sorted(&rows, &mut enc);
                 need += o.footprint();
                 pk_orders.push(o);
             }
@@ -373,6 +390,36 @@ impl Storage {
         let before = t.bytes;
         t.enter_restore();
         let delta = t.bytes as i64 - before as i64;
+        self.apply_delta(delta);
+        Ok(())
+    }
+
+    /// Make room for `rows` more rows in a partition's primary-key hash
+    /// index at once (charged to data memory; `TableFull` if it does not
+    /// fit). A restore or copy that knows how many rows are coming (the
+    /// checkpoint files' row counts) saves the rehashing as the index grows,
+    /// which re-reads every stored key.
+    pub fn reserve_rows(&mut self, table: TableId, part: PartitionId, rows: u64) -> Result<(), NodeError> {
+        let budget = self.budget();
+        let t = self.tables.get_mut(&table).ok_or_else(|| crate::no_table(table))?;
+        let pi = t.part_index(part)?;
+        let need = t.parts[pi].hash.reserve_cost(rows);
+        if need > budget {
+            return Err(t.table_full(need, budget));
+        }
+        let before = t.parts[pi].footprint();
+        let TableStore { layout, pk, parts, .. } = &mut *t;
+        let Partition { fixed, var, hash, .. } = &mut parts[pi];
+        let fixed = fixed.as_ref().expect("partition initialised");
+        let buf = std::cell::RefCell::new(Vec::new());
+        hash.reserve(usize::try_from(rows).unwrap_or(usize::MAX), |r| {
+            let mut b = buf.borrow_mut();
+            pk.encode_stored(layout, fixed, var, r, &mut b);
+            pk_hash(&b)
+        });
+        let delta = t.parts[pi].footprint() as i64 - before as i64;
+        debug_assert!(delta <= need as i64, "reserve charged {delta} > estimated {need}");
+        t.bytes = (t.bytes as i64 + delta) as u64;
         self.apply_delta(delta);
         Ok(())
     }

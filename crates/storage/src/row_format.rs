@@ -159,7 +159,9 @@ impl RowLayout {
 
     /// The var chunk payload of `row` (empty if every var column is NULL).
     pub fn var_payload(&self, row: &[Value]) -> Vec<u8> {
-        let mut out = Vec::new();
+        // Sized once: a length prefix is at most 10 bytes (most are 1-2).
+        let len: usize = self.var_col_ids.iter().map(|&c| row[c].as_bytes().map_or(0, |b| b.len() + 10)).sum();
+        let mut out = Vec::with_capacity(len);
         for &c in &self.var_col_ids {
             if let Value::Bytes(b) = &row[c] {
                 put_varint(&mut out, b.len() as u64);

@@ -352,7 +352,8 @@ impl TableStore {
     }
 
     pub(crate) fn check_placement(&self, p: PartitionId, row: &[Value], pk: &[u8]) -> Result<(), NodeError> {
-        if self.def.partitioning == PartitionScheme::User {
+        if self.def.partitioning == PartitionScheme::User || self.def.partitions == 1 {
+            // (One partition: `part_index` checked `p` already.)
             return Ok(());
         }
         let want = match &self.part_key {
@@ -367,10 +368,14 @@ impl TableStore {
 
     pub fn lookup(&self, pi: usize, pk: &[u8]) -> Option<RowId> {
         let part = &self.parts[pi];
-        // Sized for the key up front: one allocation per lookup, not a grow
-        // per encoded column.
-        let mut buf = Vec::with_capacity(pk.len());
+        // Sized for the key at the first candidate: one allocation per
+        // lookup that finds one (not a grow per encoded column), none for a
+        // key that is not there (an insert, most restored rows).
+        let mut buf = Vec::new();
         part.hash.find(pk_hash(pk), |r| {
+            if buf.capacity() == 0 {
+                buf.reserve_exact(pk.len());
+            }
             self.pk.encode_stored(&self.layout, part.fixed(), &part.var, r, &mut buf);
             buf == pk
         })
@@ -480,7 +485,8 @@ impl TableStore {
             return Err(self.restoring_error());
         }
         let row = self.coerce_full(row)?;
-        let mut pk = Vec::new();
+        // Sized for the key up front, not grown per encoded byte.
+        let mut pk = Vec::with_capacity(16 * self.pk.cols.len());
         if self.pk.encode_row(&row, &mut pk) {
             return Err(err(ErrorCode::MissingKeyColumn, "a primary key column is NULL"));
         }

@@ -590,3 +590,50 @@ fn restore_puts_rows_in_their_parts_and_moves_them() {
     assert_eq!(t, vec![(1500, 6), (700, 9)]);
     s.check_invariants();
 }
+
+/// A key a fuzzy checkpoint caught twice (deleted and inserted again in
+/// another part during its scan) is restored into the later part; the part
+/// it left must get a tombstone, or a later restore whose chain for the
+/// later part starts after the key's deletion would bring it back.
+#[test]
+fn a_key_checkpointed_twice_stays_deleted_after_a_restart() {
+    let row = |n: i64| vec![Value::Int(1), Value::Null, Value::Int(n), Value::Null, Value::Null];
+    // LCP 0 (full in every part) holds the key in part 5, then in part 9.
+    let lcp0 = [LcpRow { lcp_part: 5, gci: 1, row: row(1) }, LcpRow { lcp_part: 9, gci: 2, row: row(2) }];
+    let mut b = Storage::new(1 << 30);
+    b.create_table(&def()).unwrap();
+    let p = part_of(&b, 1);
+    b.restore_begin(T).unwrap();
+    for r in &lcp0 {
+        b.restore_put(T, p, r.lcp_part, r.row.clone(), r.gci).unwrap();
+    }
+    b.restore_finish(T).unwrap();
+    let (_, r) = find(&b, 1).unwrap();
+    assert_eq!(b.read_row(T, p, r)[2], Value::Int(2), "the later image wins");
+    // The restarted node deletes the key, then checkpoints twice: LCP 1
+    // partial, LCP 2 full in part 9 only.
+    b.set_commit_gci(3);
+    b.delete(T, p, r);
+    let (mut s1, t1) = b.lcp_begin(T, p, PartSet::empty(), 2).unwrap();
+    let mut rows1 = Vec::new();
+    while !b.lcp_next(&mut s1, 10, &mut rows1).unwrap() {}
+    let mut part9 = PartSet::empty();
+    part9.insert(9);
+    let (mut s2, t2) = b.lcp_begin(T, p, part9.clone(), 3).unwrap();
+    let mut rows2 = Vec::new();
+    while !b.lcp_next(&mut s2, 10, &mut rows2).unwrap() {}
+    assert!(rows1.is_empty() && rows2.is_empty() && t2.is_empty());
+    assert_eq!(t1.iter().map(|t| t.lcp_part).collect::<Vec<_>>(), vec![5, 9], "the move and the delete");
+    // Restore the chain: part 5 from LCP 0, part 9 from LCP 2.
+    let mut c = Storage::new(1 << 30);
+    c.create_table(&def()).unwrap();
+    c.restore_begin(T).unwrap();
+    for r in lcp0.iter().filter(|r| r.lcp_part == 5) {
+        c.restore_put(T, p, r.lcp_part, r.row.clone(), r.gci).unwrap();
+    }
+    for t in t1.iter().filter(|t| t.lcp_part == 5) {
+        c.restore_delete(T, p, t.lcp_part, &t.key).unwrap();
+    }
+    c.restore_finish(T).unwrap();
+    assert_eq!(find(&c, 1), None, "the deleted key stays deleted");
+}
