@@ -212,9 +212,8 @@ fn measure(name: &str, def: &TableDef, rows: u64, runs: usize, make: fn(u64) -> 
     let (mut cpu, mut wall): (Vec<[f64; 3]>, Vec<[f64; 3]>) = (Vec::new(), Vec::new());
     for n in 0..runs {
         let r = run(def, rows, make);
-        let rate = |f: fn(&Spent) -> Duration| {
-            [f(&r.put), f(&(r.put + r.finish)), f(&r.scan)].map(|d| mbps(r.data_bytes, d))
-        };
+        let rate =
+            |f: fn(&Spent) -> Duration| [f(&r.put), f(&(r.put + r.finish)), f(&r.scan)].map(|d| mbps(r.data_bytes, d));
         let (c, w) = (rate(|s| s.cpu), rate(|s| s.wall));
         println!(
             "{name} run {}: {rows} rows, {:.0} MB of row data; CPU: puts {:.2} s, index build {:.2} s; \

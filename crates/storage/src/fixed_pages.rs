@@ -243,7 +243,8 @@ impl FixedPages {
             (p, false) => {
                 let len = (p as usize + 1).max(self.pages.len());
                 // Growing the page table one entry at a time at most doubles it.
-                let table = if len > self.pages.capacity() { (2 * len).max(4) * std::mem::size_of::<FixedPage>() } else { 0 };
+                let table =
+                    if len > self.pages.capacity() { (2 * len).max(4) * std::mem::size_of::<FixedPage>() } else { 0 };
                 self.page_bytes() + table as u64
             }
         }

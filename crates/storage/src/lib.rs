@@ -9,7 +9,9 @@
 //! * `row_format`: fixed slot = null bitmap + fixed-width columns + 6-byte var
 //!   ref; var chunk = LEB128-length-prefixed var column values.
 //! * `fixed_pages`: 32 KiB pages of fixed slots per partition, free list per
-//!   page, live bitmap for scans; RowId = page * slots_per_page + slot.
+//!   page, live bitmap for scans; RowId = page * slots_per_page + slot. Each
+//!   slot ends in the row's GCI (u32), each page keeps the highest GCI
+//!   written on it; page p is checkpoint part p % 2048.
 //! * `var_storage`: 32 KiB var pages with compaction, big values allocated alone.
 //! * `hash_index`: per-partition `HashTable<RowId>`, keys re-read from rows.
 //! * `keys`: encoding key columns from full rows or straight from stored rows.
@@ -19,19 +21,23 @@
 //! * `table_store`: a table's partitions and index maintenance;
 //!   `table_ddl`: index build/drop, memory estimates, invariant checks.
 //! * `scan`: full and ordered scans with resumable cursors.
+//! * `lcp`: partial local checkpoint scans, tombstones, change counters;
+//!   `restore`: restore / REDO replay and the index rebuild; `sync`: replica
+//!   resynchronisation and partition checksums (see "Durability" below).
 //!
 //! Memory: for a (BIGINT pk, BIGINT, CHAR(20)) table the overhead per row
-//! beyond the column data is about 21 bytes at 100k rows (target <= 32):
-//! null bitmap 1, var ref 6, var chunk header 6 + length 1, hash index ~6.6
-//! (power-of-two bucket count, 5 bytes per bucket; between 5.7 and 11.4 as the
-//! table fills and doubles), page slack < 1. `memory::measure_row_overhead`
-//! computes it; `cargo test -p norr-storage overhead -- --nocapture` prints it.
+//! beyond the column data is about 25 bytes at 100k rows (target <= 32):
+//! null bitmap 1, var ref 6, row GCI 4, var chunk header 6 + length 1, hash
+//! index ~6.6 (power-of-two bucket count, 5 bytes per bucket; between 5.7 and
+//! 11.4 as the table fills and doubles), page slack < 1.
+//! `memory::measure_row_overhead` computes it; `cargo test -p norr-storage
+//! overhead -- --nocapture` prints it.
 //! Ordered-index entries are charged ~64 bytes each (keys up to 30 bytes live
 //! inline in the B-tree node), except for a plain ordered index on exactly the
 //! primary key (the `PRIMARY` ordered index every table gets from the
 //! dictionary), kept as `pk_order`: 4-byte row ids in sorted leaves, about 4.2
 //! bytes per row for ascending inserts and ~6 for random ones, which brings
-//! the figure above to about 25.5 bytes.
+//! the figure above to about 29.4 bytes. Tombstones (below) are charged too.
 //!
 //! Uniqueness of unique indexes is enforced across the partitions held by this
 //! `Storage` (a table-wide map); partitions stored on other nodes are not seen.
@@ -61,6 +67,36 @@
 //!   never return a row twice.
 //! * Added: `ScanCursor::is_done`, `Storage::tables`, `Storage::data_bytes_of_row`,
 //!   `Storage::check_invariants` (tests), `memory::measure_row_overhead`.
+//!
+//! ## Durability (added; nothing above changed signature)
+//! * Row GCI: `set_commit_gci(gci)` sets the GCI that `insert` / `update` /
+//!   `delete` / `put` tag rows and tombstones with (panics above u32::MAX);
+//!   `commit_gci()`; `row_gci(t, p, rid) -> Option<u64>`;
+//!   `lcp_part_of(t, p, rid) -> Option<u16>`. An ALTER TABLE that rebuilds
+//!   rows tags them with the commit GCI.
+//! * Partial LCP (module `lcp`, whose doc gives the restore order the files
+//!   must allow): `lcp_begin(t, p, full_parts: PartSet, since_gci) ->
+//!   (LcpScan, Vec<Tombstone>)`, `lcp_next(&LcpScan, max_rows, &mut
+//!   Vec<LcpRow>) -> Result<bool>` (true = done), `lcp_abandon(scan,
+//!   tombstones)`, `lcp_reset(t, p)`, `lcp_stats(t, p) -> LcpStats`,
+//!   `tombstone_count()`. The first checkpoint of a partition (and the first
+//!   after truncate, a rebuilding ALTER or `lcp_reset`) is full whatever was
+//!   asked: record `LcpScan::full_parts()`. Deletes leave tombstones only once
+//!   a partition has a checkpoint chain; they are charged to data memory and
+//!   never refused (a committed delete cannot fail).
+//! * Restore (module `restore`): `restore_begin(t)`, `reserve_rows(t, p, n)`,
+//!   `restore_put(t, p, lcp_part, row, gci)` and `restore_delete(t, p,
+//!   lcp_part, key) -> bool` for checkpoint rows and tombstones, `redo_put(t,
+//!   p, row, gci)` and `redo_delete(t, p, key, gci) -> bool` for REDO
+//!   records, `restore_finish(t)` (builds ordered and unique indexes; a
+//!   duplicate unique value is an `Internal` error naming table and index),
+//!   `is_restoring(t)`; and `put(t, p, row) -> RowId` (upsert with full
+//!   index maintenance) for the node-restart copy.
+//! * Resynchronisation (module `sync`): `sync_begin(t, p)`, `sync_confirm(t,
+//!   p, key) -> bool` (false: the row is missing here), `sync_end(t, p) ->
+//!   rows deleted`, `is_syncing`; the live side's `copy_scan_next(t, p,
+//!   cursor, after_gci, max_rows, &mut Vec<CopyRow>)`; and
+//!   `partition_checksum(t, p) -> (rows, checksum)`.
 
 mod fixed_pages;
 mod hash_index;
@@ -85,15 +121,15 @@ mod tests_alter;
 #[cfg(test)]
 mod tests_lcp;
 #[cfg(test)]
-mod tests_restore;
-#[cfg(test)]
-mod tests_sync;
-#[cfg(test)]
 mod tests_pk_order;
 #[cfg(test)]
 mod tests_random;
 #[cfg(test)]
+mod tests_restore;
+#[cfg(test)]
 mod tests_scan;
+#[cfg(test)]
+mod tests_sync;
 
 pub use fixed_pages::{RowId, LCP_PARTS};
 pub use lcp::{LcpRow, LcpScan, LcpStats, PartSet, Tombstone};

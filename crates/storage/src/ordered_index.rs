@@ -43,7 +43,6 @@ impl IKey {
             IKey::Heap(b) => b,
         }
     }
-
 }
 
 /// Sort (key, value) pairs by key bytes, for bulk builds. Each key's first

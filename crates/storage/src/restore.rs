@@ -76,7 +76,14 @@ impl TableStore {
 
     /// Insert or overwrite a row by primary key, tagged `gci`, without
     /// touching indexes. Returns the change of `bytes`.
-    fn restore_row(&mut self, p: PartitionId, row: Vec<Value>, gci: u64, place: Place, budget: u64) -> Result<i64, NodeError> {
+    fn restore_row(
+        &mut self,
+        p: PartitionId,
+        row: Vec<Value>,
+        gci: u64,
+        place: Place,
+        budget: u64,
+    ) -> Result<i64, NodeError> {
         self.check_restoring()?;
         let gci = check_gci(gci)?;
         if let Place::Part(q) = place {
@@ -325,7 +332,8 @@ impl TableStore {
                 match self.pk.single_int() {
                     // The usual key: sort by the integer, no key bytes.
                     Some(c) => {
-                        let mut keyed: Vec<(Option<u64>, RowId)> = rows.iter().map(|&r| (c.key(fixed.slot(r)), r)).collect();
+                        let mut keyed: Vec<(Option<u64>, RowId)> =
+                            rows.iter().map(|&r| (c.key(fixed.slot(r)), r)).collect();
                         keyed.sort_unstable();
                         rows = keyed.into_iter().map(|(_, r)| r).collect();
                     }
@@ -479,7 +487,13 @@ impl Storage {
     /// A delete replayed from the REDO log: delete by primary key if present,
     /// leaving a tombstone tagged `gci` for the next checkpoint (the files may
     /// still hold the row). Returns whether a row was deleted.
-    pub fn redo_delete(&mut self, table: TableId, part: PartitionId, key: &[Value], gci: u64) -> Result<bool, NodeError> {
+    pub fn redo_delete(
+        &mut self,
+        table: TableId,
+        part: PartitionId,
+        key: &[Value],
+        gci: u64,
+    ) -> Result<bool, NodeError> {
         let t = self.tables.get_mut(&table).ok_or_else(|| crate::no_table(table))?;
         let (deleted, delta) = t.restore_remove(part, key, None, gci)?;
         self.apply_delta(delta);

@@ -212,7 +212,10 @@ impl TableStore {
                 // Restore mode: secondary structures are empty until
                 // restore_finish builds them.
                 assert!(part.pk_order.is_empty(), "partition {pi}: primary key order filled while restoring");
-                assert!(part.ordered.values().all(|o| o.map.is_empty()), "partition {pi}: ordered index while restoring");
+                assert!(
+                    part.ordered.values().all(|o| o.map.is_empty()),
+                    "partition {pi}: ordered index while restoring"
+                );
                 continue;
             }
             if self.pk_index.is_some() {

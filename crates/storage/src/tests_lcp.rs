@@ -212,10 +212,7 @@ fn deletes_leave_tombstones_only_with_a_chain() {
     s.check_invariants();
     // lcp_reset ends the chain: no tombstones, and the next checkpoint is full.
     s.lcp_reset(T, 0).unwrap();
-    let (p, r) = (0..300)
-        .filter_map(|i| get(&s, T, &[Value::Int(i)]))
-        .find(|(p, _)| *p == 0)
-        .unwrap();
+    let (p, r) = (0..300).filter_map(|i| get(&s, T, &[Value::Int(i)])).find(|(p, _)| *p == 0).unwrap();
     s.delete(T, p, r);
     assert_eq!(s.lcp_stats(T, 0).unwrap().tombstones, 0);
     let (scan, _) = s.lcp_begin(T, 0, PartSet::empty(), 1000).unwrap();

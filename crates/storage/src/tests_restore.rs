@@ -63,7 +63,11 @@ fn random_row(rng: &mut Rng, id: i64) -> Vec<Value> {
     };
     let n = if rng.below(8) == 0 { Value::Null } else { Value::Int(rng.below(40) as i64 - 10) };
     let pad = Value::Bytes(vec![(id as u8).wrapping_add(rng.below(3) as u8); 250]);
-    let v = if rng.below(5) == 0 { Value::Null } else { Value::Bytes(vec![b'a' + rng.below(26) as u8; rng.below(200) as usize]) };
+    let v = if rng.below(5) == 0 {
+        Value::Null
+    } else {
+        Value::Bytes(vec![b'a' + rng.below(26) as u8; rng.below(200) as usize])
+    };
     vec![Value::Int(id), u, n, pad, v]
 }
 
@@ -278,8 +282,13 @@ fn assert_holds(s: &Storage, model: &BTreeMap<i64, Vec<Value>>, what: &str) {
     if &got != model {
         let missing: Vec<_> = model.keys().filter(|k| !got.contains_key(k)).take(5).collect();
         let extra: Vec<_> = got.keys().filter(|k| !model.contains_key(k)).take(5).collect();
-        let differ: Vec<_> = model.iter().filter(|(k, r)| got.get(k).is_some_and(|g| g != *r)).map(|(k, _)| k).take(5).collect();
-        panic!("{what}: {} rows, want {}; missing {missing:?}, extra {extra:?}, differ {differ:?}", got.len(), model.len());
+        let differ: Vec<_> =
+            model.iter().filter(|(k, r)| got.get(k).is_some_and(|g| g != *r)).map(|(k, _)| k).take(5).collect();
+        panic!(
+            "{what}: {} rows, want {}; missing {missing:?}, extra {extra:?}, differ {differ:?}",
+            got.len(),
+            model.len()
+        );
     }
     for (id, row) in model {
         if !row[1].is_null() {
@@ -426,7 +435,8 @@ fn restore_finish_builds_the_indexes_online_writes_build() {
     // Entry for entry (row ids differ, so compare what the entries name).
     let (a, b) = (&src.tables[&T], &dst.tables[&T]);
     for p in 0..PARTS as usize {
-        let keys = |t: &TableStore| t.parts[p].ordered[&NIX].map.keys().map(|k| k.as_slice().to_vec()).collect::<Vec<_>>();
+        let keys =
+            |t: &TableStore| t.parts[p].ordered[&NIX].map.keys().map(|k| k.as_slice().to_vec()).collect::<Vec<_>>();
         assert_eq!(keys(a), keys(b), "ordered index entries of partition {p}");
         let pks = |t: &TableStore| t.parts[p].pk_order.rows().map(|r| t.read(p, r)[0].clone()).collect::<Vec<_>>();
         assert_eq!(pks(a), pks(b), "primary key order of partition {p}");
@@ -467,7 +477,11 @@ fn a_duplicate_unique_value_in_restored_data_is_corruption() {
     let used = s.memory().used_bytes;
     let e = s.restore_finish(T).unwrap_err();
     assert_eq!(e.code, ErrorCode::Internal);
-    assert!(e.message.contains("corrupt") && e.message.contains("t9") && e.message.contains("index u"), "{}", e.message);
+    assert!(
+        e.message.contains("corrupt") && e.message.contains("t9") && e.message.contains("index u"),
+        "{}",
+        e.message
+    );
     assert!(s.is_restoring(T), "still restoring, unchanged");
     assert_eq!(s.memory().used_bytes, used);
     s.check_invariants();
