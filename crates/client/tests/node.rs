@@ -295,7 +295,12 @@ async fn node_survives_client_killed_mid_transaction() {
     // A raw client: handshake, lock row 1 in an open transaction, then reset.
     let mut s = tokio::net::TcpStream::connect(node.local_addr()).await.unwrap();
     let mut out = Vec::new();
-    let hello = Hello { magic: MAGIC, wire_version: wire::WIRE_VERSION, client_name: "killed".into() };
+    let hello = Hello {
+        magic: MAGIC,
+        wire_version: wire::WIRE_VERSION,
+        client_name: "killed".into(),
+        kind: Default::default(),
+    };
     encode_frame(&encode_hello(&hello), &mut out);
     s.write_all(&out).await.unwrap();
     let mut dec = FrameDecoder::new(1 << 20);
@@ -526,8 +531,12 @@ async fn unix_socket_connection() {
 
     let start = |path: &std::path::Path| {
         let knobs = knobs();
-        let cfg =
-            norr_runtime::DataNodeConfig { node_id: 1, listen: "127.0.0.1:0".parse().unwrap(), knobs: knobs.clone() };
+        let cfg = norr_runtime::DataNodeConfig {
+            node_id: 1,
+            listen: "127.0.0.1:0".parse().unwrap(),
+            knobs: knobs.clone(),
+            cluster: None,
+        };
         let opts = norr_runtime::RuntimeOptions { unix_socket: Some(path.to_path_buf()), ..Default::default() };
         norr_runtime::start_data_node_with(cfg, opts, norr_txn::build_data_node(1, &knobs))
     };

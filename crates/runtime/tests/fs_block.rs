@@ -72,7 +72,7 @@ fn fs_requests_complete_through_the_event_loop() {
     sched
         .deliver(Envelope { from: me, to: me, prio: Priority::B, signal: Signal::ApiFailReq { api_node: 0 } })
         .unwrap();
-    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs };
+    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs, cluster: None };
     let opts = RuntimeOptions { data_dir: Some(lock.path().to_path_buf()), ..RuntimeOptions::default() };
     let node = start_data_node_with(cfg, opts, sched).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);

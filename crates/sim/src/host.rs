@@ -144,6 +144,11 @@ pub fn random_knobs(rng: &mut Rng) -> Knobs {
         redo_file_bytes: d.redo_file_bytes,
         redo_buffer_bytes: d.redo_buffer_bytes,
         lcp_max_chain: d.lcp_max_chain,
+        // Host-side network limits: the simulator has no sockets (and draws
+        // no number for them, so the knobs of a seed stay as they were).
+        send_buffer_pause_bytes: d.send_buffer_pause_bytes,
+        api_first_request_timeout_ms: d.api_first_request_timeout_ms,
+        reserved_api_connections: d.reserved_api_connections,
     };
     let mut k = k;
     // Now and then far below the stress values, to reach the "out of records" paths.

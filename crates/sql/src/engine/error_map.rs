@@ -123,7 +123,10 @@ pub fn from_node(e: &NodeError, ctx: &ErrCtx) -> SqlError {
         | ErrorCode::Overloaded
         | ErrorCode::NodeShutdown
         | ErrorCode::RedoLogFull
-        | ErrorCode::RedoBufferOverloaded => SqlError::new(
+        | ErrorCode::RedoBufferOverloaded
+        | ErrorCode::TxnNodeFailure
+        | ErrorCode::WrongReplica
+        | ErrorCode::PartitionUnavailable => SqlError::new(
             1297,
             "HY000",
             format!("Got temporary error {} '{}' from NDBCLUSTER", e.code.code(), e.code.description()),
