@@ -291,7 +291,10 @@ pub fn start_data_node(cfg: DataNodeConfig) -> io::Result<DataNodeHandle> {
 
 /// [`start_data_node`] with host options (a Unix socket, loop bounds).
 pub fn start_data_node_with_options(cfg: DataNodeConfig, opts: RuntimeOptions) -> io::Result<DataNodeHandle> {
-    let sched = default_blocks(&cfg)?;
+    let sched = match &opts.data_dir {
+        Some(dir) => durable_blocks(&cfg, dir)?,
+        None => default_blocks(&cfg)?,
+    };
     start_data_node_with(cfg, opts, sched)
 }
 
@@ -312,6 +315,22 @@ fn default_blocks(cfg: &DataNodeConfig) -> io::Result<Scheduler<Signal>> {
             norr_node::build_cluster_node(&topo, &cfg.knobs)
         }
     })
+}
+
+/// The blocks of a data node with a data directory (`opts.data_dir`):
+/// restarted from its files (norr_node::durable), with REDO logging, the
+/// schema file and global checkpoints. The caller holds the directory's
+/// lock (`fs::open_data_dir`). A restart that cannot recover everything up
+/// to the last complete GCI is an error: the node does not start.
+fn durable_blocks(cfg: &DataNodeConfig, dir: &std::path::Path) -> io::Result<Scheduler<Signal>> {
+    cfg.knobs.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let topo =
+        cfg.cluster.as_ref().map(|c| norr_node::Topology { node: cfg.node_id, node_groups: c.node_groups.clone() });
+    let data_dir = norr_node::durable::StdDataDir(dir.to_path_buf());
+    let (sched, report) = norr_node::durable::build_durable(cfg.node_id, topo.as_ref(), &cfg.knobs, &data_dir)
+        .map_err(|e| io::Error::other(format!("restart from {} failed: {e}", dir.display())))?;
+    tracing::info!("data node {}: {report}", cfg.node_id);
+    Ok(sched)
 }
 
 /// Start a data node running the blocks registered in `sched` (tests use their

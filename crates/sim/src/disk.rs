@@ -156,6 +156,12 @@ impl SimDisk {
         self.files.get(path).map(|f| f.durable.as_slice())
     }
 
+    /// Remove a file at once and durably (a host's start-up clean-up, done
+    /// before its FS block runs).
+    pub fn remove_file(&mut self, path: &str) {
+        self.files.remove(path);
+    }
+
     pub fn file_names(&self) -> Vec<String> {
         self.files.keys().cloned().collect()
     }

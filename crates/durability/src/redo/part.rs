@@ -245,6 +245,25 @@ impl RedoPart {
         self.durable_tail + self.geo.total_pages()
     }
 
+    /// Would an append of about `bytes` of records be taken now? Callers
+    /// check at prepare (with the bytes of every write still uncommitted) so
+    /// that the append at commit, which cannot be refused, finds room.
+    pub fn check_room(&self, bytes: usize) -> Result<(), AppendError> {
+        if self.failed.is_some() || self.crashed.is_some() {
+            return Err(AppendError::LogFull);
+        }
+        let framed = bytes + crate::stream::RECORD_HEADER_BYTES;
+        let new_open = self.open_seq_after(framed);
+        if new_open + RESERVE_PAGES >= self.limit_seq() {
+            return Err(AppendError::LogFull);
+        }
+        let new_pages = (new_open - self.open_seq) as usize;
+        if self.ready_bytes + new_pages * self.geo.page_bytes as usize > self.buffer_bytes {
+            return Err(AppendError::BufferFull);
+        }
+        Ok(())
+    }
+
     /// Log the records of one transaction, all tagged `gci`: all of them or
     /// none (a refused append leaves the log as it was).
     pub fn append(&mut self, gci: Gci, records: &[RedoRecord]) -> Result<(), AppendError> {
