@@ -272,8 +272,7 @@ impl TableStore {
             let mut entries: Vec<Vec<(IKey, RowId)>> =
                 self.indexes.iter().map(|ix| Vec::with_capacity(if ix.is_ordered() { live } else { 0 })).collect();
             let mut next = 0u64;
-            while n_ix > 0 {
-                let Some(r) = fixed.next_live(next) else { break };
+            while let Some(r) = fixed.next_live(next).filter(|_| n_ix > 0) {
                 next = r as u64 + 1;
                 let slot = fixed.slot(r);
                 self.pk.encode_slot(layout, slot, var, &mut pk);

@@ -276,7 +276,7 @@ fn a_scan_returns_every_unchanged_row_once_under_concurrent_writes() {
         s.set_commit_gci(2 + step / 10);
         let victim = 1000 + (step * 7919 % 2000) as i64;
         if let Some((_, r)) = get(&s, T, &[Value::Int(victim)]) {
-            if step % 3 == 0 {
+            if step.is_multiple_of(3) {
                 s.delete(T, 0, r);
             } else {
                 s.update(T, 0, r, row(victim, "u")).unwrap();

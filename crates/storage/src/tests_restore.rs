@@ -272,7 +272,7 @@ fn ordered(s: &Storage, ix: IndexId, col: usize) -> Vec<(Value, i64)> {
         assert!(keys.windows(2).all(|w| w[0] < w[1]), "index {ix} scan out of order");
         v.extend(part);
     }
-    v.sort_by(|a, b| (a.1).cmp(&b.1));
+    v.sort_by_key(|a| a.1);
     v
 }
 
