@@ -83,6 +83,14 @@ struct DatadArgs {
     /// the network and every block (right for 2-core machines).
     #[arg(long, default_value_t = 1, value_name = "N")]
     threads: u32,
+    /// Keep the node's data in this directory (created if missing): a REDO
+    /// log of every commit, a global checkpoint every gcp_interval_ms, the
+    /// schema. At start the node recovers every transaction up to the last
+    /// complete global checkpoint (also after kill -9). Without it the
+    /// node keeps nothing: a restart starts empty. One process per
+    /// directory (norr.lock); a directory of a newer format is refused.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<std::path::PathBuf>,
     /// Print the effective configuration (file + flags) as TOML and exit.
     #[arg(long)]
     print_config: bool,
@@ -123,6 +131,12 @@ fn main() -> std::process::ExitCode {
 
 fn datad(a: DatadArgs) -> anyhow::Result<()> {
     if let Some(mgm) = &a.mgm {
+        if a.data_dir.is_some() {
+            anyhow::bail!(
+                "--data-dir with --mgm: data nodes of a cluster keep no files yet (cluster durability is not \
+                 built); run a lone node with --data-dir, or a cluster without it"
+            );
+        }
         if a.knobs.any_set() || a.print_config || a.socket.is_some() {
             anyhow::bail!(
                 "with --mgm the cluster file configures the data node: leave out --config, knob flags, --set, \
@@ -143,7 +157,19 @@ fn datad(a: DatadArgs) -> anyhow::Result<()> {
         anyhow::bail!("--threads {}: only the single event-loop layout (--threads 1) is implemented", a.threads);
     }
     let cfg = DataNodeConfig { node_id, listen, knobs, cluster: None };
-    let opts = RuntimeOptions { unix_socket: a.socket.clone(), ..RuntimeOptions::default() };
+    // Held until the node stops: a second process on the directory is refused.
+    let lock = match &a.data_dir {
+        Some(dir) => Some(norr_runtime::fs::open_data_dir(dir, node_id)?),
+        None => None,
+    };
+    if let Some(l) = &lock {
+        eprintln!("norr datad: data directory {}", l.path().display());
+    }
+    let opts = RuntimeOptions {
+        unix_socket: a.socket.clone(),
+        data_dir: lock.as_ref().map(|l| l.path().to_path_buf()),
+        ..RuntimeOptions::default()
+    };
     let node =
         start_data_node_with_options(cfg, opts).with_context(|| format!("cannot start data node on {listen}"))?;
     match &a.socket {

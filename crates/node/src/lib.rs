@@ -15,6 +15,8 @@
 //! `testkit` runs several such nodes in one thread with a deterministic
 //! network, for tests of the cluster protocols.
 
+pub mod ckpt;
+pub mod durable;
 pub mod testkit;
 
 use norr_kernel::{BlockRef, NodeId, Scheduler};
@@ -66,16 +68,22 @@ pub fn build_cluster_node(topo: &Topology, knobs: &Knobs) -> Scheduler<Signal> {
 pub fn build_cluster_node_observed(topo: &Topology, knobs: &Knobs, observers: &[BlockRef]) -> Scheduler<Signal> {
     let node = topo.node;
     let mut s = norr_txn::build_data_node(node, knobs);
-    let mut dist_subscribers: Vec<BlockRef> =
-        (0..knobs.tc_instances.max(1)).map(|i| BlockRef::new(node, block::TC, i)).collect();
-    dist_subscribers.extend((0..norr_txn::LQH_INSTANCES).map(|i| BlockRef::new(node, block::LQH, i)));
-    dist_subscribers.push(BlockRef::new(node, block::DICT, 0));
-    let dih = norr_cluster::Dih::new(node, topo.node_groups.clone(), norr_txn::LQH_INSTANCES, dist_subscribers, knobs);
-    s.add_block(block::DIH, 0, Box::new(dih));
+    add_dih(&mut s, topo, knobs);
     let mut subscribers = membership_subscribers(node, knobs);
     subscribers.extend_from_slice(observers);
     let qmgr = norr_cluster::Qmgr::new(node, topo.node_groups.clone(), knobs, subscribers)
         .with_nf_confirmers(nf_confirmers(node));
     s.add_block(block::QMGR, 0, Box::new(qmgr));
     s
+}
+
+/// Add DIH to a node's scheduler holding TC, LQH and DICT.
+pub(crate) fn add_dih(s: &mut Scheduler<Signal>, topo: &Topology, knobs: &Knobs) {
+    let node = topo.node;
+    let mut dist_subscribers: Vec<BlockRef> =
+        (0..knobs.tc_instances.max(1)).map(|i| BlockRef::new(node, block::TC, i)).collect();
+    dist_subscribers.extend((0..norr_txn::LQH_INSTANCES).map(|i| BlockRef::new(node, block::LQH, i)));
+    dist_subscribers.push(BlockRef::new(node, block::DICT, 0));
+    let dih = norr_cluster::Dih::new(node, topo.node_groups.clone(), norr_txn::LQH_INSTANCES, dist_subscribers, knobs);
+    s.add_block(block::DIH, 0, Box::new(dih));
 }

@@ -59,6 +59,7 @@ mod peers;
 pub(crate) use peers::PeerNet;
 
 use crate::conn::{ApiIdPool, CloseReason, Conn, NoId};
+use crate::fs::FsCompletions;
 use crate::host::{Arbitrator, HostQueue, Inbox};
 use crate::local_link::LocalReady;
 use crate::stream::{Peer, Stream};
@@ -100,6 +101,8 @@ pub(crate) struct LoopShared {
     pub stop: Arc<AtomicBool>,
     pub stats: Arc<std::sync::Mutex<RuntimeStats>>,
     pub local: Arc<LocalReady>,
+    /// Completions of the FS block's IO thread (None: no data directory).
+    pub fs: Option<Arc<FsCompletions>>,
     /// What the node's blocks asked of their host (`HostBlock`).
     pub host_queue: HostQueue,
     pub inbox: Inbox,
@@ -171,6 +174,9 @@ pub(crate) struct EventLoop {
     local: Arc<LocalReady>,
     local_tokens: Vec<usize>,
     local_accepts: Vec<norr_transport::local_pipe::NodeEnd>,
+    /// FS completions (see `deliver_fs_completions`).
+    fs: Option<Arc<FsCompletions>>,
+    fs_buf: Vec<Envelope>,
     host_queue: HostQueue,
     inbox: Inbox,
     peers: Option<PeerNet>,
@@ -187,7 +193,7 @@ impl EventLoop {
         sched: Scheduler<Signal>,
         poll: Poll,
         (mut listener, mut unix_listener): (TcpListener, Option<UnixListener>),
-        LoopShared { stop, stats: shared_stats, local, host_queue, inbox, peers, arbitrator, status }: LoopShared,
+        LoopShared { stop, stats: shared_stats, local, host_queue, inbox, peers, arbitrator, status, fs }: LoopShared,
     ) -> io::Result<EventLoop> {
         poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
         if let Some(l) = unix_listener.as_mut() {
@@ -226,6 +232,8 @@ impl EventLoop {
             local,
             local_tokens: Vec::new(),
             local_accepts: Vec::new(),
+            fs,
+            fs_buf: Vec::new(),
             host_queue,
             inbox,
             peers,
@@ -265,7 +273,7 @@ impl EventLoop {
         loop {
             self.stats.spin_socket_polls += 1;
             self.poll.poll(events, Some(Duration::ZERO))?;
-            if !events.is_empty() || self.local.has_work() || self.stop.load(Ordering::Relaxed) {
+            if !events.is_empty() || self.local.has_work() || self.fs_has_work() || self.stop.load(Ordering::Relaxed) {
                 self.stats.spin_hits += 1;
                 return Ok(());
             }
@@ -320,6 +328,7 @@ impl EventLoop {
                 }
             }
             self.service_local();
+            self.deliver_fs_completions();
             self.step();
         }
         info!(node = self.node_id, connections = self.live_conns, "data node stopping");
@@ -372,6 +381,39 @@ impl EventLoop {
         }
     }
 
+    /// FS completions wait.
+    fn fs_has_work(&self) -> bool {
+        self.fs.as_ref().is_some_and(|f| f.has_work())
+    }
+
+    /// Hand the FS IO thread's completions to the scheduler (FS hook; see
+    /// `fs.rs`). The IO thread wakes the loop through the mio waker when a
+    /// first completion arrives, so a loop blocked in poll sees it at once.
+    /// A completion is never dropped: when the B job buffer is at its bound
+    /// it goes on A (never refused) rather than wait, since the block that
+    /// asked has already committed to the work.
+    fn deliver_fs_completions(&mut self) {
+        let Some(fs) = self.fs.as_ref() else { return };
+        if !fs.has_work() {
+            return;
+        }
+        fs.take(&mut self.fs_buf);
+        let mut buf = std::mem::take(&mut self.fs_buf);
+        for mut env in buf.drain(..) {
+            if self.sched.job_b_len() + 1 >= self.job_b_bound {
+                env.prio = Priority::A;
+            }
+            match self.sched.deliver(env) {
+                Ok(()) => {}
+                Err(e) => tracing::error!(
+                    ?e,
+                    "FS completion not delivered: the scheduler's B bound is below job_buffer_bound, or no such block"
+                ),
+            }
+        }
+        self.fs_buf = buf;
+    }
+
     /// Take new in-process connections and read (and write) the ones whose
     /// pipes reported activity.
     fn service_local(&mut self) {
@@ -410,6 +452,7 @@ impl EventLoop {
             || !self.pending_read.is_empty()
             || !self.closing.is_empty()
             || self.local.has_work()
+            || self.fs_has_work()
             || self.inbox.has_work()
         {
             return Some(Duration::ZERO);

@@ -24,6 +24,7 @@
 
 mod conn;
 mod event_loop;
+pub mod fs;
 mod host;
 mod local_link;
 mod stream;
@@ -100,6 +101,10 @@ pub struct RuntimeOptions {
     /// cheaper per message than loopback TCP). A stale socket file is
     /// replaced; the file is removed when the node stops.
     pub unix_socket: Option<std::path::PathBuf>,
+    /// The node's data directory: when set, the host registers the FS block
+    /// (`block::FS`, real files under this directory, see `fs`). The caller
+    /// opens and locks it first with [`fs::open_data_dir`].
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for RuntimeOptions {
@@ -110,6 +115,7 @@ impl Default for RuntimeOptions {
             max_read_bytes_per_round: 256 * 1024,
             handshake_timeout_ms: 10_000,
             unix_socket: None,
+            data_dir: None,
         }
     }
 }
@@ -290,7 +296,10 @@ pub fn start_data_node(cfg: DataNodeConfig) -> io::Result<DataNodeHandle> {
 
 /// [`start_data_node`] with host options (a Unix socket, loop bounds).
 pub fn start_data_node_with_options(cfg: DataNodeConfig, opts: RuntimeOptions) -> io::Result<DataNodeHandle> {
-    let sched = default_blocks(&cfg)?;
+    let sched = match &opts.data_dir {
+        Some(dir) => durable_blocks(&cfg, dir)?,
+        None => default_blocks(&cfg)?,
+    };
     start_data_node_with(cfg, opts, sched)
 }
 
@@ -313,6 +322,22 @@ fn default_blocks(cfg: &DataNodeConfig) -> io::Result<Scheduler<Signal>> {
     })
 }
 
+/// The blocks of a data node with a data directory (`opts.data_dir`):
+/// restarted from its files (norr_node::durable), with REDO logging, the
+/// schema file and global checkpoints. The caller holds the directory's
+/// lock (`fs::open_data_dir`). A restart that cannot recover everything up
+/// to the last complete GCI is an error: the node does not start.
+fn durable_blocks(cfg: &DataNodeConfig, dir: &std::path::Path) -> io::Result<Scheduler<Signal>> {
+    cfg.knobs.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let topo =
+        cfg.cluster.as_ref().map(|c| norr_node::Topology { node: cfg.node_id, node_groups: c.node_groups.clone() });
+    let data_dir = norr_node::durable::StdDataDir(dir.to_path_buf());
+    let (sched, report) = norr_node::durable::build_durable(cfg.node_id, topo.as_ref(), &cfg.knobs, &data_dir)
+        .map_err(|e| io::Error::other(format!("restart from {} failed: {e}", dir.display())))?;
+    tracing::info!("data node {}: {report}", cfg.node_id);
+    Ok(sched)
+}
+
 /// Start a data node running the blocks registered in `sched` (tests use their
 /// own blocks). `sched` must belong to `cfg.node_id`, and its B job buffer bound
 /// should be `cfg.knobs.job_buffer_bound` (the host checks that bound before it
@@ -320,7 +345,7 @@ fn default_blocks(cfg: &DataNodeConfig) -> io::Result<Scheduler<Signal>> {
 pub fn start_data_node_with(
     cfg: DataNodeConfig,
     opts: RuntimeOptions,
-    sched: Scheduler<Signal>,
+    mut sched: Scheduler<Signal>,
 ) -> io::Result<DataNodeHandle> {
     cfg.knobs.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     if opts.threads != 1 {
@@ -349,8 +374,21 @@ pub fn start_data_node_with(
     let stop = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(std::sync::Mutex::new(RuntimeStats::default()));
     let local = Arc::new(local_link::LocalReady::new(waker.clone()));
+    let fs = match &opts.data_dir {
+        Some(dir) => {
+            if sched.has_block(norr_kernel::BlockRef::new(cfg.node_id, norr_signals::block::FS, 0)) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "data_dir is set but the scheduler has its own FS block",
+                ));
+            }
+            let c = fs::FsCompletions::new(waker.clone());
+            fs::register(&mut sched, dir, c.clone())?;
+            Some(c)
+        }
+        None => None,
+    };
     let host_queue = host::HostQueue::default();
-    let mut sched = sched;
     for b in [block::HOST, block::MGM] {
         let r = BlockRef::new(cfg.node_id, b, 0);
         if !sched.has_block(r) {
@@ -395,6 +433,7 @@ pub fn start_data_node_with(
             peers,
             arbitrator,
             status: status.clone(),
+            fs,
         },
     )?;
     let socket_file = unix_path.clone();

@@ -11,6 +11,7 @@
 //! run's seed; no wall clock; no iteration over hash maps (BTreeMap only).
 
 pub mod cluster;
+pub mod disk;
 pub mod host;
 pub mod rng;
 pub mod sim;

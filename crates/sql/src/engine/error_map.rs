@@ -122,6 +122,8 @@ pub fn from_node(e: &NodeError, ctx: &ErrCtx) -> SqlError {
         | ErrorCode::TooManyTransactions
         | ErrorCode::Overloaded
         | ErrorCode::NodeShutdown
+        | ErrorCode::RedoLogFull
+        | ErrorCode::RedoBufferOverloaded
         | ErrorCode::TxnNodeFailure
         | ErrorCode::WrongReplica
         | ErrorCode::PartitionUnavailable => SqlError::new(
