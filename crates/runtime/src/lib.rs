@@ -56,6 +56,20 @@ pub struct DataNodeConfig {
 }
 
 /// A data node's cluster: the other data nodes and how to reach them.
+///
+/// With `DataNodeConfig::cluster: Some(..)`, [`start_data_node`] builds the
+/// node with `norr_node::build_cluster_node` (TC, LQH, DICT, DIH and QMGR):
+/// it connects to the other data nodes, forms or joins the cluster through
+/// QMGR, heartbeats them and takes part in the node-failure protocol. Every
+/// data node must be given the same `data_nodes`, `node_groups` and
+/// `config_digest` (the cluster file's), and its own entry of `data_nodes`
+/// as `DataNodeConfig::listen`. The node ends on its own when QMGR or DIH
+/// asks (excluded by the others, lost arbitration, a node group lost):
+/// [`DataNodeHandle::join_exit`] returns `NodeExit::Shutdown { reason,
+/// restart }`; with `restart: true` the process starts the node again with
+/// the same configuration (a new incarnation with empty memory: it joins the
+/// running cluster and copies its partitions, or forms a new one), with
+/// `restart: false` it stops with the reason.
 #[derive(Clone)]
 pub struct ClusterNet {
     /// Every data node of the cluster (this one too) and where it listens.

@@ -17,6 +17,10 @@
 //! answered; QMGR's invariants after every step (the kit); at the end, with
 //! every node back, every node reads the same value for every key and the
 //! replicas of each node group hold the same rows (checksums).
+//!
+//! `-v` prints every request, its coordinator and its outcome on stderr; a
+//! failure message ends with the membership log's tail
+//! (`NORR_QMGR_TAIL=n` for more of it).
 
 use crate::rng::Rng;
 use crate::sim::{default_node, RunReport, SimConfig, WorkloadKind};
@@ -61,6 +65,8 @@ struct Run {
     next_value: i64,
     trace: TraceHasher,
     stats: Stats,
+    /// `-v`: each request and its outcome on stderr.
+    verbose: bool,
 }
 
 /// The first answer to a transaction: when, from whom, its outcome
@@ -108,6 +114,7 @@ pub fn run(cfg: &SimConfig) -> RunReport {
             next_value: 1,
             trace: TraceHasher::default(),
             stats: Stats::default(),
+            verbose: cfg.verbose,
         };
         r.trace.write_u64(cfg.seed);
         let res = r.table.clone().and_then(|_| r.drive(cfg.steps));
@@ -316,7 +323,7 @@ impl Run {
     fn request_via(&mut self, via: NodeId, ops: Vec<KeyOp>, fault_at: Option<u64>) -> Result<Option<Signal>, String> {
         let incarnation = self.kit.cluster().incarnation(via);
         let handle = self.kit.handle();
-        if std::env::var("NORR_SIM_DEBUG").is_ok() {
+        if self.verbose {
             eprintln!("{} ms: txn {handle} via node {via}", self.kit.now_ns() / 1_000_000);
         }
         let req = TcKeyReq { txn: handle, exec: ExecType::Commit, ops };
@@ -378,7 +385,7 @@ impl Run {
             }
         };
         self.trace.mark(self.kit.now_ns(), 6, committed as u64);
-        if std::env::var("NORR_SIM_DEBUG").is_ok() {
+        if self.verbose {
             eprintln!("{} ms: writes {writes:?} committed {committed}", self.kit.now_ns() / 1_000_000);
         }
         if committed {
@@ -400,7 +407,7 @@ impl Run {
         if c.outcome != TxnOutcome::Committed {
             return Ok(());
         }
-        if std::env::var("NORR_SIM_DEBUG").is_ok() {
+        if self.verbose {
             eprintln!("{} ms: read {k} -> {:?}", self.kit.now_ns() / 1_000_000, c.results[0]);
         }
         let got = read_value(&c.results[0]).map_err(|e| {
