@@ -4,7 +4,7 @@ use crate::stream::{Peer, Stream};
 use norr_kernel::NodeId;
 use norr_signals::Envelope;
 use norr_transport::{AdaptiveSend, FrameDecoder, SendBuffer};
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
 /// API node ids are handed out from here upwards (1..100 are for data nodes and
 /// management servers).
@@ -97,6 +97,12 @@ impl Conn {
 /// (twice the B queue then, plus slack for the A signals and the blocks'
 /// own follow-ups such as `ApiFailDone`). So no signal of the old holder can be
 /// mistaken for one of the new holder.
+///
+/// A client may ask for a given id (`Hello::requested_api_node`: in a
+/// cluster, every data node must know an API node by the id mgmd gave it). A
+/// free id is taken; one in use, or still being released, is refused with the
+/// reason. Asked-for ids may lie beyond the numbered range (mgmd hands out
+/// ids up to 65535): they count against the same capacity.
 pub(crate) struct ApiIdPool {
     free: VecDeque<NodeId>,
     /// (id, executed-count target): ApiFailReq delivered, not yet run.
@@ -104,6 +110,9 @@ pub(crate) struct ApiIdPool {
     /// ApiFailReq has run; waiting for idle or the target.
     draining: Vec<(NodeId, u64)>,
     capacity: usize,
+    /// Asked-for ids outside `FIRST_API_NODE_ID..FIRST_API_NODE_ID + capacity`,
+    /// from the handshake until released (they never enter `free`).
+    outside: BTreeSet<NodeId>,
 }
 
 /// Signals beyond the queue length an id waits for under sustained load.
@@ -115,15 +124,71 @@ impl ApiIdPool {
         let capacity = (max_api_connections as usize).min(room);
         assert!(capacity > 0);
         let free = (0..capacity).map(|i| FIRST_API_NODE_ID + i as NodeId).collect();
-        ApiIdPool { free, failing: Vec::new(), draining: Vec::new(), capacity }
+        ApiIdPool { free, failing: Vec::new(), draining: Vec::new(), capacity, outside: BTreeSet::new() }
     }
 
     pub fn capacity(&self) -> usize {
         self.capacity
     }
 
+    fn in_range(&self, id: NodeId) -> bool {
+        id >= FIRST_API_NODE_ID && ((id - FIRST_API_NODE_ID) as usize) < self.capacity
+    }
+
+    /// Ids held or being released.
+    fn used(&self) -> usize {
+        self.capacity - self.free.len() + self.outside.len()
+    }
+
     pub fn alloc(&mut self) -> Option<NodeId> {
+        if self.used() >= self.capacity {
+            return None;
+        }
         self.free.pop_front()
+    }
+
+    /// The id a new connection gets: `requested` if the client asked for
+    /// one (see [`ApiIdPool::take`]), else the next free one. Err: why the
+    /// handshake is refused.
+    pub fn alloc_for(&mut self, requested: Option<NodeId>) -> Result<NodeId, String> {
+        match requested {
+            Some(id) => self.take(id),
+            None => self
+                .alloc()
+                .ok_or_else(|| format!("too many API connections (max_api_connections = {})", self.capacity)),
+        }
+    }
+
+    /// Take the id a client asked for, if it is free.
+    pub fn take(&mut self, id: NodeId) -> Result<NodeId, String> {
+        if id < FIRST_API_NODE_ID {
+            return Err(format!(
+                "API node id {id} asked for: ids below {FIRST_API_NODE_ID} are for data nodes and management servers"
+            ));
+        }
+        if self.failing.iter().chain(&self.draining).any(|(f, _)| *f == id) {
+            return Err(format!(
+                "API node id {id} is still being released after its previous connection closed: retry in a moment"
+            ));
+        }
+        if self.in_range(id) {
+            let Some(i) = self.free.iter().position(|f| *f == id) else {
+                return Err(format!("API node id {id} is in use by another connection to this data node"));
+            };
+            if self.used() >= self.capacity {
+                return Err(format!("too many API connections (max_api_connections = {})", self.capacity));
+            }
+            self.free.remove(i);
+        } else {
+            if self.outside.contains(&id) {
+                return Err(format!("API node id {id} is in use by another connection to this data node"));
+            }
+            if self.used() >= self.capacity {
+                return Err(format!("too many API connections (max_api_connections = {})", self.capacity));
+            }
+            self.outside.insert(id);
+        }
+        Ok(id)
     }
 
     /// The holder of `id` is gone and its ApiFailReq was delivered when the
@@ -146,12 +211,17 @@ impl ApiIdPool {
         while i < self.draining.len() {
             if node_idle || executed >= self.draining[i].1 {
                 let (id, _) = self.draining.remove(i);
-                self.free.push_back(id);
+                if self.in_range(id) {
+                    self.free.push_back(id);
+                } else {
+                    let held = self.outside.remove(&id);
+                    debug_assert!(held, "api node {id} released but never taken");
+                }
             } else {
                 i += 1;
             }
         }
-        debug_assert!(self.free.len() + self.failing.len() + self.draining.len() <= self.capacity);
+        debug_assert!(self.used() <= self.capacity);
     }
 }
 
@@ -183,5 +253,36 @@ mod tests {
         assert_eq!(p.alloc(), Some(101));
         let big = ApiIdPool::new(1 << 16);
         assert_eq!(big.capacity(), (NodeId::MAX - FIRST_API_NODE_ID) as usize + 1);
+    }
+
+    /// Asked-for ids: a free one is taken, a taken or releasing one refused
+    /// with the reason; ids beyond the numbered range count against the
+    /// capacity and are never handed out to clients that ask for none.
+    #[test]
+    fn requested_ids() {
+        let mut p = ApiIdPool::new(3);
+        assert_eq!(p.alloc_for(Some(101)), Ok(101));
+        assert!(p.alloc_for(Some(101)).unwrap_err().contains("in use"), "taken");
+        assert!(p.alloc_for(Some(7)).unwrap_err().contains("below 100"));
+        assert_eq!(p.alloc_for(None), Ok(100), "the pool skips the taken one");
+        assert_eq!(p.alloc_for(Some(500)), Ok(500), "beyond the numbered range");
+        assert!(p.alloc_for(Some(500)).unwrap_err().contains("in use"));
+        // Three held: full, whichever way one asks.
+        assert!(p.alloc_for(None).unwrap_err().contains("too many"));
+        assert!(p.alloc_for(Some(102)).unwrap_err().contains("too many"));
+        assert!(p.alloc_for(Some(600)).unwrap_err().contains("too many"));
+        // 500 goes: refused while it is released, free (for an asker) after.
+        p.failed(500, 10, 0);
+        assert!(p.alloc_for(Some(500)).unwrap_err().contains("being released"));
+        p.before_run();
+        assert!(p.alloc_for(Some(500)).unwrap_err().contains("being released"));
+        p.after_run(true, 11);
+        assert_eq!(p.alloc_for(None), Ok(102), "an outside id never enters the free list");
+        assert!(p.alloc_for(Some(500)).unwrap_err().contains("too many"));
+        p.failed(101, 20, 0);
+        p.before_run();
+        p.after_run(true, 21);
+        assert_eq!(p.alloc_for(Some(500)), Ok(500));
+        assert_eq!(p.alloc_for(None), Err("too many API connections (max_api_connections = 3)".to_string()));
     }
 }

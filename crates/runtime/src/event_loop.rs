@@ -608,8 +608,9 @@ impl EventLoop {
                 format!("wire version {} not supported (this node speaks {})", hello.wire_version, wire::WIRE_VERSION),
             );
         }
-        let Some(api_node) = self.ids.alloc() else {
-            return refuse(self, format!("too many API connections (max_api_connections = {})", self.ids.capacity()));
+        let api_node = match self.ids.alloc_for(hello.requested_api_node) {
+            Ok(id) => id,
+            Err(why) => return refuse(self, why),
         };
         let reply = HelloReply::Welcome {
             api_node,
