@@ -177,7 +177,8 @@ impl Client {
         Self::with_plan(plan, opts).await
     }
 
-    async fn with_plan(plan: Plan, opts: ConnectOptions) -> Result<Client, ClientError> {
+    async fn with_plan(mut plan: Plan, opts: ConnectOptions) -> Result<Client, ClientError> {
+        plan.api_node = plan.api_node.or(opts.api_node_id);
         Ok(Client { inner: cluster::connect(plan, opts).await? })
     }
 

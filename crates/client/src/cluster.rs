@@ -321,7 +321,7 @@ async fn supervise(weak: Weak<ClusterShared>, events: Arc<Notify>, index: usize,
                 Err(e) => {
                     // Logged loudly at first and then every 10th attempt;
                     // the backoff keeps the rest cheap.
-                    if attempts == 1 || attempts % 10 == 0 {
+                    if attempts == 1 || attempts.is_multiple_of(10) {
                         tracing::warn!(node = ?link.node_id(), addr = %link.endpoint,
                             "reconnect attempt {attempts} failed: {e}; next in {} ms", (delay * 2).min(max).as_millis());
                     } else {

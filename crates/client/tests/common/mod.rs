@@ -1,4 +1,5 @@
 #![allow(dead_code)]
+pub mod fake_cluster;
 pub mod fake_node;
 
 use norr_client::{table_def, Client, ColumnDef, ColumnType, ExecType, KeyOp, OpResult, TableDef, TableId, Value};
