@@ -204,6 +204,14 @@ impl Client {
         self.inner.any_connected()
     }
 
+    /// How many times a lost data node connection was made again (any
+    /// node). A caller that caches what the data nodes hold (a SQL node's
+    /// table definitions) checks it: a node that came back may have
+    /// restarted with other contents.
+    pub fn reconnect_count(&self) -> u64 {
+        self.inner.reconnects()
+    }
+
     /// Every data node of the cluster, in configuration order.
     pub fn data_node_status(&self) -> Vec<DataNodeStatus> {
         self.inner

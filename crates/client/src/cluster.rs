@@ -107,6 +107,8 @@ pub(crate) struct ClusterShared {
     dist: Mutex<Option<Arc<Dist>>>,
     pub answers: Arc<TakeoverAnswers>,
     next_txn: AtomicU64,
+    /// Connections made again after a loss (any node).
+    reconnects: AtomicU64,
     /// The session with mgmd (`Client::connect_mgm`), kept while the client lives.
     mgm: Option<norr_mgmd::session::MgmLink>,
 }
@@ -259,6 +261,7 @@ pub(crate) async fn connect(plan: Plan, opts: ConnectOptions) -> Result<Arc<Clus
         dist: Mutex::new(None),
         answers,
         next_txn: AtomicU64::new(first_txn_handle()),
+        reconnects: AtomicU64::new(0),
         mgm: plan.mgm,
         opts,
     });
@@ -470,6 +473,11 @@ impl ClusterShared {
         Ok((conn, instance))
     }
 
+    /// How many times a lost connection was made again.
+    pub fn reconnects(&self) -> u64 {
+        self.reconnects.load(Ordering::Acquire)
+    }
+
     /// Make a new connection for link `index` and install it.
     async fn reconnect(&self, index: usize) -> Result<Arc<Shared>, ClientError> {
         let link = &self.links[index];
@@ -497,6 +505,10 @@ impl ClusterShared {
             self.defs.keep_from_now();
         }
         let shared = conn.shared.clone();
+        // Counted before the install: whoever sees the connection also
+        // sees the count (a caller that checks the count before using the
+        // client never misses a reconnect it then uses).
+        self.reconnects.fetch_add(1, Ordering::AcqRel);
         *link.current.lock().expect("link lock") = Some(Arc::new(conn));
         Ok(shared)
     }

@@ -622,7 +622,9 @@ async fn the_client_reconnects_to_a_restarted_node() {
     let cfg = norr_runtime::DataNodeConfig { node_id: 1, listen: addr, knobs: knobs() };
     let node = norr_runtime::start_data_node_with(cfg, Default::default(), norr_txn::build_data_node(1, &knobs()))
         .expect("the port is free again");
+    assert_eq!(c.reconnect_count(), 0);
     assert!(c.wait_connected(Duration::from_secs(10)).await);
+    assert_eq!(c.reconnect_count(), 1);
     // The transaction of the old node is gone; new work runs on the new node.
     let e = open.commit().await.unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::NodeFailure), "{e}");
