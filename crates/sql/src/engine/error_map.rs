@@ -121,10 +121,19 @@ pub fn from_node(e: &NodeError, ctx: &ErrCtx) -> SqlError {
         ErrorCode::TooManyOperations
         | ErrorCode::TooManyTransactions
         | ErrorCode::Overloaded
-        | ErrorCode::NodeShutdown => SqlError::new(
+        | ErrorCode::NodeShutdown
+        | ErrorCode::NodeFailure
+        | ErrorCode::AbortedAfterNodeFailure => SqlError::new(
             1297,
             "HY000",
             format!("Got temporary error {} '{}' from NDBCLUSTER", e.code.code(), e.code.description()),
+        ),
+        // Not temporary: the commit may have happened (4013), or did (4115).
+        // NDB's "Got error N 'text' from NDBCLUSTER" (1296), with the detail.
+        ErrorCode::OutcomeUnknown | ErrorCode::CommittedResultsLost => SqlError::new(
+            1296,
+            "HY000",
+            format!("Got error {} '{}' from NDBCLUSTER{detail}", e.code.code(), e.code.description()),
         ),
         ErrorCode::NotConnected => {
             SqlError::new(1105, "HY000", format!("Got error 4009 'Cluster Failure' from NDBCLUSTER{detail}"))
@@ -328,6 +337,16 @@ mod tests {
         assert_eq!(from_client_plain(ErrorCode::ValueTooLarge.into()).code, 1406);
         assert_eq!(from_client_plain(ErrorCode::WrongValueType.into()).code, 1366);
         assert_eq!(from_client_plain(ClientError::NotConnected("x".into())).code, 1105);
+        // Node failures: temporary, as MySQL Cluster reports them (1297).
+        let e = from_client_plain(ErrorCode::NodeFailure.into());
+        assert_eq!((e.code, e.sqlstate), (1297, "HY000"));
+        assert_eq!(e.message, "Got temporary error 4010 'Node failure caused abort of transaction' from NDBCLUSTER");
+        assert_eq!(from_client_plain(ErrorCode::AbortedAfterNodeFailure.into()).code, 1297);
+        // A commit of unknown outcome is not temporary: 1296, with NDB's number.
+        let e = from_client_plain(NodeError::with(ErrorCode::OutcomeUnknown, "node 2 failed").into());
+        assert_eq!((e.code, e.sqlstate), (1296, "HY000"));
+        assert!(e.message.starts_with("Got error 4013 "), "{}", e.message);
+        assert!(e.message.contains("node 2 failed"), "{}", e.message);
         // every code maps to something with a 5-character SQLSTATE
         for &c in ErrorCode::ALL {
             let e = from_client_plain(c.into());
