@@ -32,7 +32,7 @@ use std::time::Duration;
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let knobs = norr_knobs::Knobs::default();
 /// # let node = norr_runtime::start_data_node_with(
-/// #     norr_runtime::DataNodeConfig { node_id: 1, listen: "127.0.0.1:0".parse()?, knobs: knobs.clone() },
+/// #     norr_runtime::DataNodeConfig { node_id: 1, listen: "127.0.0.1:0".parse()?, knobs: knobs.clone(), cluster: None },
 /// #     Default::default(),
 /// #     norr_txn::build_data_node(1, &knobs),
 /// # )?;
@@ -154,11 +154,16 @@ impl Client {
     /// ("host:port", several comma separated), then connect to every data
     /// node with that id. The session with mgmd stays open while the client
     /// lives (mgmd going away later does not affect the client). Registers
-    /// as an API node, or as a SQL node with `opts.sql_node`; asks mgmd for
+    /// as an API node, or as a SQL node with `opts.kind` =
+    /// `ApiKind::SqlNode` (management tools as the management client); asks mgmd for
     /// `opts.api_node_id` if set.
     pub async fn connect_mgm(mgm: &str, opts: ConnectOptions) -> Result<Client, ClientError> {
         use norr_mgmd::protocol::{MgmError, PeerRole};
-        let role = if opts.sql_node { PeerRole::SqlNode } else { PeerRole::Api };
+        let role = match opts.kind {
+            crate::ApiKind::NativeClient => PeerRole::Api,
+            crate::ApiKind::SqlNode => PeerRole::SqlNode,
+            crate::ApiKind::Management => PeerRole::Mgm,
+        };
         let (m, name, want) = (mgm.to_string(), opts.client_name.clone(), opts.api_node_id);
         let fetched =
             tokio::task::spawn_blocking(move || norr_mgmd::session::fetch_config(&m, role, want, &name)).await;

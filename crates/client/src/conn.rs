@@ -519,7 +519,7 @@ pub(crate) async fn connect_local(
 }
 
 async fn start(mut rd: ReadHalf, wr: WriteHalf, opts: ConnectOptions, link: LinkParams) -> Result<Conn, ClientError> {
-    let hello = Hello::new(opts.client_name.clone(), link.requested_api_node);
+    let hello = Hello::new(opts.client_name.clone(), opts.kind).requesting(link.requested_api_node);
     let mut frame = Vec::new();
     encode_frame(&handshake::encode_hello(&hello), &mut frame);
     let mut dec = FrameDecoder::new(opts.max_frame_bytes);

@@ -27,7 +27,7 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let knobs = norr_knobs::Knobs::default();
 //! # let node = norr_runtime::start_data_node_with(
-//! #     norr_runtime::DataNodeConfig { node_id: 1, listen: "127.0.0.1:0".parse()?, knobs: knobs.clone() },
+//! #     norr_runtime::DataNodeConfig { node_id: 1, listen: "127.0.0.1:0".parse()?, knobs: knobs.clone(), cluster: None },
 //! #     Default::default(),
 //! #     norr_txn::build_data_node(1, &knobs),
 //! # )?;
@@ -70,6 +70,8 @@ pub use norr_signals::{
     IndexKind, KeyAccess, KeyOp, LockMode, LockWait, NodeError, NodeStats, OpKind, OpResult, PartitionId,
     PartitionScheme, ScanRange, ScanSpec, TableDef, TableId, Value, MAX_OPS_PER_BATCH, MAX_SCAN_BATCH_ROWS,
 };
+/// What kind of API node a connection is ([`ConnectOptions::kind`]).
+pub use norr_transport::handshake::ApiKind;
 /// The API end of an in-process link to a data node in this process
 /// ([`Client::connect_local`]).
 pub use norr_transport::local_pipe::ApiEnd as LocalLink;
@@ -83,6 +85,13 @@ use std::time::Duration;
 pub struct ConnectOptions {
     /// Shown in the data node's log.
     pub client_name: String,
+    /// What connects, told to the data node in the handshake: SQL nodes and
+    /// management servers may use the connection slots the node reserves
+    /// for them (`Knobs::reserved_api_connections`); applications keep the
+    /// default, `ApiKind::NativeClient`. With [`Client::connect_mgm`] it
+    /// is also the role registered with mgmd: a SQL node takes a
+    /// `kind = "sql"` slot of the cluster configuration, others an API slot.
+    pub kind: ApiKind,
     /// Longest wait for any reply; `None` waits forever. On timeout the call
     /// fails with [`ClientError::Timeout`] and the transaction is rolled back.
     pub request_timeout: Option<Duration>,
@@ -115,9 +124,6 @@ pub struct ConnectOptions {
     /// [`Client::connect_mgm`], mgmd) for. None (the default): mgmd
     /// allocates one, or the first data node that answers chooses it.
     pub api_node_id: Option<u16>,
-    /// Register with mgmd as a SQL node (it may then take `kind = "sql"`
-    /// slots of the cluster configuration) rather than as an API node.
-    pub sql_node: bool,
     /// When a commit's coordinator fails, wait this long for the node that
     /// takes over to report the outcome; after it the commit fails with
     /// `OutcomeUnknown` (4013).
@@ -136,6 +142,7 @@ impl Default for ConnectOptions {
     fn default() -> Self {
         ConnectOptions {
             client_name: format!("norr-client {}", env!("CARGO_PKG_VERSION")),
+            kind: ApiKind::NativeClient,
             request_timeout: Some(Duration::from_secs(60)),
             connect_timeout: Duration::from_secs(10),
             max_frame_bytes: norr_transport::DEFAULT_MAX_FRAME_BYTES,
@@ -143,7 +150,6 @@ impl Default for ConnectOptions {
             reply_spin: Duration::ZERO,
             direct_send: false,
             api_node_id: None,
-            sql_node: false,
             takeover_timeout: Duration::from_secs(5),
             reconnect_backoff_min: Duration::from_millis(100),
             reconnect_backoff_max: Duration::from_secs(3),

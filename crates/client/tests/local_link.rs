@@ -149,6 +149,7 @@ async fn the_node_checks_what_comes_over_the_link() {
         magic: MAGIC,
         wire_version: norr_signals::wire::WIRE_VERSION,
         client_name: "raw".into(),
+        kind: Default::default(),
         requested_api_node: None,
     };
     encode_frame(&encode_hello(&hello), &mut out);

@@ -56,7 +56,7 @@ async fn the_api_node_id_and_the_data_nodes_come_from_mgmd() {
 
     // A second client (as a SQL node) gets another id; an id asked for that
     // mgmd has given away is refused with mgmd's reason.
-    let sql = ConnectOptions { sql_node: true, ..Default::default() };
+    let sql = ConnectOptions { kind: norr_client::ApiKind::SqlNode, ..Default::default() };
     let c2 = Client::connect_mgm(&mgm, sql).await.unwrap();
     assert_ne!(c2.api_node(), id);
     let taken = ConnectOptions { api_node_id: Some(id), ..Default::default() };

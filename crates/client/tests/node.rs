@@ -299,6 +299,7 @@ async fn node_survives_client_killed_mid_transaction() {
         magic: MAGIC,
         wire_version: wire::WIRE_VERSION,
         client_name: "killed".into(),
+        kind: Default::default(),
         requested_api_node: None,
     };
     encode_frame(&encode_hello(&hello), &mut out);
@@ -531,8 +532,12 @@ async fn unix_socket_connection() {
 
     let start = |path: &std::path::Path| {
         let knobs = knobs();
-        let cfg =
-            norr_runtime::DataNodeConfig { node_id: 1, listen: "127.0.0.1:0".parse().unwrap(), knobs: knobs.clone() };
+        let cfg = norr_runtime::DataNodeConfig {
+            node_id: 1,
+            listen: "127.0.0.1:0".parse().unwrap(),
+            knobs: knobs.clone(),
+            cluster: None,
+        };
         let opts = norr_runtime::RuntimeOptions { unix_socket: Some(path.to_path_buf()), ..Default::default() };
         norr_runtime::start_data_node_with(cfg, opts, norr_txn::build_data_node(1, &knobs))
     };
@@ -619,7 +624,7 @@ async fn the_client_reconnects_to_a_restarted_node() {
     let e = c.list_tables().await.unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::NotConnected));
     // The same address, a new (empty: in memory) node.
-    let cfg = norr_runtime::DataNodeConfig { node_id: 1, listen: addr, knobs: knobs() };
+    let cfg = norr_runtime::DataNodeConfig { node_id: 1, listen: addr, knobs: knobs(), cluster: None };
     let node = norr_runtime::start_data_node_with(cfg, Default::default(), norr_txn::build_data_node(1, &knobs()))
         .expect("the port is free again");
     assert_eq!(c.reconnect_count(), 0);

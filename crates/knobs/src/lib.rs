@@ -40,8 +40,11 @@ pub struct Knobs {
     pub job_buffer_bound: usize,
     /// Largest frame accepted from the network.
     pub max_frame_bytes: usize,
-    /// Send buffer bound per connection; a client that does not read its replies
-    /// beyond this is disconnected.
+    /// Hard bound of a connection's unsent reply bytes: a client whose replies
+    /// reach it is disconnected. With `send_buffer_pause_bytes` below it, only
+    /// the replies to requests accepted before the pause can get there (a
+    /// pipelined batch of requests for very large rows); a slow reader is
+    /// paused, not disconnected.
     pub max_send_buffer_bytes: usize,
     /// Adaptive send: the longest a small message may wait to be coalesced with
     /// others before it is sent anyway.
@@ -80,6 +83,28 @@ pub struct Knobs {
     /// A global checkpoint (every node's REDO flushed to disk up to a new
     /// GCI) is started this often; it bounds what a whole-cluster crash loses.
     pub gcp_interval_ms: u64,
+    /// Back-pressure on slow readers: once a connection has this many unsent
+    /// reply bytes, the node stops reading that connection's requests until
+    /// the client has read its buffer down to half of it (TCP then stops the
+    /// client's sends). Other connections are served as before. With it, the
+    /// unsent bytes of a connection stay below this plus the replies to one
+    /// round's requests (the node reads a connection again only once its
+    /// earlier requests left the job buffer), not `max_send_buffer_bytes`.
+    pub send_buffer_pause_bytes: usize,
+    /// A connection that completed the handshake must send its first request
+    /// within this long, else the node closes it, so connections that say
+    /// Hello and then nothing cannot hold API node ids (and with them
+    /// `max_api_connections`) for long. Clients connect when they have work
+    /// (a client idle longer before its first request is refused its
+    /// connection and must connect again).
+    pub api_first_request_timeout_ms: u64,
+    /// Of `max_api_connections`, slots that only API nodes declaring
+    /// themselves SQL nodes or management servers (the handshake's
+    /// `ApiKind`) may take: native API clients get at most
+    /// `max_api_connections - reserved_api_connections`, so a client that
+    /// leaks connections cannot lock the SQL nodes out. The kind is declared,
+    /// not authenticated: this guards against careless clients, not hostile ones.
+    pub reserved_api_connections: u32,
 }
 
 impl Default for Knobs {
@@ -106,6 +131,9 @@ impl Default for Knobs {
             start_partial_timeout_ms: 30_000,
             read_backup: false,
             gcp_interval_ms: 2_000,
+            send_buffer_pause_bytes: 4 << 20,
+            api_first_request_timeout_ms: 30_000,
+            reserved_api_connections: 32,
         }
     }
 }
@@ -135,6 +163,9 @@ impl Knobs {
             start_partial_timeout_ms: 2_000,
             read_backup: true,
             gcp_interval_ms: 20,
+            send_buffer_pause_bytes: 64 << 10,
+            api_first_request_timeout_ms: 500,
+            reserved_api_connections: 8,
         }
     }
 
@@ -166,6 +197,20 @@ impl Knobs {
         range("arbitration_timeout_ms", self.arbitration_timeout_ms, 100, 600_000)?;
         range("start_partial_timeout_ms", self.start_partial_timeout_ms, 0, 3_600_000)?;
         range("gcp_interval_ms", self.gcp_interval_ms, 10, 600_000)?;
+        range("send_buffer_pause_bytes", self.send_buffer_pause_bytes, 4096, 1 << 34)?;
+        if self.send_buffer_pause_bytes > self.max_send_buffer_bytes {
+            return Err(format!(
+                "send_buffer_pause_bytes = {} must not exceed max_send_buffer_bytes = {} (reading pauses before the hard bound)",
+                self.send_buffer_pause_bytes, self.max_send_buffer_bytes
+            ));
+        }
+        range("api_first_request_timeout_ms", self.api_first_request_timeout_ms, 10, 86_400_000)?;
+        if self.reserved_api_connections >= self.max_api_connections {
+            return Err(format!(
+                "reserved_api_connections = {} must be below max_api_connections = {} (native clients need a slot too)",
+                self.reserved_api_connections, self.max_api_connections
+            ));
+        }
         Ok(())
     }
 }
@@ -209,6 +254,13 @@ mod tests {
         Knobs::stress().validate().unwrap();
         let bad = Knobs { lock_wait_timeout_ms: 0, ..Knobs::default() };
         assert!(bad.validate().unwrap_err().contains("lock_wait_timeout_ms"));
+        // The pause point of a send buffer lies below its hard bound.
+        let bad = Knobs { send_buffer_pause_bytes: 2 << 20, max_send_buffer_bytes: 1 << 20, ..Knobs::default() };
+        assert!(bad.validate().unwrap_err().contains("send_buffer_pause_bytes"));
+        // Native clients always keep at least one slot.
+        let bad = Knobs { reserved_api_connections: 8, max_api_connections: 8, ..Knobs::default() };
+        assert!(bad.validate().unwrap_err().contains("reserved_api_connections"));
+        Knobs { reserved_api_connections: 0, max_api_connections: 1, ..Knobs::default() }.validate().unwrap();
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use crate::stream::{Peer, Stream};
 use norr_kernel::NodeId;
 use norr_signals::Envelope;
+use norr_transport::handshake::ApiKind;
 use norr_transport::{AdaptiveSend, FrameDecoder, SendBuffer};
 use std::collections::{BTreeSet, VecDeque};
 
@@ -18,6 +19,8 @@ pub(crate) enum CloseReason {
     Protocol(String),
     SendOverflow(String),
     Refused(String),
+    /// Handshake done, but no request within `api_first_request_timeout_ms`.
+    NoFirstRequest(u64),
 }
 
 impl std::fmt::Display for CloseReason {
@@ -28,6 +31,9 @@ impl std::fmt::Display for CloseReason {
             CloseReason::Protocol(e) => write!(f, "protocol violation: {e}"),
             CloseReason::SendOverflow(e) => write!(f, "{e}"),
             CloseReason::Refused(e) => write!(f, "refused: {e}"),
+            CloseReason::NoFirstRequest(ms) => {
+                write!(f, "no request within {ms} ms of the handshake (api_first_request_timeout_ms)")
+            }
         }
     }
 }
@@ -42,6 +48,21 @@ pub(crate) struct Conn {
     pub policy: AdaptiveSend,
     /// Assigned at the handshake; `None` until then.
     pub api_node: Option<NodeId>,
+    /// Declared in the handshake (meaningful once `api_node` is set).
+    pub kind: ApiKind,
+    /// A request (a valid signal) arrived after the handshake: the
+    /// first-request time-out no longer applies.
+    pub sent_request: bool,
+    /// Reading is paused because the peer does not read its replies: unsent
+    /// bytes reached `Knobs::send_buffer_pause_bytes`; resumed when they fall
+    /// to half of that (see `EventLoop::route_remote` and `write_conn`).
+    pub send_paused: bool,
+    /// Position in job buffer B (counted in signals taken from it, see
+    /// `EventLoop::b_taken`) by which the last request delivered from this
+    /// connection has left B. The connection is read again only after that,
+    /// so at most one round's requests of it wait in B: the replies a paused
+    /// connection still gets are bounded by one round's reading.
+    pub queued_until: u64,
     /// A signal the scheduler could not take (job buffer full): delivered first
     /// when there is room; meanwhile the connection is not read (back-pressure).
     pub stalled: Option<Envelope>,
@@ -53,6 +74,12 @@ pub(crate) struct Conn {
     pub in_dirty: bool,
     /// Marked for closing at the end of this loop round.
     pub close: Option<CloseReason>,
+    /// A connection to this data node (handshake done): trusted with every
+    /// signal, never paused for back-pressure (see `event_loop::peers`).
+    pub data_peer: Option<NodeId>,
+    /// A connection this node dialled to this data node, waiting for its
+    /// answer to the hello.
+    pub dialed_peer: Option<NodeId>,
 }
 
 impl Conn {
@@ -72,11 +99,17 @@ impl Conn {
             send: SendBuffer::new(max_send_buffer_bytes),
             policy,
             api_node: None,
+            kind: ApiKind::NativeClient,
+            sent_request: false,
+            send_paused: false,
+            queued_until: 0,
             stalled: None,
             read_more: false,
             write_interest: false,
             in_dirty: false,
             close: None,
+            data_peer: None,
+            dialed_peer: None,
         }
     }
 
@@ -98,11 +131,17 @@ impl Conn {
 /// own follow-ups such as `ApiFailDone`). So no signal of the old holder can be
 /// mistaken for one of the new holder.
 ///
+/// Reserved slots: native clients (`ApiKind::NativeClient`) may hold at most
+/// `capacity - reserved` ids, counted from allocation until the id is free
+/// again (an id still draining counts), so `reserved` ids are always left
+/// for SQL nodes and management servers.
+///
 /// A client may ask for a given id (`Hello::requested_api_node`: in a
 /// cluster, every data node must know an API node by the id mgmd gave it). A
 /// free id is taken; one in use, or still being released, is refused with the
 /// reason. Asked-for ids may lie beyond the numbered range (mgmd hands out
-/// ids up to 65535): they count against the same capacity.
+/// ids up to 65535): they count against the same capacity (and, for native
+/// clients, the same native limit).
 pub(crate) struct ApiIdPool {
     free: VecDeque<NodeId>,
     /// (id, executed-count target): ApiFailReq delivered, not yet run.
@@ -110,6 +149,9 @@ pub(crate) struct ApiIdPool {
     /// ApiFailReq has run; waiting for idle or the target.
     draining: Vec<(NodeId, u64)>,
     capacity: usize,
+    reserved: usize,
+    /// Ids held by a native client (until free again).
+    native: BTreeSet<NodeId>,
     /// Asked-for ids outside `FIRST_API_NODE_ID..FIRST_API_NODE_ID + capacity`,
     /// from the handshake until released (they never enter `free`).
     outside: BTreeSet<NodeId>,
@@ -118,17 +160,64 @@ pub(crate) struct ApiIdPool {
 /// Signals beyond the queue length an id waits for under sustained load.
 const DRAIN_SLACK_SIGNALS: u64 = 64;
 
+/// Why no id was handed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NoId {
+    /// Every id is in use (or draining).
+    Full,
+    /// Native clients hold all the ids they may; the rest are reserved.
+    NativeLimit,
+    /// The asked-for id cannot be given (in use, being released, or not an
+    /// API node id).
+    Requested(NodeId, Taken),
+}
+
+/// Why an asked-for id cannot be given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Taken {
+    /// Below `FIRST_API_NODE_ID`: data nodes' and management servers' ids.
+    NotAnApiId,
+    /// Another connection holds it.
+    InUse,
+    /// Its previous holder is gone but its signals may still be queued.
+    Releasing,
+}
+
+impl std::fmt::Display for Taken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Taken::NotAnApiId => "is not an API node id (ids below 100 are for data nodes and management servers)",
+            Taken::InUse => "is in use by another connection to this data node",
+            Taken::Releasing => "is still being released after its previous connection closed: retry in a moment",
+        })
+    }
+}
+
 impl ApiIdPool {
-    pub fn new(max_api_connections: u32) -> ApiIdPool {
+    pub fn new(max_api_connections: u32, reserved: u32) -> ApiIdPool {
         let room = (NodeId::MAX - FIRST_API_NODE_ID) as usize + 1;
         let capacity = (max_api_connections as usize).min(room);
         assert!(capacity > 0);
+        let reserved = (reserved as usize).min(capacity - 1);
         let free = (0..capacity).map(|i| FIRST_API_NODE_ID + i as NodeId).collect();
-        ApiIdPool { free, failing: Vec::new(), draining: Vec::new(), capacity, outside: BTreeSet::new() }
+        ApiIdPool {
+            free,
+            failing: Vec::new(),
+            draining: Vec::new(),
+            capacity,
+            reserved,
+            native: BTreeSet::new(),
+            outside: BTreeSet::new(),
+        }
     }
 
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// Ids native clients may hold at once.
+    pub fn native_limit(&self) -> usize {
+        self.capacity - self.reserved
     }
 
     fn in_range(&self, id: NodeId) -> bool {
@@ -140,55 +229,69 @@ impl ApiIdPool {
         self.capacity - self.free.len() + self.outside.len()
     }
 
-    pub fn alloc(&mut self) -> Option<NodeId> {
-        if self.used() >= self.capacity {
-            return None;
-        }
-        self.free.pop_front()
+    /// The next free id, for a client that asks for none.
+    pub fn alloc(&mut self, kind: ApiKind) -> Result<NodeId, NoId> {
+        self.check_room(kind)?;
+        let id = self.free.pop_front().expect("room checked");
+        self.hold(id, kind);
+        Ok(id)
     }
 
     /// The id a new connection gets: `requested` if the client asked for
-    /// one (see [`ApiIdPool::take`]), else the next free one. Err: why the
-    /// handshake is refused.
-    pub fn alloc_for(&mut self, requested: Option<NodeId>) -> Result<NodeId, String> {
+    /// one (see [`ApiIdPool::take`]), else the next free one.
+    pub fn alloc_for(&mut self, requested: Option<NodeId>, kind: ApiKind) -> Result<NodeId, NoId> {
         match requested {
-            Some(id) => self.take(id),
-            None => self
-                .alloc()
-                .ok_or_else(|| format!("too many API connections (max_api_connections = {})", self.capacity)),
+            Some(id) => self.take(id, kind),
+            None => self.alloc(kind),
         }
     }
 
     /// Take the id a client asked for, if it is free.
-    pub fn take(&mut self, id: NodeId) -> Result<NodeId, String> {
+    pub fn take(&mut self, id: NodeId, kind: ApiKind) -> Result<NodeId, NoId> {
         if id < FIRST_API_NODE_ID {
-            return Err(format!(
-                "API node id {id} asked for: ids below {FIRST_API_NODE_ID} are for data nodes and management servers"
-            ));
+            return Err(NoId::Requested(id, Taken::NotAnApiId));
         }
         if self.failing.iter().chain(&self.draining).any(|(f, _)| *f == id) {
-            return Err(format!(
-                "API node id {id} is still being released after its previous connection closed: retry in a moment"
-            ));
+            return Err(NoId::Requested(id, Taken::Releasing));
         }
-        if self.in_range(id) {
-            let Some(i) = self.free.iter().position(|f| *f == id) else {
-                return Err(format!("API node id {id} is in use by another connection to this data node"));
-            };
-            if self.used() >= self.capacity {
-                return Err(format!("too many API connections (max_api_connections = {})", self.capacity));
+        let free_at = if self.in_range(id) {
+            match self.free.iter().position(|f| *f == id) {
+                Some(i) => Some(i),
+                None => return Err(NoId::Requested(id, Taken::InUse)),
             }
-            self.free.remove(i);
+        } else if self.outside.contains(&id) {
+            return Err(NoId::Requested(id, Taken::InUse));
         } else {
-            if self.outside.contains(&id) {
-                return Err(format!("API node id {id} is in use by another connection to this data node"));
+            None
+        };
+        self.check_room(kind)?;
+        match free_at {
+            Some(i) => {
+                self.free.remove(i);
             }
-            if self.used() >= self.capacity {
-                return Err(format!("too many API connections (max_api_connections = {})", self.capacity));
+            None => {
+                self.outside.insert(id);
             }
-            self.outside.insert(id);
         }
+        self.hold(id, kind);
         Ok(id)
+    }
+
+    fn check_room(&self, kind: ApiKind) -> Result<(), NoId> {
+        if self.used() >= self.capacity {
+            return Err(NoId::Full);
+        }
+        if !kind.may_use_reserved_slots() && self.native.len() >= self.native_limit() {
+            return Err(NoId::NativeLimit);
+        }
+        Ok(())
+    }
+
+    fn hold(&mut self, id: NodeId, kind: ApiKind) {
+        if !kind.may_use_reserved_slots() {
+            let fresh = self.native.insert(id);
+            debug_assert!(fresh, "api node {id} handed out twice");
+        }
     }
 
     /// The holder of `id` is gone and its ApiFailReq was delivered when the
@@ -211,6 +314,7 @@ impl ApiIdPool {
         while i < self.draining.len() {
             if node_idle || executed >= self.draining[i].1 {
                 let (id, _) = self.draining.remove(i);
+                self.native.remove(&id);
                 if self.in_range(id) {
                     self.free.push_back(id);
                 } else {
@@ -222,6 +326,7 @@ impl ApiIdPool {
             }
         }
         debug_assert!(self.used() <= self.capacity);
+        debug_assert!(self.native.len() <= self.native_limit());
     }
 }
 
@@ -231,28 +336,57 @@ mod tests {
 
     #[test]
     fn ids_are_reused_only_after_the_node_was_idle() {
-        let mut p = ApiIdPool::new(2);
-        assert_eq!(p.alloc(), Some(100));
-        assert_eq!(p.alloc(), Some(101));
-        assert_eq!(p.alloc(), None);
+        let mut p = ApiIdPool::new(2, 0);
+        let n = ApiKind::NativeClient;
+        assert_eq!(p.alloc(n), Ok(100));
+        assert_eq!(p.alloc(n), Ok(101));
+        assert_eq!(p.alloc(n), Err(NoId::Full));
         p.failed(100, 1000, 10);
         p.after_run(true, 1000); // ApiFailReq not run yet
-        assert_eq!(p.alloc(), None);
+        assert_eq!(p.alloc(n), Err(NoId::Full));
         p.before_run();
         p.after_run(false, 1010);
-        assert_eq!(p.alloc(), None);
+        assert_eq!(p.alloc(n), Err(NoId::Full));
         p.after_run(true, 1011);
-        assert_eq!(p.alloc(), Some(100));
+        assert_eq!(p.alloc(n), Ok(100));
         // Under sustained load (never idle) the id comes back once the queue
         // that existed at the failure has surely drained.
         p.failed(101, 5000, 100);
         p.before_run();
         p.after_run(false, 5100);
-        assert_eq!(p.alloc(), None);
+        assert_eq!(p.alloc(n), Err(NoId::Full));
         p.after_run(false, 5000 + 200 + DRAIN_SLACK_SIGNALS);
-        assert_eq!(p.alloc(), Some(101));
-        let big = ApiIdPool::new(1 << 16);
+        assert_eq!(p.alloc(n), Ok(101));
+        let big = ApiIdPool::new(1 << 16, 32);
         assert_eq!(big.capacity(), (NodeId::MAX - FIRST_API_NODE_ID) as usize + 1);
+    }
+
+    #[test]
+    fn native_clients_leave_the_reserved_ids_to_sql_nodes() {
+        let mut p = ApiIdPool::new(4, 2);
+        let (n, sql, mgm) = (ApiKind::NativeClient, ApiKind::SqlNode, ApiKind::Management);
+        assert_eq!(p.alloc(n), Ok(100));
+        assert_eq!(p.alloc(n), Ok(101));
+        assert_eq!(p.alloc(n), Err(NoId::NativeLimit));
+        assert_eq!(p.alloc(sql), Ok(102));
+        // A native client that leaves still counts until its id is free again.
+        p.failed(100, 0, 0);
+        p.before_run();
+        assert_eq!(p.alloc(n), Err(NoId::NativeLimit));
+        p.after_run(true, 1);
+        assert_eq!(p.alloc(mgm), Ok(103));
+        assert_eq!(p.alloc(n), Ok(100));
+        assert_eq!(p.alloc(sql), Err(NoId::Full));
+        // Reserved ids freed by a SQL node are not native ones afterwards.
+        p.failed(102, 0, 0);
+        p.before_run();
+        p.after_run(true, 1);
+        assert_eq!(p.alloc(n), Err(NoId::NativeLimit));
+        assert_eq!(p.alloc(sql), Ok(102));
+        // Reserving every id is clamped: native clients keep one.
+        let mut all = ApiIdPool::new(3, 3);
+        assert_eq!(all.native_limit(), 1);
+        assert_eq!(all.alloc(n), Ok(100));
     }
 
     /// Asked-for ids: a free one is taken, a taken or releasing one refused
@@ -260,29 +394,49 @@ mod tests {
     /// capacity and are never handed out to clients that ask for none.
     #[test]
     fn requested_ids() {
-        let mut p = ApiIdPool::new(3);
-        assert_eq!(p.alloc_for(Some(101)), Ok(101));
-        assert!(p.alloc_for(Some(101)).unwrap_err().contains("in use"), "taken");
-        assert!(p.alloc_for(Some(7)).unwrap_err().contains("below 100"));
-        assert_eq!(p.alloc_for(None), Ok(100), "the pool skips the taken one");
-        assert_eq!(p.alloc_for(Some(500)), Ok(500), "beyond the numbered range");
-        assert!(p.alloc_for(Some(500)).unwrap_err().contains("in use"));
+        let mut p = ApiIdPool::new(3, 0);
+        let n = ApiKind::NativeClient;
+        let req = |id, t| Err(NoId::Requested(id, t));
+        assert_eq!(p.alloc_for(Some(101), n), Ok(101));
+        assert_eq!(p.alloc_for(Some(101), n), req(101, Taken::InUse));
+        assert_eq!(p.alloc_for(Some(7), n), req(7, Taken::NotAnApiId));
+        assert_eq!(p.alloc_for(None, n), Ok(100), "the pool skips the taken one");
+        assert_eq!(p.alloc_for(Some(500), n), Ok(500), "beyond the numbered range");
+        assert_eq!(p.alloc_for(Some(500), n), req(500, Taken::InUse));
         // Three held: full, whichever way one asks.
-        assert!(p.alloc_for(None).unwrap_err().contains("too many"));
-        assert!(p.alloc_for(Some(102)).unwrap_err().contains("too many"));
-        assert!(p.alloc_for(Some(600)).unwrap_err().contains("too many"));
+        assert_eq!(p.alloc_for(None, n), Err(NoId::Full));
+        assert_eq!(p.alloc_for(Some(102), n), Err(NoId::Full));
+        assert_eq!(p.alloc_for(Some(600), n), Err(NoId::Full));
         // 500 goes: refused while it is released, free (for an asker) after.
         p.failed(500, 10, 0);
-        assert!(p.alloc_for(Some(500)).unwrap_err().contains("being released"));
+        assert_eq!(p.alloc_for(Some(500), n), req(500, Taken::Releasing));
         p.before_run();
-        assert!(p.alloc_for(Some(500)).unwrap_err().contains("being released"));
+        assert_eq!(p.alloc_for(Some(500), n), req(500, Taken::Releasing));
         p.after_run(true, 11);
-        assert_eq!(p.alloc_for(None), Ok(102), "an outside id never enters the free list");
-        assert!(p.alloc_for(Some(500)).unwrap_err().contains("too many"));
+        assert_eq!(p.alloc_for(None, n), Ok(102), "an outside id never enters the free list");
+        assert_eq!(p.alloc_for(Some(500), n), Err(NoId::Full));
         p.failed(101, 20, 0);
         p.before_run();
         p.after_run(true, 21);
-        assert_eq!(p.alloc_for(Some(500)), Ok(500));
-        assert_eq!(p.alloc_for(None), Err("too many API connections (max_api_connections = 3)".to_string()));
+        assert_eq!(p.alloc_for(Some(500), n), Ok(500));
+        assert_eq!(p.alloc_for(None, n), Err(NoId::Full));
+    }
+
+    /// Asked-for ids of native clients count against the native limit, in
+    /// the numbered range or beyond it; SQL nodes may take the reserved rest.
+    #[test]
+    fn requested_ids_respect_the_reserved_slots() {
+        let mut p = ApiIdPool::new(3, 1);
+        let (n, sql) = (ApiKind::NativeClient, ApiKind::SqlNode);
+        assert_eq!(p.alloc_for(Some(900), n), Ok(900));
+        assert_eq!(p.alloc_for(Some(102), n), Ok(102));
+        assert_eq!(p.alloc_for(Some(101), n), Err(NoId::NativeLimit));
+        assert_eq!(p.alloc_for(Some(101), sql), Ok(101));
+        assert_eq!(p.alloc_for(None, sql), Err(NoId::Full));
+        // The native client of 900 goes: its slot is a native one again.
+        p.failed(900, 0, 0);
+        p.before_run();
+        p.after_run(true, 1);
+        assert_eq!(p.alloc_for(None, n), Ok(100));
     }
 }

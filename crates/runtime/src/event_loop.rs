@@ -34,14 +34,39 @@
 //! block reference and its priority forced to B, so a client can neither pose as
 //! another client nor jump the queue. When the B job buffer is full the
 //! connection is not read until there is room (back-pressure, nothing dropped).
+//!
+//! Limits per connection (issue 22), so no client can make the node hold
+//! unbounded memory or every connection slot:
+//! * Slow readers: a connection whose unsent replies reach
+//!   `Knobs::send_buffer_pause_bytes` is not read until its peer has read
+//!   them down to half of that (`Conn::send_paused`; TCP then stops the
+//!   peer's sends). A connection is also read only once every request it sent
+//!   earlier has left job buffer B (`Conn::queued_until`), so what a paused
+//!   connection still gets is the replies to one round's reading. Its peer is
+//!   disconnected only if those replies alone reach `max_send_buffer_bytes`
+//!   (a pipelined burst of requests for very large rows).
+//! * Silent connections: past the handshake, a connection must send its
+//!   first request within `Knobs::api_first_request_timeout_ms`, else it is
+//!   closed (`first_request_deadlines`), so Hello-then-nothing connections
+//!   cannot hold API node ids.
+//! * Reserved slots: the `Hello` says what connects (`ApiKind`); native
+//!   clients get at most `max_api_connections - reserved_api_connections`
+//!   API node ids, the rest are kept for SQL nodes and management servers
+//!   (`ApiIdPool`).
 
-use crate::conn::{ApiIdPool, CloseReason, Conn};
+mod peers;
+
+pub(crate) use peers::PeerNet;
+
+use crate::conn::{ApiIdPool, CloseReason, Conn, NoId};
+use crate::host::{Arbitrator, HostQueue, Inbox};
 use crate::local_link::LocalReady;
 use crate::stream::{Peer, Stream};
 use crate::{DataNodeConfig, RuntimeOptions, RuntimeStats};
 use mio::net::{TcpListener, UnixListener};
 use mio::{Events, Interest, Poll, Token};
 use norr_kernel::{BlockRef, DeliverError, NodeId, Priority, Scheduler};
+use norr_signals::cluster::{ClusterSignal, ShutdownReason};
 use norr_signals::{block, wire, Envelope, Signal};
 use norr_transport::handshake::{self, HelloReply};
 use norr_transport::AdaptiveSendConfig;
@@ -65,11 +90,34 @@ const READ_CHUNK: usize = 64 * 1024;
 /// maximum-size frame.
 const MAX_HELLO_BYTES: usize = 64 * 1024;
 
+/// True if a connection's first frame is a data node's hello.
+fn peer_handshake_frame(frame: &[u8]) -> bool {
+    norr_transport::peer_handshake::is_peer_hello(frame)
+}
+
 /// What the loop shares with the node's handle and other threads.
 pub(crate) struct LoopShared {
     pub stop: Arc<AtomicBool>,
     pub stats: Arc<std::sync::Mutex<RuntimeStats>>,
     pub local: Arc<LocalReady>,
+    /// What the node's blocks asked of their host (`HostBlock`).
+    pub host_queue: HostQueue,
+    pub inbox: Inbox,
+    /// Cluster nodes: the other data nodes and the arbitrator.
+    pub peers: Option<PeerNet>,
+    pub arbitrator: Option<Arc<dyn Arbitrator>>,
+    /// The node's status as its DIH last reported it.
+    pub status: Arc<std::sync::Mutex<Option<norr_signals::cluster::NodeStatus>>>,
+}
+
+/// Why the event loop ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeExit {
+    /// Asked to stop (Ctrl-C, `DataNodeHandle::shutdown`).
+    Stopped,
+    /// A block asked the host to stop the node (lost arbitration, excluded
+    /// by the cluster, ...); `restart`: start it again as a node restart.
+    Shutdown { reason: ShutdownReason, restart: bool },
 }
 
 pub(crate) struct EventLoop {
@@ -110,12 +158,26 @@ pub(crate) struct EventLoop {
     /// (deadline_ns, slot, serial) of connections not yet past the handshake,
     /// in deadline order (deadlines are accept time + a constant).
     handshake_deadlines: VecDeque<(u64, usize, u64)>,
+    /// (deadline_ns, slot, serial) of connections past the handshake that
+    /// may not have sent a request yet, in deadline order (handshake time +
+    /// `api_first_request_timeout_ms`).
+    first_request_deadlines: VecDeque<(u64, usize, u64)>,
+    /// `Knobs::send_buffer_pause_bytes`: a connection with this many unsent
+    /// bytes is not read; it is read again at half of it.
+    send_pause_bytes: usize,
     stats: RuntimeStats,
     shared_stats: Arc<std::sync::Mutex<RuntimeStats>>,
     /// In-process API nodes: their activity and new connections.
     local: Arc<LocalReady>,
     local_tokens: Vec<usize>,
     local_accepts: Vec<norr_transport::local_pipe::NodeEnd>,
+    host_queue: HostQueue,
+    inbox: Inbox,
+    peers: Option<PeerNet>,
+    arbitrator: Option<Arc<dyn Arbitrator>>,
+    /// Set when a block asked the host to stop the node.
+    exit: Option<NodeExit>,
+    status: Arc<std::sync::Mutex<Option<norr_signals::cluster::NodeStatus>>>,
 }
 
 impl EventLoop {
@@ -125,7 +187,7 @@ impl EventLoop {
         sched: Scheduler<Signal>,
         poll: Poll,
         (mut listener, mut unix_listener): (TcpListener, Option<UnixListener>),
-        LoopShared { stop, stats: shared_stats, local }: LoopShared,
+        LoopShared { stop, stats: shared_stats, local, host_queue, inbox, peers, arbitrator, status }: LoopShared,
     ) -> io::Result<EventLoop> {
         poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
         if let Some(l) = unix_listener.as_mut() {
@@ -135,7 +197,8 @@ impl EventLoop {
             node_id: cfg.node_id,
             send_cfg: AdaptiveSendConfig::from_knobs(&cfg.knobs),
             job_b_bound: cfg.knobs.job_buffer_bound,
-            ids: ApiIdPool::new(cfg.knobs.max_api_connections),
+            ids: ApiIdPool::new(cfg.knobs.max_api_connections, cfg.knobs.reserved_api_connections),
+            send_pause_bytes: cfg.knobs.send_buffer_pause_bytes,
             knobs: cfg.knobs,
             opts,
             sched,
@@ -157,11 +220,18 @@ impl EventLoop {
             probed: false,
             next_serial: 0,
             handshake_deadlines: VecDeque::new(),
+            first_request_deadlines: VecDeque::new(),
             stats: RuntimeStats::default(),
             shared_stats,
             local,
             local_tokens: Vec::new(),
             local_accepts: Vec::new(),
+            host_queue,
+            inbox,
+            peers,
+            arbitrator,
+            exit: None,
+            status,
         })
     }
 
@@ -217,9 +287,10 @@ impl EventLoop {
         r
     }
 
-    pub fn run(&mut self) -> io::Result<()> {
+    pub fn run(&mut self) -> io::Result<NodeExit> {
         let mut events = Events::with_capacity(1024);
-        while !self.stop.load(Ordering::SeqCst) {
+        self.send_to_qmgr(ClusterSignal::QmgrStartReq { kind: norr_signals::cluster::StartKind::Initial });
+        while !self.stop.load(Ordering::SeqCst) && self.exit.is_none() {
             let timeout = self.poll_timeout();
             if let Err(e) = self.poll_events(&mut events, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -259,7 +330,7 @@ impl EventLoop {
                 let _ = self.poll.registry().deregister(&mut c.stream);
             }
         }
-        Ok(())
+        Ok(self.exit.take().unwrap_or(NodeExit::Stopped))
     }
 
     /// One round after the socket events: retry paused connections, run the
@@ -268,6 +339,7 @@ impl EventLoop {
         let now = self.now_ns();
         self.sched.advance_to(now);
         self.expire_handshakes(now);
+        self.expire_first_requests(now);
         // Connections that paused (job buffer full) or have unread bytes.
         if !self.pending_read.is_empty() {
             let pending = std::mem::take(&mut self.pending_read);
@@ -275,8 +347,19 @@ impl EventLoop {
                 self.read_conn(slot);
             }
         }
+        if self.inbox.has_work() {
+            for env in self.inbox.take() {
+                if let Err(e) = self.sched.deliver(env) {
+                    warn!(?e, "a signal from a helper thread was not taken");
+                }
+            }
+        }
+        if self.peers.is_some() {
+            self.dial_peers(now);
+        }
         self.ids.before_run();
         self.sched.run_until_idle(self.opts.max_signals_per_poll);
+        self.host_requests();
         self.route_remote();
         self.close_marked();
         self.ids.after_run(!self.sched.has_ready(), self.sched.stats().executed);
@@ -323,7 +406,11 @@ impl EventLoop {
     }
 
     fn poll_timeout(&mut self) -> Option<Duration> {
-        if self.sched.has_ready() || !self.pending_read.is_empty() || !self.closing.is_empty() || self.local.has_work()
+        if self.sched.has_ready()
+            || !self.pending_read.is_empty()
+            || !self.closing.is_empty()
+            || self.local.has_work()
+            || self.inbox.has_work()
         {
             return Some(Duration::ZERO);
         }
@@ -334,9 +421,23 @@ impl EventLoop {
             }
             self.flush_all(true);
             self.close_marked();
+            if !self.pending_read.is_empty() {
+                // The flush let a paused connection be read again
+                // (`write_conn`): its bytes are in the socket already, and
+                // no event will say so.
+                return Some(Duration::ZERO);
+            }
         }
-        let handshake_due = self.handshake_deadlines.front().map(|d| d.0);
+        let handshake_due = match (self.handshake_deadlines.front(), self.first_request_deadlines.front()) {
+            (Some(a), Some(b)) => Some(a.0.min(b.0)),
+            (a, b) => a.or(b).map(|d| d.0),
+        };
         let due = match (self.sched.next_timer_ns(), handshake_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let dial = self.peers.as_ref().and_then(|p| p.next_dial_ns());
+        let due = match (due, dial) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -351,11 +452,37 @@ impl EventLoop {
             }
             self.handshake_deadlines.pop_front();
             let Some(c) = self.conns[slot].as_ref() else { continue };
-            if c.serial == serial && c.api_node.is_none() {
+            if c.serial == serial && c.api_node.is_none() && c.data_peer.is_none() {
                 warn!(peer = %c.peer, "no handshake within {} ms; closing connection", self.opts.handshake_timeout_ms);
                 self.mark_close(slot, CloseReason::Protocol("handshake timed out".into()));
             }
         }
+    }
+
+    /// Close connections that completed the handshake but sent no request
+    /// within `api_first_request_timeout_ms`.
+    fn expire_first_requests(&mut self, now: u64) {
+        while let Some(&(deadline, slot, serial)) = self.first_request_deadlines.front() {
+            if deadline > now {
+                break;
+            }
+            self.first_request_deadlines.pop_front();
+            let Some(c) = self.conns[slot].as_ref() else { continue };
+            if c.serial == serial && !c.sent_request && c.close.is_none() {
+                let ms = self.knobs.api_first_request_timeout_ms;
+                warn!(peer = %c.peer, api_node = ?c.api_node, "no request within {ms} ms of the handshake; closing connection");
+                self.stats.first_request_timeouts += 1;
+                self.mark_close(slot, CloseReason::NoFirstRequest(ms));
+            }
+        }
+    }
+
+    /// Signals taken from job buffer B so far. B is FIFO and a signal leaves
+    /// it only to be executed, and the scheduler counts what it executes from
+    /// A and from the bounded-delay queue apart, so the rest came from B.
+    fn b_taken(&self) -> u64 {
+        let s = self.sched.stats();
+        s.executed - s.executed_a - s.executed_bounded
     }
 
     fn accept_all(&mut self) -> io::Result<()> {
@@ -443,6 +570,26 @@ impl EventLoop {
     /// Read what the socket has (up to the round's budget), handling each
     /// complete frame as it arrives.
     fn read_conn(&mut self, slot: usize) {
+        let (b_taken, b_len) = (self.b_taken(), self.sched.job_b_len());
+        let Some(c) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        // Taken off the pending list (or called for a socket event): a path
+        // that leaves bytes unread puts it back (`read_more` says it is on it).
+        c.read_more = false;
+        if c.send_paused {
+            // Its peer does not read its replies: `write_conn` resumes it.
+            return;
+        }
+        if b_len > 0 && b_taken < c.queued_until && c.data_peer.is_none() {
+            // Its earlier requests still wait in job buffer B (the node is
+            // busy): read it once they have left, so a connection never has
+            // more than one round's requests queued (which bounds the replies
+            // a paused connection can still get). B empty: nothing of it waits.
+            c.read_more = true;
+            self.pending_read.push(slot);
+            return;
+        }
         let mut budget = self.opts.max_read_bytes_per_round;
         loop {
             if !self.handle_frames(slot) {
@@ -451,7 +598,7 @@ impl EventLoop {
             let Some(c) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
                 return;
             };
-            if c.api_node.is_none() && c.decoder.buffered_len() > MAX_HELLO_BYTES {
+            if c.api_node.is_none() && c.data_peer.is_none() && c.decoder.buffered_len() > MAX_HELLO_BYTES {
                 warn!(peer = %c.peer, "handshake frame larger than {MAX_HELLO_BYTES} bytes; closing connection");
                 self.mark_close(slot, CloseReason::Protocol("oversized handshake".into()));
                 return;
@@ -517,7 +664,24 @@ impl EventLoop {
                     return false;
                 }
             };
+            if let Some(node) = c.data_peer {
+                let frame = frame.to_vec();
+                if !self.on_peer_frame(slot, node, &frame) {
+                    return false;
+                }
+                continue;
+            }
+            if let Some(node) = c.dialed_peer {
+                let frame = frame.to_vec();
+                self.on_peer_reply(slot, node, &frame);
+                continue;
+            }
             let Some(api_node) = c.api_node else {
+                if peer_handshake_frame(frame) {
+                    let frame = frame.to_vec();
+                    self.on_peer_hello(slot, &frame);
+                    continue;
+                }
                 let hello = handshake::decode_hello(frame);
                 self.on_hello(slot, hello);
                 continue;
@@ -544,6 +708,7 @@ impl EventLoop {
             }
             env.from = BlockRef::new(api_node, block::API, 0);
             env.prio = Priority::B;
+            c.sent_request = true;
             if let Err(env) = self.try_deliver(slot, env) {
                 self.pause(slot, env);
                 return false;
@@ -559,6 +724,11 @@ impl EventLoop {
         match self.sched.deliver(env) {
             Ok(()) => {
                 self.stats.signals_in += 1;
+                // It sits last in B: it has left B once this many were taken.
+                let until = self.b_taken() + self.sched.job_b_len() as u64;
+                if let Some(c) = self.conns[slot].as_mut() {
+                    c.queued_until = until;
+                }
                 Ok(())
             }
             Err(DeliverError::Overloaded) => {
@@ -608,9 +778,26 @@ impl EventLoop {
                 format!("wire version {} not supported (this node speaks {})", hello.wire_version, wire::WIRE_VERSION),
             );
         }
-        let api_node = match self.ids.alloc_for(hello.requested_api_node) {
+        let api_node = match self.ids.alloc_for(hello.requested_api_node, hello.kind) {
             Ok(id) => id,
-            Err(why) => return refuse(self, why),
+            Err(NoId::Full) => {
+                return refuse(
+                    self,
+                    format!("too many API connections (max_api_connections = {})", self.ids.capacity()),
+                )
+            }
+            Err(NoId::NativeLimit) => {
+                return refuse(
+                    self,
+                    format!(
+                        "too many native client connections ({} of max_api_connections = {}; reserved_api_connections = {} are kept for SQL nodes and management servers)",
+                        self.ids.native_limit(),
+                        self.ids.capacity(),
+                        self.ids.capacity() - self.ids.native_limit()
+                    ),
+                )
+            }
+            Err(NoId::Requested(id, why)) => return refuse(self, format!("API node id {id} {why}")),
         };
         let reply = HelloReply::Welcome {
             api_node,
@@ -621,12 +808,15 @@ impl EventLoop {
         let now = self.now_ns();
         let c = self.conns[slot].as_mut().expect("live connection");
         c.api_node = Some(api_node);
+        c.kind = hello.kind;
+        let deadline = now.saturating_add(self.knobs.api_first_request_timeout_ms.saturating_mul(1_000_000));
+        self.first_request_deadlines.push_back((deadline, slot, c.serial));
         let r = c.send.push_frame(&handshake::encode_reply(&reply));
         debug_assert!(r.is_ok(), "a handshake reply fits any send buffer");
         c.policy.on_queued(now);
         self.api_slots.insert(api_node, slot);
         self.mark_dirty(slot);
-        info!(%peer, api_node, client = %hello.client_name, "API node connected");
+        info!(%peer, api_node, client = %hello.client_name, kind = %hello.kind, "API node connected");
     }
 
     fn mark_dirty(&mut self, slot: usize) {
@@ -647,8 +837,10 @@ impl EventLoop {
         let now = self.now_ns();
         let mut remote = std::mem::take(&mut self.remote);
         for env in remote.drain(..) {
-            let Some(&slot) = self.api_slots.get(&env.to.node) else {
-                // A reply to an API node that has gone (or a data node: not yet supported).
+            let peer_slot = self.peers.as_ref().and_then(|p| p.slots.get(&env.to.node).copied());
+            let Some(slot) = peer_slot.or_else(|| self.api_slots.get(&env.to.node).copied()) else {
+                // A reply to an API node that has gone, or a signal to a data
+                // node not connected (its failure is QMGR's business).
                 self.stats.dropped_to_unknown += 1;
                 debug!(to = %env.to, signal = env.signal.name(), "dropping signal to an unconnected node");
                 continue;
@@ -661,6 +853,16 @@ impl EventLoop {
                 Ok(()) => {
                     c.policy.on_queued(now);
                     self.stats.signals_out += 1;
+                    let unsent = c.send.len();
+                    self.stats.send_buffer_peak_bytes = self.stats.send_buffer_peak_bytes.max(unsent as u64);
+                    if !c.send_paused && c.data_peer.is_none() && unsent >= self.send_pause_bytes {
+                        // Back-pressure on a slow reader: stop reading its
+                        // requests until it reads its replies (`write_conn`).
+                        c.send_paused = true;
+                        self.stats.send_pauses += 1;
+                        self.stats.send_paused_now += 1;
+                        debug!(peer = %c.peer, api_node = env.to.node, unsent, "peer not reading its replies: reading from it paused");
+                    }
                     self.mark_dirty(slot);
                 }
                 Err(e) => {
@@ -711,6 +913,15 @@ impl EventLoop {
                     self.stats.bytes_out += n as u64;
                 }
                 c.policy.on_sent(now);
+                if c.send_paused && c.send.len() <= self.send_pause_bytes / 2 {
+                    // The peer reads again: so do we.
+                    c.send_paused = false;
+                    self.stats.send_paused_now -= 1;
+                    if !c.read_more {
+                        c.read_more = true;
+                        self.pending_read.push(slot);
+                    }
+                }
                 let want_write = !c.send.is_empty();
                 if want_write != c.write_interest {
                     let interest =
@@ -738,6 +949,7 @@ impl EventLoop {
             let _ = c.stream.shutdown(std::net::Shutdown::Both);
             self.free_slots.push(slot);
             self.live_conns -= 1;
+            self.stats.send_paused_now -= u64::from(c.send_paused);
             self.local_conns -= usize::from(matches!(c.stream, Stream::Local(_)));
             self.stats.connections_closed += 1;
             if matches!(reason, CloseReason::Protocol(_) | CloseReason::Refused(_)) {
@@ -750,6 +962,40 @@ impl EventLoop {
             if let Some(api_node) = c.api_node {
                 self.api_slots.remove(&api_node);
                 self.api_failed(api_node);
+            }
+            if c.data_peer.is_some() || c.dialed_peer.is_some() {
+                self.peer_closed(&c);
+            }
+        }
+    }
+
+    /// Act on what the node's blocks asked of their host this round.
+    fn host_requests(&mut self) {
+        let reqs = std::mem::take(&mut *self.host_queue.lock().expect("host queue lock"));
+        for env in reqs {
+            let Signal::Cluster(sig) = env.signal else {
+                warn!(signal = env.signal.name(), to = %env.to, "host block got an unexpected signal");
+                continue;
+            };
+            match *sig {
+                ClusterSignal::HostDisconnectReq { node } => self.exclude_peer(node),
+                ClusterSignal::HostShutdownReq { reason, restart } => {
+                    tracing::error!(node = self.node_id, ?reason, restart, "data node shutting down: {reason:?}");
+                    self.exit = Some(NodeExit::Shutdown { reason, restart });
+                }
+                ClusterSignal::ArbitReq { generation, survivors, failed } => {
+                    info!(generation, ?survivors, ?failed, "asking the arbitrator");
+                    let timeout = Duration::from_millis(self.knobs.arbitration_timeout_ms);
+                    let arbitrator = self.arbitrator.clone();
+                    let inbox = self.inbox.clone();
+                    crate::host::arbitrate(self.node_id, arbitrator, (generation, survivors, failed), timeout, inbox);
+                }
+                ClusterSignal::NodeStatusRep(st) => {
+                    if let Ok(mut s) = self.status.lock() {
+                        *s = Some(*st);
+                    }
+                }
+                other => warn!(?other, "host block got an unexpected cluster signal"),
             }
         }
     }

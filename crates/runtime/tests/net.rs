@@ -75,7 +75,7 @@ fn start(knobs: Knobs) -> (DataNodeHandle, Arc<Mutex<Log>>) {
     let mut sched = Scheduler::new(NODE, knobs.job_buffer_bound);
     sched.add_block(block::TC, 0, Box::new(Echo { log: log.clone(), delayed: vec![] }));
     sched.add_block(block::DICT, 0, Box::new(Echo { log: log.clone(), delayed: vec![] }));
-    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs };
+    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs, cluster: None };
     let h = start_data_node_with(cfg, RuntimeOptions::default(), sched).expect("start node");
     (h, log)
 }
@@ -95,7 +95,13 @@ fn raw(h: &DataNodeHandle) -> TcpStream {
 
 fn hello_frame(magic: u32, version: u16) -> Vec<u8> {
     let mut w = Vec::new();
-    let h = Hello { magic, wire_version: version, client_name: "test".into(), requested_api_node: None };
+    let h = Hello {
+        magic,
+        wire_version: version,
+        client_name: "test".into(),
+        kind: Default::default(),
+        requested_api_node: None,
+    };
     encode_frame(&handshake::encode_hello(&h), &mut w);
     w
 }
@@ -410,7 +416,8 @@ fn forged_sender_is_overwritten() {
 
 #[test]
 fn many_connections_get_distinct_ids() {
-    let knobs = Knobs { max_api_connections: 300, ..Knobs::default() };
+    // No slots reserved for SQL nodes: all 300 go to these native clients.
+    let knobs = Knobs { max_api_connections: 300, reserved_api_connections: 0, ..Knobs::default() };
     let (h, _log) = start(knobs);
     let mut clients: Vec<Client> = (0..300).map(|_| connect(&h)).collect();
     let mut ids: Vec<NodeId> = clients.iter().map(|c| c.api_node).collect();
@@ -494,7 +501,9 @@ fn full_job_buffer_pushes_back_without_dropping() {
 
 #[test]
 fn client_that_does_not_read_is_disconnected() {
-    let knobs = Knobs { max_send_buffer_bytes: 65536, ..Knobs::default() };
+    // Reading pauses at 16 KiB, but the replies to requests already read
+    // (one round's, ~100 MiB here) still overflow the hard bound.
+    let knobs = Knobs { max_send_buffer_bytes: 65536, send_buffer_pause_bytes: 16384, ..Knobs::default() };
     let (h, log) = start(knobs);
     let mut c = connect(&h);
     let id = c.api_node;
@@ -545,10 +554,15 @@ fn shutdown_closes_connections_and_refuses_bad_config() {
 
     let bad = Knobs { max_frame_bytes: 1, ..Knobs::default() };
     let sched = Scheduler::new(NODE, 16);
-    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs: bad };
+    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs: bad, cluster: None };
     assert!(start_data_node_with(cfg, RuntimeOptions::default(), sched).is_err());
     let sched = Scheduler::new(NODE, 16);
-    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs: Knobs::default() };
+    let cfg = DataNodeConfig {
+        node_id: NODE,
+        listen: "127.0.0.1:0".parse().unwrap(),
+        knobs: Knobs::default(),
+        cluster: None,
+    };
     let two = RuntimeOptions { threads: 2, ..RuntimeOptions::default() };
     assert!(start_data_node_with(cfg, two, sched).is_err());
 }
@@ -571,7 +585,7 @@ fn silent_connections_are_closed_after_the_handshake_timeout() {
     let knobs = Knobs::default();
     let mut sched = Scheduler::new(NODE, knobs.job_buffer_bound);
     sched.add_block(block::TC, 0, Box::new(Echo { log: log.clone(), delayed: vec![] }));
-    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs };
+    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs, cluster: None };
     let opts = RuntimeOptions { handshake_timeout_ms: 200, ..RuntimeOptions::default() };
     let h = start_data_node_with(cfg, opts, sched).unwrap();
     let t = Instant::now();

@@ -31,6 +31,7 @@ impl Client {
             magic: MAGIC,
             wire_version: wire::WIRE_VERSION,
             client_name: "txn-test".into(),
+            kind: Default::default(),
             requested_api_node: None,
         };
         encode_frame(&handshake::encode_hello(&hello), &mut w);
@@ -91,7 +92,7 @@ impl Client {
 }
 
 fn start(knobs: Knobs) -> DataNodeHandle {
-    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs };
+    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs, cluster: None };
     start_data_node(cfg).expect("start data node")
 }
 

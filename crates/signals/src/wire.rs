@@ -6,6 +6,8 @@
 //! (`fast`) that produces and accepts exactly postcard's bytes.
 
 mod fast;
+#[cfg(test)]
+mod fuzz;
 
 use crate::{Envelope, Signal};
 use norr_kernel::{BlockRef, Priority};

@@ -140,6 +140,11 @@ pub fn random_knobs(rng: &mut Rng) -> Knobs {
         start_partial_timeout_ms: d.start_partial_timeout_ms,
         read_backup: d.read_backup,
         gcp_interval_ms: d.gcp_interval_ms,
+        // Host-side network limits: the simulator has no sockets (and draws
+        // no number for them, so the knobs of a seed stay as they were).
+        send_buffer_pause_bytes: d.send_buffer_pause_bytes,
+        api_first_request_timeout_ms: d.api_first_request_timeout_ms,
+        reserved_api_connections: d.reserved_api_connections,
     };
     let mut k = k;
     // Now and then far below the stress values, to reach the "out of records" paths.

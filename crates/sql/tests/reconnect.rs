@@ -47,6 +47,7 @@ fn statements_work_again_after_the_data_node_restarts() {
         node_id: 1,
         listen: addr,
         knobs: norr_knobs::Knobs::default(),
+        cluster: None,
     })
     .expect("the data node starts again on its port");
     rt.block_on(async {

@@ -4,8 +4,11 @@
 
 pub mod adaptive_send;
 pub mod frame;
+#[cfg(test)]
+mod fuzz;
 pub mod handshake;
 pub mod local_pipe;
+pub mod peer_handshake;
 
 pub use adaptive_send::{AdaptiveSend, AdaptiveSendConfig, SendBuffer, SendBufferFull};
 pub use frame::{encode_frame, encode_frame_with, FrameDecoder, FrameError, DEFAULT_MAX_FRAME_BYTES};

@@ -123,7 +123,10 @@ pub fn from_node(e: &NodeError, ctx: &ErrCtx) -> SqlError {
         | ErrorCode::Overloaded
         | ErrorCode::NodeShutdown
         | ErrorCode::NodeFailure
-        | ErrorCode::AbortedAfterNodeFailure => SqlError::new(
+        | ErrorCode::AbortedAfterNodeFailure
+        | ErrorCode::TxnNodeFailure
+        | ErrorCode::WrongReplica
+        | ErrorCode::PartitionUnavailable => SqlError::new(
             1297,
             "HY000",
             format!("Got temporary error {} '{}' from NDBCLUSTER", e.code.code(), e.code.description()),

@@ -490,7 +490,7 @@ impl Engine {
     /// comma separated): the data nodes and this SQL node's node id come
     /// from the cluster's configuration.
     pub async fn connect_mgm(mgm: &str, cfg: EngineConfig) -> Result<Arc<Engine>, SqlError> {
-        let opts = norr_client::ConnectOptions { sql_node: true, ..Self::client_options(&cfg) };
+        let opts = Self::client_options(&cfg);
         let client = Client::connect_mgm(mgm, opts).await.map_err(error_map::from_client_plain)?;
         Self::with_client(client, cfg).await
     }
@@ -500,6 +500,7 @@ impl Engine {
         // keep sqld and the data node working at once (see the option).
         norr_client::ConnectOptions {
             client_name: format!("sqld {}", cfg.node_name),
+            kind: norr_client::ApiKind::SqlNode,
             reply_spin: cfg.reply_spin,
             direct_send: true,
             ..Default::default()
