@@ -41,13 +41,14 @@ pub struct SqldArgs {
     /// (`--data-node 10.0.0.1:2202,10.0.0.2:2202`). A data node whose
     /// connection breaks (it restarted, say) is connected again in the
     /// background, with backoff; meanwhile statements fail with a temporary
-    /// error. Ignored with --mgm.
+    /// error (MySQL error 1297, "Got temporary error 4009 ...").
     #[arg(long, default_value = "127.0.0.1:2202")]
     pub data_node: String,
     /// Management server(s) (`HOST:PORT`, comma separated): the data nodes
     /// and this SQL node's node id come from the cluster's configuration
-    /// there (`norr mgmd`), instead of --data-node.
-    #[arg(long)]
+    /// there (`norr mgmd`; the SQL node takes a `kind = "sql"` slot),
+    /// instead of --data-node.
+    #[arg(long, conflicts_with = "data_node")]
     pub mgm: Option<String>,
     /// TOML configuration file: `[[users]]` entries (`name`, `password`,
     /// optional `auth_plugin` = "mysql_native_password" |
