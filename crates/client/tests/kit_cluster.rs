@@ -100,7 +100,7 @@ async fn a_crashed_coordinator_is_taken_over_and_new_work_goes_to_the_new_primar
     cl.hold_commits(1);
     let held_id = held.id();
     let commit = tokio::spawn(async move { held.commit_with_info().await });
-    eventually("node 1 holds the commit", || cl.held().iter().any(|h| *h == (1, held_id))).await;
+    eventually("node 1 holds the commit", || cl.held().contains(&(1, held_id))).await;
 
     cl.crash(1);
     // The commit never reached node 1's TC: the node that took over rolls
