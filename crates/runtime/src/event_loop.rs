@@ -821,7 +821,7 @@ impl EventLoop {
                 format!("wire version {} not supported (this node speaks {})", hello.wire_version, wire::WIRE_VERSION),
             );
         }
-        let api_node = match self.ids.alloc(hello.kind) {
+        let api_node = match self.ids.alloc_for(hello.requested_api_node, hello.kind) {
             Ok(id) => id,
             Err(NoId::Full) => {
                 return refuse(
@@ -840,6 +840,7 @@ impl EventLoop {
                     ),
                 )
             }
+            Err(NoId::Requested(id, why)) => return refuse(self, format!("API node id {id} {why}")),
         };
         let reply = HelloReply::Welcome {
             api_node,
