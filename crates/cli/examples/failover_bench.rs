@@ -103,11 +103,20 @@ fn one_run(norr: &std::path::Path, fault: Fault, run: usize) -> Duration {
         })
     };
     std::thread::sleep(Duration::from_millis(1500));
-    let at = Instant::now();
-    match fault {
-        Fault::Kill => cluster.kill(1),
-        Fault::Stop => cluster.signal(1, "-STOP"),
-    }
+    // The clock starts when the fault is in place: SIGKILL is one system
+    // call (the process is gone at once); SIGSTOP is sent by a `kill`
+    // process, so the node is frozen only once that returned.
+    let at = match fault {
+        Fault::Kill => {
+            let at = Instant::now();
+            cluster.kill(1);
+            at
+        }
+        Fault::Stop => {
+            cluster.signal(1, "-STOP");
+            Instant::now()
+        }
+    };
     let deadline = at + Duration::from_secs(60);
     let took = loop {
         let first = log.lock().unwrap().iter().find(|c| c.ok && c.start >= at).map(|c| c.end - at);
