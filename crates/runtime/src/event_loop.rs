@@ -577,11 +577,30 @@ impl EventLoop {
 
     /// Take a new connection into a slot, waiting for its handshake. Returns
     /// the slot (`None`: closed at once).
-    fn add_conn(&mut self, mut stream: Stream, peer: Peer) -> Option<usize> {
+    fn add_conn(&mut self, stream: Stream, peer: Peer) -> Option<usize> {
         if self.live_conns >= self.ids.capacity() + EXTRA_CONNS {
             warn!(%peer, "too many connections: closing new connection at once");
             return None;
         }
+        let (slot, conn) = self.open_conn_slot(stream, peer, Interest::READABLE)?;
+        debug_assert!(self.conns[slot].is_none());
+        self.local_conns += usize::from(matches!(conn.stream, Stream::Local(_)));
+        self.conns[slot] = Some(conn);
+        self.live_conns += 1;
+        self.stats.connections_accepted += 1;
+        debug!(%peer, slot, "connection accepted");
+        Some(slot)
+    }
+    /// A free slot for `stream`, registered with the poll for `interest`,
+    /// and its connection waiting for the handshake (deadline set). Shared
+    /// by accepted API connections and dialed data node connections; the
+    /// caller puts the connection into the slot. `None`: registration failed.
+    pub(super) fn open_conn_slot(
+        &mut self,
+        mut stream: Stream,
+        peer: Peer,
+        interest: Interest,
+    ) -> Option<(usize, Conn)> {
         let slot = match self.free_slots.pop() {
             Some(s) => s,
             None => {
@@ -589,7 +608,7 @@ impl EventLoop {
                 self.conns.len() - 1
             }
         };
-        if let Err(e) = self.poll.registry().register(&mut stream, Token(slot + FIRST_CONN), Interest::READABLE) {
+        if let Err(e) = self.poll.registry().register(&mut stream, Token(slot + FIRST_CONN), interest) {
             warn!(%peer, "registering connection failed: {e}");
             self.free_slots.push(slot);
             return None;
@@ -602,14 +621,9 @@ impl EventLoop {
         self.handshake_deadlines.push_back((deadline, slot, serial));
         let conn =
             Conn::new(serial, stream, peer, self.knobs.max_frame_bytes, self.knobs.max_send_buffer_bytes, policy);
-        debug_assert!(self.conns[slot].is_none());
-        self.local_conns += usize::from(matches!(conn.stream, Stream::Local(_)));
-        self.conns[slot] = Some(conn);
-        self.live_conns += 1;
-        self.stats.connections_accepted += 1;
-        debug!(%peer, slot, "connection accepted");
-        Some(slot)
+        Some((slot, conn))
     }
+
     /// Read what the socket has (up to the round's budget), handling each
     /// complete frame as it arrives.
     fn read_conn(&mut self, slot: usize) {
