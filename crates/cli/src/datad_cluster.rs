@@ -222,40 +222,34 @@ fn supervise(
             }
             r.status = status;
         }
-        match rx.recv_timeout(POLL) {
+        let event = rx.recv_timeout(POLL);
+        if let Ok(Event::Command(cmd)) = &event {
+            eprintln!("norr datad: mgmd asks data node {} to {cmd:?}", plan.node_id);
+        }
+        match event {
             Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) | Ok(Event::Interrupt) => {
+            Err(RecvTimeoutError::Disconnected) | Ok(Event::Interrupt | Event::Command(NodeCommand::Shutdown)) => {
                 set_state(reported, NodeState::Stopping);
                 stop(node.take())?;
                 return Ok(());
             }
-            Ok(Event::Command(cmd)) => {
-                eprintln!("norr datad: mgmd asks data node {} to {cmd:?}", plan.node_id);
-                match cmd {
-                    NodeCommand::Shutdown => {
-                        set_state(reported, NodeState::Stopping);
-                        stop(node.take())?;
-                        return Ok(());
-                    }
-                    NodeCommand::Stop => {
-                        set_state(reported, NodeState::Stopping);
-                        stop(node.take())?;
-                        set_state(reported, NodeState::Stopped);
-                        reported.lock().unwrap_or_else(|p| p.into_inner()).status = None;
-                    }
-                    NodeCommand::Start => {
-                        if node.is_none() {
-                            set_state(reported, NodeState::Starting { phase: String::new() });
-                            node = Some(plan.start()?);
-                        }
-                    }
-                    NodeCommand::Restart => {
-                        set_state(reported, NodeState::Stopping);
-                        stop(node.take())?;
-                        set_state(reported, NodeState::Starting { phase: "node restart".into() });
-                        node = Some(plan.start()?);
-                    }
+            Ok(Event::Command(NodeCommand::Stop)) => {
+                set_state(reported, NodeState::Stopping);
+                stop(node.take())?;
+                set_state(reported, NodeState::Stopped);
+                reported.lock().unwrap_or_else(|p| p.into_inner()).status = None;
+            }
+            Ok(Event::Command(NodeCommand::Start)) => {
+                if node.is_none() {
+                    set_state(reported, NodeState::Starting { phase: String::new() });
+                    node = Some(plan.start()?);
                 }
+            }
+            Ok(Event::Command(NodeCommand::Restart)) => {
+                set_state(reported, NodeState::Stopping);
+                stop(node.take())?;
+                set_state(reported, NodeState::Starting { phase: "node restart".into() });
+                node = Some(plan.start()?);
             }
         }
     }
