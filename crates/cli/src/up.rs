@@ -31,9 +31,10 @@ pub struct UpArgs {
     #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=48))]
     pub data_nodes: u16,
     /// Copies of every partition (1..=4); data nodes form node groups of this
-    /// many, so --data-nodes must be a multiple of it.
-    #[arg(long, default_value_t = 2, value_name = "R", value_parser = clap::value_parser!(u8).range(1..=4))]
-    pub replicas: u8,
+    /// many, so --data-nodes must be a multiple of it. Default: 2, or 1 with
+    /// --data-nodes 1.
+    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u8).range(1..=4))]
+    pub replicas: Option<u8>,
     /// Port of the management server (mgmd) on 127.0.0.1 (`norr mgm --mgm`).
     #[arg(long, default_value_t = 1186, value_name = "PORT")]
     pub mgm_port: u16,
@@ -154,8 +155,16 @@ fn print_banner(native: SocketAddr, sql: Option<SocketAddr>, link: &str) {
     println!("Press Ctrl-C to stop.");
 }
 
+impl UpArgs {
+    /// `--replicas`, or its default for the shape: a lone data node keeps
+    /// one copy, a cluster two.
+    fn replicas(&self) -> u8 {
+        self.replicas.unwrap_or(if self.data_nodes == 1 { 1 } else { 2 })
+    }
+}
+
 pub fn run(a: UpArgs) -> anyhow::Result<()> {
-    if a.data_nodes > 1 || a.replicas > 1 {
+    if a.data_nodes > 1 || a.replicas() > 1 {
         return run_cluster(a);
     }
     let knobs = a.knobs.load()?;
@@ -196,16 +205,18 @@ fn run_cluster(a: UpArgs) -> anyhow::Result<()> {
         (!a.no_sql).then(|| sqld_args(sql, a.sql_socket.as_deref(), placeholder, &a.sql_args)).transpose()?;
     let shape = crate::up_cluster::ClusterShape {
         data_nodes: a.data_nodes,
-        replicas: a.replicas,
+        replicas: a.replicas(),
         mgm_port: a.mgm_port,
         port_base: a.port_base,
         data_root: a.data_dir.clone(),
     };
     let start = move |data_nodes: Vec<String>, _mgm: SocketAddr| -> anyhow::Result<SocketAddr> {
         let mut args = sql_args.clone().expect("only called with a SQL node");
-        // The SQL node's transaction coordinator on the first data node routes
-        // every operation to its partition's replicas.
-        args.data_node = data_nodes.first().cloned().context("no data node")?;
+        // The SQL node connects to every data node: it sends each operation
+        // to its partition's primary and goes on through the others when one
+        // of them stops.
+        anyhow::ensure!(!data_nodes.is_empty(), "no data node");
+        args.data_node = data_nodes.join(",");
         start_sqld(sql, args, None)?;
         Ok(sql)
     };
