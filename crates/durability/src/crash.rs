@@ -18,6 +18,9 @@ pub mod points {
     pub const LCP_AFTER_DATA_BEFORE_SYNC: &str = "lcp: data file written, before its sync";
     pub const LCP_AFTER_DATA_SYNC_BEFORE_CONTROL: &str = "lcp: data file synced, before the control file";
     pub const LCP_AFTER_CONTROL_BEFORE_DELETE: &str = "lcp: control file written, before deleting obsolete files";
+    pub const LCP_ROUND_BEFORE_SYSFILE: &str =
+        "lcp: every partition checkpointed, before the system file records the round";
+    pub const LCP_RECORDED_BEFORE_RELEASE: &str = "lcp: system file records the round, before the REDO log is released";
     pub const SYSFILE_BEFORE_WRITE: &str = "sysfile: before writing the copy";
     pub const SYSFILE_AFTER_WRITE: &str = "sysfile: copy written, before reporting";
     pub const DDL_AFTER_BEGIN: &str = "ddl: begin entry logged, before the change";
@@ -34,6 +37,8 @@ pub const ALL: &[&str] = &[
     points::LCP_AFTER_DATA_BEFORE_SYNC,
     points::LCP_AFTER_DATA_SYNC_BEFORE_CONTROL,
     points::LCP_AFTER_CONTROL_BEFORE_DELETE,
+    points::LCP_ROUND_BEFORE_SYSFILE,
+    points::LCP_RECORDED_BEFORE_RELEASE,
     points::SYSFILE_BEFORE_WRITE,
     points::SYSFILE_AFTER_WRITE,
     points::DDL_AFTER_BEGIN,

@@ -97,6 +97,18 @@ pub struct Knobs {
     /// part of a partition is written in full at least once in this many
     /// partial local checkpoints.
     pub lcp_max_chain: u32,
+    /// Pause between the end of one local checkpoint round and the start of
+    /// the next (rounds run continuously; a round that finds nothing changed
+    /// writes nothing). With REDO fill above 25 % the next round starts at once.
+    pub lcp_min_gap_ms: u64,
+    /// Rows a local checkpoint scan takes per slice (one signal; transactions
+    /// run between slices).
+    pub lcp_slice_rows: u32,
+    /// Delay between checkpoint slices while the REDO log is below 25 % full.
+    /// It halves past 25 %, quarters past 40 % and is zero past 60 % (RonDB's
+    /// EnableRedoControl): checkpoints speed up as the log fills, so that
+    /// they free the log faster than writes fill it.
+    pub lcp_slice_delay_us: u64,
     /// Back-pressure on slow readers: once a connection has this many unsent
     /// reply bytes, the node stops reading that connection's requests until
     /// the client has read its buffer down to half of it (TCP then stops the
@@ -149,6 +161,9 @@ impl Default for Knobs {
             redo_file_bytes: 64 << 20,
             redo_buffer_bytes: 32 << 20,
             lcp_max_chain: 8,
+            lcp_min_gap_ms: 200,
+            lcp_slice_rows: 256,
+            lcp_slice_delay_us: 500,
             send_buffer_pause_bytes: 4 << 20,
             api_first_request_timeout_ms: 30_000,
             reserved_api_connections: 32,
@@ -185,6 +200,9 @@ impl Knobs {
             redo_file_bytes: 4 << 20,
             redo_buffer_bytes: 1 << 20,
             lcp_max_chain: 2,
+            lcp_min_gap_ms: 1,
+            lcp_slice_rows: 3,
+            lcp_slice_delay_us: 2_000,
             send_buffer_pause_bytes: 64 << 10,
             api_first_request_timeout_ms: 500,
             reserved_api_connections: 8,
@@ -229,6 +247,9 @@ impl Knobs {
         }
         range("redo_buffer_bytes", self.redo_buffer_bytes, 1 << 20, 4 << 30)?;
         range("lcp_max_chain", self.lcp_max_chain, 2, 64)?;
+        range("lcp_min_gap_ms", self.lcp_min_gap_ms, 0, 3_600_000)?;
+        range("lcp_slice_rows", self.lcp_slice_rows, 1, 1 << 20)?;
+        range("lcp_slice_delay_us", self.lcp_slice_delay_us, 0, 10_000_000)?;
         range("send_buffer_pause_bytes", self.send_buffer_pause_bytes, 4096, 1 << 34)?;
         if self.send_buffer_pause_bytes > self.max_send_buffer_bytes {
             return Err(format!(

@@ -84,6 +84,8 @@ pub struct Ckpt {
     pending_sys: Option<Vec<u8>>,
     next_req: u64,
     counters: Counters,
+    /// Local checkpoints of this node (a data directory only; `lcp.rs`).
+    lcp: Option<crate::lcp::LcpCoordinator>,
 }
 
 fn ckpt(s: CkptSignal) -> Signal {
@@ -108,12 +110,20 @@ impl Ckpt {
             pending_sys: None,
             next_req: 1,
             counters: Counters::default(),
+            lcp: None,
         }
     }
 
     /// Record each complete GCI in this system file (a data directory).
     pub fn with_sysfile(mut self, sys: SysState) -> Ckpt {
         self.sys = Some(sys);
+        self
+    }
+
+    /// Run local checkpoints (with a system file: they are recorded in it).
+    pub fn with_lcp(mut self, lcp: crate::lcp::LcpCoordinator) -> Ckpt {
+        debug_assert!(self.sys.is_some(), "local checkpoints need a system file");
+        self.lcp = Some(lcp);
         self
     }
 
@@ -194,6 +204,9 @@ impl Ckpt {
         }
         self.phase = Phase::Idle;
         self.arm_timer(ctx);
+        if let (Some(lcp), Some(sys)) = (self.lcp.as_mut(), self.sys.as_mut()) {
+            lcp.on_gcp_completed(gci, &mut sys.sysfile, ctx);
+        }
     }
 
     fn stop(&mut self, why: String) {
@@ -202,6 +215,12 @@ impl Ckpt {
     }
 
     fn on_ckpt(&mut self, from: BlockRef, sig: CkptSignal, ctx: &mut Ctx<'_, Signal>) {
+        if let CkptSignal::LcpTimer | CkptSignal::LcpInstanceConf { .. } | CkptSignal::LcpInstanceRef { .. } = sig {
+            if let (Some(lcp), Some(sys)) = (self.lcp.as_mut(), self.sys.as_mut()) {
+                lcp.on_signal(from, sig, self.complete, &mut sys.sysfile, ctx);
+            }
+            return;
+        }
         match (sig, &mut self.phase) {
             (CkptSignal::GcpTimer, Phase::Idle) => self.start_gcp(ctx),
             (CkptSignal::GcpTimer, _) => {}

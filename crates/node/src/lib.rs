@@ -17,6 +17,7 @@
 
 pub mod ckpt;
 pub mod durable;
+pub mod lcp;
 pub mod testkit;
 
 use norr_kernel::{BlockRef, NodeId, Scheduler};

@@ -39,6 +39,18 @@ impl DataDir for SimDir {
         self.0.lock().unwrap().remove_file(path);
         Ok(())
     }
+
+    fn list(&self, dir: &str) -> Result<Vec<String>, String> {
+        let prefix = format!("{dir}/");
+        let d = self.0.lock().unwrap();
+        let mut names: Vec<String> = d
+            .file_names()
+            .into_iter()
+            .filter_map(|n| n.strip_prefix(&prefix).map(|r| r.split('/').next().unwrap_or(r).to_string()))
+            .collect();
+        names.dedup();
+        Ok(names)
+    }
 }
 
 fn knobs() -> Knobs {

@@ -21,6 +21,19 @@
 //! a transaction that commits after another on the same row gets the same or
 //! a later GCI, whichever TCs coordinate them. With no CKPT block running
 //! (tests of single blocks), TC tags every commit with GCI 1.
+//!
+//! ## Local checkpoint (a node with a data directory)
+//! Each node's CKPT runs rounds of partial local checkpoints of its own
+//! LQHs (node `crate::lcp` in norr-node):
+//! 1. `LcpStartReq { lcp_id, start_gci }` -> every LQH of the node; each
+//!    checkpoints its partitions one after the other in bounded slices
+//!    (`LcpSlice` to itself) and answers `LcpInstanceConf` (or
+//!    `LcpInstanceRef`).
+//! 2. Once the last complete GCI reaches the round's highest `max_gci`,
+//!    the system file records `last_lcp_id = lcp_id` (with the next GCP's
+//!    write); once that write is durable, `LcpCompleteRep` -> every LQH:
+//!    REDO before `start_gci` is released, obsolete files deleted.
+//! 3. `LcpTimer` starts the next round after a short gap.
 
 use serde::{Deserialize, Serialize};
 
@@ -66,4 +79,45 @@ pub enum CkptSignal {
     /// CKPT -> itself: time for the next GCP (every `gcp_interval_ms`; the
     /// host delivers the first one when the node starts).
     GcpTimer,
+    /// CKPT -> itself: time to start the next local checkpoint round
+    /// (`lcp_min_gap_ms` after the previous round was recorded).
+    LcpTimer,
+    /// CKPT -> every LQH of its node: checkpoint each partition of the
+    /// instance as LCP `lcp_id`. `start_gci` is the REDO replay point the
+    /// control files record: every change of a lower GCI was applied to
+    /// storage before this request was sent (the last complete GCI + 1).
+    LcpStartReq {
+        lcp_id: u64,
+        start_gci: Gci,
+    },
+    /// LQH -> CKPT: every partition of the instance is checkpointed (data
+    /// and control files synced). `max_gci`: the highest GCI in any of its
+    /// files; the round can be used by a restart once that GCI is complete.
+    /// `redo_fill`: the instance's REDO fill in per mille, for the gap to
+    /// the next round.
+    LcpInstanceConf {
+        lcp_id: u64,
+        max_gci: Gci,
+        partitions: u32,
+        rows: u64,
+        bytes: u64,
+        redo_fill_permille: u32,
+    },
+    /// LQH -> CKPT: the round failed here (a disk error). The REDO log is
+    /// not released; the next round retries.
+    LcpInstanceRef {
+        lcp_id: u64,
+        error: String,
+    },
+    /// CKPT -> every LQH of its node: the system file records round
+    /// `lcp_id` as complete. Release REDO records of GCI < `release_before`
+    /// and delete checkpoint files no restart needs any more.
+    LcpCompleteRep {
+        lcp_id: u64,
+        release_before: Gci,
+    },
+    /// LQH -> itself: the next slice of the running checkpoint scan.
+    LcpSlice {
+        lcp_id: u64,
+    },
 }

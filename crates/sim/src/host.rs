@@ -144,6 +144,9 @@ pub fn random_knobs(rng: &mut Rng) -> Knobs {
         redo_file_bytes: d.redo_file_bytes,
         redo_buffer_bytes: d.redo_buffer_bytes,
         lcp_max_chain: d.lcp_max_chain,
+        lcp_min_gap_ms: d.lcp_min_gap_ms,
+        lcp_slice_rows: d.lcp_slice_rows,
+        lcp_slice_delay_us: d.lcp_slice_delay_us,
         // Host-side network limits: the simulator has no sockets (and draws
         // no number for them, so the knobs of a seed stay as they were).
         send_buffer_pause_bytes: d.send_buffer_pause_bytes,

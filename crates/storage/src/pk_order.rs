@@ -130,7 +130,9 @@ impl PkOrder {
         let before = leaf.bytes();
         if leaf.rows.len() < LEAF_ROWS {
             if leaf.rows.len() == leaf.rows.capacity() {
-                let grow = leaf.rows.capacity().clamp(4, LEAF_ROWS - leaf.rows.len());
+                // A bulk-built leaf is exactly full of its rows: it may be
+                // fewer than 4 short of LEAF_ROWS (clamp would panic).
+                let grow = leaf.rows.capacity().max(4).min(LEAF_ROWS - leaf.rows.len());
                 leaf.rows.reserve_exact(grow);
             }
             leaf.rows.insert(at, row);

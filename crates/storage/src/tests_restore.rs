@@ -651,3 +651,24 @@ fn a_key_checkpointed_twice_stays_deleted_after_a_restart() {
     c.restore_finish(T).unwrap();
     assert_eq!(find(&c, 1), None, "the deleted key stays deleted");
 }
+
+/// A restore builds the primary-key order in bulk with leaves exactly as
+/// long as their rows; inserting into a last leaf 2 short of full after it
+/// grew its capacity by less than the usual 4 slots (it panicked once).
+#[test]
+fn inserts_after_a_bulk_built_pk_order_fill_its_leaves() {
+    let mut s = Storage::new(256 << 20);
+    let mut d = table(T, vec![ColumnDef::new("id", bigint()).not_null()], vec![0], 1);
+    d.indexes = vec![index(PRIMARY, "PRIMARY", vec![0], false, IndexKind::Ordered)];
+    s.create_table(&d).unwrap();
+    s.restore_begin(T).unwrap();
+    let n = crate::pk_order::LEAF_ROWS as i64 * 2 - 2;
+    for id in 0..n {
+        s.redo_put(T, 0, vec![Value::Int(2 * id)], 1).unwrap();
+    }
+    s.restore_finish(T).unwrap();
+    for id in 0..8 {
+        s.insert(T, 0, vec![Value::Int(2 * (n - 4) + 1 + 2 * id)]).unwrap();
+    }
+    assert_eq!(s.row_count(T), n as u64 + 8);
+}

@@ -23,6 +23,7 @@
 
 mod copy;
 mod exec;
+mod lcp;
 mod redo;
 mod replica;
 mod savepoint;
@@ -196,6 +197,11 @@ pub struct Lqh {
     counters: Counters,
     /// The REDO log part of this instance (a node with a data directory).
     redo: Option<redo::LqhRedo>,
+    /// Local checkpoints of this instance's partitions (`lcp.rs`).
+    lcp: lcp::LqhLcp,
+    lcp_max_chain: usize,
+    lcp_slice_rows: usize,
+    lcp_slice_delay_us: u64,
 }
 
 /// Outcome of one attempt to run an operation.
@@ -226,6 +232,10 @@ impl Lqh {
             reserved_bytes: 0,
             counters: Counters::default(),
             redo: None,
+            lcp: lcp::LqhLcp::default(),
+            lcp_max_chain: knobs.lcp_max_chain.max(2) as usize,
+            lcp_slice_rows: knobs.lcp_slice_rows.max(1) as usize,
+            lcp_slice_delay_us: knobs.lcp_slice_delay_us,
         }
     }
 

@@ -50,6 +50,11 @@ impl LqhRedo {
         let files = vec![None; part.geometry().files as usize];
         LqhRedo { part, files, opening: false, io_busy: false, saves: Vec::new(), broken: None }
     }
+
+    /// Records of GCI < `gci` are restorable from local checkpoints.
+    pub(super) fn release_before(&mut self, gci: Gci) {
+        self.part.release_before(gci);
+    }
 }
 
 fn fs(ctx: &mut Ctx<'_, Signal>, req_id: u64, op: FsOp) {
@@ -158,6 +163,11 @@ impl Lqh {
     }
 
     pub(super) fn on_fs(&mut self, sig: FsSignal, ctx: &mut Ctx<'_, Signal>) {
+        if let FsSignal::Conf { req_id, .. } | FsSignal::Ref { req_id, .. } = &sig {
+            if (super::lcp::LCP_REQ..OPEN_REQ).contains(req_id) {
+                return self.lcp_on_fs(sig, ctx);
+            }
+        }
         let Some(r) = self.redo.as_mut() else {
             debug_assert!(false, "FS reply to an LQH without a REDO log");
             return;
@@ -235,6 +245,9 @@ impl Lqh {
                 }
             }
             CkptSignal::GcpCompleteRep { .. } => {}
+            CkptSignal::LcpStartReq { lcp_id, start_gci } => self.on_lcp_start(from, lcp_id, start_gci, ctx),
+            CkptSignal::LcpSlice { lcp_id } => self.on_lcp_slice(lcp_id, ctx),
+            CkptSignal::LcpCompleteRep { lcp_id, release_before } => self.on_lcp_complete(lcp_id, release_before, ctx),
             other => {
                 crate::probe!(self.counters, "lqh: unexpected checkpoint signal");
                 debug_assert!(false, "LQH got unexpected {other:?}");
@@ -259,6 +272,11 @@ impl Lqh {
             crate::probe!(self.counters, "lqh: redo record of a dropped table skipped");
             return Ok(());
         }
+        if self.lcp.redo_from.get(&(record.table, record.partition)).is_some_and(|&from| gci < from) {
+            // In the partition's checkpoint already (a change of a key is
+            // logged in GCI order, so every later change of it is applied).
+            return Ok(());
+        }
         match record.op {
             RedoOp::Put => self.storage.redo_put(record.table, record.partition, record.values, gci),
             RedoOp::Delete => self.storage.redo_delete(record.table, record.partition, &record.values, gci).map(|_| ()),
@@ -267,6 +285,7 @@ impl Lqh {
 
     /// Restart: build the indexes of every restored table.
     pub fn restore_finish(&mut self) -> Result<(), NodeError> {
+        self.lcp.redo_from.clear();
         let mut tables: Vec<_> = self.defs.keys().copied().collect();
         tables.sort_unstable();
         for t in tables {
