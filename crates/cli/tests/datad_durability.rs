@@ -1,7 +1,9 @@
 //! `norr datad --data-dir`: a node killed with SIGKILL under a write load
 //! restarts with every transaction up to its last complete global
 //! checkpoint, and with whole transactions only; a second process on the
-//! same directory is refused.
+//! same directory is refused. With the smallest REDO log, writes of many
+//! times its size go on (local checkpoints free it) and a restart restores
+//! from the checkpoints plus the REDO after them.
 
 use norr_client::blocking::Client;
 use norr_client::{table_def, ColumnDef, ColumnType, ExecType, KeyOp, ScanSpec, TableId, Value};
@@ -22,10 +24,15 @@ struct Datad {
 }
 
 fn start(dir: &Path) -> Datad {
+    start_with(dir, &[])
+}
+
+fn start_with(dir: &Path, extra: &[&str]) -> Datad {
     let mut child = Command::new(NORR)
         .args(["datad", "--listen", "127.0.0.1:0", "--data-memory", "64M", "--data-dir"])
         .arg(dir)
         .args(["--set", "gcp_interval_ms=30", "--set", "redo_file_bytes=4M"])
+        .args(extra)
         .env("RUST_LOG", "info")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -165,4 +172,92 @@ fn kill_9_under_writes_keeps_every_transaction_up_to_the_complete_gci() {
     node.child.kill().unwrap();
     node.child.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Transaction i of the update load writes keys 2(i mod 500) and
+/// 2(i mod 500) + 1 with value i and 1-3 KB of padding.
+fn pad_of(i: i64) -> Vec<u8> {
+    vec![(i % 251) as u8; 1000 + (i as usize * 7919) % 2000]
+}
+
+#[test]
+fn writes_of_many_log_sizes_are_checkpointed_and_survive_kill_9() {
+    const LOG_BYTES: u64 = 2 * (4 << 20);
+    let dir = temp_dir("datad-lcp");
+    let knobs = ["--set", "redo_files=2", "--set", "lcp_min_gap_ms=20"];
+    let mut node = start_with(&dir, &knobs);
+    let c = Client::connect(node.addr.as_str()).unwrap();
+    let cols = vec![
+        ColumnDef::new("k", ColumnType::BigInt { unsigned: false }).not_null(),
+        ColumnDef::new("v", ColumnType::BigInt { unsigned: false }),
+        ColumnDef::new("pad", ColumnType::Varbinary { len: 4000 }),
+    ];
+    let t = c.create_table(table_def("kv", cols, vec![0])).unwrap().id;
+    // Commit order = GCI order (one client): txn i -> its GCI.
+    let mut gcis: Vec<u64> = Vec::new();
+    let mut bytes = 0u64;
+    let mut i = 0i64;
+    while bytes < 5 * LOG_BYTES {
+        let slot = i % 500;
+        let ops = (0..2)
+            .map(|j| {
+                KeyOp::write(t, vec![Value::Int(2 * slot + j)], vec![(1, Value::Int(i)), (2, Value::Bytes(pad_of(i)))])
+            })
+            .collect();
+        let mut tx = c.begin();
+        tx.execute(ops, ExecType::NoCommit).unwrap_or_else(|e| panic!("transaction {i}: {e}"));
+        let info = tx.commit_with_info().unwrap_or_else(|e| panic!("transaction {i} commit: {e}"));
+        gcis.push(info.gci);
+        bytes += 2 * pad_of(i).len() as u64;
+        i += 1;
+    }
+    let before_kill = complete_gci(&dir);
+    node.child.kill().unwrap(); // SIGKILL
+    node.child.wait().unwrap();
+    drop(c);
+    let lcp_files = walk(&dir.join("lcp"));
+    assert!(lcp_files > 0, "no checkpoint files");
+
+    let mut node = start_with(&dir, &knobs);
+    let report = node.log.iter().find(|l| l.contains("recovered to GCI")).cloned();
+    let report = report.unwrap_or_else(|| panic!("no restart report in {:?}", node.log));
+    let recovered: u64 = report.split("recovered to GCI ").nth(1).unwrap().split(':').next().unwrap().parse().unwrap();
+    assert!(recovered >= before_kill, "recovered {recovered}, complete before the kill {before_kill}");
+    let from_lcp: u64 =
+        report.split(" partitions from local checkpoints").next().unwrap().rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(from_lcp > 0, "no partition restored from a checkpoint: {report}");
+    // Exactly the transactions of GCI <= recovered: a prefix.
+    let n = gcis.iter().take_while(|&&g| g <= recovered).count() as i64;
+    let mut want: BTreeMap<i64, i64> = BTreeMap::new();
+    for i in 0..n {
+        let slot = i % 500;
+        want.insert(2 * slot, i);
+        want.insert(2 * slot + 1, i);
+    }
+    let c = Client::connect(node.addr.as_str()).unwrap();
+    let rows = c.scan(ScanSpec::full(t)).unwrap().collect_all().unwrap();
+    let mut got: BTreeMap<i64, i64> = BTreeMap::new();
+    for r in rows {
+        let (Value::Int(k), Value::Int(v), Value::Bytes(pad)) = (&r[0], &r[1], &r[2]) else { panic!("row {r:?}") };
+        assert_eq!(*pad, pad_of(*v), "row {k}: padding of another version");
+        got.insert(*k, *v);
+    }
+    assert!(got == want, "{} rows, want {} (transactions 0..{n} of {i}; {report})", got.len(), want.len());
+    node.child.kill().unwrap();
+    node.child.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Files under a directory, recursively.
+fn walk(dir: &Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
+    rd.map(|e| {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            walk(&p)
+        } else {
+            1
+        }
+    })
+    .sum()
 }

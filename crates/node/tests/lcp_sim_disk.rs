@@ -72,8 +72,12 @@ fn knobs() -> Knobs {
 }
 
 fn boot(disk: &SharedDisk, crash: &CrashPoints) -> (Harness, RestoreReport) {
+    boot_with(disk, crash, &knobs())
+}
+
+fn boot_with(disk: &SharedDisk, crash: &CrashPoints, knobs: &Knobs) -> (Harness, RestoreReport) {
     let (mut s, report): (Scheduler<Signal>, _) =
-        build_durable_with(DATA_NODE, None, &knobs(), &SimDir(disk.clone()), crash)
+        build_durable_with(DATA_NODE, None, knobs, &SimDir(disk.clone()), crash)
             .unwrap_or_else(|e| panic!("restart: {e}"));
     s.add_block(block::FS, 0, Box::new(SimFsBlock::new(disk.clone())));
     (Harness::with_scheduler(s), report)
@@ -86,17 +90,21 @@ fn recorded(disk: &SharedDisk) -> (u64, u64) {
 }
 
 fn create_table(h: &mut Harness) -> u32 {
-    let def = table_def(
-        "kv",
-        4,
-        &[("v", ColumnType::BigInt { unsigned: false }), ("pad", ColumnType::Varbinary { len: 4000 })],
-    );
+    create_table_with(h, ColumnType::Varbinary { len: 4000 })
+}
+
+fn create_table_with(h: &mut Harness, pad: ColumnType) -> u32 {
+    let def = table_def("kv", 4, &[("v", ColumnType::BigInt { unsigned: false }), ("pad", pad)]);
     h.send(100, Signal::DictReq(Box::new(DictReq { req_id: 1, op: DictOp::CreateTable(def) })));
     for _ in 0..1000 {
         for e in h.advance_ms(1) {
-            if let Signal::DictConf(c) = e.signal {
-                let DictConf { result: DictResult::Table(d), .. } = *c else { panic!("{c:?}") };
-                return d.id;
+            match e.signal {
+                Signal::DictConf(c) => {
+                    let DictConf { result: DictResult::Table(d), .. } = *c else { panic!("{c:?}") };
+                    return d.id;
+                }
+                Signal::DictRef(r) => panic!("CREATE TABLE refused: {r:?}"),
+                _ => {}
             }
         }
     }
@@ -106,18 +114,28 @@ fn create_table(h: &mut Harness) -> u32 {
 /// key -> (v, pad length, pad byte)
 type State = BTreeMap<i64, (i64, usize, u8)>;
 
+/// A row write: the key and its new value (None: deleted).
+type Write = (i64, Option<(i64, usize, u8)>);
+
 /// A committed transaction: its GCI and the rows it wrote.
 struct Txn {
     gci: u64,
-    writes: Vec<(i64, i64, usize, u8)>,
+    writes: Vec<Write>,
+}
+
+fn apply(s: &mut State, writes: &[Write]) {
+    for &(k, w) in writes {
+        match w {
+            Some(row) => s.insert(k, row),
+            None => s.remove(&k),
+        };
+    }
 }
 
 fn expected(log: &[Txn], gci: u64) -> State {
     let mut s = State::new();
     for t in log.iter().filter(|t| t.gci <= gci) {
-        for &(k, v, n, b) in &t.writes {
-            s.insert(k, (v, n, b));
-        }
+        apply(&mut s, &t.writes);
     }
     s
 }
@@ -133,29 +151,41 @@ fn read_state(h: &mut Harness, t: u32, scan_id: u64) -> State {
     s
 }
 
-/// The workload: inserts of new keys and updates of old ones, 2 rows per
-/// transaction, rows of 1-3 KB. Returns the bytes of row images written.
+/// The workload: inserts of new keys, updates and deletes of old ones, 2
+/// rows per transaction, rows of 1-3 KB.
 struct Load {
     log: Vec<Txn>,
     /// The writes of a transaction a crash cut off before its answer.
-    inflight: Option<Vec<(i64, i64, usize, u8)>>,
+    inflight: Option<Vec<Write>>,
+    /// Keys that exist (committed).
+    live: BTreeMap<i64, ()>,
     next_key: i64,
     next_txn: u64,
+    /// Bytes of row images written.
     bytes: u64,
 }
 
 impl Load {
+    fn new() -> Load {
+        Load { log: Vec::new(), inflight: None, live: BTreeMap::new(), next_key: 0, next_txn: 0, bytes: 0 }
+    }
+
     fn step(&mut self, h: &mut Harness, t: u32, rng: &mut Rng) {
         let mut ops = Vec::new();
-        let mut writes = Vec::new();
+        let mut writes: Vec<Write> = Vec::new();
         for _ in 0..2 {
-            let k = if self.next_key < 200 || rng.chance(0.2) {
+            let old = (self.live.len() >= 200 && !rng.chance(0.2))
+                .then(|| *self.live.keys().nth(rng.below(self.live.len() as u64) as usize).unwrap());
+            let k = old.unwrap_or_else(|| {
                 self.next_key += 1;
                 self.next_key - 1
-            } else {
-                rng.range(0, self.next_key as u64) as i64
-            };
-            if writes.iter().any(|w: &(i64, i64, usize, u8)| w.0 == k) {
+            });
+            if writes.iter().any(|w| w.0 == k) {
+                continue;
+            }
+            if old.is_some() && rng.chance(0.15) {
+                ops.push(KeyOp::delete(t, vec![Value::Int(k)]));
+                writes.push((k, None));
                 continue;
             }
             let v = self.next_txn as i64;
@@ -163,14 +193,22 @@ impl Load {
             let b = (v % 251) as u8;
             self.bytes += n as u64 + 16;
             ops.push(KeyOp::write(t, vec![Value::Int(k)], vec![(1, Value::Int(v)), (2, Value::Bytes(vec![b; n]))]));
-            writes.push((k, v, n, b));
+            writes.push((k, Some((v, n, b))));
         }
         self.next_txn += 1;
         self.inflight = Some(writes.clone());
         let r = h.key(100, self.next_txn, ExecType::Commit, ops);
         self.inflight = None;
         match r {
-            Ok(c) => self.log.push(Txn { gci: c.gci, writes }),
+            Ok(c) => {
+                for &(k, w) in &writes {
+                    match w {
+                        Some(_) => self.live.insert(k, ()),
+                        None => self.live.remove(&k),
+                    };
+                }
+                self.log.push(Txn { gci: c.gci, writes })
+            }
             Err(e) => panic!("transaction {} refused: {e:?}", self.next_txn),
         }
     }
@@ -178,6 +216,7 @@ impl Load {
     /// Forget what a restart lost.
     fn restarted(&mut self, gci: u64) {
         self.log.retain(|t| t.gci <= gci);
+        self.live = expected(&self.log, gci).keys().map(|&k| (k, ())).collect();
     }
 }
 
@@ -198,9 +237,7 @@ fn check_restart(h: &mut Harness, t: u32, load: &mut Load, report: &RestoreRepor
     if let Some(writes) = load.inflight.take() {
         // Cut off by the crash: it committed (and is whole) or it did not.
         let mut with = want.clone();
-        for &(k, v, n, b) in &writes {
-            with.insert(k, (v, n, b));
-        }
+        apply(&mut with, &writes);
         if got == with && got != want {
             load.log.push(Txn { gci: report.gci, writes });
             want = with;
@@ -220,7 +257,7 @@ fn sustained_writes_of_many_log_sizes_never_fill_the_log_and_restarts_recover_ex
         let (mut h, report) = boot(&disk, &off);
         assert_eq!(report.gci, 0);
         let t = create_table(&mut h);
-        let mut load = Load { log: Vec::new(), inflight: None, next_key: 0, next_txn: 0, bytes: 0 };
+        let mut load = Load::new();
         let target = 5 * LOG_BYTES;
         let mut crashes = 0;
         while load.bytes < target {
@@ -269,7 +306,7 @@ fn crash_at_every_checkpoint_point_recovers_exactly() {
     let off = CrashPoints::off();
     let (mut h, _) = boot(&disk, &off);
     let t = create_table(&mut h);
-    let mut load = Load { log: Vec::new(), inflight: None, next_key: 0, next_txn: 0, bytes: 0 };
+    let mut load = Load::new();
     let mut fired = 0;
     for (i, name) in names.iter().cycle().take(2 * names.len()).enumerate() {
         let mut crash = CrashPoints::off();
@@ -318,4 +355,117 @@ fn crash_at_every_checkpoint_point_recovers_exactly() {
         load.restarted(report.gci);
     }
     assert!(fired >= names.len(), "only {fired} crash points fired");
+}
+
+/// The newest control file of a partition on disk.
+fn newest_control(disk: &SharedDisk, t: u32, p: u32) -> Option<norr_durability::lcp::LcpControl> {
+    let d = disk.lock().unwrap();
+    let dir = norr_durability::lcp::partition_dir(t, p);
+    let id = d
+        .file_names()
+        .iter()
+        .filter_map(|n| n.strip_prefix(&format!("{dir}/"))?.strip_suffix(".ctl")?.parse::<u64>().ok())
+        .max()?;
+    let path = format!("{dir}/{id}.ctl");
+    Some(norr_durability::lcp::LcpControl::decode(d.contents(&path).unwrap(), &path).unwrap())
+}
+
+/// What one partition's checkpoints look like as the load changes: a first
+/// full one, none while nothing changes, then partial ones (a window of
+/// parts in full plus the changed rows) chained to the earlier ones, with
+/// tombstones for deletes; the scan runs in slices between transactions.
+#[test]
+fn checkpoints_follow_the_changes() {
+    let mut rng = Rng::new(5);
+    let disk = SimDisk::shared(rng.fork(), DiskFaults::none());
+    // Wide fixed-size rows (~110 a page), enough of them, and the longest
+    // chain, so that a partition spans more pages (parts) than the
+    // smallest window.
+    const PAD: usize = 255;
+    let knobs = Knobs { lcp_max_chain: 64, ..knobs() };
+    let (mut h, _) = boot_with(&disk, &CrashPoints::off(), &knobs);
+    let t = create_table_with(&mut h, ColumnType::Binary { len: PAD as u32 });
+    let rows = 20_000i64;
+    for i in 0..rows / 10 {
+        let ops = (0..10)
+            .map(|j| {
+                KeyOp::insert(
+                    t,
+                    vec![Value::Int(10 * i + j)],
+                    vec![(1, Value::Int(0)), (2, Value::Bytes(vec![1; PAD]))],
+                )
+            })
+            .collect();
+        h.key(100, 1 + i as u64, ExecType::Commit, ops).unwrap();
+    }
+    let settle = |h: &mut Harness| {
+        let (_, id0) = recorded(&disk);
+        for _ in 0..2000 {
+            h.advance_ms(1);
+            if recorded(&disk).1 >= id0 + 2 {
+                return;
+            }
+        }
+        panic!("checkpoint rounds stopped at {}", recorded(&disk).1);
+    };
+    settle(&mut h);
+    // The first checkpoint of each partition is full: every row.
+    let firsts: Vec<_> = (0..4).map(|p| newest_control(&disk, t, p).expect("a checkpoint")).collect();
+    assert_eq!(firsts.iter().map(|c| c.data.rows).sum::<u64>(), rows as u64);
+    assert!(firsts.iter().all(|c| c.full_parts.count == 2048 && c.chain.is_empty()));
+    // Nothing changes: rounds go on, the partitions keep their checkpoints.
+    let before = h.counters().get("lqh: lcp partitions unchanged").copied().unwrap_or(0);
+    settle(&mut h);
+    let after = h.counters().get("lqh: lcp partitions unchanged").copied().unwrap_or(0);
+    assert!(after >= before + 4, "unchanged partitions {before} -> {after}");
+    for (p, c) in firsts.iter().enumerate() {
+        assert_eq!(newest_control(&disk, t, p as u32).as_ref(), Some(c), "partition {p} rewritten");
+    }
+    // A few updates and deletes: partial checkpoints chained to the first.
+    // The first partial one also writes every row of a GCI at or above the
+    // full one's start GCI (the loaded rows: its fuzzy scan may have missed
+    // them); the second writes the window and the changed rows only.
+    let mut txn = 10_000;
+    let mut change = |h: &mut Harness, rng: &mut Rng| {
+        for n in 0..20 {
+            let k = rng.below(rows as u64) as i64;
+            let op = if n % 4 == 0 {
+                KeyOp::delete(t, vec![Value::Int(k)])
+            } else {
+                KeyOp::write(t, vec![Value::Int(k)], vec![(1, Value::Int(1)), (2, Value::Bytes(vec![2; PAD]))])
+            };
+            txn += 1;
+            let _ = h.key(100, txn, ExecType::Commit, vec![op]);
+        }
+        settle(h);
+    };
+    change(&mut h, &mut rng);
+    let mids: Vec<_> = (0..4).map(|p| newest_control(&disk, t, p).unwrap()).collect();
+    change(&mut h, &mut rng);
+    let mut partial = 0;
+    for p in 0..4u32 {
+        let c = newest_control(&disk, t, p).unwrap();
+        if c.lcp_id == mids[p as usize].lcp_id || mids[p as usize].lcp_id == firsts[p as usize].lcp_id {
+            continue;
+        }
+        partial += 1;
+        assert!(c.full_parts.count < 2048, "partition {p}: {:?}", c.full_parts);
+        assert_eq!(c.chain.first().map(|l| l.lcp_id), Some(firsts[p as usize].lcp_id), "partition {p}: {:?}", c.chain);
+        assert!(c.data.rows < firsts[p as usize].data.rows / 2, "partition {p} wrote {} rows", c.data.rows);
+        assert!(c.since_gci > 0 && c.since_gci <= c.start_gci);
+    }
+    assert!(partial >= 2, "{partial} partitions checkpointed partially");
+    let tombs: u64 =
+        (0..4).map(|p| newest_control(&disk, t, p).unwrap().data.tombstones + mids[p as usize].data.tombstones).sum();
+    assert!(tombs >= 1, "deletes left no tombstones");
+    // The scans ran in slices of at most lcp_slice_rows rows.
+    let slices = h.counters().get("lqh: lcp slices").copied().unwrap_or(0);
+    assert!(slices >= rows as u64 / knobs.lcp_slice_rows as u64, "{slices} slices");
+    // And a restart reads them back: every row as written.
+    let want = read_state(&mut h, t, 77);
+    drop(h);
+    disk.lock().unwrap().crash();
+    let (mut h, report) = boot_with(&disk, &CrashPoints::off(), &knobs);
+    assert_eq!(report.lcp_partitions, 4, "{report}");
+    assert_eq!(read_state(&mut h, t, 78), want);
 }

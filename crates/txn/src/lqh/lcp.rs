@@ -362,6 +362,7 @@ impl Lqh {
             f.paused = true;
             return;
         }
+        self.counters.bump("lqh: lcp slices");
         let mut rows = std::mem::take(&mut self.lcp.rows_scratch);
         rows.clear();
         match self.storage.lcp_next(&mut f.scan, rows_per_slice, &mut rows) {
