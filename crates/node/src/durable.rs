@@ -199,6 +199,10 @@ fn restore_lcps(
             let Some(lcp_id) = plan.lcp_id else {
                 continue;
             };
+            // The largest file of the chain (its full image, usually) is
+            // about the partition's size.
+            let rows = plan.steps.iter().map(|s| s.data.rows).max().unwrap_or(0);
+            lqh.restore_reserve_rows(def.id, p, rows).map_err(|e| format!("restoring {pdir}: {e}"))?;
             for step in &plan.steps {
                 let path = step.ident.data_path();
                 let mut rd = lcp::LcpDataReader::new(step.ident, step.data, step.rows_of, step.tombstones_of);

@@ -179,6 +179,17 @@ impl Lqh {
         }
     }
 
+    /// Restart: make room for about `rows` rows in a partition before its
+    /// checkpoint files are read (saves rehashing as the index grows).
+    pub fn restore_reserve_rows(
+        &mut self,
+        table: TableId,
+        part: PartitionId,
+        rows: u64,
+    ) -> Result<(), norr_signals::NodeError> {
+        self.storage.reserve_rows(table, part, rows)
+    }
+
     /// Restart: the partition was restored from a checkpoint whose REDO
     /// replay point is `gci` (records below it are in the checkpoint).
     pub fn restore_redo_from(&mut self, table: TableId, part: PartitionId, gci: Gci) {
