@@ -17,7 +17,7 @@ use norr_mgmd::session::{fetch_config, MgmLink};
 use norr_runtime::{
     start_data_node_with_options, Arbitrator, ClusterNet, DataNodeConfig, DataNodeHandle, NodeExit, RuntimeOptions,
 };
-use norr_signals::cluster::NodeStatus;
+use norr_signals::cluster::{NodeStatus, ShutdownReason};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
@@ -235,9 +235,11 @@ fn supervise(
             }
             Ok(Event::Command(NodeCommand::Stop)) => {
                 set_state(reported, NodeState::Stopping);
-                stop(node.take())?;
-                set_state(reported, NodeState::Stopped);
-                reported.lock().unwrap_or_else(|p| p.into_inner()).status = None;
+                node = leave(plan.node_id, node.take())?;
+                if node.is_none() {
+                    set_state(reported, NodeState::Stopped);
+                    reported.lock().unwrap_or_else(|p| p.into_inner()).status = None;
+                }
             }
             Ok(Event::Command(NodeCommand::Start)) => {
                 if node.is_none() {
@@ -247,11 +249,57 @@ fn supervise(
             }
             Ok(Event::Command(NodeCommand::Restart)) => {
                 set_state(reported, NodeState::Stopping);
-                stop(node.take())?;
-                set_state(reported, NodeState::Starting { phase: "node restart".into() });
-                node = Some(plan.start()?);
+                node = leave(plan.node_id, node.take())?;
+                if node.is_none() {
+                    set_state(reported, NodeState::Starting { phase: "node restart".into() });
+                    node = Some(plan.start()?);
+                }
             }
         }
+    }
+}
+
+/// How long a graceful leave may take before the node is stopped outright:
+/// the members agree in one membership round (a few heartbeats), and the
+/// node's own transactions finish meanwhile.
+const LEAVE_WAIT: Duration = Duration::from_secs(30);
+
+/// `norr mgm stop N` / `restart N`: leave the cluster gracefully (the other
+/// members agree first, so nothing of this node fails over as after a
+/// crash), then stop. Returns the node back if the cluster refused (it is
+/// the last live node of its node group: stopping it would stop the
+/// cluster; `norr mgm stop --all` does that); None once it stopped.
+fn leave(node_id: u16, node: Option<DataNodeHandle>) -> anyhow::Result<Option<DataNodeHandle>> {
+    let Some(n) = node else { return Ok(None) };
+    n.leave(node_id);
+    let deadline = Instant::now() + LEAVE_WAIT;
+    loop {
+        if n.is_finished() {
+            return match n.join_exit() {
+                Ok(NodeExit::Shutdown { reason: ShutdownReason::Requested, .. }) | Ok(NodeExit::Stopped) => {
+                    eprintln!("norr datad: data node {node_id} left the cluster and stopped");
+                    Ok(None)
+                }
+                Ok(other) => {
+                    eprintln!("norr datad: data node {node_id} stopped while leaving: {other:?}");
+                    Ok(None)
+                }
+                Err(e) => Err(anyhow::Error::new(e).context("data node failed while leaving")),
+            };
+        }
+        if let Some(reason) = n.take_leave_refusal() {
+            eprintln!("norr datad: data node {node_id} keeps running: the cluster refused to let it stop: {reason}");
+            return Ok(Some(n));
+        }
+        if Instant::now() >= deadline {
+            eprintln!(
+                "norr datad: data node {node_id} did not leave within {} s; stopping it outright",
+                LEAVE_WAIT.as_secs()
+            );
+            stop(Some(n))?;
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -93,9 +93,27 @@ impl DataProc {
             .stderr(err);
         // Its own process group: the terminal's Ctrl-C reaches only `norr
         // up`, which then stops the nodes in order.
+        // And it ends with `norr up` however that ends (kill -9 included):
+        // the kernel sends it SIGTERM when this thread, the main thread of
+        // `norr up`, exits. A data node left behind would hold its ports and
+        // files and serve an unmanaged cluster.
         {
             use std::os::unix::process::CommandExt;
             cmd.process_group(0);
+            let parent = std::process::id() as libc::pid_t;
+            // SAFETY: between fork and exec only async-signal-safe calls:
+            // prctl, getppid and _exit.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    if libc::getppid() != parent {
+                        libc::_exit(1); // `norr up` died before the call above
+                    }
+                    Ok(())
+                });
+            }
         }
         let child = cmd.spawn().with_context(|| format!("cannot start data node {}", self.id))?;
         self.child = Some(child);

@@ -8,6 +8,8 @@ mod support;
 
 use norr_client::blocking::Client;
 use norr_client::*;
+use norr_mgmd::protocol::{MgmCommand, MgmReply, NodeState};
+use norr_mgmd::session::run_command;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::proc_cluster::{Cluster, START};
@@ -139,4 +141,56 @@ fn a_killed_data_node_loses_no_acknowledged_write_and_rejoins() {
     got.truncate(400);
     assert_eq!(got, expect, "the restarted node copied every row");
     drop(cluster.mgmd.take());
+}
+
+/// The data node `id`'s state as mgmd shows it.
+fn state_of(cluster: &Cluster, id: u16) -> Option<NodeState> {
+    cluster.view().and_then(|v| v.nodes.into_iter().find(|n| n.id == id)).and_then(|n| n.state)
+}
+
+#[test]
+fn mgm_stop_leaves_gracefully_and_refuses_to_stop_the_last_node_of_a_group() {
+    let cluster = Cluster::start(Path::new(NORR), "leave", 2, 2, "heartbeat_interval_ms = 100");
+    cluster.wait_started(&[2, 3]);
+    let mgm = |cmd: MgmCommand| match run_command(&cluster.mgm, cmd, Duration::from_secs(10)) {
+        Ok(MgmReply::Done { .. }) => {}
+        other => panic!("mgm: {other:?}"),
+    };
+    let c = client(&cluster, 0);
+    let t = c.create_table(kv_def("kv")).unwrap();
+    for k in 0..100 {
+        put(&c, t.id, k, k).unwrap();
+    }
+
+    // `stop 3`: the members agree first, then node 3 stops; node 2 serves
+    // every write at the first attempt (nothing failed over).
+    mgm(MgmCommand::Stop { node: 3 });
+    let deadline = Instant::now() + START;
+    while state_of(&cluster, 3) != Some(NodeState::Stopped) {
+        assert!(Instant::now() < deadline, "node 3 did not stop:\n{}", cluster.logs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(cluster.logs().contains("data node 3 left the cluster and stopped"), "{}", cluster.logs());
+    for k in 100..200 {
+        put(&c, t.id, k, k).unwrap();
+    }
+
+    // `stop 2` would leave the node group without a live node: refused,
+    // node 2 keeps serving.
+    mgm(MgmCommand::Stop { node: 2 });
+    let deadline = Instant::now() + START;
+    while !cluster.logs().contains("the cluster refused to let it stop") {
+        assert!(Instant::now() < deadline, "no refusal:\n{}", cluster.logs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for k in 200..250 {
+        put(&c, t.id, k, k).unwrap();
+    }
+
+    // `start 3`: it rejoins and copies what it missed.
+    mgm(MgmCommand::Start { node: 3 });
+    cluster.wait_started(&[2, 3]);
+    assert_eq!(state_of(&cluster, 2), Some(NodeState::Started));
+    let expect: Vec<(i64, i64)> = (0..250).map(|k| (k, k)).collect();
+    assert_eq!(read_all(&client(&cluster, 1), t.id), expect);
 }

@@ -144,3 +144,46 @@ fn up_by_default_starts_mgmd_and_two_replicated_data_nodes() {
     native_round_trip(&format!("127.0.0.1:{native}"), "up_two");
     interrupt_and_wait(up);
 }
+
+/// Processes whose parent is `pid` (from /proc).
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        // pid (comm) state ppid ...: comm may hold spaces, so split after ')'.
+        let Some(rest) = stat.rsplit_once(')').map(|r| r.1) else { continue };
+        if rest.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok()) == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
+}
+
+/// True while `pid` exists and has not exited (a zombie waiting for its
+/// new parent to reap it has exited).
+fn running(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    stat.rsplit_once(')').and_then(|r| r.1.split_whitespace().next()).is_some_and(|state| state != "Z")
+}
+
+#[test]
+fn data_nodes_end_when_norr_up_is_killed() {
+    let dir = TempDir::new("up-kill");
+    let (native, sql, mgm) = (free_port(), free_port(), free_port());
+    let mut up = spawn_up(
+        &dir,
+        &["--port-base", &native.to_string(), "--sql-port", &sql.to_string(), "--mgm-port", &mgm.to_string()]
+            .map(String::from),
+    );
+    wait_for_mysql_greeting(sql, &up);
+    let nodes = children_of(up.child.id());
+    assert_eq!(nodes.len(), 2, "two data node processes: {nodes:?}");
+    up.child.kill().unwrap();
+    up.child.wait().unwrap();
+    let deadline = Instant::now() + START;
+    while nodes.iter().any(|p| running(*p)) {
+        assert!(Instant::now() < deadline, "data nodes {nodes:?} outlived a killed norr up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -109,8 +109,8 @@ pub(crate) struct LoopShared {
     /// Cluster nodes: the other data nodes and the arbitrator.
     pub peers: Option<PeerNet>,
     pub arbitrator: Option<Arc<dyn Arbitrator>>,
-    /// The node's status as its DIH last reported it.
-    pub status: Arc<std::sync::Mutex<Option<norr_signals::cluster::NodeStatus>>>,
+    /// The node's status as its DIH last reported it, and leave refusals.
+    pub status: Arc<std::sync::Mutex<crate::host::HostReports>>,
 }
 
 /// Why the event loop ended.
@@ -183,7 +183,7 @@ pub(crate) struct EventLoop {
     arbitrator: Option<Arc<dyn Arbitrator>>,
     /// Set when a block asked the host to stop the node.
     exit: Option<NodeExit>,
-    status: Arc<std::sync::Mutex<Option<norr_signals::cluster::NodeStatus>>>,
+    status: Arc<std::sync::Mutex<crate::host::HostReports>>,
 }
 
 impl EventLoop {
@@ -1059,7 +1059,15 @@ impl EventLoop {
                 }
                 ClusterSignal::NodeStatusRep(st) => {
                     if let Ok(mut s) = self.status.lock() {
-                        *s = Some(*st);
+                        s.status = Some(*st);
+                    }
+                }
+                // QMGR's answer to a graceful leave the node's owner asked
+                // for (`DataNodeHandle::leave`): refused for good.
+                ClusterSignal::Qmgr(norr_signals::cluster::QmgrMsg::LeaveRef { reason, .. }) => {
+                    warn!(node = self.node_id, "graceful stop refused: {reason}");
+                    if let Ok(mut s) = self.status.lock() {
+                        s.leave_refused = Some(reason);
                     }
                 }
                 other => warn!(?other, "host block got an unexpected cluster signal"),

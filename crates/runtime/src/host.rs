@@ -33,6 +33,16 @@ pub trait Arbitrator: Send + Sync {
     ) -> Result<bool, String>;
 }
 
+/// What the host learned from its blocks for whoever runs the node (the
+/// `norr datad` supervisor reads it through `DataNodeHandle`).
+#[derive(Default)]
+pub(crate) struct HostReports {
+    /// DIH's latest status report.
+    pub status: Option<norr_signals::cluster::NodeStatus>,
+    /// QMGR refused a graceful leave for good (the reason), until taken.
+    pub leave_refused: Option<String>,
+}
+
 /// Signals blocks sent to the host, in order, and whether one asked to
 /// shut the node down.
 #[derive(Clone, Default)]

@@ -219,7 +219,7 @@ pub struct DataNodeHandle {
     stop: Arc<AtomicBool>,
     waker: Arc<mio::Waker>,
     thread: Option<JoinHandle<io::Result<NodeExit>>>,
-    status: Arc<std::sync::Mutex<Option<norr_signals::cluster::NodeStatus>>>,
+    status: Arc<std::sync::Mutex<host::HostReports>>,
     inbox: host::Inbox,
 }
 
@@ -238,7 +238,29 @@ impl DataNodeHandle {
 
     /// The node's status as its DIH last reported it (cluster nodes).
     pub fn status(&self) -> Option<norr_signals::cluster::NodeStatus> {
-        self.status.lock().ok().and_then(|s| s.clone())
+        self.status.lock().ok().and_then(|s| s.status.clone())
+    }
+
+    /// Ask the cluster to let data node `node_id` (this one) leave
+    /// gracefully: QMGR asks the president, the members agree, and the node
+    /// then stops with `NodeExit::Shutdown { reason: Requested, .. }`
+    /// without any of its transactions failing over as after a crash. A
+    /// refusal (the last live node of a node group) is reported by
+    /// `take_leave_refusal`. Returns at once.
+    pub fn leave(&self, node_id: norr_kernel::NodeId) {
+        use norr_signals::cluster::{ClusterSignal, QmgrMsg};
+        let msg = ClusterSignal::Qmgr(QmgrMsg::LeaveReq { node: node_id });
+        self.deliver(norr_signals::Envelope {
+            from: norr_kernel::BlockRef::new(node_id, norr_signals::block::HOST, 0),
+            to: norr_kernel::BlockRef::new(node_id, norr_signals::block::QMGR, 0),
+            prio: norr_kernel::Priority::B,
+            signal: norr_signals::Signal::Cluster(Box::new(msg)),
+        });
+    }
+
+    /// Why the cluster refused the last graceful leave, once.
+    pub fn take_leave_refusal(&self) -> Option<String> {
+        self.status.lock().ok().and_then(|mut s| s.leave_refused.take())
     }
 
     /// Hand a signal to one of the node's blocks from another thread (e.g.
@@ -411,7 +433,7 @@ pub fn start_data_node_with(
     }
     let inbox = host::Inbox::new(waker.clone());
     let inbox_for_handle = inbox.clone();
-    let status = Arc::new(std::sync::Mutex::new(None));
+    let status = Arc::new(std::sync::Mutex::new(host::HostReports::default()));
     let (peers, arbitrator) = match &cfg.cluster {
         None => (None, None),
         Some(c) => {
