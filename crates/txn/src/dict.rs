@@ -119,6 +119,8 @@ pub struct Dict {
     /// TC instances of every node: each keeps its own copy of the definitions.
     tc_instances: u16,
     default_partitions: u32,
+    /// Knob `read_backup`: tables read any replica unless they say otherwise.
+    default_read_backup: bool,
     tables: BTreeMap<TableId, TableDef>,
     next_table_id: TableId,
     next_index_id: IndexId,
@@ -160,6 +162,7 @@ impl Dict {
             lqh_instances,
             tc_instances: knobs.tc_instances.max(1),
             default_partitions: knobs.default_partitions,
+            default_read_backup: knobs.read_backup,
             tables: BTreeMap::new(),
             next_table_id: 1,
             next_index_id: 1,
@@ -429,6 +432,9 @@ impl Dict {
                 if def.partitions == 0 {
                     def.partitions = self.default_partitions;
                 }
+                // The cluster's default (knob `read_backup`); a table cannot
+                // opt out of it (NDB's default lives in each SQL node instead).
+                def.options.read_backup |= self.default_read_backup;
                 validate_table(&def).map_err(|m| NodeError::with(ErrorCode::BadSchema, m))?;
                 add_pk_ordered_index(&mut def);
                 def.id = self.next_table_id;

@@ -80,6 +80,16 @@ impl DistView {
         debug_assert!(self.failures.windows(2).all(|w| w[0].0 < w[1].0));
     }
 
+    /// QMGR reports a membership (a start, a join, a failure): its members
+    /// are alive at its generation, so a failure of theirs declared at that
+    /// generation or before is old news (a node that restarted hears of the
+    /// failures of its previous life from TCs that have not seen it join).
+    pub fn members_at(&mut self, members: &[NodeId], generation: u64) {
+        for m in members {
+            self.node_joined(*m, generation);
+        }
+    }
+
     /// QMGR reports `node` joined again in membership `generation`; DIH
     /// lists it as starting from then on.
     pub fn node_joined(&mut self, node: NodeId, generation: u64) {
@@ -137,6 +147,19 @@ mod tests {
         back.states.insert(2, ReplicaState::Starting);
         v.on_dist(back);
         assert_eq!(v.state(2), ReplicaState::Starting);
+    }
+
+    #[test]
+    fn a_restarted_node_ignores_failures_of_its_former_life() {
+        // Node 2 restarted: its blocks start fresh and hear the membership
+        // they joined (generation 6); a TC elsewhere still sends node 1's
+        // failure of generation 5, which node 1 has since come back from.
+        let mut v = DistView::new(two_nodes(1));
+        v.members_at(&[1, 2], 6);
+        v.node_failed((1, 5));
+        assert_eq!(v.state(1), ReplicaState::Alive);
+        v.node_failed((1, 7));
+        assert_eq!(v.state(1), ReplicaState::Dead);
     }
 
     #[test]

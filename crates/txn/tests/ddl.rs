@@ -217,3 +217,18 @@ fn primary_key_ordered_index() {
     let d2 = h.create_table(again).unwrap();
     assert_eq!(d2.indexes.iter().filter(|i| i.name == "PRIMARY").count(), 1);
 }
+
+#[test]
+fn the_read_backup_knob_is_the_default_of_new_tables() {
+    let mut h = Harness::new(Knobs::default());
+    let plain = h.create_table(table_def("plain", 1, &[])).unwrap();
+    assert!(!plain.options.read_backup);
+    let mut def = table_def("rb", 1, &[]);
+    def.options.read_backup = true;
+    assert!(h.create_table(def).unwrap().options.read_backup, "a table's own option is kept");
+
+    let mut h = Harness::new(Knobs { read_backup: true, ..Knobs::default() });
+    let d = h.create_table(table_def("a", 1, &[])).unwrap();
+    assert!(d.options.read_backup);
+    assert_eq!(h.dict(1, DictOp::GetTable { name: "a".into() }).unwrap(), DictResult::Table(d));
+}

@@ -569,6 +569,7 @@ pub fn build_table(
             _ => {}
         }
     }
+    let dist_options = ndb_table_options(&comment)?;
     let (t_cs, t_coll) = match (&t_charset, &t_collation) {
         (None, None) => {
             let c = if db_collation.is_empty() { DEFAULT_COLLATION } else { db_collation };
@@ -1031,8 +1032,44 @@ pub fn build_table(
         partitions,
         indexes: native_indexes,
         extra: meta.encode(),
-        options: Default::default(),
+        options: dist_options,
     })
+}
+
+/// MySQL Cluster's table options, written in the table comment:
+/// `COMMENT="NDB_TABLE=READ_BACKUP=1,FULLY_REPLICATED=1"` (the comment is
+/// kept as the table's comment too). `READ_BACKUP`: committed reads may use
+/// any replica; `FULLY_REPLICATED`: a copy on every data node (implies
+/// read-backup). Other NDB options (NOLOGGING, PARTITION_BALANCE) are
+/// refused rather than ignored.
+fn ndb_table_options(comment: &str) -> Result<norr_signals::dist::TableOptions, SqlError> {
+    const PREFIX: &str = "NDB_TABLE=";
+    let mut options = norr_signals::dist::TableOptions::default();
+    let Some(at) = comment.to_ascii_uppercase().find(PREFIX) else { return Ok(options) };
+    let bad = |what: String| {
+        SqlError::new(
+            1478,
+            "HY000",
+            format!("Table storage engine 'ndbcluster' does not support the create option '{what}'"),
+        )
+    };
+    let list = comment[at + PREFIX.len()..].split_whitespace().next().unwrap_or("");
+    for item in list.split(',').filter(|i| !i.is_empty()) {
+        let (key, value) =
+            item.split_once('=').ok_or_else(|| bad(format!("Syntax error in COMMENT modifier: {item}")))?;
+        let on = match value.to_ascii_uppercase().as_str() {
+            "1" | "TRUE" | "ON" => true,
+            "0" | "FALSE" | "OFF" => false,
+            _ => return Err(bad(format!("Syntax error in COMMENT modifier: {key} must be 0 or 1, not {value}"))),
+        };
+        match key.to_ascii_uppercase().as_str() {
+            "READ_BACKUP" => options.read_backup = on,
+            "FULLY_REPLICATED" => options.fully_replicated = on,
+            "NOLOGGING" | "PARTITION_BALANCE" => return Err(bad(format!("NDB_TABLE={key} (not supported by NorrDB)"))),
+            _ => return Err(bad(format!("Syntax error in COMMENT modifier: unknown NDB_TABLE option {key}"))),
+        }
+    }
+    Ok(options)
 }
 
 /// Check the generated columns of a table being defined and give their metadata.
@@ -1444,6 +1481,22 @@ mod tests {
         let (text, part) = crate::engine::parse_ext::split_partition_clause(sql);
         let p = part.map(|p| crate::engine::parse_ext::parse_partition_clause(&p)).transpose()?;
         build_table("d", DEFAULT_COLLATION, &parse_ct(&text), p, 0)
+    }
+
+    #[test]
+    fn ndb_table_comment_sets_distribution_options() {
+        let d = build("CREATE TABLE t (a INT PRIMARY KEY) COMMENT='NDB_TABLE=READ_BACKUP=1'").unwrap();
+        assert!(d.options.read_backup && !d.options.fully_replicated);
+        let d =
+            build("CREATE TABLE t (a INT PRIMARY KEY) COMMENT 'sessions NDB_TABLE=FULLY_REPLICATED=1,READ_BACKUP=0'")
+                .unwrap();
+        assert!(d.options.fully_replicated && !d.options.read_backup && d.options.reads_any_replica());
+        let d = build("CREATE TABLE t (a INT PRIMARY KEY) COMMENT='just a comment'").unwrap();
+        assert_eq!(d.options, Default::default());
+        for bad in ["NDB_TABLE=READ_BACKUP=2", "NDB_TABLE=NOLOGGING=1", "NDB_TABLE=COLOUR=1", "NDB_TABLE=READ_BACKUP"] {
+            let e = build(&format!("CREATE TABLE t (a INT PRIMARY KEY) COMMENT='{bad}'")).unwrap_err();
+            assert_eq!((e.code, e.sqlstate), (1478, "HY000"), "{bad}: {e:?}");
+        }
     }
 
     #[test]

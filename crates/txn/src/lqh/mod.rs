@@ -862,7 +862,9 @@ impl Block<Signal> for Lqh {
         };
         match *sig {
             InternalSignal::LqhKeyReq { txn, ops, api, handle, failed } => {
-                for f in failed {
+                // A TC's news of a failure of this very node is of a former
+                // life of it (a node is never told of its own failure).
+                for f in failed.into_iter().filter(|f| f.0 != self.node) {
                     self.dist.node_failed(f);
                 }
                 self.on_key_req(from, txn, ops, (api, handle), ctx)
@@ -932,10 +934,12 @@ impl Lqh {
                 for f in &failed {
                     self.dist.node_failed((*f, membership.generation));
                 }
+                self.dist.members_at(&membership.members, membership.generation);
                 self.copies_node_fail(&failed, ctx)
             }
-            ClusterSignal::NodeJoinedRep { node, membership } => self.dist.node_joined(node, membership.generation),
-            ClusterSignal::ClusterStartedRep { .. } => {}
+            ClusterSignal::ClusterStartedRep { membership, .. } | ClusterSignal::NodeJoinedRep { membership, .. } => {
+                self.dist.members_at(&membership.members, membership.generation)
+            }
             other => {
                 crate::probe!(self.counters, "lqh: unexpected cluster signal");
                 debug_assert!(false, "LQH got unexpected {other:?}");

@@ -814,15 +814,15 @@ impl Tc {
                 let version = self.dist.version;
                 ctx.send_prio(from, Signal::Cluster(Box::new(ClusterSignal::DistConf { version })), Priority::A);
             }
-            ClusterSignal::ClusterStartedRep { membership, .. } => self.membership = Some(membership),
-            ClusterSignal::NodeJoinedRep { node, membership } => {
-                self.dist.node_joined(node, membership.generation);
+            ClusterSignal::ClusterStartedRep { membership, .. } | ClusterSignal::NodeJoinedRep { membership, .. } => {
+                self.dist.members_at(&membership.members, membership.generation);
                 self.membership = Some(membership);
             }
             ClusterSignal::NodeFailRep { failed, membership } => {
                 for f in &failed {
                     self.dist.node_failed((*f, membership.generation));
                 }
+                self.dist.members_at(&membership.members, membership.generation);
                 self.membership = Some(membership);
                 self.on_node_fail(&failed, ctx);
                 self.takeover_node_fail(&failed, ctx);
