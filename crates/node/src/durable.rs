@@ -21,8 +21,8 @@ use crate::ckpt::{Ckpt, SysState};
 use crate::Topology;
 use norr_durability::redo::{self, RedoGeometry, RedoPart, RedoReader};
 use norr_durability::schema::{self, SchemaSnapshot};
-use norr_durability::sysfile::{SysFile, SysFileStore, PATHS};
-use norr_kernel::{NodeId, Scheduler};
+use norr_durability::sysfile::{NodeRestartState, SysFile, SysFileStore, PATHS};
+use norr_kernel::{BlockRef, NodeId, Scheduler};
 use norr_knobs::Knobs;
 use norr_signals::ckpt::Gci;
 use norr_signals::{block, Signal};
@@ -53,6 +53,9 @@ pub struct RestoreReport {
     pub read_schema: Duration,
     pub apply_redo: Duration,
     pub build_indexes: Duration,
+    /// The files hold a complete copy of the node's partitions up to `gci`
+    /// (false: the node was in a node restart; it must copy again).
+    pub restorable: bool,
 }
 
 impl std::fmt::Display for RestoreReport {
@@ -127,12 +130,24 @@ fn restore_redo(
 
 /// Build a data node's blocks from its data directory (see the module
 /// doc); the host adds FS (on the same directory) and starts it.
-/// `topo`: Some for a cluster node (DIH added), None for a node on its own.
+/// `topo`: Some for a cluster node (DIH, QMGR added), None for a node on
+/// its own.
 pub fn build_durable(
     node: NodeId,
     topo: Option<&Topology>,
     knobs: &Knobs,
     dir: &dyn DataDir,
+) -> Result<(Scheduler<Signal>, RestoreReport), String> {
+    build_durable_observed(node, topo, knobs, dir, &[])
+}
+
+/// [`build_durable`] with extra QMGR subscribers (test kits).
+pub fn build_durable_observed(
+    node: NodeId,
+    topo: Option<&Topology>,
+    knobs: &Knobs,
+    dir: &dyn DataDir,
+    observers: &[BlockRef],
 ) -> Result<(Scheduler<Signal>, RestoreReport), String> {
     let mut report = RestoreReport::default();
     let t0 = Instant::now();
@@ -145,6 +160,11 @@ pub fn build_durable(
         }
     }
     let gci = sysfile.as_ref().map_or(0, |s| s.last_complete_gci);
+    // The files are a complete copy of this node's partitions only if its
+    // system file called it started (not in the middle of a node restart).
+    report.restorable = sysfile.as_ref().is_none_or(|s| {
+        s.nodes.iter().find(|i| i.node == node).is_none_or(|i| i.state == NodeRestartState::Started)
+    });
     let snap = match dir.read(schema::SCHEMA_FILE)? {
         Some(b) => schema::recover(Some(&b), None).map_err(|e| e.to_string())?.schema,
         None => SchemaSnapshot::default(),
@@ -188,17 +208,19 @@ pub fn build_durable(
     dict.enable_persistence();
     dict.restore_schema(&snap);
     s.add_block(block::DICT, 0, Box::new(dict));
-    let nodes = match topo {
-        Some(t) => {
-            crate::add_dih(&mut s, t, knobs);
-            t.node_groups.iter().flatten().copied().collect()
-        }
-        None => vec![node],
-    };
     let sys = SysState { sysfile: sysfile.unwrap_or_else(|| SysFile::new(node)), store };
-    let ckpt = Ckpt::new(node, nodes, knobs, report.start_gci, gci).with_sysfile(sys);
-    s.add_block(block::CKPT, 0, Box::new(ckpt));
-    s.deliver(crate::ckpt::start_signal(node)).map_err(|_| "cannot start CKPT".to_string())?;
+    match topo {
+        Some(t) => {
+            let ckpt = Ckpt::cluster(node, t.node_groups.clone(), knobs, report.start_gci, gci)
+                .with_sysfile(sys, report.restorable);
+            crate::add_cluster_blocks(&mut s, t, knobs, observers, ckpt, &defs);
+        }
+        None => {
+            let ckpt = Ckpt::new(node, knobs, report.start_gci, gci).with_sysfile(sys, true);
+            s.add_block(block::CKPT, 0, Box::new(ckpt));
+            s.deliver(crate::ckpt::start_signal(node)).map_err(|_| "cannot start CKPT".to_string())?;
+        }
+    }
     Ok((s, report))
 }
 

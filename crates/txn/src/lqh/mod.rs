@@ -914,6 +914,7 @@ impl Lqh {
                 ctx.send_prio(from, Signal::Cluster(Box::new(ClusterSignal::DistConf { version })), Priority::A);
             }
             ClusterSignal::NodeFailRep { failed, .. } => self.copies_node_fail(&failed, ctx),
+            ClusterSignal::ClusterStartedRep { joined: true, .. } => self.discard_restored_rows(),
             ClusterSignal::ClusterStartedRep { .. } | ClusterSignal::NodeJoinedRep { .. } => {}
             other => {
                 crate::probe!(self.counters, "lqh: unexpected cluster signal");
