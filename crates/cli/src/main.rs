@@ -89,6 +89,7 @@ struct DatadArgs {
     /// complete global checkpoint (also after kill -9). Without it the
     /// node keeps nothing: a restart starts empty. One process per
     /// directory (norr.lock); a directory of a newer format is refused.
+    /// With --mgm it overrides the node's `data_dir` in the cluster file.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<std::path::PathBuf>,
     /// Print the effective configuration (file + flags) as TOML and exit.
@@ -131,12 +132,6 @@ fn main() -> std::process::ExitCode {
 
 fn datad(a: DatadArgs) -> anyhow::Result<()> {
     if let Some(mgm) = &a.mgm {
-        if a.data_dir.is_some() {
-            anyhow::bail!(
-                "--data-dir with --mgm: data nodes of a cluster keep no files yet (cluster durability is not \
-                 built); run a lone node with --data-dir, or a cluster without it"
-            );
-        }
         if a.knobs.any_set() || a.print_config || a.socket.is_some() {
             anyhow::bail!(
                 "with --mgm the cluster file configures the data node: leave out --config, knob flags, --set, \
@@ -144,7 +139,7 @@ fn datad(a: DatadArgs) -> anyhow::Result<()> {
             );
         }
         let node_id = a.node_id.context("--mgm needs --node-id N (the data node's id in the cluster file)")?;
-        return datad_cluster::run(mgm, node_id, a.listen);
+        return datad_cluster::run(mgm, node_id, a.listen, a.data_dir.clone());
     }
     let node_id = a.node_id.unwrap_or(1);
     let listen = a.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 2202)));

@@ -56,13 +56,30 @@ enum Round {
     /// No round running (the timer starts the next).
     Idle,
     /// Asking these nodes what they hold before the next round.
-    Sync { waiting: BTreeSet<NodeId>, system_restart: bool },
-    Prepare { gci: Gci, waiting: BTreeSet<NodeId> },
-    Commit { gci: Gci, waiting: BTreeSet<NodeId> },
-    Save { gci: Gci, waiting: BTreeSet<NodeId> },
-    Record { gci: Gci, waiting: BTreeSet<NodeId> },
+    Sync {
+        waiting: BTreeSet<NodeId>,
+        system_restart: bool,
+    },
+    Prepare {
+        gci: Gci,
+        waiting: BTreeSet<NodeId>,
+    },
+    Commit {
+        gci: Gci,
+        waiting: BTreeSet<NodeId>,
+    },
+    Save {
+        gci: Gci,
+        waiting: BTreeSet<NodeId>,
+    },
+    Record {
+        gci: Gci,
+        waiting: BTreeSet<NodeId>,
+    },
     /// A save or system file write failed: no more GCPs.
-    Stopped { why: String },
+    Stopped {
+        why: String,
+    },
 }
 
 /// What a node told the master of its state (`GcpStateConf`).
@@ -90,13 +107,30 @@ struct Master {
 #[derive(Debug)]
 enum Local {
     Idle,
-    Prepare { gci: Gci, master: BlockRef, waiting: BTreeSet<BlockRef> },
+    Prepare {
+        gci: Gci,
+        master: BlockRef,
+        waiting: BTreeSet<BlockRef>,
+    },
     /// Waiting for every TC to report nothing tagged `prev` or lower is
     /// still committing.
-    Commit { prev: Gci, gci: Gci, master: BlockRef, waiting: BTreeSet<BlockRef> },
-    Save { gci: Gci, master: BlockRef, waiting: BTreeSet<BlockRef> },
+    Commit {
+        prev: Gci,
+        gci: Gci,
+        master: BlockRef,
+        waiting: BTreeSet<BlockRef>,
+    },
+    Save {
+        gci: Gci,
+        master: BlockRef,
+        waiting: BTreeSet<BlockRef>,
+    },
     /// Writing the system file: the FS step in flight.
-    Record { gci: Gci, master: BlockRef, step: SysStep },
+    Record {
+        gci: Gci,
+        master: BlockRef,
+        step: SysStep,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -470,16 +504,26 @@ impl Ckpt {
         candidates.dedup();
         let present: BTreeSet<NodeId> = m.known.keys().copied().collect();
         let holds = |c: Gci| {
-            self.node_groups.iter().filter(|g| g.iter().any(|n| present.contains(n))).all(|g| {
-                g.iter().any(|n| m.known.get(n).is_some_and(|s| s.restorable && s.restored == c))
-            })
+            self.node_groups
+                .iter()
+                .filter(|g| g.iter().any(|n| present.contains(n)))
+                .all(|g| g.iter().any(|n| m.known.get(n).is_some_and(|s| s.restorable && s.restored == c)))
         };
         let Some(restart) = candidates.iter().rev().copied().find(|&c| holds(c)) else {
             if candidates.is_empty() || candidates == [0] {
                 return; // an initial start: nothing on any disk
             }
-            let held: Vec<String> =
-                m.known.iter().map(|(n, s)| format!("node {n}: GCI {} ({})", s.restored, if s.restorable { "complete copy" } else { "incomplete copy" })).collect();
+            let held: Vec<String> = m
+                .known
+                .iter()
+                .map(|(n, s)| {
+                    format!(
+                        "node {n}: GCI {} ({})",
+                        s.restored,
+                        if s.restorable { "complete copy" } else { "incomplete copy" }
+                    )
+                })
+                .collect();
             return self.stop_master(format!(
                 "system restart impossible: no GCI is held by a node of every node group ({})",
                 held.join(", ")
@@ -558,7 +602,8 @@ impl Ckpt {
                 if gci > self.complete {
                     self.complete = gci;
                 }
-                for to in self.local_lqhs() {
+                // LQHs, and TCs (they hold `CommitDisk` answers until then).
+                for to in self.local_lqhs().into_iter().chain(self.local_tcs()) {
                     ctx.send_prio(to, ckpt(CkptSignal::GcpCompleteRep { gci }), Priority::A);
                 }
             }
@@ -582,7 +627,11 @@ impl Ckpt {
             self.restored
         ));
         let host = BlockRef::new(self.node, block::HOST, 0);
-        ctx.send_prio(host, Signal::Cluster(Box::new(ClusterSignal::HostShutdownReq { reason, restart: true })), Priority::A);
+        ctx.send_prio(
+            host,
+            Signal::Cluster(Box::new(ClusterSignal::HostShutdownReq { reason, restart: true })),
+            Priority::A,
+        );
     }
 
     /// A local block (TC or LQH) answered the step in progress.
@@ -648,8 +697,7 @@ impl Ckpt {
             return norr_kernel::probe!(self.counters, "ckpt: record while writing");
         }
         let own = self.own_restart_state();
-        let members: Vec<NodeId> =
-            self.membership.as_ref().map_or_else(|| vec![self.node], |m| m.members.clone());
+        let members: Vec<NodeId> = self.membership.as_ref().map_or_else(|| vec![self.node], |m| m.members.clone());
         let Some(sys) = self.sys.as_mut() else {
             return self.reply_master(master, CkptSignal::GcpRecordConf { gci }, ctx);
         };

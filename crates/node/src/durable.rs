@@ -162,9 +162,9 @@ pub fn build_durable_observed(
     let gci = sysfile.as_ref().map_or(0, |s| s.last_complete_gci);
     // The files are a complete copy of this node's partitions only if its
     // system file called it started (not in the middle of a node restart).
-    report.restorable = sysfile.as_ref().is_none_or(|s| {
-        s.nodes.iter().find(|i| i.node == node).is_none_or(|i| i.state == NodeRestartState::Started)
-    });
+    report.restorable = sysfile
+        .as_ref()
+        .is_none_or(|s| s.nodes.iter().find(|i| i.node == node).is_none_or(|i| i.state == NodeRestartState::Started));
     let snap = match dir.read(schema::SCHEMA_FILE)? {
         Some(b) => schema::recover(Some(&b), None).map_err(|e| e.to_string())?.schema,
         None => SchemaSnapshot::default(),
@@ -199,6 +199,7 @@ pub fn build_durable_observed(
         let mut tc = Tc::new(node, i, lqh_n, knobs);
         tc.restore_tables(&defs);
         tc.set_start_gci(report.start_gci);
+        tc.set_complete_gci(gci);
         s.add_block(block::TC, i, Box::new(tc));
     }
     for (i, lqh) in lqhs.into_iter().enumerate() {

@@ -96,7 +96,12 @@ pub(crate) fn add_cluster_blocks(
 
 /// Add DIH to a node's scheduler holding TC, LQH, DICT (and CKPT, which
 /// gets the distribution too: its system file records the replica states).
-fn add_dih(s: &mut Scheduler<Signal>, topo: &Topology, knobs: &Knobs, restored_tables: &[norr_signals::schema::TableDef]) {
+fn add_dih(
+    s: &mut Scheduler<Signal>,
+    topo: &Topology,
+    knobs: &Knobs,
+    restored_tables: &[norr_signals::schema::TableDef],
+) {
     let node = topo.node;
     let mut dist_subscribers: Vec<BlockRef> =
         (0..knobs.tc_instances.max(1)).map(|i| BlockRef::new(node, block::TC, i)).collect();
