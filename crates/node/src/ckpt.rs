@@ -125,12 +125,15 @@ enum Local {
         master: BlockRef,
         waiting: BTreeSet<BlockRef>,
     },
-    /// Writing the system file: the FS step in flight.
-    Record {
-        gci: Gci,
-        master: BlockRef,
-        step: SysStep,
-    },
+}
+
+/// A system file write in flight (separate from `Local`: a new master's
+/// steps may come while it runs; the file store takes one write at a time).
+#[derive(Debug, Clone, Copy)]
+struct Writing {
+    gci: Gci,
+    master: BlockRef,
+    step: SysStep,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -171,6 +174,9 @@ pub struct Ckpt {
     replica_states: BTreeMap<NodeId, ReplicaState>,
     master: Option<Master>,
     local: Local,
+    writing: Option<Writing>,
+    /// A record request that came while a write was in flight: done next.
+    record_next: Option<(Gci, BlockRef)>,
     /// Why this node's own part of GCPs stopped, if it did.
     local_stopped: Option<String>,
     sys: Option<SysState>,
@@ -225,6 +231,8 @@ impl Ckpt {
             replica_states: BTreeMap::new(),
             master: None,
             local: Local::Idle,
+            writing: None,
+            record_next: None,
             local_stopped: None,
             sys: None,
             pending_sys: None,
@@ -689,12 +697,12 @@ impl Ckpt {
     /// Write `gci` as complete in the system file (or answer at once
     /// without a data directory).
     fn record(&mut self, gci: Gci, master: BlockRef, ctx: &mut Ctx<'_, Signal>) {
-        if matches!(self.local, Local::Record { .. }) {
-            // A new master's record while the old one's write is in flight:
-            // the file store takes one write at a time. Answer once it
-            // ends, for the newer GCI (the write below is then redone).
-            debug_assert!(false, "a system file write is in flight");
-            return norr_kernel::probe!(self.counters, "ckpt: record while writing");
+        if self.writing.is_some() {
+            // A new master's record while an older write is in flight: it
+            // starts when that one ends.
+            self.counters.bump("ckpt: record waits for a write in flight");
+            self.record_next = Some((gci, master));
+            return;
         }
         let own = self.own_restart_state();
         let members: Vec<NodeId> = self.membership.as_ref().map_or_else(|| vec![self.node], |m| m.members.clone());
@@ -718,7 +726,7 @@ impl Ckpt {
         sys.sysfile.nodes = infos.into_values().collect();
         match sys.store.write(&mut sys.sysfile) {
             Ok(w) => {
-                self.local = Local::Record { gci, master, step: SysStep::Open };
+                self.writing = Some(Writing { gci, master, step: SysStep::Open });
                 self.pending_sys = Some(w.bytes);
                 self.fs(ctx, FsOp::Open { path: w.path.into(), create: true, truncate: true });
             }
@@ -734,18 +742,18 @@ impl Ckpt {
     }
 
     fn on_fs(&mut self, sig: FsSignal, ctx: &mut Ctx<'_, Signal>) {
-        let Local::Record { gci, master, step } = self.local else {
+        let Some(Writing { gci, master, step }) = self.writing else {
             debug_assert!(false, "FS reply outside a system file write");
             return;
         };
         match (sig, step) {
             (FsSignal::Conf { result: FsResult::Opened { file, .. }, .. }, SysStep::Open) => {
                 let data = self.pending_sys.take().expect("bytes to write");
-                self.local = Local::Record { gci, master, step: SysStep::Write(file) };
+                self.writing = Some(Writing { gci, master, step: SysStep::Write(file) });
                 self.fs(ctx, FsOp::Write { file, offset: 0, data, sync: true });
             }
             (FsSignal::Conf { result: FsResult::Written, .. }, SysStep::Write(file)) => {
-                self.local = Local::Record { gci, master, step: SysStep::Close };
+                self.writing = Some(Writing { gci, master, step: SysStep::Close });
                 self.fs(ctx, FsOp::Close { file });
             }
             (FsSignal::Conf { result: FsResult::Closed, .. }, SysStep::Close) => {
@@ -753,16 +761,22 @@ impl Ckpt {
                 if let Err(crashed) = sys.store.on_written() {
                     panic!("crash point reached: {}", crashed.0);
                 }
-                self.local = Local::Idle;
+                self.writing = None;
                 self.reply_master(master, CkptSignal::GcpRecordConf { gci }, ctx);
+                if let Some((gci, master)) = self.record_next.take() {
+                    self.record(gci, master, ctx);
+                }
             }
             (FsSignal::Ref { error, .. }, _) => {
                 self.sys.as_mut().expect("a system file").store.on_failed();
                 let why = format!("cannot write the system file: {error}");
                 self.local_stopped = Some(why.clone());
-                self.local = Local::Idle;
+                self.writing = None;
                 // The master hears it as a refused save of this GCI.
-                self.reply_master(master, CkptSignal::GcpSaveRef { gci, error: why }, ctx);
+                self.reply_master(master, CkptSignal::GcpSaveRef { gci, error: why.clone() }, ctx);
+                if let Some((gci, master)) = self.record_next.take() {
+                    self.reply_master(master, CkptSignal::GcpSaveRef { gci, error: why }, ctx);
+                }
             }
             (other, _) => debug_assert!(false, "CKPT got FS reply {other:?}"),
         }
