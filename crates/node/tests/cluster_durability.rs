@@ -61,7 +61,7 @@ impl Cluster {
             let faults = DiskFaults {
                 latency_min_ns: 20_000,
                 latency_max_ns: 20_000 + rng.range(0, 2_000_000),
-                crash_mode: if (seed + i as u64) % 2 == 0 { CrashMode::Prefix } else { CrashMode::Subset },
+                crash_mode: if (seed + i as u64).is_multiple_of(2) { CrashMode::Prefix } else { CrashMode::Subset },
                 torn_write_p: 0.5,
                 ..DiskFaults::none()
             };
