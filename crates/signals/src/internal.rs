@@ -391,6 +391,14 @@ pub enum InternalSignal {
         ops: Vec<LqhOp>,
         api: BlockRef,
         handle: u64,
+        /// Data nodes the sending TC knows failed (usually none). LQH
+        /// leaves them out of write chains at once, even if its own node's
+        /// failure report has not come yet: a write passed to a dead node
+        /// would never be answered, and TC, already past that failure,
+        /// would wait forever. Each failure with the membership generation
+        /// that declared it (an LQH that already saw the node join again
+        /// ignores it).
+        failed: Vec<(NodeId, u64)>,
     },
     /// LQH -> TC: results of operations of `txn`, in execution order.
     LqhKeyConf {

@@ -28,6 +28,7 @@
 pub use norr_kernel::counters;
 pub use norr_kernel::probe;
 pub mod dict;
+pub mod dist_view;
 pub use norr_kernel::fxhash;
 pub mod lock_queue;
 pub mod lqh;

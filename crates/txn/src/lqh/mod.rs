@@ -31,6 +31,7 @@ mod scan_own;
 mod takeover;
 
 use crate::counters::Counters;
+use crate::dist_view::DistView;
 use crate::fxhash::FxHashMap;
 use crate::lock_queue::{Acquire, Grant, LockKey, LockTable, Mode};
 use crate::store::{RowId, Storage};
@@ -174,7 +175,7 @@ pub struct Lqh {
     lqh_instances: u16,
     /// The cluster's distribution as DIH last published it (this node alone
     /// until a DIH runs).
-    dist: Dist,
+    dist: DistView,
     /// Partition copies this node sends as a primary (node restarts).
     copies: BTreeMap<ScanKey, copy::CopyOut>,
     lock_wait_timeout_ns: u64,
@@ -212,7 +213,7 @@ impl Lqh {
             node,
             instance,
             lqh_instances,
-            dist: Dist::single(node),
+            dist: DistView::new(Dist::single(node)),
             copies: BTreeMap::new(),
             lock_wait_timeout_ns: knobs.lock_wait_timeout_ms * 1_000_000,
             examine_per_step: knobs.scan_examine_per_step.max(1) as usize,
@@ -850,7 +851,12 @@ impl Block<Signal> for Lqh {
             }
         };
         match *sig {
-            InternalSignal::LqhKeyReq { txn, ops, api, handle } => self.on_key_req(from, txn, ops, (api, handle), ctx),
+            InternalSignal::LqhKeyReq { txn, ops, api, handle, failed } => {
+                for f in failed {
+                    self.dist.node_failed(f);
+                }
+                self.on_key_req(from, txn, ops, (api, handle), ctx)
+            }
             InternalSignal::LqhReplicaReq(req) => self.on_replica_req(*req, ctx),
             InternalSignal::LqhCommitReq { txn, gci, chain, tc } => self.on_commit(txn, gci, chain, tc, ctx),
             InternalSignal::LqhCompleteReq { txn, chain, tc } => self.on_complete(txn, chain, tc, ctx),
@@ -908,14 +914,19 @@ impl Lqh {
     fn on_cluster(&mut self, from: BlockRef, sig: ClusterSignal, ctx: &mut Ctx<'_, Signal>) {
         match sig {
             ClusterSignal::DistRep { dist } => {
-                assert!(dist.version >= self.dist.version, "distribution went back");
-                self.dist = *dist;
+                self.dist.on_dist(*dist);
                 let version = self.dist.version;
                 ctx.send_prio(from, Signal::Cluster(Box::new(ClusterSignal::DistConf { version })), Priority::A);
             }
-            ClusterSignal::NodeFailRep { failed, .. } => self.copies_node_fail(&failed, ctx),
+            ClusterSignal::NodeFailRep { failed, membership } => {
+                for f in &failed {
+                    self.dist.node_failed((*f, membership.generation));
+                }
+                self.copies_node_fail(&failed, ctx)
+            }
+            ClusterSignal::NodeJoinedRep { node, membership } => self.dist.node_joined(node, membership.generation),
             ClusterSignal::ClusterStartedRep { joined: true, .. } => self.discard_restored_rows(),
-            ClusterSignal::ClusterStartedRep { .. } | ClusterSignal::NodeJoinedRep { .. } => {}
+            ClusterSignal::ClusterStartedRep { .. } => {}
             other => {
                 crate::probe!(self.counters, "lqh: unexpected cluster signal");
                 debug_assert!(false, "LQH got unexpected {other:?}");

@@ -3,7 +3,7 @@
 
 use super::{internal, AbortReply, Tc, TxnState};
 use norr_kernel::{BlockRef, Ctx, NodeId, Priority};
-use norr_signals::dist::{Chain, ReplicaState};
+use norr_signals::dist::Chain;
 use norr_signals::internal::{InternalSignal, ScanKey, TxnId};
 use norr_signals::{block, ErrorCode, NodeError, Signal};
 
@@ -79,7 +79,6 @@ impl Tc {
         crate::probe!(self.counters, "tc: node failure");
         for f in failed {
             assert_ne!(*f, self.node, "told of its own failure");
-            self.dist.states.insert(*f, ReplicaState::Dead);
             self.takeover_pending.insert(*f);
         }
         let error = || NodeError::with(ErrorCode::TxnNodeFailure, "a data node of the transaction failed");

@@ -20,6 +20,7 @@ mod scan_filter;
 mod takeover;
 
 use crate::counters::Counters;
+use crate::dist_view::DistView;
 use crate::fxhash::FxHashMap;
 use crate::route::{lqh_instance, op_partition};
 use norr_kernel::{Block, BlockRef, Ctx, NodeId, Priority};
@@ -149,7 +150,7 @@ pub struct Tc {
     lqh_instances: u16,
     /// The cluster's distribution as DIH last published it (this node alone
     /// until a DIH runs).
-    dist: Dist,
+    dist: DistView,
     membership: Option<Membership>,
     txn_inactive_ns: u64,
     max_transactions: usize,
@@ -217,7 +218,7 @@ impl Tc {
             node,
             instance,
             lqh_instances,
-            dist: Dist::single(node),
+            dist: DistView::new(Dist::single(node)),
             membership: None,
             txn_inactive_ns: knobs.txn_inactive_timeout_ms * 1_000_000,
             max_transactions: knobs.max_transactions as usize,
@@ -467,7 +468,8 @@ impl Tc {
                 crate::probe!(self.counters, "tc: simple reads (no lqh state)");
             }
             let (api, handle) = (txn.api, txn.handle);
-            let req = InternalSignal::LqhKeyReq { txn: t, ops, api, handle };
+            let failed = self.dist.failures().to_vec();
+            let req = InternalSignal::LqhKeyReq { txn: t, ops, api, handle, failed };
             ctx.send(Self::lqh_at(node, inst), internal(req));
         }
         self.maybe_batch_done(t, ctx);
@@ -476,10 +478,13 @@ impl Tc {
     /// Results of operations of the current batch from one LQH.
     fn on_op_results(&mut self, t: TxnId, results: Vec<LqhOpResult>, ctx: &mut Ctx<'_, Signal>) {
         let Some(txn) = self.txns.get_mut(&t) else {
-            return;
+            // Aborted and forgotten before this answer came.
+            return self.abort_late_chains(t, &results, ctx);
         };
         if !matches!(txn.state, TxnState::Executing) {
-            return; // an abort overtook this batch
+            // An abort overtook this batch (a node failure, an API failure,
+            // another operation's fatal error).
+            return self.abort_late_chains(t, &results, ctx);
         }
         for r in &results {
             if let Some(c) = &r.chain {
@@ -505,6 +510,44 @@ impl Tc {
             }
         }
         self.maybe_batch_done(t, ctx);
+    }
+
+    /// Answers of an operation that came after its transaction was aborted.
+    /// The replicas of each answering chain may have prepared the write
+    /// after TC's abort reached them (the abort and the write travel on
+    /// different links: TC -> backup, primary -> backup), and nothing else
+    /// would ever release their locks: abort the transaction there again.
+    /// An abort of a transaction an LQH does not hold is answered and
+    /// changes nothing, so sending it twice is harmless. An aborting
+    /// transaction waits for these confirmations too; a forgotten one just
+    /// drops them (`on_abort_conf`).
+    fn abort_late_chains(&mut self, t: TxnId, results: &[LqhOpResult], ctx: &mut Ctx<'_, Signal>) {
+        let mut targets: BTreeSet<(NodeId, u16)> = BTreeSet::new();
+        for c in results.iter().filter_map(|r| r.chain.as_ref()) {
+            for n in &c.nodes {
+                if self.dist.state(*n) != ReplicaState::Dead {
+                    targets.insert((*n, c.instance));
+                }
+            }
+        }
+        if targets.is_empty() {
+            crate::probe!(self.counters, "tc: late answer dropped");
+            return;
+        }
+        crate::probe!(self.counters, "tc: late answer's chain aborted again");
+        if let Some(txn) = self.txns.get_mut(&t) {
+            let TxnState::Aborting { waiting, .. } = &mut txn.state else {
+                // Only an aborting transaction has answers still coming
+                // that it no longer wants: commit and a batch's end wait for
+                // every answer, and a rollback to a savepoint starts idle.
+                debug_assert!(false, "late answer of {t} outside an abort");
+                return;
+            };
+            waiting.extend(targets.iter().copied());
+        }
+        for (n, i) in targets {
+            ctx.send(Self::lqh_at(n, i), internal(InternalSignal::LqhAbortReq { txn: t }));
+        }
     }
 
     fn maybe_batch_done(&mut self, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
@@ -781,15 +824,19 @@ impl Tc {
     fn on_cluster(&mut self, from: BlockRef, sig: ClusterSignal, ctx: &mut Ctx<'_, Signal>) {
         match sig {
             ClusterSignal::DistRep { dist } => {
-                assert!(dist.version >= self.dist.version, "distribution went back");
-                self.dist = *dist;
+                self.dist.on_dist(*dist);
                 let version = self.dist.version;
                 ctx.send_prio(from, Signal::Cluster(Box::new(ClusterSignal::DistConf { version })), Priority::A);
             }
-            ClusterSignal::ClusterStartedRep { membership, .. } | ClusterSignal::NodeJoinedRep { membership, .. } => {
+            ClusterSignal::ClusterStartedRep { membership, .. } => self.membership = Some(membership),
+            ClusterSignal::NodeJoinedRep { node, membership } => {
+                self.dist.node_joined(node, membership.generation);
                 self.membership = Some(membership);
             }
             ClusterSignal::NodeFailRep { failed, membership } => {
+                for f in &failed {
+                    self.dist.node_failed((*f, membership.generation));
+                }
                 self.membership = Some(membership);
                 self.on_node_fail(&failed, ctx);
                 self.takeover_node_fail(&failed, ctx);

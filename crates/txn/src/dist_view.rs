@@ -1,0 +1,157 @@
+//! A block's view of the distribution: DIH's latest `Dist` with the node
+//! failures this block already knows of laid over it.
+//!
+//! QMGR tells every block of a node about a failure, and the DIH master
+//! publishes a distribution without the failed node later. In between,
+//! two things can go wrong without this overlay:
+//! * a distribution DIH published before it handled the failure arrives
+//!   after the failure report and would bring the dead node back to life;
+//! * a TC that knows of the failure sends a write to an LQH on another
+//!   node that does not know yet: that LQH would pass the write along a
+//!   chain through the dead node, the chain's answer would never come, and
+//!   no later failure report would tell TC. So TC sends the nodes it knows
+//!   failed with every operation (`LqhKeyReq::failed`), and LQH lays them
+//!   over its own view first.
+//!
+//! A failure is known for certain once QMGR reported it (a failure report
+//! is only sent when the cluster agreed on it), so taking it early is safe.
+//! It stays laid over until DIH's distribution shows the node dead too, or
+//! QMGR reports the node joined again (it restarted; DIH then lists it as
+//! starting). Failures carry QMGR's membership generation, so that a TC
+//! that has not heard of a node's join yet cannot make an LQH that has
+//! drop the restarting node from its chains.
+
+use norr_kernel::NodeId;
+use norr_signals::dist::{Dist, ReplicaState};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A node failure as QMGR declared it: the node and the membership
+/// generation that left it out. Generations only grow, so a block can tell a
+/// failure it has not heard of from an old one the node has since recovered
+/// from (its join has a higher generation).
+pub type Failure = (NodeId, u64);
+
+pub struct DistView {
+    dist: Dist,
+    /// Failed nodes DIH's distribution does not show dead yet.
+    unconfirmed: BTreeSet<NodeId>,
+    /// The generation of the latest failure or join of each node heard of.
+    last_event: BTreeMap<NodeId, u64>,
+    /// Failures not followed by a join yet, in id order (what TC sends
+    /// with its operations; empty while every node is up).
+    failures: Vec<Failure>,
+}
+
+impl DistView {
+    pub fn new(dist: Dist) -> DistView {
+        DistView { dist, unconfirmed: BTreeSet::new(), last_event: BTreeMap::new(), failures: Vec::new() }
+    }
+
+    /// The failures heard of whose nodes have not joined again.
+    pub fn failures(&self) -> &[Failure] {
+        &self.failures
+    }
+
+    /// DIH published `dist` (never older than the one held).
+    pub fn on_dist(&mut self, dist: Dist) {
+        assert!(dist.version >= self.dist.version, "distribution went back");
+        self.dist = dist;
+        let dist = &self.dist;
+        self.unconfirmed.retain(|n| dist.state(*n) != ReplicaState::Dead);
+        self.lay_over();
+    }
+
+    /// `node` failed in membership `generation` (QMGR's report, or a TC's
+    /// that heard it first). Old news is ignored: a failure already heard
+    /// of, or one the node has joined again since.
+    pub fn node_failed(&mut self, (node, generation): Failure) {
+        if self.last_event.get(&node).is_some_and(|g| *g >= generation) {
+            return;
+        }
+        self.last_event.insert(node, generation);
+        match self.failures.binary_search_by_key(&node, |f| f.0) {
+            Ok(i) => self.failures[i].1 = generation,
+            Err(i) => self.failures.insert(i, (node, generation)),
+        }
+        if self.dist.state(node) != ReplicaState::Dead {
+            self.unconfirmed.insert(node);
+            self.lay_over();
+        }
+        debug_assert!(self.failures.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    /// QMGR reports `node` joined again in membership `generation`; DIH
+    /// lists it as starting from then on.
+    pub fn node_joined(&mut self, node: NodeId, generation: u64) {
+        if self.last_event.get(&node).is_some_and(|g| *g >= generation) {
+            return;
+        }
+        self.last_event.insert(node, generation);
+        self.failures.retain(|f| f.0 != node);
+        self.unconfirmed.remove(&node);
+    }
+
+    fn lay_over(&mut self) {
+        for n in &self.unconfirmed {
+            self.dist.states.insert(*n, ReplicaState::Dead);
+        }
+    }
+}
+
+impl std::ops::Deref for DistView {
+    type Target = Dist;
+    fn deref(&self) -> &Dist {
+        &self.dist
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two_nodes(version: u64) -> Dist {
+        let mut d = Dist::new(vec![vec![1, 2]], ReplicaState::Alive);
+        d.version = version;
+        d
+    }
+
+    #[test]
+    fn an_older_distribution_does_not_revive_a_failed_node() {
+        let mut v = DistView::new(two_nodes(1));
+        assert!(v.failures().is_empty());
+        v.node_failed((2, 5));
+        assert_eq!(v.failures(), &[(2, 5)]);
+        assert_eq!(v.state(2), ReplicaState::Dead);
+        // Published before DIH handled the failure: node 2 still alive there.
+        v.on_dist(two_nodes(2));
+        assert_eq!(v.state(2), ReplicaState::Dead);
+        // DIH handled it: the overlay is no longer needed.
+        let mut handled = two_nodes(3);
+        handled.states.insert(2, ReplicaState::Dead);
+        v.on_dist(handled);
+        assert!(v.unconfirmed.is_empty());
+        // The node restarts: QMGR reports the join, DIH lists it as starting.
+        v.node_joined(2, 6);
+        assert!(v.failures().is_empty());
+        let mut back = two_nodes(4);
+        back.states.insert(2, ReplicaState::Starting);
+        v.on_dist(back);
+        assert_eq!(v.state(2), ReplicaState::Starting);
+    }
+
+    #[test]
+    fn a_failure_older_than_the_nodes_join_is_ignored() {
+        let mut v = DistView::new(two_nodes(1));
+        v.node_failed((2, 5));
+        v.node_joined(2, 6);
+        v.on_dist(two_nodes(2));
+        // A TC that has not heard of the join yet still sends the failure.
+        v.node_failed((2, 5));
+        assert_eq!(v.state(2), ReplicaState::Alive);
+        assert!(v.failures().is_empty());
+        // A new failure of the node counts again.
+        v.node_failed((2, 7));
+        assert_eq!(v.state(2), ReplicaState::Dead);
+        assert_eq!(v.failures(), &[(2, 7)]);
+    }
+}
