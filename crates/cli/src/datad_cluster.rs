@@ -131,6 +131,7 @@ pub fn run(
     node_id: u16,
     listen_override: Option<SocketAddr>,
     data_dir: Option<std::path::PathBuf>,
+    in_memory: bool,
 ) -> anyhow::Result<()> {
     let (link, welcome) = fetch_config(mgm, PeerRole::DataNode, Some(node_id), &format!("data node {node_id}"))
         .with_context(|| format!("cannot get the cluster configuration from mgmd at {mgm}"))?;
@@ -143,7 +144,7 @@ pub fn run(
         Some(a) => a,
         None => resolve(&format!("data node {node_id}"), &me.address())?,
     };
-    let data_dir = match data_dir.or_else(|| me.data_dir.clone()) {
+    let data_dir = match data_dir.or_else(|| me.data_dir.clone()).filter(|_| !in_memory) {
         Some(dir) => {
             let lock = norr_runtime::fs::open_data_dir(&dir, node_id)?;
             eprintln!("norr datad: data node {node_id} keeps its data in {}", lock.path().display());

@@ -92,6 +92,10 @@ struct DatadArgs {
     /// With --mgm it overrides the node's `data_dir` in the cluster file.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<std::path::PathBuf>,
+    /// With --mgm: keep nothing on disk, whatever the cluster file's
+    /// data_dir says (a restart of every data node loses every row).
+    #[arg(long, conflicts_with = "data_dir", requires = "mgm")]
+    in_memory: bool,
     /// Print the effective configuration (file + flags) as TOML and exit.
     #[arg(long)]
     print_config: bool,
@@ -139,7 +143,7 @@ fn datad(a: DatadArgs) -> anyhow::Result<()> {
             );
         }
         let node_id = a.node_id.context("--mgm needs --node-id N (the data node's id in the cluster file)")?;
-        return datad_cluster::run(mgm, node_id, a.listen, a.data_dir.clone());
+        return datad_cluster::run(mgm, node_id, a.listen, a.data_dir.clone(), a.in_memory);
     }
     let node_id = a.node_id.unwrap_or(1);
     let listen = a.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 2202)));

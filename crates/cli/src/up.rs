@@ -53,6 +53,11 @@ pub struct UpArgs {
     /// a terminal).
     #[arg(long, requires = "fresh")]
     pub yes: bool,
+    /// Keep no rows on disk (no REDO log, no checkpoints): a restart starts
+    /// empty. For measurements of what durability costs; --data-dir still
+    /// holds the cluster file and logs.
+    #[arg(long, conflicts_with = "fresh")]
+    pub in_memory: bool,
     /// Port of the first data node's native protocol listener (on
     /// 127.0.0.1); the others take the next ports.
     #[arg(long, default_value_t = 2202, value_name = "PORT")]
@@ -239,10 +244,16 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
     let sqld_args = (!a.no_sql).then(|| sqld_args(sql, a.sql_socket.as_deref(), native, &a.sql_args)).transpose()?;
     let cfg = DataNodeConfig { node_id: 1, listen: native, knobs, cluster: None };
     // Held until the node stops: a second `norr up` on the directory is refused.
-    let lock = norr_runtime::fs::open_data_dir(&a.data_dir.join("node-1"), 1)?;
-    eprintln!("norr up: data kept in {}", lock.path().display());
+    let lock = if a.in_memory {
+        eprintln!("norr up: --in-memory: no rows are kept on disk");
+        None
+    } else {
+        let l = norr_runtime::fs::open_data_dir(&a.data_dir.join("node-1"), 1)?;
+        eprintln!("norr up: data kept in {}", l.path().display());
+        Some(l)
+    };
     let opts = norr_runtime::RuntimeOptions {
-        data_dir: Some(lock.path().to_path_buf()),
+        data_dir: lock.as_ref().map(|l| l.path().to_path_buf()),
         ..norr_runtime::RuntimeOptions::default()
     };
     let node = start_data_node_with_options(cfg, opts).with_context(|| {
@@ -282,6 +293,7 @@ fn run_cluster(a: UpArgs) -> anyhow::Result<()> {
         mgm_port: a.mgm_port,
         port_base: a.port_base,
         data_root: a.data_dir.clone(),
+        in_memory: a.in_memory,
     };
     let start = move |data_nodes: Vec<String>, _mgm: SocketAddr| -> anyhow::Result<SocketAddr> {
         let mut args = sql_args.clone().expect("only called with a SQL node");
