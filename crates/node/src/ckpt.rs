@@ -44,7 +44,7 @@ use norr_kernel::counters::Counters;
 use norr_kernel::{Block, BlockRef, Ctx, Envelope, NodeId, Priority};
 use norr_knobs::Knobs;
 use norr_signals::ckpt::{CkptSignal, Gci};
-use norr_signals::cluster::{ClusterSignal, Membership, ShutdownReason};
+use norr_signals::cluster::{ClusterSignal, Membership, QmgrMsg};
 use norr_signals::dist::ReplicaState;
 use norr_signals::fs::{FileHandle, FsOp, FsResult, FsSignal};
 use norr_signals::{block, Signal};
@@ -623,23 +623,21 @@ impl Ckpt {
         }
     }
 
-    /// The cluster restarts to a GCI these files do not hold: mark them
-    /// as not a complete copy (so that the next start copies) and restart.
-    fn restart_as_node_restart(&mut self, gci: Gci, ctx: &mut Ctx<'_, Signal>) {
+    /// The cluster restarts to a GCI these files do not hold: leave and
+    /// start again as a node restart.
+    fn restart_as_node_restart(&mut self, _restart_gci: Gci, ctx: &mut Ctx<'_, Signal>) {
+        // Its files stay as they are: the next start restores them and joins
+        // the running cluster, which copies (and from then on its system
+        // file says `Restarting`).
         self.restorable = false;
-        // The system file keeps its GCI; its own state says "restarting", so
-        // a later system restart does not take these files for a full copy.
         self.replica_states.insert(self.node, ReplicaState::Starting);
-        let reason = ShutdownReason::Fatal(format!(
-            "system restart to GCI {gci}: this node's files end at GCI {}; restarting as a node restart",
-            self.restored
-        ));
-        let host = BlockRef::new(self.node, block::HOST, 0);
-        ctx.send_prio(
-            host,
-            Signal::Cluster(Box::new(ClusterSignal::HostShutdownReq { reason, restart: true })),
-            Priority::A,
-        );
+        self.counters.bump("ckpt: behind the system restart GCI");
+        // A graceful leave, QMGR then shuts the node down to start again (a
+        // node restart, copying from a replica at the restart GCI): the
+        // others see no failure, so no arbitration is needed.
+        let qmgr = BlockRef::new(self.node, block::QMGR, 0);
+        let leave = ClusterSignal::Qmgr(QmgrMsg::LeaveReq { node: self.node });
+        ctx.send_prio(qmgr, Signal::Cluster(Box::new(leave)), Priority::A);
     }
 
     /// A local block (TC or LQH) answered the step in progress.

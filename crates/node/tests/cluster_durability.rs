@@ -11,11 +11,12 @@ mod common;
 
 use common::*;
 use norr_durability::sysfile::{NodeRestartState, SysFileStore, PATHS};
+use norr_kernel::BlockRef;
 use norr_kernel::NodeId;
 use norr_knobs::Knobs;
 use norr_node::durable::{build_durable_observed, DataDir};
 use norr_node::testkit::ClusterKit;
-use norr_signals::{block, ExecType, KeyOp, Signal, TableDef, TxnOutcome, Value};
+use norr_signals::{block, ExecType, KeyOp, Signal, TableDef, TcKeyReq, TxnOutcome, Value};
 use norr_sim::disk::{CrashMode, DiskFaults, SharedDisk, SimDisk, SimFsBlock};
 use norr_sim::rng::Rng;
 use std::collections::BTreeMap;
@@ -155,10 +156,32 @@ fn kill_all_and_restart(
 ) -> u64 {
     let mut order = c.nodes();
     rng.shuffle(&mut order);
+    // Transactions in flight when the nodes die: their outcome is unknown
+    // unless the answer came first; after the restart each is whole or gone.
+    let base = committed.keys().next_back().map_or(0, |k| k + 1) + 1000;
+    let mut inflight: BTreeMap<u64, i64> = BTreeMap::new();
+    for j in 0..rng.range(0, 6) as i64 {
+        let h = c.kit.handle();
+        let via = order[j as usize % order.len()];
+        let ops = (0..2)
+            .map(|k| KeyOp::write(t.id, vec![Value::Int(2 * (base + j) + k)], vec![(1, Value::Int(base + j))]))
+            .collect();
+        let req = TcKeyReq { txn: h, exec: ExecType::Commit, ops };
+        c.kit.send_from_api(API, BlockRef::new(via, block::TC, 0), Signal::TcKeyReq(Box::new(req)));
+        inflight.insert(h, base + j);
+    }
     for n in &order {
         c.kit.advance(rng.range(0, 3_000_000));
         c.kill(*n);
     }
+    for a in c.kit.take_inbox(API) {
+        if let Signal::TcKeyConf(conf) = a {
+            if let (TxnOutcome::Committed, Some(i)) = (conf.outcome, inflight.remove(&conf.txn)) {
+                committed.insert(i, conf.gci);
+            }
+        }
+    }
+    let maybe: Vec<i64> = inflight.into_values().collect();
     // The restart GCI: the highest a node of every group restored exactly,
     // among nodes whose files are a complete copy (the groups here all
     // have one such node at the maximum: checked below).
@@ -177,8 +200,16 @@ fn kill_all_and_restart(
         c.kit.wait_until_started(n);
     }
     c.kit.run();
-    let upto = committed.keys().next_back().map_or(0, |k| k + 1);
-    let got = present(&mut c.kit, order[0], t, upto);
+    let upto = committed.keys().next_back().map_or(0, |k| k + 1).max(base + 6);
+    let mut got = present(&mut c.kit, order[0], t, upto);
+    // An unanswered transaction that survived belongs to a complete GCI:
+    // it is kept from now on (GCI 0: at most any later restart GCI).
+    for i in &maybe {
+        if got.contains(i) {
+            committed.insert(*i, 0);
+        }
+    }
+    got.retain(|i| !maybe.contains(i) || committed.contains_key(i));
     let want: Vec<i64> = committed.iter().filter(|(_, g)| **g <= expect).map(|(i, _)| *i).collect();
     assert_eq!(got, want, "{what}: restart GCI {expect}, recorded {rec:?}");
     let nodes = c.nodes();
