@@ -77,8 +77,10 @@ start_norr() {
   NORR_SOCKET="$dir/norr.sock"
   if [ "$layout" = colocated ]; then
     # shellcheck disable=SC2086 # extra flags are word-split on purpose
+    # --in-memory: like the separate layout's `norr datad` without --data-dir
+    # (durability has its own runs); --data-dir keeps its files under $dir.
     NORR_ROOT_PASSWORD="" "$bin" up --data-nodes 1 --port-base "$data_port" --sql-port "$NORR_PORT" \
-      --sql-socket "$NORR_SOCKET" ${NORR_DATAD_ARGS:-} >"$dir/up.log" 2>&1 &
+      --sql-socket "$NORR_SOCKET" --in-memory --data-dir "$dir/up-data" ${NORR_DATAD_ARGS:-} >"$dir/up.log" 2>&1 &
     PIDS+=($!)
     wait_port "$NORR_PORT" 60 "norr up"
     return

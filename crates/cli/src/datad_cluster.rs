@@ -100,6 +100,9 @@ struct NodePlan {
     config: ClusterConfig,
     digest: u64,
     arbitrator: Arc<dyn Arbitrator>,
+    /// The node's data directory, locked for the life of the process (every
+    /// restart of the node by the supervisor recovers from it).
+    data_dir: Option<norr_runtime::fs::DataDirLock>,
 }
 
 impl NodePlan {
@@ -111,13 +114,25 @@ impl NodePlan {
             knobs: self.config.knobs.clone(),
             cluster: Some(cluster),
         };
-        start_data_node_with_options(cfg, RuntimeOptions::default())
+        let opts = RuntimeOptions {
+            data_dir: self.data_dir.as_ref().map(|l| l.path().to_path_buf()),
+            ..RuntimeOptions::default()
+        };
+        start_data_node_with_options(cfg, opts)
             .with_context(|| format!("cannot start data node {} on {}", self.node_id, self.listen))
     }
 }
 
-/// Run data node `node_id` of the cluster that the mgmd at `mgm` serves.
-pub fn run(mgm: &str, node_id: u16, listen_override: Option<SocketAddr>) -> anyhow::Result<()> {
+/// Run data node `node_id` of the cluster that the mgmd at `mgm` serves,
+/// keeping its data in `data_dir` (else the cluster file's `data_dir` of the
+/// node; with neither, the node keeps nothing on disk).
+pub fn run(
+    mgm: &str,
+    node_id: u16,
+    listen_override: Option<SocketAddr>,
+    data_dir: Option<std::path::PathBuf>,
+    in_memory: bool,
+) -> anyhow::Result<()> {
     let (link, welcome) = fetch_config(mgm, PeerRole::DataNode, Some(node_id), &format!("data node {node_id}"))
         .with_context(|| format!("cannot get the cluster configuration from mgmd at {mgm}"))?;
     let config = welcome.config.clone();
@@ -129,8 +144,23 @@ pub fn run(mgm: &str, node_id: u16, listen_override: Option<SocketAddr>) -> anyh
         Some(a) => a,
         None => resolve(&format!("data node {node_id}"), &me.address())?,
     };
+    let data_dir = match data_dir.or_else(|| me.data_dir.clone()).filter(|_| !in_memory) {
+        Some(dir) => {
+            let lock = norr_runtime::fs::open_data_dir(&dir, node_id)?;
+            eprintln!("norr datad: data node {node_id} keeps its data in {}", lock.path().display());
+            Some(lock)
+        }
+        None => {
+            eprintln!(
+                "norr datad: data node {node_id} has no data_dir (cluster file or --data-dir): it keeps nothing on \
+                 disk, and a restart of every data node loses every row"
+            );
+            None
+        }
+    };
     let link = Arc::new(link);
     let plan = NodePlan {
+        data_dir,
         node_id,
         listen,
         config,

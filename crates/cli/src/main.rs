@@ -89,8 +89,13 @@ struct DatadArgs {
     /// complete global checkpoint (also after kill -9). Without it the
     /// node keeps nothing: a restart starts empty. One process per
     /// directory (norr.lock); a directory of a newer format is refused.
+    /// With --mgm it overrides the node's `data_dir` in the cluster file.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<std::path::PathBuf>,
+    /// With --mgm: keep nothing on disk, whatever the cluster file's
+    /// data_dir says (a restart of every data node loses every row).
+    #[arg(long, conflicts_with = "data_dir", requires = "mgm")]
+    in_memory: bool,
     /// Print the effective configuration (file + flags) as TOML and exit.
     #[arg(long)]
     print_config: bool,
@@ -131,12 +136,6 @@ fn main() -> std::process::ExitCode {
 
 fn datad(a: DatadArgs) -> anyhow::Result<()> {
     if let Some(mgm) = &a.mgm {
-        if a.data_dir.is_some() {
-            anyhow::bail!(
-                "--data-dir with --mgm: data nodes of a cluster keep no files yet (cluster durability is not \
-                 built); run a lone node with --data-dir, or a cluster without it"
-            );
-        }
         if a.knobs.any_set() || a.print_config || a.socket.is_some() {
             anyhow::bail!(
                 "with --mgm the cluster file configures the data node: leave out --config, knob flags, --set, \
@@ -144,7 +143,7 @@ fn datad(a: DatadArgs) -> anyhow::Result<()> {
             );
         }
         let node_id = a.node_id.context("--mgm needs --node-id N (the data node's id in the cluster file)")?;
-        return datad_cluster::run(mgm, node_id, a.listen);
+        return datad_cluster::run(mgm, node_id, a.listen, a.data_dir.clone(), a.in_memory);
     }
     let node_id = a.node_id.unwrap_or(1);
     let listen = a.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 2202)));

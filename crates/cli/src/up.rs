@@ -4,7 +4,7 @@
 
 use crate::config::KnobArgs;
 use anyhow::Context;
-use norr_runtime::{start_data_node, DataNodeConfig, LocalConnector};
+use norr_runtime::{start_data_node_with_options, DataNodeConfig, LocalConnector};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -39,9 +39,25 @@ pub struct UpArgs {
     #[arg(long, default_value_t = 1186, value_name = "PORT")]
     pub mgm_port: u16,
     /// Where the cluster keeps its files: the generated cluster.toml, each
-    /// data node's directory and log.
+    /// data node's directory (node-N: REDO log, schema, system file) and
+    /// log. The data survives restarts: the next `norr up` with the same
+    /// directory recovers every transaction up to the last complete global
+    /// checkpoint.
     #[arg(long, default_value = "norr-data", value_name = "DIR")]
     pub data_dir: std::path::PathBuf,
+    /// Start empty: delete the data nodes' directories under --data-dir
+    /// first (asks for confirmation on a terminal; see --yes).
+    #[arg(long)]
+    pub fresh: bool,
+    /// Do not ask before --fresh deletes the data (needed when stdin is not
+    /// a terminal).
+    #[arg(long, requires = "fresh")]
+    pub yes: bool,
+    /// Keep no rows on disk (no REDO log, no checkpoints): a restart starts
+    /// empty. For measurements of what durability costs; --data-dir still
+    /// holds the cluster file and logs.
+    #[arg(long, conflicts_with = "fresh")]
+    pub in_memory: bool,
     /// Port of the first data node's native protocol listener (on
     /// 127.0.0.1); the others take the next ports.
     #[arg(long, default_value_t = 2202, value_name = "PORT")]
@@ -163,7 +179,62 @@ impl UpArgs {
     }
 }
 
+/// The entries of a `norr up` data directory that hold the cluster's data
+/// and set-up (data node directories and logs, cluster.toml): what
+/// `--fresh` deletes. Anything else in the directory is left alone.
+fn owned_entries(root: &std::path::Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let mut v = Vec::new();
+    let rd = match std::fs::read_dir(root) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(v),
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("cannot read {}", root.display()))),
+    };
+    for e in rd {
+        let e = e.with_context(|| format!("cannot read {}", root.display()))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let node = name.strip_prefix("node-").map(|r| r.strip_suffix(".log").unwrap_or(r));
+        if name == "cluster.toml" || node.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
+            v.push(e.path());
+        }
+    }
+    v.sort();
+    Ok(v)
+}
+
+/// `--fresh`: delete the data under `root` after asking (or `--yes`).
+fn start_fresh(root: &std::path::Path, yes: bool) -> anyhow::Result<()> {
+    let doomed = owned_entries(root)?;
+    if doomed.is_empty() {
+        return Ok(());
+    }
+    if !yes {
+        use std::io::{BufRead, IsTerminal, Write};
+        if !std::io::stdin().is_terminal() {
+            anyhow::bail!(
+                "--fresh would delete every row kept in {}: add --yes to confirm (stdin is not a terminal)",
+                root.display()
+            );
+        }
+        eprint!("norr up --fresh: delete every row kept in {} ({} entries)? [y/N] ", root.display(), doomed.len());
+        let _ = std::io::stderr().flush();
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line).context("cannot read the answer")?;
+        if !matches!(line.trim(), "y" | "Y" | "yes" | "YES") {
+            anyhow::bail!("not confirmed: nothing deleted, nothing started");
+        }
+    }
+    for p in doomed {
+        let r = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+        r.with_context(|| format!("cannot delete {}", p.display()))?;
+    }
+    eprintln!("norr up: deleted the data in {}", root.display());
+    Ok(())
+}
+
 pub fn run(a: UpArgs) -> anyhow::Result<()> {
+    if a.fresh {
+        start_fresh(&a.data_dir, a.yes)?;
+    }
     if a.data_nodes > 1 || a.replicas() > 1 {
         return run_cluster(a);
     }
@@ -172,7 +243,20 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
     let sql = SocketAddr::from((Ipv4Addr::LOCALHOST, a.sql_port));
     let sqld_args = (!a.no_sql).then(|| sqld_args(sql, a.sql_socket.as_deref(), native, &a.sql_args)).transpose()?;
     let cfg = DataNodeConfig { node_id: 1, listen: native, knobs, cluster: None };
-    let node = start_data_node(cfg).with_context(|| {
+    // Held until the node stops: a second `norr up` on the directory is refused.
+    let lock = if a.in_memory {
+        eprintln!("norr up: --in-memory: no rows are kept on disk");
+        None
+    } else {
+        let l = norr_runtime::fs::open_data_dir(&a.data_dir.join("node-1"), 1)?;
+        eprintln!("norr up: data kept in {}", l.path().display());
+        Some(l)
+    };
+    let opts = norr_runtime::RuntimeOptions {
+        data_dir: lock.as_ref().map(|l| l.path().to_path_buf()),
+        ..norr_runtime::RuntimeOptions::default()
+    };
+    let node = start_data_node_with_options(cfg, opts).with_context(|| {
         format!("cannot start the data node on {native} (port taken? choose another with --port-base)")
     })?;
 
@@ -209,6 +293,7 @@ fn run_cluster(a: UpArgs) -> anyhow::Result<()> {
         mgm_port: a.mgm_port,
         port_base: a.port_base,
         data_root: a.data_dir.clone(),
+        in_memory: a.in_memory,
     };
     let start = move |data_nodes: Vec<String>, _mgm: SocketAddr| -> anyhow::Result<SocketAddr> {
         let mut args = sql_args.clone().expect("only called with a SQL node");

@@ -30,6 +30,8 @@ pub struct ClusterShape {
     pub mgm_port: u16,
     pub port_base: u16,
     pub data_root: PathBuf,
+    /// The data nodes keep nothing on disk (`norr up --in-memory`).
+    pub in_memory: bool,
 }
 
 /// mgmd is node 1; data nodes are 2, 3, ...
@@ -75,6 +77,7 @@ struct DataProc {
     log: PathBuf,
     child: Option<Child>,
     starts: u32,
+    in_memory: bool,
 }
 
 impl DataProc {
@@ -87,10 +90,11 @@ impl DataProc {
             .with_context(|| format!("cannot open the log file {}", self.log.display()))?;
         let err = log.try_clone()?;
         let mut cmd = Command::new(exe);
-        cmd.args(["datad", "--mgm", mgm, "--node-id", &self.id.to_string()])
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(err);
+        cmd.args(["datad", "--mgm", mgm, "--node-id", &self.id.to_string()]);
+        if self.in_memory {
+            cmd.arg("--in-memory");
+        }
+        cmd.stdin(Stdio::null()).stdout(log).stderr(err);
         // Its own process group: the terminal's Ctrl-C reaches only `norr
         // up`, which then stops the nodes in order.
         // And it ends with `norr up` however that ends (kill -9 included):
@@ -241,6 +245,7 @@ pub fn run(
                 log: shape.data_root.join(format!("node-{id}.log")),
                 child: None,
                 starts: 0,
+                in_memory: shape.in_memory,
             }
         })
         .collect();
@@ -335,6 +340,7 @@ mod tests {
             mgm_port: 1186,
             port_base: 2202,
             data_root: PathBuf::from("norr-data"),
+            in_memory: false,
         };
         let knobs = KnobArgs { lock_wait_timeout_ms: Some(777), ..KnobArgs::default() }.load().unwrap();
         let text = cluster_file(&shape, &knobs);

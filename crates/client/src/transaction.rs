@@ -287,7 +287,7 @@ impl Transaction {
         if ops.is_empty() && idle {
             // Nothing was ever sent: nothing to execute, commit or roll back.
             if exec != ExecType::NoCommit {
-                self.state.store(if exec == ExecType::Commit { TXN_COMMITTED } else { TXN_ABORTED }, Ordering::Release);
+                self.state.store(if exec.commits() { TXN_COMMITTED } else { TXN_ABORTED }, Ordering::Release);
             }
             return Ok(Vec::new());
         }
@@ -396,13 +396,13 @@ impl Transaction {
                 self.state.store(TXN_NODE_FAILED, Ordering::Release);
                 return Err(self.node_failure(why));
             }
-            ExecType::Commit if !self.wrote => {
+            ExecType::Commit | ExecType::CommitDisk if !self.wrote => {
                 // Nothing to commit: the take-over node does not answer for
                 // it, and no waiting changes what the caller must do.
                 self.state.store(TXN_NODE_FAILED, Ordering::Release);
                 return Err(self.node_failure(why));
             }
-            ExecType::Commit => {}
+            ExecType::Commit | ExecType::CommitDisk => {}
         }
         let cluster = self.client.inner.clone();
         if cluster.single_node() {
@@ -464,6 +464,17 @@ impl Transaction {
     /// Commit, and report the commit's GCI ([`CommitInfo`]).
     pub async fn commit_with_info(mut self) -> Result<CommitInfo, ClientError> {
         self.execute(Vec::new(), ExecType::Commit).await?;
+        Ok(CommitInfo { gci: self.commit_gci.unwrap_or(0) })
+    }
+
+    /// Commit and return only once the commit's global checkpoint is
+    /// complete: its changes are on disk on every live data node
+    /// (`norr_commit_wait = 'disk'`; a plain commit returns once every
+    /// replica holds the change in memory). Takes up to about
+    /// `gcp_interval_ms` longer. With a batch, `execute(ops,
+    /// ExecType::CommitDisk)` does the same.
+    pub async fn commit_disk(mut self) -> Result<CommitInfo, ClientError> {
+        self.execute(Vec::new(), ExecType::CommitDisk).await?;
         Ok(CommitInfo { gci: self.commit_gci.unwrap_or(0) })
     }
 

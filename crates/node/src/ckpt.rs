@@ -1,58 +1,139 @@
-//! CKPT: the global checkpoint (GCP) protocol of `norr_signals::ckpt`, run
-//! by the master's CKPT (on a data node on its own: itself).
+//! CKPT: the global checkpoint (GCP) protocol of `norr_signals::ckpt`.
 //!
-//! Every `gcp_interval_ms`, for a new GCI `g` (one above the GCI commits
-//! are tagged with now):
-//! 1. `GcpPrepareReq { g }` to every TC: they hold back commit decisions.
-//! 2. Once all confirmed, `GcpCommitReq { g }`: commits are tagged `g`
-//!    from now on; each TC reports `GcpTcFinishedRep { g - 1 }` once none
-//!    of its transactions tagged `g - 1` or lower is still committing.
-//! 3. `GcpSaveReq { g - 1 }` to every LQH: each closes its REDO up to it
-//!    and answers once that is synced.
-//! 4. The system file records `g - 1` as the last complete GCI (written
-//!    A/B alternately, synced): a restart recovers to it. Then
-//!    `GcpCompleteRep { g - 1 }` goes to every LQH.
+//! Every data node runs a CKPT block with two roles:
+//! * **participant** (every node): carries each step of a GCP to the node's
+//!   own TCs and LQHs, answers the master once all of them did, and writes
+//!   the node's system file;
+//! * **master** (the QMGR president; a node on its own is its own master):
+//!   runs the rounds across every live data node.
 //!
-//! A refused save (an LQH's log failed) stops GCPs: nothing later can be
-//! called complete. Commits go on (they are network durable); the node
-//! must be restarted to be disk durable again. Without a data directory
-//! the system file step is skipped (GCIs still advance: the TC barrier and
-//! GCIs work the same in memory-only nodes).
+//! A round, every `gcp_interval_ms`, for a new GCI `g` above every GCI any
+//! node tags commits with:
+//! 1. `GcpPrepareReq { g }` to every node: their TCs hold back commit
+//!    decisions.
+//! 2. Once all confirmed, `GcpCommitReq { g }`: commits are tagged `g` from
+//!    now on; each node reports `GcpTcFinishedRep { g - 1 }` once none of its
+//!    TCs' transactions tagged below `g` is still committing.
+//! 3. `GcpSaveReq { g - 1 }`: each node's LQHs make their REDO durable up to
+//!    it.
+//! 4. `GcpRecordReq { g - 1 }`: each node records `g - 1` as complete in its
+//!    system file (A/B alternately, synced). A restart recovers to it.
+//! 5. Once every node recorded it: `GcpCompleteRep { g - 1 }` to every
+//!    node (its LQHs). Only now is `g - 1` reported complete anywhere.
+//!
+//! No node's system file names a GCI before every live node saved its REDO
+//! up to it (step 4 follows step 3 everywhere).
+//!
+//! Failures: a node that fails during a round is dropped from it (the
+//! master stops waiting for it). When the master fails, the new president
+//! takes over: it asks every member what it holds (`GcpStateReq`), then
+//! runs a new round above every GCI any node tags commits with. That round
+//! releases TCs still held by the old master's prepare, and its save and
+//! record steps cover every GCI the old round left unfinished. A node that
+//! joins is asked the same before its first round; until then its TCs are
+//! held (a cluster node's CKPT holds them from the start), so it never
+//! commits with a GCI the cluster has left behind.
+//!
+//! A refused save (a node's log failed) or a failed system file write stops
+//! GCPs: nothing later can be called complete. Commits go on (they are
+//! network durable); the node must be restarted to be disk durable again.
+//! Without a data directory the system file step is answered at once.
 
 use norr_durability::sysfile::{NodeInfo, NodeRestartState, SysFile, SysFileStore};
 use norr_kernel::counters::Counters;
 use norr_kernel::{Block, BlockRef, Ctx, Envelope, NodeId, Priority};
 use norr_knobs::Knobs;
 use norr_signals::ckpt::{CkptSignal, Gci};
+use norr_signals::cluster::{ClusterSignal, Membership, QmgrMsg};
+use norr_signals::dist::ReplicaState;
 use norr_signals::fs::{FileHandle, FsOp, FsResult, FsSignal};
 use norr_signals::{block, Signal};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-/// Where a GCP is.
+/// The master's side: where the round is.
 #[derive(Debug)]
-enum Phase {
+enum Round {
+    /// No round running (the timer starts the next).
     Idle,
+    /// Asking these nodes what they hold before the next round.
+    Sync {
+        waiting: BTreeSet<NodeId>,
+        system_restart: bool,
+    },
     Prepare {
         gci: Gci,
-        waiting: BTreeSet<BlockRef>,
+        waiting: BTreeSet<NodeId>,
     },
     Commit {
         gci: Gci,
+        waiting: BTreeSet<NodeId>,
+    },
+    Save {
+        gci: Gci,
+        waiting: BTreeSet<NodeId>,
+    },
+    Record {
+        gci: Gci,
+        waiting: BTreeSet<NodeId>,
+    },
+    /// A save or system file write failed: no more GCPs.
+    Stopped {
+        why: String,
+    },
+}
+
+/// What a node told the master of its state (`GcpStateConf`).
+#[derive(Debug, Clone, Copy)]
+struct NodeState {
+    restored: Gci,
+    restorable: bool,
+}
+
+/// The master's state (present while this node is the master).
+#[derive(Debug)]
+struct Master {
+    round: Round,
+    /// Nodes that told their state: the participants of the next round.
+    known: BTreeMap<NodeId, NodeState>,
+    /// Members still to ask (joined, or the round was busy when they came).
+    to_sync: BTreeSet<NodeId>,
+    timer_armed: bool,
+    /// The highest GCI any participant tags commits with: the next round's
+    /// GCI is above it.
+    tagged: Gci,
+}
+
+/// The participant's side: the local step in progress for a master.
+#[derive(Debug)]
+enum Local {
+    Idle,
+    Prepare {
+        gci: Gci,
+        master: BlockRef,
+        waiting: BTreeSet<BlockRef>,
+    },
+    /// Waiting for every TC to report nothing tagged `prev` or lower is
+    /// still committing.
+    Commit {
+        prev: Gci,
+        gci: Gci,
+        master: BlockRef,
         waiting: BTreeSet<BlockRef>,
     },
     Save {
         gci: Gci,
+        master: BlockRef,
         waiting: BTreeSet<BlockRef>,
     },
-    /// Writing the system file: the FS step in flight.
-    Record {
-        gci: Gci,
-        step: SysStep,
-    },
-    /// A save was refused: no more GCPs.
-    Stopped {
-        why: String,
-    },
+}
+
+/// A system file write in flight (separate from `Local`: a new master's
+/// steps may come while it runs; the file store takes one write at a time).
+#[derive(Debug, Clone, Copy)]
+struct Writing {
+    gci: Gci,
+    master: BlockRef,
+    step: SysStep,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -70,15 +151,37 @@ pub struct SysState {
 
 pub struct Ckpt {
     node: NodeId,
-    /// The data nodes whose TCs and LQHs take part.
-    nodes: Vec<NodeId>,
+    /// A data node on its own (no QMGR): always its own master.
+    standalone: bool,
     tc_instances: u16,
     lqh_instances: u16,
     interval_ns: u64,
-    /// GCI commits are tagged with now.
+    /// The GCI this node's TCs tag commits with.
     current: Gci,
+    /// The last complete GCI this node knows of.
     complete: Gci,
-    phase: Phase,
+    /// What this node restored from its files at start.
+    restored: Gci,
+    restorable: bool,
+    /// This node joined a running cluster and copied its partitions: its
+    /// REDO log lacks the copied rows, so its files are not a complete copy
+    /// (until a local checkpoint covers them; see crates/node/src/lcp.rs).
+    copied: bool,
+    /// The last recorded LCP round when a copied node became alive (see
+    /// `lcp_on_complete`).
+    copied_lcp_floor: Option<u64>,
+    membership: Option<Membership>,
+    /// The cluster's node groups (configuration order).
+    node_groups: Vec<Vec<NodeId>>,
+    /// Replica states from DIH (cluster nodes), for the system file.
+    replica_states: BTreeMap<NodeId, ReplicaState>,
+    master: Option<Master>,
+    local: Local,
+    writing: Option<Writing>,
+    /// A record request that came while a write was in flight: done next.
+    record_next: Option<(Gci, BlockRef)>,
+    /// Why this node's own part of GCPs stopped, if it did.
+    local_stopped: Option<String>,
     sys: Option<SysState>,
     /// The system file bytes to write once the file is open.
     pending_sys: Option<Vec<u8>>,
@@ -93,19 +196,50 @@ fn ckpt(s: CkptSignal) -> Signal {
 }
 
 impl Ckpt {
-    /// `current`: the GCI the node's TCs start tagging commits with;
-    /// `complete`: the last complete GCI (the restart point, 0 if none).
-    pub fn new(node: NodeId, nodes: Vec<NodeId>, knobs: &Knobs, current: Gci, complete: Gci) -> Ckpt {
+    /// A data node on its own. `current`: the GCI the node's TCs start
+    /// tagging commits with; `complete`: the last complete GCI (the restart
+    /// point, 0 if none). The host delivers `start_signal` once.
+    pub fn new(node: NodeId, knobs: &Knobs, current: Gci, complete: Gci) -> Ckpt {
+        let mut c = Ckpt::cluster(node, vec![vec![node]], knobs, current, complete);
+        c.standalone = true;
+        c.restorable = true;
+        c.membership = Some(Membership { generation: 1, members: vec![node], president: node });
+        c.master = Some(Master {
+            round: Round::Idle,
+            known: BTreeMap::from([(node, NodeState { restored: complete, restorable: true })]),
+            to_sync: BTreeSet::new(),
+            timer_armed: true,
+            tagged: current,
+        });
+        c
+    }
+
+    /// A data node of a cluster: it learns the membership from QMGR (it is
+    /// one of QMGR's subscribers) and the replica states from DIH (one of
+    /// DIH's distribution subscribers); the president's CKPT is the master.
+    /// Its TCs are held until the master's first round reaches them.
+    pub fn cluster(node: NodeId, node_groups: Vec<Vec<NodeId>>, knobs: &Knobs, current: Gci, complete: Gci) -> Ckpt {
         assert!(current > complete, "commits are tagged above the last complete GCI");
         Ckpt {
             node,
-            nodes,
+            standalone: false,
             tc_instances: knobs.tc_instances.max(1),
             lqh_instances: norr_txn::LQH_INSTANCES,
             interval_ns: knobs.gcp_interval_ms.max(1) * 1_000_000,
             current,
             complete,
-            phase: Phase::Idle,
+            restored: complete,
+            restorable: false,
+            copied: false,
+            copied_lcp_floor: None,
+            membership: None,
+            node_groups,
+            replica_states: BTreeMap::new(),
+            master: None,
+            local: Local::Idle,
+            writing: None,
+            record_next: None,
+            local_stopped: None,
             sys: None,
             pending_sys: None,
             next_req: 1,
@@ -115,7 +249,10 @@ impl Ckpt {
     }
 
     /// Record each complete GCI in this system file (a data directory).
-    pub fn with_sysfile(mut self, sys: SysState) -> Ckpt {
+    /// `restorable`: the node's files hold a complete copy of its
+    /// partitions up to `complete` (its system file said it was started).
+    pub fn with_sysfile(mut self, sys: SysState, restorable: bool) -> Ckpt {
+        self.restorable = restorable || self.standalone;
         self.sys = Some(sys);
         self
     }
@@ -131,43 +268,509 @@ impl Ckpt {
         self.complete
     }
 
-    /// Why GCPs stopped (a refused save or a failed system file write).
+    /// Why GCPs stopped (a refused save or a failed system file write), as
+    /// far as this node knows.
     pub fn stopped(&self) -> Option<&str> {
-        match &self.phase {
-            Phase::Stopped { why } => Some(why),
-            _ => None,
+        if let Some(Master { round: Round::Stopped { why }, .. }) = &self.master {
+            return Some(why);
+        }
+        self.local_stopped.as_deref()
+    }
+
+    fn local_tcs(&self) -> BTreeSet<BlockRef> {
+        (0..self.tc_instances).map(|i| BlockRef::new(self.node, block::TC, i)).collect()
+    }
+
+    fn local_lqhs(&self) -> BTreeSet<BlockRef> {
+        (0..self.lqh_instances).map(|i| BlockRef::new(self.node, block::LQH, i)).collect()
+    }
+
+    fn ckpt_of(n: NodeId) -> BlockRef {
+        BlockRef::new(n, block::CKPT, 0)
+    }
+
+    // ------------------------------------------------------------------
+    // Membership
+    // ------------------------------------------------------------------
+
+    fn on_cluster(&mut self, from: BlockRef, sig: ClusterSignal, ctx: &mut Ctx<'_, Signal>) {
+        match sig {
+            ClusterSignal::ClusterStartedRep { membership, joined, .. } => {
+                // Hold the TCs until the master's first round: they must not
+                // commit under a GCI the cluster may have left behind.
+                let hold = self.current + 1;
+                for to in self.local_tcs() {
+                    ctx.send_prio(to, ckpt(CkptSignal::GcpPrepareReq { gci: hold }), Priority::A);
+                }
+                let president = membership.president;
+                self.membership = Some(membership.clone());
+                self.copied |= joined;
+                if president == self.node {
+                    // Formed the cluster (or joined as its only member).
+                    self.become_master(&membership.members, !joined, ctx);
+                }
+            }
+            ClusterSignal::NodeJoinedRep { node, membership } => {
+                self.membership = Some(membership);
+                if let Some(m) = &mut self.master {
+                    m.to_sync.insert(node);
+                    if matches!(m.round, Round::Idle) {
+                        self.sync_or_round(ctx);
+                    }
+                }
+            }
+            ClusterSignal::NodeFailRep { failed, membership } => {
+                let president = membership.president;
+                self.membership = Some(membership.clone());
+                if self.master.is_some() {
+                    self.drop_failed(&failed, ctx);
+                } else if president == self.node {
+                    self.counters.bump("ckpt: master take-overs");
+                    self.become_master(&membership.members, false, ctx);
+                }
+            }
+            ClusterSignal::DistRep { dist } => {
+                self.replica_states = dist.data_nodes().map(|n| (n, dist.state(n))).collect();
+                let version = dist.version;
+                ctx.send_prio(from, Signal::Cluster(Box::new(ClusterSignal::DistConf { version })), Priority::A);
+            }
+            _ => {}
         }
     }
 
-    fn tcs(&self) -> BTreeSet<BlockRef> {
-        let mut v = BTreeSet::new();
-        for &n in &self.nodes {
-            v.extend((0..self.tc_instances).map(|i| BlockRef::new(n, block::TC, i)));
+    /// This node is the master now: ask every member its state, then run a
+    /// round. `system_restart`: the members formed the cluster together.
+    fn become_master(&mut self, members: &[NodeId], system_restart: bool, ctx: &mut Ctx<'_, Signal>) {
+        let waiting: BTreeSet<NodeId> = members.iter().copied().collect();
+        for &n in &waiting {
+            ctx.send_prio(Self::ckpt_of(n), ckpt(CkptSignal::GcpStateReq), Priority::A);
         }
-        v
+        self.master = Some(Master {
+            round: Round::Sync { waiting, system_restart },
+            known: BTreeMap::new(),
+            to_sync: BTreeSet::new(),
+            timer_armed: false,
+            tagged: 0,
+        });
     }
 
-    fn lqhs(&self) -> BTreeSet<BlockRef> {
-        let mut v = BTreeSet::new();
-        for &n in &self.nodes {
-            v.extend((0..self.lqh_instances).map(|i| BlockRef::new(n, block::LQH, i)));
+    /// Between rounds: ask the nodes that joined, or start the next round.
+    fn sync_or_round(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        let m = self.master.as_mut().expect("master");
+        debug_assert!(matches!(m.round, Round::Idle));
+        if m.to_sync.is_empty() {
+            return self.start_round(ctx);
         }
-        v
+        let waiting = std::mem::take(&mut m.to_sync);
+        for &n in &waiting {
+            ctx.send_prio(Self::ckpt_of(n), ckpt(CkptSignal::GcpStateReq), Priority::A);
+        }
+        m.round = Round::Sync { waiting, system_restart: false };
     }
 
-    fn arm_timer(&self, ctx: &mut Ctx<'_, Signal>) {
+    fn drop_failed(&mut self, failed: &[NodeId], ctx: &mut Ctx<'_, Signal>) {
+        let m = self.master.as_mut().expect("master");
+        for f in failed {
+            m.known.remove(f);
+            m.to_sync.remove(f);
+            match &mut m.round {
+                Round::Sync { waiting, .. }
+                | Round::Prepare { waiting, .. }
+                | Round::Commit { waiting, .. }
+                | Round::Save { waiting, .. }
+                | Round::Record { waiting, .. } => {
+                    waiting.remove(f);
+                }
+                Round::Idle | Round::Stopped { .. } => {}
+            }
+        }
+        self.counters.bump("ckpt: nodes dropped from a round");
+        self.advance_if_done(ctx);
+    }
+
+    // ------------------------------------------------------------------
+    // Master
+    // ------------------------------------------------------------------
+
+    fn arm_timer(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        let m = self.master.as_mut().expect("master");
+        if m.timer_armed {
+            return;
+        }
+        m.timer_armed = true;
         let me = ctx.self_ref();
         ctx.send_delayed(me, ckpt(CkptSignal::GcpTimer), self.interval_ns);
     }
 
-    fn start_gcp(&mut self, ctx: &mut Ctx<'_, Signal>) {
-        let gci = self.current + 1;
-        let waiting = self.tcs();
-        for &to in &waiting {
-            ctx.send_prio(to, ckpt(CkptSignal::GcpPrepareReq { gci }), Priority::A);
+    fn send_all(&self, nodes: &BTreeSet<NodeId>, sig: CkptSignal, ctx: &mut Ctx<'_, Signal>) {
+        for &n in nodes {
+            ctx.send_prio(Self::ckpt_of(n), ckpt(sig.clone()), Priority::A);
         }
+    }
+
+    fn start_round(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        let m = self.master.as_mut().expect("master");
+        let gci = m.tagged + 1;
+        let waiting: BTreeSet<NodeId> = m.known.keys().copied().collect();
+        m.round = Round::Prepare { gci, waiting: waiting.clone() };
+        self.send_all(&waiting, CkptSignal::GcpPrepareReq { gci }, ctx);
         self.counters.bump("ckpt: gcps started");
-        self.phase = Phase::Prepare { gci, waiting };
+        self.advance_if_done(ctx);
+    }
+
+    /// A reply from node `from` to the master's current step.
+    fn on_master_reply(&mut self, from: NodeId, sig: CkptSignal, ctx: &mut Ctx<'_, Signal>) {
+        let Some(m) = self.master.as_mut() else {
+            // Answers to an earlier mastership of this node.
+            return norr_kernel::probe!(self.counters, "ckpt: reply while not master");
+        };
+        let matched = match (&sig, &mut m.round) {
+            (CkptSignal::GcpStateConf { current, complete, restored, restorable }, Round::Sync { waiting, .. }) => {
+                let fresh = waiting.remove(&from);
+                if fresh {
+                    m.known.insert(from, NodeState { restored: *restored, restorable: *restorable });
+                    m.tagged = m.tagged.max(*current);
+                    self.complete = self.complete.max(*complete);
+                }
+                fresh
+            }
+            (CkptSignal::GcpPrepareConf { gci }, Round::Prepare { gci: g, waiting })
+            | (CkptSignal::GcpTcFinishedRep { gci }, Round::Commit { gci: g, waiting })
+            | (CkptSignal::GcpSaveConf { gci }, Round::Save { gci: g, waiting })
+            | (CkptSignal::GcpRecordConf { gci }, Round::Record { gci: g, waiting })
+                if gci == g =>
+            {
+                waiting.remove(&from)
+            }
+            (CkptSignal::GcpSaveRef { gci, error }, Round::Save { gci: g, .. }) if gci == g => {
+                let why = format!("node {from} could not save GCI {gci}: {error}");
+                self.stop_master(why);
+                return;
+            }
+            _ => false,
+        };
+        if !matched {
+            // A late answer to a round given up (take-over, failure).
+            return norr_kernel::probe!(self.counters, "ckpt: stale reply to the master");
+        }
+        self.advance_if_done(ctx);
+    }
+
+    fn stop_master(&mut self, why: String) {
+        self.counters.bump("ckpt: gcps stopped");
+        if let Some(m) = &mut self.master {
+            m.round = Round::Stopped { why };
+        }
+    }
+
+    /// The current step's answers are all in: the next step.
+    fn advance_if_done(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        let m = self.master.as_mut().expect("master");
+        let nodes: BTreeSet<NodeId> = m.known.keys().copied().collect();
+        match &m.round {
+            Round::Sync { waiting, system_restart } if waiting.is_empty() => {
+                let system_restart = *system_restart;
+                if system_restart {
+                    self.system_restart_gci(ctx);
+                }
+                let m = self.master.as_mut().expect("master");
+                if matches!(m.round, Round::Stopped { .. }) {
+                    return;
+                }
+                m.round = Round::Idle;
+                self.start_round(ctx);
+            }
+            Round::Prepare { gci, waiting } if waiting.is_empty() => {
+                let gci = *gci;
+                m.tagged = gci;
+                m.round = Round::Commit { gci: gci - 1, waiting: nodes.clone() };
+                self.send_all(&nodes, CkptSignal::GcpCommitReq { gci }, ctx);
+            }
+            Round::Commit { gci, waiting } if waiting.is_empty() => {
+                let gci = *gci;
+                m.round = Round::Save { gci, waiting: nodes.clone() };
+                self.send_all(&nodes, CkptSignal::GcpSaveReq { gci }, ctx);
+            }
+            Round::Save { gci, waiting } if waiting.is_empty() => {
+                let gci = *gci;
+                m.round = Round::Record { gci, waiting: nodes.clone() };
+                self.send_all(&nodes, CkptSignal::GcpRecordReq { gci }, ctx);
+            }
+            Round::Record { gci, waiting } if waiting.is_empty() => {
+                let gci = *gci;
+                m.round = Round::Idle;
+                self.counters.bump("ckpt: gcps completed");
+                self.send_all(&nodes, CkptSignal::GcpCompleteRep { gci }, ctx);
+                if self.master.as_ref().is_some_and(|m| !m.to_sync.is_empty()) {
+                    self.sync_or_round(ctx);
+                } else {
+                    self.arm_timer(ctx);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// At a system restart (the members formed the cluster), every node
+    /// restored its own files to its own last complete GCI. The cluster
+    /// restarts to the highest GCI that a node of every node group restored
+    /// exactly, from files that are a complete copy. Every other node is sent
+    /// to a node restart: it copies its partitions from a replica at that
+    /// GCI. If no GCI is held by a node of every group, the master stops
+    /// (GCPs stop, TCs stay held): starting would lose or half apply
+    /// transactions.
+    fn system_restart_gci(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        let m = self.master.as_ref().expect("master");
+        let mut candidates: Vec<Gci> = m.known.values().filter(|s| s.restorable).map(|s| s.restored).collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        let present: BTreeSet<NodeId> = m.known.keys().copied().collect();
+        let holds = |c: Gci| {
+            self.node_groups
+                .iter()
+                .filter(|g| g.iter().any(|n| present.contains(n)))
+                .all(|g| g.iter().any(|n| m.known.get(n).is_some_and(|s| s.restorable && s.restored == c)))
+        };
+        let Some(restart) = candidates.iter().rev().copied().find(|&c| holds(c)) else {
+            if candidates.is_empty() || candidates == [0] {
+                return; // an initial start: nothing on any disk
+            }
+            let held: Vec<String> = m
+                .known
+                .iter()
+                .map(|(n, s)| {
+                    format!(
+                        "node {n}: GCI {} ({})",
+                        s.restored,
+                        if s.restorable { "complete copy" } else { "incomplete copy" }
+                    )
+                })
+                .collect();
+            return self.stop_master(format!(
+                "system restart impossible: no GCI is held by a node of every node group ({})",
+                held.join(", ")
+            ));
+        };
+        let behind: Vec<NodeId> =
+            m.known.iter().filter(|(_, s)| !s.restorable || s.restored != restart).map(|(n, _)| *n).collect();
+        self.counters.bump("ckpt: system restarts decided");
+        let m = self.master.as_mut().expect("master");
+        for n in behind {
+            m.known.remove(&n);
+            ctx.send_prio(Self::ckpt_of(n), ckpt(CkptSignal::GcpRestartNodeReq { gci: restart }), Priority::A);
+        }
+        self.complete = self.complete.max(restart);
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        let Some(m) = self.master.as_mut() else { return };
+        m.timer_armed = false;
+        if matches!(m.round, Round::Idle) {
+            self.sync_or_round(ctx);
+        }
+    }
+
+    // ------------------------------------------------------------------
+    // Participant
+    // ------------------------------------------------------------------
+
+    fn reply_master(&self, master: BlockRef, sig: CkptSignal, ctx: &mut Ctx<'_, Signal>) {
+        ctx.send_prio(master, ckpt(sig), Priority::A);
+    }
+
+    /// A request of the master (possibly a new one replacing an old one's
+    /// step in progress).
+    fn on_master_req(&mut self, master: BlockRef, sig: CkptSignal, ctx: &mut Ctx<'_, Signal>) {
+        match sig {
+            CkptSignal::GcpStateReq => {
+                let conf = CkptSignal::GcpStateConf {
+                    current: self.current,
+                    complete: self.complete,
+                    restored: self.restored,
+                    restorable: self.restorable,
+                };
+                self.reply_master(master, conf, ctx);
+            }
+            CkptSignal::GcpPrepareReq { gci } => {
+                debug_assert!(gci > self.current, "prepare of {gci} at {}", self.current);
+                let waiting = self.local_tcs();
+                for &to in &waiting {
+                    ctx.send_prio(to, ckpt(CkptSignal::GcpPrepareReq { gci }), Priority::A);
+                }
+                self.local = Local::Prepare { gci, master, waiting };
+            }
+            CkptSignal::GcpCommitReq { gci } => {
+                let prev = self.current;
+                self.current = gci;
+                let waiting = self.local_tcs();
+                for &to in &waiting {
+                    ctx.send_prio(to, ckpt(CkptSignal::GcpCommitReq { gci }), Priority::A);
+                }
+                self.local = Local::Commit { prev, gci, master, waiting };
+            }
+            CkptSignal::GcpSaveReq { gci } => {
+                if let Some(why) = &self.local_stopped {
+                    let error = why.clone();
+                    return self.reply_master(master, CkptSignal::GcpSaveRef { gci, error }, ctx);
+                }
+                let waiting = self.local_lqhs();
+                for &to in &waiting {
+                    ctx.send_prio(to, ckpt(CkptSignal::GcpSaveReq { gci }), Priority::A);
+                }
+                self.local = Local::Save { gci, master, waiting };
+            }
+            CkptSignal::GcpRecordReq { gci } => self.record(gci, master, ctx),
+            CkptSignal::GcpCompleteRep { gci } => {
+                if gci > self.complete {
+                    self.complete = gci;
+                }
+                // LQHs, and TCs (they hold `CommitDisk` answers until then).
+                for to in self.local_lqhs().into_iter().chain(self.local_tcs()) {
+                    ctx.send_prio(to, ckpt(CkptSignal::GcpCompleteRep { gci }), Priority::A);
+                }
+                self.lcp_on_complete(gci, ctx);
+            }
+            CkptSignal::GcpRestartNodeReq { gci } => self.restart_as_node_restart(gci, ctx),
+            other => {
+                norr_kernel::probe!(self.counters, "ckpt: unexpected request");
+                debug_assert!(false, "CKPT got request {other:?}");
+            }
+        }
+    }
+
+    /// The cluster restarts to a GCI these files do not hold: leave and
+    /// start again as a node restart.
+    fn restart_as_node_restart(&mut self, _restart_gci: Gci, ctx: &mut Ctx<'_, Signal>) {
+        // Its files stay as they are: the next start restores them and joins
+        // the running cluster, which copies (and from then on its system
+        // file says `Restarting`).
+        self.restorable = false;
+        self.replica_states.insert(self.node, ReplicaState::Starting);
+        self.counters.bump("ckpt: behind the system restart GCI");
+        // A graceful leave, QMGR then shuts the node down to start again (a
+        // node restart, copying from a replica at the restart GCI): the
+        // others see no failure, so no arbitration is needed.
+        let qmgr = BlockRef::new(self.node, block::QMGR, 0);
+        let leave = ClusterSignal::Qmgr(QmgrMsg::LeaveReq { node: self.node });
+        ctx.send_prio(qmgr, Signal::Cluster(Box::new(leave)), Priority::A);
+    }
+
+    /// A local block (TC or LQH) answered the step in progress.
+    fn on_local_reply(&mut self, from: BlockRef, sig: CkptSignal, ctx: &mut Ctx<'_, Signal>) {
+        let done = match (&sig, &mut self.local) {
+            (CkptSignal::GcpPrepareConf { gci }, Local::Prepare { gci: g, waiting, .. })
+            | (CkptSignal::GcpSaveConf { gci }, Local::Save { gci: g, waiting, .. })
+                if gci == g =>
+            {
+                waiting.remove(&from);
+                waiting.is_empty()
+            }
+            (CkptSignal::GcpTcFinishedRep { gci }, Local::Commit { prev, waiting, .. }) if gci == prev => {
+                waiting.remove(&from);
+                waiting.is_empty()
+            }
+            (CkptSignal::GcpSaveRef { gci, error }, Local::Save { gci: g, master, .. }) if gci == g => {
+                let (gci, master) = (*gci, *master);
+                let error = format!("LQH {from}: {error}");
+                self.local_stopped = Some(error.clone());
+                self.local = Local::Idle;
+                return self.reply_master(master, CkptSignal::GcpSaveRef { gci, error }, ctx);
+            }
+            // Answers to the hold at start, or to a step a new master
+            // replaced.
+            _ => return norr_kernel::probe!(self.counters, "ckpt: stale local reply"),
+        };
+        if !done {
+            return;
+        }
+        let reply = match std::mem::replace(&mut self.local, Local::Idle) {
+            Local::Prepare { gci, master, .. } => (master, CkptSignal::GcpPrepareConf { gci }),
+            Local::Commit { gci, master, .. } => (master, CkptSignal::GcpTcFinishedRep { gci: gci - 1 }),
+            Local::Save { gci, master, .. } => (master, CkptSignal::GcpSaveConf { gci }),
+            other => unreachable!("no local answers awaited in {other:?}"),
+        };
+        self.reply_master(reply.0, reply.1, ctx);
+    }
+
+    /// A GCI is complete and this node's system file recording it is
+    /// durable: local checkpoints move on (`lcp.rs` records a finished
+    /// round in the next system file write). A node that copied its
+    /// partitions at a node restart holds a complete copy in its files again
+    /// once a checkpoint round that started after the copy ended (it became
+    /// alive) is recorded: the round after the one running then.
+    fn lcp_on_complete(&mut self, gci: Gci, ctx: &mut Ctx<'_, Signal>) {
+        let (Some(lcp), Some(sys)) = (self.lcp.as_mut(), self.sys.as_mut()) else { return };
+        lcp.on_gcp_completed(gci, &mut sys.sysfile, ctx);
+        if !self.copied {
+            return;
+        }
+        let recorded = lcp.last_lcp_id();
+        match self.copied_lcp_floor {
+            None if self.replica_states.get(&self.node) == Some(&ReplicaState::Alive) => {
+                self.copied_lcp_floor = Some(recorded)
+            }
+            Some(floor) if recorded >= floor + 2 => {
+                self.counters.bump("ckpt: copied rows covered by a local checkpoint");
+                self.copied = false;
+                self.copied_lcp_floor = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// This node's state in its own system file.
+    fn own_restart_state(&self) -> NodeRestartState {
+        if self.standalone {
+            return NodeRestartState::Started;
+        }
+        if self.copied {
+            return NodeRestartState::Restarting;
+        }
+        match self.replica_states.get(&self.node) {
+            Some(ReplicaState::Alive) => NodeRestartState::Started,
+            Some(ReplicaState::Starting) => NodeRestartState::Restarting,
+            Some(ReplicaState::Dead) | None => NodeRestartState::Absent,
+        }
+    }
+
+    /// Write `gci` as complete in the system file (or answer at once
+    /// without a data directory).
+    fn record(&mut self, gci: Gci, master: BlockRef, ctx: &mut Ctx<'_, Signal>) {
+        if self.writing.is_some() {
+            // A new master's record while an older write is in flight: it
+            // starts when that one ends.
+            self.counters.bump("ckpt: record waits for a write in flight");
+            self.record_next = Some((gci, master));
+            return;
+        }
+        let own = self.own_restart_state();
+        let members: Vec<NodeId> = self.membership.as_ref().map_or_else(|| vec![self.node], |m| m.members.clone());
+        let Some(sys) = self.sys.as_mut() else {
+            return self.reply_master(master, CkptSignal::GcpRecordConf { gci }, ctx);
+        };
+        sys.sysfile.last_complete_gci = sys.sysfile.last_complete_gci.max(gci);
+        let mut infos: BTreeMap<NodeId, NodeInfo> = sys.sysfile.nodes.iter().map(|i| (i.node, *i)).collect();
+        for n in members {
+            let state = if n == self.node {
+                own
+            } else {
+                match self.replica_states.get(&n) {
+                    Some(ReplicaState::Starting) => NodeRestartState::Restarting,
+                    _ => NodeRestartState::Started,
+                }
+            };
+            infos.insert(n, NodeInfo { node: n, state, last_gci: gci });
+        }
+        infos.entry(self.node).and_modify(|i| i.state = own);
+        sys.sysfile.nodes = infos.into_values().collect();
+        match sys.store.write(&mut sys.sysfile) {
+            Ok(w) => {
+                self.writing = Some(Writing { gci, master, step: SysStep::Open });
+                self.pending_sys = Some(w.bytes);
+                self.fs(ctx, FsOp::Open { path: w.path.into(), create: true, truncate: true });
+            }
+            Err(crashed) => panic!("crash point reached: {}", crashed.0),
+        }
     }
 
     fn fs(&mut self, ctx: &mut Ctx<'_, Signal>, op: FsOp) {
@@ -177,105 +780,19 @@ impl Ckpt {
         ctx.send_prio(to, Signal::Fs(Box::new(FsSignal::Req { req_id, op })), Priority::A);
     }
 
-    /// Every LQH saved `gci`: record it, or (no data directory) done.
-    fn record(&mut self, gci: Gci, ctx: &mut Ctx<'_, Signal>) {
-        let Some(sys) = self.sys.as_mut() else {
-            return self.completed(gci, ctx);
-        };
-        sys.sysfile.last_complete_gci = gci;
-        sys.sysfile.nodes =
-            self.nodes.iter().map(|&node| NodeInfo { node, state: NodeRestartState::Started, last_gci: gci }).collect();
-        match sys.store.write(&mut sys.sysfile) {
-            Ok(w) => {
-                self.phase = Phase::Record { gci, step: SysStep::Open };
-                self.pending_sys = Some(w.bytes);
-                self.fs(ctx, FsOp::Open { path: w.path.into(), create: true, truncate: true });
-            }
-            Err(crashed) => panic!("crash point reached: {}", crashed.0),
-        }
-    }
-
-    fn completed(&mut self, gci: Gci, ctx: &mut Ctx<'_, Signal>) {
-        debug_assert!(gci > self.complete);
-        self.complete = gci;
-        self.counters.bump("ckpt: gcps completed");
-        for to in self.lqhs() {
-            ctx.send_prio(to, ckpt(CkptSignal::GcpCompleteRep { gci }), Priority::A);
-        }
-        self.phase = Phase::Idle;
-        self.arm_timer(ctx);
-        if let (Some(lcp), Some(sys)) = (self.lcp.as_mut(), self.sys.as_mut()) {
-            lcp.on_gcp_completed(gci, &mut sys.sysfile, ctx);
-        }
-    }
-
-    fn stop(&mut self, why: String) {
-        self.counters.bump("ckpt: gcps stopped");
-        self.phase = Phase::Stopped { why };
-    }
-
-    fn on_ckpt(&mut self, from: BlockRef, sig: CkptSignal, ctx: &mut Ctx<'_, Signal>) {
-        if let CkptSignal::LcpTimer | CkptSignal::LcpInstanceConf { .. } | CkptSignal::LcpInstanceRef { .. } = sig {
-            if let (Some(lcp), Some(sys)) = (self.lcp.as_mut(), self.sys.as_mut()) {
-                lcp.on_signal(from, sig, self.complete, &mut sys.sysfile, ctx);
-            }
-            return;
-        }
-        match (sig, &mut self.phase) {
-            (CkptSignal::GcpTimer, Phase::Idle) => self.start_gcp(ctx),
-            (CkptSignal::GcpTimer, _) => {}
-            (CkptSignal::GcpPrepareConf { gci }, Phase::Prepare { gci: g, waiting }) if gci == *g => {
-                waiting.remove(&from);
-                if waiting.is_empty() {
-                    let waiting = self.tcs();
-                    for &to in &waiting {
-                        ctx.send_prio(to, ckpt(CkptSignal::GcpCommitReq { gci }), Priority::A);
-                    }
-                    self.current = gci;
-                    self.phase = Phase::Commit { gci: gci - 1, waiting };
-                }
-            }
-            (CkptSignal::GcpTcFinishedRep { gci }, Phase::Commit { gci: g, waiting }) if gci == *g => {
-                waiting.remove(&from);
-                if waiting.is_empty() {
-                    let waiting = self.lqhs();
-                    for &to in &waiting {
-                        ctx.send_prio(to, ckpt(CkptSignal::GcpSaveReq { gci }), Priority::A);
-                    }
-                    self.phase = Phase::Save { gci, waiting };
-                }
-            }
-            (CkptSignal::GcpSaveConf { gci }, Phase::Save { gci: g, waiting }) if gci == *g => {
-                waiting.remove(&from);
-                if waiting.is_empty() {
-                    self.record(gci, ctx);
-                }
-            }
-            (CkptSignal::GcpSaveRef { gci, error }, Phase::Save { gci: g, .. }) if gci == *g => {
-                self.stop(format!("LQH {from} could not save GCI {gci}: {error}"));
-            }
-            // Answers to a GCP that was given up.
-            (_, Phase::Stopped { .. }) => {}
-            (other, phase) => {
-                norr_kernel::probe!(self.counters, "ckpt: unexpected signal");
-                debug_assert!(false, "CKPT got {other:?} in {phase:?}");
-            }
-        }
-    }
-
     fn on_fs(&mut self, sig: FsSignal, ctx: &mut Ctx<'_, Signal>) {
-        let Phase::Record { gci, step } = self.phase else {
+        let Some(Writing { gci, master, step }) = self.writing else {
             debug_assert!(false, "FS reply outside a system file write");
             return;
         };
         match (sig, step) {
             (FsSignal::Conf { result: FsResult::Opened { file, .. }, .. }, SysStep::Open) => {
                 let data = self.pending_sys.take().expect("bytes to write");
-                self.phase = Phase::Record { gci, step: SysStep::Write(file) };
+                self.writing = Some(Writing { gci, master, step: SysStep::Write(file) });
                 self.fs(ctx, FsOp::Write { file, offset: 0, data, sync: true });
             }
             (FsSignal::Conf { result: FsResult::Written, .. }, SysStep::Write(file)) => {
-                self.phase = Phase::Record { gci, step: SysStep::Close };
+                self.writing = Some(Writing { gci, master, step: SysStep::Close });
                 self.fs(ctx, FsOp::Close { file });
             }
             (FsSignal::Conf { result: FsResult::Closed, .. }, SysStep::Close) => {
@@ -283,14 +800,82 @@ impl Ckpt {
                 if let Err(crashed) = sys.store.on_written() {
                     panic!("crash point reached: {}", crashed.0);
                 }
-                self.completed(gci, ctx);
+                self.writing = None;
+                self.reply_master(master, CkptSignal::GcpRecordConf { gci }, ctx);
+                if let Some((gci, master)) = self.record_next.take() {
+                    self.record(gci, master, ctx);
+                }
             }
             (FsSignal::Ref { error, .. }, _) => {
                 self.sys.as_mut().expect("a system file").store.on_failed();
-                self.stop(format!("cannot write the system file: {error}"));
+                let why = format!("cannot write the system file: {error}");
+                self.local_stopped = Some(why.clone());
+                self.writing = None;
+                // The master hears it as a refused save of this GCI.
+                self.reply_master(master, CkptSignal::GcpSaveRef { gci, error: why.clone() }, ctx);
+                if let Some((gci, master)) = self.record_next.take() {
+                    self.reply_master(master, CkptSignal::GcpSaveRef { gci, error: why }, ctx);
+                }
             }
             (other, _) => debug_assert!(false, "CKPT got FS reply {other:?}"),
         }
+    }
+
+    fn on_ckpt(&mut self, from: BlockRef, sig: CkptSignal, ctx: &mut Ctx<'_, Signal>) {
+        use CkptSignal as C;
+        // Local checkpoints: this node's own rounds (`lcp.rs`).
+        if let C::LcpTimer | C::LcpInstanceConf { .. } | C::LcpInstanceRef { .. } = sig {
+            if let (Some(lcp), Some(sys)) = (self.lcp.as_mut(), self.sys.as_mut()) {
+                lcp.on_signal(from, sig, self.complete, &mut sys.sysfile, ctx);
+            }
+            return;
+        }
+        match (&sig, from.block) {
+            (C::GcpTimer, _) => self.on_timer(ctx),
+            (_, block::TC | block::LQH) if from.node == self.node => self.on_local_reply(from, sig, ctx),
+            (
+                C::GcpStateReq
+                | C::GcpPrepareReq { .. }
+                | C::GcpCommitReq { .. }
+                | C::GcpSaveReq { .. }
+                | C::GcpRecordReq { .. }
+                | C::GcpCompleteRep { .. }
+                | C::GcpRestartNodeReq { .. },
+                block::CKPT,
+            ) => self.on_master_req(from, sig, ctx),
+            (
+                C::GcpStateConf { .. }
+                | C::GcpPrepareConf { .. }
+                | C::GcpTcFinishedRep { .. }
+                | C::GcpSaveConf { .. }
+                | C::GcpSaveRef { .. }
+                | C::GcpRecordConf { .. },
+                block::CKPT,
+            ) => {
+                if self.record_refused(&sig) {
+                    return;
+                }
+                self.on_master_reply(from.node, sig, ctx)
+            }
+            _ => {
+                norr_kernel::probe!(self.counters, "ckpt: unexpected signal");
+                debug_assert!(false, "CKPT got {sig:?} from {from}");
+            }
+        }
+    }
+
+    /// A node's failed system file write comes back as a `GcpSaveRef` during
+    /// the record step: GCPs stop.
+    fn record_refused(&mut self, sig: &CkptSignal) -> bool {
+        let (CkptSignal::GcpSaveRef { gci, error }, Some(Master { round: Round::Record { gci: g, .. }, .. })) =
+            (sig, &self.master)
+        else {
+            return false;
+        };
+        if gci == g {
+            self.stop_master(format!("could not record GCI {gci}: {error}"));
+        }
+        true
     }
 }
 
@@ -299,6 +884,7 @@ impl Block<Signal> for Ckpt {
         match env.signal {
             Signal::Ckpt(c) => self.on_ckpt(env.from, *c, ctx),
             Signal::Fs(f) => self.on_fs(*f, ctx),
+            Signal::Cluster(c) => self.on_cluster(env.from, *c, ctx),
             other => {
                 norr_kernel::probe!(self.counters, "ckpt: unexpected signal");
                 debug_assert!(false, "CKPT got {}", other.name());
@@ -307,7 +893,8 @@ impl Block<Signal> for Ckpt {
     }
 }
 
-/// The signal that starts a node's CKPT (the host delivers it once).
+/// The signal that starts a lone node's CKPT (the host delivers it once).
+/// A cluster node's CKPT starts with QMGR's `ClusterStartedRep` instead.
 pub fn start_signal(node: NodeId) -> Envelope<Signal> {
     let me = BlockRef::new(node, block::CKPT, 0);
     Envelope { from: me, to: me, prio: Priority::B, signal: ckpt(CkptSignal::GcpTimer) }

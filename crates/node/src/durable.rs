@@ -23,9 +23,9 @@ use crate::Topology;
 use norr_durability::lcp;
 use norr_durability::redo::{self, RedoGeometry, RedoPart, RedoReader};
 use norr_durability::schema::{self, SchemaSnapshot};
-use norr_durability::sysfile::{SysFile, SysFileStore, PATHS};
+use norr_durability::sysfile::{NodeRestartState, SysFile, SysFileStore, PATHS};
 use norr_durability::CrashPoints;
-use norr_kernel::{NodeId, Scheduler};
+use norr_kernel::{BlockRef, NodeId, Scheduler};
 use norr_knobs::Knobs;
 use norr_signals::ckpt::Gci;
 use norr_signals::schema::TableDef;
@@ -70,6 +70,9 @@ pub struct RestoreReport {
     pub read_checkpoint: Duration,
     pub apply_redo: Duration,
     pub build_indexes: Duration,
+    /// The files hold a complete copy of the node's partitions up to `gci`
+    /// (false: the node was in a node restart; it must copy again).
+    pub restorable: bool,
 }
 
 impl std::fmt::Display for RestoreReport {
@@ -236,14 +239,15 @@ fn restore_lcps(
 
 /// Build a data node's blocks from its data directory (see the module
 /// doc); the host adds FS (on the same directory) and starts it.
-/// `topo`: Some for a cluster node (DIH added), None for a node on its own.
+/// `topo`: Some for a cluster node (DIH, QMGR added), None for a node on
+/// its own.
 pub fn build_durable(
     node: NodeId,
     topo: Option<&Topology>,
     knobs: &Knobs,
     dir: &dyn DataDir,
 ) -> Result<(Scheduler<Signal>, RestoreReport), String> {
-    build_durable_with(node, topo, knobs, dir, &CrashPoints::off())
+    build_durable_full(node, topo, knobs, dir, &[], &CrashPoints::off())
 }
 
 /// `build_durable` with crash points armed in every block that writes
@@ -253,6 +257,29 @@ pub fn build_durable_with(
     topo: Option<&Topology>,
     knobs: &Knobs,
     dir: &dyn DataDir,
+    crash: &CrashPoints,
+) -> Result<(Scheduler<Signal>, RestoreReport), String> {
+    build_durable_full(node, topo, knobs, dir, &[], crash)
+}
+
+/// [`build_durable`] with extra QMGR subscribers (test kits).
+pub fn build_durable_observed(
+    node: NodeId,
+    topo: Option<&Topology>,
+    knobs: &Knobs,
+    dir: &dyn DataDir,
+    observers: &[BlockRef],
+) -> Result<(Scheduler<Signal>, RestoreReport), String> {
+    build_durable_full(node, topo, knobs, dir, observers, &CrashPoints::off())
+}
+
+/// [`build_durable`] with QMGR subscribers and crash points.
+pub fn build_durable_full(
+    node: NodeId,
+    topo: Option<&Topology>,
+    knobs: &Knobs,
+    dir: &dyn DataDir,
+    observers: &[BlockRef],
     crash: &CrashPoints,
 ) -> Result<(Scheduler<Signal>, RestoreReport), String> {
     let mut report = RestoreReport::default();
@@ -267,6 +294,11 @@ pub fn build_durable_with(
         }
     }
     let gci = sysfile.as_ref().map_or(0, |s| s.last_complete_gci);
+    // The files are a complete copy of this node's partitions only if its
+    // system file called it started (not in the middle of a node restart).
+    report.restorable = sysfile
+        .as_ref()
+        .is_none_or(|s| s.nodes.iter().find(|i| i.node == node).is_none_or(|i| i.state == NodeRestartState::Started));
     let snap = match dir.read(schema::SCHEMA_FILE)? {
         Some(b) => schema::recover(Some(&b), None).map_err(|e| e.to_string())?.schema,
         None => SchemaSnapshot::default(),
@@ -309,6 +341,7 @@ pub fn build_durable_with(
         let mut tc = Tc::new(node, i, lqh_n, knobs);
         tc.restore_tables(&defs);
         tc.set_start_gci(report.start_gci);
+        tc.set_complete_gci(gci);
         s.add_block(block::TC, i, Box::new(tc));
     }
     for (i, lqh) in lqhs.into_iter().enumerate() {
@@ -318,19 +351,22 @@ pub fn build_durable_with(
     dict.enable_persistence();
     dict.restore_schema(&snap);
     s.add_block(block::DICT, 0, Box::new(dict));
-    let nodes = match topo {
-        Some(t) => {
-            crate::add_dih(&mut s, t, knobs);
-            t.node_groups.iter().flatten().copied().collect()
-        }
-        None => vec![node],
-    };
     let sys = SysState { sysfile: sysfile.unwrap_or_else(|| SysFile::new(node)), store };
     let mut coordinator = LcpCoordinator::new(node, knobs, max_lcp_id);
     coordinator.crash = crash.clone();
-    let ckpt = Ckpt::new(node, nodes, knobs, report.start_gci, gci).with_sysfile(sys).with_lcp(coordinator);
-    s.add_block(block::CKPT, 0, Box::new(ckpt));
-    s.deliver(crate::ckpt::start_signal(node)).map_err(|_| "cannot start CKPT".to_string())?;
+    match topo {
+        Some(t) => {
+            let ckpt = Ckpt::cluster(node, t.node_groups.clone(), knobs, report.start_gci, gci)
+                .with_sysfile(sys, report.restorable)
+                .with_lcp(coordinator);
+            crate::add_cluster_blocks(&mut s, t, knobs, observers, ckpt, &defs);
+        }
+        None => {
+            let ckpt = Ckpt::new(node, knobs, report.start_gci, gci).with_sysfile(sys, true).with_lcp(coordinator);
+            s.add_block(block::CKPT, 0, Box::new(ckpt));
+            s.deliver(crate::ckpt::start_signal(node)).map_err(|_| "cannot start CKPT".to_string())?;
+        }
+    }
     Ok((s, report))
 }
 

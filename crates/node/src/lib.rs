@@ -42,12 +42,13 @@ impl Topology {
 
 /// The blocks of the node that hear of every membership change (QMGR's
 /// subscribers), in the order they hear it: DIH first (it publishes the new
-/// distribution), then TC, LQH and DICT.
+/// distribution), then TC, LQH, DICT and CKPT.
 pub fn membership_subscribers(node: NodeId, knobs: &Knobs) -> Vec<BlockRef> {
     let mut v = vec![BlockRef::new(node, block::DIH, 0)];
     v.extend((0..knobs.tc_instances.max(1)).map(|i| BlockRef::new(node, block::TC, i)));
     v.extend((0..norr_txn::LQH_INSTANCES).map(|i| BlockRef::new(node, block::LQH, i)));
     v.push(BlockRef::new(node, block::DICT, 0));
+    v.push(BlockRef::new(node, block::CKPT, 0));
     v
 }
 
@@ -59,7 +60,8 @@ pub fn nf_confirmers(node: NodeId) -> Vec<BlockRef> {
     vec![BlockRef::new(node, block::TC, 0)]
 }
 
-/// A cluster data node's scheduler with TC, LQH, DICT, DIH and QMGR.
+/// A cluster data node's scheduler with TC, LQH, DICT, DIH, QMGR and CKPT
+/// (keeping nothing on disk: GCIs advance, saves are answered at once).
 pub fn build_cluster_node(topo: &Topology, knobs: &Knobs) -> Scheduler<Signal> {
     build_cluster_node_observed(topo, knobs, &[])
 }
@@ -67,24 +69,48 @@ pub fn build_cluster_node(topo: &Topology, knobs: &Knobs) -> Scheduler<Signal> {
 /// [`build_cluster_node`] with extra QMGR subscribers after the node's own
 /// (test kits record the membership changes with them).
 pub fn build_cluster_node_observed(topo: &Topology, knobs: &Knobs, observers: &[BlockRef]) -> Scheduler<Signal> {
+    let mut s = norr_txn::build_data_node(topo.node, knobs);
+    // TCs start tagging commits with GCI 1 (see norr_signals::ckpt).
+    let ckpt = ckpt::Ckpt::cluster(topo.node, topo.node_groups.clone(), knobs, 1, 0);
+    add_cluster_blocks(&mut s, topo, knobs, observers, ckpt, &[]);
+    s
+}
+
+/// Add DIH, QMGR and `ckpt` to a node's scheduler holding TC, LQH and DICT.
+pub(crate) fn add_cluster_blocks(
+    s: &mut Scheduler<Signal>,
+    topo: &Topology,
+    knobs: &Knobs,
+    observers: &[BlockRef],
+    ckpt: ckpt::Ckpt,
+    restored_tables: &[norr_signals::schema::TableDef],
+) {
     let node = topo.node;
-    let mut s = norr_txn::build_data_node(node, knobs);
-    add_dih(&mut s, topo, knobs);
+    add_dih(s, topo, knobs, restored_tables);
     let mut subscribers = membership_subscribers(node, knobs);
     subscribers.extend_from_slice(observers);
     let qmgr = norr_cluster::Qmgr::new(node, topo.node_groups.clone(), knobs, subscribers)
         .with_nf_confirmers(nf_confirmers(node));
     s.add_block(block::QMGR, 0, Box::new(qmgr));
-    s
+    s.add_block(block::CKPT, 0, Box::new(ckpt));
 }
 
-/// Add DIH to a node's scheduler holding TC, LQH and DICT.
-pub(crate) fn add_dih(s: &mut Scheduler<Signal>, topo: &Topology, knobs: &Knobs) {
+/// Add DIH to a node's scheduler holding TC, LQH, DICT (and CKPT, which
+/// gets the distribution too: its system file records the replica states).
+fn add_dih(
+    s: &mut Scheduler<Signal>,
+    topo: &Topology,
+    knobs: &Knobs,
+    restored_tables: &[norr_signals::schema::TableDef],
+) {
     let node = topo.node;
     let mut dist_subscribers: Vec<BlockRef> =
         (0..knobs.tc_instances.max(1)).map(|i| BlockRef::new(node, block::TC, i)).collect();
     dist_subscribers.extend((0..norr_txn::LQH_INSTANCES).map(|i| BlockRef::new(node, block::LQH, i)));
     dist_subscribers.push(BlockRef::new(node, block::DICT, 0));
-    let dih = norr_cluster::Dih::new(node, topo.node_groups.clone(), norr_txn::LQH_INSTANCES, dist_subscribers, knobs);
+    dist_subscribers.push(BlockRef::new(node, block::CKPT, 0));
+    let mut dih =
+        norr_cluster::Dih::new(node, topo.node_groups.clone(), norr_txn::LQH_INSTANCES, dist_subscribers, knobs);
+    dih.restore_tables(restored_tables);
     s.add_block(block::DIH, 0, Box::new(dih));
 }

@@ -44,6 +44,18 @@ impl ClusterKit {
     /// Data nodes `node_groups`, all started together: returns once they
     /// formed the cluster and every node's DIH reports it started.
     pub fn start(node_groups: Vec<Vec<NodeId>>, knobs: Knobs, seed: u64) -> ClusterKit {
+        ClusterKit::start_with(node_groups, knobs, seed, build_cluster_node_observed)
+    }
+
+    /// [`ClusterKit::start`] with nodes built by `build(topology, knobs,
+    /// observers)` (e.g. `norr_node::durable::build_durable_observed` on a
+    /// simulated disk): every incarnation of every node is built by it.
+    pub fn start_with(
+        node_groups: Vec<Vec<NodeId>>,
+        knobs: Knobs,
+        seed: u64,
+        mut build: impl FnMut(&Topology, &Knobs, &[BlockRef]) -> norr_kernel::Scheduler<Signal> + Send + 'static,
+    ) -> ClusterKit {
         let mut cluster = QmgrCluster::new(seed, node_groups, knobs.clone());
         cluster.net = NetConfig {
             min_delay_ns: 20_000,
@@ -54,10 +66,10 @@ impl ClusterKit {
             auto_restart_ns: Some(100_000_000),
         };
         cluster.recorder_block = RECORDER_BLOCK;
-        cluster.builder = Some(Box::new(|parts: &NodeParts<'_>| {
+        cluster.builder = Some(Box::new(move |parts: &NodeParts<'_>| {
             let topo = Topology { node: parts.node, node_groups: parts.node_groups.to_vec() };
             let observer = BlockRef::new(parts.node, RECORDER_BLOCK, 0);
-            let mut sched = build_cluster_node_observed(&topo, parts.knobs, &[observer]);
+            let mut sched = build(&topo, parts.knobs, &[observer]);
             sched.add_block(RECORDER_BLOCK, 0, Box::new(parts.observer()));
             sched.add_block(block::HOST, 0, Box::new(parts.host_stub()));
             sched.add_block(block::MGM, 0, Box::new(parts.host_stub()));

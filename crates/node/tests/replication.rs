@@ -30,8 +30,13 @@ fn every_write_reaches_every_replica() {
         assert_eq!(read(&mut kit, 2, &t, k), Some(k * 10));
         assert_eq!(read(&mut kit, 1, &t, k), Some(k * 10));
     }
-    // Commits carry the GCI (1 with no checkpoint running).
-    assert_eq!(put(&mut kit, 1, &t, 5, 1).gci, 1);
+    // Commits carry the GCI of the cluster's global checkpoints (the
+    // master's first round moved every TC past 1), and it advances.
+    let g1 = put(&mut kit, 1, &t, 5, 1).gci;
+    let g2 = put(&mut kit, 2, &t, 6, 1).gci;
+    assert!(g1 >= 2 && g2 >= g1, "{g1} {g2}");
+    kit.advance(5 * kit.knobs.gcp_interval_ms * 1_000_000);
+    assert!(put(&mut kit, 1, &t, 5, 2).gci > g2);
 }
 
 #[test]

@@ -55,6 +55,18 @@ pub enum ExecType {
     Commit,
     /// Discard everything the transaction did (the batch must be empty).
     Rollback,
+    /// Execute the batch, then commit, and answer only once the commit's
+    /// global checkpoint is complete: its changes are on disk on every live
+    /// data node (`norr_commit_wait = 'disk'`). Without data directories the
+    /// answer waits for the same global checkpoint, kept in memory only.
+    CommitDisk,
+}
+
+impl ExecType {
+    /// The batch ends with a commit (`Commit` or `CommitDisk`).
+    pub fn commits(self) -> bool {
+        matches!(self, ExecType::Commit | ExecType::CommitDisk)
+    }
 }
 
 /// TC_KEYREQ: API -> TC. A batch of key operations of one transaction.

@@ -120,4 +120,37 @@ pub enum CkptSignal {
     LcpSlice {
         lcp_id: u64,
     },
+    /// Master CKPT -> every participating node's CKPT, once every LQH saved
+    /// `gci`: record it as the last complete GCI in the node's system file
+    /// (synced). Reply `GcpRecordConf`. Only once every node confirmed is
+    /// `GcpCompleteRep { gci }` sent.
+    GcpRecordReq {
+        gci: Gci,
+    },
+    GcpRecordConf {
+        gci: Gci,
+    },
+    /// A new master CKPT (cluster start, take-over after the master failed,
+    /// a node that joined) -> a node's CKPT: what GCIs do you hold? The
+    /// master starts its next GCI above every `current` it heard.
+    GcpStateReq,
+    GcpStateConf {
+        /// The GCI the node's TCs tag commits with.
+        current: Gci,
+        /// The last complete GCI the node knows of.
+        complete: Gci,
+        /// The GCI the node restored from its own files when it started
+        /// (0: none, or no data directory).
+        restored: Gci,
+        /// Its files held a complete copy of its partitions (its system
+        /// file called it started): a system restart may use it.
+        restorable: bool,
+    },
+    /// Master CKPT -> a node's CKPT at a system restart: the cluster
+    /// restarts to GCI `gci`, which this node's files do not hold; it
+    /// records that its files are not a consistent copy and restarts
+    /// (a node restart: it copies its partitions from a live replica).
+    GcpRestartNodeReq {
+        gci: Gci,
+    },
 }

@@ -771,6 +771,9 @@ impl Dict {
             ClusterSignal::DictStateRep(state) => {
                 if !self.is_master() {
                     self.apply_state(&state);
+                    if state.full || !state.upsert.is_empty() || !state.remove.is_empty() {
+                        self.persist_in_background(ctx);
+                    }
                 }
             }
             other => debug_assert!(false, "DICT got unexpected {other:?}"),
@@ -781,6 +784,7 @@ impl Dict {
     /// tables in this node's LQH, TC and DIH, then tell DIH and the master.
     fn on_sync_conf(&mut self, state: &DictState, ctx: &mut Ctx<'_, Signal>) {
         self.apply_state(state);
+        self.persist_in_background(ctx);
         let req = self.next_req;
         self.next_req += 1;
         let mut waiting = BTreeSet::new();

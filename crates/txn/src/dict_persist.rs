@@ -25,15 +25,21 @@ enum Step {
 }
 
 pub(super) struct Persist {
-    /// The write in progress and the answer held back until it is done.
-    writing: Option<(Step, DictResult, Vec<u8>)>,
+    /// The write in progress and the answer held back until it is done
+    /// (None: a write of a change another DICT committed).
+    writing: Option<(Step, Option<DictResult>, Vec<u8>)>,
     /// Snapshots written (the id of the last DDL included).
     written: u64,
+    /// A committed change's answer waiting for the write in progress to end
+    /// (then its own write starts).
+    held: Option<DictResult>,
+    /// The schema changed again during a background write: write again.
+    again: bool,
 }
 
 impl Persist {
     pub(super) fn new() -> Persist {
-        Persist { writing: None, written: 0 }
+        Persist { writing: None, written: 0, held: None, again: false }
     }
 }
 
@@ -72,7 +78,30 @@ impl Dict {
     /// A committed change: write the schema, then answer with `r`. Gives
     /// `r` back if there is no data directory (answer now).
     pub(super) fn persist_then_finish(&mut self, r: DictResult, ctx: &mut Ctx<'_, Signal>) -> Option<DictResult> {
-        let Some(p) = self.persist.as_ref() else { return Some(r) };
+        let Some(p) = self.persist.as_mut() else { return Some(r) };
+        if p.writing.is_some() {
+            assert!(p.held.is_none(), "one schema change at a time");
+            p.held = Some(r);
+            return None;
+        }
+        self.start_write(Some(r), ctx);
+        None
+    }
+
+    /// A schema change committed by the master DICT (or the whole schema at
+    /// a node restart) reached this node: write it too, with no one waiting,
+    /// so that every node's files hold the tables its REDO log refers to.
+    pub(super) fn persist_in_background(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        let Some(p) = self.persist.as_mut() else { return };
+        if p.writing.is_some() {
+            p.again = true;
+            return;
+        }
+        self.start_write(None, ctx);
+    }
+
+    fn start_write(&mut self, r: Option<DictResult>, ctx: &mut Ctx<'_, Signal>) {
+        let p = self.persist.as_ref().expect("persisting");
         let id = p.written + 1;
         let bytes = self.snapshot(id).encode();
         let p = self.persist.as_mut().expect("checked");
@@ -80,7 +109,6 @@ impl Dict {
         p.written = id;
         p.writing = Some((Step::Open, r, bytes));
         fs(ctx, id, FsOp::Open { path: SCHEMA_TMP.into(), create: true, truncate: true });
-        None
     }
 
     pub(super) fn on_fs(&mut self, sig: FsSignal, ctx: &mut Ctx<'_, Signal>) {
@@ -109,7 +137,7 @@ impl Dict {
             }
             (FsSignal::Conf { result: FsResult::Done, .. }, Step::Rename) => {
                 self.counters.bump("dict: schema files written");
-                self.finish(ctx, Ok(r));
+                self.write_ended(r.map(Ok), ctx);
                 return;
             }
             (FsSignal::Ref { error, .. }, _) => {
@@ -120,7 +148,7 @@ impl Dict {
                     ErrorCode::Internal,
                     format!("the schema change was applied but could not be written to the data directory: {error}"),
                 );
-                self.finish(ctx, Err(e));
+                self.write_ended(r.map(|_| Err(e)), ctx);
                 return;
             }
             (other, _) => {
@@ -129,5 +157,19 @@ impl Dict {
             }
         };
         self.persist.as_mut().expect("persisting").writing = Some((next, r, bytes));
+    }
+
+    /// A write ended: start the next one (a held change's, or a background
+    /// one), then answer the change just written, if any.
+    fn write_ended(&mut self, answer: Option<Result<DictResult, NodeError>>, ctx: &mut Ctx<'_, Signal>) {
+        let p = self.persist.as_mut().expect("persisting");
+        let held = p.held.take();
+        let again = std::mem::take(&mut p.again);
+        if held.is_some() || again {
+            self.start_write(held, ctx);
+        }
+        if let Some(a) = answer {
+            self.finish(ctx, a);
+        }
     }
 }

@@ -214,7 +214,7 @@ pub fn handle(store: &Mutex<Store>, conn: u64, sig: Signal) -> Option<Signal> {
             st.undo.entry(t).or_default();
             let outcome = match r.exec {
                 ExecType::NoCommit => TxnOutcome::Open,
-                ExecType::Commit => {
+                ExecType::Commit | ExecType::CommitDisk => {
                     commit(&mut st, t);
                     TxnOutcome::Committed
                 }

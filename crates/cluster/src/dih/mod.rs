@@ -116,6 +116,14 @@ impl Dih {
         }
     }
 
+    /// A restarted node's tables (from its schema file), before the first
+    /// signal: the master copies their partitions at node restarts.
+    pub fn restore_tables(&mut self, defs: &[TableDef]) {
+        for d in defs {
+            self.tables.insert(d.id, Arc::new(d.clone()));
+        }
+    }
+
     pub fn dist(&self) -> &Dist {
         &self.dist
     }
@@ -363,6 +371,12 @@ impl Block<Signal> for Dih {
         match env.signal {
             Signal::Cluster(sig) => match *sig {
                 ClusterSignal::ClusterStartedRep { membership, joined, .. } => {
+                    if joined {
+                        // A node restart: the tables restored from this
+                        // node's files give way to the cluster's (DICT's
+                        // sync announces them again).
+                        self.tables.clear();
+                    }
                     self.on_cluster_started(membership, joined, ctx)
                 }
                 ClusterSignal::NodeJoinedRep { membership, .. } => self.membership = Some(membership),

@@ -562,7 +562,19 @@ impl Qmgr {
             return self.adopt(view, Some(change), ctx);
         }
         if change == (MembershipChange::Leave { node: self.node }) {
-            self.leaving = None;
+            let requester = self.leaving.take().map(|l| l.requester);
+            if requester.is_some_and(|r| r.block == norr_signals::block::CKPT) {
+                // CKPT asked to leave at a system restart: this node's files
+                // are behind the restart GCI. It comes back at once as a node
+                // restart (a graceful leave: no arbitration, no failure).
+                return self.shut_down(
+                    ShutdownReason::Fatal(
+                        "left the cluster to copy its partitions again: its files are behind the system restart GCI"
+                            .into(),
+                    ),
+                    ctx,
+                );
+            }
             return self.shut_down(ShutdownReason::Requested, ctx);
         }
         let g = view.membership.generation;

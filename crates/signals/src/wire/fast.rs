@@ -264,6 +264,7 @@ impl<'a> Reader<'a> {
             0 => ExecType::NoCommit,
             1 => ExecType::Commit,
             2 => ExecType::Rollback,
+            3 => ExecType::CommitDisk,
             _ => return Err(malformed("bad ExecType")),
         };
         let ops = self.list(Self::key_op)?;
@@ -494,6 +495,7 @@ pub(super) fn try_encode(env: &Envelope, out: &mut Vec<u8>) -> bool {
                 ExecType::NoCommit => 0,
                 ExecType::Commit => 1,
                 ExecType::Rollback => 2,
+                ExecType::CommitDisk => 3,
             });
             put_varint(out, req.ops.len() as u64);
             for op in &req.ops {

@@ -219,6 +219,25 @@ impl Lqh {
         }
     }
 
+    /// This node joined a running cluster (a node restart): whatever it
+    /// restored from its files is dropped, tables and rows, before any
+    /// write reaches it. DICT creates the cluster's tables again and DIH
+    /// copies every partition from a live replica (rows deleted while the
+    /// node was down must not survive here). Copying only the rows changed
+    /// since the node's last GCI is not built.
+    pub(super) fn discard_restored_rows(&mut self) {
+        let mut tables: Vec<TableId> = self.defs.keys().copied().collect();
+        tables.sort_unstable();
+        for t in tables {
+            self.defs.remove(&t);
+            if let Err(e) = self.storage.drop_table(t) {
+                debug_assert!(false, "dropping restored table {t}: {e:?}");
+            }
+            self.counters.bump("lqh: restored tables dropped at a node restart");
+        }
+        self.forget_lcp_chains();
+    }
+
     /// The starting replica's end: store the copied rows (insert, or
     /// overwrite the row with the same key).
     pub(super) fn on_copy_rows(&mut self, from: BlockRef, rows: CopyRows, ctx: &mut Ctx<'_, Signal>) {

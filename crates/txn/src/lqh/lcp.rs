@@ -152,6 +152,14 @@ fn used_window(asked: PartWindow, used: &PartSet) -> PartWindow {
 impl Lqh {
     /// Restart: the newest checkpoint of a partition restored from (the
     /// next one continues its chain), and the highest LCP id found on disk.
+    /// A node restart dropped the restored rows to copy every partition
+    /// again: the checkpoints on disk no longer describe storage (a row
+    /// deleted in the cluster meanwhile has no tombstone), so each
+    /// partition's next checkpoint is a whole one, with no chain to them.
+    pub(super) fn forget_lcp_chains(&mut self) {
+        self.lcp.controls.clear();
+    }
+
     pub fn restore_lcp_control(&mut self, control: Option<LcpControl>, max_id_on_disk: u64) {
         let l = &mut self.lcp;
         l.max_id_seen = l.max_id_seen.max(max_id_on_disk);

@@ -937,7 +937,13 @@ impl Lqh {
                 self.dist.members_at(&membership.members, membership.generation);
                 self.copies_node_fail(&failed, ctx)
             }
-            ClusterSignal::ClusterStartedRep { membership, .. } | ClusterSignal::NodeJoinedRep { membership, .. } => {
+            ClusterSignal::ClusterStartedRep { membership, joined, .. } => {
+                self.dist.members_at(&membership.members, membership.generation);
+                if joined {
+                    self.discard_restored_rows();
+                }
+            }
+            ClusterSignal::NodeJoinedRep { membership, .. } => {
                 self.dist.members_at(&membership.members, membership.generation)
             }
             other => {

@@ -22,6 +22,12 @@ impl Tc {
         self.gci = gci;
     }
 
+    /// A restarted node, before the first signal: `gci` is complete (a
+    /// `CommitDisk` answer of a GCI up to it goes at once).
+    pub fn set_complete_gci(&mut self, gci: u64) {
+        self.complete_gci = gci;
+    }
+
     /// A restarted node's table definitions, before the first signal.
     pub fn restore_tables(&mut self, defs: &[norr_signals::schema::TableDef]) {
         for d in defs {
@@ -54,6 +60,18 @@ impl Tc {
                     }
                 }
                 self.check_gcp_finished(ctx);
+            }
+            CkptSignal::GcpCompleteRep { gci } => {
+                // `CommitDisk` answers of GCIs up to `gci` may go now.
+                self.complete_gci = self.complete_gci.max(gci);
+                while let Some(e) = self.held_for_disk.first_entry() {
+                    if *e.key() > gci {
+                        break;
+                    }
+                    for (api, conf) in e.remove() {
+                        ctx.send(api, Signal::TcKeyConf(Box::new(conf)));
+                    }
+                }
             }
             other => {
                 crate::probe!(self.counters, "tc: unexpected checkpoint signal");

@@ -124,6 +124,8 @@ struct TcTxn {
     ack_after_complete: bool,
     /// The GCI of the commit (once decided).
     gci: u64,
+    /// `ExecType::CommitDisk`: the answer waits until `gci` is complete.
+    wait_disk: bool,
     /// A transaction of a failed coordinator this TC finishes (take-over):
     /// its client hears TC_KEY_FAILCONF, not TC_KEYCONF.
     taken_over: bool,
@@ -185,6 +187,11 @@ pub struct Tc {
     commit_queue: VecDeque<TxnId>,
     /// Transactions in their commit phase, by GCI.
     committing: BTreeMap<u64, u32>,
+    /// The last complete GCI this TC heard of (`GcpCompleteRep`).
+    complete_gci: u64,
+    /// Commit answers of `CommitDisk` transactions waiting for their GCI to
+    /// be complete, by GCI.
+    held_for_disk: BTreeMap<u64, Vec<(BlockRef, TcKeyConf)>>,
     /// A GCP master waiting to hear that no transaction of this GCI or lower
     /// is committing any more.
     gcp_finish_wanted: Option<(u64, BlockRef)>,
@@ -235,6 +242,8 @@ impl Tc {
             commit_queue: VecDeque::new(),
             committing: BTreeMap::new(),
             gcp_finish_wanted: None,
+            complete_gci: 0,
+            held_for_disk: BTreeMap::new(),
             takeover_pending: BTreeSet::new(),
             takeover: None,
             counters: Counters::default(),
@@ -332,6 +341,7 @@ impl Tc {
                 wrote: false,
                 ack_after_complete: false,
                 gci: 0,
+                wait_disk: false,
                 taken_over: false,
                 final_results: Vec::new(),
                 ops: 0,
@@ -353,8 +363,7 @@ impl Tc {
                 self.tombstones.remove(&(api.node, handle));
                 return Self::key_conf(ctx, api, handle, TxnOutcome::RolledBack, Vec::new());
             }
-            if req.ops.is_empty() && req.exec == ExecType::Commit && !self.tombstones.contains_key(&(api.node, handle))
-            {
+            if req.ops.is_empty() && req.exec.commits() && !self.tombstones.contains_key(&(api.node, handle)) {
                 return Self::key_conf(ctx, api, handle, TxnOutcome::Committed, Vec::new());
             }
         }
@@ -547,7 +556,8 @@ impl Tc {
         if batch.outstanding > 0 {
             return;
         }
-        if batch.exec == ExecType::Commit {
+        if batch.exec.commits() {
+            txn.wait_disk = batch.exec == ExecType::CommitDisk;
             return self.commit(t, ctx);
         }
         let batch = txn.batch.take().expect("batch");
@@ -689,7 +699,8 @@ impl Tc {
     /// Tell the client its transaction committed (and free its handle).
     fn reply_committed(&mut self, t: TxnId, results: Vec<OpResult>, ctx: &mut Ctx<'_, Signal>) {
         let txn = self.txns.get(&t).expect("txn");
-        let (api, handle, gci, silent, taken_over) = (txn.api, txn.handle, txn.gci, txn.silent, txn.taken_over);
+        let (api, handle, gci, silent, taken_over, wait_disk) =
+            (txn.api, txn.handle, txn.gci, txn.silent, txn.taken_over, txn.wait_disk);
         if taken_over {
             self.takeover_txn_done(ctx);
             let conf = norr_signals::TcKeyFailConf { txn: handle, outcome: TxnOutcome::Committed, gci };
@@ -698,10 +709,13 @@ impl Tc {
         }
         self.forget_handle_of(t, api.node, handle);
         if !silent {
-            ctx.send(
-                api,
-                Signal::TcKeyConf(Box::new(TcKeyConf { txn: handle, outcome: TxnOutcome::Committed, results, gci })),
-            );
+            let conf = TcKeyConf { txn: handle, outcome: TxnOutcome::Committed, results, gci };
+            if wait_disk && gci > self.complete_gci {
+                self.counters.bump("tc: commit answers held for disk");
+                self.held_for_disk.entry(gci).or_default().push((api, conf));
+                return;
+            }
+            ctx.send(api, Signal::TcKeyConf(Box::new(conf)));
         }
     }
 

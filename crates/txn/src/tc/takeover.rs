@@ -164,6 +164,7 @@ impl Tc {
                 wrote: true,
                 ack_after_complete: false,
                 gci: 0,
+                wait_disk: false,
                 taken_over: true,
                 final_results: Vec::new(),
                 ops: 0,

@@ -1,0 +1,401 @@
+//! Durable cluster nodes (`durable::build_durable_observed`) on the
+//! simulator's disks, in the cluster kit: global checkpoints across every
+//! node, the master failing, system restarts after every node was killed
+//! (unsynced writes lost, partly kept or torn), node restarts from files.
+//!
+//! After every system restart exactly the transactions whose GCI is at
+//! most the restart GCI are there, whole, on every replica; and the restart
+//! GCI is the highest one a restorable node's system file recorded.
+
+mod common;
+
+use common::*;
+use norr_durability::sysfile::{NodeRestartState, SysFileStore, PATHS};
+use norr_kernel::BlockRef;
+use norr_kernel::NodeId;
+use norr_knobs::Knobs;
+use norr_node::durable::{build_durable_observed, DataDir};
+use norr_node::testkit::ClusterKit;
+use norr_signals::{block, ExecType, KeyOp, Signal, TableDef, TcKeyReq, TxnOutcome, Value};
+use norr_sim::disk::{CrashMode, DiskFaults, SharedDisk, SimDisk, SimFsBlock};
+use norr_sim::rng::Rng;
+use std::collections::BTreeMap;
+
+struct SimDir(SharedDisk);
+
+impl DataDir for SimDir {
+    fn read(&self, path: &str) -> Result<Option<Vec<u8>>, String> {
+        Ok(self.0.lock().unwrap().contents(path).map(|b| b.to_vec()))
+    }
+
+    fn read_at(&self, path: &str, offset: u64, len: u32) -> Result<Vec<u8>, String> {
+        let d = self.0.lock().unwrap();
+        let mut out = vec![0u8; len as usize];
+        if let Some(b) = d.contents(path) {
+            let s = (offset as usize).min(b.len());
+            let e = (offset as usize + len as usize).min(b.len());
+            out[..e - s].copy_from_slice(&b[s..e]);
+        }
+        Ok(out)
+    }
+
+    fn remove(&self, path: &str) -> Result<(), String> {
+        self.0.lock().unwrap().remove_file(path);
+        Ok(())
+    }
+
+    fn list(&self, dir: &str) -> Result<Vec<String>, String> {
+        let prefix = format!("{dir}/");
+        let d = self.0.lock().unwrap();
+        let mut names: Vec<String> = d
+            .file_names()
+            .into_iter()
+            .filter_map(|n| n.strip_prefix(&prefix).map(|r| r.split('/').next().unwrap_or(r).to_string()))
+            .collect();
+        names.dedup();
+        Ok(names)
+    }
+}
+
+fn dknobs() -> Knobs {
+    Knobs { gcp_interval_ms: 20, redo_files: 2, redo_file_bytes: 4 << 20, ..knobs() }
+}
+
+struct Cluster {
+    kit: ClusterKit,
+    disks: BTreeMap<NodeId, SharedDisk>,
+}
+
+impl Cluster {
+    fn start(groups: Vec<Vec<NodeId>>, seed: u64) -> Cluster {
+        let mut rng = Rng::new(seed ^ 0xD15C);
+        let mut disks = BTreeMap::new();
+        for (i, n) in groups.iter().flatten().enumerate() {
+            let faults = DiskFaults {
+                latency_min_ns: 20_000,
+                latency_max_ns: 20_000 + rng.range(0, 2_000_000),
+                crash_mode: if (seed + i as u64).is_multiple_of(2) { CrashMode::Prefix } else { CrashMode::Subset },
+                torn_write_p: 0.5,
+                ..DiskFaults::none()
+            };
+            disks.insert(*n, SimDisk::shared(rng.fork(), faults));
+        }
+        let for_build = disks.clone();
+        let kit = ClusterKit::start_with(groups, dknobs(), seed, move |topo, knobs, observers| {
+            let disk = for_build[&topo.node].clone();
+            let (mut s, _report) =
+                build_durable_observed(topo.node, Some(topo), knobs, &SimDir(disk.clone()), observers)
+                    .unwrap_or_else(|e| panic!("node {} restart: {e}", topo.node));
+            s.add_block(block::FS, 0, Box::new(SimFsBlock::new(disk)));
+            s
+        });
+        Cluster { kit, disks }
+    }
+
+    /// (last complete GCI, restorable) in `n`'s system file, as its disk
+    /// holds it durably (what a restart after a crash reads).
+    fn recorded(&self, n: NodeId) -> (u64, bool) {
+        let d = self.disks[&n].lock().unwrap();
+        let l = SysFileStore::load(d.durable(PATHS[0]), d.durable(PATHS[1])).expect("a valid copy");
+        match l.sysfile {
+            None => (0, true),
+            Some(s) => {
+                let own = s.nodes.iter().find(|i| i.node == n).map_or(NodeRestartState::Started, |i| i.state);
+                (s.last_complete_gci, own == NodeRestartState::Started)
+            }
+        }
+    }
+
+    /// Kill -9 `n`: its memory and its disk's unsynced writes are gone.
+    fn kill(&mut self, n: NodeId) {
+        self.kit.crash(n);
+        self.disks[&n].lock().unwrap().crash();
+    }
+
+    fn nodes(&self) -> Vec<NodeId> {
+        self.disks.keys().copied().collect()
+    }
+}
+
+/// A transaction of two rows (2i, 2i + 1) with value i, through `via`; its
+/// GCI if it committed.
+fn write_pair(kit: &mut ClusterKit, via: NodeId, t: &TableDef, i: i64) -> Option<u64> {
+    let h = kit.handle();
+    let ops = (0..2).map(|j| KeyOp::write(t.id, vec![Value::Int(2 * i + j)], vec![(1, Value::Int(i))])).collect();
+    match txn(kit, via, h, ops, ExecType::Commit) {
+        Signal::TcKeyConf(c) if c.outcome == TxnOutcome::Committed => Some(c.gci),
+        Signal::TcKeyRef(r) if r.error.code.is_temporary() => None,
+        other => panic!("write of pair {i} answered {other:?}"),
+    }
+}
+
+/// Every pair id present (both rows, checked whole), read through `via`.
+fn present(kit: &mut ClusterKit, via: NodeId, t: &TableDef, upto: i64) -> Vec<i64> {
+    let mut v = Vec::new();
+    for i in 0..upto {
+        let a = read(kit, via, t, 2 * i);
+        let b = read(kit, via, t, 2 * i + 1);
+        assert_eq!(a, b, "half of transaction {i} present");
+        if let Some(x) = a {
+            assert_eq!(x, i);
+            v.push(i);
+        }
+    }
+    v
+}
+
+/// Every node holds the same rows.
+fn replicas_agree(kit: &mut ClusterKit, nodes: &[NodeId], t: &TableDef, groups: &[Vec<NodeId>]) {
+    for g in groups {
+        let live: Vec<NodeId> = g.iter().copied().filter(|n| nodes.contains(n)).collect();
+        let first = checksums(kit, live[0], t);
+        for n in &live[1..] {
+            assert_eq!(checksums(kit, *n, t), first, "replicas {} and {n} differ", live[0]);
+        }
+    }
+}
+
+/// Kill every node (at slightly different moments), start them all again,
+/// and check the restart GCI and the rows. Returns the restart GCI;
+/// `committed` keeps only what survived.
+fn kill_all_and_restart(
+    c: &mut Cluster,
+    rng: &mut Rng,
+    t: &TableDef,
+    committed: &mut BTreeMap<i64, u64>,
+    groups: &[Vec<NodeId>],
+    what: &str,
+) -> u64 {
+    let mut order = c.nodes();
+    rng.shuffle(&mut order);
+    // Transactions in flight when the nodes die: their outcome is unknown
+    // unless the answer came first; after the restart each is whole or gone.
+    let base = committed.keys().next_back().map_or(0, |k| k + 1) + 1000;
+    let mut inflight: BTreeMap<u64, i64> = BTreeMap::new();
+    for j in 0..rng.range(0, 6) as i64 {
+        let h = c.kit.handle();
+        let via = order[j as usize % order.len()];
+        let ops = (0..2)
+            .map(|k| KeyOp::write(t.id, vec![Value::Int(2 * (base + j) + k)], vec![(1, Value::Int(base + j))]))
+            .collect();
+        let req = TcKeyReq { txn: h, exec: ExecType::Commit, ops };
+        c.kit.send_from_api(API, BlockRef::new(via, block::TC, 0), Signal::TcKeyReq(Box::new(req)));
+        inflight.insert(h, base + j);
+    }
+    for n in &order {
+        c.kit.advance(rng.range(0, 3_000_000));
+        c.kill(*n);
+    }
+    for a in c.kit.take_inbox(API) {
+        if let Signal::TcKeyConf(conf) = a {
+            if let (TxnOutcome::Committed, Some(i)) = (conf.outcome, inflight.remove(&conf.txn)) {
+                committed.insert(i, conf.gci);
+            }
+        }
+    }
+    let maybe: Vec<i64> = inflight.into_values().collect();
+    // The restart GCI: the highest a node of every group restored exactly,
+    // among nodes whose files are a complete copy (the groups here all
+    // have one such node at the maximum: checked below).
+    let rec: BTreeMap<NodeId, (u64, bool)> = c.nodes().into_iter().map(|n| (n, c.recorded(n))).collect();
+    let expect = rec.values().filter(|(_, ok)| *ok).map(|(g, _)| *g).max().unwrap_or(0);
+    for n in c.nodes() {
+        c.kit.boot(n);
+    }
+    for n in c.nodes() {
+        c.kit.wait_until_started(n);
+    }
+    // A node the master finds behind the restart GCI restarts at once and
+    // copies (a node restart): give it the time, then wait for it again.
+    c.kit.advance(300_000_000);
+    for n in c.nodes() {
+        c.kit.wait_until_started(n);
+    }
+    c.kit.run();
+    let upto = committed.keys().next_back().map_or(0, |k| k + 1).max(base + 6);
+    let mut got = present(&mut c.kit, order[0], t, upto);
+    // An unanswered transaction that survived belongs to a complete GCI:
+    // it is kept from now on (GCI 0: at most any later restart GCI).
+    for i in &maybe {
+        if got.contains(i) {
+            committed.insert(*i, 0);
+        }
+    }
+    got.retain(|i| !maybe.contains(i) || committed.contains_key(i));
+    let want: Vec<i64> = committed.iter().filter(|(_, g)| **g <= expect).map(|(i, _)| *i).collect();
+    assert_eq!(got, want, "{what}: restart GCI {expect}, recorded {rec:?}");
+    let nodes = c.nodes();
+    replicas_agree(&mut c.kit, &nodes, t, groups);
+    committed.retain(|_, g| *g <= expect);
+    expect
+}
+
+#[test]
+fn gcps_run_across_every_node_and_every_node_records_them() {
+    let groups = vec![vec![1, 2], vec![3, 4]];
+    let mut c = Cluster::start(groups, 3);
+    let t = create_table(&mut c.kit, 2, "t", 8);
+    let mut top = 0;
+    for i in 0..40 {
+        let g = write_pair(&mut c.kit, 1 + (i % 4) as NodeId, &t, i).expect("commit");
+        top = top.max(g);
+    }
+    c.kit.advance(5 * 20_000_000);
+    for n in c.nodes() {
+        let (g, ok) = c.recorded(n);
+        assert!(ok, "node {n} started with the cluster: its files are a complete copy");
+        assert!(g >= top, "node {n} recorded GCI {g}, commits went up to {top}");
+    }
+}
+
+#[test]
+fn killing_every_node_keeps_exactly_the_complete_gcis() {
+    let groups = vec![vec![1, 2]];
+    let mut lost_some = 0;
+    for seed in 0..6u64 {
+        let mut rng = Rng::new(seed);
+        let mut c = Cluster::start(groups.clone(), seed);
+        let t = create_table(&mut c.kit, 1, "t", 4);
+        let mut committed: BTreeMap<i64, u64> = BTreeMap::new();
+        let mut next = 0i64;
+        for round in 0..2 {
+            for _ in 0..rng.range(20, 120) {
+                let via = 1 + rng.range(0, 1) as NodeId;
+                if let Some(g) = write_pair(&mut c.kit, via, &t, next) {
+                    committed.insert(next, g);
+                }
+                next += 1;
+                c.kit.advance(rng.range(0, 3_000_000));
+            }
+            let before = committed.len();
+            let r = kill_all_and_restart(
+                &mut c,
+                &mut rng,
+                &t,
+                &mut committed,
+                &groups,
+                &format!("seed {seed} round {round}"),
+            );
+            assert!(r > 0, "seed {seed}: no GCI ever completed");
+            lost_some += usize::from(committed.len() < before);
+            next = committed.keys().next_back().map_or(0, |k| k + 1);
+        }
+    }
+    assert!(lost_some > 0, "no restart lost a non-durable tail: the test saw no crash mid-GCP");
+}
+
+#[test]
+fn the_master_failing_mid_gcp_is_taken_over_and_nothing_complete_is_lost() {
+    let groups = vec![vec![1, 2], vec![3, 4]];
+    for seed in 0..4u64 {
+        let mut rng = Rng::new(100 + seed);
+        let mut c = Cluster::start(groups.clone(), 100 + seed);
+        let t = create_table(&mut c.kit, 2, "t", 8);
+        let mut committed: BTreeMap<i64, u64> = BTreeMap::new();
+        let mut next = 0i64;
+        let mut write = |c: &mut Cluster, rng: &mut Rng, committed: &mut BTreeMap<i64, u64>, n: u64| {
+            for _ in 0..n {
+                let via = 2 + rng.range(0, 2) as NodeId;
+                if let Some(g) = write_pair(&mut c.kit, via, &t, next) {
+                    committed.insert(next, g);
+                }
+                next += 1;
+            }
+        };
+        write(&mut c, &mut rng, &mut committed, 30);
+        // The master (node 1, the president) dies at a random moment of a
+        // round: every step of it is a few hops of up to 0.5 ms.
+        c.kit.advance(rng.range(0, 20_000_000));
+        let before = *committed.values().max().unwrap();
+        assert_eq!(c.kit.membership().unwrap().president, 1);
+        c.kill(1);
+        c.kit.wait_for("the survivors to exclude node 1", |k| k.membership().is_some_and(|m| !m.contains(1)));
+        write(&mut c, &mut rng, &mut committed, 30);
+        let after = *committed.values().max().unwrap();
+        assert!(after > before, "seed {seed}: GCIs advance under the new master ({before} -> {after})");
+        c.kit.advance(5 * 20_000_000);
+        for n in [2, 3, 4] {
+            let (g, _) = c.recorded(n);
+            assert!(g >= after, "seed {seed}: node {n} recorded GCI {g}, commits went up to {after}");
+        }
+        kill_all_and_restart(&mut c, &mut rng, &t, &mut committed, &groups, &format!("seed {seed}"));
+    }
+}
+
+#[test]
+fn a_node_restarts_from_its_files_under_writes_and_copies() {
+    let groups = vec![vec![1, 2]];
+    for seed in 0..3u64 {
+        let mut rng = Rng::new(200 + seed);
+        let mut c = Cluster::start(groups.clone(), 200 + seed);
+        let t = create_table(&mut c.kit, 1, "t", 4);
+        let mut committed: BTreeMap<i64, u64> = BTreeMap::new();
+        let mut next = 0i64;
+        for _ in 0..40 {
+            if let Some(g) = write_pair(&mut c.kit, 1 + rng.range(0, 1) as NodeId, &t, next) {
+                committed.insert(next, g);
+            }
+            next += 1;
+            c.kit.advance(rng.range(0, 2_000_000));
+        }
+        c.kill(2);
+        c.kit.wait_for("node 1 to exclude node 2", |k| k.membership().is_some_and(|m| !m.contains(2)));
+        // Rows node 2's files know, then change while it is down: deletes
+        // (must not come back) and new rows.
+        for i in 0..5 {
+            let h = c.kit.handle();
+            let ops = (0..2).map(|j| KeyOp::delete(t.id, vec![Value::Int(2 * i + j)])).collect();
+            match txn(&mut c.kit, 1, h, ops, ExecType::Commit) {
+                Signal::TcKeyConf(x) if x.outcome == TxnOutcome::Committed => {
+                    committed.remove(&i);
+                }
+                other => panic!("delete answered {other:?}"),
+            }
+        }
+        c.kit.boot(2);
+        // Writes go on while node 2 restores its files, joins and copies.
+        for _ in 0..60 {
+            if let Some(g) = write_pair(&mut c.kit, 1, &t, next) {
+                committed.insert(next, g);
+            }
+            next += 1;
+            c.kit.advance(rng.range(0, 1_000_000));
+        }
+        c.kit.wait_until_started(2);
+        c.kit.run();
+        replicas_agree(&mut c.kit, &[1, 2], &t, &groups);
+        let upto = next;
+        let got = present(&mut c.kit, 2, &t, upto);
+        assert_eq!(got, committed.keys().copied().collect::<Vec<_>>(), "seed {seed}");
+        c.kit.advance(3 * 20_000_000);
+        // Node 2 copied: its files are not a complete copy (its REDO lacks
+        // the copied rows) until a local checkpoint: a system restart takes
+        // node 1's files and copies to node 2 again.
+        assert!(!c.recorded(2).1, "seed {seed}: node 2's files claim a complete copy");
+        kill_all_and_restart(&mut c, &mut rng, &t, &mut committed, &groups, &format!("seed {seed}"));
+    }
+}
+
+#[test]
+fn commit_disk_answers_once_every_node_recorded_the_gci() {
+    let groups = vec![vec![1, 2], vec![3, 4]];
+    let mut c = Cluster::start(groups, 9);
+    let t = create_table(&mut c.kit, 1, "t", 8);
+    let mut ahead_of_disk = 0;
+    for i in 0..20i64 {
+        let via = 1 + (i % 4) as NodeId;
+        let exec = if i % 2 == 0 { ExecType::CommitDisk } else { ExecType::Commit };
+        let h = c.kit.handle();
+        let ops = vec![KeyOp::write(t.id, vec![Value::Int(i)], vec![(1, Value::Int(i))])];
+        let conf = committed(txn(&mut c.kit, via, h, ops, exec));
+        let lowest = c.nodes().iter().map(|n| c.recorded(*n).0).min().unwrap();
+        if exec == ExecType::CommitDisk {
+            assert!(lowest >= conf.gci, "a disk commit of GCI {} answered with GCI {lowest} on some disk", conf.gci);
+        } else {
+            ahead_of_disk += usize::from(lowest < conf.gci);
+        }
+    }
+    // Plain commits are answered at once (network durable): before their GCI
+    // is on disk, which is what CommitDisk waits for.
+    assert!(ahead_of_disk > 5, "{ahead_of_disk}");
+}
