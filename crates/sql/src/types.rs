@@ -214,6 +214,10 @@ pub struct Session {
     pub temp: crate::engine::temp_tables::TempTables,
     /// A LOAD DATA LOCAL INFILE waiting for (or reading) the client's file.
     pub load_job: Option<Box<crate::engine::load_data::LoadJob>>,
+    /// Most rows one DELETE / UPDATE may change (`EngineConfig::max_rows_per_txn`).
+    pub max_rows_per_txn: u64,
+    /// Most bytes of rows one statement may hold (`engine::memory`; 0: no limit).
+    pub max_statement_memory: u64,
 }
 
 impl Session {
@@ -242,6 +246,8 @@ impl Session {
             calc_found_rows: None,
             temp: Default::default(),
             load_job: None,
+            max_rows_per_txn: crate::engine::DEFAULT_MAX_ROWS_PER_TXN,
+            max_statement_memory: crate::engine::memory::DEFAULT_MAX_STATEMENT_MEMORY_BYTES,
         }
     }
 }

@@ -92,6 +92,10 @@ async fn scan_rows(
                 return Err(crate::session_registry::interrupted())
             }
         };
+        if let Some(b) = &batch {
+            // Bounded (`memory`): 1041 rather than growing without end.
+            ctx.mem.charge(crate::engine::memory::rows_bytes(b))?;
+        }
         match batch {
             Some(mut b) if rows.is_empty() => rows = std::mem::take(&mut b),
             Some(mut b) => rows.append(&mut b),
@@ -135,6 +139,15 @@ pub fn make_ctx<'p>(
     ctx.connection_id = session.connection_id;
     ctx.stop = Some(session.entry.clone());
     ctx.last_insert_id = session.last_insert_id;
+    ctx.max_rows_per_txn = session.max_rows_per_txn;
+    ctx.mem = crate::engine::memory::StatementMemory::new(session.max_statement_memory);
+    let var = |name: &str| session.vars.get(name).and_then(|v| v.as_i64()).and_then(|n| u64::try_from(n).ok());
+    if let Some(n) = var("max_allowed_packet") {
+        ctx.max_packet = n;
+    }
+    if let Some(n) = var("group_concat_max_len") {
+        ctx.group_concat_max_len = n;
+    }
     for (name, global) in sysvars {
         match vars::get_system_var(session, name, *global) {
             Some(v) => {
@@ -1320,7 +1333,8 @@ pub(crate) enum AggState {
     Min(Option<Value>),
     Max(Option<Value>),
     /// GROUP_CONCAT: the pieces with their ORDER BY keys, joined at the end.
-    Concat(Vec<(Vec<Value>, Vec<u8>)>),
+    /// Bounded by group_concat_max_len (see `ConcatBound`).
+    Concat(Vec<(Vec<Value>, Vec<u8>)>, ConcatBound),
     Bit(Option<u64>),
     /// Welford's running count, mean and sum of squared deviations.
     Var(i64, f64, f64),
@@ -1331,6 +1345,16 @@ pub(crate) enum AggState {
     JsonObject(Option<serde_json::Map<String, serde_json::Value>>),
 }
 
+/// GROUP_CONCAT's bound: bytes of the result so far (pieces and
+/// separators), and the session's group_concat_max_len (taken at the first
+/// row). Without ORDER BY, pieces past the limit are not even kept; with it
+/// every piece is, as any may sort first; the result is cut at the end.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ConcatBound {
+    pub bytes: u64,
+    pub max_len: Option<u64>,
+}
+
 pub(crate) fn agg_init(a: &AggSpec) -> AggState {
     match a.kind {
         AggKind::CountStar | AggKind::Count => AggState::Count(0),
@@ -1338,7 +1362,7 @@ pub(crate) fn agg_init(a: &AggSpec) -> AggState {
         AggKind::Avg => AggState::Avg(None, 0),
         AggKind::Min => AggState::Min(None),
         AggKind::Max => AggState::Max(None),
-        AggKind::GroupConcat => AggState::Concat(Vec::new()),
+        AggKind::GroupConcat => AggState::Concat(Vec::new(), ConcatBound::default()),
         AggKind::BitAnd | AggKind::BitOr => AggState::Bit(None),
         AggKind::StdPop | AggKind::StdSamp | AggKind::VarPop | AggKind::VarSamp => AggState::Var(0, 0.0, 0.0),
         AggKind::JsonArrayAgg => AggState::JsonArray(None),
@@ -1417,9 +1441,20 @@ pub(crate) fn agg_step(
                 *m = Some(v);
             }
         }
-        AggState::Concat(items) => {
+        AggState::Concat(items, bound) => {
+            let max_len = *bound.max_len.get_or_insert(ctx.group_concat_max_len);
+            if bound.bytes > max_len && a.order.is_empty() {
+                return Ok(()); // cut already: this piece would not show
+            }
             let keys = a.order.iter().map(|(e, _, _)| eval(e, row, ctx)).collect::<Result<Vec<_>, _>>()?;
-            items.push((keys, vals::to_text(&v).unwrap_or_default().into_owned()));
+            let piece = vals::to_text(&v).unwrap_or_default().into_owned();
+            let sep = if items.is_empty() { 0 } else { a.separator.len() as u64 };
+            let before = bound.bytes;
+            bound.bytes = bound.bytes.saturating_add(sep + piece.len() as u64);
+            if before <= max_len && bound.bytes > max_len {
+                ctx.warnings.push(1260, format!("Row {} was cut by GROUP_CONCAT()", items.len() + 1));
+            }
+            items.push((keys, piece));
         }
         AggState::Var(n, mean, m2) => {
             if let Some(x) = vals::to_f64(&v, &mut ctx.warnings) {
@@ -1476,7 +1511,7 @@ pub(crate) fn agg_final(st: AggState, a: &AggSpec) -> Value {
             },
         },
         AggState::Min(m) | AggState::Max(m) => m.unwrap_or(Value::Null),
-        AggState::Concat(mut items) => {
+        AggState::Concat(mut items, bound) => {
             if items.is_empty() {
                 return Value::Null;
             }
@@ -1484,12 +1519,24 @@ pub(crate) fn agg_final(st: AggState, a: &AggSpec) -> Value {
                 // Stable: equal keys keep arrival order.
                 sort_keys::sort_by_keys(&mut items, a.order.len(), |(k, _), i| &k[i], |i| (a.order[i].1, a.order[i].2));
             }
-            let mut out = Vec::new();
+            let max_len = bound.max_len.unwrap_or(u64::MAX);
+            let mut out = Vec::with_capacity(bound.bytes.min(max_len) as usize);
             for (i, (_, piece)) in items.into_iter().enumerate() {
                 if i > 0 {
                     out.extend_from_slice(&a.separator);
                 }
                 out.extend_from_slice(&piece);
+                if out.len() as u64 > max_len {
+                    break;
+                }
+            }
+            if out.len() as u64 > max_len {
+                // Cut at a character boundary, as MySQL cuts characters.
+                let mut end = max_len as usize;
+                while end > 0 && (out[end] & 0xC0) == 0x80 {
+                    end -= 1;
+                }
+                out.truncate(end);
             }
             Value::Bytes(out)
         }

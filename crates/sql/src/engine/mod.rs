@@ -14,6 +14,7 @@ pub mod catalog;
 pub mod check_constraints;
 pub mod create_from;
 pub mod ddl;
+pub mod depth;
 pub mod do_stmt;
 pub mod enumset;
 pub mod error_map;
@@ -26,6 +27,7 @@ pub mod infoschema;
 pub mod json;
 pub mod load_data;
 pub mod lock_statements;
+pub mod memory;
 pub mod multi_table_dml;
 pub mod multi_table_text;
 pub mod namespace;
@@ -80,8 +82,6 @@ use norr_client::Client;
 use norr_signals::Value;
 use parse_ext::ShowStmt;
 use sqlparser::ast::{self, Expr, ObjectName, ObjectType, Statement};
-use sqlparser::dialect::MySqlDialect;
-use sqlparser::parser::Parser;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -108,7 +108,18 @@ pub struct EngineConfig {
     /// tables of temporary tables, and a start drops those an earlier run
     /// left (`temp_tables`). Empty: a per-process tag and no sweep.
     pub node_name: String,
+    /// Most rows one DELETE / UPDATE may change: the data nodes'
+    /// max_ops_per_txn. A larger statement fails at once with 1206, before
+    /// changing anything, instead of failing at the data node's limit after
+    /// doing the work (issue 22, case 9).
+    pub max_rows_per_txn: u64,
+    /// Most bytes of rows one statement may hold in this SQL node
+    /// (`memory`; 0: no limit).
+    pub max_statement_memory: u64,
 }
+
+/// The data nodes' default max_ops_per_txn.
+pub const DEFAULT_MAX_ROWS_PER_TXN: u64 = 1_000_000;
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -122,6 +133,8 @@ impl Default for EngineConfig {
             socket: String::new(),
             max_connections: crate::server::DEFAULT_MAX_CONNECTIONS as u64,
             node_name: String::new(),
+            max_rows_per_txn: DEFAULT_MAX_ROWS_PER_TXN,
+            max_statement_memory: memory::DEFAULT_MAX_STATEMENT_MEMORY_BYTES,
         }
     }
 }
@@ -231,11 +244,8 @@ impl Prepared {
 }
 
 pub(crate) fn parse_sqlparser(sql: &str) -> Result<Statement, SqlError> {
-    let mut v = Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| {
-        let msg = e.to_string();
-        let msg = msg.strip_prefix("sql parser error: ").unwrap_or(&msg).to_string();
-        SqlError::parse(format!("You have an error in your SQL syntax; {msg}"))
-    })?;
+    // Depth-bounded (issue 22): a long operator chain must not overflow.
+    let mut v = depth::parse(sql)?;
     match v.len() {
         1 => {
             let mut st = v.remove(0);
@@ -538,6 +548,8 @@ impl Engine {
         self.status.connections.fetch_add(1, Ordering::Relaxed);
         self.status.threads_connected.fetch_add(1, Ordering::Relaxed);
         let mut s = Session::new(connection_id, user);
+        s.max_rows_per_txn = self.cfg.max_rows_per_txn;
+        s.max_statement_memory = self.cfg.max_statement_memory;
         s.entry.set_user_locks(self.user_locks.clone());
         self.sessions.register(s.entry.clone());
         // Session values start from the globals, as in MySQL.

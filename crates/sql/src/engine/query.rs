@@ -1216,6 +1216,11 @@ impl<'a> StmtCompiler<'a> {
                         }
                         _ => None,
                     };
+                    if qual.is_none() && s.from.is_empty() {
+                        // As MySQL (also `FROM DUAL`): never a result of no
+                        // columns, which clients cannot read.
+                        return Err(SqlError::new(1096, "HY000", "No tables used"));
+                    }
                     let mut any = false;
                     let order: Vec<usize> =
                         if star_order.is_empty() { (0..sources.len()).collect() } else { star_order.clone() };

@@ -216,7 +216,11 @@ pub async fn run_connection<B: Backend>(
             }
         }
         if let Some(mut s) = conn.session.take() {
-            conn.backend.end_session(&mut s).await;
+            // After a panic the session may be half-updated: its clean-up
+            // must not take the process down either.
+            if let Err(msg) = CatchPanic(std::pin::pin!(conn.backend.end_session(&mut s))).await {
+                tracing::error!("sqld: connection {connection_id}: session clean-up panicked: {msg}");
+            }
             // Before the socket closes: a KILL must not shut down whatever
             // connection gets its descriptor next.
             s.entry.forget_socket();
@@ -409,6 +413,13 @@ impl<B: Backend> Conn<B> {
         self.pin_max_allowed_packet(&mut session);
         session.client_found_rows = self.has(C::CLIENT_FOUND_ROWS);
         session.multi_statements = self.has(C::CLIENT_MULTI_STATEMENTS);
+        if self.has(C::CLIENT_INTERACTIVE) {
+            // As MySQL: an interactive client's idle limit is
+            // interactive_timeout.
+            if let Some(v) = session.vars.get("interactive_timeout").cloned() {
+                session.vars.insert("wait_timeout".into(), v);
+            }
+        }
         if client_caps & C::CLIENT_CONNECT_WITH_DB.bits() != 0 {
             if let Some(db) = db {
                 if let Err(e) = self.backend.init_db(&mut session, &db).await {
@@ -437,8 +448,28 @@ impl<B: Backend> Conn<B> {
             // KILL CONNECTION shuts the socket down, which ends this read
             // (see `SessionEntry::request_kill`); a command read before the
             // kill is not run.
+            self.apply_timeouts();
             match self.rd.read_packet_into(&mut payload).await {
                 Ok(()) => {}
+                Err(PacketError::TimedOut { idle }) => {
+                    // As MySQL 8.0.24+: the client learns why (4031), then
+                    // the connection closes; a packet stalled half-way is
+                    // 1159 (the client is not listening in the middle of
+                    // sending, but a log of it helps).
+                    self.wr.seq = 0;
+                    let e = if idle {
+                        SqlError::new(
+                            4031,
+                            "HY000",
+                            "The client was disconnected by the server because of inactivity. See wait_timeout and interactive_timeout for configuring this behavior.",
+                        )
+                    } else {
+                        SqlError::new(1159, "08S01", "Got timeout reading communication packets")
+                    };
+                    tracing::debug!("sqld: connection {}: {}", self.connection_id, e.message);
+                    let _ = self.send_err(&e).await;
+                    return;
+                }
                 Err(PacketError::TooLarge { .. }) => {
                     self.wr.seq = self.rd.next_seq;
                     let _ = self.send_err(&too_large()).await;
@@ -453,15 +484,40 @@ impl<B: Backend> Conn<B> {
             }
             self.state.idle_spin.touch();
             self.wr.seq = self.rd.next_seq;
-            match self.dispatch(&payload).await {
-                Ok(true) => {}
-                Ok(false) => return,
-                Err(_) => return, // socket error
+            let r = {
+                let cmd = std::pin::pin!(self.dispatch(&payload));
+                CatchPanic(cmd).await
+            };
+            match r {
+                Ok(Ok(true)) => {}
+                Ok(Ok(false)) => return,
+                Ok(Err(_)) => return, // socket error
+                Err(msg) => {
+                    // A bug, not the client's doing: this connection ends
+                    // with an error, every other one goes on.
+                    tracing::error!("sqld: connection {}: statement panicked: {msg}", self.connection_id);
+                    self.wr.discard();
+                    let e = SqlError::new(1105, "HY000", format!("Internal error: {msg}; the connection is closed"));
+                    let _ = self.send_err(&e).await;
+                    return;
+                }
             }
             if self.wr.flush().await.is_err() || entry.kill_requested() == Kill::Connection {
                 return;
             }
         }
+    }
+
+    /// The session's wait_timeout, net_read_timeout and net_write_timeout
+    /// (seconds; SET changes them) onto the connection's reads and writes.
+    fn apply_timeouts(&mut self) {
+        let Some(s) = self.session.as_ref() else { return };
+        let secs = |name: &str| {
+            s.vars.get(name).and_then(|v| v.as_i64()).filter(|n| *n > 0).map(|n| Duration::from_secs(n as u64))
+        };
+        self.rd.idle_timeout = secs("wait_timeout");
+        self.rd.read_timeout = secs("net_read_timeout");
+        self.wr.write_timeout = secs("net_write_timeout");
     }
 
     fn session(&mut self) -> &mut Session {
@@ -802,4 +858,56 @@ impl<B: Backend> Conn<B> {
 
 fn unknown_stmt(id: u32, what: &str) -> SqlError {
     SqlError::new(1243, "HY000", format!("Unknown prepared statement handler ({id}) given to {what}"))
+}
+
+/// Runs a future, turning a panic in one of its polls into `Err(message)`:
+/// the last line of defence of a session (see `engine::depth`), so that a
+/// bug hit by one statement ends that connection, never the process. The
+/// future is not polled again after it panicked.
+pub struct CatchPanic<'a, F>(pub std::pin::Pin<&'a mut F>);
+
+impl<F: std::future::Future> std::future::Future for CatchPanic<'_, F> {
+    type Output = Result<F::Output, String>;
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let inner = self.get_mut().0.as_mut();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
+            Err(p) => std::task::Poll::Ready(Err(panic_message(p.as_ref()))),
+        }
+    }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic".to_string()
+    }
+}
+
+#[cfg(test)]
+mod catch_panic_tests {
+    use super::CatchPanic;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_panic_becomes_an_error_and_results_pass_through() {
+        let ok = CatchPanic(std::pin::pin!(async {
+            tokio::task::yield_now().await;
+            7
+        }))
+        .await;
+        assert_eq!(ok, Ok(7));
+        let boom = CatchPanic(std::pin::pin!(async {
+            tokio::task::yield_now().await;
+            if std::hint::black_box(true) {
+                panic!("boom {}", 1);
+            }
+            7
+        }))
+        .await;
+        assert_eq!(boom, Err("boom 1".to_string()));
+    }
 }
