@@ -1,6 +1,8 @@
 //! `norr`: the NorrDB command-line tool.
 
 mod config;
+mod mgm;
+mod mgmd;
 mod up;
 
 use anyhow::Context;
@@ -42,6 +44,13 @@ enum Command {
     /// batches, record size and operation mix; prints throughput and latency
     /// percentiles. Run against `norr up` or `norr datad`.
     Bench(norr_client::bench::BenchArgs),
+    /// Run the management server: serves one cluster configuration file to
+    /// data nodes, SQL nodes and clients, arbitrates network splits, and
+    /// takes `norr mgm` commands.
+    Mgmd(mgmd::MgmdArgs),
+    /// The management client (like ndb_mgm): show the cluster, stop, start
+    /// and restart data nodes.
+    Mgm(mgm::MgmArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -88,6 +97,8 @@ fn main() -> std::process::ExitCode {
         Command::Up(a) => up::run(a),
         Command::Bench(a) => norr_client::bench::run_bench(a),
         Command::Sqld(a) => norr_sql::server::run_sqld(a),
+        Command::Mgmd(a) => mgmd::run(a),
+        Command::Mgm(a) => mgm::run(a),
     };
     match r {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -438,7 +438,12 @@ pub(crate) async fn connect_local(end: ApiEnd, mut opts: ConnectOptions) -> Resu
 }
 
 async fn start(mut rd: ReadHalf, wr: WriteHalf, opts: ConnectOptions) -> Result<Conn, ClientError> {
-    let hello = Hello { magic: MAGIC, wire_version: wire::WIRE_VERSION, client_name: opts.client_name.clone() };
+    let hello = Hello {
+        magic: MAGIC,
+        wire_version: wire::WIRE_VERSION,
+        client_name: opts.client_name.clone(),
+        kind: opts.kind,
+    };
     let mut frame = Vec::new();
     encode_frame(&handshake::encode_hello(&hello), &mut frame);
     let mut dec = FrameDecoder::new(opts.max_frame_bytes);

@@ -52,6 +52,8 @@ pub use norr_signals::{
     IndexKind, KeyAccess, KeyOp, LockMode, LockWait, NodeError, NodeStats, OpKind, OpResult, PartitionId,
     PartitionScheme, ScanRange, ScanSpec, TableDef, TableId, Value, MAX_OPS_PER_BATCH, MAX_SCAN_BATCH_ROWS,
 };
+/// What kind of API node a connection is ([`ConnectOptions::kind`]).
+pub use norr_transport::handshake::ApiKind;
 /// The API end of an in-process link to a data node in this process
 /// ([`Client::connect_local`]).
 pub use norr_transport::local_pipe::ApiEnd as LocalLink;
@@ -63,6 +65,11 @@ use std::time::Duration;
 pub struct ConnectOptions {
     /// Shown in the data node's log.
     pub client_name: String,
+    /// What connects, told to the data node in the handshake: SQL nodes and
+    /// management servers may use the connection slots the node reserves
+    /// for them (`Knobs::reserved_api_connections`); applications keep the
+    /// default, `ApiKind::NativeClient`.
+    pub kind: ApiKind,
     /// Longest wait for any reply; `None` waits forever. On timeout the call
     /// fails with [`ClientError::Timeout`] and the transaction is rolled back.
     pub request_timeout: Option<Duration>,
@@ -97,6 +104,7 @@ impl Default for ConnectOptions {
     fn default() -> Self {
         ConnectOptions {
             client_name: format!("norr-client {}", env!("CARGO_PKG_VERSION")),
+            kind: ApiKind::NativeClient,
             request_timeout: Some(Duration::from_secs(60)),
             connect_timeout: Duration::from_secs(10),
             max_frame_bytes: norr_transport::DEFAULT_MAX_FRAME_BYTES,
@@ -121,5 +129,6 @@ pub fn table_def(name: &str, columns: Vec<ColumnDef>, primary_key: Vec<ColumnId>
         partitions: 0,
         indexes: Vec::new(),
         extra: Vec::new(),
+        options: Default::default(),
     }
 }

@@ -139,6 +139,7 @@ mod tests {
             partitions: 8,
             indexes: Vec::new(),
             extra: Vec::new(),
+            options: Default::default(),
         }
     }
 

@@ -142,7 +142,12 @@ async fn the_node_checks_what_comes_over_the_link() {
     // A proper handshake gets a Welcome, as over a socket.
     let link = node.local_connector().connect().unwrap();
     let mut out = Vec::new();
-    let hello = Hello { magic: MAGIC, wire_version: norr_signals::wire::WIRE_VERSION, client_name: "raw".into() };
+    let hello = Hello {
+        magic: MAGIC,
+        wire_version: norr_signals::wire::WIRE_VERSION,
+        client_name: "raw".into(),
+        kind: Default::default(),
+    };
     encode_frame(&encode_hello(&hello), &mut out);
     assert_eq!(link.try_write(&out).unwrap(), out.len());
     let mut dec = FrameDecoder::new(1 << 20);

@@ -295,7 +295,12 @@ async fn node_survives_client_killed_mid_transaction() {
     // A raw client: handshake, lock row 1 in an open transaction, then reset.
     let mut s = tokio::net::TcpStream::connect(node.local_addr()).await.unwrap();
     let mut out = Vec::new();
-    let hello = Hello { magic: MAGIC, wire_version: wire::WIRE_VERSION, client_name: "killed".into() };
+    let hello = Hello {
+        magic: MAGIC,
+        wire_version: wire::WIRE_VERSION,
+        client_name: "killed".into(),
+        kind: Default::default(),
+    };
     encode_frame(&encode_hello(&hello), &mut out);
     s.write_all(&out).await.unwrap();
     let mut dec = FrameDecoder::new(1 << 20);

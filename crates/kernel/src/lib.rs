@@ -13,6 +13,7 @@
 //! depend on the signal catalogue (`norr-signals` depends on the kernel).
 
 mod block_ref;
+pub mod counters;
 pub mod fxhash;
 mod scheduler;
 

@@ -40,8 +40,11 @@ pub struct Knobs {
     pub job_buffer_bound: usize,
     /// Largest frame accepted from the network.
     pub max_frame_bytes: usize,
-    /// Send buffer bound per connection; a client that does not read its replies
-    /// beyond this is disconnected.
+    /// Hard bound of a connection's unsent reply bytes: a client whose replies
+    /// reach it is disconnected. With `send_buffer_pause_bytes` below it, only
+    /// the replies to requests accepted before the pause can get there (a
+    /// pipelined batch of requests for very large rows); a slow reader is
+    /// paused, not disconnected.
     pub max_send_buffer_bytes: usize,
     /// Adaptive send: the longest a small message may wait to be coalesced with
     /// others before it is sent anyway.
@@ -56,6 +59,52 @@ pub struct Knobs {
     /// Only while socket connections exist: with in-process links alone the
     /// API node spins for replies instead (see the runtime's `poll_events`).
     pub idle_spin_us: u64,
+    // --- cluster (membership, failure detection, distribution) ---
+    /// Data nodes send each other a heartbeat this often (any signal counts as
+    /// one). With `missed_heartbeats` this bounds how long a hung node (SIGSTOP,
+    /// a stalled machine) stays a member: interval x missed. A crashed node is
+    /// noticed sooner, when its connections break.
+    pub heartbeat_interval_ms: u64,
+    /// A node that sends nothing for this many heartbeat intervals is declared
+    /// failed by the node-failure protocol.
+    pub missed_heartbeats: u32,
+    /// Longest wait for the arbitrator (mgmd) when a node failure leaves the
+    /// survivors unable to know they are the only half left; without an
+    /// answer they shut down rather than risk two halves taking writes.
+    pub arbitration_timeout_ms: u64,
+    /// At a cluster start, wait this long for every configured data node
+    /// before starting with those present (one per node group at least).
+    pub start_partial_timeout_ms: u64,
+    /// Default for tables that do not say: committed reads may use any
+    /// replica (read-backup, `COMMENT="NDB_TABLE=READ_BACKUP=1"`); a commit
+    /// is then acknowledged only once every replica released its locks.
+    pub read_backup: bool,
+    // --- durability ---
+    /// A global checkpoint (every node's REDO flushed to disk up to a new
+    /// GCI) is started this often; it bounds what a whole-cluster crash loses.
+    pub gcp_interval_ms: u64,
+    /// Back-pressure on slow readers: once a connection has this many unsent
+    /// reply bytes, the node stops reading that connection's requests until
+    /// the client has read its buffer down to half of it (TCP then stops the
+    /// client's sends). Other connections are served as before. With it, the
+    /// unsent bytes of a connection stay below this plus the replies to one
+    /// round's requests (the node reads a connection again only once its
+    /// earlier requests left the job buffer), not `max_send_buffer_bytes`.
+    pub send_buffer_pause_bytes: usize,
+    /// A connection that completed the handshake must send its first request
+    /// within this long, else the node closes it, so connections that say
+    /// Hello and then nothing cannot hold API node ids (and with them
+    /// `max_api_connections`) for long. Clients connect when they have work
+    /// (a client idle longer before its first request is refused its
+    /// connection and must connect again).
+    pub api_first_request_timeout_ms: u64,
+    /// Of `max_api_connections`, slots that only API nodes declaring
+    /// themselves SQL nodes or management servers (the handshake's
+    /// `ApiKind`) may take: native API clients get at most
+    /// `max_api_connections - reserved_api_connections`, so a client that
+    /// leaks connections cannot lock the SQL nodes out. The kind is declared,
+    /// not authenticated: this guards against careless clients, not hostile ones.
+    pub reserved_api_connections: u32,
 }
 
 impl Default for Knobs {
@@ -76,6 +125,15 @@ impl Default for Knobs {
             max_send_delay_us: 20,
             max_api_connections: 1_024,
             idle_spin_us: 50,
+            heartbeat_interval_ms: 200,
+            missed_heartbeats: 4,
+            arbitration_timeout_ms: 3_000,
+            start_partial_timeout_ms: 30_000,
+            read_backup: false,
+            gcp_interval_ms: 2_000,
+            send_buffer_pause_bytes: 4 << 20,
+            api_first_request_timeout_ms: 30_000,
+            reserved_api_connections: 32,
         }
     }
 }
@@ -99,6 +157,15 @@ impl Knobs {
             max_send_delay_us: 200,
             max_api_connections: 64,
             idle_spin_us: 0,
+            heartbeat_interval_ms: 20,
+            missed_heartbeats: 2,
+            arbitration_timeout_ms: 300,
+            start_partial_timeout_ms: 2_000,
+            read_backup: true,
+            gcp_interval_ms: 20,
+            send_buffer_pause_bytes: 64 << 10,
+            api_first_request_timeout_ms: 500,
+            reserved_api_connections: 8,
         }
     }
 
@@ -125,8 +192,57 @@ impl Knobs {
         range("max_send_delay_us", self.max_send_delay_us, 0, 100_000)?;
         range("max_api_connections", self.max_api_connections, 1, 1 << 16)?;
         range("idle_spin_us", self.idle_spin_us, 0, 10_000)?;
+        range("heartbeat_interval_ms", self.heartbeat_interval_ms, 10, 60_000)?;
+        range("missed_heartbeats", self.missed_heartbeats, 2, 100)?;
+        range("arbitration_timeout_ms", self.arbitration_timeout_ms, 100, 600_000)?;
+        range("start_partial_timeout_ms", self.start_partial_timeout_ms, 0, 3_600_000)?;
+        range("gcp_interval_ms", self.gcp_interval_ms, 10, 600_000)?;
+        range("send_buffer_pause_bytes", self.send_buffer_pause_bytes, 4096, 1 << 34)?;
+        if self.send_buffer_pause_bytes > self.max_send_buffer_bytes {
+            return Err(format!(
+                "send_buffer_pause_bytes = {} must not exceed max_send_buffer_bytes = {} (reading pauses before the hard bound)",
+                self.send_buffer_pause_bytes, self.max_send_buffer_bytes
+            ));
+        }
+        range("api_first_request_timeout_ms", self.api_first_request_timeout_ms, 10, 86_400_000)?;
+        if self.reserved_api_connections >= self.max_api_connections {
+            return Err(format!(
+                "reserved_api_connections = {} must be below max_api_connections = {} (native clients need a slot too)",
+                self.reserved_api_connections, self.max_api_connections
+            ));
+        }
         Ok(())
     }
+}
+
+/// Parse a size in bytes: "1073741824", "1G", "512M", "64KiB", "4k" (K, M, G,
+/// T are powers of 1024; a trailing "B" or "iB" is allowed). Knobs whose
+/// name ends in `_bytes` accept these in configuration files and flags.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let stripped = lower.trim_end_matches("ib").trim_end_matches('b');
+    let (num, mult) = match stripped.chars().last() {
+        Some('k') => (&stripped[..stripped.len() - 1], 1u64 << 10),
+        Some('m') => (&stripped[..stripped.len() - 1], 1u64 << 20),
+        Some('g') => (&stripped[..stripped.len() - 1], 1u64 << 30),
+        Some('t') => (&stripped[..stripped.len() - 1], 1u64 << 40),
+        _ => (stripped, 1),
+    };
+    let n: u64 = num.trim().parse().map_err(|_| format!("'{s}' is not a size (examples: 1073741824, 512M, 1G)"))?;
+    n.checked_mul(mult).ok_or_else(|| format!("size '{s}' is too large"))
+}
+
+/// The shortest exact spelling of a size that `parse_size` reads back:
+/// "1G" for 1073741824, "1536M", "4095" when no suffix divides it.
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [(1 << 40, "T"), (1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
+    for (unit, suffix) in UNITS {
+        if bytes != 0 && bytes.is_multiple_of(unit) {
+            return format!("{}{suffix}", bytes / unit);
+        }
+    }
+    bytes.to_string()
 }
 
 #[cfg(test)]
@@ -138,5 +254,30 @@ mod tests {
         Knobs::stress().validate().unwrap();
         let bad = Knobs { lock_wait_timeout_ms: 0, ..Knobs::default() };
         assert!(bad.validate().unwrap_err().contains("lock_wait_timeout_ms"));
+        // The pause point of a send buffer lies below its hard bound.
+        let bad = Knobs { send_buffer_pause_bytes: 2 << 20, max_send_buffer_bytes: 1 << 20, ..Knobs::default() };
+        assert!(bad.validate().unwrap_err().contains("send_buffer_pause_bytes"));
+        // Native clients always keep at least one slot.
+        let bad = Knobs { reserved_api_connections: 8, max_api_connections: 8, ..Knobs::default() };
+        assert!(bad.validate().unwrap_err().contains("reserved_api_connections"));
+        Knobs { reserved_api_connections: 0, max_api_connections: 1, ..Knobs::default() }.validate().unwrap();
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("512m"), Ok(512 << 20));
+        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_size("4kb"), Ok(4096));
+        assert_eq!(parse_size("123"), Ok(123));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("").is_err());
+        assert!(parse_size("99999999999T").is_err());
+        for v in [0u64, 1, 1023, 1024, 1536 << 20, 1 << 30, 3 << 40, u64::MAX] {
+            assert_eq!(parse_size(&format_size(v)), Ok(v), "{v}");
+        }
+        assert_eq!(format_size(1 << 30), "1G");
+        assert_eq!(format_size(1536 << 20), "1536M");
+        assert_eq!(format_size(4095), "4095");
     }
 }

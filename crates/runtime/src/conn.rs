@@ -3,6 +3,7 @@
 use crate::stream::{Peer, Stream};
 use norr_kernel::NodeId;
 use norr_signals::Envelope;
+use norr_transport::handshake::ApiKind;
 use norr_transport::{AdaptiveSend, FrameDecoder, SendBuffer};
 use std::collections::VecDeque;
 
@@ -18,6 +19,8 @@ pub(crate) enum CloseReason {
     Protocol(String),
     SendOverflow(String),
     Refused(String),
+    /// Handshake done, but no request within `api_first_request_timeout_ms`.
+    NoFirstRequest(u64),
 }
 
 impl std::fmt::Display for CloseReason {
@@ -28,6 +31,9 @@ impl std::fmt::Display for CloseReason {
             CloseReason::Protocol(e) => write!(f, "protocol violation: {e}"),
             CloseReason::SendOverflow(e) => write!(f, "{e}"),
             CloseReason::Refused(e) => write!(f, "refused: {e}"),
+            CloseReason::NoFirstRequest(ms) => {
+                write!(f, "no request within {ms} ms of the handshake (api_first_request_timeout_ms)")
+            }
         }
     }
 }
@@ -42,6 +48,21 @@ pub(crate) struct Conn {
     pub policy: AdaptiveSend,
     /// Assigned at the handshake; `None` until then.
     pub api_node: Option<NodeId>,
+    /// Declared in the handshake (meaningful once `api_node` is set).
+    pub kind: ApiKind,
+    /// A request (a valid signal) arrived after the handshake: the
+    /// first-request time-out no longer applies.
+    pub sent_request: bool,
+    /// Reading is paused because the peer does not read its replies: unsent
+    /// bytes reached `Knobs::send_buffer_pause_bytes`; resumed when they fall
+    /// to half of that (see `EventLoop::route_remote` and `write_conn`).
+    pub send_paused: bool,
+    /// Position in job buffer B (counted in signals taken from it, see
+    /// `EventLoop::b_taken`) by which the last request delivered from this
+    /// connection has left B. The connection is read again only after that,
+    /// so at most one round's requests of it wait in B: the replies a paused
+    /// connection still gets are bounded by one round's reading.
+    pub queued_until: u64,
     /// A signal the scheduler could not take (job buffer full): delivered first
     /// when there is room; meanwhile the connection is not read (back-pressure).
     pub stalled: Option<Envelope>,
@@ -72,6 +93,10 @@ impl Conn {
             send: SendBuffer::new(max_send_buffer_bytes),
             policy,
             api_node: None,
+            kind: ApiKind::NativeClient,
+            sent_request: false,
+            send_paused: false,
+            queued_until: 0,
             stalled: None,
             read_more: false,
             write_interest: false,
@@ -97,6 +122,11 @@ impl Conn {
 /// (twice the B queue then, plus slack for the A signals and the blocks'
 /// own follow-ups such as `ApiFailDone`). So no signal of the old holder can be
 /// mistaken for one of the new holder.
+///
+/// Reserved slots: native clients (`ApiKind::NativeClient`) may hold at most
+/// `capacity - reserved` ids, counted from allocation until the id is free
+/// again (an id still draining counts), so `reserved` ids are always left
+/// for SQL nodes and management servers.
 pub(crate) struct ApiIdPool {
     free: VecDeque<NodeId>,
     /// (id, executed-count target): ApiFailReq delivered, not yet run.
@@ -104,26 +134,67 @@ pub(crate) struct ApiIdPool {
     /// ApiFailReq has run; waiting for idle or the target.
     draining: Vec<(NodeId, u64)>,
     capacity: usize,
+    reserved: usize,
+    /// By id - FIRST_API_NODE_ID: held by a native client (until free again).
+    native: Vec<bool>,
+    native_held: usize,
 }
 
 /// Signals beyond the queue length an id waits for under sustained load.
 const DRAIN_SLACK_SIGNALS: u64 = 64;
 
+/// Why no id was handed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NoId {
+    /// Every id is in use (or draining).
+    Full,
+    /// Native clients hold all the ids they may; the rest are reserved.
+    NativeLimit,
+}
+
 impl ApiIdPool {
-    pub fn new(max_api_connections: u32) -> ApiIdPool {
+    pub fn new(max_api_connections: u32, reserved: u32) -> ApiIdPool {
         let room = (NodeId::MAX - FIRST_API_NODE_ID) as usize + 1;
         let capacity = (max_api_connections as usize).min(room);
         assert!(capacity > 0);
+        let reserved = (reserved as usize).min(capacity - 1);
         let free = (0..capacity).map(|i| FIRST_API_NODE_ID + i as NodeId).collect();
-        ApiIdPool { free, failing: Vec::new(), draining: Vec::new(), capacity }
+        ApiIdPool {
+            free,
+            failing: Vec::new(),
+            draining: Vec::new(),
+            capacity,
+            reserved,
+            native: vec![false; capacity],
+            native_held: 0,
+        }
     }
 
     pub fn capacity(&self) -> usize {
         self.capacity
     }
 
-    pub fn alloc(&mut self) -> Option<NodeId> {
-        self.free.pop_front()
+    /// Ids native clients may hold at once.
+    pub fn native_limit(&self) -> usize {
+        self.capacity - self.reserved
+    }
+
+    pub fn alloc(&mut self, kind: ApiKind) -> Result<NodeId, NoId> {
+        let native = !kind.may_use_reserved_slots();
+        if self.free.is_empty() {
+            return Err(NoId::Full);
+        }
+        if native && self.native_held >= self.native_limit() {
+            return Err(NoId::NativeLimit);
+        }
+        let id = self.free.pop_front().expect("checked");
+        let i = (id - FIRST_API_NODE_ID) as usize;
+        debug_assert!(!self.native[i]);
+        if native {
+            self.native[i] = true;
+            self.native_held += 1;
+        }
+        Ok(id)
     }
 
     /// The holder of `id` is gone and its ApiFailReq was delivered when the
@@ -146,12 +217,17 @@ impl ApiIdPool {
         while i < self.draining.len() {
             if node_idle || executed >= self.draining[i].1 {
                 let (id, _) = self.draining.remove(i);
+                let n = &mut self.native[(id - FIRST_API_NODE_ID) as usize];
+                if std::mem::take(n) {
+                    self.native_held -= 1;
+                }
                 self.free.push_back(id);
             } else {
                 i += 1;
             }
         }
         debug_assert!(self.free.len() + self.failing.len() + self.draining.len() <= self.capacity);
+        debug_assert!(self.native_held <= self.native_limit());
     }
 }
 
@@ -161,27 +237,56 @@ mod tests {
 
     #[test]
     fn ids_are_reused_only_after_the_node_was_idle() {
-        let mut p = ApiIdPool::new(2);
-        assert_eq!(p.alloc(), Some(100));
-        assert_eq!(p.alloc(), Some(101));
-        assert_eq!(p.alloc(), None);
+        let mut p = ApiIdPool::new(2, 0);
+        let n = ApiKind::NativeClient;
+        assert_eq!(p.alloc(n), Ok(100));
+        assert_eq!(p.alloc(n), Ok(101));
+        assert_eq!(p.alloc(n), Err(NoId::Full));
         p.failed(100, 1000, 10);
         p.after_run(true, 1000); // ApiFailReq not run yet
-        assert_eq!(p.alloc(), None);
+        assert_eq!(p.alloc(n), Err(NoId::Full));
         p.before_run();
         p.after_run(false, 1010);
-        assert_eq!(p.alloc(), None);
+        assert_eq!(p.alloc(n), Err(NoId::Full));
         p.after_run(true, 1011);
-        assert_eq!(p.alloc(), Some(100));
+        assert_eq!(p.alloc(n), Ok(100));
         // Under sustained load (never idle) the id comes back once the queue
         // that existed at the failure has surely drained.
         p.failed(101, 5000, 100);
         p.before_run();
         p.after_run(false, 5100);
-        assert_eq!(p.alloc(), None);
+        assert_eq!(p.alloc(n), Err(NoId::Full));
         p.after_run(false, 5000 + 200 + DRAIN_SLACK_SIGNALS);
-        assert_eq!(p.alloc(), Some(101));
-        let big = ApiIdPool::new(1 << 16);
+        assert_eq!(p.alloc(n), Ok(101));
+        let big = ApiIdPool::new(1 << 16, 32);
         assert_eq!(big.capacity(), (NodeId::MAX - FIRST_API_NODE_ID) as usize + 1);
+    }
+
+    #[test]
+    fn native_clients_leave_the_reserved_ids_to_sql_nodes() {
+        let mut p = ApiIdPool::new(4, 2);
+        let (n, sql, mgm) = (ApiKind::NativeClient, ApiKind::SqlNode, ApiKind::Management);
+        assert_eq!(p.alloc(n), Ok(100));
+        assert_eq!(p.alloc(n), Ok(101));
+        assert_eq!(p.alloc(n), Err(NoId::NativeLimit));
+        assert_eq!(p.alloc(sql), Ok(102));
+        // A native client that leaves still counts until its id is free again.
+        p.failed(100, 0, 0);
+        p.before_run();
+        assert_eq!(p.alloc(n), Err(NoId::NativeLimit));
+        p.after_run(true, 1);
+        assert_eq!(p.alloc(mgm), Ok(103));
+        assert_eq!(p.alloc(n), Ok(100));
+        assert_eq!(p.alloc(sql), Err(NoId::Full));
+        // Reserved ids freed by a SQL node are not native ones afterwards.
+        p.failed(102, 0, 0);
+        p.before_run();
+        p.after_run(true, 1);
+        assert_eq!(p.alloc(n), Err(NoId::NativeLimit));
+        assert_eq!(p.alloc(sql), Ok(102));
+        // Reserving every id is clamped: native clients keep one.
+        let mut all = ApiIdPool::new(3, 3);
+        assert_eq!(all.native_limit(), 1);
+        assert_eq!(all.alloc(n), Ok(100));
     }
 }

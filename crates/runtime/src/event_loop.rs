@@ -34,8 +34,27 @@
 //! block reference and its priority forced to B, so a client can neither pose as
 //! another client nor jump the queue. When the B job buffer is full the
 //! connection is not read until there is room (back-pressure, nothing dropped).
+//!
+//! Limits per connection (issue 22), so no client can make the node hold
+//! unbounded memory or every connection slot:
+//! * Slow readers: a connection whose unsent replies reach
+//!   `Knobs::send_buffer_pause_bytes` is not read until its peer has read
+//!   them down to half of that (`Conn::send_paused`; TCP then stops the
+//!   peer's sends). A connection is also read only once every request it sent
+//!   earlier has left job buffer B (`Conn::queued_until`), so what a paused
+//!   connection still gets is the replies to one round's reading. Its peer is
+//!   disconnected only if those replies alone reach `max_send_buffer_bytes`
+//!   (a pipelined burst of requests for very large rows).
+//! * Silent connections: past the handshake, a connection must send its
+//!   first request within `Knobs::api_first_request_timeout_ms`, else it is
+//!   closed (`first_request_deadlines`), so Hello-then-nothing connections
+//!   cannot hold API node ids.
+//! * Reserved slots: the `Hello` says what connects (`ApiKind`); native
+//!   clients get at most `max_api_connections - reserved_api_connections`
+//!   API node ids, the rest are kept for SQL nodes and management servers
+//!   (`ApiIdPool`).
 
-use crate::conn::{ApiIdPool, CloseReason, Conn};
+use crate::conn::{ApiIdPool, CloseReason, Conn, NoId};
 use crate::local_link::LocalReady;
 use crate::stream::{Peer, Stream};
 use crate::{DataNodeConfig, RuntimeOptions, RuntimeStats};
@@ -110,6 +129,13 @@ pub(crate) struct EventLoop {
     /// (deadline_ns, slot, serial) of connections not yet past the handshake,
     /// in deadline order (deadlines are accept time + a constant).
     handshake_deadlines: VecDeque<(u64, usize, u64)>,
+    /// (deadline_ns, slot, serial) of connections past the handshake that
+    /// may not have sent a request yet, in deadline order (handshake time +
+    /// `api_first_request_timeout_ms`).
+    first_request_deadlines: VecDeque<(u64, usize, u64)>,
+    /// `Knobs::send_buffer_pause_bytes`: a connection with this many unsent
+    /// bytes is not read; it is read again at half of it.
+    send_pause_bytes: usize,
     stats: RuntimeStats,
     shared_stats: Arc<std::sync::Mutex<RuntimeStats>>,
     /// In-process API nodes: their activity and new connections.
@@ -135,7 +161,8 @@ impl EventLoop {
             node_id: cfg.node_id,
             send_cfg: AdaptiveSendConfig::from_knobs(&cfg.knobs),
             job_b_bound: cfg.knobs.job_buffer_bound,
-            ids: ApiIdPool::new(cfg.knobs.max_api_connections),
+            ids: ApiIdPool::new(cfg.knobs.max_api_connections, cfg.knobs.reserved_api_connections),
+            send_pause_bytes: cfg.knobs.send_buffer_pause_bytes,
             knobs: cfg.knobs,
             opts,
             sched,
@@ -157,6 +184,7 @@ impl EventLoop {
             probed: false,
             next_serial: 0,
             handshake_deadlines: VecDeque::new(),
+            first_request_deadlines: VecDeque::new(),
             stats: RuntimeStats::default(),
             shared_stats,
             local,
@@ -268,6 +296,7 @@ impl EventLoop {
         let now = self.now_ns();
         self.sched.advance_to(now);
         self.expire_handshakes(now);
+        self.expire_first_requests(now);
         // Connections that paused (job buffer full) or have unread bytes.
         if !self.pending_read.is_empty() {
             let pending = std::mem::take(&mut self.pending_read);
@@ -334,8 +363,17 @@ impl EventLoop {
             }
             self.flush_all(true);
             self.close_marked();
+            if !self.pending_read.is_empty() {
+                // The flush let a paused connection be read again
+                // (`write_conn`): its bytes are in the socket already, and
+                // no event will say so.
+                return Some(Duration::ZERO);
+            }
         }
-        let handshake_due = self.handshake_deadlines.front().map(|d| d.0);
+        let handshake_due = match (self.handshake_deadlines.front(), self.first_request_deadlines.front()) {
+            (Some(a), Some(b)) => Some(a.0.min(b.0)),
+            (a, b) => a.or(b).map(|d| d.0),
+        };
         let due = match (self.sched.next_timer_ns(), handshake_due) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -356,6 +394,32 @@ impl EventLoop {
                 self.mark_close(slot, CloseReason::Protocol("handshake timed out".into()));
             }
         }
+    }
+
+    /// Close connections that completed the handshake but sent no request
+    /// within `api_first_request_timeout_ms`.
+    fn expire_first_requests(&mut self, now: u64) {
+        while let Some(&(deadline, slot, serial)) = self.first_request_deadlines.front() {
+            if deadline > now {
+                break;
+            }
+            self.first_request_deadlines.pop_front();
+            let Some(c) = self.conns[slot].as_ref() else { continue };
+            if c.serial == serial && !c.sent_request && c.close.is_none() {
+                let ms = self.knobs.api_first_request_timeout_ms;
+                warn!(peer = %c.peer, api_node = ?c.api_node, "no request within {ms} ms of the handshake; closing connection");
+                self.stats.first_request_timeouts += 1;
+                self.mark_close(slot, CloseReason::NoFirstRequest(ms));
+            }
+        }
+    }
+
+    /// Signals taken from job buffer B so far. B is FIFO and a signal leaves
+    /// it only to be executed, and the scheduler counts what it executes from
+    /// A and from the bounded-delay queue apart, so the rest came from B.
+    fn b_taken(&self) -> u64 {
+        let s = self.sched.stats();
+        s.executed - s.executed_a - s.executed_bounded
     }
 
     fn accept_all(&mut self) -> io::Result<()> {
@@ -443,6 +507,26 @@ impl EventLoop {
     /// Read what the socket has (up to the round's budget), handling each
     /// complete frame as it arrives.
     fn read_conn(&mut self, slot: usize) {
+        let (b_taken, b_len) = (self.b_taken(), self.sched.job_b_len());
+        let Some(c) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        // Taken off the pending list (or called for a socket event): a path
+        // that leaves bytes unread puts it back (`read_more` says it is on it).
+        c.read_more = false;
+        if c.send_paused {
+            // Its peer does not read its replies: `write_conn` resumes it.
+            return;
+        }
+        if b_len > 0 && b_taken < c.queued_until {
+            // Its earlier requests still wait in job buffer B (the node is
+            // busy): read it once they have left, so a connection never has
+            // more than one round's requests queued (which bounds the replies
+            // a paused connection can still get). B empty: nothing of it waits.
+            c.read_more = true;
+            self.pending_read.push(slot);
+            return;
+        }
         let mut budget = self.opts.max_read_bytes_per_round;
         loop {
             if !self.handle_frames(slot) {
@@ -544,6 +628,7 @@ impl EventLoop {
             }
             env.from = BlockRef::new(api_node, block::API, 0);
             env.prio = Priority::B;
+            c.sent_request = true;
             if let Err(env) = self.try_deliver(slot, env) {
                 self.pause(slot, env);
                 return false;
@@ -559,6 +644,11 @@ impl EventLoop {
         match self.sched.deliver(env) {
             Ok(()) => {
                 self.stats.signals_in += 1;
+                // It sits last in B: it has left B once this many were taken.
+                let until = self.b_taken() + self.sched.job_b_len() as u64;
+                if let Some(c) = self.conns[slot].as_mut() {
+                    c.queued_until = until;
+                }
                 Ok(())
             }
             Err(DeliverError::Overloaded) => {
@@ -608,8 +698,25 @@ impl EventLoop {
                 format!("wire version {} not supported (this node speaks {})", hello.wire_version, wire::WIRE_VERSION),
             );
         }
-        let Some(api_node) = self.ids.alloc() else {
-            return refuse(self, format!("too many API connections (max_api_connections = {})", self.ids.capacity()));
+        let api_node = match self.ids.alloc(hello.kind) {
+            Ok(id) => id,
+            Err(NoId::Full) => {
+                return refuse(
+                    self,
+                    format!("too many API connections (max_api_connections = {})", self.ids.capacity()),
+                )
+            }
+            Err(NoId::NativeLimit) => {
+                return refuse(
+                    self,
+                    format!(
+                        "too many native client connections ({} of max_api_connections = {}; reserved_api_connections = {} are kept for SQL nodes and management servers)",
+                        self.ids.native_limit(),
+                        self.ids.capacity(),
+                        self.ids.capacity() - self.ids.native_limit()
+                    ),
+                )
+            }
         };
         let reply = HelloReply::Welcome {
             api_node,
@@ -620,12 +727,15 @@ impl EventLoop {
         let now = self.now_ns();
         let c = self.conns[slot].as_mut().expect("live connection");
         c.api_node = Some(api_node);
+        c.kind = hello.kind;
+        let deadline = now.saturating_add(self.knobs.api_first_request_timeout_ms.saturating_mul(1_000_000));
+        self.first_request_deadlines.push_back((deadline, slot, c.serial));
         let r = c.send.push_frame(&handshake::encode_reply(&reply));
         debug_assert!(r.is_ok(), "a handshake reply fits any send buffer");
         c.policy.on_queued(now);
         self.api_slots.insert(api_node, slot);
         self.mark_dirty(slot);
-        info!(%peer, api_node, client = %hello.client_name, "API node connected");
+        info!(%peer, api_node, client = %hello.client_name, kind = %hello.kind, "API node connected");
     }
 
     fn mark_dirty(&mut self, slot: usize) {
@@ -660,6 +770,16 @@ impl EventLoop {
                 Ok(()) => {
                     c.policy.on_queued(now);
                     self.stats.signals_out += 1;
+                    let unsent = c.send.len();
+                    self.stats.send_buffer_peak_bytes = self.stats.send_buffer_peak_bytes.max(unsent as u64);
+                    if !c.send_paused && unsent >= self.send_pause_bytes {
+                        // Back-pressure on a slow reader: stop reading its
+                        // requests until it reads its replies (`write_conn`).
+                        c.send_paused = true;
+                        self.stats.send_pauses += 1;
+                        self.stats.send_paused_now += 1;
+                        debug!(peer = %c.peer, api_node = env.to.node, unsent, "peer not reading its replies: reading from it paused");
+                    }
                     self.mark_dirty(slot);
                 }
                 Err(e) => {
@@ -710,6 +830,15 @@ impl EventLoop {
                     self.stats.bytes_out += n as u64;
                 }
                 c.policy.on_sent(now);
+                if c.send_paused && c.send.len() <= self.send_pause_bytes / 2 {
+                    // The peer reads again: so do we.
+                    c.send_paused = false;
+                    self.stats.send_paused_now -= 1;
+                    if !c.read_more {
+                        c.read_more = true;
+                        self.pending_read.push(slot);
+                    }
+                }
                 let want_write = !c.send.is_empty();
                 if want_write != c.write_interest {
                     let interest =
@@ -737,6 +866,7 @@ impl EventLoop {
             let _ = c.stream.shutdown(std::net::Shutdown::Both);
             self.free_slots.push(slot);
             self.live_conns -= 1;
+            self.stats.send_paused_now -= u64::from(c.send_paused);
             self.local_conns -= usize::from(matches!(c.stream, Stream::Local(_)));
             self.stats.connections_closed += 1;
             if matches!(reason, CloseReason::Protocol(_) | CloseReason::Refused(_)) {

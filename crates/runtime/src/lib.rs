@@ -109,6 +109,15 @@ pub struct RuntimeStats {
     /// Zero-timeout socket polls made while spinning (there is no spin while
     /// every connection is an in-process link).
     pub spin_socket_polls: u64,
+    /// Times a connection's reading was paused because its peer did not read
+    /// its replies (`Knobs::send_buffer_pause_bytes`), and connections paused now.
+    pub send_pauses: u64,
+    pub send_paused_now: u64,
+    /// Most unsent bytes any one connection had at once since the node started.
+    pub send_buffer_peak_bytes: u64,
+    /// Connections closed for sending no request within
+    /// `Knobs::api_first_request_timeout_ms` of their handshake.
+    pub first_request_timeouts: u64,
 }
 
 /// Stops a data node from any thread (a Ctrl-C handler, a test).

@@ -44,7 +44,7 @@ impl Block<Signal> for Echo {
                 } else {
                     vec![]
                 };
-                let conf = TcKeyConf { txn: req.txn, outcome: TxnOutcome::Open, results };
+                let conf = TcKeyConf { txn: req.txn, outcome: TxnOutcome::Open, results, gci: 0 };
                 ctx.send(env.from, Signal::TcKeyConf(Box::new(conf)));
             }
             Signal::DictReq(req) if req.req_id >= DELAYED => {
@@ -95,7 +95,7 @@ fn raw(h: &DataNodeHandle) -> TcpStream {
 
 fn hello_frame(magic: u32, version: u16) -> Vec<u8> {
     let mut w = Vec::new();
-    let h = Hello { magic, wire_version: version, client_name: "test".into() };
+    let h = Hello { magic, wire_version: version, client_name: "test".into(), kind: Default::default() };
     encode_frame(&handshake::encode_hello(&h), &mut w);
     w
 }
@@ -343,7 +343,12 @@ fn hostile_frames_close_the_connection_and_the_node_keeps_serving() {
                 c.frame_for(&env(
                     c.me(),
                     block::TC,
-                    Signal::Internal(Box::new(InternalSignal::LqhCommitReq { txn: 1 })),
+                    Signal::Internal(Box::new(InternalSignal::LqhCommitReq {
+                        txn: 1,
+                        gci: 1,
+                        chain: norr_signals::dist::Chain { instance: 0, nodes: [1].into_iter().collect() },
+                        tc: c.me(),
+                    })),
                 ))
             }),
         ),
@@ -354,7 +359,7 @@ fn hostile_frames_close_the_connection_and_the_node_keeps_serving() {
         (
             "reply signal from a client",
             Box::new(|c: &Client| {
-                let conf = TcKeyConf { txn: 1, outcome: TxnOutcome::Committed, results: vec![] };
+                let conf = TcKeyConf { txn: 1, outcome: TxnOutcome::Committed, results: vec![], gci: 1 };
                 c.frame_for(&env(c.me(), block::TC, Signal::TcKeyConf(Box::new(conf))))
             }),
         ),
@@ -405,7 +410,8 @@ fn forged_sender_is_overwritten() {
 
 #[test]
 fn many_connections_get_distinct_ids() {
-    let knobs = Knobs { max_api_connections: 300, ..Knobs::default() };
+    // No slots reserved for SQL nodes: all 300 go to these native clients.
+    let knobs = Knobs { max_api_connections: 300, reserved_api_connections: 0, ..Knobs::default() };
     let (h, _log) = start(knobs);
     let mut clients: Vec<Client> = (0..300).map(|_| connect(&h)).collect();
     let mut ids: Vec<NodeId> = clients.iter().map(|c| c.api_node).collect();
@@ -489,7 +495,9 @@ fn full_job_buffer_pushes_back_without_dropping() {
 
 #[test]
 fn client_that_does_not_read_is_disconnected() {
-    let knobs = Knobs { max_send_buffer_bytes: 65536, ..Knobs::default() };
+    // Reading pauses at 16 KiB, but the replies to requests already read
+    // (one round's, ~100 MiB here) still overflow the hard bound.
+    let knobs = Knobs { max_send_buffer_bytes: 65536, send_buffer_pause_bytes: 16384, ..Knobs::default() };
     let (h, log) = start(knobs);
     let mut c = connect(&h);
     let id = c.api_node;

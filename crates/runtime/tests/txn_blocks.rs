@@ -27,7 +27,12 @@ impl Client {
         s.set_nodelay(true).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut w = Vec::new();
-        let hello = Hello { magic: MAGIC, wire_version: wire::WIRE_VERSION, client_name: "txn-test".into() };
+        let hello = Hello {
+            magic: MAGIC,
+            wire_version: wire::WIRE_VERSION,
+            client_name: "txn-test".into(),
+            kind: Default::default(),
+        };
         encode_frame(&handshake::encode_hello(&hello), &mut w);
         s.write_all(&w).unwrap();
         let mut c = Client { s, dec: FrameDecoder::new(64 << 20), api_node: 0 };

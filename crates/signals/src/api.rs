@@ -80,6 +80,22 @@ pub struct TcKeyConf {
     pub txn: u64,
     pub outcome: TxnOutcome,
     pub results: Vec<OpResult>,
+    /// With `Committed`: the global checkpoint the transaction belongs to (it
+    /// is on disk once that GCI is complete); 0 otherwise.
+    pub gci: u64,
+}
+
+/// TC_KEY_FAILCONF: a data node that took over the transactions of a failed
+/// coordinator -> API. The definite outcome of the transaction `txn` (the
+/// client's handle) whose coordinator was on the failed node: `Committed`
+/// (with its GCI) or `RolledBack`. A client waiting for the answer to a
+/// commit on that node gets it from here, so a node failure never leaves it
+/// guessing whether its commit happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TcKeyFailConf {
+    pub txn: u64,
+    pub outcome: TxnOutcome,
+    pub gci: u64,
 }
 
 /// TC_KEYREF: TC -> API. The transaction is aborted (all its changes undone, locks
@@ -199,6 +215,10 @@ pub enum DictOp {
     /// SchemaVersionMismatch instead of silently undoing that change. Reply:
     /// Table (new version).
     AlterTable { table: String, def: TableDef, sources: Vec<ColumnSource>, expect_version: u32 },
+    /// The cluster's distribution (node groups, replica states), so that a
+    /// client sends each keyed operation to its partition's primary and
+    /// starts a transaction's coordinator there. Reply: Distribution.
+    GetDistribution,
 }
 
 /// Where a column of an altered table (`DictOp::AlterTable`) takes the value
@@ -235,6 +255,7 @@ pub enum DictResult {
     Tables(Vec<TableDef>),
     AutoInc { first: u64 },
     Stats(NodeStats),
+    Distribution(Box<crate::dist::Dist>),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

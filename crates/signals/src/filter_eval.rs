@@ -312,6 +312,7 @@ mod tests {
             partitions: 1,
             indexes: vec![],
             extra: vec![],
+            options: Default::default(),
         }
     }
 

@@ -41,11 +41,12 @@
 //!   leave nothing to undo; scans open at the time keep the snapshot of the
 //!   transaction's writes they opened with.
 
+use crate::dist::Chain;
 use crate::error::NodeError;
 use crate::ops::{Filter, KeyOp, LockMode, LockWait, ScanRange};
 use crate::schema::{ColumnId, IndexId, PartitionId, TableDef, TableId};
 use crate::value::Value;
-use norr_kernel::NodeId;
+use norr_kernel::{BlockRef, NodeId};
 use serde::{Deserialize, Serialize};
 
 /// A transaction as TC numbers it: unique among the transactions of one TC.
@@ -293,6 +294,65 @@ pub struct LqhOpResult {
     /// failed; with `fatal` (lock-wait time-out, transaction invalidated by
     /// DDL) TC aborts the transaction whatever the operation's `abort_on_error`.
     pub outcome: Result<Option<Vec<Value>>, LqhOpError>,
+    /// The replicas that hold state of the operation (locks, a new image), in
+    /// prepare order: TC commits, completes and aborts along it. None for a
+    /// read that left nothing (a simple read).
+    pub chain: Option<Chain>,
+}
+
+/// One write of a transaction as the primary replica prepared it, sent on
+/// along the chain (`LqhReplicaReq`): the key, and the row's new image
+/// (None: deleted). A backup locks the key and keeps the image; it runs no
+/// checks of its own (the primary ran them under its locks), so applying it
+/// is an upsert or a delete-if-present.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplicaOp {
+    pub seq: u32,
+    pub table: TableId,
+    pub part: PartitionId,
+    /// The primary-key values.
+    pub key: Vec<Value>,
+    pub image: Option<Vec<Value>>,
+    pub savepoint: u32,
+    pub chain: Chain,
+    /// What the primary would answer TC for the operation (the tail does).
+    pub result: Option<Vec<Value>>,
+}
+
+/// LQH_REPLICAREQ: LQH -> the next LQH of the chain: prepare these writes
+/// of `txn` (in order). The last replica answers TC with `LqhKeyConf`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LqhReplicaReq {
+    pub txn: TxnId,
+    pub tc: BlockRef,
+    pub api: BlockRef,
+    pub handle: u64,
+    pub ops: Vec<ReplicaOp>,
+}
+
+/// What an LQH holds of one transaction of a failed coordinator
+/// (`LqhTransConf`, for the take-over).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TransInfo {
+    pub txn: TxnId,
+    /// Where the transaction's client is, and its handle: the take-over tells
+    /// it the outcome.
+    pub api: BlockRef,
+    pub handle: u64,
+    /// Some(gci): this LQH committed it (so the decision was commit).
+    pub committed: Option<u64>,
+    /// Chains of its operations here.
+    pub chains: Vec<Chain>,
+}
+
+/// A batch of rows a partition's primary copies to a starting replica.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CopyRows {
+    pub req: u64,
+    pub table: TableId,
+    pub part: PartitionId,
+    /// Whole rows, each stored as it is (insert or overwrite by key).
+    pub rows: Vec<Vec<Value>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -316,68 +376,202 @@ pub struct BlockStats {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum InternalSignal {
-    /// TC -> LQH: prepare operations of transaction `txn` (lock, check, build
-    /// the new row images), run in order. Reply: `LqhKeyConf`s carrying one
-    /// result per operation.
-    LqhKeyReq { txn: TxnId, ops: Vec<LqhOp> },
+    /// TC -> LQH (the primary replica of each operation's partition, or for
+    /// a committed read the replica it reads): prepare operations of
+    /// transaction `txn` (lock, check, build the new row images), run in
+    /// order. Writes go on along their chain (`LqhReplicaReq`). Reply:
+    /// `LqhKeyConf`s, one result per operation, from the node that ends each
+    /// operation's chain. `api` / `handle`: the client, for a take-over.
+    LqhKeyReq {
+        txn: TxnId,
+        ops: Vec<LqhOp>,
+        api: BlockRef,
+        handle: u64,
+    },
     /// LQH -> TC: results of operations of `txn`, in execution order.
-    LqhKeyConf { txn: TxnId, results: Vec<LqhOpResult> },
-    /// TC -> LQH: commit phase. Reply `LqhCommitConf`, or `LqhCommitRef` if a
-    /// concurrent DDL invalidated the transaction (LQH then aborted it).
-    LqhCommitReq { txn: TxnId },
-    /// LQH -> TC: changes applied, locks released.
-    LqhCommitConf { txn: TxnId },
+    LqhKeyConf {
+        txn: TxnId,
+        results: Vec<LqhOpResult>,
+    },
+    /// LQH -> next LQH of a chain (see `LqhReplicaReq`).
+    LqhReplicaReq(Box<LqhReplicaReq>),
+    /// TC -> the last LQH of `chain`, then each LQH -> the one before it:
+    /// commit phase, tagged `gci`. An LQH commits everything it holds of
+    /// the transaction at the first commit it gets (later ones for other
+    /// chains only pass on). The primary (first of the chain) answers
+    /// `LqhCommitConf` to `tc`; or `LqhCommitRef` if a concurrent DDL
+    /// invalidated the transaction (it then aborted its part).
+    LqhCommitReq {
+        txn: TxnId,
+        gci: u64,
+        chain: Chain,
+        tc: BlockRef,
+    },
+    /// LQH (primary of `chain`) -> TC: every replica of the chain committed.
+    LqhCommitConf {
+        txn: TxnId,
+        chain: Chain,
+    },
     /// LQH -> TC: the transaction could not commit here and was aborted.
-    LqhCommitRef { txn: TxnId, error: NodeError },
-    /// TC -> LQH: complete phase: free the operation records. Reply `LqhCompleteConf`.
-    LqhCompleteReq { txn: TxnId },
+    LqhCommitRef {
+        txn: TxnId,
+        error: NodeError,
+    },
+    /// TC -> the first LQH of `chain`, then on along it: complete phase:
+    /// release the backups' locks, free the operation records. The last
+    /// replica answers `LqhCompleteConf` to `tc`.
+    LqhCompleteReq {
+        txn: TxnId,
+        chain: Chain,
+        tc: BlockRef,
+    },
     /// LQH -> TC.
-    LqhCompleteConf { txn: TxnId },
-    /// TC -> LQH: abort the transaction. Reply `LqhAbortConf` (always).
-    LqhAbortReq { txn: TxnId },
+    LqhCompleteConf {
+        txn: TxnId,
+        chain: Chain,
+    },
+    /// TC -> every LQH that may hold state of the transaction: abort it.
+    /// Reply `LqhAbortConf` (always, also for a transaction LQH never saw).
+    LqhAbortReq {
+        txn: TxnId,
+    },
     /// LQH -> TC.
-    LqhAbortConf { txn: TxnId },
+    LqhAbortConf {
+        txn: TxnId,
+    },
+    /// Take-over TC -> every LQH of the live nodes: report the transactions
+    /// you hold whose coordinator was on `failed_tc` (TxnId's node bits).
+    /// Reply: `LqhTransConf`s, the last with `done`.
+    LqhTransReq {
+        failed_tc: NodeId,
+    },
+    LqhTransConf {
+        failed_tc: NodeId,
+        txns: Vec<TransInfo>,
+        done: bool,
+    },
+    /// Master DIH -> a partition's primary LQH: copy the partition's rows to
+    /// the starting replica on `dest` (`CopyRows` batches, each confirmed by
+    /// `CopyRowsConf`). Reply `CopyFragConf` / `CopyFragRef`.
+    CopyFragReq {
+        req: u64,
+        table: TableId,
+        part: PartitionId,
+        dest: NodeId,
+    },
+    CopyRows(Box<CopyRows>),
+    CopyRowsConf {
+        req: u64,
+        table: TableId,
+        part: PartitionId,
+    },
+    CopyFragConf {
+        req: u64,
+        table: TableId,
+        part: PartitionId,
+        rows: u64,
+        bytes: u64,
+    },
+    CopyFragRef {
+        req: u64,
+        table: TableId,
+        part: PartitionId,
+        error: NodeError,
+    },
+    /// Anyone -> LQH: count and checksum of a partition's committed rows
+    /// (replicas of a partition must agree once quiet). Reply `FragChecksumConf`.
+    FragChecksumReq {
+        req: u64,
+        table: TableId,
+        part: PartitionId,
+    },
+    FragChecksumConf {
+        req: u64,
+        table: TableId,
+        part: PartitionId,
+        rows: u64,
+        checksum: u64,
+    },
     /// LQH -> LQH (delayed by lock_wait_timeout_ms): lock wait `tag` timed out,
     /// unless it was granted or cancelled meanwhile. No reply.
-    LqhLockTimeout { tag: u64 },
+    LqhLockTimeout {
+        tag: u64,
+    },
     /// TC -> LQH: open a partition scan (see `LqhScanReq`).
     LqhScanReq(Box<LqhScanReq>),
     /// TC -> LQH: next batch of an open partition scan. Reply `LqhScanConf` / `LqhScanRef`.
-    LqhScanNextReq { scan: ScanKey, part: PartitionId },
+    LqhScanNextReq {
+        scan: ScanKey,
+        part: PartitionId,
+    },
     /// TC -> LQH: close a partition scan early. No reply (locks taken stay with
     /// the transaction).
-    LqhScanCloseReq { scan: ScanKey, part: PartitionId },
+    LqhScanCloseReq {
+        scan: ScanKey,
+        part: PartitionId,
+    },
     /// LQH -> LQH: continue a partition scan step (a scan examines at most
     /// scan_examine_per_step rows per signal so it never monopolises the thread).
-    LqhScanStep { scan: ScanKey, part: PartitionId },
+    LqhScanStep {
+        scan: ScanKey,
+        part: PartitionId,
+    },
     /// LQH -> TC: a batch of rows; with `done` the partition scan is finished and closed.
-    LqhScanConf { scan: ScanKey, part: PartitionId, rows: ScanRows, done: bool },
+    LqhScanConf {
+        scan: ScanKey,
+        part: PartitionId,
+        rows: ScanRows,
+        done: bool,
+    },
     /// LQH -> TC: the partition scan failed and is closed.
-    LqhScanRef { scan: ScanKey, part: PartitionId, error: NodeError },
+    LqhScanRef {
+        scan: ScanKey,
+        part: PartitionId,
+        error: NodeError,
+    },
     /// DICT -> LQH (first), then DICT -> TC (after every LQH confirmed): apply a
     /// schema change. Reply `SchemaChangeConf` with the same `req`.
-    SchemaChangeReq { req: u64, change: Box<SchemaChange> },
+    SchemaChangeReq {
+        req: u64,
+        change: Box<SchemaChange>,
+    },
     /// LQH/TC -> DICT. `error`: why LQH could not apply it (e.g. a unique index
     /// build found duplicates); TC never fails.
-    SchemaChangeConf { req: u64, error: Option<NodeError> },
+    SchemaChangeConf {
+        req: u64,
+        error: Option<NodeError>,
+    },
     /// DICT -> LQH and TC: report figures. Reply `StatsConf`.
-    StatsReq { req: u64 },
+    StatsReq {
+        req: u64,
+    },
     /// LQH/TC -> DICT.
-    StatsConf { req: u64, stats: Box<BlockStats> },
+    StatsConf {
+        req: u64,
+        stats: Box<BlockStats>,
+    },
     /// TC -> TC (delayed): periodic check for inactive transactions and idle scans.
     TcTimeoutCheck,
     /// TC -> TC and DICT -> DICT, priority B, sent while handling API_FAILREQ
     /// (priority A): requests of the failed API node already queued in job
     /// buffer B run before it and are dropped; once it runs, the node id may
     /// connect again. No reply.
-    ApiFailDone { api_node: NodeId },
+    ApiFailDone {
+        api_node: NodeId,
+    },
     /// TC -> LQH: undo the changes of `txn`'s operations stamped `savepoint`
     /// or later (see the module doc). Reply `LqhRollbackToConf`, also for a
     /// transaction LQH holds no record of.
-    LqhRollbackToReq { txn: TxnId, savepoint: u32 },
+    LqhRollbackToReq {
+        txn: TxnId,
+        savepoint: u32,
+    },
     /// LQH -> TC. `error`: the transaction cannot be rolled back to a
     /// savepoint here (a concurrent DDL doomed it); TC then aborts it.
-    LqhRollbackToConf { txn: TxnId, error: Option<NodeError> },
+    LqhRollbackToConf {
+        txn: TxnId,
+        error: Option<NodeError>,
+    },
 }
 
 #[cfg(test)]

@@ -3,9 +3,13 @@
 //! encoding and the wire codec.
 
 pub mod api;
+pub mod ckpt;
+pub mod cluster;
 pub mod coerce;
+pub mod dist;
 pub mod error;
 pub mod filter_eval;
+pub mod fs;
 pub mod internal;
 pub mod keycode;
 pub mod ops;
@@ -31,6 +35,19 @@ pub mod block {
     pub const LQH: u16 = 2;
     /// Dictionary.
     pub const DICT: u16 = 3;
+    /// Membership: heartbeats, node failure protocol, arbitration requests.
+    pub const QMGR: u16 = 4;
+    /// Distribution: partition map, replica states, node restart.
+    pub const DIH: u16 = 5;
+    /// Global and local checkpoints.
+    pub const CKPT: u16 = 6;
+    /// File system (provided by the host: real files or a simulated disk).
+    pub const FS: u16 = 7;
+    /// The node's link to the management server (provided by the host):
+    /// arbitration requests.
+    pub const MGM: u16 = 8;
+    /// The host itself (provided by the host): connection control, shutdown.
+    pub const HOST: u16 = 9;
     /// An API client's receiving end (lives in the client, not the data node).
     pub const API: u16 = 10;
 }
@@ -60,6 +77,12 @@ pub enum Signal {
     // --- API <-> TC, added after the others so earlier variants keep their
     // wire index (answered with TC_KEYCONF / TC_KEYREF) ---
     TcSavepointReq(Box<TcSavepointReq>),
+    // --- between data nodes, and between a data node's blocks and its host ---
+    Cluster(Box<cluster::ClusterSignal>),
+    Fs(Box<fs::FsSignal>),
+    Ckpt(Box<ckpt::CkptSignal>),
+    /// Take-over TC -> API: the outcome of a transaction whose coordinator failed.
+    TcKeyFailConf(Box<TcKeyFailConf>),
 }
 
 impl Signal {
@@ -92,6 +115,10 @@ impl Signal {
             Signal::ApiFailReq { .. } => "API_FAILREQ",
             Signal::Internal(_) => "INTERNAL",
             Signal::TcSavepointReq(_) => "TC_SAVEPOINTREQ",
+            Signal::Cluster(_) => "CLUSTER",
+            Signal::Fs(_) => "FS",
+            Signal::Ckpt(_) => "CKPT",
+            Signal::TcKeyFailConf(_) => "TC_KEY_FAILCONF",
         }
     }
 }

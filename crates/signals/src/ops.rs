@@ -178,9 +178,58 @@ pub enum Filter {
         col: ColumnId,
         pattern: Vec<u8>,
     },
-    And(Vec<Filter>),
-    Or(Vec<Filter>),
-    Not(Box<Filter>),
+    // Nested filters are read from the wire through `nested`, which refuses
+    // nesting deeper than `MAX_FILTER_DEPTH` (the validator's limit): the
+    // derived decoder recurses once per level, and a frame of a million
+    // `Not`s overflowed the data node's stack (found by the wire fuzz suite).
+    And(#[serde(deserialize_with = "nested::filters")] Vec<Filter>),
+    Or(#[serde(deserialize_with = "nested::filters")] Vec<Filter>),
+    Not(#[serde(deserialize_with = "nested::filter")] Box<Filter>),
+}
+
+/// Depth-bounded decoding of a `Filter`'s children (same bytes as the derived
+/// code: only the recursion is counted).
+mod nested {
+    use super::Filter;
+    use crate::filter_eval::MAX_FILTER_DEPTH;
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer};
+    use std::cell::Cell;
+
+    thread_local! {
+        /// And/Or/Not levels around the filter being decoded on this thread.
+        static DEPTH: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// One level deeper for as long as it lives (restored on every exit).
+    struct Level(usize);
+
+    impl Level {
+        fn enter<E: Error>() -> Result<Level, E> {
+            let outer = DEPTH.with(Cell::get);
+            if outer >= MAX_FILTER_DEPTH {
+                return Err(E::custom(format!("filter nested deeper than {MAX_FILTER_DEPTH}")));
+            }
+            DEPTH.with(|d| d.set(outer + 1));
+            Ok(Level(outer))
+        }
+    }
+
+    impl Drop for Level {
+        fn drop(&mut self) {
+            DEPTH.with(|d| d.set(self.0));
+        }
+    }
+
+    pub fn filters<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Filter>, D::Error> {
+        let _level = Level::enter()?;
+        Vec::<Filter>::deserialize(d)
+    }
+
+    pub fn filter<'de, D: Deserializer<'de>>(d: D) -> Result<Box<Filter>, D::Error> {
+        let _level = Level::enter()?;
+        Box::<Filter>::deserialize(d)
+    }
 }
 
 impl Filter {

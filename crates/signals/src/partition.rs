@@ -78,6 +78,12 @@ pub fn op_partition(def: &TableDef, op: &KeyOp) -> Result<Option<PartitionId>, N
     }
 }
 
+/// LQH instance (LDM) that owns partition `part` on every node holding it.
+pub fn lqh_instance(part: PartitionId, lqh_instances: u16) -> u16 {
+    debug_assert!(lqh_instances > 0);
+    (part % lqh_instances.max(1) as u32) as u16
+}
+
 /// TC instance that coordinates a transaction whose first operation is on
 /// partition `part`, on a data node running `tc_instances` TC instances. The
 /// same modulo as the LQH instance of a partition, so with as many TC as LQH
@@ -119,6 +125,7 @@ mod tests {
             partitions: 8,
             indexes: Vec::new(),
             extra: Vec::new(),
+            options: Default::default(),
         }
     }
 

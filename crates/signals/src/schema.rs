@@ -99,6 +99,8 @@ pub struct TableDef {
     /// Opaque metadata a client stores with the table (the SQL layer keeps the
     /// original CREATE TABLE details it needs for SHOW CREATE TABLE here).
     pub extra: Vec<u8>,
+    /// Distribution options (read-backup, fully replicated); see `dist`.
+    pub options: crate::dist::TableOptions,
 }
 
 impl TableDef {

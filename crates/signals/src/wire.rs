@@ -6,6 +6,8 @@
 //! (`fast`) that produces and accepts exactly postcard's bytes.
 
 mod fast;
+#[cfg(test)]
+mod fuzz;
 
 use crate::{Envelope, Signal};
 use norr_kernel::{BlockRef, Priority};
@@ -18,7 +20,10 @@ use serde::{Deserialize, Serialize};
 /// 5: `DictOp::AlterTable::expect_version`.
 /// 6: `KeyOp::wait`, `ScanSpec::wait`, `LqhScanReq::wait` (NOWAIT / SKIP
 ///    LOCKED) and `ErrorCode::LockNoWait`.
-pub const WIRE_VERSION: u16 = 6;
+/// 7: data-node-to-data-node signals (`Signal::Cluster`, `Ckpt`, replication
+///    in `InternalSignal`), `TcKeyConf::gci`, `TC_KEY_FAILCONF`,
+///    `TableDef::options`.
+pub const WIRE_VERSION: u16 = 7;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct WireMsg<'a> {

@@ -131,6 +131,20 @@ pub fn random_knobs(rng: &mut Rng) -> Knobs {
         // Simulated clients send to TC instance 0; more instances would only
         // sit idle (and drawing a number would change every seed's run).
         tc_instances: d.tc_instances,
+        // Cluster and durability knobs: the one-node host has no peers and no
+        // disk; they are drawn by the cluster host (drawing them here would
+        // change every existing seed's run).
+        heartbeat_interval_ms: d.heartbeat_interval_ms,
+        missed_heartbeats: d.missed_heartbeats,
+        arbitration_timeout_ms: d.arbitration_timeout_ms,
+        start_partial_timeout_ms: d.start_partial_timeout_ms,
+        read_backup: d.read_backup,
+        gcp_interval_ms: d.gcp_interval_ms,
+        // Host-side network limits: the simulator has no sockets (and draws
+        // no number for them, so the knobs of a seed stay as they were).
+        send_buffer_pause_bytes: d.send_buffer_pause_bytes,
+        api_first_request_timeout_ms: d.api_first_request_timeout_ms,
+        reserved_api_connections: d.reserved_api_connections,
     };
     let mut k = k;
     // Now and then far below the stress values, to reach the "out of records" paths.

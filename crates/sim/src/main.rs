@@ -2,7 +2,7 @@
 //!
 //!   norr-sim --seed N [--workload bank|model|model_sp|locks|all] [--steps S] [--toy] [-v]
 //!   norr-sim --seeds COUNT [--start N] ...    random (or consecutive from N) seeds
-//!   norr-sim --seed-file crates/sim/seeds.txt
+//!   norr-sim --seed-file crates/sim/seeds.txt   (a line's `steps=N` overrides --steps)
 //!
 //! Prints one line per run: seed, workload, trace hash, outcome. Exit code 1 if
 //! any run failed, with the reproduction command.
@@ -17,7 +17,8 @@ fn usage() -> ! {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut seeds: Vec<(Option<WorkloadKind>, u64)> = Vec::new();
+    // (workload, seed, steps): a seeds-file line may name its own steps.
+    let mut seeds: Vec<(Option<WorkloadKind>, u64, Option<u64>)> = Vec::new();
     let mut count: Option<u64> = None;
     let mut start: Option<u64> = None;
     let mut workloads: Vec<WorkloadKind> = WorkloadKind::ALL.to_vec();
@@ -31,7 +32,7 @@ fn main() {
     };
     while i < args.len() {
         match args[i].as_str() {
-            "--seed" => seeds.push((None, val(&mut i).parse().unwrap_or_else(|_| usage()))),
+            "--seed" => seeds.push((None, val(&mut i).parse().unwrap_or_else(|_| usage()), None)),
             "--seeds" => count = Some(val(&mut i).parse().unwrap_or_else(|_| usage())),
             "--start" => start = Some(val(&mut i).parse().unwrap_or_else(|_| usage())),
             "--seed-file" => {
@@ -40,7 +41,11 @@ fn main() {
                     eprintln!("{p}: {e}");
                     std::process::exit(2)
                 });
-                seeds.extend(parse_seeds(&text).into_iter().map(|l| (l.workload, l.seed)));
+                let lines = parse_seeds(&text).unwrap_or_else(|e| {
+                    eprintln!("{p}: {e}");
+                    std::process::exit(2)
+                });
+                seeds.extend(lines.into_iter().map(|l| (l.workload, l.seed, l.steps)));
             }
             "--workload" => {
                 let w = val(&mut i);
@@ -80,6 +85,7 @@ fn main() {
             seeds.push((
                 None,
                 if start.is_some() { base + k } else { base.wrapping_add(k.wrapping_mul(0x9E37_79B9_7F4A_7C15)) },
+                None,
             ));
         }
     }
@@ -90,7 +96,8 @@ fn main() {
     let mut runs = 0u64;
     // Probe name -> (runs that reached it, total hits).
     let mut probes: std::collections::BTreeMap<String, (u64, u64)> = std::collections::BTreeMap::new();
-    for (w, seed) in seeds {
+    for (w, seed, line_steps) in seeds {
+        let steps = line_steps.unwrap_or(steps);
         let ws: Vec<WorkloadKind> = match w {
             Some(w) => vec![w],
             None => workloads.clone(),

@@ -336,7 +336,7 @@ impl State {
                 }
                 if req.exec == ExecType::Rollback {
                     self.end_txn(t, false);
-                    let c = TcKeyConf { txn: req.txn, outcome: TxnOutcome::RolledBack, results: vec![] };
+                    let c = TcKeyConf { txn: req.txn, outcome: TxnOutcome::RolledBack, results: vec![], gci: 0 };
                     ctx.send(from, Signal::TcKeyConf(Box::new(c)));
                     return;
                 }
@@ -367,7 +367,7 @@ impl State {
                 } else {
                     TxnOutcome::Open
                 };
-                ctx.send(from, Signal::TcKeyConf(Box::new(TcKeyConf { txn: req.txn, outcome, results })));
+                ctx.send(from, Signal::TcKeyConf(Box::new(TcKeyConf { txn: req.txn, outcome, results, gci: 0 })));
             }
             Signal::TcSavepointReq(req) => {
                 let t = (from.node, req.txn);
@@ -408,7 +408,7 @@ impl State {
                     }
                 };
                 if ok {
-                    let c = TcKeyConf { txn: req.txn, outcome: TxnOutcome::Open, results: vec![] };
+                    let c = TcKeyConf { txn: req.txn, outcome: TxnOutcome::Open, results: vec![], gci: 0 };
                     ctx.send(from, Signal::TcKeyConf(Box::new(c)));
                 } else {
                     self.end_txn(t, false);

@@ -29,6 +29,7 @@ fn table(with_index: bool) -> TableDef {
             vec![]
         },
         extra: vec![],
+        options: Default::default(),
     }
 }
 

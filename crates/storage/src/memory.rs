@@ -70,6 +70,7 @@ pub fn measure_row_overhead(rows: i64, pk_order: bool) -> f64 {
             vec![]
         },
         extra: vec![],
+        options: Default::default(),
     };
     s.create_table(&def).expect("create table");
     let mut data = 0u64;

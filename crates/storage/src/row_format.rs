@@ -515,6 +515,7 @@ mod tests {
             partitions: 1,
             indexes: Vec::new(),
             extra: Vec::new(),
+            options: Default::default(),
         };
         let layout = RowLayout::new(&def);
         let samples = [i64::MIN, -(1 << 23), -129, -128, -1, 0, 1, 127, 128, 255, 65_535, (1 << 24) - 1, i64::MAX];

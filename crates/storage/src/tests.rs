@@ -15,6 +15,7 @@ pub(crate) fn table(id: TableId, columns: Vec<ColumnDef>, pk: Vec<ColumnId>, par
         partitions,
         indexes: vec![],
         extra: vec![],
+        options: Default::default(),
     }
 }
 

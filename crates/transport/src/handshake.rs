@@ -3,6 +3,22 @@
 //! Client -> node: `Hello`; node -> client: `Welcome` (the client's API node id
 //! and the node's id) or `Refused`. After that every frame carries one
 //! `norr_signals::wire` message.
+//!
+//! # `Hello` on the wire (postcard)
+//!
+//! ```text
+//! field         encoding                      since
+//! magic         varint u32 ("NORR")           first version
+//! wire_version  varint u16                    first version
+//! client_name   varint length + UTF-8 bytes   first version
+//! kind          varint (ApiKind)              optional: absent = NativeClient
+//! ```
+//! Fields are only ever added at the end, and each added field is optional:
+//! a node reads a Hello that stops before it as the field's default (older
+//! clients), and ignores bytes after the fields it knows (newer clients; an
+//! older node's postcard decoder does the same). So a new field needs no new
+//! wire version. A new field goes after `kind` in `Hello`, in `encode_hello`'s
+//! output (postcard writes fields in declaration order) and in `decode_hello`.
 
 use norr_kernel::NodeId;
 use serde::{Deserialize, Serialize};
@@ -10,12 +26,75 @@ use serde::{Deserialize, Serialize};
 /// "NORR" in ASCII: guards against talking to something that is not NorrDB.
 pub const MAGIC: u32 = 0x4E4F_5252;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// What kind of API node connects. The data node keeps
+/// `Knobs::reserved_api_connections` of its API slots for SQL nodes and
+/// management servers, so native clients cannot take every slot. Declared by
+/// the client, not authenticated (there is no node authentication yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum ApiKind {
+    /// An application on the native API (`norr-client`). Wire value 0.
+    #[default]
+    NativeClient,
+    /// A SQL node (`norr sqld`). Wire value 1.
+    SqlNode,
+    /// A management server or tool. Wire value 2.
+    Management,
+}
+
+impl ApiKind {
+    /// Whether this kind may take the slots reserved for the cluster's own
+    /// processes.
+    pub fn may_use_reserved_slots(self) -> bool {
+        matches!(self, ApiKind::SqlNode | ApiKind::Management)
+    }
+
+    /// The kind of a wire value; None for a value this version does not know.
+    pub fn from_wire(v: u32) -> Option<ApiKind> {
+        match v {
+            0 => Some(ApiKind::NativeClient),
+            1 => Some(ApiKind::SqlNode),
+            2 => Some(ApiKind::Management),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ApiKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ApiKind::NativeClient => "native client",
+            ApiKind::SqlNode => "SQL node",
+            ApiKind::Management => "management",
+        })
+    }
+}
+
+/// The client's first frame. Decode with [`decode_hello`] (it accepts the
+/// shorter Hellos of older clients); fields are appended at the end only
+/// (see the module doc).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Hello {
     pub magic: u32,
     pub wire_version: u16,
     /// Free text for logs ("norr-client 0.1", "sqld").
     pub client_name: String,
+    /// What connects (optional on the wire: absent = `NativeClient`).
+    pub kind: ApiKind,
+}
+
+impl Hello {
+    /// A Hello of this version's wire protocol.
+    pub fn new(client_name: impl Into<String>, kind: ApiKind) -> Hello {
+        Hello { magic: MAGIC, wire_version: norr_signals::wire::WIRE_VERSION, client_name: client_name.into(), kind }
+    }
+}
+
+/// The fields every Hello has had since the first version.
+#[derive(Deserialize)]
+struct HelloHead {
+    magic: u32,
+    wire_version: u16,
+    client_name: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,11 +118,22 @@ pub fn encode_hello(h: &Hello) -> Vec<u8> {
 }
 
 pub fn decode_hello(b: &[u8]) -> Result<Hello, String> {
-    let h: Hello = postcard::from_bytes(b).map_err(|e| format!("malformed hello: {e}"))?;
-    if h.magic != MAGIC {
-        return Err(format!("bad magic {:#x}: not a NorrDB client", h.magic));
+    let (head, rest): (HelloHead, &[u8]) = postcard::take_from_bytes(b).map_err(|e| format!("malformed hello: {e}"))?;
+    if head.magic != MAGIC {
+        return Err(format!("bad magic {:#x}: not a NorrDB client", head.magic));
     }
-    Ok(h)
+    // Optional fields, in order; each absent one takes its default.
+    let (kind, _rest) = match rest {
+        [] => (ApiKind::NativeClient, rest),
+        _ => {
+            let (v, rest): (u32, &[u8]) =
+                postcard::take_from_bytes(rest).map_err(|e| format!("malformed hello (kind): {e}"))?;
+            let kind = ApiKind::from_wire(v).ok_or_else(|| format!("unknown API node kind {v} in hello"))?;
+            (kind, rest)
+        }
+    };
+    // Bytes after the known fields come from a newer client: ignored.
+    Ok(Hello { magic: head.magic, wire_version: head.wire_version, client_name: head.client_name, kind })
 }
 
 pub fn encode_reply(r: &HelloReply) -> Vec<u8> {
@@ -52,4 +142,49 @@ pub fn encode_reply(r: &HelloReply) -> Vec<u8> {
 
 pub fn decode_reply(b: &[u8]) -> Result<HelloReply, String> {
     postcard::from_bytes(b).map_err(|e| format!("malformed hello reply: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hello_round_trips_every_kind() {
+        for kind in [ApiKind::NativeClient, ApiKind::SqlNode, ApiKind::Management] {
+            let h = Hello::new("t", kind);
+            assert_eq!(decode_hello(&encode_hello(&h)).unwrap(), h);
+        }
+    }
+
+    /// A Hello of a client from before `kind` (the bytes `norr-client` sent
+    /// then) reads as a native client; one from a newer client with fields we
+    /// do not know still reads.
+    #[test]
+    fn older_and_newer_hellos_decode() {
+        // magic 0x4E4F5252 as a varint, wire_version 1, client_name "t".
+        let old = [0xD2, 0xA4, 0xBD, 0xF2, 0x04, 0x01, 0x01, b't'];
+        let h = decode_hello(&old).unwrap();
+        assert_eq!((h.magic, h.wire_version, h.client_name.as_str(), h.kind), (MAGIC, 1, "t", ApiKind::NativeClient));
+        let cur = encode_hello(&Hello { wire_version: 1, ..Hello::new("t", ApiKind::NativeClient) });
+        assert_eq!(&cur[..old.len()], &old[..], "the first fields' encoding is unchanged");
+        let mut newer = encode_hello(&Hello::new("t", ApiKind::SqlNode));
+        newer.extend_from_slice(&[0x05, 0x07]);
+        assert_eq!(decode_hello(&newer).unwrap().kind, ApiKind::SqlNode);
+    }
+
+    #[test]
+    fn bad_hellos_are_errors_not_panics() {
+        let mut unknown = encode_hello(&Hello::new("t", ApiKind::NativeClient));
+        *unknown.last_mut().unwrap() = 9;
+        assert!(decode_hello(&unknown).unwrap_err().contains("unknown API node kind 9"));
+        let h = encode_hello(&Hello { magic: 7, ..Hello::new("t", ApiKind::NativeClient) });
+        assert!(decode_hello(&h).unwrap_err().contains("bad magic"));
+        let good = encode_hello(&Hello::new("client", ApiKind::SqlNode));
+        for n in 0..good.len() {
+            // Every prefix: an error or (once the name is complete) a Hello.
+            let _ = decode_hello(&good[..n]);
+        }
+        assert!(decode_hello(&good[..3]).is_err());
+        assert!(decode_hello(&[0xFF; 16]).is_err());
+    }
 }

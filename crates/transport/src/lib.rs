@@ -4,6 +4,8 @@
 
 pub mod adaptive_send;
 pub mod frame;
+#[cfg(test)]
+mod fuzz;
 pub mod handshake;
 pub mod local_pipe;
 

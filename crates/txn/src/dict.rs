@@ -109,6 +109,9 @@ pub struct Dict {
     next_req: u64,
     /// API nodes whose failure is being handled (see `InternalSignal::ApiFailDone`).
     failed_apis: std::collections::BTreeSet<NodeId>,
+    /// The cluster's distribution as DIH last published it (this node alone
+    /// until a DIH runs).
+    dist: norr_signals::dist::Dist,
 }
 
 fn internal(s: InternalSignal) -> Signal {
@@ -130,6 +133,7 @@ impl Dict {
             active: None,
             next_req: 1,
             failed_apis: Default::default(),
+            dist: norr_signals::dist::Dist::single(node),
         }
     }
 
@@ -159,6 +163,7 @@ impl Dict {
             DictOp::ListTables => {
                 Self::conf(ctx, from, id, DictResult::Tables(self.tables.values().cloned().collect()))
             }
+            DictOp::GetDistribution => Self::conf(ctx, from, id, DictResult::Distribution(Box::new(self.dist.clone()))),
             DictOp::NextAutoInc { table, count } => match self.auto_inc.get_mut(table) {
                 Some(next) => {
                     let first = *next;
@@ -347,7 +352,11 @@ impl Dict {
                 SchemaChange::AlterTable { def, sources }
             }
             DictOp::NodeStats => return Ok(None),
-            DictOp::GetTable { .. } | DictOp::ListTables | DictOp::NextAutoInc { .. } | DictOp::BumpAutoInc { .. } => {
+            DictOp::GetTable { .. }
+            | DictOp::ListTables
+            | DictOp::NextAutoInc { .. }
+            | DictOp::BumpAutoInc { .. }
+            | DictOp::GetDistribution => {
                 unreachable!("answered without queueing")
             }
         }))

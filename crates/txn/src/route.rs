@@ -4,15 +4,7 @@
 //! partition functions live in `norr_signals::partition`, shared with the
 //! client (which chooses a transaction's coordinator with them).
 
-pub use norr_signals::partition::{coordinator_instance, op_partition, partition_of_pk};
-use norr_signals::schema::PartitionId;
-
-/// LQH instance (LDM) that owns partition `part`. One instance today; the
-/// modulo spreads partitions when there are more.
-pub fn lqh_instance(part: PartitionId, lqh_instances: u16) -> u16 {
-    debug_assert!(lqh_instances > 0);
-    (part % lqh_instances as u32) as u16
-}
+pub use norr_signals::partition::{coordinator_instance, lqh_instance, op_partition, partition_of_pk};
 
 #[cfg(test)]
 mod tests {
@@ -43,6 +35,7 @@ mod tests {
                 partitions: 7,
                 indexes: Vec::new(),
                 extra: Vec::new(),
+                options: Default::default(),
             };
             st.create_table(&def).unwrap();
             for i in 0..200i64 {

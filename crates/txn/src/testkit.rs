@@ -337,6 +337,7 @@ pub fn table_def(name: &str, partitions: u32, cols: &[(&str, ColumnType)]) -> Ta
         partitions,
         indexes: Vec::new(),
         extra: Vec::new(),
+        options: Default::default(),
     }
 }
 

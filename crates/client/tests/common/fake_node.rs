@@ -207,7 +207,7 @@ fn handle(store: &Mutex<Store>, conn: u64, sig: Signal) -> Option<Signal> {
                     TxnOutcome::RolledBack
                 }
             };
-            Some(Signal::TcKeyConf(Box::new(TcKeyConf { txn: r.txn, outcome, results })))
+            Some(Signal::TcKeyConf(Box::new(TcKeyConf { txn: r.txn, outcome, results, gci: 0 })))
         }
         Signal::ScanTabReq(r) => {
             let fail = |error| Some(Signal::ScanTabRef(Box::new(ScanTabRef { txn: r.txn, scan_id: r.scan_id, error })));

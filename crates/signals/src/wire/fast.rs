@@ -294,7 +294,8 @@ impl<'a> Reader<'a> {
             };
             results.push(OpResult::Ok(row));
         }
-        Ok(Some(TcKeyConf { txn, outcome, results }))
+        let gci = self.u64()?;
+        Ok(Some(TcKeyConf { txn, outcome, results, gci }))
     }
 }
 
@@ -523,6 +524,7 @@ pub(super) fn try_encode(env: &Envelope, out: &mut Vec<u8>) -> bool {
                     }
                 }
             }
+            put_varint(out, c.gci);
             true
         }
         _ => false,

@@ -132,6 +132,7 @@ pub fn int_table(name: &str, cols: &[&str], nullable: bool, partitions: u32) -> 
         partitions,
         indexes: vec![],
         extra: vec![],
+        options: Default::default(),
     }
 }
 

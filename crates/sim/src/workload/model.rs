@@ -113,6 +113,11 @@ struct MTxn {
     last_savepoint: u32,
     /// The TC_SAVEPOINTREQ on its way; applied when its TC_KEYCONF leaves the node.
     savepoint_req: Option<(u32, SavepointAction)>,
+    /// The step in which a reply showed that another transaction committed a
+    /// key this one held locked (see `Model::lost_lock_explains`): the node
+    /// must have aborted it in that step, after the reply left, so nothing of
+    /// it may succeed afterwards.
+    lost_locks_at: Option<u64>,
 }
 
 pub struct Model {
@@ -150,6 +155,9 @@ pub struct Model {
     /// Keys a committed-read scan returned twice (deleted and re-inserted during the scan).
     pub scan_dups: u64,
     pub locked_scan_rows: u64,
+    /// Replies of transactions that lost their locks in the step the reply
+    /// left (see `lost_lock_explains`).
+    pub lost_lock_replies: u64,
     pub stray_scan_refs: u64,
     last_scan: Vec<u32>,
     idle_scans: IdleScans,
@@ -200,6 +208,7 @@ impl Model {
             scans_checked: 0,
             scan_dups: 0,
             locked_scan_rows: 0,
+            lost_lock_replies: 0,
             stray_scan_refs: 0,
             last_scan: vec![0; clients],
             idle_scans: IdleScans::new(clients, knobs),
@@ -256,6 +265,34 @@ impl Model {
         // State at the start of step `from`: the last change before it.
         let before = h.iter().rev().find(|(s, _)| *s < from).map(|(_, st)| *st).unwrap_or(None);
         before == state || h.iter().any(|(s, st)| *s >= from && *st == state)
+    }
+
+    /// A reply that held `k` locked observed a state other than the committed
+    /// one: is that explained by the transaction losing its locks in this very
+    /// step? The host shows a step's commits before its other replies
+    /// (`Host::order_emitted`), which is right for replies that waited for
+    /// those commits. But in one step the node may also send a reply under
+    /// lock, then abort that transaction (a lock-wait time-out of another of
+    /// its partition scans, found with the client not waiting: it learns of the
+    /// abort from its next request), and then commit another transaction that
+    /// waited for the released lock. So: `k` was committed in this step, and
+    /// some state of `k` from just before this step on satisfies `pred`. The
+    /// caller then marks the transaction, which must never succeed again
+    /// (`MTxn::lost_locks_at`). Seed model:9000820 (30,000 steps) found it.
+    fn lost_lock_explains(&self, k: i64, pred: impl Fn(Option<i64>) -> bool) -> bool {
+        let changed_now = self.hist.get(&k).and_then(|h| h.last()).is_some_and(|(s, _)| *s == self.now_step);
+        changed_now && self.any_in_window(k, self.now_step, pred)
+    }
+
+    /// A transaction that lost its locks in an earlier reply's step answered
+    /// with success: the node let it go on without its locks.
+    fn check_not_lost(key: (NodeId, u64), t: &MTxn, what: &str) -> Result<(), String> {
+        match t.lost_locks_at {
+            Some(step) => Err(format!(
+                "model: txn {key:?} lost its row locks in step {step} (another transaction committed a key it had locked), yet {what} came after"
+            )),
+            None => Ok(()),
+        }
     }
 
     /// A schema error is legal once a DDL reached the node.
@@ -387,24 +424,30 @@ impl Model {
         if results.len() != t.batch.len() {
             return Err(format!("model: {} results for {} operations", results.len(), t.batch.len()));
         }
+        Self::check_not_lost(key, &t, "a TC_KEYCONF")?;
         let batch = std::mem::take(&mut t.batch);
+        let mut lost = false;
         for (op, res) in batch.iter().zip(results) {
             self.ops_checked += 1;
             let k = op_key(op);
             let mine = t.view.get(&k).copied();
-            let exact = |this: &Model, what: &str, got: Option<i64>| -> Result<(), String> {
+            // Ok(true): a mismatch the loss of the lock in this step explains.
+            let exact = |this: &Model, what: &str, got: Option<i64>| -> Result<bool, String> {
                 let expect = match mine {
                     Some(v) => v,
                     None => this.committed(k),
                 };
                 if got != expect {
+                    if mine.is_none() && this.lost_lock_explains(k, |st| st == got) {
+                        return Ok(true);
+                    }
                     return Err(format!(
                         "model: txn {key:?} {what} on key {k}: observed {got:?}, expected {expect:?} ({}); history {:?}",
                         if mine.is_some() { "own locked view" } else { "committed state, lock held" },
                         this.hist.get(&k)
                     ));
                 }
-                Ok(())
+                Ok(false)
             };
             let soft_err = |res: &OpResult| -> Option<ErrorCode> {
                 match res {
@@ -463,13 +506,13 @@ impl Model {
                         }
                     } else {
                         self.exact_checks += 1;
-                        exact(self, "locking read", got)?;
+                        lost |= exact(self, "locking read", got)?;
                         t.view.insert(k, got);
                     }
                 }
                 OpKind::Insert => {
                     self.exact_checks += 1;
-                    exact(self, "insert (row must be absent)", None)?;
+                    lost |= exact(self, "insert (row must be absent)", None)?;
                     t.view.insert(k, op_val(op));
                     t.writes.insert(k, op_val(op));
                 }
@@ -479,7 +522,9 @@ impl Model {
                         None => self.committed(k),
                     };
                     self.exact_checks += 1;
-                    if cur.is_none() {
+                    if cur.is_none() && mine.is_none() && self.lost_lock_explains(k, |st| st.is_some()) {
+                        lost = true;
+                    } else if cur.is_none() {
                         return Err(format!(
                             "model: txn {key:?} {:?} on key {k} succeeded, but the row is absent ({}); history {:?}",
                             op.kind,
@@ -499,6 +544,10 @@ impl Model {
             if row.is_some() && op.kind != OpKind::Read {
                 return Err(format!("model: {:?} returned a row", op.kind));
             }
+        }
+        if lost {
+            self.lost_lock_replies += 1;
+            t.lost_locks_at = Some(self.now_step);
         }
         self.txns.insert(key, t);
         Ok(())
@@ -850,6 +899,8 @@ impl Workload for Model {
                 let Some(mut t) = self.txns.remove(&key) else {
                     return Err(format!("model: locking scan rows for unknown transaction {key:?}"));
                 };
+                Self::check_not_lost(key, &t, "a SCAN_TABCONF of its locking scan")?;
+                let mut lost = false;
                 for r in &conf.rows {
                     let (k, v) = (
                         int_of(r.first().ok_or("model: empty scan row")?)?,
@@ -874,6 +925,10 @@ impl Workload for Model {
                         }
                         None => {
                             self.exact_checks += 1;
+                            if self.committed(k) != Some(v) && self.lost_lock_explains(k, |st| st == Some(v)) {
+                                lost = true;
+                                continue;
+                            }
                             if self.committed(k) != Some(v) {
                                 return Err(format!(
                                     "model: txn {key:?} locking scan returned key {k} = {v} with the row locked, committed state is {:?}; history {:?}",
@@ -884,6 +939,10 @@ impl Workload for Model {
                             t.view.insert(k, Some(v));
                         }
                     }
+                }
+                if lost {
+                    self.lost_lock_replies += 1;
+                    t.lost_locks_at = Some(self.now_step);
                 }
                 self.txns.insert(key, t);
             }
@@ -955,8 +1014,8 @@ impl Workload for Model {
 
     fn summary(&self) -> String {
         format!(
-            "model: keys={} commits={} rollbacks={} aborts={} ops_checked={} exact_checks={} scans_checked={} index_scans_checked={} ddl_done={} schema_aborts={} scan_dups={} locked_scan_rows={} stray_scan_refs={} idle_scans_closed={} savepoint_rollbacks={}",
-            self.keys, self.commits, self.rollbacks, self.aborts, self.ops_checked, self.exact_checks, self.scans_checked, self.index_scans_checked, self.ddl_done, self.schema_aborts, self.scan_dups, self.locked_scan_rows, self.stray_scan_refs, self.idle_scans.closed_idle, self.savepoint_rollbacks
+            "model: keys={} commits={} rollbacks={} aborts={} ops_checked={} exact_checks={} scans_checked={} index_scans_checked={} ddl_done={} schema_aborts={} scan_dups={} locked_scan_rows={} lost_lock_replies={} stray_scan_refs={} idle_scans_closed={} savepoint_rollbacks={}",
+            self.keys, self.commits, self.rollbacks, self.aborts, self.ops_checked, self.exact_checks, self.scans_checked, self.index_scans_checked, self.ddl_done, self.schema_aborts, self.scan_dups, self.locked_scan_rows, self.lost_lock_replies, self.stray_scan_refs, self.idle_scans.closed_idle, self.savepoint_rollbacks
         )
     }
 }
@@ -1044,5 +1103,61 @@ impl Model {
         t.delivered_step = None;
         c.send(tc_key(txn, exec, ops));
         self.st[c.client] = St::Batch { txn, batch, batches, commit: last, point_select: false };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Key 8 is 100; transaction (1, 1) scans it under a shared lock;
+    /// transaction (2, 2) updates it to 200 and commits.
+    fn model_with_locking_scan() -> Model {
+        let mut m = Model::new(&mut Rng::new(1), 2, &norr_knobs::Knobs::default());
+        m.keys = 10;
+        m.model.insert(8, 100);
+        m.hist.insert(8, vec![(0, Some(100))]);
+        m.txns.insert((1, 1), MTxn::default());
+        m.tx_scans.insert((1, 5), (1, None));
+        let update = KeyOp::update(m.table, vec![Value::Int(8)], vec![(V, Value::Int(200))]);
+        m.txns.insert((2, 2), MTxn { batch: vec![update], delivered_step: Some(9), ..MTxn::default() });
+        m
+    }
+
+    fn commit_of_2(m: &mut Model, step: u64) -> Result<(), String> {
+        let conf = TcKeyConf { txn: 2, outcome: TxnOutcome::Committed, results: vec![OpResult::Ok(None)], gci: 1 };
+        m.observe_emitted(step, 2, &Signal::TcKeyConf(Box::new(conf)))
+    }
+
+    fn scan_rows(m: &mut Model, step: u64, rows: Vec<(i64, i64)>, done: bool) -> Result<(), String> {
+        let rows = rows.into_iter().map(|(k, v)| vec![Value::Int(k), Value::Int(v)]).collect();
+        m.observe_emitted(step, 1, &Signal::ScanTabConf(Box::new(ScanTabConf { txn: 1, scan_id: 5, rows, done })))
+    }
+
+    /// Seed model:9000820: in one step the scan's rows leave under lock, its
+    /// transaction is aborted, and the update that waited commits; the host
+    /// shows the commit first. The old value is accepted, and the scan's
+    /// transaction may not succeed afterwards.
+    #[test]
+    fn rows_of_a_transaction_that_lost_its_locks_in_the_same_step() {
+        let mut m = model_with_locking_scan();
+        commit_of_2(&mut m, 10).unwrap();
+        scan_rows(&mut m, 10, vec![(8, 100)], false).unwrap();
+        assert_eq!(m.lost_lock_replies, 1);
+        let e = scan_rows(&mut m, 11, vec![], true).unwrap_err();
+        assert!(e.contains("lost its row locks in step 10"), "{e}");
+    }
+
+    /// The same stale row one step after the commit is a lost lock, not a race.
+    #[test]
+    fn stale_locked_row_after_the_commit_step_is_an_error() {
+        let mut m = model_with_locking_scan();
+        commit_of_2(&mut m, 10).unwrap();
+        let e = scan_rows(&mut m, 11, vec![(8, 100)], false).unwrap_err();
+        assert!(e.contains("with the row locked, committed state is Some(200)"), "{e}");
+        // And a value the key never had is wrong in the commit's step too.
+        let mut m = model_with_locking_scan();
+        commit_of_2(&mut m, 10).unwrap();
+        assert!(scan_rows(&mut m, 10, vec![(8, 150)], false).is_err());
     }
 }

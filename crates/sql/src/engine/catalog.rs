@@ -1363,6 +1363,7 @@ mod tests {
             partitions: 0,
             indexes: vec![],
             extra: vec![],
+            options: Default::default(),
         });
         // Without generated columns the bytes are exactly format 2's, so a
         // binary that knows only formats 1 and 2 still reads the table.

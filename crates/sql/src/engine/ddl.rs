@@ -1031,6 +1031,7 @@ pub fn build_table(
         partitions,
         indexes: native_indexes,
         extra: meta.encode(),
+        options: Default::default(),
     })
 }
 

@@ -659,6 +659,7 @@ mod tests {
             partitions: 2,
             indexes: vec![],
             extra: vec![],
+            options: Default::default(),
         };
         let scope = Scope {
             cols: def

@@ -850,6 +850,7 @@ mod tests {
                 },
             ],
             extra: vec![],
+            options: Default::default(),
         }
     }
     fn col(i: usize) -> Box<CExpr> {

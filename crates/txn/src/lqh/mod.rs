@@ -22,6 +22,7 @@ use crate::lock_queue::{Acquire, Grant, LockKey, LockTable, Mode};
 use crate::store::{RowId, Storage};
 use norr_kernel::{Block, BlockRef, Ctx};
 use norr_knobs::Knobs;
+use norr_signals::dist::Chain;
 use norr_signals::internal::{
     BlockStats, InternalSignal, LqhOp, LqhOpError, LqhOpResult, ScanKey, SchemaChange, TxnId,
 };
@@ -118,6 +119,7 @@ struct WaitInfo {
 }
 
 pub struct Lqh {
+    node: norr_kernel::NodeId,
     instance: u16,
     lock_wait_timeout_ns: u64,
     examine_per_step: usize,
@@ -146,8 +148,9 @@ enum Step {
 }
 
 impl Lqh {
-    pub fn new(instance: u16, knobs: &Knobs) -> Lqh {
+    pub fn new(node: norr_kernel::NodeId, instance: u16, knobs: &Knobs) -> Lqh {
         Lqh {
+            node,
             instance,
             lock_wait_timeout_ns: knobs.lock_wait_timeout_ms * 1_000_000,
             examine_per_step: knobs.scan_examine_per_step.max(1) as usize,
@@ -165,6 +168,11 @@ impl Lqh {
 
     pub fn instance(&self) -> u16 {
         self.instance
+    }
+
+    /// The chain of an operation that left state on this node alone.
+    fn own_chain(&self) -> Chain {
+        Chain { instance: self.instance, nodes: [self.node].into_iter().collect() }
     }
 
     /// Ask for a lock for `owner`; Some(tag) if it must wait (a time-out is armed).
@@ -274,6 +282,7 @@ impl Lqh {
         };
         let tc = txn.tc;
         let mut results = Vec::with_capacity(txn.queue.len());
+        let own = self.own_chain();
         while let Some(txn) = self.txns.get_mut(&t) {
             if txn.waiting.is_some() {
                 break;
@@ -282,15 +291,23 @@ impl Lqh {
                 break;
             };
             if let Some(error) = txn.doomed.clone() {
-                results.push(LqhOpResult { seq: q.seq, outcome: Err(LqhOpError { error, fatal: true }) });
+                results.push(LqhOpResult {
+                    seq: q.seq,
+                    outcome: Err(LqhOpError { error, fatal: true }),
+                    chain: Some(own.clone()),
+                });
                 continue;
             }
             txn.ops_run += 1;
             match self.exec_op(t, &mut q, ctx) {
-                Step::Done(Ok(row)) => results.push(LqhOpResult { seq: q.seq, outcome: Ok(row) }),
-                Step::Done(Err(error)) => {
-                    results.push(LqhOpResult { seq: q.seq, outcome: Err(LqhOpError { error, fatal: false }) })
+                Step::Done(Ok(row)) => {
+                    results.push(LqhOpResult { seq: q.seq, outcome: Ok(row), chain: Some(own.clone()) })
                 }
+                Step::Done(Err(error)) => results.push(LqhOpResult {
+                    seq: q.seq,
+                    outcome: Err(LqhOpError { error, fatal: false }),
+                    chain: Some(own.clone()),
+                }),
                 Step::Wait(tag) => {
                     let txn = self.txns.get_mut(&t).expect("still there");
                     txn.waiting = Some(tag);
@@ -336,7 +353,7 @@ impl Lqh {
                 Step::Done(Err(error)) => Err(LqhOpError { error, fatal: false }),
                 Step::Wait(_) => unreachable!("a committed read waited for a lock"),
             };
-            results.push(LqhOpResult { seq: q.seq, outcome });
+            results.push(LqhOpResult { seq: q.seq, outcome, chain: None });
         }
         assert!(!self.txns.contains_key(&t), "simple reads of {t} left a record");
         self.counters.bump_by("lqh: operations", results.len() as u64);
@@ -362,7 +379,11 @@ impl Lqh {
                 let q = txn.queue.pop_front().expect("parked op");
                 txn.queue.clear();
                 let tc = txn.tc;
-                let results = vec![LqhOpResult { seq: q.seq, outcome: Err(LqhOpError { error, fatal: true }) }];
+                let results = vec![LqhOpResult {
+                    seq: q.seq,
+                    outcome: Err(LqhOpError { error, fatal: true }),
+                    chain: Some(self.own_chain()),
+                }];
                 Self::reply(ctx, tc, InternalSignal::LqhKeyConf { txn: t, results });
             }
             WaitTarget::Scan(s, p) => {
@@ -407,11 +428,11 @@ impl Lqh {
         Self::reply(ctx, tc, InternalSignal::LqhAbortConf { txn: t });
     }
 
-    fn on_commit(&mut self, tc: BlockRef, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
+    fn on_commit(&mut self, tc: BlockRef, t: TxnId, chain: Chain, ctx: &mut Ctx<'_, Signal>) {
         let Some(mut txn) = self.txns.remove(&t) else {
             // A transaction that only did committed reads here has no record.
             self.txns.insert(t, LqhTxn { committed: true, ..LqhTxn::new(tc) });
-            Self::reply(ctx, tc, InternalSignal::LqhCommitConf { txn: t });
+            Self::reply(ctx, tc, InternalSignal::LqhCommitConf { txn: t, chain });
             return;
         };
         assert!(txn.queue.is_empty() && txn.waiting.is_none(), "commit of {t} with operations in flight");
@@ -426,7 +447,7 @@ impl Lqh {
         self.release_txn(t, &mut txn, ctx);
         txn.committed = true;
         self.txns.insert(t, txn);
-        Self::reply(ctx, tc, InternalSignal::LqhCommitConf { txn: t });
+        Self::reply(ctx, tc, InternalSignal::LqhCommitConf { txn: t, chain });
     }
 
     /// Apply a transaction's images to storage: deletes first, then updates,
@@ -487,11 +508,11 @@ impl Lqh {
         }
     }
 
-    fn on_complete(&mut self, tc: BlockRef, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
+    fn on_complete(&mut self, tc: BlockRef, t: TxnId, chain: Chain, ctx: &mut Ctx<'_, Signal>) {
         if let Some(txn) = self.txns.remove(&t) {
             assert!(txn.committed, "complete before commit of {t}");
         }
-        Self::reply(ctx, tc, InternalSignal::LqhCompleteConf { txn: t });
+        Self::reply(ctx, tc, InternalSignal::LqhCompleteConf { txn: t, chain });
     }
 
     /// A DDL changed `table` under running transactions: those with uncommitted
@@ -622,9 +643,9 @@ impl Block<Signal> for Lqh {
             return;
         };
         match *sig {
-            InternalSignal::LqhKeyReq { txn, ops } => self.on_key_req(from, txn, ops, ctx),
-            InternalSignal::LqhCommitReq { txn } => self.on_commit(from, txn, ctx),
-            InternalSignal::LqhCompleteReq { txn } => self.on_complete(from, txn, ctx),
+            InternalSignal::LqhKeyReq { txn, ops, .. } => self.on_key_req(from, txn, ops, ctx),
+            InternalSignal::LqhCommitReq { txn, chain, tc, .. } => self.on_commit(tc, txn, chain, ctx),
+            InternalSignal::LqhCompleteReq { txn, chain, tc } => self.on_complete(tc, txn, chain, ctx),
             InternalSignal::LqhAbortReq { txn } => self.on_abort(from, txn, ctx),
             InternalSignal::LqhRollbackToReq { txn, savepoint } => {
                 let error = self.rollback_to(txn, savepoint);

@@ -22,6 +22,7 @@ use crate::fxhash::FxHashMap;
 use crate::route::{lqh_instance, op_partition};
 use norr_kernel::{Block, BlockRef, Ctx, NodeId, Priority};
 use norr_knobs::Knobs;
+use norr_signals::dist::Chain;
 use norr_signals::internal::{
     BlockStats, InternalSignal, LqhOp, LqhOpError, LqhOpResult, ScanKey, SchemaChange, TxnId,
 };
@@ -136,6 +137,8 @@ pub struct Tc {
     failed_apis: BTreeSet<NodeId>,
     committed: u64,
     aborted: u64,
+    /// The global checkpoint commits are tagged with (see `norr_signals::ckpt`).
+    gci: u64,
     counters: Counters,
 }
 
@@ -170,6 +173,7 @@ impl Tc {
             failed_apis: BTreeSet::new(),
             committed: 0,
             aborted: 0,
+            gci: 1,
             counters: Counters::default(),
         }
     }
@@ -196,7 +200,12 @@ impl Tc {
     }
 
     fn key_conf(ctx: &mut Ctx<'_, Signal>, to: BlockRef, txn: u64, outcome: TxnOutcome, results: Vec<OpResult>) {
-        ctx.send(to, Signal::TcKeyConf(Box::new(TcKeyConf { txn, outcome, results })));
+        ctx.send(to, Signal::TcKeyConf(Box::new(TcKeyConf { txn, outcome, results, gci: 0 })));
+    }
+
+    /// The chain of LQH instance `instance` of this node alone.
+    fn own_chain(&self, instance: u16) -> Chain {
+        Chain { instance, nodes: [self.node].into_iter().collect() }
     }
 
     /// Find or start the transaction a client request names. Err: already
@@ -346,7 +355,9 @@ impl Tc {
             } else {
                 crate::probe!(self.counters, "tc: simple reads (no lqh state)");
             }
-            ctx.send(BlockRef::new(self.node, block::LQH, inst), internal(InternalSignal::LqhKeyReq { txn: t, ops }));
+            let (api, handle) = (txn.api, txn.handle);
+            let req = InternalSignal::LqhKeyReq { txn: t, ops, api, handle };
+            ctx.send(BlockRef::new(self.node, block::LQH, inst), internal(req));
         }
         self.maybe_batch_done(t, ctx);
     }
@@ -428,8 +439,10 @@ impl Tc {
         let txn = self.txns.get_mut(&t).expect("txn");
         let parts: Vec<u16> = txn.participants.iter().copied().collect();
         txn.state = TxnState::Committing { waiting: parts.len(), error: None };
+        let tc = ctx.self_ref();
         for p in &parts {
-            ctx.send(self.lqh_ref(*p), internal(InternalSignal::LqhCommitReq { txn: t }));
+            let chain = self.own_chain(*p);
+            ctx.send(self.lqh_ref(*p), internal(InternalSignal::LqhCommitReq { txn: t, gci: self.gci, chain, tc }));
         }
         if parts.is_empty() {
             self.commit_done(t, ctx);
@@ -468,10 +481,13 @@ impl Tc {
         self.committed += 1;
         let results = txn.batch.map_or(Vec::new(), |b| b.results.into_iter().map(|r| r.expect("answered")).collect());
         if !txn.silent {
-            Self::key_conf(ctx, txn.api, txn.handle, TxnOutcome::Committed, results);
+            let conf = TcKeyConf { txn: txn.handle, outcome: TxnOutcome::Committed, results, gci: self.gci };
+            ctx.send(txn.api, Signal::TcKeyConf(Box::new(conf)));
         }
+        let tc = ctx.self_ref();
         for p in &txn.participants {
-            ctx.send(self.lqh_ref(*p), internal(InternalSignal::LqhCompleteReq { txn: t }));
+            let chain = self.own_chain(*p);
+            ctx.send(self.lqh_ref(*p), internal(InternalSignal::LqhCompleteReq { txn: t, chain, tc }));
         }
     }
 
@@ -584,7 +600,7 @@ impl Block<Signal> for Tc {
             Signal::TcSavepointReq(req) => self.on_savepoint_req(from, *req, ctx),
             Signal::Internal(sig) => match *sig {
                 InternalSignal::LqhKeyConf { txn, results } => self.on_op_results(txn, results, ctx),
-                InternalSignal::LqhCommitConf { txn } => self.on_commit_reply(txn, None, ctx),
+                InternalSignal::LqhCommitConf { txn, .. } => self.on_commit_reply(txn, None, ctx),
                 InternalSignal::LqhCommitRef { txn, error } => self.on_commit_reply(txn, Some(error), ctx),
                 InternalSignal::LqhCompleteConf { .. } => self.counters.bump("tc: completes"),
                 InternalSignal::LqhAbortConf { txn } => self.on_abort_conf(txn, ctx),

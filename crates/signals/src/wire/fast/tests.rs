@@ -35,7 +35,7 @@ fn conf(results: Vec<OpResult>, outcome: TxnOutcome, txn: u64, prio: Priority) -
         from: BlockRef::new(1, block::TC, 1),
         to: BlockRef::new(u16::MAX, block::API, 0),
         prio,
-        signal: Signal::TcKeyConf(Box::new(TcKeyConf { txn, outcome, results })),
+        signal: Signal::TcKeyConf(Box::new(TcKeyConf { txn, outcome, results, gci: txn.wrapping_mul(3) })),
     }
 }
 
@@ -319,11 +319,11 @@ fn garbage_and_huge_lengths_are_errors() {
 
 #[test]
 fn key_conf_garbage_and_huge_lengths_are_errors() {
-    // The header of a TC_KEYCONF (txn 0, Open, no results: the last three
-    // bytes), then random bytes; then also after a valid txn and outcome,
-    // and inside a first row.
+    // The header of a TC_KEYCONF (txn 0, Open, no results, GCI 0: the last
+    // four bytes), then random bytes; then also after a valid txn and
+    // outcome, and inside a first row.
     let empty = generic(&conf(vec![], TxnOutcome::Open, 0, Priority::B));
-    let head = &empty[..empty.len() - 3];
+    let head = &empty[..empty.len() - 4];
     assert_eq!(head[head.len() - 1], 1, "TC_KEYCONF's variant ends the header");
     random_tails_after(head, 0x9e37_79b9_7f4a_7c15);
     let mut h = head.to_vec();

@@ -1,0 +1,298 @@
+//! `norr mgmd` and `norr mgm` as processes: a fake data node (the session
+//! library) reports to mgmd, `norr mgm` shows it and commands reach it; a
+//! second process with the same node id and bad cluster files are refused.
+
+use norr_mgmd::config::ClusterConfig;
+use norr_mgmd::protocol::{MgmError, NodeCommand, NodeReport, NodeState, PeerRole};
+use norr_mgmd::session::{fetch_config, MgmLink};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const NORR: &str = env!("CARGO_BIN_EXE_norr");
+const T: Duration = Duration::from_secs(20);
+
+/// A directory of its own per test, removed at the end.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("norr-mgmd-proc-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn cluster_file(mgmd_port: u16) -> String {
+    format!(
+        r#"
+[cluster]
+name = "proc"
+replicas = 2
+[[node]]
+id = 1
+kind = "mgmd"
+host = "127.0.0.1"
+port = {mgmd_port}
+[[node]]
+id = 2
+kind = "data"
+port = 2202
+[[node]]
+id = 3
+kind = "data"
+port = 2203
+"#
+    )
+}
+
+struct MgmdProcess {
+    child: Child,
+    addr: String,
+}
+
+impl MgmdProcess {
+    fn start(config: &Path) -> MgmdProcess {
+        let mut child = Command::new(NORR)
+            .args(["mgmd", "--config"])
+            .arg(config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn norr mgmd");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines.next().expect("mgmd printed its address").unwrap();
+            if let Some(rest) = line.split(" listening on ").nth(1) {
+                break rest.split_whitespace().next().unwrap().to_string();
+            }
+        };
+        // Drain stderr so the child never blocks on a full pipe.
+        std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
+        MgmdProcess { child, addr }
+    }
+
+    /// SIGINT, then the exit status.
+    fn interrupt(mut self) -> std::process::ExitStatus {
+        let ok = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status().unwrap();
+        assert!(ok.success());
+        let t = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(t.elapsed() < T, "mgmd did not stop on SIGINT");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for MgmdProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn mgm(addr: &str, args: &[&str]) -> Output {
+    Command::new(NORR).args(["mgm", "--mgm", addr]).args(args).output().expect("run norr mgm")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn fake_data_node(addr: &str, id: u16) -> (MgmLink, Receiver<NodeCommand>) {
+    let (link, welcome) = fetch_config(addr, PeerRole::DataNode, Some(id), "fake datad").unwrap();
+    assert_eq!(welcome.config.name, "proc");
+    let (tx, rx) = channel();
+    let tx = Mutex::new(tx);
+    link.start_reporting(
+        Duration::from_millis(100),
+        Box::new(move || NodeReport {
+            node_id: id,
+            state: NodeState::Started,
+            node_group: Some(0),
+            primary_partitions: 2,
+            partitions: 4,
+            version: "fake-1".into(),
+            uptime_ms: 5_000,
+            phases: vec![],
+            president: true,
+            last_durable_gci: Some(17),
+            address: format!("127.0.0.1:22{id:02}"),
+        }),
+        Box::new(move |c| {
+            let _ = tx.lock().unwrap().send(c);
+        }),
+    );
+    (link, rx)
+}
+
+#[test]
+fn mgm_shows_a_reporting_node_and_commands_reach_it() {
+    let dir = TempDir::new("show");
+    let cfg = dir.write("cluster.toml", &cluster_file(free_port()));
+    let m = MgmdProcess::start(&cfg);
+    let (_link, rx) = fake_data_node(&m.addr, 2);
+
+    // show lists it once its first report is in.
+    let deadline = Instant::now() + T;
+    let shown = loop {
+        let out = mgm(&m.addr, &["show"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let s = text(&out.stdout);
+        if s.contains("2 of 4") {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "node 2 never shown as reporting:\n{s}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(shown.contains("Cluster \"proc\""), "{shown}");
+    assert!(shown.contains("President: node 2"), "{shown}");
+    let row2 = shown.lines().find(|l| l.trim_start().starts_with("2 ")).unwrap();
+    for col in ["data", "127.0.0.1:2202", "started", "2 of 4", "fake-1", "17"] {
+        assert!(row2.contains(col), "{col} missing in {row2:?}");
+    }
+    let row3 = shown.lines().find(|l| l.trim_start().starts_with("3 ")).unwrap();
+    assert!(row3.contains("not connected"), "{row3}");
+
+    let st = mgm(&m.addr, &["status"]);
+    assert!(st.status.success());
+    assert!(text(&st.stdout).contains("Node 2: started (NorrDB fake-1"), "{}", text(&st.stdout));
+
+    // stop 2 reaches the node's on_command; the reply says what was done.
+    let out = mgm(&m.addr, &["stop", "2"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "node 2: stop sent (it was started)");
+    assert_eq!(rx.recv_timeout(T).unwrap(), NodeCommand::Stop);
+    let out = mgm(&m.addr, &["restart", "2"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(rx.recv_timeout(T).unwrap(), NodeCommand::Restart);
+    let out = mgm(&m.addr, &["stop", "--all"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "shutdown sent to data nodes 2; not connected: 3");
+    assert_eq!(rx.recv_timeout(T).unwrap(), NodeCommand::Shutdown);
+
+    // Failures: exit status 1 and one line on stderr saying why.
+    for (args, why) in [
+        (&["stop", "7"][..], "node 7 is not in the cluster configuration"),
+        (&["start", "3"][..], "node 3 is not connected to mgmd"),
+        (&["restart", "1"][..], "node 1 is a mgmd node"),
+    ] {
+        let out = mgm(&m.addr, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = text(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+    assert_eq!(m.interrupt().code(), Some(0));
+}
+
+#[test]
+fn a_second_process_with_the_same_node_id_is_refused() {
+    let dir = TempDir::new("dup");
+    let cfg = dir.write("cluster.toml", &cluster_file(free_port()));
+    let m = MgmdProcess::start(&cfg);
+    let (_first, _) = fake_data_node(&m.addr, 3);
+    match fetch_config(&m.addr, PeerRole::DataNode, Some(3), "second datad") {
+        Err(MgmError::Refused { reason, .. }) => {
+            assert!(reason.contains("node 3 is already connected"), "{reason}")
+        }
+        Err(e) => panic!("refused for the wrong reason: {e}"),
+        Ok(_) => panic!("a second node 3 was admitted"),
+    }
+    // The configuration a node gets is the file's, with its digest.
+    let (_api, w) = fetch_config(&m.addr, PeerRole::Api, None, "client").unwrap();
+    assert_eq!(w.node_id, 100);
+    assert_eq!(w.digest, ClusterConfig::load(&cfg).unwrap().digest());
+}
+
+#[test]
+fn mgm_fails_cleanly_without_mgmd() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let out = mgm(&addr, &["show"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("cannot reach mgmd at {addr}")), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let out = Command::new(NORR).args(["mgm", "stop"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "clap usage error: {}", text(&out.stderr));
+}
+
+#[test]
+fn bad_cluster_files_are_refused_before_anything_starts() {
+    let dir = TempDir::new("bad");
+    let port = free_port();
+    let good = cluster_file(port);
+    let cases = [
+        (
+            "port.toml",
+            good.replace("port = 2203", "port = 2202"),
+            "node 3: port 2202 is already used by node 2 (127.0.0.1:2202)",
+        ),
+        (
+            "groups.toml",
+            format!("{good}[[node]]\nid = 4\nkind = \"data\"\nport = 2204\n"),
+            "3 data nodes cannot form node groups of 2: use a multiple of 2 data nodes",
+        ),
+        (
+            "unknown.toml",
+            good.replace("[cluster]", "[cluster]\ncolour = \"blue\""),
+            "unknown key `colour` in [cluster]",
+        ),
+        ("knob.toml", format!("{good}[data]\nlock_wait_timeout_ms = 0\n"), "lock_wait_timeout_ms = 0 is out of range"),
+        ("syntax.toml", "[cluster\n".to_string(), "is not valid TOML"),
+    ];
+    for (name, body, why) in cases {
+        let f = dir.write(name, &body);
+        let out = Command::new(NORR).args(["mgmd", "--config"]).arg(&f).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        let err = text(&out.stderr);
+        assert!(err.contains(why), "{name}: {err}");
+        assert!(err.contains(&f.display().to_string()), "{name}: the file is named: {err}");
+    }
+    // Nothing listens: the bad files started nothing.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+    let out = Command::new(NORR).args(["mgmd", "--config"]).arg(dir.0.join("missing.toml")).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("cannot read the cluster configuration"));
+}
+
+#[test]
+fn example_config_validates_and_check_prints_the_full_file() {
+    let dir = TempDir::new("example");
+    let out = Command::new(NORR).args(["mgmd", "--example-config"]).output().unwrap();
+    assert!(out.status.success());
+    let example = text(&out.stdout);
+    assert!(example.contains("replicas = 2"), "{example}");
+    let f = dir.write("cluster.toml", &example);
+    let out = Command::new(NORR).args(["mgmd", "--check", "--config"]).arg(&f).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let full = ClusterConfig::parse(&text(&out.stdout), Path::new("/")).unwrap();
+    let loaded = ClusterConfig::load(&f).unwrap();
+    assert_eq!(full.nodes, loaded.nodes, "--check prints a file that reads back the same");
+    assert_eq!(full.digest(), loaded.digest());
+    assert!(text(&out.stdout).contains("txn_inactive_timeout_ms"), "every knob is listed");
+    let help = Command::new(NORR).args(["mgm", "--help"]).output().unwrap();
+    assert!(text(&help.stdout).contains("norr mgm stop --all"), "{}", text(&help.stdout));
+}

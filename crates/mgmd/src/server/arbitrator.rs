@@ -1,0 +1,162 @@
+//! The arbitrator: after a node failure that leaves the survivors unable to
+//! prove they are the only part of the cluster left (a network split with no
+//! majority), each part asks mgmd; exactly one wins, the others shut down,
+//! so two halves never both take writes.
+//!
+//! Both halves of a split were members of the same membership generation
+//! (the one before the failure) and ask with it. The first request of a
+//! generation wins and its survivor set is recorded; a later request of that
+//! generation is granted only to a node of the winning set (a retry, or a
+//! second node of the winning half), else refused. Deterministic: no clock,
+//! no IO; unit-tested here.
+//!
+//! Limit: the record lives in this mgmd's memory. If mgmd restarts between
+//! the two halves' requests, the second half is granted too. NDB closes that
+//! gap with an arbitrator ticket handed out before the failure; the data
+//! nodes' membership protocol may add one later.
+
+use crate::protocol::{ArbitReply, ArbitReq};
+use norr_kernel::NodeId;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Generations remembered: far more than splits in flight at once.
+pub const KEEP_GENERATIONS: usize = 64;
+
+#[derive(Debug, Default)]
+pub struct Arbitrator {
+    /// Generation -> the survivor set that won it.
+    granted: BTreeMap<u64, BTreeSet<NodeId>>,
+}
+
+impl Arbitrator {
+    pub fn new() -> Arbitrator {
+        Arbitrator::default()
+    }
+
+    /// Decide one request (already checked to come from `req.requester`).
+    pub fn decide(&mut self, req: &ArbitReq) -> ArbitReply {
+        let generation = req.generation;
+        let refuse = |reason: String| ArbitReply::Refused { generation, reason };
+        let survivors: BTreeSet<NodeId> = req.survivors.iter().copied().collect();
+        if !survivors.contains(&req.requester) {
+            return refuse(format!(
+                "node {} asked for survivors {} that do not include itself",
+                req.requester,
+                list(&survivors)
+            ));
+        }
+        if let Some(both) = req.failed.iter().find(|f| survivors.contains(f)) {
+            return refuse(format!("node {both} is listed both as a survivor and as failed"));
+        }
+        if let Some(winners) = self.granted.get(&generation) {
+            return if winners.contains(&req.requester) {
+                ArbitReply::Granted { generation }
+            } else {
+                refuse(format!(
+                    "another part of the cluster (nodes {}) won arbitration for membership generation {generation}",
+                    list(winners)
+                ))
+            };
+        }
+        if let Some((&newest, _)) = self.granted.last_key_value() {
+            if generation < newest {
+                return refuse(format!(
+                    "membership generation {generation} is older than the last arbitration ({newest}): \
+                     node {} missed a membership change",
+                    req.requester
+                ));
+            }
+        }
+        self.granted.insert(generation, survivors);
+        while self.granted.len() > KEEP_GENERATIONS {
+            self.granted.pop_first();
+        }
+        debug_assert!(self.granted.contains_key(&generation));
+        ArbitReply::Granted { generation }
+    }
+
+    /// The survivor set that won `generation`, if one did.
+    pub fn winners(&self, generation: u64) -> Option<&BTreeSet<NodeId>> {
+        self.granted.get(&generation)
+    }
+}
+
+fn list(ids: &BTreeSet<NodeId>) -> String {
+    ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(requester: NodeId, generation: u64, survivors: &[NodeId], failed: &[NodeId]) -> ArbitReq {
+        ArbitReq { requester, generation, survivors: survivors.to_vec(), failed: failed.to_vec() }
+    }
+
+    fn granted(r: &ArbitReply) -> bool {
+        matches!(r, ArbitReply::Granted { .. })
+    }
+
+    #[test]
+    fn first_half_of_a_split_wins_the_other_loses() {
+        let mut a = Arbitrator::new();
+        assert_eq!(a.decide(&req(2, 5, &[2, 4], &[3, 5])), ArbitReply::Granted { generation: 5 });
+        let r = a.decide(&req(3, 5, &[3, 5], &[2, 4]));
+        match r {
+            ArbitReply::Refused { generation: 5, reason } => {
+                assert!(reason.contains("another part of the cluster (nodes 2, 4) won"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // The other node of the winning half, and a retry, are granted.
+        assert!(granted(&a.decide(&req(4, 5, &[2, 4], &[3, 5]))));
+        assert!(granted(&a.decide(&req(2, 5, &[2, 4], &[3, 5]))));
+        // Still refused on retry.
+        assert!(!granted(&a.decide(&req(5, 5, &[3, 5], &[2, 4]))));
+        assert_eq!(a.winners(5).unwrap().iter().copied().collect::<Vec<_>>(), vec![2, 4]);
+    }
+
+    #[test]
+    fn each_generation_is_decided_on_its_own() {
+        let mut a = Arbitrator::new();
+        assert!(granted(&a.decide(&req(2, 1, &[2], &[3]))));
+        // Next failure, next generation: the winner of that one decides it.
+        assert!(granted(&a.decide(&req(3, 2, &[3], &[2]))));
+        assert!(!granted(&a.decide(&req(2, 2, &[2], &[3]))));
+    }
+
+    #[test]
+    fn a_node_behind_the_cluster_is_refused() {
+        let mut a = Arbitrator::new();
+        assert!(granted(&a.decide(&req(2, 10, &[2, 3], &[4]))));
+        let r = a.decide(&req(4, 8, &[4], &[2, 3]));
+        assert!(
+            matches!(&r, ArbitReply::Refused { reason, .. } if reason.contains("missed a membership change")),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn malformed_requests_are_refused_and_decide_nothing() {
+        let mut a = Arbitrator::new();
+        let r = a.decide(&req(2, 1, &[3], &[4]));
+        assert!(matches!(&r, ArbitReply::Refused { reason, .. } if reason.contains("do not include itself")), "{r:?}");
+        let r = a.decide(&req(2, 1, &[2, 3], &[3]));
+        assert!(
+            matches!(&r, ArbitReply::Refused { reason, .. } if reason.contains("both as a survivor and as failed"))
+        );
+        assert!(a.winners(1).is_none());
+        assert!(granted(&a.decide(&req(4, 1, &[4], &[2, 3]))));
+    }
+
+    #[test]
+    fn memory_is_bounded() {
+        let mut a = Arbitrator::new();
+        for g in 0..(KEEP_GENERATIONS as u64 * 3) {
+            assert!(granted(&a.decide(&req(2, g, &[2], &[3]))));
+        }
+        assert_eq!(a.granted.len(), KEEP_GENERATIONS);
+        // Forgotten generations are older than the newest: refused, not re-granted.
+        assert!(!granted(&a.decide(&req(3, 0, &[3], &[2]))));
+    }
+}

@@ -1,0 +1,321 @@
+//! Signals of the cluster layer: membership (QMGR), distribution (DIH), the
+//! cluster-wide dictionary (DICT master <-> DICT), and the requests blocks
+//! make of their host (connections, shutdown, the arbitrator).
+//!
+//! Every data node runs QMGR, DIH and DICT; one of the nodes, the president
+//! (the oldest member), is also the master of DIH and DICT. Each signal's doc
+//! says sender -> receiver and the reply.
+//!
+//! ## Membership (QMGR)
+//! The host reports data-node connections (`ConnectRep` / `DisconnectRep`,
+//! priority A). QMGR forms the cluster with the other QMGRs (`Qmgr(..)`
+//! messages, owned by the QMGR block), heartbeats its peers, and runs the
+//! node-failure protocol: all survivors agree on one membership change at a
+//! time, asking the arbitrator (`ArbitReq` to the host's MGM block) when the
+//! survivors cannot know they are the only part of the cluster left. It
+//! tells the node's other blocks what changed: `ClusterStartedRep` once, then
+//! `NodeJoinedRep` / `NodeFailRep`, each with the new [`Membership`]. Blocks
+//! learn who the master is from `Membership::president`.
+//!
+//! ## Distribution (DIH)
+//! DIH keeps the [`Dist`] (node groups and replica states) and sends every new
+//! version to the node's TC, LQH and DICT instances (`DistRep`, confirmed by
+//! `DistConf`). A node failure changes it the same way at every DIH (the
+//! failed nodes become `Dead`). A node restart is driven by the master DIH:
+//! the starting node asks (`DihStartReq`) once its DICT has the schema; the
+//! master makes it `Starting` everywhere (`DihUpdateReq` / `Conf`: each DIH
+//! confirms only after its TC/LQH/DICT confirmed the new `Dist`), copies every
+//! partition it holds from the partition's primary (`CopyFragReq` to LQH, see
+//! `internal`), then makes it `Alive` everywhere.
+//!
+//! `Dist::version` is `generation << 20 | n`: a node failure sets it to the
+//! new membership generation's base at every DIH alike, and the master
+//! numbers its updates within a generation, so all DIHs agree on versions.
+
+use crate::dist::Dist;
+use crate::schema::{TableDef, TableId};
+use norr_kernel::NodeId;
+use serde::{Deserialize, Serialize};
+
+/// The cluster's members as QMGR agreed them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Membership {
+    /// Bumped by every change (a join, a failure, a graceful leave).
+    pub generation: u64,
+    /// Live data nodes, ascending.
+    pub members: Vec<NodeId>,
+    /// The oldest member: runs the node-failure and join protocols and is the
+    /// master of DIH (global checkpoints, node restarts) and DICT (DDL).
+    pub president: NodeId,
+}
+
+impl Membership {
+    pub fn contains(&self, node: NodeId) -> bool {
+        self.members.binary_search(&node).is_ok()
+    }
+}
+
+/// Why a node must stop (`HostShutdownReq`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ShutdownReason {
+    /// The survivors of a failure lost arbitration, or the arbitrator could
+    /// not be reached: the other part of the cluster may be serving.
+    LostArbitration(String),
+    /// Every replica of some partition is gone: serving would give partial data.
+    NodeGroupLost(Vec<NodeId>),
+    /// The other members declared this node failed (it was cut off or hung).
+    Excluded(String),
+    /// This node's configuration differs from the cluster's.
+    ConfigMismatch(String),
+    /// Asked by the operator (`norr mgm stop`), after a graceful leave.
+    Requested,
+    /// An internal error that makes continuing unsafe.
+    Fatal(String),
+}
+
+/// Messages between the QMGR blocks of data nodes. Owned by the QMGR block:
+/// its module doc describes the protocol.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum QmgrMsg {
+    /// Any signal from a peer counts as a heartbeat; this one is sent when
+    /// nothing else was.
+    Heartbeat {
+        generation: u64,
+    },
+    /// Starting node -> any node: who is the president, is there a cluster?
+    /// Reply `Presence`.
+    PresenceReq {
+        node: NodeId,
+        starting_since_ns: u64,
+    },
+    /// The sender's view: member of a running cluster (with its membership),
+    /// or starting too.
+    Presence {
+        node: NodeId,
+        membership: Option<Membership>,
+        starting_since_ns: u64,
+    },
+    /// Starting node -> president: let me join. Reply `CmRegConf` / `CmRegRef`.
+    CmRegReq {
+        node: NodeId,
+    },
+    CmRegConf {
+        membership: Membership,
+    },
+    CmRegRef {
+        reason: String,
+        retry: bool,
+    },
+    /// President -> members: add `node` (phase 1). Reply `CmAddConf`.
+    CmAddPrepare {
+        generation: u64,
+        node: NodeId,
+    },
+    CmAddConf {
+        generation: u64,
+        node: NodeId,
+    },
+    /// President -> members and the new node: the new membership (phase 2).
+    CmAddCommit {
+        membership: Membership,
+    },
+    /// Initial start: president -> the nodes it starts the cluster with.
+    ClusterFormed {
+        membership: Membership,
+    },
+    /// Any member -> president: `failed` stopped answering (or its
+    /// connection broke).
+    FailRep {
+        failed: NodeId,
+        reason: String,
+    },
+    /// President -> survivors: cut these nodes off (phase 1). Reply `PrepFailConf`.
+    PrepFailReq {
+        generation: u64,
+        failed: Vec<NodeId>,
+    },
+    PrepFailConf {
+        generation: u64,
+        failed: Vec<NodeId>,
+    },
+    /// President -> survivors: the new membership (phase 2). Reply `CommitFailConf`.
+    CommitFailReq {
+        membership: Membership,
+        failed: Vec<NodeId>,
+    },
+    CommitFailConf {
+        generation: u64,
+    },
+    /// A node leaving on purpose (`norr mgm stop`) -> president.
+    LeaveReq {
+        node: NodeId,
+    },
+    /// Sent to a node the others declared failed, if it is still reachable.
+    YouAreExcluded {
+        reason: String,
+    },
+}
+
+/// How a data node starts (the host decides from its data directory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StartKind {
+    /// No local data: a new cluster, or a node restart that copies every row.
+    Initial,
+    /// Local files to restore from (system restart or node restart).
+    FromDisk,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ClusterSignal {
+    // ---------------- host <-> QMGR ----------------
+    /// Host -> QMGR (A): the host is up; form or join the cluster.
+    QmgrStartReq {
+        kind: StartKind,
+    },
+    /// Host -> QMGR (A): a connection to data node `node` is up.
+    ConnectRep {
+        node: NodeId,
+    },
+    /// Host -> QMGR (A): the connection to data node `node` broke.
+    DisconnectRep {
+        node: NodeId,
+    },
+    /// QMGR -> host: cut the connection to `node` and refuse it until it
+    /// restarts (it was declared failed).
+    HostDisconnectReq {
+        node: NodeId,
+    },
+    /// Any block -> host: stop this node's blocks; `restart`: start them again
+    /// as a node restart (the process stays).
+    HostShutdownReq {
+        reason: ShutdownReason,
+        restart: bool,
+    },
+    /// QMGR -> QMGR (between nodes).
+    Qmgr(QmgrMsg),
+    /// QMGR (president) -> MGM (the host's link to the arbitrator): may these
+    /// survivors go on? Reply `ArbitConf`. The host answers `granted: false`
+    /// when it has no arbitrator to ask.
+    ArbitReq {
+        generation: u64,
+        survivors: Vec<NodeId>,
+        failed: Vec<NodeId>,
+    },
+    ArbitConf {
+        generation: u64,
+        granted: bool,
+        reason: String,
+    },
+
+    // ---------------- QMGR -> the node's blocks (A) ----------------
+    /// This node is a member of a running cluster (sent once per node start).
+    /// `joined`: it joined a cluster that was already running (it must copy
+    /// its replicas: a node restart); false: it formed the cluster with the
+    /// others (an initial or system start).
+    ClusterStartedRep {
+        membership: Membership,
+        kind: StartKind,
+        joined: bool,
+    },
+    /// `node` joined.
+    NodeJoinedRep {
+        node: NodeId,
+        membership: Membership,
+    },
+    /// `failed` left the cluster (crashed, cut off or stopped): every block
+    /// finishes or aborts what it was doing with them.
+    NodeFailRep {
+        failed: Vec<NodeId>,
+        membership: Membership,
+    },
+    /// TC -> its node's QMGR, and take-over TC -> every member's TC: the
+    /// transactions whose coordinator was on `node` are all finished (taken
+    /// over). QMGR lets a failed node join again only after this (its new
+    /// transactions reuse transaction ids of the old one).
+    NfCompleteRep {
+        node: NodeId,
+    },
+
+    // ---------------- DIH ----------------
+    /// DIH -> TC, LQH, DICT instances of its node (A): the distribution is
+    /// now `dist`. Reply `DistConf`.
+    DistRep {
+        dist: Box<Dist>,
+    },
+    DistConf {
+        version: u64,
+    },
+    /// Starting node's DIH -> master DIH: this node has the schema; start
+    /// its node restart. The master answers `DihStartConf` when the node is
+    /// `Alive` (or `DihStartRef`).
+    DihStartReq {
+        node: NodeId,
+    },
+    DihStartConf {
+        node: NodeId,
+        dist: Box<Dist>,
+    },
+    DihStartRef {
+        node: NodeId,
+        reason: String,
+        retry: bool,
+    },
+    /// Master DIH -> every member's DIH: adopt `dist` (a node restart moved a
+    /// node to `Starting` or `Alive`). Reply `DihUpdateConf` once the node's
+    /// TC, LQH and DICT confirmed it (`DistConf`), so that when the master has
+    /// every answer, no operation is routed with an older distribution.
+    DihUpdateReq {
+        dist: Box<Dist>,
+    },
+    DihUpdateConf {
+        version: u64,
+    },
+    /// DICT -> its node's DIH: the schema is in place (a joining node synced
+    /// it from the master DICT): the node restart may begin.
+    DictSyncedRep {
+        node: NodeId,
+    },
+    /// Master DIH -> starting node's DIH: progress of its restart (phase
+    /// name and milliseconds it took), for `norr mgm show`.
+    DihRestartPhaseRep {
+        node: NodeId,
+        phase: String,
+        duration_ms: u64,
+    },
+    /// Master DIH -> itself: go on with the running node restart (after a
+    /// retry delay, or a partition that needs no copy).
+    DihRestartStep,
+
+    // ---------------- DICT master <-> DICT ----------------
+    /// DICT -> master DICT: a client's dictionary request, to be answered by
+    /// the master directly to `api`.
+    DictForwardReq {
+        api: norr_kernel::BlockRef,
+        req: Box<crate::api::DictReq>,
+    },
+    /// Master DICT -> every other DICT: schema changes, so each node can
+    /// answer reads and any can become master.
+    DictStateRep(Box<DictState>),
+    /// Starting node's DICT -> master DICT: send me the whole schema. Reply
+    /// `DictSyncConf` (queued behind any DDL in progress).
+    DictSyncReq {
+        node: NodeId,
+    },
+    DictSyncConf(Box<DictState>),
+}
+
+/// The dictionary's replicated state (whole, or the change of one DDL).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DictState {
+    /// Tables created or changed (their full definition).
+    pub upsert: Vec<TableDef>,
+    /// Tables dropped.
+    pub remove: Vec<TableId>,
+    pub next_table_id: TableId,
+    pub next_index_id: crate::schema::IndexId,
+    /// Per table: AUTO_INCREMENT values below this may have been handed out
+    /// (a new master continues from here).
+    pub auto_inc_high: Vec<(TableId, u64)>,
+    /// True: a full snapshot (replace everything), false: a change.
+    pub full: bool,
+}
