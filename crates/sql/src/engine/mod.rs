@@ -478,7 +478,14 @@ impl Engine {
     pub async fn connect(data_node: &str, cfg: EngineConfig) -> Result<Arc<Engine>, SqlError> {
         // Sessions each have one small request out at a time: direct sends
         // keep sqld and the data node working at once (see the option).
-        let opts = norr_client::ConnectOptions { reply_spin: cfg.reply_spin, direct_send: true, ..Default::default() };
+        // A SQL node may use the connection slots data nodes reserve for the
+        // cluster's own processes, so applications cannot lock it out.
+        let opts = norr_client::ConnectOptions {
+            kind: norr_client::ApiKind::SqlNode,
+            reply_spin: cfg.reply_spin,
+            direct_send: true,
+            ..Default::default()
+        };
         let client = match data_node.strip_prefix("unix:") {
             Some(path) => Client::connect_unix(path, opts).await,
             None => Client::connect_with(data_node, opts).await,
@@ -493,7 +500,11 @@ impl Engine {
         connect: &crate::server::LocalConnect,
         cfg: EngineConfig,
     ) -> Result<Arc<Engine>, SqlError> {
-        let opts = norr_client::ConnectOptions { reply_spin: cfg.reply_spin, ..Default::default() };
+        let opts = norr_client::ConnectOptions {
+            kind: norr_client::ApiKind::SqlNode,
+            reply_spin: cfg.reply_spin,
+            ..Default::default()
+        };
         let link = connect().map_err(|e| {
             error_map::from_client_plain(norr_client::ClientError::NotConnected(format!("in-process link: {e}")))
         })?;
