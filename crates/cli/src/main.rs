@@ -118,7 +118,7 @@ fn datad(a: DatadArgs) -> anyhow::Result<()> {
     if a.threads != 1 {
         anyhow::bail!("--threads {}: only the single event-loop layout (--threads 1) is implemented", a.threads);
     }
-    let cfg = DataNodeConfig { node_id: a.node_id, listen: a.listen, knobs };
+    let cfg = DataNodeConfig { node_id: a.node_id, listen: a.listen, knobs, cluster: None };
     let opts = RuntimeOptions { unix_socket: a.socket.clone(), ..RuntimeOptions::default() };
     let node =
         start_data_node_with_options(cfg, opts).with_context(|| format!("cannot start data node on {}", a.listen))?;

@@ -142,7 +142,7 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
     let native = SocketAddr::from((Ipv4Addr::LOCALHOST, a.port_base));
     let sql = SocketAddr::from((Ipv4Addr::LOCALHOST, a.sql_port));
     let sqld_args = (!a.no_sql).then(|| sqld_args(sql, a.sql_socket.as_deref(), native, &a.sql_args)).transpose()?;
-    let cfg = DataNodeConfig { node_id: 1, listen: native, knobs };
+    let cfg = DataNodeConfig { node_id: 1, listen: native, knobs, cluster: None };
     let node = start_data_node(cfg).with_context(|| {
         format!("cannot start the data node on {native} (port taken? choose another with --port-base)")
     })?;

@@ -9,6 +9,7 @@ fn main() -> std::io::Result<()> {
         node_id: 1,
         listen: listen.parse().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{e}")))?,
         knobs: knobs.clone(),
+        cluster: None,
     };
     let node = norr_runtime::start_data_node_with(
         cfg,

@@ -19,7 +19,7 @@ use std::sync::Arc;
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let knobs = norr_knobs::Knobs::default();
 /// # let node = norr_runtime::start_data_node_with(
-/// #     norr_runtime::DataNodeConfig { node_id: 1, listen: "127.0.0.1:0".parse()?, knobs: knobs.clone() },
+/// #     norr_runtime::DataNodeConfig { node_id: 1, listen: "127.0.0.1:0".parse()?, knobs: knobs.clone(), cluster: None },
 /// #     Default::default(),
 /// #     norr_txn::build_data_node(1, &knobs),
 /// # )?;
@@ -301,7 +301,7 @@ const TXN_ABORTED: u8 = 3;
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let knobs = norr_knobs::Knobs::default();
 /// # let node = norr_runtime::start_data_node_with(
-/// #     norr_runtime::DataNodeConfig { node_id: 1, listen: "127.0.0.1:0".parse()?, knobs: knobs.clone() },
+/// #     norr_runtime::DataNodeConfig { node_id: 1, listen: "127.0.0.1:0".parse()?, knobs: knobs.clone(), cluster: None },
 /// #     Default::default(),
 /// #     norr_txn::build_data_node(1, &knobs),
 /// # )?;

@@ -21,5 +21,6 @@ pub fn spawn_local_node_with(knobs: norr_knobs::Knobs) -> std::io::Result<DataNo
         node_id: 1,
         listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         knobs,
+        cluster: None,
     })
 }

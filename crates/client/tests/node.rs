@@ -531,8 +531,12 @@ async fn unix_socket_connection() {
 
     let start = |path: &std::path::Path| {
         let knobs = knobs();
-        let cfg =
-            norr_runtime::DataNodeConfig { node_id: 1, listen: "127.0.0.1:0".parse().unwrap(), knobs: knobs.clone() };
+        let cfg = norr_runtime::DataNodeConfig {
+            node_id: 1,
+            listen: "127.0.0.1:0".parse().unwrap(),
+            knobs: knobs.clone(),
+            cluster: None,
+        };
         let opts = norr_runtime::RuntimeOptions { unix_socket: Some(path.to_path_buf()), ..Default::default() };
         norr_runtime::start_data_node_with(cfg, opts, norr_txn::build_data_node(1, &knobs))
     };

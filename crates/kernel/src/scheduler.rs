@@ -319,18 +319,15 @@ mod tests {
         fn on_signal(&mut self, env: Envelope<Sig>, ctx: &mut Ctx<'_, Sig>) {
             self.log.lock().unwrap().push((ctx.now_ns(), env.signal.clone()));
             let me = ctx.self_ref();
-            match env.signal {
-                Sig::Spawn { n } => {
-                    for i in 0..n {
-                        ctx.send(me, Sig::Ping(i));
-                    }
-                    ctx.send_bounded(me, Sig::Bounded(0), 2);
-                    ctx.send_delayed(me, Sig::Later(1), 1000);
-                    ctx.send_delayed(me, Sig::Later(0), 500);
-                    ctx.send_prio(me, Sig::Ping(99), Priority::A);
-                    ctx.send(BlockRef::new(7, 1, 0), Sig::Remote(5));
+            if let Sig::Spawn { n } = env.signal {
+                for i in 0..n {
+                    ctx.send(me, Sig::Ping(i));
                 }
-                _ => {}
+                ctx.send_bounded(me, Sig::Bounded(0), 2);
+                ctx.send_delayed(me, Sig::Later(1), 1000);
+                ctx.send_delayed(me, Sig::Later(0), 500);
+                ctx.send_prio(me, Sig::Ping(99), Priority::A);
+                ctx.send(BlockRef::new(7, 1, 0), Sig::Remote(5));
             }
         }
     }

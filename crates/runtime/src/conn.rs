@@ -74,6 +74,12 @@ pub(crate) struct Conn {
     pub in_dirty: bool,
     /// Marked for closing at the end of this loop round.
     pub close: Option<CloseReason>,
+    /// A connection to this data node (handshake done): trusted with every
+    /// signal, never paused for back-pressure (see `event_loop::peers`).
+    pub data_peer: Option<NodeId>,
+    /// A connection this node dialled to this data node, waiting for its
+    /// answer to the hello.
+    pub dialed_peer: Option<NodeId>,
 }
 
 impl Conn {
@@ -102,6 +108,8 @@ impl Conn {
             write_interest: false,
             in_dirty: false,
             close: None,
+            data_peer: None,
+            dialed_peer: None,
         }
     }
 

@@ -54,13 +54,19 @@
 //!   API node ids, the rest are kept for SQL nodes and management servers
 //!   (`ApiIdPool`).
 
+mod peers;
+
+pub(crate) use peers::PeerNet;
+
 use crate::conn::{ApiIdPool, CloseReason, Conn, NoId};
+use crate::host::{Arbitrator, HostQueue, Inbox};
 use crate::local_link::LocalReady;
 use crate::stream::{Peer, Stream};
 use crate::{DataNodeConfig, RuntimeOptions, RuntimeStats};
 use mio::net::{TcpListener, UnixListener};
 use mio::{Events, Interest, Poll, Token};
 use norr_kernel::{BlockRef, DeliverError, NodeId, Priority, Scheduler};
+use norr_signals::cluster::{ClusterSignal, ShutdownReason};
 use norr_signals::{block, wire, Envelope, Signal};
 use norr_transport::handshake::{self, HelloReply};
 use norr_transport::AdaptiveSendConfig;
@@ -84,11 +90,34 @@ const READ_CHUNK: usize = 64 * 1024;
 /// maximum-size frame.
 const MAX_HELLO_BYTES: usize = 64 * 1024;
 
+/// True if a connection's first frame is a data node's hello.
+fn peer_handshake_frame(frame: &[u8]) -> bool {
+    norr_transport::peer_handshake::is_peer_hello(frame)
+}
+
 /// What the loop shares with the node's handle and other threads.
 pub(crate) struct LoopShared {
     pub stop: Arc<AtomicBool>,
     pub stats: Arc<std::sync::Mutex<RuntimeStats>>,
     pub local: Arc<LocalReady>,
+    /// What the node's blocks asked of their host (`HostBlock`).
+    pub host_queue: HostQueue,
+    pub inbox: Inbox,
+    /// Cluster nodes: the other data nodes and the arbitrator.
+    pub peers: Option<PeerNet>,
+    pub arbitrator: Option<Arc<dyn Arbitrator>>,
+    /// The node's status as its DIH last reported it.
+    pub status: Arc<std::sync::Mutex<Option<norr_signals::cluster::NodeStatus>>>,
+}
+
+/// Why the event loop ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeExit {
+    /// Asked to stop (Ctrl-C, `DataNodeHandle::shutdown`).
+    Stopped,
+    /// A block asked the host to stop the node (lost arbitration, excluded
+    /// by the cluster, ...); `restart`: start it again as a node restart.
+    Shutdown { reason: ShutdownReason, restart: bool },
 }
 
 pub(crate) struct EventLoop {
@@ -142,6 +171,13 @@ pub(crate) struct EventLoop {
     local: Arc<LocalReady>,
     local_tokens: Vec<usize>,
     local_accepts: Vec<norr_transport::local_pipe::NodeEnd>,
+    host_queue: HostQueue,
+    inbox: Inbox,
+    peers: Option<PeerNet>,
+    arbitrator: Option<Arc<dyn Arbitrator>>,
+    /// Set when a block asked the host to stop the node.
+    exit: Option<NodeExit>,
+    status: Arc<std::sync::Mutex<Option<norr_signals::cluster::NodeStatus>>>,
 }
 
 impl EventLoop {
@@ -151,7 +187,7 @@ impl EventLoop {
         sched: Scheduler<Signal>,
         poll: Poll,
         (mut listener, mut unix_listener): (TcpListener, Option<UnixListener>),
-        LoopShared { stop, stats: shared_stats, local }: LoopShared,
+        LoopShared { stop, stats: shared_stats, local, host_queue, inbox, peers, arbitrator, status }: LoopShared,
     ) -> io::Result<EventLoop> {
         poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
         if let Some(l) = unix_listener.as_mut() {
@@ -190,6 +226,12 @@ impl EventLoop {
             local,
             local_tokens: Vec::new(),
             local_accepts: Vec::new(),
+            host_queue,
+            inbox,
+            peers,
+            arbitrator,
+            exit: None,
+            status,
         })
     }
 
@@ -245,9 +287,10 @@ impl EventLoop {
         r
     }
 
-    pub fn run(&mut self) -> io::Result<()> {
+    pub fn run(&mut self) -> io::Result<NodeExit> {
         let mut events = Events::with_capacity(1024);
-        while !self.stop.load(Ordering::SeqCst) {
+        self.send_to_qmgr(ClusterSignal::QmgrStartReq { kind: norr_signals::cluster::StartKind::Initial });
+        while !self.stop.load(Ordering::SeqCst) && self.exit.is_none() {
             let timeout = self.poll_timeout();
             if let Err(e) = self.poll_events(&mut events, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -287,7 +330,7 @@ impl EventLoop {
                 let _ = self.poll.registry().deregister(&mut c.stream);
             }
         }
-        Ok(())
+        Ok(self.exit.take().unwrap_or(NodeExit::Stopped))
     }
 
     /// One round after the socket events: retry paused connections, run the
@@ -304,8 +347,19 @@ impl EventLoop {
                 self.read_conn(slot);
             }
         }
+        if self.inbox.has_work() {
+            for env in self.inbox.take() {
+                if let Err(e) = self.sched.deliver(env) {
+                    warn!(?e, "a signal from a helper thread was not taken");
+                }
+            }
+        }
+        if self.peers.is_some() {
+            self.dial_peers(now);
+        }
         self.ids.before_run();
         self.sched.run_until_idle(self.opts.max_signals_per_poll);
+        self.host_requests();
         self.route_remote();
         self.close_marked();
         self.ids.after_run(!self.sched.has_ready(), self.sched.stats().executed);
@@ -352,7 +406,11 @@ impl EventLoop {
     }
 
     fn poll_timeout(&mut self) -> Option<Duration> {
-        if self.sched.has_ready() || !self.pending_read.is_empty() || !self.closing.is_empty() || self.local.has_work()
+        if self.sched.has_ready()
+            || !self.pending_read.is_empty()
+            || !self.closing.is_empty()
+            || self.local.has_work()
+            || self.inbox.has_work()
         {
             return Some(Duration::ZERO);
         }
@@ -378,6 +436,11 @@ impl EventLoop {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        let dial = self.peers.as_ref().and_then(|p| p.next_dial_ns());
+        let due = match (due, dial) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         due.map(|due| Duration::from_nanos(due.saturating_sub(self.now_ns())))
     }
 
@@ -389,7 +452,7 @@ impl EventLoop {
             }
             self.handshake_deadlines.pop_front();
             let Some(c) = self.conns[slot].as_ref() else { continue };
-            if c.serial == serial && c.api_node.is_none() {
+            if c.serial == serial && c.api_node.is_none() && c.data_peer.is_none() {
                 warn!(peer = %c.peer, "no handshake within {} ms; closing connection", self.opts.handshake_timeout_ms);
                 self.mark_close(slot, CloseReason::Protocol("handshake timed out".into()));
             }
@@ -518,7 +581,7 @@ impl EventLoop {
             // Its peer does not read its replies: `write_conn` resumes it.
             return;
         }
-        if b_len > 0 && b_taken < c.queued_until {
+        if b_len > 0 && b_taken < c.queued_until && c.data_peer.is_none() {
             // Its earlier requests still wait in job buffer B (the node is
             // busy): read it once they have left, so a connection never has
             // more than one round's requests queued (which bounds the replies
@@ -535,7 +598,7 @@ impl EventLoop {
             let Some(c) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
                 return;
             };
-            if c.api_node.is_none() && c.decoder.buffered_len() > MAX_HELLO_BYTES {
+            if c.api_node.is_none() && c.data_peer.is_none() && c.decoder.buffered_len() > MAX_HELLO_BYTES {
                 warn!(peer = %c.peer, "handshake frame larger than {MAX_HELLO_BYTES} bytes; closing connection");
                 self.mark_close(slot, CloseReason::Protocol("oversized handshake".into()));
                 return;
@@ -601,7 +664,24 @@ impl EventLoop {
                     return false;
                 }
             };
+            if let Some(node) = c.data_peer {
+                let frame = frame.to_vec();
+                if !self.on_peer_frame(slot, node, &frame) {
+                    return false;
+                }
+                continue;
+            }
+            if let Some(node) = c.dialed_peer {
+                let frame = frame.to_vec();
+                self.on_peer_reply(slot, node, &frame);
+                continue;
+            }
             let Some(api_node) = c.api_node else {
+                if peer_handshake_frame(frame) {
+                    let frame = frame.to_vec();
+                    self.on_peer_hello(slot, &frame);
+                    continue;
+                }
                 let hello = handshake::decode_hello(frame);
                 self.on_hello(slot, hello);
                 continue;
@@ -756,8 +836,10 @@ impl EventLoop {
         let now = self.now_ns();
         let mut remote = std::mem::take(&mut self.remote);
         for env in remote.drain(..) {
-            let Some(&slot) = self.api_slots.get(&env.to.node) else {
-                // A reply to an API node that has gone (or a data node: not yet supported).
+            let peer_slot = self.peers.as_ref().and_then(|p| p.slots.get(&env.to.node).copied());
+            let Some(slot) = peer_slot.or_else(|| self.api_slots.get(&env.to.node).copied()) else {
+                // A reply to an API node that has gone, or a signal to a data
+                // node not connected (its failure is QMGR's business).
                 self.stats.dropped_to_unknown += 1;
                 debug!(to = %env.to, signal = env.signal.name(), "dropping signal to an unconnected node");
                 continue;
@@ -772,7 +854,7 @@ impl EventLoop {
                     self.stats.signals_out += 1;
                     let unsent = c.send.len();
                     self.stats.send_buffer_peak_bytes = self.stats.send_buffer_peak_bytes.max(unsent as u64);
-                    if !c.send_paused && unsent >= self.send_pause_bytes {
+                    if !c.send_paused && c.data_peer.is_none() && unsent >= self.send_pause_bytes {
                         // Back-pressure on a slow reader: stop reading its
                         // requests until it reads its replies (`write_conn`).
                         c.send_paused = true;
@@ -879,6 +961,40 @@ impl EventLoop {
             if let Some(api_node) = c.api_node {
                 self.api_slots.remove(&api_node);
                 self.api_failed(api_node);
+            }
+            if c.data_peer.is_some() || c.dialed_peer.is_some() {
+                self.peer_closed(&c);
+            }
+        }
+    }
+
+    /// Act on what the node's blocks asked of their host this round.
+    fn host_requests(&mut self) {
+        let reqs = std::mem::take(&mut *self.host_queue.lock().expect("host queue lock"));
+        for env in reqs {
+            let Signal::Cluster(sig) = env.signal else {
+                warn!(signal = env.signal.name(), to = %env.to, "host block got an unexpected signal");
+                continue;
+            };
+            match *sig {
+                ClusterSignal::HostDisconnectReq { node } => self.exclude_peer(node),
+                ClusterSignal::HostShutdownReq { reason, restart } => {
+                    tracing::error!(node = self.node_id, ?reason, restart, "data node shutting down: {reason:?}");
+                    self.exit = Some(NodeExit::Shutdown { reason, restart });
+                }
+                ClusterSignal::ArbitReq { generation, survivors, failed } => {
+                    info!(generation, ?survivors, ?failed, "asking the arbitrator");
+                    let timeout = Duration::from_millis(self.knobs.arbitration_timeout_ms);
+                    let arbitrator = self.arbitrator.clone();
+                    let inbox = self.inbox.clone();
+                    crate::host::arbitrate(self.node_id, arbitrator, (generation, survivors, failed), timeout, inbox);
+                }
+                ClusterSignal::NodeStatusRep(st) => {
+                    if let Ok(mut s) = self.status.lock() {
+                        *s = Some(*st);
+                    }
+                }
+                other => warn!(?other, "host block got an unexpected cluster signal"),
             }
         }
     }

@@ -24,12 +24,13 @@
 
 mod conn;
 mod event_loop;
+mod host;
 mod local_link;
 mod stream;
 
-use norr_kernel::{NodeId, Scheduler};
+use norr_kernel::{BlockRef, NodeId, Scheduler};
 use norr_knobs::Knobs;
-use norr_signals::Signal;
+use norr_signals::{block, Signal};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,15 +38,45 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 pub use conn::FIRST_API_NODE_ID;
+pub use event_loop::NodeExit;
+pub use host::Arbitrator;
 
 /// What a data node needs to start.
 #[derive(Debug, Clone)]
 pub struct DataNodeConfig {
     pub node_id: NodeId,
     /// Address for API connections (port 0: any free port, see
-    /// [`DataNodeHandle::local_addr`]).
+    /// [`DataNodeHandle::local_addr`]), and in a cluster for the other data
+    /// nodes too.
     pub listen: SocketAddr,
     pub knobs: Knobs,
+    /// A data node of a cluster: its peers; None: a data node on its own.
+    pub cluster: Option<ClusterNet>,
+}
+
+/// A data node's cluster: the other data nodes and how to reach them.
+#[derive(Clone)]
+pub struct ClusterNet {
+    /// Every data node of the cluster (this one too) and where it listens.
+    pub data_nodes: std::collections::BTreeMap<NodeId, SocketAddr>,
+    /// Data nodes in node groups of `replicas` (the configuration's order).
+    pub node_groups: Vec<Vec<NodeId>>,
+    /// Digest of the cluster configuration: peers must run the same one.
+    pub config_digest: u64,
+    /// The arbitrator (the management server); None: none, a failure that
+    /// needs arbitration stops the survivors.
+    pub arbitrator: Option<Arc<dyn Arbitrator>>,
+}
+
+impl std::fmt::Debug for ClusterNet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterNet")
+            .field("data_nodes", &self.data_nodes)
+            .field("node_groups", &self.node_groups)
+            .field("config_digest", &self.config_digest)
+            .field("arbitrator", &self.arbitrator.is_some())
+            .finish()
+    }
 }
 
 /// How the host runs the node: thread layout and loop bounds.
@@ -91,6 +122,8 @@ pub struct RuntimeStats {
     pub connections_closed: u64,
     /// Connections closed for a protocol violation or a refused handshake.
     pub protocol_errors: u64,
+    /// Signals from other data nodes delivered into the scheduler.
+    pub peer_signals_in: u64,
     /// Signals from API nodes delivered into the scheduler.
     pub signals_in: u64,
     /// Signals queued for API nodes.
@@ -165,7 +198,9 @@ pub struct DataNodeHandle {
     stats: Arc<std::sync::Mutex<RuntimeStats>>,
     stop: Arc<AtomicBool>,
     waker: Arc<mio::Waker>,
-    thread: Option<JoinHandle<io::Result<()>>>,
+    thread: Option<JoinHandle<io::Result<NodeExit>>>,
+    status: Arc<std::sync::Mutex<Option<norr_signals::cluster::NodeStatus>>>,
+    inbox: host::Inbox,
 }
 
 impl DataNodeHandle {
@@ -179,6 +214,17 @@ impl DataNodeHandle {
     /// instead of system calls (`norr up` runs its SQL node this way).
     pub fn local_connector(&self) -> LocalConnector {
         LocalConnector { local: self.local.clone() }
+    }
+
+    /// The node's status as its DIH last reported it (cluster nodes).
+    pub fn status(&self) -> Option<norr_signals::cluster::NodeStatus> {
+        self.status.lock().ok().and_then(|s| s.clone())
+    }
+
+    /// Hand a signal to one of the node's blocks from another thread (e.g.
+    /// a graceful leave to QMGR); it runs at the loop's next round.
+    pub fn deliver(&self, env: norr_signals::Envelope) {
+        self.inbox.push(env);
     }
 
     /// The host's counters as of the last loop round.
@@ -200,12 +246,17 @@ impl DataNodeHandle {
 
     /// Wait until the node has stopped (after `shutdown`, or a fatal error).
     pub fn join(mut self) -> io::Result<()> {
+        self.join_inner().map(|_| ())
+    }
+
+    /// `join`, saying why the node stopped (asked to, or by its blocks).
+    pub fn join_exit(mut self) -> io::Result<NodeExit> {
         self.join_inner()
     }
 
-    fn join_inner(&mut self) -> io::Result<()> {
+    fn join_inner(&mut self) -> io::Result<NodeExit> {
         match self.thread.take() {
-            None => Ok(()),
+            None => Ok(NodeExit::Stopped),
             Some(t) => match t.join() {
                 Ok(r) => r,
                 Err(_) => Err(io::Error::other("data node event loop panicked")),
@@ -244,10 +295,17 @@ pub fn run_data_node(cfg: DataNodeConfig) -> io::Result<()> {
     start_data_node(cfg)?.join()
 }
 
-/// The blocks a production data node runs.
+/// The blocks a production data node runs: on its own, TC, LQH and DICT; in
+/// a cluster, those with DIH and QMGR (`norr_node::build_cluster_node`).
 fn default_blocks(cfg: &DataNodeConfig) -> io::Result<Scheduler<Signal>> {
     cfg.knobs.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    Ok(norr_txn::build_data_node(cfg.node_id, &cfg.knobs))
+    Ok(match &cfg.cluster {
+        None => norr_txn::build_data_node(cfg.node_id, &cfg.knobs),
+        Some(c) => {
+            let topo = norr_node::Topology { node: cfg.node_id, node_groups: c.node_groups.clone() };
+            norr_node::build_cluster_node(&topo, &cfg.knobs)
+        }
+    })
 }
 
 /// Start a data node running the blocks registered in `sched` (tests use their
@@ -286,13 +344,53 @@ pub fn start_data_node_with(
     let stop = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(std::sync::Mutex::new(RuntimeStats::default()));
     let local = Arc::new(local_link::LocalReady::new(waker.clone()));
+    let host_queue = host::HostQueue::default();
+    let mut sched = sched;
+    for b in [block::HOST, block::MGM] {
+        let r = BlockRef::new(cfg.node_id, b, 0);
+        if !sched.has_block(r) {
+            sched.add_block(b, 0, Box::new(host::HostBlock { queue: host_queue.clone() }));
+        }
+    }
+    let inbox = host::Inbox::new(waker.clone());
+    let inbox_for_handle = inbox.clone();
+    let status = Arc::new(std::sync::Mutex::new(None));
+    let (peers, arbitrator) = match &cfg.cluster {
+        None => (None, None),
+        Some(c) => {
+            let addrs = c.data_nodes.clone();
+            if !addrs.contains_key(&cfg.node_id) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("node {} is not a data node of the cluster configuration", cfg.node_id),
+                ));
+            }
+            // Changes at every start of the blocks, so that a node the
+            // cluster declared failed can come back only as a new one.
+            let incarnation = {
+                let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+                (t.as_nanos() as u64) ^ ((std::process::id() as u64) << 32)
+            };
+            let net = event_loop::PeerNet::new(cfg.node_id, addrs, c.config_digest, incarnation);
+            (Some(net), c.arbitrator.clone())
+        }
+    };
     let mut el = event_loop::EventLoop::new(
         cfg.clone(),
         opts,
         sched,
         poll,
         (listener, unix_listener),
-        event_loop::LoopShared { stop: stop.clone(), stats: stats.clone(), local: local.clone() },
+        event_loop::LoopShared {
+            stop: stop.clone(),
+            stats: stats.clone(),
+            local: local.clone(),
+            host_queue,
+            inbox,
+            peers,
+            arbitrator,
+            status: status.clone(),
+        },
     )?;
     let socket_file = unix_path.clone();
     let thread = std::thread::Builder::new().name(format!("norr-node-{}", cfg.node_id)).spawn(move || {
@@ -307,5 +405,5 @@ pub fn start_data_node_with(
         r
     })?;
     tracing::info!(node = cfg.node_id, %local_addr, unix_socket = ?unix_path, "data node listening");
-    Ok(DataNodeHandle { local_addr, local, stats, stop, waker, thread: Some(thread) })
+    Ok(DataNodeHandle { local_addr, local, stats, stop, waker, thread: Some(thread), status, inbox: inbox_for_handle })
 }

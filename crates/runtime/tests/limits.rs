@@ -46,7 +46,7 @@ fn start(knobs: Knobs, opts: RuntimeOptions) -> DataNodeHandle {
     let mut sched = Scheduler::new(NODE, knobs.job_buffer_bound);
     sched.add_block(block::TC, 0, Box::new(Echo));
     sched.add_block(block::DICT, 0, Box::new(Echo));
-    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs };
+    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs, cluster: None };
     start_data_node_with(cfg, opts, sched).expect("start node")
 }
 

@@ -75,7 +75,7 @@ fn start(knobs: Knobs) -> (DataNodeHandle, Arc<Mutex<Log>>) {
     let mut sched = Scheduler::new(NODE, knobs.job_buffer_bound);
     sched.add_block(block::TC, 0, Box::new(Echo { log: log.clone(), delayed: vec![] }));
     sched.add_block(block::DICT, 0, Box::new(Echo { log: log.clone(), delayed: vec![] }));
-    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs };
+    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs, cluster: None };
     let h = start_data_node_with(cfg, RuntimeOptions::default(), sched).expect("start node");
     (h, log)
 }
@@ -548,10 +548,15 @@ fn shutdown_closes_connections_and_refuses_bad_config() {
 
     let bad = Knobs { max_frame_bytes: 1, ..Knobs::default() };
     let sched = Scheduler::new(NODE, 16);
-    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs: bad };
+    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs: bad, cluster: None };
     assert!(start_data_node_with(cfg, RuntimeOptions::default(), sched).is_err());
     let sched = Scheduler::new(NODE, 16);
-    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs: Knobs::default() };
+    let cfg = DataNodeConfig {
+        node_id: NODE,
+        listen: "127.0.0.1:0".parse().unwrap(),
+        knobs: Knobs::default(),
+        cluster: None,
+    };
     let two = RuntimeOptions { threads: 2, ..RuntimeOptions::default() };
     assert!(start_data_node_with(cfg, two, sched).is_err());
 }
@@ -574,7 +579,7 @@ fn silent_connections_are_closed_after_the_handshake_timeout() {
     let knobs = Knobs::default();
     let mut sched = Scheduler::new(NODE, knobs.job_buffer_bound);
     sched.add_block(block::TC, 0, Box::new(Echo { log: log.clone(), delayed: vec![] }));
-    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs };
+    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs, cluster: None };
     let opts = RuntimeOptions { handshake_timeout_ms: 200, ..RuntimeOptions::default() };
     let h = start_data_node_with(cfg, opts, sched).unwrap();
     let t = Instant::now();

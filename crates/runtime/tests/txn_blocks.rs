@@ -91,7 +91,7 @@ impl Client {
 }
 
 fn start(knobs: Knobs) -> DataNodeHandle {
-    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs };
+    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs, cluster: None };
     start_data_node(cfg).expect("start data node")
 }
 

@@ -285,6 +285,8 @@ pub enum ClusterSignal {
     /// Master DIH -> itself: go on with the running node restart (after a
     /// retry delay, or a partition that needs no copy).
     DihRestartStep,
+    /// DIH -> its host: how the node stands (after every change).
+    NodeStatusRep(Box<NodeStatus>),
 
     // ---------------- DICT master <-> DICT ----------------
     /// DICT -> master DICT: a client's dictionary request, to be answered by
@@ -302,6 +304,27 @@ pub enum ClusterSignal {
         node: NodeId,
     },
     DictSyncConf(Box<DictState>),
+}
+
+/// What a data node shows of itself (`norr mgm show`): DIH tells its host
+/// whenever it changes (`NodeStatusRep`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeStatus {
+    /// Member of a running cluster, with its replicas up to date.
+    pub started: bool,
+    /// What it is doing now ("starting", "copying rows", "started", ...).
+    pub phase: String,
+    /// Start or restart phases done, with their durations in milliseconds.
+    pub phases: Vec<(String, u64)>,
+    pub president: Option<NodeId>,
+    pub node_group: Option<u32>,
+    /// Partitions (of every table) this node is primary for, of those its
+    /// node group holds.
+    pub primary_partitions: u32,
+    pub partitions: u32,
+    /// Data nodes alive in the distribution.
+    pub alive_nodes: Vec<NodeId>,
+    pub dist_version: u64,
 }
 
 /// The dictionary's replicated state (whole, or the change of one DDL).

@@ -196,10 +196,11 @@ impl Dist {
     /// tables that read any replica the alive replica on `near` if there is
     /// one.
     pub fn read_node(&self, def: &TableDef, part: PartitionId, near: NodeId) -> Option<NodeId> {
-        if def.options.reads_any_replica() && self.state(near) == ReplicaState::Alive {
-            if self.replica_order(def, part).contains(&near) {
-                return Some(near);
-            }
+        if def.options.reads_any_replica()
+            && self.state(near) == ReplicaState::Alive
+            && self.replica_order(def, part).contains(&near)
+        {
+            return Some(near);
         }
         self.primary(def, part)
     }

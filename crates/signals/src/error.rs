@@ -89,6 +89,9 @@ error_codes! {
     Internal = 4275, Internal, "Internal error in the data node", "report a bug with the node log";
     // --- added later: at the end, so the codes above keep their variant index on the wire ---
     LockNoWait = 4276, Temporary, "Row locked by another transaction and the read asked not to wait (NOWAIT)", "the transaction stays open: retry the read later, or let it wait (leave out NOWAIT)";
+    TxnNodeFailure = 4027, Temporary, "Node failure caused abort of transaction", "retry the transaction: the cluster routes around the failed node";
+    WrongReplica = 4277, Temporary, "The operation reached a node that is not a live replica of its partition (the distribution changed)", "retry the transaction";
+    PartitionUnavailable = 4278, Temporary, "No live replica of the partition", "retry later: every node of the partition's node group is down";
 }
 
 impl ErrorCode {

@@ -310,8 +310,9 @@ pub struct ReplicaOp {
     pub seq: u32,
     pub table: TableId,
     pub part: PartitionId,
-    /// The primary-key values.
-    pub key: Vec<Value>,
+    /// The primary key, encoded as storage encodes it (`Storage::encode_pk`:
+    /// every replica has the same schema, so the same bytes).
+    pub key: Vec<u8>,
     pub image: Option<Vec<Value>>,
     pub savepoint: u32,
     pub chain: Chain,
@@ -351,6 +352,9 @@ pub struct CopyRows {
     pub req: u64,
     pub table: TableId,
     pub part: PartitionId,
+    /// The table's version at the source: rows of another version are
+    /// refused (an ALTER TABLE ran meanwhile; the partition is copied again).
+    pub table_version: u32,
     /// Whole rows, each stored as it is (insert or overwrite by key).
     pub rows: Vec<Vec<Value>>,
 }
@@ -460,10 +464,13 @@ pub enum InternalSignal {
         dest: NodeId,
     },
     CopyRows(Box<CopyRows>),
+    /// `error`: the starting replica could not store the rows (the copy
+    /// fails with it).
     CopyRowsConf {
         req: u64,
         table: TableId,
         part: PartitionId,
+        error: Option<NodeError>,
     },
     CopyFragConf {
         req: u64,

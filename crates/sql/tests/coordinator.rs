@@ -39,6 +39,7 @@ fn first_statement_partition_chooses_the_tc() {
         node_id: 1,
         listen: "127.0.0.1:0".parse().expect("addr"),
         knobs,
+        cluster: None,
     })
     .expect("data node starts");
     let addr = node.local_addr().to_string();

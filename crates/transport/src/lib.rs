@@ -8,6 +8,7 @@ pub mod frame;
 mod fuzz;
 pub mod handshake;
 pub mod local_pipe;
+pub mod peer_handshake;
 
 pub use adaptive_send::{AdaptiveSend, AdaptiveSendConfig, SendBuffer, SendBufferFull};
 pub use frame::{encode_frame, encode_frame_with, FrameDecoder, FrameError, DEFAULT_MAX_FRAME_BYTES};

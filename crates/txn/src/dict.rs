@@ -15,15 +15,18 @@
 //! `pk_order`) at about 4-6 bytes per row. The name is reserved: a client
 //! cannot create another index named so, nor drop this one.
 
+use crate::counters::Counters;
 use crate::validate::{validate_alter, validate_index, validate_table};
-use norr_kernel::{Block, BlockRef, Ctx, NodeId};
+use norr_kernel::{Block, BlockRef, Ctx, NodeId, Priority};
 use norr_knobs::Knobs;
+use norr_signals::cluster::{ClusterSignal, DictState, Membership};
+use norr_signals::dist::Dist;
 use norr_signals::internal::{BlockStats, InternalSignal, SchemaChange};
 use norr_signals::schema::{IndexDef, IndexId, IndexKind, TableDef, TableId, PK_ORDERED_INDEX};
 use norr_signals::{
     block, ColumnSource, DictConf, DictOp, DictRef, DictReq, DictResult, ErrorCode, NodeError, NodeStats, Signal,
 };
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Most DDL requests queued before DICT answers Overloaded.
 const MAX_QUEUED_DDL: usize = 1024;
@@ -62,25 +65,29 @@ struct Queued {
 }
 
 enum Stage {
-    /// Waiting for `waiting` LQH instances.
+    /// Waiting for these LQH instances.
     Lqh {
-        waiting: usize,
+        waiting: BTreeSet<BlockRef>,
         error: Option<NodeError>,
     },
-    /// Waiting for this many TC instances to take the change.
+    /// Waiting for these TC instances (and DIH blocks) to take the change.
     Tc {
-        waiting: usize,
+        waiting: BTreeSet<BlockRef>,
     },
     Stats {
-        waiting: usize,
+        waiting: BTreeSet<BlockRef>,
         acc: BlockStats,
     },
-    /// ALTER TABLE: every LQH prepared (or refused); waiting for this many
-    /// to switch to their copy (`error` None) or drop it (`error`: why the
+    /// ALTER TABLE: every LQH prepared (or refused); waiting for these to
+    /// switch to their copy (`error` None) or drop it (`error`: why the
     /// change is refused).
     LqhAlterEnd {
-        waiting: usize,
+        waiting: BTreeSet<BlockRef>,
         error: Option<NodeError>,
+    },
+    /// A joining node's DICT is applying the whole schema (`DictSyncReq`).
+    Sync {
+        node: NodeId,
     },
 }
 
@@ -93,29 +100,52 @@ struct Active {
     silent: bool,
 }
 
+/// A joining node's own schema sync: answers of local blocks still to come.
+struct LocalSync {
+    outstanding: usize,
+    req: u64,
+}
+
+/// AUTO_INCREMENT values the master hands out ahead of what it told the
+/// other DICTs (see the module doc).
+const AUTO_INC_AHEAD: u64 = 4096;
+
 pub struct Dict {
     node: NodeId,
     lqh_instances: u16,
-    /// TC instances of the node: each keeps its own copy of the definitions.
+    /// TC instances of every node: each keeps its own copy of the definitions.
     tc_instances: u16,
     default_partitions: u32,
     tables: BTreeMap<TableId, TableDef>,
     next_table_id: TableId,
     next_index_id: IndexId,
-    /// Next AUTO_INCREMENT value per table.
+    /// Next AUTO_INCREMENT value per table (the master's).
     auto_inc: BTreeMap<TableId, u64>,
+    /// AUTO_INCREMENT high-water marks the other DICTs know.
+    auto_inc_high: BTreeMap<TableId, u64>,
     queue: VecDeque<Queued>,
     active: Option<Active>,
     next_req: u64,
     /// API nodes whose failure is being handled (see `InternalSignal::ApiFailDone`).
-    failed_apis: std::collections::BTreeSet<NodeId>,
+    failed_apis: BTreeSet<NodeId>,
     /// The cluster's distribution as DIH last published it (this node alone
     /// until a DIH runs).
-    dist: norr_signals::dist::Dist,
+    dist: Dist,
+    /// None: a data node on its own (no QMGR): this DICT is the master.
+    membership: Option<Membership>,
+    /// Requests passed on to the master: proxy id -> the client and its id.
+    proxied: BTreeMap<u32, (BlockRef, u32)>,
+    next_proxy: u32,
+    local_sync: Option<LocalSync>,
+    counters: Counters,
 }
 
 fn internal(s: InternalSignal) -> Signal {
     Signal::Internal(Box::new(s))
+}
+
+fn cluster(s: ClusterSignal) -> Signal {
+    Signal::Cluster(Box::new(s))
 }
 
 impl Dict {
@@ -129,12 +159,54 @@ impl Dict {
             next_table_id: 1,
             next_index_id: 1,
             auto_inc: BTreeMap::new(),
+            auto_inc_high: BTreeMap::new(),
             queue: VecDeque::new(),
             active: None,
             next_req: 1,
             failed_apis: Default::default(),
-            dist: norr_signals::dist::Dist::single(node),
+            dist: Dist::single(node),
+            membership: None,
+            proxied: BTreeMap::new(),
+            next_proxy: 1,
+            local_sync: None,
+            counters: Counters::default(),
         }
+    }
+
+    fn is_master(&self) -> bool {
+        self.membership.as_ref().is_none_or(|m| m.president == self.node)
+    }
+
+    fn members(&self) -> Vec<NodeId> {
+        match &self.membership {
+            Some(m) => m.members.clone(),
+            None => vec![self.node],
+        }
+    }
+
+    /// Every member's LQH instances.
+    fn lqh_targets(&self) -> BTreeSet<BlockRef> {
+        let mut t = BTreeSet::new();
+        for n in self.members() {
+            for i in 0..self.lqh_instances {
+                t.insert(BlockRef::new(n, block::LQH, i));
+            }
+        }
+        t
+    }
+
+    /// Every member's TC instances, and in a cluster its DIH.
+    fn tc_targets(&self) -> BTreeSet<BlockRef> {
+        let mut t = BTreeSet::new();
+        for n in self.members() {
+            for i in 0..self.tc_instances {
+                t.insert(BlockRef::new(n, block::TC, i));
+            }
+            if self.membership.is_some() {
+                t.insert(BlockRef::new(n, block::DIH, 0));
+            }
+        }
+        t
     }
 
     fn by_name(&self, name: &str) -> Option<&TableDef> {
@@ -155,6 +227,26 @@ impl Dict {
 
     fn on_req(&mut self, from: BlockRef, req: DictReq, ctx: &mut Ctx<'_, Signal>) {
         let id = req.req_id;
+        if let DictOp::GetDistribution = &req.op {
+            return Self::conf(ctx, from, id, DictResult::Distribution(Box::new(self.dist.clone())));
+        }
+        if !self.is_master() {
+            // Pass it on to the master; its answer comes back here.
+            if self.proxied.len() >= MAX_QUEUED_DDL * 16 {
+                let e = NodeError::with(ErrorCode::Overloaded, "too many dictionary requests in flight");
+                return Self::dref(ctx, from, id, e);
+            }
+            let proxy = self.next_proxy;
+            self.next_proxy = self.next_proxy.wrapping_add(1).max(1);
+            self.proxied.insert(proxy, (from, id));
+            let master = self.membership.as_ref().expect("not master: a member").president;
+            let fwd = ClusterSignal::DictForwardReq {
+                api: ctx.self_ref(),
+                req: Box::new(DictReq { req_id: proxy, op: req.op }),
+            };
+            ctx.send(BlockRef::new(master, block::DICT, 0), cluster(fwd));
+            return;
+        }
         match &req.op {
             DictOp::GetTable { name } => match self.by_name(name) {
                 Some(d) => Self::conf(ctx, from, id, DictResult::Table(d.clone())),
@@ -163,12 +255,13 @@ impl Dict {
             DictOp::ListTables => {
                 Self::conf(ctx, from, id, DictResult::Tables(self.tables.values().cloned().collect()))
             }
-            DictOp::GetDistribution => Self::conf(ctx, from, id, DictResult::Distribution(Box::new(self.dist.clone()))),
             DictOp::NextAutoInc { table, count } => match self.auto_inc.get_mut(table) {
                 Some(next) => {
                     let first = *next;
                     // count 0 reserves nothing: a look at the next value.
                     *next = next.saturating_add(*count);
+                    let (table, next) = (*table, *next);
+                    self.auto_inc_advanced(table, next, ctx);
                     Self::conf(ctx, from, id, DictResult::AutoInc { first });
                 }
                 None => Self::dref(ctx, from, id, NodeError::with(ErrorCode::NoSuchTable, format!("table id {table}"))),
@@ -176,6 +269,8 @@ impl Dict {
             DictOp::BumpAutoInc { table, used } => match self.auto_inc.get_mut(table) {
                 Some(next) => {
                     *next = (*next).max(used.saturating_add(1));
+                    let (table, next) = (*table, *next);
+                    self.auto_inc_advanced(table, next, ctx);
                     Self::conf(ctx, from, id, DictResult::Done);
                 }
                 None => Self::dref(ctx, from, id, NodeError::with(ErrorCode::NoSuchTable, format!("table id {table}"))),
@@ -195,6 +290,76 @@ impl Dict {
         }
     }
 
+    /// The master's counter of `table` reached `next`: tell the other DICTs
+    /// a mark ahead of it when it passes the last one.
+    fn auto_inc_advanced(&mut self, table: TableId, next: u64, ctx: &mut Ctx<'_, Signal>) {
+        if self.membership.is_none() || self.auto_inc_high.get(&table).is_some_and(|h| *h >= next) {
+            return;
+        }
+        let high = next.saturating_add(AUTO_INC_AHEAD);
+        self.auto_inc_high.insert(table, high);
+        let state = DictState {
+            auto_inc_high: vec![(table, high)],
+            next_table_id: self.next_table_id,
+            next_index_id: self.next_index_id,
+            ..DictState::default()
+        };
+        self.broadcast_state(state, ctx);
+    }
+
+    fn broadcast_state(&self, state: DictState, ctx: &mut Ctx<'_, Signal>) {
+        for n in self.members() {
+            if n != self.node {
+                ctx.send(
+                    BlockRef::new(n, block::DICT, 0),
+                    cluster(ClusterSignal::DictStateRep(Box::new(state.clone()))),
+                );
+            }
+        }
+    }
+
+    /// The schema as a whole (for a joining node).
+    fn full_state(&self) -> DictState {
+        DictState {
+            upsert: self.tables.values().cloned().collect(),
+            remove: Vec::new(),
+            next_table_id: self.next_table_id,
+            next_index_id: self.next_index_id,
+            auto_inc_high: self
+                .auto_inc
+                .iter()
+                .map(|(t, n)| (*t, self.auto_inc_high.get(t).copied().unwrap_or(*n).max(*n)))
+                .collect(),
+            full: true,
+        }
+    }
+
+    /// A schema change (or the whole schema) from the master.
+    fn apply_state(&mut self, s: &DictState) {
+        if s.full {
+            self.tables.clear();
+            self.auto_inc.clear();
+            self.auto_inc_high.clear();
+        }
+        for d in &s.upsert {
+            self.auto_inc.entry(d.id).or_insert(1);
+            self.tables.insert(d.id, d.clone());
+        }
+        for t in &s.remove {
+            self.tables.remove(t);
+            self.auto_inc.remove(t);
+            self.auto_inc_high.remove(t);
+        }
+        self.next_table_id = self.next_table_id.max(s.next_table_id);
+        self.next_index_id = self.next_index_id.max(s.next_index_id);
+        for (t, h) in &s.auto_inc_high {
+            // Were this node to become master, it continues above the mark.
+            self.auto_inc_high.insert(*t, *h);
+            let n = self.auto_inc.entry(*t).or_insert(1);
+            *n = (*n).max(*h);
+        }
+    }
+
     /// Start queued requests until one needs to wait for other blocks.
     fn start_next(&mut self, ctx: &mut Ctx<'_, Signal>) {
         while self.active.is_none() {
@@ -202,30 +367,43 @@ impl Dict {
                 return;
             };
             let (from, req_id) = (q.from, q.req.req_id);
+            let req = self.next_req;
+            self.next_req += 1;
+            if let DictOp::ListTables = q.req.op {
+                // A sync request travels as a DictReq from a DICT (see
+                // `on_cluster`): ListTables from a DICT block means sync.
+                if from.block == block::DICT {
+                    let node = from.node;
+                    ctx.send(from, cluster(ClusterSignal::DictSyncConf(Box::new(self.full_state()))));
+                    let stage = Stage::Sync { node };
+                    self.active = Some(Active { from, req_id, req, change: None, stage, silent: true });
+                    continue;
+                }
+            }
             match self.plan(q.req.op) {
                 Err(e) => Self::dref(ctx, from, req_id, e),
                 Ok(None) => {
-                    // NodeStats: ask every block.
-                    let req = self.next_req;
-                    self.next_req += 1;
+                    // NodeStats: ask every block of this node.
+                    let mut waiting = BTreeSet::new();
                     for i in 0..self.lqh_instances {
-                        ctx.send(BlockRef::new(self.node, block::LQH, i), internal(InternalSignal::StatsReq { req }));
+                        waiting.insert(BlockRef::new(self.node, block::LQH, i));
                     }
                     for i in 0..self.tc_instances {
-                        ctx.send(BlockRef::new(self.node, block::TC, i), internal(InternalSignal::StatsReq { req }));
+                        waiting.insert(BlockRef::new(self.node, block::TC, i));
                     }
-                    let waiting = self.lqh_instances as usize + self.tc_instances as usize;
+                    for to in &waiting {
+                        ctx.send(*to, internal(InternalSignal::StatsReq { req }));
+                    }
                     let stage = Stage::Stats { waiting, acc: BlockStats::default() };
                     self.active = Some(Active { from, req_id, req, change: None, stage, silent: false });
                 }
                 Ok(Some(change)) => {
-                    let req = self.next_req;
-                    self.next_req += 1;
-                    for i in 0..self.lqh_instances {
+                    let waiting = self.lqh_targets();
+                    for to in &waiting {
                         let s = InternalSignal::SchemaChangeReq { req, change: Box::new(change.clone()) };
-                        ctx.send(BlockRef::new(self.node, block::LQH, i), internal(s));
+                        ctx.send(*to, internal(s));
                     }
-                    let stage = Stage::Lqh { waiting: self.lqh_instances as usize, error: None };
+                    let stage = Stage::Lqh { waiting, error: None };
                     self.active = Some(Active { from, req_id, req, change: Some(change), stage, silent: false });
                 }
             }
@@ -402,18 +580,41 @@ impl Dict {
         self.start_next(ctx);
     }
 
-    fn on_schema_conf(&mut self, req: u64, error: Option<NodeError>, ctx: &mut Ctx<'_, Signal>) {
+    fn on_schema_conf(&mut self, from: BlockRef, req: u64, error: Option<NodeError>, ctx: &mut Ctx<'_, Signal>) {
+        if let Some(ls) = self.local_sync.as_mut().filter(|l| l.req == req) {
+            debug_assert!(error.is_none(), "a block refused the synced schema: {error:?}");
+            ls.outstanding -= 1;
+            return self.local_sync_progress(ctx);
+        }
         let Some(a) = self.active.as_mut().filter(|a| a.req == req) else {
             debug_assert!(false, "stray schema conf {req}");
             return;
         };
         match &mut a.stage {
-            Stage::Lqh { waiting, error: first } => {
-                *waiting -= 1;
+            Stage::Lqh { waiting, error: first } | Stage::LqhAlterEnd { waiting, error: first } => {
+                waiting.remove(&from);
                 if first.is_none() {
                     *first = error;
                 }
-                if *waiting > 0 {
+            }
+            Stage::Tc { waiting } => {
+                debug_assert!(error.is_none(), "TC cannot refuse a schema change");
+                waiting.remove(&from);
+            }
+            Stage::Stats { .. } | Stage::Sync { .. } => debug_assert!(false, "schema conf during stats or sync"),
+        }
+        self.progress(ctx);
+    }
+
+    /// Move the active change on once its stage has every answer.
+    fn progress(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
+        let req = a.req;
+        match &mut a.stage {
+            Stage::Lqh { waiting, error: first } => {
+                if !waiting.is_empty() {
                     return;
                 }
                 if let Some(SchemaChange::AlterTable { def, .. }) = &a.change {
@@ -424,25 +625,25 @@ impl Dict {
                         None => SchemaChange::AlterCommit { def: def.clone() },
                         Some(_) => SchemaChange::AlterAbort(def.id),
                     };
-                    a.stage = Stage::LqhAlterEnd { waiting: self.lqh_instances as usize, error };
+                    let waiting = self.lqh_targets();
+                    let a = self.active.as_mut().expect("active");
+                    a.stage = Stage::LqhAlterEnd { waiting: waiting.clone(), error };
                     a.change = Some(next.clone());
-                    for i in 0..self.lqh_instances {
+                    for to in waiting {
                         let s = InternalSignal::SchemaChangeReq { req, change: Box::new(next.clone()) };
-                        ctx.send(BlockRef::new(self.node, block::LQH, i), internal(s));
+                        ctx.send(to, internal(s));
                     }
                     return;
                 }
                 if let Some(e) = first.take() {
                     // With several LQH instances, those that applied it would
-                    // need undoing; with one, nothing changed.
+                    // need undoing (a known gap, see the crate doc).
                     return self.finish(ctx, Err(e));
                 }
                 self.send_to_tc(ctx);
             }
             Stage::LqhAlterEnd { waiting, error: refused } => {
-                debug_assert!(error.is_none(), "LQH failed to switch or drop an ALTER TABLE copy: {error:?}");
-                *waiting -= 1;
-                if *waiting > 0 {
+                if !waiting.is_empty() {
                     return;
                 }
                 if let Some(e) = refused.take() {
@@ -451,32 +652,47 @@ impl Dict {
                 self.send_to_tc(ctx);
             }
             Stage::Tc { waiting } => {
-                debug_assert!(error.is_none(), "TC cannot refuse a schema change");
-                *waiting -= 1;
-                if *waiting > 0 {
+                if !waiting.is_empty() {
                     return;
                 }
                 let change = a.change.take().expect("schema change");
+                let delta = match &change {
+                    SchemaChange::DropTable(t) => DictState { remove: vec![*t], ..DictState::default() },
+                    SchemaChange::TruncateTable(_) => DictState::default(),
+                    SchemaChange::CreateTable(d)
+                    | SchemaChange::CreateIndex { def: d, .. }
+                    | SchemaChange::DropIndex { def: d, .. }
+                    | SchemaChange::AlterCommit { def: d } => {
+                        DictState { upsert: vec![d.clone()], ..DictState::default() }
+                    }
+                    SchemaChange::AlterTable { .. } | SchemaChange::AlterAbort(_) => DictState::default(),
+                };
                 let r = self.commit(change);
+                if self.membership.is_some() {
+                    let delta =
+                        DictState { next_table_id: self.next_table_id, next_index_id: self.next_index_id, ..delta };
+                    self.broadcast_state(delta, ctx);
+                }
                 self.finish(ctx, Ok(r));
             }
-            Stage::Stats { .. } => debug_assert!(false, "schema conf during stats"),
+            Stage::Stats { .. } | Stage::Sync { .. } => {}
         }
     }
 
-    /// Every LQH took the active change: hand it to the TC instances.
+    /// Every LQH took the active change: hand it to the TC instances (and DIHs).
     fn send_to_tc(&mut self, ctx: &mut Ctx<'_, Signal>) {
-        let (node, tcs) = (self.node, self.tc_instances);
+        let waiting = self.tc_targets();
         let a = self.active.as_mut().expect("active request");
-        a.stage = Stage::Tc { waiting: tcs as usize };
         let change = a.change.clone().expect("schema change");
-        for i in 0..tcs {
+        for to in &waiting {
             let s = InternalSignal::SchemaChangeReq { req: a.req, change: Box::new(change.clone()) };
-            ctx.send(BlockRef::new(node, block::TC, i), internal(s));
+            ctx.send(*to, internal(s));
         }
+        a.stage = Stage::Tc { waiting };
+        self.progress(ctx);
     }
 
-    fn on_stats_conf(&mut self, req: u64, s: BlockStats, ctx: &mut Ctx<'_, Signal>) {
+    fn on_stats_conf(&mut self, from: BlockRef, req: u64, s: BlockStats, ctx: &mut Ctx<'_, Signal>) {
         let Some(a) = self.active.as_mut().filter(|a| a.req == req) else {
             return;
         };
@@ -489,8 +705,8 @@ impl Dict {
         acc.open_transactions += s.open_transactions;
         acc.committed_transactions += s.committed_transactions;
         acc.aborted_transactions += s.aborted_transactions;
-        *waiting -= 1;
-        if *waiting == 0 {
+        waiting.remove(&from);
+        if waiting.is_empty() {
             let st = NodeStats {
                 data_memory_limit_bytes: acc.data_memory_limit_bytes,
                 data_memory_used_bytes: acc.data_memory_used_bytes,
@@ -503,32 +719,175 @@ impl Dict {
             self.finish(ctx, Ok(DictResult::Stats(st)));
         }
     }
+
+    fn on_cluster(&mut self, from: BlockRef, sig: ClusterSignal, ctx: &mut Ctx<'_, Signal>) {
+        match sig {
+            ClusterSignal::DistRep { dist } => {
+                self.dist = *dist;
+                let version = self.dist.version;
+                ctx.send_prio(from, cluster(ClusterSignal::DistConf { version }), Priority::A);
+            }
+            ClusterSignal::ClusterStartedRep { membership, joined, .. } => {
+                self.membership = Some(membership.clone());
+                if joined {
+                    // A node restart: take the schema from the master.
+                    let master = BlockRef::new(membership.president, block::DICT, 0);
+                    ctx.send(master, cluster(ClusterSignal::DictSyncReq { node: self.node }));
+                }
+            }
+            ClusterSignal::NodeJoinedRep { membership, .. } => self.membership = Some(membership),
+            ClusterSignal::NodeFailRep { failed, membership } => self.on_node_fail(&failed, membership, ctx),
+            ClusterSignal::DictForwardReq { api, req } => {
+                // The master; a proxy DICT passed a client's request on.
+                self.on_req(api, *req, ctx)
+            }
+            ClusterSignal::DictSyncReq { node } => {
+                // Queued like DDL: the master runs none while the node applies it.
+                let req = DictReq { req_id: 0, op: DictOp::ListTables };
+                self.queue.push_back(Queued { from: BlockRef::new(node, block::DICT, 0), req });
+                self.start_next(ctx);
+            }
+            ClusterSignal::DictSyncConf(state) => self.on_sync_conf(&state, ctx),
+            ClusterSignal::DictSyncedRep { node } => {
+                // At the master: the joining node applied the schema.
+                if matches!(self.active.as_ref().map(|a| &a.stage), Some(Stage::Sync { node: n }) if *n == node) {
+                    self.finish(ctx, Ok(DictResult::Done));
+                }
+            }
+            ClusterSignal::DictStateRep(state) => {
+                if !self.is_master() {
+                    self.apply_state(&state);
+                }
+            }
+            other => debug_assert!(false, "DICT got unexpected {other:?}"),
+        }
+    }
+
+    /// A joining node's DICT: the master's whole schema arrived; create the
+    /// tables in this node's LQH, TC and DIH, then tell DIH and the master.
+    fn on_sync_conf(&mut self, state: &DictState, ctx: &mut Ctx<'_, Signal>) {
+        self.apply_state(state);
+        let req = self.next_req;
+        self.next_req += 1;
+        let mut waiting = BTreeSet::new();
+        for i in 0..self.lqh_instances {
+            waiting.insert(BlockRef::new(self.node, block::LQH, i));
+        }
+        for i in 0..self.tc_instances {
+            waiting.insert(BlockRef::new(self.node, block::TC, i));
+        }
+        waiting.insert(BlockRef::new(self.node, block::DIH, 0));
+        for def in self.tables.values() {
+            for to in &waiting {
+                let change = Box::new(SchemaChange::CreateTable(def.clone()));
+                ctx.send(*to, internal(InternalSignal::SchemaChangeReq { req, change }));
+            }
+        }
+        let outstanding = self.tables.len() * waiting.len();
+        self.local_sync = Some(LocalSync { outstanding, req });
+        self.local_sync_progress(ctx);
+    }
+
+    fn local_sync_progress(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        if self.local_sync.as_ref().is_none_or(|l| l.outstanding > 0) {
+            return;
+        }
+        self.local_sync = None;
+        let synced = ClusterSignal::DictSyncedRep { node: self.node };
+        ctx.send(BlockRef::new(self.node, block::DIH, 0), cluster(synced.clone()));
+        if let Some(m) = &self.membership {
+            ctx.send(BlockRef::new(m.president, block::DICT, 0), cluster(synced));
+        }
+    }
+
+    fn on_node_fail(&mut self, failed: &[NodeId], membership: Membership, ctx: &mut Ctx<'_, Signal>) {
+        let old_master = self.membership.as_ref().map(|m| m.president);
+        self.membership = Some(membership);
+        if old_master.is_some_and(|m| failed.contains(&m)) && !self.proxied.is_empty() {
+            // The master failed with requests of ours: their outcome is
+            // unknown here; the clients retry (a DDL may have happened).
+            crate::probe!(self.counters, "dict: master failed with requests in flight");
+            for (_, (api, id)) in std::mem::take(&mut self.proxied) {
+                let e = NodeError::with(ErrorCode::TxnNodeFailure, "the master node failed during the request");
+                Self::dref(ctx, api, id, e);
+            }
+        }
+        if let Some(a) = self.active.as_mut() {
+            match &mut a.stage {
+                Stage::Lqh { waiting, .. }
+                | Stage::LqhAlterEnd { waiting, .. }
+                | Stage::Tc { waiting }
+                | Stage::Stats { waiting, .. } => waiting.retain(|b| !failed.contains(&b.node)),
+                Stage::Sync { node } => {
+                    if failed.contains(node) {
+                        crate::probe!(self.counters, "dict: joining node failed during its sync");
+                        self.finish(ctx, Ok(DictResult::Done));
+                        return;
+                    }
+                }
+            }
+        }
+        self.queue.retain(|q| !(q.from.block == block::DICT && failed.contains(&q.from.node)));
+        self.progress(ctx);
+        if self.is_master() {
+            self.start_next(ctx);
+        }
+    }
+
+    /// The master's answer to a request this DICT passed on.
+    fn on_master_reply(&mut self, reply: Signal, ctx: &mut Ctx<'_, Signal>) {
+        match reply {
+            Signal::DictConf(mut c) => {
+                if let Some((api, id)) = self.proxied.remove(&c.req_id) {
+                    c.req_id = id;
+                    ctx.send(api, Signal::DictConf(c));
+                }
+            }
+            Signal::DictRef(mut r) => {
+                if let Some((api, id)) = self.proxied.remove(&r.req_id) {
+                    r.req_id = id;
+                    ctx.send(api, Signal::DictRef(r));
+                }
+            }
+            _ => unreachable!("only dictionary answers"),
+        }
+    }
 }
 
 impl Block<Signal> for Dict {
     fn on_signal(&mut self, env: norr_kernel::Envelope<Signal>, ctx: &mut Ctx<'_, Signal>) {
+        let from = env.from;
         match env.signal {
-            Signal::DictReq(_) if self.failed_apis.contains(&env.from.node) => {}
-            Signal::DictReq(req) => self.on_req(env.from, *req, ctx),
+            Signal::DictReq(_) if self.failed_apis.contains(&from.node) => {}
+            Signal::DictReq(req) => self.on_req(from, *req, ctx),
+            reply @ (Signal::DictConf(_) | Signal::DictRef(_)) => self.on_master_reply(reply, ctx),
             Signal::ApiFailReq { api_node } => {
                 if self.failed_apis.insert(api_node) {
                     let me = ctx.self_ref();
                     ctx.send(me, internal(InternalSignal::ApiFailDone { api_node }));
                 }
                 self.queue.retain(|q| q.from.node != api_node);
+                self.proxied.retain(|_, (api, _)| api.node != api_node);
                 if let Some(a) = self.active.as_mut().filter(|a| a.from.node == api_node) {
                     a.silent = true;
                 }
             }
+            Signal::Cluster(sig) => self.on_cluster(from, *sig, ctx),
             Signal::Internal(sig) => match *sig {
-                InternalSignal::SchemaChangeConf { req, error } => self.on_schema_conf(req, error, ctx),
-                InternalSignal::StatsConf { req, stats } => self.on_stats_conf(req, *stats, ctx),
+                InternalSignal::SchemaChangeConf { req, error } => self.on_schema_conf(from, req, error, ctx),
+                InternalSignal::StatsConf { req, stats } => self.on_stats_conf(from, req, *stats, ctx),
                 InternalSignal::ApiFailDone { api_node } => {
                     self.failed_apis.remove(&api_node);
                 }
-                other => debug_assert!(false, "DICT got unexpected {other:?}"),
+                other => {
+                    crate::probe!(self.counters, "dict: unexpected internal signal");
+                    debug_assert!(false, "DICT got unexpected {other:?}")
+                }
             },
-            other => debug_assert!(false, "DICT got unexpected {}", other.name()),
+            other => {
+                crate::probe!(self.counters, "dict: unexpected signal");
+                debug_assert!(false, "DICT got unexpected {}", other.name())
+            }
         }
     }
 }

@@ -53,7 +53,7 @@ pub fn build_data_node(node: NodeId, knobs: &Knobs) -> Scheduler<Signal> {
         s.add_block(block::TC, i, Box::new(tc::Tc::new(node, i, LQH_INSTANCES, knobs)));
     }
     for i in 0..LQH_INSTANCES {
-        s.add_block(block::LQH, i, Box::new(lqh::Lqh::new(node, i, knobs)));
+        s.add_block(block::LQH, i, Box::new(lqh::Lqh::new(node, i, LQH_INSTANCES, knobs)));
     }
     s.add_block(block::DICT, 0, Box::new(dict::Dict::new(node, LQH_INSTANCES, knobs)));
     s
@@ -70,7 +70,7 @@ pub fn build_data_node_with_lqh(node: NodeId, knobs: &Knobs, lqh_instances: u16)
         s.add_block(block::TC, i, Box::new(tc::Tc::new(node, i, lqh_instances, knobs)));
     }
     for i in 0..lqh_instances {
-        s.add_block(block::LQH, i, Box::new(lqh::Lqh::new(node, i, knobs)));
+        s.add_block(block::LQH, i, Box::new(lqh::Lqh::new(node, i, lqh_instances, knobs)));
     }
     s.add_block(block::DICT, 0, Box::new(dict::Dict::new(node, lqh_instances, knobs)));
     s

@@ -515,7 +515,7 @@ fn rollback_to_reaches_every_lqh_instance() {
     let mut s = Scheduler::new(DATA_NODE, knobs.job_buffer_bound);
     s.add_block(block::TC, 0, Box::new(norr_txn::tc::Tc::new(DATA_NODE, 0, 2, &knobs)));
     for i in 0..2 {
-        s.add_block(block::LQH, i, Box::new(norr_txn::lqh::Lqh::new(1, i, &knobs)));
+        s.add_block(block::LQH, i, Box::new(norr_txn::lqh::Lqh::new(DATA_NODE, i, 2, &knobs)));
     }
     s.add_block(block::DICT, 0, Box::new(norr_txn::dict::Dict::new(DATA_NODE, 2, &knobs)));
     let mut h = Harness::with_scheduler(s);

@@ -19,7 +19,12 @@ pub fn kv_def(name: &str) -> TableDef {
 /// Start a real in-process data node (runtime event loop + TC/LQH/DICT blocks)
 /// on a free loopback port.
 pub fn start_node(knobs: norr_knobs::Knobs) -> norr_runtime::DataNodeHandle {
-    let cfg = norr_runtime::DataNodeConfig { node_id: 1, listen: "127.0.0.1:0".parse().unwrap(), knobs: knobs.clone() };
+    let cfg = norr_runtime::DataNodeConfig {
+        node_id: 1,
+        listen: "127.0.0.1:0".parse().unwrap(),
+        knobs: knobs.clone(),
+        cluster: None,
+    };
     let sched = norr_txn::build_data_node(1, &knobs);
     norr_runtime::start_data_node_with(cfg, norr_runtime::RuntimeOptions::default(), sched).expect("start data node")
 }

@@ -30,7 +30,7 @@ mod restart;
 use norr_kernel::counters::Counters;
 use norr_kernel::{Block, BlockRef, Ctx, Envelope, NodeId, Priority};
 use norr_knobs::Knobs;
-use norr_signals::cluster::{ClusterSignal, Membership, ShutdownReason};
+use norr_signals::cluster::{ClusterSignal, Membership, NodeStatus, ShutdownReason};
 use norr_signals::dist::{Dist, ReplicaState};
 use norr_signals::internal::{BlockStats, InternalSignal, SchemaChange};
 use norr_signals::schema::{TableDef, TableId};
@@ -172,7 +172,44 @@ impl Dih {
         }
     }
 
+    /// Tell the host how the node stands (for `norr mgm show`).
+    fn report_status(&self, ctx: &mut Ctx<'_, Signal>) {
+        let started = matches!(self.own, Some(OwnRestart::Done)) && self.dist.state(self.node) == ReplicaState::Alive;
+        let phase = match self.own {
+            None => "joining the cluster",
+            Some(OwnRestart::Schema { .. }) => "syncing the schema",
+            Some(OwnRestart::Copy { .. }) => "copying rows from live replicas",
+            Some(OwnRestart::Done) if started => "started",
+            Some(OwnRestart::Done) => "starting",
+        };
+        let (mut primary, mut total) = (0u32, 0u32);
+        for def in self.tables.values() {
+            for p in 0..def.partitions {
+                if self.dist.holds(def, p, self.node) {
+                    total += 1;
+                    if self.dist.primary(def, p) == Some(self.node) {
+                        primary += 1;
+                    }
+                }
+            }
+        }
+        let status = NodeStatus {
+            started,
+            phase: phase.to_string(),
+            phases: self.phases.clone(),
+            president: self.membership.as_ref().map(|m| m.president),
+            node_group: self.dist.node_group_of(self.node).map(|g| g as u32),
+            primary_partitions: primary,
+            partitions: total,
+            alive_nodes: self.dist.states.iter().filter(|(_, s)| **s == ReplicaState::Alive).map(|(n, _)| *n).collect(),
+            dist_version: self.dist.version,
+        };
+        let host = BlockRef::new(self.node, block::HOST, 0);
+        ctx.send(host, cluster(ClusterSignal::NodeStatusRep(Box::new(status))));
+    }
+
     fn published(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        self.report_status(ctx);
         let p = self.publishing.take().expect("publishing");
         if let Some(master) = p.reply_to {
             ctx.send(master, cluster(ClusterSignal::DihUpdateConf { version: p.version }));
@@ -269,6 +306,7 @@ impl Dih {
         let ms = (ctx.now_ns() - since_ns) / 1_000_000;
         self.phases.push(("sync schema".into(), ms));
         self.own = Some(OwnRestart::Copy { since_ns: ctx.now_ns() });
+        self.report_status(ctx);
         let master = self.membership.as_ref().expect("a member").president;
         ctx.send(Self::dih_ref(master), cluster(ClusterSignal::DihStartReq { node: self.node }));
     }
@@ -331,7 +369,10 @@ impl Block<Signal> for Dih {
                 ClusterSignal::DictSyncedRep { .. } => self.on_dict_synced(ctx),
                 ClusterSignal::DihStartReq { node } => self.master_start_req(node, ctx),
                 ClusterSignal::DihRestartStep => self.master_step(ctx),
-                ClusterSignal::DihRestartPhaseRep { phase, duration_ms, .. } => self.phases.push((phase, duration_ms)),
+                ClusterSignal::DihRestartPhaseRep { phase, duration_ms, .. } => {
+                    self.phases.push((phase, duration_ms));
+                    self.report_status(ctx);
+                }
                 ClusterSignal::DihStartConf { dist, .. } => self.on_start_conf(*dist, ctx),
                 ClusterSignal::DihStartRef { reason, .. } => {
                     crate::probe!(self.counters, "dih: node restart refused");
@@ -345,6 +386,7 @@ impl Block<Signal> for Dih {
             Signal::Internal(sig) => match *sig {
                 InternalSignal::SchemaChangeReq { req, change } => {
                     self.on_schema_change(&change);
+                    self.report_status(ctx);
                     ctx.send(from, Signal::Internal(Box::new(InternalSignal::SchemaChangeConf { req, error: None })));
                 }
                 InternalSignal::CopyFragConf { req, table, part, rows, bytes } => {

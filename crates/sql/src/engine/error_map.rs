@@ -119,7 +119,12 @@ pub fn from_node(e: &NodeError, ctx: &ErrCtx) -> SqlError {
             format!("Got temporary error {} '{}' from NDBCLUSTER", e.code.code(), e.code.description()),
         ),
         ErrorCode::TooManyOperations => too_many_rows(None, 0),
-        ErrorCode::TooManyTransactions | ErrorCode::Overloaded | ErrorCode::NodeShutdown => SqlError::new(
+        ErrorCode::TooManyTransactions
+        | ErrorCode::Overloaded
+        | ErrorCode::NodeShutdown
+        | ErrorCode::TxnNodeFailure
+        | ErrorCode::WrongReplica
+        | ErrorCode::PartitionUnavailable => SqlError::new(
             1297,
             "HY000",
             format!("Got temporary error {} '{}' from NDBCLUSTER", e.code.code(), e.code.description()),

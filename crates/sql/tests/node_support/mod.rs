@@ -9,6 +9,7 @@ pub fn runtime_and_node(knobs: norr_knobs::Knobs) -> (tokio::runtime::Runtime, n
         node_id: 1,
         listen: "127.0.0.1:0".parse().expect("addr"),
         knobs,
+        cluster: None,
     })
     .expect("data node starts");
     (rt, node)

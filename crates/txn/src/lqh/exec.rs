@@ -32,7 +32,7 @@ struct Current {
 }
 
 /// A fixed page and a var page of storage (32 KiB each).
-const PAGES_EST_BYTES: u64 = 2 * 32 * 1024;
+pub(super) const PAGES_EST_BYTES: u64 = 2 * 32 * 1024;
 
 /// Rough bytes a row image takes, on the generous side so that the sum of
 /// reservations covers what storage will really use at commit.
@@ -174,7 +174,7 @@ fn unique_values(idx: &IndexDef, row: &[Value]) -> Option<Vec<Value>> {
 }
 
 impl Lqh {
-    fn pk_of(&self, def: &TableDef, row: &[Value]) -> Result<Vec<u8>, NodeError> {
+    pub(super) fn pk_of(&self, def: &TableDef, row: &[Value]) -> Result<Vec<u8>, NodeError> {
         let pk: Vec<Value> = def.primary_key.iter().map(|c| row[*c as usize].clone()).collect();
         self.storage.encode_pk(def.id, &pk)
     }
@@ -363,6 +363,13 @@ impl Lqh {
             }
         };
 
+        if !self.serves(&def, part) {
+            crate::probe!(self.counters, "lqh: operation for a partition this node does not serve");
+            return Step::Done(Err(NodeError::with(
+                ErrorCode::WrongReplica,
+                format!("node {} is not a live replica of partition {part} of {}", self.node, def.name),
+            )));
+        }
         if op.is_committed_read() {
             // No lock: the latest committed image, or our own uncommitted one.
             if self.txns.get(&t).is_none_or(|x| x.pending.is_empty()) {
@@ -473,7 +480,8 @@ impl Lqh {
             txn.page_reserved.insert((def.id, part));
         }
         let savepoint = q.savepoint;
-        let pending = Pending { part, image: new, est_bytes: new_est, committed, savepoint };
+        let pending = Pending { part, image: new, est_bytes: new_est, committed, savepoint, backup: false };
+        txn.last_write = Some((part, rk.clone()));
         if savepoint == 0 {
             txn.pending.insert(rk, pending);
         } else {

@@ -10,21 +10,35 @@
 //! the head of its transaction's queue and re-run from the start when the lock
 //! is granted (its earlier lock requests are then re-entrant, and nothing is
 //! changed before every lock is held, so a re-run is idempotent).
+//!
+//! Replication (see `norr_signals::internal` and `norr_signals::dist`): the
+//! LQH that gets an operation from TC is the partition's primary (or, for a
+//! committed read, the replica it reads). A write that prepared is passed
+//! along the partition's replica chain (`replica.rs`): every backup locks
+//! the row and keeps the primary's new image; the last replica answers TC.
+//! Commit runs back along the chain (backups first, the primary last), and
+//! a backup keeps its row locks until the complete phase. The chain is
+//! computed here from this node's distribution, so a replica that started
+//! (a node restart) is included as soon as this LQH knows of it.
 
+mod copy;
 mod exec;
+mod replica;
 mod savepoint;
 mod scan;
 mod scan_own;
+mod takeover;
 
 use crate::counters::Counters;
 use crate::fxhash::FxHashMap;
 use crate::lock_queue::{Acquire, Grant, LockKey, LockTable, Mode};
 use crate::store::{RowId, Storage};
-use norr_kernel::{Block, BlockRef, Ctx};
+use norr_kernel::{Block, BlockRef, Ctx, NodeId, Priority};
 use norr_knobs::Knobs;
-use norr_signals::dist::Chain;
+use norr_signals::cluster::ClusterSignal;
+use norr_signals::dist::{Chain, Dist, ReplicaState};
 use norr_signals::internal::{
-    BlockStats, InternalSignal, LqhOp, LqhOpError, LqhOpResult, ScanKey, SchemaChange, TxnId,
+    BlockStats, InternalSignal, LqhOp, LqhOpError, LqhOpResult, ReplicaOp, ScanKey, SchemaChange, TxnId,
 };
 use norr_signals::schema::{PartitionId, TableDef, TableId};
 use norr_signals::value::Value;
@@ -36,6 +50,22 @@ pub(crate) use scan::LqhScan;
 
 /// An operation waiting its turn in its transaction.
 type QueuedOp = LqhOp;
+
+/// A transaction's work waiting its turn here: an operation from TC, or a
+/// write a primary prepared that this node keeps as a backup.
+enum Queued {
+    Op(LqhOp),
+    Replica(ReplicaOp),
+}
+
+impl Queued {
+    fn seq(&self) -> u32 {
+        match self {
+            Queued::Op(q) => q.seq,
+            Queued::Replica(r) => r.seq,
+        }
+    }
+}
 
 /// The uncommitted state of one row written by a transaction.
 struct Pending {
@@ -52,13 +82,19 @@ struct Pending {
     /// Stamp of the operation that moved the key's previous state onto the
     /// undo list (0: never moved; see `savepoint.rs`).
     savepoint: u32,
+    /// Written here as a backup replica (the primary is another node): the
+    /// row lock is held until the complete phase, not released at commit.
+    backup: bool,
 }
 
 type RowKey = (TableId, Vec<u8>);
 
 struct LqhTxn {
     tc: BlockRef,
-    queue: VecDeque<QueuedOp>,
+    /// The transaction's client and its handle, for a take-over.
+    api: BlockRef,
+    handle: u64,
+    queue: VecDeque<Queued>,
     /// Tag of the lock wait the head operation is parked on.
     waiting: Option<u64>,
     pending: BTreeMap<RowKey, Pending>,
@@ -84,12 +120,22 @@ struct LqhTxn {
     /// non-decreasing); empty while no savepoint is set (see `savepoint.rs`).
     undo: Vec<savepoint::Undo>,
     committed: bool,
+    /// The global checkpoint it committed in (once committed).
+    gci: u64,
+    /// Replica chains of the operations held here (a take-over commits or
+    /// aborts along them).
+    chains: BTreeSet<Chain>,
+    /// The row key of the write `exec_op` just prepared (taken by the queue
+    /// runner, which passes the write on along its chain).
+    last_write: Option<(PartitionId, RowKey)>,
 }
 
 impl LqhTxn {
     fn new(tc: BlockRef) -> LqhTxn {
         LqhTxn {
             tc,
+            api: tc,
+            handle: 0,
             queue: VecDeque::new(),
             waiting: None,
             pending: BTreeMap::new(),
@@ -102,6 +148,9 @@ impl LqhTxn {
             ops_run: 0,
             undo: Vec::new(),
             committed: false,
+            gci: 0,
+            chains: BTreeSet::new(),
+            last_write: None,
         }
     }
 }
@@ -119,8 +168,14 @@ struct WaitInfo {
 }
 
 pub struct Lqh {
-    node: norr_kernel::NodeId,
+    node: NodeId,
     instance: u16,
+    lqh_instances: u16,
+    /// The cluster's distribution as DIH last published it (this node alone
+    /// until a DIH runs).
+    dist: Dist,
+    /// Partition copies this node sends as a primary (node restarts).
+    copies: BTreeMap<ScanKey, copy::CopyOut>,
     lock_wait_timeout_ns: u64,
     examine_per_step: usize,
     storage: Storage,
@@ -148,10 +203,14 @@ enum Step {
 }
 
 impl Lqh {
-    pub fn new(node: norr_kernel::NodeId, instance: u16, knobs: &Knobs) -> Lqh {
+    pub fn new(node: NodeId, instance: u16, lqh_instances: u16, knobs: &Knobs) -> Lqh {
+        assert!(instance < lqh_instances);
         Lqh {
             node,
             instance,
+            lqh_instances,
+            dist: Dist::single(node),
+            copies: BTreeMap::new(),
             lock_wait_timeout_ns: knobs.lock_wait_timeout_ms * 1_000_000,
             examine_per_step: knobs.scan_examine_per_step.max(1) as usize,
             storage: Storage::new(knobs.data_memory_bytes),
@@ -274,45 +333,101 @@ impl Lqh {
         ctx.send(to, Signal::Internal(Box::new(s)));
     }
 
-    /// Run the transaction's queued operations until one must wait; answer
-    /// TC with one `LqhKeyConf` for every operation that ran.
+    /// Run the transaction's queued work until something must wait for a
+    /// lock. Results go to TC in one `LqhKeyConf`; prepared writes whose
+    /// chain goes on go to the next replica in one `LqhReplicaReq` per node.
     fn run_queue(&mut self, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
         let Some(txn) = self.txns.get(&t) else {
             return;
         };
         let tc = txn.tc;
+        let (api, handle) = (txn.api, txn.handle);
         let mut results = Vec::with_capacity(txn.queue.len());
+        let mut forward: BTreeMap<(NodeId, u16), Vec<ReplicaOp>> = BTreeMap::new();
         let own = self.own_chain();
         while let Some(txn) = self.txns.get_mut(&t) {
             if txn.waiting.is_some() {
                 break;
             }
-            let Some(mut q) = txn.queue.pop_front() else {
+            let Some(item) = txn.queue.pop_front() else {
                 break;
             };
             if let Some(error) = txn.doomed.clone() {
-                results.push(LqhOpResult {
-                    seq: q.seq,
-                    outcome: Err(LqhOpError { error, fatal: true }),
-                    chain: Some(own.clone()),
-                });
+                let chain = match &item {
+                    Queued::Op(_) => own.clone(),
+                    Queued::Replica(r) => r.chain.clone(),
+                };
+                let outcome = Err(LqhOpError { error, fatal: true });
+                results.push(LqhOpResult { seq: item.seq(), outcome, chain: Some(chain) });
                 continue;
             }
             txn.ops_run += 1;
-            match self.exec_op(t, &mut q, ctx) {
-                Step::Done(Ok(row)) => {
-                    results.push(LqhOpResult { seq: q.seq, outcome: Ok(row), chain: Some(own.clone()) })
-                }
-                Step::Done(Err(error)) => results.push(LqhOpResult {
-                    seq: q.seq,
-                    outcome: Err(LqhOpError { error, fatal: false }),
-                    chain: Some(own.clone()),
-                }),
-                Step::Wait(tag) => {
-                    let txn = self.txns.get_mut(&t).expect("still there");
-                    txn.waiting = Some(tag);
-                    txn.queue.push_front(q);
-                    break;
+            match item {
+                Queued::Op(mut q) => match self.exec_op(t, &mut q, ctx) {
+                    Step::Done(Ok(row)) if q.op.kind.is_write() => {
+                        let (part, rk) =
+                            self.txns.get_mut(&t).and_then(|x| x.last_write.take()).expect("a write records its key");
+                        let chain = self.write_chain(rk.0, part);
+                        self.txns.get_mut(&t).expect("txn").chains.insert(chain.clone());
+                        match self.next_alive(&chain) {
+                            None => results.push(LqhOpResult { seq: q.seq, outcome: Ok(row), chain: Some(chain) }),
+                            Some(next) => {
+                                let txn = self.txns.get(&t).expect("txn");
+                                let image = txn.pending.get(&rk).and_then(|p| p.image.clone());
+                                let r = ReplicaOp {
+                                    seq: q.seq,
+                                    table: rk.0,
+                                    part,
+                                    key: rk.1,
+                                    image,
+                                    savepoint: q.savepoint,
+                                    chain: chain.clone(),
+                                    result: row,
+                                };
+                                forward.entry((next, chain.instance)).or_default().push(r);
+                            }
+                        }
+                    }
+                    Step::Done(outcome) => {
+                        let outcome = outcome.map_err(|error| LqhOpError { error, fatal: false });
+                        self.txns.get_mut(&t).expect("txn").chains.insert(own.clone());
+                        results.push(LqhOpResult { seq: q.seq, outcome, chain: Some(own.clone()) });
+                    }
+                    Step::Wait(tag) => {
+                        let txn = self.txns.get_mut(&t).expect("still there");
+                        txn.waiting = Some(tag);
+                        txn.queue.push_front(Queued::Op(q));
+                        break;
+                    }
+                },
+                Queued::Replica(mut r) => {
+                    let next = self.next_alive(&r.chain);
+                    match self.exec_replica(t, &mut r, next.is_some(), ctx) {
+                        Step::Done(Ok(_)) => {
+                            self.txns.get_mut(&t).expect("txn").chains.insert(r.chain.clone());
+                            match next {
+                                Some(n) => forward.entry((n, r.chain.instance)).or_default().push(r),
+                                None => {
+                                    let chain = Some(r.chain);
+                                    results.push(LqhOpResult { seq: r.seq, outcome: Ok(r.result), chain });
+                                }
+                            }
+                        }
+                        Step::Done(Err(error)) => {
+                            // The primary ran every check: a backup that cannot
+                            // keep the write (memory, a concurrent DDL) fails
+                            // the transaction.
+                            crate::probe!(self.counters, "lqh: backup refused a write");
+                            let outcome = Err(LqhOpError { error, fatal: true });
+                            results.push(LqhOpResult { seq: r.seq, outcome, chain: Some(r.chain) });
+                        }
+                        Step::Wait(tag) => {
+                            let txn = self.txns.get_mut(&t).expect("still there");
+                            txn.waiting = Some(tag);
+                            txn.queue.push_front(Queued::Replica(r));
+                            break;
+                        }
+                    }
                 }
             }
         }
@@ -322,20 +437,34 @@ impl Lqh {
             self.counters.bump("lqh: key confs");
             Self::reply(ctx, tc, InternalSignal::LqhKeyConf { txn: t, results });
         }
+        for ((node, instance), ops) in forward {
+            self.counters.bump_by("lqh: writes passed on", ops.len() as u64);
+            let req = norr_signals::internal::LqhReplicaReq { txn: t, tc, api, handle, ops };
+            let to = BlockRef::new(node, norr_signals::block::LQH, instance);
+            ctx.send(to, Signal::Internal(Box::new(InternalSignal::LqhReplicaReq(Box::new(req)))));
+        }
     }
 
-    fn on_key_req(&mut self, tc: BlockRef, t: TxnId, ops: Vec<LqhOp>, ctx: &mut Ctx<'_, Signal>) {
+    fn on_key_req(
+        &mut self,
+        tc: BlockRef,
+        t: TxnId,
+        ops: Vec<LqhOp>,
+        (api, handle): (BlockRef, u64),
+        ctx: &mut Ctx<'_, Signal>,
+    ) {
         self.counters.bump("lqh: key requests");
         if !self.txns.contains_key(&t) && ops.iter().all(|q| q.op.is_committed_read()) {
             return self.simple_reads(tc, t, ops, ctx);
         }
         let txn = self.txns.entry(t).or_insert_with(|| LqhTxn::new(tc));
         assert!(!txn.committed, "operation for committed transaction {t}");
+        (txn.api, txn.handle) = (api, handle);
         if txn.halted {
             // TC aborts the transaction: nothing more runs.
             return;
         }
-        txn.queue.extend(ops);
+        txn.queue.extend(ops.into_iter().map(Queued::Op));
         if txn.waiting.is_none() {
             self.run_queue(t, ctx);
         }
@@ -379,10 +508,14 @@ impl Lqh {
                 let q = txn.queue.pop_front().expect("parked op");
                 txn.queue.clear();
                 let tc = txn.tc;
+                let chain = match &q {
+                    Queued::Op(_) => self.own_chain(),
+                    Queued::Replica(r) => r.chain.clone(),
+                };
                 let results = vec![LqhOpResult {
-                    seq: q.seq,
+                    seq: q.seq(),
                     outcome: Err(LqhOpError { error, fatal: true }),
-                    chain: Some(self.own_chain()),
+                    chain: Some(chain),
                 }];
                 Self::reply(ctx, tc, InternalSignal::LqhKeyConf { txn: t, results });
             }
@@ -419,35 +552,93 @@ impl Lqh {
         self.on_grants(grants, ctx);
     }
 
-    fn on_abort(&mut self, tc: BlockRef, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
+    fn on_abort(&mut self, from: BlockRef, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
         if let Some(mut txn) = self.txns.remove(&t) {
             assert!(!txn.committed, "abort after commit of {t}");
             self.counters.bump("lqh: aborts");
             self.release_txn(t, &mut txn, ctx);
         }
-        Self::reply(ctx, tc, InternalSignal::LqhAbortConf { txn: t });
+        Self::reply(ctx, from, InternalSignal::LqhAbortConf { txn: t });
     }
 
-    fn on_commit(&mut self, tc: BlockRef, t: TxnId, chain: Chain, ctx: &mut Ctx<'_, Signal>) {
-        let Some(mut txn) = self.txns.remove(&t) else {
-            // A transaction that only did committed reads here has no record.
-            self.txns.insert(t, LqhTxn { committed: true, ..LqhTxn::new(tc) });
-            Self::reply(ctx, tc, InternalSignal::LqhCommitConf { txn: t, chain });
-            return;
-        };
-        assert!(txn.queue.is_empty() && txn.waiting.is_none(), "commit of {t} with operations in flight");
-        if let Some(error) = txn.doomed.clone() {
-            crate::probe!(self.counters, "lqh: commit refused after ddl");
-            self.release_txn(t, &mut txn, ctx);
-            Self::reply(ctx, tc, InternalSignal::LqhCommitRef { txn: t, error });
-            return;
+    /// Commit phase at this replica of `chain`: the first commit of a
+    /// transaction applies everything it holds here and releases the locks
+    /// of the rows this node is primary for (a backup keeps its locks until
+    /// complete); then the commit goes on to the previous live replica, or,
+    /// from the primary, back to TC.
+    fn on_commit(&mut self, t: TxnId, gci: u64, chain: Chain, tc: BlockRef, ctx: &mut Ctx<'_, Signal>) {
+        debug_assert!(chain.contains(self.node), "commit of {t} along a chain without node {}", self.node);
+        match self.txns.remove(&t) {
+            None => crate::probe!(self.counters, "lqh: commit passed on without a record"),
+            Some(txn) if txn.committed => {
+                self.txns.insert(t, txn);
+            }
+            Some(mut txn) => {
+                assert!(txn.queue.is_empty() && txn.waiting.is_none(), "commit of {t} with operations in flight");
+                if let Some(error) = txn.doomed.clone() {
+                    crate::probe!(self.counters, "lqh: commit refused after ddl");
+                    self.release_txn(t, &mut txn, ctx);
+                    Self::reply(ctx, tc, InternalSignal::LqhCommitRef { txn: t, error });
+                    return;
+                }
+                self.apply(&mut txn);
+                self.counters.bump("lqh: commits");
+                self.release_committed(t, &mut txn, ctx);
+                txn.committed = true;
+                txn.gci = gci;
+                txn.tc = tc;
+                self.txns.insert(t, txn);
+            }
         }
-        self.apply(&mut txn);
-        self.counters.bump("lqh: commits");
-        self.release_txn(t, &mut txn, ctx);
-        txn.committed = true;
-        self.txns.insert(t, txn);
-        Self::reply(ctx, tc, InternalSignal::LqhCommitConf { txn: t, chain });
+        match self.prev_alive(&chain) {
+            Some(prev) => {
+                let to = BlockRef::new(prev, norr_signals::block::LQH, chain.instance);
+                ctx.send(to, Signal::Internal(Box::new(InternalSignal::LqhCommitReq { txn: t, gci, chain, tc })));
+            }
+            None => Self::reply(ctx, tc, InternalSignal::LqhCommitConf { txn: t, chain }),
+        }
+    }
+
+    /// After commit: drop the scans and lock waits, release the locks of
+    /// rows this node is primary for, keep a backup's row locks (released at
+    /// complete). The images are in storage now.
+    fn release_committed(&mut self, t: TxnId, txn: &mut LqhTxn, ctx: &mut Ctx<'_, Signal>) {
+        let backup_rows: BTreeSet<&RowKey> = txn.pending.iter().filter(|(_, p)| p.backup).map(|(k, _)| k).collect();
+        let mut keep = Vec::new();
+        let mut release = Vec::new();
+        for key in std::mem::take(&mut txn.locks) {
+            match &key {
+                LockKey::Row(table, enc) if backup_rows.contains(&(*table, enc.clone())) => keep.push(key),
+                _ => release.push(key),
+            }
+        }
+        txn.locks = release;
+        self.release_txn(t, txn, ctx);
+        txn.locks = keep;
+    }
+
+    /// Complete phase: free the record and the backup's row locks, then on
+    /// to the next live replica, or from the last one back to TC.
+    fn on_complete(&mut self, t: TxnId, chain: Chain, tc: BlockRef, ctx: &mut Ctx<'_, Signal>) {
+        match self.txns.remove(&t) {
+            Some(mut txn) if txn.committed => {
+                self.counters.bump("lqh: completes");
+                self.release_txn(t, &mut txn, ctx);
+            }
+            Some(txn) => {
+                // Complete only follows a commit of every chain.
+                debug_assert!(false, "complete before commit of {t}");
+                self.txns.insert(t, txn);
+            }
+            None => crate::probe!(self.counters, "lqh: complete passed on without a record"),
+        }
+        match self.next_alive(&chain) {
+            Some(next) => {
+                let to = BlockRef::new(next, norr_signals::block::LQH, chain.instance);
+                ctx.send(to, Signal::Internal(Box::new(InternalSignal::LqhCompleteReq { txn: t, chain, tc })));
+            }
+            None => Self::reply(ctx, tc, InternalSignal::LqhCompleteConf { txn: t, chain }),
+        }
     }
 
     /// Apply a transaction's images to storage: deletes first, then updates,
@@ -506,13 +697,6 @@ impl Lqh {
                 }
             }
         }
-    }
-
-    fn on_complete(&mut self, tc: BlockRef, t: TxnId, chain: Chain, ctx: &mut Ctx<'_, Signal>) {
-        if let Some(txn) = self.txns.remove(&t) {
-            assert!(txn.committed, "complete before commit of {t}");
-        }
-        Self::reply(ctx, tc, InternalSignal::LqhCompleteConf { txn: t, chain });
     }
 
     /// A DDL changed `table` under running transactions: those with uncommitted
@@ -638,14 +822,20 @@ impl Lqh {
 impl Block<Signal> for Lqh {
     fn on_signal(&mut self, env: norr_kernel::Envelope<Signal>, ctx: &mut Ctx<'_, Signal>) {
         let from = env.from;
-        let Signal::Internal(sig) = env.signal else {
-            debug_assert!(false, "LQH got a non-internal signal {}", env.signal.name());
-            return;
+        let sig = match env.signal {
+            Signal::Internal(sig) => sig,
+            Signal::Cluster(c) => return self.on_cluster(from, *c, ctx),
+            other => {
+                crate::probe!(self.counters, "lqh: unexpected signal");
+                debug_assert!(false, "LQH got a non-internal signal {}", other.name());
+                return;
+            }
         };
         match *sig {
-            InternalSignal::LqhKeyReq { txn, ops, .. } => self.on_key_req(from, txn, ops, ctx),
-            InternalSignal::LqhCommitReq { txn, chain, tc, .. } => self.on_commit(tc, txn, chain, ctx),
-            InternalSignal::LqhCompleteReq { txn, chain, tc } => self.on_complete(tc, txn, chain, ctx),
+            InternalSignal::LqhKeyReq { txn, ops, api, handle } => self.on_key_req(from, txn, ops, (api, handle), ctx),
+            InternalSignal::LqhReplicaReq(req) => self.on_replica_req(*req, ctx),
+            InternalSignal::LqhCommitReq { txn, gci, chain, tc } => self.on_commit(txn, gci, chain, tc, ctx),
+            InternalSignal::LqhCompleteReq { txn, chain, tc } => self.on_complete(txn, chain, tc, ctx),
             InternalSignal::LqhAbortReq { txn } => self.on_abort(from, txn, ctx),
             InternalSignal::LqhRollbackToReq { txn, savepoint } => {
                 let error = self.rollback_to(txn, savepoint);
@@ -665,6 +855,21 @@ impl Block<Signal> for Lqh {
                     self.scan_step((scan, part), ctx);
                 }
             }
+            // This LQH's own partition copy scans answer to itself.
+            InternalSignal::LqhScanConf { scan, part, rows, done } => self.copy_scan_conf(scan, part, rows, done, ctx),
+            InternalSignal::LqhScanRef { scan, part, error } => self.copy_scan_ref(scan, part, error, ctx),
+            InternalSignal::LqhTransReq { failed_tc } => self.on_trans_req(from, failed_tc, ctx),
+            InternalSignal::CopyFragReq { req, table, part, dest } => {
+                self.on_copy_frag_req(from, req, table, part, dest, ctx)
+            }
+            InternalSignal::CopyRows(rows) => self.on_copy_rows(from, *rows, ctx),
+            InternalSignal::CopyRowsConf { req, table, part, error } => {
+                self.on_copy_rows_conf(req, table, part, error, ctx)
+            }
+            InternalSignal::FragChecksumReq { req, table, part } => {
+                let (rows, checksum) = self.partition_checksum(table, part);
+                Self::reply(ctx, from, InternalSignal::FragChecksumConf { req, table, part, rows, checksum });
+            }
             InternalSignal::SchemaChangeReq { req, change } => {
                 let error = self.on_schema_change(*change, ctx);
                 Self::reply(ctx, from, InternalSignal::SchemaChangeConf { req, error });
@@ -673,7 +878,66 @@ impl Block<Signal> for Lqh {
                 let stats = Box::new(self.stats());
                 Self::reply(ctx, from, InternalSignal::StatsConf { req, stats });
             }
-            other => debug_assert!(false, "LQH got unexpected {other:?}"),
+            other => {
+                crate::probe!(self.counters, "lqh: unexpected internal signal");
+                debug_assert!(false, "LQH got unexpected {other:?}");
+            }
         }
+    }
+}
+
+impl Lqh {
+    fn on_cluster(&mut self, from: BlockRef, sig: ClusterSignal, ctx: &mut Ctx<'_, Signal>) {
+        match sig {
+            ClusterSignal::DistRep { dist } => {
+                assert!(dist.version >= self.dist.version, "distribution went back");
+                self.dist = *dist;
+                let version = self.dist.version;
+                ctx.send_prio(from, Signal::Cluster(Box::new(ClusterSignal::DistConf { version })), Priority::A);
+            }
+            ClusterSignal::NodeFailRep { failed, .. } => self.copies_node_fail(&failed, ctx),
+            ClusterSignal::ClusterStartedRep { .. } | ClusterSignal::NodeJoinedRep { .. } => {}
+            other => {
+                crate::probe!(self.counters, "lqh: unexpected cluster signal");
+                debug_assert!(false, "LQH got unexpected {other:?}");
+            }
+        }
+    }
+
+    /// The replica chain a write of `part` of `table` prepared here follows:
+    /// the partition's chain with this node first. Normally this node is
+    /// the primary already; if a TC with an older distribution sent the
+    /// write here, this node still holds the row lock first, and every
+    /// replica gets the write.
+    fn write_chain(&self, table: TableId, part: PartitionId) -> Chain {
+        let def = self.defs.get(&table).expect("a prepared write's table");
+        let mut chain = self.dist.chain(def, part, self.lqh_instances).unwrap_or_else(|| self.own_chain());
+        if chain.nodes[0] != self.node {
+            chain.nodes.retain(|n| *n != self.node);
+            chain.nodes.insert(0, self.node);
+        }
+        debug_assert!(chain.nodes.iter().all(|n| self.dist.holds(def, part, *n) || *n == self.node));
+        chain
+    }
+
+    /// True if this node may execute an operation on `part` of `def` from TC:
+    /// it holds the partition and is up to date.
+    fn serves(&self, def: &TableDef, part: PartitionId) -> bool {
+        if self.dist.states.len() == 1 {
+            return true; // one data node: it holds everything (the hot path of `norr up`)
+        }
+        self.dist.state(self.node) == ReplicaState::Alive && self.dist.holds(def, part, self.node)
+    }
+
+    /// The live node before this one in `chain` (commit runs backwards).
+    fn prev_alive(&self, chain: &Chain) -> Option<NodeId> {
+        let i = chain.nodes.iter().position(|n| *n == self.node)?;
+        chain.nodes[..i].iter().rev().copied().find(|n| self.dist.state(*n) != ReplicaState::Dead)
+    }
+
+    /// The live node after this one in `chain` (prepare and complete run forwards).
+    fn next_alive(&self, chain: &Chain) -> Option<NodeId> {
+        let i = chain.nodes.iter().position(|n| *n == self.node)?;
+        chain.nodes[i + 1..].iter().copied().find(|n| self.dist.state(*n) != ReplicaState::Dead)
     }
 }

@@ -13,25 +13,28 @@
 //! so a client never silently continues in a fresh transaction.
 
 mod failure;
+mod gcp;
 mod savepoint;
 mod scan;
 mod scan_filter;
+mod takeover;
 
 use crate::counters::Counters;
 use crate::fxhash::FxHashMap;
 use crate::route::{lqh_instance, op_partition};
 use norr_kernel::{Block, BlockRef, Ctx, NodeId, Priority};
 use norr_knobs::Knobs;
-use norr_signals::dist::Chain;
+use norr_signals::cluster::{ClusterSignal, Membership};
+use norr_signals::dist::{Chain, Dist, ReplicaState};
 use norr_signals::internal::{
     BlockStats, InternalSignal, LqhOp, LqhOpError, LqhOpResult, ScanKey, SchemaChange, TxnId,
 };
-use norr_signals::schema::{TableDef, TableId};
+use norr_signals::schema::{PartitionId, TableDef, TableId};
 use norr_signals::{
     block, ErrorCode, ExecType, NodeError, OpResult, Signal, TcKeyConf, TcKeyRef, TcKeyReq, TxnOutcome,
     MAX_OPS_PER_BATCH,
 };
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 pub(crate) use scan::TcScan;
@@ -57,6 +60,9 @@ enum AbortReply {
     Tombstone(NodeError),
     /// The API node is gone.
     Silent,
+    /// A transaction of a failed coordinator this TC took over: tell its
+    /// client the outcome (TC_KEY_FAILCONF RolledBack).
+    TakenOver,
 }
 
 #[derive(Debug)]
@@ -64,18 +70,26 @@ enum TxnState {
     /// Waiting for the client.
     Idle,
     Executing,
+    /// Commit decided (or waiting for the GCP barrier, `waiting` empty and
+    /// the transaction in `commit_queue`): waiting for the primaries of
+    /// these chains to confirm.
     Committing {
-        waiting: usize,
+        waiting: BTreeSet<Chain>,
         error: Option<NodeError>,
     },
+    /// Committed everywhere; waiting for the last replicas of these chains
+    /// to confirm the complete phase (backups released their locks).
+    Completing {
+        waiting: BTreeSet<Chain>,
+    },
     Aborting {
-        waiting: usize,
+        waiting: BTreeSet<(NodeId, u16)>,
         reply: AbortReply,
     },
     /// Rolling back to a savepoint (see `savepoint.rs`); `error`: the first
     /// LQH refusal, which turns it into an abort.
     RollingBack {
-        waiting: usize,
+        waiting: BTreeSet<(NodeId, u16)>,
         error: Option<NodeError>,
     },
 }
@@ -93,8 +107,28 @@ struct TcTxn {
     api: BlockRef,
     handle: u64,
     state: TxnState,
-    /// LQH instances that hold state of this transaction.
-    participants: BTreeSet<u16>,
+    /// (node, LQH instance) of every LQH that may hold state of the
+    /// transaction: where operations went (other than simple reads), and
+    /// every replica of a reported chain. Abort and rollback-to go to all.
+    nodes: BTreeSet<(NodeId, u16)>,
+    /// Replica chains of the operations that left state (dead nodes left
+    /// out): commit runs back along each, complete forward.
+    chains: BTreeSet<Chain>,
+    /// Wrote something: committed reads of tables that read any replica go
+    /// to the primary from then on (a backup may not have the write yet).
+    wrote: bool,
+    /// Wrote to a table that reads any replica: the commit is acknowledged
+    /// only after the complete phase, when every replica released its locks,
+    /// so the client reads its own writes wherever it reads.
+    ack_after_complete: bool,
+    /// The GCI of the commit (once decided).
+    gci: u64,
+    /// A transaction of a failed coordinator this TC finishes (take-over):
+    /// its client hears TC_KEY_FAILCONF, not TC_KEYCONF.
+    taken_over: bool,
+    /// The last batch's results, kept for a commit acknowledged only after
+    /// the complete phase.
+    final_results: Vec<OpResult>,
     /// Operations sent so far (also the next sequence number).
     ops: u32,
     last_active_ns: u64,
@@ -109,7 +143,12 @@ struct TcTxn {
 
 pub struct Tc {
     node: NodeId,
+    instance: u16,
     lqh_instances: u16,
+    /// The cluster's distribution as DIH last published it (this node alone
+    /// until a DIH runs).
+    dist: Dist,
+    membership: Option<Membership>,
     txn_inactive_ns: u64,
     max_transactions: usize,
     max_ops_per_txn: u32,
@@ -139,6 +178,19 @@ pub struct Tc {
     aborted: u64,
     /// The global checkpoint commits are tagged with (see `norr_signals::ckpt`).
     gci: u64,
+    /// Between GCP_PREPARE and GCP_COMMIT: commit decisions wait.
+    gcp_blocked: bool,
+    /// Transactions whose commit decision waits for the GCP barrier.
+    commit_queue: VecDeque<TxnId>,
+    /// Transactions in their commit phase, by GCI.
+    committing: BTreeMap<u64, u32>,
+    /// A GCP master waiting to hear that no transaction of this GCI or lower
+    /// is committing any more.
+    gcp_finish_wanted: Option<(u64, BlockRef)>,
+    /// Failed data nodes whose transactions are not yet taken over.
+    takeover_pending: BTreeSet<NodeId>,
+    /// The take-over this TC runs (the president's TC instance 0 does).
+    takeover: Option<takeover::Takeover>,
     counters: Counters,
 }
 
@@ -152,10 +204,14 @@ impl Tc {
     /// state by them, so the TC instances of a node never collide.
     pub fn new(node: NodeId, instance: u16, lqh_instances: u16, knobs: &Knobs) -> Tc {
         assert!(lqh_instances > 0);
-        let first_id = ((instance as u64) << 48) + 1;
+        assert!(instance < 0xFF, "instance bits 0xFF are LQH's (partition copies)");
+        let first_id = ((node as u64) << 48) | ((instance as u64) << 40) | 1;
         Tc {
             node,
+            instance,
             lqh_instances,
+            dist: Dist::single(node),
+            membership: None,
             txn_inactive_ns: knobs.txn_inactive_timeout_ms * 1_000_000,
             max_transactions: knobs.max_transactions as usize,
             max_ops_per_txn: knobs.max_ops_per_txn,
@@ -174,12 +230,57 @@ impl Tc {
             committed: 0,
             aborted: 0,
             gci: 1,
+            gcp_blocked: false,
+            commit_queue: VecDeque::new(),
+            committing: BTreeMap::new(),
+            gcp_finish_wanted: None,
+            takeover_pending: BTreeSet::new(),
+            takeover: None,
             counters: Counters::default(),
         }
     }
 
-    fn lqh_ref(&self, instance: u16) -> BlockRef {
-        BlockRef::new(self.node, block::LQH, instance)
+    fn lqh_at(node: NodeId, instance: u16) -> BlockRef {
+        BlockRef::new(node, block::LQH, instance)
+    }
+
+    /// Where an operation goes: the primary of its partition, or for a
+    /// committed read of a table that reads any replica (and a transaction
+    /// that wrote nothing yet) the replica on this node if there is one.
+    /// Unique-index operations go to the table's one primary (tables with a
+    /// unique index keep every partition on one primary, see `dist`).
+    fn route_op(
+        &self,
+        def: &TableDef,
+        part: Option<PartitionId>,
+        op: &norr_signals::KeyOp,
+        wrote: bool,
+    ) -> Result<(NodeId, u16), NodeError> {
+        let (node, inst) = match part {
+            Some(p) => {
+                let any = op.is_committed_read() && def.options.reads_any_replica() && !wrote;
+                let node = if any { self.dist.read_node(def, p, self.node) } else { self.dist.primary(def, p) };
+                (node, lqh_instance(p, self.lqh_instances))
+            }
+            None => (self.dist.primary(def, 0), 0),
+        };
+        match node {
+            Some(n) => Ok((n, inst)),
+            None => Err(NodeError::with(ErrorCode::PartitionUnavailable, format!("table {}", def.name))),
+        }
+    }
+
+    /// Record a chain an LQH reported, without the nodes this TC knows dead.
+    fn note_chain(dist: &Dist, txn: &mut TcTxn, chain: Chain) {
+        for n in &chain.nodes {
+            txn.nodes.insert((*n, chain.instance));
+        }
+        let dead: Vec<NodeId> = chain.nodes.iter().copied().filter(|n| dist.state(*n) == ReplicaState::Dead).collect();
+        if dead.is_empty() {
+            txn.chains.insert(chain);
+        } else if let Some(c) = chain.without(&dead) {
+            txn.chains.insert(c);
+        }
     }
 
     fn check_period_ns(&self) -> u64 {
@@ -201,11 +302,6 @@ impl Tc {
 
     fn key_conf(ctx: &mut Ctx<'_, Signal>, to: BlockRef, txn: u64, outcome: TxnOutcome, results: Vec<OpResult>) {
         ctx.send(to, Signal::TcKeyConf(Box::new(TcKeyConf { txn, outcome, results, gci: 0 })));
-    }
-
-    /// The chain of LQH instance `instance` of this node alone.
-    fn own_chain(&self, instance: u16) -> Chain {
-        Chain { instance, nodes: [self.node].into_iter().collect() }
     }
 
     /// Find or start the transaction a client request names. Err: already
@@ -230,7 +326,13 @@ impl Tc {
                 api,
                 handle,
                 state: TxnState::Idle,
-                participants: BTreeSet::new(),
+                nodes: BTreeSet::new(),
+                chains: BTreeSet::new(),
+                wrote: false,
+                ack_after_complete: false,
+                gci: 0,
+                taken_over: false,
+                final_results: Vec::new(),
                 ops: 0,
                 last_active_ns: now_ns,
                 batch: None,
@@ -307,11 +409,9 @@ impl Tc {
             exec: req.exec,
         };
         let mut fail: Option<(NodeError, u32)> = None;
-        // The batch's operations per LQH instance: one LQH_KEYREQ each.
-        let mut sends: Vec<Vec<LqhOp>> = (0..self.lqh_instances).map(|_| Vec::new()).collect();
-        if self.lqh_instances == 1 {
-            sends[0].reserve_exact(n);
-        }
+        // The batch's operations per (node, LQH instance): one LQH_KEYREQ each.
+        let mut sends: BTreeMap<(NodeId, u16), Vec<LqhOp>> = BTreeMap::new();
+        let (mut wrote, mut ack_after_complete) = (txn.wrote, txn.ack_after_complete);
         for (i, op) in req.ops.into_iter().enumerate() {
             let routed = match self.defs.get(&op.table) {
                 None => Err(NodeError::with(ErrorCode::NoSuchTable, format!("table id {}", op.table))),
@@ -319,12 +419,17 @@ impl Tc {
                     ErrorCode::SchemaVersionMismatch,
                     format!("table {} is at version {}", d.name, d.version),
                 )),
-                Some(d) => op_partition(d, &op),
+                Some(d) => op_partition(d, &op).and_then(|part| {
+                    if op.kind.is_write() {
+                        wrote = true;
+                        ack_after_complete |= d.options.reads_any_replica();
+                    }
+                    self.route_op(d, part, &op, wrote).map(|to| (part, to))
+                }),
             };
             match routed {
-                Ok(part) => {
-                    let inst = part.map_or(0, |p| lqh_instance(p, self.lqh_instances));
-                    sends[inst as usize].push(LqhOp { seq: seq_base + i as u32, part, op, savepoint });
+                Ok((part, to)) => {
+                    sends.entry(to).or_default().push(LqhOp { seq: seq_base + i as u32, part, op, savepoint });
                 }
                 Err(e) if op.abort_on_error => {
                     fail = Some((e, i as u32));
@@ -335,29 +440,26 @@ impl Tc {
         }
         self.counters.bump("tc: batches");
         let txn = self.txns.get_mut(&t).expect("txn");
+        (txn.wrote, txn.ack_after_complete) = (wrote, ack_after_complete);
         if let Some((error, i)) = fail {
             txn.batch = None;
             return self.abort(t, AbortReply::KeyRef { error, op_index: Some(i) }, ctx);
         }
-        batch.outstanding = sends.iter().map(Vec::len).sum();
+        batch.outstanding = sends.values().map(Vec::len).sum();
         self.counters.bump_by("tc: operations", batch.outstanding as u64);
         txn.batch = Some(batch);
-        for (inst, ops) in sends.into_iter().enumerate() {
-            if ops.is_empty() {
-                continue;
-            }
-            let inst = inst as u16;
+        for ((node, inst), ops) in sends {
             // Committed reads sent to an LQH that holds nothing of this
             // transaction leave nothing there either (simple reads, see
             // `norr_signals::internal`): it takes no part in commit or abort.
-            if txn.participants.contains(&inst) || !ops.iter().all(|o| o.op.is_committed_read()) {
-                txn.participants.insert(inst);
+            if txn.nodes.contains(&(node, inst)) || !ops.iter().all(|o| o.op.is_committed_read()) {
+                txn.nodes.insert((node, inst));
             } else {
                 crate::probe!(self.counters, "tc: simple reads (no lqh state)");
             }
             let (api, handle) = (txn.api, txn.handle);
             let req = InternalSignal::LqhKeyReq { txn: t, ops, api, handle };
-            ctx.send(BlockRef::new(self.node, block::LQH, inst), internal(req));
+            ctx.send(Self::lqh_at(node, inst), internal(req));
         }
         self.maybe_batch_done(t, ctx);
     }
@@ -369,6 +471,11 @@ impl Tc {
         };
         if !matches!(txn.state, TxnState::Executing) {
             return; // an abort overtook this batch
+        }
+        for r in &results {
+            if let Some(c) = &r.chain {
+                Self::note_chain(&self.dist, txn, c.clone());
+            }
         }
         let batch = txn.batch.as_mut().expect("executing txn has a batch");
         for r in results {
@@ -434,89 +541,186 @@ impl Tc {
         }
     }
 
+    /// The commit of `t` (its last batch is done). Waits for the GCP
+    /// barrier if one is up (`gcp.rs`), then runs the commit phase.
     fn commit(&mut self, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
         self.close_txn_scans(t, Ok(()), ctx);
         let txn = self.txns.get_mut(&t).expect("txn");
-        let parts: Vec<u16> = txn.participants.iter().copied().collect();
-        txn.state = TxnState::Committing { waiting: parts.len(), error: None };
-        let tc = ctx.self_ref();
-        for p in &parts {
-            let chain = self.own_chain(*p);
-            ctx.send(self.lqh_ref(*p), internal(InternalSignal::LqhCommitReq { txn: t, gci: self.gci, chain, tc }));
+        txn.state = TxnState::Committing { waiting: BTreeSet::new(), error: None };
+        if self.gcp_blocked {
+            crate::probe!(self.counters, "tc: commit waits for the gcp barrier");
+            self.commit_queue.push_back(t);
+            return;
         }
-        if parts.is_empty() {
+        self.commit_decided(t, ctx);
+    }
+
+    /// The commit decision: tag `t` with the current GCI and send the
+    /// commit to the last replica of each of its chains (each replica
+    /// passes it on backwards; the primary confirms). A chain of one node
+    /// that another chain covers needs no message of its own: an LQH
+    /// commits all it holds of the transaction at its first commit.
+    fn commit_decided(&mut self, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
+        let gci = self.gci;
+        *self.committing.entry(gci).or_insert(0) += 1;
+        let tc = ctx.self_ref();
+        let txn = self.txns.get_mut(&t).expect("txn");
+        txn.gci = gci;
+        let waiting = commit_chains(&txn.chains);
+        for c in &waiting {
+            let req = InternalSignal::LqhCommitReq { txn: t, gci, chain: c.clone(), tc };
+            ctx.send(Self::lqh_at(c.tail(), c.instance), internal(req));
+        }
+        let empty = waiting.is_empty();
+        txn.state = TxnState::Committing { waiting, error: None };
+        if empty {
             self.commit_done(t, ctx);
         }
     }
 
-    fn on_commit_reply(&mut self, t: TxnId, err: Option<NodeError>, ctx: &mut Ctx<'_, Signal>) {
+    fn on_commit_conf(&mut self, t: TxnId, chain: Chain, ctx: &mut Ctx<'_, Signal>) {
         let Some(txn) = self.txns.get_mut(&t) else {
             return;
         };
-        let TxnState::Committing { waiting, error } = &mut txn.state else {
-            debug_assert!(false, "commit reply for txn {t} not committing");
+        let TxnState::Committing { waiting, .. } = &mut txn.state else {
+            // A commit sent again after a node failure, answered twice.
+            crate::probe!(self.counters, "tc: late commit confirmation");
             return;
         };
-        *waiting -= 1;
-        if error.is_none() {
-            *error = err;
+        if !waiting.remove(&chain) {
+            crate::probe!(self.counters, "tc: commit confirmation of a replaced chain");
+            return;
         }
-        if *waiting == 0 {
+        if waiting.is_empty() {
             self.commit_done(t, ctx);
         }
     }
 
-    fn commit_done(&mut self, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
+    fn on_commit_ref(&mut self, t: TxnId, err: NodeError, ctx: &mut Ctx<'_, Signal>) {
+        let Some(txn) = self.txns.get_mut(&t) else {
+            return;
+        };
+        let TxnState::Committing { error, .. } = &mut txn.state else {
+            return;
+        };
+        // An LQH refused (a concurrent DDL) and aborted its part: with one
+        // LQH nothing committed; abort the others too.
+        crate::probe!(self.counters, "tc: commit refused");
+        error.get_or_insert(err);
+        let e = error.take().expect("just set");
+        let gci = txn.gci;
+        self.commit_phase_over(gci, ctx);
         let txn = self.txns.get_mut(&t).expect("txn");
-        let TxnState::Committing { error, .. } = &mut txn.state else { unreachable!("committing") };
-        if let Some(error) = error.take() {
-            // An LQH refused (concurrent DDL) and aborted its part. With one LQH
-            // nothing committed; abort the others too.
-            crate::probe!(self.counters, "tc: commit refused");
-            txn.state = TxnState::Idle;
-            return self.abort(t, AbortReply::KeyRef { error, op_index: None }, ctx);
-        }
-        let txn = self.txns.remove(&t).expect("txn");
-        self.forget_handle(t, &txn);
+        txn.state = TxnState::Idle;
+        self.abort(t, AbortReply::KeyRef { error: e, op_index: None }, ctx);
+    }
+
+    /// Every chain's primary confirmed: the transaction is committed on
+    /// every live replica. Answer the client (unless it waits for the
+    /// complete phase) and start the complete phase.
+    fn commit_done(&mut self, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
+        let gci = self.txns[&t].gci;
+        self.commit_phase_over(gci, ctx);
         self.committed += 1;
-        let results = txn.batch.map_or(Vec::new(), |b| b.results.into_iter().map(|r| r.expect("answered")).collect());
-        if !txn.silent {
-            let conf = TcKeyConf { txn: txn.handle, outcome: TxnOutcome::Committed, results, gci: self.gci };
-            ctx.send(txn.api, Signal::TcKeyConf(Box::new(conf)));
-        }
+        let txn = self.txns.get_mut(&t).expect("txn");
+        let results =
+            txn.batch.take().map_or(Vec::new(), |b| b.results.into_iter().map(|r| r.expect("answered")).collect());
+        let waiting: BTreeSet<Chain> = commit_chains(&txn.chains);
         let tc = ctx.self_ref();
-        for p in &txn.participants {
-            let chain = self.own_chain(*p);
-            ctx.send(self.lqh_ref(*p), internal(InternalSignal::LqhCompleteReq { txn: t, chain, tc }));
+        for c in &waiting {
+            let req = InternalSignal::LqhCompleteReq { txn: t, chain: c.clone(), tc };
+            ctx.send(Self::lqh_at(c.primary(), c.instance), internal(req));
+        }
+        txn.state = TxnState::Completing { waiting };
+        let reply_now = !txn.ack_after_complete || txn.taken_over;
+        if reply_now {
+            self.reply_committed(t, results, ctx);
+        } else {
+            self.txns.get_mut(&t).expect("txn").final_results = results;
+        }
+        if matches!(&self.txns[&t].state, TxnState::Completing { waiting } if waiting.is_empty()) {
+            self.complete_done(t, ctx);
         }
     }
 
-    /// Abort `t` at every participant; answer per `reply` once all confirmed.
+    /// Tell the client its transaction committed (and free its handle).
+    fn reply_committed(&mut self, t: TxnId, results: Vec<OpResult>, ctx: &mut Ctx<'_, Signal>) {
+        let txn = self.txns.get(&t).expect("txn");
+        let (api, handle, gci, silent, taken_over) = (txn.api, txn.handle, txn.gci, txn.silent, txn.taken_over);
+        if taken_over {
+            self.takeover_txn_done(ctx);
+            let conf = norr_signals::TcKeyFailConf { txn: handle, outcome: TxnOutcome::Committed, gci };
+            ctx.send(api, Signal::TcKeyFailConf(Box::new(conf)));
+            return;
+        }
+        self.forget_handle_of(t, api.node, handle);
+        if !silent {
+            ctx.send(
+                api,
+                Signal::TcKeyConf(Box::new(TcKeyConf { txn: handle, outcome: TxnOutcome::Committed, results, gci })),
+            );
+        }
+    }
+
+    fn on_complete_conf(&mut self, t: TxnId, chain: Chain, ctx: &mut Ctx<'_, Signal>) {
+        self.counters.bump("tc: completes");
+        let Some(txn) = self.txns.get_mut(&t) else {
+            return;
+        };
+        let TxnState::Completing { waiting } = &mut txn.state else {
+            return;
+        };
+        if !waiting.remove(&chain) {
+            crate::probe!(self.counters, "tc: complete confirmation of a replaced chain");
+            return;
+        }
+        if waiting.is_empty() {
+            self.complete_done(t, ctx);
+        }
+    }
+
+    /// Every replica released the transaction: forget it (answering the
+    /// client now if it waited for this).
+    fn complete_done(&mut self, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
+        let txn = self.txns.get(&t).expect("txn");
+        if txn.ack_after_complete && !txn.taken_over {
+            let results = std::mem::take(&mut self.txns.get_mut(&t).expect("txn").final_results);
+            self.reply_committed(t, results, ctx);
+        }
+        let txn = self.txns.remove(&t).expect("txn");
+        self.forget_handle(t, &txn);
+    }
+
+    /// Abort `t` at every LQH that may hold something of it; answer per
+    /// `reply` once all confirmed.
     fn abort(&mut self, t: TxnId, reply: AbortReply, ctx: &mut Ctx<'_, Signal>) {
         let e = NodeError::with(ErrorCode::TransactionAborted, "the scan's transaction was aborted");
         self.close_txn_scans(t, Err(e), ctx);
+        let dist = &self.dist;
         let txn = self.txns.get_mut(&t).expect("txn");
         txn.batch = None;
-        let parts: Vec<u16> = txn.participants.iter().copied().collect();
-        txn.state = TxnState::Aborting { waiting: parts.len(), reply };
-        for p in &parts {
-            ctx.send(self.lqh_ref(*p), internal(InternalSignal::LqhAbortReq { txn: t }));
+        let waiting: BTreeSet<(NodeId, u16)> =
+            txn.nodes.iter().copied().filter(|(n, _)| dist.state(*n) != ReplicaState::Dead).collect();
+        for (n, i) in &waiting {
+            ctx.send(Self::lqh_at(*n, *i), internal(InternalSignal::LqhAbortReq { txn: t }));
         }
-        if parts.is_empty() {
+        let empty = waiting.is_empty();
+        txn.state = TxnState::Aborting { waiting, reply };
+        if empty {
             self.abort_done(t, ctx);
         }
     }
 
-    fn on_abort_conf(&mut self, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
+    fn on_abort_conf(&mut self, from: BlockRef, t: TxnId, ctx: &mut Ctx<'_, Signal>) {
         let Some(txn) = self.txns.get_mut(&t) else {
             return;
         };
         let TxnState::Aborting { waiting, .. } = &mut txn.state else {
-            debug_assert!(false, "abort conf for txn {t} not aborting");
+            crate::probe!(self.counters, "tc: late abort confirmation");
             return;
         };
-        *waiting -= 1;
-        if *waiting == 0 {
+        waiting.remove(&(from.node, from.instance));
+        if waiting.is_empty() {
             self.abort_done(t, ctx);
         }
     }
@@ -539,15 +743,54 @@ impl Tc {
                 self.tombstones.insert((txn.api.node, txn.handle), e);
             }
             AbortReply::Silent => {}
+            AbortReply::TakenOver => {
+                self.takeover_txn_done(ctx);
+                let conf = norr_signals::TcKeyFailConf { txn: txn.handle, outcome: TxnOutcome::RolledBack, gci: 0 };
+                ctx.send(txn.api, Signal::TcKeyFailConf(Box::new(conf)));
+            }
         }
     }
 
     /// Free the client's handle if it still names `t` (after an API failure
     /// the handle may already name a newer transaction).
     fn forget_handle(&mut self, t: TxnId, txn: &TcTxn) {
-        let k = (txn.api.node, txn.handle);
+        self.forget_handle_of(t, txn.api.node, txn.handle);
+    }
+
+    fn forget_handle_of(&mut self, t: TxnId, api_node: NodeId, handle: u64) {
+        let k = (api_node, handle);
         if self.by_handle.get(&k) == Some(&t) {
             self.by_handle.remove(&k);
+        }
+    }
+
+    fn on_cluster(&mut self, from: BlockRef, sig: ClusterSignal, ctx: &mut Ctx<'_, Signal>) {
+        match sig {
+            ClusterSignal::DistRep { dist } => {
+                assert!(dist.version >= self.dist.version, "distribution went back");
+                self.dist = *dist;
+                let version = self.dist.version;
+                ctx.send_prio(from, Signal::Cluster(Box::new(ClusterSignal::DistConf { version })), Priority::A);
+            }
+            ClusterSignal::ClusterStartedRep { membership, .. } | ClusterSignal::NodeJoinedRep { membership, .. } => {
+                self.membership = Some(membership);
+            }
+            ClusterSignal::NodeFailRep { failed, membership } => {
+                self.membership = Some(membership);
+                self.on_node_fail(&failed, ctx);
+                self.takeover_node_fail(&failed, ctx);
+            }
+            ClusterSignal::NfCompleteRep { node } => {
+                // The president's TC finished the failed node's transactions.
+                if self.takeover_pending.remove(&node) && from.node != self.node {
+                    let qmgr = BlockRef::new(self.node, block::QMGR, 0);
+                    ctx.send(qmgr, Signal::Cluster(Box::new(ClusterSignal::NfCompleteRep { node })));
+                }
+            }
+            other => {
+                crate::probe!(self.counters, "tc: unexpected cluster signal");
+                debug_assert!(false, "TC got unexpected {other:?}");
+            }
         }
     }
 
@@ -600,11 +843,14 @@ impl Block<Signal> for Tc {
             Signal::TcSavepointReq(req) => self.on_savepoint_req(from, *req, ctx),
             Signal::Internal(sig) => match *sig {
                 InternalSignal::LqhKeyConf { txn, results } => self.on_op_results(txn, results, ctx),
-                InternalSignal::LqhCommitConf { txn, .. } => self.on_commit_reply(txn, None, ctx),
-                InternalSignal::LqhCommitRef { txn, error } => self.on_commit_reply(txn, Some(error), ctx),
-                InternalSignal::LqhCompleteConf { .. } => self.counters.bump("tc: completes"),
-                InternalSignal::LqhAbortConf { txn } => self.on_abort_conf(txn, ctx),
-                InternalSignal::LqhRollbackToConf { txn, error } => self.on_rollback_to_conf(txn, error, ctx),
+                InternalSignal::LqhCommitConf { txn, chain } => self.on_commit_conf(txn, chain, ctx),
+                InternalSignal::LqhCommitRef { txn, error } => self.on_commit_ref(txn, error, ctx),
+                InternalSignal::LqhCompleteConf { txn, chain } => self.on_complete_conf(txn, chain, ctx),
+                InternalSignal::LqhAbortConf { txn } => self.on_abort_conf(from, txn, ctx),
+                InternalSignal::LqhRollbackToConf { txn, error } => self.on_rollback_to_conf(from, txn, error, ctx),
+                InternalSignal::LqhTransConf { failed_tc, txns, done } => {
+                    self.on_trans_conf(from, failed_tc, txns, done, ctx)
+                }
                 InternalSignal::LqhScanConf { scan, part, rows, done } => {
                     self.on_lqh_scan_conf(scan, part, rows, done, ctx)
                 }
@@ -620,9 +866,31 @@ impl Block<Signal> for Tc {
                 InternalSignal::StatsReq { req } => {
                     ctx.send(from, internal(InternalSignal::StatsConf { req, stats: Box::new(self.stats()) }));
                 }
-                other => debug_assert!(false, "TC got unexpected {other:?}"),
+                other => {
+                    crate::probe!(self.counters, "tc: unexpected internal signal");
+                    debug_assert!(false, "TC got unexpected {other:?}")
+                }
             },
-            other => debug_assert!(false, "TC got unexpected {}", other.name()),
+            Signal::Cluster(sig) => self.on_cluster(from, *sig, ctx),
+            Signal::Ckpt(sig) => self.on_ckpt(from, *sig, ctx),
+            other => {
+                crate::probe!(self.counters, "tc: unexpected signal");
+                debug_assert!(false, "TC got unexpected {}", other.name())
+            }
         }
     }
+}
+
+/// The chains a commit is sent along: every chain, except a one-node chain
+/// whose node another chain covers (an LQH commits all it holds of a
+/// transaction at its first commit message).
+fn commit_chains(chains: &BTreeSet<Chain>) -> BTreeSet<Chain> {
+    chains
+        .iter()
+        .filter(|c| {
+            c.nodes.len() > 1
+                || !chains.iter().any(|o| o.nodes.len() > 1 && o.instance == c.instance && o.contains(c.nodes[0]))
+        })
+        .cloned()
+        .collect()
 }

@@ -50,20 +50,33 @@ impl Tc {
                     return self.abort(t, AbortReply::KeyRef { error, op_index: None }, ctx);
                 }
                 self.counters.bump("tc: rollbacks to savepoint");
-                let parts: Vec<u16> = txn.participants.iter().copied().collect();
-                if parts.is_empty() {
+                // Every replica holding images of the transaction (backups too).
+                let dist = &self.dist;
+                let waiting: std::collections::BTreeSet<(norr_kernel::NodeId, u16)> = txn
+                    .nodes
+                    .iter()
+                    .copied()
+                    .filter(|(n, _)| dist.state(*n) != norr_signals::dist::ReplicaState::Dead)
+                    .collect();
+                if waiting.is_empty() {
                     return Self::key_conf(ctx, api, handle, TxnOutcome::Open, Vec::new());
                 }
-                txn.state = TxnState::RollingBack { waiting: parts.len(), error: None };
-                for p in parts {
+                for (n, i) in &waiting {
                     let sig = InternalSignal::LqhRollbackToReq { txn: t, savepoint: req.savepoint };
-                    ctx.send(self.lqh_ref(p), internal(sig));
+                    ctx.send(Self::lqh_at(*n, *i), internal(sig));
                 }
+                txn.state = TxnState::RollingBack { waiting, error: None };
             }
         }
     }
 
-    pub(super) fn on_rollback_to_conf(&mut self, t: TxnId, err: Option<NodeError>, ctx: &mut Ctx<'_, Signal>) {
+    pub(super) fn on_rollback_to_conf(
+        &mut self,
+        from: BlockRef,
+        t: TxnId,
+        err: Option<NodeError>,
+        ctx: &mut Ctx<'_, Signal>,
+    ) {
         let Some(txn) = self.txns.get_mut(&t) else {
             return;
         };
@@ -72,11 +85,11 @@ impl Tc {
             // failure): the abort's own replies finish the transaction.
             return;
         };
-        *waiting -= 1;
+        waiting.remove(&(from.node, from.instance));
         if error.is_none() {
             *error = err;
         }
-        if *waiting > 0 {
+        if !waiting.is_empty() {
             return;
         }
         if let Some(error) = error.take() {

@@ -145,6 +145,24 @@ impl Tc {
             Ok(p) => p,
             Err(e) => return fail(ctx, e),
         };
+        // Where each partition is read: its primary, or for a committed-read
+        // scan of a table that reads any replica (by a transaction that has
+        // written nothing yet) the replica on this node if there is one.
+        let locking = !req.standalone && spec.lock != LockMode::CommittedRead;
+        let wrote = !req.standalone
+            && self.by_handle.get(&(api.node, handle)).and_then(|t| self.txns.get(t)).is_some_and(|x| x.wrote);
+        let any_replica = !locking && def.options.reads_any_replica() && !wrote;
+        let mut nodes = Vec::with_capacity(parts.len());
+        for p in &parts {
+            let n = if any_replica { self.dist.read_node(&def, *p, self.node) } else { self.dist.primary(&def, *p) };
+            match n {
+                Some(n) => nodes.push(n),
+                None => {
+                    let e = NodeError::with(ErrorCode::PartitionUnavailable, format!("partition {p} of {}", def.name));
+                    return fail(ctx, e);
+                }
+            }
+        }
         let had_filter = spec.filter.is_some();
         spec.filter = drop_range_implied(&def, spec.index, spec.range.as_ref(), spec.filter.take());
         if had_filter && spec.filter.is_none() {
@@ -152,7 +170,6 @@ impl Tc {
         }
         // Only a locking scan belongs to the transaction; a committed-read scan
         // holds nothing to commit or abort.
-        let locking = !req.standalone && spec.lock != LockMode::CommittedRead;
         let txn = if locking {
             let t = match self.txn_for(api, handle, ctx.now_ns()) {
                 Ok(t) => t,
@@ -164,7 +181,8 @@ impl Tc {
                 let AbortReply::Tombstone(e) = std::mem::replace(reply, AbortReply::Silent) else { unreachable!() };
                 return fail(ctx, e);
             }
-            if matches!(x.state, TxnState::Committing { .. } | TxnState::Aborting { .. }) {
+            if matches!(x.state, TxnState::Committing { .. } | TxnState::Completing { .. } | TxnState::Aborting { .. })
+            {
                 return fail(ctx, NodeError::with(ErrorCode::MalformedSignal, "transaction is ending"));
             }
             x.last_active_ns = ctx.now_ns();
@@ -212,12 +230,15 @@ impl Tc {
         let spread = (2 * spec.batch_rows).div_ceil(parts.len().max(1) as u32);
         let floor = if ordered { spec.batch_rows.min(MIN_ORDERED_PART_ROWS) } else { 1 };
         let per_part = spread.max(floor).min(spec.batch_rows).min(scan.remaining.min(u32::MAX as u64) as u32).max(1);
-        for p in parts {
+        for (p, node) in parts.into_iter().zip(nodes) {
             let inst = lqh_instance(p, self.lqh_instances);
-            let lqh = self.lqh_ref(inst);
+            let lqh = BlockRef::new(node, norr_signals::block::LQH, inst);
             if let Some(t) = txn {
+                // A locking scan's row locks are released by the commit or
+                // abort that reaches this LQH (a one-node chain).
                 let x = self.txns.get_mut(&t).expect("txn");
-                x.participants.insert(inst);
+                x.nodes.insert((node, inst));
+                x.chains.insert(norr_signals::dist::Chain { instance: inst, nodes: [node].into_iter().collect() });
             }
             let done = scan.remaining == 0;
             if !done {
@@ -590,5 +611,22 @@ fn sift_down(heap: &mut [HeapEntry], mut i: usize, parts: &[PartScan], descendin
         }
         heap.swap(c, i);
         i = c;
+    }
+}
+
+impl Tc {
+    /// Scans reading a partition on a failed node fail (a locking scan's
+    /// transaction with them) with the temporary node-failure error.
+    pub(super) fn scans_node_fail(&mut self, failed: &[norr_kernel::NodeId], ctx: &mut Ctx<'_, Signal>) {
+        let hit: Vec<(ScanKey, PartitionId)> = self
+            .scans
+            .iter()
+            .filter_map(|(k, s)| s.parts.iter().find(|p| !p.done && failed.contains(&p.lqh.node)).map(|p| (*k, p.part)))
+            .collect();
+        for (key, part) in hit {
+            crate::probe!(self.counters, "tc: scan failed by a node failure");
+            let e = NodeError::with(ErrorCode::TxnNodeFailure, "a data node the scan read failed");
+            self.on_lqh_scan_ref(key, part, e, ctx);
+        }
     }
 }

@@ -111,7 +111,7 @@ pub fn call(f: Func, args: &[Value], mask: u64) -> Result<Value, SqlError> {
     let is_json = |i: usize| i < 64 && mask & (1 << i) != 0;
     match f {
         Func::JsonObject => {
-            if args.len() % 2 != 0 {
+            if !args.len().is_multiple_of(2) {
                 return Err(SqlError::new(
                     1582,
                     "42000",

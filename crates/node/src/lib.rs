@@ -1,0 +1,56 @@
+//! A cluster data node's blocks in one scheduler: TC and LQH instances,
+//! DICT, DIH (and QMGR once the membership block is in), wired so that DIH
+//! publishes the distribution to TC, LQH and DICT.
+//!
+//! The host adds its own blocks on top (`block::HOST`, `block::FS`,
+//! `block::MGM`) and starts the node; the production runtime and the
+//! simulator both build nodes here, so they run the same wiring.
+//!
+//! `testkit` runs several such nodes in one thread with a deterministic
+//! network, for tests of the cluster protocols.
+
+pub mod testkit;
+
+use norr_kernel::{BlockRef, NodeId, Scheduler};
+use norr_knobs::Knobs;
+use norr_signals::{block, Signal};
+
+/// What a data node needs to know of its cluster to build its blocks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topology {
+    /// This node's id.
+    pub node: NodeId,
+    /// Every data node, in node groups of `replicas` (configuration order).
+    pub node_groups: Vec<Vec<NodeId>>,
+}
+
+impl Topology {
+    /// One data node on its own.
+    pub fn single(node: NodeId) -> Topology {
+        Topology { node, node_groups: vec![vec![node]] }
+    }
+}
+
+/// The blocks of the node that hear of every membership change (QMGR's
+/// subscribers), in the order they hear it: DIH first (it publishes the new
+/// distribution), then TC, LQH and DICT.
+pub fn membership_subscribers(node: NodeId, knobs: &Knobs) -> Vec<BlockRef> {
+    let mut v = vec![BlockRef::new(node, block::DIH, 0)];
+    v.extend((0..knobs.tc_instances.max(1)).map(|i| BlockRef::new(node, block::TC, i)));
+    v.extend((0..norr_txn::LQH_INSTANCES).map(|i| BlockRef::new(node, block::LQH, i)));
+    v.push(BlockRef::new(node, block::DICT, 0));
+    v
+}
+
+/// A cluster data node's scheduler with TC, LQH, DICT and DIH.
+pub fn build_cluster_node(topo: &Topology, knobs: &Knobs) -> Scheduler<Signal> {
+    let node = topo.node;
+    let mut s = norr_txn::build_data_node(node, knobs);
+    let mut dist_subscribers: Vec<BlockRef> =
+        (0..knobs.tc_instances.max(1)).map(|i| BlockRef::new(node, block::TC, i)).collect();
+    dist_subscribers.extend((0..norr_txn::LQH_INSTANCES).map(|i| BlockRef::new(node, block::LQH, i)));
+    dist_subscribers.push(BlockRef::new(node, block::DICT, 0));
+    let dih = norr_cluster::Dih::new(node, topo.node_groups.clone(), norr_txn::LQH_INSTANCES, dist_subscribers, knobs);
+    s.add_block(block::DIH, 0, Box::new(dih));
+    s
+}

@@ -1,0 +1,243 @@
+//! Replication, failure handling, take-over and node restart across data
+//! nodes, with the deterministic multi-node kit (membership told directly).
+
+use norr_kernel::{BlockRef, NodeId};
+use norr_knobs::Knobs;
+use norr_node::testkit::ClusterKit;
+use norr_signals::internal::InternalSignal;
+use norr_signals::{
+    block, ColumnType, DictConf, DictOp, DictReq, DictResult, ExecType, KeyOp, OpResult, Signal, TableDef, TcKeyConf,
+    TcKeyReq, TxnOutcome, Value,
+};
+
+const API: NodeId = 100;
+
+fn int() -> ColumnType {
+    ColumnType::BigInt { unsigned: false }
+}
+
+fn create_table(kit: &mut ClusterKit, via: NodeId, name: &str, partitions: u32) -> TableDef {
+    let def = norr_txn::testkit::table_def(name, partitions, &[("v", int())]);
+    let req = DictReq { req_id: 7, op: DictOp::CreateTable(def) };
+    match kit.ask(BlockRef::new(via, block::DICT, 0), Signal::DictReq(Box::new(req))) {
+        Some(Signal::DictConf(c)) => match c.result {
+            DictResult::Table(t) => t,
+            other => panic!("create table answered {other:?}"),
+        },
+        other => panic!("create table answered {other:?}"),
+    }
+}
+
+/// Run one transaction batch through TC instance 0 of `via`; the answer.
+fn txn(kit: &mut ClusterKit, via: NodeId, handle: u64, ops: Vec<KeyOp>, exec: ExecType) -> Signal {
+    let req = TcKeyReq { txn: handle, exec, ops };
+    kit.send_from_api(API, BlockRef::new(via, block::TC, 0), Signal::TcKeyReq(Box::new(req)));
+    kit.run();
+    let mut got = kit.take_inbox(API);
+    assert_eq!(got.len(), 1, "one answer to one request: {got:?}");
+    got.pop().expect("answer")
+}
+
+fn committed(sig: Signal) -> TcKeyConf {
+    match sig {
+        Signal::TcKeyConf(c) if c.outcome == TxnOutcome::Committed => *c,
+        other => panic!("expected a commit, got {other:?}"),
+    }
+}
+
+fn read(kit: &mut ClusterKit, via: NodeId, t: &TableDef, k: i64) -> Option<i64> {
+    let h = kit.handle();
+    let c = committed(txn(
+        kit,
+        via,
+        h,
+        vec![KeyOp { abort_on_error: false, ..KeyOp::read(t.id, vec![Value::Int(k)]) }],
+        ExecType::Commit,
+    ));
+    match &c.results[0] {
+        OpResult::Ok(Some(row)) => match row[1] {
+            Value::Int(v) => Some(v),
+            ref other => panic!("value {other:?}"),
+        },
+        OpResult::Err(e) if e.code == norr_signals::ErrorCode::NoSuchRow => None,
+        other => panic!("read {other:?}"),
+    }
+}
+
+fn put(kit: &mut ClusterKit, via: NodeId, t: &TableDef, k: i64, v: i64) -> TcKeyConf {
+    let h = kit.handle();
+    committed(txn(
+        kit,
+        via,
+        h,
+        vec![KeyOp::write(t.id, vec![Value::Int(k)], vec![(1, Value::Int(v))])],
+        ExecType::Commit,
+    ))
+}
+
+/// (rows, checksum) of every partition of `t` on node `n`.
+fn checksums(kit: &mut ClusterKit, n: NodeId, t: &TableDef) -> Vec<(u64, u64)> {
+    (0..t.partitions)
+        .map(|part| {
+            let req = InternalSignal::FragChecksumReq { req: part as u64, table: t.id, part };
+            match kit.internal_ask(BlockRef::new(n, block::LQH, 0), req) {
+                Some(InternalSignal::FragChecksumConf { rows, checksum, .. }) => (rows, checksum),
+                other => panic!("checksum answered {other:?}"),
+            }
+        })
+        .collect()
+}
+
+fn knobs() -> Knobs {
+    Knobs { lock_wait_timeout_ms: 500, ..Knobs::default() }
+}
+
+#[test]
+fn every_write_reaches_every_replica() {
+    let mut kit = ClusterKit::start(vec![vec![1, 2]], knobs(), 11);
+    // DDL through the non-master node is passed on to the master.
+    let t = create_table(&mut kit, 2, "t", 4);
+    for k in 0..100 {
+        put(&mut kit, 1 + (k % 2) as NodeId, &t, k, k * 10);
+    }
+    let a = checksums(&mut kit, 1, &t);
+    let b = checksums(&mut kit, 2, &t);
+    assert_eq!(a, b, "replicas differ");
+    assert_eq!(a.iter().map(|x| x.0).sum::<u64>(), 100);
+    // Every partition's primary holds it, and so does its backup: both
+    // nodes are primary for half the partitions (balanced).
+    for k in [0, 17, 99] {
+        assert_eq!(read(&mut kit, 2, &t, k), Some(k * 10));
+        assert_eq!(read(&mut kit, 1, &t, k), Some(k * 10));
+    }
+    // Commits carry the GCI (1 with no checkpoint running).
+    assert_eq!(put(&mut kit, 1, &t, 5, 1).gci, 1);
+}
+
+#[test]
+fn writes_go_on_when_a_node_fails() {
+    let mut kit = ClusterKit::start(vec![vec![1, 2], vec![3, 4]], knobs(), 5);
+    let t = create_table(&mut kit, 1, "t", 8);
+    for k in 0..200 {
+        put(&mut kit, 1 + (k % 4) as NodeId, &t, k, k);
+    }
+    kit.fail_nodes(&[2]);
+    for k in 0..200 {
+        assert_eq!(read(&mut kit, 1, &t, k), Some(k), "row {k} after node 2 failed");
+        put(&mut kit, [1, 3, 4][(k % 3) as usize], &t, k, k + 1000);
+    }
+    // Nodes 3 and 4 hold the same; node 1 holds what node 2 held.
+    assert_eq!(checksums(&mut kit, 3, &t), checksums(&mut kit, 4, &t));
+    let total: u64 = [1, 3].iter().map(|n| checksums(&mut kit, *n, &t).iter().map(|x| x.0).sum::<u64>()).sum();
+    assert_eq!(total, 200, "node 1 and node 3 together hold every row once (each partition in one node group)");
+}
+
+#[test]
+fn a_committed_transaction_of_a_failed_coordinator_is_finished_by_the_takeover() {
+    let mut kit = ClusterKit::start(vec![vec![1, 2]], knobs(), 3);
+    let t = create_table(&mut kit, 1, "t", 4);
+    put(&mut kit, 1, &t, 7, 70);
+    // Prepared on both replicas, then nothing from node 1 reaches node 2
+    // any more: the commit's confirmation to TC on node 2 (or node 1's
+    // forward of the commit) is lost; then node 2 dies.
+    let h = kit.handle();
+    let ops = vec![KeyOp::write(t.id, vec![Value::Int(7)], vec![(1, Value::Int(71))])];
+    match txn(&mut kit, 2, h, ops, ExecType::NoCommit) {
+        Signal::TcKeyConf(c) => assert_eq!(c.outcome, TxnOutcome::Open),
+        other => panic!("{other:?}"),
+    }
+    kit.set_cut(1, 2, true);
+    let req = TcKeyReq { txn: h, exec: ExecType::Commit, ops: vec![] };
+    kit.send_from_api(API, BlockRef::new(2, block::TC, 0), Signal::TcKeyReq(Box::new(req)));
+    kit.run();
+    assert!(kit.take_inbox(API).is_empty(), "the coordinator cannot have answered");
+    kit.fail_nodes(&[2]);
+    let got = kit.take_inbox(API);
+    assert_eq!(got.len(), 1, "{got:?}");
+    match &got[0] {
+        Signal::TcKeyFailConf(c) => {
+            assert_eq!(c.txn, h);
+            assert_eq!(c.outcome, TxnOutcome::Committed, "a replica committed it");
+        }
+        other => panic!("expected TC_KEY_FAILCONF, got {other:?}"),
+    }
+    assert_eq!(read(&mut kit, 1, &t, 7), Some(71));
+    // The take-over told QMGR the failed node may join again.
+    let nf = kit.host_signals(1).iter().any(|e| {
+        matches!(&e.signal, Signal::Cluster(c) if matches!(**c, norr_signals::cluster::ClusterSignal::NfCompleteRep { node: 2 }))
+    });
+    assert!(nf, "no NF_COMPLETEREP for node 2");
+}
+
+#[test]
+fn an_uncommitted_transaction_of_a_failed_coordinator_is_rolled_back() {
+    let mut kit = ClusterKit::start(vec![vec![1, 2]], knobs(), 4);
+    let t = create_table(&mut kit, 1, "t", 4);
+    put(&mut kit, 1, &t, 9, 90);
+    // The prepared transaction stays open (NoCommit); its coordinator dies.
+    let h = kit.handle();
+    let ops = vec![KeyOp::write(t.id, vec![Value::Int(9)], vec![(1, Value::Int(91))])];
+    match txn(&mut kit, 2, h, ops, ExecType::NoCommit) {
+        Signal::TcKeyConf(c) => assert_eq!(c.outcome, TxnOutcome::Open),
+        other => panic!("{other:?}"),
+    }
+    kit.fail_nodes(&[2]);
+    let got = kit.take_inbox(API);
+    match &got[..] {
+        [Signal::TcKeyFailConf(c)] => assert_eq!(c.outcome, TxnOutcome::RolledBack),
+        other => panic!("expected one TC_KEY_FAILCONF, got {other:?}"),
+    }
+    // Its locks are gone: the row can be written and reads the old value.
+    assert_eq!(read(&mut kit, 1, &t, 9), Some(90));
+    put(&mut kit, 1, &t, 9, 92);
+    assert_eq!(read(&mut kit, 1, &t, 9), Some(92));
+}
+
+#[test]
+fn a_restarted_node_copies_its_partitions_and_takes_writes_meanwhile() {
+    let mut kit = ClusterKit::start(vec![vec![1, 2]], knobs(), 9);
+    let t = create_table(&mut kit, 1, "t", 4);
+    for k in 0..300 {
+        put(&mut kit, 1 + (k % 2) as NodeId, &t, k, k);
+    }
+    kit.fail_nodes(&[2]);
+    for k in 0..300 {
+        put(&mut kit, 1, &t, k, k * 2);
+    }
+    kit.restart(2);
+    // More writes while (and after) it starts.
+    for k in (0..300).step_by(7) {
+        put(&mut kit, 1, &t, k, k * 3);
+    }
+    kit.advance(2_000_000_000);
+    assert_eq!(checksums(&mut kit, 1, &t), checksums(&mut kit, 2, &t), "the restarted replica differs");
+    for k in [0, 7, 8, 299] {
+        let want = if k % 7 == 0 { k * 3 } else { k * 2 };
+        assert_eq!(read(&mut kit, 2, &t, k), Some(want));
+    }
+    // Node 2 is primary for its share again.
+    let put_via_2 = put(&mut kit, 2, &t, 1, 5);
+    assert_eq!(put_via_2.outcome, TxnOutcome::Committed);
+    assert_eq!(checksums(&mut kit, 1, &t), checksums(&mut kit, 2, &t));
+}
+
+#[test]
+fn ddl_reaches_every_node_and_a_joining_node_gets_the_schema() {
+    let mut kit = ClusterKit::start(vec![vec![1, 2]], knobs(), 1);
+    let t = create_table(&mut kit, 2, "a", 2);
+    kit.fail_nodes(&[2]);
+    let u = create_table(&mut kit, 1, "b", 2);
+    kit.restart(2);
+    kit.advance(1_000_000_000);
+    put(&mut kit, 2, &t, 1, 1);
+    put(&mut kit, 2, &u, 1, 1);
+    assert_eq!(checksums(&mut kit, 1, &u), checksums(&mut kit, 2, &u));
+    let req = DictReq { req_id: 3, op: DictOp::ListTables };
+    match kit.ask(BlockRef::new(2, block::DICT, 0), Signal::DictReq(Box::new(req))) {
+        Some(Signal::DictConf(c)) => {
+            let DictConf { result: DictResult::Tables(ts), .. } = *c else { panic!("tables") };
+            assert_eq!(ts.len(), 2);
+        }
+        other => panic!("{other:?}"),
+    }
+}

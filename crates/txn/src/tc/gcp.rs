@@ -1,0 +1,71 @@
+//! TC's part of the global checkpoint (see `norr_signals::ckpt`): the
+//! commit barrier and the report that a GCI's transactions are all
+//! committed.
+//!
+//! GCP_PREPARE raises the barrier: commit decisions wait in `commit_queue`
+//! (the transaction is in Committing with nothing sent). GCP_COMMIT switches
+//! to the new GCI and lets them through, tagged with it. Then, as soon as no
+//! transaction tagged with the old GCI or lower is still in its commit phase
+//! (waiting for a primary's confirmation), TC tells the master; the REDO of
+//! that GCI is then complete in every LQH's log buffer.
+
+use super::{Tc, TxnState};
+use norr_kernel::{BlockRef, Ctx, Priority};
+use norr_signals::ckpt::CkptSignal;
+use norr_signals::Signal;
+
+impl Tc {
+    pub(super) fn on_ckpt(&mut self, from: BlockRef, sig: CkptSignal, ctx: &mut Ctx<'_, Signal>) {
+        match sig {
+            CkptSignal::GcpPrepareReq { gci } => {
+                assert!(gci > self.gci, "GCP prepare of {gci} while at {}", self.gci);
+                self.gcp_blocked = true;
+                let conf = CkptSignal::GcpPrepareConf { gci };
+                ctx.send_prio(from, Signal::Ckpt(Box::new(conf)), Priority::A);
+            }
+            CkptSignal::GcpCommitReq { gci } => {
+                assert!(gci > self.gci, "GCP commit of {gci} while at {}", self.gci);
+                let old = self.gci;
+                self.gci = gci;
+                self.gcp_blocked = false;
+                self.counters.bump("tc: gcp switches");
+                // Answered once nothing of `old` or lower is committing.
+                self.gcp_finish_wanted = Some((old, from));
+                let queued: Vec<_> = self.commit_queue.drain(..).collect();
+                for t in queued {
+                    let waiting = matches!(&self.txns.get(&t).map(|x| &x.state),
+                        Some(TxnState::Committing { waiting, .. }) if waiting.is_empty());
+                    if waiting {
+                        self.commit_decided(t, ctx);
+                    }
+                }
+                self.check_gcp_finished(ctx);
+            }
+            other => {
+                crate::probe!(self.counters, "tc: unexpected checkpoint signal");
+                debug_assert!(false, "TC got unexpected {other:?}");
+            }
+        }
+    }
+
+    /// A transaction tagged `gci` left its commit phase.
+    pub(super) fn commit_phase_over(&mut self, gci: u64, ctx: &mut Ctx<'_, Signal>) {
+        let n = self.committing.get_mut(&gci).expect("a committing transaction is counted");
+        *n -= 1;
+        if *n == 0 {
+            self.committing.remove(&gci);
+        }
+        self.check_gcp_finished(ctx);
+    }
+
+    fn check_gcp_finished(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        let Some((gci, master)) = self.gcp_finish_wanted else {
+            return;
+        };
+        if self.committing.range(..=gci).next().is_some() {
+            return;
+        }
+        self.gcp_finish_wanted = None;
+        ctx.send_prio(master, Signal::Ckpt(Box::new(CkptSignal::GcpTcFinishedRep { gci })), Priority::A);
+    }
+}
