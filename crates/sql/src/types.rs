@@ -112,6 +112,10 @@ impl ColumnMeta {
 pub enum QueryOutput {
     Rows { columns: Arc<[ColumnMeta]>, rows: Vec<Vec<Value>> },
     Ok { affected_rows: u64, last_insert_id: u64, info: String },
+    /// A result set whose columns and rows went to the client while the
+    /// statement ran (`engine::stream`); `rows` of them. The protocol layer
+    /// ends the result.
+    Streamed { rows: u64 },
 }
 
 impl QueryOutput {
@@ -218,6 +222,10 @@ pub struct Session {
     pub max_rows_per_txn: u64,
     /// Most bytes of rows one statement may hold (`engine::memory`; 0: no limit).
     pub max_statement_memory: u64,
+    /// Where a top-level SELECT may stream its rows (`engine::stream`): set
+    /// by the protocol layer, None for statements whose results are built
+    /// whole (and while a query of several statements runs).
+    pub result_sink: Option<crate::engine::stream::ResultSink>,
 }
 
 impl Session {
@@ -248,6 +256,7 @@ impl Session {
             load_job: None,
             max_rows_per_txn: crate::engine::DEFAULT_MAX_ROWS_PER_TXN,
             max_statement_memory: crate::engine::memory::DEFAULT_MAX_STATEMENT_MEMORY_BYTES,
+            result_sink: None,
         }
     }
 }

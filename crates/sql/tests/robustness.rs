@@ -29,6 +29,7 @@ fn setup_with(
         node_id: 1,
         listen: "127.0.0.1:0".parse().expect("addr"),
         knobs,
+        cluster: None,
     })
     .expect("data node starts");
     let addr = node.local_addr().to_string();

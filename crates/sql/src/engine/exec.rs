@@ -185,6 +185,28 @@ pub async fn run_compiled(
     c: &Compiled,
     params: &[Value],
 ) -> Result<Vec<Row>, SqlError> {
+    match run_compiled_to(engine, session, c, params, None).await? {
+        Produced::Rows(rows) => Ok(rows),
+        Produced::Streamed(_) => Err(SqlError::internal("a result streamed without a sink")),
+    }
+}
+
+/// What a top-level SELECT produced: its rows, or how many it sent to the
+/// client as it went (`stream`).
+pub enum Produced {
+    Rows(Vec<Row>),
+    Streamed(u64),
+}
+
+/// `run_compiled`, streaming the rows to `sink` when there is one and the
+/// plan allows (`stream::streamable`).
+pub async fn run_compiled_to(
+    engine: &Engine,
+    session: &mut Session,
+    c: &Compiled,
+    params: &[Value],
+    sink: Option<&crate::engine::stream::ResultSink>,
+) -> Result<Produced, SqlError> {
     if params.len() < c.param_count {
         return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
     }
@@ -199,14 +221,14 @@ pub async fn run_compiled(
         let res = match session.txn.as_mut() {
             Some(t) => {
                 let mut rd = Reader::Txn(t);
-                run_with_subs(&mut rd, c, &mut ctx).await
+                run_root(&mut rd, c, &mut ctx, sink).await
             }
             None => Err(SqlError::internal("no transaction")),
         };
         txn_control::end_statement(engine, session, res).await
     } else {
         let mut rd = Reader::Standalone(engine.client());
-        run_with_subs(&mut rd, c, &mut ctx).await
+        run_root(&mut rd, c, &mut ctx, sink).await
     };
     session.warnings = std::mem::take(&mut ctx.warnings.list);
     if let Some(id) = ctx.set_last_insert_id {
@@ -215,8 +237,39 @@ pub async fn run_compiled(
     res
 }
 
+/// The statement's root, streamed when it can be.
+async fn run_root(
+    rd: &mut Reader<'_>,
+    c: &Compiled,
+    ctx: &mut EvalCtx<'_>,
+    sink: Option<&crate::engine::stream::ResultSink>,
+) -> Result<Produced, SqlError> {
+    if let Some(sink) = sink {
+        if let Some((p, t)) = crate::engine::stream::streamable(c) {
+            // Boxed: the streaming future stays out of the common path's.
+            return Box::pin(async {
+                run_subs(rd, c, ctx).await?;
+                crate::engine::stream::run(rd, c, p, t, ctx, sink).await.map(Produced::Streamed)
+            })
+            .await;
+        }
+    }
+    run_with_subs(rd, c, ctx).await.map(Produced::Rows)
+}
+
 /// Run the uncorrelated subqueries, then the root.
 pub async fn run_with_subs(rd: &mut Reader<'_>, c: &Compiled, ctx: &mut EvalCtx<'_>) -> Result<Vec<Row>, SqlError> {
+    run_subs(rd, c, ctx).await?;
+    match &c.root {
+        // Not through `run_node`: its boxed future (needed where queries
+        // nest) cost an allocation and a copy of the future per statement.
+        QueryNode::Select(p) => run_select(rd, c, p, ctx).await,
+        n => run_node(rd, c, n, ctx).await,
+    }
+}
+
+/// Run the uncorrelated subqueries (their results go to `ctx.subs`).
+pub(crate) async fn run_subs(rd: &mut Reader<'_>, c: &Compiled, ctx: &mut EvalCtx<'_>) -> Result<(), SqlError> {
     if !c.subs.is_empty() || !ctx.subs.is_empty() {
         ctx.subs = vec![SubResult::NotRun; c.subs.len()];
     }
@@ -226,12 +279,7 @@ pub async fn run_with_subs(rd: &mut Reader<'_>, c: &Compiled, ctx: &mut EvalCtx<
             ctx.subs[i] = r;
         }
     }
-    match &c.root {
-        // Not through `run_node`: its boxed future (needed where queries
-        // nest) cost an allocation and a copy of the future per statement.
-        QueryNode::Select(p) => run_select(rd, c, p, ctx).await,
-        n => run_node(rd, c, n, ctx).await,
-    }
+    Ok(())
 }
 
 fn run_sub<'a>(rd: &'a mut Reader<'_>, c: &'a Compiled, i: usize, ctx: &'a mut EvalCtx<'_>) -> BoxFut<'a, SubResult> {
@@ -624,7 +672,7 @@ fn read_op(t: &TableAccess, lock: RowLock, key: KeyAccess, partition: Option<Par
 /// was not fetched), unless the plan uses the rows as fetched
 /// (`row_layout`). `needed` is strictly increasing (sorted and deduplicated
 /// by the planner), so one pass fills the row front to back.
-fn widen(t: &TableAccess, mut r: Vec<Value>) -> Row {
+pub(crate) fn widen(t: &TableAccess, mut r: Vec<Value>) -> Row {
     if t.compact_local.is_some() {
         // Joined rows place the next source right after this one's columns.
         if r.len() != t.needed.len() {
@@ -889,6 +937,41 @@ pub async fn fetch_table_with(
         out.push(r);
     }
     Ok(out)
+}
+
+/// Opens the scan of a table access that is no key read (see
+/// `fetch_table_with`) for a caller that takes its rows batch by batch
+/// (`stream`): the stream, and the local conjuncts its range decides exactly
+/// (bit i: conjunct i; past the 64th always checked). None: provably no rows.
+pub(crate) async fn open_table_scan(
+    rd: &mut Reader<'_>,
+    t: &TableAccess,
+    ctx: &mut EvalCtx<'_>,
+    limit: Option<u64>,
+    ordered: bool,
+) -> Result<Option<(norr_client::ScanStream, u64)>, SqlError> {
+    let def = &t.table.def;
+    let resolved;
+    let access = match &t.access {
+        Access::PkRange { low, high } => match plan::resolve_pk_range(def, low, high, ctx)? {
+            plan::PkRangeRun::Scan(a) => {
+                resolved = a;
+                &resolved
+            }
+            plan::PkRangeRun::Keys(_) => return Err(SqlError::internal("a key read opened as a scan")),
+        },
+        Access::PkLookup { .. } | Access::UniqueLookup { .. } => &Access::FullScan,
+        a => a,
+    };
+    let Some((spec, skip)) = scan_spec_via(t, t.lock, access, ctx, limit, ordered)? else {
+        return Ok(None);
+    };
+    let mut implied = 0u64;
+    for (i, _) in skip.iter().enumerate().take(64).filter(|(_, s)| **s) {
+        implied |= 1 << i;
+    }
+    let scan = rd.scan(spec).await.map_err(|e| error_map::from_client(e, &table_err(def)))?;
+    Ok(Some((scan, implied)))
 }
 
 pub(crate) fn concat(a: &[Value], b: &[Value]) -> Row {
@@ -1301,7 +1384,7 @@ async fn run_select(
 /// Whether a select list is made only of plain, pairwise distinct column
 /// references (checked in place: a list of their offsets was an allocation
 /// per statement).
-fn plain_distinct_cols(proj: &[CExpr]) -> bool {
+pub(crate) fn plain_distinct_cols(proj: &[CExpr]) -> bool {
     proj.iter().enumerate().all(|(k, e)| match e {
         CExpr::Col(i) => !proj[..k].iter().any(|p| matches!(p, CExpr::Col(j) if j == i)),
         _ => false,

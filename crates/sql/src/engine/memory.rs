@@ -83,6 +83,59 @@ impl Drop for StatementMemory {
     }
 }
 
+impl StatementMemory {
+    /// Charges a batch of result rows on its way to the client (a streamed
+    /// result, `engine::stream`): held until the batch is written, then
+    /// returned by the guard's drop, wherever that happens (the connection's
+    /// writer, or a channel dropped with its connection). Counted against
+    /// the statement's limit together with what the statement holds, and
+    /// against the process's; error 1041 when either would be passed.
+    pub fn in_flight(&self, bytes: u64) -> Result<InFlight, SqlError> {
+        let mine = self.used.load(Ordering::Relaxed).saturating_add(bytes);
+        if self.limit > 0 && mine > self.limit {
+            return Err(out_of_memory(&format!(
+                "a batch of the result would take the statement to {mine} bytes of rows, more than \
+                 --max-statement-memory ({} bytes)",
+                self.limit
+            )));
+        }
+        let before = PROCESS_USED_BYTES.fetch_add(bytes, Ordering::Relaxed);
+        let limit = PROCESS_LIMIT_BYTES.load(Ordering::Relaxed);
+        if limit > 0 && before.saturating_add(bytes) > limit {
+            PROCESS_USED_BYTES.fetch_sub(bytes, Ordering::Relaxed);
+            return Err(out_of_memory(&format!(
+                "the SQL node's statements would hold {} bytes of rows, more than --max-memory ({limit} bytes)",
+                before.saturating_add(bytes)
+            )));
+        }
+        RESULT_IN_FLIGHT_BYTES.fetch_add(bytes, Ordering::Relaxed);
+        Ok(InFlight { bytes })
+    }
+}
+
+/// Bytes of streamed result rows between the data nodes and the clients'
+/// sockets now (SHOW GLOBAL STATUS: Norr_result_bytes_in_flight).
+static RESULT_IN_FLIGHT_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Bytes of streamed result rows not yet written to their clients.
+pub fn result_bytes_in_flight() -> u64 {
+    RESULT_IN_FLIGHT_BYTES.load(Ordering::Relaxed)
+}
+
+/// A batch of result rows charged to the process (`StatementMemory::in_flight`);
+/// the charge is returned when this is dropped.
+#[derive(Debug)]
+pub struct InFlight {
+    bytes: u64,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        PROCESS_USED_BYTES.fetch_sub(self.bytes, Ordering::Relaxed);
+        RESULT_IN_FLIGHT_BYTES.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
 /// MySQL's ER_OUTOFMEMORY (1041, HY001), saying which limit and what to do.
 pub fn out_of_memory(what: &str) -> SqlError {
     SqlError::new(

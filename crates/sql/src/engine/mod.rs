@@ -74,6 +74,7 @@ pub mod select_into;
 pub mod sort_keys;
 pub mod sort_prefix;
 pub mod sql_prepare;
+pub mod stream;
 pub mod window;
 
 use crate::types::{ColumnMeta, QueryOutput, Session, SqlError, Warning, WarningLevel};
@@ -591,6 +592,9 @@ impl Engine {
             return vec![Err(error_map::parse_error_near(&second))];
         }
         let n_stmts = stmts.len();
+        // The results of several statements are sent in order after they
+        // all ran: none of them may stream its rows ahead of the others.
+        let sink = if n_stmts > 1 { s.result_sink.take() } else { None };
         let mut out = Vec::with_capacity(n_stmts);
         let text: Arc<str> = Arc::from(sql);
         s.entry.begin(crate::session_registry::Command::Query, Some(&text), s.current_db.as_ref());
@@ -622,6 +626,9 @@ impl Engine {
             }
         }
         s.entry.end();
+        if sink.is_some() {
+            s.result_sink = sink;
+        }
         out
     }
 
@@ -790,7 +797,7 @@ impl Engine {
         }
         self.status.com_select.fetch_add(1, Ordering::Relaxed);
         let mut r = if c.views.is_empty() {
-            query::execute_prepared_query(self, s, &c, &params).await
+            query::execute_prepared_query_to_client(self, s, &c, &params).await
         } else {
             // Boxed: the check's future stays out of the common path's.
             Box::pin(self.execute_over_views(s, p, q, c, &params)).await
@@ -807,7 +814,7 @@ impl Engine {
             r = match query::prepare_query(self, s, q).await {
                 Ok(c2) => {
                     p.set_compiled(c2.clone());
-                    query::execute_prepared_query(self, s, &c2, &params).await
+                    query::execute_prepared_query_to_client(self, s, &c2, &params).await
                 }
                 Err(e2) => Err(e2),
             };
@@ -840,7 +847,7 @@ impl Engine {
             p.set_compiled(fresh.clone());
             fresh
         };
-        query::execute_prepared_query(self, s, &c, params).await
+        query::execute_prepared_query_to_client(self, s, &c, params).await
     }
 
     /// COM_FIELD_LIST.
@@ -937,6 +944,10 @@ impl Engine {
             ("Com_select".into(), g(&st.com_select)),
             ("Com_update".into(), g(&st.com_update)),
             ("Connections".into(), g(&st.connections)),
+            // Rows statements hold in this SQL node (`memory`), and the part
+            // of them on their way to clients (`stream`).
+            ("Norr_result_bytes_in_flight".into(), memory::result_bytes_in_flight().to_string()),
+            ("Norr_statement_memory_bytes".into(), memory::process_used().to_string()),
             ("Queries".into(), g(&st.questions)),
             ("Questions".into(), g(&st.questions)),
             ("Ssl_cipher".into(), String::new()),
@@ -1171,7 +1182,7 @@ impl Engine {
                 if found_rows::calc_requested(q) {
                     return found_rows::execute_calc(self, s, q, params).await;
                 }
-                query::execute_query(self, s, q, params).await
+                query::execute_query_to_client(self, s, q, params).await
             }
             Statement::Insert(_) => {
                 self.status.com_insert.fetch_add(1, Ordering::Relaxed);
@@ -1367,7 +1378,7 @@ impl Engine {
             QueryOutput::Rows { rows, .. } => {
                 Ok(rows.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or(Value::Null))
             }
-            QueryOutput::Ok { .. } => Ok(Value::Null),
+            QueryOutput::Ok { .. } | QueryOutput::Streamed { .. } => Ok(Value::Null),
         }
     }
 

@@ -1778,6 +1778,38 @@ pub async fn execute_prepared_query(
     Ok(QueryOutput::Rows { columns: c.shared_columns(), rows })
 }
 
+/// `execute_prepared_query` for a statement whose result goes to the
+/// client: streamed through the session's result sink when the plan allows
+/// (`stream`), which leaves `QueryOutput::Streamed`.
+pub async fn execute_prepared_query_to_client(
+    engine: &Engine,
+    session: &mut Session,
+    c: &Compiled,
+    params: &[Value],
+) -> Result<QueryOutput, SqlError> {
+    // Taken for the statement: nothing it runs inside may use it.
+    let Some(sink) = session.result_sink.take() else {
+        return execute_prepared_query(engine, session, c, params).await;
+    };
+    let r = exec::run_compiled_to(engine, session, c, params, Some(&sink)).await;
+    session.result_sink = Some(sink);
+    Ok(match r? {
+        exec::Produced::Rows(rows) => QueryOutput::Rows { columns: c.shared_columns(), rows },
+        exec::Produced::Streamed(rows) => QueryOutput::Streamed { rows },
+    })
+}
+
+/// `execute_query` for a statement whose result goes to the client.
+pub async fn execute_query_to_client(
+    engine: &Engine,
+    session: &mut Session,
+    q: &Query,
+    params: &[Value],
+) -> Result<QueryOutput, SqlError> {
+    let c = prepare_query(engine, session, q).await?;
+    execute_prepared_query_to_client(engine, session, &c, params).await
+}
+
 /// The dispatcher's entry point for SELECT / UNION / VALUES queries.
 pub async fn execute_query(
     engine: &Engine,

@@ -133,6 +133,20 @@ impl<R: AsyncRead + Unpin> PacketReader<R> {
     }
 }
 
+impl<R: tokio::io::AsyncBufRead + Unpin> PacketReader<R> {
+    /// Watches the connection between commands, while a statement runs:
+    /// true once the client has closed it (or it failed), false as soon as
+    /// the client sends something (a pipelined command, left in the buffer
+    /// for `read_packet_into`). Cancel-safe: whatever arrives stays buffered.
+    pub async fn peer_closed(&mut self) -> bool {
+        use tokio::io::AsyncBufReadExt;
+        match self.inner.fill_buf().await {
+            Ok(b) => b.is_empty(),
+            Err(_) => true,
+        }
+    }
+}
+
 /// `f`, or None if `limit` passes first (no limit: `f`).
 async fn with_timeout<T>(limit: Option<std::time::Duration>, f: impl std::future::Future<Output = T>) -> Option<T> {
     match limit {
