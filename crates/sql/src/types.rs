@@ -108,13 +108,12 @@ impl ColumnMeta {
 /// `columns` is shared: a prepared statement hands out its plan's list on
 /// every execute instead of a copy (a copy cost ~600 instructions per point
 /// select), and the protocol layer recognises the list it last sent by pointer.
+/// `Streamed`: a result set whose columns and `rows` rows went to the client
+/// while the statement ran (`engine::stream`); the protocol layer ends it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum QueryOutput {
     Rows { columns: Arc<[ColumnMeta]>, rows: Vec<Vec<Value>> },
     Ok { affected_rows: u64, last_insert_id: u64, info: String },
-    /// A result set whose columns and rows went to the client while the
-    /// statement ran (`engine::stream`); `rows` of them. The protocol layer
-    /// ends the result.
     Streamed { rows: u64 },
 }
 

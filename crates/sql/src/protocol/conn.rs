@@ -12,9 +12,9 @@ use super::codec::{self, status, Reader};
 use super::packet::{PacketError, PacketReader, PacketWriter};
 use super::params::{self, ParamType};
 use super::value;
+use crate::engine::stream::{ResultPart, ResultReceiver, ResultSink};
 use crate::server::{Backend, PreparedInfo, ServerState};
 use crate::session_registry::Kill;
-use crate::engine::stream::{ResultPart, ResultReceiver, ResultSink};
 use crate::session_registry::SessionEntry;
 use crate::types::{ColumnMeta, QueryOutput, Session, SqlError};
 use mysql_common::constants::CapabilityFlags as C;
@@ -923,7 +923,6 @@ struct StreamFormat {
 /// its side while the statement runs has the session killed (KILL
 /// CONNECTION), which stops any statement at its next check, streamed or
 /// not. Returns the statement's output, and the error of a failed write.
-#[allow(clippy::too_many_arguments)]
 async fn run_streaming<T>(
     exec: impl std::future::Future<Output = T>,
     wr: &mut PacketWriter<ClientWrite>,
