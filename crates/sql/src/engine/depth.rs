@@ -122,9 +122,33 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>, SqlError> {
         .tokenize_with_location()
         .map_err(|e| syntax_error(ParserError::from(e)))?;
     let est = token_depth(tokens.iter().map(|t| &t.token));
+    let div = longest_div_run(tokens.iter().map(|t| &t.token));
+    if div > MAX_EXPR_DEPTH {
+        // sqlparser's MySQL dialect copies the left operand at each `DIV`
+        // (quadratic in the chain's length: minutes for 100,000 terms); a
+        // chain this long is past the depth limit anyway.
+        return Err(overrun(&format!("a chain of {div} DIV operators")));
+    }
     bounded(est, move || {
         Parser::new(&MySqlDialect {}).with_tokens_with_locations(tokens).parse_statements().map_err(syntax_error)
     })
+}
+
+/// The most `DIV` operators between two commas or semicolons: a bound on
+/// the length of a `DIV` chain (see `parse`).
+fn longest_div_run<'a>(tokens: impl Iterator<Item = &'a Token>) -> usize {
+    let (mut run, mut most) = (0usize, 0usize);
+    for t in tokens {
+        match t {
+            Token::Comma | Token::SemiColon => run = 0,
+            Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("DIV") => {
+                run += 1;
+                most = most.max(run);
+            }
+            _ => {}
+        }
+    }
+    most
 }
 
 /// Runs `parse`, whose tokens have the depth estimate `est`
@@ -324,6 +348,20 @@ mod tests {
             s.push('1');
         }
         s
+    }
+
+    #[test]
+    fn long_div_chains_are_refused_before_parsing() {
+        let started = std::time::Instant::now();
+        let e = parse(&chain(" DIV ", 100_000)).unwrap_err();
+        assert_eq!(e.code, 1436, "{}", e.message);
+        assert!(e.message.contains("DIV"), "{}", e.message);
+        // Refused from the tokens: the parse would take minutes.
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        // Many short DIV expressions side by side are fine.
+        let list = format!("SELECT {}", vec!["7 DIV 2"; 3000].join(", "));
+        assert_eq!(longest_div_run(Tokenizer::new(&MySqlDialect {}, &list).tokenize().unwrap().iter()), 1);
+        assert!(parse(&list).is_ok());
     }
 
     #[test]
