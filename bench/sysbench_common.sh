@@ -63,7 +63,7 @@ norr_bin() {
 # NORR_LAYOUT=separate (default): `norr datad` and `norr sqld` processes; sqld
 #   reaches the data node over a Unix socket (both run on this host), or over
 #   loopback TCP with NORR_DATA_LINK=tcp.
-# NORR_LAYOUT=colocated: one `norr up` process; its SQL node reaches the data
+# NORR_LAYOUT=colocated: one `norr up --data-nodes 1` process; its SQL node reaches the data
 #   node through the in-process link.
 # Files go to $WORK/norr-<layout>, or $WORK/norr-<layout>-<NORR_INSTANCE> when
 # one run starts several servers of the same layout.
@@ -77,7 +77,7 @@ start_norr() {
   NORR_SOCKET="$dir/norr.sock"
   if [ "$layout" = colocated ]; then
     # shellcheck disable=SC2086 # extra flags are word-split on purpose
-    NORR_ROOT_PASSWORD="" "$bin" up --port-base "$data_port" --sql-port "$NORR_PORT" \
+    NORR_ROOT_PASSWORD="" "$bin" up --data-nodes 1 --port-base "$data_port" --sql-port "$NORR_PORT" \
       --sql-socket "$NORR_SOCKET" ${NORR_DATAD_ARGS:-} >"$dir/up.log" 2>&1 &
     PIDS+=($!)
     wait_port "$NORR_PORT" 60 "norr up"

@@ -48,6 +48,26 @@ fn int(v: u64) -> anyhow::Result<toml::Value> {
 }
 
 impl KnobArgs {
+    /// Any knob given on the command line (file, flag or `--set`).
+    pub fn any_set(&self) -> bool {
+        let KnobArgs {
+            config,
+            data_memory,
+            lock_wait_timeout_ms,
+            max_api_connections,
+            max_send_delay_us,
+            idle_spin_us,
+            set,
+        } = self;
+        config.is_some()
+            || data_memory.is_some()
+            || lock_wait_timeout_ms.is_some()
+            || max_api_connections.is_some()
+            || max_send_delay_us.is_some()
+            || idle_spin_us.is_some()
+            || !set.is_empty()
+    }
+
     /// File, then flags, then `--set`; validated.
     pub fn load(&self) -> anyhow::Result<Knobs> {
         let mut table = match &self.config {

@@ -1,9 +1,11 @@
 //! `norr`: the NorrDB command-line tool.
 
 mod config;
+mod datad_cluster;
 mod mgm;
 mod mgmd;
 mod up;
+mod up_cluster;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -34,8 +36,9 @@ enum Command {
     /// Run a data node: holds partitions in memory and executes transactions
     /// for API clients (native protocol).
     Datad(DatadArgs),
-    /// Start a local cluster on loopback (data node, and the SQL node once it
-    /// is wired in), print how to connect, run until Ctrl-C.
+    /// Start a local cluster on loopback: mgmd, 2 data nodes (replicas = 2,
+    /// each its own process) and a SQL node; print how to connect; run
+    /// until Ctrl-C, which stops everything in order.
     Up(up::UpArgs),
     /// Run a SQL node: MySQL protocol front end on the native API of a data
     /// node. Connect with `mysql -h127.0.0.1 -P3306 -uroot`.
@@ -56,11 +59,20 @@ enum Command {
 #[derive(Debug, clap::Args)]
 struct DatadArgs {
     /// This data node's id (1..=99; 100 and up are handed to API clients).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=99))]
-    node_id: u16,
-    /// Address to accept API connections on (native protocol).
-    #[arg(long, default_value = "127.0.0.1:2202", value_name = "ADDR:PORT")]
-    listen: SocketAddr,
+    /// Default 1 for a lone node; required with --mgm.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=99))]
+    node_id: Option<u16>,
+    /// Join a cluster: fetch the configuration (other data nodes, node
+    /// groups, every knob) from the management server at HOST:PORT (several
+    /// comma separated are tried in order). Knob flags are then refused: the
+    /// cluster file configures every data node.
+    #[arg(long, value_name = "HOST:PORT", requires = "node_id")]
+    mgm: Option<String>,
+    /// Address to accept API connections on (native protocol). Default
+    /// 127.0.0.1:2202 for a lone node; with --mgm, the node's host and port
+    /// in the cluster file.
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: Option<SocketAddr>,
     /// Also accept API connections on this Unix-domain socket, for SQL nodes
     /// and clients on the same host (`norr sqld --data-node unix:PATH`):
     /// cheaper per message than loopback TCP. A stale socket file is
@@ -71,6 +83,14 @@ struct DatadArgs {
     /// the network and every block (right for 2-core machines).
     #[arg(long, default_value_t = 1, value_name = "N")]
     threads: u32,
+    /// Keep the node's data in this directory (created if missing): a REDO
+    /// log of every commit, a global checkpoint every gcp_interval_ms, the
+    /// schema. At start the node recovers every transaction up to the last
+    /// complete global checkpoint (also after kill -9). Without it the
+    /// node keeps nothing: a restart starts empty. One process per
+    /// directory (norr.lock); a directory of a newer format is refused.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<std::path::PathBuf>,
     /// Print the effective configuration (file + flags) as TOML and exit.
     #[arg(long)]
     print_config: bool,
@@ -110,6 +130,24 @@ fn main() -> std::process::ExitCode {
 }
 
 fn datad(a: DatadArgs) -> anyhow::Result<()> {
+    if let Some(mgm) = &a.mgm {
+        if a.data_dir.is_some() {
+            anyhow::bail!(
+                "--data-dir with --mgm: data nodes of a cluster keep no files yet (cluster durability is not \
+                 built); run a lone node with --data-dir, or a cluster without it"
+            );
+        }
+        if a.knobs.any_set() || a.print_config || a.socket.is_some() {
+            anyhow::bail!(
+                "with --mgm the cluster file configures the data node: leave out --config, knob flags, --set, \
+                 --print-config and --socket (see `norr mgmd --check`)"
+            );
+        }
+        let node_id = a.node_id.context("--mgm needs --node-id N (the data node's id in the cluster file)")?;
+        return datad_cluster::run(mgm, node_id, a.listen);
+    }
+    let node_id = a.node_id.unwrap_or(1);
+    let listen = a.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 2202)));
     let knobs = a.knobs.load()?;
     if a.print_config {
         print!("{}", config::knobs_to_toml(&knobs));
@@ -118,18 +156,30 @@ fn datad(a: DatadArgs) -> anyhow::Result<()> {
     if a.threads != 1 {
         anyhow::bail!("--threads {}: only the single event-loop layout (--threads 1) is implemented", a.threads);
     }
-    let cfg = DataNodeConfig { node_id: a.node_id, listen: a.listen, knobs, cluster: None };
-    let opts = RuntimeOptions { unix_socket: a.socket.clone(), ..RuntimeOptions::default() };
+    let cfg = DataNodeConfig { node_id, listen, knobs, cluster: None };
+    // Held until the node stops: a second process on the directory is refused.
+    let lock = match &a.data_dir {
+        Some(dir) => Some(norr_runtime::fs::open_data_dir(dir, node_id)?),
+        None => None,
+    };
+    if let Some(l) = &lock {
+        eprintln!("norr datad: data directory {}", l.path().display());
+    }
+    let opts = RuntimeOptions {
+        unix_socket: a.socket.clone(),
+        data_dir: lock.as_ref().map(|l| l.path().to_path_buf()),
+        ..RuntimeOptions::default()
+    };
     let node =
-        start_data_node_with_options(cfg, opts).with_context(|| format!("cannot start data node on {}", a.listen))?;
+        start_data_node_with_options(cfg, opts).with_context(|| format!("cannot start data node on {listen}"))?;
     match &a.socket {
         Some(p) => eprintln!(
             "norr datad: data node {} listening on {} and {} (Ctrl-C stops it)",
-            a.node_id,
+            node_id,
             node.local_addr(),
             p.display()
         ),
-        None => eprintln!("norr datad: data node {} listening on {} (Ctrl-C stops it)", a.node_id, node.local_addr()),
+        None => eprintln!("norr datad: data node {node_id} listening on {} (Ctrl-C stops it)", node.local_addr()),
     }
     let stopper = node.stopper();
     ctrlc::set_handler(move || stopper.stop()).context("cannot install the Ctrl-C handler")?;

@@ -25,13 +25,31 @@ impl SqlLink {
 
 #[derive(Debug, clap::Args)]
 pub struct UpArgs {
-    /// Port of the first data node's native protocol listener (on 127.0.0.1).
+    /// Data nodes to start, each its own `norr datad` process (kill one and
+    /// the cluster goes on). 1 keeps everything in this process: one data
+    /// node, no replication, no mgmd.
+    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=48))]
+    pub data_nodes: u16,
+    /// Copies of every partition (1..=4); data nodes form node groups of this
+    /// many, so --data-nodes must be a multiple of it. Default: 2, or 1 with
+    /// --data-nodes 1.
+    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u8).range(1..=4))]
+    pub replicas: Option<u8>,
+    /// Port of the management server (mgmd) on 127.0.0.1 (`norr mgm --mgm`).
+    #[arg(long, default_value_t = 1186, value_name = "PORT")]
+    pub mgm_port: u16,
+    /// Where the cluster keeps its files: the generated cluster.toml, each
+    /// data node's directory and log.
+    #[arg(long, default_value = "norr-data", value_name = "DIR")]
+    pub data_dir: std::path::PathBuf,
+    /// Port of the first data node's native protocol listener (on
+    /// 127.0.0.1); the others take the next ports.
     #[arg(long, default_value_t = 2202, value_name = "PORT")]
     pub port_base: u16,
     /// Port of the SQL node's MySQL protocol listener (on 127.0.0.1).
     #[arg(long, default_value_t = 3306, value_name = "PORT")]
     pub sql_port: u16,
-    /// Start only the data node, no SQL node.
+    /// Start only the data node(s), no SQL node.
     #[arg(long)]
     pub no_sql: bool,
     /// How the SQL node reaches the data node: `local`, an in-process link
@@ -137,7 +155,18 @@ fn print_banner(native: SocketAddr, sql: Option<SocketAddr>, link: &str) {
     println!("Press Ctrl-C to stop.");
 }
 
+impl UpArgs {
+    /// `--replicas`, or its default for the shape: a lone data node keeps
+    /// one copy, a cluster two.
+    fn replicas(&self) -> u8 {
+        self.replicas.unwrap_or(if self.data_nodes == 1 { 1 } else { 2 })
+    }
+}
+
 pub fn run(a: UpArgs) -> anyhow::Result<()> {
+    if a.data_nodes > 1 || a.replicas() > 1 {
+        return run_cluster(a);
+    }
     let knobs = a.knobs.load()?;
     let native = SocketAddr::from((Ipv4Addr::LOCALHOST, a.port_base));
     let sql = SocketAddr::from((Ipv4Addr::LOCALHOST, a.sql_port));
@@ -163,6 +192,37 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
     node.join().context("data node failed")?;
     println!("NorrDB local cluster stopped.");
     Ok(())
+}
+
+/// Two or more data nodes: mgmd, data node processes and the SQL node.
+fn run_cluster(a: UpArgs) -> anyhow::Result<()> {
+    // The data nodes are other processes: the SQL node reaches them over
+    // TCP whatever --sql-link says (it only chooses for --data-nodes 1).
+    let sql = SocketAddr::from((Ipv4Addr::LOCALHOST, a.sql_port));
+    // Refuse bad --sql-arg flags before anything starts.
+    let placeholder = SocketAddr::from((Ipv4Addr::LOCALHOST, a.port_base));
+    let sql_args =
+        (!a.no_sql).then(|| sqld_args(sql, a.sql_socket.as_deref(), placeholder, &a.sql_args)).transpose()?;
+    let shape = crate::up_cluster::ClusterShape {
+        data_nodes: a.data_nodes,
+        replicas: a.replicas(),
+        mgm_port: a.mgm_port,
+        port_base: a.port_base,
+        data_root: a.data_dir.clone(),
+    };
+    let start = move |data_nodes: Vec<String>, _mgm: SocketAddr| -> anyhow::Result<SocketAddr> {
+        let mut args = sql_args.clone().expect("only called with a SQL node");
+        // The SQL node connects to every data node: it sends each operation
+        // to its partition's primary and goes on through the others when one
+        // of them stops.
+        anyhow::ensure!(!data_nodes.is_empty(), "no data node");
+        args.data_node = data_nodes.join(",");
+        start_sqld(sql, args, None)?;
+        Ok(sql)
+    };
+    let start_ref: Option<&dyn Fn(Vec<String>, SocketAddr) -> anyhow::Result<SocketAddr>> =
+        if a.no_sql { None } else { Some(&start) };
+    crate::up_cluster::run(shape, &a.knobs, start_ref)
 }
 
 #[cfg(test)]

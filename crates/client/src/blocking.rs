@@ -33,9 +33,10 @@
 //! # Ok(()) }
 //! ```
 
-use crate::{ClientError, ConnectOptions};
+use crate::{ClientError, CommitInfo, ConnectOptions, DataNodeAddr, DataNodeStatus, Dist};
 use norr_signals::{ExecType, IndexDef, KeyOp, NodeStats, OpResult, ScanSpec, TableDef, TableId, Value};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Blocking client: see the module docs.
 #[derive(Clone, Debug)]
@@ -50,12 +51,7 @@ impl Client {
     }
 
     pub fn connect_with(addr: impl tokio::net::ToSocketAddrs, opts: ConnectOptions) -> Result<Client, ClientError> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("norr-client-io")
-            .enable_all()
-            .build()
-            .map_err(|e| ClientError::NotConnected(format!("cannot start the client runtime: {e}")))?;
+        let rt = runtime()?;
         // Spawn the IO tasks on the runtime's worker, not on the caller's thread.
         let inner = rt.block_on(async {
             let addrs = addr_owned(addr).await?;
@@ -71,6 +67,68 @@ impl Client {
             Err(last)
         })?;
         Ok(Client { inner, rt: Arc::new(rt) })
+    }
+
+    /// See [`crate::Client::connect_unix`].
+    pub fn connect_unix(path: impl AsRef<std::path::Path>, opts: ConnectOptions) -> Result<Client, ClientError> {
+        let path = path.as_ref().to_path_buf();
+        Self::spawn_connect(crate::Client::connect_unix(path, opts))
+    }
+
+    /// See [`crate::Client::connect_cluster`].
+    pub fn connect_cluster(addrs: &[DataNodeAddr], opts: ConnectOptions) -> Result<Client, ClientError> {
+        let addrs = addrs.to_vec();
+        Self::spawn_connect(async move { crate::Client::connect_cluster(&addrs, opts).await })
+    }
+
+    /// See [`crate::Client::connect_mgm`].
+    pub fn connect_mgm(mgm: &str, opts: ConnectOptions) -> Result<Client, ClientError> {
+        let mgm = mgm.to_string();
+        Self::spawn_connect(async move { crate::Client::connect_mgm(&mgm, opts).await })
+    }
+
+    /// Run a connect on a new runtime's worker (where the client's tasks
+    /// then live).
+    fn spawn_connect(
+        f: impl std::future::Future<Output = Result<crate::Client, ClientError>> + Send + 'static,
+    ) -> Result<Client, ClientError> {
+        let rt = runtime()?;
+        let inner = rt.block_on(async {
+            match tokio::spawn(f).await {
+                Ok(r) => r,
+                Err(e) => Err(ClientError::Protocol(format!("connect task failed: {e}"))),
+            }
+        })?;
+        Ok(Client { inner, rt: Arc::new(rt) })
+    }
+
+    /// See [`crate::Client::api_node`].
+    pub fn api_node(&self) -> u16 {
+        self.inner.api_node()
+    }
+    /// See [`crate::Client::data_node`].
+    pub fn data_node(&self) -> u16 {
+        self.inner.data_node()
+    }
+    /// See [`crate::Client::is_connected`].
+    pub fn is_connected(&self) -> bool {
+        self.inner.is_connected()
+    }
+    /// See [`crate::Client::data_node_status`].
+    pub fn data_node_status(&self) -> Vec<DataNodeStatus> {
+        self.inner.data_node_status()
+    }
+    /// See [`crate::Client::wait_connected`].
+    pub fn wait_connected(&self, timeout: Duration) -> bool {
+        self.run(self.inner.wait_connected(timeout))
+    }
+    /// See [`crate::Client::distribution`].
+    pub fn distribution(&self) -> Option<Dist> {
+        self.inner.distribution()
+    }
+    /// See [`crate::Client::refresh_distribution`].
+    pub fn refresh_distribution(&self) -> Result<Dist, ClientError> {
+        self.run(self.inner.refresh_distribution())
     }
 
     /// The async client underneath (shares the connection).
@@ -133,6 +191,15 @@ impl Client {
     }
 }
 
+fn runtime() -> Result<tokio::runtime::Runtime, ClientError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("norr-client-io")
+        .enable_all()
+        .build()
+        .map_err(|e| ClientError::NotConnected(format!("cannot start the client runtime: {e}")))
+}
+
 async fn addr_owned(addr: impl tokio::net::ToSocketAddrs) -> Result<Vec<std::net::SocketAddr>, ClientError> {
     let addrs: Vec<_> = tokio::net::lookup_host(addr)
         .await
@@ -161,6 +228,19 @@ impl Transaction {
         let t = self.inner.take().expect("transaction present until consumed");
         self.rt.block_on(t.commit())
     }
+    /// See [`crate::Transaction::commit_with_info`].
+    pub fn commit_with_info(mut self) -> Result<CommitInfo, ClientError> {
+        let t = self.inner.take().expect("transaction present until consumed");
+        self.rt.block_on(t.commit_with_info())
+    }
+    /// See [`crate::Transaction::commit_gci`].
+    pub fn commit_gci(&self) -> Option<u64> {
+        self.inner.as_ref().and_then(|t| t.commit_gci())
+    }
+    /// See [`crate::Transaction::id`].
+    pub fn id(&self) -> u64 {
+        self.inner.as_ref().expect("transaction present until consumed").id()
+    }
     pub fn rollback(mut self) -> Result<(), ClientError> {
         let t = self.inner.take().expect("transaction present until consumed");
         self.rt.block_on(t.rollback())
@@ -185,6 +265,10 @@ impl Transaction {
     }
     pub fn coordinator(&self) -> Option<u16> {
         self.inner.as_ref().and_then(|t| t.coordinator())
+    }
+    /// See [`crate::Transaction::coordinator_node`].
+    pub fn coordinator_node(&self) -> Option<u16> {
+        self.inner.as_ref().and_then(|t| t.coordinator_node())
     }
 }
 

@@ -20,17 +20,22 @@
 //! request id). A reply nobody waits for (its caller gave up) is dropped.
 //!
 //! When the connection fails, every pending request completes with
-//! `NotConnected` and so does every later one.
+//! `NotConnected` and so does every later one; the client's link supervisor
+//! (`cluster`) notices (`Shared::wait_closed`) and makes a new connection.
+//!
+//! A take-over node's TC_KEY_FAILCONF (the outcome of a transaction whose
+//! coordinator was on another, failed data node) may come on any
+//! connection: it goes to the client-wide `TakeoverAnswers`.
 
 use crate::error::ClientError;
-use crate::partition_map::PartitionMap;
+use crate::takeover::TakeoverAnswers;
 use crate::ConnectOptions;
 use norr_kernel::{BlockRef, NodeId, Priority};
 use norr_signals::{block, wire, DictResult, Envelope, NodeError, ScanTabConf, Signal, TcKeyConf, TcKeyRef};
-use norr_transport::handshake::{self, Hello, HelloReply, MAGIC};
+use norr_transport::handshake::{self, Hello, HelloReply};
 use norr_transport::local_pipe::ApiEnd;
 use norr_transport::{encode_frame, encode_frame_with, FrameDecoder};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{tcp, unix, TcpStream, UnixStream};
@@ -89,13 +94,19 @@ struct SendQueue {
 pub(crate) struct Shared {
     pub api_node: NodeId,
     pub data_node: NodeId,
-    /// Where transactions start (the node's TC instances, tables seen).
-    pub map: PartitionMap,
+    /// TC instances on the node (block TC, instances 0..n): transactions are
+    /// spread over them by partition (`routing`).
+    pub tc_instances: u16,
     pub opts: ConnectOptions,
     pending: Mutex<Pending>,
+    /// Set with `Pending::closed`: a lock-free "is it closed?" for routing.
+    closed: AtomicBool,
+    /// Woken once, when the connection closes.
+    closed_wakeup: Notify,
+    /// Where take-over answers (TC_KEY_FAILCONF) go.
+    answers: Arc<TakeoverAnswers>,
     send: Mutex<SendQueue>,
     send_wakeup: Notify,
-    next_txn: AtomicU64,
     next_scan: AtomicU32,
     next_dict: AtomicU32,
     /// Counts the timeout sweeper's rounds: requests are stamped with it, so
@@ -115,9 +126,6 @@ const SEND_BUF_KEEP_BYTES: usize = 1 << 20;
 const READ_CHUNK_BYTES: usize = 256 * 1024;
 
 impl Shared {
-    pub fn alloc_txn(&self) -> u64 {
-        self.next_txn.fetch_add(1, Ordering::Relaxed)
-    }
     pub fn alloc_scan(&self) -> u32 {
         self.next_scan.fetch_add(1, Ordering::Relaxed)
     }
@@ -129,9 +137,32 @@ impl Shared {
         BlockRef::new(self.data_node, block::DICT, 0)
     }
 
+    /// The TC block of `instance` on this node.
+    pub fn tc(&self, instance: u16) -> BlockRef {
+        debug_assert!(instance < self.tc_instances.max(1));
+        BlockRef::new(self.data_node, block::TC, instance)
+    }
+
     /// Why the connection is closed, if it is.
     pub fn closed_reason(&self) -> Option<String> {
         self.pending.lock().expect("pending lock").closed.clone()
+    }
+
+    /// True once the connection has failed or was closed.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Returns (with the reason) once the connection is closed.
+    pub async fn wait_closed(&self) -> String {
+        loop {
+            // Registered before the check, so a close in between still wakes it.
+            let woken = self.closed_wakeup.notified();
+            if let Some(why) = self.closed_reason() {
+                return why;
+            }
+            woken.await;
+        }
     }
 
     fn not_connected(&self) -> ClientError {
@@ -211,12 +242,34 @@ impl Shared {
 
     /// Send and wait for the reply under `key`, with the request timeout.
     pub async fn request(&self, key: ReqKey, to: BlockRef, signal: Signal) -> Result<Reply, ClientError> {
+        self.start_request(key, to, signal)?.wait().await
+    }
+
+    /// Register for the reply under `key` and queue the request. An error
+    /// here means nothing of the request was sent; once this returns, the
+    /// request may reach the node (see [`SentRequest::wait`]).
+    pub fn start_request(&self, key: ReqKey, to: BlockRef, signal: Signal) -> Result<SentRequest<'_>, ClientError> {
         let rx = self.register(key)?;
         // Removes the registration if this future is dropped before the reply.
         let guard = Unregister { shared: self, key };
         self.send(to, signal)?;
-        let mut rx = rx;
-        if !self.opts.reply_spin.is_zero() {
+        Ok(SentRequest { rx, guard })
+    }
+}
+
+/// A request on its way (`Shared::start_request`).
+pub(crate) struct SentRequest<'a> {
+    rx: oneshot::Receiver<Reply>,
+    guard: Unregister<'a>,
+}
+
+impl SentRequest<'_> {
+    /// The reply, or `NotConnected` if the connection failed before it came
+    /// (the request may or may not have reached the node), or `Timeout`.
+    pub async fn wait(self) -> Result<Reply, ClientError> {
+        let SentRequest { mut rx, guard } = self;
+        let shared = guard.shared;
+        if !shared.opts.reply_spin.is_zero() {
             let start = std::time::Instant::now();
             loop {
                 match rx.try_recv() {
@@ -226,11 +279,11 @@ impl Shared {
                     }
                     Err(oneshot::error::TryRecvError::Closed) => {
                         std::mem::forget(guard);
-                        return Err(self.not_connected());
+                        return Err(shared.not_connected());
                     }
                     Err(oneshot::error::TryRecvError::Empty) => {}
                 }
-                if start.elapsed() >= self.opts.reply_spin {
+                if start.elapsed() >= shared.opts.reply_spin {
                     break;
                 }
                 // Lets the writer and reader tasks run; with nothing else to
@@ -245,10 +298,12 @@ impl Shared {
         match reply {
             Ok(Reply::TimedOut) => Err(ClientError::Timeout),
             Ok(r) => Ok(r),
-            Err(_) => Err(self.not_connected()),
+            Err(_) => Err(shared.not_connected()),
         }
     }
+}
 
+impl Shared {
     /// One sweeper round: fails the requests registered more than
     /// SWEEPS_PER_TIMEOUT rounds ago. False once the connection is closed.
     fn sweep_timeouts(&self) -> bool {
@@ -279,12 +334,14 @@ impl Shared {
             if p.closed.is_none() {
                 p.closed = Some(why);
             }
+            self.closed.store(true, Ordering::Release);
             std::mem::take(&mut p.waiting)
         };
         // Dropping the senders wakes every waiter with an error.
         drop(waiting);
         self.send.lock().expect("send lock").closed = true;
         self.send_wakeup.notify_one();
+        self.closed_wakeup.notify_waiters();
     }
 
     fn dispatch(&self, env: Envelope) -> Result<(), String> {
@@ -295,6 +352,10 @@ impl Shared {
             Signal::ScanTabRef(r) => (ReqKey::Scan(r.scan_id), Reply::Scan(Err(r.error))),
             Signal::DictConf(c) => (ReqKey::Dict(c.req_id), Reply::Dict(Ok(c.result))),
             Signal::DictRef(r) => (ReqKey::Dict(r.req_id), Reply::Dict(Err(r.error))),
+            Signal::TcKeyFailConf(c) => {
+                self.answers.deliver(self.data_node, &c);
+                return Ok(());
+            }
             other => return Err(format!("unexpected signal {} from the data node", other.name())),
         };
         let tx = self.pending.lock().expect("pending lock").waiting.remove(&key);
@@ -401,8 +462,20 @@ impl AsyncRead for LocalRead {
 
 type ReadHalf = Box<dyn AsyncRead + Unpin + Send>;
 
+/// What a new connection needs from its client besides the options.
+#[derive(Clone)]
+pub(crate) struct LinkParams {
+    /// The API node id to ask the data node for (`Hello::requested_api_node`).
+    pub requested_api_node: Option<NodeId>,
+    pub answers: Arc<TakeoverAnswers>,
+}
+
 /// Connect over TCP and handshake, then start the IO tasks on the current runtime.
-pub(crate) async fn connect(addr: impl tokio::net::ToSocketAddrs, opts: ConnectOptions) -> Result<Conn, ClientError> {
+pub(crate) async fn connect(
+    addr: impl tokio::net::ToSocketAddrs,
+    opts: ConnectOptions,
+    link: LinkParams,
+) -> Result<Conn, ClientError> {
     let io = async {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
@@ -414,36 +487,39 @@ pub(crate) async fn connect(addr: impl tokio::net::ToSocketAddrs, opts: ConnectO
         Err(_) => return Err(ClientError::NotConnected("connect timed out".to_string())),
     };
     let (rd, wr) = stream.into_split();
-    start(Box::new(rd), WriteHalf::Tcp(wr), opts).await
+    start(Box::new(rd), WriteHalf::Tcp(wr), opts, link).await
 }
 
 /// Connect to a data node's Unix-domain socket (same host) and handshake.
-pub(crate) async fn connect_unix(path: &std::path::Path, opts: ConnectOptions) -> Result<Conn, ClientError> {
+pub(crate) async fn connect_unix(
+    path: &std::path::Path,
+    opts: ConnectOptions,
+    link: LinkParams,
+) -> Result<Conn, ClientError> {
     let stream = match tokio::time::timeout(opts.connect_timeout, UnixStream::connect(path)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return Err(ClientError::NotConnected(format!("connect to {} failed: {e}", path.display()))),
         Err(_) => return Err(ClientError::NotConnected("connect timed out".to_string())),
     };
     let (rd, wr) = stream.into_split();
-    start(Box::new(rd), WriteHalf::Unix(wr), opts).await
+    start(Box::new(rd), WriteHalf::Unix(wr), opts, link).await
 }
 
 /// Connect through an in-process link to a data node in this process and
 /// handshake. Sends always go straight into the link (`direct_send`): a
 /// write there is a copy, not a system call.
-pub(crate) async fn connect_local(end: ApiEnd, mut opts: ConnectOptions) -> Result<Conn, ClientError> {
+pub(crate) async fn connect_local(
+    end: ApiEnd,
+    mut opts: ConnectOptions,
+    link: LinkParams,
+) -> Result<Conn, ClientError> {
     opts.direct_send = true;
     let end = Arc::new(end);
-    start(Box::new(LocalRead(end.clone())), WriteHalf::Local(end), opts).await
+    start(Box::new(LocalRead(end.clone())), WriteHalf::Local(end), opts, link).await
 }
 
-async fn start(mut rd: ReadHalf, wr: WriteHalf, opts: ConnectOptions) -> Result<Conn, ClientError> {
-    let hello = Hello {
-        magic: MAGIC,
-        wire_version: wire::WIRE_VERSION,
-        client_name: opts.client_name.clone(),
-        kind: opts.kind,
-    };
+async fn start(mut rd: ReadHalf, wr: WriteHalf, opts: ConnectOptions, link: LinkParams) -> Result<Conn, ClientError> {
+    let hello = Hello::new(opts.client_name.clone(), opts.kind).requesting(link.requested_api_node);
     let mut frame = Vec::new();
     encode_frame(&handshake::encode_hello(&hello), &mut frame);
     let mut dec = FrameDecoder::new(opts.max_frame_bytes);
@@ -479,18 +555,23 @@ async fn start(mut rd: ReadHalf, wr: WriteHalf, opts: ConnectOptions) -> Result<
             return Err(ClientError::Protocol(format!("data node refused the connection: {reason}")))
         }
     };
+    if let Some(want) = link.requested_api_node.filter(|w| *w != api_node) {
+        return Err(ClientError::Protocol(format!("asked the data node for API node id {want}, was given {api_node}")));
+    }
 
     let wr = Arc::new(wr);
     let direct = opts.direct_send.then(|| wr.clone());
     let shared = Arc::new(Shared {
         api_node,
         data_node,
-        map: PartitionMap::new(data_node, tc_instances),
+        tc_instances: tc_instances.max(1),
         opts,
         pending: Mutex::new(Pending { waiting: PendingMap::default(), closed: None }),
+        closed: AtomicBool::new(false),
+        closed_wakeup: Notify::new(),
+        answers: link.answers,
         send: Mutex::new(SendQueue { buf: Vec::with_capacity(64 * 1024), closed: false, writer_busy: false, direct }),
         send_wakeup: Notify::new(),
-        next_txn: AtomicU64::new(1),
         next_scan: AtomicU32::new(1),
         next_dict: AtomicU32::new(1),
         sweep_tick: AtomicU32::new(0),

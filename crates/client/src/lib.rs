@@ -1,9 +1,20 @@
 //! `norr-client`: the native NorrDB client API.
 //!
-//! One [`Client`] is one TCP connection to a data node, multiplexed by any
-//! number of concurrent [`Transaction`]s and [`ScanStream`]s: requests from all
-//! of them are coalesced into as few socket writes as possible, and replies are
-//! routed back by transaction handle, scan id or dictionary request id.
+//! One [`Client`] holds a connection to every data node of a cluster (one
+//! data node with [`Client::connect`], several with
+//! [`Client::connect_cluster`] or through mgmd with [`Client::connect_mgm`]),
+//! each multiplexed by any number of concurrent [`Transaction`]s and
+//! [`ScanStream`]s: requests from all of them are coalesced into as few socket
+//! writes as possible, and replies are routed back by transaction handle, scan
+//! id or dictionary request id.
+//!
+//! * Each transaction is started on the data node holding the primary
+//!   replica of its first operation's partition (from the cluster's
+//!   distribution, which the client keeps current) and stays there.
+//! * A lost connection is noticed at once and made again in the background
+//!   with backoff; a transaction whose coordinator's node fails gets a
+//!   temporary error, or for a commit the cluster's definite outcome
+//!   ([`Transaction::execute`]).
 //!
 //! * Key operations ([`KeyOp`]) go in batches: one [`Transaction::execute`] is one
 //!   round trip, whatever the batch size (up to [`MAX_OPS_PER_BATCH`]).
@@ -39,14 +50,21 @@
 pub mod bench;
 pub mod blocking;
 mod client;
+mod cluster;
 mod conn;
 mod error;
-mod partition_map;
+mod routing;
+mod scan;
+mod takeover;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod transaction;
 
-pub use client::{Client, Savepoint, ScanStream, Transaction};
+pub use client::{Client, DataNodeStatus};
 pub use error::ClientError;
+/// The cluster's distribution (node groups, replica states): see
+/// [`Client::distribution`].
+pub use norr_signals::dist::{Dist, ReplicaState};
 pub use norr_signals::{
     Bound, CmpOp, ColumnDef, ColumnId, ColumnType, ErrorClass, ErrorCode, ExecType, Filter, IndexDef, IndexId,
     IndexKind, KeyAccess, KeyOp, LockMode, LockWait, NodeError, NodeStats, OpKind, OpResult, PartitionId,
@@ -57,6 +75,8 @@ pub use norr_transport::handshake::ApiKind;
 /// The API end of an in-process link to a data node in this process
 /// ([`Client::connect_local`]).
 pub use norr_transport::local_pipe::ApiEnd as LocalLink;
+pub use scan::ScanStream;
+pub use transaction::{CommitInfo, Savepoint, Transaction};
 
 use std::time::Duration;
 
@@ -68,7 +88,9 @@ pub struct ConnectOptions {
     /// What connects, told to the data node in the handshake: SQL nodes and
     /// management servers may use the connection slots the node reserves
     /// for them (`Knobs::reserved_api_connections`); applications keep the
-    /// default, `ApiKind::NativeClient`.
+    /// default, `ApiKind::NativeClient`. With [`Client::connect_mgm`] it
+    /// is also the role registered with mgmd: a SQL node takes a
+    /// `kind = "sql"` slot of the cluster configuration, others an API slot.
     pub kind: ApiKind,
     /// Longest wait for any reply; `None` waits forever. On timeout the call
     /// fails with [`ClientError::Timeout`] and the transaction is rolled back.
@@ -98,6 +120,22 @@ pub struct ConnectOptions {
     /// again, so the two processes take turns instead of working at once
     /// (sysbench through sqld ran 1.3-1.8x faster with direct sends).
     pub direct_send: bool,
+    /// The API node id to ask the data nodes (and, with
+    /// [`Client::connect_mgm`], mgmd) for. None (the default): mgmd
+    /// allocates one, or the first data node that answers chooses it.
+    pub api_node_id: Option<u16>,
+    /// When a commit's coordinator fails, wait this long for the node that
+    /// takes over to report the outcome; after it the commit fails with
+    /// `OutcomeUnknown` (4013).
+    pub takeover_timeout: Duration,
+    /// A lost data node is connected again after this delay, doubling per
+    /// failed attempt up to `reconnect_backoff_max`.
+    pub reconnect_backoff_min: Duration,
+    pub reconnect_backoff_max: Duration,
+    /// With several data nodes: the distribution (which node holds which
+    /// partition's primary) is fetched again this often, and whenever a
+    /// node's connection goes down or comes up.
+    pub dist_refresh_interval: Duration,
 }
 
 impl Default for ConnectOptions {
@@ -111,6 +149,66 @@ impl Default for ConnectOptions {
             max_pending_requests: 1 << 16,
             reply_spin: Duration::ZERO,
             direct_send: false,
+            api_node_id: None,
+            takeover_timeout: Duration::from_secs(5),
+            reconnect_backoff_min: Duration::from_millis(100),
+            reconnect_backoff_max: Duration::from_secs(3),
+            dist_refresh_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Where a data node listens, for [`Client::connect_cluster`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum DataNodeAddr {
+    /// `HOST:PORT` (resolved at every connect).
+    Tcp(String),
+    /// A data node's Unix-domain socket on this host (`norr datad --socket`).
+    Unix(std::path::PathBuf),
+}
+
+impl DataNodeAddr {
+    /// "a,b,c": addresses as [`std::str::FromStr`] reads them, comma separated.
+    pub fn parse_list(s: &str) -> Result<Vec<DataNodeAddr>, String> {
+        let list: Vec<DataNodeAddr> =
+            s.split(',').map(str::trim).filter(|a| !a.is_empty()).map(str::parse).collect::<Result<_, _>>()?;
+        if list.is_empty() {
+            return Err(format!("no data node address in {s:?} (HOST:PORT or unix:PATH, comma separated)"));
+        }
+        Ok(list)
+    }
+}
+
+/// `HOST:PORT` or `unix:PATH`.
+impl std::str::FromStr for DataNodeAddr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<DataNodeAddr, String> {
+        if let Some(p) = s.strip_prefix("unix:") {
+            if p.is_empty() {
+                return Err("unix: needs the socket's path (unix:PATH)".to_string());
+            }
+            return Ok(DataNodeAddr::Unix(p.into()));
+        }
+        match s.rsplit_once(':') {
+            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
+                Ok(DataNodeAddr::Tcp(s.to_string()))
+            }
+            _ => Err(format!("{s:?} is not a data node address (HOST:PORT or unix:PATH)")),
+        }
+    }
+}
+
+impl From<std::net::SocketAddr> for DataNodeAddr {
+    fn from(a: std::net::SocketAddr) -> DataNodeAddr {
+        DataNodeAddr::Tcp(a.to_string())
+    }
+}
+
+impl std::fmt::Display for DataNodeAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DataNodeAddr::Tcp(a) => f.write_str(a),
+            DataNodeAddr::Unix(p) => write!(f, "unix:{}", p.display()),
         }
     }
 }
@@ -130,5 +228,28 @@ pub fn table_def(name: &str, columns: Vec<ColumnDef>, primary_key: Vec<ColumnId>
         indexes: Vec::new(),
         extra: Vec::new(),
         options: Default::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DataNodeAddr;
+
+    #[test]
+    fn data_node_addresses() {
+        let l = DataNodeAddr::parse_list("127.0.0.1:2202, db2:2203,unix:/tmp/n.sock,[::1]:7").unwrap();
+        assert_eq!(
+            l,
+            vec![
+                DataNodeAddr::Tcp("127.0.0.1:2202".into()),
+                DataNodeAddr::Tcp("db2:2203".into()),
+                DataNodeAddr::Unix("/tmp/n.sock".into()),
+                DataNodeAddr::Tcp("[::1]:7".into()),
+            ]
+        );
+        assert_eq!(l[2].to_string(), "unix:/tmp/n.sock");
+        for bad in ["", " , ", "db1", "db1:x", ":22", "unix:", "db1:70000"] {
+            assert!(DataNodeAddr::parse_list(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -178,8 +178,13 @@ async fn a_lost_client_is_cleaned_up_on_every_tc() {
     // A raw client: handshake, then lock row 1 through TC 0 and row 2 through TC 1.
     let mut s = tokio::net::TcpStream::connect(node.local_addr()).await.unwrap();
     let mut out = Vec::new();
-    let hello =
-        Hello { magic: MAGIC, wire_version: wire::WIRE_VERSION, client_name: "lost".into(), kind: Default::default() };
+    let hello = Hello {
+        magic: MAGIC,
+        wire_version: wire::WIRE_VERSION,
+        client_name: "lost".into(),
+        kind: Default::default(),
+        requested_api_node: None,
+    };
     encode_frame(&encode_hello(&hello), &mut out);
     s.write_all(&out).await.unwrap();
     let mut dec = FrameDecoder::new(1 << 20);

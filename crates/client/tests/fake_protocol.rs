@@ -256,12 +256,17 @@ async fn connection_loss_fails_pending_and_later_calls() {
         }
     });
     let c = Client::connect(addr).await.unwrap();
+    // The coordinator's connection broke under a read: the transaction is
+    // gone with it (node failure, temporary).
     let e = c.begin().execute(vec![KeyOp::read(1, vec![Value::Int(1)])], ExecType::Commit).await.unwrap_err();
-    assert!(matches!(e, ClientError::NotConnected(_)), "{e:?}");
+    assert_eq!(e.code(), Some(ErrorCode::NodeFailure), "{e:?}");
     assert!(e.is_temporary());
     assert!(!c.is_connected());
+    // Nothing is connected now (the node does not come back): NotConnected.
     let e = c.list_tables().await.unwrap_err();
     assert!(matches!(e, ClientError::NotConnected(_)));
+    let e = c.begin().execute(vec![KeyOp::read(1, vec![Value::Int(1)])], ExecType::Commit).await.unwrap_err();
+    assert!(matches!(e, ClientError::NotConnected(_)), "{e:?}");
 }
 
 #[tokio::test]

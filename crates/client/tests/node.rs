@@ -300,6 +300,7 @@ async fn node_survives_client_killed_mid_transaction() {
         wire_version: wire::WIRE_VERSION,
         client_name: "killed".into(),
         kind: Default::default(),
+        requested_api_node: None,
     };
     encode_frame(&encode_hello(&hello), &mut out);
     s.write_all(&out).await.unwrap();
@@ -563,4 +564,77 @@ async fn unix_socket_connection() {
     let err = Client::connect_unix(&path, ConnectOptions::default()).await.err().unwrap();
     assert!(matches!(err, ClientError::NotConnected(_)), "{err:?}");
     let _ = std::fs::remove_dir(&dir);
+}
+
+/// A client may ask the data node for its API node id (what a cluster
+/// client does, so that every node knows it by one id): a free id is taken,
+/// a taken one refused with the reason, and free again once its holder left.
+#[tokio::test]
+async fn a_requested_api_node_id() {
+    let node = start_node(knobs());
+    let want = ConnectOptions { api_node_id: Some(4242), ..Default::default() };
+    let a = Client::connect_with(node.local_addr(), want.clone()).await.unwrap();
+    assert_eq!(a.api_node(), 4242);
+    let t = a.create_table(kv_def("kv")).await.unwrap();
+    a.begin().execute(vec![KeyOp::insert(t.id, vec![Value::Int(1)], vec![])], ExecType::Commit).await.unwrap();
+    let e = Client::connect_with(node.local_addr(), want.clone()).await.unwrap_err();
+    assert!(e.to_string().contains("API node id 4242 is in use"), "{e}");
+    let low = ConnectOptions { api_node_id: Some(5), ..Default::default() };
+    let e = Client::connect_with(node.local_addr(), low).await.unwrap_err();
+    assert!(e.to_string().contains("below 100"), "{e}");
+    // Not asking: the node chooses, and never the taken id.
+    let b = Client::connect(node.local_addr()).await.unwrap();
+    assert_ne!(b.api_node(), 4242);
+    // The holder goes: the id is released once the node has cleaned up after it.
+    drop(a);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let again = loop {
+        match Client::connect_with(node.local_addr(), want.clone()).await {
+            Ok(c) => break c,
+            Err(e) => {
+                let m = e.to_string();
+                assert!(m.contains("in use") || m.contains("being released"), "{m}");
+                assert!(std::time::Instant::now() < deadline, "4242 never came free: {m}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    assert_eq!(again.api_node(), 4242);
+    assert_eq!(again.read(t.id, vec![Value::Int(1)]).await.unwrap().unwrap()[0], Value::Int(1));
+}
+
+/// A client of a lone data node connects again by itself when the node
+/// comes back (a SQL node must not fail every later statement).
+#[tokio::test]
+async fn the_client_reconnects_to_a_restarted_node() {
+    let node = start_node(knobs());
+    let addr = node.local_addr();
+    let o = ConnectOptions { reconnect_backoff_min: Duration::from_millis(10), ..Default::default() };
+    let c = Client::connect_with(addr, o).await.unwrap();
+    let t = c.create_table(kv_def("kv")).await.unwrap();
+    let mut open = c.begin();
+    open.execute(vec![KeyOp::insert(t.id, vec![Value::Int(1)], vec![])], ExecType::NoCommit).await.unwrap();
+    node.shutdown();
+    drop(node);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while c.is_connected() {
+        assert!(std::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let e = c.list_tables().await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::NotConnected));
+    // The same address, a new (empty: in memory) node.
+    let cfg = norr_runtime::DataNodeConfig { node_id: 1, listen: addr, knobs: knobs(), cluster: None };
+    let node = norr_runtime::start_data_node_with(cfg, Default::default(), norr_txn::build_data_node(1, &knobs()))
+        .expect("the port is free again");
+    assert_eq!(c.reconnect_count(), 0);
+    assert!(c.wait_connected(Duration::from_secs(10)).await);
+    assert_eq!(c.reconnect_count(), 1);
+    // The transaction of the old node is gone; new work runs on the new node.
+    let e = open.commit().await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::NodeFailure), "{e}");
+    let t = c.create_table(kv_def("kv")).await.unwrap();
+    c.begin().execute(vec![KeyOp::insert(t.id, vec![Value::Int(2)], vec![])], ExecType::Commit).await.unwrap();
+    assert_eq!(c.read(t.id, vec![Value::Int(2)]).await.unwrap().unwrap()[0], Value::Int(2));
+    drop(node);
 }

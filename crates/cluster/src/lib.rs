@@ -8,7 +8,10 @@
 //! deterministic state machines: time, network and disk come through `Ctx`.
 
 pub mod dih;
+pub mod qmgr;
+pub mod qmgr_testkit;
 
 pub(crate) use norr_kernel::probe;
 
 pub use dih::Dih;
+pub use qmgr::Qmgr;

@@ -83,6 +83,20 @@ pub struct Knobs {
     /// A global checkpoint (every node's REDO flushed to disk up to a new
     /// GCI) is started this often; it bounds what a whole-cluster crash loses.
     pub gcp_interval_ms: u64,
+    /// Files per REDO log part (one part per LDM), used as one ring.
+    /// Log space per part = redo_files x redo_file_bytes; when it is full,
+    /// commits get the temporary error 410 until a local checkpoint frees
+    /// the log's tail.
+    pub redo_files: u32,
+    /// Size of each REDO log file (pre-allocated; a multiple of 32 KiB).
+    pub redo_file_bytes: u64,
+    /// Memory for REDO pages waiting to be written, per log part; beyond it
+    /// commits get the temporary error 1221 (the disk is behind).
+    pub redo_buffer_bytes: u64,
+    /// A restore reads at most this many checkpoints of a partition: every
+    /// part of a partition is written in full at least once in this many
+    /// partial local checkpoints.
+    pub lcp_max_chain: u32,
     /// Back-pressure on slow readers: once a connection has this many unsent
     /// reply bytes, the node stops reading that connection's requests until
     /// the client has read its buffer down to half of it (TCP then stops the
@@ -131,6 +145,10 @@ impl Default for Knobs {
             start_partial_timeout_ms: 30_000,
             read_backup: false,
             gcp_interval_ms: 2_000,
+            redo_files: 4,
+            redo_file_bytes: 64 << 20,
+            redo_buffer_bytes: 32 << 20,
+            lcp_max_chain: 8,
             send_buffer_pause_bytes: 4 << 20,
             api_first_request_timeout_ms: 30_000,
             reserved_api_connections: 32,
@@ -163,6 +181,10 @@ impl Knobs {
             start_partial_timeout_ms: 2_000,
             read_backup: true,
             gcp_interval_ms: 20,
+            redo_files: 2,
+            redo_file_bytes: 4 << 20,
+            redo_buffer_bytes: 1 << 20,
+            lcp_max_chain: 2,
             send_buffer_pause_bytes: 64 << 10,
             api_first_request_timeout_ms: 500,
             reserved_api_connections: 8,
@@ -197,6 +219,16 @@ impl Knobs {
         range("arbitration_timeout_ms", self.arbitration_timeout_ms, 100, 600_000)?;
         range("start_partial_timeout_ms", self.start_partial_timeout_ms, 0, 3_600_000)?;
         range("gcp_interval_ms", self.gcp_interval_ms, 10, 600_000)?;
+        range("redo_files", self.redo_files, 2, 1024)?;
+        range("redo_file_bytes", self.redo_file_bytes, 4 << 20, 16 << 30)?;
+        if !self.redo_file_bytes.is_multiple_of(32 << 10) {
+            return Err(format!(
+                "redo_file_bytes = {} is not a multiple of 32K (the REDO page size)",
+                self.redo_file_bytes
+            ));
+        }
+        range("redo_buffer_bytes", self.redo_buffer_bytes, 1 << 20, 4 << 30)?;
+        range("lcp_max_chain", self.lcp_max_chain, 2, 64)?;
         range("send_buffer_pause_bytes", self.send_buffer_pause_bytes, 4096, 1 << 34)?;
         if self.send_buffer_pause_bytes > self.max_send_buffer_bytes {
             return Err(format!(

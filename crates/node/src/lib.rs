@@ -1,6 +1,12 @@
 //! A cluster data node's blocks in one scheduler: TC and LQH instances,
-//! DICT, DIH (and QMGR once the membership block is in), wired so that DIH
-//! publishes the distribution to TC, LQH and DICT.
+//! DICT, DIH and QMGR, wired so that QMGR tells DIH, TC, LQH and DICT of
+//! every membership change and DIH publishes the distribution to TC, LQH and
+//! DICT.
+//!
+//! QMGR runs the membership: the host starts it (`QmgrStartReq`), reports
+//! the connections to the other data nodes (`ConnectRep` / `DisconnectRep`),
+//! and acts on what it asks of `block::HOST` (`HostDisconnectReq`,
+//! `HostShutdownReq`) and `block::MGM` (`ArbitReq`, answered `ArbitConf`).
 //!
 //! The host adds its own blocks on top (`block::HOST`, `block::FS`,
 //! `block::MGM`) and starts the node; the production runtime and the
@@ -9,6 +15,8 @@
 //! `testkit` runs several such nodes in one thread with a deterministic
 //! network, for tests of the cluster protocols.
 
+pub mod ckpt;
+pub mod durable;
 pub mod testkit;
 
 use norr_kernel::{BlockRef, NodeId, Scheduler};
@@ -42,15 +50,40 @@ pub fn membership_subscribers(node: NodeId, knobs: &Knobs) -> Vec<BlockRef> {
     v
 }
 
-/// A cluster data node's scheduler with TC, LQH, DICT and DIH.
+/// The blocks whose `NfCompleteRep { node }` a failed node waits for before
+/// it may join again: TC instance 0 reports it once the failed node's
+/// transactions are all taken over (the other blocks finish with a failed
+/// node while they handle its `NodeFailRep`).
+pub fn nf_confirmers(node: NodeId) -> Vec<BlockRef> {
+    vec![BlockRef::new(node, block::TC, 0)]
+}
+
+/// A cluster data node's scheduler with TC, LQH, DICT, DIH and QMGR.
 pub fn build_cluster_node(topo: &Topology, knobs: &Knobs) -> Scheduler<Signal> {
+    build_cluster_node_observed(topo, knobs, &[])
+}
+
+/// [`build_cluster_node`] with extra QMGR subscribers after the node's own
+/// (test kits record the membership changes with them).
+pub fn build_cluster_node_observed(topo: &Topology, knobs: &Knobs, observers: &[BlockRef]) -> Scheduler<Signal> {
     let node = topo.node;
     let mut s = norr_txn::build_data_node(node, knobs);
+    add_dih(&mut s, topo, knobs);
+    let mut subscribers = membership_subscribers(node, knobs);
+    subscribers.extend_from_slice(observers);
+    let qmgr = norr_cluster::Qmgr::new(node, topo.node_groups.clone(), knobs, subscribers)
+        .with_nf_confirmers(nf_confirmers(node));
+    s.add_block(block::QMGR, 0, Box::new(qmgr));
+    s
+}
+
+/// Add DIH to a node's scheduler holding TC, LQH and DICT.
+pub(crate) fn add_dih(s: &mut Scheduler<Signal>, topo: &Topology, knobs: &Knobs) {
+    let node = topo.node;
     let mut dist_subscribers: Vec<BlockRef> =
         (0..knobs.tc_instances.max(1)).map(|i| BlockRef::new(node, block::TC, i)).collect();
     dist_subscribers.extend((0..norr_txn::LQH_INSTANCES).map(|i| BlockRef::new(node, block::LQH, i)));
     dist_subscribers.push(BlockRef::new(node, block::DICT, 0));
     let dih = norr_cluster::Dih::new(node, topo.node_groups.clone(), norr_txn::LQH_INSTANCES, dist_subscribers, knobs);
     s.add_block(block::DIH, 0, Box::new(dih));
-    s
 }

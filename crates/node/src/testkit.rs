@@ -1,155 +1,148 @@
 //! Several data nodes in one thread, for tests of the cluster protocols.
 //!
-//! Each node is a scheduler from [`build_cluster_node`] plus recorder blocks
-//! standing in for the host (`HOST`, `MGM`, and `QMGR`: the kit itself plays
-//! the membership protocol's part and tells the nodes' blocks of starts,
-//! joins and failures, as QMGR would). Messages between nodes travel on FIFO
-//! links, one per ordered pair, delivered in a seeded order; a crashed node
-//! loses everything it had (memory, links, queued messages). API nodes are
-//! the kit too: requests are sent from `BlockRef(api, block::API, 0)` and
-//! their answers collected in an inbox.
+//! Each node is a scheduler from [`build_cluster_node_observed`] (TC, LQH,
+//! DICT, DIH and the real QMGR) plus stand-ins for the host's blocks, run in
+//! `norr_cluster::qmgr_testkit::QmgrCluster`: virtual time, a simulated
+//! network with per-pair FIFO links and seeded random delays, connections
+//! that the hosts report to QMGR, heartbeats, an arbitrator with mgmd's
+//! rule, and the faults a cluster meets (crash, hang, network split,
+//! one-way message loss). Membership is QMGR's own: a crashed node is
+//! noticed by its broken connections, a hung one by missed heartbeats. The
+//! harness checks QMGR's invariants after every step.
+//!
+//! API nodes are the kit too: requests are sent from `BlockRef(api,
+//! block::API, 0)` and their answers collected in an inbox.
 //!
 //! Deterministic: the same calls with the same seed deliver the same
 //! messages in the same order.
 
-use crate::{build_cluster_node, membership_subscribers, Topology};
-use norr_kernel::{Block, BlockRef, Ctx, Envelope, NodeId, Priority, Scheduler};
+use crate::{build_cluster_node_observed, Topology};
+use norr_cluster::qmgr_testkit::{NetConfig, NodeParts, NodeState, QmgrCluster, RECORDER_BLOCK};
+use norr_kernel::{BlockRef, Envelope, NodeId, Priority};
 use norr_knobs::Knobs;
-use norr_signals::cluster::{ClusterSignal, Membership, StartKind};
+use norr_signals::cluster::{Membership, NodeStatus, ShutdownReason};
 use norr_signals::{block, Signal};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::{Arc, Mutex};
 
-/// Most signals one `run` may execute before the kit calls it a livelock.
-const MAX_SIGNALS_PER_RUN: usize = 5_000_000;
+/// Virtual time `run` gives the cluster: far more than any exchange of a
+/// request takes on the kit's network (delays up to 0.5 ms a hop).
+const RUN_SLICE_MS: u64 = 50;
 
-/// Records what a node's blocks send to the host-side blocks.
-#[derive(Default)]
-struct Recorder {
-    seen: Arc<Mutex<Vec<Envelope<Signal>>>>,
-}
+/// Longest a request may wait for its answer (`call`): past every time-out
+/// of the protocols (failure detection, arbitration, lock waits).
+const CALL_LIMIT_MS: u64 = 30_000;
 
-impl Block<Signal> for Recorder {
-    fn on_signal(&mut self, env: Envelope<Signal>, _ctx: &mut Ctx<'_, Signal>) {
-        self.seen.lock().expect("recorder lock").push(env);
-    }
-}
-
-struct Node {
-    sched: Scheduler<Signal>,
-    /// Signals the node sent to its HOST, MGM and QMGR stand-ins.
-    host: Arc<Mutex<Vec<Envelope<Signal>>>>,
-}
-
-/// A small xorshift generator: deterministic delivery order.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+/// The API node `ask` and `internal_ask` use.
+const ASK_API: NodeId = 99;
 
 pub struct ClusterKit {
     pub knobs: Knobs,
-    node_groups: Vec<Vec<NodeId>>,
-    nodes: BTreeMap<NodeId, Node>,
-    /// Messages in flight between nodes, per (from, to).
-    links: BTreeMap<(NodeId, NodeId), VecDeque<Envelope<Signal>>>,
-    /// Messages to API nodes, in arrival order.
-    pub api_inbox: Vec<Envelope<Signal>>,
-    membership: Membership,
-    now_ns: u64,
-    rng: Rng,
+    cluster: QmgrCluster,
     next_handle: u64,
-    /// Links cut: messages on them are dropped.
-    cut: BTreeSet<(NodeId, NodeId)>,
 }
 
 impl ClusterKit {
-    /// Data nodes `node_groups` (all started together as one cluster).
+    /// Data nodes `node_groups`, all started together: returns once they
+    /// formed the cluster and every node's DIH reports it started.
     pub fn start(node_groups: Vec<Vec<NodeId>>, knobs: Knobs, seed: u64) -> ClusterKit {
-        let members: Vec<NodeId> = {
-            let mut m: Vec<NodeId> = node_groups.iter().flatten().copied().collect();
-            m.sort_unstable();
-            m
+        let mut cluster = QmgrCluster::new(seed, node_groups, knobs.clone());
+        cluster.net = NetConfig {
+            min_delay_ns: 20_000,
+            max_delay_ns: 500_000,
+            connect_delay_ns: (200_000, 2_000_000),
+            // A node that shut down (excluded, lost arbitration) starts
+            // again by itself, as `norr datad` does.
+            auto_restart_ns: Some(100_000_000),
         };
-        let membership = Membership { generation: 1, members: members.clone(), president: members[0] };
-        let mut kit = ClusterKit {
-            knobs,
-            node_groups,
-            nodes: BTreeMap::new(),
-            links: BTreeMap::new(),
-            api_inbox: Vec::new(),
-            membership: membership.clone(),
-            now_ns: 0,
-            rng: Rng(seed.max(1)),
-            next_handle: 1,
-            cut: BTreeSet::new(),
-        };
-        for n in &members {
-            kit.boot(*n);
-        }
-        for n in &members {
-            let rep = ClusterSignal::ClusterStartedRep {
-                membership: membership.clone(),
-                kind: StartKind::Initial,
-                joined: false,
-            };
-            kit.tell_subscribers(*n, rep);
-        }
-        kit.run();
+        cluster.recorder_block = RECORDER_BLOCK;
+        cluster.builder = Some(Box::new(|parts: &NodeParts<'_>| {
+            let topo = Topology { node: parts.node, node_groups: parts.node_groups.to_vec() };
+            let observer = BlockRef::new(parts.node, RECORDER_BLOCK, 0);
+            let mut sched = build_cluster_node_observed(&topo, parts.knobs, &[observer]);
+            sched.add_block(RECORDER_BLOCK, 0, Box::new(parts.observer()));
+            sched.add_block(block::HOST, 0, Box::new(parts.host_stub()));
+            sched.add_block(block::MGM, 0, Box::new(parts.host_stub()));
+            sched
+        }));
+        cluster.start_all();
+        let mut kit = ClusterKit { knobs, cluster, next_handle: 1 };
+        let all = kit.cluster.node_ids();
+        kit.wait_for(&format!("nodes {all:?} to start the cluster"), |k| {
+            k.cluster.settled().is_ok_and(|m| m.members == all) && all.iter().all(|n| k.started(*n))
+        });
         kit
     }
 
-    fn boot(&mut self, n: NodeId) {
-        let topo = Topology { node: n, node_groups: self.node_groups.clone() };
-        let mut sched = build_cluster_node(&topo, &self.knobs);
-        let host = Arc::new(Mutex::new(Vec::new()));
-        for b in [block::HOST, block::MGM, block::QMGR] {
-            sched.add_block(b, 0, Box::new(Recorder { seen: host.clone() }));
+    /// The QMGR harness underneath (faults, logs, the arbitrator).
+    pub fn cluster(&mut self) -> &mut QmgrCluster {
+        &mut self.cluster
+    }
+
+    /// Run until `done` holds; panics (with the harness's log) if it does
+    /// not within `CALL_LIMIT_MS` of virtual time.
+    pub fn wait_for(&mut self, what: &str, mut done: impl FnMut(&ClusterKit) -> bool) {
+        let until = self.cluster.now_ns + CALL_LIMIT_MS * 1_000_000;
+        loop {
+            if done(self) {
+                return;
+            }
+            if self.cluster.now_ns >= until {
+                let status: Vec<String> =
+                    self.cluster.node_ids().iter().map(|n| format!("  node {n}: {:?}", self.status(*n))).collect();
+                panic!(
+                    "seed {}: waited {CALL_LIMIT_MS} ms of virtual time for {what}\nlast events:\n{}\nstatus:\n{}",
+                    self.cluster.seed,
+                    self.cluster.log_tail(40),
+                    status.join("\n")
+                );
+            }
+            let step = self.cluster.now_ns + 1_000_000;
+            self.cluster.run_until(step);
         }
-        sched.advance_to(self.now_ns);
-        self.nodes.insert(n, Node { sched, host });
     }
 
-    fn tell_subscribers(&mut self, n: NodeId, sig: ClusterSignal) {
-        let subs = membership_subscribers(n, &self.knobs);
-        let node = self.nodes.get_mut(&n).expect("live node");
-        for to in subs {
-            let env = Envelope {
-                from: BlockRef::new(n, block::QMGR, 0),
-                to,
-                prio: Priority::A,
-                signal: Signal::Cluster(Box::new(sig.clone())),
-            };
-            node.sched.deliver(env).expect("deliver to a local block");
-        }
+    /// The membership the running members agree on (None while they do
+    /// not: a change in progress).
+    pub fn membership(&self) -> Option<Membership> {
+        self.cluster.settled().ok()
     }
 
-    pub fn membership(&self) -> &Membership {
-        &self.membership
+    /// The membership `n` holds, if it is a member.
+    pub fn membership_of(&self, n: NodeId) -> Option<&Membership> {
+        self.cluster.membership(n)
     }
 
+    /// Whether `n` is up, hung or down.
+    pub fn node_state(&self, n: NodeId) -> NodeState {
+        self.cluster.state(n)
+    }
+
+    /// Is `n` running (up or hung)?
     pub fn is_alive(&self, n: NodeId) -> bool {
-        self.nodes.contains_key(&n)
+        self.cluster.state(n) != NodeState::Down
+    }
+
+    /// Has `n`'s DIH reported it started (a member with its replicas up to
+    /// date)?
+    pub fn started(&self, n: NodeId) -> bool {
+        self.cluster.state(n) == NodeState::Up && self.cluster.node_status(n).is_some_and(|s| s.started)
+    }
+
+    pub fn status(&self, n: NodeId) -> Option<&NodeStatus> {
+        self.cluster.node_status(n)
     }
 
     pub fn now_ns(&self) -> u64 {
-        self.now_ns
+        self.cluster.now_ns
     }
 
-    /// What node `n` sent its host-side blocks (HOST, MGM, QMGR) so far.
-    pub fn host_signals(&self, n: NodeId) -> Vec<Envelope<Signal>> {
-        self.nodes.get(&n).map(|x| x.host.lock().expect("lock").clone()).unwrap_or_default()
+    /// Why `n` shut down, every time it did (any incarnation).
+    pub fn shutdowns(&self, n: NodeId) -> Vec<(ShutdownReason, bool)> {
+        self.cluster.shutdowns(n)
+    }
+
+    /// A named counter of `n`'s QMGR.
+    pub fn qmgr_counter(&mut self, n: NodeId, name: &str) -> u64 {
+        self.cluster.counter(n, name)
     }
 
     /// A fresh transaction handle for an API node.
@@ -160,158 +153,101 @@ impl ClusterKit {
 
     /// Send `signal` from API node `api` to `to`.
     pub fn send_from_api(&mut self, api: NodeId, to: BlockRef, signal: Signal) {
-        let env = Envelope { from: BlockRef::new(api, block::API, 0), to, prio: Priority::B, signal };
-        if let Some(node) = self.nodes.get_mut(&to.node) {
-            node.sched.deliver(env).expect("deliver an API request");
-        }
+        self.cluster.send_from_api(BlockRef::new(api, block::API, 0), to, signal, Priority::B);
     }
 
-    /// Run until nothing is left to do at this moment: every node idle and
-    /// every link empty. Delayed signals are not waited for (see `advance`).
+    /// Let the cluster run for a moment of virtual time (every exchange in
+    /// progress completes unless a fault holds it up).
     pub fn run(&mut self) {
-        let mut budget = MAX_SIGNALS_PER_RUN;
-        loop {
-            let mut progressed = false;
-            let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
-            for n in ids {
-                let node = self.nodes.get_mut(&n).expect("node");
-                let ran = node.sched.run_until_idle(1024);
-                budget = budget.checked_sub(ran).expect("livelock: too many signals without quiescence");
-                progressed |= ran > 0;
-                let remote = node.sched.take_remote();
-                for env in remote {
-                    self.route(n, env);
-                }
-            }
-            progressed |= self.deliver_some();
-            if !progressed {
-                return;
-            }
-        }
+        self.cluster.run_for_ms(RUN_SLICE_MS);
     }
 
-    fn route(&mut self, from: NodeId, env: Envelope<Signal>) {
-        let to = env.to.node;
-        if env.to.block == block::API {
-            self.api_inbox.push(env);
-            return;
-        }
-        if self.cut.contains(&(from, to)) || !self.nodes.contains_key(&to) {
-            return;
-        }
-        self.links.entry((from, to)).or_default().push_back(env);
-    }
-
-    /// Deliver the heads of some links (in a seeded order, each link FIFO).
-    fn deliver_some(&mut self) -> bool {
-        let busy: Vec<(NodeId, NodeId)> = self.links.iter().filter(|(_, q)| !q.is_empty()).map(|(k, _)| *k).collect();
-        if busy.is_empty() {
-            return false;
-        }
-        let rounds = busy.len();
-        for _ in 0..rounds {
-            let k = busy[self.rng.below(busy.len())];
-            let Some(env) = self.links.get_mut(&k).and_then(|q| q.pop_front()) else {
-                continue;
-            };
-            if let Some(node) = self.nodes.get_mut(&k.1) {
-                // Overloaded: put it back at the head and let the node run.
-                if let Err(norr_kernel::DeliverError::Overloaded) = node.sched.deliver(env.clone()) {
-                    self.links.get_mut(&k).expect("link").push_front(env);
-                }
-            }
-        }
-        true
-    }
-
-    /// Move the clock forward by `ns` (firing timers on the way), running
-    /// the cluster at each timer.
+    /// Move the clock forward by `ns`, running the cluster all along.
     pub fn advance(&mut self, ns: u64) {
-        let end = self.now_ns + ns;
-        loop {
-            self.run();
-            let next = self.nodes.values().filter_map(|n| n.sched.next_timer_ns()).min();
-            match next {
-                Some(t) if t <= end => {
-                    self.now_ns = self.now_ns.max(t);
-                    for n in self.nodes.values_mut() {
-                        n.sched.advance_to(self.now_ns);
-                    }
-                }
-                _ => break,
-            }
-        }
-        self.now_ns = end;
-        for n in self.nodes.values_mut() {
-            n.sched.advance_to(end);
-        }
-        self.run();
+        let until = self.cluster.now_ns + ns;
+        self.cluster.run_until(until);
     }
 
-    /// Node `n` crashes: its memory, its links and what was on them are
-    /// gone. The others are told (as QMGR's node-failure protocol would)
-    /// once they have noticed: at the next `fail_nodes`.
+    /// Send `signal` from API node `api` to `to` and run until the first
+    /// answer to `api` arrives; it is returned with every other answer
+    /// `api` got meanwhile (in order). Panics after `CALL_LIMIT_MS`.
+    pub fn call(&mut self, api: NodeId, to: BlockRef, signal: Signal) -> Vec<Signal> {
+        self.send_from_api(api, to, signal);
+        self.wait_for("an answer", |k| k.cluster.api_inbox.iter().any(|e| e.to.node == api));
+        self.take_inbox(api)
+    }
+
+    /// Node `n` crashes (kill -9): its memory, its links and what was on
+    /// them are gone; the others see its connections break.
     pub fn crash(&mut self, n: NodeId) {
-        self.nodes.remove(&n);
-        self.links.retain(|(a, b), _| *a != n && *b != n);
+        self.cluster.crash(n);
     }
 
-    /// Tell the survivors that `failed` failed (QMGR's NODE_FAILREP).
+    /// Crash `failed` and run until the survivors' QMGRs agreed on a
+    /// membership without them (and its `NodeFailRep`s were handled).
     pub fn fail_nodes(&mut self, failed: &[NodeId]) {
         for f in failed {
             self.crash(*f);
         }
-        let mut m = self.membership.clone();
-        m.generation += 1;
-        m.members.retain(|x| !failed.contains(x));
-        if failed.contains(&m.president) {
-            m.president = m.members[0];
-        }
-        self.membership = m.clone();
-        for n in m.members.clone() {
-            self.tell_subscribers(n, ClusterSignal::NodeFailRep { failed: failed.to_vec(), membership: m.clone() });
-        }
+        self.wait_for(&format!("the survivors to exclude {failed:?}"), |k| {
+            k.membership().is_some_and(|m| failed.iter().all(|f| !m.contains(*f)))
+        });
         self.run();
     }
 
-    /// Node `n` starts again (empty) and joins the running cluster: a node
-    /// restart (DICT syncs the schema, DIH copies its partitions).
+    /// Node `n` (SIGSTOP) stops running; its connections stay up.
+    pub fn hang(&mut self, n: NodeId) {
+        self.cluster.hang(n);
+    }
+
+    /// SIGCONT: `n` runs again.
+    pub fn resume(&mut self, n: NodeId) {
+        self.cluster.resume(n);
+    }
+
+    /// Node `n` starts again (empty) and joins the running cluster through
+    /// QMGR: a node restart (DICT syncs the schema, DIH copies its
+    /// partitions). Returns once it is started.
     pub fn restart(&mut self, n: NodeId) {
-        assert!(!self.nodes.contains_key(&n), "node {n} is running");
         self.boot(n);
-        let mut m = self.membership.clone();
-        m.generation += 1;
-        m.members.push(n);
-        m.members.sort_unstable();
-        self.membership = m.clone();
-        for x in m.members.clone() {
-            if x != n {
-                self.tell_subscribers(x, ClusterSignal::NodeJoinedRep { node: n, membership: m.clone() });
-            }
-        }
-        let rep = ClusterSignal::ClusterStartedRep { membership: m, kind: StartKind::Initial, joined: true };
-        self.tell_subscribers(n, rep);
-        self.run();
+        self.wait_until_started(n);
     }
 
-    /// Cut (or restore) the link from `a` to `b` (one direction).
+    /// Node `n` starts again (empty), without waiting: it joins and copies
+    /// while the caller goes on (`wait_until_started`).
+    pub fn boot(&mut self, n: NodeId) {
+        assert!(!self.is_alive(n), "node {n} is running");
+        self.cluster.start(n);
+    }
+
+    /// Run until `n` is a member and started (e.g. after it restarted by
+    /// itself following a shutdown).
+    pub fn wait_until_started(&mut self, n: NodeId) {
+        self.wait_for(&format!("node {n} to be started"), |k| {
+            k.started(n) && k.membership().is_some_and(|m| m.contains(n))
+        });
+    }
+
+    /// Cut every link between `a` and `b` (both sides see it break).
+    pub fn split(&mut self, a: &[NodeId], b: &[NodeId]) {
+        self.cluster.split(a, b);
+    }
+
+    pub fn heal_split(&mut self) {
+        self.cluster.heal_split();
+    }
+
+    /// Lose (or stop losing) every message from `a` to `b`, the connection
+    /// staying up (heartbeats from `a` are lost too: `b` excludes `a` after
+    /// the missed heartbeats).
     pub fn set_cut(&mut self, a: NodeId, b: NodeId, cut: bool) {
-        if cut {
-            self.cut.insert((a, b));
-            self.links.remove(&(a, b));
-        } else {
-            self.cut.remove(&(a, b));
-        }
+        self.cluster.set_drop(a, b, cut);
     }
 
     /// Ask block `to` something with `signal` from API node 99 and return the
     /// first answer that comes back to it.
     pub fn ask(&mut self, to: BlockRef, signal: Signal) -> Option<Signal> {
-        let before = self.api_inbox.len();
-        self.send_from_api(99, to, signal);
-        self.run();
-        let pos = self.api_inbox[before..].iter().position(|e| e.to.node == 99)? + before;
-        Some(self.api_inbox.remove(pos).signal)
+        self.call(ASK_API, to, signal).into_iter().next()
     }
 
     /// Run block `to` directly with an internal request (from the API side)
@@ -329,9 +265,6 @@ impl ClusterKit {
 
     /// Take the answers API node `api` got so far.
     pub fn take_inbox(&mut self, api: NodeId) -> Vec<Signal> {
-        let (mine, rest): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.api_inbox).into_iter().partition(|e| e.to.node == api);
-        self.api_inbox = rest;
-        mine.into_iter().map(|e| e.signal).collect()
+        self.cluster.take_api(api).into_iter().map(|e: Envelope<Signal>| e.signal).collect()
     }
 }

@@ -1,96 +1,16 @@
 //! Replication, failure handling, take-over and node restart across data
-//! nodes, with the deterministic multi-node kit (membership told directly).
+//! nodes, with the deterministic multi-node kit (membership by the real
+//! QMGR: failures are noticed through broken connections or missed
+//! heartbeats).
 
+mod common;
+
+use common::*;
 use norr_kernel::{BlockRef, NodeId};
-use norr_knobs::Knobs;
 use norr_node::testkit::ClusterKit;
-use norr_signals::internal::InternalSignal;
 use norr_signals::{
-    block, ColumnType, DictConf, DictOp, DictReq, DictResult, ExecType, KeyOp, OpResult, Signal, TableDef, TcKeyConf,
-    TcKeyReq, TxnOutcome, Value,
+    block, DictConf, DictOp, DictReq, DictResult, ExecType, KeyOp, Signal, TcKeyReq, TxnOutcome, Value,
 };
-
-const API: NodeId = 100;
-
-fn int() -> ColumnType {
-    ColumnType::BigInt { unsigned: false }
-}
-
-fn create_table(kit: &mut ClusterKit, via: NodeId, name: &str, partitions: u32) -> TableDef {
-    let def = norr_txn::testkit::table_def(name, partitions, &[("v", int())]);
-    let req = DictReq { req_id: 7, op: DictOp::CreateTable(def) };
-    match kit.ask(BlockRef::new(via, block::DICT, 0), Signal::DictReq(Box::new(req))) {
-        Some(Signal::DictConf(c)) => match c.result {
-            DictResult::Table(t) => t,
-            other => panic!("create table answered {other:?}"),
-        },
-        other => panic!("create table answered {other:?}"),
-    }
-}
-
-/// Run one transaction batch through TC instance 0 of `via`; the answer.
-fn txn(kit: &mut ClusterKit, via: NodeId, handle: u64, ops: Vec<KeyOp>, exec: ExecType) -> Signal {
-    let req = TcKeyReq { txn: handle, exec, ops };
-    kit.send_from_api(API, BlockRef::new(via, block::TC, 0), Signal::TcKeyReq(Box::new(req)));
-    kit.run();
-    let mut got = kit.take_inbox(API);
-    assert_eq!(got.len(), 1, "one answer to one request: {got:?}");
-    got.pop().expect("answer")
-}
-
-fn committed(sig: Signal) -> TcKeyConf {
-    match sig {
-        Signal::TcKeyConf(c) if c.outcome == TxnOutcome::Committed => *c,
-        other => panic!("expected a commit, got {other:?}"),
-    }
-}
-
-fn read(kit: &mut ClusterKit, via: NodeId, t: &TableDef, k: i64) -> Option<i64> {
-    let h = kit.handle();
-    let c = committed(txn(
-        kit,
-        via,
-        h,
-        vec![KeyOp { abort_on_error: false, ..KeyOp::read(t.id, vec![Value::Int(k)]) }],
-        ExecType::Commit,
-    ));
-    match &c.results[0] {
-        OpResult::Ok(Some(row)) => match row[1] {
-            Value::Int(v) => Some(v),
-            ref other => panic!("value {other:?}"),
-        },
-        OpResult::Err(e) if e.code == norr_signals::ErrorCode::NoSuchRow => None,
-        other => panic!("read {other:?}"),
-    }
-}
-
-fn put(kit: &mut ClusterKit, via: NodeId, t: &TableDef, k: i64, v: i64) -> TcKeyConf {
-    let h = kit.handle();
-    committed(txn(
-        kit,
-        via,
-        h,
-        vec![KeyOp::write(t.id, vec![Value::Int(k)], vec![(1, Value::Int(v))])],
-        ExecType::Commit,
-    ))
-}
-
-/// (rows, checksum) of every partition of `t` on node `n`.
-fn checksums(kit: &mut ClusterKit, n: NodeId, t: &TableDef) -> Vec<(u64, u64)> {
-    (0..t.partitions)
-        .map(|part| {
-            let req = InternalSignal::FragChecksumReq { req: part as u64, table: t.id, part };
-            match kit.internal_ask(BlockRef::new(n, block::LQH, 0), req) {
-                Some(InternalSignal::FragChecksumConf { rows, checksum, .. }) => (rows, checksum),
-                other => panic!("checksum answered {other:?}"),
-            }
-        })
-        .collect()
-}
-
-fn knobs() -> Knobs {
-    Knobs { lock_wait_timeout_ms: 500, ..Knobs::default() }
-}
 
 #[test]
 fn every_write_reaches_every_replica() {
@@ -163,10 +83,7 @@ fn a_committed_transaction_of_a_failed_coordinator_is_finished_by_the_takeover()
     }
     assert_eq!(read(&mut kit, 1, &t, 7), Some(71));
     // The take-over told QMGR the failed node may join again.
-    let nf = kit.host_signals(1).iter().any(|e| {
-        matches!(&e.signal, Signal::Cluster(c) if matches!(**c, norr_signals::cluster::ClusterSignal::NfCompleteRep { node: 2 }))
-    });
-    assert!(nf, "no NF_COMPLETEREP for node 2");
+    assert_eq!(kit.qmgr_counter(1, "qmgr: failed node taken over"), 1, "no NF_COMPLETEREP for node 2");
 }
 
 #[test]
@@ -204,11 +121,17 @@ fn a_restarted_node_copies_its_partitions_and_takes_writes_meanwhile() {
     for k in 0..300 {
         put(&mut kit, 1, &t, k, k * 2);
     }
-    kit.restart(2);
-    // More writes while (and after) it starts.
+    kit.boot(2);
+    // More writes while it joins, syncs the schema and copies.
+    let mut during_restart = 0;
     for k in (0..300).step_by(7) {
         put(&mut kit, 1, &t, k, k * 3);
+        if kit.membership_of(2).is_some() && !kit.started(2) {
+            during_restart += 1;
+        }
     }
+    assert!(during_restart > 0, "no write ran while node 2 was joined but not yet started");
+    kit.wait_until_started(2);
     kit.advance(2_000_000_000);
     assert_eq!(checksums(&mut kit, 1, &t), checksums(&mut kit, 2, &t), "the restarted replica differs");
     for k in [0, 7, 8, 299] {

@@ -5,7 +5,7 @@ use norr_kernel::NodeId;
 use norr_signals::Envelope;
 use norr_transport::handshake::ApiKind;
 use norr_transport::{AdaptiveSend, FrameDecoder, SendBuffer};
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
 /// API node ids are handed out from here upwards (1..100 are for data nodes and
 /// management servers).
@@ -135,6 +135,13 @@ impl Conn {
 /// `capacity - reserved` ids, counted from allocation until the id is free
 /// again (an id still draining counts), so `reserved` ids are always left
 /// for SQL nodes and management servers.
+///
+/// A client may ask for a given id (`Hello::requested_api_node`: in a
+/// cluster, every data node must know an API node by the id mgmd gave it). A
+/// free id is taken; one in use, or still being released, is refused with the
+/// reason. Asked-for ids may lie beyond the numbered range (mgmd hands out
+/// ids up to 65535): they count against the same capacity (and, for native
+/// clients, the same native limit).
 pub(crate) struct ApiIdPool {
     free: VecDeque<NodeId>,
     /// (id, executed-count target): ApiFailReq delivered, not yet run.
@@ -143,9 +150,11 @@ pub(crate) struct ApiIdPool {
     draining: Vec<(NodeId, u64)>,
     capacity: usize,
     reserved: usize,
-    /// By id - FIRST_API_NODE_ID: held by a native client (until free again).
-    native: Vec<bool>,
-    native_held: usize,
+    /// Ids held by a native client (until free again).
+    native: BTreeSet<NodeId>,
+    /// Asked-for ids outside `FIRST_API_NODE_ID..FIRST_API_NODE_ID + capacity`,
+    /// from the handshake until released (they never enter `free`).
+    outside: BTreeSet<NodeId>,
 }
 
 /// Signals beyond the queue length an id waits for under sustained load.
@@ -158,6 +167,30 @@ pub(crate) enum NoId {
     Full,
     /// Native clients hold all the ids they may; the rest are reserved.
     NativeLimit,
+    /// The asked-for id cannot be given (in use, being released, or not an
+    /// API node id).
+    Requested(NodeId, Taken),
+}
+
+/// Why an asked-for id cannot be given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Taken {
+    /// Below `FIRST_API_NODE_ID`: data nodes' and management servers' ids.
+    NotAnApiId,
+    /// Another connection holds it.
+    InUse,
+    /// Its previous holder is gone but its signals may still be queued.
+    Releasing,
+}
+
+impl std::fmt::Display for Taken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Taken::NotAnApiId => "is not an API node id (ids below 100 are for data nodes and management servers)",
+            Taken::InUse => "is in use by another connection to this data node",
+            Taken::Releasing => "is still being released after its previous connection closed: retry in a moment",
+        })
+    }
 }
 
 impl ApiIdPool {
@@ -173,8 +206,8 @@ impl ApiIdPool {
             draining: Vec::new(),
             capacity,
             reserved,
-            native: vec![false; capacity],
-            native_held: 0,
+            native: BTreeSet::new(),
+            outside: BTreeSet::new(),
         }
     }
 
@@ -187,22 +220,78 @@ impl ApiIdPool {
         self.capacity - self.reserved
     }
 
+    fn in_range(&self, id: NodeId) -> bool {
+        id >= FIRST_API_NODE_ID && ((id - FIRST_API_NODE_ID) as usize) < self.capacity
+    }
+
+    /// Ids held or being released.
+    fn used(&self) -> usize {
+        self.capacity - self.free.len() + self.outside.len()
+    }
+
+    /// The next free id, for a client that asks for none.
     pub fn alloc(&mut self, kind: ApiKind) -> Result<NodeId, NoId> {
-        let native = !kind.may_use_reserved_slots();
-        if self.free.is_empty() {
+        self.check_room(kind)?;
+        let id = self.free.pop_front().expect("room checked");
+        self.hold(id, kind);
+        Ok(id)
+    }
+
+    /// The id a new connection gets: `requested` if the client asked for
+    /// one (see [`ApiIdPool::take`]), else the next free one.
+    pub fn alloc_for(&mut self, requested: Option<NodeId>, kind: ApiKind) -> Result<NodeId, NoId> {
+        match requested {
+            Some(id) => self.take(id, kind),
+            None => self.alloc(kind),
+        }
+    }
+
+    /// Take the id a client asked for, if it is free.
+    pub fn take(&mut self, id: NodeId, kind: ApiKind) -> Result<NodeId, NoId> {
+        if id < FIRST_API_NODE_ID {
+            return Err(NoId::Requested(id, Taken::NotAnApiId));
+        }
+        if self.failing.iter().chain(&self.draining).any(|(f, _)| *f == id) {
+            return Err(NoId::Requested(id, Taken::Releasing));
+        }
+        let free_at = if self.in_range(id) {
+            match self.free.iter().position(|f| *f == id) {
+                Some(i) => Some(i),
+                None => return Err(NoId::Requested(id, Taken::InUse)),
+            }
+        } else if self.outside.contains(&id) {
+            return Err(NoId::Requested(id, Taken::InUse));
+        } else {
+            None
+        };
+        self.check_room(kind)?;
+        match free_at {
+            Some(i) => {
+                self.free.remove(i);
+            }
+            None => {
+                self.outside.insert(id);
+            }
+        }
+        self.hold(id, kind);
+        Ok(id)
+    }
+
+    fn check_room(&self, kind: ApiKind) -> Result<(), NoId> {
+        if self.used() >= self.capacity {
             return Err(NoId::Full);
         }
-        if native && self.native_held >= self.native_limit() {
+        if !kind.may_use_reserved_slots() && self.native.len() >= self.native_limit() {
             return Err(NoId::NativeLimit);
         }
-        let id = self.free.pop_front().expect("checked");
-        let i = (id - FIRST_API_NODE_ID) as usize;
-        debug_assert!(!self.native[i]);
-        if native {
-            self.native[i] = true;
-            self.native_held += 1;
+        Ok(())
+    }
+
+    fn hold(&mut self, id: NodeId, kind: ApiKind) {
+        if !kind.may_use_reserved_slots() {
+            let fresh = self.native.insert(id);
+            debug_assert!(fresh, "api node {id} handed out twice");
         }
-        Ok(id)
     }
 
     /// The holder of `id` is gone and its ApiFailReq was delivered when the
@@ -225,17 +314,19 @@ impl ApiIdPool {
         while i < self.draining.len() {
             if node_idle || executed >= self.draining[i].1 {
                 let (id, _) = self.draining.remove(i);
-                let n = &mut self.native[(id - FIRST_API_NODE_ID) as usize];
-                if std::mem::take(n) {
-                    self.native_held -= 1;
+                self.native.remove(&id);
+                if self.in_range(id) {
+                    self.free.push_back(id);
+                } else {
+                    let held = self.outside.remove(&id);
+                    debug_assert!(held, "api node {id} released but never taken");
                 }
-                self.free.push_back(id);
             } else {
                 i += 1;
             }
         }
-        debug_assert!(self.free.len() + self.failing.len() + self.draining.len() <= self.capacity);
-        debug_assert!(self.native_held <= self.native_limit());
+        debug_assert!(self.used() <= self.capacity);
+        debug_assert!(self.native.len() <= self.native_limit());
     }
 }
 
@@ -296,5 +387,56 @@ mod tests {
         let mut all = ApiIdPool::new(3, 3);
         assert_eq!(all.native_limit(), 1);
         assert_eq!(all.alloc(n), Ok(100));
+    }
+
+    /// Asked-for ids: a free one is taken, a taken or releasing one refused
+    /// with the reason; ids beyond the numbered range count against the
+    /// capacity and are never handed out to clients that ask for none.
+    #[test]
+    fn requested_ids() {
+        let mut p = ApiIdPool::new(3, 0);
+        let n = ApiKind::NativeClient;
+        let req = |id, t| Err(NoId::Requested(id, t));
+        assert_eq!(p.alloc_for(Some(101), n), Ok(101));
+        assert_eq!(p.alloc_for(Some(101), n), req(101, Taken::InUse));
+        assert_eq!(p.alloc_for(Some(7), n), req(7, Taken::NotAnApiId));
+        assert_eq!(p.alloc_for(None, n), Ok(100), "the pool skips the taken one");
+        assert_eq!(p.alloc_for(Some(500), n), Ok(500), "beyond the numbered range");
+        assert_eq!(p.alloc_for(Some(500), n), req(500, Taken::InUse));
+        // Three held: full, whichever way one asks.
+        assert_eq!(p.alloc_for(None, n), Err(NoId::Full));
+        assert_eq!(p.alloc_for(Some(102), n), Err(NoId::Full));
+        assert_eq!(p.alloc_for(Some(600), n), Err(NoId::Full));
+        // 500 goes: refused while it is released, free (for an asker) after.
+        p.failed(500, 10, 0);
+        assert_eq!(p.alloc_for(Some(500), n), req(500, Taken::Releasing));
+        p.before_run();
+        assert_eq!(p.alloc_for(Some(500), n), req(500, Taken::Releasing));
+        p.after_run(true, 11);
+        assert_eq!(p.alloc_for(None, n), Ok(102), "an outside id never enters the free list");
+        assert_eq!(p.alloc_for(Some(500), n), Err(NoId::Full));
+        p.failed(101, 20, 0);
+        p.before_run();
+        p.after_run(true, 21);
+        assert_eq!(p.alloc_for(Some(500), n), Ok(500));
+        assert_eq!(p.alloc_for(None, n), Err(NoId::Full));
+    }
+
+    /// Asked-for ids of native clients count against the native limit, in
+    /// the numbered range or beyond it; SQL nodes may take the reserved rest.
+    #[test]
+    fn requested_ids_respect_the_reserved_slots() {
+        let mut p = ApiIdPool::new(3, 1);
+        let (n, sql) = (ApiKind::NativeClient, ApiKind::SqlNode);
+        assert_eq!(p.alloc_for(Some(900), n), Ok(900));
+        assert_eq!(p.alloc_for(Some(102), n), Ok(102));
+        assert_eq!(p.alloc_for(Some(101), n), Err(NoId::NativeLimit));
+        assert_eq!(p.alloc_for(Some(101), sql), Ok(101));
+        assert_eq!(p.alloc_for(None, sql), Err(NoId::Full));
+        // The native client of 900 goes: its slot is a native one again.
+        p.failed(900, 0, 0);
+        p.before_run();
+        p.after_run(true, 1);
+        assert_eq!(p.alloc_for(None, n), Ok(100));
     }
 }

@@ -59,6 +59,7 @@ mod peers;
 pub(crate) use peers::PeerNet;
 
 use crate::conn::{ApiIdPool, CloseReason, Conn, NoId};
+use crate::fs::FsCompletions;
 use crate::host::{Arbitrator, HostQueue, Inbox};
 use crate::local_link::LocalReady;
 use crate::stream::{Peer, Stream};
@@ -100,6 +101,8 @@ pub(crate) struct LoopShared {
     pub stop: Arc<AtomicBool>,
     pub stats: Arc<std::sync::Mutex<RuntimeStats>>,
     pub local: Arc<LocalReady>,
+    /// Completions of the FS block's IO thread (None: no data directory).
+    pub fs: Option<Arc<FsCompletions>>,
     /// What the node's blocks asked of their host (`HostBlock`).
     pub host_queue: HostQueue,
     pub inbox: Inbox,
@@ -171,6 +174,9 @@ pub(crate) struct EventLoop {
     local: Arc<LocalReady>,
     local_tokens: Vec<usize>,
     local_accepts: Vec<norr_transport::local_pipe::NodeEnd>,
+    /// FS completions (see `deliver_fs_completions`).
+    fs: Option<Arc<FsCompletions>>,
+    fs_buf: Vec<Envelope>,
     host_queue: HostQueue,
     inbox: Inbox,
     peers: Option<PeerNet>,
@@ -187,7 +193,7 @@ impl EventLoop {
         sched: Scheduler<Signal>,
         poll: Poll,
         (mut listener, mut unix_listener): (TcpListener, Option<UnixListener>),
-        LoopShared { stop, stats: shared_stats, local, host_queue, inbox, peers, arbitrator, status }: LoopShared,
+        LoopShared { stop, stats: shared_stats, local, host_queue, inbox, peers, arbitrator, status, fs }: LoopShared,
     ) -> io::Result<EventLoop> {
         poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
         if let Some(l) = unix_listener.as_mut() {
@@ -226,6 +232,8 @@ impl EventLoop {
             local,
             local_tokens: Vec::new(),
             local_accepts: Vec::new(),
+            fs,
+            fs_buf: Vec::new(),
             host_queue,
             inbox,
             peers,
@@ -265,7 +273,7 @@ impl EventLoop {
         loop {
             self.stats.spin_socket_polls += 1;
             self.poll.poll(events, Some(Duration::ZERO))?;
-            if !events.is_empty() || self.local.has_work() || self.stop.load(Ordering::Relaxed) {
+            if !events.is_empty() || self.local.has_work() || self.fs_has_work() || self.stop.load(Ordering::Relaxed) {
                 self.stats.spin_hits += 1;
                 return Ok(());
             }
@@ -320,6 +328,7 @@ impl EventLoop {
                 }
             }
             self.service_local();
+            self.deliver_fs_completions();
             self.step();
         }
         info!(node = self.node_id, connections = self.live_conns, "data node stopping");
@@ -358,7 +367,7 @@ impl EventLoop {
             self.dial_peers(now);
         }
         self.ids.before_run();
-        self.sched.run_until_idle(self.opts.max_signals_per_poll);
+        self.run_blocks();
         self.host_requests();
         self.route_remote();
         self.close_marked();
@@ -370,6 +379,39 @@ impl EventLoop {
                 s.clone_from(&self.stats);
             }
         }
+    }
+
+    /// FS completions wait.
+    fn fs_has_work(&self) -> bool {
+        self.fs.as_ref().is_some_and(|f| f.has_work())
+    }
+
+    /// Hand the FS IO thread's completions to the scheduler (FS hook; see
+    /// `fs.rs`). The IO thread wakes the loop through the mio waker when a
+    /// first completion arrives, so a loop blocked in poll sees it at once.
+    /// A completion is never dropped: when the B job buffer is at its bound
+    /// it goes on A (never refused) rather than wait, since the block that
+    /// asked has already committed to the work.
+    fn deliver_fs_completions(&mut self) {
+        let Some(fs) = self.fs.as_ref() else { return };
+        if !fs.has_work() {
+            return;
+        }
+        fs.take(&mut self.fs_buf);
+        let mut buf = std::mem::take(&mut self.fs_buf);
+        for mut env in buf.drain(..) {
+            if self.sched.job_b_len() + 1 >= self.job_b_bound {
+                env.prio = Priority::A;
+            }
+            match self.sched.deliver(env) {
+                Ok(()) => {}
+                Err(e) => tracing::error!(
+                    ?e,
+                    "FS completion not delivered: the scheduler's B bound is below job_buffer_bound, or no such block"
+                ),
+            }
+        }
+        self.fs_buf = buf;
     }
 
     /// Take new in-process connections and read (and write) the ones whose
@@ -410,6 +452,7 @@ impl EventLoop {
             || !self.pending_read.is_empty()
             || !self.closing.is_empty()
             || self.local.has_work()
+            || self.fs_has_work()
             || self.inbox.has_work()
         {
             return Some(Duration::ZERO);
@@ -534,11 +577,30 @@ impl EventLoop {
 
     /// Take a new connection into a slot, waiting for its handshake. Returns
     /// the slot (`None`: closed at once).
-    fn add_conn(&mut self, mut stream: Stream, peer: Peer) -> Option<usize> {
+    fn add_conn(&mut self, stream: Stream, peer: Peer) -> Option<usize> {
         if self.live_conns >= self.ids.capacity() + EXTRA_CONNS {
             warn!(%peer, "too many connections: closing new connection at once");
             return None;
         }
+        let (slot, conn) = self.open_conn_slot(stream, peer, Interest::READABLE)?;
+        debug_assert!(self.conns[slot].is_none());
+        self.local_conns += usize::from(matches!(conn.stream, Stream::Local(_)));
+        self.conns[slot] = Some(conn);
+        self.live_conns += 1;
+        self.stats.connections_accepted += 1;
+        debug!(%peer, slot, "connection accepted");
+        Some(slot)
+    }
+    /// A free slot for `stream`, registered with the poll for `interest`,
+    /// and its connection waiting for the handshake (deadline set). Shared
+    /// by accepted API connections and dialed data node connections; the
+    /// caller puts the connection into the slot. `None`: registration failed.
+    pub(super) fn open_conn_slot(
+        &mut self,
+        mut stream: Stream,
+        peer: Peer,
+        interest: Interest,
+    ) -> Option<(usize, Conn)> {
         let slot = match self.free_slots.pop() {
             Some(s) => s,
             None => {
@@ -546,7 +608,7 @@ impl EventLoop {
                 self.conns.len() - 1
             }
         };
-        if let Err(e) = self.poll.registry().register(&mut stream, Token(slot + FIRST_CONN), Interest::READABLE) {
+        if let Err(e) = self.poll.registry().register(&mut stream, Token(slot + FIRST_CONN), interest) {
             warn!(%peer, "registering connection failed: {e}");
             self.free_slots.push(slot);
             return None;
@@ -559,14 +621,9 @@ impl EventLoop {
         self.handshake_deadlines.push_back((deadline, slot, serial));
         let conn =
             Conn::new(serial, stream, peer, self.knobs.max_frame_bytes, self.knobs.max_send_buffer_bytes, policy);
-        debug_assert!(self.conns[slot].is_none());
-        self.local_conns += usize::from(matches!(conn.stream, Stream::Local(_)));
-        self.conns[slot] = Some(conn);
-        self.live_conns += 1;
-        self.stats.connections_accepted += 1;
-        debug!(%peer, slot, "connection accepted");
-        Some(slot)
+        Some((slot, conn))
     }
+
     /// Read what the socket has (up to the round's budget), handling each
     /// complete frame as it arrives.
     fn read_conn(&mut self, slot: usize) {
@@ -778,7 +835,7 @@ impl EventLoop {
                 format!("wire version {} not supported (this node speaks {})", hello.wire_version, wire::WIRE_VERSION),
             );
         }
-        let api_node = match self.ids.alloc(hello.kind) {
+        let api_node = match self.ids.alloc_for(hello.requested_api_node, hello.kind) {
             Ok(id) => id,
             Err(NoId::Full) => {
                 return refuse(
@@ -797,6 +854,7 @@ impl EventLoop {
                     ),
                 )
             }
+            Err(NoId::Requested(id, why)) => return refuse(self, format!("API node id {id} {why}")),
         };
         let reply = HelloReply::Welcome {
             api_node,
@@ -968,9 +1026,19 @@ impl EventLoop {
         }
     }
 
+    /// Run the blocks for one round: at most `max_signals_per_poll`
+    /// signals, and none after a block asked to shut the node down.
+    fn run_blocks(&mut self) {
+        let halt = &self.host_queue.halt;
+        let mut n = 0;
+        while n < self.opts.max_signals_per_poll && !halt.load(Ordering::Relaxed) && self.sched.run_one() {
+            n += 1;
+        }
+    }
+
     /// Act on what the node's blocks asked of their host this round.
     fn host_requests(&mut self) {
-        let reqs = std::mem::take(&mut *self.host_queue.lock().expect("host queue lock"));
+        let reqs = std::mem::take(&mut *self.host_queue.queue.lock().expect("host queue lock"));
         for env in reqs {
             let Signal::Cluster(sig) = env.signal else {
                 warn!(signal = env.signal.name(), to = %env.to, "host block got an unexpected signal");

@@ -33,8 +33,16 @@ pub trait Arbitrator: Send + Sync {
     ) -> Result<bool, String>;
 }
 
-/// Signals blocks sent to the host, in order.
-pub(crate) type HostQueue = Arc<Mutex<Vec<Envelope<Signal>>>>;
+/// Signals blocks sent to the host, in order, and whether one asked to
+/// shut the node down.
+#[derive(Clone, Default)]
+pub(crate) struct HostQueue {
+    pub queue: Arc<Mutex<Vec<Envelope<Signal>>>>,
+    /// Set with a `HostShutdownReq`: the loop runs no further signal of the
+    /// blocks (a node that learns it was excluded must not serve even what
+    /// is already queued, such as a read that came in while it was hung).
+    pub halt: Arc<AtomicBool>,
+}
 
 /// The block at `HOST` and `MGM`: queues what it gets for the event loop.
 pub(crate) struct HostBlock {
@@ -43,7 +51,12 @@ pub(crate) struct HostBlock {
 
 impl Block<Signal> for HostBlock {
     fn on_signal(&mut self, env: Envelope<Signal>, _ctx: &mut Ctx<'_, Signal>) {
-        self.queue.lock().expect("host queue lock").push(env);
+        if let Signal::Cluster(c) = &env.signal {
+            if matches!(**c, ClusterSignal::HostShutdownReq { .. }) {
+                self.queue.halt.store(true, Ordering::SeqCst);
+            }
+        }
+        self.queue.queue.lock().expect("host queue lock").push(env);
     }
 }
 

@@ -24,6 +24,7 @@
 
 mod conn;
 mod event_loop;
+pub mod fs;
 mod host;
 mod local_link;
 mod stream;
@@ -55,6 +56,20 @@ pub struct DataNodeConfig {
 }
 
 /// A data node's cluster: the other data nodes and how to reach them.
+///
+/// With `DataNodeConfig::cluster: Some(..)`, [`start_data_node`] builds the
+/// node with `norr_node::build_cluster_node` (TC, LQH, DICT, DIH and QMGR):
+/// it connects to the other data nodes, forms or joins the cluster through
+/// QMGR, heartbeats them and takes part in the node-failure protocol. Every
+/// data node must be given the same `data_nodes`, `node_groups` and
+/// `config_digest` (the cluster file's), and its own entry of `data_nodes`
+/// as `DataNodeConfig::listen`. The node ends on its own when QMGR or DIH
+/// asks (excluded by the others, lost arbitration, a node group lost):
+/// [`DataNodeHandle::join_exit`] returns `NodeExit::Shutdown { reason,
+/// restart }`; with `restart: true` the process starts the node again with
+/// the same configuration (a new incarnation with empty memory: it joins the
+/// running cluster and copies its partitions, or forms a new one), with
+/// `restart: false` it stops with the reason.
 #[derive(Clone)]
 pub struct ClusterNet {
     /// Every data node of the cluster (this one too) and where it listens.
@@ -100,6 +115,10 @@ pub struct RuntimeOptions {
     /// cheaper per message than loopback TCP). A stale socket file is
     /// replaced; the file is removed when the node stops.
     pub unix_socket: Option<std::path::PathBuf>,
+    /// The node's data directory: when set, the host registers the FS block
+    /// (`block::FS`, real files under this directory, see `fs`). The caller
+    /// opens and locks it first with [`fs::open_data_dir`].
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for RuntimeOptions {
@@ -110,6 +129,7 @@ impl Default for RuntimeOptions {
             max_read_bytes_per_round: 256 * 1024,
             handshake_timeout_ms: 10_000,
             unix_socket: None,
+            data_dir: None,
         }
     }
 }
@@ -249,6 +269,11 @@ impl DataNodeHandle {
         self.join_inner().map(|_| ())
     }
 
+    /// The node's event loop has ended (`join_exit` then returns at once).
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
     /// `join`, saying why the node stopped (asked to, or by its blocks).
     pub fn join_exit(mut self) -> io::Result<NodeExit> {
         self.join_inner()
@@ -285,7 +310,10 @@ pub fn start_data_node(cfg: DataNodeConfig) -> io::Result<DataNodeHandle> {
 
 /// [`start_data_node`] with host options (a Unix socket, loop bounds).
 pub fn start_data_node_with_options(cfg: DataNodeConfig, opts: RuntimeOptions) -> io::Result<DataNodeHandle> {
-    let sched = default_blocks(&cfg)?;
+    let sched = match &opts.data_dir {
+        Some(dir) => durable_blocks(&cfg, dir)?,
+        None => default_blocks(&cfg)?,
+    };
     start_data_node_with(cfg, opts, sched)
 }
 
@@ -308,6 +336,22 @@ fn default_blocks(cfg: &DataNodeConfig) -> io::Result<Scheduler<Signal>> {
     })
 }
 
+/// The blocks of a data node with a data directory (`opts.data_dir`):
+/// restarted from its files (norr_node::durable), with REDO logging, the
+/// schema file and global checkpoints. The caller holds the directory's
+/// lock (`fs::open_data_dir`). A restart that cannot recover everything up
+/// to the last complete GCI is an error: the node does not start.
+fn durable_blocks(cfg: &DataNodeConfig, dir: &std::path::Path) -> io::Result<Scheduler<Signal>> {
+    cfg.knobs.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let topo =
+        cfg.cluster.as_ref().map(|c| norr_node::Topology { node: cfg.node_id, node_groups: c.node_groups.clone() });
+    let data_dir = norr_node::durable::StdDataDir(dir.to_path_buf());
+    let (sched, report) = norr_node::durable::build_durable(cfg.node_id, topo.as_ref(), &cfg.knobs, &data_dir)
+        .map_err(|e| io::Error::other(format!("restart from {} failed: {e}", dir.display())))?;
+    tracing::info!("data node {}: {report}", cfg.node_id);
+    Ok(sched)
+}
+
 /// Start a data node running the blocks registered in `sched` (tests use their
 /// own blocks). `sched` must belong to `cfg.node_id`, and its B job buffer bound
 /// should be `cfg.knobs.job_buffer_bound` (the host checks that bound before it
@@ -315,7 +359,7 @@ fn default_blocks(cfg: &DataNodeConfig) -> io::Result<Scheduler<Signal>> {
 pub fn start_data_node_with(
     cfg: DataNodeConfig,
     opts: RuntimeOptions,
-    sched: Scheduler<Signal>,
+    mut sched: Scheduler<Signal>,
 ) -> io::Result<DataNodeHandle> {
     cfg.knobs.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     if opts.threads != 1 {
@@ -344,8 +388,21 @@ pub fn start_data_node_with(
     let stop = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(std::sync::Mutex::new(RuntimeStats::default()));
     let local = Arc::new(local_link::LocalReady::new(waker.clone()));
+    let fs = match &opts.data_dir {
+        Some(dir) => {
+            if sched.has_block(norr_kernel::BlockRef::new(cfg.node_id, norr_signals::block::FS, 0)) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "data_dir is set but the scheduler has its own FS block",
+                ));
+            }
+            let c = fs::FsCompletions::new(waker.clone());
+            fs::register(&mut sched, dir, c.clone())?;
+            Some(c)
+        }
+        None => None,
+    };
     let host_queue = host::HostQueue::default();
-    let mut sched = sched;
     for b in [block::HOST, block::MGM] {
         let r = BlockRef::new(cfg.node_id, b, 0);
         if !sched.has_block(r) {
@@ -390,6 +447,7 @@ pub fn start_data_node_with(
             peers,
             arbitrator,
             status: status.clone(),
+            fs,
         },
     )?;
     let socket_file = unix_path.clone();

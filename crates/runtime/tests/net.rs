@@ -95,7 +95,13 @@ fn raw(h: &DataNodeHandle) -> TcpStream {
 
 fn hello_frame(magic: u32, version: u16) -> Vec<u8> {
     let mut w = Vec::new();
-    let h = Hello { magic, wire_version: version, client_name: "test".into(), kind: Default::default() };
+    let h = Hello {
+        magic,
+        wire_version: version,
+        client_name: "test".into(),
+        kind: Default::default(),
+        requested_api_node: None,
+    };
     encode_frame(&handshake::encode_hello(&h), &mut w);
     w
 }

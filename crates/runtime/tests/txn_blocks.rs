@@ -32,6 +32,7 @@ impl Client {
             wire_version: wire::WIRE_VERSION,
             client_name: "txn-test".into(),
             kind: Default::default(),
+            requested_api_node: None,
         };
         encode_frame(&handshake::encode_hello(&hello), &mut w);
         s.write_all(&w).unwrap();

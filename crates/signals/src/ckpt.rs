@@ -63,4 +63,7 @@ pub enum CkptSignal {
     GcpCompleteRep {
         gci: Gci,
     },
+    /// CKPT -> itself: time for the next GCP (every `gcp_interval_ms`; the
+    /// host delivers the first one when the node starts).
+    GcpTimer,
 }

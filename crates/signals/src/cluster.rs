@@ -73,86 +73,170 @@ pub enum ShutdownReason {
     Fatal(String),
 }
 
-/// Messages between the QMGR blocks of data nodes. Owned by the QMGR block:
-/// its module doc describes the protocol.
+/// A membership and the join order behind it: what QMGR agrees on per
+/// generation. `order` lists the members oldest first (the president is
+/// `order[0]`, and when it fails every survivor picks the same successor).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterView {
+    pub membership: Membership,
+    pub order: Vec<NodeId>,
+}
+
+/// A proposal number of QMGR's membership protocol, unique per proposer:
+/// ordered by `round`, then by `node`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Ballot {
+    pub round: u32,
+    pub node: NodeId,
+}
+
+/// One change of the membership: the step from generation g to g + 1.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MembershipChange {
+    /// Generation 0 -> 1: the starting nodes `members` form the cluster.
+    Form { members: Vec<NodeId> },
+    /// `node` joins a running cluster (it then does a node restart).
+    Join { node: NodeId },
+    /// `node` leaves on purpose (`norr mgm stop`).
+    Leave { node: NodeId },
+    /// `failed` are cut off: crashed, hung or unreachable.
+    Fail { failed: Vec<NodeId> },
+}
+
+/// What a data node's QMGR is doing, as it tells a starting node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PeerState {
+    /// The host has not started it yet.
+    Idle,
+    /// Looking for a cluster, or forming one with the other starting nodes.
+    Starting,
+    /// A member of a running cluster.
+    Member(ClusterView),
+}
+
+/// Messages between the QMGR blocks of data nodes (and a few a QMGR sends
+/// itself). Owned by the QMGR block: `norr_cluster::qmgr` describes the
+/// protocol. Every message from a peer is priority A.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum QmgrMsg {
-    /// Any signal from a peer counts as a heartbeat; this one is sent when
-    /// nothing else was.
+    /// Member -> every other member, each heartbeat interval. Any message of
+    /// a member counts as a heartbeat.
     Heartbeat {
         generation: u64,
     },
-    /// Starting node -> any node: who is the president, is there a cluster?
+    /// Starting node -> every connected data node: is a cluster running?
     /// Reply `Presence`.
     PresenceReq {
         node: NodeId,
-        starting_since_ns: u64,
     },
-    /// The sender's view: member of a running cluster (with its membership),
-    /// or starting too.
     Presence {
         node: NodeId,
-        membership: Option<Membership>,
-        starting_since_ns: u64,
+        state: PeerState,
     },
-    /// Starting node -> president: let me join. Reply `CmRegConf` / `CmRegRef`.
+    /// Starting node -> president: let me join. Reply `CmRegConf` once every
+    /// member agreed (generation + 1), or `CmRegRef`.
     CmRegReq {
         node: NodeId,
     },
     CmRegConf {
-        membership: Membership,
+        view: ClusterView,
     },
+    /// `retry`: try again later (a change in progress, the node's previous
+    /// life not yet cleaned up); else the node may not join at all.
     CmRegRef {
+        node: NodeId,
         reason: String,
         retry: bool,
     },
-    /// President -> members: add `node` (phase 1). Reply `CmAddConf`.
-    CmAddPrepare {
-        generation: u64,
-        node: NodeId,
-    },
-    CmAddConf {
-        generation: u64,
-        node: NodeId,
-    },
-    /// President -> members and the new node: the new membership (phase 2).
-    CmAddCommit {
-        membership: Membership,
-    },
-    /// Initial start: president -> the nodes it starts the cluster with.
-    ClusterFormed {
-        membership: Membership,
-    },
-    /// Any member -> president: `failed` stopped answering (or its
-    /// connection broke).
-    FailRep {
-        failed: NodeId,
-        reason: String,
-    },
-    /// President -> survivors: cut these nodes off (phase 1). Reply `PrepFailConf`.
-    PrepFailReq {
-        generation: u64,
-        failed: Vec<NodeId>,
-    },
-    PrepFailConf {
-        generation: u64,
-        failed: Vec<NodeId>,
-    },
-    /// President -> survivors: the new membership (phase 2). Reply `CommitFailConf`.
-    CommitFailReq {
-        membership: Membership,
-        failed: Vec<NodeId>,
-    },
-    CommitFailConf {
-        generation: u64,
-    },
-    /// A node leaving on purpose (`norr mgm stop`) -> president.
+    /// The host -> its own QMGR, and that QMGR -> the president: `node`
+    /// leaves the cluster on purpose. No reply on success: the leaving node
+    /// shuts down (`HostShutdownReq { Requested }`) once every member agreed.
     LeaveReq {
         node: NodeId,
     },
-    /// Sent to a node the others declared failed, if it is still reachable.
-    YouAreExcluded {
+    /// President -> leaving node (`retry`: try again later), and a refused
+    /// leave -> the host that asked.
+    LeaveRef {
+        node: NodeId,
         reason: String,
+        retry: bool,
+    },
+    /// Member -> the president as it sees it: these members failed (any
+    /// member's report is enough to exclude a node).
+    FailRep {
+        generation: u64,
+        failed: Vec<NodeId>,
+        reason: String,
+    },
+    /// Phase 1 of a change of `generation`, coordinator (the acting
+    /// president) -> the quorum (the members not in `failed`, itself
+    /// included): promise `ballot`, cut `failed` off. `current`: the
+    /// coordinator's view, for a member that missed the last change.
+    /// Reply `PrepChangeConf` (with the change this member accepted, if
+    /// any, and every node it believes failed) or `PrepChangeRef`.
+    PrepChangeReq {
+        generation: u64,
+        ballot: Ballot,
+        failed: Vec<NodeId>,
+        current: Option<ClusterView>,
+    },
+    PrepChangeConf {
+        generation: u64,
+        ballot: Ballot,
+        accepted: Option<(Ballot, MembershipChange)>,
+        failed: Vec<NodeId>,
+    },
+    /// The member promised a higher ballot.
+    PrepChangeRef {
+        generation: u64,
+        ballot: Ballot,
+        promised: Ballot,
+    },
+    /// Phase 2, coordinator -> quorum: accept `change` (after the survivors
+    /// were found allowed to go on). Reply `AcceptChangeConf` / `Ref`.
+    AcceptChangeReq {
+        generation: u64,
+        ballot: Ballot,
+        change: MembershipChange,
+    },
+    AcceptChangeConf {
+        generation: u64,
+        ballot: Ballot,
+    },
+    AcceptChangeRef {
+        generation: u64,
+        ballot: Ballot,
+        promised: Ballot,
+    },
+    /// Phase 3, coordinator -> quorum: every one accepted; `view` is the new
+    /// generation.
+    ChangeDecided {
+        view: ClusterView,
+        change: MembershipChange,
+    },
+    /// Reply to a message of an older generation: the sender missed changes.
+    Catchup {
+        view: ClusterView,
+    },
+    /// To a node this member declared failed (sent before the connection is
+    /// closed, so a hung node reads it when it wakes up).
+    YouAreExcluded {
+        generation: u64,
+        reason: String,
+    },
+    /// Coordinator -> quorum: the survivors of a failure may not go on
+    /// (a node group lost, or arbitration lost): shut down.
+    Stop {
+        generation: u64,
+        ballot: Ballot,
+        reason: ShutdownReason,
+    },
+    /// QMGR -> itself (delayed): heartbeats, time-outs, retries.
+    Tick,
+    /// QMGR -> itself (delayed): the arbitrator did not answer in time.
+    ArbitTimeout {
+        generation: u64,
+        ballot: Ballot,
     },
 }
 

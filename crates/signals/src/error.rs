@@ -20,6 +20,10 @@ pub enum ErrorClass {
     Resource,
     /// Internal invariant broken: a bug; report it.
     Internal,
+    /// The outcome of the request is unknown (a commit whose coordinator
+    /// failed and whose fate nobody could tell): it may have taken effect.
+    /// Do not simply retry: check first.
+    UnknownResult,
 }
 
 macro_rules! error_codes {
@@ -63,8 +67,9 @@ error_codes! {
     TransactionTimeout = 4008, Temporary, "Transaction was inactive too long and was aborted", "retry the transaction";
     TransactionAborted = 4350, Temporary, "Transaction already aborted", "start a new transaction";
     TooManyOperations = 233, Temporary, "Out of operation records in transaction coordinator", "use smaller transactions or raise max_ops_per_transaction";
-    TooManyTransactions = 4010, Temporary, "Node is out of transaction records", "retry later or raise max_transactions";
-    NodeShutdown = 4025, Temporary, "Node is shutting down", "reconnect to another node and retry";
+    // NDB 4006: "Connect failure - out of connection objects".
+    TooManyTransactions = 4006, Temporary, "Out of transaction records in transaction coordinator", "retry later or raise max_transactions";
+    NodeShutdown = 4023, Temporary, "Transaction aborted due to node shutdown", "reconnect to another node and retry";
     Overloaded = 1218, Temporary, "Send buffers overloaded in data node", "retry; reduce batch size or concurrency";
     // --- resources ---
     TableFull = 827, Resource, "Out of memory in NorrDB data node: table is full", "delete rows, or raise data_memory in the configuration";
@@ -92,6 +97,14 @@ error_codes! {
     TxnNodeFailure = 4027, Temporary, "Node failure caused abort of transaction", "retry the transaction: the cluster routes around the failed node";
     WrongReplica = 4277, Temporary, "The operation reached a node that is not a live replica of its partition (the distribution changed)", "retry the transaction";
     PartitionUnavailable = 4278, Temporary, "No live replica of the partition", "retry later: every node of the partition's node group is down";
+    // --- node failure (client side: the coordinator's data node failed) ---
+    NodeFailure = 4010, Temporary, "Node failure caused abort of transaction", "retry the transaction: it is started on a live data node";
+    AbortedAfterNodeFailure = 4025, Temporary, "Node failure caused abort of transaction: the node that took over its coordinator rolled it back", "retry the transaction";
+    OutcomeUnknown = 4013, UnknownResult, "Request timed out in waiting for node failure: the outcome of the commit is unknown", "the transaction may have committed: check whether its changes are there before retrying it";
+    CommittedResultsLost = 4115, Permanent, "Transaction was committed but all read information was not received due to node crash", "the transaction is committed (do not retry it): read the rows again if you need them";
+    // --- durability ---
+    RedoLogFull = 410, Temporary, "REDO log files overloaded", "retry; the log frees as checkpoints complete";
+    RedoBufferOverloaded = 1221, Temporary, "REDO buffers overloaded", "retry; the disk is slower than the commit rate (a faster disk, or a larger redo_buffer_bytes, helps)";
 }
 
 impl ErrorCode {
@@ -144,5 +157,21 @@ mod tests {
         }
         assert!(ErrorCode::LockWaitTimeout.is_temporary());
         assert!(!ErrorCode::DuplicateKey.is_temporary());
+    }
+
+    /// NDB's numbers where NDB has the error (MySQL Cluster users look them up).
+    #[test]
+    fn node_failure_codes_are_ndbs() {
+        assert_eq!(ErrorCode::NodeFailure.code(), 4010);
+        assert_eq!(ErrorCode::AbortedAfterNodeFailure.code(), 4025);
+        assert_eq!(ErrorCode::OutcomeUnknown.code(), 4013);
+        assert_eq!(ErrorCode::CommittedResultsLost.code(), 4115);
+        assert_eq!(ErrorCode::TooManyTransactions.code(), 4006);
+        assert_eq!(ErrorCode::NodeShutdown.code(), 4023);
+        assert_eq!(ErrorCode::NotConnected.code(), 4009);
+        assert!(ErrorCode::NodeFailure.is_temporary() && ErrorCode::AbortedAfterNodeFailure.is_temporary());
+        // Unknown outcome: never "just retry" (the commit may have happened).
+        assert_eq!(ErrorCode::OutcomeUnknown.class(), ErrorClass::UnknownResult);
+        assert!(!ErrorCode::OutcomeUnknown.is_temporary() && !ErrorCode::CommittedResultsLost.is_temporary());
     }
 }

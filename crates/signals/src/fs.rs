@@ -11,13 +11,26 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Check a request path as every FS host does: relative, '/'-separated,
+/// without empty, `.` or `..` components, NUL or backslash.
+pub fn check_path(path: &str) -> Result<(), String> {
+    if path.is_empty() || path.starts_with('/') || path.contains('\0') || path.contains('\\') {
+        return Err(format!("path {path:?} must be relative to the data directory"));
+    }
+    if path.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+        return Err(format!("path {path:?} has an empty, '.' or '..' component"));
+    }
+    Ok(())
+}
+
 /// A file the FS block opened for the node (unique among its open files).
 pub type FileHandle = u32;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FsOp {
     /// Open a file; `create`: make it if missing (and its parent directories);
-    /// `truncate`: empty it. Reply `Opened`.
+    /// `truncate`: empty it. A created file's directory entry (and a
+    /// truncation) is durable when the reply comes. Reply `Opened`.
     Open { path: String, create: bool, truncate: bool },
     /// Write `data` at `offset` (extending the file if needed); with `sync`
     /// the data is durable when the reply comes. Reply `Written`.
@@ -29,7 +42,8 @@ pub enum FsOp {
     Sync { file: FileHandle },
     /// Reply `Closed`.
     Close { file: FileHandle },
-    /// Remove a file (no error if missing). Reply `Done`.
+    /// Remove a file or an empty directory (no error if missing), durably.
+    /// Reply `Done`.
     Remove { path: String },
     /// Atomically replace `to` with `from` (and make the rename durable).
     /// Reply `Done`.

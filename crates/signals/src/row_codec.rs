@@ -160,6 +160,30 @@ pub fn decode_rows(bytes: &[u8]) -> Result<Vec<Vec<Value>>, String> {
     Ok(rows)
 }
 
+/// Append the encoding of one row (`values:varint value*`, the `row` of the
+/// batch layout above). The durability files (REDO records, LCP data) store
+/// rows this way: a change here changes their format (their tests pin it).
+pub fn encode_row(row: &[Value], out: &mut Vec<u8>) {
+    put_varint(out, row.len() as u64);
+    for v in row {
+        encode_value(v, out);
+    }
+}
+
+/// Decode exactly one row written by `encode_row`; trailing bytes are an error.
+pub fn decode_row(bytes: &[u8]) -> Result<Vec<Value>, String> {
+    let mut r = Reader { b: bytes, at: 0 };
+    let width = r.count()?;
+    let mut row = Vec::with_capacity(width);
+    for _ in 0..width {
+        row.push(r.value()?);
+    }
+    if r.at != bytes.len() {
+        return Err(format!("{} trailing bytes after a row", bytes.len() - r.at));
+    }
+    Ok(row)
+}
+
 fn zigzag(i: i64) -> u64 {
     ((i << 1) ^ (i >> 63)) as u64
 }

@@ -140,6 +140,10 @@ pub fn random_knobs(rng: &mut Rng) -> Knobs {
         start_partial_timeout_ms: d.start_partial_timeout_ms,
         read_backup: d.read_backup,
         gcp_interval_ms: d.gcp_interval_ms,
+        redo_files: d.redo_files,
+        redo_file_bytes: d.redo_file_bytes,
+        redo_buffer_bytes: d.redo_buffer_bytes,
+        lcp_max_chain: d.lcp_max_chain,
         // Host-side network limits: the simulator has no sockets (and draws
         // no number for them, so the knobs of a seed stay as they were).
         send_buffer_pause_bytes: d.send_buffer_pause_bytes,

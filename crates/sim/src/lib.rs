@@ -10,6 +10,8 @@
 //! Determinism rules: every random choice comes from `rng::Rng` seeded by the
 //! run's seed; no wall clock; no iteration over hash maps (BTreeMap only).
 
+pub mod cluster;
+pub mod disk;
 pub mod host;
 pub mod rng;
 pub mod sim;

@@ -1,6 +1,6 @@
 //! `norr-sim`: run simulator seeds.
 //!
-//!   norr-sim --seed N [--workload bank|model|model_sp|locks|all] [--steps S] [--toy] [-v]
+//!   norr-sim --seed N [--workload bank|model|model_sp|locks|cluster|all] [--steps S] [--toy] [-v]
 //!   norr-sim --seeds COUNT [--start N] ...    random (or consecutive from N) seeds
 //!   norr-sim --seed-file crates/sim/seeds.txt   (a line's `steps=N` overrides --steps)
 //!
@@ -11,7 +11,7 @@ use norr_sim::toy::ToyBug;
 use norr_sim::{parse_seeds, run, NodeKind, SimConfig, WorkloadKind};
 
 fn usage() -> ! {
-    eprintln!("usage: norr-sim (--seed N | --seeds COUNT [--start N] | --seed-file PATH) [--workload bank|model|model_sp|locks|all] [--steps S] [--toy | --toy-bug NoLocking|PartialCommit] [-v]");
+    eprintln!("usage: norr-sim (--seed N | --seeds COUNT [--start N] | --seed-file PATH) [--workload bank|model|model_sp|locks|cluster|all] [--steps S] [--toy | --toy-bug NoLocking|PartialCommit] [-v]");
     std::process::exit(2)
 }
 

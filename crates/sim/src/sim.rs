@@ -17,6 +17,10 @@ pub enum WorkloadKind {
     /// Model with savepoints set and rolled back to between batches (a
     /// separate kind so that model's seeds keep replaying what they did).
     ModelSavepoints,
+    /// Several whole data nodes with QMGR and DIH under crashes, hangs and
+    /// splits (`crate::cluster`); `steps` are client requests. Not in `ALL`:
+    /// it runs its own cluster, not the single node of the other kinds.
+    Cluster,
 }
 
 impl WorkloadKind {
@@ -28,6 +32,7 @@ impl WorkloadKind {
             "model" => Some(WorkloadKind::Model),
             "locks" => Some(WorkloadKind::Locks),
             "model_sp" => Some(WorkloadKind::ModelSavepoints),
+            "cluster" => Some(WorkloadKind::Cluster),
             _ => None,
         }
     }
@@ -37,6 +42,7 @@ impl WorkloadKind {
             WorkloadKind::Model => "model",
             WorkloadKind::Locks => "locks",
             WorkloadKind::ModelSavepoints => "model_sp",
+            WorkloadKind::Cluster => "cluster",
         }
     }
 }
@@ -119,6 +125,9 @@ const DRAIN_MAX_STEPS: u64 = 200_000;
 const DRAIN_MAX_NS: u64 = 300_000_000_000;
 
 pub fn run(cfg: &SimConfig) -> RunReport {
+    if cfg.workload == WorkloadKind::Cluster {
+        return crate::cluster::run(cfg);
+    }
     let mut rng = Rng::new(cfg.seed);
     let knobs = random_knobs(&mut rng.fork());
     let net = NetParams::random(&mut rng.fork());
@@ -128,6 +137,7 @@ pub fn run(cfg: &SimConfig) -> RunReport {
         WorkloadKind::Model => Box::new(Model::new(&mut wrng, net.clients, &knobs)),
         WorkloadKind::Locks => Box::new(Locks::new(&mut wrng, net.clients, &knobs)),
         WorkloadKind::ModelSavepoints => Box::new(Model::with_savepoints(&mut wrng, net.clients, &knobs)),
+        WorkloadKind::Cluster => unreachable!("run by crate::cluster"),
     };
     let node = build_node(cfg.node, &knobs);
     let mut host = Host::new(rng.fork(), node, knobs.clone(), net);

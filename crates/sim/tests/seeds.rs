@@ -65,7 +65,10 @@ fn fixed_seeds() {
 fn long_seed_keeps_its_steps() {
     let l = lines(false);
     assert!(l.contains(&(9_000_820, WorkloadKind::Model, 30_000)), "{l:?}");
-    assert!(l.iter().filter(|x| x.2 != DEFAULT_SEED_STEPS).all(|x| x.2 >= 30_000));
+    // (The cluster workload's steps are client requests: its lines name
+    // their own small counts.)
+    let single = l.iter().filter(|x| x.1 != WorkloadKind::Cluster);
+    assert!(single.filter(|x| x.2 != DEFAULT_SEED_STEPS).all(|x| x.2 >= 30_000));
 }
 
 #[test]

@@ -34,11 +34,22 @@ pub struct SqldArgs {
     /// server answers on is an error.
     #[arg(long)]
     pub socket: Option<PathBuf>,
-    /// Data node to connect to (native protocol): `HOST:PORT`, or
+    /// Data node(s) to connect to (native protocol): `HOST:PORT`, or
     /// `unix:PATH` for the Unix socket of a data node on this host (`norr
-    /// datad --socket PATH`; cheaper per request than loopback TCP).
+    /// datad --socket PATH`; cheaper per request than loopback TCP), or
+    /// every data node of a cluster, comma separated
+    /// (`--data-node 10.0.0.1:2202,10.0.0.2:2202`). A data node whose
+    /// connection breaks (it restarted, say) is connected again in the
+    /// background, with backoff; meanwhile statements fail with a temporary
+    /// error (MySQL error 1297, "Got temporary error 4009 ...").
     #[arg(long, default_value = "127.0.0.1:2202")]
     pub data_node: String,
+    /// Management server(s) (`HOST:PORT`, comma separated): the data nodes
+    /// and this SQL node's node id come from the cluster's configuration
+    /// there (`norr mgmd`; the SQL node takes a `kind = "sql"` slot),
+    /// instead of --data-node.
+    #[arg(long, conflicts_with = "data_node")]
+    pub mgm: Option<String>,
     /// TOML configuration file: `[[users]]` entries (`name`, `password`,
     /// optional `auth_plugin` = "mysql_native_password" |
     /// "caching_sha2_password") and `[limits]` (`max_connections`,
@@ -552,20 +563,29 @@ fn run_sqld_here(args: SqldArgs, local: Option<LocalConnect>) -> anyhow::Result<
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(CONNECT_RETRY_SECS);
         let engine = loop {
-            let engine = match &local {
-                Some(connect) => crate::engine::Engine::connect_local(connect, cfg.clone()).await,
-                None => crate::engine::Engine::connect(&args.data_node, cfg.clone()).await,
+            let engine = match (&local, &args.mgm) {
+                (Some(connect), _) => crate::engine::Engine::connect_local(connect, cfg.clone()).await,
+                (None, Some(mgm)) => crate::engine::Engine::connect_mgm(mgm, cfg.clone()).await,
+                (None, None) => crate::engine::Engine::connect(&args.data_node, cfg.clone()).await,
+            };
+            let target = match &args.mgm {
+                Some(mgm) => format!("the cluster of mgmd {mgm}"),
+                None => format!("data node {}", args.data_node),
             };
             match engine {
                 Ok(e) => break e,
                 Err(e) if std::time::Instant::now() < deadline => {
-                    tracing::warn!("sqld: data node {} not ready ({e}); retrying", args.data_node);
+                    tracing::warn!("sqld: {target} not ready ({e}); retrying");
                     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
                 }
-                Err(e) => anyhow::bail!("cannot connect to data node {}: {e}", args.data_node),
+                Err(e) => anyhow::bail!("cannot connect to {target}: {e}"),
             }
         };
-        let data_node = if local.is_some() { "in-process link".to_string() } else { args.data_node.clone() };
+        let data_node = match (&local, &args.mgm) {
+            (Some(_), _) => "in-process link".to_string(),
+            (None, Some(mgm)) => format!("{} data node(s) from mgmd {mgm}", engine.client().data_node_status().len()),
+            (None, None) => args.data_node.clone(),
+        };
         tracing::info!("sqld: listening on {} (data node: {data_node})", args.listen);
         let state = ServerState::new(config);
         if let Some(unix) = unix {

@@ -6,7 +6,7 @@
 //! (`tc_instances = 2`, `max_transactions = 1`), so the node's answer shows where
 //! a transaction went: while a session holds a transaction on TC 0, another
 //! transaction whose first row lies in an even partition is refused (temporary
-//! error 4010), one in an odd partition is accepted. See
+//! error 4006, out of transaction records), one in an odd partition is accepted. See
 //! crates/client/tests/coordinator.rs for why this set-up.
 
 use norr_signals::partition::partition_of_pk;
@@ -26,7 +26,7 @@ async fn ok(e: &Engine, s: &mut Session, sql: &str) {
 
 async fn refused(e: &Engine, s: &mut Session, sql: &str) {
     match run(e, s, sql).await {
-        Err(err) => assert!(err.code == 1297 && err.message.contains("4010"), "{sql}: {} {}", err.code, err.message),
+        Err(err) => assert!(err.code == 1297 && err.message.contains("4006"), "{sql}: {} {}", err.code, err.message),
         Ok(o) => panic!("{sql}: expected the full TC to refuse it, got {o:?}"),
     }
 }

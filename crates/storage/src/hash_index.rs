@@ -44,6 +44,24 @@ impl HashIndex {
         }
     }
 
+    /// Upper bound of the memory `reserve(additional)` adds.
+    pub fn reserve_cost(&self, additional: u64) -> u64 {
+        let want = (self.table.len() as u64).saturating_add(additional);
+        if want <= self.table.capacity() as u64 {
+            return 0;
+        }
+        // hashbrown: a power-of-two bucket count at 7/8 load, one control
+        // byte per bucket plus a group's worth, and the 4-byte row ids.
+        let buckets = (want.saturating_mul(8) / 7).max(4).checked_next_power_of_two().unwrap_or(u64::MAX);
+        buckets.saturating_mul(5).saturating_add(64)
+    }
+
+    /// Grow to hold `additional` more row ids without rehashing; `rehash`
+    /// gives the hash of a row already in the index.
+    pub fn reserve(&mut self, additional: usize, rehash: impl Fn(RowId) -> u64) {
+        self.table.reserve(additional, |&r| rehash(r));
+    }
+
     pub fn find(&self, hash: u64, mut eq: impl FnMut(RowId) -> bool) -> Option<RowId> {
         self.table.find(hash, |&r| eq(r)).copied()
     }

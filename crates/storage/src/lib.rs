@@ -9,7 +9,9 @@
 //! * `row_format`: fixed slot = null bitmap + fixed-width columns + 6-byte var
 //!   ref; var chunk = LEB128-length-prefixed var column values.
 //! * `fixed_pages`: 32 KiB pages of fixed slots per partition, free list per
-//!   page, live bitmap for scans; RowId = page * slots_per_page + slot.
+//!   page, live bitmap for scans; RowId = page * slots_per_page + slot. Each
+//!   slot ends in the row's GCI (u32), each page keeps the highest GCI
+//!   written on it; page p is checkpoint part p % 2048.
 //! * `var_storage`: 32 KiB var pages with compaction, big values allocated alone.
 //! * `hash_index`: per-partition `HashTable<RowId>`, keys re-read from rows.
 //! * `keys`: encoding key columns from full rows or straight from stored rows.
@@ -19,19 +21,23 @@
 //! * `table_store`: a table's partitions and index maintenance;
 //!   `table_ddl`: index build/drop, memory estimates, invariant checks.
 //! * `scan`: full and ordered scans with resumable cursors.
+//! * `lcp`: partial local checkpoint scans, tombstones, change counters;
+//!   `restore`: restore / REDO replay and the index rebuild; `sync`: replica
+//!   resynchronisation and partition checksums (see "Durability" below).
 //!
 //! Memory: for a (BIGINT pk, BIGINT, CHAR(20)) table the overhead per row
-//! beyond the column data is about 21 bytes at 100k rows (target <= 32):
-//! null bitmap 1, var ref 6, var chunk header 6 + length 1, hash index ~6.6
-//! (power-of-two bucket count, 5 bytes per bucket; between 5.7 and 11.4 as the
-//! table fills and doubles), page slack < 1. `memory::measure_row_overhead`
-//! computes it; `cargo test -p norr-storage overhead -- --nocapture` prints it.
+//! beyond the column data is about 25 bytes at 100k rows (target <= 32):
+//! null bitmap 1, var ref 6, row GCI 4, var chunk header 6 + length 1, hash
+//! index ~6.6 (power-of-two bucket count, 5 bytes per bucket; between 5.7 and
+//! 11.4 as the table fills and doubles), page slack < 1.
+//! `memory::measure_row_overhead` computes it; `cargo test -p norr-storage
+//! overhead -- --nocapture` prints it.
 //! Ordered-index entries are charged ~64 bytes each (keys up to 30 bytes live
 //! inline in the B-tree node), except for a plain ordered index on exactly the
 //! primary key (the `PRIMARY` ordered index every table gets from the
 //! dictionary), kept as `pk_order`: 4-byte row ids in sorted leaves, about 4.2
 //! bytes per row for ascending inserts and ~6 for random ones, which brings
-//! the figure above to about 25.5 bytes.
+//! the figure above to about 29.4 bytes. Tombstones (below) are charged too.
 //!
 //! Uniqueness of unique indexes is enforced across the partitions held by this
 //! `Storage` (a table-wide map); partitions stored on other nodes are not seen.
@@ -61,15 +67,48 @@
 //!   never return a row twice.
 //! * Added: `ScanCursor::is_done`, `Storage::tables`, `Storage::data_bytes_of_row`,
 //!   `Storage::check_invariants` (tests), `memory::measure_row_overhead`.
+//!
+//! ## Durability (added; nothing above changed signature)
+//! * Row GCI: `set_commit_gci(gci)` sets the GCI that `insert` / `update` /
+//!   `delete` / `put` tag rows and tombstones with (panics above u32::MAX);
+//!   `commit_gci()`; `row_gci(t, p, rid) -> Option<u64>`;
+//!   `lcp_part_of(t, p, rid) -> Option<u16>`. An ALTER TABLE that rebuilds
+//!   rows tags them with the commit GCI.
+//! * Partial LCP (module `lcp`, whose doc gives the restore order the files
+//!   must allow): `lcp_begin(t, p, full_parts: PartSet, since_gci) ->
+//!   (LcpScan, Vec<Tombstone>)`, `lcp_next(&LcpScan, max_rows, &mut
+//!   Vec<LcpRow>) -> Result<bool>` (true = done), `lcp_abandon(scan,
+//!   tombstones)`, `lcp_reset(t, p)`, `lcp_stats(t, p) -> LcpStats`,
+//!   `tombstone_count()`. The first checkpoint of a partition (and the first
+//!   after truncate, a rebuilding ALTER or `lcp_reset`) is full whatever was
+//!   asked: record `LcpScan::full_parts()`. Deletes leave tombstones only once
+//!   a partition has a checkpoint chain; they are charged to data memory and
+//!   never refused (a committed delete cannot fail).
+//! * Restore (module `restore`): `restore_begin(t)`, `reserve_rows(t, p, n)`,
+//!   `restore_put(t, p, lcp_part, row, gci)` and `restore_delete(t, p,
+//!   lcp_part, key) -> bool` for checkpoint rows and tombstones, `redo_put(t,
+//!   p, row, gci)` and `redo_delete(t, p, key, gci) -> bool` for REDO
+//!   records, `restore_finish(t)` (builds ordered and unique indexes; a
+//!   duplicate unique value is an `Internal` error naming table and index),
+//!   `is_restoring(t)`; and `put(t, p, row) -> RowId` (upsert with full
+//!   index maintenance) for the node-restart copy.
+//! * Resynchronisation (module `sync`): `sync_begin(t, p)`, `sync_confirm(t,
+//!   p, key) -> bool` (false: the row is missing here), `sync_end(t, p) ->
+//!   rows deleted`, `is_syncing`; the live side's `copy_scan_next(t, p,
+//!   cursor, after_gci, max_rows, &mut Vec<CopyRow>)`; and
+//!   `partition_checksum(t, p) -> (rows, checksum)`.
 
 mod fixed_pages;
 mod hash_index;
 mod keys;
+mod lcp;
 pub mod memory;
 mod ordered_index;
 mod pk_order;
+mod restore;
 mod row_format;
 mod scan;
+mod sync;
 mod table_alter;
 mod table_ddl;
 mod table_store;
@@ -80,15 +119,23 @@ mod tests;
 #[cfg(test)]
 mod tests_alter;
 #[cfg(test)]
+mod tests_lcp;
+#[cfg(test)]
 mod tests_pk_order;
 #[cfg(test)]
 mod tests_random;
 #[cfg(test)]
+mod tests_restore;
+#[cfg(test)]
 mod tests_scan;
+#[cfg(test)]
+mod tests_sync;
 
-pub use fixed_pages::RowId;
+pub use fixed_pages::{RowId, LCP_PARTS};
+pub use lcp::{LcpRow, LcpScan, LcpStats, PartSet, Tombstone};
 pub use memory::MemoryStats;
 pub use scan::{ScanBatch, ScanCursor, ScanStep};
+pub use sync::CopyRow;
 
 use norr_signals::ops::{Filter, ScanRange};
 use norr_signals::value::Value;
@@ -108,15 +155,26 @@ pub struct Storage {
     staged: BTreeMap<TableId, Staged>,
     limit_bytes: u64,
     used_bytes: u64,
+    /// GCI that writes are tagged with (`set_commit_gci`).
+    commit_gci: u32,
+    /// Id of the next checkpoint scan (`lcp_begin`), unique in this storage.
+    next_lcp_scan: u64,
 }
 
-fn no_table(table: TableId) -> NodeError {
+pub(crate) fn no_table(table: TableId) -> NodeError {
     NodeError::with(ErrorCode::NoSuchTable, format!("table id {table} not in storage"))
 }
 
 impl Storage {
     pub fn new(data_memory_bytes: u64) -> Storage {
-        Storage { tables: BTreeMap::new(), staged: BTreeMap::new(), limit_bytes: data_memory_bytes, used_bytes: 0 }
+        Storage {
+            tables: BTreeMap::new(),
+            staged: BTreeMap::new(),
+            limit_bytes: data_memory_bytes,
+            used_bytes: 0,
+            commit_gci: 0,
+            next_lcp_scan: 1,
+        }
     }
 
     fn t(&self, table: TableId) -> Result<&TableStore, NodeError> {
@@ -168,6 +226,9 @@ impl Storage {
     pub fn create_index(&mut self, table: TableId, index: &IndexDef) -> Result<(), NodeError> {
         let budget = self.budget();
         let t = self.tables.get_mut(&table).ok_or_else(|| no_table(table))?;
+        if t.restoring {
+            return Err(t.restoring_error());
+        }
         let delta = t.create_index(index, budget)?;
         self.apply_delta(delta);
         Ok(())
@@ -202,10 +263,15 @@ impl Storage {
         }
         let budget = self.budget();
         let t = self.t(table)?;
+        if t.restoring {
+            return Err(t.restoring_error());
+        }
         let staged = if t.same_layout(def, sources) {
             Staged::Redefine(def.clone())
         } else {
-            let copy = t.rebuild(def, sources, budget)?;
+            // Rebuilt rows count as written now (the copy starts a new
+            // checkpoint chain anyway).
+            let copy = t.rebuild(def, sources, budget, self.commit_gci)?;
             self.used_bytes += copy.bytes;
             debug_assert!(self.used_bytes <= self.limit_bytes);
             Staged::Rebuilt(Box::new(copy))
@@ -287,6 +353,9 @@ impl Storage {
         index_values: &[Value],
     ) -> Result<Option<(PartitionId, RowId)>, NodeError> {
         let t = self.t(table)?;
+        if t.restoring {
+            return Err(t.restoring_error());
+        }
         let ix = t.index(index)?;
         let Some(map) = &ix.unique else {
             return Err(NodeError::with(ErrorCode::NoSuchIndex, format!("index {} is not unique", ix.def.name)));
@@ -343,18 +412,18 @@ impl Storage {
         }
     }
 
-    /// Insert a full row. Maintains all indexes. DuplicateKey /
-    /// DuplicateUniqueKey / TableFull leave storage unchanged.
+    /// Insert a full row, tagged with the commit GCI. Maintains all indexes.
+    /// DuplicateKey / DuplicateUniqueKey / TableFull leave storage unchanged.
     pub fn insert(&mut self, table: TableId, part: PartitionId, row: Vec<Value>) -> Result<RowId, NodeError> {
         let budget = self.budget();
         let t = self.tables.get_mut(&table).ok_or_else(|| no_table(table))?;
-        let (rowid, delta) = t.insert(part, row, budget)?;
+        let (rowid, delta) = t.insert(part, row, budget, self.commit_gci)?;
         self.apply_delta(delta);
         Ok(rowid)
     }
 
-    /// Replace the whole row (same pk). DuplicateUniqueKey / TableFull leave it
-    /// unchanged.
+    /// Replace the whole row (same pk), tagged with the commit GCI.
+    /// DuplicateUniqueKey / TableFull leave it unchanged.
     pub fn update(
         &mut self,
         table: TableId,
@@ -364,15 +433,17 @@ impl Storage {
     ) -> Result<(), NodeError> {
         let budget = self.budget();
         let t = self.tables.get_mut(&table).ok_or_else(|| no_table(table))?;
-        let delta = t.update(part, row, new_row, budget)?;
+        let delta = t.update(part, row, new_row, budget, self.commit_gci)?;
         self.apply_delta(delta);
         Ok(())
     }
 
-    /// Delete a live row (panics if it is not live; no-op for an unknown table).
+    /// Delete a live row (panics if it is not live; no-op for an unknown
+    /// table). With a checkpoint chain it leaves a tombstone tagged with the
+    /// commit GCI.
     pub fn delete(&mut self, table: TableId, part: PartitionId, row: RowId) {
         if let Some(t) = self.tables.get_mut(&table) {
-            let delta = t.delete(part, row);
+            let delta = t.delete(part, row, self.commit_gci);
             self.apply_delta(delta);
         }
     }
@@ -425,6 +496,9 @@ impl Storage {
     ) -> Result<ScanCursor, NodeError> {
         let t = self.t(table)?;
         let pi = t.part_index(part)?;
+        if t.restoring && index.is_some() {
+            return Err(t.restoring_error());
+        }
         t.scan_open(pi, index, range, descending)
     }
 
@@ -443,6 +517,9 @@ impl Storage {
     ) -> Result<bool, NodeError> {
         let t = self.t(table)?;
         let pi = t.part_index(part)?;
+        if t.restoring && matches!(cursor, ScanCursor::Ordered { .. }) {
+            return Err(t.restoring_error());
+        }
         t.scan_next(pi, cursor, filter, max_rows, examine_limit, out)
     }
 
@@ -458,6 +535,9 @@ impl Storage {
     ) -> Result<bool, NodeError> {
         let t = self.t(table)?;
         let pi = t.part_index(part)?;
+        if t.restoring && matches!(cursor, ScanCursor::Ordered { .. }) {
+            return Err(t.restoring_error());
+        }
         t.scan_next_rows(pi, cursor, step, out)
     }
 

@@ -45,6 +45,33 @@ impl IKey {
     }
 }
 
+/// Sort (key, value) pairs by key bytes, for bulk builds. Each key's first
+/// 32 bytes (zero-padded) are read once into two big-endian integers, so the
+/// sort compares integers; unequal padded prefixes order their keys as the
+/// bytes do, and only keys with equal prefixes are compared as bytes.
+pub fn sort_by_key<T>(entries: Vec<(IKey, T)>) -> Vec<(IKey, T)> {
+    let words = |k: &IKey| {
+        let b = k.as_slice();
+        let mut w = [0u8; 32];
+        let n = b.len().min(32);
+        w[..n].copy_from_slice(&b[..n]);
+        (u128::from_be_bytes(w[..16].try_into().expect("16")), u128::from_be_bytes(w[16..].try_into().expect("16")))
+    };
+    let mut order: Vec<(u128, u128, u32)> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, (k, _))| {
+            let (a, b) = words(k);
+            (a, b, u32::try_from(i).expect("fewer than 2^32 entries"))
+        })
+        .collect();
+    order.sort_unstable_by(|x, y| {
+        (x.0, x.1).cmp(&(y.0, y.1)).then_with(|| entries[x.2 as usize].0.cmp(&entries[y.2 as usize].0))
+    });
+    let mut slots: Vec<Option<(IKey, T)>> = entries.into_iter().map(Some).collect();
+    order.iter().map(|o| slots[o.2 as usize].take().expect("each entry once")).collect()
+}
+
 impl Borrow<[u8]> for IKey {
     fn borrow(&self) -> &[u8] {
         self.as_slice()
@@ -87,6 +114,12 @@ impl OrderedIndex {
         let old = self.map.insert(IKey::new(key), row);
         assert!(old.is_none(), "ordered index entry already present");
     }
+    /// Build from entries sorted by key, all distinct (a bulk build).
+    pub fn from_sorted(entries: Vec<(IKey, RowId)>) -> OrderedIndex {
+        assert!(entries.windows(2).all(|w| w[0].0 < w[1].0), "ordered index entries not sorted and distinct");
+        let bytes = entries.iter().map(|(k, _)| entry_cost(k.as_slice().len())).sum();
+        OrderedIndex { map: entries.into_iter().collect(), bytes }
+    }
     pub fn remove(&mut self, key: &[u8]) {
         let old = self.map.remove(key);
         assert!(old.is_some(), "ordered index entry missing");
@@ -111,6 +144,12 @@ impl UniqueMap {
         self.bytes += entry_cost(key.len());
         let old = self.map.insert(IKey::new(key), at);
         assert!(old.is_none(), "unique map entry already present");
+    }
+    /// Build from entries sorted by key, all distinct (a bulk build).
+    pub fn from_sorted(entries: Vec<(IKey, (PartitionId, RowId))>) -> UniqueMap {
+        assert!(entries.windows(2).all(|w| w[0].0 < w[1].0), "unique map entries not sorted and distinct");
+        let bytes = entries.iter().map(|(k, _)| entry_cost(k.as_slice().len())).sum();
+        UniqueMap { map: entries.into_iter().collect(), bytes }
     }
     pub fn remove(&mut self, key: &[u8]) {
         let old = self.map.remove(key);
@@ -195,6 +234,27 @@ mod tests {
         assert_eq!(prefix_successor(&[1, 0xFF]), Some(vec![2]));
         assert_eq!(prefix_successor(&[0xFF]), None);
         assert!(range_is_empty(&Bound::Included(vec![2]), &Bound::Excluded(vec![2])));
+    }
+
+    #[test]
+    fn bulk_sort_orders_as_bytes() {
+        let mut keys: Vec<Vec<u8>> = vec![vec![], vec![0], vec![0; 16], vec![0; 17], vec![0; 40], vec![255; 33]];
+        keys.extend([[vec![1; 16], vec![0]].concat(), [vec![1; 16], vec![2]].concat(), vec![1; 16]]);
+        keys.extend([[vec![7; 32], vec![0]].concat(), [vec![7; 32], vec![1]].concat(), vec![7; 32], vec![7; 31]]);
+        let mut x = 99u64;
+        for _ in 0..300 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            keys.push((0..x % 40).map(|i| ((x >> (i % 8)) & 3) as u8).collect());
+        }
+        keys.sort();
+        keys.dedup();
+        let mut shuffled: Vec<(IKey, usize)> = keys.iter().enumerate().map(|(i, k)| (IKey::new(k), i)).collect();
+        shuffled.reverse();
+        shuffled.rotate_left(17);
+        let sorted = sort_by_key(shuffled);
+        assert_eq!(sorted.iter().map(|(_, i)| *i).collect::<Vec<_>>(), (0..keys.len()).collect::<Vec<_>>());
         assert!(!range_is_empty(&Bound::Included(vec![2]), &Bound::Included(vec![2])));
     }
 }

@@ -97,6 +97,24 @@ impl PkOrder {
         self.bytes = self.leaves.iter().map(Leaf::bytes).sum();
     }
 
+    /// Build from rows sorted by primary key, all distinct: full leaves, each
+    /// fenced by its first key (a bulk build).
+    pub fn from_sorted(rows: &[RowId], enc: &mut EncodePk<'_>) -> PkOrder {
+        let mut o = PkOrder::default();
+        let (mut prev, mut buf) = (Vec::new(), Vec::new());
+        for (i, chunk) in rows.chunks(LEAF_ROWS).enumerate() {
+            enc(chunk[0], &mut buf);
+            assert!(i == 0 || prev < buf, "primary keys not sorted and distinct");
+            let fence: Box<[u8]> = if i == 0 { Box::default() } else { buf.as_slice().into() };
+            enc(chunk[chunk.len() - 1], &mut prev);
+            debug_assert!(chunk.len() == 1 || buf < prev, "leaf {i} not sorted");
+            o.leaves.push(Leaf { fence, rows: chunk.to_vec() });
+        }
+        o.len = rows.len();
+        o.set_bytes();
+        o
+    }
+
     /// Add a row with encoded primary key `pk` (not present yet).
     pub fn insert(&mut self, pk: &[u8], row: RowId, enc: &mut EncodePk<'_>) {
         if self.leaves.is_empty() {

@@ -159,7 +159,9 @@ impl RowLayout {
 
     /// The var chunk payload of `row` (empty if every var column is NULL).
     pub fn var_payload(&self, row: &[Value]) -> Vec<u8> {
-        let mut out = Vec::new();
+        // Sized once: a length prefix is at most 10 bytes (most are 1-2).
+        let len: usize = self.var_col_ids.iter().map(|&c| row[c].as_bytes().map_or(0, |b| b.len() + 10)).sum();
+        let mut out = Vec::with_capacity(len);
         for &c in &self.var_col_ids {
             if let Value::Bytes(b) = &row[c] {
                 put_varint(&mut out, b.len() as u64);
@@ -374,7 +376,7 @@ fn read_int64(src: &[u8], signed: bool) -> u64 {
     }
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -383,7 +385,7 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Returns (value, bytes consumed).
-fn get_varint(b: &[u8]) -> (u64, usize) {
+pub(crate) fn get_varint(b: &[u8]) -> (u64, usize) {
     let mut v = 0u64;
     for (i, &byte) in b.iter().enumerate().take(10) {
         v |= ((byte & 0x7f) as u64) << (7 * i);

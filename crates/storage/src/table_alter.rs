@@ -52,6 +52,7 @@ impl TableStore {
         def: &TableDef,
         sources: &[ColumnSource],
         budget: u64,
+        gci: u32,
     ) -> Result<TableStore, NodeError> {
         if sources.len() != def.columns.len() {
             return Err(err(
@@ -88,7 +89,7 @@ impl TableStore {
                     })
                     .collect();
                 let left = budget.saturating_sub(new.bytes);
-                new.insert(pi as PartitionId, row, left)
+                new.insert(pi as PartitionId, row, left, gci)
                     .map_err(|e| err(e.code, format!("row {row_no}: {}", e.message)))?;
             }
         }

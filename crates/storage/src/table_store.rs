@@ -9,10 +9,12 @@
 use crate::fixed_pages::{FixedPages, RowId};
 use crate::hash_index::{pk_hash, HashIndex};
 pub use crate::keys::KeyInfo;
+use crate::lcp::LcpState;
 use crate::memory::entry_cost;
 use crate::ordered_index::{OrderedIndex, UniqueMap};
 use crate::pk_order::PkOrder;
 use crate::row_format::RowLayout;
+use crate::sync::SyncMarks;
 use crate::var_storage::VarStore;
 use norr_signals::coerce::coerce_value;
 use norr_signals::keycode::{encode_value, partition_of};
@@ -58,6 +60,10 @@ pub struct Partition {
     pub ordered: BTreeMap<IndexId, OrderedIndex>,
     /// Rows in primary-key order (empty when the table has no such index).
     pub pk_order: PkOrder,
+    /// Local checkpoint state: tombstones, change counters, chain.
+    pub lcp: LcpState,
+    /// Rows confirmed during a replica resynchronisation (`sync_begin`).
+    pub sync: Option<SyncMarks>,
 }
 
 impl Partition {
@@ -67,6 +73,17 @@ impl Partition {
             + self.hash.footprint()
             + self.ordered.values().map(|o| o.footprint()).sum::<u64>()
             + self.pk_order.footprint()
+            + self.lcp.footprint()
+            + self.sync.as_ref().map_or(0, |s| s.footprint())
+    }
+
+    /// Book a write of row `rowid` (`bytes` stored bytes) tagged `gci`:
+    /// checkpoint change counters and resynchronisation marks.
+    pub(crate) fn note_write(&mut self, rowid: RowId, bytes: usize, gci: u32) {
+        self.lcp.note_write(bytes, Some(gci));
+        if let Some(m) = &mut self.sync {
+            m.mark(rowid);
+        }
     }
 
     pub fn fixed(&self) -> &FixedPages {
@@ -88,6 +105,12 @@ pub struct TableStore {
     pub parts: Vec<Partition>,
     /// Bytes charged for this table (kept equal to the sum of footprints).
     pub bytes: u64,
+    /// Layout of the primary-key columns alone (tombstone keys).
+    pub key_layout: RowLayout,
+    /// Between `restore_begin` and a successful `restore_finish`: ordered
+    /// indexes, unique maps and the primary-key order are empty and not
+    /// maintained; inserts and updates are refused.
+    pub restoring: bool,
 }
 
 fn validate_type(name: &str, ty: &ColumnType) -> Result<(), NodeError> {
@@ -164,16 +187,18 @@ impl TableStore {
             seen.push((&ix.name, ix.id));
         }
         // At least 4 rows per page, so a page's slack stays small.
-        if layout.slot_size > crate::memory::FIXED_PAGE_BYTES / 4 {
+        let max_slot = crate::memory::FIXED_PAGE_BYTES / 4 - crate::fixed_pages::ROW_GCI_BYTES;
+        if layout.slot_size > max_slot {
             return Err(err(
                 ErrorCode::BadSchema,
-                format!(
-                    "fixed-size part of a row is {} bytes, the limit is {}",
-                    layout.slot_size,
-                    crate::memory::FIXED_PAGE_BYTES / 4
-                ),
+                format!("fixed-size part of a row is {} bytes, the limit is {max_slot}", layout.slot_size),
             ));
         }
+        let key_layout = {
+            let mut kd = def.clone();
+            kd.columns = def.primary_key.iter().map(|&c| def.columns[c as usize].clone()).collect();
+            RowLayout::new(&kd)
+        };
         let mut t = TableStore {
             def: def.clone(),
             pk: KeyInfo::new(def, &def.primary_key, &layout),
@@ -183,6 +208,8 @@ impl TableStore {
             parts: Vec::new(),
             bytes: 0,
             layout,
+            key_layout,
+            restoring: false,
         };
         t.def.indexes.clear();
         t.reset_partitions();
@@ -325,7 +352,8 @@ impl TableStore {
     }
 
     pub(crate) fn check_placement(&self, p: PartitionId, row: &[Value], pk: &[u8]) -> Result<(), NodeError> {
-        if self.def.partitioning == PartitionScheme::User {
+        if self.def.partitioning == PartitionScheme::User || self.def.partitions == 1 {
+            // (One partition: `part_index` checked `p` already.)
             return Ok(());
         }
         let want = match &self.part_key {
@@ -340,10 +368,14 @@ impl TableStore {
 
     pub fn lookup(&self, pi: usize, pk: &[u8]) -> Option<RowId> {
         let part = &self.parts[pi];
-        // Sized for the key up front: one allocation per lookup, not a grow
-        // per encoded column.
-        let mut buf = Vec::with_capacity(pk.len());
+        // Sized for the key at the first candidate: one allocation per
+        // lookup that finds one (not a grow per encoded column), none for a
+        // key that is not there (an insert, most restored rows).
+        let mut buf = Vec::new();
         part.hash.find(pk_hash(pk), |r| {
+            if buf.capacity() == 0 {
+                buf.reserve_exact(pk.len());
+            }
             self.pk.encode_stored(&self.layout, part.fixed(), &part.var, r, &mut buf);
             buf == pk
         })
@@ -420,6 +452,18 @@ impl TableStore {
         Ok(())
     }
 
+    pub(crate) fn restoring_error(&self) -> NodeError {
+        err(
+            ErrorCode::Internal,
+            format!("table {} is being restored: only restore and redo writes until restore_finish", self.def.name),
+        )
+    }
+
+    /// The primary key values of a full row.
+    pub(crate) fn pk_values(&self, row: &[Value]) -> Vec<Value> {
+        self.pk.cols.iter().map(|&c| row[c].clone()).collect()
+    }
+
     pub(crate) fn table_full(&self, need: u64, budget: u64) -> NodeError {
         err(
             ErrorCode::TableFull,
@@ -427,11 +471,22 @@ impl TableStore {
         )
     }
 
-    /// Insert a row. Returns the row id and the change of `bytes`.
-    pub fn insert(&mut self, p: PartitionId, row: Vec<Value>, budget: u64) -> Result<(RowId, i64), NodeError> {
+    /// Insert a row written by a transaction of GCI `gci`. Returns the row
+    /// id and the change of `bytes`.
+    pub fn insert(
+        &mut self,
+        p: PartitionId,
+        row: Vec<Value>,
+        budget: u64,
+        gci: u32,
+    ) -> Result<(RowId, i64), NodeError> {
         let pi = self.part_index(p)?;
+        if self.restoring {
+            return Err(self.restoring_error());
+        }
         let row = self.coerce_full(row)?;
-        let mut pk = Vec::new();
+        // Sized for the key up front, not grown per encoded byte.
+        let mut pk = Vec::with_capacity(16 * self.pk.cols.len());
         if self.pk.encode_row(&row, &mut pk) {
             return Err(err(ErrorCode::MissingKeyColumn, "a primary key column is NULL"));
         }
@@ -454,9 +509,9 @@ impl TableStore {
         let before = self.local_footprint(pi);
         let layout = &self.layout;
         let pkinfo = &self.pk;
-        let Partition { fixed, var, hash, ordered, pk_order } = &mut self.parts[pi];
+        let Partition { fixed, var, hash, ordered, pk_order, .. } = &mut self.parts[pi];
         let fixed = fixed.as_mut().expect("partition initialised");
-        let rowid = fixed.alloc();
+        let rowid = fixed.alloc(gci);
         let vref = if layout.var_cols > 0 {
             Some(var.alloc(rowid, &payload, &mut |owner, r| layout.set_var_ref(fixed.slot_mut(owner), r)))
         } else {
@@ -484,6 +539,7 @@ impl TableStore {
                 map.insert(&k, (p, rowid));
             }
         }
+        self.parts[pi].note_write(rowid, self.layout.slot_size + payload.len(), gci);
         let delta = self.local_footprint(pi) as i64 - before as i64;
         debug_assert!(delta <= need as i64, "insert charged {delta} > estimated {need}");
         self.bytes = (self.bytes as i64 + delta) as u64;
@@ -491,11 +547,22 @@ impl TableStore {
         Ok((rowid, delta))
     }
 
-    /// Replace a row (same primary key). Returns the change of `bytes`.
-    pub fn update(&mut self, p: PartitionId, rowid: RowId, new_row: Vec<Value>, budget: u64) -> Result<i64, NodeError> {
+    /// Replace a row (same primary key), written by a transaction of GCI
+    /// `gci`. Returns the change of `bytes`.
+    pub fn update(
+        &mut self,
+        p: PartitionId,
+        rowid: RowId,
+        new_row: Vec<Value>,
+        budget: u64,
+        gci: u32,
+    ) -> Result<i64, NodeError> {
         let pi = self.part_index(p)?;
         if !self.is_live(pi, rowid) {
             return Err(err(ErrorCode::NoSuchRow, format!("row {rowid} of partition {p} does not exist")));
+        }
+        if self.restoring {
+            return Err(self.restoring_error());
         }
         let new_row = self.coerce_full(new_row)?;
         // The stored key, encoded straight from the row; the whole old row is
@@ -551,6 +618,7 @@ impl TableStore {
         if let Some(r) = vref {
             layout.set_var_ref(slot, r);
         }
+        fixed.set_gci(rowid, gci);
         for (i, ix) in self.indexes.iter_mut().enumerate() {
             if !changed[i] {
                 continue;
@@ -574,26 +642,31 @@ impl TableStore {
                 }
             }
         }
+        self.parts[pi].note_write(rowid, self.layout.slot_size + payload.len(), gci);
         let delta = self.local_footprint(pi) as i64 - before as i64;
         debug_assert!(delta <= need as i64, "update charged {delta} > estimated {need}");
         self.bytes = (self.bytes as i64 + delta) as u64;
         Ok(delta)
     }
 
-    /// Delete a live row. Returns the change of `bytes`.
-    pub fn delete(&mut self, p: PartitionId, rowid: RowId) -> i64 {
+    /// Delete a live row, deleted by a transaction of GCI `gci` (the GCI
+    /// of its tombstone). Returns the change of `bytes` (a tombstone can
+    /// make it positive). While restoring, indexes are not touched (they are
+    /// empty until `restore_finish` builds them).
+    pub fn delete(&mut self, p: PartitionId, rowid: RowId, gci: u32) -> i64 {
         let pi = self.part_index(p).expect("delete: partition out of range");
         assert!(self.is_live(pi, rowid), "delete of dead row {rowid} in partition {p}");
         let row = self.read(pi, rowid);
         let pk = self.pk.encoded(&row);
-        let keys = self.index_keys(&row, &pk);
+        let keys = if self.restoring { Vec::new() } else { self.index_keys(&row, &pk) };
         let before = self.local_footprint(pi);
+        self.record_tombstone(pi, rowid, &row, gci);
         let layout = &self.layout;
         let pkinfo = &self.pk;
-        let Partition { fixed, var, hash, ordered, pk_order } = &mut self.parts[pi];
+        let Partition { fixed, var, hash, ordered, pk_order, .. } = &mut self.parts[pi];
         let fixed = fixed.as_mut().expect("partition initialised");
         assert!(hash.remove(pk_hash(&pk), rowid), "row {rowid} missing from the hash index");
-        if self.pk_index.is_some() {
+        if self.pk_index.is_some() && !self.restoring {
             let found = pk_order.remove(&pk, &mut |r, b| pkinfo.encode_stored(layout, fixed, var, r, b));
             assert!(found, "row {rowid} missing from the primary key order");
         }
@@ -609,13 +682,32 @@ impl TableStore {
             var.free(r);
         }
         fixed.free(rowid);
+        let part = &mut self.parts[pi];
+        part.lcp.note_write(pk.len(), None);
+        if let Some(m) = &mut part.sync {
+            m.unmark(rowid);
+        }
         let delta = self.local_footprint(pi) as i64 - before as i64;
         self.bytes = (self.bytes as i64 + delta) as u64;
         debug_assert_eq!(self.parts[pi].hash.len() as u64, self.parts[pi].fixed().live_rows());
         delta
     }
 
-    /// Empty every partition (keeping the definition and its indexes).
+    /// If the partition has a checkpoint chain, remember that the row at
+    /// `rowid` (whose full image is `row`) leaves its checkpoint part.
+    pub(crate) fn record_tombstone(&mut self, pi: usize, rowid: RowId, row: &[Value], gci: u32) {
+        if !self.parts[pi].lcp.chain {
+            return;
+        }
+        let key = self.pk_values(row);
+        let lcp_part = self.parts[pi].fixed().part_of(rowid);
+        let layout = &self.key_layout;
+        self.parts[pi].lcp.tombstones.push(layout, lcp_part, gci, &key);
+    }
+
+    /// Empty every partition (keeping the definition and its indexes). The
+    /// partitions' checkpoint chains end: the next checkpoint writes every
+    /// part.
     pub fn truncate(&mut self) {
         self.reset_partitions();
     }

@@ -272,8 +272,9 @@ proptest! {
         wire_version in any::<u16>(),
         name in vec(any::<char>(), 0..24),
         kind in prop::sample::select(vec![ApiKind::NativeClient, ApiKind::SqlNode, ApiKind::Management]),
+        requested_api_node in prop::option::of(any::<u16>()),
     ) {
-        let h = Hello { magic, wire_version, client_name: name.into_iter().collect(), kind };
+        let h = Hello { magic, wire_version, client_name: name.into_iter().collect(), kind, requested_api_node };
         let back = decode_hello(&encode_hello(&h));
         if magic == crate::handshake::MAGIC {
             prop_assert_eq!(back, Ok(h));

@@ -7,18 +7,21 @@
 //! # `Hello` on the wire (postcard)
 //!
 //! ```text
-//! field         encoding                      since
-//! magic         varint u32 ("NORR")           first version
-//! wire_version  varint u16                    first version
-//! client_name   varint length + UTF-8 bytes   first version
-//! kind          varint (ApiKind)              optional: absent = NativeClient
+//! field               encoding                          since
+//! magic               varint u32 ("NORR")               first version
+//! wire_version        varint u16                        first version
+//! client_name         varint length + UTF-8 bytes       first version
+//! kind                varint (ApiKind)                  optional: absent = NativeClient
+//! requested_api_node  1 + varint u16                    optional: absent (or 0) = None
 //! ```
 //! Fields are only ever added at the end, and each added field is optional:
 //! a node reads a Hello that stops before it as the field's default (older
 //! clients), and ignores bytes after the fields it knows (newer clients; an
 //! older node's postcard decoder does the same). So a new field needs no new
-//! wire version. A new field goes after `kind` in `Hello`, in `encode_hello`'s
-//! output (postcard writes fields in declaration order) and in `decode_hello`.
+//! wire version. A new field goes after the last one in `Hello`, in
+//! `encode_hello`'s output (postcard writes fields in declaration order) and in
+//! `decode_hello`. `requested_api_node` is written only when set, so a Hello
+//! without it has the same bytes as before the field existed.
 
 use norr_kernel::NodeId;
 use serde::{Deserialize, Serialize};
@@ -80,12 +83,33 @@ pub struct Hello {
     pub client_name: String,
     /// What connects (optional on the wire: absent = `NativeClient`).
     pub kind: ApiKind,
+    /// The API node id the client asks for. In a cluster every data node
+    /// must know an API node by the same id (a node that takes over a failed
+    /// coordinator answers the client by it), so a client connected to
+    /// several data nodes asks each for the id mgmd (or the first data node)
+    /// gave it. The node accepts a free id and refuses a taken one with the
+    /// reason; `None` lets the node choose, as a lone client does. Not
+    /// written when `None` (see the module doc).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested_api_node: Option<NodeId>,
 }
 
 impl Hello {
     /// A Hello of this version's wire protocol.
     pub fn new(client_name: impl Into<String>, kind: ApiKind) -> Hello {
-        Hello { magic: MAGIC, wire_version: norr_signals::wire::WIRE_VERSION, client_name: client_name.into(), kind }
+        Hello {
+            magic: MAGIC,
+            wire_version: norr_signals::wire::WIRE_VERSION,
+            client_name: client_name.into(),
+            kind,
+            requested_api_node: None,
+        }
+    }
+
+    /// This Hello asking the node for API node id `id` (`None`: the node
+    /// chooses).
+    pub fn requesting(self, id: Option<NodeId>) -> Hello {
+        Hello { requested_api_node: id, ..self }
     }
 }
 
@@ -123,7 +147,7 @@ pub fn decode_hello(b: &[u8]) -> Result<Hello, String> {
         return Err(format!("bad magic {:#x}: not a NorrDB client", head.magic));
     }
     // Optional fields, in order; each absent one takes its default.
-    let (kind, _rest) = match rest {
+    let (kind, rest) = match rest {
         [] => (ApiKind::NativeClient, rest),
         _ => {
             let (v, rest): (u32, &[u8]) =
@@ -132,8 +156,19 @@ pub fn decode_hello(b: &[u8]) -> Result<Hello, String> {
             (kind, rest)
         }
     };
+    let (requested_api_node, _rest) = match rest {
+        [] => (None, rest),
+        _ => postcard::take_from_bytes::<Option<NodeId>>(rest)
+            .map_err(|e| format!("malformed hello (requested API node id): {e}"))?,
+    };
     // Bytes after the known fields come from a newer client: ignored.
-    Ok(Hello { magic: head.magic, wire_version: head.wire_version, client_name: head.client_name, kind })
+    Ok(Hello {
+        magic: head.magic,
+        wire_version: head.wire_version,
+        client_name: head.client_name,
+        kind,
+        requested_api_node,
+    })
 }
 
 pub fn encode_reply(r: &HelloReply) -> Vec<u8> {
@@ -149,27 +184,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hello_round_trips_every_kind() {
+    fn hello_round_trips() {
         for kind in [ApiKind::NativeClient, ApiKind::SqlNode, ApiKind::Management] {
-            let h = Hello::new("t", kind);
-            assert_eq!(decode_hello(&encode_hello(&h)).unwrap(), h);
+            for id in [None, Some(100), Some(65535)] {
+                let h = Hello::new("t", kind).requesting(id);
+                assert_eq!(decode_hello(&encode_hello(&h)).unwrap(), h);
+            }
         }
     }
 
     /// A Hello of a client from before `kind` (the bytes `norr-client` sent
-    /// then) reads as a native client; one from a newer client with fields we
-    /// do not know still reads.
+    /// then) reads as a native client asking for no id; one from a newer
+    /// client with fields we do not know still reads.
     #[test]
     fn older_and_newer_hellos_decode() {
         // magic 0x4E4F5252 as a varint, wire_version 1, client_name "t".
         let old = [0xD2, 0xA4, 0xBD, 0xF2, 0x04, 0x01, 0x01, b't'];
         let h = decode_hello(&old).unwrap();
         assert_eq!((h.magic, h.wire_version, h.client_name.as_str(), h.kind), (MAGIC, 1, "t", ApiKind::NativeClient));
+        assert_eq!(h.requested_api_node, None);
         let cur = encode_hello(&Hello { wire_version: 1, ..Hello::new("t", ApiKind::NativeClient) });
         assert_eq!(&cur[..old.len()], &old[..], "the first fields' encoding is unchanged");
-        let mut newer = encode_hello(&Hello::new("t", ApiKind::SqlNode));
+        assert_eq!(cur.len(), old.len() + 1, "no id asked for: nothing written after kind");
+        let mut newer = encode_hello(&Hello::new("t", ApiKind::SqlNode).requesting(Some(300)));
         newer.extend_from_slice(&[0x05, 0x07]);
-        assert_eq!(decode_hello(&newer).unwrap().kind, ApiKind::SqlNode);
+        let h = decode_hello(&newer).unwrap();
+        assert_eq!((h.kind, h.requested_api_node), (ApiKind::SqlNode, Some(300)));
     }
 
     #[test]
@@ -177,9 +217,12 @@ mod tests {
         let mut unknown = encode_hello(&Hello::new("t", ApiKind::NativeClient));
         *unknown.last_mut().unwrap() = 9;
         assert!(decode_hello(&unknown).unwrap_err().contains("unknown API node kind 9"));
+        let mut bad_tag = encode_hello(&Hello::new("t", ApiKind::NativeClient));
+        bad_tag.push(9); // Option tag 9
+        assert!(decode_hello(&bad_tag).unwrap_err().contains("requested API node id"));
         let h = encode_hello(&Hello { magic: 7, ..Hello::new("t", ApiKind::NativeClient) });
         assert!(decode_hello(&h).unwrap_err().contains("bad magic"));
-        let good = encode_hello(&Hello::new("client", ApiKind::SqlNode));
+        let good = encode_hello(&Hello::new("client", ApiKind::SqlNode).requesting(Some(1234)));
         for n in 0..good.len() {
             // Every prefix: an error or (once the name is complete) a Hello.
             let _ = decode_hello(&good[..n]);

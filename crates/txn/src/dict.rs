@@ -28,6 +28,9 @@ use norr_signals::{
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+#[path = "dict_persist.rs"]
+mod persist;
+
 /// Most DDL requests queued before DICT answers Overloaded.
 const MAX_QUEUED_DDL: usize = 1024;
 /// Most tables a node holds.
@@ -138,6 +141,8 @@ pub struct Dict {
     next_proxy: u32,
     local_sync: Option<LocalSync>,
     counters: Counters,
+    /// The schema file in the data directory (see `dict_persist.rs`).
+    persist: Option<persist::Persist>,
 }
 
 fn internal(s: InternalSignal) -> Signal {
@@ -170,6 +175,7 @@ impl Dict {
             next_proxy: 1,
             local_sync: None,
             counters: Counters::default(),
+            persist: None,
         }
     }
 
@@ -673,7 +679,9 @@ impl Dict {
                         DictState { next_table_id: self.next_table_id, next_index_id: self.next_index_id, ..delta };
                     self.broadcast_state(delta, ctx);
                 }
-                self.finish(ctx, Ok(r));
+                if let Some(r) = self.persist_then_finish(r, ctx) {
+                    self.finish(ctx, Ok(r));
+                }
             }
             Stage::Stats { .. } | Stage::Sync { .. } => {}
         }
@@ -873,6 +881,7 @@ impl Block<Signal> for Dict {
                 }
             }
             Signal::Cluster(sig) => self.on_cluster(from, *sig, ctx),
+            Signal::Fs(f) => self.on_fs(*f, ctx),
             Signal::Internal(sig) => match *sig {
                 InternalSignal::SchemaChangeConf { req, error } => self.on_schema_conf(from, req, error, ctx),
                 InternalSignal::StatsConf { req, stats } => self.on_stats_conf(from, req, *stats, ctx),

@@ -28,7 +28,7 @@ struct Table {
 }
 
 #[derive(Default)]
-struct Store {
+pub struct Store {
     tables: HashMap<TableId, Table>,
     next_table: TableId,
     /// row -> owning (conn, txn)
@@ -46,6 +46,26 @@ pub struct FakeNode {
     store: Arc<Mutex<Store>>,
 }
 
+impl Store {
+    pub fn new() -> Store {
+        Store { next_table: 1, ..Default::default() }
+    }
+
+    /// Roll back every open transaction and scan of connection `conn` (the
+    /// node's API failure handling).
+    pub fn drop_conn(&mut self, conn: u64) {
+        let txns: Vec<_> = self.undo.keys().filter(|(c, _)| *c == conn).copied().collect();
+        for t in txns {
+            rollback(self, t);
+        }
+        self.scans.retain(|(c, _), _| *c != conn);
+    }
+
+    pub fn rows(&self, table: TableId) -> usize {
+        self.tables.get(&table).map_or(0, |t| t.rows.len())
+    }
+}
+
 impl FakeNode {
     pub async fn start() -> FakeNode {
         FakeNode::start_with_read_pause(None).await
@@ -57,7 +77,7 @@ impl FakeNode {
     pub async fn start_with_read_pause(pause: Option<std::time::Duration>) -> FakeNode {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
-        let store = Arc::new(Mutex::new(Store { next_table: 1, ..Default::default() }));
+        let store = Arc::new(Mutex::new(Store::new()));
         let st = store.clone();
         tokio::spawn(async move {
             let mut conn_id = 0u64;
@@ -130,12 +150,7 @@ async fn serve(mut s: TcpStream, store: Arc<Mutex<Store>>, conn: u64, pause: Opt
         }
     }
     // API failure: roll back every open transaction of this connection.
-    let mut st = store.lock().unwrap();
-    let txns: Vec<_> = st.undo.keys().filter(|(c, _)| *c == conn).copied().collect();
-    for t in txns {
-        rollback(&mut st, t);
-    }
-    st.scans.retain(|(c, _), _| *c != conn);
+    store.lock().unwrap().drop_conn(conn);
 }
 
 fn rollback(st: &mut Store, t: (u64, u64)) {
@@ -162,7 +177,8 @@ fn commit(st: &mut Store, t: (u64, u64)) {
     st.committed += 1;
 }
 
-fn handle(store: &Mutex<Store>, conn: u64, sig: Signal) -> Option<Signal> {
+/// The reply to one request of connection `conn`, if any.
+pub fn handle(store: &Mutex<Store>, conn: u64, sig: Signal) -> Option<Signal> {
     let mut st = store.lock().unwrap();
     match sig {
         Signal::DictReq(r) => {
@@ -341,6 +357,10 @@ fn dict(st: &mut Store, op: DictOp) -> Result<DictResult, NodeError> {
             }
             def.id = st.next_table;
             def.version = 1;
+            if def.partitions == 0 {
+                // What a data node decides (the client hashes keys with it).
+                def.partitions = 8;
+            }
             st.next_table += 1;
             st.tables.insert(def.id, Table { def: Some(def.clone()), rows: BTreeMap::new() });
             Ok(DictResult::Table(def))

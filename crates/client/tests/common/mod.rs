@@ -1,5 +1,7 @@
 #![allow(dead_code)]
+pub mod fake_cluster;
 pub mod fake_node;
+pub mod kit_bridge;
 
 use norr_client::{table_def, Client, ColumnDef, ColumnType, ExecType, KeyOp, OpResult, TableDef, TableId, Value};
 

@@ -323,6 +323,10 @@ impl Dih {
         debug_assert_eq!(dist.state(self.node), ReplicaState::Alive);
         if dist.version > self.latest_dist().version {
             self.publish(dist, None, ctx);
+        } else {
+            // The master's update made this node `Alive` already: the host
+            // hears it is started now (publishing reports it otherwise).
+            self.report_status(ctx);
         }
     }
 

@@ -6,9 +6,15 @@
 //! Both halves of a split were members of the same membership generation
 //! (the one before the failure) and ask with it. The first request of a
 //! generation wins and its survivor set is recorded; a later request of that
-//! generation is granted only to a node of the winning set (a retry, or a
-//! second node of the winning half), else refused. Deterministic: no clock,
-//! no IO; unit-tested here.
+//! generation is granted only if its survivors share a node with every set
+//! granted for the generation (a retry, the winning half asking again after
+//! its president failed, or after one more of its nodes failed), else
+//! refused. Sharing a node is what matters: two disjoint survivor sets are
+//! two parts of the cluster, and two overlapping ones agree through the
+//! data nodes' membership protocol. (Granting any node of the winning set
+//! is not enough: if the winning half splits again before it agreed, each
+//! piece holds a node of it.) Deterministic: no clock, no IO; unit-tested
+//! here.
 //!
 //! Limit: the record lives in this mgmd's memory. If mgmd restarts between
 //! the two halves' requests, the second half is granted too. NDB closes that
@@ -24,9 +30,13 @@ pub const KEEP_GENERATIONS: usize = 64;
 
 #[derive(Debug, Default)]
 pub struct Arbitrator {
-    /// Generation -> the survivor set that won it.
-    granted: BTreeMap<u64, BTreeSet<NodeId>>,
+    /// Generation -> the survivor sets granted, the winner first.
+    granted: BTreeMap<u64, Vec<BTreeSet<NodeId>>>,
 }
+
+/// Most survivor sets remembered per generation (retries of one set are not
+/// stored again).
+const KEEP_SETS: usize = 16;
 
 impl Arbitrator {
     pub fn new() -> Arbitrator {
@@ -48,15 +58,17 @@ impl Arbitrator {
         if let Some(both) = req.failed.iter().find(|f| survivors.contains(f)) {
             return refuse(format!("node {both} is listed both as a survivor and as failed"));
         }
-        if let Some(winners) = self.granted.get(&generation) {
-            return if winners.contains(&req.requester) {
-                ArbitReply::Granted { generation }
-            } else {
-                refuse(format!(
+        if let Some(sets) = self.granted.get_mut(&generation) {
+            if let Some(apart) = sets.iter().find(|w| w.is_disjoint(&survivors)) {
+                return refuse(format!(
                     "another part of the cluster (nodes {}) won arbitration for membership generation {generation}",
-                    list(winners)
-                ))
-            };
+                    list(apart)
+                ));
+            }
+            if !sets.contains(&survivors) && sets.len() < KEEP_SETS {
+                sets.push(survivors);
+            }
+            return ArbitReply::Granted { generation };
         }
         if let Some((&newest, _)) = self.granted.last_key_value() {
             if generation < newest {
@@ -67,7 +79,7 @@ impl Arbitrator {
                 ));
             }
         }
-        self.granted.insert(generation, survivors);
+        self.granted.insert(generation, vec![survivors]);
         while self.granted.len() > KEEP_GENERATIONS {
             self.granted.pop_first();
         }
@@ -77,7 +89,7 @@ impl Arbitrator {
 
     /// The survivor set that won `generation`, if one did.
     pub fn winners(&self, generation: u64) -> Option<&BTreeSet<NodeId>> {
-        self.granted.get(&generation)
+        self.granted.get(&generation).and_then(|sets| sets.first())
     }
 }
 
@@ -114,6 +126,21 @@ mod tests {
         // Still refused on retry.
         assert!(!granted(&a.decide(&req(5, 5, &[3, 5], &[2, 4]))));
         assert_eq!(a.winners(5).unwrap().iter().copied().collect::<Vec<_>>(), vec![2, 4]);
+    }
+
+    #[test]
+    fn a_winning_half_that_splits_again_has_only_one_piece_granted() {
+        let mut a = Arbitrator::new();
+        // {2,3,5,6} won generation 2 against node 1...
+        assert!(granted(&a.decide(&req(2, 2, &[2, 3, 5, 6], &[1]))));
+        // ...then split into {3,5} and {2,6} before it agreed: both pieces
+        // hold a node of the winning set, only the first may go on.
+        assert!(granted(&a.decide(&req(3, 2, &[3, 5], &[1, 2, 6]))));
+        let r = a.decide(&req(2, 2, &[2, 6], &[1, 3, 5]));
+        assert!(matches!(&r, ArbitReply::Refused { reason, .. } if reason.contains("(nodes 3, 5) won")), "{r:?}");
+        // A set overlapping every granted one (e.g. after a president
+        // failed) is still granted.
+        assert!(granted(&a.decide(&req(5, 2, &[3, 5, 6], &[1, 2]))));
     }
 
     #[test]

@@ -363,7 +363,16 @@ fn session_loop(
             ToMgmd::Report(_) => return Err(unexpected("report from a management client")),
             ToMgmd::Arbitrate(req) => {
                 let reply = shared.registry().arbitrate(node_id, role, &req);
-                tracing::warn!("mgmd: arbitration for generation {} asked by node {node_id} (survivors {:?}, failed {:?}): {reply:?}", req.generation, req.survivors, req.failed);
+                if req.failed.is_empty() {
+                    // A president registering a new membership generation: routine.
+                    tracing::info!(
+                        "mgmd: generation {} registered by node {node_id} (members {:?}): {reply:?}",
+                        req.generation,
+                        req.survivors
+                    );
+                } else {
+                    tracing::warn!("mgmd: arbitration for generation {} asked by node {node_id} (survivors {:?}, failed {:?}): {reply:?}", req.generation, req.survivors, req.failed);
+                }
                 send_locked(writer, peer, &FromMgmd::ArbitReply(reply))?;
             }
             ToMgmd::Command { req_id, cmd } => {

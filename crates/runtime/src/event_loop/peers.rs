@@ -12,10 +12,10 @@
 //! A peer QMGR cut off (`HostDisconnectReq`) is refused until it comes back
 //! with a new incarnation (it restarted its blocks).
 
-use super::{EventLoop, FIRST_CONN};
+use super::EventLoop;
 use crate::conn::{CloseReason, Conn};
 use crate::stream::{Peer, Stream};
-use mio::{Interest, Token};
+use mio::Interest;
 use norr_kernel::{BlockRef, NodeId, Priority};
 use norr_signals::cluster::ClusterSignal;
 use norr_signals::{block, wire, Envelope, Signal};
@@ -142,28 +142,8 @@ impl EventLoop {
 
     /// Register an outgoing connection (readable, and writable to learn when
     /// it is connected).
-    fn add_peer_conn(&mut self, mut stream: Stream, peer: Peer, node: NodeId) -> Option<usize> {
-        let slot = match self.free_slots.pop() {
-            Some(s) => s,
-            None => {
-                self.conns.push(None);
-                self.conns.len() - 1
-            }
-        };
-        let interest = Interest::READABLE | Interest::WRITABLE;
-        if let Err(e) = self.poll.registry().register(&mut stream, Token(slot + FIRST_CONN), interest) {
-            warn!(%peer, "registering a data node connection failed: {e}");
-            self.free_slots.push(slot);
-            return None;
-        }
-        let now = self.now_ns();
-        let policy = norr_transport::AdaptiveSend::new(self.send_cfg, now);
-        let serial = self.next_serial;
-        self.next_serial += 1;
-        let deadline = now.saturating_add(self.opts.handshake_timeout_ms.saturating_mul(1_000_000));
-        self.handshake_deadlines.push_back((deadline, slot, serial));
-        let mut conn =
-            Conn::new(serial, stream, peer, self.knobs.max_frame_bytes, self.knobs.max_send_buffer_bytes, policy);
+    fn add_peer_conn(&mut self, stream: Stream, peer: Peer, node: NodeId) -> Option<usize> {
+        let (slot, mut conn) = self.open_conn_slot(stream, peer, Interest::READABLE | Interest::WRITABLE)?;
         conn.dialed_peer = Some(node);
         conn.write_interest = true;
         self.conns[slot] = Some(conn);

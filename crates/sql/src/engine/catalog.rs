@@ -1272,6 +1272,15 @@ impl Catalog {
         self.tables.lock().expect("lock").clear();
     }
 
+    /// The data nodes may hold other contents than cached (a data node
+    /// restarted): forget every cached definition and make sure the
+    /// catalog's own tables exist again.
+    pub async fn after_reconnect(&self) -> Result<(), SqlError> {
+        self.invalidate_all();
+        *self.dbs.lock().expect("lock") = None;
+        self.bootstrap().await
+    }
+
     /// Forget every cached table of `db`.
     pub fn invalidate_db(&self, db: &str) {
         let prefix = format!("{db}/");

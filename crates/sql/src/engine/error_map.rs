@@ -40,15 +40,13 @@ pub fn from_client_plain(e: ClientError) -> SqlError {
 pub fn from_client(e: ClientError, ctx: &ErrCtx) -> SqlError {
     match e {
         ClientError::Node(ne) => from_node(&ne, ctx),
-        ClientError::NotConnected(m) => {
-            // CR_SERVER_GONE_ERROR is a client-side code; a server reports 1105 with
-            // NDB's "Got error 4009 'Cluster Failure'" style text.
-            SqlError::new(
-                1105,
-                "HY000",
-                format!("Got error 4009 'Cluster Failure: not connected to a data node ({m})' from NDBCLUSTER"),
-            )
-        }
+        // No data node connected (they are down or restarting; the client
+        // connects again by itself): temporary, as MySQL Cluster's 4009.
+        ClientError::NotConnected(m) => SqlError::new(
+            1297,
+            "HY000",
+            format!("Got temporary error 4009 'Cluster failure: not connected to a data node ({m})' from NDBCLUSTER"),
+        ),
         ClientError::Timeout => SqlError::new(
             1205,
             "HY000",
@@ -122,6 +120,10 @@ pub fn from_node(e: &NodeError, ctx: &ErrCtx) -> SqlError {
         ErrorCode::TooManyTransactions
         | ErrorCode::Overloaded
         | ErrorCode::NodeShutdown
+        | ErrorCode::RedoLogFull
+        | ErrorCode::RedoBufferOverloaded
+        | ErrorCode::NodeFailure
+        | ErrorCode::AbortedAfterNodeFailure
         | ErrorCode::TxnNodeFailure
         | ErrorCode::WrongReplica
         | ErrorCode::PartitionUnavailable => SqlError::new(
@@ -129,9 +131,18 @@ pub fn from_node(e: &NodeError, ctx: &ErrCtx) -> SqlError {
             "HY000",
             format!("Got temporary error {} '{}' from NDBCLUSTER", e.code.code(), e.code.description()),
         ),
-        ErrorCode::NotConnected => {
-            SqlError::new(1105, "HY000", format!("Got error 4009 'Cluster Failure' from NDBCLUSTER{detail}"))
-        }
+        // Not temporary: the commit may have happened (4013), or did (4115).
+        // NDB's "Got error N 'text' from NDBCLUSTER" (1296), with the detail.
+        ErrorCode::OutcomeUnknown | ErrorCode::CommittedResultsLost => SqlError::new(
+            1296,
+            "HY000",
+            format!("Got error {} '{}' from NDBCLUSTER{detail}", e.code.code(), e.code.description()),
+        ),
+        ErrorCode::NotConnected => SqlError::new(
+            1297,
+            "HY000",
+            format!("Got temporary error 4009 'Cluster failure: not connected to a data node' from NDBCLUSTER{detail}"),
+        ),
         ErrorCode::TableFull => SqlError::new(1114, "HY000", format!("The table '{}' is full", ctx.table)),
         ErrorCode::NoSuchTable => no_such_table(&ctx.db, &ctx.table),
         ErrorCode::NoSuchColumn => SqlError::new(1054, "42S22", format!("Unknown column '{col}' in 'field list'")),
@@ -330,7 +341,23 @@ mod tests {
         assert_eq!(from_client_plain(ErrorCode::ValueOutOfRange.into()).code, 1264);
         assert_eq!(from_client_plain(ErrorCode::ValueTooLarge.into()).code, 1406);
         assert_eq!(from_client_plain(ErrorCode::WrongValueType.into()).code, 1366);
-        assert_eq!(from_client_plain(ClientError::NotConnected("x".into())).code, 1105);
+        // No data node connected: temporary (the client reconnects by itself).
+        let e = from_client_plain(ClientError::NotConnected("node 1 down".into()));
+        assert_eq!((e.code, e.sqlstate), (1297, "HY000"));
+        assert!(e.message.starts_with("Got temporary error 4009 "), "{}", e.message);
+        assert!(e.message.contains("node 1 down"), "{}", e.message);
+        assert_eq!(from_client_plain(ErrorCode::NotConnected.into()).code, 1297);
+        assert_eq!(from_client_plain(ErrorCode::TxnNodeFailure.into()).code, 1297);
+        // Node failures: temporary, as MySQL Cluster reports them (1297).
+        let e = from_client_plain(ErrorCode::NodeFailure.into());
+        assert_eq!((e.code, e.sqlstate), (1297, "HY000"));
+        assert_eq!(e.message, "Got temporary error 4010 'Node failure caused abort of transaction' from NDBCLUSTER");
+        assert_eq!(from_client_plain(ErrorCode::AbortedAfterNodeFailure.into()).code, 1297);
+        // A commit of unknown outcome is not temporary: 1296, with NDB's number.
+        let e = from_client_plain(NodeError::with(ErrorCode::OutcomeUnknown, "node 2 failed").into());
+        assert_eq!((e.code, e.sqlstate), (1296, "HY000"));
+        assert!(e.message.starts_with("Got error 4013 "), "{}", e.message);
+        assert!(e.message.contains("node 2 failed"), "{}", e.message);
         // every code maps to something with a 5-character SQLSTATE
         for &c in ErrorCode::ALL {
             let e = from_client_plain(c.into());

@@ -164,6 +164,9 @@ pub struct Engine {
     sessions: crate::session_registry::Registry,
     /// GET_LOCK's named locks of this SQL node.
     user_locks: Arc<user_locks::UserLocks>,
+    /// `Client::reconnect_count` when the catalog's caches were last known
+    /// to match the data nodes (see `Engine::check_reconnects`).
+    seen_reconnects: AtomicU64,
 }
 
 /// A parsed statement.
@@ -472,27 +475,66 @@ fn ident_str(e: &Expr) -> Option<String> {
 }
 
 impl Engine {
-    /// Connect to a data node and prepare the catalog (creates the databases
-    /// table on first start).
-    /// `data_node` is `HOST:PORT`, or `unix:PATH` for a data node's
-    /// Unix-domain socket on this host.
+    /// Connect to the data nodes and prepare the catalog (creates the
+    /// databases table on first start). `data_node` is `HOST:PORT`, or
+    /// `unix:PATH` for a data node's Unix-domain socket on this host, or
+    /// several of these comma separated (every data node of a cluster).
+    /// A data node whose connection breaks is connected again in the
+    /// background.
     pub async fn connect(data_node: &str, cfg: EngineConfig) -> Result<Arc<Engine>, SqlError> {
+        let opts = Self::client_options(&cfg);
+        let client = if data_node.contains(',') {
+            let addrs = norr_client::DataNodeAddr::parse_list(data_node)
+                .map_err(|e| SqlError::internal(format!("--data-node: {e}")))?;
+            Client::connect_cluster(&addrs, opts).await
+        } else {
+            match data_node.strip_prefix("unix:") {
+                Some(path) => Client::connect_unix(path, opts).await,
+                None => Client::connect_with(data_node, opts).await,
+            }
+        }
+        .map_err(error_map::from_client_plain)?;
+        Self::with_client(client, cfg).await
+    }
+
+    /// Connect through the management server at `mgm` (`HOST:PORT`, several
+    /// comma separated): the data nodes and this SQL node's node id come
+    /// from the cluster's configuration.
+    pub async fn connect_mgm(mgm: &str, cfg: EngineConfig) -> Result<Arc<Engine>, SqlError> {
+        let opts = Self::client_options(&cfg);
+        let client = Client::connect_mgm(mgm, opts).await.map_err(error_map::from_client_plain)?;
+        Self::with_client(client, cfg).await
+    }
+
+    fn client_options(cfg: &EngineConfig) -> norr_client::ConnectOptions {
         // Sessions each have one small request out at a time: direct sends
         // keep sqld and the data node working at once (see the option).
-        // A SQL node may use the connection slots data nodes reserve for the
-        // cluster's own processes, so applications cannot lock it out.
-        let opts = norr_client::ConnectOptions {
+        norr_client::ConnectOptions {
+            client_name: format!("sqld {}", cfg.node_name),
             kind: norr_client::ApiKind::SqlNode,
             reply_spin: cfg.reply_spin,
             direct_send: true,
             ..Default::default()
-        };
-        let client = match data_node.strip_prefix("unix:") {
-            Some(path) => Client::connect_unix(path, opts).await,
-            None => Client::connect_with(data_node, opts).await,
         }
-        .map_err(error_map::from_client_plain)?;
-        Self::with_client(client, cfg).await
+    }
+
+    /// True when a data node came back after its connection broke since
+    /// the catalog was last loaded: it may have restarted (a node without
+    /// durable storage restarts empty) or missed schema changes. One integer
+    /// compare per statement (`reload_catalog` does the rest).
+    #[inline]
+    fn catalog_stale(&self) -> bool {
+        self.client.reconnect_count() != self.seen_reconnects.load(Ordering::Acquire)
+    }
+
+    /// Drop the cached definitions and make the catalog's own tables again.
+    async fn reload_catalog(&self) -> Result<(), SqlError> {
+        let n = self.client.reconnect_count();
+        tracing::info!("sqld: a data node was connected again: reloading the catalog");
+        self.catalog.after_reconnect().await?;
+        // Several sessions may reload at once: each reload is complete.
+        self.seen_reconnects.fetch_max(n, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Connect through an in-process link to a data node in this process
@@ -515,6 +557,8 @@ impl Engine {
 
     /// An engine on an existing client connection.
     pub async fn with_client(client: Client, cfg: EngineConfig) -> Result<Arc<Engine>, SqlError> {
+        // Read before the bootstrap: a reconnect during it reloads again.
+        let client_reconnects = client.reconnect_count();
         let catalog = Catalog::new(client.clone());
         catalog.bootstrap().await?;
         crate::session_registry::start_clock();
@@ -535,6 +579,7 @@ impl Engine {
             table_locks: table_locks::TableLocks::default(),
             sessions: Default::default(),
             user_locks: Default::default(),
+            seen_reconnects: AtomicU64::new(client_reconnects),
         });
         // Before any session exists: no live temporary table carries this
         // node's tag yet, so everything with it is an orphan.
@@ -590,6 +635,11 @@ impl Engine {
         if stmts.len() > 1 && !s.multi_statements {
             let second = stmts[1].chars().take(60).collect::<String>();
             return vec![Err(error_map::parse_error_near(&second))];
+        }
+        if self.catalog_stale() {
+            if let Err(e) = self.reload_catalog().await {
+                return vec![Err(e)];
+            }
         }
         let n_stmts = stmts.len();
         // The results of several statements are sent in order after they
@@ -712,6 +762,9 @@ impl Engine {
                 error_map::parse_error_near(&stmts[1])
             });
         }
+        if self.catalog_stale() {
+            self.reload_catalog().await?;
+        }
         let parsed = parse_statement(&stmts[0])?;
         if matches!(parsed, Parsed::LoadData(_)) {
             return Err(SqlError::new(
@@ -761,7 +814,11 @@ impl Engine {
             return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
         }
         s.entry.begin(crate::session_registry::Command::Execute, Some(&p.sql), s.current_db.as_ref());
-        let r = self.execute_prepared_inner(s, p, params).await;
+        let reloaded = if self.catalog_stale() { self.reload_catalog().await } else { Ok(()) };
+        let r = match reloaded {
+            Ok(()) => self.execute_prepared_inner(s, p, params).await,
+            Err(e) => Err(e),
+        };
         s.entry.end();
         r
     }

@@ -23,6 +23,7 @@
 
 mod copy;
 mod exec;
+mod redo;
 mod replica;
 mod savepoint;
 mod scan;
@@ -193,6 +194,8 @@ pub struct Lqh {
     /// at prepare so that commit never runs out of memory.
     reserved_bytes: u64,
     counters: Counters,
+    /// The REDO log part of this instance (a node with a data directory).
+    redo: Option<redo::LqhRedo>,
 }
 
 /// Outcome of one attempt to run an operation.
@@ -222,6 +225,7 @@ impl Lqh {
             scans: BTreeMap::new(),
             reserved_bytes: 0,
             counters: Counters::default(),
+            redo: None,
         }
     }
 
@@ -362,6 +366,16 @@ impl Lqh {
                 continue;
             }
             txn.ops_run += 1;
+            if let Queued::Op(q) = &item {
+                if q.op.kind.is_write() {
+                    if let Err(error) = self.redo_admit() {
+                        self.txns.get_mut(&t).expect("txn").chains.insert(own.clone());
+                        let outcome = Err(LqhOpError { error, fatal: false });
+                        results.push(LqhOpResult { seq: q.seq, outcome, chain: Some(own.clone()) });
+                        continue;
+                    }
+                }
+            }
             match item {
                 Queued::Op(mut q) => match self.exec_op(t, &mut q, ctx) {
                     Step::Done(Ok(row)) if q.op.kind.is_write() => {
@@ -581,6 +595,8 @@ impl Lqh {
                     Self::reply(ctx, tc, InternalSignal::LqhCommitRef { txn: t, error });
                     return;
                 }
+                self.redo_log_commit(&txn, gci, ctx);
+                self.storage.set_commit_gci(gci);
                 self.apply(&mut txn);
                 self.counters.bump("lqh: commits");
                 self.release_committed(t, &mut txn, ctx);
@@ -825,6 +841,8 @@ impl Block<Signal> for Lqh {
         let sig = match env.signal {
             Signal::Internal(sig) => sig,
             Signal::Cluster(c) => return self.on_cluster(from, *c, ctx),
+            Signal::Fs(f) => return self.on_fs(*f, ctx),
+            Signal::Ckpt(c) => return self.on_ckpt(from, *c, ctx),
             other => {
                 crate::probe!(self.counters, "lqh: unexpected signal");
                 debug_assert!(false, "LQH got a non-internal signal {}", other.name());

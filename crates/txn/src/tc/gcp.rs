@@ -15,6 +15,20 @@ use norr_signals::ckpt::CkptSignal;
 use norr_signals::Signal;
 
 impl Tc {
+    /// A restarted node, before the first signal: tag commits with `gci`
+    /// (above every GCI its logs hold) until the first GCP switches it.
+    pub fn set_start_gci(&mut self, gci: u64) {
+        assert!(self.txns.is_empty() && gci >= 1, "start GCI set on a running TC");
+        self.gci = gci;
+    }
+
+    /// A restarted node's table definitions, before the first signal.
+    pub fn restore_tables(&mut self, defs: &[norr_signals::schema::TableDef]) {
+        for d in defs {
+            self.defs.insert(d.id, std::sync::Arc::new(d.clone()));
+        }
+    }
+
     pub(super) fn on_ckpt(&mut self, from: BlockRef, sig: CkptSignal, ctx: &mut Ctx<'_, Signal>) {
         match sig {
             CkptSignal::GcpPrepareReq { gci } => {

@@ -1,0 +1,330 @@
+//! `norr up` with two or more data nodes: a real cluster on loopback.
+//!
+//! mgmd runs in this process; every data node is its own `norr datad --mgm`
+//! process (so a user can kill one and watch the cluster survive); the SQL
+//! node runs in this process on its own thread. This process is also the
+//! data nodes' keeper: a data node process that dies is started again (a
+//! node restart), and Ctrl-C stops everything in order: the data nodes
+//! leave together (`stop --all` through mgmd), then mgmd, then this process
+//! with its SQL node (which has no stop of its own yet: its clients see
+//! errors 1297 during the data nodes' last ~100 ms).
+
+use crate::config::KnobArgs;
+use anyhow::{bail, Context};
+use norr_mgmd::config::ClusterConfig;
+use norr_mgmd::protocol::{ClusterView, MgmCommand, MgmReply, NodeState};
+use norr_mgmd::server::Mgmd;
+use norr_mgmd::session::run_command;
+use std::fmt::Write as _;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The shape of the local cluster.
+pub struct ClusterShape {
+    pub data_nodes: u16,
+    pub replicas: u8,
+    pub mgm_port: u16,
+    pub port_base: u16,
+    pub data_root: PathBuf,
+}
+
+/// mgmd is node 1; data nodes are 2, 3, ...
+pub const MGMD_ID: u16 = 1;
+const FIRST_DATA_ID: u16 = 2;
+/// How long `norr up` waits for every data node to report "started".
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+/// A data node process that died is started again after this pause.
+const RESTART_PAUSE: Duration = Duration::from_secs(1);
+/// How long the data nodes get to stop after `stop --all` before they are killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The cluster file `norr up` runs, as text: validated by the same parser
+/// as `norr mgmd --config`.
+pub fn cluster_file(shape: &ClusterShape, knobs: &norr_knobs::Knobs) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# written by `norr up`\n[cluster]\nname = \"local\"\nreplicas = {}", shape.replicas);
+    let _ = writeln!(s, "\n[data]");
+    // Every knob in field order, except the derived `default_partitions`.
+    let text = toml::to_string(knobs).expect("knobs serialize to TOML");
+    for line in text.lines() {
+        if line.split_once(" = ").is_some_and(|(k, _)| k != "default_partitions") {
+            let _ = writeln!(s, "{line}");
+        }
+    }
+    let _ = writeln!(s, "\n[[node]]\nid = {MGMD_ID}\nkind = \"mgmd\"\nhost = \"127.0.0.1\"\nport = {}", shape.mgm_port);
+    for i in 0..shape.data_nodes {
+        let id = FIRST_DATA_ID + i;
+        let _ = writeln!(
+            s,
+            "\n[[node]]\nid = {id}\nkind = \"data\"\nhost = \"127.0.0.1\"\nport = {}\ndata_dir = {:?}",
+            shape.port_base + i,
+            shape.data_root.join(format!("node-{id}")).display().to_string()
+        );
+    }
+    s
+}
+
+/// One data node process and how to start it again.
+struct DataProc {
+    id: u16,
+    addr: String,
+    log: PathBuf,
+    child: Option<Child>,
+    starts: u32,
+}
+
+impl DataProc {
+    fn spawn(&mut self, mgm: &str) -> anyhow::Result<()> {
+        let exe = std::env::current_exe().context("cannot find the norr executable")?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .with_context(|| format!("cannot open the log file {}", self.log.display()))?;
+        let err = log.try_clone()?;
+        let mut cmd = Command::new(exe);
+        cmd.args(["datad", "--mgm", mgm, "--node-id", &self.id.to_string()])
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err);
+        // Its own process group: the terminal's Ctrl-C reaches only `norr
+        // up`, which then stops the nodes in order.
+        {
+            use std::os::unix::process::CommandExt;
+            cmd.process_group(0);
+        }
+        let child = cmd.spawn().with_context(|| format!("cannot start data node {}", self.id))?;
+        self.child = Some(child);
+        self.starts += 1;
+        Ok(())
+    }
+
+    fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+}
+
+fn show(mgm: &str) -> anyhow::Result<ClusterView> {
+    match run_command(mgm, MgmCommand::Show, Duration::from_secs(5))? {
+        MgmReply::Show(v) => Ok(v),
+        other => bail!("mgmd answered {other:?} to show"),
+    }
+}
+
+/// Wait until every data node reports started; a data node process that
+/// exits meanwhile fails the start with its log named.
+fn wait_started(mgm: &str, procs: &mut [DataProc]) -> anyhow::Result<()> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    let mut last_note = Instant::now();
+    loop {
+        for p in procs.iter_mut() {
+            if let Some(st) = p.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                bail!("data node {} exited while starting ({st}); see its log {}", p.id, p.log.display());
+            }
+        }
+        if let Ok(v) = show(mgm) {
+            let waiting: Vec<String> = procs
+                .iter()
+                .filter_map(|p| {
+                    let n = v.nodes.iter().find(|n| n.id == p.id);
+                    match n.and_then(|n| n.state.as_ref()) {
+                        Some(NodeState::Started) => None,
+                        Some(s) => Some(format!("{} ({s})", p.id)),
+                        None => Some(format!("{} (not reported yet)", p.id)),
+                    }
+                })
+                .collect();
+            if waiting.is_empty() {
+                return Ok(());
+            }
+            if last_note.elapsed() > Duration::from_secs(5) {
+                eprintln!("norr up: waiting for data nodes {}", waiting.join(", "));
+                last_note = Instant::now();
+            }
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the data nodes did not all start within {} s; see their logs in {}",
+                START_TIMEOUT.as_secs(),
+                procs.first().and_then(|p| p.log.parent()).unwrap_or(Path::new(".")).display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn print_table(shape: &ClusterShape, mgm: SocketAddr, procs: &[DataProc], sql: Option<SocketAddr>) {
+    println!("NorrDB local cluster is up ({} data nodes, replicas = {}):", shape.data_nodes, shape.replicas);
+    println!("  {:<4} {:<10} {:<17} {:<8} {:<6} log", "id", "kind", "address", "pid", "group");
+    println!("  {:<4} {:<10} {:<17} {:<8} {:<6} -", MGMD_ID, "mgmd", mgm, std::process::id(), "-");
+    for (i, p) in procs.iter().enumerate() {
+        let group = i / usize::from(shape.replicas.max(1));
+        let pid = p.pid().map_or_else(|| "-".into(), |p| p.to_string());
+        println!("  {:<4} {:<10} {:<17} {:<8} {:<6} {}", p.id, "data", p.addr, pid, group, p.log.display());
+    }
+    match sql {
+        Some(sql) => println!("  {:<4} {:<10} {:<17} {:<8} {:<6} -", "-", "sql", sql, std::process::id(), "-"),
+        None => println!("  SQL node not started (--no-sql)"),
+    }
+    println!();
+    if let Some(sql) = sql {
+        println!("Connect with:   mysql -h{} -P{} -uroot", sql.ip(), sql.port());
+    }
+    println!("Cluster state:  norr mgm --mgm {mgm} show");
+    if let Some(p) = procs.last() {
+        println!(
+            "Try a failure:  kill -9 {} (data node {}); the cluster keeps serving and `norr up` starts it again",
+            p.pid().unwrap_or(0),
+            p.id
+        );
+    }
+    println!("Press Ctrl-C to stop.");
+}
+
+/// Run the cluster until Ctrl-C. `start_sql` starts the SQL node given the
+/// data nodes' addresses, returning its address.
+pub fn run(
+    shape: ClusterShape,
+    knob_args: &KnobArgs,
+    start_sql: Option<&dyn Fn(Vec<String>, SocketAddr) -> anyhow::Result<SocketAddr>>,
+) -> anyhow::Result<()> {
+    let knobs = knob_args.load()?;
+    if shape.replicas == 0 || shape.data_nodes % u16::from(shape.replicas) != 0 {
+        bail!(
+            "--data-nodes {} --replicas {}: data nodes form node groups of `replicas` nodes, so their number must \
+             be a multiple of it",
+            shape.data_nodes,
+            shape.replicas
+        );
+    }
+    std::fs::create_dir_all(&shape.data_root)
+        .with_context(|| format!("cannot create the data directory {}", shape.data_root.display()))?;
+    let text = cluster_file(&shape, &knobs);
+    let file = shape.data_root.join("cluster.toml");
+    std::fs::write(&file, &text).with_context(|| format!("cannot write {}", file.display()))?;
+    let config = ClusterConfig::parse(&text, Path::new("."))
+        .map_err(|e| anyhow::anyhow!("the generated cluster file {} is invalid: {e}", file.display()))?;
+    let mgmd = Mgmd::start(config, Some(MGMD_ID), None).with_context(|| {
+        format!("cannot start mgmd on 127.0.0.1:{} (port taken? choose another with --mgm-port)", shape.mgm_port)
+    })?;
+    let mgm_addr = mgmd.local_addr();
+    let mgm = mgm_addr.to_string();
+
+    let mut procs: Vec<DataProc> = (0..shape.data_nodes)
+        .map(|i| {
+            let id = FIRST_DATA_ID + i;
+            DataProc {
+                id,
+                addr: SocketAddr::from((Ipv4Addr::LOCALHOST, shape.port_base + i)).to_string(),
+                log: shape.data_root.join(format!("node-{id}.log")),
+                child: None,
+                starts: 0,
+            }
+        })
+        .collect();
+    let interrupted = Arc::new(AtomicBool::new(false));
+    {
+        let flag = interrupted.clone();
+        ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)).context("cannot install the Ctrl-C handler")?;
+    }
+    let result = (|| -> anyhow::Result<()> {
+        for p in procs.iter_mut() {
+            p.spawn(&mgm)?;
+        }
+        wait_started(&mgm, &mut procs)?;
+        let sql = match start_sql {
+            Some(f) => Some(f(procs.iter().map(|p| p.addr.clone()).collect(), mgm_addr)?),
+            None => None,
+        };
+        print_table(&shape, mgm_addr, &procs, sql);
+        keep(&mgm, &mut procs, &interrupted)
+    })();
+
+    eprintln!("norr up: stopping the data nodes");
+    stop_all(&mgm, &mut procs);
+    mgmd.stop();
+    println!("NorrDB local cluster stopped.");
+    result
+}
+
+/// Until Ctrl-C: start data node processes that died again.
+fn keep(mgm: &str, procs: &mut [DataProc], interrupted: &AtomicBool) -> anyhow::Result<()> {
+    while !interrupted.load(Ordering::SeqCst) {
+        for p in procs.iter_mut() {
+            let Some(status) = p.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) else { continue };
+            p.child = None;
+            eprintln!(
+                "norr up: data node {} exited ({status}); the cluster goes on without it; starting it again (node \
+                 restart, log {})",
+                p.id,
+                p.log.display()
+            );
+            std::thread::sleep(RESTART_PAUSE);
+            p.spawn(mgm)?;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
+}
+
+/// `stop --all` through mgmd, then wait for the processes; kill what is
+/// left after `STOP_TIMEOUT`.
+fn stop_all(mgm: &str, procs: &mut [DataProc]) {
+    if let Err(e) = run_command(mgm, MgmCommand::StopAll, Duration::from_secs(5)) {
+        eprintln!("norr up: stop --all through mgmd failed ({e}); stopping the processes directly");
+        for p in procs.iter() {
+            if let Some(pid) = p.pid() {
+                let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+            }
+        }
+    }
+    let deadline = Instant::now() + STOP_TIMEOUT;
+    for p in procs.iter_mut() {
+        let Some(child) = p.child.as_mut() else { continue };
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) | Err(_) => break,
+                Ok(None) if Instant::now() > deadline => {
+                    eprintln!(
+                        "norr up: data node {} did not stop within {} s; killing it",
+                        p.id,
+                        STOP_TIMEOUT.as_secs()
+                    );
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+        p.child = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_generated_cluster_file_is_valid_and_has_the_shape_asked_for() {
+        let shape = ClusterShape {
+            data_nodes: 4,
+            replicas: 2,
+            mgm_port: 1186,
+            port_base: 2202,
+            data_root: PathBuf::from("norr-data"),
+        };
+        let knobs = KnobArgs { lock_wait_timeout_ms: Some(777), ..KnobArgs::default() }.load().unwrap();
+        let text = cluster_file(&shape, &knobs);
+        let c = ClusterConfig::parse(&text, Path::new(".")).unwrap();
+        assert_eq!(c.replicas, 2);
+        assert_eq!(c.node_groups(), vec![vec![2, 3], vec![4, 5]]);
+        assert_eq!(c.knobs.lock_wait_timeout_ms, 777);
+        assert_eq!(c.node(5).unwrap().address(), "127.0.0.1:2205");
+        assert_eq!(c.mgm_addresses(), "127.0.0.1:1186");
+    }
+}

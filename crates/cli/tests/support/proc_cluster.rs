@@ -1,0 +1,169 @@
+//! A cluster of real processes on loopback for tests and benchmarks:
+//! `norr mgmd` and data nodes started with `norr datad --mgm`. Shared by
+//! crates/cli/tests/cluster_process.rs and examples/failover_bench.rs
+//! (included with `#[path]`), so it depends only on std and the mgmd crate.
+#![allow(dead_code)] // each user needs a different part
+
+use norr_mgmd::protocol::{ClusterView, MgmCommand, MgmReply, NodeState};
+use norr_mgmd::session::run_command;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Starting a cluster on a loaded 2-core machine: generous, but bounded.
+pub const START: Duration = Duration::from_secs(90);
+
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("norr-cluster-proc-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Children are killed when the test ends, whatever happens.
+pub struct Proc {
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Proc {
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub struct Cluster {
+    pub norr: PathBuf,
+    pub dir: TempDir,
+    pub mgm: String,
+    /// Data node id -> native address.
+    pub data: Vec<(u16, String)>,
+    pub mgmd: Option<Proc>,
+    pub nodes: Vec<Option<Proc>>,
+}
+
+impl Cluster {
+    /// mgmd and `data_nodes` data nodes of the `norr` binary at `norr`;
+    /// `data_knobs`: extra lines for the file's [data] section.
+    pub fn start(norr: &Path, tag: &str, data_nodes: u16, replicas: u8, data_knobs: &str) -> Cluster {
+        let dir = TempDir::new(tag);
+        let mgm_port = free_port();
+        let mut text = format!(
+            "[cluster]\nname = \"{tag}\"\nreplicas = {replicas}\n[data]\n{data_knobs}\n[[node]]\nid = 1\nkind = \"mgmd\"\nhost = \"127.0.0.1\"\nport = {mgm_port}\n"
+        );
+        let mut data = Vec::new();
+        for i in 0..data_nodes {
+            let id = 2 + i;
+            let port = free_port();
+            text.push_str(&format!("[[node]]\nid = {id}\nkind = \"data\"\nhost = \"127.0.0.1\"\nport = {port}\n"));
+            data.push((id, format!("127.0.0.1:{port}")));
+        }
+        let file = dir.0.join("cluster.toml");
+        std::fs::write(&file, text).unwrap();
+        let log = dir.0.join("mgmd.log");
+        let child = Command::new(norr)
+            .args(["mgmd", "--config"])
+            .arg(&file)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mgm = format!("127.0.0.1:{mgm_port}");
+        let mut c =
+            Cluster { norr: norr.to_path_buf(), dir, mgm, data, mgmd: Some(Proc { child, log }), nodes: Vec::new() };
+        // mgmd listens before the data nodes ask it.
+        let deadline = Instant::now() + START;
+        while c.view().is_none() {
+            assert!(Instant::now() < deadline, "mgmd did not start: {}", c.mgmd.as_ref().unwrap().log_text());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for i in 0..c.data.len() {
+            let p = c.spawn_node(i);
+            c.nodes.push(Some(p));
+        }
+        c
+    }
+
+    pub fn spawn_node(&self, i: usize) -> Proc {
+        let id = self.data[i].0;
+        let log = self.dir.0.join(format!("node-{id}.log"));
+        let out = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
+        let child = Command::new(&self.norr)
+            .args(["datad", "--mgm", &self.mgm, "--node-id", &id.to_string()])
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        Proc { child, log }
+    }
+
+    pub fn view(&self) -> Option<ClusterView> {
+        match run_command(&self.mgm, MgmCommand::Show, Duration::from_secs(5)) {
+            Ok(MgmReply::Show(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    pub fn logs(&self) -> String {
+        let mut s = String::new();
+        for p in self.nodes.iter().flatten() {
+            s.push_str(&format!("--- {}\n{}\n", p.log.display(), p.log_text()));
+        }
+        s
+    }
+
+    /// Wait until exactly the data nodes `ids` report "started".
+    pub fn wait_started(&self, ids: &[u16]) {
+        let deadline = Instant::now() + START;
+        loop {
+            if let Some(v) = self.view() {
+                let started: Vec<u16> = v
+                    .nodes
+                    .iter()
+                    .filter(|n| n.connected && n.state == Some(NodeState::Started))
+                    .map(|n| n.id)
+                    .collect();
+                if ids.iter().all(|i| started.contains(i)) {
+                    return;
+                }
+            }
+            assert!(Instant::now() < deadline, "data nodes {ids:?} did not start; logs:\n{}", self.logs());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn kill(&mut self, i: usize) {
+        let mut p = self.nodes[i].take().expect("running");
+        p.child.kill().unwrap();
+        p.child.wait().unwrap();
+    }
+
+    /// Stop (SIGSTOP) or continue (SIGCONT) data node `i`'s process.
+    pub fn signal(&self, i: usize, sig: &str) {
+        let pid = self.nodes[i].as_ref().expect("running").child.id();
+        let ok = Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success();
+        assert!(ok, "kill {sig} {pid}");
+    }
+}

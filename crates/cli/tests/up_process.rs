@@ -1,0 +1,146 @@
+//! `norr up` as a user runs it: the default shape (mgmd, 2 data node
+//! processes, replicas = 2, an SQL node) and `--data-nodes 1` (everything in
+//! one process, one copy). Each comes up, greets a MySQL client on its SQL
+//! port, takes native writes, and stops on Ctrl-C (SIGINT) with exit status 0.
+
+mod support;
+
+use norr_client::blocking::Client;
+use norr_client::*;
+use norr_mgmd::config::NodeKind;
+use norr_mgmd::protocol::{MgmCommand, MgmReply, NodeState};
+use norr_mgmd::session::run_command;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use support::proc_cluster::{free_port, Proc, TempDir, START};
+
+const NORR: &str = env!("CARGO_BIN_EXE_norr");
+
+/// The first packet a MySQL server sends: protocol version 10, then the
+/// server version string.
+fn wait_for_mysql_greeting(port: u16, up: &Proc) -> String {
+    let deadline = Instant::now() + START;
+    loop {
+        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut head = [0u8; 4];
+            if s.read_exact(&mut head).is_ok() {
+                let len = usize::from(head[0]) | usize::from(head[1]) << 8 | usize::from(head[2]) << 16;
+                let mut body = vec![0u8; len];
+                s.read_exact(&mut body).unwrap();
+                assert_eq!(body[0], 10, "protocol version of the greeting");
+                let end = body[1..].iter().position(|&b| b == 0).expect("NUL-terminated version");
+                return String::from_utf8_lossy(&body[1..1 + end]).into_owned();
+            }
+        }
+        assert!(Instant::now() < deadline, "norr up did not serve SQL on port {port}; log:\n{}", up.log_text());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn spawn_up(dir: &TempDir, args: &[String]) -> Proc {
+    let log = dir.0.join("up.log");
+    let child = Command::new(NORR)
+        .arg("up")
+        .args(args)
+        .current_dir(&dir.0)
+        .env("NORR_ROOT_PASSWORD", "")
+        .stdout(std::fs::File::create(dir.0.join("up.out")).unwrap())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    Proc { child, log }
+}
+
+/// Write and read back one row through the native API.
+fn native_round_trip(addr: &str, table: &str) {
+    let c = Client::connect(addr).unwrap();
+    let def = table_def(
+        table,
+        vec![
+            ColumnDef::new("k", ColumnType::BigInt { unsigned: false }).not_null(),
+            ColumnDef::new("v", ColumnType::BigInt { unsigned: false }),
+        ],
+        vec![0],
+    );
+    let t = c.create_table(def).unwrap().id;
+    let mut txn = c.begin();
+    txn.execute(vec![KeyOp::write(t, vec![Value::Int(7)], vec![(1, Value::Int(70))])], ExecType::Commit).unwrap();
+    let rows = c.scan(ScanSpec::full(t)).unwrap().collect_all().unwrap();
+    assert_eq!(rows, vec![vec![Value::Int(7), Value::Int(70)]]);
+}
+
+/// SIGINT (what Ctrl-C sends) stops everything; `norr up` exits 0.
+fn interrupt_and_wait(mut up: Proc) {
+    let pid = up.child.id().to_string();
+    assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let deadline = Instant::now() + START;
+    loop {
+        if let Some(status) = up.child.try_wait().unwrap() {
+            assert!(status.success(), "norr up exited with {status}; log:\n{}", up.log_text());
+            return;
+        }
+        assert!(Instant::now() < deadline, "norr up did not stop on SIGINT; log:\n{}", up.log_text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn up_with_one_data_node_keeps_one_copy_in_one_process() {
+    let dir = TempDir::new("up-one");
+    let (native, sql) = (free_port(), free_port());
+    let up = spawn_up(
+        &dir,
+        &["--data-nodes", "1", "--port-base", &native.to_string(), "--sql-port", &sql.to_string()].map(String::from),
+    );
+    let version = wait_for_mysql_greeting(sql, &up);
+    assert!(!version.is_empty());
+    native_round_trip(&format!("127.0.0.1:{native}"), "up_one");
+    interrupt_and_wait(up);
+}
+
+#[test]
+fn up_by_default_starts_mgmd_and_two_replicated_data_nodes() {
+    let dir = TempDir::new("up-two");
+    let (native, sql, mgm) = (free_port(), free_port(), free_port());
+    // The data nodes take --port-base and the next port; make sure the
+    // second is free too by asking for a base well away from the others.
+    let up = spawn_up(
+        &dir,
+        &[
+            "--port-base",
+            &native.to_string(),
+            "--sql-port",
+            &sql.to_string(),
+            "--mgm-port",
+            &mgm.to_string(),
+            "--data-dir",
+            "data",
+        ]
+        .map(String::from),
+    );
+    wait_for_mysql_greeting(sql, &up);
+    // Each data node reports its state to mgmd every half second.
+    let deadline = Instant::now() + START;
+    loop {
+        let view = match run_command(&format!("127.0.0.1:{mgm}"), MgmCommand::Show, Duration::from_secs(5)) {
+            Ok(MgmReply::Show(v)) => v,
+            other => panic!("mgm show: {other:?}"),
+        };
+        let started = view
+            .nodes
+            .iter()
+            .filter(|n| n.kind == NodeKind::Data && n.connected && n.state == Some(NodeState::Started))
+            .count();
+        if started == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "two data nodes started: {view:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(dir.0.join("data/cluster.toml").exists(), "the generated cluster file is kept");
+    native_round_trip(&format!("127.0.0.1:{native}"), "up_two");
+    interrupt_and_wait(up);
+}

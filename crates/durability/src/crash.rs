@@ -1,0 +1,130 @@
+//! Named crash points (MySQL's `ERROR_INJECT_CRASH`, seed 000): places in the
+//! durability protocols where a test can make the node die, to check that
+//! recovery copes with a crash exactly there.
+//!
+//! The registry is off by default and costs one branch per point. A state
+//! machine never aborts by itself: `crash_point!` tells its caller "crash
+//! here" (as `RedoIo::Crash` and friends), and the host (simulator, or a
+//! test) crashes the node. Every point is listed in [`ALL`], so a test can arm
+//! each in turn.
+
+use std::collections::BTreeMap;
+
+/// Every crash point's name. Names say where: "<area>: <step>".
+pub mod points {
+    pub const REDO_AFTER_WRITE_BEFORE_SYNC: &str = "redo: page write done, before its sync";
+    pub const REDO_AFTER_SYNC_BEFORE_CONF: &str = "redo: flush synced, before reporting the GCI durable";
+    pub const REDO_BEFORE_INVALIDATE: &str = "redo: resumed after restart, before invalidating stale pages";
+    pub const LCP_AFTER_DATA_BEFORE_SYNC: &str = "lcp: data file written, before its sync";
+    pub const LCP_AFTER_DATA_SYNC_BEFORE_CONTROL: &str = "lcp: data file synced, before the control file";
+    pub const LCP_AFTER_CONTROL_BEFORE_DELETE: &str = "lcp: control file written, before deleting obsolete files";
+    pub const SYSFILE_BEFORE_WRITE: &str = "sysfile: before writing the copy";
+    pub const SYSFILE_AFTER_WRITE: &str = "sysfile: copy written, before reporting";
+    pub const DDL_AFTER_BEGIN: &str = "ddl: begin entry logged, before the change";
+    pub const DDL_AFTER_COMMIT: &str = "ddl: commit entry logged, before the post-commit actions";
+    pub const DDL_BEFORE_DONE: &str = "ddl: post-commit actions done, before the done entry";
+    pub const SCHEMA_AFTER_TMP_BEFORE_RENAME: &str = "schema: new schema file written, before the rename";
+}
+
+/// All crash points, for tests that crash at each in turn.
+pub const ALL: &[&str] = &[
+    points::REDO_AFTER_WRITE_BEFORE_SYNC,
+    points::REDO_AFTER_SYNC_BEFORE_CONF,
+    points::REDO_BEFORE_INVALIDATE,
+    points::LCP_AFTER_DATA_BEFORE_SYNC,
+    points::LCP_AFTER_DATA_SYNC_BEFORE_CONTROL,
+    points::LCP_AFTER_CONTROL_BEFORE_DELETE,
+    points::SYSFILE_BEFORE_WRITE,
+    points::SYSFILE_AFTER_WRITE,
+    points::DDL_AFTER_BEGIN,
+    points::DDL_AFTER_COMMIT,
+    points::DDL_BEFORE_DONE,
+    points::SCHEMA_AFTER_TMP_BEFORE_RENAME,
+];
+
+/// Which points are armed, and after how many passes each fires.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CrashPoints {
+    /// name -> passes left before it fires (0: fires on the next pass).
+    armed: BTreeMap<&'static str, u32>,
+    /// Points that fired, in order.
+    fired: Vec<&'static str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no crash point is named {0:?} (see norr_durability::crash::ALL)")]
+pub struct UnknownCrashPoint(pub String);
+
+impl CrashPoints {
+    /// Nothing armed (production).
+    pub fn off() -> CrashPoints {
+        CrashPoints::default()
+    }
+
+    /// Fire `name` on its `(skip + 1)`-th pass. Once fired a point disarms.
+    pub fn arm(&mut self, name: &str, skip: u32) -> Result<(), UnknownCrashPoint> {
+        let Some(&n) = ALL.iter().find(|&&p| p == name) else {
+            return Err(UnknownCrashPoint(name.to_string()));
+        };
+        self.armed.insert(n, skip);
+        Ok(())
+    }
+
+    pub fn is_off(&self) -> bool {
+        self.armed.is_empty()
+    }
+
+    /// Points that fired so far, in order.
+    pub fn fired(&self) -> &[&'static str] {
+        &self.fired
+    }
+
+    /// Pass a point: true if the node must crash here. Use `crash_point!`.
+    pub fn hit(&mut self, name: &'static str) -> bool {
+        debug_assert!(ALL.contains(&name), "crash point {name:?} missing from crash::ALL");
+        if self.armed.is_empty() {
+            return false;
+        }
+        match self.armed.get_mut(name) {
+            None => false,
+            Some(0) => {
+                self.armed.remove(name);
+                self.fired.push(name);
+                true
+            }
+            Some(n) => {
+                *n -= 1;
+                false
+            }
+        }
+    }
+}
+
+/// `crash_point!(crash_points, points::NAME)`: true if the node must crash
+/// at this point (the caller stops and reports it; it never aborts itself).
+#[macro_export]
+macro_rules! crash_point {
+    ($cp:expr, $name:expr) => {
+        $cp.hit($name)
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn off_by_default_and_fires_once_after_skips() {
+        let mut c = CrashPoints::off();
+        assert!(!crash_point!(c, points::REDO_AFTER_WRITE_BEFORE_SYNC));
+        c.arm(points::REDO_AFTER_WRITE_BEFORE_SYNC, 2).unwrap();
+        let hits: Vec<bool> = (0..5).map(|_| crash_point!(c, points::REDO_AFTER_WRITE_BEFORE_SYNC)).collect();
+        assert_eq!(hits, [false, false, true, false, false]);
+        assert_eq!(c.fired(), &[points::REDO_AFTER_WRITE_BEFORE_SYNC]);
+        assert!(c.arm("no such point", 0).is_err());
+        let mut names: Vec<&str> = ALL.to_vec();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ALL.len(), "crash point names are unique");
+    }
+}

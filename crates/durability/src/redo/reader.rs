@@ -1,0 +1,331 @@
+//! Reading a REDO log part after a restart.
+//!
+//! 1. `first_page_reads` -> read page 0 of every file; `choose_head_file`
+//!    picks the file most recently entered (highest valid sequence number).
+//! 2. Read that whole file; `scan_head_file` finds its last valid page in
+//!    sequence and the tail that page recorded.
+//! 3. `RedoReader` reads from that tail, in order (`next_read` / `feed`), and
+//!    returns the records with GCI in `[from, to]`. It stops at the first
+//!    marker page of a GCI >= `to`: every record needed is before it. If the
+//!    log ends first (a blank, torn or corrupt page, or an older lap's page)
+//!    the error names the file and offset: records the cluster called
+//!    durable are missing there, and the node must not start with them lost.
+//! 4. `finish` gives the `RedoResume` to continue writing the part.
+
+use super::{
+    file_path, meta, record, LoggedRecord, PageRead, RedoGeometry, RedoResume, MAX_IO_PAGES, MAX_UNSYNCED_PAGES,
+    REDO_VERSION,
+};
+use crate::error::FormatError;
+use crate::frame::{open_page, Kind, PageError, PageHeader};
+use crate::stream::StreamReader;
+use norr_signals::ckpt::Gci;
+
+/// Page 0 of every file of the part.
+pub fn first_page_reads(geo: &RedoGeometry) -> Vec<PageRead> {
+    (0..geo.files).map(|f| PageRead { file_no: f, offset: 0, len: geo.page_bytes }).collect()
+}
+
+fn check_page(
+    geo: &RedoGeometry,
+    part: u32,
+    bytes: &[u8],
+    path: &str,
+    offset: u64,
+) -> Result<(PageHeader, Vec<u8>), PageError> {
+    let (h, data) = open_page(bytes, Kind::RedoPage, REDO_VERSION, path, offset)?;
+    let bad = |what: String| PageError::Bad(FormatError::new(path, offset, what));
+    if h.meta[meta::PART] != part as u64 {
+        return Err(bad(format!("page of log part {} found in part {part}", h.meta[meta::PART])));
+    }
+    if h.meta[meta::GEOMETRY] != geo.meta_word() {
+        return Err(bad(format!(
+            "page written with a different log geometry ({} files of {} pages; now {} of {}): redo_files / redo_file_bytes changed since the log was written",
+            h.meta[meta::GEOMETRY] >> 32,
+            h.meta[meta::GEOMETRY] & 0xffff_ffff,
+            geo.files,
+            geo.pages_per_file()
+        )));
+    }
+    if geo.position(h.seq) != (path_file_no(path), offset) {
+        return Err(bad(format!("page with sequence number {} is not at its place in the ring", h.seq)));
+    }
+    Ok((h, data.to_vec()))
+}
+
+fn path_file_no(path: &str) -> u32 {
+    path.rsplit('-').next().and_then(|s| s.parse().ok()).unwrap_or(u32::MAX)
+}
+
+/// The file holding the log's head: the one whose first page is valid with
+/// the highest sequence number. None: no file was ever written (a new log).
+/// A damaged first page counts as not written (a crash while entering that
+/// file); geometry mismatches are errors.
+pub fn choose_head_file(
+    geo: &RedoGeometry,
+    part: u32,
+    first_pages: &[(u32, Vec<u8>)],
+) -> Result<Option<u32>, FormatError> {
+    let mut best: Option<(u64, u32)> = None;
+    for (file_no, bytes) in first_pages {
+        let path = file_path(part, *file_no);
+        match check_page(geo, part, bytes, &path, 0) {
+            Ok((h, _)) => {
+                if best.is_none_or(|(s, _)| h.seq > s) {
+                    best = Some((h.seq, *file_no));
+                }
+            }
+            Err(PageError::Blank) => {}
+            Err(PageError::Bad(e)) if e.what.contains("geometry") || e.what.contains("log part") => return Err(e),
+            Err(PageError::Bad(_)) => {}
+        }
+    }
+    Ok(best.map(|(_, f)| f))
+}
+
+/// The newest valid page of the log and the tail it recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadScan {
+    pub last_seq: u64,
+    pub tail_seq: u64,
+}
+
+/// Walk the head file from its first page while pages are valid and in
+/// sequence. `bytes`: the whole file (or at least its valid prefix).
+pub fn scan_head_file(geo: &RedoGeometry, part: u32, file_no: u32, bytes: &[u8]) -> Result<HeadScan, FormatError> {
+    let path = file_path(part, file_no);
+    let pb = geo.page_bytes as usize;
+    let mut last: Option<PageHeader> = None;
+    for (i, page) in bytes.chunks_exact(pb).enumerate() {
+        match check_page(geo, part, page, &path, (i * pb) as u64) {
+            Ok((h, _)) if last.is_none_or(|l| h.seq == l.seq + 1) => last = Some(h),
+            _ => break,
+        }
+    }
+    match last {
+        Some(h) => Ok(HeadScan { last_seq: h.seq, tail_seq: h.meta[meta::TAIL] }),
+        None => Err(FormatError::new(&path, 0, "the head file's first page is not a valid REDO page")),
+    }
+}
+
+/// What a completed read gives: where to resume, and what was seen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedoRecovered {
+    pub resume: RedoResume,
+    /// Highest GCI of any record read (including those above `to`): GCIs
+    /// handed out after the restart must be higher.
+    pub max_gci_seen: Gci,
+    pub pages_read: u64,
+    pub records_returned: u64,
+}
+
+/// Reads records of GCIs `[from, to]` from the tail on.
+pub struct RedoReader {
+    geo: RedoGeometry,
+    part: u32,
+    from: Gci,
+    to: Gci,
+    tail_seq: u64,
+    next_seq: u64,
+    /// Reads stop here at the latest (one lap from the tail).
+    end_seq: u64,
+    /// The newest valid page the head scan found.
+    last_seq: u64,
+    stream: StreamReader,
+    marker_seq: Option<u64>,
+    max_gci_seen: Gci,
+    page_gcis: Vec<(u64, Gci)>,
+    /// Page where the record in progress began.
+    rec_start_seq: u64,
+    pages_read: u64,
+    returned: u64,
+}
+
+impl RedoReader {
+    /// `head`: from `scan_head_file`, or None for a log never written.
+    pub fn new(geo: RedoGeometry, part: u32, head: Option<HeadScan>, from: Gci, to: Gci) -> RedoReader {
+        // Reads go on past the head scan's end until the marker or a bad
+        // page, so a damaged page is reported as what it is.
+        let (tail, end, last) = match head {
+            Some(h) => (h.tail_seq, h.tail_seq + geo.total_pages(), h.last_seq),
+            None => (0, 0, 0),
+        };
+        RedoReader {
+            geo,
+            part,
+            from,
+            to,
+            tail_seq: tail,
+            next_seq: tail,
+            end_seq: end,
+            last_seq: last,
+            stream: StreamReader::new(),
+            // Nothing is needed when no GCI ever completed.
+            marker_seq: None,
+            max_gci_seen: 0,
+            page_gcis: Vec::new(),
+            rec_start_seq: tail,
+            pages_read: 0,
+            returned: 0,
+        }
+    }
+
+    /// True once every record needed has been read.
+    pub fn done(&self) -> bool {
+        self.marker_seq.is_some() || self.to == 0
+    }
+
+    /// The next pages to read (one file, in order); None when done or when
+    /// the log ends (then `finish` says whether that is an error).
+    pub fn next_read(&self) -> Option<PageRead> {
+        if self.done() || self.next_seq >= self.end_seq {
+            return None;
+        }
+        let (file_no, offset) = self.geo.position(self.next_seq);
+        let in_file = self.geo.pages_per_file() - offset / self.geo.page_bytes as u64;
+        let n = (self.end_seq - self.next_seq).min(in_file).min(MAX_IO_PAGES);
+        Some(PageRead { file_no, offset, len: (n * self.geo.page_bytes as u64) as u32 })
+    }
+
+    /// Bytes of the read `next_read` gave. Records of GCI in `[from, to]`
+    /// are appended to `out` in log order.
+    pub fn feed(&mut self, read: PageRead, bytes: &[u8], out: &mut Vec<LoggedRecord>) -> Result<(), FormatError> {
+        let path = file_path(self.part, read.file_no);
+        if Some(read) != self.next_read() {
+            return Err(FormatError::new(&path, read.offset, "REDO read out of order"));
+        }
+        let pb = self.geo.page_bytes as usize;
+        if bytes.len() != read.len as usize {
+            return Err(FormatError::new(
+                &path,
+                read.offset + bytes.len() as u64,
+                format!("file cut short: {} of {} bytes read", bytes.len(), read.len),
+            ));
+        }
+        for (i, page) in bytes.chunks_exact(pb).enumerate() {
+            let offset = read.offset + (i * pb) as u64;
+            let (h, data) = match check_page(&self.geo, self.part, page, &path, offset) {
+                Ok((h, d)) if h.seq == self.next_seq => (h, d),
+                Ok((h, _)) => {
+                    return Err(self.missing(
+                        &path,
+                        offset,
+                        &format!("an older page (sequence {}) where {} belongs", h.seq, self.next_seq),
+                    ))
+                }
+                Err(PageError::Blank) => return Err(self.missing(&path, offset, "a blank page")),
+                Err(PageError::Bad(e)) => return Err(self.missing(&path, offset, &e.what)),
+            };
+            // A record's GCI counts for every page it touches (tail release
+            // must not free the page a needed record starts in).
+            let was_mid = self.stream.mid_record();
+            let mut first_done: Option<Gci> = None;
+            let mut page_max = 0;
+            let (from, to) = (self.from, self.to);
+            let mut n = 0u64;
+            let mut completed = 0u64;
+            let mut max_seen = self.max_gci_seen;
+            self.stream
+                .feed(&data, h.first_record, |body| {
+                    let rec = record::decode(body)?;
+                    if completed == 0 && was_mid {
+                        first_done = Some(rec.gci);
+                    }
+                    completed += 1;
+                    page_max = page_max.max(rec.gci);
+                    max_seen = max_seen.max(rec.gci);
+                    if rec.gci >= from && rec.gci <= to {
+                        out.push(rec);
+                        n += 1;
+                    }
+                    Ok(())
+                })
+                .map_err(|(at, e)| {
+                    FormatError::new(&path, offset + (crate::frame::PAGE_HEADER_BYTES + at) as u64, e)
+                })?;
+            if let Some(g) = first_done {
+                for e in self.page_gcis.iter_mut().filter(|e| e.0 >= self.rec_start_seq) {
+                    e.1 = e.1.max(g);
+                }
+            }
+            if self.stream.mid_record() {
+                if !was_mid || completed > 0 {
+                    self.rec_start_seq = h.seq;
+                } else {
+                    // Still inside a record that started earlier: its GCI is
+                    // unknown until it ends; patched then (above).
+                }
+            }
+            self.max_gci_seen = max_seen;
+            self.returned += n;
+            self.pages_read += 1;
+            self.page_gcis.push((h.seq, page_max));
+            self.next_seq += 1;
+            let marker = h.meta[meta::MARKER];
+            if marker != 0 && marker >= self.to {
+                self.marker_seq = Some(h.seq);
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn missing(&self, path: &str, offset: u64, found: &str) -> FormatError {
+        FormatError::new(
+            path,
+            offset,
+            format!(
+                "REDO log part {} ends before GCI {} is complete: found {found}; records of transactions the cluster reported durable are missing (corrupt or lost log page)",
+                self.part, self.to
+            ),
+        )
+    }
+
+    /// After the reads: where to resume writing. An error if the records
+    /// up to `to` were not all found.
+    pub fn finish(self) -> Result<RedoRecovered, FormatError> {
+        let marker_seq = match (self.marker_seq, self.to) {
+            (Some(s), _) => s,
+            (None, 0) => {
+                // Nothing was ever durable: start the part afresh after the
+                // newest page seen (none: a new log).
+                if self.end_seq == 0 {
+                    return Ok(RedoRecovered {
+                        resume: RedoResume {
+                            next_seq: 0,
+                            tail_seq: 0,
+                            durable_gci: 0,
+                            marker_seq: 0,
+                            page_gcis: vec![],
+                            invalidate_through: MAX_UNSYNCED_PAGES + MAX_IO_PAGES,
+                        },
+                        max_gci_seen: 0,
+                        pages_read: 0,
+                        records_returned: 0,
+                    });
+                }
+                self.last_seq
+            }
+            (None, _) => {
+                let (file_no, offset) = self.geo.position(self.next_seq);
+                return Err(self.missing(&file_path(self.part, file_no), offset, "the end of the log"));
+            }
+        };
+        let next_seq = marker_seq + 1;
+        let tail_seq = if self.to == 0 { next_seq } else { self.tail_seq };
+        let resume = RedoResume {
+            next_seq,
+            tail_seq,
+            durable_gci: self.to,
+            marker_seq,
+            page_gcis: if self.to == 0 { vec![] } else { self.page_gcis },
+            invalidate_through: self.last_seq.max(marker_seq) + MAX_UNSYNCED_PAGES + MAX_IO_PAGES,
+        };
+        Ok(RedoRecovered {
+            resume,
+            max_gci_seen: self.max_gci_seen,
+            pages_read: self.pages_read,
+            records_returned: self.returned,
+        })
+    }
+}

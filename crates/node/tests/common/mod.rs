@@ -1,0 +1,107 @@
+//! Requests the cluster tests make through the kit's API node.
+#![allow(dead_code)] // each test file uses its own part
+
+use norr_kernel::{BlockRef, NodeId};
+use norr_knobs::Knobs;
+use norr_node::testkit::ClusterKit;
+use norr_signals::internal::InternalSignal;
+use norr_signals::{
+    block, ColumnType, DictOp, DictReq, DictResult, ExecType, KeyOp, OpResult, Signal, TableDef, TcKeyConf, TcKeyReq,
+    TxnOutcome, Value,
+};
+
+pub const API: NodeId = 100;
+
+pub fn int() -> ColumnType {
+    ColumnType::BigInt { unsigned: false }
+}
+
+pub fn knobs() -> Knobs {
+    Knobs { lock_wait_timeout_ms: 500, ..Knobs::default() }
+}
+
+pub fn create_table(kit: &mut ClusterKit, via: NodeId, name: &str, partitions: u32) -> TableDef {
+    let def = norr_txn::testkit::table_def(name, partitions, &[("v", int())]);
+    let req = DictReq { req_id: 7, op: DictOp::CreateTable(def) };
+    match kit.ask(BlockRef::new(via, block::DICT, 0), Signal::DictReq(Box::new(req))) {
+        Some(Signal::DictConf(c)) => match c.result {
+            DictResult::Table(t) => t,
+            other => panic!("create table answered {other:?}"),
+        },
+        other => panic!("create table answered {other:?}"),
+    }
+}
+
+/// Run one transaction batch through TC instance 0 of `via`; the answer.
+pub fn txn(kit: &mut ClusterKit, via: NodeId, handle: u64, ops: Vec<KeyOp>, exec: ExecType) -> Signal {
+    let req = TcKeyReq { txn: handle, exec, ops };
+    let mut got = kit.call(API, BlockRef::new(via, block::TC, 0), Signal::TcKeyReq(Box::new(req)));
+    assert_eq!(got.len(), 1, "one answer to one request: {got:?}");
+    got.pop().expect("answer")
+}
+
+pub fn committed(sig: Signal) -> TcKeyConf {
+    match sig {
+        Signal::TcKeyConf(c) if c.outcome == TxnOutcome::Committed => *c,
+        other => panic!("expected a commit, got {other:?}"),
+    }
+}
+
+pub fn read(kit: &mut ClusterKit, via: NodeId, t: &TableDef, k: i64) -> Option<i64> {
+    let h = kit.handle();
+    let c = committed(txn(
+        kit,
+        via,
+        h,
+        vec![KeyOp { abort_on_error: false, ..KeyOp::read(t.id, vec![Value::Int(k)]) }],
+        ExecType::Commit,
+    ));
+    match &c.results[0] {
+        OpResult::Ok(Some(row)) => match row[1] {
+            Value::Int(v) => Some(v),
+            ref other => panic!("value {other:?}"),
+        },
+        OpResult::Err(e) if e.code == norr_signals::ErrorCode::NoSuchRow => None,
+        other => panic!("read {other:?}"),
+    }
+}
+
+pub fn put(kit: &mut ClusterKit, via: NodeId, t: &TableDef, k: i64, v: i64) -> TcKeyConf {
+    let h = kit.handle();
+    committed(txn(
+        kit,
+        via,
+        h,
+        vec![KeyOp::write(t.id, vec![Value::Int(k)], vec![(1, Value::Int(v))])],
+        ExecType::Commit,
+    ))
+}
+
+/// Write `k = v` through `via`, again while the answer is a temporary error
+/// (a node failure being handled): at most `tries` times. Whether it
+/// committed in the end.
+pub fn put_retrying(kit: &mut ClusterKit, via: NodeId, t: &TableDef, k: i64, v: i64, tries: u32) -> bool {
+    for _ in 0..tries {
+        let h = kit.handle();
+        let ops = vec![KeyOp::write(t.id, vec![Value::Int(k)], vec![(1, Value::Int(v))])];
+        match txn(kit, via, h, ops, ExecType::Commit) {
+            Signal::TcKeyConf(c) if c.outcome == TxnOutcome::Committed => return true,
+            Signal::TcKeyRef(r) if r.error.code.is_temporary() => kit.run(),
+            other => panic!("write of {k} answered {other:?}"),
+        }
+    }
+    false
+}
+
+/// (rows, checksum) of every partition of `t` on node `n`.
+pub fn checksums(kit: &mut ClusterKit, n: NodeId, t: &TableDef) -> Vec<(u64, u64)> {
+    (0..t.partitions)
+        .map(|part| {
+            let req = InternalSignal::FragChecksumReq { req: part as u64, table: t.id, part };
+            match kit.internal_ask(BlockRef::new(n, block::LQH, 0), req) {
+                Some(InternalSignal::FragChecksumConf { rows, checksum, .. }) => (rows, checksum),
+                other => panic!("checksum answered {other:?}"),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,284 @@
+//! LQH's REDO log and restart (durability, see norr-durability and
+//! `norr_signals::ckpt`).
+//!
+//! A node with a data directory gives each LQH instance one REDO log part
+//! (`enable_redo`). At commit every replica appends the transaction's
+//! changes (whole new row images, keys of deleted rows) tagged with the
+//! transaction's GCI: one append per transaction, many transactions per
+//! page write (group commit: one IO is in flight at a time, and whatever
+//! was appended meanwhile goes in the next). `GcpSaveReq { gci }` closes the
+//! open page as a marker and is answered once it is synced.
+//!
+//! The append at commit cannot be refused (the transaction is decided), so
+//! room is checked at prepare: a write is refused with the temporary error
+//! 410 (log full) or 1221 (buffer full) unless the log has room for it and
+//! every other write still uncommitted here. Should an append still fail,
+//! this LQH refuses every later GCP save: the cluster then never calls a
+//! GCI complete whose changes are not all in the log.
+//!
+//! Restart: the host reads the files before the blocks start and feeds
+//! `restore_tables`, `restore_record` (REDO records of GCIs up to the
+//! restart point, in log order) and `restore_finish`.
+
+use super::{Lqh, LqhTxn};
+use norr_durability::redo::{self, AppendError, LoggedRecord, RedoIo, RedoOp, RedoPart, RedoRecord};
+use norr_kernel::{BlockRef, Ctx, Priority};
+use norr_signals::ckpt::{CkptSignal, Gci};
+use norr_signals::fs::{FileHandle, FsOp, FsResult, FsSignal};
+use norr_signals::schema::TableDef;
+use norr_signals::{block, NodeError, Signal};
+use std::sync::Arc;
+
+/// FS request ids of opens: this plus the file number (REDO IO ids count
+/// up from 1 and never get near it).
+const OPEN_REQ: u64 = 1 << 62;
+
+pub(super) struct LqhRedo {
+    part: RedoPart,
+    files: Vec<Option<FileHandle>>,
+    opening: bool,
+    io_busy: bool,
+    /// GCP saves waiting for their marker page: (gci, who asked).
+    saves: Vec<(Gci, BlockRef)>,
+    /// Why this part cannot promise durability any more (an IO failed, or
+    /// a committed transaction found no room): every GCP save is refused.
+    broken: Option<String>,
+}
+
+impl LqhRedo {
+    pub(super) fn new(part: RedoPart) -> LqhRedo {
+        let files = vec![None; part.geometry().files as usize];
+        LqhRedo { part, files, opening: false, io_busy: false, saves: Vec::new(), broken: None }
+    }
+}
+
+fn fs(ctx: &mut Ctx<'_, Signal>, req_id: u64, op: FsOp) {
+    let to = BlockRef::new(ctx.self_ref().node, block::FS, 0);
+    ctx.send_prio(to, Signal::Fs(Box::new(FsSignal::Req { req_id, op })), Priority::A);
+}
+
+impl Lqh {
+    /// Log every committed change of this instance to `part` (a node with a
+    /// data directory). Before the first signal.
+    pub fn enable_redo(&mut self, part: RedoPart) {
+        self.redo = Some(LqhRedo::new(part));
+    }
+
+    /// Fill ratio and counters of the REDO part (None: no log).
+    pub fn redo_fill_ratio(&self) -> Option<f64> {
+        self.redo.as_ref().map(|r| r.part.fill_ratio())
+    }
+
+    /// Prepare-time admission of a write (see the module doc).
+    pub(super) fn redo_admit(&mut self) -> Result<(), NodeError> {
+        let Some(r) = self.redo.as_ref() else { return Ok(()) };
+        // The images of uncommitted writes here bound what their commits
+        // append; a page of slack covers record headers and keys.
+        let want = self.reserved_bytes as usize + 32 * 1024;
+        match r.part.check_room(want) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                match e {
+                    AppendError::LogFull => crate::probe!(self.counters, "lqh: write refused, redo log full"),
+                    AppendError::BufferFull => crate::probe!(self.counters, "lqh: write refused, redo buffer full"),
+                }
+                Err(NodeError::with(e.error_code(), format!("{e}")))
+            }
+        }
+    }
+
+    /// Append the changes of a transaction about to be applied at commit.
+    pub(super) fn redo_log_commit(&mut self, txn: &LqhTxn, gci: Gci, ctx: &mut Ctx<'_, Signal>) {
+        if self.redo.is_none() {
+            return;
+        }
+        let mut records = Vec::with_capacity(txn.pending.len());
+        for ((table, _), p) in &txn.pending {
+            match (&p.image, p.committed) {
+                (Some(img), _) => {
+                    records.push(RedoRecord { op: RedoOp::Put, table: *table, partition: p.part, values: img.clone() })
+                }
+                (None, Some(rid)) => {
+                    let row = self.storage.read_row(*table, p.part, rid);
+                    let def = self.defs.get(table).expect("a written table is defined");
+                    let key = def.primary_key.iter().map(|&c| row[c as usize].clone()).collect();
+                    records.push(RedoRecord { op: RedoOp::Delete, table: *table, partition: p.part, values: key });
+                }
+                // Inserted and deleted again by the transaction: nothing.
+                (None, None) => {}
+            }
+        }
+        if records.is_empty() {
+            return;
+        }
+        let r = self.redo.as_mut().expect("checked");
+        if let Err(e) = r.part.append(gci, &records) {
+            // Admission at prepare should make this impossible; if it
+            // happens, no later GCI may be called complete (module doc).
+            crate::probe!(self.counters, "lqh: committed changes found no room in the redo log");
+            if r.broken.is_none() {
+                r.broken = Some(format!("a committed transaction of GCI {gci} could not be logged: {e}"));
+            }
+        }
+        self.redo_pump(ctx);
+    }
+
+    /// Open the files once, then keep one IO in flight while there is work.
+    pub(super) fn redo_pump(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        let Some(r) = self.redo.as_mut() else { return };
+        if r.files.iter().any(|f| f.is_none()) {
+            if !r.opening {
+                r.opening = true;
+                let part = r.part.part();
+                for f in 0..r.files.len() as u32 {
+                    let path = redo::file_path(part, f);
+                    fs(ctx, OPEN_REQ + f as u64, FsOp::Open { path, create: true, truncate: false });
+                }
+            }
+            return;
+        }
+        if r.io_busy {
+            return;
+        }
+        match r.part.poll_io() {
+            Some(RedoIo::Write { io_id, file_no, offset, data }) => {
+                r.io_busy = true;
+                let file = r.files[file_no as usize].expect("open");
+                fs(ctx, io_id, FsOp::Write { file, offset, data, sync: false });
+            }
+            Some(RedoIo::Sync { io_id, file_no }) => {
+                r.io_busy = true;
+                let file = r.files[file_no as usize].expect("open");
+                fs(ctx, io_id, FsOp::Sync { file });
+            }
+            // An armed crash point (tests, the simulator): the node dies here.
+            Some(RedoIo::Crash(point)) => panic!("crash point reached: {point}"),
+            None => {}
+        }
+    }
+
+    pub(super) fn on_fs(&mut self, sig: FsSignal, ctx: &mut Ctx<'_, Signal>) {
+        let Some(r) = self.redo.as_mut() else {
+            debug_assert!(false, "FS reply to an LQH without a REDO log");
+            return;
+        };
+        match sig {
+            FsSignal::Conf { req_id, result: FsResult::Opened { file, .. } } if req_id >= OPEN_REQ => {
+                r.files[(req_id - OPEN_REQ) as usize] = Some(file);
+            }
+            FsSignal::Conf { req_id, .. } => {
+                r.io_busy = false;
+                match r.part.on_io_done(req_id, Ok(())) {
+                    Ok(Some(g)) => self.redo_answer_saves(g, ctx),
+                    Ok(None) => {}
+                    Err(e) => self.redo_fail(e.to_string(), ctx),
+                }
+            }
+            FsSignal::Ref { req_id, error } => {
+                if req_id >= OPEN_REQ {
+                    r.opening = false;
+                    self.redo_fail(format!("cannot open a REDO log file: {error}"), ctx);
+                } else {
+                    r.io_busy = false;
+                    let e = r.part.on_io_done(req_id, Err(error)).err().map(|e| e.to_string());
+                    self.redo_fail(e.unwrap_or_else(|| "REDO IO failed".into()), ctx);
+                }
+            }
+            FsSignal::Req { .. } => debug_assert!(false, "FS request sent to LQH"),
+        }
+        self.redo_pump(ctx);
+    }
+
+    fn redo_fail(&mut self, why: String, ctx: &mut Ctx<'_, Signal>) {
+        let r = self.redo.as_mut().expect("redo");
+        crate::probe!(self.counters, "lqh: redo log failed");
+        if r.broken.is_none() {
+            r.broken = Some(why);
+        }
+        let saves = std::mem::take(&mut r.saves);
+        let error = r.broken.clone().expect("set");
+        for (gci, to) in saves {
+            let s = CkptSignal::GcpSaveRef { gci, error: error.clone() };
+            ctx.send_prio(to, Signal::Ckpt(Box::new(s)), Priority::A);
+        }
+    }
+
+    fn redo_answer_saves(&mut self, durable: Gci, ctx: &mut Ctx<'_, Signal>) {
+        let r = self.redo.as_mut().expect("redo");
+        let (done, wait): (Vec<_>, Vec<_>) = r.saves.drain(..).partition(|&(g, _)| g <= durable);
+        r.saves = wait;
+        for (gci, to) in done {
+            ctx.send_prio(to, Signal::Ckpt(Box::new(CkptSignal::GcpSaveConf { gci })), Priority::A);
+        }
+    }
+
+    pub(super) fn on_ckpt(&mut self, from: BlockRef, sig: CkptSignal, ctx: &mut Ctx<'_, Signal>) {
+        match sig {
+            CkptSignal::GcpSaveReq { gci } => {
+                let reply = |ctx: &mut Ctx<'_, Signal>, s: CkptSignal| {
+                    ctx.send_prio(from, Signal::Ckpt(Box::new(s)), Priority::A)
+                };
+                let Some(r) = self.redo.as_mut() else {
+                    // No data directory: nothing to make durable.
+                    return reply(ctx, CkptSignal::GcpSaveConf { gci });
+                };
+                if let Some(error) = r.broken.clone() {
+                    return reply(ctx, CkptSignal::GcpSaveRef { gci, error });
+                }
+                match r.part.flush_up_to(gci) {
+                    Ok(true) => reply(ctx, CkptSignal::GcpSaveConf { gci }),
+                    Ok(false) => {
+                        r.saves.push((gci, from));
+                        self.redo_pump(ctx);
+                    }
+                    Err(e) => reply(ctx, CkptSignal::GcpSaveRef { gci, error: e.to_string() }),
+                }
+            }
+            CkptSignal::GcpCompleteRep { .. } => {}
+            other => {
+                crate::probe!(self.counters, "lqh: unexpected checkpoint signal");
+                debug_assert!(false, "LQH got unexpected {other:?}");
+            }
+        }
+    }
+
+    /// Restart: create the tables (indexes are built by `restore_finish`).
+    pub fn restore_tables(&mut self, defs: &[TableDef]) -> Result<(), NodeError> {
+        for def in defs {
+            self.storage.create_table(def)?;
+            self.storage.restore_begin(def.id)?;
+            self.defs.insert(def.id, Arc::new(def.clone()));
+        }
+        Ok(())
+    }
+
+    /// Restart: replay one REDO record (records of dropped tables are skipped).
+    pub fn restore_record(&mut self, r: LoggedRecord) -> Result<(), NodeError> {
+        let LoggedRecord { gci, record } = r;
+        if !self.defs.contains_key(&record.table) {
+            crate::probe!(self.counters, "lqh: redo record of a dropped table skipped");
+            return Ok(());
+        }
+        match record.op {
+            RedoOp::Put => self.storage.redo_put(record.table, record.partition, record.values, gci),
+            RedoOp::Delete => self.storage.redo_delete(record.table, record.partition, &record.values, gci).map(|_| ()),
+        }
+    }
+
+    /// Restart: build the indexes of every restored table.
+    pub fn restore_finish(&mut self) -> Result<(), NodeError> {
+        let mut tables: Vec<_> = self.defs.keys().copied().collect();
+        tables.sort_unstable();
+        for t in tables {
+            if self.storage.is_restoring(t) {
+                self.storage.restore_finish(t)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rows of a table (restart reports and tests).
+    pub fn row_count(&self, table: norr_signals::TableId) -> u64 {
+        self.storage.row_count(table)
+    }
+}
