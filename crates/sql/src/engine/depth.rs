@@ -12,12 +12,16 @@
 //! The defence, in order:
 //! 1. [`parse`] bounds the tree before anything walks it. A statement whose
 //!    text cannot be deep is parsed as before. A longer one is tokenized and
-//!    its depth estimated from the tokens (an upper bound, [`token_depth`]);
-//!    past [`MAX_TOKEN_DEPTH`] it is refused unparsed. Otherwise it is parsed
+//!    its depth estimated from the tokens (an upper bound, [`token_bounds`]);
+//!    past [`MAX_TOKEN_DEPTH`] it is refused unparsed, and so is a statement
+//!    whose `DIV` operators would cost sqlparser too much (its MySQL dialect
+//!    copies each `DIV`'s left operand: quadratic in a chain's length; every
+//!    other operator parses in linear time). Otherwise it is parsed
 //!    on a stack sized for that estimate (so that even a parse error, whose
 //!    partial tree sqlparser drops recursively, cannot overflow), AND / OR /
-//!    XOR chains are rebuilt as balanced trees (same operands, same order, same
-//!    result: these operators are associative in SQL's three-valued logic),
+//!    XOR chains (and `||`, MySQL's OR) are rebuilt as balanced trees (same
+//!    operands, same order, same result: these operators are associative in
+//!    SQL's three-valued logic),
 //!    and what remains deeper than [`MAX_EXPR_DEPTH`] is refused with 1436,
 //!    dropped while still on the big stack.
 //! 2. [`check_stack`] in the recursive compiler and evaluator turns a stack
@@ -32,20 +36,30 @@
 use crate::types::SqlError;
 use sqlparser::ast::{BinaryOperator, Expr, Query, SetExpr, Statement, Visit, VisitMut, Visitor, VisitorMut};
 use sqlparser::dialect::MySqlDialect;
+use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::{Token, Tokenizer};
 use std::ops::ControlFlow;
 
-/// Deepest expression tree (after AND / OR / XOR chains are balanced) a
+/// Deepest expression tree (after AND / OR / XOR / `||` chains are balanced) a
 /// statement may have: a chain of 2,000 `+` terms runs, a longer one gets
 /// 1436. MySQL's own limit depends on its thread_stack; this one is fixed
 /// so that it behaves the same on every thread that runs sessions.
 pub const MAX_EXPR_DEPTH: usize = 2_000;
 
-/// Largest token depth estimate ([`token_depth`]) a statement may have to
+/// Largest token depth estimate ([`token_bounds`]) a statement may have to
 /// be parsed at all: about 250,000 terms of `a=1 OR`. Bounds the stack a
 /// parse may need (see [`PARSE_STACK_BYTES_PER_LEVEL`]).
 pub const MAX_TOKEN_DEPTH: usize = 1_000_000;
+
+/// Most nodes sqlparser's MySQL dialect may copy building one statement's
+/// `DIV` operators (it copies each one's left operand: see [`preflight`]).
+/// About a tenth of a second of work; a chain of about 700 `DIV` terms, or
+/// a hundred `DIV`s in a 2,500-token WHERE clause.
+pub const MAX_DIV_COPIES: usize = 500_000;
+
+/// Bytes of a literal that count as one node in [`MAX_DIV_COPIES`].
+const NODE_BYTES: usize = 64;
 
 /// Statements up to this many bytes hold at most this many tokens, so no
 /// tree deeper than that: parsed as they are, without the estimate.
@@ -63,7 +77,7 @@ const INLINE_TOKEN_DEPTH: usize = 256;
 const PARSE_STACK_BYTES_PER_LEVEL: usize = 160;
 const PARSE_STACK_BASE_BYTES: usize = 4 << 20;
 
-/// AND / OR / XOR chains at least this long are rebuilt balanced (shorter
+/// AND / OR / XOR / `||` chains at least this long are rebuilt balanced (shorter
 /// ones are left exactly as parsed).
 const REBALANCE_MIN_CHAIN: usize = 16;
 
@@ -110,8 +124,8 @@ fn syntax_error(e: ParserError) -> SqlError {
 }
 
 /// Parses `sql` (one statement's text, or several) with sqlparser's MySQL
-/// dialect, with bounded depth (see the module comment). Syntax errors are
-/// 1064, trees too deep 1436.
+/// dialect, with bounded depth and work (see the module comment). Syntax
+/// errors are 1064, trees too deep or too costly to build 1436.
 pub fn parse(sql: &str) -> Result<Vec<Statement>, SqlError> {
     let dialect = MySqlDialect {};
     if sql.len() <= INLINE_TEXT_BYTES {
@@ -121,38 +135,46 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>, SqlError> {
         .with_unescape(true)
         .tokenize_with_location()
         .map_err(|e| syntax_error(ParserError::from(e)))?;
-    let est = token_depth(tokens.iter().map(|t| &t.token));
-    let div = longest_div_run(tokens.iter().map(|t| &t.token));
-    if div > MAX_EXPR_DEPTH {
-        // sqlparser's MySQL dialect copies the left operand at each `DIV`
-        // (quadratic in the chain's length: minutes for 100,000 terms); a
-        // chain this long is past the depth limit anyway.
-        return Err(overrun(&format!("a chain of {div} DIV operators")));
-    }
+    let est = preflight(tokens.iter().map(|t| &t.token))?;
     bounded(est, move || {
         Parser::new(&MySqlDialect {}).with_tokens_with_locations(tokens).parse_statements().map_err(syntax_error)
     })
 }
 
-/// The most `DIV` operators between two commas or semicolons: a bound on
-/// the length of a `DIV` chain (see `parse`).
-fn longest_div_run<'a>(tokens: impl Iterator<Item = &'a Token>) -> usize {
-    let (mut run, mut most) = (0usize, 0usize);
-    for t in tokens {
-        match t {
-            Token::Comma | Token::SemiColon => run = 0,
-            Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("DIV") => {
-                run += 1;
-                most = most.max(run);
-            }
-            _ => {}
-        }
+/// What one pass over a statement's tokens tells before parsing: see
+/// [`token_bounds`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenBounds {
+    /// An upper bound on the depth of the tree sqlparser builds.
+    pub depth: usize,
+    /// An upper bound on the work sqlparser's MySQL dialect spends copying
+    /// the left operands of `DIV` (in units of about one tree node).
+    pub div_copies: usize,
+}
+
+/// The checks made on a statement's tokens before it is parsed, in one
+/// pass: refused (1436) when its tree could be deeper than
+/// [`MAX_TOKEN_DEPTH`] or building it would copy more than
+/// [`MAX_DIV_COPIES`] nodes; otherwise the depth estimate for [`bounded`].
+pub fn preflight<'a>(tokens: impl IntoIterator<Item = &'a Token>) -> Result<usize, SqlError> {
+    let b = token_bounds(tokens);
+    if b.depth > MAX_TOKEN_DEPTH {
+        return Err(overrun(&format!("an expression about {} levels deep", b.depth)));
     }
-    most
+    if b.div_copies > MAX_DIV_COPIES {
+        // sqlparser's MySQL dialect copies the whole left operand at each
+        // `DIV` (quadratic in a chain's length: 5,000 terms take seconds,
+        // 100,000 hours).
+        return Err(overrun(&format!(
+            "DIV operators with long left operands (about {} nodes to copy; at most {MAX_DIV_COPIES})",
+            b.div_copies
+        )));
+    }
+    Ok(b.depth)
 }
 
 /// Runs `parse`, whose tokens have the depth estimate `est`
-/// ([`token_depth`]), with bounded depth: refused past [`MAX_TOKEN_DEPTH`],
+/// ([`token_bounds`]), with bounded depth: refused past [`MAX_TOKEN_DEPTH`],
 /// inline when shallow, else on a stack sized for `est`, with AND / OR / XOR
 /// chains balanced and the result refused (1436) past [`MAX_EXPR_DEPTH`].
 pub fn bounded<T: Visit + VisitMut>(est: usize, parse: impl FnOnce() -> Result<T, SqlError>) -> Result<T, SqlError> {
@@ -176,47 +198,81 @@ pub fn bounded<T: Visit + VisitMut>(est: usize, parse: impl FnOnce() -> Result<T
     })
 }
 
-/// An upper bound on the depth of the tree sqlparser builds from `tokens`,
-/// computed without recursion: along every path of open parentheses, the
-/// tokens of the current comma-separated segment at each level, added up.
-/// A tree level needs at least one token of its own, except the few nodes
-/// a parenthesis or a call adds, which sqlparser's nesting limit bounds;
-/// commas only ever separate sibling subtrees (arguments, list items), so a
-/// chain never continues past one.
-pub fn token_depth<'a>(tokens: impl IntoIterator<Item = &'a Token>) -> usize {
-    // Tokens counted in each enclosing open segment, and their sum.
-    let mut outer: Vec<usize> = Vec::new();
+/// Upper bounds on the tree sqlparser builds from `tokens`, in one pass
+/// without recursion.
+///
+/// Depth: along every path of open brackets, the tokens of the current
+/// comma-separated segment at each level, added up. A tree level needs at
+/// least one token of its own, except the few nodes a parenthesis or a call
+/// adds, which sqlparser's nesting limit bounds; commas only ever separate
+/// sibling subtrees (arguments, list items), so a chain never continues
+/// past one.
+///
+/// `DIV` copies: at each `DIV`, everything of its segment before it,
+/// brackets' contents included (the left operand can be no larger), long
+/// literals weighing more. Coarse on purpose: an operand ends at many other
+/// tokens too, but which ones depends on the grammar (`CASE ... END`,
+/// `INTERVAL ...`), and a bound that is too small would let the quadratic
+/// case through.
+pub fn token_bounds<'a>(tokens: impl IntoIterator<Item = &'a Token>) -> TokenBounds {
+    // For each open bracket, the enclosing segment's (depth tokens, weight).
+    let mut outer: Vec<(usize, usize)> = Vec::new();
     let mut outer_sum = 0usize;
-    let mut cur = 0usize;
-    let mut max = 0usize;
+    let (mut cur, mut weight) = (0usize, 0usize);
+    let (mut max, mut div_copies) = (0usize, 0usize);
     for t in tokens {
         match t {
             Token::Whitespace(_) => continue,
-            Token::LParen => {
-                outer.push(cur + 1);
+            Token::LParen | Token::LBracket | Token::LBrace => {
+                outer.push((cur + 1, weight + 1));
                 outer_sum += cur + 1;
-                cur = 0;
+                (cur, weight) = (0, 0);
             }
-            Token::RParen => match outer.pop() {
-                Some(c) => {
+            Token::RParen | Token::RBracket | Token::RBrace => match outer.pop() {
+                Some((c, w)) => {
                     outer_sum -= c;
                     cur = c;
+                    weight = w + weight + 1;
                 }
-                None => cur += 1,
+                // The parse stops here with a syntax error.
+                None => (cur, weight) = (cur + 1, weight + 1),
             },
-            Token::Comma => cur = 0,
-            _ => cur += 1,
+            Token::Comma | Token::SemiColon => (cur, weight) = (0, 0),
+            Token::Word(w) if w.quote_style.is_none() && w.keyword == Keyword::DIV => {
+                div_copies = div_copies.saturating_add(weight);
+                (cur, weight) = (cur + 1, weight + 1);
+            }
+            other => (cur, weight) = (cur + 1, weight + token_weight(other)),
         }
         max = max.max(outer_sum + cur);
     }
-    max
+    TokenBounds { depth: max, div_copies }
+}
+
+/// What copying a token's node costs, in nodes: a long literal or name
+/// costs its bytes.
+fn token_weight(t: &Token) -> usize {
+    let text = match t {
+        Token::Word(w) => &w.value,
+        Token::Number(s, _)
+        | Token::SingleQuotedString(s)
+        | Token::DoubleQuotedString(s)
+        | Token::NationalStringLiteral(s)
+        | Token::EscapedStringLiteral(s)
+        | Token::HexStringLiteral(s)
+        | Token::SingleQuotedByteStringLiteral(s)
+        | Token::DoubleQuotedByteStringLiteral(s) => s,
+        _ => return 1,
+    };
+    1 + text.len() / NODE_BYTES
 }
 
 fn is_rebalanced(op: &BinaryOperator) -> bool {
-    matches!(op, BinaryOperator::And | BinaryOperator::Or | BinaryOperator::Xor)
+    // `||` is OR in MySQL (without PIPES_AS_CONCAT; compiled as OR here).
+    matches!(op, BinaryOperator::And | BinaryOperator::Or | BinaryOperator::Xor | BinaryOperator::StringConcat)
 }
 
-/// Rebuilds long AND / OR / XOR chains as balanced trees: visited from the
+/// Rebuilds long AND / OR / XOR / `||` chains as balanced trees: visited from the
 /// top, so a chain is rebuilt before the visit goes down into it.
 struct Rebalance;
 
@@ -350,30 +406,107 @@ mod tests {
         s
     }
 
+    fn toks(s: &str) -> Vec<Token> {
+        Tokenizer::new(&MySqlDialect {}, s).tokenize().unwrap()
+    }
+
     #[test]
     fn long_div_chains_are_refused_before_parsing() {
         let started = std::time::Instant::now();
         let e = parse(&chain(" DIV ", 100_000)).unwrap_err();
         assert_eq!(e.code, 1436, "{}", e.message);
         assert!(e.message.contains("DIV"), "{}", e.message);
-        // Refused from the tokens: the parse would take minutes.
+        // Refused from the tokens: the parse would take hours (5,000 terms
+        // took 14 s). The bound only tells refused from parsed.
         assert!(started.elapsed() < std::time::Duration::from_secs(30));
-        // Many short DIV expressions side by side are fine.
+
+        // A long operand copied at each of a few DIVs: refused too, whether
+        // the operand is a chain, a parenthesised group or one long literal.
+        for sql in [
+            format!("{} DIV 2 DIV 2 DIV 2 DIV 2 DIV 2", chain(" * ", 200_000)),
+            format!("SELECT ({}) DIV 2 DIV 2 DIV 2 DIV 2 DIV 2", &chain(" + ", 200_000)[7..]),
+            format!("SELECT '{}'{}", "x".repeat(8 << 20), " DIV 1".repeat(100)),
+        ] {
+            let e = parse(&sql).unwrap_err();
+            assert_eq!(e.code, 1436, "{}", e.message);
+            assert!(e.message.contains("DIV"), "{}", e.message);
+        }
+
+        // Many short DIV expressions side by side are fine, and so are a
+        // DIV chain within the budget and DIVs spread over a WHERE clause.
         let list = format!("SELECT {}", vec!["7 DIV 2"; 3000].join(", "));
-        assert_eq!(longest_div_run(Tokenizer::new(&MySqlDialect {}, &list).tokenize().unwrap().iter()), 1);
+        assert!(token_bounds(&toks(&list)).div_copies < 3000 * 2);
         assert!(parse(&list).is_ok());
+        assert!(parse(&chain(" DIV ", 500)).is_ok());
+        let wher = format!(
+            "SELECT * FROM t WHERE {}",
+            (0..100).map(|i| format!("c{i} DIV 2 = {i}")).collect::<Vec<_>>().join(" AND ")
+        );
+        assert!(parse(&wher).is_ok());
+        // A quoted `DIV` is a name, not the operator.
+        assert_eq!(token_bounds(&toks("SELECT a `DIV` , b AS `div`")).div_copies, 0);
+    }
+
+    #[test]
+    fn the_div_budget_is_a_bound_on_sqlparsers_copies() {
+        // The estimate never undercounts a left-deep chain: at the i-th
+        // DIV the left operand holds 2i - 1 nodes.
+        let n = 300;
+        let b = token_bounds(&toks(&chain(" DIV ", n)));
+        let copied: usize = (1..n).map(|i| 2 * i - 1).sum();
+        assert!(b.div_copies >= copied, "{} < {copied}", b.div_copies);
+        // Across brackets: the group's contents are part of the operand.
+        let b = token_bounds(&toks("SELECT (1 + 2 + 3) DIV 2"));
+        assert!(b.div_copies >= 7, "{b:?}");
+        let b = token_bounds(&toks("SELECT f(1, 2 + 3 DIV 2)"));
+        assert!((3..=4).contains(&b.div_copies), "{b:?}");
+    }
+
+    #[test]
+    fn every_binary_operator_parses_long_chains_in_linear_time() {
+        // 100,000 terms of each: a parse in about a second or a refusal;
+        // a quadratic parse (as DIV's) would take hours and time out here.
+        let ops: Vec<String> =
+            "+,-,*,/,%,DIV,MOD,AND,OR,XOR,&&,||,=,<>,!=,<,<=,>,>=,<=>,&,|,^,<<,>>,LIKE,NOT LIKE,REGEXP,\
+                                RLIKE,IS NULL AND,-> '$' =,IN (1) =,BETWEEN 1 AND,COLLATE utf8mb4_bin ="
+                .split(',')
+                .map(|op| format!(" {op} "))
+                .collect();
+        let r = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                ops.into_iter()
+                    .map(|op| {
+                        let started = std::time::Instant::now();
+                        let r = parse(&chain(&op, 100_000)).map(|_| ()).map_err(|e| e.code);
+                        (op, r, started.elapsed())
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        for (op, r, took) in r {
+            assert!(matches!(r, Ok(()) | Err(1436 | 1064)), "{op:?}: {r:?}");
+            assert!(took < std::time::Duration::from_secs(60), "{op:?}: {took:?}");
+            // The associative logical operators are balanced and run.
+            if [" AND ", " OR ", " XOR ", " && ", " || "].contains(&op.as_str()) {
+                assert_eq!(r, Ok(()), "{op:?}");
+            }
+        }
     }
 
     #[test]
     fn token_depth_bounds_chains_and_resets_at_commas() {
-        let toks = |s: &str| Tokenizer::new(&MySqlDialect {}, s).tokenize().unwrap();
-        let d = token_depth(&toks(&chain(" + ", 100)));
+        let depth = |s: &str| token_bounds(&toks(s)).depth;
+        let d = depth(&chain(" + ", 100));
         assert!(d >= 199, "{d}");
         // A long list of short items is shallow.
         let list = format!("INSERT INTO t VALUES {}", vec!["(1, -2, 'a,b(')"; 1000].join(", "));
-        assert!(token_depth(&toks(&list)) < 10, "{}", token_depth(&toks(&list)));
-        // Nesting adds up the segments on the way in.
-        assert!(token_depth(&toks("SELECT f(1 + 2 + (3 + 4 + 5))")) >= 7);
+        assert!(depth(&list) < 10, "{}", depth(&list));
+        // Nesting adds up the segments on the way in, brackets included.
+        assert!(depth("SELECT f(1 + 2 + (3 + 4 + 5))") >= 7);
+        assert!(depth("SELECT 1 + 2 + a[1, 2 + 3 + 4]") >= 9);
     }
 
     #[test]

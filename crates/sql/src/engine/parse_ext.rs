@@ -925,7 +925,7 @@ fn show_filter(c: &mut Cursor) -> Result<ShowFilter, SqlError> {
     if c.eat_word("WHERE") {
         let rest = c.rest();
         let text = join_tokens(&rest);
-        let est = crate::engine::depth::token_depth(rest.iter());
+        let est = crate::engine::depth::preflight(rest.iter())?;
         let expr = crate::engine::depth::bounded(est, || {
             Parser::new(&MySqlDialect {})
                 .try_with_sql(&text)

@@ -219,7 +219,7 @@ fn parse_create(sql: &str) -> Option<Result<ViewStmt, SqlError>> {
         }
         // Depth-bounded as every statement (`depth`): a view's query is
         // the client's text too.
-        let est = crate::engine::depth::token_depth(rest.iter());
+        let est = crate::engine::depth::preflight(rest.iter())?;
         let mut q = crate::engine::depth::bounded(est, move || {
             let mut p = Parser::new(&MySqlDialect {}).with_tokens(rest);
             let q = p.parse_query().map_err(|e| {
