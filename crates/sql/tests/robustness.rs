@@ -201,6 +201,45 @@ fn long_operator_chains_and_deep_nesting_never_take_the_node_down() {
     });
 }
 
+/// Case 2: functions that build strings stop at max_allowed_packet: NULL
+/// and warning 1301, as MySQL, decided before anything that large is
+/// built (LPAD to a terabyte used to grow the process by gigabytes and
+/// freeze every session). The limit is the global value a connection
+/// started with.
+#[test]
+fn built_strings_past_max_allowed_packet_are_null_with_warning_1301() {
+    let (rt, _node, port) = setup();
+    rt.block_on(async move {
+        let mut c = connect(port).await;
+        async fn null_with_1301(c: &mut mysql_async::Conn, sql: &str) {
+            let v: Option<Option<i64>> = c.query_first(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+            assert_eq!(v, Some(None), "{sql}");
+            let w: Vec<(String, i64, String)> = c.query("SHOW WARNINGS").await.unwrap();
+            assert_eq!(w.len(), 1, "{sql}: {w:?}");
+            assert_eq!(w[0].1, 1301, "{sql}: {w:?}");
+            assert!(w[0].2.contains("max_allowed_packet"), "{sql}: {w:?}");
+        }
+        for sql in [
+            "SELECT LENGTH(LPAD('x', 1000000000000, 'y'))",
+            "SELECT LENGTH(REPEAT(REPEAT('x', 1048576), 1000))",
+            "SELECT LENGTH(RPAD('', 9223372036854775807, 'ab'))",
+            "SELECT LENGTH(SPACE(100000000))",
+        ] {
+            null_with_1301(&mut c, sql).await;
+            still_answers(port, &mut c, sql).await;
+        }
+        // A lower global limit applies to the connections that start after.
+        c.query_drop("SET GLOBAL max_allowed_packet = 1048576").await.unwrap();
+        let mut small = connect(port).await;
+        null_with_1301(&mut small, "SELECT LENGTH(REPEAT('ab', 600000))").await;
+        null_with_1301(&mut small, "SELECT LENGTH(CONCAT(REPEAT('a', 600000), REPEAT('b', 600000)))").await;
+        let n: Option<i64> = small.query_first("SELECT LENGTH(REPEAT('ab', 500000))").await.unwrap();
+        assert_eq!(n, Some(1_000_000), "within the limit");
+        c.query_drop("SET GLOBAL max_allowed_packet = 67108864").await.unwrap();
+        still_answers(port, &mut c, "max_allowed_packet").await;
+    });
+}
+
 /// Case 3: `SELECT *` without a table is error 1096, as MySQL, never a
 /// result set of no columns (which made clients lose packet sync).
 #[test]
@@ -257,6 +296,46 @@ fn stalled_and_idle_connections_are_closed() {
         assert!(idle.read().await.is_none());
         admin.query_drop("SET GLOBAL wait_timeout = 28800").await.unwrap();
         still_answers(port, &mut admin, "an idle connection").await;
+    });
+}
+
+/// Case 4, the writing side: a client that sends a query and never reads
+/// the result holds its statement at most net_write_timeout; then its
+/// connection is closed and the statement ends. A client that reads gets
+/// the same result whole under the same timeout.
+#[test]
+fn a_client_that_does_not_read_is_dropped_after_net_write_timeout() {
+    use protocol_support::{Raw, CAPS};
+    let (rt, _node, port) = setup();
+    rt.block_on(async move {
+        let mut admin = connect(port).await;
+        admin.query_drop("CREATE DATABASE wr").await.unwrap();
+        admin.query_drop("CREATE TABLE wr.t (id INT PRIMARY KEY)").await.unwrap();
+        let values: Vec<String> = (0..2000).map(|i| format!("({i})")).collect();
+        admin.query_drop(format!("INSERT INTO wr.t VALUES {}", values.join(","))).await.unwrap();
+        admin.query_drop("SET GLOBAL net_write_timeout = 1").await.unwrap();
+        // 20 MB of result: far more than the sockets' buffers take.
+        let query = "SELECT id, REPEAT('x', 10000) FROM wr.t";
+        let (mut raw, ok) = Raw::login(port, "root", PASSWORD, CAPS).await;
+        assert_eq!(ok[0], 0, "logged in");
+        raw.command(format!("\x03{query}").as_bytes()).await;
+        let connections = "SELECT COUNT(*) FROM information_schema.PROCESSLIST";
+        let started = std::time::Instant::now();
+        loop {
+            let n: Option<i64> = admin.query_first(connections).await.unwrap();
+            if n == Some(1) {
+                break;
+            }
+            assert!(started.elapsed() < std::time::Duration::from_secs(60), "the connection that does not read stays");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        drop(raw);
+        let mut reader = connect(port).await;
+        let rows: Vec<(i64, String)> = reader.query(query).await.unwrap();
+        assert_eq!(rows.len(), 2000);
+        assert!(rows.iter().all(|r| r.1.len() == 10_000));
+        admin.query_drop("SET GLOBAL net_write_timeout = 60").await.unwrap();
+        still_answers(port, &mut admin, "a client that does not read").await;
     });
 }
 
