@@ -11,7 +11,6 @@
 //!
 //! A failure prints the shrunk input; add it to the corpus once fixed.
 
-#[allow(dead_code)]
 mod protocol_support;
 
 use norr_sql::protocol::codec::Reader;

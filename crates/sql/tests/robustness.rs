@@ -5,7 +5,6 @@
 //! answer `SELECT 1`, on the probing connection and on a fresh one.
 
 mod node_support;
-#[allow(dead_code)]
 mod protocol_support;
 
 use mysql_async::prelude::*;

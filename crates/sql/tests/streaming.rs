@@ -10,7 +10,6 @@
 //! statement of this binary may run meanwhile.
 
 mod node_support;
-#[allow(dead_code)]
 mod protocol_support;
 
 use mysql_async::prelude::*;
@@ -173,7 +172,7 @@ fn results_stream_in_bounded_memory_and_stop_when_the_client_goes() {
         loop {
             let p = reader.read().await.expect("the result");
             packets += 1;
-            if packets % 2000 == 0 {
+            if packets.is_multiple_of(2000) {
                 tokio::task::yield_now().await;
             }
             // Column count, definition, EOF, rows, EOF (no DEPRECATE_EOF).

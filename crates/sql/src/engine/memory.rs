@@ -150,7 +150,7 @@ pub fn out_of_memory(what: &str) -> SqlError {
 
 /// Estimated bytes a row holds in the SQL node.
 pub fn row_bytes(r: &[Value]) -> u64 {
-    let slots = (r.len() * std::mem::size_of::<Value>() + std::mem::size_of::<Vec<Value>>()) as u64;
+    let slots = (std::mem::size_of_val(r) + std::mem::size_of::<Vec<Value>>()) as u64;
     slots + r.iter().map(|v| v.as_bytes().map_or(0, |b| b.len() as u64)).sum::<u64>()
 }
 
