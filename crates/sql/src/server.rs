@@ -93,6 +93,19 @@ pub struct SqldArgs {
     /// give every SQL node of a cluster its own name.
     #[arg(long)]
     pub node_name: Option<String>,
+    /// Most rows one DELETE or UPDATE may change: set it to the data nodes'
+    /// max_ops_per_txn. A statement that would change more fails at once,
+    /// before changing anything, with error 1206 saying how to batch it.
+    #[arg(long, default_value_t = crate::engine::DEFAULT_MAX_ROWS_PER_TXN)]
+    pub max_rows_per_transaction: u64,
+    /// Bytes of rows all statements together may hold in this SQL node's
+    /// memory (0: no limit). A statement that would pass it fails with
+    /// error 1041; the process never grows past it for rows.
+    #[arg(long, default_value_t = crate::engine::memory::DEFAULT_MAX_MEMORY_BYTES)]
+    pub max_memory: u64,
+    /// Bytes of rows one statement may hold (0: no limit); past it, 1041.
+    #[arg(long, default_value_t = crate::engine::memory::DEFAULT_MAX_STATEMENT_MEMORY_BYTES)]
+    pub max_statement_memory: u64,
 }
 
 /// The configuration file (`--config`).
@@ -498,16 +511,38 @@ pub fn run_sqld_local(args: SqldArgs, connect: LocalConnect) -> anyhow::Result<(
 }
 
 fn run_sqld_inner(args: SqldArgs, local: Option<LocalConnect>) -> anyhow::Result<()> {
-    let config = ServerConfig::from_args(&args)?;
-    let rt = if args.threads == 1 {
-        tokio::runtime::Builder::new_current_thread().thread_name("sqld").enable_all().build()?
+    // Sessions run on threads with a stack of known size, whatever thread
+    // called us (`norr up` starts us on one of 2 MiB): the depth limits of
+    // `engine::depth` are set for it.
+    std::thread::Builder::new()
+        .name("sqld".into())
+        .stack_size(crate::engine::depth::SESSION_STACK_BYTES)
+        .spawn(move || run_sqld_here(args, local))
+        .map_err(|e| anyhow::anyhow!("cannot start the SQL node's thread: {e}"))?
+        .join()
+        .map_err(|_| anyhow::anyhow!("the SQL node's thread panicked"))?
+}
+
+/// The session runtime of `norr sqld`: `threads` threads, each with the
+/// stack `engine::depth` counts on.
+pub fn session_runtime(threads: u16) -> std::io::Result<tokio::runtime::Runtime> {
+    if threads <= 1 {
+        // Runs on the calling thread (see `run_sqld_inner`).
+        tokio::runtime::Builder::new_current_thread().thread_name("sqld").enable_all().build()
     } else {
         tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(args.threads as usize)
+            .worker_threads(threads as usize)
             .thread_name("sqld")
+            .thread_stack_size(crate::engine::depth::SESSION_STACK_BYTES)
             .enable_all()
-            .build()?
-    };
+            .build()
+    }
+}
+
+fn run_sqld_here(args: SqldArgs, local: Option<LocalConnect>) -> anyhow::Result<()> {
+    let config = ServerConfig::from_args(&args)?;
+    crate::engine::memory::set_process_limit(args.max_memory);
+    let rt = session_runtime(args.threads)?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
@@ -522,6 +557,8 @@ fn run_sqld_inner(args: SqldArgs, local: Option<LocalConnect>) -> anyhow::Result
             reply_spin: std::time::Duration::from_micros(args.reply_spin_us),
             max_connections: config.max_connections as u64,
             node_name: args.node_name.clone().unwrap_or_else(|| format!("sqld@{}", args.listen)),
+            max_rows_per_txn: args.max_rows_per_transaction.max(1),
+            max_statement_memory: args.max_statement_memory,
             ..Default::default()
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(CONNECT_RETRY_SECS);

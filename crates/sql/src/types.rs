@@ -108,10 +108,13 @@ impl ColumnMeta {
 /// `columns` is shared: a prepared statement hands out its plan's list on
 /// every execute instead of a copy (a copy cost ~600 instructions per point
 /// select), and the protocol layer recognises the list it last sent by pointer.
+/// `Streamed`: a result set whose columns and `rows` rows went to the client
+/// while the statement ran (`engine::stream`); the protocol layer ends it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum QueryOutput {
     Rows { columns: Arc<[ColumnMeta]>, rows: Vec<Vec<Value>> },
     Ok { affected_rows: u64, last_insert_id: u64, info: String },
+    Streamed { rows: u64 },
 }
 
 impl QueryOutput {
@@ -214,6 +217,14 @@ pub struct Session {
     pub temp: crate::engine::temp_tables::TempTables,
     /// A LOAD DATA LOCAL INFILE waiting for (or reading) the client's file.
     pub load_job: Option<Box<crate::engine::load_data::LoadJob>>,
+    /// Most rows one DELETE / UPDATE may change (`EngineConfig::max_rows_per_txn`).
+    pub max_rows_per_txn: u64,
+    /// Most bytes of rows one statement may hold (`engine::memory`; 0: no limit).
+    pub max_statement_memory: u64,
+    /// Where a top-level SELECT may stream its rows (`engine::stream`): set
+    /// by the protocol layer, None for statements whose results are built
+    /// whole (and while a query of several statements runs).
+    pub result_sink: Option<crate::engine::stream::ResultSink>,
 }
 
 impl Session {
@@ -242,6 +253,9 @@ impl Session {
             calc_found_rows: None,
             temp: Default::default(),
             load_job: None,
+            max_rows_per_txn: crate::engine::DEFAULT_MAX_ROWS_PER_TXN,
+            max_statement_memory: crate::engine::memory::DEFAULT_MAX_STATEMENT_MEMORY_BYTES,
+            result_sink: None,
         }
     }
 }

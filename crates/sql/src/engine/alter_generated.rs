@@ -125,7 +125,9 @@ pub async fn check_computable(
     };
     let rows = match query::execute_query(e, s, &q, &[]).await? {
         QueryOutput::Rows { rows, .. } => rows,
-        QueryOutput::Ok { .. } => return Err(SqlError::internal("a query gave no result set")),
+        QueryOutput::Ok { .. } | QueryOutput::Streamed { .. } => {
+            return Err(SqlError::internal("a query gave no result set"))
+        }
     };
     // Where each new column's value comes from: an old column's position in
     // `old_cols`, or None (added, hidden, or recomputed: a placeholder).

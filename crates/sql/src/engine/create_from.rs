@@ -116,7 +116,9 @@ pub async fn create_as_select(
     }
     let (columns, rows) = match query::execute_query(e, s, q, &[]).await? {
         QueryOutput::Rows { columns, rows } => (columns, rows),
-        QueryOutput::Ok { .. } => return Err(SqlError::internal("a query gave no result set")),
+        QueryOutput::Ok { .. } | QueryOutput::Streamed { .. } => {
+            return Err(SqlError::internal("a query gave no result set"))
+        }
     };
 
     // The definition: declared columns first, then the result's other

@@ -1571,6 +1571,12 @@ async fn target_rows(txn: &mut Transaction, rs: &RowStmt, ctx: &mut EvalCtx<'_>)
         let n = vals::to_i64(&eval(l, &[], ctx)?, &mut Warnings::default()).unwrap_or(0).max(0) as usize;
         rows.truncate(n);
     }
+    // Before any row is changed (issue 22, case 9): a statement larger than
+    // one transaction may be fails now, not after doing the work.
+    let limit = ctx.max_rows_per_txn;
+    if rows.len() as u64 > limit {
+        return Err(error_map::too_many_rows(Some(rows.len() as u64), limit));
+    }
     Ok(rows)
 }
 

@@ -116,8 +116,8 @@ pub fn from_node(e: &NodeError, ctx: &ErrCtx) -> SqlError {
             "HY000",
             format!("Got temporary error {} '{}' from NDBCLUSTER", e.code.code(), e.code.description()),
         ),
-        ErrorCode::TooManyOperations
-        | ErrorCode::TooManyTransactions
+        ErrorCode::TooManyOperations => too_many_rows(None, 0),
+        ErrorCode::TooManyTransactions
         | ErrorCode::Overloaded
         | ErrorCode::NodeShutdown
         | ErrorCode::RedoLogFull
@@ -315,6 +315,29 @@ pub fn unknown_collation(name: &str) -> SqlError {
 /// 1253 ER_COLLATION_CHARSET_MISMATCH.
 pub fn collation_mismatch(coll: &str, cs: &str) -> SqlError {
     SqlError::new(1253, "42000", format!("COLLATION '{coll}' is not valid for CHARACTER SET '{cs}'"))
+}
+
+/// A statement or transaction that changes more rows than one transaction
+/// may (the data nodes' max_ops_per_txn): MySQL's 1206 (InnoDB's "lock table
+/// full", the same situation), saying what to do. `rows`: the statement's
+/// count when known before it changed anything; `limit`: the SQL node's
+/// `--max-rows-per-transaction` (0: the data node refused, limit unknown here).
+pub fn too_many_rows(rows: Option<u64>, limit: u64) -> SqlError {
+    let what = match (rows, limit) {
+        (Some(n), l) => format!(
+            "The statement would change {n} rows in one transaction, more than the {l} a transaction may change"
+        ),
+        (None, _) => "The transaction changes more rows than the data nodes allow in one transaction (max_ops_per_txn)"
+            .to_string(),
+    };
+    SqlError::new(
+        1206,
+        "HY000",
+        format!(
+            "{what}; nothing was changed by this statement. Change the rows in batches (e.g. repeat DELETE ... LIMIT 100000 \
+             until it affects no rows, or UPDATE ... WHERE on ranges of the key), or empty a whole table with TRUNCATE TABLE"
+        ),
+    )
 }
 
 #[cfg(test)]

@@ -92,6 +92,10 @@ async fn scan_rows(
                 return Err(crate::session_registry::interrupted())
             }
         };
+        if let Some(b) = &batch {
+            // Bounded (`memory`): 1041 rather than growing without end.
+            ctx.mem.charge(crate::engine::memory::rows_bytes(b))?;
+        }
         match batch {
             Some(mut b) if rows.is_empty() => rows = std::mem::take(&mut b),
             Some(mut b) => rows.append(&mut b),
@@ -135,6 +139,15 @@ pub fn make_ctx<'p>(
     ctx.connection_id = session.connection_id;
     ctx.stop = Some(session.entry.clone());
     ctx.last_insert_id = session.last_insert_id;
+    ctx.max_rows_per_txn = session.max_rows_per_txn;
+    ctx.mem = crate::engine::memory::StatementMemory::new(session.max_statement_memory);
+    let var = |name: &str| session.vars.get(name).and_then(|v| v.as_i64()).and_then(|n| u64::try_from(n).ok());
+    if let Some(n) = var("max_allowed_packet") {
+        ctx.max_packet = n;
+    }
+    if let Some(n) = var("group_concat_max_len") {
+        ctx.group_concat_max_len = n;
+    }
     for (name, global) in sysvars {
         match vars::get_system_var(session, name, *global) {
             Some(v) => {
@@ -172,6 +185,28 @@ pub async fn run_compiled(
     c: &Compiled,
     params: &[Value],
 ) -> Result<Vec<Row>, SqlError> {
+    match run_compiled_to(engine, session, c, params, None).await? {
+        Produced::Rows(rows) => Ok(rows),
+        Produced::Streamed(_) => Err(SqlError::internal("a result streamed without a sink")),
+    }
+}
+
+/// What a top-level SELECT produced: its rows, or how many it sent to the
+/// client as it went (`stream`).
+pub enum Produced {
+    Rows(Vec<Row>),
+    Streamed(u64),
+}
+
+/// `run_compiled`, streaming the rows to `sink` when there is one and the
+/// plan allows (`stream::streamable`).
+pub async fn run_compiled_to(
+    engine: &Engine,
+    session: &mut Session,
+    c: &Compiled,
+    params: &[Value],
+    sink: Option<&crate::engine::stream::ResultSink>,
+) -> Result<Produced, SqlError> {
     if params.len() < c.param_count {
         return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
     }
@@ -186,14 +221,14 @@ pub async fn run_compiled(
         let res = match session.txn.as_mut() {
             Some(t) => {
                 let mut rd = Reader::Txn(t);
-                run_with_subs(&mut rd, c, &mut ctx).await
+                run_root(&mut rd, c, &mut ctx, sink).await
             }
             None => Err(SqlError::internal("no transaction")),
         };
         txn_control::end_statement(engine, session, res).await
     } else {
         let mut rd = Reader::Standalone(engine.client());
-        run_with_subs(&mut rd, c, &mut ctx).await
+        run_root(&mut rd, c, &mut ctx, sink).await
     };
     session.warnings = std::mem::take(&mut ctx.warnings.list);
     if let Some(id) = ctx.set_last_insert_id {
@@ -202,8 +237,39 @@ pub async fn run_compiled(
     res
 }
 
+/// The statement's root, streamed when it can be.
+async fn run_root(
+    rd: &mut Reader<'_>,
+    c: &Compiled,
+    ctx: &mut EvalCtx<'_>,
+    sink: Option<&crate::engine::stream::ResultSink>,
+) -> Result<Produced, SqlError> {
+    if let Some(sink) = sink {
+        if let Some((p, t)) = crate::engine::stream::streamable(c) {
+            // Boxed: the streaming future stays out of the common path's.
+            return Box::pin(async {
+                run_subs(rd, c, ctx).await?;
+                crate::engine::stream::run(rd, c, p, t, ctx, sink).await.map(Produced::Streamed)
+            })
+            .await;
+        }
+    }
+    run_with_subs(rd, c, ctx).await.map(Produced::Rows)
+}
+
 /// Run the uncorrelated subqueries, then the root.
 pub async fn run_with_subs(rd: &mut Reader<'_>, c: &Compiled, ctx: &mut EvalCtx<'_>) -> Result<Vec<Row>, SqlError> {
+    run_subs(rd, c, ctx).await?;
+    match &c.root {
+        // Not through `run_node`: its boxed future (needed where queries
+        // nest) cost an allocation and a copy of the future per statement.
+        QueryNode::Select(p) => run_select(rd, c, p, ctx).await,
+        n => run_node(rd, c, n, ctx).await,
+    }
+}
+
+/// Run the uncorrelated subqueries (their results go to `ctx.subs`).
+pub(crate) async fn run_subs(rd: &mut Reader<'_>, c: &Compiled, ctx: &mut EvalCtx<'_>) -> Result<(), SqlError> {
     if !c.subs.is_empty() || !ctx.subs.is_empty() {
         ctx.subs = vec![SubResult::NotRun; c.subs.len()];
     }
@@ -213,12 +279,7 @@ pub async fn run_with_subs(rd: &mut Reader<'_>, c: &Compiled, ctx: &mut EvalCtx<
             ctx.subs[i] = r;
         }
     }
-    match &c.root {
-        // Not through `run_node`: its boxed future (needed where queries
-        // nest) cost an allocation and a copy of the future per statement.
-        QueryNode::Select(p) => run_select(rd, c, p, ctx).await,
-        n => run_node(rd, c, n, ctx).await,
-    }
+    Ok(())
 }
 
 fn run_sub<'a>(rd: &'a mut Reader<'_>, c: &'a Compiled, i: usize, ctx: &'a mut EvalCtx<'_>) -> BoxFut<'a, SubResult> {
@@ -611,7 +672,7 @@ fn read_op(t: &TableAccess, lock: RowLock, key: KeyAccess, partition: Option<Par
 /// was not fetched), unless the plan uses the rows as fetched
 /// (`row_layout`). `needed` is strictly increasing (sorted and deduplicated
 /// by the planner), so one pass fills the row front to back.
-fn widen(t: &TableAccess, mut r: Vec<Value>) -> Row {
+pub(crate) fn widen(t: &TableAccess, mut r: Vec<Value>) -> Row {
     if t.compact_local.is_some() {
         // Joined rows place the next source right after this one's columns.
         if r.len() != t.needed.len() {
@@ -876,6 +937,41 @@ pub async fn fetch_table_with(
         out.push(r);
     }
     Ok(out)
+}
+
+/// Opens the scan of a table access that is no key read (see
+/// `fetch_table_with`) for a caller that takes its rows batch by batch
+/// (`stream`): the stream, and the local conjuncts its range decides exactly
+/// (bit i: conjunct i; past the 64th always checked). None: provably no rows.
+pub(crate) async fn open_table_scan(
+    rd: &mut Reader<'_>,
+    t: &TableAccess,
+    ctx: &mut EvalCtx<'_>,
+    limit: Option<u64>,
+    ordered: bool,
+) -> Result<Option<(norr_client::ScanStream, u64)>, SqlError> {
+    let def = &t.table.def;
+    let resolved;
+    let access = match &t.access {
+        Access::PkRange { low, high } => match plan::resolve_pk_range(def, low, high, ctx)? {
+            plan::PkRangeRun::Scan(a) => {
+                resolved = a;
+                &resolved
+            }
+            plan::PkRangeRun::Keys(_) => return Err(SqlError::internal("a key read opened as a scan")),
+        },
+        Access::PkLookup { .. } | Access::UniqueLookup { .. } => &Access::FullScan,
+        a => a,
+    };
+    let Some((spec, skip)) = scan_spec_via(t, t.lock, access, ctx, limit, ordered)? else {
+        return Ok(None);
+    };
+    let mut implied = 0u64;
+    for (i, _) in skip.iter().enumerate().take(64).filter(|(_, s)| **s) {
+        implied |= 1 << i;
+    }
+    let scan = rd.scan(spec).await.map_err(|e| error_map::from_client(e, &table_err(def)))?;
+    Ok(Some((scan, implied)))
 }
 
 pub(crate) fn concat(a: &[Value], b: &[Value]) -> Row {
@@ -1288,7 +1384,7 @@ async fn run_select(
 /// Whether a select list is made only of plain, pairwise distinct column
 /// references (checked in place: a list of their offsets was an allocation
 /// per statement).
-fn plain_distinct_cols(proj: &[CExpr]) -> bool {
+pub(crate) fn plain_distinct_cols(proj: &[CExpr]) -> bool {
     proj.iter().enumerate().all(|(k, e)| match e {
         CExpr::Col(i) => !proj[..k].iter().any(|p| matches!(p, CExpr::Col(j) if j == i)),
         _ => false,
@@ -1320,7 +1416,8 @@ pub(crate) enum AggState {
     Min(Option<Value>),
     Max(Option<Value>),
     /// GROUP_CONCAT: the pieces with their ORDER BY keys, joined at the end.
-    Concat(Vec<(Vec<Value>, Vec<u8>)>),
+    /// Bounded by group_concat_max_len (see `ConcatBound`).
+    Concat(Vec<(Vec<Value>, Vec<u8>)>, ConcatBound),
     Bit(Option<u64>),
     /// Welford's running count, mean and sum of squared deviations.
     Var(i64, f64, f64),
@@ -1331,6 +1428,16 @@ pub(crate) enum AggState {
     JsonObject(Option<serde_json::Map<String, serde_json::Value>>),
 }
 
+/// GROUP_CONCAT's bound: bytes of the result so far (pieces and
+/// separators), and the session's group_concat_max_len (taken at the first
+/// row). Without ORDER BY, pieces past the limit are not even kept; with it
+/// every piece is, as any may sort first; the result is cut at the end.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ConcatBound {
+    pub bytes: u64,
+    pub max_len: Option<u64>,
+}
+
 pub(crate) fn agg_init(a: &AggSpec) -> AggState {
     match a.kind {
         AggKind::CountStar | AggKind::Count => AggState::Count(0),
@@ -1338,7 +1445,7 @@ pub(crate) fn agg_init(a: &AggSpec) -> AggState {
         AggKind::Avg => AggState::Avg(None, 0),
         AggKind::Min => AggState::Min(None),
         AggKind::Max => AggState::Max(None),
-        AggKind::GroupConcat => AggState::Concat(Vec::new()),
+        AggKind::GroupConcat => AggState::Concat(Vec::new(), ConcatBound::default()),
         AggKind::BitAnd | AggKind::BitOr => AggState::Bit(None),
         AggKind::StdPop | AggKind::StdSamp | AggKind::VarPop | AggKind::VarSamp => AggState::Var(0, 0.0, 0.0),
         AggKind::JsonArrayAgg => AggState::JsonArray(None),
@@ -1417,9 +1524,20 @@ pub(crate) fn agg_step(
                 *m = Some(v);
             }
         }
-        AggState::Concat(items) => {
+        AggState::Concat(items, bound) => {
+            let max_len = *bound.max_len.get_or_insert(ctx.group_concat_max_len);
+            if bound.bytes > max_len && a.order.is_empty() {
+                return Ok(()); // cut already: this piece would not show
+            }
             let keys = a.order.iter().map(|(e, _, _)| eval(e, row, ctx)).collect::<Result<Vec<_>, _>>()?;
-            items.push((keys, vals::to_text(&v).unwrap_or_default().into_owned()));
+            let piece = vals::to_text(&v).unwrap_or_default().into_owned();
+            let sep = if items.is_empty() { 0 } else { a.separator.len() as u64 };
+            let before = bound.bytes;
+            bound.bytes = bound.bytes.saturating_add(sep + piece.len() as u64);
+            if before <= max_len && bound.bytes > max_len {
+                ctx.warnings.push(1260, format!("Row {} was cut by GROUP_CONCAT()", items.len() + 1));
+            }
+            items.push((keys, piece));
         }
         AggState::Var(n, mean, m2) => {
             if let Some(x) = vals::to_f64(&v, &mut ctx.warnings) {
@@ -1476,7 +1594,7 @@ pub(crate) fn agg_final(st: AggState, a: &AggSpec) -> Value {
             },
         },
         AggState::Min(m) | AggState::Max(m) => m.unwrap_or(Value::Null),
-        AggState::Concat(mut items) => {
+        AggState::Concat(mut items, bound) => {
             if items.is_empty() {
                 return Value::Null;
             }
@@ -1484,12 +1602,24 @@ pub(crate) fn agg_final(st: AggState, a: &AggSpec) -> Value {
                 // Stable: equal keys keep arrival order.
                 sort_keys::sort_by_keys(&mut items, a.order.len(), |(k, _), i| &k[i], |i| (a.order[i].1, a.order[i].2));
             }
-            let mut out = Vec::new();
+            let max_len = bound.max_len.unwrap_or(u64::MAX);
+            let mut out = Vec::with_capacity(bound.bytes.min(max_len) as usize);
             for (i, (_, piece)) in items.into_iter().enumerate() {
                 if i > 0 {
                     out.extend_from_slice(&a.separator);
                 }
                 out.extend_from_slice(&piece);
+                if out.len() as u64 > max_len {
+                    break;
+                }
+            }
+            if out.len() as u64 > max_len {
+                // Cut at a character boundary, as MySQL cuts characters.
+                let mut end = max_len as usize;
+                while end > 0 && (out[end] & 0xC0) == 0x80 {
+                    end -= 1;
+                }
+                out.truncate(end);
             }
             Value::Bytes(out)
         }

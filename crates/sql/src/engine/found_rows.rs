@@ -67,6 +67,13 @@ pub fn record(s: &mut Session, r: &Result<QueryOutput, SqlError>, select: bool) 
             }
             s.row_count = -1;
         }
+        Ok(QueryOutput::Streamed { rows }) => {
+            let calc = s.calc_found_rows.take();
+            if select {
+                s.found_rows = calc.unwrap_or(*rows);
+            }
+            s.row_count = -1;
+        }
         Ok(QueryOutput::Ok { affected_rows, .. }) => {
             s.calc_found_rows = None;
             s.row_count = i64::try_from(*affected_rows).unwrap_or(i64::MAX);
@@ -130,7 +137,7 @@ pub async fn execute_calc(
             all.limit_clause = None;
             match query::execute_query(engine, s, &all, params).await? {
                 QueryOutput::Rows { rows, .. } => rows.len() as u64,
-                QueryOutput::Ok { .. } => 0,
+                QueryOutput::Ok { .. } | QueryOutput::Streamed { .. } => 0,
             }
         }
     };

@@ -14,6 +14,7 @@ pub mod catalog;
 pub mod check_constraints;
 pub mod create_from;
 pub mod ddl;
+pub mod depth;
 pub mod do_stmt;
 pub mod enumset;
 pub mod error_map;
@@ -26,6 +27,7 @@ pub mod infoschema;
 pub mod json;
 pub mod load_data;
 pub mod lock_statements;
+pub mod memory;
 pub mod multi_table_dml;
 pub mod multi_table_text;
 pub mod namespace;
@@ -72,6 +74,7 @@ pub mod select_into;
 pub mod sort_keys;
 pub mod sort_prefix;
 pub mod sql_prepare;
+pub mod stream;
 pub mod window;
 
 use crate::types::{ColumnMeta, QueryOutput, Session, SqlError, Warning, WarningLevel};
@@ -80,8 +83,6 @@ use norr_client::Client;
 use norr_signals::Value;
 use parse_ext::ShowStmt;
 use sqlparser::ast::{self, Expr, ObjectName, ObjectType, Statement};
-use sqlparser::dialect::MySqlDialect;
-use sqlparser::parser::Parser;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -108,7 +109,18 @@ pub struct EngineConfig {
     /// tables of temporary tables, and a start drops those an earlier run
     /// left (`temp_tables`). Empty: a per-process tag and no sweep.
     pub node_name: String,
+    /// Most rows one DELETE / UPDATE may change: the data nodes'
+    /// max_ops_per_txn. A larger statement fails at once with 1206, before
+    /// changing anything, instead of failing at the data node's limit after
+    /// doing the work (issue 22, case 9).
+    pub max_rows_per_txn: u64,
+    /// Most bytes of rows one statement may hold in this SQL node
+    /// (`memory`; 0: no limit).
+    pub max_statement_memory: u64,
 }
+
+/// The data nodes' default max_ops_per_txn.
+pub const DEFAULT_MAX_ROWS_PER_TXN: u64 = 1_000_000;
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -122,6 +134,8 @@ impl Default for EngineConfig {
             socket: String::new(),
             max_connections: crate::server::DEFAULT_MAX_CONNECTIONS as u64,
             node_name: String::new(),
+            max_rows_per_txn: DEFAULT_MAX_ROWS_PER_TXN,
+            max_statement_memory: memory::DEFAULT_MAX_STATEMENT_MEMORY_BYTES,
         }
     }
 }
@@ -234,11 +248,8 @@ impl Prepared {
 }
 
 pub(crate) fn parse_sqlparser(sql: &str) -> Result<Statement, SqlError> {
-    let mut v = Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| {
-        let msg = e.to_string();
-        let msg = msg.strip_prefix("sql parser error: ").unwrap_or(&msg).to_string();
-        SqlError::parse(format!("You have an error in your SQL syntax; {msg}"))
-    })?;
+    // Depth-bounded (issue 22): a long operator chain must not overflow.
+    let mut v = depth::parse(sql)?;
     match v.len() {
         1 => {
             let mut st = v.remove(0);
@@ -532,7 +543,11 @@ impl Engine {
         connect: &crate::server::LocalConnect,
         cfg: EngineConfig,
     ) -> Result<Arc<Engine>, SqlError> {
-        let opts = norr_client::ConnectOptions { reply_spin: cfg.reply_spin, ..Default::default() };
+        let opts = norr_client::ConnectOptions {
+            kind: norr_client::ApiKind::SqlNode,
+            reply_spin: cfg.reply_spin,
+            ..Default::default()
+        };
         let link = connect().map_err(|e| {
             error_map::from_client_plain(norr_client::ClientError::NotConnected(format!("in-process link: {e}")))
         })?;
@@ -590,6 +605,8 @@ impl Engine {
         self.status.connections.fetch_add(1, Ordering::Relaxed);
         self.status.threads_connected.fetch_add(1, Ordering::Relaxed);
         let mut s = Session::new(connection_id, user);
+        s.max_rows_per_txn = self.cfg.max_rows_per_txn;
+        s.max_statement_memory = self.cfg.max_statement_memory;
         s.entry.set_user_locks(self.user_locks.clone());
         self.sessions.register(s.entry.clone());
         // Session values start from the globals, as in MySQL.
@@ -625,6 +642,9 @@ impl Engine {
             }
         }
         let n_stmts = stmts.len();
+        // The results of several statements are sent in order after they
+        // all ran: none of them may stream its rows ahead of the others.
+        let sink = if n_stmts > 1 { s.result_sink.take() } else { None };
         let mut out = Vec::with_capacity(n_stmts);
         let text: Arc<str> = Arc::from(sql);
         s.entry.begin(crate::session_registry::Command::Query, Some(&text), s.current_db.as_ref());
@@ -656,6 +676,9 @@ impl Engine {
             }
         }
         s.entry.end();
+        if sink.is_some() {
+            s.result_sink = sink;
+        }
         out
     }
 
@@ -831,7 +854,7 @@ impl Engine {
         }
         self.status.com_select.fetch_add(1, Ordering::Relaxed);
         let mut r = if c.views.is_empty() {
-            query::execute_prepared_query(self, s, &c, &params).await
+            query::execute_prepared_query_to_client(self, s, &c, &params).await
         } else {
             // Boxed: the check's future stays out of the common path's.
             Box::pin(self.execute_over_views(s, p, q, c, &params)).await
@@ -848,7 +871,7 @@ impl Engine {
             r = match query::prepare_query(self, s, q).await {
                 Ok(c2) => {
                     p.set_compiled(c2.clone());
-                    query::execute_prepared_query(self, s, &c2, &params).await
+                    query::execute_prepared_query_to_client(self, s, &c2, &params).await
                 }
                 Err(e2) => Err(e2),
             };
@@ -881,7 +904,7 @@ impl Engine {
             p.set_compiled(fresh.clone());
             fresh
         };
-        query::execute_prepared_query(self, s, &c, params).await
+        query::execute_prepared_query_to_client(self, s, &c, params).await
     }
 
     /// COM_FIELD_LIST.
@@ -978,6 +1001,10 @@ impl Engine {
             ("Com_select".into(), g(&st.com_select)),
             ("Com_update".into(), g(&st.com_update)),
             ("Connections".into(), g(&st.connections)),
+            // Rows statements hold in this SQL node (`memory`), and the part
+            // of them on their way to clients (`stream`).
+            ("Norr_result_bytes_in_flight".into(), memory::result_bytes_in_flight().to_string()),
+            ("Norr_statement_memory_bytes".into(), memory::process_used().to_string()),
             ("Queries".into(), g(&st.questions)),
             ("Questions".into(), g(&st.questions)),
             ("Ssl_cipher".into(), String::new()),
@@ -1212,7 +1239,7 @@ impl Engine {
                 if found_rows::calc_requested(q) {
                     return found_rows::execute_calc(self, s, q, params).await;
                 }
-                query::execute_query(self, s, q, params).await
+                query::execute_query_to_client(self, s, q, params).await
             }
             Statement::Insert(_) => {
                 self.status.com_insert.fetch_add(1, Ordering::Relaxed);
@@ -1408,7 +1435,7 @@ impl Engine {
             QueryOutput::Rows { rows, .. } => {
                 Ok(rows.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or(Value::Null))
             }
-            QueryOutput::Ok { .. } => Ok(Value::Null),
+            QueryOutput::Ok { .. } | QueryOutput::Streamed { .. } => Ok(Value::Null),
         }
     }
 

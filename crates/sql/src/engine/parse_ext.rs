@@ -923,11 +923,15 @@ fn show_filter(c: &mut Cursor) -> Result<ShowFilter, SqlError> {
         return Ok(ShowFilter::Like(c.string()?));
     }
     if c.eat_word("WHERE") {
-        let text = join_tokens(&c.rest());
-        let expr = Parser::new(&MySqlDialect {})
-            .try_with_sql(&text)
-            .and_then(|mut p| p.parse_expr())
-            .map_err(|_| parse_error_near(&text))?;
+        let rest = c.rest();
+        let text = join_tokens(&rest);
+        let est = crate::engine::depth::preflight(rest.iter())?;
+        let expr = crate::engine::depth::bounded(est, || {
+            Parser::new(&MySqlDialect {})
+                .try_with_sql(&text)
+                .and_then(|mut p| p.parse_expr())
+                .map_err(|_| parse_error_near(&text))
+        })?;
         return Ok(ShowFilter::Where(Box::new(expr)));
     }
     Ok(ShowFilter::None)

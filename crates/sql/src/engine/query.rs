@@ -1216,6 +1216,11 @@ impl<'a> StmtCompiler<'a> {
                         }
                         _ => None,
                     };
+                    if qual.is_none() && s.from.is_empty() {
+                        // As MySQL (also `FROM DUAL`): never a result of no
+                        // columns, which clients cannot read.
+                        return Err(SqlError::new(1096, "HY000", "No tables used"));
+                    }
                     let mut any = false;
                     let order: Vec<usize> =
                         if star_order.is_empty() { (0..sources.len()).collect() } else { star_order.clone() };
@@ -1771,6 +1776,38 @@ pub async fn execute_prepared_query(
 ) -> Result<QueryOutput, SqlError> {
     let rows = exec::run_compiled(engine, session, c, params).await?;
     Ok(QueryOutput::Rows { columns: c.shared_columns(), rows })
+}
+
+/// `execute_prepared_query` for a statement whose result goes to the
+/// client: streamed through the session's result sink when the plan allows
+/// (`stream`), which leaves `QueryOutput::Streamed`.
+pub async fn execute_prepared_query_to_client(
+    engine: &Engine,
+    session: &mut Session,
+    c: &Compiled,
+    params: &[Value],
+) -> Result<QueryOutput, SqlError> {
+    // Taken for the statement: nothing it runs inside may use it.
+    let Some(sink) = session.result_sink.take() else {
+        return execute_prepared_query(engine, session, c, params).await;
+    };
+    let r = exec::run_compiled_to(engine, session, c, params, Some(&sink)).await;
+    session.result_sink = Some(sink);
+    Ok(match r? {
+        exec::Produced::Rows(rows) => QueryOutput::Rows { columns: c.shared_columns(), rows },
+        exec::Produced::Streamed(rows) => QueryOutput::Streamed { rows },
+    })
+}
+
+/// `execute_query` for a statement whose result goes to the client.
+pub async fn execute_query_to_client(
+    engine: &Engine,
+    session: &mut Session,
+    q: &Query,
+    params: &[Value],
+) -> Result<QueryOutput, SqlError> {
+    let c = prepare_query(engine, session, q).await?;
+    execute_prepared_query_to_client(engine, session, &c, params).await
 }
 
 /// The dispatcher's entry point for SELECT / UNION / VALUES queries.

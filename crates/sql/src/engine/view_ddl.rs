@@ -217,17 +217,23 @@ fn parse_create(sql: &str) -> Option<Result<ViewStmt, SqlError>> {
                 rest.truncate(n - 4);
             }
         }
-        let mut p = Parser::new(&MySqlDialect {}).with_tokens(rest);
-        let mut q = p.parse_query().map_err(|e| {
-            let msg = e.to_string();
-            SqlError::parse(format!(
-                "You have an error in your SQL syntax; {}",
-                msg.strip_prefix("sql parser error: ").unwrap_or(&msg)
-            ))
+        // Depth-bounded as every statement (`depth`): a view's query is
+        // the client's text too.
+        let est = crate::engine::depth::preflight(rest.iter())?;
+        let mut q = crate::engine::depth::bounded(est, move || {
+            let mut p = Parser::new(&MySqlDialect {}).with_tokens(rest);
+            let q = p.parse_query().map_err(|e| {
+                let msg = e.to_string();
+                SqlError::parse(format!(
+                    "You have an error in your SQL syntax; {}",
+                    msg.strip_prefix("sql parser error: ").unwrap_or(&msg)
+                ))
+            })?;
+            if p.peek_token().token != Token::EOF {
+                return Err(error_map::parse_error_near(&p.peek_token().token.to_string()));
+            }
+            Ok(q)
         })?;
-        if p.peek_token().token != Token::EOF {
-            return Err(error_map::parse_error_near(&p.peek_token().token.to_string()));
-        }
         crate::engine::dual::strip_query(&mut q);
         v.query = q;
         Ok(true)

@@ -234,6 +234,8 @@ async fn any_row(
     match query::execute_prepared_query(e, s, &compiled, params).await? {
         QueryOutput::Rows { rows, .. } => Ok(!rows.is_empty()),
         QueryOutput::Ok { .. } => Ok(false),
+        // Not made by `execute_prepared_query`.
+        QueryOutput::Streamed { .. } => Err(SqlError::internal("a result streamed inside a statement")),
     }
 }
 

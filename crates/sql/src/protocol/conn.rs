@@ -12,8 +12,10 @@ use super::codec::{self, status, Reader};
 use super::packet::{PacketError, PacketReader, PacketWriter};
 use super::params::{self, ParamType};
 use super::value;
+use crate::engine::stream::{ResultPart, ResultReceiver, ResultSink};
 use crate::server::{Backend, PreparedInfo, ServerState};
 use crate::session_registry::Kill;
+use crate::session_registry::SessionEntry;
 use crate::types::{ColumnMeta, QueryOutput, Session, SqlError};
 use mysql_common::constants::CapabilityFlags as C;
 use mysql_common::io::ParseBuf;
@@ -165,6 +167,11 @@ struct Conn<B: Backend> {
     peer_host: String,
     /// The connection's socket, which KILL CONNECTION shuts down.
     socket: Option<std::os::fd::RawFd>,
+    /// The channel a statement streams its result through (`engine::stream`):
+    /// the sender goes into the session, this end is written out by
+    /// `run_streaming`.
+    results_tx: ResultSink,
+    results_rx: ResultReceiver,
 }
 
 /// The read half of a client's stream (TCP or Unix socket).
@@ -183,6 +190,7 @@ pub async fn run_connection<B: Backend>(
     connection_id: u32,
 ) {
     let max = state.config.max_allowed_packet;
+    let (results_tx, results_rx) = crate::engine::stream::channel();
     let mut conn = Conn {
         backend,
         state: state.clone(),
@@ -196,6 +204,8 @@ pub async fn run_connection<B: Backend>(
         connection_id,
         peer_host,
         socket,
+        results_tx,
+        results_rx,
     };
     let active = state.active_connections.fetch_add(1, Ordering::SeqCst) + 1;
     // Read per connection: SET GLOBAL max_connections applies to new
@@ -216,7 +226,11 @@ pub async fn run_connection<B: Backend>(
             }
         }
         if let Some(mut s) = conn.session.take() {
-            conn.backend.end_session(&mut s).await;
+            // After a panic the session may be half-updated: its clean-up
+            // must not take the process down either.
+            if let Err(msg) = CatchPanic(std::pin::pin!(conn.backend.end_session(&mut s))).await {
+                tracing::error!("sqld: connection {connection_id}: session clean-up panicked: {msg}");
+            }
             // Before the socket closes: a KILL must not shut down whatever
             // connection gets its descriptor next.
             s.entry.forget_socket();
@@ -409,6 +423,13 @@ impl<B: Backend> Conn<B> {
         self.pin_max_allowed_packet(&mut session);
         session.client_found_rows = self.has(C::CLIENT_FOUND_ROWS);
         session.multi_statements = self.has(C::CLIENT_MULTI_STATEMENTS);
+        if self.has(C::CLIENT_INTERACTIVE) {
+            // As MySQL: an interactive client's idle limit is
+            // interactive_timeout.
+            if let Some(v) = session.vars.get("interactive_timeout").cloned() {
+                session.vars.insert("wait_timeout".into(), v);
+            }
+        }
         if client_caps & C::CLIENT_CONNECT_WITH_DB.bits() != 0 {
             if let Some(db) = db {
                 if let Err(e) = self.backend.init_db(&mut session, &db).await {
@@ -437,8 +458,28 @@ impl<B: Backend> Conn<B> {
             // KILL CONNECTION shuts the socket down, which ends this read
             // (see `SessionEntry::request_kill`); a command read before the
             // kill is not run.
+            self.apply_timeouts();
             match self.rd.read_packet_into(&mut payload).await {
                 Ok(()) => {}
+                Err(PacketError::TimedOut { idle }) => {
+                    // As MySQL 8.0.24+: the client learns why (4031), then
+                    // the connection closes; a packet stalled half-way is
+                    // 1159 (the client is not listening in the middle of
+                    // sending, but a log of it helps).
+                    self.wr.seq = 0;
+                    let e = if idle {
+                        SqlError::new(
+                            4031,
+                            "HY000",
+                            "The client was disconnected by the server because of inactivity. See wait_timeout and interactive_timeout for configuring this behavior.",
+                        )
+                    } else {
+                        SqlError::new(1159, "08S01", "Got timeout reading communication packets")
+                    };
+                    tracing::debug!("sqld: connection {}: {}", self.connection_id, e.message);
+                    let _ = self.send_err(&e).await;
+                    return;
+                }
                 Err(PacketError::TooLarge { .. }) => {
                     self.wr.seq = self.rd.next_seq;
                     let _ = self.send_err(&too_large()).await;
@@ -453,15 +494,40 @@ impl<B: Backend> Conn<B> {
             }
             self.state.idle_spin.touch();
             self.wr.seq = self.rd.next_seq;
-            match self.dispatch(&payload).await {
-                Ok(true) => {}
-                Ok(false) => return,
-                Err(_) => return, // socket error
+            let r = {
+                let cmd = std::pin::pin!(self.dispatch(&payload));
+                CatchPanic(cmd).await
+            };
+            match r {
+                Ok(Ok(true)) => {}
+                Ok(Ok(false)) => return,
+                Ok(Err(_)) => return, // socket error
+                Err(msg) => {
+                    // A bug, not the client's doing: this connection ends
+                    // with an error, every other one goes on.
+                    tracing::error!("sqld: connection {}: statement panicked: {msg}", self.connection_id);
+                    self.wr.discard();
+                    let e = SqlError::new(1105, "HY000", format!("Internal error: {msg}; the connection is closed"));
+                    let _ = self.send_err(&e).await;
+                    return;
+                }
             }
             if self.wr.flush().await.is_err() || entry.kill_requested() == Kill::Connection {
                 return;
             }
         }
+    }
+
+    /// The session's wait_timeout, net_read_timeout and net_write_timeout
+    /// (seconds; SET changes them) onto the connection's reads and writes.
+    fn apply_timeouts(&mut self) {
+        let Some(s) = self.session.as_ref() else { return };
+        let secs = |name: &str| {
+            s.vars.get(name).and_then(|v| v.as_i64()).filter(|n| *n > 0).map(|n| Duration::from_secs(n as u64))
+        };
+        self.rd.idle_timeout = secs("wait_timeout");
+        self.rd.read_timeout = secs("net_read_timeout");
+        self.wr.write_timeout = secs("net_write_timeout");
     }
 
     fn session(&mut self) -> &mut Session {
@@ -629,13 +695,35 @@ impl<B: Backend> Conn<B> {
                 }
                 self.push_end_of_rows(extra);
             }
+            // Columns and rows went out while the statement ran.
+            QueryOutput::Streamed { .. } => self.push_end_of_rows(extra),
         }
         Ok(())
     }
 
+    /// How a streamed result of this connection is written.
+    fn stream_format(&self, binary: bool) -> StreamFormat {
+        StreamFormat {
+            binary,
+            deprecate_eof: self.has(C::CLIENT_DEPRECATE_EOF),
+            cache_metadata: self.mariadb_caps & MARIADB_CACHE_METADATA != 0,
+            status: self.status_flags(),
+        }
+    }
+
     async fn com_query(&mut self, sql: &str) -> std::io::Result<()> {
         let backend = self.backend.clone();
-        let results = backend.execute_text(self.session(), sql).await;
+        let fmt = self.stream_format(false);
+        let (results, written) = {
+            let Some(session) = self.session.as_mut() else { return Ok(()) };
+            if session.result_sink.is_none() {
+                session.result_sink = Some(self.results_tx.clone());
+            }
+            let entry = session.entry.clone();
+            let exec = backend.execute_text(session, sql);
+            run_streaming(exec, &mut self.wr, &mut self.rd, &mut self.results_rx, fmt, None, &entry).await
+        };
+        written?;
         if results.is_empty() {
             // An empty query: MySQL answers ER_EMPTY_QUERY.
             return self.send_err(&SqlError::new(1065, "42000", "Query was empty")).await;
@@ -773,7 +861,20 @@ impl<B: Backend> Conn<B> {
         };
         let stmt = st.info.stmt.clone();
         let backend = self.backend.clone();
-        let res = backend.execute_prepared(self.session(), &stmt, params).await;
+        let fmt = self.stream_format(true);
+        let (res, written) = {
+            let Some(session) = self.session.as_mut() else { return Ok(()) };
+            if session.result_sink.is_none() {
+                session.result_sink = Some(self.results_tx.clone());
+            }
+            let entry = session.entry.clone();
+            // A streamed result's columns: compared with those the client
+            // holds, as `write_output` does for one built whole.
+            let client_cols = self.stmts.get_mut(&id).map(|st| &mut st.client_columns);
+            let exec = backend.execute_prepared(session, &stmt, params);
+            run_streaming(exec, &mut self.wr, &mut self.rd, &mut self.results_rx, fmt, client_cols, &entry).await
+        };
+        written?;
         match res {
             Ok(out) => {
                 let mut send_defs = true;
@@ -800,6 +901,177 @@ impl<B: Backend> Conn<B> {
     }
 }
 
+/// How the parts of a streamed result are written.
+#[derive(Debug, Clone, Copy)]
+struct StreamFormat {
+    /// Prepared statement (binary rows) or text.
+    binary: bool,
+    deprecate_eof: bool,
+    /// MariaDB's metadata cache: the column count is followed by whether
+    /// the definitions follow.
+    cache_metadata: bool,
+    /// Server status for the EOF after the column definitions.
+    status: u16,
+}
+
+/// Runs a statement (`exec`) while writing out the result it streams
+/// (`engine::stream`) as it comes, and while watching for the client going
+/// away. The writer takes one part at a time: a client that reads slowly
+/// keeps the statement waiting for the channel's one slot (bounded
+/// memory). A failed write closes the channel (the statement fails at its
+/// next part, its scan closes and its rows are freed); a client that closes
+/// its side while the statement runs has the session killed (KILL
+/// CONNECTION), which stops any statement at its next check, streamed or
+/// not. Returns the statement's output, and the error of a failed write.
+async fn run_streaming<T>(
+    exec: impl std::future::Future<Output = T>,
+    wr: &mut PacketWriter<ClientWrite>,
+    rd: &mut PacketReader<BufReader<ClientRead>>,
+    rx: &mut ResultReceiver,
+    fmt: StreamFormat,
+    mut client_cols: Option<&mut Arc<[ColumnMeta]>>,
+    entry: &SessionEntry,
+) -> (T, std::io::Result<()>) {
+    let mut exec = std::pin::pin!(exec);
+    let mut cols: Option<Arc<[ColumnMeta]>> = None;
+    let mut written = Ok(());
+    let mut watch = true;
+    let out = loop {
+        tokio::select! {
+            biased;
+            r = &mut exec => break r,
+            Some(part) = rx.recv(), if written.is_ok() => {
+                if let Err(e) = write_part(wr, part, &mut cols, fmt, client_cols.as_deref_mut()).await {
+                    rx.close();
+                    written = Err(e);
+                }
+            }
+            closed = rd.peer_closed(), if watch => {
+                watch = false;
+                if closed {
+                    tracing::debug!("sqld: connection {}: the client went away during a statement", entry.id);
+                    entry.request_kill(Kill::Connection);
+                }
+            }
+        }
+    };
+    // Parts sent just before the statement ended.
+    while let Ok(part) = rx.try_recv() {
+        if written.is_ok() {
+            if let Err(e) = write_part(wr, part, &mut cols, fmt, client_cols.as_deref_mut()).await {
+                written = Err(e);
+            }
+        }
+    }
+    (out, written)
+}
+
+/// Writes one part of a streamed result; a batch's memory charge is
+/// returned once its rows are in the output buffer (which flushes to the
+/// socket as it fills, waiting for the client).
+async fn write_part(
+    wr: &mut PacketWriter<ClientWrite>,
+    part: ResultPart,
+    cols: &mut Option<Arc<[ColumnMeta]>>,
+    fmt: StreamFormat,
+    client_cols: Option<&mut Arc<[ColumnMeta]>>,
+) -> std::io::Result<()> {
+    match part {
+        ResultPart::Columns(columns) => {
+            let send_defs = match client_cols {
+                Some(held) if fmt.cache_metadata => {
+                    let same = Arc::ptr_eq(held, &columns) || **held == *columns;
+                    *held = columns.clone();
+                    !same
+                }
+                _ => true,
+            };
+            wr.push_with(|b| {
+                codec::put_lenenc_int(b, columns.len() as u64);
+                if fmt.cache_metadata {
+                    b.push(send_defs as u8);
+                }
+            });
+            if send_defs {
+                for c in columns.iter() {
+                    wr.send_with(|b| codec::put_column_def(b, c, false)).await?;
+                }
+            }
+            if !fmt.deprecate_eof {
+                wr.push(&codec::eof_packet(fmt.status, 0));
+            }
+            *cols = Some(columns);
+        }
+        ResultPart::Rows(rows, charge) => {
+            let Some(columns) = cols.as_ref() else {
+                return Err(std::io::Error::other("result rows before their columns"));
+            };
+            for row in &rows {
+                if fmt.binary {
+                    wr.send_with(|b| value::binary_row(b, row, columns)).await?;
+                } else {
+                    wr.send_with(|b| value::text_row(b, row, columns)).await?;
+                }
+            }
+            drop(rows);
+            drop(charge);
+        }
+    }
+    Ok(())
+}
+
 fn unknown_stmt(id: u32, what: &str) -> SqlError {
     SqlError::new(1243, "HY000", format!("Unknown prepared statement handler ({id}) given to {what}"))
+}
+
+/// Runs a future, turning a panic in one of its polls into `Err(message)`:
+/// the last line of defence of a session (see `engine::depth`), so that a
+/// bug hit by one statement ends that connection, never the process. The
+/// future is not polled again after it panicked.
+pub struct CatchPanic<'a, F>(pub std::pin::Pin<&'a mut F>);
+
+impl<F: std::future::Future> std::future::Future for CatchPanic<'_, F> {
+    type Output = Result<F::Output, String>;
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let inner = self.get_mut().0.as_mut();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
+            Err(p) => std::task::Poll::Ready(Err(panic_message(p.as_ref()))),
+        }
+    }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic".to_string()
+    }
+}
+
+#[cfg(test)]
+mod catch_panic_tests {
+    use super::CatchPanic;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_panic_becomes_an_error_and_results_pass_through() {
+        let ok = CatchPanic(std::pin::pin!(async {
+            tokio::task::yield_now().await;
+            7
+        }))
+        .await;
+        assert_eq!(ok, Ok(7));
+        let boom = CatchPanic(std::pin::pin!(async {
+            tokio::task::yield_now().await;
+            if std::hint::black_box(true) {
+                panic!("boom {}", 1);
+            }
+            7
+        }))
+        .await;
+        assert_eq!(boom, Err("boom 1".to_string()));
+    }
 }

@@ -5,7 +5,12 @@
 //!
 //! Limits: a logical packet larger than `max_allowed_packet` is refused before
 //! its payload is read (`PacketError::TooLarge`), so a client cannot make the
-//! server allocate more than that.
+//! server allocate more than that; and the buffer grows as the payload
+//! arrives, never from what the header announces, so that a header followed
+//! by nothing costs nothing (issue 22, case 4). Reads time out: waiting for
+//! the next command after `idle_timeout` (wait_timeout), inside a packet
+//! after `read_timeout` (net_read_timeout); writes after `write_timeout`
+//! (net_write_timeout).
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -20,7 +25,15 @@ pub enum PacketError {
     TooLarge { size_bytes: usize, max_bytes: usize },
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
+    /// No command came within `idle_timeout` (true), or a packet stalled
+    /// half-read for `read_timeout` (false).
+    #[error("read timed out")]
+    TimedOut { idle: bool },
 }
+
+/// Bytes read into a packet's buffer at a time: the buffer grows by what
+/// arrives, never by what the header announces.
+const READ_STEP_BYTES: usize = 64 * 1024;
 
 /// Reads logical packets, tracking the sequence id.
 pub struct PacketReader<R> {
@@ -28,11 +41,15 @@ pub struct PacketReader<R> {
     /// Sequence id the next packet we *send* must carry (last received + 1).
     pub next_seq: u8,
     pub max_allowed_packet: usize,
+    /// Longest wait for the first byte of a packet (None: forever).
+    pub idle_timeout: Option<std::time::Duration>,
+    /// Longest wait for the rest of a packet once it has started.
+    pub read_timeout: Option<std::time::Duration>,
 }
 
 impl<R: AsyncRead + Unpin> PacketReader<R> {
     pub fn new(inner: R, max_allowed_packet: usize) -> Self {
-        PacketReader { inner, next_seq: 0, max_allowed_packet }
+        PacketReader { inner, next_seq: 0, max_allowed_packet, idle_timeout: None, read_timeout: None }
     }
 
     /// Reads one logical packet (joining >16 MiB chains). Returns the payload;
@@ -49,13 +66,32 @@ impl<R: AsyncRead + Unpin> PacketReader<R> {
     /// allocating per packet. On error the buffer's contents are unspecified.
     pub async fn read_packet_into(&mut self, payload: &mut Vec<u8>) -> Result<(), PacketError> {
         payload.clear();
+        // The first byte: a command may be long in coming (wait_timeout).
+        let mut b0 = [0u8; 1];
+        let idle = self.idle_timeout;
+        match with_timeout(idle, self.inner.read_exact(&mut b0)).await {
+            None => return Err(PacketError::TimedOut { idle: true }),
+            Some(Ok(_)) => {}
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(PacketError::Closed),
+            Some(Err(e)) => return Err(e.into()),
+        }
+        // The rest of the packet: net_read_timeout.
+        let read = self.read_timeout;
+        match with_timeout(read, self.read_rest(b0[0], payload)).await {
+            None => Err(PacketError::TimedOut { idle: false }),
+            Some(r) => r,
+        }
+    }
+
+    async fn read_rest(&mut self, b0: u8, payload: &mut Vec<u8>) -> Result<(), PacketError> {
         let mut first = true;
         loop {
             let mut header = [0u8; 4];
-            match self.inner.read_exact(&mut header).await {
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && first => return Err(PacketError::Closed),
-                Err(e) => return Err(e.into()),
+            if first {
+                header[0] = b0;
+                self.inner.read_exact(&mut header[1..]).await?;
+            } else {
+                self.inner.read_exact(&mut header).await?;
             }
             let len = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
             self.next_seq = header[3].wrapping_add(1);
@@ -63,9 +99,14 @@ impl<R: AsyncRead + Unpin> PacketReader<R> {
             if total > self.max_allowed_packet {
                 return Err(PacketError::TooLarge { size_bytes: total, max_bytes: self.max_allowed_packet });
             }
-            let start = payload.len();
-            payload.resize(total, 0);
-            self.inner.read_exact(&mut payload[start..]).await?;
+            // Grown step by step as the bytes come: a header announcing
+            // 16 MiB and then silence reserves nothing.
+            while payload.len() < total {
+                let start = payload.len();
+                let step = (total - start).min(READ_STEP_BYTES);
+                payload.resize(start + step, 0);
+                self.inner.read_exact(&mut payload[start..]).await?;
+            }
             first = false;
             if len < MAX_CHUNK_BYTES {
                 return Ok(());
@@ -92,11 +133,36 @@ impl<R: AsyncRead + Unpin> PacketReader<R> {
     }
 }
 
+impl<R: tokio::io::AsyncBufRead + Unpin> PacketReader<R> {
+    /// Watches the connection between commands, while a statement runs:
+    /// true once the client has closed it (or it failed), false as soon as
+    /// the client sends something (a pipelined command, left in the buffer
+    /// for `read_packet_into`). Cancel-safe: whatever arrives stays buffered.
+    pub async fn peer_closed(&mut self) -> bool {
+        use tokio::io::AsyncBufReadExt;
+        match self.inner.fill_buf().await {
+            Ok(b) => b.is_empty(),
+            Err(_) => true,
+        }
+    }
+}
+
+/// `f`, or None if `limit` passes first (no limit: `f`).
+async fn with_timeout<T>(limit: Option<std::time::Duration>, f: impl std::future::Future<Output = T>) -> Option<T> {
+    match limit {
+        None => Some(f.await),
+        Some(d) => tokio::time::timeout(d, f).await.ok(),
+    }
+}
+
 /// Buffers outgoing packets; `flush` writes them in one go.
 pub struct PacketWriter<W> {
     inner: W,
     buf: Vec<u8>,
     pub seq: u8,
+    /// Longest a flush may wait for the client to take its bytes
+    /// (net_write_timeout); None: forever.
+    pub write_timeout: Option<std::time::Duration>,
 }
 
 /// Flush the buffer to the socket once it holds this much (large result sets).
@@ -104,7 +170,7 @@ const FLUSH_THRESHOLD_BYTES: usize = 256 * 1024;
 
 impl<W: AsyncWrite + Unpin> PacketWriter<W> {
     pub fn new(inner: W) -> Self {
-        PacketWriter { inner, buf: Vec::with_capacity(16 * 1024), seq: 0 }
+        PacketWriter { inner, buf: Vec::with_capacity(16 * 1024), seq: 0, write_timeout: None }
     }
 
     /// Appends one logical packet (split into chunks if needed).
@@ -159,9 +225,19 @@ impl<W: AsyncWrite + Unpin> PacketWriter<W> {
         Ok(())
     }
 
+    /// Forgets what was pushed and not yet flushed (a result cut short).
+    pub fn discard(&mut self) {
+        self.buf.clear();
+    }
+
     pub async fn flush(&mut self) -> std::io::Result<()> {
         if !self.buf.is_empty() {
-            self.inner.write_all(&self.buf).await?;
+            // A client that stops reading holds the statement (and this
+            // buffer) at most net_write_timeout.
+            match with_timeout(self.write_timeout, self.inner.write_all(&self.buf)).await {
+                Some(r) => r?,
+                None => return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "net_write_timeout")),
+            }
             self.buf.clear();
             if self.buf.capacity() > 4 * FLUSH_THRESHOLD_BYTES {
                 self.buf.shrink_to(16 * 1024);
@@ -230,6 +306,39 @@ mod tests {
             assert_eq!(buf, p);
         }
         assert!(matches!(r.read_packet_into(&mut buf).await, Err(PacketError::Closed)));
+    }
+
+    /// A header announcing 16 MiB and then nothing: nothing is reserved
+    /// for it, and the read ends at read_timeout.
+    #[tokio::test]
+    async fn a_bare_header_reserves_nothing_and_times_out() {
+        let (mut client, server) = tokio::io::duplex(64);
+        client.write_all(&[0xff, 0xff, 0xfe, 0]).await.unwrap();
+        let mut r = PacketReader::new(server, 64 << 20);
+        r.read_timeout = Some(std::time::Duration::from_millis(50));
+        let mut buf = Vec::new();
+        let e = r.read_packet_into(&mut buf).await.unwrap_err();
+        assert!(matches!(e, PacketError::TimedOut { idle: false }), "{e:?}");
+        assert!(buf.capacity() <= READ_STEP_BYTES, "reserved {} bytes", buf.capacity());
+        // Between packets the idle limit applies instead.
+        let (_client, server) = tokio::io::duplex(64);
+        let mut r = PacketReader::new(server, 1024);
+        r.idle_timeout = Some(std::time::Duration::from_millis(50));
+        assert!(matches!(r.read_packet_into(&mut buf).await, Err(PacketError::TimedOut { idle: true })));
+    }
+
+    /// A large packet arriving in pieces is read whole.
+    #[tokio::test]
+    async fn a_packet_in_pieces_is_read_whole() {
+        let (mut client, server) = tokio::io::duplex(1000);
+        let payload: Vec<u8> = (0..300_000).map(|i| (i % 251) as u8).collect();
+        let mut w = PacketWriter::new(Vec::new());
+        w.push(&payload);
+        let bytes = std::mem::take(&mut w.buf);
+        tokio::spawn(async move { client.write_all(&bytes).await.unwrap() });
+        let mut r = PacketReader::new(server, 1 << 20);
+        r.read_timeout = Some(std::time::Duration::from_secs(10));
+        assert!(r.read_packet().await.unwrap() == payload);
     }
 
     #[tokio::test]

@@ -2,6 +2,7 @@
 
 /// A 2-thread runtime for the engine and an in-process data node with
 /// `knobs` on a free loopback port.
+#[allow(dead_code)] // tests/robustness.rs makes its runtime as sqld does
 pub fn runtime_and_node(knobs: norr_knobs::Knobs) -> (tokio::runtime::Runtime, norr_runtime::DataNodeHandle) {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let node = norr_runtime::start_data_node(norr_runtime::DataNodeConfig {

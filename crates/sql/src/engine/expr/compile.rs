@@ -366,6 +366,9 @@ impl<'a> Compiler<'a> {
 
     pub fn compile(&mut self, e: &Expr) -> Result<(CExpr, SqlType), SqlError> {
         use CExpr as C;
+        // 1436 instead of a stack overflow on a tree deeper than this
+        // thread can take (`depth`).
+        crate::engine::depth::check_stack()?;
         Ok(match e {
             Expr::Identifier(id) => {
                 let v = &id.value;

@@ -236,6 +236,16 @@ pub struct EvalCtx<'a> {
     /// GET_LOCK / SLEEP calls of the row being evaluated and the wait one
     /// stopped at (`user_lock_fns`).
     pub waits: crate::engine::user_lock_fns::Replay,
+    /// The session's max_allowed_packet: no function builds a string or
+    /// JSON value larger (NULL and warning 1301, `functions::over_packet`).
+    pub max_packet: u64,
+    /// The session's group_concat_max_len (GROUP_CONCAT's results are cut
+    /// there, warning 1260).
+    pub group_concat_max_len: u64,
+    /// Most rows one DELETE / UPDATE may change (`EngineConfig`).
+    pub max_rows_per_txn: u64,
+    /// Rows this statement holds in memory (`memory`).
+    pub mem: crate::engine::memory::StatementMemory,
 }
 
 impl<'a> EvalCtx<'a> {
@@ -257,6 +267,10 @@ impl<'a> EvalCtx<'a> {
             work_tables: Vec::new(),
             stop: None,
             waits: Default::default(),
+            max_packet: crate::server::DEFAULT_MAX_ALLOWED_PACKET as u64,
+            group_concat_max_len: 1024,
+            max_rows_per_txn: crate::engine::DEFAULT_MAX_ROWS_PER_TXN,
+            mem: crate::engine::memory::StatementMemory::new(0),
         }
     }
 
@@ -339,6 +353,8 @@ fn operand<'v>(
 }
 
 pub fn eval(e: &CExpr, row: &[Value], ctx: &mut EvalCtx) -> Result<Value, SqlError> {
+    // 1436 instead of a stack overflow (`depth`): a few instructions.
+    crate::engine::depth::check_stack()?;
     Ok(match e {
         CExpr::Lit(v) => v.clone(),
         CExpr::Param(i) => ctx
@@ -545,8 +561,20 @@ pub fn eval(e: &CExpr, row: &[Value], ctx: &mut EvalCtx) -> Result<Value, SqlErr
         }
         CExpr::Func(f, args) => {
             let mut vals = Vec::with_capacity(args.len());
+            // The functions that join their arguments: stop at arguments
+            // already too large together (each one is bounded; a hundred of
+            // them need not be held at once to know the result is NULL).
+            let joins = functions::joins_args(*f);
+            let mut bytes = 0u64;
             for a in args {
-                vals.push(eval(a, row, ctx)?);
+                let v = eval(a, row, ctx)?;
+                if joins {
+                    bytes = bytes.saturating_add(v.as_bytes().map_or(0, |b| b.len() as u64));
+                    if functions::over_packet(ctx, functions::name_of(*f), bytes as u128) {
+                        return Ok(Value::Null);
+                    }
+                }
+                vals.push(v);
             }
             functions::call(*f, vals, ctx)?
         }

@@ -533,6 +533,42 @@ fn text(v: &Value) -> Option<String> {
     vals::to_string_lossy(v)
 }
 
+/// MySQL's bound on a string or JSON value a function builds
+/// (ER_WARN_ALLOWED_PACKET_OVERFLOWED): a result of more than the session's
+/// max_allowed_packet bytes is NULL with warning 1301. Called with the
+/// result's size before anything is allocated for it.
+pub(crate) fn over_packet(ctx: &mut EvalCtx, func: &str, size_bytes: u128) -> bool {
+    if size_bytes <= ctx.max_packet as u128 {
+        return false;
+    }
+    ctx.warnings
+        .push(1301, format!("Result of {func}() was larger than max_allowed_packet ({}) - truncated", ctx.max_packet));
+    true
+}
+
+/// Functions whose result holds all of their arguments (the evaluator stops
+/// as soon as the arguments alone are too large: `over_packet`).
+pub(crate) fn joins_args(f: Func) -> bool {
+    matches!(f, Func::Concat | Func::ConcatWs | Func::JsonArray | Func::JsonObject)
+}
+
+/// The SQL name of `f` for messages: `ConcatWs` -> `concat_ws`.
+pub(crate) fn name_of(f: Func) -> &'static str {
+    match f {
+        Func::Concat => "concat",
+        Func::ConcatWs => "concat_ws",
+        Func::JsonArray => "json_array",
+        Func::JsonObject => "json_object",
+        Func::JsonSet => "json_set",
+        Func::JsonInsert => "json_insert",
+        Func::JsonReplace => "json_replace",
+        Func::Insert => "insert",
+        Func::ToBase64 => "to_base64",
+        Func::Quote => "quote",
+        _ => "function",
+    }
+}
+
 fn s_val(s: String) -> Value {
     Value::Bytes(s.into_bytes())
 }
@@ -700,7 +736,11 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
                     .map(|a| Value::Bytes(a.as_bytes().map(|b| b[1..b.len() - 1].to_vec()).unwrap_or_default())),
             };
         }
-        return json_fns::call(f, rest, mask);
+        let out = json_fns::call(f, rest, mask)?;
+        if json_fns::embeds_values(f) && over_packet(ctx, name_of(f), out.as_bytes().map_or(0, |b| b.len()) as u128) {
+            return Ok(Value::Null);
+        }
+        return Ok(out);
     }
     if crate::engine::user_lock_fns::is_lock_fn(f) {
         return crate::engine::user_lock_fns::call(f, &args, ctx);
@@ -714,6 +754,11 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
                 return Ok(Value::Null);
             }
             let sep = to_text(&args[0]).unwrap_or_default().into_owned();
+            let present = args[1..].iter().filter(|a| !a.is_null()).count() as u128;
+            let body: u128 = args[1..].iter().map(|a| a.as_bytes().map_or(24, |b| b.len()) as u128).sum();
+            if over_packet(ctx, "concat_ws", body + present.saturating_sub(1) * sep.len() as u128) {
+                return Ok(Value::Null);
+            }
             let mut out = Vec::new();
             let mut first = true;
             for a in &args[1..] {
@@ -790,9 +835,14 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
     let a0 = &args[0];
     Ok(match f {
         Concat => {
-            let mut out = Vec::new();
-            for a in &args {
-                out.extend_from_slice(&to_text(a).unwrap_or_default());
+            let parts: Vec<_> = args.iter().map(|a| to_text(a).unwrap_or_default()).collect();
+            let total: u128 = parts.iter().map(|p| p.len() as u128).sum();
+            if over_packet(ctx, "concat", total) {
+                return Ok(Value::Null);
+            }
+            let mut out = Vec::with_capacity(total as usize);
+            for p in &parts {
+                out.extend_from_slice(p);
             }
             Value::Bytes(out)
         }
@@ -838,6 +888,16 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
             if pad.is_empty() {
                 return Ok(Value::Null);
             }
+            // The result's size, from the counts, before building it.
+            let fill_chars = (n - s.len()) as u128;
+            let pad_bytes: u128 = pad.iter().map(|c| c.len_utf8() as u128).sum();
+            let rest: u128 =
+                pad[..(fill_chars % pad.len() as u128) as usize].iter().map(|c| c.len_utf8() as u128).sum();
+            let body_bytes: u128 = s.iter().map(|c| c.len_utf8() as u128).sum();
+            let size = body_bytes + fill_chars / pad.len() as u128 * pad_bytes + rest;
+            if over_packet(ctx, if f == LPad { "lpad" } else { "rpad" }, size) {
+                return Ok(Value::Null);
+            }
             let fill: String = pad.iter().cycle().take(n - s.len()).collect();
             let body: String = s.iter().collect();
             s_val(if f == LPad { fill + &body } else { body + &fill })
@@ -848,7 +908,14 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
             if from.is_empty() {
                 return Ok(s_val(s));
             }
-            s_val(s.replace(&from, &text(&args[2]).unwrap_or_default()))
+            let to = text(&args[2]).unwrap_or_default();
+            if to.len() > from.len() {
+                let hits = s.matches(from.as_str()).count() as u128;
+                if over_packet(ctx, "replace", s.len() as u128 + hits * (to.len() - from.len()) as u128) {
+                    return Ok(Value::Null);
+                }
+            }
+            s_val(s.replace(&from, &to))
         }
         Locate | Instr => {
             let (needle, hay) = if f == Locate { (&args[0], &args[1]) } else { (&args[1], &args[0]) };
@@ -879,15 +946,31 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
             s_val(if f == Left { s[..n].iter().collect() } else { s[s.len() - n..].iter().collect() })
         }
         Repeat => {
-            let n = to_i64(&args[1], &mut ctx.warnings).unwrap_or(0).clamp(0, 1 << 20) as usize;
-            s_val(text(a0).unwrap_or_default().repeat(n))
+            let n = to_i64(&args[1], &mut ctx.warnings).unwrap_or(0).max(0) as u128;
+            let t = text(a0).unwrap_or_default();
+            if over_packet(ctx, "repeat", t.len() as u128 * n) {
+                return Ok(Value::Null);
+            }
+            s_val(t.repeat(n as usize))
         }
         Reverse => s_val(text(a0).unwrap_or_default().chars().rev().collect()),
-        Space => s_val(" ".repeat(to_i64(a0, &mut ctx.warnings).unwrap_or(0).clamp(0, 1 << 20) as usize)),
+        Space => {
+            let n = to_i64(a0, &mut ctx.warnings).unwrap_or(0).max(0) as u128;
+            if over_packet(ctx, "space", n) {
+                return Ok(Value::Null);
+            }
+            s_val(" ".repeat(n as usize))
+        }
         Ascii => Value::Int(to_text(a0).and_then(|t| t.first().copied()).unwrap_or(0) as i64),
         Hex => match a0 {
             Value::Int(_) | Value::UInt(_) => s_val(format!("{:X}", to_i64(a0, &mut ctx.warnings).unwrap_or(0))),
-            _ => s_val(to_text(a0).unwrap_or_default().iter().map(|b| format!("{b:02X}")).collect()),
+            _ => {
+                let t = to_text(a0).unwrap_or_default();
+                if over_packet(ctx, "hex", t.len() as u128 * 2) {
+                    return Ok(Value::Null);
+                }
+                s_val(t.iter().map(|b| format!("{b:02X}")).collect())
+            }
         },
         Abs => match to_num(a0, &mut ctx.warnings) {
             Some(Num::I(i)) => {

@@ -146,3 +146,73 @@ fn json_aggregates() {
     let e = fold(AggKind::JsonObjectAgg, vec![vec![Value::Null, Value::Int(1), Value::UInt(0)]]).unwrap_err();
     assert_eq!(e.code, 3158);
 }
+
+/// Issue 22 case 2: every function that builds a string or JSON value stops
+/// at max_allowed_packet: NULL and warning 1301, decided before the result
+/// is allocated (a size far past memory must answer at once).
+#[test]
+fn built_strings_stop_at_max_allowed_packet() {
+    let small = |f: Func, args: Vec<Value>| -> (Value, Vec<u16>) {
+        let mut ctx = EvalCtx::new(&[]);
+        ctx.max_packet = 100;
+        let v = call(f, args, &mut ctx).unwrap();
+        (v, ctx.warnings.list.iter().map(|w| w.code).collect())
+    };
+    let i = Value::Int;
+    let x100 = s(&"x".repeat(100));
+    for (f, args) in [
+        (Func::LPad, vec![s("x"), i(1_000_000_000_000), s("y")]),
+        (Func::RPad, vec![s("x"), i(101), s("y")]),
+        (Func::Repeat, vec![s("ab"), i(51)]),
+        (Func::Repeat, vec![s("ab"), i(i64::MAX)]),
+        (Func::Space, vec![i(101)]),
+        (Func::Concat, vec![x100.clone(), s("y")]),
+        (Func::ConcatWs, vec![s(","), x100.clone(), s("y")]),
+        (Func::Replace, vec![x100.clone(), s("x"), s("yy")]),
+        (Func::Insert, vec![x100.clone(), i(1), i(0), s("y")]),
+        (Func::Hex, vec![s(&"x".repeat(51))]),
+        (Func::ToBase64, vec![s(&"x".repeat(76))]),
+        (Func::JsonArray, vec![x100.clone(), Value::UInt(0)]),
+    ] {
+        let (v, w) = small(f, args);
+        assert_eq!(v, Value::Null, "{f:?}");
+        assert_eq!(w, vec![1301], "{f:?}");
+    }
+    // At the limit exactly: built.
+    assert_eq!(small(Func::Repeat, vec![s("ab"), i(50)]).0, s(&"ab".repeat(50)));
+    assert_eq!(small(Func::LPad, vec![s("x"), i(100), s("yz")]).0.as_bytes().map(|b| b.len()), Some(100));
+    assert_eq!(small(Func::Concat, vec![s(&"x".repeat(99)), s("y")]).1, Vec::<u16>::new());
+    // The message names the function and the limit, as MySQL's.
+    let mut ctx = EvalCtx::new(&[]);
+    ctx.max_packet = 100;
+    call(Func::Repeat, vec![s("ab"), i(51)], &mut ctx).unwrap();
+    assert_eq!(ctx.warnings.list[0].message, "Result of repeat() was larger than max_allowed_packet (100) - truncated");
+}
+
+/// GROUP_CONCAT stops at group_concat_max_len (warning 1260), and without
+/// ORDER BY does not keep the pieces past it.
+#[test]
+fn group_concat_is_cut_at_group_concat_max_len() {
+    use crate::engine::exec::{agg_final, agg_init, agg_step, AggState};
+    use crate::engine::expr::compile::{AggKind, AggSpec};
+    use crate::engine::expr::{CExpr, SqlType, TClass};
+    let a = AggSpec {
+        kind: AggKind::GroupConcat,
+        arg: Some(CExpr::Col(0)),
+        distinct: false,
+        coll: vals::Coll::Bin,
+        ty: SqlType::new(TClass::Str),
+        order: vec![],
+        separator: b",".to_vec(),
+    };
+    let mut st = agg_init(&a);
+    let mut ctx = EvalCtx::new(&[]);
+    ctx.group_concat_max_len = 10;
+    for _ in 0..1000 {
+        agg_step(&mut st, &a, Some(s("abcd")), &[], &mut ctx).unwrap();
+    }
+    let AggState::Concat(items, _) = &st else { panic!("not a GROUP_CONCAT state") };
+    assert!(items.len() <= 3, "kept {} pieces", items.len());
+    assert_eq!(ctx.warnings.list.iter().map(|w| w.code).collect::<Vec<_>>(), vec![1260]);
+    assert_eq!(agg_final(st, &a), s("abcd,abcd,"));
+}

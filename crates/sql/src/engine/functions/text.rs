@@ -102,7 +102,13 @@ pub(super) fn call(f: Func, args: &[Value], ctx: &mut EvalCtx) -> Result<Value, 
                 t.chunks(2).map(|p| std::str::from_utf8(p).ok().and_then(|h| u8::from_str_radix(h, 16).ok())).collect();
             out.map(Value::Bytes).unwrap_or(Value::Null)
         }
-        Func::ToBase64 => s_val(base64::engine::general_purpose::STANDARD.encode(to_text(a0).unwrap_or_default())),
+        Func::ToBase64 => {
+            let t = to_text(a0).unwrap_or_default();
+            if super::over_packet(ctx, "to_base64", (t.len() as u128).div_ceil(3) * 4) {
+                return Ok(Value::Null);
+            }
+            s_val(base64::engine::general_purpose::STANDARD.encode(t))
+        }
         Func::FromBase64 => {
             let t = to_text(a0).unwrap_or_default();
             let compact: Vec<u8> = t.iter().copied().filter(|b| !b.is_ascii_whitespace()).collect();
@@ -130,6 +136,10 @@ pub(super) fn call(f: Func, args: &[Value], ctx: &mut EvalCtx) -> Result<Value, 
             let pos = to_i64(&args[1], &mut ctx.warnings).unwrap_or(0);
             let len = to_i64(&args[2], &mut ctx.warnings).unwrap_or(0);
             let new = text(&args[3]).unwrap_or_default();
+            let s_bytes: usize = s.iter().map(|c| c.len_utf8()).sum();
+            if super::over_packet(ctx, "insert", (s_bytes + new.len()) as u128) {
+                return Ok(Value::Null);
+            }
             if pos < 1 || pos as usize > s.len() {
                 return Ok(s_val(s.iter().collect()));
             }
@@ -350,8 +360,12 @@ fn regexp(f: Func, args: &[Value], ctx: &mut EvalCtx) -> Result<Value, SqlError>
         Func::RegexpSubstr => re.find(&subject).map(|m| s_val(m.as_str().to_string())).unwrap_or(Value::Null),
         Func::RegexpReplace => {
             let with = text(&args[2]).unwrap_or_default();
-            if with.len().saturating_mul(subject.len()) > 64 << 20 {
-                ctx.warnings.push(1301, "Result of regexp_replace() was larger than max_allowed_packet".into());
+            // The result's size from the matches, before building it (a
+            // `$n` in the replacement is at most the whole subject).
+            let hits = re.find_iter(&subject).count() as u128;
+            let refs = with.matches('$').count() as u128;
+            let each = with.len() as u128 + refs * subject.len() as u128;
+            if super::over_packet(ctx, "regexp_replace", subject.len() as u128 + hits * each) {
                 return Ok(Value::Null);
             }
             s_val(re.replace_all(&subject, with.as_str()).into_owned())
