@@ -215,7 +215,7 @@ pub fn run(
     start_sql: Option<&dyn Fn(Vec<String>, SocketAddr) -> anyhow::Result<SocketAddr>>,
 ) -> anyhow::Result<()> {
     let knobs = knob_args.load()?;
-    if shape.replicas == 0 || shape.data_nodes % u16::from(shape.replicas) != 0 {
+    if shape.replicas == 0 || !shape.data_nodes.is_multiple_of(u16::from(shape.replicas)) {
         bail!(
             "--data-nodes {} --replicas {}: data nodes form node groups of `replicas` nodes, so their number must \
              be a multiple of it",
