@@ -14,48 +14,12 @@ use norr_durability::sysfile::{NodeRestartState, SysFileStore, PATHS};
 use norr_kernel::BlockRef;
 use norr_kernel::NodeId;
 use norr_knobs::Knobs;
-use norr_node::durable::{build_durable_observed, DataDir};
+use norr_node::durable::build_durable_observed;
 use norr_node::testkit::ClusterKit;
 use norr_signals::{block, ExecType, KeyOp, Signal, TableDef, TcKeyReq, TxnOutcome, Value};
-use norr_sim::disk::{CrashMode, DiskFaults, SharedDisk, SimDisk, SimFsBlock};
+use norr_sim::disk::{CrashMode, DiskFaults, SharedDisk, SimDataDir, SimDisk, SimFsBlock};
 use norr_sim::rng::Rng;
 use std::collections::BTreeMap;
-
-struct SimDir(SharedDisk);
-
-impl DataDir for SimDir {
-    fn read(&self, path: &str) -> Result<Option<Vec<u8>>, String> {
-        Ok(self.0.lock().unwrap().contents(path).map(|b| b.to_vec()))
-    }
-
-    fn read_at(&self, path: &str, offset: u64, len: u32) -> Result<Vec<u8>, String> {
-        let d = self.0.lock().unwrap();
-        let mut out = vec![0u8; len as usize];
-        if let Some(b) = d.contents(path) {
-            let s = (offset as usize).min(b.len());
-            let e = (offset as usize + len as usize).min(b.len());
-            out[..e - s].copy_from_slice(&b[s..e]);
-        }
-        Ok(out)
-    }
-
-    fn remove(&self, path: &str) -> Result<(), String> {
-        self.0.lock().unwrap().remove_file(path);
-        Ok(())
-    }
-
-    fn list(&self, dir: &str) -> Result<Vec<String>, String> {
-        let prefix = format!("{dir}/");
-        let d = self.0.lock().unwrap();
-        let mut names: Vec<String> = d
-            .file_names()
-            .into_iter()
-            .filter_map(|n| n.strip_prefix(&prefix).map(|r| r.split('/').next().unwrap_or(r).to_string()))
-            .collect();
-        names.dedup();
-        Ok(names)
-    }
-}
 
 fn dknobs() -> Knobs {
     Knobs { gcp_interval_ms: 20, redo_files: 2, redo_file_bytes: 4 << 20, ..knobs() }
@@ -84,7 +48,7 @@ impl Cluster {
         let kit = ClusterKit::start_with(groups, dknobs(), seed, move |topo, knobs, observers| {
             let disk = for_build[&topo.node].clone();
             let (mut s, _report) =
-                build_durable_observed(topo.node, Some(topo), knobs, &SimDir(disk.clone()), observers)
+                build_durable_observed(topo.node, Some(topo), knobs, &SimDataDir(disk.clone()), observers)
                     .unwrap_or_else(|e| panic!("node {} restart: {e}", topo.node));
             s.add_block(block::FS, 0, Box::new(SimFsBlock::new(disk)));
             s

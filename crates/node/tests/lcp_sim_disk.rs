@@ -11,51 +11,15 @@ use norr_durability::sysfile::{SysFileStore, PATHS};
 use norr_durability::CrashPoints;
 use norr_kernel::Scheduler;
 use norr_knobs::Knobs;
-use norr_node::durable::{build_durable_with, DataDir, RestoreReport};
+use norr_node::durable::{build_durable_with, RestoreReport};
 use norr_signals::ops::{KeyOp, ScanSpec};
 use norr_signals::value::{ColumnType, Value};
 use norr_signals::{block, DictConf, DictOp, DictReq, DictResult, ExecType, Signal};
-use norr_sim::disk::{CrashMode, DiskFaults, SharedDisk, SimDisk, SimFsBlock};
+use norr_sim::disk::{CrashMode, DiskFaults, SharedDisk, SimDataDir, SimDisk, SimFsBlock};
 use norr_sim::rng::Rng;
 use norr_txn::testkit::{table_def, Harness, DATA_NODE};
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-
-struct SimDir(SharedDisk);
-
-impl DataDir for SimDir {
-    fn read(&self, path: &str) -> Result<Option<Vec<u8>>, String> {
-        Ok(self.0.lock().unwrap().contents(path).map(|b| b.to_vec()))
-    }
-
-    fn read_at(&self, path: &str, offset: u64, len: u32) -> Result<Vec<u8>, String> {
-        let d = self.0.lock().unwrap();
-        let mut out = vec![0u8; len as usize];
-        if let Some(b) = d.contents(path) {
-            let s = (offset as usize).min(b.len());
-            let e = (offset as usize + len as usize).min(b.len());
-            out[..e - s].copy_from_slice(&b[s..e]);
-        }
-        Ok(out)
-    }
-
-    fn remove(&self, path: &str) -> Result<(), String> {
-        self.0.lock().unwrap().remove_file(path);
-        Ok(())
-    }
-
-    fn list(&self, dir: &str) -> Result<Vec<String>, String> {
-        let prefix = format!("{dir}/");
-        let d = self.0.lock().unwrap();
-        let mut names: Vec<String> = d
-            .file_names()
-            .into_iter()
-            .filter_map(|n| n.strip_prefix(&prefix).map(|r| r.split('/').next().unwrap_or(r).to_string()))
-            .collect();
-        names.dedup();
-        Ok(names)
-    }
-}
 
 const LOG_BYTES: u64 = 2 * (4 << 20);
 
@@ -77,7 +41,7 @@ fn boot(disk: &SharedDisk, crash: &CrashPoints) -> (Harness, RestoreReport) {
 
 fn boot_with(disk: &SharedDisk, crash: &CrashPoints, knobs: &Knobs) -> (Harness, RestoreReport) {
     let (mut s, report): (Scheduler<Signal>, _) =
-        build_durable_with(DATA_NODE, None, knobs, &SimDir(disk.clone()), crash)
+        build_durable_with(DATA_NODE, None, knobs, &SimDataDir(disk.clone()), crash)
             .unwrap_or_else(|e| panic!("restart: {e}"));
     s.add_block(block::FS, 0, Box::new(SimFsBlock::new(disk.clone())));
     (Harness::with_scheduler(s), report)

@@ -120,6 +120,45 @@ pub struct SimDisk {
 
 pub type SharedDisk = Arc<Mutex<SimDisk>>;
 
+/// A node's data directory on the simulated disk as restart reads it
+/// (`norr_node::durable::build_durable`): the files' current contents,
+/// synced or not (a crash was already applied to the disk).
+pub struct SimDataDir(pub SharedDisk);
+
+impl norr_node::durable::DataDir for SimDataDir {
+    fn read(&self, path: &str) -> Result<Option<Vec<u8>>, String> {
+        Ok(self.0.lock().unwrap().contents(path).map(|b| b.to_vec()))
+    }
+
+    fn read_at(&self, path: &str, offset: u64, len: u32) -> Result<Vec<u8>, String> {
+        let d = self.0.lock().unwrap();
+        let mut out = vec![0u8; len as usize];
+        if let Some(b) = d.contents(path) {
+            let s = (offset as usize).min(b.len());
+            let e = (offset as usize + len as usize).min(b.len());
+            out[..e - s].copy_from_slice(&b[s..e]);
+        }
+        Ok(out)
+    }
+
+    fn remove(&self, path: &str) -> Result<(), String> {
+        self.0.lock().unwrap().remove_file(path);
+        Ok(())
+    }
+
+    fn list(&self, dir: &str) -> Result<Vec<String>, String> {
+        let prefix = format!("{dir}/");
+        let d = self.0.lock().unwrap();
+        let mut names: Vec<String> = d
+            .file_names()
+            .into_iter()
+            .filter_map(|n| n.strip_prefix(&prefix).map(|r| r.split('/').next().unwrap_or(r).to_string()))
+            .collect();
+        names.dedup();
+        Ok(names)
+    }
+}
+
 fn err(kind: FsErrorKind, path: &str, offset: Option<u64>, message: &str) -> FsError {
     FsError { kind, path: path.to_string(), offset, message: message.to_string() }
 }

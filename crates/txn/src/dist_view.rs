@@ -22,6 +22,7 @@
 //! drop the restarting node from its chains.
 
 use norr_kernel::NodeId;
+use norr_signals::cluster::Membership;
 use norr_signals::dist::{Dist, ReplicaState};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -80,11 +81,19 @@ impl DistView {
         debug_assert!(self.failures.windows(2).all(|w| w[0].0 < w[1].0));
     }
 
-    /// QMGR reports a membership (a start, a join, a failure): its members
-    /// are alive at its generation, so a failure of theirs declared at that
-    /// generation or before is old news (a node that restarted hears of the
-    /// failures of its previous life from TCs that have not seen it join).
-    pub fn members_at(&mut self, members: &[NodeId], generation: u64) {
+    /// QMGR reports a membership (a start, a join, a failure: `failed` left
+    /// it). Its members are alive at its generation, so a failure of theirs
+    /// declared at that generation or before is old news (a node that
+    /// restarted hears of the failures of its previous life from TCs that
+    /// have not seen it join).
+    pub fn on_membership(&mut self, failed: &[NodeId], m: &Membership) {
+        for f in failed {
+            self.node_failed((*f, m.generation));
+        }
+        self.members_at(&m.members, m.generation);
+    }
+
+    fn members_at(&mut self, members: &[NodeId], generation: u64) {
         for m in members {
             self.node_joined(*m, generation);
         }

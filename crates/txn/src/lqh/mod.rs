@@ -931,21 +931,16 @@ impl Lqh {
                 ctx.send_prio(from, Signal::Cluster(Box::new(ClusterSignal::DistConf { version })), Priority::A);
             }
             ClusterSignal::NodeFailRep { failed, membership } => {
-                for f in &failed {
-                    self.dist.node_failed((*f, membership.generation));
-                }
-                self.dist.members_at(&membership.members, membership.generation);
+                self.dist.on_membership(&failed, &membership);
                 self.copies_node_fail(&failed, ctx)
             }
             ClusterSignal::ClusterStartedRep { membership, joined, .. } => {
-                self.dist.members_at(&membership.members, membership.generation);
+                self.dist.on_membership(&[], &membership);
                 if joined {
                     self.discard_restored_rows();
                 }
             }
-            ClusterSignal::NodeJoinedRep { membership, .. } => {
-                self.dist.members_at(&membership.members, membership.generation)
-            }
+            ClusterSignal::NodeJoinedRep { membership, .. } => self.dist.on_membership(&[], &membership),
             other => {
                 crate::probe!(self.counters, "lqh: unexpected cluster signal");
                 debug_assert!(false, "LQH got unexpected {other:?}");

@@ -829,14 +829,11 @@ impl Tc {
                 ctx.send_prio(from, Signal::Cluster(Box::new(ClusterSignal::DistConf { version })), Priority::A);
             }
             ClusterSignal::ClusterStartedRep { membership, .. } | ClusterSignal::NodeJoinedRep { membership, .. } => {
-                self.dist.members_at(&membership.members, membership.generation);
+                self.dist.on_membership(&[], &membership);
                 self.membership = Some(membership);
             }
             ClusterSignal::NodeFailRep { failed, membership } => {
-                for f in &failed {
-                    self.dist.node_failed((*f, membership.generation));
-                }
-                self.dist.members_at(&membership.members, membership.generation);
+                self.dist.on_membership(&failed, &membership);
                 self.membership = Some(membership);
                 self.on_node_fail(&failed, ctx);
                 self.takeover_node_fail(&failed, ctx);
