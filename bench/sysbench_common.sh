@@ -86,8 +86,13 @@ start_norr() {
     return
   fi
   data_node="127.0.0.1:$data_port"
+  # durable: the separate layout with the data node's REDO log, global and
+  # local checkpoints on disk (`--data-dir`); separate runs in memory only.
+  if [ "$layout" = durable ]; then
+    data_sock_args+=(--data-dir "$dir/datad-data")
+  fi
   if [ "${NORR_DATA_LINK:-unix}" = unix ]; then
-    data_sock_args=(--socket "$dir/datad.sock")
+    data_sock_args+=(--socket "$dir/datad.sock")
     data_node="unix:$dir/datad.sock"
   fi
   # shellcheck disable=SC2086 # extra flags are word-split on purpose

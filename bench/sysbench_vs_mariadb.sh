@@ -10,7 +10,9 @@
 #
 # Env: SB_TABLES=4 SB_TABLE_SIZE=100000 SB_THREADS=16 SB_TIME=30 REPS=3
 #      NORR_BIN (default: release build), WORKLOADS="oltp_point_select oltp_read_write"
-#      NORR_LAYOUTS="colocated separate" (each is a column of the results)
+#      NORR_LAYOUTS="colocated separate" (each is a column of the results;
+#        "durable" is the separate layout with the data node on disk: REDO,
+#        global and local checkpoints in its --data-dir)
 #      SB_TRANSPORT=tcp (default) | socket (both servers' Unix sockets)
 #      WITH_CEILING=1 (default): also run the protocol ceiling, a server that
 #        answers every query without database work (crates/sql/examples/

@@ -8,48 +8,16 @@ mod node_support;
 mod protocol_support;
 
 use mysql_async::prelude::*;
-use norr_sql::engine::{Engine, EngineConfig};
-use norr_sql::server::{serve_listener, ServerConfig, ServerState};
+use norr_sql::engine::EngineConfig;
 
-const PASSWORD: &str = "pw";
+use node_support::{error_of, sqld_like, PASSWORD};
 
-/// A runtime like `norr sqld --threads 2` (its thread stacks), a data node,
-/// and a SQL node on a free port.
 fn setup() -> (tokio::runtime::Runtime, norr_runtime::DataNodeHandle, u16) {
-    setup_with(norr_knobs::Knobs::default(), EngineConfig::default())
-}
-
-fn setup_with(
-    knobs: norr_knobs::Knobs,
-    cfg: EngineConfig,
-) -> (tokio::runtime::Runtime, norr_runtime::DataNodeHandle, u16) {
-    let rt = norr_sql::server::session_runtime(2).expect("runtime");
-    let node = norr_runtime::start_data_node(norr_runtime::DataNodeConfig {
-        node_id: 1,
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        knobs,
-        cluster: None,
-    })
-    .expect("data node starts");
-    let addr = node.local_addr().to_string();
-    let port = rt.block_on(async move {
-        let engine = Engine::connect(&addr, cfg).await.expect("engine connects");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        tokio::spawn(serve_listener(listener, engine, ServerState::new(ServerConfig::with_root(PASSWORD))));
-        port
-    });
-    (rt, node, port)
+    sqld_like(norr_knobs::Knobs::default(), EngineConfig::default())
 }
 
 async fn connect(port: u16) -> mysql_async::Conn {
-    let opts = mysql_async::OptsBuilder::default()
-        .ip_or_hostname("127.0.0.1")
-        .tcp_port(port)
-        .user(Some("root"))
-        .pass(Some(PASSWORD))
-        .prefer_socket(false);
-    mysql_async::Conn::new(opts).await.expect("connection accepted")
+    node_support::connect(port, None).await
 }
 
 /// The node answers `SELECT 1` on `c` and on a new connection.
@@ -60,15 +28,6 @@ async fn still_answers(port: u16, c: &mut mysql_async::Conn, after: &str) {
     let one: Option<i64> = fresh.query_first("SELECT 1").await.unwrap_or_else(|e| panic!("after {after}: {e}"));
     assert_eq!(one, Some(1), "after {after}");
     fresh.disconnect().await.ok();
-}
-
-/// The MySQL error number of a query's failure, or None if it succeeded.
-async fn error_of(c: &mut mysql_async::Conn, sql: &str) -> Option<u16> {
-    match c.query_drop(sql).await {
-        Ok(()) => None,
-        Err(mysql_async::Error::Server(e)) => Some(e.code),
-        Err(other) => panic!("{}...: not a server error: {other}", &sql[..sql.len().min(60)]),
-    }
 }
 
 fn chain(first: &str, op: &str, term: &str, n: usize) -> String {
@@ -354,7 +313,7 @@ async fn fill(c: &mut mysql_async::Conn, table: &str, rows: usize, pad: usize) {
 #[test]
 fn a_statement_past_its_memory_limit_fails_with_1041() {
     let cfg = EngineConfig { max_statement_memory: 1 << 20, ..EngineConfig::default() };
-    let (rt, _node, port) = setup_with(norr_knobs::Knobs::default(), cfg);
+    let (rt, _node, port) = sqld_like(norr_knobs::Knobs::default(), cfg);
     rt.block_on(async move {
         let mut c = connect(port).await;
         c.query_drop("CREATE DATABASE mem").await.unwrap();
@@ -375,7 +334,7 @@ fn a_statement_past_its_memory_limit_fails_with_1041() {
 #[test]
 fn dml_larger_than_a_transaction_fails_at_once_with_1206() {
     let cfg = EngineConfig { max_rows_per_txn: 500, ..EngineConfig::default() };
-    let (rt, _node, port) = setup_with(norr_knobs::Knobs::default(), cfg);
+    let (rt, _node, port) = sqld_like(norr_knobs::Knobs::default(), cfg);
     rt.block_on(async move {
         let mut c = connect(port).await;
         c.query_drop("CREATE DATABASE big").await.unwrap();
@@ -396,7 +355,7 @@ fn dml_larger_than_a_transaction_fails_at_once_with_1206() {
     });
 
     let knobs = norr_knobs::Knobs { max_ops_per_txn: 100, ..Default::default() };
-    let (rt, _node, port) = setup_with(knobs, EngineConfig::default());
+    let (rt, _node, port) = sqld_like(knobs, EngineConfig::default());
     rt.block_on(async move {
         let mut c = connect(port).await;
         c.query_drop("CREATE DATABASE big").await.unwrap();

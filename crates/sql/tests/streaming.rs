@@ -13,11 +13,10 @@ mod node_support;
 mod protocol_support;
 
 use mysql_async::prelude::*;
-use norr_sql::engine::{memory, Engine, EngineConfig};
-use norr_sql::server::{serve_listener, ServerConfig, ServerState};
+use node_support::{error_of, sqld_like, PASSWORD};
+use norr_sql::engine::{memory, EngineConfig};
 use std::time::{Duration, Instant};
 
-const PASSWORD: &str = "pw";
 /// Rows of the test table and the bytes of each one's string: a result of
 /// about 30 MB, batches of about 1 MB (the data node's 1,024 rows).
 const ROWS: usize = 30_000;
@@ -26,42 +25,12 @@ const PAD: usize = 1000;
 const STATEMENT_LIMIT: u64 = 4 << 20;
 
 fn setup() -> (tokio::runtime::Runtime, norr_runtime::DataNodeHandle, u16) {
-    let rt = norr_sql::server::session_runtime(2).expect("runtime");
-    let node = norr_runtime::start_data_node(norr_runtime::DataNodeConfig {
-        node_id: 1,
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        knobs: norr_knobs::Knobs::default(),
-        cluster: None,
-    })
-    .expect("data node starts");
-    let addr = node.local_addr().to_string();
     let cfg = EngineConfig { max_statement_memory: STATEMENT_LIMIT, ..EngineConfig::default() };
-    let port = rt.block_on(async move {
-        let engine = Engine::connect(&addr, cfg).await.expect("engine connects");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        tokio::spawn(serve_listener(listener, engine, ServerState::new(ServerConfig::with_root(PASSWORD))));
-        port
-    });
-    (rt, node, port)
+    sqld_like(norr_knobs::Knobs::default(), cfg)
 }
 
 async fn connect(port: u16) -> mysql_async::Conn {
-    let opts = mysql_async::OptsBuilder::default()
-        .ip_or_hostname("127.0.0.1")
-        .tcp_port(port)
-        .user(Some("root"))
-        .pass(Some(PASSWORD))
-        .prefer_socket(false);
-    mysql_async::Conn::new(opts).await.expect("connection accepted")
-}
-
-async fn error_of(c: &mut mysql_async::Conn, sql: &str) -> Option<u16> {
-    match c.query_drop(sql).await {
-        Ok(()) => None,
-        Err(mysql_async::Error::Server(e)) => Some(e.code),
-        Err(other) => panic!("{sql}: not a server error: {other}"),
-    }
+    node_support::connect(port, None).await
 }
 
 async fn status(c: &mut mysql_async::Conn, name: &str) -> u64 {

@@ -2,7 +2,7 @@
 
 /// A 2-thread runtime for the engine and an in-process data node with
 /// `knobs` on a free loopback port.
-#[allow(dead_code)] // tests/robustness.rs makes its runtime as sqld does
+#[allow(dead_code)] // not every test binary that shares this module uses it
 pub fn runtime_and_node(knobs: norr_knobs::Knobs) -> (tokio::runtime::Runtime, norr_runtime::DataNodeHandle) {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let node = norr_runtime::start_data_node(norr_runtime::DataNodeConfig {
@@ -15,6 +15,40 @@ pub fn runtime_and_node(knobs: norr_knobs::Knobs) -> (tokio::runtime::Runtime, n
     (rt, node)
 }
 
+/// A runtime like `norr sqld --threads 2` (its session threads and their
+/// stacks), an in-process data node with `knobs`, and a SQL node with `cfg`
+/// on a free port: the SQL node as a client meets it, for the tests of what
+/// a client can do to it (robustness, streaming).
+#[allow(dead_code)]
+pub fn sqld_like(
+    knobs: norr_knobs::Knobs,
+    cfg: norr_sql::engine::EngineConfig,
+) -> (tokio::runtime::Runtime, norr_runtime::DataNodeHandle, u16) {
+    let rt = norr_sql::server::session_runtime(2).expect("runtime");
+    let node = norr_runtime::start_data_node(norr_runtime::DataNodeConfig {
+        node_id: 1,
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        knobs,
+        cluster: None,
+    })
+    .expect("data node starts");
+    let addr = node.local_addr().to_string();
+    let port = rt.block_on(async move { sql_node_with(&addr, cfg).await });
+    (rt, node, port)
+}
+
+/// The MySQL error number of a statement's failure, or None if it
+/// succeeded (panics on an error that is not the server's).
+#[allow(dead_code)]
+pub async fn error_of(c: &mut mysql_async::Conn, sql: &str) -> Option<u16> {
+    use mysql_async::prelude::Queryable;
+    match c.query_drop(sql).await {
+        Ok(()) => None,
+        Err(mysql_async::Error::Server(e)) => Some(e.code),
+        Err(other) => panic!("{}...: not a server error: {other}", &sql[..sql.floor_char_boundary(60)]),
+    }
+}
+
 /// Root's password of the SQL nodes `sql_node` starts.
 #[allow(dead_code)] // not every test binary that shares this module uses SQL nodes
 pub const PASSWORD: &str = "pw";
@@ -23,9 +57,15 @@ pub const PASSWORD: &str = "pw";
 /// reaching the data node at `addr`; its port.
 #[allow(dead_code)]
 pub async fn sql_node(addr: &str) -> u16 {
-    use norr_sql::engine::{Engine, EngineConfig};
+    sql_node_with(addr, norr_sql::engine::EngineConfig::default()).await
+}
+
+/// `sql_node` with the engine configured by `cfg`.
+#[allow(dead_code)]
+pub async fn sql_node_with(addr: &str, cfg: norr_sql::engine::EngineConfig) -> u16 {
+    use norr_sql::engine::Engine;
     use norr_sql::server::{serve_listener, ServerConfig, ServerState};
-    let engine = Engine::connect(addr, EngineConfig::default()).await.expect("engine connects");
+    let engine = Engine::connect(addr, cfg).await.expect("engine connects");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("addr").port();
     tokio::spawn(serve_listener(listener, engine, ServerState::new(ServerConfig::with_root(PASSWORD))));
