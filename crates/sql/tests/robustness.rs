@@ -42,11 +42,15 @@ fn chain(first: &str, op: &str, term: &str, n: usize) -> String {
     s
 }
 
+/// Terms of the long chains of case 1.
+const CHAIN_TERMS: usize = 100_000;
+
 /// Case 1: chains of 100,000 terms of every binary operator, and 10,000
 /// levels of every nesting construct. The server answers each with a
-/// result or an error, and goes on answering.
+/// result or an error, and goes on answering. (Three tests, so that they
+/// run side by side: each statement is 100,000 terms to tokenize.)
 #[test]
-fn long_operator_chains_and_deep_nesting_never_take_the_node_down() {
+fn long_operator_chains_never_take_the_node_down() {
     let (rt, _node, port) = setup();
     rt.block_on(async move {
         let mut c = connect(port).await;
@@ -58,7 +62,7 @@ fn long_operator_chains_and_deep_nesting_never_take_the_node_down() {
             c.query_first(format!("SELECT 1 FROM DUAL WHERE {}", chain("1=0", "OR", "1=1", 498))).await.unwrap();
         assert_eq!(or, Some(1));
         // Long AND / OR / XOR chains run whatever their length (balanced).
-        let n = 100_000;
+        let n = CHAIN_TERMS;
         let or: Option<i64> = c.query_first(format!("SELECT {}", chain("0", "OR", "0", n) + " OR 1")).await.unwrap();
         assert_eq!(or, Some(1));
         let and: Option<i64> = c.query_first(format!("SELECT {}", chain("1", "AND", "1", n))).await.unwrap();
@@ -111,6 +115,17 @@ fn long_operator_chains_and_deep_nesting_never_take_the_node_down() {
             error_of(&mut c, &sql).await;
             still_answers(port, &mut c, op).await;
         }
+    });
+}
+
+/// Case 1, continued: postfix and other left-deep shapes, prepared
+/// statements and views.
+#[test]
+fn long_left_deep_shapes_never_take_the_node_down() {
+    let (rt, _node, port) = setup();
+    rt.block_on(async move {
+        let mut c = connect(port).await;
+        let n = CHAIN_TERMS;
         // Postfix and other left-deep shapes.
         for (what, sql) in [
             ("IS NULL", format!("SELECT 1{}", " IS NULL".repeat(n))),
@@ -129,6 +144,20 @@ fn long_operator_chains_and_deep_nesting_never_take_the_node_down() {
         assert!(matches!(r, Err(mysql_async::Error::Server(ref e)) if e.code == 1436), "{r:?}");
         still_answers(port, &mut c, "prepare").await;
 
+        // A view's query is parsed with the same bounds.
+        c.query_drop("CREATE DATABASE deep").await.unwrap();
+        let r = error_of(&mut c, &format!("CREATE VIEW deep.v AS SELECT {}", chain("1", "+", "1", n))).await;
+        assert_eq!(r, Some(1436));
+        still_answers(port, &mut c, "CREATE VIEW").await;
+    });
+}
+
+/// Case 1, continued: 10,000 levels of every nesting construct.
+#[test]
+fn deep_nesting_never_takes_the_node_down() {
+    let (rt, _node, port) = setup();
+    rt.block_on(async move {
+        let mut c = connect(port).await;
         // 10,000 levels of every nesting construct.
         let d = 10_000;
         for (what, open, close) in [
@@ -151,11 +180,6 @@ fn long_operator_chains_and_deep_nesting_never_take_the_node_down() {
             assert!(matches!(r, None | Some(1436) | Some(1064)), "{what}: {r:?}");
             still_answers(port, &mut c, what).await;
         }
-        // A view's query is parsed with the same bounds.
-        c.query_drop("CREATE DATABASE deep").await.unwrap();
-        let r = error_of(&mut c, &format!("CREATE VIEW deep.v AS SELECT {}", chain("1", "+", "1", n))).await;
-        assert_eq!(r, Some(1436));
-        still_answers(port, &mut c, "CREATE VIEW").await;
     });
 }
 

@@ -210,9 +210,9 @@ fn rename_in_partition(p: &mut PartitionInfo, old: &str, new: &str) {
 }
 
 fn rename_in_expr(expr: &str, old: &str, new: &str) -> Option<String> {
-    use sqlparser::dialect::MySqlDialect;
+    use crate::engine::dialect::NorrMySql;
     use sqlparser::parser::Parser;
-    let mut e = Parser::new(&MySqlDialect {}).try_with_sql(expr).and_then(|mut p| p.parse_expr()).ok()?;
+    let mut e = Parser::new(&NorrMySql).try_with_sql(expr).and_then(|mut p| p.parse_expr()).ok()?;
     let _ = ast::visit_expressions_mut(&mut e, |x| {
         if let Expr::Identifier(i) = x {
             if same(&i.value, old) {
@@ -396,7 +396,7 @@ async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> 
     let shown = show_create_table(&t);
     let (text, part) = split_partition_clause(&shown);
     let partition = part.map(|p| parse_partition_clause(&p)).transpose()?;
-    let mut ct = match sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::MySqlDialect {}, &text) {
+    let mut ct = match sqlparser::parser::Parser::parse_sql(&crate::engine::dialect::NorrMySql, &text) {
         Ok(mut v) if v.len() == 1 => match v.remove(0) {
             ast::Statement::CreateTable(ct) => ct,
             _ => return Err(SqlError::internal("SHOW CREATE TABLE did not parse back")),

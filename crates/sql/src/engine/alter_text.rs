@@ -191,10 +191,10 @@ fn word_value(t: Option<&sqlparser::tokenizer::Token>) -> String {
 /// `EnforcementOp`.
 /// Other text is returned as it is.
 pub fn rewrite_alter_text(sql: &str) -> String {
-    use sqlparser::dialect::MySqlDialect;
+    use crate::engine::dialect::NorrMySql;
     use sqlparser::keywords::Keyword;
     use sqlparser::tokenizer::{Token, Tokenizer};
-    let Ok(toks) = Tokenizer::new(&MySqlDialect {}, sql).tokenize() else {
+    let Ok(toks) = Tokenizer::new(&NorrMySql, sql).tokenize() else {
         return sql.to_string();
     };
     let kw = |t: &Token, k: Keyword| matches!(t, Token::Word(w) if w.keyword == k && w.quote_style.is_none());

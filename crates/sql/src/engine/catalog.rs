@@ -405,11 +405,11 @@ fn cmp_literal(a: &Value, b: &Value) -> Option<std::cmp::Ordering> {
 
 /// Identifiers an expression reads (lower-cased is not applied; as written).
 pub fn expr_columns(expr: &str) -> Vec<String> {
+    use crate::engine::dialect::NorrMySql;
     use sqlparser::ast::{visit_expressions, Expr};
-    use sqlparser::dialect::MySqlDialect;
     use sqlparser::parser::Parser;
     let mut out: Vec<String> = Vec::new();
-    let Ok(e) = Parser::new(&MySqlDialect {}).try_with_sql(expr).and_then(|mut p| p.parse_expr()) else {
+    let Ok(e) = Parser::new(&NorrMySql).try_with_sql(expr).and_then(|mut p| p.parse_expr()) else {
         return out;
     };
     let _ = visit_expressions(&e, |x| {

@@ -31,7 +31,7 @@ use sqlparser::ast::{self, CreateTable, CreateTableLikeKind, CreateTableOptions,
 const INSERT_BATCH_ROWS: usize = 100;
 
 fn parse_create(text: &str) -> Result<CreateTable, SqlError> {
-    match sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::MySqlDialect {}, text) {
+    match sqlparser::parser::Parser::parse_sql(&crate::engine::dialect::NorrMySql, text) {
         Ok(mut v) if v.len() == 1 => match v.remove(0) {
             ast::Statement::CreateTable(ct) => Ok(ct),
             _ => Err(SqlError::internal("generated CREATE TABLE did not parse back")),

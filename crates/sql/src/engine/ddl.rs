@@ -1467,11 +1467,11 @@ pub async fn alter_table(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sqlparser::dialect::MySqlDialect;
+    use crate::engine::dialect::NorrMySql;
     use sqlparser::parser::Parser;
 
     pub fn parse_ct(sql: &str) -> CreateTable {
-        match Parser::parse_sql(&MySqlDialect {}, sql).unwrap().remove(0) {
+        match Parser::parse_sql(&NorrMySql, sql).unwrap().remove(0) {
             ast::Statement::CreateTable(c) => c,
             other => panic!("{other:?}"),
         }

@@ -33,9 +33,9 @@
 //! 4. The protocol layer catches a panic of one statement (1105, that
 //!    connection closes; `protocol::conn`): never the process.
 
+use crate::engine::dialect::NorrMySql;
 use crate::types::SqlError;
 use sqlparser::ast::{BinaryOperator, Expr, Query, SetExpr, Statement, Visit, VisitMut, Visitor, VisitorMut};
-use sqlparser::dialect::MySqlDialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::{Token, Tokenizer};
@@ -127,7 +127,7 @@ fn syntax_error(e: ParserError) -> SqlError {
 /// dialect, with bounded depth and work (see the module comment). Syntax
 /// errors are 1064, trees too deep or too costly to build 1436.
 pub fn parse(sql: &str) -> Result<Vec<Statement>, SqlError> {
-    let dialect = MySqlDialect {};
+    let dialect = NorrMySql;
     if sql.len() <= INLINE_TEXT_BYTES {
         return Parser::parse_sql(&dialect, sql).map_err(syntax_error);
     }
@@ -137,7 +137,7 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>, SqlError> {
         .map_err(|e| syntax_error(ParserError::from(e)))?;
     let est = preflight(tokens.iter().map(|t| &t.token))?;
     bounded(est, move || {
-        Parser::new(&MySqlDialect {}).with_tokens_with_locations(tokens).parse_statements().map_err(syntax_error)
+        Parser::new(&NorrMySql).with_tokens_with_locations(tokens).parse_statements().map_err(syntax_error)
     })
 }
 
@@ -407,7 +407,7 @@ mod tests {
     }
 
     fn toks(s: &str) -> Vec<Token> {
-        Tokenizer::new(&MySqlDialect {}, s).tokenize().unwrap()
+        Tokenizer::new(&NorrMySql, s).tokenize().unwrap()
     }
 
     #[test]

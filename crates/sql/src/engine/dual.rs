@@ -56,11 +56,11 @@ pub fn strip_query(q: &mut Query) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sqlparser::dialect::MySqlDialect;
+    use crate::engine::dialect::NorrMySql;
     use sqlparser::parser::Parser;
 
     fn rewritten(sql: &str) -> String {
-        let mut st = Parser::parse_sql(&MySqlDialect {}, sql).unwrap().remove(0);
+        let mut st = Parser::parse_sql(&NorrMySql, sql).unwrap().remove(0);
         strip(sql, &mut st);
         st.to_string()
     }

@@ -157,7 +157,7 @@ mod tests {
             Some("SELECT*FROMtLEFTJOIN(aCROSSJOIN(bJOINcONb.y=c.y))ONt.x=a.x")
         );
         let text = rewrite("SELECT * FROM (a, b) JOIN c ON a.x = c.x").expect("rewritten");
-        assert!(sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::MySqlDialect {}, &text).is_ok());
+        assert!(sqlparser::parser::Parser::parse_sql(&crate::engine::dialect::NorrMySql, &text).is_ok());
     }
 
     #[test]

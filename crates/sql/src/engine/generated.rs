@@ -362,7 +362,7 @@ fn function_not_allowed(column: &str) -> SqlError {
 // ---------------------------------------------------------------- compiling
 
 pub fn parse(text: &str) -> Result<Expr, SqlError> {
-    sqlparser::parser::Parser::new(&sqlparser::dialect::MySqlDialect {})
+    sqlparser::parser::Parser::new(&crate::engine::dialect::NorrMySql)
         .try_with_sql(text)
         .and_then(|mut p| p.parse_expr())
         .map_err(|e| SqlError::parse(e.to_string()))

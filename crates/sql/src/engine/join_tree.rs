@@ -139,12 +139,12 @@ fn factor<'a>(f: &'a TableFactor, ordinal: &mut usize) -> Result<JoinNode<'a>, S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::dialect::NorrMySql;
     use sqlparser::ast::{SetExpr, Statement};
-    use sqlparser::dialect::MySqlDialect;
     use sqlparser::parser::Parser;
 
     fn from_of(sql: &str) -> Vec<TableWithJoins> {
-        let st = Parser::parse_sql(&MySqlDialect {}, sql).expect("parses");
+        let st = Parser::parse_sql(&NorrMySql, sql).expect("parses");
         let Statement::Query(q) = &st[0] else { panic!("not a query") };
         let SetExpr::Select(s) = q.body.as_ref() else { panic!("not a select") };
         s.from.clone()

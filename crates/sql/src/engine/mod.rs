@@ -15,6 +15,7 @@ pub mod check_constraints;
 pub mod create_from;
 pub mod ddl;
 pub mod depth;
+pub mod dialect;
 pub mod do_stmt;
 pub mod enumset;
 pub mod error_map;

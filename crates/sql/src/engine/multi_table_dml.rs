@@ -238,7 +238,7 @@ pub struct MultiStmt {
 }
 
 fn select_template() -> Result<ast::Query, SqlError> {
-    let dialect = sqlparser::dialect::MySqlDialect {};
+    let dialect = crate::engine::dialect::NorrMySql;
     match sqlparser::parser::Parser::parse_sql(&dialect, "SELECT 1").map_err(|e| SqlError::internal(e.to_string()))? {
         v if v.len() == 1 => match v.into_iter().next() {
             Some(Statement::Query(q)) => Ok(*q),

@@ -11,10 +11,10 @@
 //!   maps others to `ShowVariable`), parsed here into `ShowStmt`.
 
 use crate::engine::catalog::{PartitionDef, PartitionInfo, PartitionKind, PartitionValues};
+use crate::engine::dialect::NorrMySql;
 use crate::engine::error_map::parse_error_near;
 use crate::types::SqlError;
 use norr_signals::Value;
-use sqlparser::dialect::MySqlDialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Token, Tokenizer, Whitespace};
@@ -96,7 +96,7 @@ fn is_blank(s: &str) -> bool {
         Some(b'-' | b'#' | b'/') => {}
         Some(_) => return false,
     }
-    match Tokenizer::new(&MySqlDialect {}, s).tokenize() {
+    match Tokenizer::new(&NorrMySql, s).tokenize() {
         Ok(toks) => toks.iter().all(|t| matches!(t, Token::Whitespace(_) | Token::EOF)),
         Err(_) => s.trim().is_empty(),
     }
@@ -159,7 +159,7 @@ fn tokenizer_words(sql: &str, n: usize) -> Result<Vec<String>, SqlError> {
 
 /// Tokens without whitespace and comments. Errors become 1064.
 pub fn tokens(sql: &str) -> Result<Vec<Token>, SqlError> {
-    let toks = Tokenizer::new(&MySqlDialect {}, sql)
+    let toks = Tokenizer::new(&NorrMySql, sql)
         .tokenize()
         .map_err(|e| SqlError::parse(format!("You have an error in your SQL syntax: {e}")))?;
     Ok(toks.into_iter().filter(|t| !matches!(t, Token::Whitespace(_) | Token::EOF)).collect())
@@ -516,7 +516,7 @@ fn ident_list(toks: &[Token]) -> Result<Vec<String>, SqlError> {
 /// Evaluate a constant literal of a partition definition: numbers, strings,
 /// negative numbers, NULL. Anything else is kept as text only (`None`).
 pub fn literal_value(text: &str) -> Option<Value> {
-    let expr = Parser::new(&MySqlDialect {}).try_with_sql(text).ok()?.parse_expr().ok()?;
+    let expr = Parser::new(&NorrMySql).try_with_sql(text).ok()?.parse_expr().ok()?;
     literal_expr_value(&expr)
 }
 
@@ -927,7 +927,7 @@ fn show_filter(c: &mut Cursor) -> Result<ShowFilter, SqlError> {
         let text = join_tokens(&rest);
         let est = crate::engine::depth::preflight(rest.iter())?;
         let expr = crate::engine::depth::bounded(est, || {
-            Parser::new(&MySqlDialect {})
+            Parser::new(&NorrMySql)
                 .try_with_sql(&text)
                 .and_then(|mut p| p.parse_expr())
                 .map_err(|_| parse_error_near(&text))

@@ -124,7 +124,7 @@ fn rewrite_mod(text: &str) -> String {
 
 fn parse_expr(text: &str) -> Result<sqlparser::ast::Expr, SqlError> {
     let text = rewrite_mod(text);
-    sqlparser::parser::Parser::new(&sqlparser::dialect::MySqlDialect {})
+    sqlparser::parser::Parser::new(&crate::engine::dialect::NorrMySql)
         .try_with_sql(&text)
         .and_then(|mut p| p.parse_expr())
         .map_err(|e| SqlError::parse(e.to_string()))

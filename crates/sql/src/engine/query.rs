@@ -1827,7 +1827,7 @@ mod name_scope_tests {
     use crate::engine::infoschema::NameScope;
 
     fn scope_of(sql: &str) -> NameScope {
-        let dialect = sqlparser::dialect::MySqlDialect {};
+        let dialect = crate::engine::dialect::NorrMySql;
         let stmts = sqlparser::parser::Parser::parse_sql(&dialect, sql).unwrap();
         name_scope(&stmts[0])
     }

@@ -608,13 +608,11 @@ mod tests {
     fn table(sql: &str) -> SqlTable {
         let (text, part) = crate::engine::parse_ext::split_partition_clause(sql);
         let p = part.map(|p| crate::engine::parse_ext::parse_partition_clause(&p).unwrap());
-        let ct = match sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::MySqlDialect {}, &text)
-            .unwrap()
-            .remove(0)
-        {
-            sqlparser::ast::Statement::CreateTable(c) => c,
-            _ => unreachable!(),
-        };
+        let ct =
+            match sqlparser::parser::Parser::parse_sql(&crate::engine::dialect::NorrMySql, &text).unwrap().remove(0) {
+                sqlparser::ast::Statement::CreateTable(c) => c,
+                _ => unreachable!(),
+            };
         let mut def = crate::engine::ddl::build_table("d", DEFAULT_COLLATION, &ct, p, 0).unwrap();
         def.indexes.iter_mut().enumerate().for_each(|(i, ix)| ix.id = i as u32 + 1);
         SqlTable::from_def(def).unwrap()

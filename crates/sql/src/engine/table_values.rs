@@ -49,7 +49,7 @@ pub fn table_select(t: &ast::Table) -> Result<ast::Select, SqlError> {
         name.push(ast::Ident::new(s.clone()));
     }
     name.push(ast::Ident::new(table.clone()));
-    let template = sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::MySqlDialect {}, "SELECT * FROM t")
+    let template = sqlparser::parser::Parser::parse_sql(&crate::engine::dialect::NorrMySql, "SELECT * FROM t")
         .map_err(|e| SqlError::internal(format!("TABLE template: {e}")))?;
     let Some(ast::Statement::Query(q)) = template.into_iter().next() else {
         return Err(SqlError::internal("TABLE template is not a query"));

@@ -6,6 +6,7 @@
 //! means the same from any session.
 
 use crate::engine::catalog::{quote_ident, SqlColumnMeta, SqlDefault};
+use crate::engine::dialect::NorrMySql;
 use crate::engine::parse_ext::Cursor;
 use crate::engine::view_expand::{cte_names, ident_parts, parse_select, view_error};
 use crate::engine::views::{CheckOption, View, ViewMeta};
@@ -13,7 +14,6 @@ use crate::engine::{ddl, error_map, infoschema, namespace, vars, Engine};
 use crate::types::{charset, column_flags as cf, ColumnMeta, FieldType, QueryOutput, Session, SqlError};
 use norr_signals::{Collation, ColumnType, Value};
 use sqlparser::ast::{self, Ident, ObjectNamePart, Query};
-use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::Token;
 use std::ops::ControlFlow;
@@ -221,7 +221,7 @@ fn parse_create(sql: &str) -> Option<Result<ViewStmt, SqlError>> {
         // the client's text too.
         let est = crate::engine::depth::preflight(rest.iter())?;
         let mut q = crate::engine::depth::bounded(est, move || {
-            let mut p = Parser::new(&MySqlDialect {}).with_tokens(rest);
+            let mut p = Parser::new(&NorrMySql).with_tokens(rest);
             let q = p.parse_query().map_err(|e| {
                 let msg = e.to_string();
                 SqlError::parse(format!(

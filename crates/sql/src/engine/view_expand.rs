@@ -14,6 +14,7 @@
 //! table (1146), so statements over tables pay nothing (see `views`).
 
 use crate::engine::catalog::SqlTable;
+use crate::engine::dialect::NorrMySql;
 use crate::engine::expr::compile::has_aggregate;
 use crate::engine::views::{View, ViewStamp, MAX_VIEW_DEPTH};
 use crate::engine::{infoschema, Engine};
@@ -21,7 +22,6 @@ use crate::types::{Session, SqlError};
 use sqlparser::ast::{
     self, Expr, Ident, ObjectName, Query, SelectItem, SetExpr, TableFactor, VisitMut, Visitor, VisitorMut,
 };
-use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -112,8 +112,7 @@ pub fn view_error(db: &str, name: &str) -> SqlError {
 
 /// Parse a stored view's SELECT.
 pub fn parse_select(v: &View) -> Result<Query, SqlError> {
-    let mut p =
-        Parser::new(&MySqlDialect {}).try_with_sql(&v.meta.select_sql).map_err(|_| view_error(&v.db, &v.name))?;
+    let mut p = Parser::new(&NorrMySql).try_with_sql(&v.meta.select_sql).map_err(|_| view_error(&v.db, &v.name))?;
     p.parse_query().map(|q| *q).map_err(|_| view_error(&v.db, &v.name))
 }
 

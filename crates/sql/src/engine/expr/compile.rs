@@ -1269,8 +1269,8 @@ fn utc_niladic(name: &str) -> Option<Func> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::dialect::NorrMySql;
     use crate::engine::expr::{eval, EvalCtx};
-    use sqlparser::dialect::MySqlDialect;
     use sqlparser::parser::Parser;
 
     struct NoSubs;
@@ -1288,7 +1288,7 @@ mod tests {
 
     /// Compile and evaluate `expr` against row (a INT, b VARCHAR ci, c VARBINARY).
     pub fn ev_params(sql: &str, row: &[Value], params: &[Value]) -> Result<Value, SqlError> {
-        let e = Parser::new(&MySqlDialect {}).try_with_sql(sql).unwrap().parse_expr().unwrap();
+        let e = Parser::new(&NorrMySql).try_with_sql(sql).unwrap().parse_expr().unwrap();
         let scope = Scope {
             cols: vec![
                 ScopeCol { table: "t".into(), name: "a".into(), ty: SqlType::new(TClass::Int), enums: None },
