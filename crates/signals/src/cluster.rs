@@ -332,8 +332,15 @@ pub enum ClusterSignal {
     /// Starting node's DIH -> master DIH: this node has the schema; start
     /// its node restart. The master answers `DihStartConf` when the node is
     /// `Alive` (or `DihStartRef`).
+    /// `restored_gci`: Some(g) if the node restored a complete copy of its
+    /// partitions up to GCI g from its files (every commit with a GCI up to
+    /// g is in its rows); `kept`: the tables whose restored rows it kept
+    /// (schema unchanged). Those partitions are copied as a delta: only
+    /// rows written after g in full (`CopyFragReq::since_gci`).
     DihStartReq {
         node: NodeId,
+        restored_gci: Option<crate::ckpt::Gci>,
+        kept: Vec<TableId>,
     },
     DihStartConf {
         node: NodeId,
