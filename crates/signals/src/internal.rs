@@ -362,6 +362,7 @@ pub struct CopyRows {
     /// neither the copy nor a write confirmed (`sync_end`).
     pub last: bool,
     /// Whole rows, each stored as it is (insert or overwrite by key).
+    #[serde(with = "crate::row_codec")]
     pub rows: Vec<Vec<Value>>,
     /// The GCI of each row of `rows` at the source (same length): the
     /// starting node tags the row with it, so that a later delta copy from
@@ -369,6 +370,7 @@ pub struct CopyRows {
     pub gcis: Vec<u64>,
     /// Primary-key values of rows unchanged since the starting node's
     /// restored GCI (a delta copy): the starting node holds them already.
+    #[serde(with = "crate::row_codec")]
     pub keys: Vec<Vec<Value>>,
 }
 
@@ -503,9 +505,9 @@ pub enum InternalSignal {
     },
     /// `rows`: rows sent in full, `keys`: rows sent as keys only, `deleted`:
     /// rows the starting node deleted at the end (gone at the source),
-    /// `bytes`: estimated bytes sent. `missing_keys` > 0: the copy stopped
-    /// because the starting node lacked rows a delta copy named as
-    /// unchanged; copy the partition again in full.
+    /// `bytes`: bytes of rows and keys sent (wire encoding). `missing_keys`
+    /// > 0: the copy stopped because the starting node lacked rows a delta
+    /// copy named as unchanged; copy the partition again in full.
     CopyFragConf {
         req: u64,
         table: TableId,

@@ -46,6 +46,7 @@ use super::Lqh;
 use norr_kernel::{BlockRef, Ctx, NodeId};
 use norr_signals::internal::{CopyRows, InternalSignal, LqhScanReq, ScanKey, ScanRows};
 use norr_signals::ops::{LockMode, LockWait};
+use norr_signals::row_codec;
 use norr_signals::schema::TableDef;
 use norr_signals::schema::{PartitionId, TableId};
 use norr_signals::value::Value;
@@ -66,7 +67,8 @@ pub(crate) struct CopyOut {
     dest: NodeId,
     /// Some(g): a delta copy (rows of GCI <= g go as keys).
     since_gci: Option<u64>,
-    /// Rows sent in full, keys sent, estimated bytes sent.
+    /// Rows sent in full, keys sent, bytes of rows and keys sent (as
+    /// encoded on the wire, with each row's GCI: at most 5 bytes).
     rows: u64,
     keys: u64,
     bytes: u64,
@@ -191,11 +193,11 @@ impl Lqh {
             match since {
                 Some(g) if gci <= g => {
                     let key: Vec<Value> = def.primary_key.iter().map(|c| row[*c as usize].clone()).collect();
-                    bytes += super::exec::est_bytes(&key);
+                    bytes += row_codec::encoded_row_len(&key) as u64;
                     out.keys.push(key);
                 }
                 _ => {
-                    bytes += super::exec::est_bytes(&row);
+                    bytes += (row_codec::encoded_row_len(&row) + 5) as u64;
                     out.rows.push(row);
                     out.gcis.push(gci);
                 }
