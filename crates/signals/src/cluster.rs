@@ -26,7 +26,8 @@
 //! master makes it `Starting` everywhere (`DihUpdateReq` / `Conf`: each DIH
 //! confirms only after its TC/LQH/DICT confirmed the new `Dist`), copies every
 //! partition it holds from the partition's primary (`CopyFragReq` to LQH, see
-//! `internal`), then makes it `Alive` everywhere.
+//! `internal`: only the rows changed since the node's restored GCI for the
+//! tables it kept from its files), then makes it `Alive` everywhere.
 //!
 //! `Dist::version` is `generation << 20 | n`: a node failure sets it to the
 //! new membership generation's base at every DIH alike, and the master

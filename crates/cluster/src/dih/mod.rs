@@ -15,8 +15,10 @@
 //!   master makes it `Starting` at every member (`DihUpdateReq`, each DIH
 //!   confirming only once its local blocks confirmed: after that no
 //!   operation is prepared along a chain without it), copies each partition
-//!   it holds from the partition's primary (`CopyFragReq`, one at a time),
-//!   then makes it `Alive` everywhere and tells it (`DihStartConf`). One
+//!   it holds from the partition's primary (`CopyFragReq`, one at a time;
+//!   a delta of the rows changed since the node's restored GCI for the
+//!   tables it kept from its files, see `restart.rs`), then makes it
+//!   `Alive` everywhere and tells it (`DihStartConf`). One
 //!   restart runs at a time; others queue. The master numbers its updates
 //!   `generation << 20 | n`.
 //!
