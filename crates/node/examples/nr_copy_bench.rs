@@ -209,7 +209,7 @@ impl Bench {
         let r = self.reports.lock().unwrap()[&2].clone();
         let phases = self.kit.status(2).map(|s| s.phases.clone()).unwrap_or_default();
         let virtual_ms =
-            phases.iter().filter(|(p, _)| p.starts_with("copy rows")).map(|(_, ms)| *ms).last().unwrap_or(0);
+            phases.iter().filter(|(p, _)| p.starts_with("copy rows")).map(|(_, ms)| *ms).next_back().unwrap_or(0);
         let d = |i: usize| after[i] - before[i];
         Copy {
             wall,

@@ -505,9 +505,10 @@ pub enum InternalSignal {
     },
     /// `rows`: rows sent in full, `keys`: rows sent as keys only, `deleted`:
     /// rows the starting node deleted at the end (gone at the source),
-    /// `bytes`: bytes of rows and keys sent (wire encoding). `missing_keys`
-    /// > 0: the copy stopped because the starting node lacked rows a delta
-    /// copy named as unchanged; copy the partition again in full.
+    /// `bytes`: bytes of rows and keys sent (wire encoding). A non-zero
+    /// `missing_keys`: the copy stopped because the starting node lacked
+    /// rows a delta copy named as unchanged; copy the partition again in
+    /// full.
     CopyFragConf {
         req: u64,
         table: TableId,

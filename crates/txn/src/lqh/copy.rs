@@ -58,6 +58,22 @@ const COPY_BATCH_ROWS: u32 = 256;
 /// instance, so they never collide with a TC's ids on this node).
 const COPY_INSTANCE: u64 = 0xFF;
 
+/// What the master asks of a copy (`CopyFragReq`).
+pub(super) struct CopyFragAsk {
+    pub req: u64,
+    pub table: TableId,
+    pub part: PartitionId,
+    pub dest: NodeId,
+    pub since_gci: Option<u64>,
+}
+
+/// The starting node's answer to a batch (`CopyRowsConf`).
+pub(super) struct CopyRowsAnswer {
+    pub error: Option<NodeError>,
+    pub missing_keys: u64,
+    pub deleted: u64,
+}
+
 /// A copy this node sends as a primary.
 pub(crate) struct CopyOut {
     req: u64,
@@ -88,16 +104,8 @@ impl Lqh {
         ((self.node as u64) << 48) | (COPY_INSTANCE << 40) | (req & ((1 << 40) - 1))
     }
 
-    pub(super) fn on_copy_frag_req(
-        &mut self,
-        master: BlockRef,
-        req: u64,
-        table: TableId,
-        part: PartitionId,
-        dest: NodeId,
-        since_gci: Option<u64>,
-        ctx: &mut Ctx<'_, Signal>,
-    ) {
+    pub(super) fn on_copy_frag_req(&mut self, master: BlockRef, ask: CopyFragAsk, ctx: &mut Ctx<'_, Signal>) {
+        let CopyFragAsk { req, table, part, dest, since_gci } = ask;
         let refuse = |ctx: &mut Ctx<'_, Signal>, error: NodeError| {
             ctx.send(master, Signal::Internal(Box::new(InternalSignal::CopyFragRef { req, table, part, error })));
         };
@@ -244,17 +252,15 @@ impl Lqh {
         self.copy_end(scan, Err(error), ctx);
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn on_copy_rows_conf(
         &mut self,
         req: u64,
         table: TableId,
         part: PartitionId,
-        error: Option<NodeError>,
-        missing_keys: u64,
-        deleted: u64,
+        answer: CopyRowsAnswer,
         ctx: &mut Ctx<'_, Signal>,
     ) {
+        let CopyRowsAnswer { error, missing_keys, deleted } = answer;
         let key = self.copy_key(req);
         let Some(c) = self.copies.get_mut(&key) else {
             crate::probe!(self.counters, "lqh: copy confirmation of an ended copy");

@@ -913,11 +913,12 @@ impl Block<Signal> for Lqh {
             InternalSignal::LqhScanRef { scan, part, error } => self.copy_scan_ref(scan, part, error, ctx),
             InternalSignal::LqhTransReq { failed_tc } => self.on_trans_req(from, failed_tc, ctx),
             InternalSignal::CopyFragReq { req, table, part, dest, since_gci } => {
-                self.on_copy_frag_req(from, req, table, part, dest, since_gci, ctx)
+                self.on_copy_frag_req(from, copy::CopyFragAsk { req, table, part, dest, since_gci }, ctx)
             }
             InternalSignal::CopyRows(rows) => self.on_copy_rows(from, *rows, ctx),
             InternalSignal::CopyRowsConf { req, table, part, error, missing_keys, deleted } => {
-                self.on_copy_rows_conf(req, table, part, error, missing_keys, deleted, ctx)
+                let answer = copy::CopyRowsAnswer { error, missing_keys, deleted };
+                self.on_copy_rows_conf(req, table, part, answer, ctx)
             }
             InternalSignal::FragChecksumReq { req, table, part } => {
                 let (rows, checksum) = self.partition_checksum(table, part);
