@@ -39,8 +39,11 @@
 //!
 //! One batch is in flight at a time: the next is read once the starting
 //! node confirmed the last (`CopyRowsConf`), which bounds the memory a copy
-//! takes on both ends: at most `COPY_BATCH_ROWS` rows or keys a batch, so
-//! its bytes are bounded by that many rows of the table's maximum row size.
+//! takes on both ends: a batch holds as many rows as fit in
+//! `COPY_BATCH_BYTES` at the table's largest possible row, between
+//! `COPY_BATCH_ROWS_MIN` and `COPY_BATCH_ROWS_MAX` (a key is never larger
+//! than its row). Small rows go many to a batch: the copy's pace is one
+//! round trip per batch.
 
 use super::Lqh;
 use norr_kernel::{BlockRef, Ctx, NodeId};
@@ -52,8 +55,11 @@ use norr_signals::schema::{PartitionId, TableId};
 use norr_signals::value::Value;
 use norr_signals::{block, ErrorCode, NodeError, Signal};
 
-/// Rows per copied batch.
-const COPY_BATCH_ROWS: u32 = 256;
+/// Bytes of a copied batch at the table's largest rows (see the module doc).
+const COPY_BATCH_BYTES: u64 = 512 << 10;
+/// Rows per copied batch, at least and at most.
+const COPY_BATCH_ROWS_MIN: u32 = 4;
+const COPY_BATCH_ROWS_MAX: u32 = 2048;
 /// Instance bits of the transaction and scan ids of copies (above every TC
 /// instance, so they never collide with a TC's ids on this node).
 const COPY_INSTANCE: u64 = 0xFF;
@@ -156,7 +162,7 @@ impl Lqh {
             projection: Vec::new(),
             lock: LockMode::Shared,
             wait: LockWait::Wait,
-            batch_rows: COPY_BATCH_ROWS,
+            batch_rows: copy_batch_rows(&def),
         };
         let me = ctx.self_ref();
         self.on_scan_req(me, scan, ctx);
@@ -375,6 +381,29 @@ impl Lqh {
     }
 }
 
+/// Rows per batch of a copy of `def`'s rows: `COPY_BATCH_BYTES` of its
+/// largest rows, within the row bounds.
+fn copy_batch_rows(def: &TableDef) -> u32 {
+    let max = max_row_bytes(def).max(1);
+    (COPY_BATCH_BYTES / max).clamp(COPY_BATCH_ROWS_MIN as u64, COPY_BATCH_ROWS_MAX as u64) as u32
+}
+
+/// The largest row of `def` in the wire encoding (`row_codec`): tag and
+/// length prefix, the longest value of each column (4 bytes a character).
+fn max_row_bytes(def: &TableDef) -> u64 {
+    use norr_signals::value::{ColumnType as C, MAX_VALUE_BYTES};
+    let col = |t: &C| -> u64 {
+        match t {
+            C::Char { len, .. } | C::Varchar { len, .. } => 4 * *len as u64,
+            C::Binary { len } | C::Varbinary { len } => *len as u64,
+            C::Text { .. } | C::Blob => MAX_VALUE_BYTES as u64,
+            C::Decimal { .. } => 20,
+            _ => 16,
+        }
+    };
+    def.columns.iter().map(|c| 6 + col(&c.ty)).sum::<u64>() + 10
+}
+
 fn fnv1a(b: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for x in b {
@@ -382,4 +411,23 @@ fn fnv1a(b: &[u8]) -> u64 {
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::table_def;
+    use norr_signals::value::{Collation, ColumnType};
+
+    #[test]
+    fn copy_batches_are_bounded_in_rows_and_bytes() {
+        let small = table_def("s", 1, &[("v", ColumnType::BigInt { unsigned: false })]);
+        assert_eq!(copy_batch_rows(&small), COPY_BATCH_ROWS_MAX);
+        let wide = table_def("w", 1, &[("v", ColumnType::Varchar { len: 1000, collation: Collation::default() })]);
+        let n = copy_batch_rows(&wide);
+        assert!(n > COPY_BATCH_ROWS_MIN && n < COPY_BATCH_ROWS_MAX, "{n}");
+        assert!(n as u64 * max_row_bytes(&wide) <= COPY_BATCH_BYTES);
+        let blob = table_def("b", 1, &[("v", ColumnType::Blob)]);
+        assert_eq!(copy_batch_rows(&blob), COPY_BATCH_ROWS_MIN);
+    }
 }
