@@ -4,6 +4,8 @@
 //! killed with SIGKILL under writes; both started again. The cluster comes
 //! back with exactly the transactions whose GCI is at most the restart GCI
 //! (the highest GCI a node recovered, as its log says), on both replicas.
+//! A node restart from the node's files: rows deleted while it was down are
+//! gone from it, and it copied only the changed rows.
 
 mod support;
 
@@ -126,5 +128,75 @@ fn killing_both_data_nodes_keeps_every_transaction_up_to_the_restart_gci() {
         }
     };
     assert_eq!(got, want);
+    drop(cluster.mgmd.take());
+}
+
+/// Commit `ops` through `c`, again while the error is temporary (a node
+/// failure being handled).
+fn commit_retrying(c: &Client, ops: Vec<KeyOp>) {
+    let deadline = Instant::now() + START;
+    loop {
+        let mut txn = c.begin();
+        match txn.execute(ops.clone(), ExecType::Commit) {
+            Ok(_) => return,
+            Err(e) if e.is_temporary() && Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("transaction failed: {e}"),
+        }
+    }
+}
+
+#[test]
+fn a_node_restarted_from_its_files_drops_the_rows_deleted_while_it_was_down() {
+    let mut cluster =
+        Cluster::start(Path::new(NORR), "nrdelta", 2, 2, "heartbeat_interval_ms = 100\ngcp_interval_ms = 100");
+    cluster.wait_started(&[2, 3]);
+    let c = Client::connect(cluster.data[0].1.as_str()).unwrap();
+    let t = c.create_table(kv_def("kv")).unwrap();
+    let mut want: BTreeMap<i64, i64> = BTreeMap::new();
+    for i in 0..200 {
+        put_pair(&c, t.id, i).unwrap();
+        want.extend([(2 * i, i), (2 * i + 1, i)]);
+    }
+    // On disk at node 3 well before it goes.
+    std::thread::sleep(Duration::from_millis(600));
+    cluster.kill(1);
+    // While node 3 is down: deletes, updates and new rows.
+    for k in 0..60 {
+        commit_retrying(&c, vec![KeyOp::delete(t.id, vec![Value::Int(k)])]);
+        want.remove(&k);
+    }
+    for k in 100..120 {
+        commit_retrying(&c, vec![KeyOp::write(t.id, vec![Value::Int(k)], vec![(1, Value::Int(-k))])]);
+        want.insert(k, -k);
+    }
+    for k in 1000..1010 {
+        commit_retrying(&c, vec![KeyOp::write(t.id, vec![Value::Int(k)], vec![(1, Value::Int(k))])]);
+        want.insert(k, k);
+    }
+    let p = cluster.spawn_node(1);
+    cluster.nodes[1] = Some(p);
+    cluster.wait_started(&[2, 3]);
+    drop(c);
+    // Node 3 logged what its copy sent: the changed rows in full, the
+    // others as keys.
+    let log = cluster.nodes[1].as_ref().unwrap().log_text();
+    assert!(log.contains("recovered to GCI"), "node 3 did not restart from its files:\n{log}");
+    assert!(log.contains("unchanged rows as keys"), "node 3's restart copied everything:\n{log}");
+    // Node 2 goes: node 3 alone must not hold a deleted row.
+    cluster.kill(0);
+    let want: Vec<(i64, i64)> = want.into_iter().collect();
+    let c3 = Client::connect(cluster.data[1].1.as_str()).unwrap();
+    let deadline = Instant::now() + START;
+    loop {
+        match rows(&c3, t.id) {
+            Ok(r) if r == want => break,
+            Ok(_) | Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Ok(r) => {
+                let back: Vec<i64> = r.iter().map(|(k, _)| *k).filter(|k| *k < 60).collect();
+                panic!("node 3 alone has {} rows of {}; deleted rows back: {back:?}", r.len(), want.len())
+            }
+            Err(e) => panic!("node 3 alone cannot scan: {e}\n{}", cluster.logs()),
+        }
+    }
     drop(cluster.mgmd.take());
 }

@@ -335,6 +335,12 @@ pub fn build_durable_full(
     report.build_indexes = t2.elapsed();
     report.gci = gci;
     report.start_gci = max_seen + 1;
+    // A node restart copies only the rows changed since `gci` into the
+    // restored tables it keeps, if the files are a complete copy.
+    let restored_gci = (report.restorable && gci > 0).then_some(gci);
+    for lqh in &mut lqhs {
+        lqh.set_restored_gci(restored_gci);
+    }
 
     let mut s = Scheduler::new(node, knobs.job_buffer_bound);
     for i in 0..knobs.tc_instances.max(1) {
@@ -359,7 +365,7 @@ pub fn build_durable_full(
             let ckpt = Ckpt::cluster(node, t.node_groups.clone(), knobs, report.start_gci, gci)
                 .with_sysfile(sys, report.restorable)
                 .with_lcp(coordinator);
-            crate::add_cluster_blocks(&mut s, t, knobs, observers, ckpt, &defs);
+            crate::add_cluster_blocks(&mut s, t, knobs, observers, ckpt, &defs, restored_gci);
         }
         None => {
             let ckpt = Ckpt::new(node, knobs, report.start_gci, gci).with_sysfile(sys, true).with_lcp(coordinator);

@@ -72,7 +72,7 @@ pub fn build_cluster_node_observed(topo: &Topology, knobs: &Knobs, observers: &[
     let mut s = norr_txn::build_data_node(topo.node, knobs);
     // TCs start tagging commits with GCI 1 (see norr_signals::ckpt).
     let ckpt = ckpt::Ckpt::cluster(topo.node, topo.node_groups.clone(), knobs, 1, 0);
-    add_cluster_blocks(&mut s, topo, knobs, observers, ckpt, &[]);
+    add_cluster_blocks(&mut s, topo, knobs, observers, ckpt, &[], None);
     s
 }
 
@@ -84,9 +84,10 @@ pub(crate) fn add_cluster_blocks(
     observers: &[BlockRef],
     ckpt: ckpt::Ckpt,
     restored_tables: &[norr_signals::schema::TableDef],
+    restored_gci: Option<norr_signals::ckpt::Gci>,
 ) {
     let node = topo.node;
-    add_dih(s, topo, knobs, restored_tables);
+    add_dih(s, topo, knobs, restored_tables, restored_gci);
     let mut subscribers = membership_subscribers(node, knobs);
     subscribers.extend_from_slice(observers);
     let qmgr = norr_cluster::Qmgr::new(node, topo.node_groups.clone(), knobs, subscribers)
@@ -102,6 +103,7 @@ fn add_dih(
     topo: &Topology,
     knobs: &Knobs,
     restored_tables: &[norr_signals::schema::TableDef],
+    restored_gci: Option<norr_signals::ckpt::Gci>,
 ) {
     let node = topo.node;
     let mut dist_subscribers: Vec<BlockRef> =
@@ -112,5 +114,6 @@ fn add_dih(
     let mut dih =
         norr_cluster::Dih::new(node, topo.node_groups.clone(), norr_txn::LQH_INSTANCES, dist_subscribers, knobs);
     dih.restore_tables(restored_tables);
+    dih.set_restored_gci(restored_gci);
     s.add_block(block::DIH, 0, Box::new(dih));
 }

@@ -1059,6 +1059,12 @@ impl EventLoop {
                 }
                 ClusterSignal::NodeStatusRep(st) => {
                     if let Ok(mut s) = self.status.lock() {
+                        // Each start or restart phase once in the log as it
+                        // ends (a node restart's copy says what it copied).
+                        let logged = s.status.as_ref().map_or(0, |o| o.phases.len().min(st.phases.len()));
+                        for (phase, ms) in &st.phases[logged..] {
+                            info!(node = self.node_id, "start phase done in {ms} ms: {phase}");
+                        }
                         s.status = Some(*st);
                     }
                 }

@@ -26,7 +26,8 @@
 //! master makes it `Starting` everywhere (`DihUpdateReq` / `Conf`: each DIH
 //! confirms only after its TC/LQH/DICT confirmed the new `Dist`), copies every
 //! partition it holds from the partition's primary (`CopyFragReq` to LQH, see
-//! `internal`), then makes it `Alive` everywhere.
+//! `internal`: only the rows changed since the node's restored GCI for the
+//! tables it kept from its files), then makes it `Alive` everywhere.
 //!
 //! `Dist::version` is `generation << 20 | n`: a node failure sets it to the
 //! new membership generation's base at every DIH alike, and the master
@@ -332,8 +333,15 @@ pub enum ClusterSignal {
     /// Starting node's DIH -> master DIH: this node has the schema; start
     /// its node restart. The master answers `DihStartConf` when the node is
     /// `Alive` (or `DihStartRef`).
+    /// `restored_gci`: Some(g) if the node restored a complete copy of its
+    /// partitions up to GCI g from its files (every commit with a GCI up to
+    /// g is in its rows); `kept`: the tables whose restored rows it kept
+    /// (schema unchanged). Those partitions are copied as a delta: only
+    /// rows written after g in full (`CopyFragReq::since_gci`).
     DihStartReq {
         node: NodeId,
+        restored_gci: Option<crate::ckpt::Gci>,
+        kept: Vec<TableId>,
     },
     DihStartConf {
         node: NodeId,

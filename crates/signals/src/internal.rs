@@ -355,8 +355,23 @@ pub struct CopyRows {
     /// The table's version at the source: rows of another version are
     /// refused (an ALTER TABLE ran meanwhile; the partition is copied again).
     pub table_version: u32,
+    /// The copy's first batch: the starting node starts tracking which of
+    /// its rows the copy confirms (`sync_begin`).
+    pub first: bool,
+    /// The copy's last batch: the starting node deletes its rows that
+    /// neither the copy nor a write confirmed (`sync_end`).
+    pub last: bool,
     /// Whole rows, each stored as it is (insert or overwrite by key).
+    #[serde(with = "crate::row_codec")]
     pub rows: Vec<Vec<Value>>,
+    /// The GCI of each row of `rows` at the source (same length): the
+    /// starting node tags the row with it, so that a later delta copy from
+    /// this node sends it exactly when it changed after the receiver's GCI.
+    pub gcis: Vec<u64>,
+    /// Primary-key values of rows unchanged since the starting node's
+    /// restored GCI (a delta copy): the starting node holds them already.
+    #[serde(with = "crate::row_codec")]
+    pub keys: Vec<Vec<Value>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -465,27 +480,44 @@ pub enum InternalSignal {
     /// Master DIH -> a partition's primary LQH: copy the partition's rows to
     /// the starting replica on `dest` (`CopyRows` batches, each confirmed by
     /// `CopyRowsConf`). Reply `CopyFragConf` / `CopyFragRef`.
+    /// `since_gci`: Some(g): a delta copy to a node that holds every
+    /// commit up to GCI g: rows written after g go in full, the others as
+    /// keys; None: every row in full.
     CopyFragReq {
         req: u64,
         table: TableId,
         part: PartitionId,
         dest: NodeId,
+        since_gci: Option<u64>,
     },
     CopyRows(Box<CopyRows>),
     /// `error`: the starting replica could not store the rows (the copy
-    /// fails with it).
+    /// fails with it). `missing_keys`: keys of the batch the starting node
+    /// does not hold (a delta copy then stops: the partition must be
+    /// copied in full). `deleted`: rows the last batch's `sync_end` deleted.
     CopyRowsConf {
         req: u64,
         table: TableId,
         part: PartitionId,
         error: Option<NodeError>,
+        missing_keys: u64,
+        deleted: u64,
     },
+    /// `rows`: rows sent in full, `keys`: rows sent as keys only, `deleted`:
+    /// rows the starting node deleted at the end (gone at the source),
+    /// `bytes`: bytes of rows and keys sent (wire encoding). A non-zero
+    /// `missing_keys`: the copy stopped because the starting node lacked
+    /// rows a delta copy named as unchanged; copy the partition again in
+    /// full.
     CopyFragConf {
         req: u64,
         table: TableId,
         part: PartitionId,
         rows: u64,
+        keys: u64,
+        deleted: u64,
         bytes: u64,
+        missing_keys: u64,
     },
     CopyFragRef {
         req: u64,

@@ -104,6 +104,19 @@ pub struct TableDef {
 }
 
 impl TableDef {
+    /// A node restart from local files may keep the rows it restored of
+    /// table `restored` (and have only the rows changed since copied) when
+    /// the cluster's definition of it is `self`: the very same definition
+    /// (id, version and every detail: a table dropped, re-created or
+    /// altered while the node was down differs), and no unique index other
+    /// than on the primary key. Why the last: until the copy ends, the
+    /// restored rows include rows deleted meanwhile in the cluster, whose
+    /// unique values a newer row may hold; storing that row here would be
+    /// refused. Such tables are copied in full into an empty table.
+    pub fn keeps_restored_rows_of(&self, restored: &TableDef) -> bool {
+        self == restored && !self.indexes.iter().any(|i| i.unique && i.columns != self.primary_key)
+    }
+
     pub fn column_id(&self, name: &str) -> Option<ColumnId> {
         self.columns.iter().position(|c| c.name.eq_ignore_ascii_case(name)).map(|i| i as ColumnId)
     }

@@ -23,7 +23,11 @@ use serde::{Deserialize, Serialize};
 /// 7: data-node-to-data-node signals (`Signal::Cluster`, `Ckpt`, replication
 ///    in `InternalSignal`), `TcKeyConf::gci`, `TC_KEY_FAILCONF`,
 ///    `TableDef::options`.
-pub const WIRE_VERSION: u16 = 7;
+/// 8: node restart delta copies: `CopyFragReq::since_gci`, `CopyRows`
+///    first / last / GCIs / keys (rows and keys in `row_codec`'s layout),
+///    `CopyRowsConf` and `CopyFragConf` figures, `DihStartReq` restored GCI
+///    and kept tables.
+pub const WIRE_VERSION: u16 = 8;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct WireMsg<'a> {

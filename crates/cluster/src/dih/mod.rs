@@ -15,8 +15,10 @@
 //!   master makes it `Starting` at every member (`DihUpdateReq`, each DIH
 //!   confirming only once its local blocks confirmed: after that no
 //!   operation is prepared along a chain without it), copies each partition
-//!   it holds from the partition's primary (`CopyFragReq`, one at a time),
-//!   then makes it `Alive` everywhere and tells it (`DihStartConf`). One
+//!   it holds from the partition's primary (`CopyFragReq`, one at a time;
+//!   a delta of the rows changed since the node's restored GCI for the
+//!   tables it kept from its files, see `restart.rs`), then makes it
+//!   `Alive` everywhere and tells it (`DihStartConf`). One
 //!   restart runs at a time; others queue. The master numbers its updates
 //!   `generation << 20 | n`.
 //!
@@ -30,6 +32,7 @@ mod restart;
 use norr_kernel::counters::Counters;
 use norr_kernel::{Block, BlockRef, Ctx, Envelope, NodeId, Priority};
 use norr_knobs::Knobs;
+use norr_signals::ckpt::Gci;
 use norr_signals::cluster::{ClusterSignal, Membership, NodeStatus, ShutdownReason};
 use norr_signals::dist::{Dist, ReplicaState};
 use norr_signals::internal::{BlockStats, InternalSignal, SchemaChange};
@@ -73,6 +76,13 @@ pub struct Dih {
     /// Tables as DICT announced them (the master copies their partitions at a
     /// node restart).
     tables: BTreeMap<TableId, Arc<TableDef>>,
+    /// A restart from local files: the tables restored, and the GCI every
+    /// commit up to which the restored rows hold (None: nothing
+    /// restorable). At a node restart, the tables whose cluster definition
+    /// is the restored one keep their rows (LQH decides the same, see
+    /// norr-txn's `lqh/resync.rs`) and are copied as a delta.
+    restored: BTreeMap<TableId, Arc<TableDef>>,
+    restored_gci: Option<Gci>,
     /// Blocks of this node that get every `Dist`: TC and LQH instances, DICT.
     subscribers: Vec<BlockRef>,
     publishing: Option<Publish>,
@@ -106,6 +116,8 @@ impl Dih {
             dist,
             membership: None,
             tables: BTreeMap::new(),
+            restored: BTreeMap::new(),
+            restored_gci: None,
             subscribers,
             publishing: None,
             queued: None,
@@ -121,7 +133,15 @@ impl Dih {
     pub fn restore_tables(&mut self, defs: &[TableDef]) {
         for d in defs {
             self.tables.insert(d.id, Arc::new(d.clone()));
+            self.restored.insert(d.id, Arc::new(d.clone()));
         }
+    }
+
+    /// A restarted node's restored rows hold every commit up to `gci`
+    /// (None: its files are not a complete copy): a node restart copies
+    /// only what changed since.
+    pub fn set_restored_gci(&mut self, gci: Option<Gci>) {
+        self.restored_gci = gci;
     }
 
     pub fn dist(&self) -> &Dist {
@@ -316,7 +336,19 @@ impl Dih {
         self.own = Some(OwnRestart::Copy { since_ns: ctx.now_ns() });
         self.report_status(ctx);
         let master = self.membership.as_ref().expect("a member").president;
-        ctx.send(Self::dih_ref(master), cluster(ClusterSignal::DihStartReq { node: self.node }));
+        // The tables whose restored rows LQH kept (the same test).
+        let kept: Vec<TableId> = match self.restored_gci {
+            None => Vec::new(),
+            Some(_) => self
+                .restored
+                .values()
+                .filter(|r| self.tables.get(&r.id).is_some_and(|d| d.keeps_restored_rows_of(r)))
+                .map(|r| r.id)
+                .collect(),
+        };
+        let restored_gci = self.restored_gci;
+        let req = ClusterSignal::DihStartReq { node: self.node, restored_gci, kept };
+        ctx.send(Self::dih_ref(master), cluster(req));
     }
 
     fn on_start_conf(&mut self, dist: Dist, ctx: &mut Ctx<'_, Signal>) {
@@ -385,7 +417,9 @@ impl Block<Signal> for Dih {
                 ClusterSignal::DihUpdateReq { dist } => self.on_update_req(from, *dist, ctx),
                 ClusterSignal::DihUpdateConf { version } => self.master_update_conf(from.node, version, ctx),
                 ClusterSignal::DictSyncedRep { .. } => self.on_dict_synced(ctx),
-                ClusterSignal::DihStartReq { node } => self.master_start_req(node, ctx),
+                ClusterSignal::DihStartReq { node, restored_gci, kept } => {
+                    self.master_start_req(node, restored_gci, kept, ctx)
+                }
                 ClusterSignal::DihRestartStep => self.master_step(ctx),
                 ClusterSignal::DihRestartPhaseRep { phase, duration_ms, .. } => {
                     self.phases.push((phase, duration_ms));
@@ -407,8 +441,9 @@ impl Block<Signal> for Dih {
                     self.report_status(ctx);
                     ctx.send(from, Signal::Internal(Box::new(InternalSignal::SchemaChangeConf { req, error: None })));
                 }
-                InternalSignal::CopyFragConf { req, table, part, rows, bytes } => {
-                    self.master_copy_done(req, table, part, Ok((rows, bytes)), ctx)
+                InternalSignal::CopyFragConf { req, table, part, rows, keys, deleted, bytes, missing_keys } => {
+                    let done = restart::CopyDone { rows, keys, deleted, bytes, missing_keys };
+                    self.master_copy_done(req, table, part, Ok(done), ctx)
                 }
                 InternalSignal::CopyFragRef { req, table, part, error } => {
                     self.master_copy_done(req, table, part, Err(error), ctx)

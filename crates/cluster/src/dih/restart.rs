@@ -8,7 +8,12 @@
 //!    primary, one at a time (`CopyFragReq`): the primary scans its rows
 //!    under shared locks and sends them to the node, so a row either reaches
 //!    the node before a later writer's prepare, or after that writer
-//!    committed (see the LQH's copy for why this is enough).
+//!    committed (see the LQH's copy for why this is enough). A node that
+//!    restored its files up to GCI g and kept a table's rows (its
+//!    `DihStartReq` says which) gets a delta copy of that table's
+//!    partitions (`since_gci: Some(g)`): rows written after g in full, the
+//!    others as keys; if it turns out to lack a row a key names, that
+//!    partition is copied again in full.
 //! 3. Take over: the node becomes `Alive` everywhere: it serves reads and is
 //!    primary where the rotation says.
 //!
@@ -19,6 +24,7 @@
 
 use super::{cluster, Dih, VERSION_GEN_SHIFT};
 use norr_kernel::{BlockRef, Ctx, NodeId};
+use norr_signals::ckpt::Gci;
 use norr_signals::cluster::ClusterSignal;
 use norr_signals::dist::{Dist, ReplicaState};
 use norr_signals::internal::InternalSignal;
@@ -53,19 +59,47 @@ struct Copying {
     parked: bool,
 }
 
+/// A partition copy's figures (`CopyFragConf`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct CopyDone {
+    pub rows: u64,
+    pub keys: u64,
+    pub deleted: u64,
+    pub bytes: u64,
+    pub missing_keys: u64,
+}
+
+/// A node's request to start, as the master queues it.
+#[derive(Debug, Clone)]
+struct StartReq {
+    node: NodeId,
+    /// Its restored rows hold every commit up to this GCI.
+    restored_gci: Option<Gci>,
+    /// Tables whose restored rows it kept (copied as a delta).
+    kept: BTreeSet<TableId>,
+}
+
 #[derive(Debug)]
 struct Restart {
     node: NodeId,
+    restored_gci: Option<Gci>,
+    kept: BTreeSet<TableId>,
+    /// Partitions of kept tables to copy in full after all (the node
+    /// lacked rows a delta copy named).
+    full_only: BTreeSet<(TableId, PartitionId)>,
     phase: Phase,
     phase_since_ns: u64,
-    rows: u64,
-    bytes: u64,
+    /// Totals of the copies: rows in full, keys, rows deleted at the end,
+    /// bytes; partitions copied as a delta and in full.
+    copied: CopyDone,
+    delta_parts: u64,
+    full_parts: u64,
 }
 
 #[derive(Debug, Default)]
 pub(super) struct MasterState {
     running: Option<Restart>,
-    queue: VecDeque<NodeId>,
+    queue: VecDeque<StartReq>,
     /// Update number within the current generation.
     seq: u64,
     next_req: u64,
@@ -83,7 +117,13 @@ impl Dih {
         v
     }
 
-    pub(super) fn master_start_req(&mut self, node: NodeId, ctx: &mut Ctx<'_, Signal>) {
+    pub(super) fn master_start_req(
+        &mut self,
+        node: NodeId,
+        restored_gci: Option<Gci>,
+        kept: Vec<TableId>,
+        ctx: &mut Ctx<'_, Signal>,
+    ) {
         if !self.is_master() {
             // Sent to a master that has lost the role meanwhile.
             crate::probe!(self.counters, "dih: start request to a non-master");
@@ -98,10 +138,14 @@ impl Dih {
             ctx.send(Self::dih_ref(node), cluster(ClusterSignal::DihStartRef { node, reason, retry: false }));
             return;
         }
-        if self.master.running.as_ref().is_some_and(|r| r.node == node) || self.master.queue.contains(&node) {
+        if self.master.running.as_ref().is_some_and(|r| r.node == node)
+            || self.master.queue.iter().any(|q| q.node == node)
+        {
             return;
         }
-        self.master.queue.push_back(node);
+        // A delta needs a GCI the node's rows hold; no kept table without.
+        let kept = if restored_gci.is_some() { kept.into_iter().collect() } else { BTreeSet::new() };
+        self.master.queue.push_back(StartReq { node, restored_gci, kept });
         self.master_next(ctx);
     }
 
@@ -109,16 +153,20 @@ impl Dih {
         if self.master.running.is_some() {
             return;
         }
-        let Some(node) = self.master.queue.pop_front() else {
+        let Some(StartReq { node, restored_gci, kept }) = self.master.queue.pop_front() else {
             return;
         };
         self.counters.bump("dih: node restarts started");
         self.master.running = Some(Restart {
             node,
+            restored_gci,
+            kept,
+            full_only: BTreeSet::new(),
             phase: Phase::Copy { todo: VecDeque::new(), current: None },
             phase_since_ns: ctx.now_ns(),
-            rows: 0,
-            bytes: 0,
+            copied: CopyDone::default(),
+            delta_parts: 0,
+            full_parts: 0,
         });
         self.master_update(node, ReplicaState::Starting, ctx);
     }
@@ -198,10 +246,22 @@ impl Dih {
         };
         let Some((table, part, attempts)) = next else {
             let ms = (ctx.now_ns() - r.phase_since_ns) / 1_000_000;
-            let (rows, bytes) = (r.rows, r.bytes);
+            let CopyDone { rows, keys, deleted, bytes, .. } = r.copied;
+            let (delta, full) = (r.delta_parts, r.full_parts);
             self.counters.bump_by("dih: rows copied", rows);
+            self.counters.bump_by("dih: keys copied", keys);
+            self.counters.bump_by("dih: rows deleted by resyncs", deleted);
             self.counters.bump_by("dih: bytes copied", bytes);
-            self.restart_phase(node, &format!("copy rows ({rows} rows, {bytes} bytes)"), ms, ctx);
+            self.counters.bump_by("dih: partitions copied as a delta", delta);
+            self.counters.bump_by("dih: partitions copied in full", full);
+            let what = match r.restored_gci {
+                Some(g) if delta > 0 => format!(
+                    "copy rows changed since GCI {g} ({rows} rows in full, {keys} unchanged rows as keys, \
+                     {deleted} rows deleted, {bytes} bytes; {delta} partitions as a delta, {full} in full)"
+                ),
+                _ => format!("copy rows ({rows} rows, {bytes} bytes; {full} partitions in full)"),
+            };
+            self.restart_phase(node, &what, ms, ctx);
             let r = self.master.running.as_mut().expect("running");
             r.phase_since_ns = ctx.now_ns();
             return self.master_update(node, ReplicaState::Alive, ctx);
@@ -221,11 +281,14 @@ impl Dih {
         self.master.next_req += 1;
         let req = self.master.next_req;
         let r = self.master.running.as_mut().expect("running");
+        let delta = r.kept.contains(&table) && !r.full_only.contains(&(table, part));
+        let since_gci = if delta { r.restored_gci } else { None };
         let Phase::Copy { current, .. } = &mut r.phase else { unreachable!("copy phase") };
         *current = Some(Copying { req, table, part, source, attempts: attempts + 1, parked: false });
         let inst = norr_signals::partition::lqh_instance(part, self.lqh_instances);
         let lqh = BlockRef::new(source, block::LQH, inst);
-        ctx.send(lqh, Signal::Internal(Box::new(InternalSignal::CopyFragReq { req, table, part, dest: node })));
+        let copy = InternalSignal::CopyFragReq { req, table, part, dest: node, since_gci };
+        ctx.send(lqh, Signal::Internal(Box::new(copy)));
     }
 
     pub(super) fn master_copy_done(
@@ -233,7 +296,7 @@ impl Dih {
         req: u64,
         table: TableId,
         part: PartitionId,
-        result: Result<(u64, u64), NodeError>,
+        result: Result<CopyDone, NodeError>,
         ctx: &mut Ctx<'_, Signal>,
     ) {
         let Some(r) = self.master.running.as_mut() else {
@@ -247,9 +310,30 @@ impl Dih {
             return; // answer to a copy given up on (its source failed)
         }
         match result {
-            Ok((rows, bytes)) => {
-                r.rows += rows;
-                r.bytes += bytes;
+            Ok(done) if done.missing_keys > 0 => {
+                // The node lacks rows its restored GCI says it has: never
+                // serve a wrong replica; copy this partition in full.
+                crate::probe!(self.counters, "dih: delta copy fell back to a full copy");
+                debug_assert!(r.kept.contains(&table), "keys sent in a full copy");
+                self.counters.bump_by("dih: rows missing at delta copies", done.missing_keys);
+                r.full_only.insert((table, part));
+                r.copied.bytes += done.bytes;
+                c.parked = true;
+                let me = ctx.self_ref();
+                ctx.send(me, cluster(ClusterSignal::DihRestartStep));
+            }
+            Ok(done) => {
+                let delta = r.kept.contains(&table) && !r.full_only.contains(&(table, part));
+                if delta {
+                    r.delta_parts += 1;
+                } else {
+                    r.full_parts += 1;
+                }
+                let t = &mut r.copied;
+                t.rows += done.rows;
+                t.keys += done.keys;
+                t.deleted += done.deleted;
+                t.bytes += done.bytes;
                 let Phase::Copy { current, .. } = &mut r.phase else { unreachable!() };
                 *current = None;
                 self.master_step(ctx);
@@ -290,7 +374,7 @@ impl Dih {
     /// The master's view of a node failure (after the distribution marked
     /// the failed nodes dead).
     pub(super) fn master_node_fail(&mut self, failed: &[NodeId], ctx: &mut Ctx<'_, Signal>) {
-        self.master.queue.retain(|n| !failed.contains(n));
+        self.master.queue.retain(|q| !failed.contains(&q.node));
         let dist = self.latest_dist().clone();
         let Some(r) = self.master.running.as_mut() else {
             return self.master_next(ctx);

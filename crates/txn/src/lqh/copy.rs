@@ -16,25 +16,69 @@
 //!   nodes stay in order).
 //!
 //! Either way the starting node ends with the row's latest committed image.
-//! It stores each copied row as it comes (insert, or overwrite by key).
+//! It stores each copied row as it comes (insert, or overwrite by key),
+//! tagged with the row's GCI at the source.
+//!
+//! Delta copies (`since_gci: Some(g)`, a node that restarted from its files
+//! holding every commit up to GCI g and kept the partition's rows, see
+//! `resync.rs`): a row whose GCI at the source is at most g goes as its key
+//! only (`CopyRows::keys`), the others in full. The row's GCI is read under
+//! the same shared lock as the row, so the argument above holds for keys
+//! too: a key is sent only for a row no writer changed after g up to the
+//! moment the lock was granted (a writer that prepared before holds its
+//! lock until it committed at the primary, and its commit GCI is above g:
+//! the row then goes in full); a writer after waits until the key was sent,
+//! and its change reaches the starting node after the key. A key means
+//! "your row is current": the starting node marks it confirmed
+//! (`sync_confirm`); at the last batch it deletes every restored row that
+//! neither a key, a full row nor a write through the chain confirmed: the
+//! rows deleted while it was down (`sync_end`). A key for a row the
+//! starting node lacks cannot happen with consistent files; if it does, the
+//! copy stops with `missing_keys` and the master copies the partition again
+//! in full.
 //!
 //! One batch is in flight at a time: the next is read once the starting
 //! node confirmed the last (`CopyRowsConf`), which bounds the memory a copy
-//! takes on both ends.
+//! takes on both ends: a batch holds as many rows as fit in
+//! `COPY_BATCH_BYTES` at the table's largest possible row, between
+//! `COPY_BATCH_ROWS_MIN` and `COPY_BATCH_ROWS_MAX` (a key is never larger
+//! than its row). Small rows go many to a batch: the copy's pace is one
+//! round trip per batch.
 
 use super::Lqh;
 use norr_kernel::{BlockRef, Ctx, NodeId};
 use norr_signals::internal::{CopyRows, InternalSignal, LqhScanReq, ScanKey, ScanRows};
 use norr_signals::ops::{LockMode, LockWait};
+use norr_signals::row_codec;
+use norr_signals::schema::TableDef;
 use norr_signals::schema::{PartitionId, TableId};
 use norr_signals::value::Value;
 use norr_signals::{block, ErrorCode, NodeError, Signal};
 
-/// Rows per copied batch.
-const COPY_BATCH_ROWS: u32 = 256;
+/// Bytes of a copied batch at the table's largest rows (see the module doc).
+const COPY_BATCH_BYTES: u64 = 512 << 10;
+/// Rows per copied batch, at least and at most.
+const COPY_BATCH_ROWS_MIN: u32 = 4;
+const COPY_BATCH_ROWS_MAX: u32 = 2048;
 /// Instance bits of the transaction and scan ids of copies (above every TC
 /// instance, so they never collide with a TC's ids on this node).
 const COPY_INSTANCE: u64 = 0xFF;
+
+/// What the master asks of a copy (`CopyFragReq`).
+pub(super) struct CopyFragAsk {
+    pub req: u64,
+    pub table: TableId,
+    pub part: PartitionId,
+    pub dest: NodeId,
+    pub since_gci: Option<u64>,
+}
+
+/// The starting node's answer to a batch (`CopyRowsConf`).
+pub(super) struct CopyRowsAnswer {
+    pub error: Option<NodeError>,
+    pub missing_keys: u64,
+    pub deleted: u64,
+}
 
 /// A copy this node sends as a primary.
 pub(crate) struct CopyOut {
@@ -43,8 +87,19 @@ pub(crate) struct CopyOut {
     table: TableId,
     part: PartitionId,
     dest: NodeId,
+    /// Some(g): a delta copy (rows of GCI <= g go as keys).
+    since_gci: Option<u64>,
+    /// Rows sent in full, keys sent, bytes of rows and keys sent (as
+    /// encoded on the wire, with each row's GCI: at most 5 bytes).
     rows: u64,
+    keys: u64,
     bytes: u64,
+    /// Rows the starting node deleted at the end (`sync_end`).
+    deleted: u64,
+    /// Keys the starting node did not hold (the copy stopped).
+    missing_keys: u64,
+    /// A batch went out already (the next is not the first).
+    sent_any: bool,
     /// The scan has delivered its last batch.
     scan_done: bool,
 }
@@ -55,15 +110,8 @@ impl Lqh {
         ((self.node as u64) << 48) | (COPY_INSTANCE << 40) | (req & ((1 << 40) - 1))
     }
 
-    pub(super) fn on_copy_frag_req(
-        &mut self,
-        master: BlockRef,
-        req: u64,
-        table: TableId,
-        part: PartitionId,
-        dest: NodeId,
-        ctx: &mut Ctx<'_, Signal>,
-    ) {
+    pub(super) fn on_copy_frag_req(&mut self, master: BlockRef, ask: CopyFragAsk, ctx: &mut Ctx<'_, Signal>) {
+        let CopyFragAsk { req, table, part, dest, since_gci } = ask;
         let refuse = |ctx: &mut Ctx<'_, Signal>, error: NodeError| {
             ctx.send(master, Signal::Internal(Box::new(InternalSignal::CopyFragRef { req, table, part, error })));
         };
@@ -78,8 +126,27 @@ impl Lqh {
         if !self.serves(&def, part) {
             return refuse(ctx, NodeError::with(ErrorCode::WrongReplica, "the copy source is not a live replica"));
         }
-        self.counters.bump("lqh: partition copies started");
-        self.copies.insert(key, CopyOut { req, master, table, part, dest, rows: 0, bytes: 0, scan_done: false });
+        self.counters.bump(if since_gci.is_some() {
+            "lqh: delta copies started"
+        } else {
+            "lqh: partition copies started"
+        });
+        let c = CopyOut {
+            req,
+            master,
+            table,
+            part,
+            dest,
+            since_gci,
+            rows: 0,
+            keys: 0,
+            bytes: 0,
+            deleted: 0,
+            missing_keys: 0,
+            sent_any: false,
+            scan_done: false,
+        };
+        self.copies.insert(key, c);
         let scan = LqhScanReq {
             scan: key,
             txn: Some(key),
@@ -95,13 +162,14 @@ impl Lqh {
             projection: Vec::new(),
             lock: LockMode::Shared,
             wait: LockWait::Wait,
-            batch_rows: COPY_BATCH_ROWS,
+            batch_rows: copy_batch_rows(&def),
         };
         let me = ctx.self_ref();
         self.on_scan_req(me, scan, ctx);
     }
 
-    /// A batch of this node's own copy scan: send it, then let its locks go.
+    /// A batch of this node's own copy scan: send it (rows changed since a
+    /// delta copy's GCI in full, the others as keys), then let its locks go.
     pub(super) fn copy_scan_conf(
         &mut self,
         scan: ScanKey,
@@ -110,21 +178,69 @@ impl Lqh {
         done: bool,
         ctx: &mut Ctx<'_, Signal>,
     ) {
-        let Some(c) = self.copies.get_mut(&scan) else {
+        let Some(c) = self.copies.get(&scan) else {
             crate::probe!(self.counters, "lqh: scan batch of an ended copy");
             return;
         };
         debug_assert_eq!(c.part, part);
+        let (table, since) = (c.table, c.since_gci);
+        let Some(def) = self.defs.get(&table).cloned() else {
+            let e = NodeError::with(ErrorCode::NoSuchTable, format!("table id {table} dropped during its copy"));
+            return self.copy_end(scan, Err(e), ctx);
+        };
+        let mut out = CopyRows {
+            req: c.req,
+            table,
+            part,
+            table_version: def.version,
+            first: !c.sent_any,
+            last: done,
+            rows: Vec::with_capacity(rows.rows.len()),
+            gcis: Vec::with_capacity(rows.rows.len()),
+            keys: Vec::new(),
+        };
+        let mut bytes = 0u64;
+        for row in rows.rows {
+            // The row is locked (shared) by this copy: its GCI is the one
+            // of the image just read.
+            let gci = self.copied_row_gci(&def, part, &row);
+            match since {
+                Some(g) if gci <= g => {
+                    let key: Vec<Value> = def.primary_key.iter().map(|c| row[*c as usize].clone()).collect();
+                    bytes += row_codec::encoded_row_len(&key) as u64;
+                    out.keys.push(key);
+                }
+                _ => {
+                    bytes += (row_codec::encoded_row_len(&row) + 5) as u64;
+                    out.rows.push(row);
+                    out.gcis.push(gci);
+                }
+            }
+        }
+        let c = self.copies.get_mut(&scan).expect("checked");
         c.scan_done = done;
-        c.rows += rows.rows.len() as u64;
-        c.bytes += rows.rows.iter().map(|r| super::exec::est_bytes(r)).sum::<u64>();
-        let version = self.defs.get(&c.table).map_or(0, |d| d.version);
-        let out = CopyRows { req: c.req, table: c.table, part, table_version: version, rows: rows.rows };
+        c.sent_any = true;
+        c.rows += out.rows.len() as u64;
+        c.keys += out.keys.len() as u64;
+        c.bytes += bytes;
         let to = BlockRef::new(c.dest, block::LQH, self.instance);
         ctx.send(to, Signal::Internal(Box::new(InternalSignal::CopyRows(Box::new(out)))));
         // Sent: a writer waiting for one of these rows now reaches the
         // starting node after them.
         self.release_locks_of(scan, ctx);
+    }
+
+    /// The GCI of the stored row with `row`'s key (the copy holds its lock).
+    fn copied_row_gci(&self, def: &TableDef, part: PartitionId, row: &[Value]) -> u64 {
+        let gci = self
+            .pk_of(def, row)
+            .ok()
+            .and_then(|enc| self.storage.lookup(def.id, part, &enc))
+            .and_then(|rid| self.storage.row_gci(def.id, part, rid));
+        debug_assert!(gci.is_some(), "a row the copy holds locked is stored");
+        // (Never absent; if it were, the newest GCI this node tagged sends
+        // the row in full.)
+        gci.unwrap_or_else(|| self.storage.commit_gci())
     }
 
     pub(super) fn copy_scan_ref(
@@ -147,17 +263,26 @@ impl Lqh {
         req: u64,
         table: TableId,
         part: PartitionId,
-        error: Option<NodeError>,
+        answer: CopyRowsAnswer,
         ctx: &mut Ctx<'_, Signal>,
     ) {
+        let CopyRowsAnswer { error, missing_keys, deleted } = answer;
         let key = self.copy_key(req);
-        let Some(c) = self.copies.get(&key) else {
+        let Some(c) = self.copies.get_mut(&key) else {
             crate::probe!(self.counters, "lqh: copy confirmation of an ended copy");
             return;
         };
         debug_assert!(c.table == table && c.part == part);
         if let Some(e) = error {
             return self.copy_end(key, Err(e), ctx);
+        }
+        c.deleted += deleted;
+        if missing_keys > 0 {
+            // The starting node lacks rows it should hold: stop; the master
+            // copies the partition in full.
+            crate::probe!(self.counters, "lqh: delta copy stopped: rows missing at the starting node");
+            c.missing_keys = missing_keys;
+            return self.copy_end(key, Ok(()), ctx);
         }
         if c.scan_done {
             return self.copy_end(key, Ok(()), ctx);
@@ -193,7 +318,18 @@ impl Lqh {
             Ok(()) => {
                 self.counters.bump("lqh: partition copies done");
                 self.counters.bump_by("lqh: rows copied out", c.rows);
-                InternalSignal::CopyFragConf { req, table, part, rows: c.rows, bytes: c.bytes }
+                self.counters.bump_by("lqh: keys copied out", c.keys);
+                self.counters.bump_by("lqh: bytes copied out", c.bytes);
+                InternalSignal::CopyFragConf {
+                    req,
+                    table,
+                    part,
+                    rows: c.rows,
+                    keys: c.keys,
+                    deleted: c.deleted,
+                    bytes: c.bytes,
+                    missing_keys: c.missing_keys,
+                }
             }
             Err(error) => {
                 crate::probe!(self.counters, "lqh: partition copy failed");
@@ -217,65 +353,6 @@ impl Lqh {
             let e = NodeError::with(ErrorCode::TxnNodeFailure, "a node of the copy failed");
             self.copy_end(k, Err(e), ctx);
         }
-    }
-
-    /// This node joined a running cluster (a node restart): whatever it
-    /// restored from its files is dropped, tables and rows, before any
-    /// write reaches it. DICT creates the cluster's tables again and DIH
-    /// copies every partition from a live replica (rows deleted while the
-    /// node was down must not survive here). Copying only the rows changed
-    /// since the node's last GCI is not built.
-    pub(super) fn discard_restored_rows(&mut self) {
-        let mut tables: Vec<TableId> = self.defs.keys().copied().collect();
-        tables.sort_unstable();
-        for t in tables {
-            self.defs.remove(&t);
-            if let Err(e) = self.storage.drop_table(t) {
-                debug_assert!(false, "dropping restored table {t}: {e:?}");
-            }
-            self.counters.bump("lqh: restored tables dropped at a node restart");
-        }
-        self.forget_lcp_chains();
-    }
-
-    /// The starting replica's end: store the copied rows (insert, or
-    /// overwrite the row with the same key).
-    pub(super) fn on_copy_rows(&mut self, from: BlockRef, rows: CopyRows, ctx: &mut Ctx<'_, Signal>) {
-        let CopyRows { req, table, part, table_version, rows } = rows;
-        let n = rows.len() as u64;
-        let error = self.store_copied(table, part, table_version, rows).err();
-        if error.is_none() {
-            self.counters.bump_by("lqh: rows copied in", n);
-        } else {
-            crate::probe!(self.counters, "lqh: copied rows refused");
-        }
-        ctx.send(from, Signal::Internal(Box::new(InternalSignal::CopyRowsConf { req, table, part, error })));
-    }
-
-    fn store_copied(
-        &mut self,
-        table: TableId,
-        part: PartitionId,
-        version: u32,
-        rows: Vec<Vec<Value>>,
-    ) -> Result<(), NodeError> {
-        let def = self.defs.get(&table).cloned().ok_or_else(|| NodeError::new(ErrorCode::NoSuchTable))?;
-        if def.version != version {
-            return Err(NodeError::with(
-                ErrorCode::SchemaVersionMismatch,
-                format!("table {} is at version {} here, {version} at the copy's source", def.name, def.version),
-            ));
-        }
-        for row in rows {
-            let enc = self.pk_of(&def, &row)?;
-            match self.storage.lookup(table, part, &enc) {
-                Some(rid) => self.storage.update(table, part, rid, row)?,
-                None => {
-                    self.storage.insert(table, part, row)?;
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Rows and an order-independent checksum of a partition's committed
@@ -304,6 +381,29 @@ impl Lqh {
     }
 }
 
+/// Rows per batch of a copy of `def`'s rows: `COPY_BATCH_BYTES` of its
+/// largest rows, within the row bounds.
+fn copy_batch_rows(def: &TableDef) -> u32 {
+    let max = max_row_bytes(def).max(1);
+    (COPY_BATCH_BYTES / max).clamp(COPY_BATCH_ROWS_MIN as u64, COPY_BATCH_ROWS_MAX as u64) as u32
+}
+
+/// The largest row of `def` in the wire encoding (`row_codec`): tag and
+/// length prefix, the longest value of each column (4 bytes a character).
+fn max_row_bytes(def: &TableDef) -> u64 {
+    use norr_signals::value::{ColumnType as C, MAX_VALUE_BYTES};
+    let col = |t: &C| -> u64 {
+        match t {
+            C::Char { len, .. } | C::Varchar { len, .. } => 4 * *len as u64,
+            C::Binary { len } | C::Varbinary { len } => *len as u64,
+            C::Text { .. } | C::Blob => MAX_VALUE_BYTES as u64,
+            C::Decimal { .. } => 20,
+            _ => 16,
+        }
+    };
+    def.columns.iter().map(|c| 6 + col(&c.ty)).sum::<u64>() + 10
+}
+
 fn fnv1a(b: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for x in b {
@@ -311,4 +411,23 @@ fn fnv1a(b: &[u8]) -> u64 {
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::table_def;
+    use norr_signals::value::{Collation, ColumnType};
+
+    #[test]
+    fn copy_batches_are_bounded_in_rows_and_bytes() {
+        let small = table_def("s", 1, &[("v", ColumnType::BigInt { unsigned: false })]);
+        assert_eq!(copy_batch_rows(&small), COPY_BATCH_ROWS_MAX);
+        let wide = table_def("w", 1, &[("v", ColumnType::Varchar { len: 1000, collation: Collation::default() })]);
+        let n = copy_batch_rows(&wide);
+        assert!(n > COPY_BATCH_ROWS_MIN && n < COPY_BATCH_ROWS_MAX, "{n}");
+        assert!(n as u64 * max_row_bytes(&wide) <= COPY_BATCH_BYTES);
+        let blob = table_def("b", 1, &[("v", ColumnType::Blob)]);
+        assert_eq!(copy_batch_rows(&blob), COPY_BATCH_ROWS_MIN);
+    }
 }

@@ -112,6 +112,9 @@ pub(super) struct LqhLcp {
     /// Restart only: REDO records of a partition below this GCI are in its
     /// checkpoint already (absent: apply all).
     pub(super) redo_from: BTreeMap<(TableId, PartitionId), Gci>,
+    /// The highest `start_gci` of a round begun here (rows copied at a node
+    /// restart are tagged at least this: see `resync.rs`).
+    pub(super) max_start_gci: Gci,
     rows_scratch: Vec<LcpRow>,
 }
 
@@ -152,9 +155,9 @@ fn used_window(asked: PartWindow, used: &PartSet) -> PartWindow {
 impl Lqh {
     /// Restart: the newest checkpoint of a partition restored from (the
     /// next one continues its chain), and the highest LCP id found on disk.
-    /// A node restart dropped the restored rows to copy every partition
-    /// again: the checkpoints on disk no longer describe storage (a row
-    /// deleted in the cluster meanwhile has no tombstone), so each
+    /// A node restart copies every partition again, in full or as a delta
+    /// (`resync.rs`): the checkpoints on disk no longer describe storage (a
+    /// row deleted in the cluster meanwhile has no tombstone), so each
     /// partition's next checkpoint is a whole one, with no chain to them.
     pub(super) fn forget_lcp_chains(&mut self) {
         self.lcp.controls.clear();
@@ -246,6 +249,7 @@ impl Lqh {
             return ckpt(ctx, from, CkptSignal::LcpInstanceRef { lcp_id, error });
         }
         self.lcp.max_id_seen = lcp_id;
+        self.lcp.max_start_gci = self.lcp.max_start_gci.max(start_gci);
         self.counters.bump("lqh: lcp rounds");
         let todo = self.lcp_partitions();
         self.lcp.round = Some(Round {

@@ -26,6 +26,7 @@ mod exec;
 mod lcp;
 mod redo;
 mod replica;
+mod resync;
 mod savepoint;
 mod scan;
 mod scan_own;
@@ -203,6 +204,9 @@ pub struct Lqh {
     lcp_max_chain: usize,
     lcp_slice_rows: usize,
     lcp_slice_delay_us: u64,
+    /// A node restart from local files: restored tables kept, partitions
+    /// being resynchronised (`resync.rs`).
+    resync: resync::Resync,
 }
 
 /// Outcome of one attempt to run an operation.
@@ -237,6 +241,7 @@ impl Lqh {
             lcp_max_chain: knobs.lcp_max_chain.max(2) as usize,
             lcp_slice_rows: knobs.lcp_slice_rows.max(1) as usize,
             lcp_slice_delay_us: knobs.lcp_slice_delay_us,
+            resync: resync::Resync::default(),
         }
     }
 
@@ -766,8 +771,17 @@ impl Lqh {
 
     fn on_schema_change(&mut self, change: SchemaChange, ctx: &mut Ctx<'_, Signal>) -> Option<NodeError> {
         let table = change.table();
+        if matches!(change, SchemaChange::CreateIndex { .. } | SchemaChange::AlterTable { .. }) {
+            if let Some(e) = self.resync_refuses_ddl(table) {
+                crate::probe!(self.counters, "lqh: ddl refused during a resync");
+                return Some(e);
+            }
+        }
         let r = match change {
             SchemaChange::CreateTable(def) => {
+                if let Some(kept) = self.create_kept_table(&def) {
+                    return kept.err();
+                }
                 let r = self.storage.create_table(&def);
                 if r.is_ok() {
                     self.defs.insert(def.id, Arc::new(def));
@@ -778,12 +792,15 @@ impl Lqh {
                 self.doom_writers(t, "table dropped by a concurrent DDL");
                 self.fail_scans(t, None, ctx);
                 self.defs.remove(&t);
+                self.resync_after_ddl(t, true);
                 self.storage.drop_table(t)
             }
             SchemaChange::TruncateTable(t) => {
                 self.doom_writers(t, "table truncated by a concurrent DDL");
                 self.fail_scans(t, None, ctx);
-                self.storage.truncate_table(t)
+                let r = self.storage.truncate_table(t);
+                self.resync_after_ddl(t, false);
+                r
             }
             SchemaChange::CreateIndex { def, index } => {
                 let idx = def.index(index).expect("DICT sends the def with the index").clone();
@@ -895,12 +912,13 @@ impl Block<Signal> for Lqh {
             InternalSignal::LqhScanConf { scan, part, rows, done } => self.copy_scan_conf(scan, part, rows, done, ctx),
             InternalSignal::LqhScanRef { scan, part, error } => self.copy_scan_ref(scan, part, error, ctx),
             InternalSignal::LqhTransReq { failed_tc } => self.on_trans_req(from, failed_tc, ctx),
-            InternalSignal::CopyFragReq { req, table, part, dest } => {
-                self.on_copy_frag_req(from, req, table, part, dest, ctx)
+            InternalSignal::CopyFragReq { req, table, part, dest, since_gci } => {
+                self.on_copy_frag_req(from, copy::CopyFragAsk { req, table, part, dest, since_gci }, ctx)
             }
             InternalSignal::CopyRows(rows) => self.on_copy_rows(from, *rows, ctx),
-            InternalSignal::CopyRowsConf { req, table, part, error } => {
-                self.on_copy_rows_conf(req, table, part, error, ctx)
+            InternalSignal::CopyRowsConf { req, table, part, error, missing_keys, deleted } => {
+                let answer = copy::CopyRowsAnswer { error, missing_keys, deleted };
+                self.on_copy_rows_conf(req, table, part, answer, ctx)
             }
             InternalSignal::FragChecksumReq { req, table, part } => {
                 let (rows, checksum) = self.partition_checksum(table, part);
@@ -927,6 +945,7 @@ impl Lqh {
         match sig {
             ClusterSignal::DistRep { dist } => {
                 self.dist.on_dist(*dist);
+                self.resync_on_dist();
                 let version = self.dist.version;
                 ctx.send_prio(from, Signal::Cluster(Box::new(ClusterSignal::DistConf { version })), Priority::A);
             }
@@ -937,7 +956,7 @@ impl Lqh {
             ClusterSignal::ClusterStartedRep { membership, joined, .. } => {
                 self.dist.on_membership(&[], &membership);
                 if joined {
-                    self.discard_restored_rows();
+                    self.on_joined();
                 }
             }
             ClusterSignal::NodeJoinedRep { membership, .. } => self.dist.on_membership(&[], &membership),
