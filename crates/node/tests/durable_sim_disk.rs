@@ -11,7 +11,7 @@ use norr_knobs::Knobs;
 use norr_node::durable::build_durable;
 use norr_signals::ops::{KeyOp, ScanSpec};
 use norr_signals::value::{ColumnType, Value};
-use norr_signals::{block, DictConf, DictOp, DictReq, DictResult, ExecType, Signal};
+use norr_signals::{block, DictConf, DictOp, DictReq, DictResult, ExecType, Signal, TcKeyReq, TxnOutcome};
 use norr_sim::disk::{CrashMode, DiskFaults, SharedDisk, SimDataDir, SimDisk, SimFsBlock};
 use norr_sim::rng::Rng;
 use norr_txn::testkit::{table_def, Harness, DATA_NODE};
@@ -107,4 +107,59 @@ fn crashes_keep_exactly_the_transactions_of_complete_gcis() {
     // The test saw real work: restarts kept rows and lost undurable ones.
     assert!(kept > 500, "{kept}");
     assert!(lost_some > 3, "{lost_some} of {restarts} restarts lost a non-durable tail");
+}
+
+/// Advance in 1 ms steps up to `limit_ms`; the answer to `txn` of API 100
+/// and when it came (ms after the call), if it came.
+fn answer_within(h: &mut Harness, txn: u64, limit_ms: u64) -> Option<(Signal, u64)> {
+    for ms in 0..limit_ms {
+        for e in h.advance_ms(1) {
+            let ours = matches!(&e.signal, Signal::TcKeyConf(c) if c.txn == txn)
+                || matches!(&e.signal, Signal::TcKeyRef(r) if r.txn == txn);
+            if ours {
+                return Some((e.signal, ms + 1));
+            }
+        }
+    }
+    None
+}
+
+/// A disk-wait commit while global checkpoints run is answered once its GCI
+/// is recorded; when they stall (the disk stops answering), it is answered
+/// after `commit_disk_timeout_ms` all the same: committed in memory, disk
+/// durability unconfirmed (never a wait without end).
+#[test]
+fn commit_disk_wait_is_bounded_when_global_checkpoints_stall() {
+    let disk = SimDisk::shared(Rng::new(7), DiskFaults::none());
+    let (mut h, _) = boot(&disk);
+    let timeout_ms = knobs().commit_disk_timeout_ms;
+    assert!(timeout_ms >= 1_000, "the default leaves several GCP intervals: {timeout_ms}");
+    let t = create_table(&mut h);
+    let insert = |k: i64| vec![KeyOp::insert(t, vec![Value::Int(k)], vec![(1, Value::Int(k))])];
+
+    h.send(100, Signal::TcKeyReq(Box::new(TcKeyReq { txn: 1, exec: ExecType::CommitDisk, ops: insert(1) })));
+    let (answer, _) = answer_within(&mut h, 1, 1_000).expect("a disk commit with GCPs running is answered");
+    let Signal::TcKeyConf(c) = answer else { panic!("{answer:?}") };
+    assert_eq!(c.outcome, TxnOutcome::Committed);
+    assert!(recorded_gci(&disk) >= c.gci, "answered before GCI {} was recorded", c.gci);
+
+    // Every disk operation from now on takes an hour: no GCP completes.
+    {
+        let mut d = disk.lock().unwrap();
+        d.faults.latency_min_ns = 3_600 * 1_000_000_000;
+        d.faults.latency_max_ns = 3_600 * 1_000_000_000;
+    }
+    h.advance_ms(50);
+    let stalled_at = recorded_gci(&disk);
+    h.send(100, Signal::TcKeyReq(Box::new(TcKeyReq { txn: 2, exec: ExecType::CommitDisk, ops: insert(2) })));
+    // Up to the timeout plus TC's check period (1 s with the default
+    // `txn_inactive_timeout_ms`).
+    let (answer, after_ms) = answer_within(&mut h, 2, timeout_ms + 1_500).expect("the disk wait is bounded");
+    assert!(after_ms >= timeout_ms, "answered after {after_ms} ms, before the {timeout_ms} ms time-out");
+    let Signal::TcKeyConf(c) = answer else { panic!("{answer:?}") };
+    assert_eq!(c.outcome, TxnOutcome::CommittedNotOnDisk);
+    assert_eq!(recorded_gci(&disk), stalled_at, "the GCPs did stall");
+    assert!(c.gci > stalled_at, "GCI {} was recorded ({stalled_at})", c.gci);
+    // Committed: readable (in memory).
+    assert_eq!(h.get(t, vec![Value::Int(2)]), Some(vec![Value::Int(2), Value::Int(2)]));
 }
