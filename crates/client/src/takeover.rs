@@ -51,7 +51,9 @@ impl TakeoverAnswers {
     /// A TC_KEY_FAILCONF arrived from data node `from`.
     pub fn deliver(&self, from: NodeId, conf: &TcKeyFailConf) {
         let answer = match conf.outcome {
-            TxnOutcome::Committed => Answer { committed: true, gci: conf.gci },
+            // A take-over node never holds a commit for disk; if it did, the
+            // transaction is committed all the same.
+            TxnOutcome::Committed | TxnOutcome::CommittedNotOnDisk => Answer { committed: true, gci: conf.gci },
             TxnOutcome::RolledBack => Answer { committed: false, gci: 0 },
             TxnOutcome::Open => {
                 // Not an outcome: ignore it rather than guess (the waiter

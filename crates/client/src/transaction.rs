@@ -197,6 +197,12 @@ impl Transaction {
         self.commit_gci
     }
 
+    /// The transaction sent a write (insert, update, delete...): its commit
+    /// has a GCI worth waiting for (`ExecType::CommitDisk`).
+    pub fn wrote(&self) -> bool {
+        self.wrote
+    }
+
     /// The coordinator, chosen now if not yet (from the first request).
     fn coord_for(
         &mut self,
@@ -353,6 +359,19 @@ impl Transaction {
                         self.commit_gci = Some(conf.gci);
                         self.state.store(TXN_COMMITTED, Ordering::Release);
                     }
+                    TxnOutcome::CommittedNotOnDisk => {
+                        // Committed (do not retry), but the disk wait ran out.
+                        self.commit_gci = Some(conf.gci);
+                        self.state.store(TXN_COMMITTED, Ordering::Release);
+                        return Err(ClientError::Node(NodeError::with(
+                            ErrorCode::CommitDiskTimeout,
+                            format!(
+                                "the transaction IS committed (GCI {}) in memory on every replica, but the data \
+                                 nodes did not confirm that GCI on disk in time",
+                                conf.gci
+                            ),
+                        )));
+                    }
                     TxnOutcome::RolledBack => self.state.store(TXN_ABORTED, Ordering::Release),
                 }
                 Ok(conf.results)
@@ -473,6 +492,12 @@ impl Transaction {
     /// replica holds the change in memory). Takes up to about
     /// `gcp_interval_ms` longer. With a batch, `execute(ops,
     /// ExecType::CommitDisk)` does the same.
+    ///
+    /// The wait is bounded by the data node's `commit_disk_timeout_ms`: if
+    /// global checkpoints stall longer, the answer is
+    /// `ErrorCode::CommitDiskTimeout` and the transaction IS committed (do
+    /// not retry it): the message names its GCI, and after `execute(ops,
+    /// ExecType::CommitDisk)` so does `commit_gci()`.
     pub async fn commit_disk(mut self) -> Result<CommitInfo, ClientError> {
         self.execute(Vec::new(), ExecType::CommitDisk).await?;
         Ok(CommitInfo { gci: self.commit_gci.unwrap_or(0) })

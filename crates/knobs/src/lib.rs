@@ -83,6 +83,12 @@ pub struct Knobs {
     /// A global checkpoint (every node's REDO flushed to disk up to a new
     /// GCI) is started this often; it bounds what a whole-cluster crash loses.
     pub gcp_interval_ms: u64,
+    /// A commit that waits for disk (`norr_commit_wait = 'disk'`,
+    /// `ExecType::CommitDisk`) waits at most this long for its global
+    /// checkpoint; then it is answered with error 4279: committed in memory
+    /// on every replica, disk durability not confirmed. A few GCP intervals
+    /// by default; keep it well above `gcp_interval_ms`.
+    pub commit_disk_timeout_ms: u64,
     /// Files per REDO log part (one part per LDM), used as one ring.
     /// Log space per part = redo_files x redo_file_bytes; when it is full,
     /// commits get the temporary error 410 until a local checkpoint frees
@@ -157,6 +163,7 @@ impl Default for Knobs {
             start_partial_timeout_ms: 30_000,
             read_backup: false,
             gcp_interval_ms: 2_000,
+            commit_disk_timeout_ms: 10_000,
             redo_files: 4,
             redo_file_bytes: 64 << 20,
             redo_buffer_bytes: 32 << 20,
@@ -196,6 +203,7 @@ impl Knobs {
             start_partial_timeout_ms: 2_000,
             read_backup: true,
             gcp_interval_ms: 20,
+            commit_disk_timeout_ms: 200,
             redo_files: 2,
             redo_file_bytes: 4 << 20,
             redo_buffer_bytes: 1 << 20,
@@ -237,6 +245,7 @@ impl Knobs {
         range("arbitration_timeout_ms", self.arbitration_timeout_ms, 100, 600_000)?;
         range("start_partial_timeout_ms", self.start_partial_timeout_ms, 0, 3_600_000)?;
         range("gcp_interval_ms", self.gcp_interval_ms, 10, 600_000)?;
+        range("commit_disk_timeout_ms", self.commit_disk_timeout_ms, 10, 86_400_000)?;
         range("redo_files", self.redo_files, 2, 1024)?;
         range("redo_file_bytes", self.redo_file_bytes, 4 << 20, 16 << 30)?;
         if !self.redo_file_bytes.is_multiple_of(32 << 10) {

@@ -40,7 +40,7 @@ pub trait DataDir {
     /// `len` bytes at `offset`, zeros past the end (REDO files are read in
     /// pages; a never-written page reads as blank).
     fn read_at(&self, path: &str, offset: u64, len: u32) -> Result<Vec<u8>, String>;
-    /// Remove a file if present (durably).
+    /// Remove a file, or an empty directory, if present (durably).
     fn remove(&self, path: &str) -> Result<(), String>;
     /// Names of the entries of a directory, sorted (empty if it does not
     /// exist).
@@ -63,6 +63,8 @@ pub struct RestoreReport {
     pub lcp_id: u64,
     pub redo_records: u64,
     pub redo_pages: u64,
+    /// Checkpoint files of tables the schema does not hold, removed.
+    pub dropped_table_files: u64,
     /// Checkpoint files that could not be used (a newer round than the
     /// restart point, a torn control file): the restore used older ones.
     pub warnings: Vec<String>,
@@ -156,6 +158,32 @@ fn restore_redo(
 /// The LCP id a checkpoint file name carries (`<id>.data`, `<id>.ctl`).
 fn lcp_id_of(name: &str) -> Option<u64> {
     name.strip_suffix(".data").or_else(|| name.strip_suffix(".ctl")).and_then(|s| s.parse().ok())
+}
+
+/// Remove the checkpoint files of tables the schema does not hold: tables
+/// dropped (or created and not committed) before the node stopped, whose
+/// files DICT had not deleted yet. No restart needs them, and a table
+/// created later must not find them. Returns the files removed.
+fn remove_unknown_tables_files(dir: &dyn DataDir, snap: &SchemaSnapshot) -> Result<u64, String> {
+    let mut removed = 0;
+    for name in dir.list(lcp::LCP_DIR)? {
+        // Only `lcp/<table id>`: anything else is not ours to remove.
+        let Ok(table) = name.parse::<norr_signals::TableId>() else { continue };
+        if snap.tables.contains_key(&table) {
+            continue;
+        }
+        let tdir = lcp::table_dir(table);
+        for part in dir.list(&tdir)? {
+            let pdir = format!("{tdir}/{part}");
+            for f in dir.list(&pdir)? {
+                dir.remove(&format!("{pdir}/{f}"))?;
+                removed += 1;
+            }
+            dir.remove(&pdir)?;
+        }
+        dir.remove(&tdir)?;
+    }
+    Ok(removed)
 }
 
 /// Restore every partition of instance `lqh` from its local checkpoints
@@ -304,6 +332,7 @@ pub fn build_durable_full(
         None => SchemaSnapshot::default(),
     };
     let defs: Vec<_> = snap.tables.values().cloned().collect();
+    report.dropped_table_files = remove_unknown_tables_files(dir, &snap)?;
     report.read_schema = t0.elapsed();
     report.tables = defs.len();
 
@@ -410,7 +439,12 @@ impl DataDir for StdDataDir {
     }
 
     fn remove(&self, path: &str) -> Result<(), String> {
-        match std::fs::remove_file(self.0.join(path)) {
+        let full = self.0.join(path);
+        let r = match std::fs::symlink_metadata(&full) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir(&full),
+            _ => std::fs::remove_file(&full),
+        };
+        match r {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(format!("cannot remove {path}: {e}")),

@@ -326,16 +326,19 @@ fn a_node_restarts_from_its_files_under_writes_and_copies() {
             c.kit.advance(rng.range(0, 1_000_000));
         }
         c.kit.wait_until_started(2);
+        // Node 2 copied: its files are not a complete copy (its REDO lacks
+        // the copied rows) until a local checkpoint round that started
+        // after the copy is recorded; until then a system restart takes
+        // node 1's files and copies to node 2 again. Checked as the copy
+        // ends: a round may complete during the reads below (when depends
+        // on where the copy fell in the round cycle).
+        assert!(!c.recorded(2).1, "seed {seed}: node 2's files claim a complete copy");
         c.kit.run();
         replicas_agree(&mut c.kit, &[1, 2], &t, &groups);
         let upto = next;
         let got = present(&mut c.kit, 2, &t, upto);
         assert_eq!(got, committed.keys().copied().collect::<Vec<_>>(), "seed {seed}");
         c.kit.advance(3 * 20_000_000);
-        // Node 2 copied: its files are not a complete copy (its REDO lacks
-        // the copied rows) until a local checkpoint: a system restart takes
-        // node 1's files and copies to node 2 again.
-        assert!(!c.recorded(2).1, "seed {seed}: node 2's files claim a complete copy");
         kill_all_and_restart(&mut c, &mut rng, &t, &mut committed, &groups, &format!("seed {seed}"));
     }
 }
@@ -362,4 +365,46 @@ fn commit_disk_answers_once_every_node_recorded_the_gci() {
     // Plain commits are answered at once (network durable): before their GCI
     // is on disk, which is what CommitDisk waits for.
     assert!(ahead_of_disk > 5, "{ahead_of_disk}");
+}
+
+/// The tables in node `n`'s schema file (what a restart of `n` reads).
+fn tables_on_disk(c: &Cluster, n: NodeId) -> Vec<String> {
+    let d = c.disks[&n].lock().unwrap();
+    let Some(bytes) = d.contents(norr_durability::schema::SCHEMA_FILE) else { return Vec::new() };
+    let snap = norr_durability::schema::SchemaSnapshot::decode(bytes, "schema").expect("a valid schema file");
+    snap.tables.values().map(|t| t.name.clone()).collect()
+}
+
+/// A DDL is answered only once every node's schema file holds it, not only
+/// the master's: whichever node restarts the cluster has the schema every
+/// client was told about. Through every node (the others pass DDL on to
+/// the master).
+#[test]
+fn every_node_has_the_schema_on_disk_when_a_ddl_is_answered() {
+    let groups = vec![vec![1, 2], vec![3, 4]];
+    let mut c = Cluster::start(groups, 13);
+    let mut names = Vec::new();
+    for i in 0..8u16 {
+        let via = 1 + i % 4;
+        let name = format!("t{i}");
+        create_table(&mut c.kit, via, &name, 4);
+        names.push(name);
+        for n in c.nodes() {
+            let on_disk = tables_on_disk(&c, n);
+            for t in &names {
+                assert!(on_disk.contains(t), "table {t} answered (via node {via}) but not in node {n}'s schema file");
+            }
+        }
+    }
+    for (i, name) in names.iter().enumerate().step_by(2) {
+        let via = 1 + (i % 4) as NodeId;
+        let req = norr_signals::DictReq { req_id: 9, op: norr_signals::DictOp::DropTable { name: name.clone() } };
+        match c.kit.ask(BlockRef::new(via, block::DICT, 0), Signal::DictReq(Box::new(req))) {
+            Some(Signal::DictConf(_)) => {}
+            other => panic!("drop of {name} answered {other:?}"),
+        }
+        for n in c.nodes() {
+            assert!(!tables_on_disk(&c, n).contains(name), "{name} dropped but still in node {n}'s schema file");
+        }
+    }
 }

@@ -11,7 +11,7 @@ use norr_knobs::Knobs;
 use norr_node::durable::build_durable;
 use norr_signals::ops::{KeyOp, ScanSpec};
 use norr_signals::value::{ColumnType, Value};
-use norr_signals::{block, DictConf, DictOp, DictReq, DictResult, ExecType, Signal};
+use norr_signals::{block, DictConf, DictOp, DictReq, DictResult, ExecType, Signal, TcKeyReq, TxnOutcome};
 use norr_sim::disk::{CrashMode, DiskFaults, SharedDisk, SimDataDir, SimDisk, SimFsBlock};
 use norr_sim::rng::Rng;
 use norr_txn::testkit::{table_def, Harness, DATA_NODE};
@@ -107,4 +107,130 @@ fn crashes_keep_exactly_the_transactions_of_complete_gcis() {
     // The test saw real work: restarts kept rows and lost undurable ones.
     assert!(kept > 500, "{kept}");
     assert!(lost_some > 3, "{lost_some} of {restarts} restarts lost a non-durable tail");
+}
+
+/// Advance in 1 ms steps up to `limit_ms`; the answer to `txn` of API 100
+/// and when it came (ms after the call), if it came.
+fn answer_within(h: &mut Harness, txn: u64, limit_ms: u64) -> Option<(Signal, u64)> {
+    for ms in 0..limit_ms {
+        for e in h.advance_ms(1) {
+            let ours = matches!(&e.signal, Signal::TcKeyConf(c) if c.txn == txn)
+                || matches!(&e.signal, Signal::TcKeyRef(r) if r.txn == txn);
+            if ours {
+                return Some((e.signal, ms + 1));
+            }
+        }
+    }
+    None
+}
+
+/// A disk-wait commit while global checkpoints run is answered once its GCI
+/// is recorded; when they stall (the disk stops answering), it is answered
+/// after `commit_disk_timeout_ms` all the same: committed in memory, disk
+/// durability unconfirmed (never a wait without end).
+#[test]
+fn commit_disk_wait_is_bounded_when_global_checkpoints_stall() {
+    let disk = SimDisk::shared(Rng::new(7), DiskFaults::none());
+    let (mut h, _) = boot(&disk);
+    let timeout_ms = knobs().commit_disk_timeout_ms;
+    assert!(timeout_ms >= 1_000, "the default leaves several GCP intervals: {timeout_ms}");
+    let t = create_table(&mut h);
+    let insert = |k: i64| vec![KeyOp::insert(t, vec![Value::Int(k)], vec![(1, Value::Int(k))])];
+
+    h.send(100, Signal::TcKeyReq(Box::new(TcKeyReq { txn: 1, exec: ExecType::CommitDisk, ops: insert(1) })));
+    let (answer, _) = answer_within(&mut h, 1, 1_000).expect("a disk commit with GCPs running is answered");
+    let Signal::TcKeyConf(c) = answer else { panic!("{answer:?}") };
+    assert_eq!(c.outcome, TxnOutcome::Committed);
+    assert!(recorded_gci(&disk) >= c.gci, "answered before GCI {} was recorded", c.gci);
+
+    // Every disk operation from now on takes an hour: no GCP completes.
+    {
+        let mut d = disk.lock().unwrap();
+        d.faults.latency_min_ns = 3_600 * 1_000_000_000;
+        d.faults.latency_max_ns = 3_600 * 1_000_000_000;
+    }
+    h.advance_ms(50);
+    let stalled_at = recorded_gci(&disk);
+    h.send(100, Signal::TcKeyReq(Box::new(TcKeyReq { txn: 2, exec: ExecType::CommitDisk, ops: insert(2) })));
+    // Up to the timeout plus TC's check period (1 s with the default
+    // `txn_inactive_timeout_ms`).
+    let (answer, after_ms) = answer_within(&mut h, 2, timeout_ms + 1_500).expect("the disk wait is bounded");
+    assert!(after_ms >= timeout_ms, "answered after {after_ms} ms, before the {timeout_ms} ms time-out");
+    let Signal::TcKeyConf(c) = answer else { panic!("{answer:?}") };
+    assert_eq!(c.outcome, TxnOutcome::CommittedNotOnDisk);
+    assert_eq!(recorded_gci(&disk), stalled_at, "the GCPs did stall");
+    assert!(c.gci > stalled_at, "GCI {} was recorded ({stalled_at})", c.gci);
+    // Committed: readable (in memory).
+    assert_eq!(h.get(t, vec![Value::Int(2)]), Some(vec![Value::Int(2), Value::Int(2)]));
+}
+
+/// A DICT request answered with DictConf (panics on a DictRef or silence).
+fn dict(h: &mut Harness, req_id: u32, op: DictOp) -> DictResult {
+    h.send(100, Signal::DictReq(Box::new(DictReq { req_id, op })));
+    for _ in 0..1000 {
+        for e in h.advance_ms(1) {
+            match e.signal {
+                Signal::DictConf(c) if c.req_id == req_id => return c.result,
+                Signal::DictRef(r) if r.req_id == req_id => panic!("dictionary request {req_id} refused: {r:?}"),
+                _ => {}
+            }
+        }
+    }
+    panic!("dictionary request {req_id} not answered");
+}
+
+fn next_auto_inc(h: &mut Harness, req_id: u32, table: u32, count: u64) -> u64 {
+    match dict(h, req_id, DictOp::NextAutoInc { table, count }) {
+        DictResult::AutoInc { first } => first,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// AUTO_INCREMENT values handed out are never handed out again after a
+/// crash, though no DDL ran after them (gaps are allowed); so for values
+/// above an explicit one (`BumpAutoInc`). A TRUNCATE starts again at 1.
+#[test]
+fn auto_increment_counters_survive_a_crash_without_ddl() {
+    for seed in 0..6u64 {
+        let mut rng = Rng::new(seed ^ 0xA1);
+        let faults = DiskFaults {
+            latency_min_ns: 20_000,
+            latency_max_ns: 20_000 + rng.range(0, 3_000_000),
+            crash_mode: if seed % 2 == 0 { CrashMode::Prefix } else { CrashMode::Subset },
+            torn_write_p: 0.5,
+            ..DiskFaults::none()
+        };
+        let disk = SimDisk::shared(rng.fork(), faults);
+        let (mut h, _) = boot(&disk);
+        let t = create_table(&mut h);
+        let mut req = 10;
+        let mut highest = 0;
+        for _ in 0..rng.range(1, 30) {
+            req += 1;
+            if rng.chance(0.2) {
+                // An insert with an explicit value above the counter.
+                highest += rng.range(1, 10_000);
+                assert_eq!(dict(&mut h, req, DictOp::BumpAutoInc { table: t, used: highest }), DictResult::Done);
+            } else {
+                let count = rng.range(1, 700);
+                let first = next_auto_inc(&mut h, req, t, count);
+                assert!(first > highest, "seed {seed}: {first} after {highest}");
+                highest = first + count - 1;
+            }
+            h.advance_ms(rng.range(0, 3));
+        }
+        // Kill -9: unsynced writes lost (or kept in part, or torn).
+        disk.lock().unwrap().crash();
+        let (mut h, _) = boot(&disk);
+        let first = next_auto_inc(&mut h, 1, t, 1);
+        assert!(first > highest, "seed {seed}: {first} handed out again (up to {highest} before the crash)");
+        // TRUNCATE resets the counter, also across a crash.
+        let truncate = DictOp::TruncateTable { name: "kv".into() };
+        assert_eq!(dict(&mut h, 2, truncate), DictResult::Done);
+        assert_eq!(next_auto_inc(&mut h, 3, t, 5), 1);
+        disk.lock().unwrap().crash();
+        let (mut h, _) = boot(&disk);
+        let first = next_auto_inc(&mut h, 1, t, 1);
+        assert!((6..=6 + 8192).contains(&first), "seed {seed}: after TRUNCATE and a crash: {first}");
+    }
 }

@@ -84,6 +84,19 @@ pub enum TxnOutcome {
     Open,
     Committed,
     RolledBack,
+    /// Only for an `ExecType::CommitDisk` batch: committed in memory on
+    /// every replica (as `Committed`), but the commit's GCI did not become
+    /// complete within `commit_disk_timeout_ms` (global checkpoints stalled),
+    /// so its disk durability is not confirmed. The client reports
+    /// `ErrorCode::CommitDiskTimeout`. Last: the variant index is on the wire.
+    CommittedNotOnDisk,
+}
+
+impl TxnOutcome {
+    /// The transaction committed (disk durability confirmed or not).
+    pub fn committed(self) -> bool {
+        matches!(self, TxnOutcome::Committed | TxnOutcome::CommittedNotOnDisk)
+    }
 }
 
 /// TC_KEYCONF: TC -> API. Results in request order.

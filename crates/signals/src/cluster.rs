@@ -396,6 +396,12 @@ pub enum ClusterSignal {
         node: NodeId,
     },
     DictSyncConf(Box<DictState>),
+    /// DICT -> master DICT: a `DictStateRep` with `ack` is in this node's
+    /// schema file (or the node keeps no files): the master answers the DDL
+    /// once every other live DICT said so.
+    DictStateAck {
+        node: NodeId,
+    },
 }
 
 /// What a data node shows of itself (`norr mgm show`): DIH tells its host
@@ -433,4 +439,8 @@ pub struct DictState {
     pub auto_inc_high: Vec<(TableId, u64)>,
     /// True: a full snapshot (replace everything), false: a change.
     pub full: bool,
+    /// The change of a DDL: the master answers the DDL only once this DICT
+    /// has it in its schema file (`DictStateAck`). False: an
+    /// AUTO_INCREMENT mark, written in the background.
+    pub ack: bool,
 }

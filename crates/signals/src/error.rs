@@ -105,6 +105,7 @@ error_codes! {
     // --- durability ---
     RedoLogFull = 410, Temporary, "REDO log files overloaded", "retry; the log frees as checkpoints complete";
     RedoBufferOverloaded = 1221, Temporary, "REDO buffers overloaded", "retry; the disk is slower than the commit rate (a faster disk, or a larger redo_buffer_bytes, helps)";
+    CommitDiskTimeout = 4279, Permanent, "Transaction committed in memory on every replica, but its global checkpoint was not confirmed on disk in time", "do NOT retry: the transaction is committed; it reaches disk when global checkpoints run again (check the data nodes' disks and logs; the wait is bounded by commit_disk_timeout_ms)";
 }
 
 impl ErrorCode {

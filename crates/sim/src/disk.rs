@@ -195,6 +195,13 @@ impl SimDisk {
         self.files.get(path).map(|f| f.durable.as_slice())
     }
 
+    /// Create (or replace) a file at once and durably, as if a node had
+    /// written and synced it (tests: files a crash left behind).
+    pub fn put_durable(&mut self, path: &str, data: Vec<u8>) {
+        self.make_parents(path);
+        self.files.insert(path.to_string(), SimFile { durable: data.clone(), current: data, volatile: Vec::new() });
+    }
+
     /// Remove a file at once and durably (a host's start-up clean-up, done
     /// before its FS block runs).
     pub fn remove_file(&mut self, path: &str) {

@@ -140,6 +140,7 @@ pub fn random_knobs(rng: &mut Rng) -> Knobs {
         start_partial_timeout_ms: d.start_partial_timeout_ms,
         read_backup: d.read_backup,
         gcp_interval_ms: d.gcp_interval_ms,
+        commit_disk_timeout_ms: d.commit_disk_timeout_ms,
         redo_files: d.redo_files,
         redo_file_bytes: d.redo_file_bytes,
         redo_buffer_bytes: d.redo_buffer_bytes,

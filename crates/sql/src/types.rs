@@ -191,6 +191,10 @@ pub struct Session {
     /// User variables (@name), lower-case names.
     pub user_vars: BTreeMap<String, Value>,
     pub last_insert_id: u64,
+    /// GCI of the session's last commit that wrote something
+    /// (`@@norr_last_commit_gci`; 0 before the first): the commit is on
+    /// disk once the cluster's last complete GCI reaches it.
+    pub last_commit_gci: u64,
     /// Warnings of the last statement (SHOW WARNINGS).
     pub warnings: Vec<Warning>,
     /// Client asked for "found rows" instead of "changed rows" (CLIENT_FOUND_ROWS).
@@ -241,6 +245,7 @@ impl Session {
             time_zone: None,
             user_vars: BTreeMap::new(),
             last_insert_id: 0,
+            last_commit_gci: 0,
             warnings: Vec::new(),
             client_found_rows: false,
             multi_statements: false,

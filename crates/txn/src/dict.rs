@@ -31,6 +31,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 #[path = "dict_persist.rs"]
 mod persist;
 
+#[path = "dict_files.rs"]
+mod files;
+
 /// Most DDL requests queued before DICT answers Overloaded.
 const MAX_QUEUED_DDL: usize = 1024;
 /// Most tables a node holds.
@@ -92,6 +95,13 @@ enum Stage {
     Sync {
         node: NodeId,
     },
+    /// The change is committed: waiting for this DICT's schema file write
+    /// (`own`: its outcome, once done) and for every other live DICT to
+    /// have it in its schema file (`DictStateAck`), then the client hears.
+    Persisted {
+        waiting: BTreeSet<NodeId>,
+        own: Option<Result<DictResult, NodeError>>,
+    },
 }
 
 struct Active {
@@ -145,6 +155,8 @@ pub struct Dict {
     counters: Counters,
     /// The schema file in the data directory (see `dict_persist.rs`).
     persist: Option<persist::Persist>,
+    /// Dropped tables' checkpoint files to delete (see `dict_files.rs`).
+    dropped_files: files::DroppedFiles,
 }
 
 fn internal(s: InternalSignal) -> Signal {
@@ -179,6 +191,7 @@ impl Dict {
             local_sync: None,
             counters: Counters::default(),
             persist: None,
+            dropped_files: files::DroppedFiles::default(),
         }
     }
 
@@ -271,7 +284,7 @@ impl Dict {
                     *next = next.saturating_add(*count);
                     let (table, next) = (*table, *next);
                     self.auto_inc_advanced(table, next, ctx);
-                    Self::conf(ctx, from, id, DictResult::AutoInc { first });
+                    self.answer_auto_inc(from, id, table, next, DictResult::AutoInc { first }, ctx);
                 }
                 None => Self::dref(ctx, from, id, NodeError::with(ErrorCode::NoSuchTable, format!("table id {table}"))),
             },
@@ -280,7 +293,7 @@ impl Dict {
                     *next = (*next).max(used.saturating_add(1));
                     let (table, next) = (*table, *next);
                     self.auto_inc_advanced(table, next, ctx);
-                    Self::conf(ctx, from, id, DictResult::Done);
+                    self.answer_auto_inc(from, id, table, next, DictResult::Done, ctx);
                 }
                 None => Self::dref(ctx, from, id, NodeError::with(ErrorCode::NoSuchTable, format!("table id {table}"))),
             },
@@ -340,12 +353,19 @@ impl Dict {
                 .map(|(t, n)| (*t, self.auto_inc_high.get(t).copied().unwrap_or(*n).max(*n)))
                 .collect(),
             full: true,
+            ack: false,
         }
     }
 
     /// A schema change (or the whole schema) from the master.
     fn apply_state(&mut self, s: &DictState) {
         if s.full {
+            // Tables dropped while this node was away: their files go too.
+            let dropped: Vec<TableId> =
+                self.tables.keys().copied().filter(|t| !s.upsert.iter().any(|d| d.id == *t)).collect();
+            for t in dropped {
+                self.dropped_files_after_next_write(t);
+            }
             self.tables.clear();
             self.auto_inc.clear();
             self.auto_inc_high.clear();
@@ -355,6 +375,7 @@ impl Dict {
             self.tables.insert(d.id, d.clone());
         }
         for t in &s.remove {
+            self.dropped_files_after_next_write(*t);
             self.tables.remove(t);
             self.auto_inc.remove(t);
             self.auto_inc_high.remove(t);
@@ -563,10 +584,15 @@ impl Dict {
             SchemaChange::DropTable(t) => {
                 self.tables.remove(&t);
                 self.auto_inc.remove(&t);
+                self.forget_auto_inc_mark(t);
+                self.dropped_files_after_next_write(t);
                 DictResult::Done
             }
             SchemaChange::TruncateTable(t) => {
+                // Counting starts again at 1; the mark goes with the old
+                // values (the snapshot written now holds 1).
                 self.auto_inc.insert(t, 1);
+                self.forget_auto_inc_mark(t);
                 DictResult::Done
             }
             SchemaChange::CreateIndex { def, .. }
@@ -613,7 +639,9 @@ impl Dict {
                 debug_assert!(error.is_none(), "TC cannot refuse a schema change");
                 waiting.remove(&from);
             }
-            Stage::Stats { .. } | Stage::Sync { .. } => debug_assert!(false, "schema conf during stats or sync"),
+            Stage::Stats { .. } | Stage::Sync { .. } | Stage::Persisted { .. } => {
+                debug_assert!(false, "schema conf during stats, sync or persist")
+            }
         }
         self.progress(ctx);
     }
@@ -680,13 +708,34 @@ impl Dict {
                     SchemaChange::AlterTable { .. } | SchemaChange::AlterAbort(_) => DictState::default(),
                 };
                 let r = self.commit(change);
+                let mut others = BTreeSet::new();
                 if self.membership.is_some() {
-                    let delta =
-                        DictState { next_table_id: self.next_table_id, next_index_id: self.next_index_id, ..delta };
+                    let delta = DictState {
+                        next_table_id: self.next_table_id,
+                        next_index_id: self.next_index_id,
+                        ack: true,
+                        ..delta
+                    };
                     self.broadcast_state(delta, ctx);
+                    others = self.members().into_iter().filter(|n| *n != self.node).collect();
                 }
+                if others.is_empty() {
+                    if let Some(r) = self.persist_then_finish(r, ctx) {
+                        self.finish(ctx, Ok(r));
+                    }
+                    return;
+                }
+                // Every node's schema file holds the change before the
+                // client hears of it: any of them may restart the cluster.
+                self.active.as_mut().expect("active").stage = Stage::Persisted { waiting: others, own: None };
                 if let Some(r) = self.persist_then_finish(r, ctx) {
-                    self.finish(ctx, Ok(r));
+                    self.own_persisted(Ok(r), ctx);
+                }
+            }
+            Stage::Persisted { waiting, own } => {
+                if waiting.is_empty() && own.is_some() {
+                    let r = own.take().expect("checked");
+                    self.finish(ctx, r);
                 }
             }
             Stage::Stats { .. } | Stage::Sync { .. } => {}
@@ -768,15 +817,56 @@ impl Dict {
                     self.finish(ctx, Ok(DictResult::Done));
                 }
             }
+            ClusterSignal::DictStateAck { node } => self.on_state_ack(node, ctx),
             ClusterSignal::DictStateRep(state) => {
                 if !self.is_master() {
                     self.apply_state(&state);
-                    if state.full || !state.upsert.is_empty() || !state.remove.is_empty() {
+                    // A new AUTO_INCREMENT mark too: were this node the
+                    // master after a restart, it continues above it.
+                    let changed = state.full
+                        || !state.upsert.is_empty()
+                        || !state.remove.is_empty()
+                        || !state.auto_inc_high.is_empty();
+                    // The write that will hold the change (None: no files,
+                    // or nothing in the file changes, as for a TRUNCATE).
+                    let write = if changed { self.next_schema_write() } else { None };
+                    if changed {
                         self.persist_in_background(ctx);
+                    }
+                    if state.ack {
+                        self.ack_state_after(write, from, ctx);
                     }
                 }
             }
             other => debug_assert!(false, "DICT got unexpected {other:?}"),
+        }
+    }
+
+    /// Master: `node`'s DICT has the change of the DDL in its schema file.
+    fn on_state_ack(&mut self, node: NodeId, ctx: &mut Ctx<'_, Signal>) {
+        let expected = match self.active.as_mut().map(|a| &mut a.stage) {
+            Some(Stage::Persisted { waiting, .. }) => waiting.remove(&node),
+            _ => false,
+        };
+        if expected {
+            self.progress(ctx);
+        } else {
+            // A node that failed and came back, a master change: the DDL it
+            // confirms is answered already.
+            crate::probe!(self.counters, "dict: schema write confirmation for no DDL");
+        }
+    }
+
+    /// This node's schema write of the active change ended (`result`: the
+    /// answer): the client hears it once the other DICTs confirmed theirs.
+    fn own_persisted(&mut self, result: Result<DictResult, NodeError>, ctx: &mut Ctx<'_, Signal>) {
+        match self.active.as_mut().map(|a| &mut a.stage) {
+            Some(Stage::Persisted { own, .. }) => {
+                debug_assert!(own.is_none(), "two schema writes of one DDL");
+                *own = Some(result);
+                self.progress(ctx);
+            }
+            _ => self.finish(ctx, result),
         }
     }
 
@@ -836,6 +926,7 @@ impl Dict {
                 | Stage::LqhAlterEnd { waiting, .. }
                 | Stage::Tc { waiting }
                 | Stage::Stats { waiting, .. } => waiting.retain(|b| !failed.contains(&b.node)),
+                Stage::Persisted { waiting, .. } => waiting.retain(|n| !failed.contains(n)),
                 Stage::Sync { node } => {
                     if failed.contains(node) {
                         crate::probe!(self.counters, "dict: joining node failed during its sync");

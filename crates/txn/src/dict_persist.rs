@@ -7,15 +7,20 @@
 //! sent is on disk. At start the host reads the file and hands it to
 //! `Dict::restore_schema`.
 //!
-//! AUTO_INCREMENT reservations are written with each snapshot only (a
-//! restart may hand out values again that were reserved but not yet
-//! written with a DDL: a known gap).
+//! AUTO_INCREMENT counters survive restarts without any DDL: before DICT
+//! answers a reservation whose values pass a table's mark on disk, it
+//! writes a new mark `AUTO_INC_MARK_AHEAD` above them (a snapshot, as for
+//! a DDL) and answers once that write is done. A restart continues at the
+//! mark: gaps are allowed (NDB's semantics), handing out a value twice
+//! never. One schema write per `AUTO_INC_MARK_AHEAD` values a table uses.
 
 use super::{Dict, DictResult};
 use norr_durability::schema::{SchemaSnapshot, SCHEMA_FILE, SCHEMA_TMP};
 use norr_kernel::{BlockRef, Ctx, Priority};
 use norr_signals::fs::{FileHandle, FsOp, FsResult, FsSignal};
+use norr_signals::schema::TableId;
 use norr_signals::{block, ErrorCode, NodeError, Signal};
+use std::collections::BTreeMap;
 
 enum Step {
     Open,
@@ -35,11 +40,43 @@ pub(super) struct Persist {
     held: Option<DictResult>,
     /// The schema changed again during a background write: write again.
     again: bool,
+    /// The last snapshot whose write completed (its id).
+    durable: u64,
+    /// Per table: the AUTO_INCREMENT mark snapshots hold (values below it
+    /// may be handed out) and the id of the first write that holds it.
+    auto_inc_marks: BTreeMap<TableId, (u64, u64)>,
+    /// Reservations answered once snapshot `needs` is durable.
+    auto_inc_waiting: Vec<AutoIncWait>,
+    /// Non-master: DDL changes the master waits to hear are in this node's
+    /// schema file, by the write that holds them.
+    state_acks: Vec<(u64, BlockRef)>,
 }
+
+struct AutoIncWait {
+    from: BlockRef,
+    req_id: u32,
+    result: DictResult,
+    needs: u64,
+}
+
+/// How far above the values handed out a new AUTO_INCREMENT mark goes.
+const AUTO_INC_MARK_AHEAD: u64 = 4096;
+
+/// Most reservations waiting for a mark's write (then Overloaded).
+const MAX_AUTO_INC_WAITING: usize = 4096;
 
 impl Persist {
     pub(super) fn new() -> Persist {
-        Persist { writing: None, written: 0, held: None, again: false }
+        Persist {
+            writing: None,
+            written: 0,
+            held: None,
+            again: false,
+            durable: 0,
+            auto_inc_marks: BTreeMap::new(),
+            auto_inc_waiting: Vec::new(),
+            state_acks: Vec::new(),
+        }
     }
 }
 
@@ -63,15 +100,92 @@ impl Dict {
         self.auto_inc = snap.tables.keys().map(|&t| (t, snap.auto_inc.get(&t).copied().unwrap_or(1))).collect();
         if let Some(p) = self.persist.as_mut() {
             p.written = snap.last_ddl_id;
+            p.durable = snap.last_ddl_id;
         }
     }
 
     fn snapshot(&self, id: u64) -> SchemaSnapshot {
-        SchemaSnapshot {
-            last_ddl_id: id,
-            next_table_id: self.next_table_id,
-            tables: self.tables.clone(),
-            auto_inc: self.auto_inc.clone(),
+        let marks = self.persist.as_ref().map(|p| &p.auto_inc_marks);
+        let auto_inc = self
+            .auto_inc
+            .iter()
+            .map(|(t, n)| (*t, marks.and_then(|m| m.get(t)).map_or(*n, |(mark, _)| (*mark).max(*n))))
+            .collect();
+        SchemaSnapshot { last_ddl_id: id, next_table_id: self.next_table_id, tables: self.tables.clone(), auto_inc }
+    }
+
+    /// Answer an AUTO_INCREMENT reservation of `table` whose counter is now
+    /// `next`: at once if a durable mark covers it, else once a snapshot
+    /// with a new mark is written (see the module doc).
+    pub(super) fn answer_auto_inc(
+        &mut self,
+        from: BlockRef,
+        req_id: u32,
+        table: TableId,
+        next: u64,
+        result: DictResult,
+        ctx: &mut Ctx<'_, Signal>,
+    ) {
+        let Some(p) = self.persist.as_mut() else { return Self::conf(ctx, from, req_id, result) };
+        let needs = match p.auto_inc_marks.get(&table) {
+            Some((mark, write)) if *mark >= next => *write,
+            _ => {
+                if p.auto_inc_waiting.len() >= MAX_AUTO_INC_WAITING {
+                    let e = NodeError::with(ErrorCode::Overloaded, "too many AUTO_INCREMENT reservations in flight");
+                    return Self::dref(ctx, from, req_id, e);
+                }
+                // The next write started holds the mark: one in progress
+                // was encoded before it.
+                let write = p.written + 1;
+                p.auto_inc_marks.insert(table, (next.saturating_add(AUTO_INC_MARK_AHEAD), write));
+                self.counters.bump("dict: auto-increment marks written");
+                self.persist_in_background(ctx);
+                write
+            }
+        };
+        let p = self.persist.as_mut().expect("persisting");
+        if p.durable >= needs {
+            return Self::conf(ctx, from, req_id, result);
+        }
+        if p.auto_inc_waiting.len() >= MAX_AUTO_INC_WAITING {
+            let e = NodeError::with(ErrorCode::Overloaded, "too many AUTO_INCREMENT reservations in flight");
+            return Self::dref(ctx, from, req_id, e);
+        }
+        p.auto_inc_waiting.push(AutoIncWait { from, req_id, result, needs });
+    }
+
+    /// `table` was dropped or truncated: its counter starts afresh.
+    pub(super) fn forget_auto_inc_mark(&mut self, table: TableId) {
+        if let Some(p) = self.persist.as_mut() {
+            p.auto_inc_marks.remove(&table);
+        }
+    }
+
+    /// Snapshot `id` is durable (`ok`) or failed: answer the reservations
+    /// that waited for it.
+    fn auto_inc_write_ended(&mut self, id: u64, ok: bool, ctx: &mut Ctx<'_, Signal>) {
+        let p = self.persist.as_mut().expect("persisting");
+        if ok {
+            debug_assert!(id > p.durable, "snapshot {id} after {}", p.durable);
+            p.durable = id;
+        } else {
+            // Marks of this write are not on disk: the next reservation of
+            // those tables writes again.
+            p.auto_inc_marks.retain(|_, (_, w)| *w > id);
+        }
+        let (ready, wait): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut p.auto_inc_waiting).into_iter().partition(|w| w.needs <= id);
+        p.auto_inc_waiting = wait;
+        for w in ready {
+            if ok {
+                Self::conf(ctx, w.from, w.req_id, w.result);
+            } else {
+                let e = NodeError::with(
+                    ErrorCode::Internal,
+                    "the AUTO_INCREMENT counter could not be written to the data directory",
+                );
+                Self::dref(ctx, w.from, w.req_id, e);
+            }
         }
     }
 
@@ -111,7 +225,52 @@ impl Dict {
         fs(ctx, id, FsOp::Open { path: SCHEMA_TMP.into(), create: true, truncate: true });
     }
 
+    /// The id of the next schema write started (it holds every change made
+    /// so far); None without a data directory.
+    pub(super) fn next_schema_write(&self) -> Option<u64> {
+        self.persist.as_ref().map(|p| p.written + 1)
+    }
+
+    /// Non-master: tell `master` that the DDL change just applied is in the
+    /// schema file, once schema write `write` ended (now if None).
+    pub(super) fn ack_state_after(&mut self, write: Option<u64>, master: BlockRef, ctx: &mut Ctx<'_, Signal>) {
+        match (self.persist.as_mut(), write) {
+            (Some(p), Some(w)) if p.durable < w => p.state_acks.push((w, master)),
+            _ => self.send_state_ack(master, ctx),
+        }
+    }
+
+    fn send_state_ack(&self, master: BlockRef, ctx: &mut Ctx<'_, Signal>) {
+        let ack = norr_signals::cluster::ClusterSignal::DictStateAck { node: self.node };
+        ctx.send(master, Signal::Cluster(Box::new(ack)));
+    }
+
+    /// Schema write `id` ended: confirm the changes it holds. Also after a
+    /// failed write (the change is applied in memory; the probe counts it):
+    /// the master must not wait for ever.
+    fn state_acks_write_ended(&mut self, id: u64, ctx: &mut Ctx<'_, Signal>) {
+        let p = self.persist.as_mut().expect("persisting");
+        let (ready, wait): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut p.state_acks).into_iter().partition(|(w, _)| *w <= id);
+        p.state_acks = wait;
+        for (_, master) in ready {
+            self.send_state_ack(master, ctx);
+        }
+    }
+
+    /// Table `t` is dropped: its checkpoint files go once the next schema
+    /// write (the first without it) is durable (see `dict_files.rs`).
+    pub(super) fn dropped_files_after_next_write(&mut self, t: TableId) {
+        if let Some(p) = self.persist.as_ref() {
+            self.dropped_files.dropped(t, p.written + 1);
+        }
+    }
+
     pub(super) fn on_fs(&mut self, sig: FsSignal, ctx: &mut Ctx<'_, Signal>) {
+        let (FsSignal::Req { req_id, .. } | FsSignal::Conf { req_id, .. } | FsSignal::Ref { req_id, .. }) = &sig;
+        if *req_id >= super::files::REMOVE_REQ {
+            return self.on_dropped_files_fs(sig, ctx);
+        }
         let Some(p) = self.persist.as_mut() else {
             debug_assert!(false, "FS reply to a DICT without a data directory");
             return;
@@ -137,6 +296,9 @@ impl Dict {
             }
             (FsSignal::Conf { result: FsResult::Done, .. }, Step::Rename) => {
                 self.counters.bump("dict: schema files written");
+                self.auto_inc_write_ended(id, true, ctx);
+                self.dropped_files_write_durable(id, ctx);
+                self.state_acks_write_ended(id, ctx);
                 self.write_ended(r.map(Ok), ctx);
                 return;
             }
@@ -148,6 +310,8 @@ impl Dict {
                     ErrorCode::Internal,
                     format!("the schema change was applied but could not be written to the data directory: {error}"),
                 );
+                self.auto_inc_write_ended(id, false, ctx);
+                self.state_acks_write_ended(id, ctx);
                 self.write_ended(r.map(|_| Err(e)), ctx);
                 return;
             }
@@ -169,7 +333,7 @@ impl Dict {
             self.start_write(held, ctx);
         }
         if let Some(a) = answer {
-            self.finish(ctx, a);
+            self.own_persisted(a, ctx);
         }
     }
 }

@@ -62,7 +62,15 @@ impl LcpIdent {
 
 /// Directory of a partition's checkpoint files.
 pub fn partition_dir(table: TableId, partition: PartitionId) -> String {
-    format!("lcp/{table}/{partition}")
+    format!("{}/{partition}", table_dir(table))
+}
+
+/// Where every checkpoint file of the node lives (`lcp/<table>/<partition>/`).
+pub const LCP_DIR: &str = "lcp";
+
+/// A table's checkpoint directory: one directory per partition in it.
+pub fn table_dir(table: TableId) -> String {
+    format!("{LCP_DIR}/{table}")
 }
 
 /// A window of parts `first, first+1, ..., first+count-1` (mod 2048).

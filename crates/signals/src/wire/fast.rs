@@ -278,6 +278,7 @@ impl<'a> Reader<'a> {
             0 => TxnOutcome::Open,
             1 => TxnOutcome::Committed,
             2 => TxnOutcome::RolledBack,
+            3 => TxnOutcome::CommittedNotOnDisk,
             _ => return Err(malformed("bad TxnOutcome")),
         };
         let (n, cap) = self.len()?;
@@ -513,6 +514,7 @@ pub(super) fn try_encode(env: &Envelope, out: &mut Vec<u8>) -> bool {
                 TxnOutcome::Open => 0,
                 TxnOutcome::Committed => 1,
                 TxnOutcome::RolledBack => 2,
+                TxnOutcome::CommittedNotOnDisk => 3,
             });
             put_varint(out, c.results.len() as u64);
             for r in &c.results {

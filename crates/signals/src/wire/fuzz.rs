@@ -202,7 +202,8 @@ fn dict_op() -> impl Strategy<Value = DictOp> {
 /// Signals an API node sends or gets.
 fn api_signal() -> impl Strategy<Value = Signal> {
     let exec = select(vec![ExecType::NoCommit, ExecType::Commit, ExecType::Rollback]);
-    let outcome = select(vec![TxnOutcome::Open, TxnOutcome::Committed, TxnOutcome::RolledBack]);
+    let outcome =
+        select(vec![TxnOutcome::Open, TxnOutcome::Committed, TxnOutcome::RolledBack, TxnOutcome::CommittedNotOnDisk]);
     prop_oneof![
         4 => (any::<u64>(), exec, vec(key_op(), 0..4))
             .prop_map(|(txn, exec, ops)| Signal::TcKeyReq(Box::new(TcKeyReq { txn, exec, ops }))),

@@ -310,7 +310,7 @@ impl Workload for Bank {
                     }
                     St::Transfer2 { .. } => {
                         match conf.outcome {
-                            TxnOutcome::Committed => self.commits += 1,
+                            TxnOutcome::Committed | TxnOutcome::CommittedNotOnDisk => self.commits += 1,
                             TxnOutcome::RolledBack => self.rollbacks += 1,
                             TxnOutcome::Open => return Err("bank: Commit/Rollback answered Open".into()),
                         }

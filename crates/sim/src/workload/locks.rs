@@ -182,7 +182,7 @@ impl Workload for Locks {
             }
             (St::Committing { txn }, Signal::TcKeyConf(conf)) if conf.txn == txn => {
                 match conf.outcome {
-                    TxnOutcome::Committed => self.commits += 1,
+                    TxnOutcome::Committed | TxnOutcome::CommittedNotOnDisk => self.commits += 1,
                     TxnOutcome::RolledBack => self.rollbacks += 1,
                     TxnOutcome::Open => return Err("locks: commit answered Open".into()),
                 }
@@ -247,7 +247,7 @@ impl Workload for Locks {
                             p.reads = reads;
                         }
                     }
-                    TxnOutcome::Committed => {
+                    TxnOutcome::Committed | TxnOutcome::CommittedNotOnDisk => {
                         let Some(p) = self.pending.remove(&key) else {
                             return Err(format!("locks: commit of unknown txn {key:?}"));
                         };

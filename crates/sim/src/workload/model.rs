@@ -721,7 +721,7 @@ impl Workload for Model {
             (St::Batch { txn, batch, batches, commit, .. }, Signal::TcKeyConf(conf)) if conf.txn == txn => {
                 if commit {
                     match conf.outcome {
-                        TxnOutcome::Committed => self.commits += 1,
+                        TxnOutcome::Committed | TxnOutcome::CommittedNotOnDisk => self.commits += 1,
                         TxnOutcome::RolledBack => self.rollbacks += 1,
                         TxnOutcome::Open => return Err("model: commit answered Open".into()),
                     }
@@ -881,7 +881,7 @@ impl Workload for Model {
                         self.check_batch(key, &conf.results)?;
                         self.apply_savepoint(key)?;
                     }
-                    TxnOutcome::Committed => {
+                    TxnOutcome::Committed | TxnOutcome::CommittedNotOnDisk => {
                         self.check_batch(key, &conf.results)?;
                         self.apply_commit(key)?;
                     }

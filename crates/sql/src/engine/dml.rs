@@ -809,7 +809,8 @@ pub async fn execute_insert(
             })
             .collect();
         let mut txn = engine.client().begin();
-        let res = txn.execute(ops, ExecType::Commit).await;
+        let res = txn.execute(ops, txn_control::commit_exec(session)).await;
+        txn_control::note_commit(session, &txn);
         if let Err(e) = res {
             return Err(insert_client_err(&t, e, &final_rows));
         }
@@ -1776,12 +1777,15 @@ async fn update_by_keys(
     let alone = autocommit_alone(session) && keys.len() == 1;
     let res = if alone {
         let mut txn = engine.client().begin();
-        run_ops(&mut txn, ops, true, t, tz.as_deref()).await.map_err(|e| fix_col(e, def, &rs.sets))?
+        let exec = txn_control::commit_exec(session);
+        let res = run_ops(&mut txn, ops, Some(exec), t, tz.as_deref()).await;
+        txn_control::note_commit(session, &txn);
+        res.map_err(|e| fix_col(e, def, &rs.sets))?
     } else {
         txn_control::begin_statement(engine, session);
         let r = match session.txn.as_mut() {
             Some(txn) => {
-                let r = run_ops(txn, ops, false, t, tz.as_deref()).await;
+                let r = run_ops(txn, ops, None, t, tz.as_deref()).await;
                 match r {
                     Ok(res) => {
                         // An operation error (e.g. out of range increment): undo the applied ones.
@@ -1871,15 +1875,15 @@ async fn update_by_keys(
 async fn run_ops(
     txn: &mut Transaction,
     ops: Vec<KeyOp>,
-    commit: bool,
+    commit: Option<ExecType>,
     t: &SqlTable,
     zone: Option<&Zone>,
 ) -> Result<Vec<OpResult>, SqlError> {
     let zone = zone.filter(|_| ts_zone::has_timestamp(&t.def));
     let projections: Vec<Vec<ColumnId>> =
         if zone.is_some() { ops.iter().map(|o| o.projection.clone()).collect() } else { Vec::new() };
-    let mut res = if commit {
-        txn.execute(ops, ExecType::Commit).await.map_err(|e| error_map::from_client(e, &table_ctx(t)))?
+    let mut res = if let Some(exec) = commit {
+        txn.execute(ops, exec).await.map_err(|e| error_map::from_client(e, &table_ctx(t)))?
     } else {
         exec_ops(txn, ops, t).await?
     };
@@ -1995,10 +1999,9 @@ pub async fn execute_delete(
                     .collect();
                 if ops.len() <= MAX_OPS_PER_BATCH {
                     let mut txn = engine.client().begin();
-                    let res = txn
-                        .execute(ops, ExecType::Commit)
-                        .await
-                        .map_err(|e| error_map::from_client(e, &table_ctx(&t)))?;
+                    let res = txn.execute(ops, txn_control::commit_exec(session)).await;
+                    txn_control::note_commit(session, &txn);
+                    let res = res.map_err(|e| error_map::from_client(e, &table_ctx(&t)))?;
                     let mut n = 0;
                     for r in res {
                         match r {

@@ -131,9 +131,9 @@ pub fn from_node(e: &NodeError, ctx: &ErrCtx) -> SqlError {
             "HY000",
             format!("Got temporary error {} '{}' from NDBCLUSTER", e.code.code(), e.code.description()),
         ),
-        // Not temporary: the commit may have happened (4013), or did (4115).
+        // Not temporary: the commit may have happened (4013), or did (4115, 4279).
         // NDB's "Got error N 'text' from NDBCLUSTER" (1296), with the detail.
-        ErrorCode::OutcomeUnknown | ErrorCode::CommittedResultsLost => SqlError::new(
+        ErrorCode::OutcomeUnknown | ErrorCode::CommittedResultsLost | ErrorCode::CommitDiskTimeout => SqlError::new(
             1296,
             "HY000",
             format!("Got error {} '{}' from NDBCLUSTER{detail}", e.code.code(), e.code.description()),

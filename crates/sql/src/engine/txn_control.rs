@@ -43,6 +43,7 @@ use crate::engine::error_map;
 use crate::engine::Engine;
 use crate::types::{Session, SqlError};
 use norr_client::Transaction;
+use norr_signals::ExecType;
 
 /// True if the session has an open SQL transaction (explicit, or implicit with
 /// autocommit=0 after the first statement).
@@ -78,9 +79,7 @@ pub async fn end_statement<T>(e: &Engine, s: &mut Session, res: Result<T, SqlErr
         Ok(v) => {
             if !explicit {
                 if let Some(t) = s.txn.take() {
-                    if !t.is_finished() {
-                        t.commit().await.map_err(error_map::from_client_plain)?;
-                    }
+                    commit_txn(s, t).await?;
                 }
             }
             Ok(v)
@@ -120,11 +119,39 @@ pub async fn commit(s: &mut Session) -> Result<(), SqlError> {
     s.in_transaction = false;
     s.savepoints.clear();
     if let Some(t) = s.txn.take() {
-        if !t.is_finished() {
-            t.commit().await.map_err(error_map::from_client_plain)?;
-        }
+        commit_txn(s, t).await?;
     }
     Ok(())
+}
+
+/// How a commit of the session's writes ends: with `norr_commit_wait =
+/// 'disk'`, once the commit's global checkpoint is on disk.
+pub fn commit_exec(s: &Session) -> ExecType {
+    if crate::engine::vars::commit_waits_for_disk(s) {
+        ExecType::CommitDisk
+    } else {
+        ExecType::Commit
+    }
+}
+
+/// Keep the GCI of a commit that wrote (`@@norr_last_commit_gci`). Also
+/// after a `CommitDiskTimeout` error: the transaction did commit.
+pub fn note_commit(s: &mut Session, t: &Transaction) {
+    if let Some(gci) = t.commit_gci().filter(|g| *g > 0 && t.wrote()) {
+        s.last_commit_gci = gci;
+    }
+}
+
+/// Commit `t` (the session's transaction) as the session asks.
+async fn commit_txn(s: &mut Session, mut t: Transaction) -> Result<(), SqlError> {
+    if t.is_finished() {
+        return Ok(());
+    }
+    // A read-only transaction has nothing to put on disk.
+    let exec = if t.wrote() { commit_exec(s) } else { ExecType::Commit };
+    let res = t.execute(Vec::new(), exec).await;
+    note_commit(s, &t);
+    res.map(|_| ()).map_err(error_map::from_client_plain)
 }
 
 /// ROLLBACK.

@@ -115,6 +115,14 @@ pub static VARS: &[VarDef] = &[
     v("net_buffer_length", Both, Int, "16384"),
     v("net_read_timeout", Both, Int, "30"),
     v("net_write_timeout", Both, Int, "60"),
+    // When COMMIT (and an autocommitted statement) returns: 'network' once
+    // every replica holds the change in memory (NDB's default); 'disk' once
+    // its global checkpoint is on disk in the cluster (bounded by the data
+    // nodes' commit_disk_timeout_ms, then error 1296 / 4279: committed,
+    // disk durability unconfirmed).
+    v("norr_commit_wait", Both, Str, "network"),
+    // GCI of the session's last commit that wrote something.
+    ro("norr_last_commit_gci", Session, Int, "0"),
     ro("performance_schema", Global, Bool, "0"),
     ro("port", Global, Int, "3306"),
     ro("protocol_version", Global, Int, "10"),
@@ -221,6 +229,7 @@ pub fn get_system_var(s: &Session, name: &str, global: bool) -> Option<Value> {
     match d.name {
         "autocommit" => return Some(Value::Int(s.autocommit as i64)),
         "last_insert_id" | "identity" => return Some(Value::UInt(s.last_insert_id)),
+        "norr_last_commit_gci" => return Some(Value::UInt(s.last_commit_gci)),
         "warning_count" => {
             return Some(Value::UInt(
                 s.warnings.iter().filter(|w| w.level != crate::types::WarningLevel::Error).count() as u64,
@@ -242,6 +251,11 @@ pub fn get_system_var(s: &Session, name: &str, global: bool) -> Option<Value> {
         return Some(v.clone());
     }
     global_value(d.name)
+}
+
+/// True if the session's commits wait for disk (`norr_commit_wait = 'disk'`).
+pub fn commit_waits_for_disk(s: &Session) -> bool {
+    matches!(get_system_var(s, "norr_commit_wait", false), Some(Value::Bytes(b)) if b.as_slice() == b"disk")
 }
 
 /// Value shown by SHOW VARIABLES (booleans as ON/OFF).
@@ -402,6 +416,10 @@ fn normalise(d: &VarDef, v: Value) -> Result<Value, SqlError> {
             let s = text(&v);
             match d.name {
                 "sql_mode" => Value::str(&norm_sql_mode(&s)?),
+                "norr_commit_wait" => match s.to_ascii_lowercase().as_str() {
+                    w @ ("disk" | "network") => Value::str(w),
+                    _ => return Err(error_map::wrong_value_for_var(d.name, &s)),
+                },
                 "transaction_isolation" | "tx_isolation" => {
                     Value::str(isolation(&s).ok_or_else(|| error_map::wrong_value_for_var(d.name, &s))?)
                 }
@@ -582,6 +600,26 @@ mod tests {
         for w in VARS.windows(2) {
             assert!(w[0].name < w[1].name, "{} / {}", w[0].name, w[1].name);
         }
+    }
+
+    #[test]
+    fn commit_wait_is_disk_or_network() {
+        let mut s = Session::new(1, "root");
+        assert_eq!(get_system_var(&s, "norr_commit_wait", false), Some(Value::str("network")));
+        assert!(!commit_waits_for_disk(&s));
+        set_system_var(&mut s, "norr_commit_wait", false, Value::str("DISK")).unwrap();
+        assert_eq!(get_system_var(&s, "@@norr_commit_wait".trim_start_matches('@'), false), Some(Value::str("disk")));
+        assert!(commit_waits_for_disk(&s));
+        let e = set_system_var(&mut s, "norr_commit_wait", false, Value::str("fsync")).unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (1231, "Variable 'norr_commit_wait' can't be set to the value of 'fsync'")
+        );
+        assert!(commit_waits_for_disk(&s), "a refused SET changes nothing");
+        set_system_var(&mut s, "norr_commit_wait", false, Value::str("network")).unwrap();
+        assert!(!commit_waits_for_disk(&s));
+        assert_eq!(get_system_var(&s, "norr_last_commit_gci", false), Some(Value::UInt(0)));
+        assert_eq!(set_system_var(&mut s, "norr_last_commit_gci", false, Value::Int(5)).unwrap_err().code, 1238);
     }
 
     #[test]

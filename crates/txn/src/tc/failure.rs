@@ -34,6 +34,7 @@ impl Tc {
             self.abort(t, AbortReply::Tombstone(e), ctx);
         }
         self.close_idle_scans(now, ctx);
+        self.release_stale_disk_waits(now, ctx);
         self.arm_timer(ctx);
     }
 

@@ -13,6 +13,7 @@ use super::{Tc, TxnState};
 use norr_kernel::{BlockRef, Ctx, Priority};
 use norr_signals::ckpt::CkptSignal;
 use norr_signals::Signal;
+use norr_signals::TxnOutcome;
 
 impl Tc {
     /// A restarted node, before the first signal: tag commits with `gci`
@@ -68,8 +69,9 @@ impl Tc {
                     if *e.key() > gci {
                         break;
                     }
-                    for (api, conf) in e.remove() {
-                        ctx.send(api, Signal::TcKeyConf(Box::new(conf)));
+                    for h in e.remove() {
+                        debug_assert_eq!(h.conf.outcome, TxnOutcome::Committed);
+                        ctx.send(h.api, Signal::TcKeyConf(Box::new(h.conf)));
                     }
                 }
             }
@@ -99,5 +101,32 @@ impl Tc {
         }
         self.gcp_finish_wanted = None;
         ctx.send_prio(master, Signal::Ckpt(Box::new(CkptSignal::GcpTcFinishedRep { gci })), Priority::A);
+    }
+
+    /// The periodic check: answer `CommitDisk` transactions held longer
+    /// than `commit_disk_timeout_ms` (global checkpoints stalled: a disk
+    /// that hangs, a node that cannot write). They are committed in memory,
+    /// so the answer says so, and that disk durability is unconfirmed,
+    /// rather than keeping the client waiting without bound.
+    pub(super) fn release_stale_disk_waits(&mut self, now_ns: u64, ctx: &mut Ctx<'_, Signal>) {
+        let timeout = self.commit_disk_timeout_ns;
+        let mut emptied = Vec::new();
+        for (gci, held) in self.held_for_disk.iter_mut() {
+            debug_assert!(*gci > self.complete_gci, "an answer held for a complete GCI {gci}");
+            let (stale, keep): (Vec<_>, Vec<_>) =
+                held.drain(..).partition(|h| now_ns.saturating_sub(h.since_ns) >= timeout);
+            *held = keep;
+            for mut h in stale {
+                crate::probe!(self.counters, "tc: commit disk wait timed out");
+                h.conf.outcome = TxnOutcome::CommittedNotOnDisk;
+                ctx.send(h.api, Signal::TcKeyConf(Box::new(h.conf)));
+            }
+            if held.is_empty() {
+                emptied.push(*gci);
+            }
+        }
+        for gci in emptied {
+            self.held_for_disk.remove(&gci);
+        }
     }
 }

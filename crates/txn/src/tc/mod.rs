@@ -144,6 +144,14 @@ struct TcTxn {
     savepoint: u32,
 }
 
+/// The commit answer of a `CommitDisk` transaction, held until its GCI is
+/// complete (or `commit_disk_timeout_ms` passed).
+struct HeldCommit {
+    api: BlockRef,
+    conf: TcKeyConf,
+    since_ns: u64,
+}
+
 pub struct Tc {
     node: NodeId,
     instance: u16,
@@ -191,7 +199,10 @@ pub struct Tc {
     complete_gci: u64,
     /// Commit answers of `CommitDisk` transactions waiting for their GCI to
     /// be complete, by GCI.
-    held_for_disk: BTreeMap<u64, Vec<(BlockRef, TcKeyConf)>>,
+    held_for_disk: BTreeMap<u64, Vec<HeldCommit>>,
+    /// `commit_disk_timeout_ms`: a held answer older than this goes out as
+    /// `TxnOutcome::CommittedNotOnDisk`.
+    commit_disk_timeout_ns: u64,
     /// A GCP master waiting to hear that no transaction of this GCI or lower
     /// is committing any more.
     gcp_finish_wanted: Option<(u64, BlockRef)>,
@@ -244,6 +255,7 @@ impl Tc {
             gcp_finish_wanted: None,
             complete_gci: 0,
             held_for_disk: BTreeMap::new(),
+            commit_disk_timeout_ns: knobs.commit_disk_timeout_ms * 1_000_000,
             takeover_pending: BTreeSet::new(),
             takeover: None,
             counters: Counters::default(),
@@ -299,7 +311,7 @@ impl Tc {
 
     /// Keep the periodic time-out check running while there is something to time out.
     fn arm_timer(&mut self, ctx: &mut Ctx<'_, Signal>) {
-        if !self.timer_armed && (!self.txns.is_empty() || !self.scans.is_empty()) {
+        if !self.timer_armed && (!self.txns.is_empty() || !self.scans.is_empty() || !self.held_for_disk.is_empty()) {
             self.timer_armed = true;
             let me = ctx.self_ref();
             ctx.send_delayed(me, internal(InternalSignal::TcTimeoutCheck), self.check_period_ns());
@@ -712,7 +724,9 @@ impl Tc {
             let conf = TcKeyConf { txn: handle, outcome: TxnOutcome::Committed, results, gci };
             if wait_disk && gci > self.complete_gci {
                 self.counters.bump("tc: commit answers held for disk");
-                self.held_for_disk.entry(gci).or_default().push((api, conf));
+                let since_ns = ctx.now_ns();
+                self.held_for_disk.entry(gci).or_default().push(HeldCommit { api, conf, since_ns });
+                self.arm_timer(ctx);
                 return;
             }
             ctx.send(api, Signal::TcKeyConf(Box::new(conf)));
