@@ -26,7 +26,7 @@ use crate::route::{lqh_instance, op_partition};
 use norr_kernel::{Block, BlockRef, Ctx, NodeId, Priority};
 use norr_knobs::Knobs;
 use norr_signals::cluster::{ClusterSignal, Membership};
-use norr_signals::dist::{Chain, Dist, ReplicaState};
+use norr_signals::dist::{Chain, Dist};
 use norr_signals::internal::{
     BlockStats, InternalSignal, LqhOp, LqhOpError, LqhOpResult, ScanKey, SchemaChange, TxnId,
 };
@@ -280,15 +280,20 @@ impl Tc {
         }
     }
 
-    /// Record a chain an LQH reported, without the nodes this TC knows dead.
-    fn note_chain(dist: &Dist, txn: &mut TcTxn, chain: Chain) {
+    /// Record a chain an LQH reported, without the nodes this TC knows are
+    /// down. Not without the nodes its distribution calls dead: a node
+    /// restarting is put into the write path at every member one by one, and
+    /// the LQH that built the chain may have known before this TC; the node
+    /// then holds the write and needs the commit or abort (seed
+    /// cluster:933, see `DistView::down`).
+    fn note_chain(dist: &DistView, txn: &mut TcTxn, chain: Chain) {
         for n in &chain.nodes {
             txn.nodes.insert((*n, chain.instance));
         }
-        let dead: Vec<NodeId> = chain.nodes.iter().copied().filter(|n| dist.state(*n) == ReplicaState::Dead).collect();
-        if dead.is_empty() {
+        let down: Vec<NodeId> = chain.nodes.iter().copied().filter(|n| dist.down(*n)).collect();
+        if down.is_empty() {
             txn.chains.insert(chain);
-        } else if let Some(c) = chain.without(&dead) {
+        } else if let Some(c) = chain.without(&down) {
             txn.chains.insert(c);
         }
     }
@@ -525,7 +530,7 @@ impl Tc {
         let mut targets: BTreeSet<(NodeId, u16)> = BTreeSet::new();
         for c in results.iter().filter_map(|r| r.chain.as_ref()) {
             for n in &c.nodes {
-                if self.dist.state(*n) != ReplicaState::Dead {
+                if !self.dist.down(*n) {
                     targets.insert((*n, c.instance));
                 }
             }
@@ -756,8 +761,7 @@ impl Tc {
         let dist = &self.dist;
         let txn = self.txns.get_mut(&t).expect("txn");
         txn.batch = None;
-        let waiting: BTreeSet<(NodeId, u16)> =
-            txn.nodes.iter().copied().filter(|(n, _)| dist.state(*n) != ReplicaState::Dead).collect();
+        let waiting: BTreeSet<(NodeId, u16)> = txn.nodes.iter().copied().filter(|(n, _)| !dist.down(*n)).collect();
         for (n, i) in &waiting {
             ctx.send(Self::lqh_at(*n, *i), internal(InternalSignal::LqhAbortReq { txn: t }));
         }
