@@ -320,13 +320,15 @@ fn native_worker(shared: Arc<Shared>, client: Client, accounts: u32, transfers: 
     }
 }
 
-/// Data nodes that mgmd reports connected and started.
+/// Data nodes that mgmd reports connected and started (mgmd itself, also
+/// "started" in its view, is left out).
 fn started(cluster: &Cluster) -> BTreeSet<u16> {
     cluster
         .view()
         .map(|v| {
             v.nodes
                 .iter()
+                .filter(|n| n.kind == norr_mgmd::config::NodeKind::Data)
                 .filter(|n| n.connected && n.state == Some(norr_mgmd::protocol::NodeState::Started))
                 .map(|n| n.id)
                 .collect()

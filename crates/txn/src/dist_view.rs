@@ -58,6 +58,9 @@ pub struct DistView {
     /// The newest membership QMGR reported (generation, members); None
     /// before the first (a data node without QMGR).
     members: Option<(u64, Vec<NodeId>)>,
+    /// A distribution came from DIH (`on_dist`); until then the view is the
+    /// one given to `new` (this node alone).
+    from_dih: bool,
 }
 
 impl DistView {
@@ -68,6 +71,7 @@ impl DistView {
             last_event: BTreeMap::new(),
             failures: Vec::new(),
             members: None,
+            from_dih: false,
         }
     }
 
@@ -86,8 +90,20 @@ impl DistView {
             || self.members.as_ref().is_some_and(|(_, m)| !m.contains(&node))
     }
 
+    /// Is this a data node of a cluster (QMGR reported a membership) whose
+    /// DIH has not handed it a distribution yet? Its view then says it holds
+    /// every partition alone, which is only true of a node without a
+    /// cluster: a restarted node is in this state from its join until the
+    /// master DIH puts it into the write path, and must not coordinate or
+    /// serve anything meanwhile (a client with an older distribution still
+    /// sends it transactions).
+    pub fn awaiting_dih(&self) -> bool {
+        self.members.is_some() && !self.from_dih
+    }
+
     /// DIH published `dist` (never older than the one held).
     pub fn on_dist(&mut self, dist: Dist) {
+        self.from_dih = true;
         assert!(dist.version >= self.dist.version, "distribution went back");
         self.dist = dist;
         let dist = &self.dist;

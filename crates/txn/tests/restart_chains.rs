@@ -257,3 +257,46 @@ fn restarted_lqh_passes_commit_back_to_the_primary_before_it_has_a_distribution(
         other => panic!("expected the commit passed back to node 3: {other:?}"),
     }
 }
+
+/// A restarted node's TC, joined (QMGR reported the membership) but not yet
+/// given a distribution by DIH, refuses transactions with a temporary error
+/// instead of running them on the node's empty replicas as if it held every
+/// partition alone (the chaos test saw updates of existing rows fail with
+/// 626); once DIH's distribution came, it coordinates again.
+#[test]
+fn restarted_tc_refuses_transactions_until_dih_gave_it_a_distribution() {
+    let def = table();
+    let mut tc = tc_node();
+    let dih = BlockRef::new(PEER, block::DIH, 0);
+    let started = ClusterSignal::ClusterStartedRep {
+        membership: membership(3, &[1, 2, 3, 4]),
+        kind: StartKind::Initial,
+        joined: true,
+    };
+    tc.deliver(dih, cluster(started));
+    let dict = BlockRef::new(PEER, block::DICT, 0);
+    let change = SchemaChange::CreateTable(def.clone());
+    tc.deliver(dict, internal(InternalSignal::SchemaChangeReq { req: 1, change: Box::new(change) }));
+    let (k, _) = key_in_group_of_3(&def);
+    let api = BlockRef::new(API, block::API, 0);
+    let write = |v| KeyOp::write(def.id, vec![Value::Int(k)], vec![(1, Value::Int(v))]);
+    let req = |h, v| Signal::TcKeyReq(Box::new(TcKeyReq { txn: h, exec: ExecType::Commit, ops: vec![write(v)] }));
+    let out = tc.deliver(api, req(1, 5));
+    assert!(internals(&out).is_empty(), "nothing may run: {out:?}");
+    match &out[..] {
+        [e] => match &e.signal {
+            Signal::TcKeyRef(r) => {
+                assert_eq!(r.error.code, norr_signals::ErrorCode::PartitionUnavailable);
+                assert_eq!(r.error.code.class(), norr_signals::ErrorClass::Temporary);
+            }
+            other => panic!("expected TcKeyRef: {other:?}"),
+        },
+        other => panic!("expected one answer: {other:?}"),
+    }
+    tc.deliver(dih, cluster(ClusterSignal::DistRep { dist: Box::new(dist(3 << 20, &[1])) }));
+    let out = tc.deliver(api, req(2, 6));
+    match &internals(&out)[..] {
+        [(to, InternalSignal::LqhKeyReq { .. })] => assert_eq!(to.node, 3, "routed by DIH's distribution"),
+        other => panic!("expected one LqhKeyReq to node 3: {other:?}"),
+    }
+}

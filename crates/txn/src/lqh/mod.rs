@@ -967,6 +967,9 @@ impl Lqh {
     /// True if this node may execute an operation on `part` of `def` from TC:
     /// it holds the partition and is up to date.
     fn serves(&self, def: &TableDef, part: PartitionId) -> bool {
+        if self.dist.awaiting_dih() {
+            return false; // a restarting node before DIH's distribution: it holds nothing yet
+        }
         if self.dist.states.len() == 1 {
             return true; // one data node: it holds everything (the hot path of `norr up`)
         }
