@@ -674,6 +674,8 @@ fn main() {
         let keep = cluster.dir.0.with_extension("kept");
         let _ = std::fs::rename(&cluster.dir.0, &keep);
         println!("chaos: logs moved to {}", keep.display());
+        // exit() runs no destructors: stop the cluster's processes first.
+        drop(cluster);
         std::process::exit(1);
     }
 }
