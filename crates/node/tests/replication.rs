@@ -169,3 +169,33 @@ fn ddl_reaches_every_node_and_a_joining_node_gets_the_schema() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A restarted node becomes `Alive` at itself before any other member
+/// (simulator seed cluster:495): a TC that learned it first routed a read
+/// there, and the node, not knowing yet, answered WrongReplica (4277).
+#[test]
+fn a_restarted_node_knows_it_is_alive_before_any_other_member_does() {
+    let mut kit = ClusterKit::start(vec![vec![1, 2], vec![3, 4]], knobs(), 17);
+    let t = create_table(&mut kit, 1, "t", 8);
+    for k in 0..100 {
+        put(&mut kit, 1, &t, k, k);
+    }
+    kit.fail_nodes(&[2]);
+    let alive_at = |kit: &ClusterKit, n: NodeId| kit.status(n).is_some_and(|s| s.alive_nodes.contains(&2));
+    kit.wait_for("node 2 dead at every other node", |k| [1, 3, 4].iter().all(|n| !alive_at(k, *n)));
+    kit.boot(2);
+    let (mut steps, mut seen_elsewhere) = (0u64, false);
+    while !(kit.started(2) && [1, 3, 4].iter().all(|n| alive_at(&kit, *n))) {
+        // 10 µs steps: a network hop takes 20-500 µs in the kit.
+        kit.advance(10_000);
+        steps += 1;
+        assert!(steps < 3_000_000, "node 2 did not restart within 30 s");
+        let elsewhere: Vec<NodeId> = [1, 3, 4].into_iter().filter(|n| alive_at(&kit, *n)).collect();
+        if !elsewhere.is_empty() {
+            seen_elsewhere = true;
+            assert!(alive_at(&kit, 2), "nodes {elsewhere:?} hold node 2 alive before node 2 does");
+        }
+    }
+    assert!(seen_elsewhere);
+    assert_eq!(read(&mut kit, 4, &t, 7), Some(7));
+}

@@ -20,6 +20,20 @@
 //! starting). Failures carry QMGR's membership generation, so that a TC
 //! that has not heard of a node's join yet cannot make an LQH that has
 //! drop the restarting node from its chains.
+//!
+//! Liveness and routing are two questions. Whether a node in a replica
+//! chain is *down* (skip it, do not wait for it) is answered from QMGR's
+//! news alone ([`DistView::down`]): a node is down once a failure of it is
+//! heard of and until it joins again. DIH's distribution only says where
+//! operations go. The two must not be mixed: while DIH puts a restarted node
+//! into the write path (`Starting`), the members learn it one by one, and a
+//! block that has not yet would call the node dead although another node's
+//! LQH already passed it a write; skipping it then left the write prepared
+//! there forever (a held row lock, and a take-over that later found the
+//! committed transaction unfinished and rolled it back, simulator seed
+//! cluster:933). QMGR's join is heard long before DIH's update (the
+//! restarting node first syncs the schema), so membership news is never
+//! behind the distribution.
 
 use norr_kernel::NodeId;
 use norr_signals::cluster::Membership;
@@ -41,11 +55,24 @@ pub struct DistView {
     /// Failures not followed by a join yet, in id order (what TC sends
     /// with its operations; empty while every node is up).
     failures: Vec<Failure>,
+    /// The newest membership QMGR reported (generation, members); None
+    /// before the first (a data node without QMGR).
+    members: Option<(u64, Vec<NodeId>)>,
+    /// A distribution came from DIH (`on_dist`); until then the view is the
+    /// one given to `new` (this node alone).
+    from_dih: bool,
 }
 
 impl DistView {
     pub fn new(dist: Dist) -> DistView {
-        DistView { dist, unconfirmed: BTreeSet::new(), last_event: BTreeMap::new(), failures: Vec::new() }
+        DistView {
+            dist,
+            unconfirmed: BTreeSet::new(),
+            last_event: BTreeMap::new(),
+            failures: Vec::new(),
+            members: None,
+            from_dih: false,
+        }
     }
 
     /// The failures heard of whose nodes have not joined again.
@@ -53,8 +80,30 @@ impl DistView {
         &self.failures
     }
 
+    /// Is `node` down as far as QMGR's news goes: a failure of it heard of
+    /// (from QMGR or a TC) and no join since, or not a member of the newest
+    /// membership heard of? A node in a replica chain that is not down gets
+    /// the chain's phases and is waited for, whatever the distribution says
+    /// (see the module comment).
+    pub fn down(&self, node: NodeId) -> bool {
+        self.failures.binary_search_by_key(&node, |f| f.0).is_ok()
+            || self.members.as_ref().is_some_and(|(_, m)| !m.contains(&node))
+    }
+
+    /// Is this a data node of a cluster (QMGR reported a membership) whose
+    /// DIH has not handed it a distribution yet? Its view then says it holds
+    /// every partition alone, which is only true of a node without a
+    /// cluster: a restarted node is in this state from its join until the
+    /// master DIH puts it into the write path, and must not coordinate or
+    /// serve anything meanwhile (a client with an older distribution still
+    /// sends it transactions).
+    pub fn awaiting_dih(&self) -> bool {
+        self.members.is_some() && !self.from_dih
+    }
+
     /// DIH published `dist` (never older than the one held).
     pub fn on_dist(&mut self, dist: Dist) {
+        self.from_dih = true;
         assert!(dist.version >= self.dist.version, "distribution went back");
         self.dist = dist;
         let dist = &self.dist;
@@ -91,6 +140,9 @@ impl DistView {
             self.node_failed((*f, m.generation));
         }
         self.members_at(&m.members, m.generation);
+        if self.members.as_ref().is_none_or(|(g, _)| *g <= m.generation) {
+            self.members = Some((m.generation, m.members.clone()));
+        }
     }
 
     fn members_at(&mut self, members: &[NodeId], generation: u64) {

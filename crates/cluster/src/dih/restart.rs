@@ -39,8 +39,9 @@ const COPY_RETRY_NS: u64 = 100_000_000;
 
 #[derive(Debug)]
 enum Phase {
-    /// Waiting for these members to confirm the distribution `version`.
-    Update { version: u64, waiting: BTreeSet<NodeId>, alive: bool },
+    /// Waiting for these members to confirm the distribution `dist`;
+    /// `later`: members it goes to once they did (see `master_update`).
+    Update { dist: Box<Dist>, waiting: BTreeSet<NodeId>, alive: bool, later: BTreeSet<NodeId> },
     Copy {
         todo: VecDeque<(TableId, PartitionId)>,
         /// The copy in flight: request id, partition, source node, attempts.
@@ -173,30 +174,48 @@ impl Dih {
 
     /// Send every member a distribution with `node` in `state`; the restart
     /// waits for all of them.
+    ///
+    /// `Alive` goes to the restarted node first and to the others once it
+    /// confirmed: from then on TCs route reads (and primary roles) to it,
+    /// and a TC that learned it before the node's own LQH did got
+    /// WrongReplica (4277) for a read sent there (simulator seed
+    /// cluster:495). The node itself holds every row once the copy is
+    /// done, so it may serve while the others still count it starting.
     fn master_update(&mut self, node: NodeId, state: ReplicaState, ctx: &mut Ctx<'_, Signal>) {
         let mut dist: Dist = self.latest_dist().clone();
         dist.states.insert(node, state);
         dist.version = self.next_version();
         let members: BTreeSet<NodeId> = self.membership.as_ref().expect("member").members.iter().copied().collect();
-        for n in &members {
+        let alive = state == ReplicaState::Alive;
+        let (now, later): (BTreeSet<NodeId>, BTreeSet<NodeId>) =
+            if alive { members.into_iter().partition(|n| *n == node) } else { (members, BTreeSet::new()) };
+        for n in &now {
             ctx.send(Self::dih_ref(*n), cluster(ClusterSignal::DihUpdateReq { dist: Box::new(dist.clone()) }));
         }
         let r = self.master.running.as_mut().expect("a restart runs");
-        r.phase = Phase::Update { version: dist.version, waiting: members, alive: state == ReplicaState::Alive };
+        r.phase = Phase::Update { dist: Box::new(dist), waiting: now, alive, later };
     }
 
     pub(super) fn master_update_conf(&mut self, from: NodeId, version: u64, ctx: &mut Ctx<'_, Signal>) {
         let Some(r) = self.master.running.as_mut() else {
             return;
         };
-        let Phase::Update { version: v, waiting, alive } = &mut r.phase else {
+        let Phase::Update { dist, waiting, alive, later } = &mut r.phase else {
             return;
         };
-        if *v != version {
+        if dist.version != version {
             return; // an answer to an update sent again since
         }
         waiting.remove(&from);
         if !waiting.is_empty() {
+            return;
+        }
+        if !later.is_empty() {
+            // The restarted node holds `Alive`: now every other member.
+            *waiting = std::mem::take(later);
+            for n in waiting.iter() {
+                ctx.send(Self::dih_ref(*n), cluster(ClusterSignal::DihUpdateReq { dist: dist.clone() }));
+            }
             return;
         }
         let (node, alive) = (r.node, *alive);

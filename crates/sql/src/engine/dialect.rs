@@ -188,7 +188,7 @@ mod tests {
     #[test]
     fn pipes_have_the_precedence_of_or() {
         let as_or = |sql: &str| tree(&NorrMySql, &sql.replace("||", "OR")).replace("Or", "StringConcat");
-        for sql in ["SELECT 1 || 0 AND 0", "SELECT a = 1 || b + 1 = 2", "SELECT a || b OR c XOR d", "SELECT NOT a || b"]
+        for sql in ["SELECT 1 || 0 AND 0", "SELECT a = 1 || b + 1 = 2", "SELECT a || b XOR c || d", "SELECT NOT a || b"]
         {
             assert_eq!(tree(&NorrMySql, sql), as_or(sql), "{sql}");
         }

@@ -986,6 +986,9 @@ impl Lqh {
     /// True if this node may execute an operation on `part` of `def` from TC:
     /// it holds the partition and is up to date.
     fn serves(&self, def: &TableDef, part: PartitionId) -> bool {
+        if self.dist.awaiting_dih() {
+            return false; // a restarting node before DIH's distribution: it holds nothing yet
+        }
         if self.dist.states.len() == 1 {
             return true; // one data node: it holds everything (the hot path of `norr up`)
         }
@@ -993,14 +996,20 @@ impl Lqh {
     }
 
     /// The live node before this one in `chain` (commit runs backwards).
+    /// Only nodes QMGR's news says are down are skipped, not the ones this
+    /// node's distribution calls dead: the chain was built by another node,
+    /// whose distribution may be newer (a restarting node joining the write
+    /// path; see `DistView::down`). Skipping such a node would end the
+    /// commit before the primary, leaving its write prepared there.
     fn prev_alive(&self, chain: &Chain) -> Option<NodeId> {
         let i = chain.nodes.iter().position(|n| *n == self.node)?;
-        chain.nodes[..i].iter().rev().copied().find(|n| self.dist.state(*n) != ReplicaState::Dead)
+        chain.nodes[..i].iter().rev().copied().find(|n| !self.dist.down(*n))
     }
 
-    /// The live node after this one in `chain` (prepare and complete run forwards).
+    /// The live node after this one in `chain` (prepare and complete run
+    /// forwards; skipping as `prev_alive`).
     fn next_alive(&self, chain: &Chain) -> Option<NodeId> {
         let i = chain.nodes.iter().position(|n| *n == self.node)?;
-        chain.nodes[i + 1..].iter().copied().find(|n| self.dist.state(*n) != ReplicaState::Dead)
+        chain.nodes[i + 1..].iter().copied().find(|n| !self.dist.down(*n))
     }
 }

@@ -26,7 +26,7 @@ use crate::route::{lqh_instance, op_partition};
 use norr_kernel::{Block, BlockRef, Ctx, NodeId, Priority};
 use norr_knobs::Knobs;
 use norr_signals::cluster::{ClusterSignal, Membership};
-use norr_signals::dist::{Chain, Dist, ReplicaState};
+use norr_signals::dist::{Chain, Dist};
 use norr_signals::internal::{
     BlockStats, InternalSignal, LqhOp, LqhOpError, LqhOpResult, ScanKey, SchemaChange, TxnId,
 };
@@ -262,6 +262,22 @@ impl Tc {
         }
     }
 
+    /// Why this TC takes no new transaction or scan now: it is on a data
+    /// node of a cluster that has no distribution from DIH yet (a node
+    /// restart before it joined the write path; see
+    /// `DistView::awaiting_dih`). With its own view (this node holds
+    /// everything) it would run the operations on the node's empty replicas:
+    /// an update of an existing row failed with 626 and a scan read nothing
+    /// (found by the real-process chaos test).
+    fn not_serving(&self) -> Option<NodeError> {
+        self.dist.awaiting_dih().then(|| {
+            NodeError::with(
+                ErrorCode::PartitionUnavailable,
+                format!("data node {} is restarting and has no distribution yet: use another data node", self.node),
+            )
+        })
+    }
+
     fn lqh_at(node: NodeId, instance: u16) -> BlockRef {
         BlockRef::new(node, block::LQH, instance)
     }
@@ -292,15 +308,20 @@ impl Tc {
         }
     }
 
-    /// Record a chain an LQH reported, without the nodes this TC knows dead.
-    fn note_chain(dist: &Dist, txn: &mut TcTxn, chain: Chain) {
+    /// Record a chain an LQH reported, without the nodes this TC knows are
+    /// down. Not without the nodes its distribution calls dead: a node
+    /// restarting is put into the write path at every member one by one, and
+    /// the LQH that built the chain may have known before this TC; the node
+    /// then holds the write and needs the commit or abort (seed
+    /// cluster:933, see `DistView::down`).
+    fn note_chain(dist: &DistView, txn: &mut TcTxn, chain: Chain) {
         for n in &chain.nodes {
             txn.nodes.insert((*n, chain.instance));
         }
-        let dead: Vec<NodeId> = chain.nodes.iter().copied().filter(|n| dist.state(*n) == ReplicaState::Dead).collect();
-        if dead.is_empty() {
+        let down: Vec<NodeId> = chain.nodes.iter().copied().filter(|n| dist.down(*n)).collect();
+        if down.is_empty() {
             txn.chains.insert(chain);
-        } else if let Some(c) = chain.without(&dead) {
+        } else if let Some(c) = chain.without(&down) {
             txn.chains.insert(c);
         }
     }
@@ -378,6 +399,9 @@ impl Tc {
             if req.ops.is_empty() && req.exec.commits() && !self.tombstones.contains_key(&(api.node, handle)) {
                 return Self::key_conf(ctx, api, handle, TxnOutcome::Committed, Vec::new());
             }
+        }
+        if let Some(e) = self.not_serving() {
+            return Self::key_ref(ctx, api, handle, e, None);
         }
         let t = match self.txn_for(api, handle, ctx.now_ns()) {
             Ok(t) => t,
@@ -537,7 +561,7 @@ impl Tc {
         let mut targets: BTreeSet<(NodeId, u16)> = BTreeSet::new();
         for c in results.iter().filter_map(|r| r.chain.as_ref()) {
             for n in &c.nodes {
-                if self.dist.state(*n) != ReplicaState::Dead {
+                if !self.dist.down(*n) {
                     targets.insert((*n, c.instance));
                 }
             }
@@ -770,8 +794,7 @@ impl Tc {
         let dist = &self.dist;
         let txn = self.txns.get_mut(&t).expect("txn");
         txn.batch = None;
-        let waiting: BTreeSet<(NodeId, u16)> =
-            txn.nodes.iter().copied().filter(|(n, _)| dist.state(*n) != ReplicaState::Dead).collect();
+        let waiting: BTreeSet<(NodeId, u16)> = txn.nodes.iter().copied().filter(|(n, _)| !dist.down(*n)).collect();
         for (n, i) in &waiting {
             ctx.send(Self::lqh_at(*n, *i), internal(InternalSignal::LqhAbortReq { txn: t }));
         }

@@ -52,12 +52,8 @@ impl Tc {
                 self.counters.bump("tc: rollbacks to savepoint");
                 // Every replica holding images of the transaction (backups too).
                 let dist = &self.dist;
-                let waiting: std::collections::BTreeSet<(norr_kernel::NodeId, u16)> = txn
-                    .nodes
-                    .iter()
-                    .copied()
-                    .filter(|(n, _)| dist.state(*n) != norr_signals::dist::ReplicaState::Dead)
-                    .collect();
+                let waiting: std::collections::BTreeSet<(norr_kernel::NodeId, u16)> =
+                    txn.nodes.iter().copied().filter(|(n, _)| !dist.down(*n)).collect();
                 if waiting.is_empty() {
                     return Self::key_conf(ctx, api, handle, TxnOutcome::Open, Vec::new());
                 }

@@ -130,6 +130,9 @@ impl Tc {
         let (handle, scan_id) = (req.txn, req.scan_id);
         let fail = |ctx: &mut Ctx<'_, Signal>, e: NodeError| Self::scan_ref(ctx, api, handle, scan_id, e);
         self.scan_tombstones.remove(&(api.node, scan_id));
+        if let Some(e) = self.not_serving() {
+            return fail(ctx, e);
+        }
         if self.scan_by_client.contains_key(&(api.node, scan_id)) {
             return fail(ctx, NodeError::with(ErrorCode::MalformedSignal, format!("scan id {scan_id} is open")));
         }

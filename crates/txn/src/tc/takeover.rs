@@ -23,7 +23,7 @@
 use super::{internal, AbortReply, Tc, TcTxn, TxnState};
 use norr_kernel::{BlockRef, Ctx, NodeId};
 use norr_signals::cluster::ClusterSignal;
-use norr_signals::dist::{Chain, ReplicaState};
+use norr_signals::dist::Chain;
 use norr_signals::internal::{InternalSignal, TransInfo, TxnId};
 use norr_signals::{block, Signal};
 use std::collections::{BTreeMap, BTreeSet};
@@ -145,9 +145,9 @@ impl Tc {
                 .chains
                 .iter()
                 .filter_map(|c| {
-                    let dead: Vec<NodeId> =
-                        c.nodes.iter().copied().filter(|n| dist.state(*n) == ReplicaState::Dead).collect();
-                    c.without(&dead)
+                    // Down, not dead in the distribution: see `Tc::note_chain`.
+                    let down: Vec<NodeId> = c.nodes.iter().copied().filter(|n| dist.down(*n)).collect();
+                    c.without(&down)
                 })
                 .collect();
             let mut nodes = f.reporters.clone();
