@@ -60,10 +60,15 @@ struct Args {
     sql_workers: usize,
     native_workers: usize,
     seed: u64,
+    /// Kill data nodes (kill -9) each round.
+    kill: bool,
+    /// Freeze a data node (SIGSTOP) each round.
+    freeze: bool,
 }
 
 const HELP: &str = "chaos [--norr PATH] [--duration SECS (180)] [--data-nodes N (4)] [--replicas R (2)]
       [--accounts N (64)] [--sql-workers N (3)] [--native-workers N (3)] [--seed N]
+      [--faults kill|freeze|both (both)]
 
 Money transfers through SQL and the native client against a cluster of real
 processes while data nodes are killed (kill -9) and frozen (SIGSTOP), then
@@ -84,6 +89,8 @@ fn parse_args() -> Args {
         sql_workers: 3,
         native_workers: 3,
         seed: seed.unwrap_or(1),
+        kill: true,
+        freeze: true,
     };
     let mut it = std::env::args().skip(1);
     fn num(it: &mut impl Iterator<Item = String>, arg: &str) -> u64 {
@@ -99,6 +106,12 @@ fn parse_args() -> Args {
             "--sql-workers" => a.sql_workers = num(&mut it, &arg) as usize,
             "--native-workers" => a.native_workers = num(&mut it, &arg) as usize,
             "--seed" => a.seed = num(&mut it, &arg),
+            "--faults" => match it.next().as_deref() {
+                Some("kill") => a.freeze = false,
+                Some("freeze") => a.kill = false,
+                Some("both") => {}
+                other => panic!("--faults takes kill, freeze or both, not {other:?} (see --help)"),
+            },
             "--help" | "-h" => {
                 println!("{HELP}");
                 std::process::exit(0);
@@ -507,12 +520,19 @@ fn main() {
             continue;
         };
         let id = cluster.data[victim].0;
-        println!("chaos: {:>5.1} s kill -9 data node {id}", started_at.elapsed().as_secs_f64());
-        cluster.kill(victim);
-        kills.fetch_add(1, Ordering::Relaxed);
+        if a.kill {
+            println!("chaos: {:>5.1} s kill -9 data node {id}", started_at.elapsed().as_secs_f64());
+            cluster.kill(victim);
+            kills.fetch_add(1, Ordering::Relaxed);
+        }
         // Freeze another node meanwhile, if its group keeps a replica
-        // without it (and without the killed one).
-        let frozen = pick_victim(&mut rng, &cluster, a.replicas, &[victim]);
+        // without it (and without the killed one); with --faults freeze,
+        // the victim itself.
+        let frozen = match (a.freeze, a.kill) {
+            (false, _) => None,
+            (true, true) => pick_victim(&mut rng, &cluster, a.replicas, &[victim]),
+            (true, false) => Some(victim),
+        };
         if let Some(f) = frozen {
             println!("chaos: {:>5.1} s SIGSTOP data node {}", started_at.elapsed().as_secs_f64(), cluster.data[f].0);
             cluster.signal(f, "-STOP");
@@ -524,8 +544,10 @@ fn main() {
             cluster.signal(f, "-CONT");
         }
         std::thread::sleep(Duration::from_millis(rng.below(1_000)));
-        println!("chaos: {:>5.1} s start data node {id}", started_at.elapsed().as_secs_f64());
-        cluster.nodes[victim] = Some(cluster.spawn_node(victim));
+        if a.kill {
+            println!("chaos: {:>5.1} s start data node {id}", started_at.elapsed().as_secs_f64());
+            cluster.nodes[victim] = Some(cluster.spawn_node(victim));
+        }
         match wait_all_started(&mut cluster, Duration::from_secs(180)) {
             Some(d) => recoveries.push(d),
             None => {
