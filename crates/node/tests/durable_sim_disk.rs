@@ -49,19 +49,25 @@ fn create_table(h: &mut Harness) -> u32 {
     panic!("CREATE TABLE not answered");
 }
 
+/// A disk with random latency, torn writes and, at a crash, a lost suffix
+/// (even seeds) or a lost subset (odd seeds) of the unsynced writes.
+fn crashing_disk(seed: u64, rng: &mut Rng) -> SharedDisk {
+    let faults = DiskFaults {
+        latency_min_ns: 20_000,
+        latency_max_ns: 20_000 + rng.range(0, 3_000_000),
+        crash_mode: if seed % 2 == 0 { CrashMode::Prefix } else { CrashMode::Subset },
+        torn_write_p: 0.5,
+        ..DiskFaults::none()
+    };
+    SimDisk::shared(rng.fork(), faults)
+}
+
 #[test]
 fn crashes_keep_exactly_the_transactions_of_complete_gcis() {
     let (mut restarts, mut lost_some, mut kept) = (0, 0, 0u64);
     for seed in 0..12u64 {
         let mut rng = Rng::new(seed);
-        let faults = DiskFaults {
-            latency_min_ns: 20_000,
-            latency_max_ns: 20_000 + rng.range(0, 3_000_000),
-            crash_mode: if seed % 2 == 0 { CrashMode::Prefix } else { CrashMode::Subset },
-            torn_write_p: 0.5,
-            ..DiskFaults::none()
-        };
-        let disk = SimDisk::shared(rng.fork(), faults);
+        let disk = crashing_disk(seed, &mut rng);
         let (mut h, g) = boot(&disk);
         assert_eq!(g, 0);
         let t = create_table(&mut h);
@@ -193,14 +199,7 @@ fn next_auto_inc(h: &mut Harness, req_id: u32, table: u32, count: u64) -> u64 {
 fn auto_increment_counters_survive_a_crash_without_ddl() {
     for seed in 0..6u64 {
         let mut rng = Rng::new(seed ^ 0xA1);
-        let faults = DiskFaults {
-            latency_min_ns: 20_000,
-            latency_max_ns: 20_000 + rng.range(0, 3_000_000),
-            crash_mode: if seed % 2 == 0 { CrashMode::Prefix } else { CrashMode::Subset },
-            torn_write_p: 0.5,
-            ..DiskFaults::none()
-        };
-        let disk = SimDisk::shared(rng.fork(), faults);
+        let disk = crashing_disk(seed, &mut rng);
         let (mut h, _) = boot(&disk);
         let t = create_table(&mut h);
         let mut req = 10;

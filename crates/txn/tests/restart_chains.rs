@@ -82,6 +82,21 @@ impl Node {
         let joined = ClusterSignal::NodeJoinedRep { node: 4, membership: membership(3, &[1, 2, 3, 4]) };
         self.deliver(dih, cluster(joined));
     }
+
+    /// This node restarted and joined (QMGR reported the membership), and
+    /// DICT created `def`, but DIH has not given it a distribution yet.
+    fn joined_without_distribution(&mut self, def: &TableDef) {
+        let dih = BlockRef::new(PEER, block::DIH, 0);
+        let started = ClusterSignal::ClusterStartedRep {
+            membership: membership(3, &[1, 2, 3, 4]),
+            kind: StartKind::Initial,
+            joined: true,
+        };
+        self.deliver(dih, cluster(started));
+        let dict = BlockRef::new(PEER, block::DICT, 0);
+        let change = SchemaChange::CreateTable(def.clone());
+        self.deliver(dict, internal(InternalSignal::SchemaChangeReq { req: 1, change: Box::new(change) }));
+    }
 }
 
 fn table() -> TableDef {
@@ -238,16 +253,7 @@ fn lqh_passes_complete_on_to_a_node_its_distribution_calls_dead() {
 fn restarted_lqh_passes_commit_back_to_the_primary_before_it_has_a_distribution() {
     let def = table();
     let mut lqh = lqh_node(4);
-    let dih = BlockRef::new(PEER, block::DIH, 0);
-    let started = ClusterSignal::ClusterStartedRep {
-        membership: membership(3, &[1, 2, 3, 4]),
-        kind: StartKind::Initial,
-        joined: true,
-    };
-    lqh.deliver(dih, cluster(started));
-    let dict = BlockRef::new(PEER, block::DICT, 0);
-    let change = SchemaChange::CreateTable(def.clone());
-    lqh.deliver(dict, internal(InternalSignal::SchemaChangeReq { req: 1, change: Box::new(change) }));
+    lqh.joined_without_distribution(&def);
     let (_, chain) = key_in_group_of_3(&def);
     let tc = BlockRef::new(1, block::TC, 0);
     let txn: TxnId = (1 << 48) | 1;
@@ -267,16 +273,7 @@ fn restarted_lqh_passes_commit_back_to_the_primary_before_it_has_a_distribution(
 fn restarted_tc_refuses_transactions_until_dih_gave_it_a_distribution() {
     let def = table();
     let mut tc = tc_node();
-    let dih = BlockRef::new(PEER, block::DIH, 0);
-    let started = ClusterSignal::ClusterStartedRep {
-        membership: membership(3, &[1, 2, 3, 4]),
-        kind: StartKind::Initial,
-        joined: true,
-    };
-    tc.deliver(dih, cluster(started));
-    let dict = BlockRef::new(PEER, block::DICT, 0);
-    let change = SchemaChange::CreateTable(def.clone());
-    tc.deliver(dict, internal(InternalSignal::SchemaChangeReq { req: 1, change: Box::new(change) }));
+    tc.joined_without_distribution(&def);
     let (k, _) = key_in_group_of_3(&def);
     let api = BlockRef::new(API, block::API, 0);
     let write = |v| KeyOp::write(def.id, vec![Value::Int(k)], vec![(1, Value::Int(v))]);
@@ -293,7 +290,10 @@ fn restarted_tc_refuses_transactions_until_dih_gave_it_a_distribution() {
         },
         other => panic!("expected one answer: {other:?}"),
     }
-    tc.deliver(dih, cluster(ClusterSignal::DistRep { dist: Box::new(dist(3 << 20, &[1])) }));
+    tc.deliver(
+        BlockRef::new(PEER, block::DIH, 0),
+        cluster(ClusterSignal::DistRep { dist: Box::new(dist(3 << 20, &[1])) }),
+    );
     let out = tc.deliver(api, req(2, 6));
     match &internals(&out)[..] {
         [(to, InternalSignal::LqhKeyReq { .. })] => assert_eq!(to.node, 3, "routed by DIH's distribution"),

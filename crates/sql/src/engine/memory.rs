@@ -60,18 +60,25 @@ impl StatementMemory {
                 self.limit
             )));
         }
-        let before = PROCESS_USED_BYTES.fetch_add(bytes, Ordering::Relaxed);
-        let limit = PROCESS_LIMIT_BYTES.load(Ordering::Relaxed);
-        if limit > 0 && before.saturating_add(bytes) > limit {
-            PROCESS_USED_BYTES.fetch_sub(bytes, Ordering::Relaxed);
-            return Err(out_of_memory(&format!(
-                "the SQL node's statements would hold {} bytes of rows, more than --max-memory ({limit} bytes)",
-                before.saturating_add(bytes)
-            )));
-        }
+        charge_process(bytes)?;
         self.used.store(mine, Ordering::Relaxed);
         Ok(())
     }
+}
+
+/// Charges `bytes` to the process's statements (`--max-memory`), or error
+/// 1041 without charging anything.
+fn charge_process(bytes: u64) -> Result<(), SqlError> {
+    let before = PROCESS_USED_BYTES.fetch_add(bytes, Ordering::Relaxed);
+    let limit = PROCESS_LIMIT_BYTES.load(Ordering::Relaxed);
+    if limit > 0 && before.saturating_add(bytes) > limit {
+        PROCESS_USED_BYTES.fetch_sub(bytes, Ordering::Relaxed);
+        return Err(out_of_memory(&format!(
+            "the SQL node's statements would hold {} bytes of rows, more than --max-memory ({limit} bytes)",
+            before.saturating_add(bytes)
+        )));
+    }
+    Ok(())
 }
 
 impl Drop for StatementMemory {
@@ -99,15 +106,7 @@ impl StatementMemory {
                 self.limit
             )));
         }
-        let before = PROCESS_USED_BYTES.fetch_add(bytes, Ordering::Relaxed);
-        let limit = PROCESS_LIMIT_BYTES.load(Ordering::Relaxed);
-        if limit > 0 && before.saturating_add(bytes) > limit {
-            PROCESS_USED_BYTES.fetch_sub(bytes, Ordering::Relaxed);
-            return Err(out_of_memory(&format!(
-                "the SQL node's statements would hold {} bytes of rows, more than --max-memory ({limit} bytes)",
-                before.saturating_add(bytes)
-            )));
-        }
+        charge_process(bytes)?;
         RESULT_IN_FLIGHT_BYTES.fetch_add(bytes, Ordering::Relaxed);
         Ok(InFlight { bytes })
     }
