@@ -165,6 +165,9 @@ struct Ledger {
     errors: BTreeMap<String, u64>,
     /// When each acknowledged transfer's commit returned.
     acked_at: Vec<Instant>,
+    /// The same by transfer id (a round's check says when a lost one was
+    /// acknowledged).
+    acked_when: BTreeMap<i64, Instant>,
 }
 
 impl Ledger {
@@ -174,7 +177,9 @@ impl Ledger {
             *self.errors.entry(e).or_default() += 1;
         }
         if outcome == Outcome::Acked {
-            self.acked_at.push(Instant::now());
+            let now = Instant::now();
+            self.acked_at.push(now);
+            self.acked_when.insert(id, now);
         }
     }
 }
@@ -512,6 +517,7 @@ fn main() {
     let (kills, stops) = (AtomicU64::new(0), AtomicU64::new(0));
     let mut recoveries: Vec<Duration> = Vec::new();
     let mut stuck = None;
+    let (mut round, mut reported_lost) = (0u64, BTreeSet::new());
     while started_at.elapsed() < a.duration {
         std::thread::sleep(Duration::from_millis(2_000 + rng.below(4_000)));
         progress(&shared, started_at);
@@ -555,6 +561,8 @@ fn main() {
                 break;
             }
         }
+        round += 1;
+        rt.block_on(check_round(&shared, sql_port, started_at, round, &mut reported_lost));
     }
     shared.stop.store(true, Ordering::Relaxed);
     for w in native {
@@ -700,6 +708,70 @@ fn main() {
         drop(cluster);
         std::process::exit(1);
     }
+}
+
+/// After each round's recovery: are the transfers acknowledged so far all
+/// there, and is the total balance (read under shared locks, so one
+/// consistent state) unchanged? The final check says whether the run lost
+/// anything; this says in which round, so that the nodes' logs of that
+/// round's faults can be read. Only prints: the final check decides.
+async fn check_round(shared: &Shared, port: u16, started_at: Instant, round: u64, reported: &mut BTreeSet<i64>) {
+    let acked: BTreeMap<i64, Instant> = shared.ledger.lock().unwrap().acked_when.clone();
+    let ids: Vec<i64> = final_query(port, "SELECT id FROM bank.transfers").await;
+    let present: BTreeSet<i64> = ids.into_iter().collect();
+    let lost: Vec<(i64, Instant)> = acked
+        .iter()
+        .filter(|(id, _)| !present.contains(id) && !reported.contains(*id))
+        .map(|(i, t)| (*i, *t))
+        .collect();
+    let at = started_at.elapsed().as_secs_f64();
+    if !lost.is_empty() {
+        let secs = |t: Instant| t.duration_since(started_at).as_secs_f64();
+        let first = lost.iter().map(|l| l.1).min().expect("some");
+        let last = lost.iter().map(|l| l.1).max().expect("some");
+        println!(
+            "chaos: {at:>5.1} s round {round}: {} acknowledged transfers LOST since the last check, acknowledged between {:.2} s and {:.2} s (ids {:?}...)",
+            lost.len(),
+            secs(first),
+            secs(last),
+            lost.iter().take(5).map(|l| l.0).collect::<Vec<_>>()
+        );
+        reported.extend(lost.iter().map(|l| l.0));
+    }
+    let total: Vec<(i64,)> = locked_total(port).await;
+    if let Some((t,)) = total.first() {
+        if *t != shared.accounts * INITIAL_BALANCE {
+            println!(
+                "chaos: {at:>5.1} s round {round}: total balance {t}, expected {}",
+                shared.accounts * INITIAL_BALANCE
+            );
+        }
+    }
+}
+
+/// The total balance read under shared row locks in one transaction (a
+/// committed read of 64 rows while transfers run sees no single state).
+/// Empty if it keeps failing (the round's check is advisory).
+async fn locked_total(port: u16) -> Vec<(i64,)> {
+    for _ in 0..20 {
+        let Ok(mut c) = mysql_async::Conn::new(sql_opts(port)).await else {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            continue;
+        };
+        let r = async {
+            c.query_drop("BEGIN").await?;
+            let rows: Vec<(i64,)> =
+                c.query("SELECT CAST(SUM(balance) AS SIGNED) FROM bank.accounts LOCK IN SHARE MODE").await?;
+            c.query_drop("COMMIT").await?;
+            Ok::<_, mysql_async::Error>(rows)
+        }
+        .await;
+        match r {
+            Ok(rows) => return rows,
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+    Vec::new()
 }
 
 /// One line of counts so far (a run that only fails shows at once).

@@ -25,7 +25,10 @@
 //! up to it (step 4 follows step 3 everywhere).
 //!
 //! Failures: a node that fails during a round is dropped from it (the
-//! master stops waiting for it). When the master fails, the new president
+//! master stops waiting for it), but no round moves from commit to save
+//! until the failed node's transactions are taken over (`NfCompleteRep`
+//! from the president's TC): the take-over commits them with the GCI their
+//! coordinator gave them, which must not be saved before. When the master fails, the new president
 //! takes over: it asks every member what it holds (`GcpStateReq`), then
 //! runs a new round above every GCI any node tags commits with. That round
 //! releases TCs still held by the old master's prepare, and its save and
@@ -189,6 +192,19 @@ pub struct Ckpt {
     counters: Counters,
     /// Local checkpoints of this node (a data directory only; `lcp.rs`).
     lcp: Option<crate::lcp::LcpCoordinator>,
+    /// Failed nodes whose transactions the president's TC has not finished
+    /// taking over (from `NodeFailRep` until its `NfCompleteRep`). A master
+    /// does not move a round from commit to save while one is pending: the
+    /// failed coordinator may have left transactions tagged with the GCI
+    /// being closed that only the take-over commits, and once that GCI is
+    /// saved a commit tagged with it would be a REDO record after its flush
+    /// (a node asserted exactly that in the chaos test; without the assert,
+    /// a GCI called complete would lack a transaction that a client was
+    /// told committed). Every node keeps the set, so that a new master knows it.
+    takeovers: BTreeSet<NodeId>,
+    /// `NfCompleteRep`s that came before this node's own `NodeFailRep` of
+    /// the node (members hear of a failure one by one).
+    takeovers_done_early: BTreeSet<NodeId>,
 }
 
 fn ckpt(s: CkptSignal) -> Signal {
@@ -244,6 +260,8 @@ impl Ckpt {
             pending_sys: None,
             next_req: 1,
             counters: Counters::default(),
+            takeovers: BTreeSet::new(),
+            takeovers_done_early: BTreeSet::new(),
             lcp: None,
         }
     }
@@ -311,6 +329,9 @@ impl Ckpt {
                 }
             }
             ClusterSignal::NodeJoinedRep { node, membership } => {
+                // A failed node joins only after its take-over finished.
+                self.takeovers.remove(&node);
+                self.takeovers_done_early.remove(&node);
                 self.membership = Some(membership);
                 if let Some(m) = &mut self.master {
                     m.to_sync.insert(node);
@@ -320,6 +341,11 @@ impl Ckpt {
                 }
             }
             ClusterSignal::NodeFailRep { failed, membership } => {
+                for f in &failed {
+                    if !self.takeovers_done_early.remove(f) {
+                        self.takeovers.insert(*f);
+                    }
+                }
                 let president = membership.president;
                 self.membership = Some(membership.clone());
                 if self.master.is_some() {
@@ -327,6 +353,14 @@ impl Ckpt {
                 } else if president == self.node {
                     self.counters.bump("ckpt: master take-overs");
                     self.become_master(&membership.members, false, ctx);
+                }
+            }
+            ClusterSignal::NfCompleteRep { node } => {
+                if !self.takeovers.remove(&node) {
+                    self.takeovers_done_early.insert(node);
+                }
+                if self.master.is_some() {
+                    self.advance_if_done(ctx);
                 }
             }
             ClusterSignal::DistRep { dist } => {
@@ -486,7 +520,7 @@ impl Ckpt {
                 m.round = Round::Commit { gci: gci - 1, waiting: nodes.clone() };
                 self.send_all(&nodes, CkptSignal::GcpCommitReq { gci }, ctx);
             }
-            Round::Commit { gci, waiting } if waiting.is_empty() => {
+            Round::Commit { gci, waiting } if waiting.is_empty() && self.takeovers.is_empty() => {
                 let gci = *gci;
                 m.round = Round::Save { gci, waiting: nodes.clone() };
                 self.send_all(&nodes, CkptSignal::GcpSaveReq { gci }, ctx);

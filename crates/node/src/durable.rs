@@ -343,6 +343,9 @@ pub fn build_durable_full(
     let mut max_lcp_id = recorded_lcp;
     for i in 0..lqh_n {
         let mut lqh = Lqh::new(node, i, lqh_n, knobs);
+        if topo.is_some() {
+            lqh.in_cluster();
+        }
         lqh.restore_tables(&defs).map_err(|e| format!("restoring the tables: {e}"))?;
         *lqh.lcp_crash_points_mut() = crash.clone();
         let t1 = Instant::now();
@@ -374,6 +377,11 @@ pub fn build_durable_full(
     let mut s = Scheduler::new(node, knobs.job_buffer_bound);
     for i in 0..knobs.tc_instances.max(1) {
         let mut tc = Tc::new(node, i, lqh_n, knobs);
+        if topo.is_some() {
+            // Restored replicas are not served before DIH's distribution
+            // (`DistView::in_cluster`): the node copies from a live replica first.
+            tc.in_cluster();
+        }
         tc.restore_tables(&defs);
         tc.set_start_gci(report.start_gci);
         tc.set_complete_gci(gci);

@@ -69,7 +69,7 @@ pub fn build_cluster_node(topo: &Topology, knobs: &Knobs) -> Scheduler<Signal> {
 /// [`build_cluster_node`] with extra QMGR subscribers after the node's own
 /// (test kits record the membership changes with them).
 pub fn build_cluster_node_observed(topo: &Topology, knobs: &Knobs, observers: &[BlockRef]) -> Scheduler<Signal> {
-    let mut s = norr_txn::build_data_node(topo.node, knobs);
+    let mut s = norr_txn::build_cluster_data_node(topo.node, knobs);
     // TCs start tagging commits with GCI 1 (see norr_signals::ckpt).
     let ckpt = ckpt::Ckpt::cluster(topo.node, topo.node_groups.clone(), knobs, 1, 0);
     add_cluster_blocks(&mut s, topo, knobs, observers, ckpt, &[], None);

@@ -159,10 +159,19 @@ fn kill_all_and_restart(
     }
     let maybe: Vec<i64> = inflight.into_values().collect();
     // The restart GCI: the highest a node of every group restored exactly,
-    // among nodes whose files are a complete copy (the groups here all
-    // have one such node at the maximum: checked below).
+    // among nodes whose files are a complete copy. (A GCI one group's
+    // node recorded before it died and the other group's never did was not
+    // complete: its commits were network durable only, and a crash of
+    // every node loses them.)
     let rec: BTreeMap<NodeId, (u64, bool)> = c.nodes().into_iter().map(|n| (n, c.recorded(n))).collect();
-    let expect = rec.values().filter(|(_, ok)| *ok).map(|(g, _)| *g).max().unwrap_or(0);
+    let mut candidates: Vec<u64> = rec.values().filter(|(_, ok)| *ok).map(|(g, _)| *g).collect();
+    candidates.sort_unstable();
+    let expect = candidates
+        .iter()
+        .rev()
+        .copied()
+        .find(|gci| groups.iter().all(|g| g.iter().any(|n| rec[n] == (*gci, true))))
+        .unwrap_or(0);
     for n in c.nodes() {
         c.kit.boot(n);
     }
@@ -406,5 +415,85 @@ fn every_node_has_the_schema_on_disk_when_a_ddl_is_answered() {
         for n in c.nodes() {
             assert!(!tables_on_disk(&c, n).contains(name), "{name} dropped but still in node {n}'s schema file");
         }
+    }
+}
+
+/// A coordinator dies with transactions in their commit phase while a
+/// global checkpoint round waits for it. Its transactions are taken over by
+/// the president's TC and committed with the GCI it gave them; the GCP
+/// master must not save that GCI before (a taken-over commit would be a
+/// REDO record after the GCI's flush: the chaos test stopped a node on that
+/// assertion, and the cluster with it). Every acknowledged transaction
+/// survives a later system restart.
+#[test]
+fn a_coordinator_dying_mid_commit_holds_the_gcp_until_its_transactions_are_taken_over() {
+    let groups = vec![vec![1, 2], vec![3, 4]];
+    // 60 seeds: without the hold, a handful of them hit the race.
+    // NORR_TEST_SEEDS runs more.
+    let seeds: u64 = std::env::var("NORR_TEST_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
+    for seed in 0..seeds {
+        let mut rng = Rng::new(300 + seed);
+        let mut c = Cluster::start(groups.clone(), 300 + seed);
+        let t = create_table(&mut c.kit, 2, "t", 8);
+        let mut committed: BTreeMap<i64, u64> = BTreeMap::new();
+        for i in 0..10 {
+            if let Some(g) = write_pair(&mut c.kit, 3, &t, i) {
+                committed.insert(i, g);
+            }
+        }
+        // A stream of transactions through node 3's TC (pairs span both
+        // node groups), none awaited, while time runs in small steps; node
+        // 3 dies at a random moment among them.
+        let mut inflight: BTreeMap<u64, i64> = BTreeMap::new();
+        let kill_after = rng.range(5, 60);
+        let mut next = 10i64;
+        for _ in 0..=kill_after {
+            for _ in 0..6 {
+                let h = c.kit.handle();
+                let ops = (0..2)
+                    .map(|j| KeyOp::write(t.id, vec![Value::Int(2 * next + j)], vec![(1, Value::Int(next))]))
+                    .collect();
+                let req = TcKeyReq { txn: h, exec: ExecType::Commit, ops };
+                c.kit.send_from_api(API, BlockRef::new(3, block::TC, 0), Signal::TcKeyReq(Box::new(req)));
+                inflight.insert(h, next);
+                next += 1;
+            }
+            c.kit.advance(rng.range(20_000, 400_000));
+        }
+        c.kill(3);
+        c.kit.wait_for("the survivors to exclude node 3", |k| k.membership().is_some_and(|m| !m.contains(3)));
+        // Rounds go on under the take-over: several GCP intervals.
+        c.kit.advance(10 * 20_000_000);
+        for a in c.kit.take_inbox(API) {
+            if let Signal::TcKeyConf(conf) = a {
+                if let (TxnOutcome::Committed, Some(i)) = (conf.outcome, inflight.remove(&conf.txn)) {
+                    committed.insert(i, conf.gci);
+                }
+            }
+        }
+        let after = committed.values().copied().max().unwrap_or(0);
+        for n in [1, 2, 4] {
+            let (g, _) = c.recorded(n);
+            assert!(g >= after, "seed {seed}: node {n} recorded GCI {g}, acknowledged commits went up to {after}");
+        }
+        // The unanswered ones are whole or gone; the acknowledged ones all
+        // there after every node is killed and restarted.
+        let kept = c.nodes().into_iter().filter(|n| *n != 3).collect::<Vec<_>>();
+        let upto = next;
+        let got = present(&mut c.kit, 1, &t, upto);
+        for i in committed.keys() {
+            assert!(got.contains(i), "seed {seed}: acknowledged transaction {i} missing before the restart");
+        }
+        replicas_agree(&mut c.kit, &kept, &t, &groups);
+        // Node 3 stays down: its files are behind, the restart below copies
+        // to it. (Restarting it here first would leave node group [3, 4]
+        // without a complete copy on disk until node 3's next local
+        // checkpoint: a whole-cluster crash in that window cannot restart,
+        // a known gap, see the durability issue's note.)
+        let mut committed_all = committed.clone();
+        for i in got {
+            committed_all.entry(i).or_insert(0);
+        }
+        kill_all_and_restart(&mut c, &mut rng, &t, &mut committed_all, &groups, &format!("seed {seed}"));
     }
 }

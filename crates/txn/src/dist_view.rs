@@ -61,6 +61,9 @@ pub struct DistView {
     /// A distribution came from DIH (`on_dist`); until then the view is the
     /// one given to `new` (this node alone).
     from_dih: bool,
+    /// This block is on a data node of a cluster (`in_cluster`): its view
+    /// means nothing until DIH sends one, even before QMGR's first news.
+    clustered: bool,
 }
 
 impl DistView {
@@ -72,7 +75,21 @@ impl DistView {
             failures: Vec::new(),
             members: None,
             from_dih: false,
+            clustered: false,
         }
+    }
+
+    /// The view of a block on a data node of a cluster: it awaits DIH's
+    /// distribution from the start ([`DistView::awaiting_dih`]), not only
+    /// once QMGR reported a membership. A restarted node listens for clients
+    /// as soon as its files are read, before it has even connected to its
+    /// peers; a client with the distribution of the node's previous life
+    /// sends it transactions then, and with the one-node view it would
+    /// commit them alone on its restored replicas, acknowledge them, and
+    /// lose them when it copied its partitions from a live replica (the
+    /// chaos test lost 26 acknowledged transfers so).
+    pub fn in_cluster(dist: Dist) -> DistView {
+        DistView { clustered: true, ..DistView::new(dist) }
     }
 
     /// The failures heard of whose nodes have not joined again.
@@ -90,15 +107,16 @@ impl DistView {
             || self.members.as_ref().is_some_and(|(_, m)| !m.contains(&node))
     }
 
-    /// Is this a data node of a cluster (QMGR reported a membership) whose
-    /// DIH has not handed it a distribution yet? Its view then says it holds
+    /// Is this a data node of a cluster (built [`DistView::in_cluster`], or
+    /// QMGR reported a membership) whose DIH has not handed it a
+    /// distribution yet? Its view then says it holds
     /// every partition alone, which is only true of a node without a
     /// cluster: a restarted node is in this state from its join until the
     /// master DIH puts it into the write path, and must not coordinate or
     /// serve anything meanwhile (a client with an older distribution still
     /// sends it transactions).
     pub fn awaiting_dih(&self) -> bool {
-        self.members.is_some() && !self.from_dih
+        (self.clustered || self.members.is_some()) && !self.from_dih
     }
 
     /// DIH published `dist` (never older than the one held).
@@ -184,6 +202,18 @@ mod tests {
         let mut d = Dist::new(vec![vec![1, 2]], ReplicaState::Alive);
         d.version = version;
         d
+    }
+
+    #[test]
+    fn a_cluster_view_awaits_dih_from_the_start() {
+        let mut v = DistView::in_cluster(Dist::single(2));
+        assert!(v.awaiting_dih(), "before QMGR's first news too");
+        v.on_membership(&[], &Membership { generation: 4, members: vec![1, 2], president: 1 });
+        assert!(v.awaiting_dih());
+        v.on_dist(two_nodes(7));
+        assert!(!v.awaiting_dih());
+        // A node without a cluster serves with its own view at once.
+        assert!(!DistView::new(Dist::single(1)).awaiting_dih());
     }
 
     #[test]

@@ -49,12 +49,30 @@ pub const LQH_INSTANCES: u16 = 1;
 /// A data node's scheduler with the TC instances (`knobs.tc_instances`), the
 /// LQH instances and DICT.
 pub fn build_data_node(node: NodeId, knobs: &Knobs) -> Scheduler<Signal> {
+    build_data_node_blocks(node, knobs, false)
+}
+
+/// [`build_data_node`] for a data node of a cluster: its TCs and LQHs serve
+/// nothing until DIH hands them a distribution (`DistView::in_cluster`).
+pub fn build_cluster_data_node(node: NodeId, knobs: &Knobs) -> Scheduler<Signal> {
+    build_data_node_blocks(node, knobs, true)
+}
+
+fn build_data_node_blocks(node: NodeId, knobs: &Knobs, in_cluster: bool) -> Scheduler<Signal> {
     let mut s = Scheduler::new(node, knobs.job_buffer_bound);
     for i in 0..knobs.tc_instances.max(1) {
-        s.add_block(block::TC, i, Box::new(tc::Tc::new(node, i, LQH_INSTANCES, knobs)));
+        let mut tc = tc::Tc::new(node, i, LQH_INSTANCES, knobs);
+        if in_cluster {
+            tc.in_cluster();
+        }
+        s.add_block(block::TC, i, Box::new(tc));
     }
     for i in 0..LQH_INSTANCES {
-        s.add_block(block::LQH, i, Box::new(lqh::Lqh::new(node, i, LQH_INSTANCES, knobs)));
+        let mut lqh = lqh::Lqh::new(node, i, LQH_INSTANCES, knobs);
+        if in_cluster {
+            lqh.in_cluster();
+        }
+        s.add_block(block::LQH, i, Box::new(lqh));
     }
     s.add_block(block::DICT, 0, Box::new(dict::Dict::new(node, LQH_INSTANCES, knobs)));
     s

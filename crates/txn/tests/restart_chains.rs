@@ -129,6 +129,23 @@ fn tc_node() -> Node {
     Node { sched, to: BlockRef::new(1, block::TC, 0) }
 }
 
+/// A TC or LQH of a cluster data node just (re)started: not even QMGR's
+/// first news has come.
+fn fresh_cluster_block(node: NodeId, kind: norr_kernel::BlockNo) -> Node {
+    let knobs = Knobs::default();
+    let mut sched = Scheduler::new(node, knobs.job_buffer_bound);
+    if kind == block::TC {
+        let mut tc = norr_txn::tc::Tc::new(node, 0, norr_txn::LQH_INSTANCES, &knobs);
+        tc.in_cluster();
+        sched.add_block(block::TC, 0, Box::new(tc));
+    } else {
+        let mut lqh = norr_txn::lqh::Lqh::new(node, 0, norr_txn::LQH_INSTANCES, &knobs);
+        lqh.in_cluster();
+        sched.add_block(block::LQH, 0, Box::new(lqh));
+    }
+    Node { sched, to: BlockRef::new(node, kind, 0) }
+}
+
 fn lqh_node(node: NodeId) -> Node {
     let knobs = Knobs::default();
     let mut sched = Scheduler::new(node, knobs.job_buffer_bound);
@@ -298,5 +315,61 @@ fn restarted_tc_refuses_transactions_until_dih_gave_it_a_distribution() {
     match &internals(&out)[..] {
         [(to, InternalSignal::LqhKeyReq { .. })] => assert_eq!(to.node, 3, "routed by DIH's distribution"),
         other => panic!("expected one LqhKeyReq to node 3: {other:?}"),
+    }
+}
+
+/// A restarted data node listens for clients as soon as its files are read,
+/// before it even connected to its peers. A client with the distribution of
+/// the node's previous life sends it a transaction then: its TC must refuse
+/// it (temporary), and its LQH must refuse a write from another node's stale
+/// TC, instead of committing alone on the restored replicas (the chaos test
+/// lost acknowledged transfers so: they were overwritten by the copy from a
+/// live replica).
+#[test]
+fn a_restarted_cluster_node_serves_nothing_before_it_joined() {
+    let def = table();
+    let dict = BlockRef::new(PEER, block::DICT, 0);
+    let create = || {
+        internal(InternalSignal::SchemaChangeReq { req: 1, change: Box::new(SchemaChange::CreateTable(def.clone())) })
+    };
+    let (k, _) = key_in_group_of_3(&def);
+    let write = KeyOp::write(def.id, vec![Value::Int(k)], vec![(1, Value::Int(5))]);
+
+    let mut tc = fresh_cluster_block(3, block::TC);
+    tc.deliver(dict, create());
+    let api = BlockRef::new(API, block::API, 0);
+    let req = Signal::TcKeyReq(Box::new(TcKeyReq { txn: 1, exec: ExecType::Commit, ops: vec![write.clone()] }));
+    let out = tc.deliver(api, req);
+    assert!(internals(&out).is_empty(), "nothing may run: {out:?}");
+    match &out[..] {
+        [e] => match &e.signal {
+            Signal::TcKeyRef(r) => {
+                assert_eq!(r.error.code, norr_signals::ErrorCode::PartitionUnavailable);
+                assert_eq!(r.error.code.class(), norr_signals::ErrorClass::Temporary);
+            }
+            other => panic!("expected TcKeyRef: {other:?}"),
+        },
+        other => panic!("expected one answer: {other:?}"),
+    }
+
+    let mut lqh = fresh_cluster_block(3, block::LQH);
+    lqh.deliver(dict, create());
+    let part = op_partition(&def, &write).expect("partition").expect("keyed");
+    let stale_tc = BlockRef::new(1, block::TC, 0);
+    let op = norr_signals::internal::LqhOp { seq: 0, part: Some(part), op: write, savepoint: 0 };
+    let req = InternalSignal::LqhKeyReq { txn: (1 << 48) | 1, ops: vec![op], api, handle: 1, failed: vec![] };
+    let out = lqh.deliver(stale_tc, internal(req));
+    match &internals(&out)[..] {
+        [(to, InternalSignal::LqhKeyConf { results, .. })] => {
+            assert_eq!(*to, stale_tc);
+            match &results[..] {
+                [r] => match &r.outcome {
+                    Err(e) => assert_eq!(e.error.code, norr_signals::ErrorCode::WrongReplica),
+                    Ok(row) => panic!("the write ran on the restored replica: {row:?}"),
+                },
+                other => panic!("expected one result: {other:?}"),
+            }
+        }
+        other => panic!("expected one LqhKeyConf to the stale TC: {other:?}"),
     }
 }

@@ -983,6 +983,14 @@ impl Lqh {
         chain
     }
 
+    /// This LQH is on a data node of a cluster: it serves nothing until DIH
+    /// sends a distribution (see `DistView::in_cluster`).
+    pub fn in_cluster(&mut self) {
+        debug_assert!(self.txns.is_empty(), "joined a cluster with transactions running");
+        self.dist = DistView::in_cluster(Dist::single(self.node));
+        debug_assert!(self.dist.awaiting_dih());
+    }
+
     /// True if this node may execute an operation on `part` of `def` from TC:
     /// it holds the partition and is up to date.
     fn serves(&self, def: &TableDef, part: PartitionId) -> bool {

@@ -159,6 +159,9 @@ pub struct Tc {
     /// The cluster's distribution as DIH last published it (this node alone
     /// until a DIH runs).
     dist: DistView,
+    /// On a data node of a cluster (`in_cluster`): its node runs CKPT,
+    /// DIH and QMGR too.
+    in_cluster: bool,
     membership: Option<Membership>,
     txn_inactive_ns: u64,
     max_transactions: usize,
@@ -230,6 +233,7 @@ impl Tc {
             instance,
             lqh_instances,
             dist: DistView::new(Dist::single(node)),
+            in_cluster: false,
             membership: None,
             txn_inactive_ns: knobs.txn_inactive_timeout_ms * 1_000_000,
             max_transactions: knobs.max_transactions as usize,
@@ -260,6 +264,15 @@ impl Tc {
             takeover: None,
             counters: Counters::default(),
         }
+    }
+
+    /// This TC is on a data node of a cluster: it coordinates nothing until
+    /// DIH sends a distribution (see `DistView::in_cluster`).
+    pub fn in_cluster(&mut self) {
+        debug_assert!(self.txns.is_empty(), "joined a cluster with transactions running");
+        self.in_cluster = true;
+        self.dist = DistView::in_cluster(Dist::single(self.node));
+        debug_assert!(self.dist.awaiting_dih());
     }
 
     /// Why this TC takes no new transaction or scan now: it is on a data
@@ -877,6 +890,16 @@ impl Tc {
             }
             ClusterSignal::NfCompleteRep { node } => {
                 // The president's TC finished the failed node's transactions.
+                if self.in_cluster && self.instance == 0 {
+                    // The GCP master holds rounds at the commit step until
+                    // then (crates/node/src/ckpt.rs), and every node's CKPT
+                    // keeps the set for a master to come. Told here, on the
+                    // node, rather than by the president to every CKPT: this
+                    // TC and its CKPT then never disagree on what is pending
+                    // if the president fails halfway through its sends.
+                    let ckpt = BlockRef::new(self.node, block::CKPT, 0);
+                    ctx.send_prio(ckpt, Signal::Cluster(Box::new(ClusterSignal::NfCompleteRep { node })), Priority::A);
+                }
                 if self.takeover_pending.remove(&node) && from.node != self.node {
                     let qmgr = BlockRef::new(self.node, block::QMGR, 0);
                     ctx.send(qmgr, Signal::Cluster(Box::new(ClusterSignal::NfCompleteRep { node })));

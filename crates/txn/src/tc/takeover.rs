@@ -14,9 +14,11 @@
 //! for the answer to its commit learns it; one that was not learns at its
 //! next request on another node that the transaction is gone.
 //!
-//! When every such transaction is finished, it tells the other members' TCs
-//! and its own node's QMGR (`NfCompleteRep`): a failed node may only join
-//! again after that, since its new transactions reuse transaction ids.
+//! When every such transaction is finished, it tells the members' TCs (each
+//! tells its node's CKPT) and its own node's QMGR (`NfCompleteRep`): a failed node may only
+//! join again after that, since its new transactions reuse transaction ids,
+//! and no global checkpoint is saved before (the taken-over commits carry
+//! the GCI their coordinator gave them).
 //! If the president fails meanwhile, the next one takes over everything
 //! still pending.
 
