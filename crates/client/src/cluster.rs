@@ -111,6 +111,9 @@ pub(crate) struct ClusterShared {
     reconnects: AtomicU64,
     /// The session with mgmd (`Client::connect_mgm`), kept while the client lives.
     mgm: Option<norr_mgmd::session::MgmLink>,
+    /// Wakes the distribution refresher (a link went down or up, or a node
+    /// said the client's routing is behind).
+    events: Arc<Notify>,
 }
 
 impl Drop for ClusterShared {
@@ -263,6 +266,7 @@ pub(crate) async fn connect(plan: Plan, opts: ConnectOptions) -> Result<Arc<Clus
         next_txn: AtomicU64::new(first_txn_handle()),
         reconnects: AtomicU64::new(0),
         mgm: plan.mgm,
+        events: events.clone(),
         opts,
     });
     for (i, w) in watch.into_iter().enumerate() {
@@ -527,13 +531,53 @@ impl ClusterShared {
         }
     }
 
-    /// Ask a data node for the distribution; keep it unless ours is newer.
-    pub async fn refresh_dist(&self) -> Result<Arc<Dist>, ClientError> {
-        let d = match self.dict(DictOp::GetDistribution).await? {
-            DictResult::Distribution(d) => d,
+    /// A node refused a transaction because it does not serve the
+    /// partition (it restarts, or is not a live replica): the distribution
+    /// this client routed by is behind. Fetch it again now rather than at
+    /// the next interval.
+    pub fn routing_refused(&self) {
+        self.events.notify_waiters();
+    }
+
+    /// One node's distribution.
+    async fn dist_of(conn: &Conn) -> Result<Box<Dist>, ClientError> {
+        let s = &conn.shared;
+        let req_id = s.alloc_dict();
+        let op = DictOp::GetDistribution;
+        let reply =
+            s.request(ReqKey::Dict(req_id), s.dict(), Signal::DictReq(Box::new(DictReq { req_id, op }))).await?;
+        let d = match reply {
+            Reply::Dict(Ok(DictResult::Distribution(d))) => d,
+            Reply::Dict(Err(e)) => return Err(ClientError::Node(e)),
             other => return Err(ClientError::Protocol(format!("expected a distribution, got {other:?}"))),
         };
         check_dist(&d).map_err(|e| ClientError::Protocol(format!("malformed distribution from a data node: {e}")))?;
+        Ok(d)
+    }
+
+    /// Ask every connected data node for the distribution; keep the newest
+    /// (ours if it is newer). Not one node: a node that just restarted is
+    /// connected before its DIH has the cluster's distribution, and one
+    /// that has not handled a failure yet still shows the failed node
+    /// alive; asking only the first connected node kept routing to a
+    /// restarting node for seconds (the chaos test saw bursts of 4278).
+    pub async fn refresh_dist(&self) -> Result<Arc<Dist>, ClientError> {
+        let conns: Vec<Arc<Conn>> = self.links.iter().filter_map(NodeLink::live).collect();
+        if conns.is_empty() {
+            return Err(self.not_connected());
+        }
+        let mut newest: Option<Box<Dist>> = None;
+        let mut last_err = None;
+        for c in &conns {
+            match Self::dist_of(c).await {
+                Ok(d) if newest.as_ref().is_none_or(|n| d.version > n.version) => newest = Some(d),
+                Ok(_) => {}
+                Err(e) => last_err = Some(e),
+            }
+        }
+        let Some(d) = newest else {
+            return Err(last_err.expect("a node answered or failed"));
+        };
         let mut cur = self.dist.lock().expect("dist lock");
         match &*cur {
             Some(have) if have.version > d.version => Ok(have.clone()),

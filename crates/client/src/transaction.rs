@@ -378,6 +378,9 @@ impl Transaction {
             }
             Reply::Key(Err(r)) => {
                 self.state.store(TXN_ABORTED, Ordering::Release);
+                if matches!(r.error.code, ErrorCode::PartitionUnavailable | ErrorCode::WrongReplica) {
+                    self.client.inner.routing_refused();
+                }
                 let mut e = r.error;
                 if let Some(i) = r.op_index {
                     if e.message.is_empty() {

@@ -142,6 +142,29 @@ async fn distribution_refresh_moves_transactions_to_new_primaries() {
     eventually("the restarted cluster's distribution", || c.distribution() == Some(before.clone())).await;
 }
 
+/// The distribution is taken from every connected node, the newest kept:
+/// the first node in the configuration may be one that just restarted and
+/// knows only an old distribution (it refuses transactions until its DIH
+/// has the cluster's), and asking only it kept routing there.
+#[tokio::test]
+async fn the_newest_distribution_of_any_node_wins() {
+    let cl = FakeCluster::start(2, 2).await;
+    let c = Client::connect_cluster(&cl.addrs(), opts()).await.unwrap();
+    let t = c.create_table(kv_def("kv")).await.unwrap();
+    let before = cl.dist();
+    let k = (0..40).find(|k| primary(&before, &t, *k) == 1).unwrap();
+    let mut after = before.clone();
+    after.node_groups = vec![vec![2, 1]];
+    after.version = before.version + 1;
+    // Node 1, first in the configuration, still shows the old one.
+    cl.set_node_dist(1, Some(before.clone()));
+    cl.set_dist(after.clone());
+    assert_eq!(c.refresh_distribution().await.unwrap(), after);
+    let mut txn = c.begin();
+    txn.execute(vec![KeyOp::insert(t.id, key(k), vec![])], ExecType::Commit).await.unwrap();
+    assert_eq!(txn.coordinator_node(), Some(2), "routed by the newest distribution");
+}
+
 #[tokio::test]
 async fn a_commit_whose_coordinator_fails_gets_the_take_over_outcome() {
     let cl = FakeCluster::start(2, 2).await;

@@ -59,6 +59,9 @@ struct Node {
     hold_commits: AtomicBool,
     held: Mutex<Vec<(u16, u64)>>,
     held_changed: Notify,
+    /// This node's own distribution instead of the cluster's (a node that
+    /// restarted and has no DIH distribution yet, or lags behind).
+    own_dist: Mutex<Option<Dist>>,
 }
 
 pub struct FakeCluster {
@@ -93,6 +96,7 @@ impl FakeCluster {
                 hold_commits: AtomicBool::new(false),
                 held: Mutex::new(Vec::new()),
                 held_changed: Notify::new(),
+                own_dist: Mutex::new(None),
             });
             tokio::spawn(accept_loop(node.clone(), l));
             nodes.push(node);
@@ -118,6 +122,11 @@ impl FakeCluster {
 
     pub fn set_dist(&self, d: Dist) {
         *self.shared.dist.lock().unwrap() = d;
+    }
+
+    /// Node `id` answers GetDistribution with `d` (None: the cluster's).
+    pub fn set_node_dist(&self, id: u16, d: Option<Dist>) {
+        *self.node(id).own_dist.lock().unwrap() = d;
     }
 
     pub fn rows(&self, table: TableId) -> usize {
@@ -279,7 +288,8 @@ async fn serve(node: Arc<Node>, mut s: TcpStream, conn: u64) {
 fn on_request(node: &Node, conn: u64, api: u16, sig: Signal) -> Option<Signal> {
     match sig {
         Signal::DictReq(r) if r.op == DictOp::GetDistribution => {
-            let d = node.cluster.dist.lock().unwrap().clone();
+            let own = node.own_dist.lock().unwrap().clone();
+            let d = own.unwrap_or_else(|| node.cluster.dist.lock().unwrap().clone());
             Some(Signal::DictConf(Box::new(DictConf {
                 req_id: r.req_id,
                 result: DictResult::Distribution(Box::new(d)),

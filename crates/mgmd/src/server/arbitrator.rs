@@ -87,6 +87,17 @@ impl Arbitrator {
         ArbitReply::Granted { generation }
     }
 
+    /// The newest generation decided, if any.
+    pub fn newest(&self) -> Option<u64> {
+        self.granted.last_key_value().map(|(g, _)| *g)
+    }
+
+    /// The cluster restarted as a whole (its generations start over):
+    /// forget the earlier life's decisions (see `Registry::arbitrate`).
+    pub fn new_incarnation(&mut self) {
+        self.granted.clear();
+    }
+
     /// The survivor set that won `generation`, if one did.
     pub fn winners(&self, generation: u64) -> Option<&BTreeSet<NodeId>> {
         self.granted.get(&generation).and_then(|sets| sets.first())

@@ -362,7 +362,7 @@ fn session_loop(
             }
             ToMgmd::Report(_) => return Err(unexpected("report from a management client")),
             ToMgmd::Arbitrate(req) => {
-                let reply = shared.registry().arbitrate(node_id, role, &req);
+                let reply = shared.registry().arbitrate(node_id, role, &req, now);
                 if req.failed.is_empty() {
                     // A president registering a new membership generation: routine.
                     tracing::info!(

@@ -10,7 +10,7 @@ use crate::protocol::{
     MGM_MAGIC, MGM_PROTOCOL_VERSION,
 };
 use norr_kernel::NodeId;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -301,7 +301,7 @@ impl Registry {
     }
 
     /// Decide an arbitration request from `node`'s session.
-    pub fn arbitrate(&mut self, node: NodeId, role: PeerRole, req: &ArbitReq) -> ArbitReply {
+    pub fn arbitrate(&mut self, node: NodeId, role: PeerRole, req: &ArbitReq, now: Instant) -> ArbitReply {
         let refuse = |reason: String| ArbitReply::Refused { generation: req.generation, reason };
         if role != PeerRole::DataNode {
             return refuse(format!("only data nodes take part in arbitration, not {}", role.with_article()));
@@ -321,7 +321,55 @@ impl Registry {
                 self.config.mgm_addresses()
             ));
         }
+        if let Some(refusal) = self.maybe_new_incarnation(req, now) {
+            return refuse(refusal);
+        }
         self.arbitrator.decide(req)
+    }
+
+    /// A cluster forming again (a system restart: QMGR's generations start
+    /// over at 1, or 0 for a partial start) after mgmd arbitrated for an
+    /// earlier life of it. The arbitrator's record of that life would refuse
+    /// every generation below its newest, so after a restart of the whole
+    /// cluster the first split (with 2 data nodes, the first node failure)
+    /// shut the survivors down. A new life starts when the forming nodes
+    /// are the whole cluster (registration of generation 1 by every data
+    /// node), or a partial start (generation 0) while no data node outside
+    /// it is connected here and reports itself started (it could be a part
+    /// of the earlier life still running: then the partial start is refused,
+    /// as before). Returns a refusal, or None to decide as usual.
+    fn maybe_new_incarnation(&mut self, req: &ArbitReq, now: Instant) -> Option<String> {
+        let newest = self.arbitrator.newest()?;
+        let all: BTreeSet<NodeId> = self.config.data_nodes().map(|n| n.id).collect();
+        let forming: BTreeSet<NodeId> = req.survivors.iter().copied().collect();
+        let whole = req.generation == 1 && req.failed.is_empty() && forming == all;
+        let partial = req.generation == 0;
+        if !((whole && newest > 1) || (partial && newest >= 1)) {
+            return None;
+        }
+        if partial {
+            let running: Vec<NodeId> = all
+                .difference(&forming)
+                .copied()
+                .filter(|n| {
+                    self.sessions.get(n).is_some_and(|s| self.live(s, now))
+                        && self.reports.get(n).is_some_and(|r| r.report.state == NodeState::Started)
+                })
+                .collect();
+            if !running.is_empty() {
+                return Some(format!(
+                    "data node(s) {} still run as members of the cluster: a partial start without them is refused",
+                    ids_of(running.into_iter())
+                ));
+            }
+        }
+        tracing::info!(
+            "mgmd: the cluster starts a new life (nodes {}, generation {}): the arbitration record of the last one (up to generation {newest}) is dropped",
+            ids_of(forming.into_iter()),
+            req.generation
+        );
+        self.arbitrator.new_incarnation();
+        None
     }
 
     /// A command from `norr mgm`.

@@ -230,13 +230,15 @@ fn arbitration_only_from_the_data_node_itself() {
         ArbitReply::Refused { reason, generation: 1 } => reason,
         other => panic!("{other:?}"),
     };
-    assert!(refused(r.arbitrate(100, PeerRole::Api, &req)).contains("only data nodes"));
-    assert!(refused(r.arbitrate(3, PeerRole::DataNode, &req)).contains("node 3 asked on behalf of node 2"));
+    assert!(refused(r.arbitrate(100, PeerRole::Api, &req, Instant::now())).contains("only data nodes"));
+    assert!(
+        refused(r.arbitrate(3, PeerRole::DataNode, &req, Instant::now())).contains("node 3 asked on behalf of node 2")
+    );
     let bogus = ArbitReq { failed: vec![7], ..req.clone() };
-    assert!(refused(r.arbitrate(2, PeerRole::DataNode, &bogus)).contains("node 7 is not a data node"));
-    assert_eq!(r.arbitrate(2, PeerRole::DataNode, &req), ArbitReply::Granted { generation: 1 });
+    assert!(refused(r.arbitrate(2, PeerRole::DataNode, &bogus, Instant::now())).contains("node 7 is not a data node"));
+    assert_eq!(r.arbitrate(2, PeerRole::DataNode, &req, Instant::now()), ArbitReply::Granted { generation: 1 });
     let other = ArbitReq { requester: 3, generation: 1, survivors: vec![3], failed: vec![2] };
-    assert!(refused(r.arbitrate(3, PeerRole::DataNode, &other)).contains("won arbitration"));
+    assert!(refused(r.arbitrate(3, PeerRole::DataNode, &other, Instant::now())).contains("won arbitration"));
 }
 
 #[test]
@@ -246,6 +248,52 @@ fn only_the_first_mgmd_arbitrates() {
     let mut r = Registry::new(c, 4, BTreeMap::new(), Instant::now());
     let req = ArbitReq { requester: 2, generation: 1, survivors: vec![2], failed: vec![3] };
     assert!(
-        matches!(r.arbitrate(2, PeerRole::DataNode, &req), ArbitReply::Refused { reason, .. } if reason.contains("not the arbitrator"))
+        matches!(r.arbitrate(2, PeerRole::DataNode, &req, Instant::now()), ArbitReply::Refused { reason, .. } if reason.contains("not the arbitrator"))
     );
+}
+
+fn arbit(requester: NodeId, generation: u64, survivors: &[NodeId], failed: &[NodeId]) -> ArbitReq {
+    ArbitReq { requester, generation, survivors: survivors.to_vec(), failed: failed.to_vec() }
+}
+
+/// After a restart of the whole cluster QMGR's generations start over: the
+/// record of the cluster's earlier life must not refuse them (with 2 data
+/// nodes, the first node failure after a system restart shut the survivor
+/// down: "generation 2 is older than the last arbitration (93)").
+#[test]
+fn a_cluster_that_restarted_as_a_whole_is_arbitrated_again() {
+    let (mut r, t) = registry("");
+    let granted = |a: ArbitReply| matches!(a, ArbitReply::Granted { .. });
+    // The first life reached generation 9, with a failure of node 3.
+    assert!(granted(r.arbitrate(2, PeerRole::DataNode, &arbit(2, 1, &[2, 3], &[]), t)));
+    assert!(granted(r.arbitrate(2, PeerRole::DataNode, &arbit(2, 9, &[2], &[3]), t)));
+    // Same life: an older generation is refused (a node that missed a change).
+    assert!(!granted(r.arbitrate(3, PeerRole::DataNode, &arbit(3, 5, &[3], &[2]), t)));
+    // Both nodes restart and form the cluster again: generation 1 with every
+    // data node starts a new life; its first failure is arbitrated.
+    assert!(granted(r.arbitrate(2, PeerRole::DataNode, &arbit(2, 1, &[2, 3], &[]), t)));
+    assert!(granted(r.arbitrate(2, PeerRole::DataNode, &arbit(2, 2, &[2], &[3]), t)));
+    // And the other half of that split still loses.
+    assert!(!granted(r.arbitrate(3, PeerRole::DataNode, &arbit(3, 2, &[3], &[2]), t)));
+}
+
+/// A partial start (generation 0) after an earlier life is allowed only if
+/// no data node outside it is connected and reports itself started: that
+/// node could be a part of the earlier life still running.
+#[test]
+fn a_partial_start_is_refused_while_a_node_of_the_earlier_life_runs() {
+    let (mut r, t) = registry("");
+    let granted = |a: ArbitReply| matches!(a, ArbitReply::Granted { .. });
+    assert!(granted(r.arbitrate(2, PeerRole::DataNode, &arbit(2, 4, &[2], &[3]), t)));
+    let a = r.admit(PeerRole::DataNode, Some(2), peer(1, 5000), t).unwrap();
+    r.report(2, a.sid, report(2, NodeState::Started), t).unwrap();
+    let partial = arbit(3, 0, &[3], &[2]);
+    match r.arbitrate(3, PeerRole::DataNode, &partial, t) {
+        ArbitReply::Refused { reason, .. } => assert!(reason.contains("data node(s) 2 still run"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    // Node 2 gone (its session closed): the partial start is a new life.
+    r.closed(2, a.sid);
+    assert!(granted(r.arbitrate(3, PeerRole::DataNode, &partial, t)));
+    assert!(granted(r.arbitrate(3, PeerRole::DataNode, &arbit(3, 1, &[3], &[]), t)));
 }
