@@ -87,6 +87,9 @@ const REBALANCE_MIN_CHAIN: usize = 16;
 /// grow accordingly (about 10 KiB a JOIN).
 const JOIN_LEVELS: usize = 64;
 
+/// JOINs of a statement that do not count [`JOIN_LEVELS`].
+const FREE_JOINS: usize = 16;
+
 /// Stack below which a recursive step refuses to go deeper (1436). Leaves
 /// room for the non-recursive work at the bottom (functions, value codecs).
 pub const STACK_RED_ZONE_BYTES: usize = 256 * 1024;
@@ -225,7 +228,7 @@ pub fn token_bounds<'a>(tokens: impl IntoIterator<Item = &'a Token>) -> TokenBou
     let mut outer: Vec<(usize, usize)> = Vec::new();
     let mut outer_sum = 0usize;
     let (mut cur, mut weight) = (0usize, 0usize);
-    let (mut max, mut div_copies) = (0usize, 0usize);
+    let (mut max, mut div_copies, mut joins) = (0usize, 0usize, 0usize);
     for t in tokens {
         match t {
             Token::Whitespace(_) => continue,
@@ -250,7 +253,8 @@ pub fn token_bounds<'a>(tokens: impl IntoIterator<Item = &'a Token>) -> TokenBou
             // stack sized at one level per token (found by the SQL fuzz
             // suite's long run: a segfault, the whole process).
             Token::Word(w) if w.quote_style.is_none() && w.keyword == Keyword::JOIN => {
-                (cur, weight) = (cur + JOIN_LEVELS, weight + 1);
+                joins += 1;
+                (cur, weight) = (cur + 1, weight + 1);
             }
             Token::Word(w) if w.quote_style.is_none() && w.keyword == Keyword::DIV => {
                 div_copies = div_copies.saturating_add(weight);
@@ -260,7 +264,10 @@ pub fn token_bounds<'a>(tokens: impl IntoIterator<Item = &'a Token>) -> TokenBou
         }
         max = max.max(outer_sum + cur);
     }
-    TokenBounds { depth: max, div_copies }
+    // The first joins cost nothing extra (a few KiB each fits any session's
+    // stack, and an ordinary query keeps the inline parse).
+    let depth = max.saturating_add(joins.saturating_sub(FREE_JOINS).saturating_mul(JOIN_LEVELS));
+    TokenBounds { depth, div_copies }
 }
 
 /// What copying a token's node costs, in nodes: a long literal or name
