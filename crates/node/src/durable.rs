@@ -283,6 +283,7 @@ fn restore_lcps(
     gci: Gci,
     recorded_lcp: u64,
     resets: &mut RedoResets,
+    cluster: bool,
     lqh: &mut Lqh,
     report: &mut RestoreReport,
 ) -> Result<u64, String> {
@@ -345,6 +346,35 @@ fn restore_lcps(
                     dir.remove(&format!("{pdir}/{n}"))?;
                 }
                 continue;
+            }
+            // A newer checkpoint of a recorded round that cannot be used
+            // (a corrupt or torn control file, a missing data file): the
+            // REDO log was released up to that round's start once it was
+            // recorded, so the older checkpoint the plan fell back to may
+            // miss commits that are nowhere else any more.
+            if let Some(chosen) = plan.lcp_id {
+                let newer_bad = plan.rejected.iter().find(|e| {
+                    let name = e.path.rsplit('/').next().unwrap_or("");
+                    lcp_id_of(name).is_some_and(|id| id > chosen && id <= recorded_lcp)
+                });
+                if let Some(bad) = newer_bad {
+                    let why = format!(
+                        "{bad}; the older checkpoint {pdir}/{chosen}.ctl needs REDO from GCI {}, which the log \
+                         no longer holds in full (it was released when the newer round was recorded)",
+                        plan.redo_from_gci
+                    );
+                    if !cluster {
+                        return Err(format!(
+                            "cannot restore table {} partition {p} without losing commits: {why}. Refusing to start: \
+                             restore the file, or start this node empty (a cluster node copies from a live replica)",
+                            def.id
+                        ));
+                    }
+                    // In a cluster the node copies everything from a live
+                    // replica instead (its files are not a complete copy).
+                    report.warnings.push(format!("{why}: the node copies its partitions from a live replica"));
+                    report.restorable = false;
+                }
             }
             let Some(lcp_id) = plan.lcp_id else {
                 if let Some(path) = newer_version {
@@ -476,7 +506,16 @@ pub fn build_durable_full(
         let mut resets = scan_resets(dir, knobs, i as u32, gci, &defs)?;
         report.apply_redo += t0.elapsed();
         let t1 = Instant::now();
-        max_lcp_id = max_lcp_id.max(restore_lcps(dir, &defs, gci, recorded_lcp, &mut resets, &mut lqh, &mut report)?);
+        max_lcp_id = max_lcp_id.max(restore_lcps(
+            dir,
+            &defs,
+            gci,
+            recorded_lcp,
+            &mut resets,
+            topo.is_some(),
+            &mut lqh,
+            &mut report,
+        )?);
         report.read_checkpoint += t1.elapsed();
         let t2 = Instant::now();
         let (mut part, seen) = restore_redo(dir, knobs, i as u32, gci, &resets, &mut lqh, &mut report)?;
