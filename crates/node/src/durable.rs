@@ -143,7 +143,7 @@ impl RedoResets {
 }
 
 /// Read a REDO part's records of GCIs `1..=gci` in log order, each with
-/// its ordinal. Returns what the reader recovered (None: `gci` 0).
+/// its ordinal. Returns what the reader recovered. `gci` must be above 0.
 fn read_redo(
     dir: &dyn DataDir,
     geo: RedoGeometry,
