@@ -273,6 +273,17 @@ fn remove_unknown_tables_files(dir: &dyn DataDir, snap: &SchemaSnapshot) -> Resu
     Ok(removed)
 }
 
+/// What a restore of checkpoints goes by.
+#[derive(Debug, Clone, Copy)]
+struct RestorePoint {
+    /// The restart GCI (the system file's last complete GCI).
+    gci: Gci,
+    /// The newest checkpoint round the system file records.
+    recorded_lcp: u64,
+    /// A cluster node (it can copy from a live replica instead).
+    cluster: bool,
+}
+
 /// Restore every partition of instance `lqh` from its local checkpoints
 /// (FORMATS.md, "LCP control file"): the restore plan's data files in chain
 /// order, every page verified; files no restart needs are removed. Returns
@@ -280,13 +291,12 @@ fn remove_unknown_tables_files(dir: &dyn DataDir, snap: &SchemaSnapshot) -> Resu
 fn restore_lcps(
     dir: &dyn DataDir,
     defs: &[TableDef],
-    gci: Gci,
-    recorded_lcp: u64,
+    at: RestorePoint,
     resets: &mut RedoResets,
-    cluster: bool,
     lqh: &mut Lqh,
     report: &mut RestoreReport,
 ) -> Result<u64, String> {
+    let RestorePoint { gci, recorded_lcp, cluster } = at;
     let mut max_id = 0;
     let mut entries = Vec::new();
     for def in defs {
@@ -498,6 +508,7 @@ pub fn build_durable_full(
     let mut max_seen = gci;
     let recorded_lcp = sysfile.as_ref().map_or(0, |s| s.last_lcp_id);
     let mut max_lcp_id = recorded_lcp;
+    let at = RestorePoint { gci, recorded_lcp, cluster: topo.is_some() };
     for i in 0..lqh_n {
         let mut lqh = Lqh::new(node, i, lqh_n, knobs);
         lqh.restore_tables(&defs).map_err(|e| format!("restoring the tables: {e}"))?;
@@ -506,16 +517,7 @@ pub fn build_durable_full(
         let mut resets = scan_resets(dir, knobs, i as u32, gci, &defs)?;
         report.apply_redo += t0.elapsed();
         let t1 = Instant::now();
-        max_lcp_id = max_lcp_id.max(restore_lcps(
-            dir,
-            &defs,
-            gci,
-            recorded_lcp,
-            &mut resets,
-            topo.is_some(),
-            &mut lqh,
-            &mut report,
-        )?);
+        max_lcp_id = max_lcp_id.max(restore_lcps(dir, &defs, at, &mut resets, &mut lqh, &mut report)?);
         report.read_checkpoint += t1.elapsed();
         let t2 = Instant::now();
         let (mut part, seen) = restore_redo(dir, knobs, i as u32, gci, &resets, &mut lqh, &mut report)?;

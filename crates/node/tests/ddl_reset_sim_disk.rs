@@ -41,7 +41,7 @@ fn crashing_disk(seed: u64, rng: &mut Rng) -> SharedDisk {
     let faults = DiskFaults {
         latency_min_ns: 20_000,
         latency_max_ns: 20_000 + rng.range(0, 2_000_000),
-        crash_mode: if seed % 2 == 0 { CrashMode::Prefix } else { CrashMode::Subset },
+        crash_mode: if seed.is_multiple_of(2) { CrashMode::Prefix } else { CrashMode::Subset },
         torn_write_p: 0.5,
         ..DiskFaults::none()
     };
@@ -143,7 +143,7 @@ fn an_answered_truncate_survives_crashes() {
         let t = create(&mut h).id;
         let mut txn = 0;
         insert(&mut h, t, 0..200, &mut txn, &mut rng);
-        if seed % 2 == 0 {
+        if seed.is_multiple_of(2) {
             await_checkpoint(&mut h, &disk);
         }
         insert(&mut h, t, 200..260, &mut txn, &mut rng);
@@ -188,7 +188,7 @@ fn a_truncate_interrupted_by_a_crash_is_all_or_nothing() {
         let t = create(&mut h).id;
         let mut txn = 0;
         let before = insert(&mut h, t, 0..120, &mut txn, &mut rng);
-        if seed % 3 == 0 {
+        if seed.is_multiple_of(3) {
             await_checkpoint(&mut h, &disk);
         }
         h.send(100, Signal::DictReq(Box::new(DictReq { req_id: 9, op: DictOp::TruncateTable { name: "kv".into() } })));
@@ -222,7 +222,7 @@ fn a_rebuilding_alter_survives_crashes() {
         let t = d.id;
         let mut txn = 0;
         let before = insert(&mut h, t, 0..150, &mut txn, &mut rng);
-        if seed % 2 == 0 {
+        if seed.is_multiple_of(2) {
             await_checkpoint(&mut h, &disk);
         }
         // (w INT NOT NULL DEFAULT 7, k, v): every column moves one to the

@@ -55,7 +55,7 @@ fn crashing_disk(seed: u64, rng: &mut Rng) -> SharedDisk {
     let faults = DiskFaults {
         latency_min_ns: 20_000,
         latency_max_ns: 20_000 + rng.range(0, 3_000_000),
-        crash_mode: if seed % 2 == 0 { CrashMode::Prefix } else { CrashMode::Subset },
+        crash_mode: if seed.is_multiple_of(2) { CrashMode::Prefix } else { CrashMode::Subset },
         torn_write_p: 0.5,
         ..DiskFaults::none()
     };
