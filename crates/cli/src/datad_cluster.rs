@@ -63,6 +63,9 @@ impl Arbitrator for MgmArbitrator {
 struct Reported {
     state: NodeState,
     status: Option<NodeStatus>,
+    /// What the node's files restore to (kept while the node is stopped:
+    /// the files stay).
+    durable: Option<(u64, bool)>,
     address: String,
 }
 
@@ -172,6 +175,7 @@ pub fn run(
     let reported = Arc::new(Mutex::new(Reported {
         state: NodeState::Starting { phase: String::new() },
         status: None,
+        durable: None,
         address: listen.to_string(),
     }));
     let (tx, rx) = channel::<Event>();
@@ -251,6 +255,7 @@ fn supervise(
                 r.state = if s.started { NodeState::Started } else { NodeState::Starting { phase: s.phase.clone() } };
             }
             r.status = status;
+            r.durable = n.durable_gci().or(r.durable);
         }
         let event = rx.recv_timeout(POLL);
         if let Ok(Event::Command(cmd)) = &event {
@@ -359,7 +364,8 @@ fn report(node_id: NodeId, started_at: Instant, r: &Reported) -> NodeReport {
         uptime_ms: u64::try_from(started_at.elapsed().as_millis()).unwrap_or(u64::MAX),
         phases: s.map_or_else(Vec::new, |s| s.phases.clone()),
         president: s.is_some_and(|s| s.president == Some(node_id)),
-        last_durable_gci: None,
+        last_durable_gci: r.durable.map(|(gci, _)| gci),
+        files_complete: r.durable.is_some_and(|(_, complete)| complete),
         address: r.address.clone(),
     }
 }

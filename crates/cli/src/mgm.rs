@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
-  norr mgm show                       # every node: state, node group, primaries, uptime
+  norr mgm show                       # every node: state, node group, primaries, uptime, restart GCI
   norr mgm --mgm 10.0.0.1:1186 status
   norr mgm stop 3                     # node 3 leaves the cluster; its process waits
   norr mgm start 3                    # ... and joins again
@@ -32,8 +32,11 @@ pub struct MgmArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum MgmCmd {
     /// Every node: id, kind, address, state, node group, primary
-    /// partitions, version, uptime, last durable GCI; the president; the
-    /// phases of starting nodes.
+    /// partitions, version, uptime, restart GCI (the last complete GCI a
+    /// data node's files hold: what a restart of it recovers to; "needs
+    /// copy" when they are not a complete copy of its partitions, so it
+    /// would copy from a live replica; "-" without a data directory); the
+    /// president; the phases of starting nodes.
     Show,
     /// One line per data node: its state.
     Status,
@@ -192,7 +195,7 @@ fn state_text(n: &NodeView) -> String {
 
 /// The `show` table.
 pub fn render_show(v: &ClusterView) -> String {
-    let header = ["id", "kind", "address", "state", "group", "primary", "version", "uptime", "durable gci"];
+    let header = ["id", "kind", "address", "state", "group", "primary", "version", "uptime", "restart gci"];
     let rows: Vec<[String; 9]> = v
         .nodes
         .iter()
@@ -212,7 +215,11 @@ pub fn render_show(v: &ClusterView) -> String {
                 } else {
                     "-".into()
                 },
-                n.last_durable_gci.filter(|_| reported).map_or("-".into(), |g| g.to_string()),
+                match n.last_durable_gci.filter(|_| reported) {
+                    None => "-".into(),
+                    Some(g) if n.files_complete => g.to_string(),
+                    Some(g) => format!("{g} (needs copy)"),
+                },
             ]
         })
         .collect();
@@ -296,6 +303,7 @@ mod tests {
             phases: vec![("restore".into(), 20), ("copy rows".into(), 1500)],
             president: id == 2,
             last_durable_gci: Some(42),
+            files_complete: id != 3,
             peer: None,
         }
     }
@@ -327,6 +335,9 @@ mod tests {
         let n2: Vec<&str> = row("2").split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
         assert_eq!(n2, ["2", "data", "127.0.0.1:2202", "started", "0", "2 of 4", "0.1.0", "1h 2m", "42"], "{s}");
         assert!(row("3").contains("starting (copy rows)"), "{s}");
+        // Node 3's files are not a complete copy: a restart would copy.
+        assert!(row("3").ends_with("42 (needs copy)"), "{s}");
+        assert!(lines[3].ends_with("restart gci"), "{s}");
         assert!(s.contains("phases done: restore 20 ms, copy rows 1.5 s"), "{s}");
         let n4 = row("4");
         assert!(n4.contains("not connected") && !n4.contains("2 of 4") && !n4.contains("42"), "{s}");

@@ -51,6 +51,25 @@ fn rows(c: &Client, t: TableId) -> Result<Vec<(i64, i64)>, ClientError> {
     Ok(v)
 }
 
+/// Wait until `norr mgm show` says of data nodes 2 and 3 that their files
+/// restore to a GCI of at least `gci`, as complete copies.
+fn wait_restart_gci_at_least(cluster: &Cluster, gci: u64) {
+    let deadline = Instant::now() + START;
+    loop {
+        let v = cluster.view();
+        let ok = v.as_ref().is_some_and(|v| {
+            [2, 3].iter().all(|id| {
+                v.nodes.iter().any(|n| n.id == *id && n.files_complete && n.last_durable_gci.is_some_and(|g| g >= gci))
+            })
+        });
+        if ok {
+            return;
+        }
+        assert!(Instant::now() < deadline, "restart GCIs below {gci}: {v:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// The GCI a data node's last start recovered ("recovered to GCI g" in its
 /// log after `from`; 0 for "starting empty").
 fn recovered(log: &str) -> Option<u64> {
@@ -77,6 +96,11 @@ fn killing_both_data_nodes_keeps_every_transaction_up_to_the_restart_gci() {
     // Checkpoints run: these are on disk everywhere well before the kill.
     std::thread::sleep(Duration::from_millis(600));
     let durable_before = *committed.values().max().unwrap();
+    // `norr mgm show`: each node's files restore to at least that GCI.
+    wait_restart_gci_at_least(&cluster, durable_before);
+    let show = std::process::Command::new(NORR).args(["mgm", "--mgm", &cluster.mgm, "show"]).output().unwrap();
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(show.status.success() && text.contains("restart gci"), "{text}");
     // More writes right up to the kill: some will not be complete.
     for i in 200..400 {
         committed.insert(i, put_pair(&c, t.id, i).unwrap());
@@ -96,6 +120,8 @@ fn killing_both_data_nodes_keeps_every_transaction_up_to_the_restart_gci() {
         .max()
         .unwrap_or_else(|| panic!("no recovered GCI in the logs:\n{}", cluster.logs()));
     assert!(restart >= durable_before, "restart GCI {restart} < {durable_before}, complete before the kill");
+    // What the restarted nodes' files hold is shown again, from the restart GCI on.
+    wait_restart_gci_at_least(&cluster, restart);
     let want: Vec<(i64, i64)> =
         committed.iter().filter(|(_, g)| **g <= restart).flat_map(|(i, _)| [(2 * i, *i), (2 * i + 1, *i)]).collect();
     // Both replicas: read through each node (each is primary for a share of

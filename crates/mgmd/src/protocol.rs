@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 /// "NMGM": guards against talking to something that is not a NorrDB mgmd peer.
 pub const MGM_MAGIC: u32 = 0x4E4D_474D;
-pub const MGM_PROTOCOL_VERSION: u16 = 1;
+pub const MGM_PROTOCOL_VERSION: u16 = 2;
 /// Largest frame either side accepts: a configuration of hundreds of nodes
 /// is tens of kilobytes.
 pub const MAX_MGM_FRAME_BYTES: usize = 16 << 20;
@@ -121,7 +121,14 @@ pub struct NodeReport {
     pub phases: Vec<(String, u64)>,
     /// This node is the president (the membership's master) now.
     pub president: bool,
+    /// The GCI a restart of the node's files recovers to (its system
+    /// file's last complete GCI). None: no data directory (or not known
+    /// yet).
     pub last_durable_gci: Option<u64>,
+    /// The files hold a complete copy of the node's partitions up to that
+    /// GCI (false: in or after a node restart whose copied rows no local
+    /// checkpoint covers yet; a restart would copy from a live replica).
+    pub files_complete: bool,
     /// Where it serves ("127.0.0.1:2202").
     pub address: String,
 }
@@ -233,7 +240,9 @@ pub struct NodeView {
     pub uptime_ms: u64,
     pub phases: Vec<(String, u64)>,
     pub president: bool,
+    /// As reported (see `NodeReport`).
     pub last_durable_gci: Option<u64>,
+    pub files_complete: bool,
     /// The session's peer address ("127.0.0.1:50312"), when connected.
     pub peer: Option<String>,
 }
@@ -400,6 +409,7 @@ mod tests {
             phases: vec![("restore".into(), 10), ("copy rows".into(), 1234)],
             president: true,
             last_durable_gci: Some(77),
+            files_complete: true,
             address: "127.0.0.1:2202".into(),
         }
     }
@@ -438,6 +448,7 @@ mod tests {
                 phases: vec![],
                 president: true,
                 last_durable_gci: None,
+                files_complete: false,
                 peer: Some("127.0.0.1:4000".into()),
             }],
         };

@@ -3,7 +3,7 @@
 use norr_mgmd::config::ClusterConfig;
 use norr_mgmd::protocol::{
     encode, ArbitReply, ArbitReq, ClusterView, FromMgmd, MgmCommand, MgmError, MgmReply, NodeCommand, NodeReport,
-    NodeState, PeerRole, ToMgmd, MGM_MAGIC,
+    NodeState, PeerRole, ToMgmd, MGM_MAGIC, MGM_PROTOCOL_VERSION,
 };
 use norr_mgmd::server::Mgmd;
 use norr_mgmd::session::{fetch_config, run_command, MgmLink};
@@ -53,6 +53,7 @@ fn report(node: u16, state: NodeState) -> NodeReport {
         phases: vec![("copy rows".into(), 5)],
         president: node == 2,
         last_durable_gci: Some(3),
+        files_complete: true,
         address: format!("127.0.0.1:22{node:02}"),
     }
 }
@@ -286,8 +287,13 @@ fn malformed_peers_are_disconnected() {
     let mut s = TcpStream::connect(&addr).unwrap();
     s.set_read_timeout(Some(T)).unwrap();
     let mut w = Vec::new();
-    let hello =
-        ToMgmd::Hello { magic: MGM_MAGIC ^ 1, version: 1, role: PeerRole::Mgm, node_id: None, name: "x".into() };
+    let hello = ToMgmd::Hello {
+        magic: MGM_MAGIC ^ 1,
+        version: MGM_PROTOCOL_VERSION,
+        role: PeerRole::Mgm,
+        node_id: None,
+        name: "x".into(),
+    };
     encode(&hello, &mut w);
     s.write_all(&w).unwrap();
     assert!(matches!(read_frame(&mut s), Some(FromMgmd::Refused { reason }) if reason.contains("bad magic")));
@@ -295,8 +301,13 @@ fn malformed_peers_are_disconnected() {
     let mut s = TcpStream::connect(&addr).unwrap();
     s.set_read_timeout(Some(T)).unwrap();
     let mut w = Vec::new();
-    let hello =
-        ToMgmd::Hello { magic: MGM_MAGIC, version: 1, role: PeerRole::DataNode, node_id: Some(3), name: "x".into() };
+    let hello = ToMgmd::Hello {
+        magic: MGM_MAGIC,
+        version: MGM_PROTOCOL_VERSION,
+        role: PeerRole::DataNode,
+        node_id: Some(3),
+        name: "x".into(),
+    };
     encode(&hello, &mut w);
     encode(&ToMgmd::Report(report(2, NodeState::Started)), &mut w);
     s.write_all(&w).unwrap();

@@ -156,6 +156,8 @@ pub struct Ckpt {
     node: NodeId,
     /// A data node on its own (no QMGR): always its own master.
     standalone: bool,
+    /// The host heard what the files held at start (`report_durable`).
+    durable_reported: bool,
     tc_instances: u16,
     lqh_instances: u16,
     interval_ns: u64,
@@ -239,6 +241,7 @@ impl Ckpt {
         Ckpt {
             node,
             standalone: false,
+            durable_reported: false,
             tc_instances: knobs.tc_instances.max(1),
             lqh_instances: norr_txn::LQH_INSTANCES,
             interval_ns: knobs.gcp_interval_ms.max(1) * 1_000_000,
@@ -752,6 +755,18 @@ impl Ckpt {
         }
     }
 
+    /// Tell the host what this node's files can restore to (a cluster node
+    /// with a data directory; `norr mgm show`).
+    /// `written`: after a system file write (its own state says), else at
+    /// start (the restore said).
+    fn report_durable(&self, written: bool, ctx: &mut Ctx<'_, Signal>) {
+        let Some(sys) = self.sys.as_ref().filter(|_| !self.standalone) else { return };
+        let own = sys.sysfile.nodes.iter().find(|i| i.node == self.node).map(|i| i.state);
+        let complete_copy = (written || self.restorable) && own.is_none_or(|s| s == NodeRestartState::Started);
+        let rep = ClusterSignal::DurableGciRep { gci: sys.sysfile.last_complete_gci, complete_copy };
+        ctx.send(BlockRef::new(self.node, block::HOST, 0), Signal::Cluster(Box::new(rep)));
+    }
+
     /// This node's state in its own system file.
     fn own_restart_state(&self) -> NodeRestartState {
         if self.standalone {
@@ -835,6 +850,7 @@ impl Ckpt {
                     panic!("crash point reached: {}", crashed.0);
                 }
                 self.writing = None;
+                self.report_durable(true, ctx);
                 self.reply_master(master, CkptSignal::GcpRecordConf { gci }, ctx);
                 if let Some((gci, master)) = self.record_next.take() {
                     self.record(gci, master, ctx);
@@ -915,6 +931,11 @@ impl Ckpt {
 
 impl Block<Signal> for Ckpt {
     fn on_signal(&mut self, env: Envelope<Signal>, ctx: &mut Ctx<'_, Signal>) {
+        if !self.durable_reported {
+            // What the node's files held at its start, before any write.
+            self.durable_reported = true;
+            self.report_durable(false, ctx);
+        }
         match env.signal {
             Signal::Ckpt(c) => self.on_ckpt(env.from, *c, ctx),
             Signal::Fs(f) => self.on_fs(*f, ctx),

@@ -28,9 +28,10 @@ use norr_durability::CrashPoints;
 use norr_kernel::{BlockRef, NodeId, Scheduler};
 use norr_knobs::Knobs;
 use norr_signals::ckpt::Gci;
-use norr_signals::schema::TableDef;
+use norr_signals::schema::{PartitionId, TableDef, TableId};
 use norr_signals::{block, Signal};
 use norr_txn::{dict::Dict, lqh::Lqh, tc::Tc};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// Read access to a node's data directory for the restart.
@@ -62,6 +63,12 @@ pub struct RestoreReport {
     /// Newest local checkpoint round recorded in the system file.
     pub lcp_id: u64,
     pub redo_records: u64,
+    /// REDO records of an older life of a table's rows (before a TRUNCATE
+    /// or rebuilding ALTER) or of a table version never made durable.
+    pub redo_skipped: u64,
+    /// Partitions whose checkpoint was not read: a later TRUNCATE or
+    /// rebuilding ALTER in the REDO log replaced its rows.
+    pub lcp_reset_partitions: u64,
     pub redo_pages: u64,
     /// Checkpoint files of tables the schema does not hold, removed.
     pub dropped_table_files: u64,
@@ -108,26 +115,42 @@ fn geometry(knobs: &Knobs) -> RedoGeometry {
     RedoGeometry::new(knobs.redo_files, knobs.redo_file_bytes)
 }
 
-/// Read a REDO part's records of GCIs `1..=gci` into `lqh`; the part to
-/// continue writing.
-fn restore_redo(
+/// What the reset records of one REDO part (TRUNCATE, rebuilding ALTER
+/// TABLE; `RedoOp::Reset`) mean for a restart. Records are numbered in log
+/// order (their ordinal among the records of GCI `1..=g`).
+#[derive(Debug, Default)]
+struct RedoResets {
+    /// A reset to a table version the schema file does not hold (the DDL
+    /// was not answered, its schema write never became durable): this and
+    /// every later record of the table belong to that version and are
+    /// skipped; the table is restored as it was before.
+    cut: BTreeMap<TableId, u64>,
+    /// The last reset of each table before any cut: (ordinal, GCI).
+    last: BTreeMap<TableId, (u64, Gci)>,
+    /// Partitions whose last reset applies (it is not older than the
+    /// partition's checkpoint): their checkpoint is not read, and records
+    /// up to the reset's ordinal are skipped (older lives of the rows).
+    skip_through: BTreeMap<(TableId, PartitionId), u64>,
+}
+
+impl RedoResets {
+    /// Skip this record (of ordinal `n`)?
+    fn skips(&self, n: u64, r: &redo::RedoRecord) -> bool {
+        r.op == redo::RedoOp::Reset
+            || self.cut.get(&r.table).is_some_and(|&c| n >= c)
+            || self.skip_through.get(&(r.table, r.partition)).is_some_and(|&s| n <= s)
+    }
+}
+
+/// Read a REDO part's records of GCIs `1..=gci` in log order, each with
+/// its ordinal. Returns what the reader recovered. `gci` must be above 0.
+fn read_redo(
     dir: &dyn DataDir,
-    knobs: &Knobs,
+    geo: RedoGeometry,
     part: u32,
     gci: Gci,
-    lqh: &mut Lqh,
-    report: &mut RestoreReport,
-) -> Result<(RedoPart, Gci), String> {
-    let geo = geometry(knobs);
-    let buffer = knobs.redo_buffer_bytes as usize;
-    if gci == 0 {
-        // Nothing was ever complete: whatever the files hold is not
-        // durable. Start a new log (old pages could look like a head).
-        for f in 0..geo.files {
-            dir.remove(&redo::file_path(part, f))?;
-        }
-        return Ok((RedoPart::create(part, geo, buffer), 0));
-    }
+    each: &mut dyn FnMut(u64, redo::LoggedRecord) -> Result<(), String>,
+) -> Result<redo::RedoRecovered, String> {
     let mut firsts = Vec::new();
     for rd in redo::first_page_reads(&geo) {
         firsts.push((rd.file_no, dir.read_at(&redo::file_path(part, rd.file_no), rd.offset, rd.len)?));
@@ -142,15 +165,79 @@ fn restore_redo(
     };
     let mut reader = RedoReader::new(geo, part, head, 1, gci);
     let mut out = Vec::new();
+    let mut n = 0u64;
     while let Some(rd) = reader.next_read() {
         let bytes = dir.read_at(&redo::file_path(part, rd.file_no), rd.offset, rd.len)?;
         reader.feed(rd, &bytes, &mut out).map_err(|e| e.to_string())?;
         for r in out.drain(..) {
-            report.redo_records += 1;
-            lqh.restore_record(r).map_err(|e| format!("REDO replay: {e}"))?;
+            each(n, r)?;
+            n += 1;
         }
     }
-    let rec = reader.finish().map_err(|e| e.to_string())?;
+    reader.finish().map_err(|e| e.to_string())
+}
+
+/// First pass over a REDO part: its resets (see [`RedoResets`]).
+fn scan_resets(dir: &dyn DataDir, knobs: &Knobs, part: u32, gci: Gci, defs: &[TableDef]) -> Result<RedoResets, String> {
+    let mut resets = RedoResets::default();
+    if gci == 0 {
+        return Ok(resets);
+    }
+    let versions: BTreeMap<TableId, u32> = defs.iter().map(|d| (d.id, d.version)).collect();
+    read_redo(dir, geometry(knobs), part, gci, &mut |n, r| {
+        if r.record.op != redo::RedoOp::Reset {
+            return Ok(());
+        }
+        let t = r.record.table;
+        let Some(&schema_version) = versions.get(&t) else { return Ok(()) };
+        let version = match r.record.values.first() {
+            Some(norr_signals::Value::Int(v)) => {
+                u32::try_from(*v).map_err(|_| format!("REDO reset of table {t}: bad version {v}"))?
+            }
+            other => return Err(format!("REDO reset of table {t} without a version: {other:?}")),
+        };
+        if resets.cut.contains_key(&t) {
+            return Ok(());
+        }
+        if version > schema_version {
+            resets.cut.insert(t, n);
+        } else {
+            resets.last.insert(t, (n, r.gci));
+        }
+        Ok(())
+    })?;
+    Ok(resets)
+}
+
+/// Read a REDO part's records of GCIs `1..=gci` into `lqh` (skipping what
+/// `resets` makes obsolete); the part to continue writing.
+fn restore_redo(
+    dir: &dyn DataDir,
+    knobs: &Knobs,
+    part: u32,
+    gci: Gci,
+    resets: &RedoResets,
+    lqh: &mut Lqh,
+    report: &mut RestoreReport,
+) -> Result<(RedoPart, Gci), String> {
+    let geo = geometry(knobs);
+    let buffer = knobs.redo_buffer_bytes as usize;
+    if gci == 0 {
+        // Nothing was ever complete: whatever the files hold is not
+        // durable. Start a new log (old pages could look like a head).
+        for f in 0..geo.files {
+            dir.remove(&redo::file_path(part, f))?;
+        }
+        return Ok((RedoPart::create(part, geo, buffer), 0));
+    }
+    let rec = read_redo(dir, geo, part, gci, &mut |n, r| {
+        report.redo_records += 1;
+        if resets.skips(n, &r.record) {
+            report.redo_skipped += 1;
+            return Ok(());
+        }
+        lqh.restore_record(r).map_err(|e| format!("REDO replay: {e}"))
+    })?;
     report.redo_pages += rec.pages_read;
     Ok((RedoPart::resume(part, geo, buffer, rec.resume), rec.max_gci_seen))
 }
@@ -186,6 +273,17 @@ fn remove_unknown_tables_files(dir: &dyn DataDir, snap: &SchemaSnapshot) -> Resu
     Ok(removed)
 }
 
+/// What a restore of checkpoints goes by.
+#[derive(Debug, Clone, Copy)]
+struct RestorePoint {
+    /// The restart GCI (the system file's last complete GCI).
+    gci: Gci,
+    /// The newest checkpoint round the system file records.
+    recorded_lcp: u64,
+    /// A cluster node (it can copy from a live replica instead).
+    cluster: bool,
+}
+
 /// Restore every partition of instance `lqh` from its local checkpoints
 /// (FORMATS.md, "LCP control file"): the restore plan's data files in chain
 /// order, every page verified; files no restart needs are removed. Returns
@@ -193,11 +291,12 @@ fn remove_unknown_tables_files(dir: &dyn DataDir, snap: &SchemaSnapshot) -> Resu
 fn restore_lcps(
     dir: &dyn DataDir,
     defs: &[TableDef],
-    gci: Gci,
-    recorded_lcp: u64,
+    at: RestorePoint,
+    resets: &mut RedoResets,
     lqh: &mut Lqh,
     report: &mut RestoreReport,
 ) -> Result<u64, String> {
+    let RestorePoint { gci, recorded_lcp, cluster } = at;
     let mut max_id = 0;
     let mut entries = Vec::new();
     for def in defs {
@@ -219,15 +318,83 @@ fn restore_lcps(
             // them alone, so a newer (unrecorded) checkpoint is never
             // needed, and may hold GCIs beyond the restart point.
             let mut controls = Vec::new();
+            let mut newer_version = None;
             for n in names.iter().filter(|n| n.ends_with(".ctl") && lcp_id_of(n).is_some_and(|id| id <= recorded_lcp)) {
                 let path = format!("{pdir}/{n}");
-                controls.push((n.clone(), dir.read(&path)?.ok_or_else(|| format!("{path} vanished"))?));
+                let bytes = dir.read(&path)?.ok_or_else(|| format!("{path} vanished"))?;
+                // A checkpoint of a table version the schema file does not
+                // hold (an ALTER whose schema write never became durable)
+                // has rows of a layout the table does not have.
+                match lcp::LcpControl::decode(&bytes, &path) {
+                    Ok(c) if c.table_version > def.version => {
+                        report.warnings.push(format!(
+                            "checkpoint not used: {path} is of table version {}, the schema holds {}",
+                            c.table_version, def.version
+                        ));
+                        newer_version = Some(path);
+                    }
+                    _ => controls.push((n.clone(), bytes)),
+                }
             }
             let plan = lcp::plan_restore(def.id, p, &names, &controls, gci).map_err(|e| e.to_string())?;
             for rejected in &plan.rejected {
                 report.warnings.push(format!("checkpoint not used: {rejected}"));
             }
+            // The table's last reset in the REDO log (TRUNCATE, rebuilding
+            // ALTER) replaces the checkpoint's rows if the checkpoint is not
+            // newer: its start GCI is at most the reset's (a round that began
+            // after the reset has a higher one, see `redo_log_reset`).
+            let from_gci = if plan.lcp_id.is_some() { plan.redo_from_gci } else { 0 };
+            if let Some(&(ordinal, reset_gci)) = resets.last.get(&def.id).filter(|(_, g)| *g >= from_gci) {
+                resets.skip_through.insert((def.id, p), ordinal);
+                report.lcp_reset_partitions += 1;
+                // Every checkpoint file of the partition holds an older life
+                // of its rows: the REDO log from the reset on has all of the
+                // current one (it is kept until a later round is recorded).
+                let _ = reset_gci;
+                for n in &names {
+                    dir.remove(&format!("{pdir}/{n}"))?;
+                }
+                continue;
+            }
+            // A newer checkpoint of a recorded round that cannot be used
+            // (a corrupt or torn control file, a missing data file): the
+            // REDO log was released up to that round's start once it was
+            // recorded, so the older checkpoint the plan fell back to may
+            // miss commits that are nowhere else any more.
+            if let Some(chosen) = plan.lcp_id {
+                let newer_bad = plan.rejected.iter().find(|e| {
+                    let name = e.path.rsplit('/').next().unwrap_or("");
+                    lcp_id_of(name).is_some_and(|id| id > chosen && id <= recorded_lcp)
+                });
+                if let Some(bad) = newer_bad {
+                    let why = format!(
+                        "{bad}; the older checkpoint {pdir}/{chosen}.ctl needs REDO from GCI {}, which the log \
+                         no longer holds in full (it was released when the newer round was recorded)",
+                        plan.redo_from_gci
+                    );
+                    if !cluster {
+                        return Err(format!(
+                            "cannot restore table {} partition {p} without losing commits: {why}. Refusing to start: \
+                             restore the file, or start this node empty (a cluster node copies from a live replica)",
+                            def.id
+                        ));
+                    }
+                    // In a cluster the node copies everything from a live
+                    // replica instead (its files are not a complete copy).
+                    report.warnings.push(format!("{why}: the node copies its partitions from a live replica"));
+                    report.restorable = false;
+                }
+            }
             let Some(lcp_id) = plan.lcp_id else {
+                if let Some(path) = newer_version {
+                    // The rows of the older version are nowhere else.
+                    return Err(format!(
+                        "cannot restore table {} partition {p}: {path} is of a table version newer than the schema \
+                         file's {} and no checkpoint of that version remains",
+                        def.id, def.version
+                    ));
+                }
                 continue;
             };
             // The largest file of the chain (its full image, usually) is
@@ -341,6 +508,7 @@ pub fn build_durable_full(
     let mut max_seen = gci;
     let recorded_lcp = sysfile.as_ref().map_or(0, |s| s.last_lcp_id);
     let mut max_lcp_id = recorded_lcp;
+    let at = RestorePoint { gci, recorded_lcp, cluster: topo.is_some() };
     for i in 0..lqh_n {
         let mut lqh = Lqh::new(node, i, lqh_n, knobs);
         if topo.is_some() {
@@ -348,11 +516,14 @@ pub fn build_durable_full(
         }
         lqh.restore_tables(&defs).map_err(|e| format!("restoring the tables: {e}"))?;
         *lqh.lcp_crash_points_mut() = crash.clone();
+        let t0 = Instant::now();
+        let mut resets = scan_resets(dir, knobs, i as u32, gci, &defs)?;
+        report.apply_redo += t0.elapsed();
         let t1 = Instant::now();
-        max_lcp_id = max_lcp_id.max(restore_lcps(dir, &defs, gci, recorded_lcp, &mut lqh, &mut report)?);
+        max_lcp_id = max_lcp_id.max(restore_lcps(dir, &defs, at, &mut resets, &mut lqh, &mut report)?);
         report.read_checkpoint += t1.elapsed();
         let t2 = Instant::now();
-        let (mut part, seen) = restore_redo(dir, knobs, i as u32, gci, &mut lqh, &mut report)?;
+        let (mut part, seen) = restore_redo(dir, knobs, i as u32, gci, &resets, &mut lqh, &mut report)?;
         *part.crash_points_mut() = crash.clone();
         report.apply_redo += t2.elapsed();
         max_seen = max_seen.max(seen);

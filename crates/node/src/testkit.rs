@@ -143,6 +143,12 @@ impl ClusterKit {
         self.cluster.node_status(n)
     }
 
+    /// What `n`'s files restore to, as its CKPT last told its host (GCI,
+    /// complete copy): what `norr mgm show` shows.
+    pub fn durable_gci(&self, n: NodeId) -> Option<(u64, bool)> {
+        self.cluster.durable_gci(n)
+    }
+
     pub fn now_ns(&self) -> u64 {
         self.cluster.now_ns
     }

@@ -496,4 +496,37 @@ fn a_coordinator_dying_mid_commit_holds_the_gcp_until_its_transactions_are_taken
         }
         kill_all_and_restart(&mut c, &mut rng, &t, &mut committed_all, &groups, &format!("seed {seed}"));
     }
+
+/// Each node tells its host what its files restore to (`norr mgm show`'s
+/// restart GCI): the GCI its system file records, and whether the files
+/// are a complete copy; a node restarted by copying says it needs a copy
+/// until a local checkpoint covers the copied rows.
+#[test]
+fn each_node_reports_what_its_files_restore_to() {
+    let groups = vec![vec![1, 2]];
+    let mut c = Cluster::start(groups, 31);
+    let t = create_table(&mut c.kit, 1, "t", 4);
+    let mut top = 0;
+    for i in 0..20 {
+        top = top.max(write_pair(&mut c.kit, 1 + (i % 2) as NodeId, &t, i).expect("commit"));
+    }
+    c.kit.advance(5 * 20_000_000);
+    for n in c.nodes() {
+        let (g, complete) = c.kit.durable_gci(n).expect("reported");
+        assert!(complete, "node {n}");
+        assert!(g >= top, "node {n} reports GCI {g}, commits went up to {top}");
+        // Reported once its system file holds it (a later write may be on
+        // its way).
+        assert!(g <= c.recorded(n).0, "node {n} reports {g}, its file holds {:?}", c.recorded(n));
+    }
+    c.kill(2);
+    c.kit.wait_for("node 1 to exclude node 2", |k| k.membership().is_some_and(|m| !m.contains(2)));
+    for i in 20..30 {
+        write_pair(&mut c.kit, 1, &t, i).expect("commit");
+    }
+    c.kit.boot(2);
+    c.kit.wait_until_started(2);
+    c.kit.wait_for("node 2 to report that its files need a copy", |k| k.durable_gci(2).is_some_and(|d| !d.1));
+    c.kit.wait_for("node 2's files to be a complete copy again", |k| k.durable_gci(2).is_some_and(|d| d.1));
+    assert!(c.recorded(2).1, "node 2's file says complete too");
 }

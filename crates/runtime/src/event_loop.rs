@@ -1068,6 +1068,11 @@ impl EventLoop {
                         s.status = Some(*st);
                     }
                 }
+                ClusterSignal::DurableGciRep { gci, complete_copy } => {
+                    if let Ok(mut s) = self.status.lock() {
+                        s.durable = Some((gci, complete_copy));
+                    }
+                }
                 // QMGR's answer to a graceful leave the node's owner asked
                 // for (`DataNodeHandle::leave`): refused for good.
                 ClusterSignal::Qmgr(norr_signals::cluster::QmgrMsg::LeaveRef { reason, .. }) => {

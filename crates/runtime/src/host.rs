@@ -41,6 +41,8 @@ pub(crate) struct HostReports {
     pub status: Option<norr_signals::cluster::NodeStatus>,
     /// QMGR refused a graceful leave for good (the reason), until taken.
     pub leave_refused: Option<String>,
+    /// CKPT's latest `DurableGciRep`: (GCI the files restore to, complete copy).
+    pub durable: Option<(u64, bool)>,
 }
 
 /// Signals blocks sent to the host, in order, and whether one asked to

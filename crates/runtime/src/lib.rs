@@ -241,6 +241,13 @@ impl DataNodeHandle {
         self.status.lock().ok().and_then(|s| s.status.clone())
     }
 
+    /// What the node's files can restore to, as its CKPT last reported:
+    /// (the GCI a restart recovers to, whether the files are a complete copy
+    /// of its partitions). None: no data directory, or not reported yet.
+    pub fn durable_gci(&self) -> Option<(u64, bool)> {
+        self.status.lock().ok().and_then(|s| s.durable)
+    }
+
     /// Ask the cluster to let data node `node_id` (this one) leave
     /// gracefully: QMGR asks the president, the members agree, and the node
     /// then stops with `NodeExit::Shutdown { reason: Requested, .. }`

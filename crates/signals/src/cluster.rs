@@ -379,6 +379,17 @@ pub enum ClusterSignal {
     DihRestartStep,
     /// DIH -> its host: how the node stands (after every change).
     NodeStatusRep(Box<NodeStatus>),
+    /// CKPT -> its host (a cluster node with a data directory): the GCI a
+    /// restart of this node's files recovers to (its system file's last
+    /// complete GCI; at start, the GCI it was restored to), and whether the
+    /// files are a complete copy of its partitions (false: a node restart
+    /// copied rows not yet covered by a local checkpoint, or the files
+    /// could not be restored whole; a restart then copies from a live
+    /// replica). For `norr mgm show`.
+    DurableGciRep {
+        gci: crate::ckpt::Gci,
+        complete_copy: bool,
+    },
 
     // ---------------- DICT master <-> DICT ----------------
     /// DICT -> master DICT: a client's dictionary request, to be answered by

@@ -195,6 +195,10 @@ pub struct Session {
     /// (`@@norr_last_commit_gci`; 0 before the first): the commit is on
     /// disk once the cluster's last complete GCI reaches it.
     pub last_commit_gci: u64,
+    /// `@@norr_commit_wait = 'disk'`: commits wait until their GCI is on
+    /// disk. Kept by `vars::set_system_var` and `vars::apply_globals` so
+    /// that a commit does not look the variable up.
+    pub commit_wait_disk: bool,
     /// Warnings of the last statement (SHOW WARNINGS).
     pub warnings: Vec<Warning>,
     /// Client asked for "found rows" instead of "changed rows" (CLIENT_FOUND_ROWS).
@@ -246,6 +250,7 @@ impl Session {
             user_vars: BTreeMap::new(),
             last_insert_id: 0,
             last_commit_gci: 0,
+            commit_wait_disk: false,
             warnings: Vec::new(),
             client_found_rows: false,
             multi_statements: false,

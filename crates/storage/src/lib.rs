@@ -311,6 +311,15 @@ impl Storage {
         }
     }
 
+    /// Bytes of the rows `alter_prepare` rebuilt for `table` (None: no ALTER
+    /// prepared, or one that keeps the layout and rebuilds nothing).
+    pub fn alter_rebuilt_bytes(&self, table: TableId) -> Option<u64> {
+        match self.staged.get(&table)? {
+            Staged::Rebuilt(copy) => Some(copy.bytes),
+            Staged::Redefine(_) => None,
+        }
+    }
+
     /// True between `alter_prepare` and `alter_commit` / `alter_discard`.
     pub fn is_altering(&self, table: TableId) -> bool {
         self.staged.contains_key(&table)

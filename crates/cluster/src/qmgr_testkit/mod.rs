@@ -306,6 +306,8 @@ pub struct QmgrCluster {
     /// The last `NodeStatusRep` each node's DIH sent its host (a builder
     /// with DIH), for its current incarnation.
     status: BTreeMap<NodeId, NodeStatus>,
+    /// The last `DurableGciRep` each node's CKPT sent its host.
+    durable: BTreeMap<NodeId, (u64, bool)>,
     /// Directions (from, to) that lose every message while the connection
     /// stays up (no `DisconnectRep`): a one-way fault for tests.
     drops: BTreeSet<(NodeId, NodeId)>,
@@ -359,6 +361,7 @@ impl QmgrCluster {
             recorder_block: block::TC,
             api_inbox: Vec::new(),
             status: BTreeMap::new(),
+            durable: BTreeMap::new(),
             drops: BTreeSet::new(),
         }
     }
@@ -640,6 +643,12 @@ impl QmgrCluster {
     }
 
     /// How `node` stands, as its DIH last told its host.
+    /// What `node`'s files can restore to, as its CKPT last told its host:
+    /// (GCI, complete copy).
+    pub fn durable_gci(&self, node: NodeId) -> Option<(u64, bool)> {
+        self.durable.get(&node).copied()
+    }
+
     pub fn node_status(&self, node: NodeId) -> Option<&NodeStatus> {
         self.status.get(&node)
     }
@@ -864,6 +873,9 @@ impl QmgrCluster {
                 }
                 ClusterSignal::NodeStatusRep(status) => {
                     self.status.insert(id, *status);
+                }
+                ClusterSignal::DurableGciRep { gci, complete_copy } => {
+                    self.durable.insert(id, (gci, complete_copy));
                 }
                 other => self.fail(format!("node {id}'s QMGR sent its host {other:?}")),
             }

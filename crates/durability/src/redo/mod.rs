@@ -28,7 +28,7 @@ mod tests;
 
 pub use part::{AppendError, RedoError, RedoIo, RedoPart, RedoResume, RedoStats};
 pub use reader::{choose_head_file, first_page_reads, scan_head_file, HeadScan, RedoReader, RedoRecovered};
-pub use record::{LoggedRecord, RedoOp, RedoRecord};
+pub use record::{LoggedRecord, RedoOp, RedoRecord, ALL_PARTITIONS};
 
 /// REDO page size unless a test says otherwise.
 pub const DEFAULT_PAGE_BYTES: u32 = 32 * 1024;

@@ -217,6 +217,12 @@ impl RedoPart {
 
     /// Share of the ring in use (0.0..=1.0), from the durable tail to the
     /// open page: checkpoint speed follows this.
+    /// Highest GCI a flush (GCP save) was asked for: every later append
+    /// must carry a higher GCI.
+    pub fn last_flush_gci(&self) -> Gci {
+        self.last_flush_gci
+    }
+
     pub fn fill_ratio(&self) -> f64 {
         (self.open_seq + 1 - self.durable_tail) as f64 / self.geo.total_pages() as f64
     }

@@ -1,6 +1,6 @@
 //! REDO record bodies: `op:u8 gci:u64 table:u32 partition:u32 row`, where
 //! `row` is `norr_signals::row_codec::encode_row` (a whole new row image for
-//! a put, the primary-key values for a delete).
+//! a put, the primary-key values for a delete, `[Int(version)]` for a reset).
 
 use norr_signals::ckpt::Gci;
 use norr_signals::row_codec;
@@ -12,7 +12,17 @@ pub enum RedoOp {
     Put = 1,
     /// Delete the row with this key if present.
     Delete = 2,
+    /// TRUNCATE TABLE or a row-rebuilding ALTER TABLE: every earlier record
+    /// of the table in this log part belongs to an older life of its rows
+    /// (and maybe to an older row layout). `partition` is [`ALL_PARTITIONS`]
+    /// (every partition of the table this part logs), `values` is
+    /// `[Int(table version after the change)]`. A rebuild's rows follow it
+    /// as puts.
+    Reset = 3,
 }
+
+/// `RedoRecord::partition` of a reset: every partition of the log part.
+pub const ALL_PARTITIONS: PartitionId = PartitionId::MAX;
 
 /// One logged change.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,6 +59,7 @@ pub(crate) fn decode(body: &[u8]) -> Result<LoggedRecord, String> {
     let op = match body[0] {
         1 => RedoOp::Put,
         2 => RedoOp::Delete,
+        3 => RedoOp::Reset,
         x => return Err(format!("unknown REDO record kind {x}")),
     };
     let gci = u64::from_le_bytes(body[1..9].try_into().expect("8"));
@@ -71,8 +82,13 @@ mod tests {
         assert_eq!(b, [1, 9, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 2, 0, 0, 0, 2, 1, 1, 6, 2, b'a', b'b']);
         assert_eq!(decode(&b).unwrap(), LoggedRecord { gci: 9, record: r });
         assert!(decode(&b[..10]).is_err());
+        let reset = RedoRecord { op: RedoOp::Reset, table: 7, partition: ALL_PARTITIONS, values: vec![Value::Int(3)] };
+        let mut rb = Vec::new();
+        encode(12, &reset, &mut rb);
+        assert_eq!(rb[0], 3, "a reset is kind 3");
+        assert_eq!(decode(&rb).unwrap(), LoggedRecord { gci: 12, record: reset });
         let mut bad = b.clone();
-        bad[0] = 3;
+        bad[0] = 4;
         assert!(decode(&bad).is_err());
     }
 }

@@ -494,6 +494,7 @@ impl Registry {
             phases: Vec::new(),
             president: false,
             last_durable_gci: None,
+            files_complete: false,
             peer: session.map(|s| s.peer.to_string()),
         };
         if let Some(Reported { report: r, at }) = report {
@@ -510,6 +511,7 @@ impl Registry {
             v.phases = r.phases.clone();
             v.president = r.president;
             v.last_durable_gci = r.last_durable_gci;
+            v.files_complete = r.files_complete;
         }
         if v.address.is_empty() {
             v.address = session.map_or_else(String::new, |s| s.peer.ip().to_string());

@@ -46,6 +46,7 @@ fn report(node: NodeId, state: NodeState) -> NodeReport {
         phases: vec![("copy rows".into(), 12)],
         president: node == 2,
         last_durable_gci: Some(4),
+        files_complete: true,
         address: format!("127.0.0.1:22{node:02}"),
     }
 }
@@ -57,7 +58,7 @@ fn versions_are_checked() {
     assert!(check_version(MGM_MAGIC, MGM_PROTOCOL_VERSION).is_ok());
     assert!(check_version(0x4E4F_5252, MGM_PROTOCOL_VERSION).unwrap_err().contains("bad magic"));
     let e = check_version(MGM_MAGIC, 99).unwrap_err();
-    assert!(e.contains("version 99") && e.contains("speaks version 1"), "{e}");
+    assert!(e.contains("version 99") && e.contains(&format!("speaks version {MGM_PROTOCOL_VERSION}")), "{e}");
 }
 
 #[test]
@@ -162,6 +163,7 @@ fn reports_show_in_the_view_until_the_node_goes_quiet() {
     assert!(n2.connected);
     assert_eq!(n2.state, Some(NodeState::Started));
     assert_eq!((n2.primary_partitions, n2.partitions, n2.last_durable_gci), (1, 2, Some(4)));
+    assert!(n2.files_complete);
     assert_eq!(n2.uptime_ms, 2000, "reported 1000 ms, one second ago");
     assert_eq!(n2.address, "127.0.0.1:2202", "the configured address");
     assert_eq!(n2.peer.as_deref(), Some("127.0.0.1:9000"));

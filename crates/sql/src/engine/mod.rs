@@ -611,19 +611,7 @@ impl Engine {
         s.entry.set_user_locks(self.user_locks.clone());
         self.sessions.register(s.entry.clone());
         // Session values start from the globals, as in MySQL.
-        for d in vars::VARS.iter().filter(|d| d.scope == vars::Scope::Both && !d.read_only) {
-            if let Some(v) = vars::global_value(d.name) {
-                if d.name != "autocommit" {
-                    s.vars.insert(d.name.to_string(), v);
-                }
-            }
-        }
-        if let Some(Value::Int(a)) = vars::global_value("autocommit") {
-            s.autocommit = a != 0;
-        }
-        if let Some(Value::Bytes(z)) = s.vars.get("time_zone") {
-            s.time_zone = functions::tz::session_zone(z);
-        }
+        vars::apply_globals(&mut s, vars::global_value);
         s
     }
 

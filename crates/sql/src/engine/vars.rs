@@ -255,7 +255,31 @@ pub fn get_system_var(s: &Session, name: &str, global: bool) -> Option<Value> {
 
 /// True if the session's commits wait for disk (`norr_commit_wait = 'disk'`).
 pub fn commit_waits_for_disk(s: &Session) -> bool {
-    matches!(get_system_var(s, "norr_commit_wait", false), Some(Value::Bytes(b)) if b.as_slice() == b"disk")
+    s.commit_wait_disk
+}
+
+/// A `norr_commit_wait` value (normalised) that asks commits to wait for disk.
+fn is_disk(v: Option<&Value>) -> bool {
+    matches!(v, Some(Value::Bytes(b)) if b.as_slice() == b"disk")
+}
+
+/// A new session (or one reset by COM_RESET_CONNECTION) starts from the
+/// global values, as in MySQL; `global` gives them (`global_value`).
+pub fn apply_globals(s: &mut Session, global: impl Fn(&str) -> Option<Value>) {
+    for d in VARS.iter().filter(|d| d.scope == Both && !d.read_only) {
+        if let Some(v) = global(d.name) {
+            if d.name != "autocommit" {
+                s.vars.insert(d.name.to_string(), v);
+            }
+        }
+    }
+    if let Some(Value::Int(a)) = global("autocommit") {
+        s.autocommit = a != 0;
+    }
+    if let Some(Value::Bytes(z)) = s.vars.get("time_zone") {
+        s.time_zone = crate::engine::functions::tz::session_zone(z);
+    }
+    s.commit_wait_disk = is_disk(s.vars.get("norr_commit_wait"));
 }
 
 /// Value shown by SHOW VARIABLES (booleans as ON/OFF).
@@ -525,6 +549,7 @@ pub fn set_system_var(s: &mut Session, name: &str, global: bool, value: Value) -
             s.time_zone =
                 crate::engine::functions::tz::session_zone(crate::engine::catalog::value_text(&value).as_bytes())
         }
+        "norr_commit_wait" => s.commit_wait_disk = is_disk(Some(&value)),
         _ => {}
     }
     s.vars.insert(d.name.to_string(), value);
@@ -620,6 +645,45 @@ mod tests {
         assert!(!commit_waits_for_disk(&s));
         assert_eq!(get_system_var(&s, "norr_last_commit_gci", false), Some(Value::UInt(0)));
         assert_eq!(set_system_var(&mut s, "norr_last_commit_gci", false, Value::Int(5)).unwrap_err().code, 1238);
+    }
+
+    /// The session's commit-wait flag follows every way the variable
+    /// changes: SET SESSION (and = DEFAULT), a new session taking the
+    /// global value, a reset session (COM_RESET_CONNECTION starts from the
+    /// globals again).
+    #[test]
+    fn commit_wait_flag_follows_the_variable() {
+        let disk_global = |name: &str| match name {
+            "norr_commit_wait" => Some(Value::str("disk")),
+            other => global_value(other),
+        };
+        // A new session under SET GLOBAL norr_commit_wait = 'disk'.
+        let mut s = Session::new(1, "root");
+        assert!(!s.commit_wait_disk, "default 'network'");
+        apply_globals(&mut s, disk_global);
+        assert!(s.commit_wait_disk);
+        assert_eq!(get_system_var(&s, "norr_commit_wait", false), Some(Value::str("disk")));
+        set_system_var(&mut s, "NORR_COMMIT_WAIT", false, Value::str("Network")).unwrap();
+        assert!(!s.commit_wait_disk);
+        // SET SESSION ... = DEFAULT takes the global value (the process's
+        // global here is the compiled-in 'network').
+        set_system_var(&mut s, "norr_commit_wait", false, Value::str("disk")).unwrap();
+        assert!(s.commit_wait_disk);
+        set_system_var(&mut s, "norr_commit_wait", false, Value::str("DEFAULT")).unwrap();
+        assert_eq!(s.commit_wait_disk, is_disk(global_value("norr_commit_wait").as_ref()));
+        // COM_RESET_CONNECTION: a new session from the globals forgets the
+        // session's own 'disk'.
+        set_system_var(&mut s, "norr_commit_wait", false, Value::str("disk")).unwrap();
+        let mut reset = Session::new(1, "root");
+        apply_globals(&mut reset, global_value);
+        assert_eq!(reset.commit_wait_disk, is_disk(global_value("norr_commit_wait").as_ref()));
+        assert_eq!(
+            reset.commit_wait_disk,
+            get_system_var(&reset, "norr_commit_wait", false) == Some(Value::str("disk"))
+        );
+        let mut reset = Session::new(1, "root");
+        apply_globals(&mut reset, disk_global);
+        assert!(reset.commit_wait_disk);
     }
 
     #[test]

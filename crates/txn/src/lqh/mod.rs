@@ -199,6 +199,9 @@ pub struct Lqh {
     counters: Counters,
     /// The REDO log part of this instance (a node with a data directory).
     redo: Option<redo::LqhRedo>,
+    /// Set by a schema change that logged a table reset (see
+    /// `redo_log_reset`): the GCI its answer waits for.
+    ddl_reset_gci: Option<norr_signals::ckpt::Gci>,
     /// Local checkpoints of this instance's partitions (`lcp.rs`).
     lcp: lcp::LqhLcp,
     lcp_max_chain: usize,
@@ -237,6 +240,7 @@ impl Lqh {
             reserved_bytes: 0,
             counters: Counters::default(),
             redo: None,
+            ddl_reset_gci: None,
             lcp: lcp::LqhLcp::default(),
             lcp_max_chain: knobs.lcp_max_chain.max(2) as usize,
             lcp_slice_rows: knobs.lcp_slice_rows.max(1) as usize,
@@ -796,10 +800,18 @@ impl Lqh {
                 self.storage.drop_table(t)
             }
             SchemaChange::TruncateTable(t) => {
+                // The reset record must find room once the rows are gone.
+                if let Err(e) = self.redo_check_ddl_room(0) {
+                    return Some(e);
+                }
                 self.doom_writers(t, "table truncated by a concurrent DDL");
                 self.fail_scans(t, None, ctx);
                 let r = self.storage.truncate_table(t);
                 self.resync_after_ddl(t, false);
+                if r.is_ok() {
+                    let version = self.defs.get(&t).map_or(0, |d| d.version);
+                    self.ddl_reset_gci = self.redo_log_reset(t, version, Vec::new(), ctx);
+                }
                 r
             }
             SchemaChange::CreateIndex { def, index } => {
@@ -823,7 +835,21 @@ impl Lqh {
                 // old-layout image can never reach the new table; writes
                 // that come later are refused until commit or abort.
                 self.doom_writers(table, "table altered by a concurrent DDL");
-                self.storage.alter_prepare(table, &def, &sources)
+                let r = self.storage.alter_prepare(table, &def, &sources);
+                match (r, self.storage.alter_rebuilt_bytes(table)) {
+                    // The rebuilt rows go to the REDO log at commit (a
+                    // restart has them nowhere else): room for them now, or
+                    // the change is refused. Their encoding is at most about
+                    // twice their size in memory.
+                    (Ok(()), Some(bytes)) => match self.redo_check_ddl_room(bytes.saturating_mul(2)) {
+                        Ok(()) => Ok(()),
+                        Err(e) => {
+                            self.storage.alter_discard(table);
+                            Err(e)
+                        }
+                    },
+                    (r, _) => r,
+                }
             }
             SchemaChange::AlterCommit { def } => {
                 debug_assert!(
@@ -832,9 +858,15 @@ impl Lqh {
                 );
                 // Scans hold cursors into the old rows.
                 self.fail_scans(table, None, ctx);
+                let rebuilt = self.storage.alter_rebuilt_bytes(table).is_some();
                 let r = self.storage.alter_commit(table);
                 if r.is_ok() {
+                    let version = def.version;
                     self.defs.insert(table, Arc::new(def));
+                    if rebuilt && self.redo.is_some() {
+                        let rows = self.rebuilt_rows_for_redo(table);
+                        self.ddl_reset_gci = self.redo_log_reset(table, version, rows, ctx);
+                    }
                 }
                 r
             }
@@ -925,7 +957,13 @@ impl Block<Signal> for Lqh {
                 Self::reply(ctx, from, InternalSignal::FragChecksumConf { req, table, part, rows, checksum });
             }
             InternalSignal::SchemaChangeReq { req, change } => {
+                self.ddl_reset_gci = None;
                 let error = self.on_schema_change(*change, ctx);
+                // A TRUNCATE or rebuilding ALTER logged a reset: DICT hears
+                // once its GCI is complete (a restart then replays it).
+                if let (None, Some(gci)) = (&error, self.ddl_reset_gci.take()) {
+                    return self.redo_hold_schema_conf(gci, from, req, ctx);
+                }
                 Self::reply(ctx, from, InternalSignal::SchemaChangeConf { req, error });
             }
             InternalSignal::StatsReq { req } => {

@@ -43,12 +43,29 @@ pub(super) struct LqhRedo {
     /// Why this part cannot promise durability any more (an IO failed, or
     /// a committed transaction found no room): every GCP save is refused.
     broken: Option<String>,
+    /// Highest GCI appended here since the node started.
+    max_gci: Gci,
+    /// Highest GCI reported complete (`GcpCompleteRep`).
+    complete_gci: Gci,
+    /// TRUNCATE / rebuilding ALTER answers held until their reset record's
+    /// GCI is complete: (gci, DICT, request).
+    ddl_waits: Vec<(Gci, BlockRef, u64)>,
 }
 
 impl LqhRedo {
     pub(super) fn new(part: RedoPart) -> LqhRedo {
         let files = vec![None; part.geometry().files as usize];
-        LqhRedo { part, files, opening: false, io_busy: false, saves: Vec::new(), broken: None }
+        LqhRedo {
+            part,
+            files,
+            opening: false,
+            io_busy: false,
+            saves: Vec::new(),
+            broken: None,
+            max_gci: 0,
+            complete_gci: 0,
+            ddl_waits: Vec::new(),
+        }
     }
 
     /// Records of GCI < `gci` are restorable from local checkpoints.
@@ -117,6 +134,7 @@ impl Lqh {
             return;
         }
         let r = self.redo.as_mut().expect("checked");
+        r.max_gci = r.max_gci.max(gci);
         if let Err(e) = r.part.append(gci, &records) {
             // Admission at prepare should make this impossible; if it
             // happens, no later GCI may be called complete (module doc).
@@ -126,6 +144,133 @@ impl Lqh {
             }
         }
         self.redo_pump(ctx);
+    }
+
+    /// Room for a TRUNCATE's or a rebuilding ALTER's reset record and
+    /// `bytes` of rebuilt rows, besides every uncommitted write here
+    /// (checked before the DDL changes anything: the append after it
+    /// cannot be refused).
+    pub(super) fn redo_check_ddl_room(&self, bytes: u64) -> Result<(), NodeError> {
+        let Some(r) = self.redo.as_ref() else { return Ok(()) };
+        if let Some(why) = &r.broken {
+            return Err(NodeError::with(
+                norr_signals::ErrorCode::RedoLogFull,
+                format!("the REDO log cannot make the change durable: {why}"),
+            ));
+        }
+        let want = (self.reserved_bytes + bytes) as usize + 32 * 1024;
+        r.part.check_room(want).map_err(|e| {
+            NodeError::with(
+                e.error_code(),
+                format!("{e}: the REDO log has no room for the {bytes} bytes of rows this change rewrites"),
+            )
+        })
+    }
+
+    /// Log the reset of `table` (TRUNCATE, or an ALTER that rebuilt its
+    /// rows; `rows` are the rebuilt rows, logged after it as puts). Returns
+    /// the GCI the records carry, which must be complete before the DDL is
+    /// answered (None: no REDO log, nothing to wait for).
+    ///
+    /// The GCI: at least every GCI appended here so far (records of the old
+    /// rows carry no higher one) and above the last GCP save; every
+    /// transaction that writes the table after the reset decides its commit
+    /// later than every commit logged before it, so its GCI is at least as
+    /// high (GCIs only grow across TCs: a TC's switch to a new GCI waits for
+    /// every TC to hold its commits). A restart replays the reset exactly
+    /// when it replays any later change of the table, and one to a GCI
+    /// below it holds none.
+    pub(super) fn redo_log_reset(
+        &mut self,
+        table: norr_signals::TableId,
+        version: u32,
+        rows: Vec<RedoRecord>,
+        ctx: &mut Ctx<'_, Signal>,
+    ) -> Option<Gci> {
+        let r = self.redo.as_mut()?;
+        let gci = r.max_gci.max(r.part.last_flush_gci() + 1);
+        r.max_gci = gci;
+        let mut records = Vec::with_capacity(rows.len() + 1);
+        records.push(RedoRecord {
+            op: RedoOp::Reset,
+            table,
+            partition: redo::ALL_PARTITIONS,
+            values: vec![norr_signals::Value::Int(version as i64)],
+        });
+        records.extend(rows);
+        if let Err(e) = r.part.append(gci, &records) {
+            // Checked before the change (`redo_check_ddl_room`); as for a
+            // commit, no later GCI may be called complete.
+            crate::probe!(self.counters, "lqh: a reset found no room in the redo log");
+            if r.broken.is_none() {
+                r.broken = Some(format!("the reset of table {table} (GCI {gci}) could not be logged: {e}"));
+            }
+        }
+        self.counters.bump("lqh: table resets logged");
+        self.redo_pump(ctx);
+        Some(gci)
+    }
+
+    /// Every row of `table` this instance holds, as REDO puts (the rows a
+    /// rebuilding ALTER TABLE just made).
+    pub(super) fn rebuilt_rows_for_redo(&self, table: norr_signals::TableId) -> Vec<RedoRecord> {
+        let Some(def) = self.defs.get(&table) else { return Vec::new() };
+        let mut records = Vec::new();
+        let mut out = Vec::new();
+        for part in 0..def.partitions {
+            if norr_signals::partition::lqh_instance(part, self.lqh_instances) != self.instance {
+                continue;
+            }
+            // A partition this node does not hold has no storage here.
+            let Ok(mut cursor) = self.storage.scan_open(table, part, None, None, false) else { continue };
+            loop {
+                out.clear();
+                let done = match self.storage.scan_next(table, part, &mut cursor, None, 1024, usize::MAX, &mut out) {
+                    Ok(d) => d,
+                    Err(_) => break,
+                };
+                for (_, row) in out.drain(..) {
+                    records.push(RedoRecord { op: RedoOp::Put, table, partition: part, values: row });
+                }
+                if done {
+                    break;
+                }
+            }
+        }
+        records
+    }
+
+    /// Answer a schema change once its reset's GCI is complete.
+    pub(super) fn redo_hold_schema_conf(&mut self, gci: Gci, to: BlockRef, req: u64, ctx: &mut Ctx<'_, Signal>) {
+        let r = self.redo.as_mut().expect("a reset was logged");
+        if let Some(why) = r.broken.clone() {
+            return Self::schema_conf_after_reset(ctx, to, req, Some(why));
+        }
+        r.ddl_waits.push((gci, to, req));
+        self.redo_answer_ddl(ctx);
+    }
+
+    fn schema_conf_after_reset(ctx: &mut Ctx<'_, Signal>, to: BlockRef, req: u64, broken: Option<String>) {
+        let error = broken.map(|why| {
+            NodeError::with(
+                norr_signals::ErrorCode::RedoLogFull,
+                format!("the change was made in memory but cannot be made durable: {why}"),
+            )
+        });
+        let s = norr_signals::internal::InternalSignal::SchemaChangeConf { req, error };
+        ctx.send(to, Signal::Internal(Box::new(s)));
+    }
+
+    fn redo_answer_ddl(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        let Some(r) = self.redo.as_mut() else { return };
+        let broken = r.broken.clone();
+        let complete = r.complete_gci;
+        let (done, wait): (Vec<_>, Vec<_>) =
+            r.ddl_waits.drain(..).partition(|&(g, _, _)| g <= complete || broken.is_some());
+        r.ddl_waits = wait;
+        for (_, to, req) in done {
+            Self::schema_conf_after_reset(ctx, to, req, broken.clone());
+        }
     }
 
     /// Open the files once, then keep one IO in flight while there is work.
@@ -211,6 +356,8 @@ impl Lqh {
             let s = CkptSignal::GcpSaveRef { gci, error: error.clone() };
             ctx.send_prio(to, Signal::Ckpt(Box::new(s)), Priority::A);
         }
+        // GCPs stop: a DDL waiting for one hears why.
+        self.redo_answer_ddl(ctx);
     }
 
     fn redo_answer_saves(&mut self, durable: Gci, ctx: &mut Ctx<'_, Signal>) {
@@ -244,7 +391,12 @@ impl Lqh {
                     Err(e) => reply(ctx, CkptSignal::GcpSaveRef { gci, error: e.to_string() }),
                 }
             }
-            CkptSignal::GcpCompleteRep { .. } => {}
+            CkptSignal::GcpCompleteRep { gci } => {
+                if let Some(r) = self.redo.as_mut() {
+                    r.complete_gci = r.complete_gci.max(gci);
+                    self.redo_answer_ddl(ctx);
+                }
+            }
             CkptSignal::LcpStartReq { lcp_id, start_gci } => self.on_lcp_start(from, lcp_id, start_gci, ctx),
             CkptSignal::LcpSlice { lcp_id } => self.on_lcp_slice(lcp_id, ctx),
             CkptSignal::LcpCompleteRep { lcp_id, release_before } => self.on_lcp_complete(lcp_id, release_before, ctx),
@@ -280,6 +432,9 @@ impl Lqh {
         match record.op {
             RedoOp::Put => self.storage.redo_put(record.table, record.partition, record.values, gci),
             RedoOp::Delete => self.storage.redo_delete(record.table, record.partition, &record.values, gci).map(|_| ()),
+            // The host reads the resets before anything is restored and
+            // skips what they make obsolete (norr-node's `durable.rs`).
+            RedoOp::Reset => Ok(()),
         }
     }
 
