@@ -286,14 +286,20 @@ print("| measurement | NorrDB | server CPU / op | Redis $REDIS_VERSION | redis-s
 print("|---|---|---|---|---|---|---|---|")
 print(f"| PK reads, batch $BATCH, $THREADS conn x $INFLIGHT in flight (ops/s) | {read_ops:,.0f} | {cpu(cr)} | GET -P $BATCH: {get_ops:,.0f} | {cpu(cg)} | {read_ops/get_ops:.2f}x | >= {read_target}x | {verdict(read_ops >= read_target * get_ops)} |")
 print(f"| PK updates, batch $BATCH (ops/s) | {upd_ops:,.0f} | {cpu(cu)} | SET -P $BATCH: {set_ops:,.0f} | {cpu(cst)} | {upd_ops/set_ops:.2f}x | >= {upd_target}x | {verdict(upd_ops >= upd_target * set_ops)} |")
-print(f"| unbatched PK read round trip, 1 x 1 (us) | p50 {single_p50} / p99 {single_p99} / p99.9 {single_p999} | {cpu(cs)} | GET -P 1 -c 1: p50 {r1_p50:.0f} / p99 {r1_p99:.0f} | {cpu(c1)} | | p99 <= 100 us | {verdict(single_p99 <= 100)} |")
+# The unbatched-latency and memory targets are issue 2's, for one data node:
+# with a cluster they are shown for information only.
+def one_node_target(text, ok):
+    return f"{text} (one data node) | n/a" if cluster else f"{text} | {verdict(ok)}"
+print(f"| unbatched PK read round trip, 1 x 1 (us) | p50 {single_p50} / p99 {single_p99} / p99.9 {single_p999} | {cpu(cs)} | GET -P 1 -c 1: p50 {r1_p50:.0f} / p99 {r1_p99:.0f} | {cpu(c1)} | | {one_node_target('p99 <= 100 us', single_p99 <= 100)} |")
 if ovh is not None:
     what = "first data node's memory per loaded row (it holds a replica of every row)" if cluster else "node memory overhead per row"
-    print(f"| {what} (bytes beyond key+value) | {ovh:.1f} | | | | | <= 32 | {verdict(ovh <= 32)} |")
+    print(f"| {what} (bytes beyond key+value) | {ovh:.1f} | | | | | {one_node_target('<= 32', ovh <= 32)} |")
 else:
     print("| node memory overhead per row | n/a (no load figures) | | | | | <= 32 | |")
 print()
 print(f"Batch latency: reads {lat(nr)}; updates {lat(nu)}.")
+if cluster:
+    print("Server CPU includes the data nodes' idle spin (they poll for work before sleeping), which dominates the unbatched figure.")
 print(f"Medians of {n} runs. Load: {mem.get('rows_loaded')} rows, node memory {mem.get('used_before_bytes')} -> {mem.get('used_after_bytes')} bytes, payload {mem.get('payload_bytes')} bytes.")
 print("Raw ops/s: norr reads " + ", ".join("%.0f" % x["ops_per_s"] for x in nr) + "; norr updates " + ", ".join("%.0f" % x["ops_per_s"] for x in nu)
       + "; redis GET " + ", ".join(x["rps"] for x in rg) + "; redis SET " + ", ".join(x["rps"] for x in rs) + ".")
