@@ -30,6 +30,7 @@
 # Knobs (environment): KEYS VALUE THREADS INFLIGHT BATCH DURATION (seconds, "5s") REPEAT NORR_PORT
 # (data nodes take NORR_PORT, NORR_PORT+1, ...) MGM_PORT REDIS_PORT REDIS_N (requests per
 # redis-benchmark run), DATA_NODES (default 1) REPLICAS (default 2 with DATA_NODES >= 2),
+# DATA_KNOBS (lines for the cluster file's [data] section, e.g. "idle_spin_us = 0"),
 # PROFILE (cargo profile of the binaries: release, default, or dev), BUILD=0 (use the binaries
 # already built), COMMIT (label, default: git HEAD), NO_RECORD.
 set -euo pipefail
@@ -110,7 +111,7 @@ if [ "$DATA_NODES" -ge 2 ]; then
     [ -x "$BIN/norr" ] || { log "no $BIN/norr: a cluster needs the norr binary"; exit 1; }
     MGM="127.0.0.1:$MGM_PORT"
     {
-        printf '[cluster]\nname = "redis_vs_norr"\nreplicas = %d\n[data]\n' "$REPLICAS"
+        printf '[cluster]\nname = "redis_vs_norr"\nreplicas = %d\n[data]\n%b\n' "$REPLICAS" "${DATA_KNOBS:-}"
         printf '[[node]]\nid = 1\nkind = "mgmd"\nhost = "127.0.0.1"\nport = %d\n' "$MGM_PORT"
         for i in $(seq 1 "$DATA_NODES"); do
             printf '[[node]]\nid = %d\nkind = "data"\nhost = "127.0.0.1"\nport = %d\n' $((i + 1)) $((NORR_PORT + i - 1))
@@ -138,7 +139,7 @@ if [ "$DATA_NODES" -ge 2 ]; then
     fi
     "$BIN/norr" mgm --mgm "$MGM" status >&2
     ADDR=$(IFS=,; echo "${ADDRS[*]}")
-    DATAD_DESC="$DATA_NODES \`norr datad --mgm\` processes (single event-loop thread each, in memory, default knobs) and \`norr mgmd\`, replicas = $REPLICAS"
+    DATAD_DESC="$DATA_NODES \`norr datad --mgm\` processes (single event-loop thread each, in memory, ${DATA_KNOBS:-default knobs}) and \`norr mgmd\`, replicas = $REPLICAS"
 else
     ADDR="127.0.0.1:$NORR_PORT"
     DATAD_DESC=""
@@ -235,7 +236,7 @@ NPROC=$(nproc)
 DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 COMMIT=${COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 LOADAVG=$(cut -d" " -f1-3 /proc/loadavg)
-CMDLINE="bench/redis_vs_norr.sh (DATA_NODES=$DATA_NODES REPLICAS=$REPLICAS PROFILE=$PROFILE KEYS=$KEYS VALUE=$VALUE THREADS=$THREADS INFLIGHT=$INFLIGHT BATCH=$BATCH DURATION=$DURATION REPEAT=$REPEAT)"
+CMDLINE="bench/redis_vs_norr.sh (DATA_NODES=$DATA_NODES REPLICAS=$REPLICAS${DATA_KNOBS:+ DATA_KNOBS=\"$DATA_KNOBS\"} PROFILE=$PROFILE KEYS=$KEYS VALUE=$VALUE THREADS=$THREADS INFLIGHT=$INFLIGHT BATCH=$BATCH DURATION=$DURATION REPEAT=$REPEAT)"
 
 SECTION=$(python3 - "$OUT" "$REPEAT" "$CLK_TCK" "$DATA_NODES" <<EOF
 import csv, json, statistics, sys
