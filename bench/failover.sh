@@ -37,4 +37,5 @@ echo "$out"
   echo '```'
   echo "$out"
   echo '```'
+  echo
 } >> bench/RESULTS.md

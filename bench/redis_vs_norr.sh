@@ -299,8 +299,8 @@ else:
     print("| node memory overhead per row | n/a (no load figures) | | | | | <= 32 | |")
 print()
 print(f"Batch latency: reads {lat(nr)}; updates {lat(nu)}.")
-if cluster:
-    print("Server CPU includes the data nodes' idle spin (they poll for work before sleeping), which dominates the unbatched figure.")
+if cluster and "idle_spin_us" not in "${DATA_KNOBS:-}":
+    print("Server CPU includes the data nodes' idle spin (idle_spin_us: they poll for work before sleeping), which dominates the unbatched figure.")
 print(f"Medians of {n} runs. Load: {mem.get('rows_loaded')} rows, node memory {mem.get('used_before_bytes')} -> {mem.get('used_after_bytes')} bytes, payload {mem.get('payload_bytes')} bytes.")
 print("Raw ops/s: norr reads " + ", ".join("%.0f" % x["ops_per_s"] for x in nr) + "; norr updates " + ", ".join("%.0f" % x["ops_per_s"] for x in nu)
       + "; redis GET " + ", ".join(x["rps"] for x in rg) + "; redis SET " + ", ".join(x["rps"] for x in rs) + ".")
