@@ -526,19 +526,24 @@ fn main() {
             continue;
         };
         let id = cluster.data[victim].0;
-        if a.kill {
+        // Freeze another node meanwhile, if its group keeps a replica
+        // without it (and without the killed one); with --faults freeze,
+        // the victim itself. With one node group there is no such node:
+        // then every other round freezes the victim instead of killing it.
+        let (kill, frozen) = match (a.kill, a.freeze) {
+            (true, false) => (true, None),
+            (false, _) => (false, Some(victim)),
+            (true, true) => match pick_victim(&mut rng, &cluster, a.replicas, &[victim]) {
+                Some(other) => (true, Some(other)),
+                None if rng.below(2) == 0 => (false, Some(victim)),
+                None => (true, None),
+            },
+        };
+        if kill {
             println!("chaos: {:>5.1} s kill -9 data node {id}", started_at.elapsed().as_secs_f64());
             cluster.kill(victim);
             kills.fetch_add(1, Ordering::Relaxed);
         }
-        // Freeze another node meanwhile, if its group keeps a replica
-        // without it (and without the killed one); with --faults freeze,
-        // the victim itself.
-        let frozen = match (a.freeze, a.kill) {
-            (false, _) => None,
-            (true, true) => pick_victim(&mut rng, &cluster, a.replicas, &[victim]),
-            (true, false) => Some(victim),
-        };
         if let Some(f) = frozen {
             println!("chaos: {:>5.1} s SIGSTOP data node {}", started_at.elapsed().as_secs_f64(), cluster.data[f].0);
             cluster.signal(f, "-STOP");
@@ -550,7 +555,7 @@ fn main() {
             cluster.signal(f, "-CONT");
         }
         std::thread::sleep(Duration::from_millis(rng.below(1_000)));
-        if a.kill {
+        if kill {
             println!("chaos: {:>5.1} s start data node {id}", started_at.elapsed().as_secs_f64());
             cluster.nodes[victim] = Some(cluster.spawn_node(victim));
         }

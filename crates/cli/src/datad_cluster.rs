@@ -269,6 +269,10 @@ fn supervise(
                 if node.is_none() {
                     set_state(reported, NodeState::Stopped);
                     reported.lock().unwrap_or_else(|p| p.into_inner()).status = None;
+                } else {
+                    // Refused (the last live node of its group): it runs on,
+                    // and says so (it reported "stopping" forever before).
+                    set_state(reported, NodeState::Started);
                 }
             }
             Ok(Event::Command(NodeCommand::Start)) => {
@@ -283,6 +287,8 @@ fn supervise(
                 if node.is_none() {
                     set_state(reported, NodeState::Starting { phase: "node restart".into() });
                     node = Some(plan.start()?);
+                } else {
+                    set_state(reported, NodeState::Started);
                 }
             }
         }

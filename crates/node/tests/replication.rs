@@ -199,3 +199,47 @@ fn a_restarted_node_knows_it_is_alive_before_any_other_member_does() {
     assert!(seen_elsewhere);
     assert_eq!(read(&mut kit, 4, &t, 7), Some(7));
 }
+
+/// A schema change that would move a table's partitions to other node
+/// groups (placement depends on having a unique index, and on
+/// FULLY_REPLICATED) is refused on a cluster with several node groups: the
+/// rows would stay on nodes that no longer serve them and vanish from
+/// reads. With one node group every placement is the same nodes: allowed.
+#[test]
+fn a_unique_index_that_would_move_rows_between_node_groups_is_refused() {
+    use norr_signals::schema::{IndexDef, IndexKind};
+    let unique = IndexDef { id: 0, name: "u".into(), columns: vec![1], unique: true, kind: IndexKind::UniqueHash };
+    let create_index = |kit: &mut ClusterKit| {
+        let op = DictOp::CreateIndex { table: "t".into(), index: unique.clone() };
+        let req = DictReq { req_id: 9, op };
+        kit.ask(BlockRef::new(1, block::DICT, 0), Signal::DictReq(Box::new(req)))
+    };
+    let mut kit = ClusterKit::start(vec![vec![1, 2], vec![3, 4]], knobs(), 21);
+    let t = create_table(&mut kit, 1, "t", 8);
+    for k in 0..40 {
+        put(&mut kit, 1, &t, k, k);
+    }
+    match create_index(&mut kit) {
+        Some(Signal::DictRef(r)) => {
+            assert_eq!(r.error.code, norr_signals::ErrorCode::BadSchema);
+            assert!(r.error.message.contains("between node groups"), "{}", r.error.message);
+        }
+        other => panic!("expected the index refused: {other:?}"),
+    }
+    for k in 0..40 {
+        assert_eq!(read(&mut kit, 3, &t, k), Some(k), "row {k} after the refused index");
+    }
+
+    let mut one = ClusterKit::start(vec![vec![1, 2]], knobs(), 22);
+    let t = create_table(&mut one, 1, "t", 8);
+    for k in 0..40 {
+        put(&mut one, 1, &t, k, k);
+    }
+    match create_index(&mut one) {
+        Some(Signal::DictConf(_)) => {}
+        other => panic!("expected the index created with one node group: {other:?}"),
+    }
+    for k in 0..40 {
+        assert_eq!(read(&mut one, 2, &t, k), Some(k), "row {k} after the index");
+    }
+}

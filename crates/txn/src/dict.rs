@@ -235,6 +235,40 @@ impl Dict {
         self.tables.values().find(|t| t.name == name)
     }
 
+    /// Refuse a change of `old` into `new` that would put the table's
+    /// partitions on other node groups: the rows would have to move
+    /// between groups, which no schema change does (it would leave them on
+    /// nodes that no longer serve them: the rows would vanish from reads).
+    /// Placement depends on FULLY_REPLICATED and on whether the table has a
+    /// unique index (`norr_signals::dist`); with one node group every
+    /// placement is the same nodes (only primary roles move), so anything
+    /// goes.
+    fn check_placement(&self, old: &TableDef, new: &TableDef) -> Result<(), NodeError> {
+        use norr_signals::dist::has_unique_index;
+        if self.dist.node_groups.len() <= 1 {
+            return Ok(());
+        }
+        let why = if old.options.fully_replicated != new.options.fully_replicated {
+            "changing FULLY_REPLICATED"
+        } else if has_unique_index(old) != has_unique_index(new) {
+            if has_unique_index(new) {
+                "adding the first unique index"
+            } else {
+                "dropping the last unique index"
+            }
+        } else {
+            return Ok(());
+        };
+        Err(NodeError::with(
+            ErrorCode::BadSchema,
+            format!(
+                "{why} of table {} would move its rows between node groups, which is not supported yet: \
+                 create a new table with the wanted definition and copy the rows (INSERT ... SELECT)",
+                old.name
+            ),
+        ))
+    }
+
     fn find(&self, name: &str) -> Result<TableDef, NodeError> {
         self.by_name(name).cloned().ok_or_else(|| NodeError::with(ErrorCode::NoSuchTable, name.to_string()))
     }
@@ -478,10 +512,12 @@ impl Dict {
                     return Err(reserved_name());
                 }
                 validate_index(&def, &index).map_err(|m| NodeError::with(ErrorCode::BadSchema, m))?;
+                let old = def.clone();
                 index.id = self.next_index_id;
-                self.next_index_id += 1;
                 let id = index.id;
                 def.indexes.push(index);
+                self.check_placement(&old, &def)?;
+                self.next_index_id += 1;
                 def.version += 1;
                 SchemaChange::CreateIndex { def, index: id }
             }
@@ -494,7 +530,9 @@ impl Dict {
                     ));
                 }
                 let id = def.index_by_name(&index).ok_or_else(|| NodeError::with(ErrorCode::NoSuchIndex, index))?.id;
+                let old = def.clone();
                 def.indexes.retain(|i| i.id != id);
+                self.check_placement(&old, &def)?;
                 def.version += 1;
                 SchemaChange::DropIndex { def, index: id }
             }
@@ -531,8 +569,11 @@ impl Dict {
                 if def.partitions == 0 {
                     def.partitions = old.partitions;
                 }
+                // As at CREATE: the cluster's default is not lost by an ALTER.
+                def.options.read_backup |= self.default_read_backup;
                 validate_table(&def).map_err(|m| NodeError::with(ErrorCode::BadSchema, m))?;
                 validate_alter(&old, &def, &sources).map_err(|m| NodeError::with(ErrorCode::BadSchema, m))?;
+                self.check_placement(&old, &def)?;
                 add_pk_ordered_index(&mut def);
                 // An index that is the same (name, columns through `sources`,
                 // kind) keeps its id: a change that keeps the layout then

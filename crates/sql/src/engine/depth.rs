@@ -81,6 +81,12 @@ const PARSE_STACK_BASE_BYTES: usize = 4 << 20;
 /// ones are left exactly as parsed).
 const REBALANCE_MIN_CHAIN: usize = 16;
 
+/// Levels of the depth estimate one JOIN keyword counts for: the parse of
+/// nested joins recurses with far more stack per level than an operator
+/// chain (see `token_bounds`), so the stack sized from the estimate must
+/// grow accordingly (about 10 KiB a JOIN).
+const JOIN_LEVELS: usize = 64;
+
 /// Stack below which a recursive step refuses to go deeper (1436). Leaves
 /// room for the non-recursive work at the bottom (functions, value codecs).
 pub const STACK_RED_ZONE_BYTES: usize = 256 * 1024;
@@ -238,6 +244,14 @@ pub fn token_bounds<'a>(tokens: impl IntoIterator<Item = &'a Token>) -> TokenBou
                 None => (cur, weight) = (cur + 1, weight + 1),
             },
             Token::Comma | Token::SemiColon => (cur, weight) = (0, 0),
+            // sqlparser parses `a JOIN b JOIN c ... ON` (joins whose
+            // condition comes later) by recursion, a few KiB of stack a
+            // level: a 17 KB statement of 2,700 JOINs overflowed the parse
+            // stack sized at one level per token (found by the SQL fuzz
+            // suite's long run: a segfault, the whole process).
+            Token::Word(w) if w.quote_style.is_none() && w.keyword == Keyword::JOIN => {
+                (cur, weight) = (cur + JOIN_LEVELS, weight + 1);
+            }
             Token::Word(w) if w.quote_style.is_none() && w.keyword == Keyword::DIV => {
                 div_copies = div_copies.saturating_add(weight);
                 (cur, weight) = (cur + 1, weight + 1);
@@ -382,6 +396,16 @@ impl Visitor for Depth {
     }
     fn post_visit_query(&mut self, _q: &Query) -> ControlFlow<()> {
         self.cur -= self.queries.pop().unwrap_or(0);
+        ControlFlow::Continue(())
+    }
+    // Nested joins (`a JOIN (b JOIN (c ...))`, also what a chain of joins
+    // whose conditions come last parses to) nest as deep as they are long:
+    // every walk of the FROM clause recurses through them.
+    fn pre_visit_table_factor(&mut self, _t: &sqlparser::ast::TableFactor) -> ControlFlow<()> {
+        self.enter(1)
+    }
+    fn post_visit_table_factor(&mut self, _t: &sqlparser::ast::TableFactor) -> ControlFlow<()> {
+        self.cur -= 1;
         ControlFlow::Continue(())
     }
 }
