@@ -10,7 +10,10 @@ use std::time::Duration;
 /// committed in one round trip.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
-    /// Data node address (host:port).
+    /// Data node address (host:port). Several, comma separated: every data
+    /// node of a cluster; each connection then reaches all of them, and a
+    /// transaction starts on the node of its first operation's primary
+    /// replica (the run waits until every node is connected).
     #[arg(long, default_value = "127.0.0.1:2202")]
     pub addr: String,
     /// Client threads; each owns one connection.
@@ -90,6 +93,7 @@ impl BenchArgs {
         if self.keys < (self.threads * self.inflight) as u64 {
             bail!("--keys must be at least --threads x --inflight (each worker owns a share of the keys)");
         }
+        crate::DataNodeAddr::parse_list(&self.addr).map_err(|e| anyhow::anyhow!("--addr: {e}"))?;
         if self.record_size > 65_535 {
             bail!("--record-size must be at most 65535 (VARBINARY)");
         }

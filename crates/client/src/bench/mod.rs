@@ -127,8 +127,28 @@ fn payload(record_size: usize, seed: u64) -> Value {
     Value::Bytes(v)
 }
 
+/// How long a run waits for every data node of `--addr a,b,...` to be connected.
+const CONNECT_ALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// One data node: a plain connection (as before). Several: a cluster client
+/// connected to each of them, so that every transaction starts on the node
+/// of its first partition's primary; waits until all are connected (and the
+/// distribution is known) so the measured run is not routed through one node.
+async fn connect(args: &BenchArgs, opts: crate::ConnectOptions) -> anyhow::Result<Client> {
+    let addrs = crate::DataNodeAddr::parse_list(&args.addr).map_err(|e| anyhow::anyhow!("--addr: {e}"))?;
+    if addrs.len() == 1 {
+        return Client::connect_with(args.addr.trim(), opts).await.with_context(|| format!("connect to {}", args.addr));
+    }
+    let client = Client::connect_cluster(&addrs, opts).await.with_context(|| format!("connect to {}", args.addr))?;
+    if !client.wait_connected(CONNECT_ALL_TIMEOUT).await {
+        bail!("not every data node of {} connected within {CONNECT_ALL_TIMEOUT:?}", args.addr);
+    }
+    client.refresh_distribution().await.context("fetch the cluster's distribution")?;
+    Ok(client)
+}
+
 async fn prepare(args: &BenchArgs) -> anyhow::Result<(TableDef, Option<MemoryFigures>)> {
-    let client = Client::connect(args.addr.as_str()).await.with_context(|| format!("connect to {}", args.addr))?;
+    let client = connect(args, crate::ConnectOptions::default()).await?;
     if !args.load {
         let t = client
             .get_table(&args.table)
@@ -268,8 +288,7 @@ async fn run_thread(
         reply_spin: std::time::Duration::from_micros(args.reply_spin_us),
         ..Default::default()
     };
-    let client =
-        Client::connect_with(args.addr.as_str(), opts).await.with_context(|| format!("connect to {}", args.addr))?;
+    let client = connect(args, opts).await?;
     let stats = std::cell::RefCell::new(ThreadStats::new());
     let value = payload(args.record_size, thread_no as u64 + 1);
     let workers: Vec<_> = (0..args.inflight)
