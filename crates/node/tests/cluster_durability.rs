@@ -496,6 +496,7 @@ fn a_coordinator_dying_mid_commit_holds_the_gcp_until_its_transactions_are_taken
         }
         kill_all_and_restart(&mut c, &mut rng, &t, &mut committed_all, &groups, &format!("seed {seed}"));
     }
+}
 
 /// Each node tells its host what its files restore to (`norr mgm show`'s
 /// restart GCI): the GCI its system file records, and whether the files
