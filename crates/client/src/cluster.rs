@@ -520,6 +520,11 @@ impl ClusterShared {
     /// One dictionary request to the first connected node.
     pub async fn dict(&self, op: DictOp) -> Result<DictResult, ClientError> {
         let conn = self.first_live()?;
+        Self::dict_at(&conn, op).await
+    }
+
+    /// One dictionary request to the node of `conn`.
+    async fn dict_at(conn: &Conn, op: DictOp) -> Result<DictResult, ClientError> {
         let s = &conn.shared;
         let req_id = s.alloc_dict();
         let reply =
@@ -541,14 +546,8 @@ impl ClusterShared {
 
     /// One node's distribution.
     async fn dist_of(conn: &Conn) -> Result<Box<Dist>, ClientError> {
-        let s = &conn.shared;
-        let req_id = s.alloc_dict();
-        let op = DictOp::GetDistribution;
-        let reply =
-            s.request(ReqKey::Dict(req_id), s.dict(), Signal::DictReq(Box::new(DictReq { req_id, op }))).await?;
-        let d = match reply {
-            Reply::Dict(Ok(DictResult::Distribution(d))) => d,
-            Reply::Dict(Err(e)) => return Err(ClientError::Node(e)),
+        let d = match Self::dict_at(conn, DictOp::GetDistribution).await? {
+            DictResult::Distribution(d) => d,
             other => return Err(ClientError::Protocol(format!("expected a distribution, got {other:?}"))),
         };
         check_dist(&d).map_err(|e| ClientError::Protocol(format!("malformed distribution from a data node: {e}")))?;

@@ -30,6 +30,19 @@ fn primary(d: &Dist, def: &TableDef, k: i64) -> u16 {
     d.primary(def, partition_of_pk(def, &key(k)).unwrap()).unwrap()
 }
 
+/// The cluster's distribution, a newer one in which the primaries change
+/// places (the node group listed the other way round), and a key whose
+/// primary moves from node 1 to node 2.
+fn swapped_primaries(cl: &FakeCluster, t: &TableDef) -> (Dist, Dist, i64) {
+    let before = cl.dist();
+    let k = (0..40).find(|k| primary(&before, t, *k) == 1).unwrap();
+    let mut after = before.clone();
+    after.node_groups = vec![vec![2, 1]];
+    after.version = before.version + 1;
+    assert_eq!(primary(&after, t, k), 2);
+    (before, after, k)
+}
+
 fn connected(c: &Client, node: u16) -> bool {
     c.data_node_status().iter().any(|s| s.node_id == Some(node) && s.connected)
 }
@@ -116,13 +129,7 @@ async fn distribution_refresh_moves_transactions_to_new_primaries() {
     let cl = FakeCluster::start(2, 2).await;
     let c = Client::connect_cluster(&cl.addrs(), opts()).await.unwrap();
     let t = c.create_table(kv_def("kv")).await.unwrap();
-    let before = cl.dist();
-    let k = (0..40).find(|k| primary(&before, &t, *k) == 1).unwrap();
-    // The primaries change places (a node group listed the other way round).
-    let mut after = before.clone();
-    after.node_groups = vec![vec![2, 1]];
-    after.version = before.version + 1;
-    assert_eq!(primary(&after, &t, k), 2);
+    let (before, after, k) = swapped_primaries(&cl, &t);
     cl.set_dist(after.clone());
     eventually("the client has the new distribution", || c.distribution() == Some(after.clone())).await;
     let mut txn = c.begin();
@@ -151,11 +158,7 @@ async fn the_newest_distribution_of_any_node_wins() {
     let cl = FakeCluster::start(2, 2).await;
     let c = Client::connect_cluster(&cl.addrs(), opts()).await.unwrap();
     let t = c.create_table(kv_def("kv")).await.unwrap();
-    let before = cl.dist();
-    let k = (0..40).find(|k| primary(&before, &t, *k) == 1).unwrap();
-    let mut after = before.clone();
-    after.node_groups = vec![vec![2, 1]];
-    after.version = before.version + 1;
+    let (before, after, k) = swapped_primaries(&cl, &t);
     // Node 1, first in the configuration, still shows the old one.
     cl.set_node_dist(1, Some(before.clone()));
     cl.set_dist(after.clone());

@@ -123,34 +123,50 @@ fn key_in_group_of_3(def: &TableDef) -> (i64, Chain) {
 }
 
 fn tc_node() -> Node {
-    let knobs = Knobs::default();
-    let mut sched = Scheduler::new(1, knobs.job_buffer_bound);
-    sched.add_block(block::TC, 0, Box::new(norr_txn::tc::Tc::new(1, 0, norr_txn::LQH_INSTANCES, &knobs)));
-    Node { sched, to: BlockRef::new(1, block::TC, 0) }
+    block_node(1, block::TC, false)
 }
 
-/// A TC or LQH of a cluster data node just (re)started: not even QMGR's
-/// first news has come.
-fn fresh_cluster_block(node: NodeId, kind: norr_kernel::BlockNo) -> Node {
+fn lqh_node(node: NodeId) -> Node {
+    block_node(node, block::LQH, false)
+}
+
+/// The TC or LQH (`kind`) of data node `node` on a scheduler of its own;
+/// `in_cluster`: built as on a cluster data node, which serves nothing
+/// before DIH's distribution (a node just (re)started, before even QMGR's
+/// first news).
+fn block_node(node: NodeId, kind: norr_kernel::BlockNo, in_cluster: bool) -> Node {
     let knobs = Knobs::default();
     let mut sched = Scheduler::new(node, knobs.job_buffer_bound);
     if kind == block::TC {
         let mut tc = norr_txn::tc::Tc::new(node, 0, norr_txn::LQH_INSTANCES, &knobs);
-        tc.in_cluster();
+        if in_cluster {
+            tc.in_cluster();
+        }
         sched.add_block(block::TC, 0, Box::new(tc));
     } else {
         let mut lqh = norr_txn::lqh::Lqh::new(node, 0, norr_txn::LQH_INSTANCES, &knobs);
-        lqh.in_cluster();
+        if in_cluster {
+            lqh.in_cluster();
+        }
         sched.add_block(block::LQH, 0, Box::new(lqh));
     }
     Node { sched, to: BlockRef::new(node, kind, 0) }
 }
 
-fn lqh_node(node: NodeId) -> Node {
-    let knobs = Knobs::default();
-    let mut sched = Scheduler::new(node, knobs.job_buffer_bound);
-    sched.add_block(block::LQH, 0, Box::new(norr_txn::lqh::Lqh::new(node, 0, norr_txn::LQH_INSTANCES, &knobs)));
-    Node { sched, to: BlockRef::new(node, block::LQH, 0) }
+/// `out` is TC's one answer: refused with 4278, a temporary error (the
+/// node awaits DIH's distribution), and nothing ran.
+fn assert_refused_until_joined(out: &[Envelope<Signal>]) {
+    assert!(internals(out).is_empty(), "nothing may run: {out:?}");
+    match out {
+        [e] => match &e.signal {
+            Signal::TcKeyRef(r) => {
+                assert_eq!(r.error.code, norr_signals::ErrorCode::PartitionUnavailable);
+                assert_eq!(r.error.code.class(), norr_signals::ErrorClass::Temporary);
+            }
+            other => panic!("expected TcKeyRef: {other:?}"),
+        },
+        other => panic!("expected one answer: {other:?}"),
+    }
 }
 
 fn internals(out: &[Envelope<Signal>]) -> Vec<(BlockRef, InternalSignal)> {
@@ -296,17 +312,7 @@ fn restarted_tc_refuses_transactions_until_dih_gave_it_a_distribution() {
     let write = |v| KeyOp::write(def.id, vec![Value::Int(k)], vec![(1, Value::Int(v))]);
     let req = |h, v| Signal::TcKeyReq(Box::new(TcKeyReq { txn: h, exec: ExecType::Commit, ops: vec![write(v)] }));
     let out = tc.deliver(api, req(1, 5));
-    assert!(internals(&out).is_empty(), "nothing may run: {out:?}");
-    match &out[..] {
-        [e] => match &e.signal {
-            Signal::TcKeyRef(r) => {
-                assert_eq!(r.error.code, norr_signals::ErrorCode::PartitionUnavailable);
-                assert_eq!(r.error.code.class(), norr_signals::ErrorClass::Temporary);
-            }
-            other => panic!("expected TcKeyRef: {other:?}"),
-        },
-        other => panic!("expected one answer: {other:?}"),
-    }
+    assert_refused_until_joined(&out);
     tc.deliver(
         BlockRef::new(PEER, block::DIH, 0),
         cluster(ClusterSignal::DistRep { dist: Box::new(dist(3 << 20, &[1])) }),
@@ -335,24 +341,14 @@ fn a_restarted_cluster_node_serves_nothing_before_it_joined() {
     let (k, _) = key_in_group_of_3(&def);
     let write = KeyOp::write(def.id, vec![Value::Int(k)], vec![(1, Value::Int(5))]);
 
-    let mut tc = fresh_cluster_block(3, block::TC);
+    let mut tc = block_node(3, block::TC, true);
     tc.deliver(dict, create());
     let api = BlockRef::new(API, block::API, 0);
     let req = Signal::TcKeyReq(Box::new(TcKeyReq { txn: 1, exec: ExecType::Commit, ops: vec![write.clone()] }));
     let out = tc.deliver(api, req);
-    assert!(internals(&out).is_empty(), "nothing may run: {out:?}");
-    match &out[..] {
-        [e] => match &e.signal {
-            Signal::TcKeyRef(r) => {
-                assert_eq!(r.error.code, norr_signals::ErrorCode::PartitionUnavailable);
-                assert_eq!(r.error.code.class(), norr_signals::ErrorClass::Temporary);
-            }
-            other => panic!("expected TcKeyRef: {other:?}"),
-        },
-        other => panic!("expected one answer: {other:?}"),
-    }
+    assert_refused_until_joined(&out);
 
-    let mut lqh = fresh_cluster_block(3, block::LQH);
+    let mut lqh = block_node(3, block::LQH, true);
     lqh.deliver(dict, create());
     let part = op_partition(&def, &write).expect("partition").expect("keyed");
     let stale_tc = BlockRef::new(1, block::TC, 0);
