@@ -50,6 +50,7 @@ use norr_signals::ckpt::{CkptSignal, Gci};
 use norr_signals::cluster::{ClusterSignal, Membership, QmgrMsg};
 use norr_signals::dist::ReplicaState;
 use norr_signals::fs::{FileHandle, FsOp, FsResult, FsSignal};
+use norr_signals::internal::{BlockStats, InternalSignal};
 use norr_signals::{block, Signal};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -181,6 +182,12 @@ pub struct Ckpt {
     /// Replica states from DIH (cluster nodes), for the system file.
     replica_states: BTreeMap<NodeId, ReplicaState>,
     master: Option<Master>,
+    /// The master whose requests this node carries out: the last one that
+    /// asked its state (every master begins with `GcpStateReq`). Requests
+    /// of an earlier master that arrive later (it failed or left with them
+    /// in flight) are dropped: carried out, they would replace the step the
+    /// current master waits for.
+    following: Option<BlockRef>,
     local: Local,
     writing: Option<Writing>,
     /// A record request that came while a write was in flight: done next.
@@ -221,6 +228,7 @@ impl Ckpt {
         let mut c = Ckpt::cluster(node, vec![vec![node]], knobs, current, complete);
         c.standalone = true;
         c.restorable = true;
+        c.following = Some(Self::ckpt_of(node));
         c.membership = Some(Membership { generation: 1, members: vec![node], president: node });
         c.master = Some(Master {
             round: Round::Idle,
@@ -255,6 +263,7 @@ impl Ckpt {
             node_groups,
             replica_states: BTreeMap::new(),
             master: None,
+            following: None,
             local: Local::Idle,
             writing: None,
             record_next: None,
@@ -296,6 +305,47 @@ impl Ckpt {
             return Some(why);
         }
         self.local_stopped.as_deref()
+    }
+
+    /// Counters, and where this node's GCP stands (tests, `norrinfo`).
+    fn stats(&self) -> BlockStats {
+        let mut counters = self.counters.snapshot();
+        counters.push(("ckpt: current gci".into(), self.current));
+        counters.push(("ckpt: complete gci".into(), self.complete));
+        counters.push(("ckpt: take-overs pending".into(), self.takeovers.len() as u64));
+        let (local_step, local_waiting) = match &self.local {
+            Local::Idle => (0, 0),
+            Local::Prepare { waiting, .. } => (2, waiting.len()),
+            Local::Commit { waiting, .. } => (3, waiting.len()),
+            Local::Save { waiting, .. } => (4, waiting.len()),
+        };
+        counters.push(("ckpt: local step (0 idle, 2 prepare, 3 commit, 4 save)".into(), local_step));
+        counters.push(("ckpt: local step waits for".into(), local_waiting as u64));
+        if let Some(m) = &self.master {
+            let waiting = match &m.round {
+                Round::Sync { waiting, .. }
+                | Round::Prepare { waiting, .. }
+                | Round::Commit { waiting, .. }
+                | Round::Save { waiting, .. }
+                | Round::Record { waiting, .. } => waiting.len(),
+                Round::Idle | Round::Stopped { .. } => 0,
+            };
+            counters.push(("ckpt: master step waits for".into(), waiting as u64));
+            let step = match &m.round {
+                Round::Idle => 0,
+                Round::Sync { .. } => 1,
+                Round::Prepare { .. } => 2,
+                Round::Commit { .. } => 3,
+                Round::Save { .. } => 4,
+                Round::Record { .. } => 5,
+                Round::Stopped { .. } => 6,
+            };
+            counters.push((
+                "ckpt: master step (0 idle, 1 sync, 2 prepare, 3 commit, 4 save, 5 record, 6 stopped)".into(),
+                step,
+            ));
+        }
+        BlockStats { counters, ..BlockStats::default() }
     }
 
     fn local_tcs(&self) -> BTreeSet<BlockRef> {
@@ -892,7 +942,14 @@ impl Ckpt {
                 | C::GcpCompleteRep { .. }
                 | C::GcpRestartNodeReq { .. },
                 block::CKPT,
-            ) => self.on_master_req(from, sig, ctx),
+            ) => {
+                if let C::GcpStateReq = sig {
+                    self.following = Some(from);
+                } else if self.following != Some(from) {
+                    return norr_kernel::probe!(self.counters, "ckpt: request of a master no longer followed");
+                }
+                self.on_master_req(from, sig, ctx)
+            }
             (
                 C::GcpStateConf { .. }
                 | C::GcpPrepareConf { .. }
@@ -940,6 +997,13 @@ impl Block<Signal> for Ckpt {
             Signal::Ckpt(c) => self.on_ckpt(env.from, *c, ctx),
             Signal::Fs(f) => self.on_fs(*f, ctx),
             Signal::Cluster(c) => self.on_cluster(env.from, *c, ctx),
+            Signal::Internal(i) => match *i {
+                InternalSignal::StatsReq { req } => {
+                    let stats = Box::new(self.stats());
+                    ctx.send(env.from, Signal::Internal(Box::new(InternalSignal::StatsConf { req, stats })));
+                }
+                _ => norr_kernel::probe!(self.counters, "ckpt: unexpected internal signal"),
+            },
             other => {
                 norr_kernel::probe!(self.counters, "ckpt: unexpected signal");
                 debug_assert!(false, "CKPT got {}", other.name());

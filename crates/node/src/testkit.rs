@@ -100,11 +100,19 @@ impl ClusterKit {
             if self.cluster.now_ns >= until {
                 let status: Vec<String> =
                     self.cluster.node_ids().iter().map(|n| format!("  node {n}: {:?}", self.status(*n))).collect();
+                let mut counters = Vec::new();
+                for n in self.cluster.node_ids() {
+                    for (b, name) in [(block::CKPT, "CKPT"), (block::TC, "TC 0"), (block::LQH, "LQH 0")] {
+                        let c = self.cluster.block_counters(n, b, 0);
+                        counters.push(format!("  node {n} {name}: {c:?}"));
+                    }
+                }
                 panic!(
-                    "seed {}: waited {CALL_LIMIT_MS} ms of virtual time for {what}\nlast events:\n{}\nstatus:\n{}",
+                    "seed {}: waited {CALL_LIMIT_MS} ms of virtual time for {what}\nlast events:\n{}\nstatus:\n{}\ncounters:\n{}",
                     self.cluster.seed,
                     self.cluster.log_tail(40),
-                    status.join("\n")
+                    status.join("\n"),
+                    counters.join("\n")
                 );
             }
             let step = self.cluster.now_ns + 1_000_000;

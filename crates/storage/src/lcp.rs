@@ -249,6 +249,14 @@ pub(crate) struct ChangeStats {
 }
 
 impl ChangeStats {
+    fn note(&mut self, bytes: usize, gci: Option<u32>) {
+        self.rows += 1;
+        self.bytes += bytes as u64;
+        if let Some(g) = gci {
+            self.oldest_gci = Some(self.oldest_gci.map_or(g, |o| o.min(g)));
+        }
+    }
+
     fn merge(&mut self, older: ChangeStats) {
         self.rows += older.rows;
         self.bytes += older.bytes;
@@ -269,6 +277,13 @@ pub(crate) struct LcpState {
     pub active_scan: Option<u64>,
     pub tombstones: TombstoneLog,
     pub changes: ChangeStats,
+    /// Writes replayed from the REDO log during a restore. They are not in
+    /// the partition's checkpoint files, only in the log, and the log is
+    /// released before the start of every round the system file records,
+    /// so the next checkpoint must take them (a partition left "unchanged"
+    /// would keep a checkpoint without them, and the restart after the log
+    /// moved on would lose them).
+    pub replayed: ChangeStats,
 }
 
 impl LcpState {
@@ -279,11 +294,14 @@ impl LcpState {
     /// A row write of `bytes` stored bytes; `gci` for inserts and updates
     /// (None for deletes: their tombstone is written whatever `since_gci`).
     pub fn note_write(&mut self, bytes: usize, gci: Option<u32>) {
-        self.changes.rows += 1;
-        self.changes.bytes += bytes as u64;
-        if let Some(g) = gci {
-            self.changes.oldest_gci = Some(self.changes.oldest_gci.map_or(g, |o| o.min(g)));
-        }
+        self.changes.note(bytes, gci);
+    }
+
+    /// A write replayed from the REDO log at a restore: besides
+    /// `note_write`, it stays a change for the next checkpoint (see
+    /// `replayed`).
+    pub fn note_replayed(&mut self, bytes: usize, gci: Option<u32>) {
+        self.replayed.note(bytes, gci);
     }
 
     /// End the chain: the next checkpoint is full, tombstones are dropped,

@@ -70,6 +70,7 @@ impl TableStore {
             // running checkpoint scan is void.
             p.lcp.chain = true;
             p.lcp.active_scan = None;
+            p.lcp.replayed = Default::default();
         }
         self.bytes = self.compute_footprint();
     }
@@ -161,6 +162,9 @@ impl TableStore {
             }
         };
         self.parts[pi].note_write(rowid, stored_bytes, gci);
+        if let Place::Any = place {
+            self.parts[pi].lcp.note_replayed(stored_bytes, Some(gci));
+        }
         let delta = self.local_footprint(pi) as i64 - before as i64;
         self.bytes = (self.bytes as i64 + delta) as u64;
         Ok(delta)
@@ -247,6 +251,9 @@ impl TableStore {
         }
         self.remove_stored(pi, r, &pk);
         self.parts[pi].lcp.note_write(pk.len(), None);
+        if from_part.is_none() {
+            self.parts[pi].lcp.note_replayed(pk.len(), None);
+        }
         let delta = self.local_footprint(pi) as i64 - before as i64;
         self.bytes = (self.bytes as i64 + delta) as u64;
         Ok((true, delta))
@@ -370,8 +377,10 @@ impl TableStore {
             part.pk_order = o;
         }
         for part in &mut self.parts {
-            // Restored and replayed writes are in the files already.
-            part.lcp.changes = Default::default();
+            // Rows from checkpoint files are in those files; rows replayed
+            // from the REDO log are only in the log, which the next
+            // recorded round releases: they are changes for it.
+            part.lcp.changes = std::mem::take(&mut part.lcp.replayed);
         }
         self.restoring = false;
         self.bytes = self.compute_footprint();

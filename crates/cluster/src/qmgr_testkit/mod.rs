@@ -553,9 +553,15 @@ impl QmgrCluster {
 
     /// The named counters of `node`'s QMGR (through `StatsReq`).
     pub fn counters(&mut self, node: NodeId) -> Vec<(String, u64)> {
+        self.block_counters(node, block::QMGR, 0)
+    }
+
+    /// The counters of block `b` instance `instance` on `node` (empty if
+    /// the node is down or the block does not answer `StatsReq`).
+    pub fn block_counters(&mut self, node: NodeId, b: u16, instance: u16) -> Vec<(String, u64)> {
         let env = Envelope {
             from: BlockRef::new(node, self.recorder_block, 0),
-            to: BlockRef::new(node, block::QMGR, 0),
+            to: BlockRef::new(node, b, instance),
             prio: Priority::B,
             signal: Signal::Internal(Box::new(InternalSignal::StatsReq { req: 1 })),
         };

@@ -19,6 +19,15 @@
 //! 4. A page may overwrite the page one lap older only once a synced page
 //!    records a tail beyond it (`durable_tail`), so the tail found in the
 //!    newest valid page is always a safe place to start reading.
+//! 5. Records of GCI `g + 1` never precede the marker page of `g`: a
+//!    transaction tagged `g + 1` may commit before the GCP save of `g`
+//!    (the GCP's commit step comes before its save step), and its records
+//!    wait in memory until that marker is sealed. So the log before the
+//!    marker of `g` holds no record above `g`, and a restart to `g`, which
+//!    resumes writing right after that marker, leaves no record of a GCI
+//!    that never completed anywhere a later restart would read it (it
+//!    would come back to life there: half a lost transaction, on one
+//!    replica).
 
 mod part;
 pub mod reader;

@@ -130,6 +130,12 @@ pub struct RedoPart {
     flushes: VecDeque<(Gci, u64)>,
     durable_gci: Gci,
     last_flush_gci: Gci,
+    /// Records of a GCI above `last_flush_gci + 1`, in append order: they
+    /// enter the stream only after the marker page of the GCI below theirs
+    /// (module doc, invariant 5). Encoded bodies with their GCI.
+    held: Vec<(Gci, Vec<u8>)>,
+    /// Framed bytes of `held`.
+    held_bytes: usize,
     /// Blank pages still to write after a resume: seqs `.0..=.1`.
     invalidate: Option<(u64, u64)>,
     crash: CrashPoints,
@@ -184,6 +190,8 @@ impl RedoPart {
             flushes: VecDeque::new(),
             durable_gci: r.durable_gci,
             last_flush_gci: r.durable_gci,
+            held: Vec::new(),
+            held_bytes: 0,
             invalidate: (inval_end >= r.next_seq).then_some((r.next_seq, inval_end)),
             crash: CrashPoints::off(),
             crashed: None,
@@ -258,7 +266,7 @@ impl RedoPart {
         if self.failed.is_some() || self.crashed.is_some() {
             return Err(AppendError::LogFull);
         }
-        let framed = bytes + crate::stream::RECORD_HEADER_BYTES;
+        let framed = bytes + crate::stream::RECORD_HEADER_BYTES + self.held_bytes;
         let new_open = self.open_seq_after(framed);
         if new_open + RESERVE_PAGES >= self.limit_seq() {
             return Err(AppendError::LogFull);
@@ -288,7 +296,9 @@ impl RedoPart {
             ends.push(scratch.len());
         }
         let framed = scratch.len() + records.len() * crate::stream::RECORD_HEADER_BYTES;
-        let new_open = self.open_seq_after(framed);
+        // Held records enter the stream before the next marker's end: count
+        // them as if they were in it.
+        let new_open = self.open_seq_after(framed + self.held_bytes);
         if new_open + RESERVE_PAGES >= self.limit_seq() {
             self.stats.log_full += 1;
             self.scratch = scratch;
@@ -300,16 +310,45 @@ impl RedoPart {
             self.scratch = scratch;
             return Err(AppendError::BufferFull);
         }
+        let hold = gci > self.last_flush_gci + 1;
         let mut start = 0;
         for end in ends {
-            self.push_record(gci, &scratch[start..end]);
+            if hold {
+                self.held.push((gci, scratch[start..end].to_vec()));
+                self.held_bytes += end - start + crate::stream::RECORD_HEADER_BYTES;
+            } else {
+                self.push_record(gci, &scratch[start..end]);
+            }
             start = end;
         }
         self.stats.records += records.len() as u64;
         self.stats.record_bytes += framed as u64;
-        debug_assert_eq!(self.open_seq, new_open);
+        debug_assert!(if hold || !self.held.is_empty() {
+            self.open_seq <= new_open
+        } else {
+            self.open_seq == new_open
+        });
+        debug_assert!(!hold || self.held.iter().all(|(g, _)| *g > self.last_flush_gci + 1));
         self.scratch = scratch;
         Ok(())
+    }
+
+    /// Move the held records of GCI <= `upto` into the stream, in append
+    /// order.
+    fn release_held(&mut self, upto: Gci) {
+        if self.held.is_empty() {
+            return;
+        }
+        let held = std::mem::take(&mut self.held);
+        self.held_bytes = 0;
+        for (gci, body) in held {
+            if gci <= upto {
+                self.push_record(gci, &body);
+            } else {
+                self.held_bytes += body.len() + crate::stream::RECORD_HEADER_BYTES;
+                self.held.push((gci, body));
+            }
+        }
     }
 
     fn push_record(&mut self, gci: Gci, body: &[u8]) {
@@ -362,14 +401,20 @@ impl RedoPart {
         if gci <= self.last_flush_gci {
             return Ok(false); // already requested; completes with it
         }
-        if self.open_seq + 1 >= self.limit_seq() {
+        if self.open_seq_after(self.held_bytes) + 1 >= self.limit_seq() {
             return Err(AppendError::LogFull);
         }
+        // Records of GCIs up to `gci` that came before an earlier flush of a
+        // GCI further below (a new master's save can cover several GCIs)
+        // belong before this marker; those of `gci + 1` right after it.
+        self.release_held(gci);
         self.last_flush_gci = gci;
         let p = self.stream.take_page();
         let seq = self.open_seq;
         self.seal_open(p, gci, 0);
         self.flushes.push_back((gci, seq));
+        self.release_held(gci + 1);
+        debug_assert!(self.held.iter().all(|(g, _)| *g > gci + 1), "held records of a GCI the marker covers");
         Ok(false)
     }
 

@@ -299,3 +299,50 @@ fn every_redo_crash_point_recovers() {
         let _ = points::REDO_AFTER_SYNC_BEFORE_CONF;
     }
 }
+
+/// A transaction tagged 6 commits before the GCP save of 5 (the GCP's
+/// commit step precedes its save step). The node crashes before 6 is
+/// complete and restarts to 5; later GCIs complete. A restart to one of
+/// them must not find the record of 6: that GCI never completed.
+#[test]
+fn a_record_of_the_next_gci_never_lands_before_the_marker_of_the_one_saved() {
+    let geo = small_geo();
+    let mut h = Harness::new(1, geo);
+    h.part.append(5, &[rec(1, 10)]).unwrap();
+    h.part.append(6, &[rec(2, 10)]).unwrap();
+    h.part.flush_up_to(5).unwrap();
+    assert!(h.pump().is_none());
+    let (got, r) = h.recover(1, 5).unwrap();
+    assert_eq!(got.iter().map(|r| r.gci).collect::<Vec<_>>(), vec![5]);
+    // Crash: the record of 6 was written (after the marker) or not; either
+    // way GCIs after the restart are above it.
+    h.part = RedoPart::resume(PART, geo, 64 * geo.page_bytes as usize, r.resume);
+    h.part.append(7, &[rec(3, 10)]).unwrap();
+    h.part.flush_up_to(7).unwrap();
+    assert!(h.pump().is_none());
+    let (got, _) = h.recover(1, 7).unwrap();
+    assert_eq!(got.iter().map(|r| r.gci).collect::<Vec<_>>(), vec![5, 7], "GCI 6 never completed");
+}
+
+/// A new GCP master's save covers several GCIs at once: records held for
+/// a GCI it covers go before its marker, those of the GCI after it follow.
+#[test]
+fn a_flush_covering_several_gcis_orders_the_held_records_around_its_marker() {
+    let geo = small_geo();
+    let mut h = Harness::new(2, geo);
+    h.part.flush_up_to(4).unwrap();
+    h.part.append(5, &[rec(1, 10)]).unwrap();
+    h.part.append(7, &[rec(2, 10)]).unwrap();
+    h.part.append(6, &[rec(3, 10)]).unwrap();
+    h.part.flush_up_to(6).unwrap();
+    assert!(h.pump().is_none());
+    let (got, _) = h.recover(1, 6).unwrap();
+    assert_eq!(
+        got.iter().map(|r| (r.gci, r.record.clone())).collect::<Vec<_>>(),
+        vec![(5, rec(1, 10)), (6, rec(3, 10))]
+    );
+    h.part.flush_up_to(7).unwrap();
+    assert!(h.pump().is_none());
+    let (got, _) = h.recover(1, 7).unwrap();
+    assert_eq!(got.iter().map(|r| r.gci).collect::<Vec<_>>(), vec![5, 6, 7]);
+}

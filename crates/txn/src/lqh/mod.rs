@@ -885,6 +885,7 @@ impl Lqh {
         counters.push(("lqh: locked keys".into(), self.locks.len() as u64));
         counters.push(("lqh: open scans".into(), self.scans.len() as u64));
         counters.push(("lqh: reserved bytes".into(), self.reserved_bytes));
+        self.redo_stats(&mut counters);
         BlockStats {
             data_memory_limit_bytes: m.limit_bytes,
             data_memory_used_bytes: m.used_bytes,

@@ -273,6 +273,16 @@ impl Lqh {
         }
     }
 
+    /// Where the REDO part stands (`StatsReq`: tests, `norrinfo`).
+    pub(super) fn redo_stats(&self, counters: &mut Vec<(String, u64)>) {
+        let Some(r) = self.redo.as_ref() else { return };
+        counters.push(("lqh: redo durable gci".into(), r.part.durable_gci()));
+        counters.push(("lqh: redo last flush gci".into(), r.part.last_flush_gci()));
+        counters.push(("lqh: redo saves waiting".into(), r.saves.len() as u64));
+        counters.push(("lqh: redo files open".into(), r.files.iter().filter(|f| f.is_some()).count() as u64));
+        counters.push(("lqh: redo io busy".into(), u64::from(r.io_busy)));
+    }
+
     /// Open the files once, then keep one IO in flight while there is work.
     pub(super) fn redo_pump(&mut self, ctx: &mut Ctx<'_, Signal>) {
         let Some(r) = self.redo.as_mut() else { return };
