@@ -37,6 +37,14 @@
 //! held (a cluster node's CKPT holds them from the start), so it never
 //! commits with a GCI the cluster has left behind.
 //!
+//! At a system restart the master picks the highest GCI that a node of
+//! every node group holds, restored from its files or by rolling its REDO
+//! log forward (`GcpStateConf::reachable`: GCIs whose saves a node's log
+//! holds though its system file missed their record, as after a crash
+//! between the groups' record writes), and tells every node that stays
+//! (`GcpRestartGciReq`); the others restart and copy. A participant carries
+//! out only the requests of the master that last asked its state.
+//!
 //! A refused save (a node's log failed) or a failed system file write stops
 //! GCPs: nothing later can be called complete. Commits go on (they are
 //! network durable); the node must be restarted to be disk durable again.
@@ -87,10 +95,20 @@ enum Round {
 }
 
 /// What a node told the master of its state (`GcpStateConf`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct NodeState {
     restored: Gci,
     restorable: bool,
+    /// GCIs above `restored` its files can roll forward to (until it hears
+    /// where the cluster restarts).
+    reachable: Vec<Gci>,
+}
+
+impl NodeState {
+    /// Its files can restore exactly GCI `c`.
+    fn holds(&self, c: Gci) -> bool {
+        self.restorable && (self.restored == c || self.reachable.contains(&c))
+    }
 }
 
 /// The master's state (present while this node is the master).
@@ -166,9 +184,17 @@ pub struct Ckpt {
     current: Gci,
     /// The last complete GCI this node knows of.
     complete: Gci,
-    /// What this node restored from its files at start.
+    /// What this node restored from its files at start (or rolled
+    /// forward to at a system restart).
     restored: Gci,
     restorable: bool,
+    /// GCIs above `restored` this node's files can roll forward to; kept
+    /// (and the LQHs keep the records) until the node hears where the
+    /// cluster restarts (`GcpRestartGciReq`), or its first GCP round comes
+    /// without it (then it stays at `restored`).
+    reachable: Vec<Gci>,
+    /// LQHs still replaying up to a restart GCI (`GcpRestoreToReq`).
+    restoring_lqhs: BTreeSet<BlockRef>,
     /// This node joined a running cluster and copied its partitions: its
     /// REDO log lacks the copied rows, so its files are not a complete copy
     /// (until a local checkpoint covers them; see crates/node/src/lcp.rs).
@@ -232,7 +258,7 @@ impl Ckpt {
         c.membership = Some(Membership { generation: 1, members: vec![node], president: node });
         c.master = Some(Master {
             round: Round::Idle,
-            known: BTreeMap::from([(node, NodeState { restored: complete, restorable: true })]),
+            known: BTreeMap::from([(node, NodeState { restored: complete, restorable: true, reachable: Vec::new() })]),
             to_sync: BTreeSet::new(),
             timer_armed: true,
             tagged: current,
@@ -257,6 +283,8 @@ impl Ckpt {
             complete,
             restored: complete,
             restorable: false,
+            reachable: Vec::new(),
+            restoring_lqhs: BTreeSet::new(),
             copied: false,
             copied_lcp_floor: None,
             membership: None,
@@ -287,6 +315,14 @@ impl Ckpt {
         self
     }
 
+    /// GCIs above the restored one this node's files can also restore to
+    /// (`RestoreReport::reachable`; its LQHs hold the records).
+    pub fn with_reachable(mut self, reachable: Vec<Gci>) -> Ckpt {
+        debug_assert!(reachable.iter().all(|g| *g > self.restored));
+        self.reachable = reachable;
+        self
+    }
+
     /// Run local checkpoints (with a system file: they are recorded in it).
     pub fn with_lcp(mut self, lcp: crate::lcp::LcpCoordinator) -> Ckpt {
         debug_assert!(self.sys.is_some(), "local checkpoints need a system file");
@@ -313,6 +349,7 @@ impl Ckpt {
         counters.push(("ckpt: current gci".into(), self.current));
         counters.push(("ckpt: complete gci".into(), self.complete));
         counters.push(("ckpt: take-overs pending".into(), self.takeovers.len() as u64));
+        counters.push(("ckpt: lqhs rolling forward".into(), self.restoring_lqhs.len() as u64));
         let (local_step, local_waiting) = match &self.local {
             Local::Idle => (0, 0),
             Local::Prepare { waiting, .. } => (2, waiting.len()),
@@ -376,6 +413,11 @@ impl Ckpt {
                 let president = membership.president;
                 self.membership = Some(membership.clone());
                 self.copied |= joined;
+                if joined {
+                    // A node restart: the running cluster's rows win; the
+                    // records past its restored GCI are of no use.
+                    self.restore_to(self.restored, ctx);
+                }
                 if president == self.node {
                     // Formed the cluster (or joined as its only member).
                     self.become_master(&membership.members, !joined, ctx);
@@ -512,10 +554,15 @@ impl Ckpt {
             return norr_kernel::probe!(self.counters, "ckpt: reply while not master");
         };
         let matched = match (&sig, &mut m.round) {
-            (CkptSignal::GcpStateConf { current, complete, restored, restorable }, Round::Sync { waiting, .. }) => {
+            (
+                CkptSignal::GcpStateConf { current, complete, restored, restorable, reachable },
+                Round::Sync { waiting, .. },
+            ) => {
                 let fresh = waiting.remove(&from);
                 if fresh {
-                    m.known.insert(from, NodeState { restored: *restored, restorable: *restorable });
+                    let state =
+                        NodeState { restored: *restored, restorable: *restorable, reachable: reachable.clone() };
+                    m.known.insert(from, state);
                     m.tagged = m.tagged.max(*current);
                     self.complete = self.complete.max(*complete);
                 }
@@ -556,8 +603,11 @@ impl Ckpt {
         let nodes: BTreeSet<NodeId> = m.known.keys().copied().collect();
         match &m.round {
             Round::Sync { waiting, system_restart } if waiting.is_empty() => {
-                let system_restart = *system_restart;
-                if system_restart {
+                // A node still holding records past its restored GCI has not
+                // heard where the cluster restarts (the master that decided
+                // failed before telling it): decide again.
+                let undecided = m.known.values().any(|s| !s.reachable.is_empty());
+                if *system_restart || undecided {
                     self.system_restart_gci(ctx);
                 }
                 let m = self.master.as_mut().expect("master");
@@ -608,7 +658,16 @@ impl Ckpt {
     /// transactions.
     fn system_restart_gci(&mut self, ctx: &mut Ctx<'_, Signal>) {
         let m = self.master.as_ref().expect("master");
-        let mut candidates: Vec<Gci> = m.known.values().filter(|s| s.restorable).map(|s| s.restored).collect();
+        // A node's files restore exactly its restored GCI or one it can
+        // roll forward to: a GCI some node's system file recorded was saved
+        // by every node of that round before any recorded it, so a node
+        // that missed only the record holds it in its REDO log.
+        let mut candidates: Vec<Gci> = m
+            .known
+            .values()
+            .filter(|s| s.restorable)
+            .flat_map(|s| std::iter::once(s.restored).chain(s.reachable.iter().copied()))
+            .collect();
         candidates.sort_unstable();
         candidates.dedup();
         let present: BTreeSet<NodeId> = m.known.keys().copied().collect();
@@ -616,7 +675,7 @@ impl Ckpt {
             self.node_groups
                 .iter()
                 .filter(|g| g.iter().any(|n| present.contains(n)))
-                .all(|g| g.iter().any(|n| m.known.get(n).is_some_and(|s| s.restorable && s.restored == c)))
+                .all(|g| g.iter().any(|n| m.known.get(n).is_some_and(|s| s.holds(c))))
         };
         let Some(restart) = candidates.iter().rev().copied().find(|&c| holds(c)) else {
             if candidates.is_empty() || candidates == [0] {
@@ -638,13 +697,21 @@ impl Ckpt {
                 held.join(", ")
             ));
         };
-        let behind: Vec<NodeId> =
-            m.known.iter().filter(|(_, s)| !s.restorable || s.restored != restart).map(|(n, _)| *n).collect();
+        let behind: Vec<NodeId> = m.known.iter().filter(|(_, s)| !s.holds(restart)).map(|(n, _)| *n).collect();
         self.counters.bump("ckpt: system restarts decided");
         let m = self.master.as_mut().expect("master");
         for n in behind {
             m.known.remove(&n);
             ctx.send_prio(Self::ckpt_of(n), ckpt(CkptSignal::GcpRestartNodeReq { gci: restart }), Priority::A);
+        }
+        // The others restart to it, some rolling forward; before any round.
+        for (n, s) in m.known.iter_mut() {
+            if s.restored != restart {
+                self.counters.bump("ckpt: nodes rolled forward at a system restart");
+            }
+            s.restored = restart;
+            s.reachable.clear();
+            ctx.send_prio(Self::ckpt_of(*n), ckpt(CkptSignal::GcpRestartGciReq { gci: restart }), Priority::A);
         }
         self.complete = self.complete.max(restart);
     }
@@ -675,11 +742,14 @@ impl Ckpt {
                     complete: self.complete,
                     restored: self.restored,
                     restorable: self.restorable,
+                    reachable: self.reachable.clone(),
                 };
                 self.reply_master(master, conf, ctx);
             }
             CkptSignal::GcpPrepareReq { gci } => {
                 debug_assert!(gci > self.current, "prepare of {gci} at {}", self.current);
+                // No restart GCI came: the node stays at the one it restored.
+                self.restore_to(self.restored, ctx);
                 let waiting = self.local_tcs();
                 for &to in &waiting {
                     ctx.send_prio(to, ckpt(CkptSignal::GcpPrepareReq { gci }), Priority::A);
@@ -717,11 +787,51 @@ impl Ckpt {
                 }
                 self.lcp_on_complete(gci, ctx);
             }
-            CkptSignal::GcpRestartNodeReq { gci } => self.restart_as_node_restart(gci, ctx),
+            CkptSignal::GcpRestartNodeReq { gci } => {
+                self.restore_to(self.restored, ctx);
+                self.restart_as_node_restart(gci, ctx)
+            }
+            CkptSignal::GcpRestartGciReq { gci } => {
+                debug_assert!(gci == self.restored || self.reachable.contains(&gci), "restart to {gci} not held");
+                self.restore_to(gci, ctx);
+            }
             other => {
                 norr_kernel::probe!(self.counters, "ckpt: unexpected request");
                 debug_assert!(false, "CKPT got request {other:?}");
             }
+        }
+    }
+
+    /// This node restarts to `gci` (its restored GCI, or one its REDO log
+    /// can roll forward to): once, before its first GCP round. The LQHs
+    /// replay the records they kept up to it (or drop them); their
+    /// `GcpRestoreToReq` is queued before anything the first round brings.
+    fn restore_to(&mut self, gci: Gci, ctx: &mut Ctx<'_, Signal>) {
+        if self.reachable.is_empty() {
+            return;
+        }
+        let rolled = self.reachable.contains(&gci);
+        debug_assert!(rolled || gci == self.restored);
+        self.reachable.clear();
+        if rolled {
+            self.counters.bump("ckpt: rolled forward at a system restart");
+            self.restored = gci;
+            self.complete = self.complete.max(gci);
+        }
+        self.restoring_lqhs = self.local_lqhs();
+        for to in self.local_lqhs() {
+            ctx.send_prio(to, ckpt(CkptSignal::GcpRestoreToReq { gci }), Priority::A);
+        }
+    }
+
+    fn on_restore_to_conf(&mut self, from: BlockRef, gci: Gci, error: Option<String>, ctx: &mut Ctx<'_, Signal>) {
+        self.restoring_lqhs.remove(&from);
+        if let Some(error) = error {
+            // Its rows are half replayed: not usable. It leaves and starts
+            // again, copying from a live replica.
+            norr_kernel::probe!(self.counters, "ckpt: roll forward failed");
+            self.local_stopped = Some(format!("LQH {from} could not roll forward to GCI {gci}: {error}"));
+            self.restart_as_node_restart(gci, ctx);
         }
     }
 
@@ -932,6 +1042,10 @@ impl Ckpt {
         }
         match (&sig, from.block) {
             (C::GcpTimer, _) => self.on_timer(ctx),
+            (C::GcpRestoreToConf { gci, error }, block::LQH) if from.node == self.node => {
+                let (gci, error) = (*gci, error.clone());
+                self.on_restore_to_conf(from, gci, error, ctx)
+            }
             (_, block::TC | block::LQH) if from.node == self.node => self.on_local_reply(from, sig, ctx),
             (
                 C::GcpStateReq
@@ -940,7 +1054,8 @@ impl Ckpt {
                 | C::GcpSaveReq { .. }
                 | C::GcpRecordReq { .. }
                 | C::GcpCompleteRep { .. }
-                | C::GcpRestartNodeReq { .. },
+                | C::GcpRestartNodeReq { .. }
+                | C::GcpRestartGciReq { .. },
                 block::CKPT,
             ) => {
                 if let C::GcpStateReq = sig {

@@ -30,7 +30,8 @@ use norr_knobs::Knobs;
 use norr_signals::ckpt::Gci;
 use norr_signals::schema::{PartitionId, TableDef, TableId};
 use norr_signals::{block, Signal};
-use norr_txn::{dict::Dict, lqh::Lqh, tc::Tc};
+use norr_txn::lqh::{Lqh, RollForward};
+use norr_txn::{dict::Dict, tc::Tc};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -82,6 +83,11 @@ pub struct RestoreReport {
     /// The files hold a complete copy of the node's partitions up to `gci`
     /// (false: the node was in a node restart; it must copy again).
     pub restorable: bool,
+    /// GCIs above `gci` the files can also restore to (a cluster node
+    /// whose system file missed the last GCP records: its REDO log holds
+    /// their saves). The node's LQHs keep those records until the cluster
+    /// decides where it restarts (`Lqh::set_roll_forward`).
+    pub reachable: Vec<Gci>,
 }
 
 impl std::fmt::Display for RestoreReport {
@@ -149,6 +155,7 @@ fn read_redo(
     geo: RedoGeometry,
     part: u32,
     gci: Gci,
+    ahead_pages: u64,
     each: &mut dyn FnMut(u64, redo::LoggedRecord) -> Result<(), String>,
 ) -> Result<redo::RedoRecovered, String> {
     let mut firsts = Vec::new();
@@ -163,7 +170,7 @@ fn read_redo(
         }
         None => None,
     };
-    let mut reader = RedoReader::new(geo, part, head, 1, gci);
+    let mut reader = RedoReader::new(geo, part, head, 1, gci).with_lookahead(ahead_pages);
     let mut out = Vec::new();
     let mut n = 0u64;
     while let Some(rd) = reader.next_read() {
@@ -184,7 +191,7 @@ fn scan_resets(dir: &dyn DataDir, knobs: &Knobs, part: u32, gci: Gci, defs: &[Ta
         return Ok(resets);
     }
     let versions: BTreeMap<TableId, u32> = defs.iter().map(|d| (d.id, d.version)).collect();
-    read_redo(dir, geometry(knobs), part, gci, &mut |n, r| {
+    read_redo(dir, geometry(knobs), part, gci, 0, &mut |n, r| {
         if r.record.op != redo::RedoOp::Reset {
             return Ok(());
         }
@@ -215,11 +222,16 @@ fn restore_redo(
     dir: &dyn DataDir,
     knobs: &Knobs,
     part: u32,
-    gci: Gci,
+    at: RestorePoint,
     resets: &RedoResets,
     lqh: &mut Lqh,
     report: &mut RestoreReport,
-) -> Result<(RedoPart, Gci), String> {
+) -> Result<(RedoPart, Gci, RollForward), String> {
+    let gci = at.gci;
+    // A cluster node reads its REDO log past the restart point too: the
+    // cluster may restart to a later GCI (see `RestoreReport::reachable`).
+    // Bounded: normally a GCP interval or two of writes.
+    let ahead_pages = if at.cluster { 2 * knobs.redo_buffer_bytes / redo::DEFAULT_PAGE_BYTES as u64 } else { 0 };
     let geo = geometry(knobs);
     let buffer = knobs.redo_buffer_bytes as usize;
     if gci == 0 {
@@ -228,9 +240,9 @@ fn restore_redo(
         for f in 0..geo.files {
             dir.remove(&redo::file_path(part, f))?;
         }
-        return Ok((RedoPart::create(part, geo, buffer), 0));
+        return Ok((RedoPart::create(part, geo, buffer), 0, RollForward::default()));
     }
-    let rec = read_redo(dir, geo, part, gci, &mut |n, r| {
+    let rec = read_redo(dir, geo, part, gci, ahead_pages, &mut |n, r| {
         report.redo_records += 1;
         if resets.skips(n, &r.record) {
             report.redo_skipped += 1;
@@ -239,7 +251,28 @@ fn restore_redo(
         lqh.restore_record(r).map_err(|e| format!("REDO replay: {e}"))
     })?;
     report.redo_pages += rec.pages_read;
-    Ok((RedoPart::resume(part, geo, buffer, rec.resume), rec.max_gci_seen))
+    let roll = RollForward { records: rec.ahead, resumes: rec.ahead_resumes.into_iter().collect() };
+    Ok((RedoPart::resume(part, geo, buffer, rec.resume), rec.max_gci_seen, roll))
+}
+
+/// The GCIs above the restored one that every REDO part can roll forward
+/// to: a marker in each, and no TRUNCATE or rebuilding ALTER (a reset
+/// record) at or below it (a roll forward replays rows, not resets).
+fn reachable_gcis(rolls: &[RollForward]) -> Vec<Gci> {
+    let Some(first) = rolls.first() else { return Vec::new() };
+    let first_reset = rolls
+        .iter()
+        .flat_map(|r| r.records.iter())
+        .filter(|r| r.record.op == redo::RedoOp::Reset)
+        .map(|r| r.gci)
+        .min()
+        .unwrap_or(Gci::MAX);
+    first
+        .resumes
+        .keys()
+        .copied()
+        .filter(|g| *g < first_reset && rolls.iter().all(|r| r.resumes.contains_key(g)))
+        .collect()
 }
 
 /// The LCP id a checkpoint file name carries (`<id>.data`, `<id>.ctl`).
@@ -509,6 +542,7 @@ pub fn build_durable_full(
     let recorded_lcp = sysfile.as_ref().map_or(0, |s| s.last_lcp_id);
     let mut max_lcp_id = recorded_lcp;
     let at = RestorePoint { gci, recorded_lcp, cluster: topo.is_some() };
+    let mut rolls = Vec::new();
     for i in 0..lqh_n {
         let mut lqh = Lqh::new(node, i, lqh_n, knobs);
         if topo.is_some() {
@@ -523,12 +557,23 @@ pub fn build_durable_full(
         max_lcp_id = max_lcp_id.max(restore_lcps(dir, &defs, at, &mut resets, &mut lqh, &mut report)?);
         report.read_checkpoint += t1.elapsed();
         let t2 = Instant::now();
-        let (mut part, seen) = restore_redo(dir, knobs, i as u32, gci, &resets, &mut lqh, &mut report)?;
+        let (mut part, seen, roll) = restore_redo(dir, knobs, i as u32, at, &resets, &mut lqh, &mut report)?;
         *part.crash_points_mut() = crash.clone();
         report.apply_redo += t2.elapsed();
         max_seen = max_seen.max(seen);
         lqh.enable_redo(part);
         lqhs.push(lqh);
+        rolls.push(roll);
+    }
+    if report.restorable {
+        report.reachable = reachable_gcis(&rolls);
+    }
+    if let Some(&top) = report.reachable.last() {
+        for (lqh, mut roll) in lqhs.iter_mut().zip(rolls) {
+            roll.records.retain(|r| r.gci <= top);
+            roll.resumes.retain(|g, _| report.reachable.contains(g));
+            lqh.set_roll_forward(roll);
+        }
     }
     report.lcp_id = sysfile.as_ref().map_or(0, |s| s.last_lcp_id);
     let t2 = Instant::now();
@@ -572,6 +617,7 @@ pub fn build_durable_full(
         Some(t) => {
             let ckpt = Ckpt::cluster(node, t.node_groups.clone(), knobs, report.start_gci, gci)
                 .with_sysfile(sys, report.restorable)
+                .with_reachable(report.reachable.clone())
                 .with_lcp(coordinator);
             crate::add_cluster_blocks(&mut s, t, knobs, observers, ckpt, &defs, restored_gci);
         }

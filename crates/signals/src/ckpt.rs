@@ -145,6 +145,10 @@ pub enum CkptSignal {
         /// Its files held a complete copy of its partitions (its system
         /// file called it started): a system restart may use it.
         restorable: bool,
+        /// GCIs above `restored` its files can also restore to, until it
+        /// heard where the cluster restarts (its system file missed the
+        /// last GCP records; its REDO log holds their saves).
+        reachable: Vec<Gci>,
     },
     /// Master CKPT -> a node's CKPT at a system restart: the cluster
     /// restarts to GCI `gci`, which this node's files do not hold; it
@@ -152,5 +156,22 @@ pub enum CkptSignal {
     /// (a node restart: it copies its partitions from a live replica).
     GcpRestartNodeReq {
         gci: Gci,
+    },
+    /// Master CKPT -> every node's CKPT that a system restart keeps: the
+    /// cluster restarts to `gci`, which the node restored or can roll
+    /// forward to (`GcpStateConf::reachable`). Before the first round.
+    GcpRestartGciReq {
+        gci: Gci,
+    },
+    /// CKPT -> every LQH of its node: the node restarts to `gci`: replay
+    /// the REDO records kept past the restored GCI up to it (or drop them).
+    GcpRestoreToReq {
+        gci: Gci,
+    },
+    /// LQH -> CKPT. `error`: the replay failed (the node's rows are not
+    /// usable; it must restart and copy).
+    GcpRestoreToConf {
+        gci: Gci,
+        error: Option<String>,
     },
 }

@@ -27,7 +27,9 @@ use serde::{Deserialize, Serialize};
 ///    first / last / GCIs / keys (rows and keys in `row_codec`'s layout),
 ///    `CopyRowsConf` and `CopyFragConf` figures, `DihStartReq` restored GCI
 ///    and kept tables.
-pub const WIRE_VERSION: u16 = 8;
+/// 9: system restarts that roll nodes forward: `GcpStateConf::reachable`,
+///    `GcpRestartGciReq`.
+pub const WIRE_VERSION: u16 = 9;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct WireMsg<'a> {

@@ -70,7 +70,9 @@ impl TableStore {
             // running checkpoint scan is void.
             p.lcp.chain = true;
             p.lcp.active_scan = None;
-            p.lcp.replayed = Default::default();
+            // Changes not yet checkpointed stay changes (a roll forward
+            // restores a table that was restored and finished before).
+            p.lcp.replayed = std::mem::take(&mut p.lcp.changes);
         }
         self.bytes = self.compute_footprint();
     }

@@ -201,6 +201,25 @@ impl RedoPart {
         }
     }
 
+    /// The same part continued from another restart point instead (a
+    /// roll forward to a later GCI the log holds, see
+    /// `RedoRecovered::ahead_resumes`). Only before anything was written.
+    pub fn resumed_at(&self, r: RedoResume) -> RedoPart {
+        assert!(
+            self.inflight.is_none()
+                && self.ready.is_empty()
+                && self.stats.pages_written == 0
+                && self.stats.records == 0
+                && self.held.is_empty(),
+            "REDO part {} moved to another restart point after writing",
+            self.part
+        );
+        assert!(r.durable_gci >= self.durable_gci, "a restart point below the one restored");
+        let mut p = RedoPart::resume(self.part, self.geo, self.buffer_bytes, r);
+        p.crash = self.crash.clone();
+        p
+    }
+
     /// Arm crash points (tests and the simulator).
     pub fn crash_points_mut(&mut self) -> &mut CrashPoints {
         &mut self.crash

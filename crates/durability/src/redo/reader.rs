@@ -109,9 +109,18 @@ pub fn scan_head_file(geo: &RedoGeometry, part: u32, file_no: u32, bytes: &[u8])
 }
 
 /// What a completed read gives: where to resume, and what was seen.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RedoRecovered {
     pub resume: RedoResume,
+    /// With a look-ahead (`RedoReader::with_lookahead`): the records after
+    /// the marker of `to`, up to the last marker found after it, in log
+    /// order (all of a GCI above `to`); and for each of those markers, in
+    /// order, its GCI and where to resume writing had the restart gone to
+    /// it. A node whose system file missed the last GCP record can roll
+    /// forward to such a GCI if the cluster restarts to it: the GCP saved
+    /// it on every node before any node recorded it.
+    pub ahead: Vec<LoggedRecord>,
+    pub ahead_resumes: Vec<(Gci, RedoResume)>,
     /// Highest GCI of any record read (including those above `to`): GCIs
     /// handed out after the restart must be higher.
     pub max_gci_seen: Gci,
@@ -139,6 +148,15 @@ pub struct RedoReader {
     rec_start_seq: u64,
     pages_read: u64,
     returned: u64,
+    /// Pages the look-ahead past the marker of `to` may read (0: none).
+    ahead_pages_left: u64,
+    /// The look-ahead reached the log's end (or its page budget).
+    ahead_ended: bool,
+    ahead: Vec<LoggedRecord>,
+    /// (GCI, seq) of every marker page the look-ahead found.
+    ahead_markers: Vec<(Gci, u64)>,
+    /// Highest page seq read.
+    max_read_seq: Option<u64>,
 }
 
 impl RedoReader {
@@ -167,12 +185,31 @@ impl RedoReader {
             rec_start_seq: tail,
             pages_read: 0,
             returned: 0,
+            ahead_pages_left: 0,
+            ahead_ended: false,
+            ahead: Vec::new(),
+            ahead_markers: Vec::new(),
+            max_read_seq: None,
         }
     }
 
-    /// True once every record needed has been read.
+    /// Go on reading past the marker of `to`, at most `max_pages` pages,
+    /// to the end of the valid log: its records and markers are returned
+    /// apart (`RedoRecovered::ahead`). A bad or missing page there ends the
+    /// look-ahead; it is not an error (nothing after `to` is needed).
+    pub fn with_lookahead(mut self, max_pages: u64) -> RedoReader {
+        self.ahead_pages_left = max_pages;
+        self
+    }
+
+    /// True once every record needed has been read (and the look-ahead,
+    /// if asked, ended).
     pub fn done(&self) -> bool {
-        self.marker_seq.is_some() || self.to == 0
+        self.to == 0 || (self.marker_seq.is_some() && (self.ahead_ended || self.ahead_pages_left == 0))
+    }
+
+    fn in_lookahead(&self) -> bool {
+        self.marker_seq.is_some()
     }
 
     /// The next pages to read (one file, in order); None when done or when
@@ -204,6 +241,13 @@ impl RedoReader {
         }
         for (i, page) in bytes.chunks_exact(pb).enumerate() {
             let offset = read.offset + (i * pb) as u64;
+            if self.in_lookahead() {
+                if !self.feed_ahead(page, &path, offset) {
+                    self.ahead_ended = true;
+                    break;
+                }
+                continue;
+            }
             let (h, data) = match check_page(&self.geo, self.part, page, &path, offset) {
                 Ok((h, d)) if h.seq == self.next_seq => (h, d),
                 Ok((h, _)) => {
@@ -260,14 +304,70 @@ impl RedoReader {
             self.returned += n;
             self.pages_read += 1;
             self.page_gcis.push((h.seq, page_max));
+            self.max_read_seq = Some(h.seq);
             self.next_seq += 1;
             let marker = h.meta[meta::MARKER];
             if marker != 0 && marker >= self.to {
                 self.marker_seq = Some(h.seq);
+                // Records after the marker in the stream belong to the
+                // look-ahead; none can be of a GCI <= `to` (redo module
+                // doc, invariant 5).
                 break;
             }
         }
         Ok(())
+    }
+
+    /// One page past the marker of `to`: false if the log ends here.
+    fn feed_ahead(&mut self, page: &[u8], path: &str, offset: u64) -> bool {
+        if self.ahead_pages_left == 0 {
+            return false;
+        }
+        let (h, data) = match check_page(&self.geo, self.part, page, path, offset) {
+            Ok((h, d)) if h.seq == self.next_seq => (h, d),
+            _ => return false,
+        };
+        self.ahead_pages_left -= 1;
+        let was_mid = self.stream.mid_record();
+        let mut first_done: Option<Gci> = None;
+        let mut completed = 0u64;
+        let mut page_max = 0;
+        let to = self.to;
+        let mut found = Vec::new();
+        let fed = self.stream.feed(&data, h.first_record, |body| {
+            let rec = record::decode(body)?;
+            if completed == 0 && was_mid {
+                first_done = Some(rec.gci);
+            }
+            completed += 1;
+            page_max = page_max.max(rec.gci);
+            if rec.gci > to {
+                found.push(rec);
+            }
+            Ok(())
+        });
+        if fed.is_err() {
+            return false;
+        }
+        if let Some(g) = first_done {
+            for e in self.page_gcis.iter_mut().filter(|e| e.0 >= self.rec_start_seq) {
+                e.1 = e.1.max(g);
+            }
+        }
+        if self.stream.mid_record() && (!was_mid || completed > 0) {
+            self.rec_start_seq = h.seq;
+        }
+        self.max_gci_seen = self.max_gci_seen.max(page_max);
+        self.ahead.extend(found);
+        self.pages_read += 1;
+        self.page_gcis.push((h.seq, page_max));
+        self.max_read_seq = Some(h.seq);
+        self.next_seq += 1;
+        let marker = h.meta[meta::MARKER];
+        if marker > self.to && self.ahead_markers.last().is_none_or(|(g, _)| marker > *g) {
+            self.ahead_markers.push((marker, h.seq));
+        }
+        true
     }
 
     fn missing(&self, path: &str, offset: u64, found: &str) -> FormatError {
@@ -302,6 +402,8 @@ impl RedoReader {
                         max_gci_seen: 0,
                         pages_read: 0,
                         records_returned: 0,
+                        ahead: Vec::new(),
+                        ahead_resumes: Vec::new(),
                     });
                 }
                 self.last_seq
@@ -313,19 +415,36 @@ impl RedoReader {
         };
         let next_seq = marker_seq + 1;
         let tail_seq = if self.to == 0 { next_seq } else { self.tail_seq };
-        let resume = RedoResume {
-            next_seq,
+        // Pages past any restart point may hold this life's records: blank
+        // them (up to what was read, and what may be written unsynced).
+        let newest = self.last_seq.max(marker_seq).max(self.max_read_seq.unwrap_or(0));
+        let invalidate_through = newest + MAX_UNSYNCED_PAGES + MAX_IO_PAGES;
+        let resume_at = |gci: Gci, marker_seq: u64, page_gcis: &[(u64, Gci)]| RedoResume {
+            next_seq: marker_seq + 1,
             tail_seq,
-            durable_gci: self.to,
+            durable_gci: gci,
             marker_seq,
-            page_gcis: if self.to == 0 { vec![] } else { self.page_gcis },
-            invalidate_through: self.last_seq.max(marker_seq) + MAX_UNSYNCED_PAGES + MAX_IO_PAGES,
+            page_gcis: page_gcis.iter().copied().filter(|(s, _)| *s <= marker_seq).collect(),
+            invalidate_through,
         };
+        let page_gcis = if self.to == 0 { vec![] } else { self.page_gcis };
+        let resume = resume_at(self.to, marker_seq, &page_gcis);
+        debug_assert_eq!(resume.next_seq, next_seq);
+        let ahead_resumes: Vec<(Gci, RedoResume)> =
+            self.ahead_markers.iter().map(|&(g, seq)| (g, resume_at(g, seq, &page_gcis))).collect();
+        // Records after the last marker found belong to no GCI the log
+        // holds whole.
+        let last = ahead_resumes.last().map_or(self.to, |(g, _)| *g);
+        let mut ahead = self.ahead;
+        ahead.retain(|r| r.gci <= last);
+        debug_assert!(ahead.iter().all(|r| r.gci > self.to));
         Ok(RedoRecovered {
             resume,
             max_gci_seen: self.max_gci_seen,
             pages_read: self.pages_read,
             records_returned: self.returned,
+            ahead,
+            ahead_resumes,
         })
     }
 }

@@ -56,6 +56,17 @@ impl Harness {
 
     /// Read the log back as a restart would (to = `to`).
     fn recover(&self, from: Gci, to: Gci) -> Result<(Vec<LoggedRecord>, RedoRecovered), crate::FormatError> {
+        self.recover_with(from, to, 0)
+    }
+
+    /// `recover`, looking ahead past the marker of `to` for up to
+    /// `ahead_pages` pages.
+    fn recover_with(
+        &self,
+        from: Gci,
+        to: Gci,
+        ahead_pages: u64,
+    ) -> Result<(Vec<LoggedRecord>, RedoRecovered), crate::FormatError> {
         let firsts: Vec<(u32, Vec<u8>)> = first_page_reads(&self.geo)
             .iter()
             .map(|r| (r.file_no, self.disk.read(&file_path(PART, r.file_no), r.offset, r.len as usize)))
@@ -67,7 +78,7 @@ impl Harness {
             }
             None => None,
         };
-        let mut reader = RedoReader::new(self.geo, PART, head, from, to);
+        let mut reader = RedoReader::new(self.geo, PART, head, from, to).with_lookahead(ahead_pages);
         let mut out = Vec::new();
         while let Some(r) = reader.next_read() {
             let bytes = self.disk.read(&file_path(PART, r.file_no), r.offset, r.len as usize);
@@ -345,4 +356,61 @@ fn a_flush_covering_several_gcis_orders_the_held_records_around_its_marker() {
     assert!(h.pump().is_none());
     let (got, _) = h.recover(1, 7).unwrap();
     assert_eq!(got.iter().map(|r| r.gci).collect::<Vec<_>>(), vec![5, 6, 7]);
+}
+
+/// A node restored to 5 whose log also holds the markers of 6 and 7 (its
+/// system file missed their records): the look-ahead gives the records of
+/// 6 and 7 and where to resume for each; records after the last marker
+/// are not part of any GCI the log holds whole. Rolled forward to 6, the
+/// log continues after the marker of 6, and a later restart reads 5, 6 and
+/// what came after, never 7.
+#[test]
+fn the_look_ahead_gives_each_later_gci_the_log_holds_whole() {
+    let geo = small_geo();
+    let mut h = Harness::new(3, geo);
+    for g in 5..=7u64 {
+        h.part.append(g, &[rec(g, 300), rec(g + 100, 700)]).unwrap();
+        h.part.flush_up_to(g).unwrap();
+    }
+    h.part.append(8, &[rec(8, 10)]).unwrap();
+    assert!(h.pump().is_none());
+    let (got, r) = h.recover_with(1, 5, 1000).unwrap();
+    assert_eq!(got.iter().map(|r| r.gci).collect::<Vec<_>>(), vec![5, 5]);
+    assert_eq!(r.ahead.iter().map(|r| r.gci).collect::<Vec<_>>(), vec![6, 6, 7, 7]);
+    assert_eq!(r.ahead[0].record, rec(6, 300));
+    assert_eq!(r.ahead_resumes.iter().map(|(g, _)| *g).collect::<Vec<_>>(), vec![6, 7]);
+    assert!(r.max_gci_seen >= 7);
+    // Without the look-ahead nothing after the marker of 5 is read.
+    let (_, plain) = h.recover(1, 5).unwrap();
+    assert!(plain.ahead.is_empty() && plain.ahead_resumes.is_empty());
+    assert_eq!(plain.resume, r.resume);
+    let base = RedoPart::resume(PART, geo, 64 * geo.page_bytes as usize, r.resume.clone());
+    let at6 = r.ahead_resumes[0].1.clone();
+    assert_eq!(at6.durable_gci, 6);
+    h.part = base.resumed_at(at6);
+    h.part.append(9, &[rec(9, 10)]).unwrap();
+    h.part.flush_up_to(9).unwrap();
+    assert!(h.pump().is_none());
+    let (got, _) = h.recover(1, 9).unwrap();
+    assert_eq!(got.iter().map(|r| r.gci).collect::<Vec<_>>(), vec![5, 5, 6, 6, 9]);
+}
+
+/// The look-ahead stops at a damaged page without an error: the GCIs after
+/// it are not reachable, those before are.
+#[test]
+fn the_look_ahead_ends_quietly_at_a_damaged_page() {
+    let geo = small_geo();
+    let mut h = Harness::new(4, geo);
+    for g in 5..=8u64 {
+        h.part.append(g, &[rec(g, 400)]).unwrap();
+        h.part.flush_up_to(g).unwrap();
+    }
+    assert!(h.pump().is_none());
+    let (_, full) = h.recover_with(1, 5, 1000).unwrap();
+    let seq7 = full.ahead_resumes.iter().find(|(g, _)| *g == 7).unwrap().1.marker_seq;
+    let (file, offset) = geo.position(seq7);
+    h.disk.write(&file_path(PART, file), offset + 100, &[0xAB; 8]);
+    let (_, cut) = h.recover_with(1, 5, 1000).unwrap();
+    assert_eq!(cut.ahead_resumes.iter().map(|(g, _)| *g).collect::<Vec<_>>(), vec![6]);
+    assert!(cut.ahead.iter().all(|r| r.gci == 6));
 }

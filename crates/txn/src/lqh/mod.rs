@@ -25,6 +25,7 @@ mod copy;
 mod exec;
 mod lcp;
 mod redo;
+pub use redo::RollForward;
 mod replica;
 mod resync;
 mod savepoint;

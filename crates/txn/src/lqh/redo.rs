@@ -18,10 +18,15 @@
 //!
 //! Restart: the host reads the files before the blocks start and feeds
 //! `restore_tables`, `restore_record` (REDO records of GCIs up to the
-//! restart point, in log order) and `restore_finish`.
+//! restart point, in log order) and `restore_finish`. A cluster node may
+//! also get the records of later GCIs its log holds whole
+//! (`set_roll_forward`): when the cluster restarts to one of them (every
+//! node saved it, some recorded it, this one did not), CKPT's
+//! `GcpRestoreToReq` replays them and moves the log's write point past
+//! that GCI's marker; otherwise they are dropped.
 
 use super::{Lqh, LqhTxn};
-use norr_durability::redo::{self, AppendError, LoggedRecord, RedoIo, RedoOp, RedoPart, RedoRecord};
+use norr_durability::redo::{self, AppendError, LoggedRecord, RedoIo, RedoOp, RedoPart, RedoRecord, RedoResume};
 use norr_kernel::{BlockRef, Ctx, Priority};
 use norr_signals::ckpt::{CkptSignal, Gci};
 use norr_signals::fs::{FileHandle, FsOp, FsResult, FsSignal};
@@ -32,6 +37,15 @@ use std::sync::Arc;
 /// FS request ids of opens: this plus the file number (REDO IO ids count
 /// up from 1 and never get near it).
 const OPEN_REQ: u64 = 1 << 62;
+
+/// Records of GCIs above the restored one, and where the log resumes for
+/// each GCI they can be rolled forward to (`RedoRecovered::ahead`).
+#[derive(Debug, Default)]
+pub struct RollForward {
+    /// In log order; every one of a GCI above the restored one.
+    pub records: Vec<LoggedRecord>,
+    pub resumes: std::collections::BTreeMap<Gci, RedoResume>,
+}
 
 pub(super) struct LqhRedo {
     part: RedoPart,
@@ -50,6 +64,8 @@ pub(super) struct LqhRedo {
     /// TRUNCATE / rebuilding ALTER answers held until their reset record's
     /// GCI is complete: (gci, DICT, request).
     ddl_waits: Vec<(Gci, BlockRef, u64)>,
+    /// Until CKPT says where the cluster restarts (module doc).
+    roll: Option<RollForward>,
 }
 
 impl LqhRedo {
@@ -64,6 +80,7 @@ impl LqhRedo {
             broken: None,
             max_gci: 0,
             complete_gci: 0,
+            roll: None,
             ddl_waits: Vec::new(),
         }
     }
@@ -84,6 +101,48 @@ impl Lqh {
     /// data directory). Before the first signal.
     pub fn enable_redo(&mut self, part: RedoPart) {
         self.redo = Some(LqhRedo::new(part));
+    }
+
+    /// Restart: records of later GCIs this part's log holds whole, kept
+    /// until `GcpRestoreToReq` (after `enable_redo`).
+    pub fn set_roll_forward(&mut self, roll: RollForward) {
+        let r = self.redo.as_mut().expect("a REDO part to roll forward");
+        debug_assert!(roll.records.iter().all(|x| x.gci > r.part.durable_gci()));
+        debug_assert!(roll.resumes.keys().all(|g| *g > r.part.durable_gci()));
+        r.roll = (!roll.resumes.is_empty()).then_some(roll);
+    }
+
+    /// `GcpRestoreToReq`: the cluster restarts to `gci`. Replay the kept
+    /// records up to it if it is above the restored GCI, else drop them.
+    fn redo_restore_to(&mut self, gci: Gci) -> Result<u64, NodeError> {
+        let Some(r) = self.redo.as_mut() else { return Ok(0) };
+        let Some(roll) = r.roll.take() else { return Ok(0) };
+        let Some(resume) = roll.resumes.get(&gci).cloned() else {
+            crate::probe!(self.counters, "lqh: records past the restart gci dropped");
+            return Ok(0);
+        };
+        // The write point moves past `gci`'s marker before anything is
+        // written (nothing is before CKPT's first round reaches LQH).
+        r.part = r.part.resumed_at(resume);
+        debug_assert_eq!(r.part.durable_gci(), gci);
+        let records: Vec<LoggedRecord> = roll.records.into_iter().filter(|x| x.gci <= gci).collect();
+        let tables: std::collections::BTreeSet<norr_signals::TableId> =
+            records.iter().map(|x| x.record.table).filter(|t| self.defs.contains_key(t)).collect();
+        // Replayed as at a restore: in restore mode (no index upkeep, no
+        // unique checks on states between the records of one transaction),
+        // then the indexes are built again.
+        for &t in &tables {
+            self.storage.restore_begin(t)?;
+        }
+        let n = records.len() as u64;
+        for rec in records {
+            self.restore_record(rec)?;
+        }
+        for &t in &tables {
+            self.storage.restore_finish(t)?;
+        }
+        self.counters.bump_by("lqh: records rolled forward at a system restart", n);
+        Ok(n)
     }
 
     /// Fill ratio and counters of the REDO part (None: no log).
@@ -406,6 +465,11 @@ impl Lqh {
                     r.complete_gci = r.complete_gci.max(gci);
                     self.redo_answer_ddl(ctx);
                 }
+            }
+            CkptSignal::GcpRestoreToReq { gci } => {
+                let error = self.redo_restore_to(gci).err().map(|e| e.to_string());
+                let conf = CkptSignal::GcpRestoreToConf { gci, error };
+                ctx.send_prio(from, Signal::Ckpt(Box::new(conf)), Priority::A);
             }
             CkptSignal::LcpStartReq { lcp_id, start_gci } => self.on_lcp_start(from, lcp_id, start_gci, ctx),
             CkptSignal::LcpSlice { lcp_id } => self.on_lcp_slice(lcp_id, ctx),
