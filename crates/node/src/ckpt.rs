@@ -87,6 +87,11 @@ enum Round {
     Record {
         gci: Gci,
         waiting: BTreeSet<NodeId>,
+        /// Every node records it (false: only those without a complete
+        /// copy on disk, see `Ckpt::record_targets`).
+        full: bool,
+        /// The nodes asked to record it.
+        targets: BTreeSet<NodeId>,
     },
     /// A save or system file write failed: no more GCPs.
     Stopped {
@@ -571,7 +576,7 @@ impl Ckpt {
             (CkptSignal::GcpPrepareConf { gci }, Round::Prepare { gci: g, waiting })
             | (CkptSignal::GcpTcFinishedRep { gci }, Round::Commit { gci: g, waiting })
             | (CkptSignal::GcpSaveConf { gci }, Round::Save { gci: g, waiting })
-            | (CkptSignal::GcpRecordConf { gci }, Round::Record { gci: g, waiting })
+            | (CkptSignal::GcpRecordConf { gci }, Round::Record { gci: g, waiting, .. })
                 if gci == g =>
             {
                 waiting.remove(&from)
@@ -630,10 +635,22 @@ impl Ckpt {
             }
             Round::Save { gci, waiting } if waiting.is_empty() => {
                 let gci = *gci;
-                m.round = Round::Record { gci, waiting: nodes.clone() };
-                self.send_all(&nodes, CkptSignal::GcpRecordReq { gci }, ctx);
+                let (targets, full) = Self::record_targets(&self.node_groups, &m.known);
+                m.round = Round::Record { gci, waiting: targets.clone(), full, targets: targets.clone() };
+                self.send_all(&targets, CkptSignal::GcpRecordReq { gci }, ctx);
             }
-            Round::Record { gci, waiting } if waiting.is_empty() => {
+            Round::Record { gci, waiting, full: false, targets } if waiting.is_empty() => {
+                let (gci, targets) = (*gci, targets.clone());
+                m.round = Round::Idle;
+                self.counters.bump("ckpt: gcis recorded only by nodes without a complete copy");
+                self.send_all(&targets, CkptSignal::GcpRecordedRep { gci }, ctx);
+                if self.master.as_ref().is_some_and(|m| !m.to_sync.is_empty()) {
+                    self.sync_or_round(ctx);
+                } else {
+                    self.arm_timer(ctx);
+                }
+            }
+            Round::Record { gci, waiting, full: true, .. } if waiting.is_empty() => {
                 let gci = *gci;
                 m.round = Round::Idle;
                 self.counters.bump("ckpt: gcps completed");
@@ -646,6 +663,32 @@ impl Ckpt {
             }
             _ => {}
         }
+    }
+
+    /// Which nodes record a saved GCI. Every node, if every node group
+    /// with a live node has one whose files hold a complete copy (a system
+    /// restart can then restore the GCI). Otherwise (a node that copied at
+    /// its node restart is its group's only live node, and no checkpoint
+    /// covers its copied rows yet) the GCI could not be restored after a
+    /// crash of every node, and the nodes with complete copies must not
+    /// record it: their system files would name a GCI that group cannot
+    /// reach, and no system restart would be possible. Only the nodes
+    /// without a complete copy record it then (their system files are not
+    /// used to restore, and their checkpoint rounds are recorded with it),
+    /// until their files are complete (`GcpFilesCompleteRep`). Meanwhile no
+    /// GCI is complete: disk-durable commits wait, the other nodes' REDO
+    /// logs are not released.
+    fn record_targets(node_groups: &[Vec<NodeId>], known: &BTreeMap<NodeId, NodeState>) -> (BTreeSet<NodeId>, bool) {
+        let full = node_groups
+            .iter()
+            .filter(|g| g.iter().any(|n| known.contains_key(n)))
+            .all(|g| g.iter().any(|n| known.get(n).is_some_and(|s| s.restorable)));
+        if full {
+            return (known.keys().copied().collect(), true);
+        }
+        let targets: BTreeSet<NodeId> = known.iter().filter(|(_, s)| !s.restorable).map(|(n, _)| *n).collect();
+        debug_assert!(!targets.is_empty(), "a group without a complete copy has a live node without one");
+        (targets, false)
     }
 
     /// At a system restart (the members formed the cluster), every node
@@ -741,7 +784,7 @@ impl Ckpt {
                     current: self.current,
                     complete: self.complete,
                     restored: self.restored,
-                    restorable: self.restorable,
+                    restorable: self.files_complete(),
                     reachable: self.reachable.clone(),
                 };
                 self.reply_master(master, conf, ctx);
@@ -785,6 +828,12 @@ impl Ckpt {
                 for to in self.local_lqhs().into_iter().chain(self.local_tcs()) {
                     ctx.send_prio(to, ckpt(CkptSignal::GcpCompleteRep { gci }), Priority::A);
                 }
+                self.lcp_on_complete(gci, ctx);
+            }
+            CkptSignal::GcpRecordedRep { gci } => {
+                // Recorded here, not complete: only the local checkpoints
+                // move on (this node's files are not a complete copy yet).
+                debug_assert!(!self.files_complete(), "a complete copy told of a GCI recorded without it");
                 self.lcp_on_complete(gci, ctx);
             }
             CkptSignal::GcpRestartNodeReq { gci } => {
@@ -910,6 +959,12 @@ impl Ckpt {
                 self.counters.bump("ckpt: copied rows covered by a local checkpoint");
                 self.copied = false;
                 self.copied_lcp_floor = None;
+                self.restorable = true;
+                // The master records GCIs on every node again once every
+                // group has a node whose files are complete.
+                if let Some(master) = self.following {
+                    ctx.send_prio(master, ckpt(CkptSignal::GcpFilesCompleteRep), Priority::A);
+                }
             }
             _ => {}
         }
@@ -925,6 +980,13 @@ impl Ckpt {
         let complete_copy = (written || self.restorable) && own.is_none_or(|s| s == NodeRestartState::Started);
         let rep = ClusterSignal::DurableGciRep { gci: sys.sysfile.last_complete_gci, complete_copy };
         ctx.send(BlockRef::new(self.node, block::HOST, 0), Signal::Cluster(Box::new(rep)));
+    }
+
+    /// This node's files hold a complete copy of its partitions (as its
+    /// next system file write will say), or it has none (no data
+    /// directory: nothing to restore from anyway).
+    fn files_complete(&self) -> bool {
+        self.sys.is_none() || (self.restorable && !self.copied)
     }
 
     /// This node's state in its own system file.
@@ -1046,6 +1108,12 @@ impl Ckpt {
                 let (gci, error) = (*gci, error.clone());
                 self.on_restore_to_conf(from, gci, error, ctx)
             }
+            (C::GcpFilesCompleteRep, block::CKPT) => {
+                if let Some(s) = self.master.as_mut().and_then(|m| m.known.get_mut(&from.node)) {
+                    s.restorable = true;
+                    self.counters.bump("ckpt: nodes whose files became a complete copy");
+                }
+            }
             (_, block::TC | block::LQH) if from.node == self.node => self.on_local_reply(from, sig, ctx),
             (
                 C::GcpStateReq
@@ -1055,7 +1123,8 @@ impl Ckpt {
                 | C::GcpRecordReq { .. }
                 | C::GcpCompleteRep { .. }
                 | C::GcpRestartNodeReq { .. }
-                | C::GcpRestartGciReq { .. },
+                | C::GcpRestartGciReq { .. }
+                | C::GcpRecordedRep { .. },
                 block::CKPT,
             ) => {
                 if let C::GcpStateReq = sig {

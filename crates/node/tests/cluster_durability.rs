@@ -629,3 +629,107 @@ fn a_crash_between_the_groups_records_of_a_gci_restarts_to_it() {
     }
     assert!(split_seen >= 3, "only {split_seen} of 6 seeds found group 1 ahead of group 0");
 }
+
+/// A node that restarted by copying has no complete copy on disk until a
+/// local checkpoint covers the copied rows. When its partner (the only
+/// node of the group with one) dies in that window, the cluster goes on
+/// serving from memory, but it must not record GCIs on the other groups'
+/// nodes that this group could not restore: it records them only on the
+/// copying node (for its checkpoint's sake) until that node's files are
+/// complete. A crash of every node in the window restarts to the last GCI
+/// recorded before the partner died (before: "system restart impossible",
+/// the cluster stayed down); a crash after the window to a GCI after it.
+#[test]
+fn a_copied_node_whose_partner_dies_before_its_checkpoint_keeps_the_cluster_restartable() {
+    let groups = vec![vec![1, 2], vec![3, 4]];
+    for seed in 0..4u64 {
+        let mut rng = Rng::new(700 + seed);
+        let mut c = Cluster::start(groups.clone(), 700 + seed);
+        let t = create_table(&mut c.kit, 2, "t", 8);
+        let mut committed: BTreeMap<i64, u64> = BTreeMap::new();
+        let mut next = 0i64;
+        let mut write =
+            |c: &mut Cluster, rng: &mut Rng, committed: &mut BTreeMap<i64, u64>, vias: &[NodeId], n: u64| {
+                for _ in 0..n {
+                    let via = vias[rng.range(0, vias.len() as u64 - 1) as usize];
+                    if let Some(g) = write_pair(&mut c.kit, via, &t, next) {
+                        committed.insert(next, g);
+                    }
+                    next += 1;
+                    c.kit.advance(rng.range(0, 1_000_000));
+                }
+            };
+        write(&mut c, &mut rng, &mut committed, &[1, 2, 3, 4], 30);
+        c.kill(2);
+        c.kit.wait_for("the others to exclude node 2", |k| k.membership().is_some_and(|m| !m.contains(2)));
+        write(&mut c, &mut rng, &mut committed, &[1, 3, 4], 10);
+        let before = c.recorded(2).0;
+        c.kit.boot(2);
+        c.kit.wait_until_started(2);
+        // Its first system file write of this life says it is copying.
+        let mut waited = 0;
+        while c.recorded(2).0 == before && waited < 100 {
+            c.kit.advance(1_000_000);
+            waited += 1;
+        }
+        assert!(!c.recorded(2).1, "seed {seed}: node 2 copied, its files are not a complete copy yet");
+        c.kill(1);
+        c.kit.wait_for("the others to exclude node 1", |k| k.membership().is_some_and(|m| !m.contains(1)));
+        let partner_recorded = c.recorded(1).0;
+        // The window: node 2 alone holds group 0, with no complete copy on disk.
+        write(&mut c, &mut rng, &mut committed, &[2, 3, 4], 30);
+        c.kit.advance(5 * 20_000_000);
+        let after_window = if seed % 2 == 1 {
+            // Let node 2's checkpoint cover its rows: GCIs are recorded
+            // everywhere again.
+            let mut waited = 0;
+            while !c.recorded(2).1 && waited < 200 {
+                c.kit.advance(20_000_000);
+                waited += 1;
+            }
+            assert!(c.recorded(2).1, "seed {seed}: node 2's files never became a complete copy");
+            write(&mut c, &mut rng, &mut committed, &[2, 3, 4], 10);
+            c.kit.advance(5 * 20_000_000);
+            let g = c.recorded(3).0;
+            assert!(g > partner_recorded + 1, "seed {seed}: GCIs recorded again after the window ({g})");
+            Some(g)
+        } else {
+            for n in [3, 4] {
+                let (g, _) = c.recorded(n);
+                assert!(
+                    g <= partner_recorded + 1,
+                    "seed {seed}: node {n} recorded GCI {g} while group 0's files could restore {partner_recorded} at most"
+                );
+            }
+            None
+        };
+        for n in [2, 3, 4] {
+            c.kill(n);
+        }
+        for n in c.nodes() {
+            c.kit.boot(n);
+        }
+        for n in c.nodes() {
+            c.kit.wait_until_started(n);
+        }
+        c.kit.advance(300_000_000);
+        for n in c.nodes() {
+            c.kit.wait_until_started(n);
+        }
+        c.kit.run();
+        let got = present(&mut c.kit, 3, &t, next);
+        let restart = committed.iter().filter(|(i, _)| got.contains(i)).map(|(_, g)| *g).max().unwrap_or(0);
+        let want: Vec<i64> = committed.iter().filter(|(_, g)| **g <= restart).map(|(i, _)| *i).collect();
+        assert_eq!(got, want, "seed {seed}: restart GCI {restart}");
+        let lost: Vec<i64> =
+            committed.iter().filter(|(i, c)| **c <= partner_recorded && !got.contains(i)).map(|(i, _)| *i).collect();
+        assert!(lost.is_empty(), "seed {seed}: commits of GCIs up to {partner_recorded} lost: {lost:?}");
+        if let Some(g) = after_window {
+            let lost: Vec<i64> =
+                committed.iter().filter(|(i, c)| **c <= g && !got.contains(i)).map(|(i, _)| *i).collect();
+            assert!(lost.is_empty(), "seed {seed}: commits of GCIs up to {g}, recorded everywhere, lost: {lost:?}");
+        }
+        let nodes = c.nodes();
+        replicas_agree(&mut c.kit, &nodes, &t, &groups);
+    }
+}

@@ -163,6 +163,17 @@ pub enum CkptSignal {
     GcpRestartGciReq {
         gci: Gci,
     },
+    /// Master CKPT -> the nodes that recorded `gci` while some node group
+    /// had no live node with a complete copy on disk (only nodes without
+    /// one record then: `gci` is not complete, but their local
+    /// checkpoints go on, until their files are a complete copy).
+    GcpRecordedRep {
+        gci: Gci,
+    },
+    /// A node's CKPT -> the master it follows: this node's files became a
+    /// complete copy (a local checkpoint covered the rows it copied at its
+    /// node restart); its next system file write says so.
+    GcpFilesCompleteRep,
     /// CKPT -> every LQH of its node: the node restarts to `gci`: replay
     /// the REDO records kept past the restored GCI up to it (or drop them).
     GcpRestoreToReq {
