@@ -199,6 +199,12 @@ impl ClusterKit {
     /// `api` got meanwhile (in order). Panics after `CALL_LIMIT_MS`.
     pub fn call(&mut self, api: NodeId, to: BlockRef, signal: Signal) -> Vec<Signal> {
         self.send_from_api(api, to, signal);
+        self.next_answers(api)
+    }
+
+    /// Run until `api` is sent something; everything it got (in order).
+    /// Panics after `CALL_LIMIT_MS`.
+    pub fn next_answers(&mut self, api: NodeId) -> Vec<Signal> {
         self.wait_for("an answer", |k| k.cluster.api_inbox.iter().any(|e| e.to.node == api));
         self.take_inbox(api)
     }

@@ -38,8 +38,15 @@ pub fn txn(kit: &mut ClusterKit, via: NodeId, handle: u64, ops: Vec<KeyOp>, exec
     let mut got = kit.call(API, BlockRef::new(via, block::TC, 0), Signal::TcKeyReq(Box::new(req)));
     // A take-over node may report the outcome of an earlier transaction
     // whose coordinator failed after answering it (the complete phase was
-    // still running): clients drop those they do not wait for, as NDB's do.
-    got.retain(|s| !matches!(s, Signal::TcKeyFailConf(c) if c.txn != handle));
+    // still running): clients drop those they do not wait for, as NDB's do,
+    // and wait on for their own answer.
+    loop {
+        got.retain(|s| !matches!(s, Signal::TcKeyFailConf(c) if c.txn != handle));
+        if !got.is_empty() {
+            break;
+        }
+        got = kit.next_answers(API);
+    }
     assert_eq!(got.len(), 1, "one answer to one request: {got:?}");
     got.pop().expect("answer")
 }
