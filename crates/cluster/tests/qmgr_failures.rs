@@ -337,3 +337,38 @@ fn a_coordinator_crash_during_the_failure_round_is_taken_over() {
         assert_eq!(v.president, 2);
     }
 }
+
+/// QMGR's serve lease (`ServeLeaseRep` to the node's TCs): renewed every
+/// heartbeat tick, each ending half an interval before the others could
+/// declare the node failed for its silence since that tick; none at the
+/// tick that finds the node itself was hung, and none after it until every
+/// peer was heard from again. So a node woken from SIGSTOP serves no reads
+/// from replicas the others may have changed after excluding it.
+#[test]
+fn a_node_that_was_hung_gets_no_serve_lease_until_it_hears_its_peers_again() {
+    let k = Knobs::default();
+    let (hb, missed) = (k.heartbeat_interval_ms * MS, k.missed_heartbeats as u64);
+    let mut c = four(5, k.clone());
+    c.run_for_ms(2_000);
+    let steady = c.leases(4);
+    assert!(steady.len() >= 5, "{steady:?}");
+    for (at, until) in &steady {
+        assert_eq!(until - at, missed * hb - hb / 2, "a lease at {at}");
+    }
+    for w in steady.windows(2) {
+        assert!(w[1].0 <= w[0].1, "a gap between the leases {w:?}");
+    }
+    // Hung for longer than two intervals (a stall) but not long enough to
+    // be excluded.
+    c.hang(4);
+    c.run_for_ms(450);
+    let woke = c.now_ns;
+    c.resume(4);
+    c.run_for_ms(1_000);
+    assert_eq!(c.settled().unwrap().members, vec![1, 2, 3, 4], "node 4 stayed a member");
+    let after: Vec<(u64, u64)> = c.leases(4).into_iter().filter(|(at, _)| *at >= woke).collect();
+    let first = after.first().expect("leases again once the peers were heard");
+    assert!(first.0 >= woke + hb, "a lease {} ms after waking, at the stall's own tick", (first.0 - woke) / MS);
+    assert!(first.0 <= woke + 3 * hb, "no lease for {} ms after waking", (first.0 - woke) / MS);
+    assert!(c.counter(4, "qmgr: serve lease not renewed") >= 1);
+}

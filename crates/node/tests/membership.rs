@@ -6,8 +6,10 @@
 mod common;
 
 use common::*;
+use norr_kernel::BlockRef;
 use norr_node::testkit::ClusterKit;
 use norr_signals::cluster::ShutdownReason;
+use norr_signals::{block, ExecType, KeyOp, OpResult, Signal, TcKeyReq, Value};
 
 fn excluded(reasons: &[(ShutdownReason, bool)]) -> bool {
     reasons.iter().any(|(r, restart)| matches!(r, ShutdownReason::Excluded(_)) && *restart)
@@ -142,4 +144,58 @@ fn the_president_crashes_and_comes_back_with_its_data() {
     }
     put(&mut kit, 1, &t, 3, 33);
     assert_eq!(read(&mut kit, 2, &t, 3), Some(33));
+}
+
+/// A node frozen (SIGSTOP) for longer than its serve lease but not long
+/// enough to be excluded refuses requests when it wakes (a temporary error:
+/// the client goes to another node) until it heard from its peers again,
+/// then serves as before. Past the lease the others may have excluded it
+/// and changed rows its replicas would answer reads with (seen in the
+/// real-process chaos test's SIGSTOP rounds): it cannot know until it hears
+/// from them.
+#[test]
+fn a_node_woken_from_a_freeze_refuses_requests_until_it_heard_its_peers() {
+    let k = norr_knobs::Knobs::default();
+    let hb = k.heartbeat_interval_ms * 1_000_000;
+    let mut refused = 0;
+    for seed in [31, 32, 33] {
+        let mut kit = ClusterKit::start(vec![vec![1, 2]], k.clone(), seed);
+        let t = create_table(&mut kit, 1, "t", 4);
+        for key in 0..8 {
+            put(&mut kit, 1, &t, key, 1);
+        }
+        assert_eq!(read(&mut kit, 2, &t, 5), Some(1), "seed {seed}");
+        kit.advance(3 * hb);
+        // Frozen past the lease (missed - 1/2 intervals after its last tick),
+        // short of the others' limit (missed intervals of silence).
+        kit.hang(2);
+        kit.advance(k.missed_heartbeats as u64 * hb - hb / 4);
+        kit.resume(2);
+        let h = kit.handle();
+        let req = TcKeyReq {
+            txn: h,
+            exec: ExecType::Commit,
+            ops: vec![KeyOp { abort_on_error: false, ..KeyOp::read(t.id, vec![Value::Int(5)]) }],
+        };
+        kit.send_from_api(API, BlockRef::new(2, block::TC, 0), Signal::TcKeyReq(Box::new(req)));
+        for answer in kit.next_answers(API) {
+            match answer {
+                Signal::TcKeyConf(c) if c.txn == h => match &c.results[0] {
+                    OpResult::Ok(Some(row)) => assert_eq!(row[1], Value::Int(1), "seed {seed}"),
+                    other => panic!("seed {seed}: read answered {other:?}"),
+                },
+                Signal::TcKeyRef(r) if r.txn == h => {
+                    assert!(r.error.code.is_temporary(), "seed {seed}: {r:?}");
+                    refused += 1;
+                }
+                other => panic!("seed {seed}: {other:?}"),
+            }
+        }
+        // Once it heard its peers, it serves again.
+        kit.advance(3 * hb);
+        if kit.membership_of(2).is_some_and(|m| m.contains(2)) {
+            assert_eq!(read(&mut kit, 2, &t, 5), Some(1), "seed {seed}: node 2 serves again");
+        }
+    }
+    assert!(refused >= 2, "only {refused} of 3 woken nodes refused the read");
 }

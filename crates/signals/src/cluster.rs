@@ -252,6 +252,17 @@ pub enum StartKind {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ClusterSignal {
+    /// QMGR -> its node's TCs (A), every heartbeat tick while the node ran
+    /// without a stall and heard from every member since its last one: it
+    /// is a member at least until `until_ns` (its own clock). The others
+    /// declare a node failed only after `missed_heartbeats` intervals
+    /// without a message from it, and the lease ends before that, so a
+    /// node that was frozen (SIGSTOP, a long stall) serves nothing from its
+    /// replicas after it wakes until it knows it is still a member: the
+    /// others may have excluded it and changed the rows meanwhile.
+    ServeLeaseRep {
+        until_ns: u64,
+    },
     // ---------------- host <-> QMGR ----------------
     /// Host -> QMGR (A): the host is up; form or join the cluster.
     QmgrStartReq {

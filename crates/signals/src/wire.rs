@@ -28,7 +28,8 @@ use serde::{Deserialize, Serialize};
 ///    `CopyRowsConf` and `CopyFragConf` figures, `DihStartReq` restored GCI
 ///    and kept tables.
 /// 9: system restarts that roll nodes forward: `GcpStateConf::reachable`,
-///    `GcpRestartGciReq`.
+///    `GcpRestartGciReq`; `GcpRecordedRep`, `GcpFilesCompleteRep`;
+///    `ClusterSignal::ServeLeaseRep`.
 pub const WIRE_VERSION: u16 = 9;
 
 #[derive(Debug, Serialize, Deserialize)]

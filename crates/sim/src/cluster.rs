@@ -459,7 +459,18 @@ impl Run {
         for k in 0..KEYS {
             for n in self.nodes() {
                 let op = KeyOp { abort_on_error: false, ..KeyOp::read(self.table().id, vec![Value::Int(k)]) };
-                let got = self.request_via(n, vec![op], None)?;
+                let mut got = self.request_via(n, vec![op.clone()], None)?;
+                // A node that was hung refuses until it heard from its peers
+                // again (its serve lease): a client retries.
+                for _ in 0..50 {
+                    match &got {
+                        Some(Signal::TcKeyRef(r)) if r.error.code.is_temporary() => {
+                            self.kit.advance(20_000_000);
+                            got = self.request_via(n, vec![op.clone()], None)?;
+                        }
+                        _ => break,
+                    }
+                }
                 match &got {
                     Some(Signal::TcKeyConf(c)) if c.outcome == TxnOutcome::Committed => {
                         let v = read_value(&c.results[0]).map_err(|e| {

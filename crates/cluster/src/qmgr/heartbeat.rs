@@ -35,7 +35,8 @@ impl Qmgr {
             self.send_peer(*p, QmgrMsg::Heartbeat { generation }, ctx);
         }
         self.counters.bump_by("qmgr: heartbeats sent", peers.len() as u64);
-        if elapsed > 2 * self.heartbeat_ns {
+        let stalled = elapsed > 2 * self.heartbeat_ns;
+        if stalled {
             // This node itself did not run for a while (a stall, SIGSTOP):
             // its peers' silence says nothing. Give them a fresh window; if
             // they declared this node failed meanwhile, it hears so.
@@ -43,6 +44,8 @@ impl Qmgr {
             for p in &peers {
                 self.last_heard_ns.insert(*p, now);
             }
+            // No lease until every peer was heard from again.
+            self.unheard_since_stall = peers.iter().copied().collect();
         } else {
             let limit = self.heartbeat_ns * self.missed_heartbeats as u64;
             let silent: Vec<NodeId> = peers
@@ -59,15 +62,40 @@ impl Qmgr {
         if !self.is_member() {
             return;
         }
+        self.renew_lease(now, elapsed, stalled, ctx);
         self.round_tick(ctx);
         if self.leaving.as_ref().is_some_and(|l| now >= l.ask_at_ns) && self.is_member() {
             self.ask_leave(ctx);
         }
     }
 
+    /// Tell the node's TCs how long they may serve (`ServeLeaseRep`): until
+    /// the others could declare this node failed for its silence, counted
+    /// from this tick's heartbeats, less half an interval. Not after a tick
+    /// that came late (the others may be excluding it now), nor after a
+    /// stall until every peer was heard from again, nor while any member is
+    /// suspected (a failure round decides who stays).
+    fn renew_lease(&mut self, now: u64, elapsed: u64, stalled: bool, ctx: &mut Ctx<'_, Signal>) {
+        let hb = self.heartbeat_ns;
+        let late = 2 * elapsed > (2 * self.missed_heartbeats as u64 - 1) * hb;
+        if stalled || late || !self.unheard_since_stall.is_empty() || !self.acc.failed.is_empty() {
+            crate::probe!(self.counters, "qmgr: serve lease not renewed");
+            return;
+        }
+        let until_ns = now + self.missed_heartbeats as u64 * hb - hb / 2;
+        for s in self.subscribers.iter().filter(|s| s.block == norr_signals::block::TC) {
+            ctx.send_prio(
+                *s,
+                Signal::Cluster(Box::new(ClusterSignal::ServeLeaseRep { until_ns })),
+                norr_kernel::Priority::A,
+            );
+        }
+    }
+
     /// Any message of a member (but a starting one's) counts as a heartbeat.
     pub(super) fn heard_from(&mut self, peer: NodeId, ctx: &mut Ctx<'_, Signal>) {
         self.joined_unheard.remove(&peer);
+        self.unheard_since_stall.remove(&peer);
         if peer != self.node && self.is_member() && !self.acc.failed.contains(&peer) {
             if let Some(t) = self.last_heard_ns.get_mut(&peer) {
                 *t = ctx.now_ns();

@@ -151,6 +151,9 @@ pub struct Qmgr {
     /// starting node's request from them crossed their join's answer.
     joined_unheard: BTreeSet<NodeId>,
     last_heard_ns: BTreeMap<NodeId, u64>,
+    /// Peers not heard from since this node's last own stall (the serve
+    /// lease waits for them, see `heartbeat.rs`).
+    unheard_since_stall: BTreeSet<NodeId>,
     last_tick_ns: u64,
     tick_armed: bool,
     /// The local blocks that report `NfCompleteRep` for every removed node
@@ -200,6 +203,7 @@ impl Qmgr {
             fresh: BTreeSet::new(),
             joined_unheard: BTreeSet::new(),
             last_heard_ns: BTreeMap::new(),
+            unheard_since_stall: BTreeSet::new(),
             last_tick_ns: 0,
             tick_armed: false,
             nf_confirmers: subscribers.iter().copied().collect(),

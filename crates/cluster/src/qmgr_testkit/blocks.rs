@@ -19,6 +19,8 @@ pub struct RecorderShared {
     pub held_nf_complete: Vec<NodeId>,
     /// The answer to the last `StatsReq` the harness sent.
     pub stats: Option<Vec<(String, u64)>>,
+    /// Serve leases (`ServeLeaseRep`): (virtual time, until).
+    pub leases: Vec<(u64, u64)>,
 }
 
 pub struct Recorder {
@@ -45,7 +47,11 @@ impl Block<Signal> for Recorder {
                         }
                     }
                 }
-                sh.entries.push((ctx.now_ns(), *sig));
+                if let ClusterSignal::ServeLeaseRep { until_ns } = *sig {
+                    sh.leases.push((ctx.now_ns(), until_ns));
+                } else {
+                    sh.entries.push((ctx.now_ns(), *sig));
+                }
             }
             Signal::Internal(sig) => {
                 if let InternalSignal::StatsConf { stats, .. } = *sig {

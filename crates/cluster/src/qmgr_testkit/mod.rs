@@ -963,6 +963,11 @@ impl QmgrCluster {
     }
 
     /// The reports `node` (any incarnation) got, in order.
+    /// The serve leases `node`'s QMGR gave its TCs: (virtual time, until).
+    pub fn leases(&self, node: NodeId) -> Vec<(u64, u64)> {
+        self.nodes[&node].recorder.lock().expect("lock").leases.clone()
+    }
+
     pub fn reports(&self, node: NodeId) -> Vec<(u32, ClusterSignal)> {
         self.log
             .iter()

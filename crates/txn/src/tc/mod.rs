@@ -159,6 +159,10 @@ pub struct Tc {
     /// The cluster's distribution as DIH last published it (this node alone
     /// until a DIH runs).
     dist: DistView,
+    /// QMGR's serve lease (`ClusterSignal::ServeLeaseRep`): past it this
+    /// node takes no new transaction or scan. None: no QMGR (a lone node),
+    /// or none heard yet.
+    serve_until_ns: Option<u64>,
     /// On a data node of a cluster (`in_cluster`): its node runs CKPT,
     /// DIH and QMGR too.
     in_cluster: bool,
@@ -234,6 +238,7 @@ impl Tc {
             lqh_instances,
             dist: DistView::new(Dist::single(node)),
             in_cluster: false,
+            serve_until_ns: None,
             membership: None,
             txn_inactive_ns: knobs.txn_inactive_timeout_ms * 1_000_000,
             max_transactions: knobs.max_transactions as usize,
@@ -282,13 +287,29 @@ impl Tc {
     /// everything) it would run the operations on the node's empty replicas:
     /// an update of an existing row failed with 626 and a scan read nothing
     /// (found by the real-process chaos test).
-    fn not_serving(&self) -> Option<NodeError> {
-        self.dist.awaiting_dih().then(|| {
-            NodeError::with(
+    ///
+    /// Or its QMGR's serve lease ran out: the node did not run for a while
+    /// (frozen, stalled) and the others may have excluded it and changed
+    /// rows meanwhile; its replicas would answer reads from before (found
+    /// by the real-process chaos test's SIGSTOP rounds).
+    fn not_serving(&self, now_ns: u64) -> Option<NodeError> {
+        if self.dist.awaiting_dih() {
+            return Some(NodeError::with(
                 ErrorCode::PartitionUnavailable,
                 format!("data node {} is restarting and has no distribution yet: use another data node", self.node),
-            )
-        })
+            ));
+        }
+        match self.serve_until_ns {
+            Some(until) if now_ns > until => Some(NodeError::with(
+                ErrorCode::PartitionUnavailable,
+                format!(
+                    "data node {} did not run for a while and does not know yet whether it is still a member of the \
+                     cluster: use another data node",
+                    self.node
+                ),
+            )),
+            _ => None,
+        }
     }
 
     fn lqh_at(node: NodeId, instance: u16) -> BlockRef {
@@ -413,7 +434,8 @@ impl Tc {
                 return Self::key_conf(ctx, api, handle, TxnOutcome::Committed, Vec::new());
             }
         }
-        if let Some(e) = self.not_serving() {
+        if let Some(e) = self.not_serving(ctx.now_ns()) {
+            crate::probe!(self.counters, "tc: request refused, not serving");
             return Self::key_ref(ctx, api, handle, e, None);
         }
         let t = match self.txn_for(api, handle, ctx.now_ns()) {
@@ -887,6 +909,10 @@ impl Tc {
                 self.membership = Some(membership);
                 self.on_node_fail(&failed, ctx);
                 self.takeover_node_fail(&failed, ctx);
+            }
+            ClusterSignal::ServeLeaseRep { until_ns } => {
+                debug_assert_eq!(from.node, self.node, "a lease from another node's QMGR");
+                self.serve_until_ns = Some(self.serve_until_ns.map_or(until_ns, |u| u.max(until_ns)));
             }
             ClusterSignal::NfCompleteRep { node } => {
                 // The president's TC finished the failed node's transactions.

@@ -130,7 +130,8 @@ impl Tc {
         let (handle, scan_id) = (req.txn, req.scan_id);
         let fail = |ctx: &mut Ctx<'_, Signal>, e: NodeError| Self::scan_ref(ctx, api, handle, scan_id, e);
         self.scan_tombstones.remove(&(api.node, scan_id));
-        if let Some(e) = self.not_serving() {
+        if let Some(e) = self.not_serving(ctx.now_ns()) {
+            crate::probe!(self.counters, "tc: scan refused, not serving");
             return fail(ctx, e);
         }
         if self.scan_by_client.contains_key(&(api.node, scan_id)) {
