@@ -155,11 +155,11 @@ fn sql_and_data_node_answer_fast_and_stay_in_memory_under_the_probes() {
         send_buffer_pause_bytes: SEND_PAUSE,
         max_send_buffer_bytes: MAX_SEND_BUFFER,
         // Enough transaction records for every slow reader's whole pipeline
-        // on top of the default. With the default (16,384) two slow readers
-        // take them all: the node reads about 14,000 of a reader's requests
+        // on top of the default. With the default (16,384) four slow readers
+        // took them all: the node reads about 14,000 of a reader's requests
         // before it pauses (their replies come over several rounds), each a
         // transaction until answered, and everyone else's transactions then
-        // fail with 4006. An open finding of issue 22 (docs/ROBUSTNESS.md,
+        // failed with 4006. An open finding of issue 22 (docs/ROBUSTNESS.md,
         // "What remains"), kept out of this test's way here.
         max_transactions: 16_384 + (SLOW_READERS as u64 * SLOW_READS) as u32,
         ..norr_knobs::Knobs::default()
