@@ -4,7 +4,8 @@
 //! whole result first. The connection's writer takes one batch at a time
 //! from a channel of one slot, so a client that reads slowly slows the
 //! scan: the SQL node holds a few batches per statement (a scan batch, or
-//! `MAX_BATCH_BYTES` of rows when they are large) whatever the result's size (the batch in the channel, the one being made, and the
+//! `MAX_BATCH_BYTES` of rows when they are large) whatever the result's
+//! size (the batch in the channel, the one being made, and the
 //! connection's output buffer), and the data node sends the next batch only
 //! when it is asked for it. A client that goes away closes the channel: the
 //! statement fails at its next batch, its scan is closed and its memory
