@@ -183,6 +183,32 @@ fn deep_nesting_never_takes_the_node_down() {
     });
 }
 
+/// Case 1's memory side: parsing costs up to 400 bytes per token, so a
+/// 4 MiB statement of `1 + 1 + ...` (which max_allowed_packet lets
+/// through) took the process 1.1 GB before it was refused, and a 64 MiB one
+/// would have taken some 25 GB. Now a text whose parse would take more than
+/// 512 MiB is refused with 1041 before it is tokenized; the node goes on.
+#[test]
+fn statements_too_costly_to_parse_are_refused_before_parsing() {
+    let (rt, _node, port) = setup();
+    rt.block_on(async move {
+        let mut c = connect(port).await;
+        for sql in [
+            format!("SELECT {}", chain("1", "+", "1", 1 << 20)),
+            format!("INSERT INTO t VALUES (1,'a'){}", ",(1,'a')".repeat(400_000)),
+        ] {
+            let e = c.query_drop(&sql).await.unwrap_err();
+            let mysql_async::Error::Server(e) = e else { panic!("{e:?}") };
+            assert_eq!(e.code, 1041, "{}", e.message);
+            assert!(e.message.contains("to parse"), "{}", e.message);
+            still_answers(port, &mut c, "a text too costly to parse").await;
+        }
+        // A long literal is few tokens: parsed whatever its size.
+        let n: Option<i64> = c.query_first(format!("SELECT LENGTH('{}')", "x".repeat(16 << 20))).await.unwrap();
+        assert_eq!(n, Some(16 << 20));
+    });
+}
+
 /// Case 2: functions that build strings stop at max_allowed_packet: NULL
 /// and warning 1301, as MySQL, decided before anything that large is
 /// built (LPAD to a terabyte used to grow the process by gigabytes and
@@ -348,6 +374,77 @@ fn a_statement_past_its_memory_limit_fails_with_1041() {
         still_answers(port, &mut c, "1041").await;
         let few: Vec<(i64, String)> = c.query("SELECT id, v FROM t WHERE id < 10").await.unwrap();
         assert_eq!(few.len(), 10);
+    });
+}
+
+/// Case 7, continued: rows a statement builds rather than scans count too.
+/// A cross join of a 100-row table with itself three times (a million rows,
+/// about 500 MB) and a sorted select list of 1 MB per row were built whole
+/// past the limit (only scanned rows were counted); a streamed result of
+/// 1 MB rows was charged a whole scan batch at once (1041) and now goes out
+/// in batches of a few MB.
+#[test]
+fn built_rows_count_against_the_statement_memory_limit() {
+    let cfg = EngineConfig { max_statement_memory: 32 << 20, ..EngineConfig::default() };
+    let (rt, _node, port) = sqld_like(norr_knobs::Knobs::default(), cfg);
+    rt.block_on(async move {
+        let mut c = connect(port).await;
+        c.query_drop("CREATE DATABASE built").await.unwrap();
+        c.query_drop("USE built").await.unwrap();
+        fill(&mut c, "t", 100, 100).await;
+        assert_eq!(error_of(&mut c, "SELECT a.v, b.v, c.v FROM t a, t b, t c").await, Some(1041));
+        assert_eq!(error_of(&mut c, "SELECT id, REPEAT(v, 10000) FROM t ORDER BY v, id").await, Some(1041));
+        still_answers(port, &mut c, "built rows").await;
+        // Within the limit they run.
+        let n: Option<i64> = c.query_first("SELECT COUNT(*) FROM t a, t b").await.unwrap();
+        assert_eq!(n, Some(10_000));
+        let rows: Vec<(i64, String)> = c.query("SELECT id, REPEAT(v, 1000) FROM t ORDER BY v, id").await.unwrap();
+        assert_eq!(rows.len(), 100);
+        // Streamed: 100 MB of rows of 1 MB each, within a limit of 32 MiB.
+        let rows: Vec<(i64, String)> = c.query("SELECT id, REPEAT(v, 10000) FROM t").await.unwrap();
+        assert_eq!(rows.len(), 100);
+        assert!(rows.iter().all(|r| r.1.len() == 1_000_000));
+    });
+}
+
+/// Like case 2, for LOAD DATA LOCAL: a file whose records never end (no
+/// line terminator, or other terminators than the statement says) was kept
+/// whole in the SQL node as one partial record, however large. Past
+/// max_allowed_packet the statement fails with 1153 (nothing loaded) and
+/// the rest of the file is read and dropped; the connection goes on.
+#[test]
+fn a_load_data_record_without_end_stops_at_max_allowed_packet() {
+    use protocol_support::{Raw, CAPS};
+    const CLIENT_LOCAL_FILES: u32 = 0x80;
+    let (rt, _node, port) = setup();
+    rt.block_on(async move {
+        let mut admin = connect(port).await;
+        admin.query_drop("CREATE DATABASE ld").await.unwrap();
+        admin.query_drop("CREATE TABLE ld.t (v VARCHAR(100))").await.unwrap();
+        admin.query_drop("SET GLOBAL max_allowed_packet = 1048576").await.unwrap();
+        let (mut r, ok) = Raw::login(port, "root", PASSWORD, CAPS | CLIENT_LOCAL_FILES).await;
+        assert_eq!(ok[0], 0, "logged in");
+        r.command(b"\x03LOAD DATA LOCAL INFILE 'endless.txt' INTO TABLE ld.t").await;
+        let ask = r.read().await.expect("the request for the file");
+        assert_eq!(ask[0], 0xfb, "{ask:?}");
+        // 4 MiB without a line end, in the client's 64 KiB packets.
+        let chunk = vec![b'a'; 64 << 10];
+        for _ in 0..64 {
+            r.write(&chunk).await;
+        }
+        r.write(&[]).await;
+        let reply = r.read().await.expect("the statement's result");
+        let (code, _, message) = protocol_support::err_of(&reply);
+        assert_eq!(code, 1153, "{message}");
+        assert!(message.contains("max_allowed_packet (1048576 bytes)"), "{message}");
+        admin.query_drop("SET GLOBAL max_allowed_packet = 67108864").await.unwrap();
+        let n: Option<i64> = admin.query_first("SELECT COUNT(*) FROM ld.t").await.unwrap();
+        assert_eq!(n, Some(0), "nothing loaded");
+        // The same connection goes on.
+        r.command(b"\x03SELECT 1").await;
+        let first = r.read().await.expect("a result");
+        assert_eq!(first[0], 1, "one column: {first:?}");
+        still_answers(port, &mut admin, "an endless LOAD DATA record").await;
     });
 }
 

@@ -10,6 +10,11 @@
 //! to overflow a session thread and abort the whole process.
 //!
 //! The defence, in order:
+//! 0. [`parse`] bounds the memory of the parse: tokens and tree cost up to
+//!    400 bytes per token, so a text is refused (1041) when its token count
+//!    (bounded from its bytes, before tokenizing) could take more than
+//!    [`MAX_PARSE_BYTES`], and reserves the estimate against `--max-memory`
+//!    while it parses.
 //! 1. [`parse`] bounds the tree before anything walks it. A statement whose
 //!    text cannot be deep is parsed as before. A longer one is tokenized and
 //!    its depth estimated from the tokens (an upper bound, [`token_bounds`]);
@@ -133,13 +138,17 @@ fn syntax_error(e: ParserError) -> SqlError {
 }
 
 /// Parses `sql` (one statement's text, or several) with sqlparser's MySQL
-/// dialect, with bounded depth and work (see the module comment). Syntax
-/// errors are 1064, trees too deep or too costly to build 1436.
+/// dialect, with bounded depth, work and memory (see the module comment).
+/// Syntax errors are 1064, trees too deep or too costly to build 1436, a
+/// text too costly to hold parsed 1041.
 pub fn parse(sql: &str) -> Result<Vec<Statement>, SqlError> {
     let dialect = NorrMySql;
     if sql.len() <= INLINE_TEXT_BYTES {
         return Parser::parse_sql(&dialect, sql).map_err(syntax_error);
     }
+    // Held until the parse is done (the tokens and the tree are gone or
+    // belong to the statement, whose rows are counted on their own).
+    let _parse_memory = reserve_parse_memory(sql)?;
     let tokens = Tokenizer::new(&dialect, sql)
         .with_unescape(true)
         .tokenize_with_location()
@@ -148,6 +157,80 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>, SqlError> {
     bounded(est, move || {
         Parser::new(&NorrMySql).with_tokens_with_locations(tokens).parse_statements().map_err(syntax_error)
     })
+}
+
+/// Most memory one token of a statement costs while it is parsed: its
+/// `TokenWithSpan` in a vector that grows by doubling, and its share of
+/// the tree. Measured (mimalloc, peak RSS): 1 MiB of `1 + 1 + ...` (1.05
+/// million tokens, whitespace included) 393 MiB; 1 MiB of
+/// `(1,'abc'),(1,'abc'),...` (630,000 tokens) 239 MiB.
+const PARSE_BYTES_PER_TOKEN: usize = 400;
+
+/// Most memory the parse of one statement may take: about 1.3 million
+/// tokens (a 5 MiB chain of `+`, a 2 MiB INSERT of tiny rows; statements
+/// made of long literals are far larger). Past it: 1041, before tokenizing
+/// (a 64 MiB statement, which max_allowed_packet lets through, would take
+/// 25 GB to parse).
+pub const MAX_PARSE_BYTES: usize = 512 << 20;
+
+/// Reserves what parsing `sql` may take against the process's limit
+/// (`--max-memory`), refusing it (1041) past [`MAX_PARSE_BYTES`] or that
+/// limit; the reservation is returned when dropped.
+fn reserve_parse_memory(sql: &str) -> Result<crate::engine::memory::Reserved, SqlError> {
+    let tokens = token_count_bound(sql);
+    let bytes = tokens.saturating_mul(PARSE_BYTES_PER_TOKEN);
+    if bytes > MAX_PARSE_BYTES {
+        return Err(crate::engine::memory::out_of_memory(&format!(
+            "the statement's text ({} bytes, about {tokens} tokens) would take about {} MiB to parse, more than \
+             {} MiB; send long lists of rows or values in several statements",
+            sql.len(),
+            bytes >> 20,
+            MAX_PARSE_BYTES >> 20
+        )));
+    }
+    crate::engine::memory::reserve_process(bytes as u64)
+}
+
+/// An upper bound on the tokens sqlparser makes of `sql` (whitespace runs
+/// included), in one pass over its bytes without allocating: a quoted
+/// string is one token, a run of letters, digits and `_ $ @` one, any other
+/// byte one (sqlparser joins some: `<=`, `1.5`).
+pub fn token_count_bound(sql: &str) -> usize {
+    let b = sql.as_bytes();
+    let word = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'$' | b'@') || c >= 0x80;
+    let (mut i, mut n) = (0usize, 0usize);
+    while i < b.len() {
+        let c = b[i];
+        n += 1;
+        i += 1;
+        match c {
+            b'\'' | b'"' | b'`' => {
+                while i < b.len() {
+                    match b[i] {
+                        b'\\' if c != b'`' => i += 2,
+                        q if q == c && b.get(i + 1) == Some(&c) => i += 2,
+                        q if q == c => {
+                            i += 1;
+                            break;
+                        }
+                        _ => i += 1,
+                    }
+                }
+            }
+            c if c.is_ascii_whitespace() => {
+                while i < b.len() && b[i].is_ascii_whitespace() {
+                    i += 1;
+                }
+            }
+            c if word(c) => {
+                while i < b.len() && word(b[i]) {
+                    i += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    n
 }
 
 /// What one pass over a statement's tokens tells before parsing: see
@@ -569,6 +652,22 @@ mod tests {
         // A syntax error at the end of a deep chain: the partial tree is
         // dropped on the parse stack.
         assert!(matches!(r.2, Err(1064 | 1436)), "{:?}", r.2);
+    }
+
+    #[test]
+    fn token_count_bound_counts_at_least_the_tokenizers_tokens() {
+        for sql in [
+            "SELECT 1 + 1 + 1",
+            "INSERT INTO t VALUES (1,'a''b\\'c'),(2,\"x\")",
+            "SELECT `a``b`.c, @@x, $y, 1.5e3 <= 2 -- c\n/* d */ FROM t WHERE s LIKE 'é%'",
+        ] {
+            let tokens = Tokenizer::new(&NorrMySql, sql).tokenize().unwrap();
+            assert!(token_count_bound(sql) >= tokens.len(), "{sql}: {} < {}", token_count_bound(sql), tokens.len());
+        }
+        // A text costing more than MAX_PARSE_BYTES is refused before it is
+        // tokenized.
+        let sql = format!("SELECT 1{}", " + 1".repeat(2_000_000));
+        assert_eq!(parse(&sql).unwrap_err().code, 1041);
     }
 
     #[test]

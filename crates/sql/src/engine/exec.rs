@@ -1023,11 +1023,23 @@ pub(crate) async fn source_rows(
 
 /// A joined row out of prefix row `from_row`; `from` (when asked for)
 /// records which prefix row each output row extends (`join_nests`).
-fn emit(next: &mut Vec<Row>, from: &mut Option<&mut Vec<usize>>, row: Row, from_row: usize) {
+/// Adds a joined row to the output, counting it against the statement's
+/// memory (`memory::Built`): a join's output is new rows, which a cross
+/// join of a few thousand rows per side makes gigabytes of.
+fn emit(
+    next: &mut Vec<Row>,
+    from: &mut Option<&mut Vec<usize>>,
+    built: &mut crate::engine::memory::Built,
+    mem: &crate::engine::memory::StatementMemory,
+    row: Row,
+    from_row: usize,
+) -> Result<(), SqlError> {
+    built.add(mem, &row)?;
     next.push(row);
     if let Some(f) = from {
         f.push(from_row);
     }
+    Ok(())
 }
 
 /// Join source `s` to the rows so far (`rows`: the joined row prefix before
@@ -1049,6 +1061,7 @@ pub(crate) async fn join_source(
     let prefix_width = s.base;
     let null_ext = if s.left_join { vec![Value::Null; s.width] } else { Vec::new() };
     let mut next: Vec<Row> = Vec::new();
+    let mut built = crate::engine::memory::Built::default();
     if let (Some(l), SourceKind::Table(t)) = (&s.lookup, &s.kind) {
         // Batched key lookups of the inner side, one batch per JOIN_BATCH outer rows.
         for (ci, chunk) in rows.chunks(JOIN_BATCH).enumerate() {
@@ -1106,14 +1119,15 @@ pub(crate) async fn join_source(
                     let joined = concat(r, inner);
                     if all_pass(&s.on, &joined, ctx)? {
                         matched = true;
-                        emit(&mut next, &mut from, joined, from_row);
+                        emit(&mut next, &mut from, &mut built, &ctx.mem, joined, from_row)?;
                     }
                 }
                 if !matched && s.left_join {
-                    emit(&mut next, &mut from, concat(r, &null_ext), from_row);
+                    emit(&mut next, &mut from, &mut built, &ctx.mem, concat(r, &null_ext), from_row)?;
                 }
             }
         }
+        built.flush(&ctx.mem)?;
         return Ok(next);
     }
     let inner = source_rows(rd, c, p, s, ctx, lock_pick, push_limit).await?;
@@ -1141,13 +1155,13 @@ pub(crate) async fn join_source(
                         let joined = concat(r, &inner[i]);
                         if all_pass(&s.on, &joined, ctx)? {
                             matched = true;
-                            emit(&mut next, &mut from, joined, from_row);
+                            emit(&mut next, &mut from, &mut built, &ctx.mem, joined, from_row)?;
                         }
                     }
                 }
             }
             if !matched && s.left_join {
-                emit(&mut next, &mut from, concat(r, &null_ext), from_row);
+                emit(&mut next, &mut from, &mut built, &ctx.mem, concat(r, &null_ext), from_row)?;
             }
         }
     } else {
@@ -1159,17 +1173,18 @@ pub(crate) async fn join_source(
                 let joined = concat(r, ir);
                 if all_pass(&s.on, &joined, ctx)? {
                     matched = true;
-                    emit(&mut next, &mut from, joined, from_row);
+                    emit(&mut next, &mut from, &mut built, &ctx.mem, joined, from_row)?;
                     if next.len() > MAX_RESULT_ROWS {
                         return Err(SqlError::new(1104, "42000", "The SELECT would examine too many rows"));
                     }
                 }
             }
             if !matched && s.left_join {
-                emit(&mut next, &mut from, concat(r, &null_ext), from_row);
+                emit(&mut next, &mut from, &mut built, &ctx.mem, concat(r, &null_ext), from_row)?;
             }
         }
     }
+    built.flush(&ctx.mem)?;
     Ok(next)
 }
 
@@ -1319,6 +1334,7 @@ async fn run_select(
             && cols.last().is_none_or(|l| rows.iter().all(|r| col_of(l) < r.len()))
     };
     let mut keyed: Vec<(Vec<Value>, Row)> = Vec::with_capacity(rows.len());
+    let mut built = crate::engine::memory::Built::default();
     for mut r in rows {
         if let Some(h) = having {
             if !eval_pred(h, &r, ctx)? {
@@ -1370,8 +1386,14 @@ async fn run_select(
                 out
             }
         };
+        // Computed values are new memory (a REPEAT per row can make each
+        // row megabytes): counted as the result is built, not after.
+        if !moves {
+            built.add(&ctx.mem, &out)?;
+        }
         keyed.push((keys, out));
     }
+    built.flush(&ctx.mem)?;
     if p.waits && ctx.waits.sleep_interrupted && p.sources.iter().any(|s| matches!(s.kind, SourceKind::Table(_))) {
         // A killed SLEEP returned 1; as part of a query over a table it
         // ends the query, as in MySQL.

@@ -635,9 +635,35 @@ pub async fn feed(e: &Engine, s: &mut Session, data: &[u8]) {
         job.pending.extend_from_slice(data);
         if let Err(err) = job.take_records(e, s, false).await {
             job.error = Some(err);
+        } else if job.pending.len() as u64 > job.ctx.max_packet.max(MIN_RECORD_BYTES) {
+            // One record without its end (a file with other terminators
+            // than the statement says, or no line ends at all) would grow
+            // without bound: refused past max_allowed_packet, which no row
+            // can be longer than anyway. The rest of the file is read and
+            // dropped (the protocol must reach its end).
+            job.error = Some(record_too_long(job.ctx.max_packet));
+            job.pending = Vec::new();
         }
     }
     s.load_job = Some(job);
+}
+
+/// Records up to this many bytes are always taken, whatever a session's
+/// max_allowed_packet (whose minimum is 1 KiB).
+const MIN_RECORD_BYTES: u64 = 64 << 10;
+
+/// 1153 (ER_NET_PACKET_TOO_LARGE) for a record of the file longer than
+/// max_allowed_packet, saying what to check.
+fn record_too_long(max_packet: u64) -> SqlError {
+    SqlError::new(
+        1153,
+        "08S01",
+        format!(
+            "Got a packet bigger than 'max_allowed_packet' bytes: a record of the LOAD DATA file is longer than \
+             max_allowed_packet ({max_packet} bytes); check the FIELDS and LINES TERMINATED BY clauses against the \
+             file, or raise max_allowed_packet"
+        ),
+    )
 }
 
 /// The end of the file (`aborted`: the client could not send it): the last

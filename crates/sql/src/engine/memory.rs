@@ -1,6 +1,7 @@
 //! Memory bounds of the SQL node (issue 22, case 7): rows a statement holds
-//! in the SQL node's memory (scanned rows, which joins, sorts, groups and
-//! results are made of) are charged to the statement and to the process.
+//! in the SQL node's memory (scanned rows, and the rows built from them:
+//! joined rows and computed select lists, which sorts, groups and results
+//! are made of) are charged to the statement and to the process.
 //! Past either limit the statement fails with 1041 ("Out of memory", as
 //! MySQL's ER_OUTOFMEMORY, SQLSTATE HY001) instead of the process growing
 //! until the kernel kills it; every other session goes on. A statement's
@@ -74,11 +75,31 @@ fn charge_process(bytes: u64) -> Result<(), SqlError> {
     if limit > 0 && before.saturating_add(bytes) > limit {
         PROCESS_USED_BYTES.fetch_sub(bytes, Ordering::Relaxed);
         return Err(out_of_memory(&format!(
-            "the SQL node's statements would hold {} bytes of rows, more than --max-memory ({limit} bytes)",
+            "the SQL node's statements would hold {} bytes (rows, and texts being parsed), more than --max-memory \
+             ({limit} bytes)",
             before.saturating_add(bytes)
         )));
     }
     Ok(())
+}
+
+/// Bytes reserved against `--max-memory` for a while (the parse of a long
+/// statement: `depth::parse`); given back when dropped.
+#[derive(Debug)]
+pub struct Reserved {
+    bytes: u64,
+}
+
+/// Reserves `bytes` against the process's limit, or error 1041.
+pub fn reserve_process(bytes: u64) -> Result<Reserved, SqlError> {
+    charge_process(bytes)?;
+    Ok(Reserved { bytes })
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        PROCESS_USED_BYTES.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
 }
 
 impl Drop for StatementMemory {
@@ -145,6 +166,39 @@ pub fn out_of_memory(what: &str) -> SqlError {
              the limit"
         ),
     )
+}
+
+/// Rows a statement builds from others (joined rows, computed select
+/// lists), counted as they are made and charged to the statement in steps
+/// of `Built::STEP` bytes: a statement that builds millions of rows pays
+/// one charge per step, not an atomic operation on the process's counter
+/// per row. What has not reached a step yet is charged by `flush`.
+#[derive(Debug, Default)]
+pub struct Built {
+    pending: u64,
+}
+
+impl Built {
+    const STEP: u64 = 256 << 10;
+
+    /// Counts `row`; once a step has accumulated, charges it (1041 when a
+    /// limit would be passed).
+    pub fn add(&mut self, mem: &StatementMemory, row: &[Value]) -> Result<(), SqlError> {
+        self.pending += row_bytes(row);
+        if self.pending >= Self::STEP {
+            self.flush(mem)?;
+        }
+        Ok(())
+    }
+
+    /// Charges what has been counted and not charged yet.
+    pub fn flush(&mut self, mem: &StatementMemory) -> Result<(), SqlError> {
+        let n = std::mem::take(&mut self.pending);
+        if n > 0 {
+            mem.charge(n)?;
+        }
+        Ok(())
+    }
 }
 
 /// Estimated bytes a row holds in the SQL node.

@@ -3,8 +3,9 @@
 //! connection batch by batch while the scan runs, instead of building the
 //! whole result first. The connection's writer takes one batch at a time
 //! from a channel of one slot, so a client that reads slowly slows the
-//! scan: the SQL node holds a few batches per statement whatever the
-//! result's size (the batch in the channel, the one being made, and the
+//! scan: the SQL node holds a few batches per statement (a scan batch, or
+//! `MAX_BATCH_BYTES` of rows when they are large) whatever the result's
+//! size (the batch in the channel, the one being made, and the
 //! connection's output buffer), and the data node sends the next batch only
 //! when it is asked for it. A client that goes away closes the channel: the
 //! statement fails at its next batch, its scan is closed and its memory
@@ -186,6 +187,7 @@ pub async fn run(
         // Local conjuncts the scan's range did not decide exactly.
         let residual = |i: usize| implied.is_some_and(|m| i >= 64 || m & (1 << i) == 0);
         let mut out = Vec::with_capacity(batch.len().min(left as usize));
+        let mut out_bytes = 0u64;
         'rows: for mut r in batch {
             for (i, check) in checks.iter().enumerate() {
                 if residual(i) && !eval_pred(check, &r, ctx)? {
@@ -201,23 +203,24 @@ pub async fn run(
                 skip -= 1;
                 continue;
             }
-            out.push(project(&p.proj, moves, &mut r, ctx)?);
+            let row = project(&p.proj, moves, &mut r, ctx)?;
+            out_bytes += memory::row_bytes(&row);
+            out.push(row);
             left -= 1;
             if left == 0 {
                 break;
+            }
+            // Computed values can make a row megabytes (a REPEAT per row):
+            // a batch ends at MAX_BATCH_BYTES, whatever its rows.
+            if out_bytes >= MAX_BATCH_BYTES {
+                sent += send_rows(sink, c, ctx, &mut columns_sent, std::mem::take(&mut out), out_bytes).await?;
+                out_bytes = 0;
             }
         }
         if out.is_empty() {
             continue;
         }
-        let charge = ctx.mem.in_flight(memory::rows_bytes(&out))?;
-        if !columns_sent {
-            sink.send(ResultPart::Columns(c.shared_columns()), ctx).await?;
-            columns_sent = true;
-        }
-        sent += out.len() as u64;
-        sink.send(ResultPart::Rows(out, charge), ctx).await?;
-        ctx.check_killed()?;
+        sent += send_rows(sink, c, ctx, &mut columns_sent, out, out_bytes).await?;
     }
     // Dropping a scan that has not finished closes it on the data node.
     drop(source);
@@ -225,6 +228,31 @@ pub async fn run(
         sink.send(ResultPart::Columns(c.shared_columns()), ctx).await?;
     }
     Ok(sent)
+}
+
+/// Bytes of rows after which a batch goes to the client even if the scan's
+/// batch has more rows: the SQL node holds a few batches per statement.
+const MAX_BATCH_BYTES: u64 = 4 << 20;
+
+/// Sends `rows` (`bytes`: their estimate, charged until written), and the
+/// columns first if they have not been sent; the number of rows sent.
+async fn send_rows(
+    sink: &ResultSink,
+    c: &Compiled,
+    ctx: &mut EvalCtx<'_>,
+    columns_sent: &mut bool,
+    rows: Vec<Row>,
+    bytes: u64,
+) -> Result<u64, SqlError> {
+    let charge = ctx.mem.in_flight(bytes)?;
+    if !*columns_sent {
+        sink.send(ResultPart::Columns(c.shared_columns()), ctx).await?;
+        *columns_sent = true;
+    }
+    let n = rows.len() as u64;
+    sink.send(ResultPart::Rows(rows, charge), ctx).await?;
+    ctx.check_killed()?;
+    Ok(n)
 }
 
 /// One output row: the select list over `r` (plain columns moved out).

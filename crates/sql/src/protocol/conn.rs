@@ -89,10 +89,10 @@ const MAX_HANDSHAKE_BYTES: usize = 256 * 1024;
 /// Per-connection cap on open prepared statements (MySQL's global default
 /// max_prepared_stmt_count is 16382).
 const MAX_PREPARED_STATEMENTS: usize = 16382;
-/// How long a login may take before the server gives up (connect_timeout).
 /// Capacity of the command packet buffer kept between packets (most
 /// commands are far smaller; a bigger one is dropped after use).
 const PAYLOAD_BUF_KEEP_BYTES: usize = 16 * 1024;
+/// How long a login may take before the server gives up (connect_timeout).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 const COM_QUIT: u8 = 0x01;
