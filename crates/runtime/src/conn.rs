@@ -57,6 +57,15 @@ pub(crate) struct Conn {
     /// bytes reached `Knobs::send_buffer_pause_bytes`; resumed when they fall
     /// to half of that (see `EventLoop::route_remote` and `write_conn`).
     pub send_paused: bool,
+    /// A native client's requests delivered and not yet answered (requests
+    /// in, signals out, never below 0: a scan's batches count as answers
+    /// too). Past `MAX_OUTSTANDING_REQUESTS` the connection is not read
+    /// until half of them are answered: every open request can hold a TC
+    /// transaction record, and a client that pipelines without reading its
+    /// replies (or without waiting for them) must not take them all from
+    /// the SQL nodes and other clients.
+    pub outstanding: u32,
+    pub outstanding_paused: bool,
     /// Position in job buffer B (counted in signals taken from it, see
     /// `EventLoop::b_taken`) by which the last request delivered from this
     /// connection has left B. The connection is read again only after that,
@@ -102,6 +111,8 @@ impl Conn {
             kind: ApiKind::NativeClient,
             sent_request: false,
             send_paused: false,
+            outstanding: 0,
+            outstanding_paused: false,
             queued_until: 0,
             stalled: None,
             read_more: false,

@@ -45,6 +45,10 @@
 //!   connection still gets is the replies to one round's reading. Its peer is
 //!   disconnected only if those replies alone reach `max_send_buffer_bytes`
 //!   (a pipelined burst of requests for very large rows).
+//! * Pipelining clients: a native client's connection is not read while
+//!   `MAX_OUTSTANDING_REQUESTS` of its requests are unanswered (until half
+//!   are): each can hold a TC transaction record, and a few clients that
+//!   pipeline without reading took every record from the SQL nodes (4006).
 //! * Silent connections: past the handshake, a connection must send its
 //!   first request within `Knobs::api_first_request_timeout_ms`, else it is
 //!   closed (`first_request_deadlines`), so Hello-then-nothing connections
@@ -55,6 +59,11 @@
 //!   (`ApiIdPool`).
 
 mod peers;
+
+/// Requests a native client may have open at once on one connection (see
+/// `Conn::outstanding`). SQL nodes and management servers are not bounded:
+/// they multiplex many sessions and are trusted.
+pub const MAX_OUTSTANDING_REQUESTS: u32 = 1024;
 
 pub(crate) use peers::PeerNet;
 
@@ -69,6 +78,7 @@ use mio::{Events, Interest, Poll, Token};
 use norr_kernel::{BlockRef, DeliverError, NodeId, Priority, Scheduler};
 use norr_signals::cluster::{ClusterSignal, ShutdownReason};
 use norr_signals::{block, wire, Envelope, Signal};
+use norr_transport::handshake::ApiKind;
 use norr_transport::handshake::{self, HelloReply};
 use norr_transport::AdaptiveSendConfig;
 use std::collections::{HashMap, VecDeque};
@@ -634,8 +644,9 @@ impl EventLoop {
         // Taken off the pending list (or called for a socket event): a path
         // that leaves bytes unread puts it back (`read_more` says it is on it).
         c.read_more = false;
-        if c.send_paused {
-            // Its peer does not read its replies: `write_conn` resumes it.
+        if c.send_paused || c.outstanding_paused {
+            // Its peer does not read its replies (`write_conn` resumes it), or
+            // has too many requests open (`route_remote` resumes it).
             return;
         }
         if b_len > 0 && b_taken < c.queued_until && c.data_peer.is_none() {
@@ -766,9 +777,22 @@ impl EventLoop {
             env.from = BlockRef::new(api_node, block::API, 0);
             env.prio = Priority::B;
             c.sent_request = true;
+            let bounded = c.kind == ApiKind::NativeClient;
             if let Err(env) = self.try_deliver(slot, env) {
                 self.pause(slot, env);
                 return false;
+            }
+            if bounded {
+                let Some(c) = self.conns[slot].as_mut() else { return false };
+                c.outstanding += 1;
+                if c.outstanding >= MAX_OUTSTANDING_REQUESTS {
+                    // The rest of what it sent waits in the socket (TCP then
+                    // stops it) until replies come out.
+                    c.outstanding_paused = true;
+                    self.stats.outstanding_pauses += 1;
+                    debug!(peer = %c.peer, api_node, "client has {MAX_OUTSTANDING_REQUESTS} requests open: reading from it paused");
+                    return false;
+                }
             }
         }
     }
@@ -908,6 +932,14 @@ impl EventLoop {
             }
             match c.send.push_frame_with(|out| wire::encode_into(&env, out)) {
                 Ok(()) => {
+                    c.outstanding = c.outstanding.saturating_sub(1);
+                    if c.outstanding_paused && c.outstanding <= MAX_OUTSTANDING_REQUESTS / 2 {
+                        c.outstanding_paused = false;
+                        if !c.read_more {
+                            c.read_more = true;
+                            self.pending_read.push(slot);
+                        }
+                    }
                     c.policy.on_queued(now);
                     self.stats.signals_out += 1;
                     let unsent = c.send.len();

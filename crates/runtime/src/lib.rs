@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 pub use conn::FIRST_API_NODE_ID;
-pub use event_loop::NodeExit;
+pub use event_loop::{NodeExit, MAX_OUTSTANDING_REQUESTS};
 pub use host::Arbitrator;
 
 /// What a data node needs to start.
@@ -166,6 +166,9 @@ pub struct RuntimeStats {
     /// its replies (`Knobs::send_buffer_pause_bytes`), and connections paused now.
     pub send_pauses: u64,
     pub send_paused_now: u64,
+    /// Times a native client's connection was not read because it had
+    /// `MAX_OUTSTANDING_REQUESTS` requests open.
+    pub outstanding_pauses: u64,
     /// Most unsent bytes any one connection had at once since the node started.
     pub send_buffer_peak_bytes: u64,
     /// Connections closed for sending no request within

@@ -359,3 +359,80 @@ fn deeply_nested_filter_closes_the_connection_not_the_node() {
     other.echo(2);
     assert_eq!(h.stats().protocol_errors, 1);
 }
+
+/// TC stand-in that holds every request (counting them) until a request
+/// with txn `RELEASE` comes, then answers everything, then and from then on.
+struct Holder {
+    held: Vec<(BlockRef, u64)>,
+    count: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    open: bool,
+}
+
+const RELEASE: u64 = u64::MAX;
+
+impl Block<Signal> for Holder {
+    fn on_signal(&mut self, env: Envelope, ctx: &mut Ctx<'_, Signal>) {
+        let Signal::TcKeyReq(req) = env.signal else { return };
+        let answer = |ctx: &mut Ctx<'_, Signal>, to: BlockRef, txn: u64| {
+            let conf = TcKeyConf { txn, outcome: TxnOutcome::Open, results: vec![], gci: 0 };
+            ctx.send(to, Signal::TcKeyConf(Box::new(conf)));
+        };
+        if req.txn == RELEASE {
+            self.open = true;
+            for (to, txn) in self.held.drain(..) {
+                answer(ctx, to, txn);
+            }
+        }
+        if self.open {
+            return answer(ctx, env.from, req.txn);
+        }
+        self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.held.push((env.from, req.txn));
+    }
+}
+
+/// A native client that pipelines requests its TC does not answer yet (or
+/// that it never waits for) has at most `MAX_OUTSTANDING_REQUESTS` of them
+/// delivered: each could hold a TC transaction record, and a few such
+/// clients took every record from the SQL nodes (4006; found by the issue
+/// 22 probes). Its connection is not read meanwhile, and is read again as
+/// answers come: every request is answered in the end. A SQL node is not
+/// bounded.
+#[test]
+fn a_pipelining_client_has_a_bounded_number_of_requests_open() {
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let knobs = Knobs::default();
+    let mut sched = Scheduler::new(NODE, knobs.job_buffer_bound);
+    sched.add_block(block::TC, 0, Box::new(Holder { held: Vec::new(), count: count.clone(), open: false }));
+    let cfg = DataNodeConfig { node_id: NODE, listen: "127.0.0.1:0".parse().unwrap(), knobs, cluster: None };
+    let h = start_data_node_with(cfg, RuntimeOptions::default(), sched).expect("start node");
+    let max = norr_runtime::MAX_OUTSTANDING_REQUESTS as u64;
+    let n = 3 * max;
+    let mut client = connect(&h, ApiKind::NativeClient, None).unwrap();
+    let mut writer = client.s.try_clone().unwrap();
+    let frames: Vec<Vec<u8>> = (0..n).map(|i| client.frame(txn(0, i))).collect();
+    let sender = std::thread::spawn(move || {
+        for f in frames {
+            if writer.write_all(&f).is_err() {
+                return;
+            }
+        }
+    });
+    wait_for("the first requests held", Duration::from_secs(20), || {
+        count.load(std::sync::atomic::Ordering::SeqCst) >= max
+    });
+    // Give the node time to read more, were it to.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), max, "requests delivered past the bound");
+    assert!(h.stats().outstanding_pauses >= 1);
+    // A SQL node's requests are taken meanwhile (its release answers all).
+    let mut sql = connect(&h, ApiKind::SqlNode, None).unwrap();
+    let f = sql.frame(RELEASE);
+    sql.s.write_all(&f).unwrap();
+    assert_eq!(sql.recv(), Some((RELEASE, 0)));
+    // Every request of the pipelining client is answered, in order.
+    for i in 0..n {
+        assert_eq!(client.recv(), Some((txn(0, i), 0)), "answer {i}");
+    }
+    sender.join().unwrap();
+}

@@ -154,14 +154,11 @@ fn sql_and_data_node_answer_fast_and_stay_in_memory_under_the_probes() {
         reserved_api_connections: 8,
         send_buffer_pause_bytes: SEND_PAUSE,
         max_send_buffer_bytes: MAX_SEND_BUFFER,
-        // Enough transaction records for every slow reader's whole pipeline
-        // on top of the default. With the default (16,384) four slow readers
-        // took them all: the node reads about 14,000 of a reader's requests
-        // before it pauses (their replies come over several rounds), each a
-        // transaction until answered, and everyone else's transactions then
-        // failed with 4006. An open finding of issue 22 (docs/ROBUSTNESS.md,
-        // "What remains"), kept out of this test's way here.
-        max_transactions: 16_384 + (SLOW_READERS as u64 * SLOW_READS) as u32,
+        // The default transaction records (16,384). Before native clients'
+        // open requests were bounded (`norr_runtime::MAX_OUTSTANDING_REQUESTS`)
+        // the node read about 14,000 of a slow reader's requests before it
+        // paused, each a transaction until answered, and four slow readers
+        // took every record: everyone else's transactions failed with 4006.
         ..norr_knobs::Knobs::default()
     };
     let cfg = EngineConfig {
