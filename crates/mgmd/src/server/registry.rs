@@ -146,6 +146,13 @@ impl Registry {
         });
         let sid = self.new_sid();
         self.sessions.insert(id, Session { sid, role, peer, last_heard: now, dynamic });
+        if role == PeerRole::DataNode {
+            // A new life of the node: what its previous one reported (say
+            // "started") is not true of it now; its own report comes soon.
+            // `norr mgm show` and scripts waiting for "started" saw a node
+            // that was still reading its files as started.
+            self.reports.remove(&id);
+        }
         Ok(Admitted { node_id: id, sid, evicted })
     }
 

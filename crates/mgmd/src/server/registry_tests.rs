@@ -186,6 +186,30 @@ fn reports_show_in_the_view_until_the_node_goes_quiet() {
     assert!(!r.view(t + 4 * S).nodes.iter().find(|n| n.id == 2).unwrap().connected);
 }
 
+/// A data node that starts again (a new session) is not shown with its
+/// previous life's report: it was shown "started" while it still read its
+/// files, and a test waiting for "started" went on too early.
+#[test]
+fn a_data_node_that_connects_again_is_not_shown_with_its_old_report() {
+    let (mut r, t) = registry("");
+    let a = r.admit(PeerRole::DataNode, Some(3), peer(1, 9000), t).unwrap();
+    r.report(3, a.sid, report(3, NodeState::Started), t).unwrap();
+    r.closed(3, a.sid);
+    let down = r.view(t);
+    let n3 = down.nodes.iter().find(|n| n.id == 3).unwrap();
+    assert_eq!(
+        (n3.connected, n3.state.clone()),
+        (false, Some(NodeState::Started)),
+        "the last report stays while it is down"
+    );
+    let b = r.admit(PeerRole::DataNode, Some(3), peer(1, 9001), t + S).unwrap();
+    let n3 = r.view(t + S).nodes.into_iter().find(|n| n.id == 3).unwrap();
+    assert!(n3.connected);
+    assert_eq!(n3.state, None, "the new life has not reported yet");
+    r.report(3, b.sid, report(3, NodeState::Started), t + S).unwrap();
+    assert_eq!(r.view(t + S).nodes.into_iter().find(|n| n.id == 3).unwrap().state, Some(NodeState::Started));
+}
+
 #[test]
 fn commands_go_to_connected_data_nodes_only() {
     let (mut r, t) = registry("");
