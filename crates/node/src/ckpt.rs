@@ -198,8 +198,6 @@ pub struct Ckpt {
     /// cluster restarts (`GcpRestartGciReq`), or its first GCP round comes
     /// without it (then it stays at `restored`).
     reachable: Vec<Gci>,
-    /// LQHs still replaying up to a restart GCI (`GcpRestoreToReq`).
-    restoring_lqhs: BTreeSet<BlockRef>,
     /// This node joined a running cluster and copied its partitions: its
     /// REDO log lacks the copied rows, so its files are not a complete copy
     /// (until a local checkpoint covers them; see crates/node/src/lcp.rs).
@@ -289,7 +287,6 @@ impl Ckpt {
             restored: complete,
             restorable: false,
             reachable: Vec::new(),
-            restoring_lqhs: BTreeSet::new(),
             copied: false,
             copied_lcp_floor: None,
             membership: None,
@@ -354,7 +351,6 @@ impl Ckpt {
         counters.push(("ckpt: current gci".into(), self.current));
         counters.push(("ckpt: complete gci".into(), self.complete));
         counters.push(("ckpt: take-overs pending".into(), self.takeovers.len() as u64));
-        counters.push(("ckpt: lqhs rolling forward".into(), self.restoring_lqhs.len() as u64));
         let (local_step, local_waiting) = match &self.local {
             Local::Idle => (0, 0),
             Local::Prepare { waiting, .. } => (2, waiting.len()),
@@ -639,22 +635,16 @@ impl Ckpt {
                 m.round = Round::Record { gci, waiting: targets.clone(), full, targets: targets.clone() };
                 self.send_all(&targets, CkptSignal::GcpRecordReq { gci }, ctx);
             }
-            Round::Record { gci, waiting, full: false, targets } if waiting.is_empty() => {
-                let (gci, targets) = (*gci, targets.clone());
+            Round::Record { gci, waiting, full, targets } if waiting.is_empty() => {
+                let (gci, full, targets) = (*gci, *full, targets.clone());
                 m.round = Round::Idle;
-                self.counters.bump("ckpt: gcis recorded only by nodes without a complete copy");
-                self.send_all(&targets, CkptSignal::GcpRecordedRep { gci }, ctx);
-                if self.master.as_ref().is_some_and(|m| !m.to_sync.is_empty()) {
-                    self.sync_or_round(ctx);
+                if full {
+                    self.counters.bump("ckpt: gcps completed");
+                    self.send_all(&nodes, CkptSignal::GcpCompleteRep { gci }, ctx);
                 } else {
-                    self.arm_timer(ctx);
+                    self.counters.bump("ckpt: gcis recorded only by nodes without a complete copy");
+                    self.send_all(&targets, CkptSignal::GcpRecordedRep { gci }, ctx);
                 }
-            }
-            Round::Record { gci, waiting, full: true, .. } if waiting.is_empty() => {
-                let gci = *gci;
-                m.round = Round::Idle;
-                self.counters.bump("ckpt: gcps completed");
-                self.send_all(&nodes, CkptSignal::GcpCompleteRep { gci }, ctx);
                 if self.master.as_ref().is_some_and(|m| !m.to_sync.is_empty()) {
                     self.sync_or_round(ctx);
                 } else {
@@ -867,14 +857,12 @@ impl Ckpt {
             self.restored = gci;
             self.complete = self.complete.max(gci);
         }
-        self.restoring_lqhs = self.local_lqhs();
         for to in self.local_lqhs() {
             ctx.send_prio(to, ckpt(CkptSignal::GcpRestoreToReq { gci }), Priority::A);
         }
     }
 
     fn on_restore_to_conf(&mut self, from: BlockRef, gci: Gci, error: Option<String>, ctx: &mut Ctx<'_, Signal>) {
-        self.restoring_lqhs.remove(&from);
         if let Some(error) = error {
             // Its rows are half replayed: not usable. It leaves and starts
             // again, copying from a live replica.

@@ -84,6 +84,34 @@ impl Cluster {
     fn nodes(&self) -> Vec<NodeId> {
         self.disks.keys().copied().collect()
     }
+
+    /// Start every node again (a system restart) and wait until all are
+    /// started, a node the master finds behind the restart GCI included: it
+    /// restarts at once and copies (a node restart).
+    fn restart_all(&mut self) {
+        for n in self.nodes() {
+            self.kit.boot(n);
+        }
+        for n in self.nodes() {
+            self.kit.wait_until_started(n);
+        }
+        self.kit.advance(300_000_000);
+        for n in self.nodes() {
+            self.kit.wait_until_started(n);
+        }
+        self.kit.run();
+    }
+}
+
+/// The restart GCI as the rows `got` show it (at least `lo`): the newest
+/// GCI of a commit that is there (GCI 0: unknown, not counted). Every
+/// commit up to it must be there, none after it.
+fn restart_gci_of(got: &[i64], committed: &BTreeMap<i64, u64>, lo: u64, what: &str) -> u64 {
+    let restart =
+        committed.iter().filter(|(i, g)| **g > 0 && got.contains(i)).map(|(_, g)| *g).max().unwrap_or(0).max(lo);
+    let want: Vec<i64> = committed.iter().filter(|(_, g)| **g <= restart).map(|(i, _)| *i).collect();
+    assert_eq!(got, want, "{what}: restart GCI {restart}");
+    restart
 }
 
 /// A transaction of two rows (2i, 2i + 1) with value i, through `via`; its
@@ -179,19 +207,7 @@ fn kill_all_and_restart(
         .copied()
         .find(|gci| groups.iter().all(|g| g.iter().any(|n| rec[n] == (*gci, true))))
         .unwrap_or(0);
-    for n in c.nodes() {
-        c.kit.boot(n);
-    }
-    for n in c.nodes() {
-        c.kit.wait_until_started(n);
-    }
-    // A node the master finds behind the restart GCI restarts at once and
-    // copies (a node restart): give it the time, then wait for it again.
-    c.kit.advance(300_000_000);
-    for n in c.nodes() {
-        c.kit.wait_until_started(n);
-    }
-    c.kit.run();
+    c.restart_all();
     let upto = committed.keys().next_back().map_or(0, |k| k + 1).max(base + 6);
     let mut got = present(&mut c.kit, order[0], t, upto);
     // An unanswered transaction that survived belongs to a complete GCI:
@@ -202,12 +218,7 @@ fn kill_all_and_restart(
         }
     }
     got.retain(|i| !maybe.contains(i) || committed.contains_key(i));
-    // The restart GCI as the rows show it: the newest GCI of a commit that
-    // is there. Every commit up to it must be there, none after it.
-    let expect =
-        committed.iter().filter(|(i, g)| **g > 0 && got.contains(i)).map(|(_, g)| *g).max().unwrap_or(0).max(lo);
-    let want: Vec<i64> = committed.iter().filter(|(_, g)| **g <= expect).map(|(i, _)| *i).collect();
-    assert_eq!(got, want, "{what}: restart GCI {expect}, recorded {rec:?}");
+    let expect = restart_gci_of(&got, committed, lo, &format!("{what} (recorded {rec:?})"));
     let nodes = c.nodes();
     replicas_agree(&mut c.kit, &nodes, t, groups);
     committed.retain(|_, g| *g <= expect);
@@ -602,13 +613,7 @@ fn a_crash_between_the_groups_records_of_a_gci_restarts_to_it() {
             after[0].0.max(after[1].0) < restart,
             "seed {seed}: the split held through the kill ({rec:?} -> {after:?})"
         );
-        for n in c.nodes() {
-            c.kit.boot(n);
-        }
-        for n in c.nodes() {
-            c.kit.wait_until_started(n);
-        }
-        c.kit.run();
+        c.restart_all();
         let got = present(&mut c.kit, 3, &t, next);
         let want: Vec<i64> = committed.iter().filter(|(_, g)| **g <= restart).map(|(i, _)| *i).collect();
         assert_eq!(got, want, "seed {seed}: restart GCI {restart}, recorded {after:?}");
@@ -706,21 +711,9 @@ fn a_copied_node_whose_partner_dies_before_its_checkpoint_keeps_the_cluster_rest
         for n in [2, 3, 4] {
             c.kill(n);
         }
-        for n in c.nodes() {
-            c.kit.boot(n);
-        }
-        for n in c.nodes() {
-            c.kit.wait_until_started(n);
-        }
-        c.kit.advance(300_000_000);
-        for n in c.nodes() {
-            c.kit.wait_until_started(n);
-        }
-        c.kit.run();
+        c.restart_all();
         let got = present(&mut c.kit, 3, &t, next);
-        let restart = committed.iter().filter(|(i, _)| got.contains(i)).map(|(_, g)| *g).max().unwrap_or(0);
-        let want: Vec<i64> = committed.iter().filter(|(_, g)| **g <= restart).map(|(i, _)| *i).collect();
-        assert_eq!(got, want, "seed {seed}: restart GCI {restart}");
+        restart_gci_of(&got, &committed, 0, &format!("seed {seed}"));
         let lost: Vec<i64> =
             committed.iter().filter(|(i, c)| **c <= partner_recorded && !got.contains(i)).map(|(i, _)| *i).collect();
         assert!(lost.is_empty(), "seed {seed}: commits of GCIs up to {partner_recorded} lost: {lost:?}");
