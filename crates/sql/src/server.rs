@@ -283,6 +283,11 @@ pub trait Backend: Send + Sync + 'static {
     fn max_allowed_packet(&self) -> Option<usize> {
         None
     }
+    /// How long a login may take (`SET GLOBAL connect_timeout`), if the
+    /// backend holds a live value; None: 10 s.
+    fn connect_timeout(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// Connection bookkeeping shared by the accept loop and connection tasks.
@@ -488,6 +493,12 @@ impl Backend for crate::engine::Engine {
             .and_then(|v| v.as_i64())
             .and_then(|n| usize::try_from(n).ok())
             .map(|n| n.clamp(1024, MAX_MAX_ALLOWED_PACKET))
+    }
+
+    fn connect_timeout(&self) -> Option<std::time::Duration> {
+        crate::engine::vars::global_value("connect_timeout")
+            .and_then(|v| v.as_i64())
+            .map(|n| std::time::Duration::from_secs(n.clamp(2, 31_536_000) as u64))
     }
 }
 

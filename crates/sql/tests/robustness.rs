@@ -407,6 +407,82 @@ fn built_rows_count_against_the_statement_memory_limit() {
     });
 }
 
+/// Case 7, continued: what grouping and DISTINCT build beside the rows
+/// counts too. Each statement below reads 100 rows of 100 bytes but held
+/// about 100 MB, uncounted (only rows were): group keys of 1 MB, a
+/// COUNT(DISTINCT ...) set of 1 MB values, GROUP_CONCAT ... ORDER BY pieces
+/// (all kept until sorted, whatever group_concat_max_len), and a UNION
+/// DISTINCT recursive CTE's set of rows seen. Now each fails with 1041 under
+/// a 32 MiB statement limit, and their small versions run.
+#[test]
+fn grouping_state_counts_against_the_statement_memory_limit() {
+    let cfg = EngineConfig { max_statement_memory: 32 << 20, ..EngineConfig::default() };
+    let (rt, _node, port) = sqld_like(norr_knobs::Knobs::default(), cfg);
+    rt.block_on(async move {
+        let mut c = connect(port).await;
+        c.query_drop("CREATE DATABASE grp").await.unwrap();
+        c.query_drop("USE grp").await.unwrap();
+        fill(&mut c, "t", 100, 100).await;
+        let big = [
+            "SELECT COUNT(*) FROM t GROUP BY CONCAT(id, REPEAT(v, 10000))",
+            "SELECT COUNT(DISTINCT CONCAT(id, REPEAT(v, 10000))) FROM t",
+            "SELECT LENGTH(GROUP_CONCAT(REPEAT(v, 10000) ORDER BY id)) FROM t",
+            "SELECT id, COUNT(DISTINCT CONCAT(id, REPEAT(v, 10000))) FROM t GROUP BY id WITH ROLLUP",
+        ];
+        for q in big {
+            assert_eq!(error_of(&mut c, q).await, Some(1041), "{q}");
+        }
+        still_answers(port, &mut c, "grouping state").await;
+        let n: Vec<i64> = c.query("SELECT COUNT(*) FROM t GROUP BY CONCAT(id, REPEAT(v, 100))").await.unwrap();
+        assert_eq!(n.len(), 100);
+        let d: Option<i64> = c.query_first("SELECT COUNT(DISTINCT CONCAT(id, REPEAT(v, 100))) FROM t").await.unwrap();
+        assert_eq!(d, Some(100));
+        let l: Option<i64> =
+            c.query_first("SELECT LENGTH(GROUP_CONCAT(REPEAT(v, 100) ORDER BY id)) FROM t").await.unwrap();
+        assert_eq!(l, Some(1024), "cut at group_concat_max_len");
+        // A recursive CTE with UNION DISTINCT: 20 rows of 1 MB each, and as
+        // much again in its set of rows seen.
+        let q = "WITH RECURSIVE r (n, s) AS (SELECT 1, REPEAT('x', 1000000) UNION \
+                 SELECT n + 1, s FROM r WHERE n < 20) SELECT COUNT(*) FROM r";
+        assert_eq!(error_of(&mut c, q).await, Some(1041), "{q}");
+        let q = "WITH RECURSIVE r (n, s) AS (SELECT 1, REPEAT('x', 1000) UNION \
+                 SELECT n + 1, s FROM r WHERE n < 40) SELECT COUNT(*) FROM r";
+        let n: Option<i64> = c.query_first(q).await.unwrap();
+        assert_eq!(n, Some(40));
+    });
+}
+
+/// connect_timeout is applied to logins (it was shown and fixed at 10 s):
+/// a client that opens a connection and sends nothing gets 1043 after the
+/// global value.
+#[test]
+fn a_silent_login_is_dropped_after_connect_timeout() {
+    use protocol_support::Raw;
+    let (rt, _node, port) = setup();
+    rt.block_on(async move {
+        let mut admin = connect(port).await;
+        admin.query_drop("SET GLOBAL connect_timeout = 2").await.unwrap();
+        let v: Option<i64> = admin.query_first("SELECT @@global.connect_timeout").await.unwrap();
+        assert_eq!(v, Some(2));
+        admin.query_drop("SET GLOBAL connect_timeout = 0").await.unwrap();
+        let v: Option<i64> = admin.query_first("SELECT @@global.connect_timeout").await.unwrap();
+        assert_eq!(v, Some(2), "clamped to MySQL's minimum");
+        let mut raw = Raw::connect(port).await;
+        let greeting = raw.read().await.expect("a greeting");
+        assert_eq!(greeting[0], 10, "protocol version 10");
+        let started = std::time::Instant::now();
+        let p = tokio::time::timeout(std::time::Duration::from_secs(9), raw.read())
+            .await
+            .expect("dropped before the old fixed 10 s")
+            .expect("an error packet before the close");
+        assert_eq!(protocol_support::err_of(&p).0, 1043);
+        assert!(started.elapsed() >= std::time::Duration::from_millis(1500), "not before connect_timeout");
+        assert!(raw.read().await.is_none());
+        admin.query_drop("SET GLOBAL connect_timeout = 10").await.unwrap();
+        still_answers(port, &mut admin, "a silent login").await;
+    });
+}
+
 /// Like case 2, for LOAD DATA LOCAL: a file whose records never end (no
 /// line terminator, or other terminators than the statement says) was kept
 /// whole in the SQL node as one partial record, however large. Past

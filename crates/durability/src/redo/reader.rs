@@ -260,52 +260,11 @@ impl RedoReader {
                 Err(PageError::Blank) => return Err(self.missing(&path, offset, "a blank page")),
                 Err(PageError::Bad(e)) => return Err(self.missing(&path, offset, &e.what)),
             };
-            // A record's GCI counts for every page it touches (tail release
-            // must not free the page a needed record starts in).
-            let was_mid = self.stream.mid_record();
-            let mut first_done: Option<Gci> = None;
-            let mut page_max = 0;
             let (from, to) = (self.from, self.to);
-            let mut n = 0u64;
-            let mut completed = 0u64;
-            let mut max_seen = self.max_gci_seen;
-            self.stream
-                .feed(&data, h.first_record, |body| {
-                    let rec = record::decode(body)?;
-                    if completed == 0 && was_mid {
-                        first_done = Some(rec.gci);
-                    }
-                    completed += 1;
-                    page_max = page_max.max(rec.gci);
-                    max_seen = max_seen.max(rec.gci);
-                    if rec.gci >= from && rec.gci <= to {
-                        out.push(rec);
-                        n += 1;
-                    }
-                    Ok(())
-                })
-                .map_err(|(at, e)| {
-                    FormatError::new(&path, offset + (crate::frame::PAGE_HEADER_BYTES + at) as u64, e)
-                })?;
-            if let Some(g) = first_done {
-                for e in self.page_gcis.iter_mut().filter(|e| e.0 >= self.rec_start_seq) {
-                    e.1 = e.1.max(g);
-                }
-            }
-            if self.stream.mid_record() {
-                if !was_mid || completed > 0 {
-                    self.rec_start_seq = h.seq;
-                } else {
-                    // Still inside a record that started earlier: its GCI is
-                    // unknown until it ends; patched then (above).
-                }
-            }
-            self.max_gci_seen = max_seen;
+            let n = self.decode_page(&h, &data, |g| g >= from && g <= to, out).map_err(|(at, e)| {
+                FormatError::new(&path, offset + (crate::frame::PAGE_HEADER_BYTES + at) as u64, e)
+            })?;
             self.returned += n;
-            self.pages_read += 1;
-            self.page_gcis.push((h.seq, page_max));
-            self.max_read_seq = Some(h.seq);
-            self.next_seq += 1;
             let marker = h.meta[meta::MARKER];
             if marker != 0 && marker >= self.to {
                 self.marker_seq = Some(h.seq);
@@ -328,46 +287,72 @@ impl RedoReader {
             _ => return false,
         };
         self.ahead_pages_left -= 1;
-        let was_mid = self.stream.mid_record();
-        let mut first_done: Option<Gci> = None;
-        let mut completed = 0u64;
-        let mut page_max = 0;
         let to = self.to;
         let mut found = Vec::new();
-        let fed = self.stream.feed(&data, h.first_record, |body| {
+        if self.decode_page(&h, &data, |g| g > to, &mut found).is_err() {
+            return false;
+        }
+        self.ahead.extend(found);
+        let marker = h.meta[meta::MARKER];
+        if marker > self.to && self.ahead_markers.last().is_none_or(|(g, _)| marker > *g) {
+            self.ahead_markers.push((marker, h.seq));
+        }
+        true
+    }
+
+    /// Decodes the records of one checked page (`h`, `data`: the page after
+    /// `next_seq`) into `out` where `keep` takes their GCI, and accounts the
+    /// page: its highest GCI (a record's GCI counts for every page it
+    /// touches, so that tail release never frees the page a needed record
+    /// starts in), the highest GCI seen, and the read position. Returns the
+    /// records kept; on a bad record (its offset in `data`, and what is
+    /// wrong) the page is not accounted.
+    fn decode_page(
+        &mut self,
+        h: &PageHeader,
+        data: &[u8],
+        keep: impl Fn(Gci) -> bool,
+        out: &mut Vec<LoggedRecord>,
+    ) -> Result<u64, (usize, String)> {
+        debug_assert_eq!(h.seq, self.next_seq, "pages are decoded in order");
+        let was_mid = self.stream.mid_record();
+        let mut first_done: Option<Gci> = None;
+        let mut page_max = 0;
+        let mut kept = 0u64;
+        let mut completed = 0u64;
+        self.stream.feed(data, h.first_record, |body| {
             let rec = record::decode(body)?;
             if completed == 0 && was_mid {
                 first_done = Some(rec.gci);
             }
             completed += 1;
             page_max = page_max.max(rec.gci);
-            if rec.gci > to {
-                found.push(rec);
+            if keep(rec.gci) {
+                out.push(rec);
+                kept += 1;
             }
             Ok(())
-        });
-        if fed.is_err() {
-            return false;
-        }
+        })?;
         if let Some(g) = first_done {
+            // The record that ended here began on earlier pages: its GCI
+            // counts for them too.
             for e in self.page_gcis.iter_mut().filter(|e| e.0 >= self.rec_start_seq) {
                 e.1 = e.1.max(g);
             }
         }
+        // A record left open here starts on this page, unless the page is
+        // wholly inside a record that began earlier (its GCI is patched in
+        // when it ends, above).
         if self.stream.mid_record() && (!was_mid || completed > 0) {
             self.rec_start_seq = h.seq;
         }
         self.max_gci_seen = self.max_gci_seen.max(page_max);
-        self.ahead.extend(found);
         self.pages_read += 1;
         self.page_gcis.push((h.seq, page_max));
+        debug_assert!(self.max_read_seq.is_none_or(|s| s < h.seq));
         self.max_read_seq = Some(h.seq);
         self.next_seq += 1;
-        let marker = h.meta[meta::MARKER];
-        if marker > self.to && self.ahead_markers.last().is_none_or(|(g, _)| marker > *g) {
-            self.ahead_markers.push((marker, h.seq));
-        }
-        true
+        Ok(kept)
     }
 
     fn missing(&self, path: &str, offset: u64, found: &str) -> FormatError {

@@ -336,7 +336,7 @@ async fn run_setop(
     rows.extend(run_node(rd, c, &s.right, ctx).await?);
     if s.distinct {
         let colls: Vec<Coll> = s.types.iter().map(|t| t.coll).collect();
-        rows = dedup(rows, &colls);
+        rows = dedup(rows, &colls, &ctx.mem)?;
     }
     let keyed: Vec<(Vec<Value>, Row)> = if s.order.is_empty() {
         rows.into_iter().map(|r| (Vec::new(), r)).collect()
@@ -411,18 +411,24 @@ pub fn encode_group_key(vals_: &[Value], colls: &[Coll], out: &mut Vec<u8>) {
     }
 }
 
-fn dedup(rows: Vec<Row>, colls: &[Coll]) -> Vec<Row> {
+/// DISTINCT by hashing: the first of each set of equal rows, in order. The
+/// set of keys seen is about as large again as the rows kept, and is
+/// counted against the statement's memory.
+fn dedup(rows: Vec<Row>, colls: &[Coll], mem: &crate::engine::memory::StatementMemory) -> Result<Vec<Row>, SqlError> {
     let mut seen = std::collections::HashSet::with_capacity(rows.len());
     let mut out = Vec::with_capacity(rows.len());
     let mut key = Vec::new();
+    let mut built = crate::engine::memory::Built::default();
     for r in rows {
         key.clear();
         encode_group_key(&r, colls, &mut key);
         if seen.insert(key.clone()) {
+            built.add_bytes(mem, key.len() as u64 + crate::engine::memory::HASH_ENTRY_BYTES)?;
             out.push(r);
         }
     }
-    out
+    built.flush(mem)?;
+    Ok(out)
 }
 
 /// Whether the ORDER BY just applied leaves rows that DISTINCT deems equal
@@ -534,7 +540,7 @@ fn finish_rows(
         // Equal rows are neighbours now: keep the first of each run.
         rows.dedup_by(|later, first| same_row(first, later, out_colls));
     } else if distinct {
-        rows = dedup(rows, out_colls);
+        rows = dedup(rows, out_colls, &ctx.mem)?;
     }
     let off = eval_count(offset, ctx, "OFFSET")?.unwrap_or(0) as usize;
     let lim = eval_count(limit, ctx, "LIMIT")?;
@@ -1140,6 +1146,9 @@ pub(crate) async fn join_source(
             }
             let mut k = Vec::new();
             encode_group_key(std::slice::from_ref(v), &[coll], &mut k);
+            // The table is new memory beside the inner rows (which were
+            // charged when scanned): a key and an index per row.
+            built.add_bytes(&ctx.mem, k.len() as u64 + crate::engine::memory::HASH_ENTRY_BYTES)?;
             table.entry(k).or_default().push(i);
         }
         let mut work = 0;
@@ -1495,24 +1504,29 @@ fn add_num(acc: Option<Num>, v: Num) -> Result<Num, SqlError> {
 
 /// Fold one source row's value into an aggregate. `row` is the source row,
 /// for GROUP_CONCAT's ORDER BY keys.
+/// Adds one value to an aggregate's state. Returns the bytes the state grew
+/// by (GROUP_CONCAT's pieces, the JSON aggregates' members), which a caller
+/// that keeps many states counts against the statement's memory; the other
+/// states have a fixed size.
 pub(crate) fn agg_step(
     st: &mut AggState,
     a: &AggSpec,
     v: Option<Value>,
     row: &[Value],
     ctx: &mut EvalCtx,
-) -> Result<(), SqlError> {
+) -> Result<u64, SqlError> {
     let v = match v {
         None => {
             // COUNT(*)
             if let AggState::Count(n) = st {
                 *n += 1;
             }
-            return Ok(());
+            return Ok(0);
         }
-        Some(Value::Null) => return Ok(()),
+        Some(Value::Null) => return Ok(0),
         Some(v) => v,
     };
+    let mut grew = 0;
     match st {
         AggState::Count(n) => *n += 1,
         AggState::Sum(s) => {
@@ -1522,7 +1536,7 @@ pub(crate) fn agg_step(
                 if d.scale == 0 {
                     if let Some(m) = d.mantissa.checked_add(*i as i128) {
                         d.mantissa = m;
-                        return Ok(());
+                        return Ok(0);
                     }
                 }
             }
@@ -1549,7 +1563,7 @@ pub(crate) fn agg_step(
         AggState::Concat(items, bound) => {
             let max_len = *bound.max_len.get_or_insert(ctx.group_concat_max_len);
             if bound.bytes > max_len && a.order.is_empty() {
-                return Ok(()); // cut already: this piece would not show
+                return Ok(0); // cut already: this piece would not show
             }
             let keys = a.order.iter().map(|(e, _, _)| eval(e, row, ctx)).collect::<Result<Vec<_>, _>>()?;
             let piece = vals::to_text(&v).unwrap_or_default().into_owned();
@@ -1559,6 +1573,8 @@ pub(crate) fn agg_step(
             if before <= max_len && bound.bytes > max_len {
                 ctx.warnings.push(1260, format!("Row {} was cut by GROUP_CONCAT()", items.len() + 1));
             }
+            grew = (piece.len() + std::mem::size_of::<(Vec<Value>, Vec<u8>)>()) as u64
+                + crate::engine::memory::row_bytes(&keys);
             items.push((keys, piece));
         }
         AggState::Var(n, mean, m2) => {
@@ -1570,7 +1586,9 @@ pub(crate) fn agg_step(
             }
         }
         AggState::JsonArray(items) => {
-            // The argument is a one-element JSON_ARRAY (see AggKind).
+            // The argument is a one-element JSON_ARRAY (see AggKind). Its
+            // text's length stands for what the parsed element holds.
+            grew = v.as_bytes().map_or(0, |b| b.len() as u64);
             let one = json_fragment(&v)?;
             let items = items.get_or_insert_with(Vec::new);
             match one {
@@ -1580,6 +1598,7 @@ pub(crate) fn agg_step(
         }
         AggState::JsonObject(members) => {
             // The argument is a one-member JSON_OBJECT (see AggKind).
+            grew = v.as_bytes().map_or(0, |b| b.len() as u64) + crate::engine::memory::HASH_ENTRY_BYTES;
             let members = members.get_or_insert_with(serde_json::Map::new);
             if let serde_json::Value::Object(m) = json_fragment(&v)? {
                 for (k, x) in m {
@@ -1596,7 +1615,7 @@ pub(crate) fn agg_step(
             });
         }
     }
-    Ok(())
+    Ok(grew)
 }
 
 pub(crate) fn agg_final(st: AggState, a: &AggSpec) -> Value {
@@ -1700,6 +1719,12 @@ fn aggregate(
     let mut key = Vec::new();
     let mut gvals = Vec::with_capacity(n);
     let mut avals: Vec<Option<Value>> = Vec::with_capacity(a.aggs.len());
+    // Groups, their index and their states are new memory beside the rows
+    // (issue 22): a GROUP BY of long computed keys, COUNT(DISTINCT ...) of
+    // many values or GROUP_CONCAT ... ORDER BY of long pieces holds far more
+    // than the rows it reads. Counted as built, 1041 past the limits.
+    let mut built = crate::engine::memory::Built::default();
+    let group_bytes = (std::mem::size_of::<Group>() + a.aggs.len() * std::mem::size_of::<AggState>()) as u64;
     for r in rows {
         gvals.clear();
         for g in &a.group_by {
@@ -1729,12 +1754,19 @@ fn aggregate(
             let gi = match found {
                 Some(i) => i,
                 None => {
-                    groups.push(Group {
+                    let g = Group {
                         first: r.clone(),
                         states: a.aggs.iter().map(agg_init).collect(),
                         seen: a.aggs.iter().map(|_| Default::default()).collect(),
                         kept: if a.rollup.is_some() { gvals[..level].to_vec() } else { Vec::new() },
-                    });
+                    };
+                    let bytes = group_bytes
+                        + crate::engine::memory::row_bytes(&g.first)
+                        + crate::engine::memory::row_bytes(&g.kept)
+                        + key.len() as u64
+                        + crate::engine::memory::HASH_ENTRY_BYTES;
+                    built.add_bytes(&ctx.mem, bytes)?;
+                    groups.push(g);
                     index.insert(key.clone(), groups.len() - 1);
                     groups.len() - 1
                 }
@@ -1749,15 +1781,19 @@ fn aggregate(
                         }
                         let mut enc = Vec::new();
                         encode_group_key(std::slice::from_ref(v), &[spec.coll], &mut enc);
+                        let bytes = enc.len() as u64 + crate::engine::memory::HASH_ENTRY_BYTES;
                         if !g.seen[k].insert(enc) {
                             continue;
                         }
+                        built.add_bytes(&ctx.mem, bytes)?;
                     }
                 }
-                agg_step(&mut g.states[k], spec, v, &r, ctx)?;
+                let grew = agg_step(&mut g.states[k], spec, v, &r, ctx)?;
+                built.add_bytes(&ctx.mem, grew)?;
             }
         }
     }
+    built.flush(&ctx.mem)?;
     if groups.is_empty() && n == 0 {
         // Aggregates over no rows: one row (COUNT = 0, others NULL).
         groups.push(Group {

@@ -96,6 +96,16 @@ pub fn reserve_process(bytes: u64) -> Result<Reserved, SqlError> {
     Ok(Reserved { bytes })
 }
 
+/// Counts `bytes` the process already holds against `--max-memory`, past
+/// the limit or not, until the guard is dropped: a result built whole is
+/// still in memory while its connection writes it to a slow client, after
+/// its statement (and its charge) ended. Statements that start meanwhile
+/// see it and fail with 1041 rather than growing the process further.
+pub fn hold_process(bytes: u64) -> Reserved {
+    PROCESS_USED_BYTES.fetch_add(bytes, Ordering::Relaxed);
+    Reserved { bytes }
+}
+
 impl Drop for Reserved {
     fn drop(&mut self) {
         PROCESS_USED_BYTES.fetch_sub(self.bytes, Ordering::Relaxed);
@@ -191,6 +201,16 @@ impl Built {
         Ok(())
     }
 
+    /// Counts `bytes` of other state a statement builds (hash tables of
+    /// joins, groups and DISTINCT, aggregate states), as `add` counts rows.
+    pub fn add_bytes(&mut self, mem: &StatementMemory, bytes: u64) -> Result<(), SqlError> {
+        self.pending += bytes;
+        if self.pending >= Self::STEP {
+            self.flush(mem)?;
+        }
+        Ok(())
+    }
+
     /// Charges what has been counted and not charged yet.
     pub fn flush(&mut self, mem: &StatementMemory) -> Result<(), SqlError> {
         let n = std::mem::take(&mut self.pending);
@@ -206,6 +226,11 @@ pub fn row_bytes(r: &[Value]) -> u64 {
     let slots = (std::mem::size_of_val(r) + std::mem::size_of::<Vec<Value>>()) as u64;
     slots + r.iter().map(|v| v.as_bytes().map_or(0, |b| b.len() as u64)).sum::<u64>()
 }
+
+/// Estimated bytes of one entry of a hash table beside its key's bytes:
+/// the key's vector header, the value, and the table's slot and control
+/// byte at its load factor (hashbrown keeps at most 7/8 of slots full).
+pub const HASH_ENTRY_BYTES: u64 = 48;
 
 /// Estimated bytes of `rows`.
 pub fn rows_bytes(rows: &[Vec<Value>]) -> u64 {

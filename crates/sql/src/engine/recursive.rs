@@ -296,11 +296,22 @@ pub async fn run(rd: &mut Reader<'_>, c: &Compiled, p: &RecPlan, ctx: &mut EvalC
         }
         true
     };
+    // UNION DISTINCT's set of rows seen is new memory beside the rows
+    // (which were charged as they were built): counted as built.
+    let mut built = crate::engine::memory::Built::default();
+    let seen_bytes = |r: &Row| {
+        if p.distinct {
+            crate::engine::memory::row_bytes(r) + crate::engine::memory::HASH_ENTRY_BYTES
+        } else {
+            0
+        }
+    };
     let mut work: Vec<Row> = Vec::new();
     for a in &p.anchors {
         for (i, r) in run_node(rd, c, a, ctx).await?.into_iter().enumerate() {
             let r = fit(r, p, i + 1)?;
             if admit(&r, all.len() + work.len()) {
+                built.add_bytes(&ctx.mem, seen_bytes(&r))?;
                 work.push(r);
             }
         }
@@ -331,6 +342,7 @@ pub async fn run(rd: &mut Reader<'_>, c: &Compiled, p: &RecPlan, ctx: &mut EvalC
             for (i, r) in run_node(rd, c, s, ctx).await?.into_iter().enumerate() {
                 let r = fit(r, p, i + 1)?;
                 if admit(&r, all.len() + next.len()) {
+                    built.add_bytes(&ctx.mem, seen_bytes(&r))?;
                     next.push(r);
                 }
             }
@@ -338,6 +350,7 @@ pub async fn run(rd: &mut Reader<'_>, c: &Compiled, p: &RecPlan, ctx: &mut EvalC
         ctx.work_tables[p.slot] = Vec::new();
         work = next;
     }
+    built.flush(&ctx.mem)?;
     let off = usize::try_from(offset).unwrap_or(usize::MAX).min(all.len());
     all.drain(..off);
     Ok(all)

@@ -394,6 +394,8 @@ fn int_bounds(name: &str) -> Option<(i64, i64)> {
         "max_connections" => Some((1, 100_000)),
         // Enforced for new connections (protocol::conn), as MySQL: 1 KiB to 1 GiB.
         "max_allowed_packet" => Some((1024, 1 << 30)),
+        // Enforced for logins starting now (protocol::conn), as MySQL: 2 s to a year.
+        "connect_timeout" => Some((2, 31_536_000)),
         _ => None,
     }
 }

@@ -92,7 +92,11 @@ const MAX_PREPARED_STATEMENTS: usize = 16382;
 /// Capacity of the command packet buffer kept between packets (most
 /// commands are far smaller; a bigger one is dropped after use).
 const PAYLOAD_BUF_KEEP_BYTES: usize = 16 * 1024;
-/// How long a login may take before the server gives up (connect_timeout).
+/// Results built whole with more rows than this are held against
+/// `--max-memory` while they are written (`write_output`).
+const HELD_RESULT_MIN_ROWS: usize = 64;
+/// How long a login may take before the server gives up, unless the backend
+/// holds a live `connect_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 const COM_QUIT: u8 = 0x01;
@@ -218,7 +222,8 @@ pub async fn run_connection<B: Backend>(
         let _ = conn.wr.flush().await;
         conn.wr.shutdown().await;
     } else {
-        match tokio::time::timeout(CONNECT_TIMEOUT, conn.login()).await {
+        let login_limit = conn.backend.connect_timeout().unwrap_or(CONNECT_TIMEOUT);
+        match tokio::time::timeout(login_limit, conn.login()).await {
             Ok(Ok(true)) => conn.command_loop().await,
             Ok(Ok(false)) | Ok(Err(_)) => {}
             Err(_) => {
@@ -671,6 +676,12 @@ impl<B: Backend> Conn<B> {
                 self.send_ok(*affected_rows, *last_insert_id, extra, info).await?;
             }
             QueryOutput::Rows { columns, rows } => {
+                // A result built whole stays in memory while a slow client
+                // reads it, after its statement's charge ended: held against
+                // --max-memory meanwhile. Small results (most) are left to the
+                // limit's margin rather than summed.
+                let _held = (rows.len() > HELD_RESULT_MIN_ROWS)
+                    .then(|| crate::engine::memory::hold_process(crate::engine::memory::rows_bytes(rows)));
                 // Everything is written straight into the output buffer.
                 let cache_metadata = self.mariadb_caps & MARIADB_CACHE_METADATA != 0;
                 let send_defs = send_defs || !cache_metadata;
