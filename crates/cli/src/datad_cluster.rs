@@ -12,7 +12,7 @@
 use anyhow::{bail, Context};
 use norr_kernel::NodeId;
 use norr_mgmd::config::{ClusterConfig, NodeKind};
-use norr_mgmd::protocol::{ArbitReply, ArbitReq, NodeCommand, NodeReport, NodeState, PeerRole};
+use norr_mgmd::protocol::{ArbitReply, ArbitReq, NodeCommand, NodeReport, NodeState, PeerRole, Refusal};
 use norr_mgmd::session::{fetch_config, MgmLink};
 use norr_runtime::{
     start_data_node_with_options, Arbitrator, ClusterNet, DataNodeConfig, DataNodeHandle, NodeExit, RuntimeOptions,
@@ -67,6 +67,9 @@ struct Reported {
     /// the files stay).
     durable: Option<(u64, bool)>,
     address: String,
+    /// The last stop or restart the cluster refused (reported to mgmd, so
+    /// that `norr mgm stop N --wait` prints why instead of timing out).
+    refusal: Option<Refusal>,
 }
 
 enum Event {
@@ -177,6 +180,7 @@ pub fn run(
         status: None,
         durable: None,
         address: listen.to_string(),
+        refusal: None,
     }));
     let (tx, rx) = channel::<Event>();
     {
@@ -270,15 +274,20 @@ fn supervise(
             }
             Ok(Event::Command(NodeCommand::Stop)) => {
                 set_state(reported, NodeState::Stopping);
-                node = leave(plan.node_id, node.take())?;
-                if node.is_none() {
-                    set_state(reported, NodeState::Stopped);
-                    reported.lock().unwrap_or_else(|p| p.into_inner()).status = None;
-                } else {
-                    // Refused (the last live node of its group): it runs on,
-                    // and says so (it reported "stopping" forever before).
-                    set_state(reported, NodeState::Started);
-                }
+                node = match leave(plan.node_id, node.take())? {
+                    Left::Stopped => {
+                        set_state(reported, NodeState::Stopped);
+                        reported.lock().unwrap_or_else(|p| p.into_inner()).status = None;
+                        None
+                    }
+                    Left::Refused(n, reason) => {
+                        // Refused (the last live node of its group): it runs
+                        // on, and says so (it reported "stopping" forever
+                        // before), with the reason.
+                        refused(reported, reason);
+                        Some(n)
+                    }
+                };
             }
             Ok(Event::Command(NodeCommand::Start)) => {
                 if node.is_none() {
@@ -288,13 +297,16 @@ fn supervise(
             }
             Ok(Event::Command(NodeCommand::Restart)) => {
                 set_state(reported, NodeState::Stopping);
-                node = leave(plan.node_id, node.take())?;
-                if node.is_none() {
-                    set_state(reported, NodeState::Starting { phase: "node restart".into() });
-                    node = Some(plan.start()?);
-                } else {
-                    set_state(reported, NodeState::Started);
-                }
+                node = match leave(plan.node_id, node.take())? {
+                    Left::Stopped => {
+                        set_state(reported, NodeState::Starting { phase: "node restart".into() });
+                        Some(plan.start()?)
+                    }
+                    Left::Refused(n, reason) => {
+                        refused(reported, reason);
+                        Some(n)
+                    }
+                };
             }
         }
     }
@@ -310,8 +322,25 @@ const LEAVE_WAIT: Duration = Duration::from_secs(30);
 /// crash), then stop. Returns the node back if the cluster refused (it is
 /// the last live node of its node group: stopping it would stop the
 /// cluster; `norr mgm stop --all` does that); None once it stopped.
-fn leave(node_id: u16, node: Option<DataNodeHandle>) -> anyhow::Result<Option<DataNodeHandle>> {
-    let Some(n) = node else { return Ok(None) };
+/// How a request to leave the cluster ended.
+enum Left {
+    /// The node left (or was not running, or was stopped outright).
+    Stopped,
+    /// The cluster refused: the node runs on; why.
+    Refused(DataNodeHandle, String),
+}
+
+/// The node runs on after a refused stop or restart: started again, with
+/// the refusal reported.
+fn refused(reported: &Mutex<Reported>, reason: String) {
+    let mut r = reported.lock().unwrap_or_else(|p| p.into_inner());
+    r.state = NodeState::Started;
+    let count = r.refusal.as_ref().map_or(0, |f| f.count) + 1;
+    r.refusal = Some(Refusal { count, reason });
+}
+
+fn leave(node_id: u16, node: Option<DataNodeHandle>) -> anyhow::Result<Left> {
+    let Some(n) = node else { return Ok(Left::Stopped) };
     n.leave(node_id);
     let deadline = Instant::now() + LEAVE_WAIT;
     loop {
@@ -319,18 +348,18 @@ fn leave(node_id: u16, node: Option<DataNodeHandle>) -> anyhow::Result<Option<Da
             return match n.join_exit() {
                 Ok(NodeExit::Shutdown { reason: ShutdownReason::Requested, .. }) | Ok(NodeExit::Stopped) => {
                     eprintln!("norr datad: data node {node_id} left the cluster and stopped");
-                    Ok(None)
+                    Ok(Left::Stopped)
                 }
                 Ok(other) => {
                     eprintln!("norr datad: data node {node_id} stopped while leaving: {other:?}");
-                    Ok(None)
+                    Ok(Left::Stopped)
                 }
                 Err(e) => Err(anyhow::Error::new(e).context("data node failed while leaving")),
             };
         }
         if let Some(reason) = n.take_leave_refusal() {
             eprintln!("norr datad: data node {node_id} keeps running: the cluster refused to let it stop: {reason}");
-            return Ok(Some(n));
+            return Ok(Left::Refused(n, reason));
         }
         if Instant::now() >= deadline {
             eprintln!(
@@ -338,7 +367,7 @@ fn leave(node_id: u16, node: Option<DataNodeHandle>) -> anyhow::Result<Option<Da
                 LEAVE_WAIT.as_secs()
             );
             stop(Some(n))?;
-            return Ok(None);
+            return Ok(Left::Stopped);
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -367,5 +396,6 @@ fn report(node_id: NodeId, started_at: Instant, r: &Reported) -> NodeReport {
         last_durable_gci: r.durable.map(|(gci, _)| gci),
         files_complete: r.durable.is_some_and(|(_, complete)| complete),
         address: r.address.clone(),
+        refusal: r.refusal.clone(),
     }
 }

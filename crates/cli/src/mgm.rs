@@ -2,6 +2,8 @@
 
 use anyhow::bail;
 use norr_mgmd::config::NodeKind;
+#[cfg(test)]
+use norr_mgmd::protocol::Refusal;
 use norr_mgmd::protocol::{ClusterView, MgmCommand, MgmReply, NodeState, NodeView};
 use norr_mgmd::session::run_command;
 use std::time::{Duration, Instant};
@@ -100,9 +102,12 @@ pub fn run(a: MgmArgs) -> anyhow::Result<()> {
         MgmCmd::Start { node, wait } => (MgmCommand::Start { node }, wait),
         MgmCmd::Restart { node, wait } => (MgmCommand::Restart { node }, wait),
     };
-    // For restart --wait: the uptime before, to see the node come back.
+    // For stop and restart --wait: the node before (its uptime, to see it
+    // come back; its refusals so far, to tell a refusal of this command).
     let before = match (&cmd, wait.wait) {
-        (MgmCommand::Restart { node }, Some(_)) => view()?.nodes.into_iter().find(|n| n.id == *node),
+        (MgmCommand::Restart { node } | MgmCommand::Stop { node }, Some(_)) => {
+            view()?.nodes.into_iter().find(|n| n.id == *node)
+        }
         _ => None,
     };
     let sent = Instant::now();
@@ -115,6 +120,9 @@ pub fn run(a: MgmArgs) -> anyhow::Result<()> {
     let deadline = sent + Duration::from_secs(secs);
     loop {
         let v = view()?;
+        if let Some(why) = refused(&cmd, &v, before.as_ref()) {
+            bail!("{why}");
+        }
         if let Some(done) = reached(&cmd, &v, before.as_ref(), sent.elapsed()) {
             println!("{done}");
             return Ok(());
@@ -124,6 +132,16 @@ pub fn run(a: MgmArgs) -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Some(message) if the node of a stop or restart reports a refusal newer
+/// than those it had reported when the command was sent (`before`).
+fn refused(cmd: &MgmCommand, v: &ClusterView, before: Option<&NodeView>) -> Option<String> {
+    let (MgmCommand::Stop { node: id } | MgmCommand::Restart { node: id }) = *cmd else { return None };
+    let seen = before.and_then(|b| b.refusal.as_ref()).map_or(0, |r| r.count);
+    let r = v.nodes.iter().find(|n| n.id == id)?.refusal.as_ref().filter(|r| r.count > seen)?;
+    let what = if matches!(cmd, MgmCommand::Stop { .. }) { "stop" } else { "restart" };
+    Some(format!("node {id}: the cluster refused to {what} it, and it runs on: {}", r.reason))
 }
 
 /// Some(message) once `cmd` has taken effect in `v`.
@@ -305,6 +323,7 @@ mod tests {
             last_durable_gci: Some(42),
             files_complete: id != 3,
             peer: None,
+            refusal: None,
         }
     }
 
@@ -364,6 +383,25 @@ mod tests {
         assert_eq!(format_uptime(61_000), "1m 1s");
         assert_eq!(format_uptime(3_723_000), "1h 2m");
         assert_eq!(format_uptime(90_000_000), "1d 1h");
+    }
+
+    #[test]
+    fn a_refused_stop_or_restart_ends_the_wait_with_the_reason() {
+        let mut v = view();
+        assert_eq!(v.nodes[1].id, 2);
+        let before = v.nodes[1].clone();
+        assert!(refused(&MgmCommand::Stop { node: 2 }, &v, Some(&before)).is_none());
+        v.nodes[1].refusal = Some(Refusal { count: 1, reason: "the last live node of node group 0".into() });
+        let why = refused(&MgmCommand::Stop { node: 2 }, &v, Some(&before)).expect("refused");
+        assert!(why.contains("refused to stop") && why.contains("node group 0"), "{why}");
+        // A refusal reported before the command does not end its wait.
+        let before = v.nodes[1].clone();
+        assert!(refused(&MgmCommand::Restart { node: 2 }, &v, Some(&before)).is_none());
+        v.nodes[1].refusal = Some(Refusal { count: 2, reason: "again".into() });
+        let why = refused(&MgmCommand::Restart { node: 2 }, &v, Some(&before)).expect("refused");
+        assert!(why.contains("refused to restart") && why.ends_with("again"), "{why}");
+        assert!(refused(&MgmCommand::Start { node: 2 }, &v, Some(&before)).is_none());
+        assert!(refused(&MgmCommand::Stop { node: 4 }, &v, None).is_none());
     }
 
     #[test]

@@ -141,6 +141,7 @@ fn fake_data_node(addr: &str, id: u16) -> (MgmLink, Receiver<NodeCommand>) {
             last_durable_gci: Some(17),
             files_complete: true,
             address: format!("127.0.0.1:22{id:02}"),
+            refusal: None,
         }),
         Box::new(move |c| {
             let _ = tx.lock().unwrap().send(c);

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 /// "NMGM": guards against talking to something that is not a NorrDB mgmd peer.
 pub const MGM_MAGIC: u32 = 0x4E4D_474D;
-pub const MGM_PROTOCOL_VERSION: u16 = 2;
+pub const MGM_PROTOCOL_VERSION: u16 = 3;
 /// Largest frame either side accepts: a configuration of hundreds of nodes
 /// is tens of kilobytes.
 pub const MAX_MGM_FRAME_BYTES: usize = 16 << 20;
@@ -131,6 +131,19 @@ pub struct NodeReport {
     pub files_complete: bool,
     /// Where it serves ("127.0.0.1:2202").
     pub address: String,
+    /// The last stop or restart the cluster refused this node (None: none
+    /// since the process started).
+    pub refusal: Option<Refusal>,
+}
+
+/// Why the cluster refused to let a node stop (it is the last live node of
+/// its group, for example), numbered: a client waiting on its command tells
+/// a new refusal from an earlier one by the count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    /// Refusals of this node process so far, this one included.
+    pub count: u32,
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -245,6 +258,8 @@ pub struct NodeView {
     pub files_complete: bool,
     /// The session's peer address ("127.0.0.1:50312"), when connected.
     pub peer: Option<String>,
+    /// As reported (see `NodeReport`).
+    pub refusal: Option<Refusal>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -411,6 +426,7 @@ mod tests {
             last_durable_gci: Some(77),
             files_complete: true,
             address: "127.0.0.1:2202".into(),
+            refusal: Some(Refusal { count: 1, reason: "the last live node of node group 0".into() }),
         }
     }
 
@@ -450,6 +466,7 @@ mod tests {
                 last_durable_gci: None,
                 files_complete: false,
                 peer: Some("127.0.0.1:4000".into()),
+                refusal: None,
             }],
         };
         let from = vec![

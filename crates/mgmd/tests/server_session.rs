@@ -55,6 +55,7 @@ fn report(node: u16, state: NodeState) -> NodeReport {
         last_durable_gci: Some(3),
         files_complete: true,
         address: format!("127.0.0.1:22{node:02}"),
+        refusal: None,
     }
 }
 

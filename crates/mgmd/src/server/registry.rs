@@ -503,6 +503,7 @@ impl Registry {
             last_durable_gci: None,
             files_complete: false,
             peer: session.map(|s| s.peer.to_string()),
+            refusal: None,
         };
         if let Some(Reported { report: r, at }) = report {
             v.address = r.address.clone();
@@ -518,6 +519,7 @@ impl Registry {
             v.phases = r.phases.clone();
             v.president = r.president;
             v.last_durable_gci = r.last_durable_gci;
+            v.refusal = r.refusal.clone();
             v.files_complete = r.files_complete;
         }
         if v.address.is_empty() {

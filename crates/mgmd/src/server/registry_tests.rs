@@ -48,6 +48,7 @@ fn report(node: NodeId, state: NodeState) -> NodeReport {
         last_durable_gci: Some(4),
         files_complete: true,
         address: format!("127.0.0.1:22{node:02}"),
+        refusal: None,
     }
 }
 
