@@ -14,7 +14,9 @@
 #           all three: sysbench spreads its threads over the nodes' ports).
 #
 # For each workload: REPS runs of each system, alternating (norr, Galera,
-# norr, ...) so that load from elsewhere on a shared machine hits both; medians
+# norr, ...) so that load from elsewhere on a shared machine hits both (with
+# ORDER=staged: Galera's runs first, then Galera is shut down and norr started,
+# so an idle system cannot take CPU from the one measured); medians
 # of transactions/s and p95 latency, the ratio norr/Galera, and server CPU per
 # transaction: utime + stime (/proc/PID/stat) of every server process of the
 # system over the run (norr: mgmd + data nodes + sqld; Galera: the three
@@ -41,6 +43,9 @@
 #   GALERA_SLAVE_THREADS=2  wsrep_slave_threads
 #   GALERA_SPREAD=1  also run with sysbench's threads spread over the three
 #                  Galera nodes (0 skips it; one node only is the headline)
+#   ORDER=alternate (default: both clusters up, runs take turns) | staged
+#                  (Galera alone, then norr alone; the other system's CPU
+#                  during each run is reported in the alternate order)
 #   KEEP=1 keep the data directories; NO_RECORD=1 do not append to RESULTS.md
 #   COMMIT         label of the norr build in the title (default: git HEAD)
 set -euo pipefail
@@ -49,6 +54,7 @@ REPS="${REPS:-3}"
 WORKLOADS="${WORKLOADS:-oltp_point_select oltp_read_write}"
 GALERA_SLAVE_THREADS="${GALERA_SLAVE_THREADS:-2}"
 GALERA_SPREAD="${GALERA_SPREAD:-1}"
+ORDER="${ORDER:-alternate}"
 ROWS=$((SB_TABLES * SB_TABLE_SIZE))
 GALERA_BUFFER_POOL="${GALERA_BUFFER_POOL:-$(( (ROWS / 1024 + 1) > 128 ? (ROWS / 1024 + 1) : 128 ))M}"
 GALERA_PROVIDER=/usr/lib/galera/libgalera_smm.so
@@ -229,29 +235,49 @@ errs_of() { sed -n 's/.*ignored errors: *\([0-9]*\) .*/\1/p' "$1" | head -1; }
 # ms of CPU per transaction: ms_per_txn TICKS TXNS
 ms_per_txn() { awk -v t="$1" -v n="$2" -v hz="$TICK" 'BEGIN { if (n > 0) printf "%.3f", t * 1e3 / hz / n; else print "n/a" }'; }
 
-start_norr_cluster
-start_galera
-LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
-
-# Targets: name -> sysbench connection flags, server pids (all of the system),
-# and the pids of the other system (whose CPU during the run is reported as idle
-# cost, e.g. spinning).
-declare -A CONN SRV OTHER NAMES
+# Targets: name -> sysbench connection flags, the pids of the system's server
+# processes and their names. OTHER: the other system's pids while it is up
+# (its CPU during a run is reported: an idle system should cost nothing).
+declare -A CONN SRV NAMES
 TARGETS="norr galera"
-CONN[norr]="--mysql-host=127.0.0.1 --mysql-port=$NORR_PORT"
-SRV[norr]="$NORR_MGMD_PID ${NORR_DATAD_PIDS[*]} $NORR_SQLD_PID"
-NAMES[norr]="mgmd datad-2 datad-3 sqld"
-CONN[galera]="--mysql-host=127.0.0.1 --mysql-port=${GALERA_PORTS[0]}"
-SRV[galera]="${GALERA_PIDS[*]}"
-NAMES[galera]="node1 node2 node3"
-if [ "$GALERA_SPREAD" = 1 ]; then
-  TARGETS="$TARGETS galera3"
+[ "$GALERA_SPREAD" = 1 ] && TARGETS="$TARGETS galera3"
+NORR_UP=0; GALERA_UP=0
+up_norr() {
+  start_norr_cluster
+  CONN[norr]="--mysql-host=127.0.0.1 --mysql-port=$NORR_PORT"
+  SRV[norr]="$NORR_MGMD_PID ${NORR_DATAD_PIDS[*]} $NORR_SQLD_PID"
+  NAMES[norr]="mgmd datad-2 datad-3 sqld"
+  NORR_UP=1
+}
+up_galera() {
+  start_galera
+  CONN[galera]="--mysql-host=127.0.0.1 --mysql-port=${GALERA_PORTS[0]}"
   CONN[galera3]="--mysql-host=127.0.0.1 --mysql-port=$(IFS=,; echo "${GALERA_PORTS[*]}")"
-  SRV[galera3]="${SRV[galera]}"; NAMES[galera3]="${NAMES[galera]}"
-fi
-for t in $TARGETS; do
-  case "$t" in norr) OTHER[$t]="${SRV[galera]}" ;; *) OTHER[$t]="${SRV[norr]}" ;; esac
-done
+  SRV[galera]="${GALERA_PIDS[*]}"; SRV[galera3]="${SRV[galera]}"
+  NAMES[galera]="node1 node2 node3"; NAMES[galera3]="${NAMES[galera]}"
+  GALERA_VERSION="$(galera_status "${GALERA_PORTS[0]}" wsrep_provider_version)"
+  GALERA_UP=1
+}
+# Staged order: Galera is shut down (cleanly) before norr starts.
+down_galera() {
+  local p i alive
+  kill "${GALERA_PIDS[@]}" 2>/dev/null || true
+  for ((i = 0; i < 600; i++)); do
+    alive=0
+    for p in "${GALERA_PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.1
+  done
+  for p in "${GALERA_PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  GALERA_UP=0
+}
+other_pids() { # target: the other system's pids, if it is up
+  case "$1" in
+    norr) [ "$GALERA_UP" = 1 ] && echo "${GALERA_PIDS[*]}" ;;
+    *) [ "$NORR_UP" = 1 ] && echo "$NORR_MGMD_PID ${NORR_DATAD_PIDS[*]} $NORR_SQLD_PID" ;;
+  esac
+  return 0
+}
 
 sbx() { # target workload command [extra...]
   local t="$1" wl="$2" cmd="$3"
@@ -264,57 +290,86 @@ sbx() { # target workload command [extra...]
 
 # One schema per system, prepared once (oltp_read_write deletes and inserts the
 # same ids, so the tables keep their size across workloads).
-for t in norr galera; do
-  port="$NORR_PORT"; [ "$t" = galera ] && port="${GALERA_PORTS[0]}"
+prepare() { # norr | galera
+  local t="$1" port s0 i n3
+  if [ "$t" = galera ]; then port="${GALERA_PORTS[0]}"; else port="$NORR_PORT"; fi
   sql "$port" "DROP DATABASE IF EXISTS sbtest; CREATE DATABASE sbtest"
   log "$t: sysbench prepare ($SB_TABLES x $SB_TABLE_SIZE rows)"
   s0=$(date +%s)
   sbx "$t" oltp_read_write prepare >"$WORK/$t-prepare.log" 2>&1 \
     || { log "$t prepare failed:"; tail -20 "$WORK/$t-prepare.log" >&2; exit 1; }
-  log "$t: prepared in $(( $(date +%s) - s0 )) s"
-done
-# Galera: every node must hold the tables before the runs.
-for ((i = 0; i < 600; i++)); do
-  n3="$(mysql -h127.0.0.1 -P"${GALERA_PORTS[2]}" -uroot --protocol=TCP -N -B -e "SELECT COUNT(*) FROM sbtest.sbtest$SB_TABLES" 2>/dev/null || true)"
-  [ "$n3" = "$SB_TABLE_SIZE" ] && break
-  sleep 0.5
-done
-
-declare -A TPS P95 CPUMS SPLIT IDLE ERRS LOADS
-for wl in $WORKLOADS; do
-  for rep in $(seq 1 "$REPS"); do
-    for t in $TARGETS; do
-      log="$WORK/$t-$wl-run$rep.log"
-      read -r -a pids <<<"${SRV[$t]}"
-      read -r -a others <<<"${OTHER[$t]}"
-      c0=(); for p in "${pids[@]}"; do c0+=("$(cpu_ticks "$p")"); done
-      o0=0; for p in "${others[@]}"; do o0=$((o0 + $(cpu_ticks "$p"))); done
-      if ! sbx "$t" "$wl" run --report-interval=0 >"$log" 2>&1; then
-        log "$t $wl run $rep failed:"; tail -20 "$log" >&2; exit 1
-      fi
-      tot=0; split=""
-      read -r -a names <<<"${NAMES[$t]}"
-      for k in "${!pids[@]}"; do
-        d=$(( $(cpu_ticks "${pids[$k]}") - c0[k] ))
-        tot=$((tot + d))
-        split="$split ${names[$k]}=$(ms_per_txn "$d" "$(txns_of "$log")")"
-      done
-      o1=0; for p in "${others[@]}"; do o1=$((o1 + $(cpu_ticks "$p"))); done
-      n="$(txns_of "$log")"
-      cms="$(ms_per_txn "$tot" "$n")"
-      idle="$(awk -v t=$((o1 - o0)) -v hz="$TICK" -v s="$SB_TIME" 'BEGIN { printf "%.1f", t / hz / s * 100 }')"
-      load="$(cut -d' ' -f1 /proc/loadavg)"
-      log "$t $wl run $rep: $(tps_of "$log") tps, p95 $(p95_of "$log") ms, server CPU $cms ms/txn (${split# }), other system's CPU while idle ${idle}% of a core, ignored errors $(errs_of "$log"), load $load"
-      TPS[$t,$wl]="${TPS[$t,$wl]:-} $(tps_of "$log")"
-      P95[$t,$wl]="${P95[$t,$wl]:-} $(p95_of "$log")"
-      CPUMS[$t,$wl]="${CPUMS[$t,$wl]:-} $cms"
-      SPLIT[$t,$wl]="${SPLIT[$t,$wl]:-}; ${split# }"
-      IDLE[$t,$wl]="${IDLE[$t,$wl]:-} $idle"
-      ERRS[$t,$wl]="${ERRS[$t,$wl]:-} $(errs_of "$log")"
-      LOADS[$wl]="${LOADS[$wl]:-} $load"
+  PREPARE_S[$t]=$(( $(date +%s) - s0 ))
+  log "$t: prepared in ${PREPARE_S[$t]} s"
+  if [ "$t" = galera ]; then
+    # Every node must hold the tables before the runs.
+    for ((i = 0; i < 600; i++)); do
+      n3="$(mysql -h127.0.0.1 -P"${GALERA_PORTS[2]}" -uroot --protocol=TCP -N -B -e "SELECT COUNT(*) FROM sbtest.sbtest$SB_TABLES" 2>/dev/null || true)"
+      [ "$n3" = "$SB_TABLE_SIZE" ] && break
+      sleep 0.5
     done
+  fi
+}
+
+declare -A TPS P95 CPUMS SPLIT IDLE ERRS LOADS PREPARE_S
+run_one() { # target workload rep
+  local t="$1" wl="$2" rep="$3" log pids others names c0 o0 o1 tot split d k n cms idle load p
+  log="$WORK/$t-$wl-run$rep.log"
+  read -r -a pids <<<"${SRV[$t]}"
+  read -r -a others <<<"$(other_pids "$t")"
+  read -r -a names <<<"${NAMES[$t]}"
+  c0=(); for p in "${pids[@]}"; do c0+=("$(cpu_ticks "$p")"); done
+  o0=0; for p in "${others[@]}"; do o0=$((o0 + $(cpu_ticks "$p"))); done
+  if ! sbx "$t" "$wl" run --report-interval=0 >"$log" 2>&1; then
+    log "$t $wl run $rep failed:"; tail -20 "$log" >&2; exit 1
+  fi
+  n="$(txns_of "$log")"
+  tot=0; split=""
+  for k in "${!pids[@]}"; do
+    d=$(( $(cpu_ticks "${pids[$k]}") - c0[k] ))
+    tot=$((tot + d))
+    split="$split ${names[$k]}=$(ms_per_txn "$d" "$n")"
   done
-done
+  o1=0; for p in "${others[@]}"; do o1=$((o1 + $(cpu_ticks "$p"))); done
+  cms="$(ms_per_txn "$tot" "$n")"
+  idle="n/a"  # the other system is not running (staged order)
+  [ ${#others[@]} -gt 0 ] && idle="$(awk -v t=$((o1 - o0)) -v hz="$TICK" -v s="$SB_TIME" 'BEGIN { printf "%.0f", t / hz / s * 100 }')"
+  load="$(cut -d' ' -f1 /proc/loadavg)"
+  log "$t $wl run $rep: $(tps_of "$log") tps, p95 $(p95_of "$log") ms, server CPU $cms ms/txn (${split# }), the other system's CPU meanwhile ${idle}${idle:+% of a core}, ignored errors $(errs_of "$log"), load $load"
+  TPS[$t,$wl]="${TPS[$t,$wl]:-} $(tps_of "$log")"
+  P95[$t,$wl]="${P95[$t,$wl]:-} $(p95_of "$log")"
+  CPUMS[$t,$wl]="${CPUMS[$t,$wl]:-} $cms"
+  SPLIT[$t,$wl]="${SPLIT[$t,$wl]:-}; ${split# }"
+  IDLE[$t,$wl]="${IDLE[$t,$wl]:-} $idle"
+  ERRS[$t,$wl]="${ERRS[$t,$wl]:-} $(errs_of "$log")"
+  LOADS[$wl]="${LOADS[$wl]:-} $load"
+}
+
+LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
+case "$ORDER" in
+  alternate)
+    up_norr; up_galera
+    prepare norr; prepare galera
+    for wl in $WORKLOADS; do
+      for rep in $(seq 1 "$REPS"); do
+        for t in $TARGETS; do run_one "$t" "$wl" "$rep"; done
+      done
+    done
+    ;;
+  staged)
+    up_galera; prepare galera
+    for wl in $WORKLOADS; do
+      for rep in $(seq 1 "$REPS"); do
+        for t in $TARGETS; do [ "$t" = norr ] || run_one "$t" "$wl" "$rep"; done
+      done
+    done
+    down_galera
+    up_norr; prepare norr
+    for wl in $WORKLOADS; do
+      for rep in $(seq 1 "$REPS"); do run_one norr "$wl" "$rep"; done
+    done
+    ;;
+  *) log "ORDER must be alternate or staged"; exit 2 ;;
+esac
 LOAD_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 # ---- report -------------------------------------------------------------------------
@@ -325,6 +380,9 @@ split_median() {
     printf '%s %s, ' "$name" "$(echo "$vals" | median)"
   done | sed 's/, $//'
 }
+idle_median() { # values: their median, or "not running" (staged order)
+  if [[ "$1" == *n/a* ]]; then echo "- (not running)"; else echo "$1" | median; fi
+}
 label() {
   case "$1" in
     norr) echo "norr (mgmd + 2 datad, replicas = 2, + sqld; sysbench -> sqld)" ;;
@@ -332,8 +390,8 @@ label() {
     galera3) echo "Galera, 3 nodes (sysbench threads spread over nodes 1-3)" ;;
   esac
 }
-table="| workload | system | tps | norr / this | p95 ms | server CPU ms/txn | CPU ms/txn per process | sysbench ignored errors |
-|---|---|---|---|---|---|---|---|"
+table="| workload | system | tps | norr / this | p95 ms | server CPU ms/txn | CPU ms/txn per process | the other system's CPU meanwhile, % of a core | sysbench ignored errors |
+|---|---|---|---|---|---|---|---|---|"
 verdict=""
 for wl in $WORKLOADS; do
   for t in $TARGETS; do
@@ -341,7 +399,7 @@ for wl in $WORKLOADS; do
     ratio="$(awk -v a="$(echo "${TPS[norr,$wl]}" | median)" -v b="$tps" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "n/a" }')"
     [ "$t" = norr ] && ratio="-"
     table="$table
-| $wl | $(label "$t") | $tps | $ratio | $(echo "${P95[$t,$wl]}" | median) | $(echo "${CPUMS[$t,$wl]}" | median) | $(echo "${SPLIT[$t,$wl]}" | split_median) | $(echo "${ERRS[$t,$wl]}" | median) |"
+| $wl | $(label "$t") | $tps | $ratio | $(echo "${P95[$t,$wl]}" | median) | $(echo "${CPUMS[$t,$wl]}" | median) | $(echo "${SPLIT[$t,$wl]}" | split_median) | $(idle_median "${IDLE[$t,$wl]}") | $(echo "${ERRS[$t,$wl]}" | median) |"
     if [ "$wl" = oltp_read_write ] && [ "$t" = galera ]; then
       met="$(awk -v r="${ratio%x}" 'BEGIN { print (r >= 2.0) ? "met" : "**not met**" }')"
       verdict="Issue 20's target, norr >= 2.0x a 3-node Galera cluster on oltp_read_write: $ratio, $met."
@@ -359,16 +417,15 @@ for wl in $WORKLOADS; do
 done
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
 commit="${COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
-galera_version="$(mysql -h127.0.0.1 -P"${GALERA_PORTS[0]}" -uroot --protocol=TCP -N -B -e "SHOW GLOBAL STATUS LIKE 'wsrep_provider_version'" | cut -f2)"
 report="
 ## $(date -u '+%Y-%m-%d %H:%M') UTC: sysbench vs 3-node Galera ($commit)
 
-- command: \`bench/sysbench_vs_galera.sh\` (SB_TABLES=$SB_TABLES SB_TABLE_SIZE=$SB_TABLE_SIZE SB_THREADS=$SB_THREADS SB_TIME=$SB_TIME REPS=$REPS${NORR_DISK:+ NORR_DISK=$NORR_DISK}${NORR_DATA_KNOBS:+ NORR_DATA_KNOBS=\"$NORR_DATA_KNOBS\"}${NORR_SQLD_ARGS:+ NORR_SQLD_ARGS=\"$NORR_SQLD_ARGS\"}), norr binary \`$NORR\`
+- command: \`bench/sysbench_vs_galera.sh\` (ORDER=$ORDER SB_TABLES=$SB_TABLES SB_TABLE_SIZE=$SB_TABLE_SIZE SB_THREADS=$SB_THREADS SB_TIME=$SB_TIME REPS=$REPS GALERA_SPREAD=$GALERA_SPREAD${NORR_DISK:+ NORR_DISK=$NORR_DISK}${NORR_DATA_KNOBS:+ NORR_DATA_KNOBS=\"$NORR_DATA_KNOBS\"}${NORR_SQLD_ARGS:+ NORR_SQLD_ARGS=\"$NORR_SQLD_ARGS\"}), norr binary \`$NORR\`
 - machine: nproc=$(nproc), CPU: $cpu, shared with other work; load average (1/5/15 min) before the runs: $LOAD_BEFORE, after: $LOAD_AFTER
-- $(sysbench --version), over TCP to 127.0.0.1; $(mariadbd --version | head -1); galera-4 provider $galera_version
+- $(sysbench --version), over TCP to 127.0.0.1; $(mariadbd --version | head -1); galera-4 provider $GALERA_VERSION
 - norr: \`norr mgmd\`, 2 \`norr datad --mgm\` (one node group, replicas = 2, $([ "${NORR_DISK:-0}" = 1 ] && echo "REDO and checkpoints on disk" || echo "--in-memory"), ${NORR_DATA_KNOBS:-default knobs}), one \`norr sqld --mgm\` (${NORR_SQLD_ARGS:-default flags}); the SQL node reaches the data nodes over loopback TCP
 - Galera: 3 mariadbd, wsrep_slave_threads=$GALERA_SLAVE_THREADS, innodb_buffer_pool_size=$GALERA_BUFFER_POOL each, innodb_flush_log_at_trx_commit=2, binlog_format=ROW (binary log off), innodb_autoinc_lock_mode=2, rsync SST, other settings default
-- every system's processes and sysbench share the same $(nproc) cores; both clusters stay up for the whole run and take turns (norr, Galera, ... for each repetition); median of $REPS runs of ${SB_TIME} s each
+- every system's processes and sysbench share the same $(nproc) cores; $([ "$ORDER" = staged ] && echo "ORDER=staged: Galera's runs first with norr not started, then Galera shut down and norr started" || echo "both clusters stay up for the whole run and take turns (norr, Galera, ... for each repetition)"); median of $REPS runs of ${SB_TIME} s each; prepare took ${PREPARE_S[norr]} s (norr) and ${PREPARE_S[galera]} s (Galera)
 
 $table
 
