@@ -334,7 +334,7 @@ run_one() { # target workload rep
   idle="n/a"  # the other system is not running (staged order)
   [ ${#others[@]} -gt 0 ] && idle="$(awk -v t=$((o1 - o0)) -v hz="$TICK" -v s="$SB_TIME" 'BEGIN { printf "%.0f", t / hz / s * 100 }')"
   load="$(cut -d' ' -f1 /proc/loadavg)"
-  log "$t $wl run $rep: $(tps_of "$log") tps, p95 $(p95_of "$log") ms, server CPU $cms ms/txn (${split# }), the other system's CPU meanwhile ${idle}${idle:+% of a core}, ignored errors $(errs_of "$log"), load $load"
+  log "$t $wl run $rep: $(tps_of "$log") tps, p95 $(p95_of "$log") ms, server CPU $cms ms/txn (${split# }), the other system's CPU meanwhile $([ "$idle" = n/a ] && echo 'n/a (not running)' || echo "$idle% of a core"), ignored errors $(errs_of "$log"), load $load"
   TPS[$t,$wl]="${TPS[$t,$wl]:-} $(tps_of "$log")"
   P95[$t,$wl]="${P95[$t,$wl]:-} $(p95_of "$log")"
   CPUMS[$t,$wl]="${CPUMS[$t,$wl]:-} $cms"
