@@ -49,6 +49,11 @@
 #   KEEP=1 keep the data directories; NO_RECORD=1 do not append to RESULTS.md
 #   COMMIT         label of the norr build in the title (default: git HEAD)
 set -euo pipefail
+case "${1:-}" in
+  -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  "") ;;
+  *) echo "no arguments (settings are environment variables; see --help)" >&2; exit 2 ;;
+esac
 . "$(dirname "$0")/sysbench_common.sh"
 REPS="${REPS:-3}"
 WORKLOADS="${WORKLOADS:-oltp_point_select oltp_read_write}"
