@@ -73,9 +73,13 @@ impl PeerNet {
         }
     }
 
-    /// When the loop must wake to dial.
+    /// When the loop must wake to dial: the earliest due time of a peer
+    /// neither connected nor being connected. (A connected peer's entry
+    /// keeps its past due time; counting it made every node but the lowest
+    /// poll with a zero time-out for ever, a core spinning in an idle
+    /// cluster.)
     pub fn next_dial_ns(&self) -> Option<u64> {
-        self.dial.values().filter(|d| d.slot.is_none()).map(|d| d.next_ns).min()
+        self.dial.iter().filter(|(n, d)| d.slot.is_none() && !self.slots.contains_key(n)).map(|(_, d)| d.next_ns).min()
     }
 }
 
@@ -313,5 +317,30 @@ impl EventLoop {
             info!(peer = node, "data node {node} declared failed: connection cut");
             self.mark_close(slot, CloseReason::Io("declared failed by the cluster".into()));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connected_peer_is_not_due_for_a_dial() {
+        let addr = |port| SocketAddr::from(([127, 0, 0, 1], port));
+        let addrs = BTreeMap::from([(1, addr(1)), (2, addr(2)), (3, addr(3))]);
+        let mut net = PeerNet::new(3, addrs, 0, 1);
+        assert_eq!(net.next_dial_ns(), Some(0), "both lower peers are due at once");
+        // Node 1 is connected (its entry keeps its past due time); node 2
+        // failed once and is due later.
+        net.slots.insert(1, 7);
+        net.dial.get_mut(&2).expect("node 2 is dialled").next_ns = 5_000;
+        assert_eq!(net.next_dial_ns(), Some(5_000), "only node 2 is waited for");
+        // Node 2 is being connected: nothing to wake for.
+        net.dial.get_mut(&2).expect("node 2 is dialled").slot = Some(8);
+        assert_eq!(net.next_dial_ns(), None);
+        // Connected: still nothing (the loop may sleep until a signal or timer).
+        net.dial.get_mut(&2).expect("node 2 is dialled").slot = None;
+        net.slots.insert(2, 8);
+        assert_eq!(net.next_dial_ns(), None);
     }
 }

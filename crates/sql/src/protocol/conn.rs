@@ -731,7 +731,9 @@ impl<B: Backend> Conn<B> {
                 session.result_sink = Some(self.results_tx.clone());
             }
             let entry = session.entry.clone();
-            let exec = backend.execute_text(session, sql);
+            // Pinned here and lent: moved into `run_streaming` by value, the
+            // statement's future (kilobytes) was copied once more per statement.
+            let exec = std::pin::pin!(backend.execute_text(session, sql));
             run_streaming(exec, &mut self.wr, &mut self.rd, &mut self.results_rx, fmt, None, &entry).await
         };
         written?;
@@ -882,7 +884,7 @@ impl<B: Backend> Conn<B> {
             // A streamed result's columns: compared with those the client
             // holds, as `write_output` does for one built whole.
             let client_cols = self.stmts.get_mut(&id).map(|st| &mut st.client_columns);
-            let exec = backend.execute_prepared(session, &stmt, params);
+            let exec = std::pin::pin!(backend.execute_prepared(session, &stmt, params));
             run_streaming(exec, &mut self.wr, &mut self.rd, &mut self.results_rx, fmt, client_cols, &entry).await
         };
         written?;
@@ -935,7 +937,7 @@ struct StreamFormat {
 /// CONNECTION), which stops any statement at its next check, streamed or
 /// not. Returns the statement's output, and the error of a failed write.
 async fn run_streaming<T>(
-    exec: impl std::future::Future<Output = T>,
+    mut exec: std::pin::Pin<&mut impl std::future::Future<Output = T>>,
     wr: &mut PacketWriter<ClientWrite>,
     rd: &mut PacketReader<BufReader<ClientRead>>,
     rx: &mut ResultReceiver,
@@ -943,14 +945,13 @@ async fn run_streaming<T>(
     mut client_cols: Option<&mut Arc<[ColumnMeta]>>,
     entry: &SessionEntry,
 ) -> (T, std::io::Result<()>) {
-    let mut exec = std::pin::pin!(exec);
     let mut cols: Option<Arc<[ColumnMeta]>> = None;
     let mut written = Ok(());
     let mut watch = true;
     let out = loop {
         tokio::select! {
             biased;
-            r = &mut exec => break r,
+            r = exec.as_mut() => break r,
             Some(part) = rx.recv(), if written.is_ok() => {
                 if let Err(e) = write_part(wr, part, &mut cols, fmt, client_cols.as_deref_mut()).await {
                     rx.close();
