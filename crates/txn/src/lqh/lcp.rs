@@ -152,6 +152,18 @@ fn used_window(asked: PartWindow, used: &PartSet) -> PartWindow {
     }
 }
 
+/// Whether a partition's next checkpoint may continue the chain of its
+/// previous one (`prev`), or must be a whole one. A partial checkpoint takes,
+/// outside its whole parts, the rows of GCI `prev.start_gci` and later: the
+/// chain must hold every row below that. Not so for another table version,
+/// nor when the previous round began after this one (a restart to an older
+/// GCI: rows committed again at GCIs below `prev.start_gci` would be missed).
+/// A round that begins at the same GCI as the previous one (no GCI completed
+/// between them) continues it.
+fn continues(prev: &LcpControl, table_version: u32, start_gci: Gci) -> bool {
+    prev.table_version == table_version && prev.start_gci <= start_gci
+}
+
 impl Lqh {
     /// Restart: the newest checkpoint of a partition restored from (the
     /// next one continues its chain), and the highest LCP id found on disk.
@@ -297,7 +309,7 @@ impl Lqh {
                     continue;
                 }
             }
-            let prev = prev.filter(|p| p.table_version == def.version);
+            let prev = prev.filter(|p| continues(p, def.version, start_gci));
             let mut plan = next_lcp(prev, lcp_id, stats.rows_changed, stats.rows, max_chain);
             let asked = PartSet::window(plan.full_parts.first as u32, plan.full_parts.count as u32);
             let (scan, tombstones) = match self.storage.lcp_begin(table, part, asked, plan.since_gci) {
@@ -316,7 +328,11 @@ impl Lqh {
                 plan.full_parts = used;
                 plan.chain.clear();
             }
-            debug_assert!(plan.since_gci < start_gci || plan.since_gci == 0);
+            // Equal when no GCI completed between the two rounds (a copied
+            // node left alone in its group records GCIs that never complete:
+            // CKPT `record_targets`); the rows of GCI `since_gci` and later
+            // are taken either way.
+            debug_assert!(plan.since_gci <= start_gci);
             let ident = LcpIdent { table, partition: part, lcp_id };
             let mut writer = LcpDataWriter::new(ident, LCP_PAGE_BYTES);
             for t in &tombstones {
@@ -636,6 +652,40 @@ mod tests {
         assert_eq!(slice_delay_ns(1000, 0.41), Some(250_000));
         assert_eq!(slice_delay_ns(1000, 0.60), None);
         assert_eq!(slice_delay_ns(0, 0.0), None);
+    }
+
+    #[test]
+    fn a_round_continues_the_chain_unless_it_began_before_it() {
+        let prev = LcpControl {
+            table: 1,
+            partition: 0,
+            lcp_id: 4,
+            table_version: 2,
+            start_gci: 100,
+            since_gci: 90,
+            max_gci: 103,
+            full_parts: PartWindow::ALL,
+            data: dlcp::LcpDataSummary {
+                bytes: 0,
+                page_bytes: LCP_PAGE_BYTES as u32,
+                crc: 0,
+                rows: 0,
+                tombstones: 0,
+                max_gci: 103,
+                row_bytes: 0,
+            },
+            chain: Vec::new(),
+        };
+        assert!(continues(&prev, 2, 107), "the usual case: a later round");
+        // The chaos test's case: a copied node alone in its group, no GCI
+        // completed since the previous round began. Continuing is right
+        // (the partial parts take the rows of GCI 100 and later); the
+        // debug assertion here aborted the node, the group's last one.
+        assert!(continues(&prev, 2, 100));
+        assert!(next_lcp(Some(&prev), 5, 1, 1000, 8).since_gci <= 100);
+        // After a restart to an older GCI: a whole checkpoint.
+        assert!(!continues(&prev, 2, 99));
+        assert!(!continues(&prev, 3, 107), "another table version");
     }
 
     #[test]
