@@ -496,9 +496,10 @@ impl Backend for crate::engine::Engine {
     }
 
     fn connect_timeout(&self) -> Option<std::time::Duration> {
+        let (lo, hi) = crate::engine::vars::int_bounds("connect_timeout")?;
         crate::engine::vars::global_value("connect_timeout")
             .and_then(|v| v.as_i64())
-            .map(|n| std::time::Duration::from_secs(n.clamp(2, 31_536_000) as u64))
+            .map(|n| std::time::Duration::from_secs(n.clamp(lo, hi) as u64))
     }
 }
 

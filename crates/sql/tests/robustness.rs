@@ -347,6 +347,14 @@ fn a_client_that_does_not_read_is_dropped_after_net_write_timeout() {
     });
 }
 
+/// Database `db`, made the connection's current one, with table `t` filled
+/// by `fill`.
+async fn fill_db(c: &mut mysql_async::Conn, db: &str, rows: usize, pad: usize) {
+    c.query_drop(format!("CREATE DATABASE {db}")).await.unwrap();
+    c.query_drop(format!("USE {db}")).await.unwrap();
+    fill(c, "t", rows, pad).await;
+}
+
 async fn fill(c: &mut mysql_async::Conn, table: &str, rows: usize, pad: usize) {
     c.query_drop(format!("CREATE TABLE {table} (id INT PRIMARY KEY, v VARCHAR(2000))")).await.unwrap();
     let pad = "p".repeat(pad);
@@ -366,9 +374,7 @@ fn a_statement_past_its_memory_limit_fails_with_1041() {
     let (rt, _node, port) = sqld_like(norr_knobs::Knobs::default(), cfg);
     rt.block_on(async move {
         let mut c = connect(port).await;
-        c.query_drop("CREATE DATABASE mem").await.unwrap();
-        c.query_drop("USE mem").await.unwrap();
-        fill(&mut c, "t", 3000, 1000).await;
+        fill_db(&mut c, "mem", 3000, 1000).await;
         assert_eq!(error_of(&mut c, "SELECT DISTINCT v FROM t").await, Some(1041));
         assert_eq!(error_of(&mut c, "SELECT v FROM t ORDER BY v").await, Some(1041));
         still_answers(port, &mut c, "1041").await;
@@ -389,9 +395,7 @@ fn built_rows_count_against_the_statement_memory_limit() {
     let (rt, _node, port) = sqld_like(norr_knobs::Knobs::default(), cfg);
     rt.block_on(async move {
         let mut c = connect(port).await;
-        c.query_drop("CREATE DATABASE built").await.unwrap();
-        c.query_drop("USE built").await.unwrap();
-        fill(&mut c, "t", 100, 100).await;
+        fill_db(&mut c, "built", 100, 100).await;
         assert_eq!(error_of(&mut c, "SELECT a.v, b.v, c.v FROM t a, t b, t c").await, Some(1041));
         assert_eq!(error_of(&mut c, "SELECT id, REPEAT(v, 10000) FROM t ORDER BY v, id").await, Some(1041));
         still_answers(port, &mut c, "built rows").await;
@@ -420,9 +424,7 @@ fn grouping_state_counts_against_the_statement_memory_limit() {
     let (rt, _node, port) = sqld_like(norr_knobs::Knobs::default(), cfg);
     rt.block_on(async move {
         let mut c = connect(port).await;
-        c.query_drop("CREATE DATABASE grp").await.unwrap();
-        c.query_drop("USE grp").await.unwrap();
-        fill(&mut c, "t", 100, 100).await;
+        fill_db(&mut c, "grp", 100, 100).await;
         let big = [
             "SELECT COUNT(*) FROM t GROUP BY CONCAT(id, REPEAT(v, 10000))",
             "SELECT COUNT(DISTINCT CONCAT(id, REPEAT(v, 10000))) FROM t",

@@ -79,7 +79,13 @@ impl PeerNet {
     /// poll with a zero time-out for ever, a core spinning in an idle
     /// cluster.)
     pub fn next_dial_ns(&self) -> Option<u64> {
-        self.dial.iter().filter(|(n, d)| d.slot.is_none() && !self.slots.contains_key(n)).map(|(_, d)| d.next_ns).min()
+        self.undialled().map(|(_, d)| d.next_ns).min()
+    }
+
+    /// Peers this node dials that are neither connected nor being
+    /// connected, with their dial state (due time, back-off).
+    fn undialled(&self) -> impl Iterator<Item = (NodeId, &Dial)> {
+        self.dial.iter().filter(|(n, d)| d.slot.is_none() && !self.slots.contains_key(n)).map(|(n, d)| (*n, d))
     }
 }
 
@@ -87,12 +93,7 @@ impl EventLoop {
     /// Start connections to the peers this node dials whose time has come.
     pub(super) fn dial_peers(&mut self, now: u64) {
         let Some(net) = self.peers.as_ref() else { return };
-        let due: Vec<NodeId> = net
-            .dial
-            .iter()
-            .filter(|(n, d)| d.slot.is_none() && d.next_ns <= now && !net.slots.contains_key(n))
-            .map(|(n, _)| *n)
-            .collect();
+        let due: Vec<NodeId> = net.undialled().filter(|(_, d)| d.next_ns <= now).map(|(n, _)| n).collect();
         for n in due {
             let net = self.peers.as_ref().expect("peers");
             let addr = net.addrs[&n];

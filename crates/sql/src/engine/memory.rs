@@ -194,11 +194,7 @@ impl Built {
     /// Counts `row`; once a step has accumulated, charges it (1041 when a
     /// limit would be passed).
     pub fn add(&mut self, mem: &StatementMemory, row: &[Value]) -> Result<(), SqlError> {
-        self.pending += row_bytes(row);
-        if self.pending >= Self::STEP {
-            self.flush(mem)?;
-        }
-        Ok(())
+        self.add_bytes(mem, row_bytes(row))
     }
 
     /// Counts `bytes` of other state a statement builds (hash tables of

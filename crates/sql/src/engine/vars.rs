@@ -388,7 +388,7 @@ const SESSION_READ_ONLY: &[&str] = &["max_allowed_packet"];
 
 /// Bounds of integer variables whose value sqld acts on; MySQL clamps an
 /// out-of-range SET to them (with a truncation warning NorrDB does not issue).
-fn int_bounds(name: &str) -> Option<(i64, i64)> {
+pub(crate) fn int_bounds(name: &str) -> Option<(i64, i64)> {
     match name {
         // Enforced for new connections (protocol::conn); 0 would lock every client out.
         "max_connections" => Some((1, 100_000)),
