@@ -13,15 +13,19 @@ use norr_mgmd::session::run_command;
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::proc_cluster::{free_port, Proc, TempDir, START};
+use support::proc_cluster::{free_port, free_ports, Proc, TempDir, START};
 
 const NORR: &str = env!("CARGO_BIN_EXE_norr");
 
 /// The first packet a MySQL server sends: protocol version 10, then the
 /// server version string.
-fn wait_for_mysql_greeting(port: u16, up: &Proc) -> String {
+/// Fails at once, with every log, if `norr up` exits first.
+fn wait_for_mysql_greeting(port: u16, up: &mut Proc, dir: &TempDir) -> String {
     let deadline = Instant::now() + START;
     loop {
+        if let Some(status) = up.child.try_wait().unwrap() {
+            panic!("norr up exited ({status}) before serving SQL on port {port}; logs:\n{}", logs(up, dir));
+        }
         if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
             s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
             let mut head = [0u8; 4];
@@ -34,9 +38,25 @@ fn wait_for_mysql_greeting(port: u16, up: &Proc) -> String {
                 return String::from_utf8_lossy(&body[1..1 + end]).into_owned();
             }
         }
-        assert!(Instant::now() < deadline, "norr up did not serve SQL on port {port}; log:\n{}", up.log_text());
+        assert!(Instant::now() < deadline, "norr up did not serve SQL on port {port}; logs:\n{}", logs(up, dir));
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// `norr up`'s own log and each data node's (under norr-data/ or the
+/// --data-dir given).
+fn logs(up: &Proc, dir: &TempDir) -> String {
+    let mut out = up.log_text();
+    for sub in ["norr-data", "data"] {
+        let Ok(entries) = std::fs::read_dir(dir.0.join(sub)) else { continue };
+        for e in entries.flatten() {
+            if e.path().extension().is_some_and(|x| x == "log") {
+                let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                out.push_str(&format!("\n--- {}:\n{text}", e.path().display()));
+            }
+        }
+    }
+    out
 }
 
 fn spawn_up(dir: &TempDir, args: &[String]) -> Proc {
@@ -91,11 +111,11 @@ fn interrupt_and_wait(mut up: Proc) {
 fn up_with_one_data_node_keeps_one_copy_in_one_process() {
     let dir = TempDir::new("up-one");
     let (native, sql) = (free_port(), free_port());
-    let up = spawn_up(
+    let mut up = spawn_up(
         &dir,
         &["--data-nodes", "1", "--port-base", &native.to_string(), "--sql-port", &sql.to_string()].map(String::from),
     );
-    let version = wait_for_mysql_greeting(sql, &up);
+    let version = wait_for_mysql_greeting(sql, &mut up, &dir);
     assert!(!version.is_empty());
     native_round_trip(&format!("127.0.0.1:{native}"), "up_one");
     interrupt_and_wait(up);
@@ -104,10 +124,9 @@ fn up_with_one_data_node_keeps_one_copy_in_one_process() {
 #[test]
 fn up_by_default_starts_mgmd_and_two_replicated_data_nodes() {
     let dir = TempDir::new("up-two");
-    let (native, sql, mgm) = (free_port(), free_port(), free_port());
-    // The data nodes take --port-base and the next port; make sure the
-    // second is free too by asking for a base well away from the others.
-    let up = spawn_up(
+    // The data nodes take --port-base and the next port.
+    let (native, sql, mgm) = (free_ports(2), free_port(), free_port());
+    let mut up = spawn_up(
         &dir,
         &[
             "--port-base",
@@ -121,7 +140,7 @@ fn up_by_default_starts_mgmd_and_two_replicated_data_nodes() {
         ]
         .map(String::from),
     );
-    wait_for_mysql_greeting(sql, &up);
+    wait_for_mysql_greeting(sql, &mut up, &dir);
     // Each data node reports its state to mgmd every half second.
     let deadline = Instant::now() + START;
     loop {
@@ -170,13 +189,13 @@ fn running(pid: u32) -> bool {
 #[test]
 fn data_nodes_end_when_norr_up_is_killed() {
     let dir = TempDir::new("up-kill");
-    let (native, sql, mgm) = (free_port(), free_port(), free_port());
+    let (native, sql, mgm) = (free_ports(2), free_port(), free_port());
     let mut up = spawn_up(
         &dir,
         &["--port-base", &native.to_string(), "--sql-port", &sql.to_string(), "--mgm-port", &mgm.to_string()]
             .map(String::from),
     );
-    wait_for_mysql_greeting(sql, &up);
+    wait_for_mysql_greeting(sql, &mut up, &dir);
     let nodes = children_of(up.child.id());
     assert_eq!(nodes.len(), 2, "two data node processes: {nodes:?}");
     up.child.kill().unwrap();

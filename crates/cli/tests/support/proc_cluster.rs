@@ -31,7 +31,39 @@ impl Drop for TempDir {
 }
 
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    free_ports(1)
+}
+
+/// The first of `n` consecutive loopback ports that are free now, taken
+/// below the kernel's ephemeral range. Not `bind(0)`: that hands out ports
+/// from the ephemeral range, where any process's outgoing connection may
+/// take the port between this check and the child's bind (Linux gives
+/// `connect` even ports and `bind(0)` odd ones, so the port after a
+/// `bind(0)` port, which `--port-base` uses for the second data node, is
+/// exactly what connections get). Distinct within a process.
+pub fn free_ports(n: u16) -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    assert!((1..=16).contains(&n), "a run of 1 to 16 ports, not {n}");
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|w| w.parse::<u32>().ok()))
+        .unwrap_or(32768);
+    let low = 10_000u32;
+    assert!(ephemeral_low > low + 1000, "ephemeral ports start at {ephemeral_low}; no room below them");
+    let slots = (ephemeral_low - low) / 16;
+    // Each process starts at its own slot, so test binaries and benchmarks
+    // running at once rarely probe the same ports.
+    let start = std::process::id().wrapping_mul(2_654_435_761) % slots;
+    for _ in 0..slots {
+        let slot = (start + NEXT.fetch_add(1, Ordering::Relaxed)) % slots;
+        let base = (low + slot * 16) as u16;
+        let free = (base..base + n).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok());
+        if free {
+            return base;
+        }
+    }
+    panic!("no run of {n} free ports between {low} and {ephemeral_low}");
 }
 
 /// Children are killed when the test ends, whatever happens.
