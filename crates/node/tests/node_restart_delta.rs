@@ -16,7 +16,7 @@ use norr_node::testkit::ClusterKit;
 use norr_signals::internal::InternalSignal;
 use norr_signals::schema::IndexKind;
 use norr_signals::{
-    block, DictOp, DictReq, DictResult, ExecType, KeyOp, Signal, TableDef, TcKeyReq, TxnOutcome, Value,
+    block, DictOp, DictReq, DictResult, ErrorCode, ExecType, KeyOp, Signal, TableDef, TcKeyReq, TxnOutcome, Value,
 };
 use norr_sim::disk::{DiskFaults, SharedDisk, SimDataDir, SimDisk, SimFsBlock};
 use norr_sim::rng::Rng;
@@ -281,4 +281,70 @@ fn writes_during_the_copy_reach_the_restarting_node() {
         // Writes reached node 2 through the chain while it was starting.
         assert!(counter(&mut kit, 2, block::LQH, "lqh: replica requests") > 20, "seed {seed}");
     }
+}
+
+/// A CREATE INDEX during a node restart: the restarting node's LQH refuses
+/// it while the table is being copied to it (it would index rows that may
+/// be gone), after the live node's LQH made it. DICT undoes it there: the
+/// table stays at the dictionary's version on both nodes (writes planned
+/// against it commit), and the index made after the restart works.
+#[test]
+fn an_index_refused_by_a_restarting_node_is_undone_on_the_live_one() {
+    let mut kit = start(57);
+    let t = create_table(&mut kit, 1, "t", 4);
+    load(&mut kit, &t, 0..3000);
+    settle_and_kill_2(&mut kit);
+    load(&mut kit, &t, 3000..3010);
+    kit.boot(2);
+    // Node 2 restored the table and keeps it: its rows are being brought
+    // up to date from node 1.
+    kit.wait_for("node 2 to keep its restored table", |k| {
+        k.is_alive(2) && k.membership().is_some_and(|m| m.contains(2))
+    });
+    let mut tries = 0;
+    while counter(&mut kit, 2, block::LQH, "lqh: restored tables kept at a node restart") == 0 {
+        assert!(tries < 2000, "node 2 never kept its table");
+        kit.advance(100_000);
+        tries += 1;
+    }
+    let index = || DictOp::CreateIndex {
+        table: "t".into(),
+        index: norr_txn::testkit::index_def("iv", &[1], false, IndexKind::Ordered),
+    };
+    let req = DictReq { req_id: 12, op: index() };
+    match kit.ask(BlockRef::new(1, block::DICT, 0), Signal::DictReq(Box::new(req))) {
+        Some(Signal::DictRef(r)) => assert_eq!(r.error.code, ErrorCode::Overloaded, "{:?}", r.error),
+        other => panic!("the index during the copy: {other:?}"),
+    }
+    let undone = kit.cluster().block_counters(1, block::DICT, 0);
+    assert!(undone.iter().any(|(k, v)| k == "dict: refused changes undone" && *v == 1), "{undone:?}");
+    let now = match dict(&mut kit, DictOp::GetTable { name: "t".into() }) {
+        DictResult::Table(d) => d,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(now.version, t.version, "the refused index left the version as it was");
+    // Node 1's LQH is at that version again (it made the index first).
+    let versioned = |k: i64, v: i64| KeyOp {
+        table_version: t.version,
+        ..KeyOp::write(t.id, vec![Value::Int(k)], vec![(1, Value::Int(v))])
+    };
+    commit(&mut kit, (0..8).map(|k| versioned(k, -k)).collect());
+    kit.wait_until_started(2);
+    kit.run();
+    let made = match dict(&mut kit, index()) {
+        DictResult::Table(d) => d,
+        other => panic!("the index after the restart: {other:?}"),
+    };
+    assert_eq!(made.version, t.version + 1);
+    commit(
+        &mut kit,
+        (8..16)
+            .map(|k| KeyOp {
+                table_version: made.version,
+                ..KeyOp::write(t.id, vec![Value::Int(k)], vec![(1, Value::Int(-k))])
+            })
+            .collect(),
+    );
+    assert_replicas_agree(&mut kit, &t);
+    assert_eq!(read(&mut kit, 2, &t, 5), Some(-5));
 }

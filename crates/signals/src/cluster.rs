@@ -424,6 +424,21 @@ pub enum ClusterSignal {
     DictStateAck {
         node: NodeId,
     },
+    /// Master DICT -> every other DICT, before a DDL reaches any LQH: the
+    /// change it is about to make (ids and versions assigned). Reply
+    /// `DictPendingConf`. The change stays pending here until the master's
+    /// `DictStateRep` of it (or a full one) or `DictPendingClearRep`; a DICT
+    /// that becomes master with a change pending finishes it (the old
+    /// master may have died with some LQHs changed and others not).
+    DictPendingReq {
+        change: Box<crate::internal::SchemaChange>,
+    },
+    DictPendingConf {
+        node: NodeId,
+    },
+    /// Master DICT -> every other DICT: the pending change was refused and
+    /// undone; forget it.
+    DictPendingClearRep,
 }
 
 /// What a data node shows of itself (`norr mgm show`): DIH tells its host

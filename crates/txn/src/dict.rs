@@ -71,6 +71,12 @@ struct Queued {
 }
 
 enum Stage {
+    /// Waiting for these DICTs to hold the change as pending
+    /// (`DictPendingConf`): no LQH sees a change before every DICT that
+    /// could become master knows it.
+    Announce {
+        waiting: BTreeSet<NodeId>,
+    },
     /// Waiting for these LQH instances.
     Lqh {
         waiting: BTreeSet<BlockRef>,
@@ -90,6 +96,12 @@ enum Stage {
     LqhAlterEnd {
         waiting: BTreeSet<BlockRef>,
         error: Option<NodeError>,
+    },
+    /// Some LQH refused a CREATE TABLE or CREATE INDEX that others made:
+    /// waiting for these to undo it, then the client hears `error`.
+    LqhUndo {
+        waiting: BTreeSet<BlockRef>,
+        error: NodeError,
     },
     /// A joining node's DICT is applying the whole schema (`DictSyncReq`).
     Sync {
@@ -111,6 +123,9 @@ struct Active {
     change: Option<SchemaChange>,
     stage: Stage,
     silent: bool,
+    /// The other DICTs were told of the change (`DictPendingReq`): they
+    /// must hear of its end, a `DictStateRep` or `DictPendingClearRep`.
+    announced: bool,
 }
 
 /// A joining node's own schema sync: answers of local blocks still to come.
@@ -157,6 +172,22 @@ pub struct Dict {
     persist: Option<persist::Persist>,
     /// Dropped tables' checkpoint files to delete (see `dict_files.rs`).
     dropped_files: files::DroppedFiles,
+    /// Not master: the change the master announced and has not finished
+    /// (see `ClusterSignal::DictPendingReq`). Finished by this DICT if it
+    /// becomes master first.
+    pending: Option<SchemaChange>,
+}
+
+/// The table definitions a change carries.
+fn change_defs(change: &SchemaChange) -> Vec<&TableDef> {
+    match change {
+        SchemaChange::CreateTable(d)
+        | SchemaChange::CreateIndex { def: d, .. }
+        | SchemaChange::DropIndex { def: d, .. }
+        | SchemaChange::AlterTable { def: d, .. }
+        | SchemaChange::AlterCommit { def: d } => vec![d],
+        SchemaChange::DropTable(_) | SchemaChange::TruncateTable(_) | SchemaChange::AlterAbort(_) => Vec::new(),
+    }
 }
 
 fn internal(s: InternalSignal) -> Signal {
@@ -192,6 +223,7 @@ impl Dict {
             counters: Counters::default(),
             persist: None,
             dropped_files: files::DroppedFiles::default(),
+            pending: None,
         }
     }
 
@@ -399,10 +431,14 @@ impl Dict {
                 self.tables.keys().copied().filter(|t| !s.upsert.iter().any(|d| d.id == *t)).collect();
             for t in dropped {
                 self.dropped_files_after_next_write(t);
+                self.auto_inc.remove(&t);
+                self.auto_inc_high.remove(&t);
             }
+            // The AUTO_INCREMENT counters of the tables that stay keep the
+            // higher of the two marks: a mark this DICT heard from a master
+            // that died may be above the new master's (never hand out a
+            // value twice; a gap is harmless).
             self.tables.clear();
-            self.auto_inc.clear();
-            self.auto_inc_high.clear();
         }
         for d in &s.upsert {
             self.auto_inc.entry(d.id).or_insert(1);
@@ -418,7 +454,8 @@ impl Dict {
         self.next_index_id = self.next_index_id.max(s.next_index_id);
         for (t, h) in &s.auto_inc_high {
             // Were this node to become master, it continues above the mark.
-            self.auto_inc_high.insert(*t, *h);
+            let high = self.auto_inc_high.entry(*t).or_insert(*h);
+            *high = (*high).max(*h);
             let n = self.auto_inc.entry(*t).or_insert(1);
             *n = (*n).max(*h);
         }
@@ -440,7 +477,8 @@ impl Dict {
                     let node = from.node;
                     ctx.send(from, cluster(ClusterSignal::DictSyncConf(Box::new(self.full_state()))));
                     let stage = Stage::Sync { node };
-                    self.active = Some(Active { from, req_id, req, change: None, stage, silent: true });
+                    self.active =
+                        Some(Active { from, req_id, req, change: None, stage, silent: true, announced: false });
                     continue;
                 }
             }
@@ -459,17 +497,99 @@ impl Dict {
                         ctx.send(*to, internal(InternalSignal::StatsReq { req }));
                     }
                     let stage = Stage::Stats { waiting, acc: BlockStats::default() };
-                    self.active = Some(Active { from, req_id, req, change: None, stage, silent: false });
+                    self.active =
+                        Some(Active { from, req_id, req, change: None, stage, silent: false, announced: false });
                 }
-                Ok(Some(change)) => {
-                    let waiting = self.lqh_targets();
-                    for to in &waiting {
-                        let s = InternalSignal::SchemaChangeReq { req, change: Box::new(change.clone()) };
-                        ctx.send(*to, internal(s));
+                Ok(Some(change)) => self.begin_change(from, req_id, change, false, ctx),
+            }
+        }
+    }
+
+    /// Start a planned change: first every other DICT holds it as pending
+    /// (so that whichever becomes master can finish it should this one
+    /// die), then the LQHs make it.
+    fn begin_change(
+        &mut self,
+        from: BlockRef,
+        req_id: u32,
+        change: SchemaChange,
+        silent: bool,
+        ctx: &mut Ctx<'_, Signal>,
+    ) {
+        debug_assert!(self.active.is_none(), "one DDL at a time");
+        debug_assert!(self.is_master(), "only the master changes the schema");
+        let req = self.next_req;
+        self.next_req += 1;
+        let others: BTreeSet<NodeId> = self.members().into_iter().filter(|n| *n != self.node).collect();
+        for n in &others {
+            let s = ClusterSignal::DictPendingReq { change: Box::new(change.clone()) };
+            ctx.send_prio(BlockRef::new(*n, block::DICT, 0), cluster(s), Priority::A);
+        }
+        let announced = !others.is_empty();
+        let stage = Stage::Announce { waiting: others };
+        self.active = Some(Active { from, req_id, req, change: Some(change), stage, silent, announced });
+        self.progress(ctx);
+    }
+
+    /// Every DICT holds the active change: the LQHs make it.
+    fn send_to_lqh(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        let waiting = self.lqh_targets();
+        let a = self.active.as_mut().expect("active request");
+        let change = a.change.clone().expect("schema change");
+        for to in &waiting {
+            let s = InternalSignal::SchemaChangeReq { req: a.req, change: Box::new(change.clone()) };
+            ctx.send(*to, internal(s));
+        }
+        a.stage = Stage::Lqh { waiting, error: None };
+        self.progress(ctx);
+    }
+
+    /// What undoes `change` on the LQHs that made it when another refused
+    /// it (None: nothing to undo, or nothing that can be).
+    fn undo_of(&self, change: &SchemaChange) -> Option<SchemaChange> {
+        match change {
+            SchemaChange::CreateTable(def) => Some(SchemaChange::DropTable(def.id)),
+            SchemaChange::CreateIndex { def, index } => {
+                let old = self.tables.get(&def.id)?.clone();
+                debug_assert!(old.index(*index).is_none(), "the refused index is not in the committed definition");
+                Some(SchemaChange::DropIndex { def: old, index: *index })
+            }
+            // ALTER TABLE has its own two phases; a DROP, TRUNCATE or DROP
+            // INDEX that an LQH refuses midway cannot be undone.
+            _ => None,
+        }
+    }
+
+    /// This DICT became master (the old one failed). A change the old
+    /// master announced may have reached some LQHs and not others: it is
+    /// made again everywhere (each block takes a change it has already as
+    /// done) and committed. Without one, the other DICTs take this one's
+    /// schema whole, which ends any change they hold as pending (one that
+    /// never reached an LQH: the old master waited for every DICT,
+    /// this one included, before it sent a change to any).
+    fn take_over(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        if self.active.is_some() {
+            debug_assert!(false, "a DICT that was not master ran a request");
+            return;
+        }
+        match self.pending.take() {
+            Some(change) => {
+                self.counters.bump("dict: a new master finished the old master's change");
+                // Its ids are taken, whatever its end.
+                for def in change_defs(&change) {
+                    if matches!(change, SchemaChange::CreateTable(_)) {
+                        self.next_table_id = self.next_table_id.max(def.id + 1);
                     }
-                    let stage = Stage::Lqh { waiting, error: None };
-                    self.active = Some(Active { from, req_id, req, change: Some(change), stage, silent: false });
+                    let top = def.indexes.iter().map(|i| i.id).max().unwrap_or(0);
+                    self.next_index_id = self.next_index_id.max(top + 1);
                 }
+                let me = ctx.self_ref();
+                self.begin_change(me, 0, change, true, ctx);
+            }
+            None => {
+                self.counters.bump("dict: a new master sent its schema whole");
+                let state = self.full_state();
+                self.broadcast_state(state, ctx);
             }
         }
     }
@@ -650,6 +770,19 @@ impl Dict {
 
     fn finish(&mut self, ctx: &mut Ctx<'_, Signal>, result: Result<DictResult, NodeError>) {
         let a = self.active.take().expect("active request");
+        if a.announced && result.is_err() {
+            // A refused change: the others forget it (a committed one ends
+            // with its `DictStateRep`).
+            for n in self.members() {
+                if n != self.node {
+                    ctx.send_prio(
+                        BlockRef::new(n, block::DICT, 0),
+                        cluster(ClusterSignal::DictPendingClearRep),
+                        Priority::A,
+                    );
+                }
+            }
+        }
         if !a.silent {
             match result {
                 Ok(r) => Self::conf(ctx, a.from, a.req_id, r),
@@ -676,12 +809,19 @@ impl Dict {
                     *first = error;
                 }
             }
+            Stage::LqhUndo { waiting, .. } => {
+                if let Some(e) = error {
+                    crate::probe!(self.counters, "dict: an LQH refused to undo a refused change");
+                    debug_assert!(false, "{from} refused an undo: {e:?}");
+                }
+                waiting.remove(&from);
+            }
             Stage::Tc { waiting } => {
                 debug_assert!(error.is_none(), "TC cannot refuse a schema change");
                 waiting.remove(&from);
             }
-            Stage::Stats { .. } | Stage::Sync { .. } | Stage::Persisted { .. } => {
-                debug_assert!(false, "schema conf during stats, sync or persist")
+            Stage::Announce { .. } | Stage::Stats { .. } | Stage::Sync { .. } | Stage::Persisted { .. } => {
+                debug_assert!(false, "schema conf during announce, stats, sync or persist")
             }
         }
         self.progress(ctx);
@@ -694,6 +834,17 @@ impl Dict {
         };
         let req = a.req;
         match &mut a.stage {
+            Stage::Announce { waiting } => {
+                if waiting.is_empty() {
+                    self.send_to_lqh(ctx);
+                }
+            }
+            Stage::LqhUndo { waiting, error } => {
+                if waiting.is_empty() {
+                    let e = error.clone();
+                    self.finish(ctx, Err(e));
+                }
+            }
             Stage::Lqh { waiting, error: first } => {
                 if !waiting.is_empty() {
                     return;
@@ -717,9 +868,19 @@ impl Dict {
                     return;
                 }
                 if let Some(e) = first.take() {
-                    // With several LQH instances, those that applied it would
-                    // need undoing (a known gap, see the crate doc).
-                    return self.finish(ctx, Err(e));
+                    // Those that made it undo it: the schema stays as DICT
+                    // has it on every LQH.
+                    let change = a.change.clone().expect("schema change");
+                    let Some(undo) = self.undo_of(&change) else { return self.finish(ctx, Err(e)) };
+                    self.counters.bump("dict: refused changes undone");
+                    let waiting = self.lqh_targets();
+                    for to in &waiting {
+                        let s = InternalSignal::SchemaChangeReq { req, change: Box::new(undo.clone()) };
+                        ctx.send(*to, internal(s));
+                    }
+                    let a = self.active.as_mut().expect("active");
+                    a.stage = Stage::LqhUndo { waiting, error: e };
+                    return;
                 }
                 self.send_to_tc(ctx);
             }
@@ -859,8 +1020,33 @@ impl Dict {
                 }
             }
             ClusterSignal::DictStateAck { node } => self.on_state_ack(node, ctx),
+            ClusterSignal::DictPendingReq { change } => {
+                if self.is_master() {
+                    // From a master this node no longer follows.
+                    crate::probe!(self.counters, "dict: pending change from a former master");
+                    return;
+                }
+                self.pending = Some(*change);
+                ctx.send_prio(from, cluster(ClusterSignal::DictPendingConf { node: self.node }), Priority::A);
+            }
+            ClusterSignal::DictPendingConf { node } => {
+                if let Some(Stage::Announce { waiting }) = self.active.as_mut().map(|a| &mut a.stage) {
+                    waiting.remove(&node);
+                    self.progress(ctx);
+                }
+            }
+            ClusterSignal::DictPendingClearRep => {
+                if !self.is_master() {
+                    self.pending = None;
+                }
+            }
             ClusterSignal::DictStateRep(state) => {
                 if !self.is_master() {
+                    if state.ack || state.full {
+                        // The end of the pending change (a DDL's change,
+                        // or a new master's whole schema).
+                        self.pending = None;
+                    }
                     self.apply_state(&state);
                     // A new AUTO_INCREMENT mark too: were this node the
                     // master after a restart, it continues above it.
@@ -951,7 +1137,9 @@ impl Dict {
 
     fn on_node_fail(&mut self, failed: &[NodeId], membership: Membership, ctx: &mut Ctx<'_, Signal>) {
         let old_master = self.membership.as_ref().map(|m| m.president);
+        let was_master = self.is_master();
         self.membership = Some(membership);
+        let took_over = !was_master && self.is_master();
         if old_master.is_some_and(|m| failed.contains(&m)) && !self.proxied.is_empty() {
             // The master failed with requests of ours: their outcome is
             // unknown here; the clients retry (a DDL may have happened).
@@ -966,8 +1154,11 @@ impl Dict {
                 Stage::Lqh { waiting, .. }
                 | Stage::LqhAlterEnd { waiting, .. }
                 | Stage::Tc { waiting }
+                | Stage::LqhUndo { waiting, .. }
                 | Stage::Stats { waiting, .. } => waiting.retain(|b| !failed.contains(&b.node)),
-                Stage::Persisted { waiting, .. } => waiting.retain(|n| !failed.contains(n)),
+                Stage::Announce { waiting } | Stage::Persisted { waiting, .. } => {
+                    waiting.retain(|n| !failed.contains(n))
+                }
                 Stage::Sync { node } => {
                     if failed.contains(node) {
                         crate::probe!(self.counters, "dict: joining node failed during its sync");
@@ -979,6 +1170,9 @@ impl Dict {
         }
         self.queue.retain(|q| !(q.from.block == block::DICT && failed.contains(&q.from.node)));
         self.progress(ctx);
+        if took_over {
+            self.take_over(ctx);
+        }
         if self.is_master() {
             self.start_next(ctx);
         }
@@ -1029,6 +1223,12 @@ impl Block<Signal> for Dict {
                 InternalSignal::StatsConf { req, stats } => self.on_stats_conf(from, req, *stats, ctx),
                 InternalSignal::ApiFailDone { api_node } => {
                     self.failed_apis.remove(&api_node);
+                }
+                InternalSignal::StatsReq { req } => {
+                    // DICT's counters (the node's own statistics are
+                    // `DictOp::NodeStats`).
+                    let stats = BlockStats { counters: self.counters.snapshot(), ..BlockStats::default() };
+                    ctx.send(from, internal(InternalSignal::StatsConf { req, stats: Box::new(stats) }));
                 }
                 other => {
                     crate::probe!(self.counters, "dict: unexpected internal signal");

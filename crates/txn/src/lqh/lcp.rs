@@ -667,7 +667,7 @@ mod tests {
             full_parts: PartWindow::ALL,
             data: dlcp::LcpDataSummary {
                 bytes: 0,
-                page_bytes: LCP_PAGE_BYTES as u32,
+                page_bytes: LCP_PAGE_BYTES,
                 crc: 0,
                 rows: 0,
                 tombstones: 0,

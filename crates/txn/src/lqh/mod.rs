@@ -774,8 +774,31 @@ impl Lqh {
         self.on_grants(grants, ctx);
     }
 
+    /// True when this LQH has made `change` already: a new DICT master
+    /// makes the change its failed predecessor left half done again, on
+    /// every LQH (`Dict::take_over`). A definition is compared whole: an
+    /// equal one is the same change (ids and versions are never reused).
+    fn has_schema_change(&self, change: &SchemaChange) -> bool {
+        let has_def = |def: &TableDef| self.defs.get(&def.id).is_some_and(|d| **d == *def);
+        match change {
+            SchemaChange::CreateTable(def)
+            | SchemaChange::CreateIndex { def, .. }
+            | SchemaChange::DropIndex { def, .. }
+            | SchemaChange::AlterCommit { def } => has_def(def),
+            SchemaChange::AlterTable { def, .. } => has_def(def) || self.storage.is_altering(def.id),
+            SchemaChange::DropTable(t) => !self.defs.contains_key(t) && self.storage.table_def(*t).is_none(),
+            // Truncating again empties the table again; discarding is
+            // idempotent.
+            SchemaChange::TruncateTable(_) | SchemaChange::AlterAbort(_) => false,
+        }
+    }
+
     fn on_schema_change(&mut self, change: SchemaChange, ctx: &mut Ctx<'_, Signal>) -> Option<NodeError> {
         let table = change.table();
+        if self.has_schema_change(&change) {
+            self.counters.bump("lqh: schema change it had made already");
+            return None;
+        }
         if matches!(change, SchemaChange::CreateIndex { .. } | SchemaChange::AlterTable { .. }) {
             if let Some(e) = self.resync_refuses_ddl(table) {
                 crate::probe!(self.counters, "lqh: ddl refused during a resync");

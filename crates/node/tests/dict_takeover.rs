@@ -1,0 +1,195 @@
+//! DDL while the DICT master dies. The master pushes a change to every
+//! node's LQH, then TC and DIH, then to the other DICTs; killed midway it
+//! leaves some blocks changed and others not. Whichever DICT becomes master
+//! must end the change the same way everywhere: after the take-over every
+//! node serves the table as the dictionary describes it (writes planned
+//! against the dictionary's version commit through every node, replicas
+//! agree), later DDL works (no table or index id is handed out twice), and
+//! a further master change finds the same schema.
+
+mod common;
+
+use common::*;
+use norr_kernel::{BlockRef, NodeId};
+use norr_node::testkit::ClusterKit;
+use norr_signals::schema::IndexKind;
+use norr_signals::{
+    block, ColumnSource, DictOp, DictReq, DictResult, ErrorCode, ExecType, KeyOp, Signal, TableDef, TxnOutcome, Value,
+};
+use norr_sim::rng::Rng;
+use norr_txn::testkit::{index_def, table_def};
+
+/// The API node the DDL under test comes from (answers are kept apart from
+/// the kit's own requests).
+const DDL_API: NodeId = 101;
+
+/// The dictionary's definition of `name`, asked through `via` (None: no
+/// such table).
+fn get_table(kit: &mut ClusterKit, via: NodeId, name: &str) -> Option<TableDef> {
+    let req = DictReq { req_id: 1, op: DictOp::GetTable { name: name.into() } };
+    match kit.ask(BlockRef::new(via, block::DICT, 0), Signal::DictReq(Box::new(req))) {
+        Some(Signal::DictConf(c)) => match c.result {
+            DictResult::Table(t) => Some(t),
+            other => panic!("get table answered {other:?}"),
+        },
+        Some(Signal::DictRef(r)) if r.error.code == ErrorCode::NoSuchTable => None,
+        other => panic!("get table {name} answered {other:?}"),
+    }
+}
+
+fn dict(kit: &mut ClusterKit, via: NodeId, op: DictOp) -> Result<DictResult, ErrorCode> {
+    match kit.ask(BlockRef::new(via, block::DICT, 0), Signal::DictReq(Box::new(DictReq { req_id: 2, op }))) {
+        Some(Signal::DictConf(c)) => Ok(c.result),
+        Some(Signal::DictRef(r)) => Err(r.error.code),
+        other => panic!("dictionary answered {other:?}"),
+    }
+}
+
+/// Write `k = v` for `keys` through `via`, planned against `t.version`: the
+/// LQHs of every replica must hold that version. Retries temporary errors
+/// (a failure being handled).
+fn put_versioned(kit: &mut ClusterKit, via: NodeId, t: &TableDef, keys: std::ops::Range<i64>, v: i64) {
+    for k in keys {
+        let mut done = false;
+        for _ in 0..20 {
+            let h = kit.handle();
+            let op =
+                KeyOp { table_version: t.version, ..KeyOp::write(t.id, vec![Value::Int(k)], vec![(1, Value::Int(v))]) };
+            match txn(kit, via, h, vec![op], ExecType::Commit) {
+                Signal::TcKeyConf(c) if c.outcome == TxnOutcome::Committed => {
+                    done = true;
+                    break;
+                }
+                Signal::TcKeyRef(r) if r.error.code.is_temporary() => kit.run(),
+                other => panic!("write {k} of {} v{} through node {via}: {other:?}", t.name, t.version),
+            }
+        }
+        assert!(done, "write {k} of {} through node {via} kept failing", t.name);
+    }
+}
+
+/// Every replica of each group holds the same rows of `t`.
+fn replicas_agree(kit: &mut ClusterKit, groups: &[Vec<NodeId>], t: &TableDef) {
+    for g in groups {
+        let live: Vec<NodeId> = g.iter().copied().filter(|n| kit.is_alive(*n)).collect();
+        let sums: Vec<_> = live.iter().map(|n| checksums(kit, *n, t)).collect();
+        for (n, s) in live.iter().zip(&sums).skip(1) {
+            assert_eq!(*s, sums[0], "table {}: node {n} differs from node {}", t.name, live[0]);
+        }
+    }
+}
+
+/// The DDL under test, one kind per seed.
+fn the_ddl(kind: u64, base: &TableDef) -> DictOp {
+    match kind {
+        0 => DictOp::CreateTable(table_def("t", 8, &[("v", int())])),
+        1 => DictOp::DropTable { name: "base".into() },
+        2 => DictOp::CreateIndex { table: "base".into(), index: index_def("iv", &[1], false, IndexKind::Ordered) },
+        _ => {
+            let def = table_def("base", 8, &[("v", int()), ("w", int())]);
+            let sources = vec![ColumnSource::Old(0), ColumnSource::Old(1), ColumnSource::Value(Value::Int(5))];
+            DictOp::AlterTable { table: "base".into(), def, sources, expect_version: base.version }
+        }
+    }
+}
+
+/// The table the DDL of `kind` is about, as the dictionary now has it; made
+/// again if the DDL's end was to leave it absent (a CREATE undone, a DROP
+/// done): creating it must work.
+fn the_table_after(kit: &mut ClusterKit, via: NodeId, kind: u64) -> TableDef {
+    let name = if kind == 0 { "t" } else { "base" };
+    if let Some(t) = get_table(kit, via, name) {
+        if kind == 2 {
+            // The index is there or not; making it must then work.
+            if t.index_by_name("iv").is_none() {
+                let r = dict(kit, via, the_ddl(2, &t));
+                assert!(r.is_ok(), "create index again: {r:?}");
+            }
+        }
+        return get_table(kit, via, name).expect("still there");
+    }
+    assert!(kind <= 1, "the DDL of kind {kind} cannot remove {name}");
+    create_table(kit, via, name, 8)
+}
+
+#[test]
+fn a_ddl_whose_master_dies_midway_ends_the_same_on_every_node() {
+    let groups = vec![vec![1, 2], vec![3, 4]];
+    let mut answers = std::collections::BTreeMap::<String, u32>::new();
+    let mut rolled_forward = 0;
+    for seed in 0..32u64 {
+        let mut rng = Rng::new(4100 + seed);
+        let mut kit = ClusterKit::start(groups.clone(), knobs(), 4100 + seed);
+        assert_eq!(kit.membership().expect("settled").president, 1);
+        let base = create_table(&mut kit, 3, "base", 8);
+        put_versioned(&mut kit, 3, &base, 0..24, 1);
+
+        // How long a DDL takes here: the crash falls anywhere in it.
+        let t0 = kit.now_ns();
+        let calib = create_table(&mut kit, 3, "calib", 4);
+        let took = kit.now_ns() - t0;
+        let kind = seed % 4;
+        let op = the_ddl(kind, &base);
+        let req = DictReq { req_id: 9, op };
+        kit.send_from_api(DDL_API, BlockRef::new(3, block::DICT, 0), Signal::DictReq(Box::new(req)));
+        kit.advance(rng.range(0, took));
+        kit.fail_nodes(&[1]);
+        let answer = match kit.next_answers(DDL_API).pop().expect("an answer") {
+            Signal::DictConf(_) => "done".to_string(),
+            Signal::DictRef(r) => {
+                assert_eq!(r.error.code, ErrorCode::TxnNodeFailure, "seed {seed}: {:?}", r.error);
+                "outcome unknown".to_string()
+            }
+            other => panic!("seed {seed}: DDL answered {other:?}"),
+        };
+        *answers.entry(answer).or_default() += 1;
+        rolled_forward +=
+            kit.cluster()
+                .block_counters(2, block::DICT, 0)
+                .iter()
+                .any(|(k, v)| k == "dict: a new master finished the old master's change" && *v > 0) as u32;
+
+        // Every survivor serves the table as the dictionary has it.
+        let t = the_table_after(&mut kit, 2, kind);
+        for (i, via) in [2, 3, 4].into_iter().enumerate() {
+            put_versioned(&mut kit, via, &t, 0..24, 10 + i as i64);
+        }
+        replicas_agree(&mut kit, &groups, &t);
+        // New ids are new: a table and an index made now work everywhere.
+        let after = create_table(&mut kit, 4, "after", 8);
+        assert!(after.id > t.id.max(calib.id), "seed {seed}: table id {} handed out again", after.id);
+        let r = dict(
+            &mut kit,
+            4,
+            DictOp::CreateIndex { table: "after".into(), index: index_def("av", &[1], false, IndexKind::Ordered) },
+        );
+        let after = match r {
+            Ok(DictResult::Table(d)) => d,
+            other => panic!("seed {seed}: create index on after: {other:?}"),
+        };
+        for via in [2, 3, 4] {
+            put_versioned(&mut kit, via, &after, 0..8, 1);
+        }
+
+        // The failed node comes back and takes the schema; then the master
+        // fails again and the next one (node 3, the oldest) has the same.
+        kit.restart(1);
+        let t = get_table(&mut kit, 1, &t.name).expect("the table");
+        put_versioned(&mut kit, 1, &t, 0..24, 20);
+        kit.fail_nodes(&[2]);
+        assert_eq!(kit.membership().expect("settled").president, 3, "seed {seed}");
+        let t3 = get_table(&mut kit, 4, &t.name).expect("the table at the next master");
+        assert_eq!(t3, t, "seed {seed}: the next master's definition");
+        for via in [1, 3, 4] {
+            put_versioned(&mut kit, via, &t3, 0..24, 30);
+        }
+        replicas_agree(&mut kit, &groups, &t3);
+        let last = create_table(&mut kit, 1, "last", 4);
+        assert!(last.id > after.id, "seed {seed}: table id {} handed out again", last.id);
+        put_versioned(&mut kit, 1, &last, 0..8, 1);
+    }
+    // The crash points spread over the whole DDL: some changes were
+    // finished by the new master, some ended before the crash.
+    assert!(rolled_forward >= 4, "only {rolled_forward} of 32 DDLs were finished by the new master ({answers:?})");
+    assert!(answers.get("done").copied().unwrap_or(0) >= 2, "{answers:?}");
+}
