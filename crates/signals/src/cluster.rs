@@ -439,6 +439,14 @@ pub enum ClusterSignal {
     /// Master DICT -> every other DICT: the pending change was refused and
     /// undone; forget it.
     DictPendingClearRep,
+    /// DICT -> master DICT: the AUTO_INCREMENT mark of `DictStateRep`
+    /// `mark_seq` = `seq` is in this node's schema file (or the node keeps
+    /// no files): the master hands out values below it once every other
+    /// live DICT said so.
+    DictMarkAck {
+        node: NodeId,
+        seq: u64,
+    },
 }
 
 /// What a data node shows of itself (`norr mgm show`): DIH tells its host
@@ -480,4 +488,7 @@ pub struct DictState {
     /// has it in its schema file (`DictStateAck`). False: an
     /// AUTO_INCREMENT mark, written in the background.
     pub ack: bool,
+    /// Non-zero: the change carries AUTO_INCREMENT marks the master waits
+    /// to hear are held here (`DictMarkAck` with this number).
+    pub mark_seq: u64,
 }

@@ -34,6 +34,9 @@ mod persist;
 #[path = "dict_files.rs"]
 mod files;
 
+#[path = "dict_auto_inc.rs"]
+mod auto_inc;
+
 /// Most DDL requests queued before DICT answers Overloaded.
 const MAX_QUEUED_DDL: usize = 1024;
 /// Most tables a node holds.
@@ -134,10 +137,6 @@ struct LocalSync {
     req: u64,
 }
 
-/// AUTO_INCREMENT values the master hands out ahead of what it told the
-/// other DICTs (see the module doc).
-const AUTO_INC_AHEAD: u64 = 4096;
-
 pub struct Dict {
     node: NodeId,
     lqh_instances: u16,
@@ -172,6 +171,8 @@ pub struct Dict {
     persist: Option<persist::Persist>,
     /// Dropped tables' checkpoint files to delete (see `dict_files.rs`).
     dropped_files: files::DroppedFiles,
+    /// Master: AUTO_INCREMENT marks on their way to the other DICTs.
+    marks: auto_inc::Marks,
     /// Not master: the change the master announced and has not finished
     /// (see `ClusterSignal::DictPendingReq`). Finished by this DICT if it
     /// becomes master first.
@@ -224,6 +225,7 @@ impl Dict {
             persist: None,
             dropped_files: files::DroppedFiles::default(),
             pending: None,
+            marks: auto_inc::Marks::default(),
         }
     }
 
@@ -349,8 +351,7 @@ impl Dict {
                     // count 0 reserves nothing: a look at the next value.
                     *next = next.saturating_add(*count);
                     let (table, next) = (*table, *next);
-                    self.auto_inc_advanced(table, next, ctx);
-                    self.answer_auto_inc(from, id, table, next, DictResult::AutoInc { first }, ctx);
+                    self.answer_auto_inc_marked(from, id, table, next, DictResult::AutoInc { first }, ctx);
                 }
                 None => Self::dref(ctx, from, id, NodeError::with(ErrorCode::NoSuchTable, format!("table id {table}"))),
             },
@@ -358,8 +359,7 @@ impl Dict {
                 Some(next) => {
                     *next = (*next).max(used.saturating_add(1));
                     let (table, next) = (*table, *next);
-                    self.auto_inc_advanced(table, next, ctx);
-                    self.answer_auto_inc(from, id, table, next, DictResult::Done, ctx);
+                    self.answer_auto_inc_marked(from, id, table, next, DictResult::Done, ctx);
                 }
                 None => Self::dref(ctx, from, id, NodeError::with(ErrorCode::NoSuchTable, format!("table id {table}"))),
             },
@@ -376,23 +376,6 @@ impl Dict {
                 self.start_next(ctx);
             }
         }
-    }
-
-    /// The master's counter of `table` reached `next`: tell the other DICTs
-    /// a mark ahead of it when it passes the last one.
-    fn auto_inc_advanced(&mut self, table: TableId, next: u64, ctx: &mut Ctx<'_, Signal>) {
-        if self.membership.is_none() || self.auto_inc_high.get(&table).is_some_and(|h| *h >= next) {
-            return;
-        }
-        let high = next.saturating_add(AUTO_INC_AHEAD);
-        self.auto_inc_high.insert(table, high);
-        let state = DictState {
-            auto_inc_high: vec![(table, high)],
-            next_table_id: self.next_table_id,
-            next_index_id: self.next_index_id,
-            ..DictState::default()
-        };
-        self.broadcast_state(state, ctx);
     }
 
     fn broadcast_state(&self, state: DictState, ctx: &mut Ctx<'_, Signal>) {
@@ -420,6 +403,7 @@ impl Dict {
                 .collect(),
             full: true,
             ack: false,
+            mark_seq: 0,
         }
     }
 
@@ -1035,6 +1019,7 @@ impl Dict {
                     self.progress(ctx);
                 }
             }
+            ClusterSignal::DictMarkAck { node, seq } => self.on_mark_ack(node, seq, ctx),
             ClusterSignal::DictPendingClearRep => {
                 if !self.is_master() {
                     self.pending = None;
@@ -1062,6 +1047,9 @@ impl Dict {
                     }
                     if state.ack {
                         self.ack_state_after(write, from, ctx);
+                    }
+                    if state.mark_seq > 0 {
+                        self.ack_mark_after(write, state.mark_seq, from, ctx);
                     }
                 }
             }
@@ -1171,7 +1159,10 @@ impl Dict {
         self.queue.retain(|q| !(q.from.block == block::DICT && failed.contains(&q.from.node)));
         self.progress(ctx);
         if took_over {
+            self.marks_take_over();
             self.take_over(ctx);
+        } else if self.is_master() {
+            self.marks_on_node_fail(failed, ctx);
         }
         if self.is_master() {
             self.start_next(ctx);

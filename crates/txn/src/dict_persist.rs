@@ -17,6 +17,7 @@
 use super::{Dict, DictResult};
 use norr_durability::schema::{SchemaSnapshot, SCHEMA_FILE, SCHEMA_TMP};
 use norr_kernel::{BlockRef, Ctx, Priority};
+use norr_signals::cluster::ClusterSignal;
 use norr_signals::fs::{FileHandle, FsOp, FsResult, FsSignal};
 use norr_signals::schema::TableId;
 use norr_signals::{block, ErrorCode, NodeError, Signal};
@@ -47,9 +48,9 @@ pub(super) struct Persist {
     auto_inc_marks: BTreeMap<TableId, (u64, u64)>,
     /// Reservations answered once snapshot `needs` is durable.
     auto_inc_waiting: Vec<AutoIncWait>,
-    /// Non-master: DDL changes the master waits to hear are in this node's
-    /// schema file, by the write that holds them.
-    state_acks: Vec<(u64, BlockRef)>,
+    /// Non-master: acknowledgements the master waits for (a DDL's change,
+    /// an AUTO_INCREMENT mark) once the write that holds them is durable.
+    state_acks: Vec<(u64, BlockRef, ClusterSignal)>,
 }
 
 struct AutoIncWait {
@@ -234,15 +235,23 @@ impl Dict {
     /// Non-master: tell `master` that the DDL change just applied is in the
     /// schema file, once schema write `write` ended (now if None).
     pub(super) fn ack_state_after(&mut self, write: Option<u64>, master: BlockRef, ctx: &mut Ctx<'_, Signal>) {
-        match (self.persist.as_mut(), write) {
-            (Some(p), Some(w)) if p.durable < w => p.state_acks.push((w, master)),
-            _ => self.send_state_ack(master, ctx),
-        }
+        let ack = ClusterSignal::DictStateAck { node: self.node };
+        self.send_after_write(write, master, ack, ctx);
     }
 
-    fn send_state_ack(&self, master: BlockRef, ctx: &mut Ctx<'_, Signal>) {
-        let ack = norr_signals::cluster::ClusterSignal::DictStateAck { node: self.node };
-        ctx.send(master, Signal::Cluster(Box::new(ack)));
+    /// Send `sig` to `to` once schema write `write` ended (now if None or
+    /// ended already).
+    pub(super) fn send_after_write(
+        &mut self,
+        write: Option<u64>,
+        to: BlockRef,
+        sig: ClusterSignal,
+        ctx: &mut Ctx<'_, Signal>,
+    ) {
+        match (self.persist.as_mut(), write) {
+            (Some(p), Some(w)) if p.durable < w => p.state_acks.push((w, to, sig)),
+            _ => ctx.send(to, Signal::Cluster(Box::new(sig))),
+        }
     }
 
     /// Schema write `id` ended: confirm the changes it holds. Also after a
@@ -251,10 +260,10 @@ impl Dict {
     fn state_acks_write_ended(&mut self, id: u64, ctx: &mut Ctx<'_, Signal>) {
         let p = self.persist.as_mut().expect("persisting");
         let (ready, wait): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut p.state_acks).into_iter().partition(|(w, _)| *w <= id);
+            std::mem::take(&mut p.state_acks).into_iter().partition(|(w, _, _)| *w <= id);
         p.state_acks = wait;
-        for (_, master) in ready {
-            self.send_state_ack(master, ctx);
+        for (_, to, sig) in ready {
+            ctx.send(to, Signal::Cluster(Box::new(sig)));
         }
     }
 
