@@ -351,6 +351,9 @@ impl Ckpt {
         counters.push(("ckpt: current gci".into(), self.current));
         counters.push(("ckpt: complete gci".into(), self.complete));
         counters.push(("ckpt: take-overs pending".into(), self.takeovers.len() as u64));
+        if let Some(lcp) = &self.lcp {
+            counters.extend(lcp.counters());
+        }
         let (local_step, local_waiting) = match &self.local {
             Local::Idle => (0, 0),
             Local::Prepare { waiting, .. } => (2, waiting.len()),

@@ -96,6 +96,11 @@ impl LcpCoordinator {
         self.last_lcp_id
     }
 
+    /// The coordinator's counters (rounds started, completed, failed).
+    pub fn counters(&self) -> Vec<(String, u64)> {
+        self.counters.snapshot()
+    }
+
     /// Why the last round failed, if it did.
     pub fn last_error(&self) -> Option<&str> {
         self.last_error.as_deref()

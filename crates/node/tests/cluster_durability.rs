@@ -726,3 +726,77 @@ fn a_copied_node_whose_partner_dies_before_its_checkpoint_keeps_the_cluster_rest
         replicas_agree(&mut c.kit, &nodes, &t, &groups);
     }
 }
+
+/// The same window, with two checkpoint rounds of the copied node in it:
+/// one round begins just before its partner dies (no GCI completes in
+/// between), and the next begins in the window. No GCI completes there
+/// (the copied node's group has no complete copy on disk), so both rounds
+/// begin at the same GCI; the second continues the first's chain. (Seen
+/// in the real-process chaos test: LQH asserted that a round begins after
+/// the one before and aborted the group's last node.)
+#[test]
+fn a_copied_node_alone_in_its_group_checkpoints_twice_from_one_gci() {
+    let groups = vec![vec![1, 2], vec![3, 4]];
+    let lcp_counter = |c: &mut Cluster, name: &str| -> u64 {
+        let counters = c.kit.cluster().block_counters(2, block::CKPT, 0);
+        counters.iter().find(|(k, _)| k == name).map_or(0, |(_, v)| *v)
+    };
+    for seed in 0..4u64 {
+        let mut rng = Rng::new(800 + seed);
+        let mut c = Cluster::start(groups.clone(), 800 + seed);
+        let t = create_table(&mut c.kit, 2, "t", 8);
+        let mut committed: BTreeMap<i64, u64> = BTreeMap::new();
+        let mut next = 0i64;
+        let mut write = |c: &mut Cluster, rng: &mut Rng, committed: &mut BTreeMap<i64, u64>, vias: &[NodeId]| {
+            for _ in 0..20 {
+                let via = vias[rng.range(0, vias.len() as u64 - 1) as usize];
+                if let Some(g) = write_pair(&mut c.kit, via, &t, next) {
+                    committed.insert(next, g);
+                }
+                next += 1;
+                c.kit.advance(rng.range(0, 1_000_000));
+            }
+        };
+        write(&mut c, &mut rng, &mut committed, &[1, 2, 3, 4]);
+        c.kill(2);
+        c.kit.wait_for("the others to exclude node 2", |k| k.membership().is_some_and(|m| !m.contains(2)));
+        write(&mut c, &mut rng, &mut committed, &[1, 3, 4]);
+        c.kit.boot(2);
+        c.kit.wait_until_started(2);
+        // A round of node 2 begins; its partner dies before a GCI completes.
+        let started = lcp_counter(&mut c, "ckpt: lcp rounds started");
+        let mut waited = 0;
+        while lcp_counter(&mut c, "ckpt: lcp rounds started") == started {
+            assert!(waited < 20_000, "seed {seed}: node 2 began no checkpoint round");
+            c.kit.advance(20_000);
+            waited += 1;
+        }
+        let complete = lcp_counter(&mut c, "ckpt: complete gci");
+        c.kill(1);
+        c.kit.wait_for("the others to exclude node 1", |k| k.membership().is_some_and(|m| !m.contains(1)));
+        write(&mut c, &mut rng, &mut committed, &[2, 3, 4]);
+        let mut waited = 0;
+        while !c.recorded(2).1 {
+            assert!(waited < 400, "seed {seed}: node 2's files never became a complete copy");
+            assert!(c.kit.is_alive(2), "seed {seed}: node 2 died in the window");
+            c.kit.advance(20_000_000);
+            waited += 1;
+        }
+        let rounds = lcp_counter(&mut c, "ckpt: lcp rounds started") - started;
+        assert!(rounds >= 2, "seed {seed}: {rounds} rounds from GCI {complete} until node 2's files were complete");
+        write(&mut c, &mut rng, &mut committed, &[2, 3, 4]);
+        c.kit.advance(5 * 20_000_000);
+        let recorded = c.recorded(3).0;
+        for n in [2, 3, 4] {
+            c.kill(n);
+        }
+        c.restart_all();
+        let got = present(&mut c.kit, 3, &t, next);
+        restart_gci_of(&got, &committed, 0, &format!("seed {seed}"));
+        let lost: Vec<i64> =
+            committed.iter().filter(|(i, g)| **g <= recorded && !got.contains(i)).map(|(i, _)| *i).collect();
+        assert!(lost.is_empty(), "seed {seed}: commits of GCIs up to {recorded}, recorded everywhere, lost: {lost:?}");
+        let nodes = c.nodes();
+        replicas_agree(&mut c.kit, &nodes, &t, &groups);
+    }
+}
