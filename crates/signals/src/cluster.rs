@@ -432,6 +432,9 @@ pub enum ClusterSignal {
     /// master may have died with some LQHs changed and others not).
     DictPendingReq {
         change: Box<crate::internal::SchemaChange>,
+        /// The request that began it: the master's client (a DICT that
+        /// passed a request on, and its id for it).
+        origin: (norr_kernel::BlockRef, u32),
     },
     DictPendingConf {
         node: NodeId,
@@ -439,6 +442,13 @@ pub enum ClusterSignal {
     /// Master DICT -> every other DICT: the pending change was refused and
     /// undone; forget it.
     DictPendingClearRep,
+    /// New master DICT -> every other DICT: it took over, and finishes the
+    /// change begun by `finishing` (None: no change was half done). Each
+    /// DICT then settles the requests it had passed on to the failed master
+    /// (`dict_proxy.rs` in norr-txn).
+    DictTakeoverRep {
+        finishing: Option<(norr_kernel::BlockRef, u32)>,
+    },
     /// DICT -> master DICT: the AUTO_INCREMENT mark of `DictStateRep`
     /// `mark_seq` = `seq` is in this node's schema file (or the node keeps
     /// no files): the master hands out values below it once every other
@@ -491,4 +501,8 @@ pub struct DictState {
     /// Non-zero: the change carries AUTO_INCREMENT marks the master waits
     /// to hear are held here (`DictMarkAck` with this number).
     pub mark_seq: u64,
+    /// The change of a DDL: the request that asked for it (a DICT that
+    /// passed a client's request on, and its id), so that DICT can answer
+    /// should the master's answer be lost with the master.
+    pub origin: Option<(norr_kernel::BlockRef, u32)>,
 }

@@ -37,6 +37,9 @@ mod files;
 #[path = "dict_auto_inc.rs"]
 mod auto_inc;
 
+#[path = "dict_proxy.rs"]
+mod proxy;
+
 /// Most DDL requests queued before DICT answers Overloaded.
 const MAX_QUEUED_DDL: usize = 1024;
 /// Most tables a node holds.
@@ -162,9 +165,8 @@ pub struct Dict {
     dist: Dist,
     /// None: a data node on its own (no QMGR): this DICT is the master.
     membership: Option<Membership>,
-    /// Requests passed on to the master: proxy id -> the client and its id.
-    proxied: BTreeMap<u32, (BlockRef, u32)>,
-    next_proxy: u32,
+    /// Requests passed on to the master (`dict_proxy.rs`).
+    proxy: proxy::Proxy,
     local_sync: Option<LocalSync>,
     counters: Counters,
     /// The schema file in the data directory (see `dict_persist.rs`).
@@ -176,7 +178,8 @@ pub struct Dict {
     /// Not master: the change the master announced and has not finished
     /// (see `ClusterSignal::DictPendingReq`). Finished by this DICT if it
     /// becomes master first.
-    pending: Option<SchemaChange>,
+    /// With the request that began it (`Active::from`, `req_id`).
+    pending: Option<(SchemaChange, (BlockRef, u32))>,
 }
 
 /// The table definitions a change carries.
@@ -218,8 +221,7 @@ impl Dict {
             failed_apis: Default::default(),
             dist: Dist::single(node),
             membership: None,
-            proxied: BTreeMap::new(),
-            next_proxy: 1,
+            proxy: proxy::Proxy::default(),
             local_sync: None,
             counters: Counters::default(),
             persist: None,
@@ -322,20 +324,7 @@ impl Dict {
         }
         if !self.is_master() {
             // Pass it on to the master; its answer comes back here.
-            if self.proxied.len() >= MAX_QUEUED_DDL * 16 {
-                let e = NodeError::with(ErrorCode::Overloaded, "too many dictionary requests in flight");
-                return Self::dref(ctx, from, id, e);
-            }
-            let proxy = self.next_proxy;
-            self.next_proxy = self.next_proxy.wrapping_add(1).max(1);
-            self.proxied.insert(proxy, (from, id));
-            let master = self.membership.as_ref().expect("not master: a member").president;
-            let fwd = ClusterSignal::DictForwardReq {
-                api: ctx.self_ref(),
-                req: Box::new(DictReq { req_id: proxy, op: req.op }),
-            };
-            ctx.send(BlockRef::new(master, block::DICT, 0), cluster(fwd));
-            return;
+            return self.proxy_forward(from, req, ctx);
         }
         match &req.op {
             DictOp::GetTable { name } => match self.by_name(name) {
@@ -404,6 +393,7 @@ impl Dict {
             full: true,
             ack: false,
             mark_seq: 0,
+            origin: None,
         }
     }
 
@@ -506,7 +496,7 @@ impl Dict {
         self.next_req += 1;
         let others: BTreeSet<NodeId> = self.members().into_iter().filter(|n| *n != self.node).collect();
         for n in &others {
-            let s = ClusterSignal::DictPendingReq { change: Box::new(change.clone()) };
+            let s = ClusterSignal::DictPendingReq { change: Box::new(change.clone()), origin: (from, req_id) };
             ctx.send_prio(BlockRef::new(*n, block::DICT, 0), cluster(s), Priority::A);
         }
         let announced = !others.is_empty();
@@ -556,8 +546,16 @@ impl Dict {
             debug_assert!(false, "a DICT that was not master ran a request");
             return;
         }
-        match self.pending.take() {
-            Some(change) => {
+        let pending = self.pending.take();
+        let finishing = pending.as_ref().map(|(_, origin)| *origin);
+        for n in self.members() {
+            if n != self.node {
+                let rep = ClusterSignal::DictTakeoverRep { finishing };
+                ctx.send_prio(BlockRef::new(n, block::DICT, 0), cluster(rep), Priority::A);
+            }
+        }
+        match pending {
+            Some((change, (from, req_id))) => {
                 self.counters.bump("dict: a new master finished the old master's change");
                 // Its ids are taken, whatever its end.
                 for def in change_defs(&change) {
@@ -567,8 +565,10 @@ impl Dict {
                     let top = def.indexes.iter().map(|i| i.id).max().unwrap_or(0);
                     self.next_index_id = self.next_index_id.max(top + 1);
                 }
-                let me = ctx.self_ref();
-                self.begin_change(me, 0, change, true, ctx);
+                // The client hears the end through the DICT it asked (a
+                // client of the failed node's own DICT is gone with it).
+                let silent = from.block != block::DICT;
+                self.begin_change(from, req_id, change, silent, ctx);
             }
             None => {
                 self.counters.bump("dict: a new master sent its schema whole");
@@ -576,6 +576,9 @@ impl Dict {
                 self.broadcast_state(state, ctx);
             }
         }
+        // This node's own requests held by the failed master.
+        let me = self.node;
+        self.on_takeover_rep(me, finishing, ctx);
     }
 
     /// Validate a DDL request against the current schema. Ok(None): NodeStats.
@@ -882,6 +885,7 @@ impl Dict {
                     return;
                 }
                 let change = a.change.take().expect("schema change");
+                let (from, req_id) = (a.from, a.req_id);
                 let delta = match &change {
                     SchemaChange::DropTable(t) => DictState { remove: vec![*t], ..DictState::default() },
                     SchemaChange::TruncateTable(_) => DictState::default(),
@@ -900,6 +904,7 @@ impl Dict {
                         next_table_id: self.next_table_id,
                         next_index_id: self.next_index_id,
                         ack: true,
+                        origin: Some((from, req_id)),
                         ..delta
                     };
                     self.broadcast_state(delta, ctx);
@@ -1004,13 +1009,13 @@ impl Dict {
                 }
             }
             ClusterSignal::DictStateAck { node } => self.on_state_ack(node, ctx),
-            ClusterSignal::DictPendingReq { change } => {
+            ClusterSignal::DictPendingReq { change, origin } => {
                 if self.is_master() {
                     // From a master this node no longer follows.
                     crate::probe!(self.counters, "dict: pending change from a former master");
                     return;
                 }
-                self.pending = Some(*change);
+                self.pending = Some((*change, origin));
                 ctx.send_prio(from, cluster(ClusterSignal::DictPendingConf { node: self.node }), Priority::A);
             }
             ClusterSignal::DictPendingConf { node } => {
@@ -1020,6 +1025,7 @@ impl Dict {
                 }
             }
             ClusterSignal::DictMarkAck { node, seq } => self.on_mark_ack(node, seq, ctx),
+            ClusterSignal::DictTakeoverRep { finishing } => self.on_takeover_rep(from.node, finishing, ctx),
             ClusterSignal::DictPendingClearRep => {
                 if !self.is_master() {
                     self.pending = None;
@@ -1031,6 +1037,11 @@ impl Dict {
                         // The end of the pending change (a DDL's change,
                         // or a new master's whole schema).
                         self.pending = None;
+                    }
+                    if let Some((origin, pid)) = state.origin {
+                        if origin == ctx.self_ref() {
+                            self.proxy_done(pid, &state);
+                        }
                     }
                     self.apply_state(&state);
                     // A new AUTO_INCREMENT mark too: were this node the
@@ -1128,14 +1139,10 @@ impl Dict {
         let was_master = self.is_master();
         self.membership = Some(membership);
         let took_over = !was_master && self.is_master();
-        if old_master.is_some_and(|m| failed.contains(&m)) && !self.proxied.is_empty() {
-            // The master failed with requests of ours: their outcome is
-            // unknown here; the clients retry (a DDL may have happened).
-            crate::probe!(self.counters, "dict: master failed with requests in flight");
-            for (_, (api, id)) in std::mem::take(&mut self.proxied) {
-                let e = NodeError::with(ErrorCode::TxnNodeFailure, "the master node failed during the request");
-                Self::dref(ctx, api, id, e);
-            }
+        if old_master.is_some_and(|m| failed.contains(&m)) && !self.is_master() {
+            // Requests of ours the failed master held: once the new
+            // master's take-over report is in (`dict_proxy.rs`).
+            self.proxy_reroute(ctx);
         }
         if let Some(a) = self.active.as_mut() {
             match &mut a.stage {
@@ -1168,25 +1175,6 @@ impl Dict {
             self.start_next(ctx);
         }
     }
-
-    /// The master's answer to a request this DICT passed on.
-    fn on_master_reply(&mut self, reply: Signal, ctx: &mut Ctx<'_, Signal>) {
-        match reply {
-            Signal::DictConf(mut c) => {
-                if let Some((api, id)) = self.proxied.remove(&c.req_id) {
-                    c.req_id = id;
-                    ctx.send(api, Signal::DictConf(c));
-                }
-            }
-            Signal::DictRef(mut r) => {
-                if let Some((api, id)) = self.proxied.remove(&r.req_id) {
-                    r.req_id = id;
-                    ctx.send(api, Signal::DictRef(r));
-                }
-            }
-            _ => unreachable!("only dictionary answers"),
-        }
-    }
 }
 
 impl Block<Signal> for Dict {
@@ -1195,14 +1183,14 @@ impl Block<Signal> for Dict {
         match env.signal {
             Signal::DictReq(_) if self.failed_apis.contains(&from.node) => {}
             Signal::DictReq(req) => self.on_req(from, *req, ctx),
-            reply @ (Signal::DictConf(_) | Signal::DictRef(_)) => self.on_master_reply(reply, ctx),
+            reply @ (Signal::DictConf(_) | Signal::DictRef(_)) => self.proxy_answer(reply, ctx),
             Signal::ApiFailReq { api_node } => {
                 if self.failed_apis.insert(api_node) {
                     let me = ctx.self_ref();
                     ctx.send(me, internal(InternalSignal::ApiFailDone { api_node }));
                 }
                 self.queue.retain(|q| q.from.node != api_node);
-                self.proxied.retain(|_, (api, _)| api.node != api_node);
+                self.proxy_api_failed(api_node);
                 if let Some(a) = self.active.as_mut().filter(|a| a.from.node == api_node) {
                     a.silent = true;
                 }
