@@ -5,10 +5,12 @@ use norr_kernel::{BlockRef, NodeId};
 use norr_knobs::Knobs;
 use norr_node::testkit::ClusterKit;
 use norr_signals::internal::InternalSignal;
+use norr_signals::schema::IndexKind;
 use norr_signals::{
-    block, ColumnType, DictOp, DictReq, DictResult, ExecType, KeyOp, OpResult, Signal, TableDef, TcKeyConf, TcKeyReq,
-    TxnOutcome, Value,
+    block, ColumnSource, ColumnType, DictOp, DictReq, DictResult, ErrorCode, ExecType, KeyOp, OpResult, Signal,
+    TableDef, TcKeyConf, TcKeyReq, TxnOutcome, Value,
 };
+use norr_txn::testkit::{index_def, table_def};
 
 pub const API: NodeId = 100;
 
@@ -115,4 +117,84 @@ pub fn checksums(kit: &mut ClusterKit, n: NodeId, t: &TableDef) -> Vec<(u64, u64
             }
         })
         .collect()
+}
+
+/// The dictionary's definition of `name`, asked through `via` (None: no
+/// such table).
+pub fn get_table(kit: &mut ClusterKit, via: NodeId, name: &str) -> Option<TableDef> {
+    let req = DictReq { req_id: 1, op: DictOp::GetTable { name: name.into() } };
+    match kit.ask(BlockRef::new(via, block::DICT, 0), Signal::DictReq(Box::new(req))) {
+        Some(Signal::DictConf(c)) => match c.result {
+            DictResult::Table(t) => Some(t),
+            other => panic!("get table answered {other:?}"),
+        },
+        Some(Signal::DictRef(r)) if r.error.code == ErrorCode::NoSuchTable => None,
+        other => panic!("get table {name} answered {other:?}"),
+    }
+}
+
+pub fn dict(kit: &mut ClusterKit, via: NodeId, op: DictOp) -> Result<DictResult, ErrorCode> {
+    match kit.ask(BlockRef::new(via, block::DICT, 0), Signal::DictReq(Box::new(DictReq { req_id: 2, op }))) {
+        Some(Signal::DictConf(c)) => Ok(c.result),
+        Some(Signal::DictRef(r)) => Err(r.error.code),
+        other => panic!("dictionary answered {other:?}"),
+    }
+}
+
+/// Write `k = v` for `keys` through `via`, planned against `t.version`: the
+/// LQHs of every replica must hold that version. Retries temporary errors
+/// (a failure being handled).
+pub fn put_versioned(kit: &mut ClusterKit, via: NodeId, t: &TableDef, keys: std::ops::Range<i64>, v: i64) {
+    for k in keys {
+        let mut done = false;
+        for _ in 0..20 {
+            let h = kit.handle();
+            let op =
+                KeyOp { table_version: t.version, ..KeyOp::write(t.id, vec![Value::Int(k)], vec![(1, Value::Int(v))]) };
+            match txn(kit, via, h, vec![op], ExecType::Commit) {
+                Signal::TcKeyConf(c) if c.outcome == TxnOutcome::Committed => {
+                    done = true;
+                    break;
+                }
+                Signal::TcKeyRef(r) if r.error.code.is_temporary() => kit.run(),
+                other => panic!("write {k} of {} v{} through node {via}: {other:?}", t.name, t.version),
+            }
+        }
+        assert!(done, "write {k} of {} through node {via} kept failing", t.name);
+    }
+}
+
+/// A DDL of each kind (0 CREATE TABLE t, 1 DROP TABLE base, 2 CREATE
+/// INDEX iv ON base, 3 ALTER TABLE base adding a column), for tests that
+/// cut one short.
+pub fn the_ddl(kind: u64, base: &TableDef) -> DictOp {
+    match kind {
+        0 => DictOp::CreateTable(table_def("t", 8, &[("v", int())])),
+        1 => DictOp::DropTable { name: "base".into() },
+        2 => DictOp::CreateIndex { table: "base".into(), index: index_def("iv", &[1], false, IndexKind::Ordered) },
+        _ => {
+            let def = table_def("base", 8, &[("v", int()), ("w", int())]);
+            let sources = vec![ColumnSource::Old(0), ColumnSource::Old(1), ColumnSource::Value(Value::Int(5))];
+            DictOp::AlterTable { table: "base".into(), def, sources, expect_version: base.version }
+        }
+    }
+}
+
+/// The table the DDL of `kind` is about, as the dictionary now has it; made
+/// again if the DDL's end was to leave it absent (a CREATE undone, a DROP
+/// done): creating it must work.
+pub fn the_table_after(kit: &mut ClusterKit, via: NodeId, kind: u64) -> TableDef {
+    let name = if kind == 0 { "t" } else { "base" };
+    if let Some(t) = get_table(kit, via, name) {
+        if kind == 2 {
+            // The index is there or not; making it must then work.
+            if t.index_by_name("iv").is_none() {
+                let r = dict(kit, via, the_ddl(2, &t));
+                assert!(r.is_ok(), "create index again: {r:?}");
+            }
+        }
+        return get_table(kit, via, name).expect("still there");
+    }
+    assert!(kind <= 1, "the DDL of kind {kind} cannot remove {name}");
+    create_table(kit, via, name, 8)
 }
