@@ -31,7 +31,11 @@ use norr_signals::{TableDef, TableId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// Format version of DDL log entries.
 pub const SCHEMA_VERSION: u16 = 1;
+/// Format version of the schema file: 2 added `pending` (version 1 files
+/// are read as having none).
+pub const SCHEMA_FILE_VERSION: u16 = 2;
 pub const SCHEMA_FILE: &str = "schema/schema.dat";
 pub const SCHEMA_TMP: &str = "schema/schema.tmp";
 pub const DDL_LOG: &str = "schema/ddl.log";
@@ -49,6 +53,20 @@ pub struct SchemaSnapshot {
     /// DICT reserves ranges and logs each reservation, so a restart never
     /// hands out a value twice.
     pub auto_inc: BTreeMap<TableId, u64>,
+    /// A cluster node: the schema change the master DICT announced and has
+    /// not ended (not in `tables` yet). It may have reached some nodes'
+    /// storage before every node crashed: the master after a system restart
+    /// makes it again everywhere (norr-txn's DICT).
+    pub pending: Option<norr_signals::internal::SchemaChange>,
+}
+
+/// The schema file's body in format version 1 (no `pending`).
+#[derive(Serialize, Deserialize)]
+struct SchemaSnapshotV1 {
+    last_ddl_id: DdlId,
+    next_table_id: TableId,
+    tables: BTreeMap<TableId, TableDef>,
+    auto_inc: BTreeMap<TableId, u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -96,14 +114,25 @@ impl SchemaSnapshot {
     pub fn encode(&self) -> Vec<u8> {
         let body = postcard::to_stdvec(self).expect("schema encodes");
         let mut out = Vec::new();
-        seal(Kind::SchemaFile, SCHEMA_VERSION, &body, &mut out);
+        seal(Kind::SchemaFile, SCHEMA_FILE_VERSION, &body, &mut out);
         out
     }
 
     pub fn decode(bytes: &[u8], path: &str) -> Result<SchemaSnapshot, FormatError> {
-        let blob = open_blob(bytes, Kind::SchemaFile, SCHEMA_VERSION, path, 0)?;
-        postcard::from_bytes(blob.body)
-            .map_err(|e| FormatError::new(path, BLOB_HEADER_BYTES as u64, format!("schema file body: {e}")))
+        let blob = open_blob(bytes, Kind::SchemaFile, SCHEMA_FILE_VERSION, path, 0)?;
+        let bad =
+            |e: postcard::Error| FormatError::new(path, BLOB_HEADER_BYTES as u64, format!("schema file body: {e}"));
+        if blob.version == 1 {
+            let v1: SchemaSnapshotV1 = postcard::from_bytes(blob.body).map_err(bad)?;
+            return Ok(SchemaSnapshot {
+                last_ddl_id: v1.last_ddl_id,
+                next_table_id: v1.next_table_id,
+                tables: v1.tables,
+                auto_inc: v1.auto_inc,
+                pending: None,
+            });
+        }
+        postcard::from_bytes(blob.body).map_err(bad)
     }
 
     /// Apply a committed DDL. Errors mean the log contradicts the schema

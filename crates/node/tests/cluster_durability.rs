@@ -16,7 +16,7 @@ use norr_kernel::NodeId;
 use norr_knobs::Knobs;
 use norr_node::durable::build_durable_observed;
 use norr_node::testkit::ClusterKit;
-use norr_signals::{block, ExecType, KeyOp, Signal, TableDef, TcKeyReq, TxnOutcome, Value};
+use norr_signals::{block, DictReq, ExecType, KeyOp, Signal, TableDef, TcKeyReq, TxnOutcome, Value};
 use norr_sim::disk::{CrashMode, DiskFaults, SharedDisk, SimDataDir, SimDisk, SimFsBlock};
 use norr_sim::rng::Rng;
 use std::collections::BTreeMap;
@@ -799,4 +799,70 @@ fn a_copied_node_alone_in_its_group_checkpoints_twice_from_one_gci() {
         let nodes = c.nodes();
         replicas_agree(&mut c.kit, &nodes, &t, &groups);
     }
+}
+
+/// A DDL cut short by a crash of every node (a power cut), at any point of
+/// it: after the system restart every node has the same schema, done or
+/// undone as a whole. Writes planned against the dictionary's version of
+/// the table commit through every node, the replicas agree, the rows
+/// written before are there, and later DDL gets fresh ids.
+#[test]
+fn a_ddl_cut_by_a_crash_of_every_node_is_done_or_undone_everywhere() {
+    let groups = vec![vec![1, 2], vec![3, 4]];
+    let mut outcomes = BTreeMap::<String, u32>::new();
+    for seed in 0..24u64 {
+        let mut rng = Rng::new(4700 + seed);
+        let mut c = Cluster::start(groups.clone(), 4700 + seed);
+        let base = create_table(&mut c.kit, 3, "base", 8);
+        put_versioned(&mut c.kit, 3, &base, 0..24, 1);
+        // Durable everywhere before the DDL.
+        c.kit.advance(5 * 20_000_000);
+        let t0 = c.kit.now_ns();
+        let calib = create_table(&mut c.kit, 3, "calib", 4);
+        let took = c.kit.now_ns() - t0;
+        let kind = seed % 4;
+        let req = DictReq { req_id: 9, op: the_ddl(kind, &base) };
+        c.kit.send_from_api(API, BlockRef::new(3, block::DICT, 0), Signal::DictReq(Box::new(req)));
+        c.kit.advance(rng.range(0, took * 3 / 2));
+        let answered = c.kit.take_inbox(API).iter().any(|s| matches!(s, Signal::DictConf(_)));
+        for n in [1, 2, 3, 4] {
+            c.kill(n);
+        }
+        c.restart_all();
+        let name = if kind == 0 { "t" } else { "base" };
+        let now = get_table(&mut c.kit, 4, name);
+        let done = match kind {
+            0 => now.is_some(),
+            1 => now.is_none(),
+            2 => now.as_ref().is_some_and(|d| d.index_by_name("iv").is_some()),
+            _ => now.as_ref().is_some_and(|d| d.columns.len() == 3),
+        };
+        if answered {
+            assert!(done, "seed {seed}: the DDL of kind {kind} was answered and is gone after the restart");
+        }
+        *outcomes
+            .entry(format!("{} {}", if answered { "answered" } else { "cut" }, if done { "done" } else { "undone" }))
+            .or_default() += 1;
+        // The rows written before the DDL are there (unless it dropped them).
+        if kind != 1 || !done {
+            let b = get_table(&mut c.kit, 2, "base").expect("base");
+            for k in [0, 11, 23] {
+                assert_eq!(read(&mut c.kit, 2, &b, k), Some(1), "seed {seed}: row {k} of base");
+            }
+        }
+        let t = the_table_after(&mut c.kit, 2, kind);
+        for via in [1, 2, 3, 4] {
+            put_versioned(&mut c.kit, via, &t, 0..24, 10 + via as i64);
+        }
+        let nodes = c.nodes();
+        replicas_agree(&mut c.kit, &nodes, &t, &groups);
+        let after = create_table(&mut c.kit, 4, "after", 8);
+        assert!(after.id > t.id.max(calib.id), "seed {seed}: table id {} handed out again", after.id);
+        for via in [1, 2, 3, 4] {
+            put_versioned(&mut c.kit, via, &after, 0..8, 1);
+        }
+        replicas_agree(&mut c.kit, &nodes, &after, &groups);
+    }
+    eprintln!("outcomes: {outcomes:?}");
+    assert!(outcomes.len() >= 3, "the cuts fell at too few points: {outcomes:?}");
 }

@@ -132,6 +132,9 @@ struct Active {
     /// The other DICTs were told of the change (`DictPendingReq`): they
     /// must hear of its end, a `DictStateRep` or `DictPendingClearRep`.
     announced: bool,
+    /// The change as announced, until it ends: this node's schema file
+    /// holds it as pending meanwhile (a cluster node).
+    announced_change: Option<SchemaChange>,
 }
 
 /// A joining node's own schema sync: answers of local blocks still to come.
@@ -233,6 +236,13 @@ impl Dict {
 
     fn is_master(&self) -> bool {
         self.membership.as_ref().is_none_or(|m| m.president == self.node)
+    }
+
+    /// The master of a cluster. Unlike `is_master`, false before this node
+    /// heard that its cluster started: another node's master DICT may
+    /// already talk to it.
+    fn leads(&self) -> bool {
+        self.membership.as_ref().is_some_and(|m| m.president == self.node)
     }
 
     fn members(&self) -> Vec<NodeId> {
@@ -451,8 +461,16 @@ impl Dict {
                     let node = from.node;
                     ctx.send(from, cluster(ClusterSignal::DictSyncConf(Box::new(self.full_state()))));
                     let stage = Stage::Sync { node };
-                    self.active =
-                        Some(Active { from, req_id, req, change: None, stage, silent: true, announced: false });
+                    self.active = Some(Active {
+                        from,
+                        req_id,
+                        req,
+                        change: None,
+                        stage,
+                        silent: true,
+                        announced: false,
+                        announced_change: None,
+                    });
                     continue;
                 }
             }
@@ -471,8 +489,16 @@ impl Dict {
                         ctx.send(*to, internal(InternalSignal::StatsReq { req }));
                     }
                     let stage = Stage::Stats { waiting, acc: BlockStats::default() };
-                    self.active =
-                        Some(Active { from, req_id, req, change: None, stage, silent: false, announced: false });
+                    self.active = Some(Active {
+                        from,
+                        req_id,
+                        req,
+                        change: None,
+                        stage,
+                        silent: false,
+                        announced: false,
+                        announced_change: None,
+                    });
                 }
                 Ok(Some(change)) => self.begin_change(from, req_id, change, false, ctx),
             }
@@ -500,8 +526,24 @@ impl Dict {
             ctx.send_prio(BlockRef::new(*n, block::DICT, 0), cluster(s), Priority::A);
         }
         let announced = !others.is_empty();
-        let stage = Stage::Announce { waiting: others };
-        self.active = Some(Active { from, req_id, req, change: Some(change), stage, silent, announced });
+        let mut waiting = others;
+        let mut announced_change = None;
+        if self.membership.is_some() {
+            // This node's schema file holds the change as pending before
+            // any LQH sees it, as every other node's does: after a crash of
+            // every node the master makes it again (`take_over`).
+            announced_change = Some(change.clone());
+            waiting.insert(self.node);
+        }
+        let stage = Stage::Announce { waiting };
+        let change = Some(change);
+        self.active = Some(Active { from, req_id, req, change, stage, silent, announced, announced_change });
+        if self.membership.is_some() {
+            let write = self.next_schema_write();
+            self.persist_in_background(ctx);
+            let me = ctx.self_ref();
+            self.send_after_write(write, me, ClusterSignal::DictPendingConf { node: self.node }, ctx);
+        }
         self.progress(ctx);
     }
 
@@ -757,6 +799,10 @@ impl Dict {
 
     fn finish(&mut self, ctx: &mut Ctx<'_, Signal>, result: Result<DictResult, NodeError>) {
         let a = self.active.take().expect("active request");
+        if a.announced_change.is_some() {
+            // Refused: this node's schema file drops it.
+            self.persist_in_background(ctx);
+        }
         if a.announced && result.is_err() {
             // A refused change: the others forget it (a committed one ends
             // with its `DictStateRep`).
@@ -885,6 +931,8 @@ impl Dict {
                     return;
                 }
                 let change = a.change.take().expect("schema change");
+                // Committed: the schema write below holds it, not pending.
+                a.announced_change = None;
                 let (from, req_id) = (a.from, a.req_id);
                 let delta = match &change {
                     SchemaChange::DropTable(t) => DictState { remove: vec![*t], ..DictState::default() },
@@ -983,6 +1031,12 @@ impl Dict {
             }
             ClusterSignal::ClusterStartedRep { membership, joined, .. } => {
                 self.membership = Some(membership.clone());
+                if !joined && membership.president == self.node && self.active.is_none() {
+                    // A system restart (or the first start): a change
+                    // announced before every node stopped is made again
+                    // everywhere; otherwise the others take this schema.
+                    self.take_over(ctx);
+                }
                 if joined {
                     // A node restart: take the schema from the master.
                     let master = BlockRef::new(membership.president, block::DICT, 0);
@@ -1010,13 +1064,16 @@ impl Dict {
             }
             ClusterSignal::DictStateAck { node } => self.on_state_ack(node, ctx),
             ClusterSignal::DictPendingReq { change, origin } => {
-                if self.is_master() {
+                if self.leads() {
                     // From a master this node no longer follows.
                     crate::probe!(self.counters, "dict: pending change from a former master");
                     return;
                 }
                 self.pending = Some((*change, origin));
-                ctx.send_prio(from, cluster(ClusterSignal::DictPendingConf { node: self.node }), Priority::A);
+                // Confirmed once this node's schema file holds it.
+                let write = self.next_schema_write();
+                self.persist_in_background(ctx);
+                self.send_after_write(write, from, ClusterSignal::DictPendingConf { node: self.node }, ctx);
             }
             ClusterSignal::DictPendingConf { node } => {
                 if let Some(Stage::Announce { waiting }) = self.active.as_mut().map(|a| &mut a.stage) {
@@ -1027,17 +1084,15 @@ impl Dict {
             ClusterSignal::DictMarkAck { node, seq } => self.on_mark_ack(node, seq, ctx),
             ClusterSignal::DictTakeoverRep { finishing } => self.on_takeover_rep(from.node, finishing, ctx),
             ClusterSignal::DictPendingClearRep => {
-                if !self.is_master() {
-                    self.pending = None;
+                if !self.leads() && self.pending.take().is_some() {
+                    self.persist_in_background(ctx);
                 }
             }
             ClusterSignal::DictStateRep(state) => {
-                if !self.is_master() {
-                    if state.ack || state.full {
-                        // The end of the pending change (a DDL's change,
-                        // or a new master's whole schema).
-                        self.pending = None;
-                    }
+                if !self.leads() {
+                    // The end of the pending change (a DDL's change, or a new
+                    // master's whole schema): the schema file drops it.
+                    let ended = (state.ack || state.full) && self.pending.take().is_some();
                     if let Some((origin, pid)) = state.origin {
                         if origin == ctx.self_ref() {
                             self.proxy_done(pid, &state);
@@ -1046,7 +1101,8 @@ impl Dict {
                     self.apply_state(&state);
                     // A new AUTO_INCREMENT mark too: were this node the
                     // master after a restart, it continues above it.
-                    let changed = state.full
+                    let changed = ended
+                        || state.full
                         || !state.upsert.is_empty()
                         || !state.remove.is_empty()
                         || !state.auto_inc_high.is_empty();
@@ -1099,6 +1155,9 @@ impl Dict {
     /// A joining node's DICT: the master's whole schema arrived; create the
     /// tables in this node's LQH, TC and DIH, then tell DIH and the master.
     fn on_sync_conf(&mut self, state: &DictState, ctx: &mut Ctx<'_, Signal>) {
+        // A change pending in this node's files from before it stopped is
+        // the running cluster's business, long settled.
+        self.pending = None;
         self.apply_state(state);
         self.persist_in_background(ctx);
         let req = self.next_req;

@@ -99,6 +99,10 @@ impl Dict {
         let max_index = snap.tables.values().flat_map(|t| t.indexes.iter().map(|i| i.id)).max().unwrap_or(0);
         self.next_index_id = self.next_index_id.max(max_index + 1);
         self.auto_inc = snap.tables.keys().map(|&t| (t, snap.auto_inc.get(&t).copied().unwrap_or(1))).collect();
+        // A change the master announced before every node stopped: the
+        // master after the restart makes it again (no client waits for it).
+        let nobody = BlockRef::new(0, block::API, 0);
+        self.pending = snap.pending.clone().map(|c| (c, (nobody, 0)));
         if let Some(p) = self.persist.as_mut() {
             p.written = snap.last_ddl_id;
             p.durable = snap.last_ddl_id;
@@ -112,7 +116,20 @@ impl Dict {
             .iter()
             .map(|(t, n)| (*t, marks.and_then(|m| m.get(t)).map_or(*n, |(mark, _)| (*mark).max(*n))))
             .collect();
-        SchemaSnapshot { last_ddl_id: id, next_table_id: self.next_table_id, tables: self.tables.clone(), auto_inc }
+        // A change announced and not ended: this node's or, at the master,
+        // the one it is making (see `Dict::take_over`).
+        let pending = self
+            .pending
+            .as_ref()
+            .map(|(c, _)| c.clone())
+            .or_else(|| self.active.as_ref().and_then(|a| a.announced_change.clone()));
+        SchemaSnapshot {
+            last_ddl_id: id,
+            next_table_id: self.next_table_id,
+            tables: self.tables.clone(),
+            auto_inc,
+            pending,
+        }
     }
 
     /// Answer an AUTO_INCREMENT reservation of `table` whose counter is now

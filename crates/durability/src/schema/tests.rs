@@ -195,3 +195,30 @@ fn torn_last_entry_is_ignored_and_damage_in_the_middle_refused() {
     assert_eq!((e.path.as_str(), e.offset), (DDL_LOG, 0), "{e}");
     assert!(e.what.contains("followed by valid"));
 }
+
+/// A version-1 schema file (before `pending`) is read as having no pending
+/// change; a version-2 file keeps its pending change.
+#[test]
+fn a_version_1_schema_file_reads_with_no_pending_change() {
+    let v1 = SchemaSnapshotV1 {
+        last_ddl_id: 7,
+        next_table_id: 4,
+        tables: BTreeMap::from([(3, table(3, 2, "t"))]),
+        auto_inc: BTreeMap::from([(3, 100)]),
+    };
+    let mut bytes = Vec::new();
+    seal(Kind::SchemaFile, 1, &postcard::to_stdvec(&v1).unwrap(), &mut bytes);
+    let got = SchemaSnapshot::decode(&bytes, SCHEMA_FILE).expect("version 1 reads");
+    assert_eq!(got.tables, v1.tables);
+    assert_eq!((got.last_ddl_id, got.next_table_id, got.auto_inc.get(&3)), (7, 4, Some(&100)));
+    assert_eq!(got.pending, None);
+
+    let snap = SchemaSnapshot { pending: Some(norr_signals::internal::SchemaChange::DropTable(3)), ..got };
+    let back = SchemaSnapshot::decode(&snap.encode(), SCHEMA_FILE).expect("version 2 reads");
+    assert_eq!(back, snap);
+    // A file from a newer NorrDB is refused with its version named.
+    let mut newer = Vec::new();
+    seal(Kind::SchemaFile, SCHEMA_FILE_VERSION + 1, &postcard::to_stdvec(&snap).unwrap(), &mut newer);
+    let e = SchemaSnapshot::decode(&newer, SCHEMA_FILE).unwrap_err();
+    assert!(e.to_string().contains("format version 3"), "{e}");
+}

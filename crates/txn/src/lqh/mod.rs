@@ -203,6 +203,10 @@ pub struct Lqh {
     /// Set by a schema change that logged a table reset (see
     /// `redo_log_reset`): the GCI its answer waits for.
     ddl_reset_gci: Option<norr_signals::ckpt::Gci>,
+    /// Schema changes that came before this node's REDO roll forward at a
+    /// system restart (`GcpRestoreToReq`): made after it, so that records
+    /// of the old layout are never replayed into a changed table.
+    ddl_before_restore: Vec<(BlockRef, u64, SchemaChange)>,
     /// Local checkpoints of this instance's partitions (`lcp.rs`).
     lcp: lcp::LqhLcp,
     lcp_max_chain: usize,
@@ -242,6 +246,7 @@ impl Lqh {
             counters: Counters::default(),
             redo: None,
             ddl_reset_gci: None,
+            ddl_before_restore: Vec::new(),
             lcp: lcp::LqhLcp::default(),
             lcp_max_chain: knobs.lcp_max_chain.max(2) as usize,
             lcp_slice_rows: knobs.lcp_slice_rows.max(1) as usize,
@@ -902,6 +907,25 @@ impl Lqh {
         r.err()
     }
 
+    fn on_schema_change_req(&mut self, from: BlockRef, req: u64, change: SchemaChange, ctx: &mut Ctx<'_, Signal>) {
+        self.ddl_reset_gci = None;
+        let error = self.on_schema_change(change, ctx);
+        // A TRUNCATE or rebuilding ALTER logged a reset: DICT hears
+        // once its GCI is complete (a restart then replays it).
+        if let (None, Some(gci)) = (&error, self.ddl_reset_gci.take()) {
+            return self.redo_hold_schema_conf(gci, from, req, ctx);
+        }
+        Self::reply(ctx, from, InternalSignal::SchemaChangeConf { req, error });
+    }
+
+    /// The REDO roll forward is done (or there was none): the schema
+    /// changes held for it are made, in order.
+    pub(super) fn schema_changes_after_restore(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        for (from, req, change) in std::mem::take(&mut self.ddl_before_restore) {
+            self.on_schema_change_req(from, req, change, ctx);
+        }
+    }
+
     fn stats(&self) -> BlockStats {
         let m = self.storage.memory();
         let mut counters = self.counters.snapshot();
@@ -982,14 +1006,12 @@ impl Block<Signal> for Lqh {
                 Self::reply(ctx, from, InternalSignal::FragChecksumConf { req, table, part, rows, checksum });
             }
             InternalSignal::SchemaChangeReq { req, change } => {
-                self.ddl_reset_gci = None;
-                let error = self.on_schema_change(*change, ctx);
-                // A TRUNCATE or rebuilding ALTER logged a reset: DICT hears
-                // once its GCI is complete (a restart then replays it).
-                if let (None, Some(gci)) = (&error, self.ddl_reset_gci.take()) {
-                    return self.redo_hold_schema_conf(gci, from, req, ctx);
+                if self.redo_roll_forward_pending() {
+                    crate::probe!(self.counters, "lqh: schema change held until the redo roll forward");
+                    self.ddl_before_restore.push((from, req, *change));
+                    return;
                 }
-                Self::reply(ctx, from, InternalSignal::SchemaChangeConf { req, error });
+                self.on_schema_change_req(from, req, *change, ctx);
             }
             InternalSignal::StatsReq { req } => {
                 let stats = Box::new(self.stats());

@@ -112,6 +112,12 @@ impl Lqh {
         r.roll = (!roll.resumes.is_empty()).then_some(roll);
     }
 
+    /// Records of later GCIs are kept for `GcpRestoreToReq` (a system
+    /// restart that has not decided its GCI yet).
+    pub(super) fn redo_roll_forward_pending(&self) -> bool {
+        self.redo.as_ref().is_some_and(|r| r.roll.is_some())
+    }
+
     /// `GcpRestoreToReq`: the cluster restarts to `gci`. Replay the kept
     /// records up to it if it is above the restored GCI, else drop them.
     fn redo_restore_to(&mut self, gci: Gci) -> Result<u64, NodeError> {
@@ -470,6 +476,7 @@ impl Lqh {
                 let error = self.redo_restore_to(gci).err().map(|e| e.to_string());
                 let conf = CkptSignal::GcpRestoreToConf { gci, error };
                 ctx.send_prio(from, Signal::Ckpt(Box::new(conf)), Priority::A);
+                self.schema_changes_after_restore(ctx);
             }
             CkptSignal::LcpStartReq { lcp_id, start_gci } => self.on_lcp_start(from, lcp_id, start_gci, ctx),
             CkptSignal::LcpSlice { lcp_id } => self.on_lcp_slice(lcp_id, ctx),
