@@ -866,3 +866,52 @@ fn a_ddl_cut_by_a_crash_of_every_node_is_done_or_undone_everywhere() {
     eprintln!("outcomes: {outcomes:?}");
     assert!(outcomes.len() >= 3, "the cuts fell at too few points: {outcomes:?}");
 }
+
+/// A committed schema change is shown to clients only once its DDL is
+/// answered, that is once every node's schema file holds it: until then a
+/// crash of every node may still undo it, and rows written against it
+/// would be lost. Node 4's disk is slow, so the master waits for it long
+/// after it committed the change; readers asking meanwhile do not see it.
+#[test]
+fn a_table_is_shown_only_once_every_node_holds_it_on_disk() {
+    let groups = vec![vec![1, 2], vec![3, 4]];
+    let mut c = Cluster::start_with_latency(groups, 47, |n| if n == 4 { 60_000_000 } else { 2_000_000 });
+    let base = create_table(&mut c.kit, 3, "base", 4);
+    let mut altered = base.clone();
+    altered.columns.push(norr_signals::ColumnDef::new("w", int()));
+    for (op, name) in [
+        (the_ddl(0, &base), "t"),
+        (the_ddl(2, &base), "base"),
+        (
+            norr_signals::DictOp::AlterTable {
+                table: "base".into(),
+                def: altered,
+                sources: vec![
+                    norr_signals::ColumnSource::Old(0),
+                    norr_signals::ColumnSource::Old(1),
+                    norr_signals::ColumnSource::Value(Value::Int(5)),
+                ],
+                expect_version: base.version + 1,
+            },
+            "base",
+        ),
+    ] {
+        let before = get_table(&mut c.kit, 2, name);
+        let req = DictReq { req_id: 5, op };
+        c.kit.send_from_api(API, BlockRef::new(3, block::DICT, 0), Signal::DictReq(Box::new(req)));
+        let mut polls = 0;
+        let answer = loop {
+            let got = c.kit.take_inbox(API);
+            if let Some(a) = got.into_iter().next() {
+                break a;
+            }
+            assert_eq!(get_table(&mut c.kit, 2, name), before, "{name} changed before its DDL was answered");
+            polls += 1;
+            assert!(polls < 10_000, "no answer");
+        };
+        let Signal::DictConf(conf) = answer else { panic!("{answer:?}") };
+        let norr_signals::DictResult::Table(def) = conf.result else { panic!("{:?}", conf.result) };
+        assert_eq!(get_table(&mut c.kit, 2, name), Some(def), "{name} after its DDL was answered");
+        assert!(polls > 20, "the DDL took {polls} polls: node 4's slow disk should hold it longer");
+    }
+}

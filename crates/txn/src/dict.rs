@@ -135,6 +135,11 @@ struct Active {
     /// The change as announced, until it ends: this node's schema file
     /// holds it as pending meanwhile (a cluster node).
     announced_change: Option<SchemaChange>,
+    /// From its commit here until the client's answer (every node's
+    /// schema file holds it): the table it changed and its definition
+    /// before (None: it did not exist). Readers see that (`visible`): no
+    /// client plans against a change a crash may still undo.
+    before: Option<(TableId, Option<TableDef>)>,
 }
 
 /// A joining node's own schema sync: answers of local blocks still to come.
@@ -277,6 +282,14 @@ impl Dict {
         t
     }
 
+    /// The tables as clients see them: a committed change is shown once
+    /// its DDL is answered (see `Active::before`).
+    fn visible(&self) -> impl Iterator<Item = &TableDef> {
+        let before = self.active.as_ref().and_then(|a| a.before.as_ref());
+        let hidden = before.map(|(id, _)| *id);
+        self.tables.values().filter(move |t| Some(t.id) != hidden).chain(before.and_then(|(_, d)| d.as_ref()))
+    }
+
     fn by_name(&self, name: &str) -> Option<&TableDef> {
         self.tables.values().find(|t| t.name == name)
     }
@@ -337,12 +350,14 @@ impl Dict {
             return self.proxy_forward(from, req, ctx);
         }
         match &req.op {
-            DictOp::GetTable { name } => match self.by_name(name) {
+            DictOp::GetTable { name } => match self.visible().find(|t| t.name == *name) {
                 Some(d) => Self::conf(ctx, from, id, DictResult::Table(d.clone())),
                 None => Self::dref(ctx, from, id, NodeError::with(ErrorCode::NoSuchTable, name.clone())),
             },
             DictOp::ListTables => {
-                Self::conf(ctx, from, id, DictResult::Tables(self.tables.values().cloned().collect()))
+                let mut tables: Vec<TableDef> = self.visible().cloned().collect();
+                tables.sort_by_key(|t| t.id);
+                Self::conf(ctx, from, id, DictResult::Tables(tables))
             }
             DictOp::NextAutoInc { table, count } => match self.auto_inc.get_mut(table) {
                 Some(next) => {
@@ -470,6 +485,7 @@ impl Dict {
                         silent: true,
                         announced: false,
                         announced_change: None,
+                        before: None,
                     });
                     continue;
                 }
@@ -498,6 +514,7 @@ impl Dict {
                         silent: false,
                         announced: false,
                         announced_change: None,
+                        before: None,
                     });
                 }
                 Ok(Some(change)) => self.begin_change(from, req_id, change, false, ctx),
@@ -537,7 +554,8 @@ impl Dict {
         }
         let stage = Stage::Announce { waiting };
         let change = Some(change);
-        self.active = Some(Active { from, req_id, req, change, stage, silent, announced, announced_change });
+        self.active =
+            Some(Active { from, req_id, req, change, stage, silent, announced, announced_change, before: None });
         if self.membership.is_some() {
             let write = self.next_schema_write();
             self.persist_in_background(ctx);
@@ -945,6 +963,9 @@ impl Dict {
                     }
                     SchemaChange::AlterTable { .. } | SchemaChange::AlterAbort(_) => DictState::default(),
                 };
+                let id = change.table();
+                let before = Some((id, self.tables.get(&id).cloned()));
+                self.active.as_mut().expect("active").before = before;
                 let r = self.commit(change);
                 let mut others = BTreeSet::new();
                 if self.membership.is_some() {
