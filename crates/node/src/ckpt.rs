@@ -180,6 +180,8 @@ pub struct Ckpt {
     node: NodeId,
     /// A data node on its own (no QMGR): always its own master.
     standalone: bool,
+    /// DICT heard `SystemRestartedRep` (once per start).
+    dict_told: bool,
     /// The host heard what the files held at start (`report_durable`).
     durable_reported: bool,
     tc_instances: u16,
@@ -278,6 +280,7 @@ impl Ckpt {
         Ckpt {
             node,
             standalone: false,
+            dict_told: false,
             durable_reported: false,
             tc_instances: knobs.tc_instances.max(1),
             lqh_instances: norr_txn::LQH_INSTANCES,
@@ -786,6 +789,7 @@ impl Ckpt {
                 debug_assert!(gci > self.current, "prepare of {gci} at {}", self.current);
                 // No restart GCI came: the node stays at the one it restored.
                 self.restore_to(self.restored, ctx);
+                self.tell_dict_restarted(ctx);
                 let waiting = self.local_tcs();
                 for &to in &waiting {
                     ctx.send_prio(to, ckpt(CkptSignal::GcpPrepareReq { gci }), Priority::A);
@@ -836,6 +840,7 @@ impl Ckpt {
             CkptSignal::GcpRestartGciReq { gci } => {
                 debug_assert!(gci == self.restored || self.reachable.contains(&gci), "restart to {gci} not held");
                 self.restore_to(gci, ctx);
+                self.tell_dict_restarted(ctx);
             }
             other => {
                 norr_kernel::probe!(self.counters, "ckpt: unexpected request");
@@ -873,6 +878,18 @@ impl Ckpt {
             self.local_stopped = Some(format!("LQH {from} could not roll forward to GCI {gci}: {error}"));
             self.restart_as_node_restart(gci, ctx);
         }
+    }
+
+    /// This node is in the restarted cluster with what its files restored
+    /// (the master's first round reached it, not a restart as a node
+    /// restart): DICT may settle the schema (`SystemRestartedRep`).
+    fn tell_dict_restarted(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        if self.dict_told || self.sys.is_none() || self.standalone || !self.restorable {
+            return;
+        }
+        self.dict_told = true;
+        let dict = BlockRef::new(self.node, block::DICT, 0);
+        ctx.send_prio(dict, Signal::Cluster(Box::new(ClusterSignal::SystemRestartedRep)), Priority::A);
     }
 
     /// The cluster restarts to a GCI these files do not hold: leave and

@@ -449,6 +449,11 @@ pub enum ClusterSignal {
     DictTakeoverRep {
         finishing: Option<(norr_kernel::BlockRef, u32)>,
     },
+    /// CKPT -> its node's DICT: this node restarted from its files into a
+    /// restarting cluster at the cluster's restart GCI (it is not behind
+    /// it). The master DICT then settles a schema change announced before
+    /// every node stopped (norr-txn's `Dict::take_over`).
+    SystemRestartedRep,
     /// DICT -> master DICT: the AUTO_INCREMENT mark of `DictStateRep`
     /// `mark_seq` = `seq` is in this node's schema file (or the node keeps
     /// no files): the master hands out values below it once every other

@@ -188,6 +188,11 @@ pub struct Dict {
     /// becomes master first.
     /// With the request that began it (`Active::from`, `req_id`).
     pending: Option<(SchemaChange, (BlockRef, u32))>,
+    /// Restored from a data directory and not yet settled with the
+    /// restarted cluster (`SystemRestartedRep`, or a take-over): as master
+    /// it starts no DDL (a change pending from before the stop comes
+    /// first).
+    unsettled: bool,
 }
 
 /// The table definitions a change carries.
@@ -235,6 +240,7 @@ impl Dict {
             persist: None,
             dropped_files: files::DroppedFiles::default(),
             pending: None,
+            unsettled: false,
             marks: auto_inc::Marks::default(),
         }
     }
@@ -462,6 +468,9 @@ impl Dict {
 
     /// Start queued requests until one needs to wait for other blocks.
     fn start_next(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        if self.unsettled && self.membership.is_some() {
+            return;
+        }
         while self.active.is_none() {
             let Some(q) = self.queue.pop_front() else {
                 return;
@@ -602,6 +611,7 @@ impl Dict {
     /// never reached an LQH: the old master waited for every DICT,
     /// this one included, before it sent a change to any).
     fn take_over(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        self.unsettled = false;
         if self.active.is_some() {
             debug_assert!(false, "a DICT that was not master ran a request");
             return;
@@ -1052,12 +1062,6 @@ impl Dict {
             }
             ClusterSignal::ClusterStartedRep { membership, joined, .. } => {
                 self.membership = Some(membership.clone());
-                if !joined && membership.president == self.node && self.active.is_none() {
-                    // A system restart (or the first start): a change
-                    // announced before every node stopped is made again
-                    // everywhere; otherwise the others take this schema.
-                    self.take_over(ctx);
-                }
                 if joined {
                     // A node restart: take the schema from the master.
                     let master = BlockRef::new(membership.president, block::DICT, 0);
@@ -1104,6 +1108,18 @@ impl Dict {
             }
             ClusterSignal::DictMarkAck { node, seq } => self.on_mark_ack(node, seq, ctx),
             ClusterSignal::DictTakeoverRep { finishing } => self.on_takeover_rep(from.node, finishing, ctx),
+            ClusterSignal::SystemRestartedRep => {
+                // This node restarted from its files with the cluster (not
+                // behind it: a node behind leaves, and the next master
+                // settles the schema in `on_node_fail`). The master makes a
+                // change announced before every node stopped again
+                // everywhere; otherwise the others take its schema.
+                let unsettled = std::mem::take(&mut self.unsettled);
+                if unsettled && self.leads() && self.active.is_none() {
+                    self.take_over(ctx);
+                }
+                self.start_next(ctx);
+            }
             ClusterSignal::DictPendingClearRep => {
                 if !self.leads() && self.pending.take().is_some() {
                     self.persist_in_background(ctx);

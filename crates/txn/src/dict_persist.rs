@@ -103,6 +103,7 @@ impl Dict {
         // master after the restart makes it again (no client waits for it).
         let nobody = BlockRef::new(0, block::API, 0);
         self.pending = snap.pending.clone().map(|c| (c, (nobody, 0)));
+        self.unsettled = true;
         if let Some(p) = self.persist.as_mut() {
             p.written = snap.last_ddl_id;
             p.durable = snap.last_ddl_id;
