@@ -126,6 +126,27 @@ fn write_pair(kit: &mut ClusterKit, via: NodeId, t: &TableDef, i: i64) -> Option
     }
 }
 
+/// `n` transactions of `write_pair`, each through a node of `vias` drawn
+/// at random, up to 1 ms apart; the committed ones with their GCIs.
+fn write_pairs(
+    c: &mut Cluster,
+    rng: &mut Rng,
+    t: &TableDef,
+    committed: &mut BTreeMap<i64, u64>,
+    next: &mut i64,
+    vias: &[NodeId],
+    n: u64,
+) {
+    for _ in 0..n {
+        let via = vias[rng.range(0, vias.len() as u64 - 1) as usize];
+        if let Some(g) = write_pair(&mut c.kit, via, t, *next) {
+            committed.insert(*next, g);
+        }
+        *next += 1;
+        c.kit.advance(rng.range(0, 1_000_000));
+    }
+}
+
 /// Every pair id present (both rows, checked whole), read through `via`.
 fn present(kit: &mut ClusterKit, via: NodeId, t: &TableDef, upto: i64) -> Vec<i64> {
     let mut v = Vec::new();
@@ -653,21 +674,10 @@ fn a_copied_node_whose_partner_dies_before_its_checkpoint_keeps_the_cluster_rest
         let t = create_table(&mut c.kit, 2, "t", 8);
         let mut committed: BTreeMap<i64, u64> = BTreeMap::new();
         let mut next = 0i64;
-        let mut write =
-            |c: &mut Cluster, rng: &mut Rng, committed: &mut BTreeMap<i64, u64>, vias: &[NodeId], n: u64| {
-                for _ in 0..n {
-                    let via = vias[rng.range(0, vias.len() as u64 - 1) as usize];
-                    if let Some(g) = write_pair(&mut c.kit, via, &t, next) {
-                        committed.insert(next, g);
-                    }
-                    next += 1;
-                    c.kit.advance(rng.range(0, 1_000_000));
-                }
-            };
-        write(&mut c, &mut rng, &mut committed, &[1, 2, 3, 4], 30);
+        write_pairs(&mut c, &mut rng, &t, &mut committed, &mut next, &[1, 2, 3, 4], 30);
         c.kill(2);
         c.kit.wait_for("the others to exclude node 2", |k| k.membership().is_some_and(|m| !m.contains(2)));
-        write(&mut c, &mut rng, &mut committed, &[1, 3, 4], 10);
+        write_pairs(&mut c, &mut rng, &t, &mut committed, &mut next, &[1, 3, 4], 10);
         let before = c.recorded(2).0;
         c.kit.boot(2);
         c.kit.wait_until_started(2);
@@ -682,7 +692,7 @@ fn a_copied_node_whose_partner_dies_before_its_checkpoint_keeps_the_cluster_rest
         c.kit.wait_for("the others to exclude node 1", |k| k.membership().is_some_and(|m| !m.contains(1)));
         let partner_recorded = c.recorded(1).0;
         // The window: node 2 alone holds group 0, with no complete copy on disk.
-        write(&mut c, &mut rng, &mut committed, &[2, 3, 4], 30);
+        write_pairs(&mut c, &mut rng, &t, &mut committed, &mut next, &[2, 3, 4], 30);
         c.kit.advance(5 * 20_000_000);
         let after_window = if seed % 2 == 1 {
             // Let node 2's checkpoint cover its rows: GCIs are recorded
@@ -693,7 +703,7 @@ fn a_copied_node_whose_partner_dies_before_its_checkpoint_keeps_the_cluster_rest
                 waited += 1;
             }
             assert!(c.recorded(2).1, "seed {seed}: node 2's files never became a complete copy");
-            write(&mut c, &mut rng, &mut committed, &[2, 3, 4], 10);
+            write_pairs(&mut c, &mut rng, &t, &mut committed, &mut next, &[2, 3, 4], 10);
             c.kit.advance(5 * 20_000_000);
             let g = c.recorded(3).0;
             assert!(g > partner_recorded + 1, "seed {seed}: GCIs recorded again after the window ({g})");
@@ -747,20 +757,10 @@ fn a_copied_node_alone_in_its_group_checkpoints_twice_from_one_gci() {
         let t = create_table(&mut c.kit, 2, "t", 8);
         let mut committed: BTreeMap<i64, u64> = BTreeMap::new();
         let mut next = 0i64;
-        let mut write = |c: &mut Cluster, rng: &mut Rng, committed: &mut BTreeMap<i64, u64>, vias: &[NodeId]| {
-            for _ in 0..20 {
-                let via = vias[rng.range(0, vias.len() as u64 - 1) as usize];
-                if let Some(g) = write_pair(&mut c.kit, via, &t, next) {
-                    committed.insert(next, g);
-                }
-                next += 1;
-                c.kit.advance(rng.range(0, 1_000_000));
-            }
-        };
-        write(&mut c, &mut rng, &mut committed, &[1, 2, 3, 4]);
+        write_pairs(&mut c, &mut rng, &t, &mut committed, &mut next, &[1, 2, 3, 4], 20);
         c.kill(2);
         c.kit.wait_for("the others to exclude node 2", |k| k.membership().is_some_and(|m| !m.contains(2)));
-        write(&mut c, &mut rng, &mut committed, &[1, 3, 4]);
+        write_pairs(&mut c, &mut rng, &t, &mut committed, &mut next, &[1, 3, 4], 20);
         c.kit.boot(2);
         c.kit.wait_until_started(2);
         // A round of node 2 begins; its partner dies before a GCI completes.
@@ -774,7 +774,7 @@ fn a_copied_node_alone_in_its_group_checkpoints_twice_from_one_gci() {
         let complete = lcp_counter(&mut c, "ckpt: complete gci");
         c.kill(1);
         c.kit.wait_for("the others to exclude node 1", |k| k.membership().is_some_and(|m| !m.contains(1)));
-        write(&mut c, &mut rng, &mut committed, &[2, 3, 4]);
+        write_pairs(&mut c, &mut rng, &t, &mut committed, &mut next, &[2, 3, 4], 20);
         let mut waited = 0;
         while !c.recorded(2).1 {
             assert!(waited < 400, "seed {seed}: node 2's files never became a complete copy");
@@ -784,7 +784,7 @@ fn a_copied_node_alone_in_its_group_checkpoints_twice_from_one_gci() {
         }
         let rounds = lcp_counter(&mut c, "ckpt: lcp rounds started") - started;
         assert!(rounds >= 2, "seed {seed}: {rounds} rounds from GCI {complete} until node 2's files were complete");
-        write(&mut c, &mut rng, &mut committed, &[2, 3, 4]);
+        write_pairs(&mut c, &mut rng, &t, &mut committed, &mut next, &[2, 3, 4], 20);
         c.kit.advance(5 * 20_000_000);
         let recorded = c.recorded(3).0;
         for n in [2, 3, 4] {

@@ -398,14 +398,27 @@ impl Dict {
         }
     }
 
+    /// The other members (their DICTs hear the master's changes).
+    fn others(&self) -> BTreeSet<NodeId> {
+        self.members().into_iter().filter(|n| *n != self.node).collect()
+    }
+
+    /// `sig` to every other member's DICT.
+    fn to_other_dicts(&self, sig: ClusterSignal, prio: Priority, ctx: &mut Ctx<'_, Signal>) {
+        for n in self.others() {
+            ctx.send_prio(BlockRef::new(n, block::DICT, 0), cluster(sig.clone()), prio);
+        }
+    }
+
     fn broadcast_state(&self, state: DictState, ctx: &mut Ctx<'_, Signal>) {
-        for n in self.members() {
-            if n != self.node {
-                ctx.send(
-                    BlockRef::new(n, block::DICT, 0),
-                    cluster(ClusterSignal::DictStateRep(Box::new(state.clone()))),
-                );
-            }
+        self.to_other_dicts(ClusterSignal::DictStateRep(Box::new(state)), Priority::B, ctx);
+    }
+
+    /// `change` (of request `req`) to each of `to` (LQHs, TCs, DIHs).
+    fn send_change(req: u64, change: &SchemaChange, to: &BTreeSet<BlockRef>, ctx: &mut Ctx<'_, Signal>) {
+        for b in to {
+            let s = InternalSignal::SchemaChangeReq { req, change: Box::new(change.clone()) };
+            ctx.send(*b, internal(s));
         }
     }
 
@@ -546,11 +559,9 @@ impl Dict {
         debug_assert!(self.is_master(), "only the master changes the schema");
         let req = self.next_req;
         self.next_req += 1;
-        let others: BTreeSet<NodeId> = self.members().into_iter().filter(|n| *n != self.node).collect();
-        for n in &others {
-            let s = ClusterSignal::DictPendingReq { change: Box::new(change.clone()), origin: (from, req_id) };
-            ctx.send_prio(BlockRef::new(*n, block::DICT, 0), cluster(s), Priority::A);
-        }
+        let others = self.others();
+        let s = ClusterSignal::DictPendingReq { change: Box::new(change.clone()), origin: (from, req_id) };
+        self.to_other_dicts(s, Priority::A, ctx);
         let announced = !others.is_empty();
         let mut waiting = others;
         let mut announced_change = None;
@@ -578,11 +589,7 @@ impl Dict {
     fn send_to_lqh(&mut self, ctx: &mut Ctx<'_, Signal>) {
         let waiting = self.lqh_targets();
         let a = self.active.as_mut().expect("active request");
-        let change = a.change.clone().expect("schema change");
-        for to in &waiting {
-            let s = InternalSignal::SchemaChangeReq { req: a.req, change: Box::new(change.clone()) };
-            ctx.send(*to, internal(s));
-        }
+        Self::send_change(a.req, a.change.as_ref().expect("schema change"), &waiting, ctx);
         a.stage = Stage::Lqh { waiting, error: None };
         self.progress(ctx);
     }
@@ -618,12 +625,7 @@ impl Dict {
         }
         let pending = self.pending.take();
         let finishing = pending.as_ref().map(|(_, origin)| *origin);
-        for n in self.members() {
-            if n != self.node {
-                let rep = ClusterSignal::DictTakeoverRep { finishing };
-                ctx.send_prio(BlockRef::new(n, block::DICT, 0), cluster(rep), Priority::A);
-            }
-        }
+        self.to_other_dicts(ClusterSignal::DictTakeoverRep { finishing }, Priority::A, ctx);
         match pending {
             Some((change, (from, req_id))) => {
                 self.counters.bump("dict: a new master finished the old master's change");
@@ -834,15 +836,7 @@ impl Dict {
         if a.announced && result.is_err() {
             // A refused change: the others forget it (a committed one ends
             // with its `DictStateRep`).
-            for n in self.members() {
-                if n != self.node {
-                    ctx.send_prio(
-                        BlockRef::new(n, block::DICT, 0),
-                        cluster(ClusterSignal::DictPendingClearRep),
-                        Priority::A,
-                    );
-                }
-            }
+            self.to_other_dicts(ClusterSignal::DictPendingClearRep, Priority::A, ctx);
         }
         if !a.silent {
             match result {
@@ -919,13 +913,10 @@ impl Dict {
                         Some(_) => SchemaChange::AlterAbort(def.id),
                     };
                     let waiting = self.lqh_targets();
+                    Self::send_change(req, &next, &waiting, ctx);
                     let a = self.active.as_mut().expect("active");
-                    a.stage = Stage::LqhAlterEnd { waiting: waiting.clone(), error };
-                    a.change = Some(next.clone());
-                    for to in waiting {
-                        let s = InternalSignal::SchemaChangeReq { req, change: Box::new(next.clone()) };
-                        ctx.send(to, internal(s));
-                    }
+                    a.stage = Stage::LqhAlterEnd { waiting, error };
+                    a.change = Some(next);
                     return;
                 }
                 if let Some(e) = first.take() {
@@ -935,10 +926,7 @@ impl Dict {
                     let Some(undo) = self.undo_of(&change) else { return self.finish(ctx, Err(e)) };
                     self.counters.bump("dict: refused changes undone");
                     let waiting = self.lqh_targets();
-                    for to in &waiting {
-                        let s = InternalSignal::SchemaChangeReq { req, change: Box::new(undo.clone()) };
-                        ctx.send(*to, internal(s));
-                    }
+                    Self::send_change(req, &undo, &waiting, ctx);
                     let a = self.active.as_mut().expect("active");
                     a.stage = Stage::LqhUndo { waiting, error: e };
                     return;
@@ -987,7 +975,7 @@ impl Dict {
                         ..delta
                     };
                     self.broadcast_state(delta, ctx);
-                    others = self.members().into_iter().filter(|n| *n != self.node).collect();
+                    others = self.others();
                 }
                 if others.is_empty() {
                     if let Some(r) = self.persist_then_finish(r, ctx) {
@@ -1016,11 +1004,7 @@ impl Dict {
     fn send_to_tc(&mut self, ctx: &mut Ctx<'_, Signal>) {
         let waiting = self.tc_targets();
         let a = self.active.as_mut().expect("active request");
-        let change = a.change.clone().expect("schema change");
-        for to in &waiting {
-            let s = InternalSignal::SchemaChangeReq { req: a.req, change: Box::new(change.clone()) };
-            ctx.send(*to, internal(s));
-        }
+        Self::send_change(a.req, a.change.as_ref().expect("schema change"), &waiting, ctx);
         a.stage = Stage::Tc { waiting };
         self.progress(ctx);
     }

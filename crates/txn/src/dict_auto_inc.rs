@@ -16,11 +16,12 @@
 //! The master's own schema file holds its marks before it answers too
 //! (`dict_persist.rs`).
 
+use super::persist::too_many_reservations;
 use super::{Dict, DictState};
 use norr_kernel::{BlockRef, Ctx, NodeId};
 use norr_signals::cluster::ClusterSignal;
 use norr_signals::schema::TableId;
-use norr_signals::{DictResult, ErrorCode, NodeError, Signal};
+use norr_signals::{DictResult, Signal};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// How far above the counter a new cluster-wide mark goes.
@@ -82,12 +83,11 @@ impl Dict {
                 ..DictState::default()
             };
             self.broadcast_state(state, ctx);
-            let others: BTreeSet<NodeId> = self.members().into_iter().filter(|n| *n != self.node).collect();
-            self.marks.unacked.insert(seq, (others, table, high));
+            self.marks.unacked.insert(seq, (self.others(), table, high));
             self.counters.bump("dict: auto-increment marks sent to the other nodes");
         }
         if self.marks.waits.len() >= MAX_MARK_WAITS {
-            let e = NodeError::with(ErrorCode::Overloaded, "too many AUTO_INCREMENT reservations in flight");
+            let e = too_many_reservations();
             return Self::dref(ctx, from, req_id, e);
         }
         self.marks.waits.push(MarkWait { from, req_id, table, next, result });

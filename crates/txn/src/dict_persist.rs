@@ -81,6 +81,12 @@ impl Persist {
     }
 }
 
+/// A reservation refused because too many wait already (for a mark's
+/// write here or for the other DICTs' acknowledgements).
+pub(super) fn too_many_reservations() -> NodeError {
+    NodeError::with(ErrorCode::Overloaded, "too many AUTO_INCREMENT reservations in flight")
+}
+
 fn fs(ctx: &mut Ctx<'_, Signal>, req_id: u64, op: FsOp) {
     let to = BlockRef::new(ctx.self_ref().node, block::FS, 0);
     ctx.send_prio(to, Signal::Fs(Box::new(FsSignal::Req { req_id, op })), Priority::A);
@@ -150,7 +156,7 @@ impl Dict {
             Some((mark, write)) if *mark >= next => *write,
             _ => {
                 if p.auto_inc_waiting.len() >= MAX_AUTO_INC_WAITING {
-                    let e = NodeError::with(ErrorCode::Overloaded, "too many AUTO_INCREMENT reservations in flight");
+                    let e = too_many_reservations();
                     return Self::dref(ctx, from, req_id, e);
                 }
                 // The next write started holds the mark: one in progress
@@ -167,7 +173,7 @@ impl Dict {
             return Self::conf(ctx, from, req_id, result);
         }
         if p.auto_inc_waiting.len() >= MAX_AUTO_INC_WAITING {
-            let e = NodeError::with(ErrorCode::Overloaded, "too many AUTO_INCREMENT reservations in flight");
+            let e = too_many_reservations();
             return Self::dref(ctx, from, req_id, e);
         }
         p.auto_inc_waiting.push(AutoIncWait { from, req_id, result, needs });
