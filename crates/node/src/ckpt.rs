@@ -45,9 +45,17 @@
 //! (`GcpRestartGciReq`); the others restart and copy. A participant carries
 //! out only the requests of the master that last asked its state.
 //!
-//! A refused save (a node's log failed) or a failed system file write stops
-//! GCPs: nothing later can be called complete. Commits go on (they are
-//! network durable); the node must be restarted to be disk durable again.
+//! A node whose part of a GCP fails (its REDO log refused the save: an IO
+//! failed, or a committed transaction found no room; or its system file
+//! could not be written) cannot make commits durable any more. In a cluster
+//! it leaves (`HostShutdownReq`, fatal, restart): the master keeps it in
+//! the round until its failure drops it, and the survivors, which hold
+//! every partition it held unless its node group is lost, go on completing
+//! GCIs; its restart reads its files and copies what it missed from a live
+//! replica. Before, one node's failed disk stopped every later GCP of the
+//! whole cluster until someone restarted that node. A lone data node keeps
+//! serving with GCPs stopped (nothing later can be called complete; commits
+//! go on, network durable in its memory) and says why in its log.
 //! Without a data directory the system file step is answered at once.
 
 use norr_durability::sysfile::{NodeInfo, NodeRestartState, SysFile, SysFileStore};
@@ -55,7 +63,7 @@ use norr_kernel::counters::Counters;
 use norr_kernel::{Block, BlockRef, Ctx, Envelope, NodeId, Priority};
 use norr_knobs::Knobs;
 use norr_signals::ckpt::{CkptSignal, Gci};
-use norr_signals::cluster::{ClusterSignal, Membership, QmgrMsg};
+use norr_signals::cluster::{ClusterSignal, Membership, QmgrMsg, ShutdownReason};
 use norr_signals::dist::ReplicaState;
 use norr_signals::fs::{FileHandle, FsOp, FsResult, FsSignal};
 use norr_signals::internal::{BlockStats, InternalSignal};
@@ -584,8 +592,12 @@ impl Ckpt {
                 waiting.remove(&from)
             }
             (CkptSignal::GcpSaveRef { gci, error }, Round::Save { gci: g, .. }) if gci == g => {
-                let why = format!("node {from} could not save GCI {gci}: {error}");
-                self.stop_master(why);
+                if from != self.node && self.has_other_members() {
+                    // It leaves (`local_failed`); its failure drops it from
+                    // the round, which then completes without it.
+                    return norr_kernel::probe!(self.counters, "ckpt: a node refused a save, the round waits for it to leave");
+                }
+                self.stop_master(format!("node {from} could not save GCI {gci}: {error}"));
                 return;
             }
             _ => false,
@@ -595,6 +607,30 @@ impl Ckpt {
             return norr_kernel::probe!(self.counters, "ckpt: stale reply to the master");
         }
         self.advance_if_done(ctx);
+    }
+
+    /// True when the cluster has a member besides this node.
+    fn has_other_members(&self) -> bool {
+        self.membership.as_ref().is_some_and(|m| m.members.iter().any(|&n| n != self.node))
+    }
+
+    /// This node's part of GCPs failed for good (see the module doc): no
+    /// later save of it is possible. In a cluster the node leaves.
+    fn local_failed(&mut self, why: String, ctx: &mut Ctx<'_, Signal>) {
+        debug_assert!(!why.is_empty(), "a failure says why");
+        if self.local_stopped.is_some() {
+            return;
+        }
+        self.local_stopped = Some(why.clone());
+        if !self.has_other_members() {
+            // The host shows `stopped()`.
+            return norr_kernel::probe!(self.counters, "ckpt: gcps stopped on a lone node");
+        }
+        norr_kernel::probe!(self.counters, "ckpt: left the cluster, its part of a gcp failed");
+        let reason = ShutdownReason::Fatal(format!("this node can no longer make commits durable: {why}"));
+        let host = BlockRef::new(self.node, block::HOST, 0);
+        let req = ClusterSignal::HostShutdownReq { reason, restart: true };
+        ctx.send_prio(host, Signal::Cluster(Box::new(req)), Priority::A);
     }
 
     fn stop_master(&mut self, why: String) {
@@ -926,9 +962,9 @@ impl Ckpt {
             (CkptSignal::GcpSaveRef { gci, error }, Local::Save { gci: g, master, .. }) if gci == g => {
                 let (gci, master) = (*gci, *master);
                 let error = format!("LQH {from}: {error}");
-                self.local_stopped = Some(error.clone());
                 self.local = Local::Idle;
-                return self.reply_master(master, CkptSignal::GcpSaveRef { gci, error }, ctx);
+                self.reply_master(master, CkptSignal::GcpSaveRef { gci, error: error.clone() }, ctx);
+                return self.local_failed(error, ctx);
             }
             // Answers to the hold at start, or to a step a new master
             // replaced.
@@ -1089,13 +1125,13 @@ impl Ckpt {
             (FsSignal::Ref { error, .. }, _) => {
                 self.sys.as_mut().expect("a system file").store.on_failed();
                 let why = format!("cannot write the system file: {error}");
-                self.local_stopped = Some(why.clone());
                 self.writing = None;
                 // The master hears it as a refused save of this GCI.
                 self.reply_master(master, CkptSignal::GcpSaveRef { gci, error: why.clone() }, ctx);
                 if let Some((gci, master)) = self.record_next.take() {
-                    self.reply_master(master, CkptSignal::GcpSaveRef { gci, error: why }, ctx);
+                    self.reply_master(master, CkptSignal::GcpSaveRef { gci, error: why.clone() }, ctx);
                 }
+                self.local_failed(why, ctx);
             }
             (other, _) => debug_assert!(false, "CKPT got FS reply {other:?}"),
         }

@@ -37,6 +37,15 @@ impl Cluster {
 
     /// `spread(n)`: node `n`'s disk takes 20 us plus up to this many ns.
     fn start_with_latency(groups: Vec<Vec<NodeId>>, seed: u64, spread: impl Fn(NodeId) -> u64) -> Cluster {
+        Cluster::start_with_knobs(groups, seed, spread, dknobs())
+    }
+
+    fn start_with_knobs(
+        groups: Vec<Vec<NodeId>>,
+        seed: u64,
+        spread: impl Fn(NodeId) -> u64,
+        knobs: Knobs,
+    ) -> Cluster {
         let mut rng = Rng::new(seed ^ 0xD15C);
         let mut disks = BTreeMap::new();
         for (i, n) in groups.iter().flatten().enumerate() {
@@ -50,7 +59,7 @@ impl Cluster {
             disks.insert(*n, SimDisk::shared(rng.fork(), faults));
         }
         let for_build = disks.clone();
-        let kit = ClusterKit::start_with(groups, dknobs(), seed, move |topo, knobs, observers| {
+        let kit = ClusterKit::start_with(groups, knobs, seed, move |topo, knobs, observers| {
             let disk = for_build[&topo.node].clone();
             let (mut s, _report) =
                 build_durable_observed(topo.node, Some(topo), knobs, &SimDataDir(disk.clone()), observers)
@@ -970,5 +979,102 @@ fn a_node_behind_at_a_system_restart_does_not_impose_its_old_schema() {
         assert!(next >= first + 100, "seed {seed}: value {next} handed out again (had {first}..{})", first + 100);
         let nodes = c.nodes();
         replicas_agree(&mut c.kit, &nodes, &got, &groups);
+    }
+}
+
+/// A backup replica whose disk is slower than its primary's: its REDO
+/// buffer and log fill first. Its writes must be refused at prepare (410 /
+/// 1221, temporary: the client retries) like the primary's, not found to
+/// have no room at commit, when the transaction is decided: that append
+/// failing would break the node's log, and no later global checkpoint
+/// could complete anywhere.
+#[test]
+fn a_backup_whose_redo_log_lags_refuses_writes_instead_of_failing_at_commit() {
+    let groups = vec![vec![1, 2]];
+    let knobs = Knobs { redo_buffer_bytes: 1 << 20, ..dknobs() };
+    for seed in 0..3u64 {
+        // Node 2's disk takes up to 400 ms per IO; node 1's up to 2 ms.
+        let mut c = Cluster::start_with_knobs(
+            groups.clone(),
+            900 + seed,
+            |n| if n == 2 { 400_000_000 } else { 2_000_000 },
+            knobs.clone(),
+        );
+        // One partition: node 1 is its primary, node 2 its backup.
+        let def = norr_txn::testkit::table_def("wide", 1, &[("v", norr_signals::ColumnType::Blob)]);
+        let t = match dict(&mut c.kit, 1, norr_signals::DictOp::CreateTable(def)) {
+            Ok(norr_signals::DictResult::Table(t)) => t,
+            other => panic!("create table answered {other:?}"),
+        };
+        let (mut ok, mut refused, mut last_gci) = (0u64, 0u64, 0u64);
+        for i in 0..400i64 {
+            let h = c.kit.handle();
+            let ops = (0..16)
+                .map(|j| KeyOp::write(t.id, vec![Value::Int(16 * i + j)], vec![(1, Value::Bytes(vec![i as u8; 2000]))]))
+                .collect();
+            match txn(&mut c.kit, 1 + (i % 2) as NodeId, h, ops, ExecType::Commit) {
+                Signal::TcKeyConf(k) if k.outcome == TxnOutcome::Committed => {
+                    ok += 1;
+                    last_gci = last_gci.max(k.gci);
+                }
+                Signal::TcKeyRef(r) if r.error.code.is_temporary() => refused += 1,
+                other => panic!("seed {seed}: write {i} answered {other:?}"),
+            }
+        }
+        for n in [1, 2] {
+            let counters = c.kit.cluster().block_counters(n, block::LQH, 0);
+            let broke = counters.iter().find(|(k, _)| k == "lqh: committed changes found no room in the redo log");
+            assert!(broke.is_none_or(|(_, v)| *v == 0), "seed {seed}: node {n} failed to log a commit: {broke:?}");
+        }
+        assert!(refused > 0, "seed {seed}: node 2's log never filled ({ok} transactions committed)");
+        assert!(ok > 0, "seed {seed}: nothing committed");
+        // Global checkpoints go on: every committed GCI becomes durable
+        // on both nodes.
+        let mut waited = 0;
+        while [1, 2].iter().any(|n| c.recorded(*n).0 < last_gci) {
+            assert!(waited < 600, "seed {seed}: GCI {last_gci} never recorded: {:?}", [c.recorded(1), c.recorded(2)]);
+            c.kit.advance(50_000_000);
+            waited += 1;
+        }
+        replicas_agree(&mut c.kit, &[1, 2], &t, &groups);
+    }
+}
+
+/// A node whose disk fails (every write refused) can no longer make
+/// commits durable: it leaves the cluster, and the others go on completing
+/// global checkpoints (before, one node's refused save stopped every later
+/// GCP of the whole cluster). Once its disk works again it restarts from
+/// its files, copies what it missed and holds the same rows as its partner.
+#[test]
+fn a_node_whose_disk_fails_leaves_and_the_others_keep_checkpointing() {
+    let groups = vec![vec![1, 2], vec![3, 4]];
+    for seed in 0..3u64 {
+        let mut rng = Rng::new(950 + seed);
+        let mut c = Cluster::start(groups.clone(), 950 + seed);
+        let t = create_table(&mut c.kit, 1, "t", 8);
+        let mut committed: BTreeMap<i64, u64> = BTreeMap::new();
+        let mut next = 0i64;
+        write_pairs(&mut c, &mut rng, &t, &mut committed, &mut next, &[1, 2, 3, 4], 20);
+        c.disks[&2].lock().unwrap().faults.write_error_p = 1.0;
+        c.kit.wait_for("node 2 to leave for its failed disk", |k| {
+            k.shutdowns(2).iter().any(|(r, _)| matches!(r, norr_signals::cluster::ShutdownReason::Fatal(_)))
+        });
+        c.disks[&2].lock().unwrap().faults.write_error_p = 0.0;
+        write_pairs(&mut c, &mut rng, &t, &mut committed, &mut next, &[1, 3, 4], 20);
+        // Every commit becomes durable on the survivors.
+        let last = committed.values().copied().max().expect("commits");
+        let mut waited = 0;
+        while [1, 3, 4].iter().any(|n| c.recorded(*n).0 < last) {
+            assert!(waited < 400, "seed {seed}: GCI {last} never recorded: {:?}", [1, 3, 4].map(|n| c.recorded(n)));
+            c.kit.advance(20_000_000);
+            waited += 1;
+        }
+        c.kit.wait_until_started(2);
+        write_pairs(&mut c, &mut rng, &t, &mut committed, &mut next, &[1, 2, 3, 4], 10);
+        let nodes = c.nodes();
+        replicas_agree(&mut c.kit, &nodes, &t, &groups);
+        let got = present(&mut c.kit, 2, &t, next);
+        let want: Vec<i64> = committed.keys().copied().collect();
+        assert_eq!(got, want, "seed {seed}: committed transactions missing");
     }
 }

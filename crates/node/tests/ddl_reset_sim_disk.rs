@@ -284,3 +284,41 @@ fn a_rebuilding_alter_survives_crashes() {
     }
     assert!(new_seen > 0, "old {old_seen}, new {new_seen}");
 }
+
+/// Writes leave room in the REDO log for a TRUNCATE's reset record: when
+/// the log is too full for one more write (410), a TRUNCATE still finds
+/// room. (In a cluster an LQH that refused a TRUNCATE others had made
+/// would keep rows its replicas dropped: it cannot be undone.)
+#[test]
+fn a_truncate_finds_room_in_a_redo_log_too_full_for_writes() {
+    // Checkpoints rare: the log's room changes only with the writes here.
+    let knobs = Knobs { gcp_interval_ms: 2_000, lcp_min_gap_ms: 60_000, ..knobs() };
+    let disk = SimDisk::shared(Rng::new(7), DiskFaults::none());
+    let (mut s, _) = build_durable(DATA_NODE, None, &knobs, &SimDataDir(disk.clone())).expect("boot");
+    s.add_block(block::FS, 0, Box::new(SimFsBlock::new(disk.clone())));
+    let mut h = Harness::with_scheduler(s);
+    let wide = table(&mut h, 1, DictOp::CreateTable(table_def("wide", 1, &[("v", ColumnType::Blob)])));
+    let kv = table(&mut h, 2, DictOp::CreateTable(table_def("kv", 1, &[("v", ColumnType::BigInt { unsigned: false })])));
+    h.key(100, 1, ExecType::Commit, vec![KeyOp::insert(kv.id, vec![Value::Int(1)], vec![(1, Value::Int(10))])])
+        .expect("a row to truncate");
+    // One open transaction's writes reserve the log's room, 4 KB at a
+    // time, until another transaction's write is refused for want of it.
+    let mut refused = None;
+    for i in 0..4_000i64 {
+        let blob = vec![(KeyOp::insert(wide.id, vec![Value::Int(i)], vec![(1, Value::Bytes(vec![7; 4096]))]))];
+        h.key(100, 2, ExecType::NoCommit, blob).unwrap_or_else(|r| panic!("open transaction's write {i}: {r:?}"));
+        let probe = vec![KeyOp::insert(kv.id, vec![Value::Int(1_000 + i)], vec![(1, Value::Int(0))])];
+        if let Err(r) = h.key(100, 3 + i as u64, ExecType::Commit, probe) {
+            refused = Some(r.error);
+            break;
+        }
+    }
+    let refused = refused.expect("the REDO log never refused a write");
+    assert_eq!(refused.code, norr_signals::ErrorCode::RedoLogFull, "{refused:?}");
+    match dict(&mut h, 3, DictOp::TruncateTable { name: "kv".into() }) {
+        DictResult::Done | DictResult::Table(_) => {}
+        other => panic!("TRUNCATE answered {other:?}"),
+    }
+    assert!(rows(&mut h, kv.id, 1).is_empty(), "TRUNCATE left rows");
+    h.key(100, 2, ExecType::Rollback, vec![]).expect("rollback");
+}

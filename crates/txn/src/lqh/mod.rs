@@ -830,7 +830,7 @@ impl Lqh {
             }
             SchemaChange::TruncateTable(t) => {
                 // The reset record must find room once the rows are gone.
-                if let Err(e) = self.redo_check_ddl_room(0) {
+                if let Err(e) = self.redo_check_ddl_room(None) {
                     return Some(e);
                 }
                 self.doom_writers(t, "table truncated by a concurrent DDL");
@@ -870,7 +870,7 @@ impl Lqh {
                     // restart has them nowhere else): room for them now, or
                     // the change is refused. Their encoding is at most about
                     // twice their size in memory.
-                    (Ok(()), Some(bytes)) => match self.redo_check_ddl_room(bytes.saturating_mul(2)) {
+                    (Ok(()), Some(bytes)) => match self.redo_check_ddl_room(Some(bytes.saturating_mul(2))) {
                         Ok(()) => Ok(()),
                         Err(e) => {
                             self.storage.alter_discard(table);

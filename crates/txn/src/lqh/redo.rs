@@ -10,9 +10,15 @@
 //! open page as a marker and is answered once it is synced.
 //!
 //! The append at commit cannot be refused (the transaction is decided), so
-//! room is checked at prepare: a write is refused with the temporary error
-//! 410 (log full) or 1221 (buffer full) unless the log has room for it and
-//! every other write still uncommitted here. Should an append still fail,
+//! room is checked at prepare, on every replica (primary and backups, whose
+//! logs fill at their own pace): a write is refused with the temporary
+//! error 410 (log full) or 1221 (buffer full) unless the log has room for
+//! it, every other write still uncommitted here, and `DDL_RESET_RESERVE`.
+//! That reserve is for the reset record of a TRUNCATE: once some LQHs have
+//! emptied the table it cannot be undone, so no LQH may refuse it because
+//! writes filled the log (it is refused only when the reserve itself is
+//! spent, which takes hundreds of TRUNCATEs while checkpoints free
+//! nothing, or the log failed). Should an append still fail,
 //! this LQH refuses every later GCP save: the cluster then never calls a
 //! GCI complete whose changes are not all in the log.
 //!
@@ -33,6 +39,10 @@ use norr_signals::fs::{FileHandle, FsOp, FsResult, FsSignal};
 use norr_signals::schema::TableDef;
 use norr_signals::{block, NodeError, Signal};
 use std::sync::Arc;
+
+/// Log room writes leave free for DDL reset records (see the module doc).
+/// A reset record is a few dozen bytes plus a record header.
+const DDL_RESET_RESERVE: usize = 64 * 1024;
 
 /// FS request ids of opens: this plus the file number (REDO IO ids count
 /// up from 1 and never get near it).
@@ -161,7 +171,7 @@ impl Lqh {
         let Some(r) = self.redo.as_ref() else { return Ok(()) };
         // The images of uncommitted writes here bound what their commits
         // append; a page of slack covers record headers and keys.
-        let want = self.reserved_bytes as usize + 32 * 1024;
+        let want = self.reserved_bytes as usize + 32 * 1024 + DDL_RESET_RESERVE;
         match r.part.check_room(want) {
             Ok(()) => Ok(()),
             Err(e) => {
@@ -211,11 +221,13 @@ impl Lqh {
         self.redo_pump(ctx);
     }
 
-    /// Room for a TRUNCATE's or a rebuilding ALTER's reset record and
-    /// `bytes` of rebuilt rows, besides every uncommitted write here
-    /// (checked before the DDL changes anything: the append after it
-    /// cannot be refused).
-    pub(super) fn redo_check_ddl_room(&self, bytes: u64) -> Result<(), NodeError> {
+    /// Room for a rebuilding ALTER's reset record and its `bytes` of
+    /// rebuilt rows (`Some`), which writes' `DDL_RESET_RESERVE` stays free
+    /// beside (a refused ALTER is undone on every LQH), or for a TRUNCATE's
+    /// reset record alone (`None`), which may take the reserve; besides
+    /// every uncommitted write here in both cases. Checked before the DDL
+    /// changes anything: the append after it cannot be refused.
+    pub(super) fn redo_check_ddl_room(&self, rebuilt_bytes: Option<u64>) -> Result<(), NodeError> {
         let Some(r) = self.redo.as_ref() else { return Ok(()) };
         if let Some(why) = &r.broken {
             return Err(NodeError::with(
@@ -223,7 +235,9 @@ impl Lqh {
                 format!("the REDO log cannot make the change durable: {why}"),
             ));
         }
-        let want = (self.reserved_bytes + bytes) as usize + 32 * 1024;
+        let bytes = rebuilt_bytes.unwrap_or(0);
+        let reserve = if rebuilt_bytes.is_some() { DDL_RESET_RESERVE } else { 0 };
+        let want = (self.reserved_bytes + bytes) as usize + 32 * 1024 + reserve;
         r.part.check_room(want).map_err(|e| {
             NodeError::with(
                 e.error_code(),

@@ -72,6 +72,14 @@ impl Lqh {
         let new_est = image.as_deref().map_or(0, est_bytes);
         let fresh = !self.txns[&t].page_reserved.contains(&(r.table, r.part));
         let page_est = if image.is_some() && fresh { super::exec::PAGES_EST_BYTES } else { 0 };
+        // The primary admitted the write against its own REDO log; this
+        // replica appends it too at commit, when it can no longer be
+        // refused, and its log may be the fuller one (a slower disk, a
+        // later checkpoint). A failed append there would break its log and
+        // stop every later global checkpoint.
+        if let Err(e) = self.redo_admit() {
+            return Step::Done(Err(e));
+        }
         if let Some(row) = &image {
             if let Err(e) = self.storage.reserve_check(r.table, row) {
                 return Step::Done(Err(e));
