@@ -23,10 +23,12 @@ pub mod points {
     pub const LCP_RECORDED_BEFORE_RELEASE: &str = "lcp: system file records the round, before the REDO log is released";
     pub const SYSFILE_BEFORE_WRITE: &str = "sysfile: before writing the copy";
     pub const SYSFILE_AFTER_WRITE: &str = "sysfile: copy written, before reporting";
-    pub const DDL_AFTER_BEGIN: &str = "ddl: begin entry logged, before the change";
-    pub const DDL_AFTER_COMMIT: &str = "ddl: commit entry logged, before the post-commit actions";
-    pub const DDL_BEFORE_DONE: &str = "ddl: post-commit actions done, before the done entry";
     pub const SCHEMA_AFTER_TMP_BEFORE_RENAME: &str = "schema: new schema file written, before the rename";
+    pub const DICT_PENDING_BEFORE_STORAGE: &str =
+        "dict: every schema file holds the change as pending, before any storage makes it";
+    pub const DICT_MADE_BEFORE_SCHEMA_WRITE: &str =
+        "dict: every block made the change, before the schema file commits it";
+    pub const DICT_WRITTEN_BEFORE_ANSWER: &str = "dict: the schema file commits the change, before the client hears";
 }
 
 /// All crash points, for tests that crash at each in turn.
@@ -41,10 +43,10 @@ pub const ALL: &[&str] = &[
     points::LCP_RECORDED_BEFORE_RELEASE,
     points::SYSFILE_BEFORE_WRITE,
     points::SYSFILE_AFTER_WRITE,
-    points::DDL_AFTER_BEGIN,
-    points::DDL_AFTER_COMMIT,
-    points::DDL_BEFORE_DONE,
     points::SCHEMA_AFTER_TMP_BEFORE_RENAME,
+    points::DICT_PENDING_BEFORE_STORAGE,
+    points::DICT_MADE_BEFORE_SCHEMA_WRITE,
+    points::DICT_WRITTEN_BEFORE_ANSWER,
 ];
 
 /// Which points are armed, and after how many passes each fires.

@@ -33,6 +33,8 @@ pub enum Kind {
     SysFile = 2,
     LcpControl = 3,
     SchemaFile = 4,
+    /// Reserved: entries of the retired DDL log (`schema/ddl.log`, never
+    /// written by DICT); the number is not reused.
     DdlEntry = 5,
     RedoPage = 6,
     LcpDataPage = 7,

@@ -10,7 +10,6 @@
 //! lcp/<table>/<partition>/<id>.ctl    its control file (written last)
 //! schema/schema.dat              schema file (all table definitions)
 //! schema/schema.tmp              the next schema file, before its rename
-//! schema/ddl.log                 DDL log (entries since the schema file)
 //! ```
 
 use crate::error::FormatError;

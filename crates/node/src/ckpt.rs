@@ -595,7 +595,10 @@ impl Ckpt {
                 if from != self.node && self.has_other_members() {
                     // It leaves (`local_failed`); its failure drops it from
                     // the round, which then completes without it.
-                    return norr_kernel::probe!(self.counters, "ckpt: a node refused a save, the round waits for it to leave");
+                    return norr_kernel::probe!(
+                        self.counters,
+                        "ckpt: a node refused a save, the round waits for it to leave"
+                    );
                 }
                 self.stop_master(format!("node {from} could not save GCI {gci}: {error}"));
                 return;

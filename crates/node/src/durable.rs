@@ -528,7 +528,7 @@ pub fn build_durable_full(
         .as_ref()
         .is_none_or(|s| s.nodes.iter().find(|i| i.node == node).is_none_or(|i| i.state == NodeRestartState::Started));
     let snap = match dir.read(schema::SCHEMA_FILE)? {
-        Some(b) => schema::recover(Some(&b), None).map_err(|e| e.to_string())?.schema,
+        Some(b) => SchemaSnapshot::decode(&b, schema::SCHEMA_FILE).map_err(|e| e.to_string())?,
         None => SchemaSnapshot::default(),
     };
     let defs: Vec<_> = snap.tables.values().cloned().collect();
@@ -608,6 +608,7 @@ pub fn build_durable_full(
     }
     let mut dict = Dict::new(node, lqh_n, knobs);
     dict.enable_persistence();
+    *dict.crash_points_mut() = crash.clone();
     dict.restore_schema(&snap);
     s.add_block(block::DICT, 0, Box::new(dict));
     let sys = SysState { sysfile: sysfile.unwrap_or_else(|| SysFile::new(node)), store };

@@ -40,12 +40,7 @@ impl Cluster {
         Cluster::start_with_knobs(groups, seed, spread, dknobs())
     }
 
-    fn start_with_knobs(
-        groups: Vec<Vec<NodeId>>,
-        seed: u64,
-        spread: impl Fn(NodeId) -> u64,
-        knobs: Knobs,
-    ) -> Cluster {
+    fn start_with_knobs(groups: Vec<Vec<NodeId>>, seed: u64, spread: impl Fn(NodeId) -> u64, knobs: Knobs) -> Cluster {
         let mut rng = Rng::new(seed ^ 0xD15C);
         let mut disks = BTreeMap::new();
         for (i, n) in groups.iter().flatten().enumerate() {

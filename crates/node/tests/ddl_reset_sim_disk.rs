@@ -298,7 +298,8 @@ fn a_truncate_finds_room_in_a_redo_log_too_full_for_writes() {
     s.add_block(block::FS, 0, Box::new(SimFsBlock::new(disk.clone())));
     let mut h = Harness::with_scheduler(s);
     let wide = table(&mut h, 1, DictOp::CreateTable(table_def("wide", 1, &[("v", ColumnType::Blob)])));
-    let kv = table(&mut h, 2, DictOp::CreateTable(table_def("kv", 1, &[("v", ColumnType::BigInt { unsigned: false })])));
+    let kv =
+        table(&mut h, 2, DictOp::CreateTable(table_def("kv", 1, &[("v", ColumnType::BigInt { unsigned: false })])));
     h.key(100, 1, ExecType::Commit, vec![KeyOp::insert(kv.id, vec![Value::Int(1)], vec![(1, Value::Int(10))])])
         .expect("a row to truncate");
     // One open transaction's writes reserve the log's room, 4 KB at a
@@ -321,4 +322,165 @@ fn a_truncate_finds_room_in_a_redo_log_too_full_for_writes() {
     }
     assert!(rows(&mut h, kv.id, 1).is_empty(), "TRUNCATE left rows");
     h.key(100, 2, ExecType::Rollback, vec![]).expect("rollback");
+}
+
+fn boot_armed(disk: &SharedDisk, crash: &norr_durability::CrashPoints) -> (Harness, RestoreReport) {
+    let (mut s, report) =
+        norr_node::durable::build_durable_with(DATA_NODE, None, &knobs(), &SimDataDir(disk.clone()), crash)
+            .unwrap_or_else(|e| panic!("restart: {e}"));
+    s.add_block(block::FS, 0, Box::new(SimFsBlock::new(disk.clone())));
+    (Harness::with_scheduler(s), report)
+}
+
+/// The definition of `name`, None if there is no such table.
+fn get_def(h: &mut Harness, req_id: u32, name: &str) -> Option<TableDef> {
+    h.send(100, Signal::DictReq(Box::new(DictReq { req_id, op: DictOp::GetTable { name: name.into() } })));
+    for _ in 0..5_000 {
+        for e in h.advance_ms(1) {
+            match e.signal {
+                Signal::DictConf(c) if c.req_id == req_id => match c.result {
+                    DictResult::Table(d) => return Some(d),
+                    other => panic!("get table answered {other:?}"),
+                },
+                Signal::DictRef(r) if r.req_id == req_id => return None,
+                _ => {}
+            }
+        }
+    }
+    panic!("get table not answered");
+}
+
+/// Crash the node at each of DICT's named crash points in turn, in each
+/// kind of DDL: after the restart the DDL is wholly done or wholly undone
+/// (the table's definition and rows are the old ones or the new ones, never
+/// a mix), wholly done if it was answered, and the next DDL works.
+#[test]
+fn a_crash_at_every_dict_point_leaves_each_ddl_whole() {
+    use norr_durability::crash::points;
+    use norr_signals::schema::{IndexDef, IndexKind};
+    let names = [
+        points::DICT_PENDING_BEFORE_STORAGE,
+        points::DICT_MADE_BEFORE_SCHEMA_WRITE,
+        points::SCHEMA_AFTER_TMP_BEFORE_RENAME,
+        points::DICT_WRITTEN_BEFORE_ANSWER,
+    ];
+    let (mut fired, mut done, mut undone) = (0, 0, 0);
+    for (i, name) in names.iter().enumerate() {
+        for kind in 0..5u64 {
+            let seed = 10 * i as u64 + kind;
+            let mut rng = Rng::new(seed ^ 0xD1C7);
+            let disk = SimDisk::shared(rng.fork(), DiskFaults { latency_max_ns: 200_000, ..DiskFaults::none() });
+            let (mut h, _) = boot(&disk);
+            let d = create(&mut h);
+            let t = d.id;
+            let mut txn = 0;
+            let before = insert(&mut h, t, 0..80, &mut txn, &mut rng);
+            await_checkpoint(&mut h, &disk);
+            let (durable_gci, _) = recorded(&disk);
+            drop(h);
+            // A restart with the point armed; nothing unsynced is lost.
+            let mut crash = norr_durability::CrashPoints::off();
+            crash.arm(name, 0).unwrap();
+            let (mut h, _) = boot_armed(&disk, &crash);
+            let op = match kind {
+                0 => DictOp::CreateTable(table_def("t2", 4, &[("v", ColumnType::BigInt { unsigned: false })])),
+                1 => DictOp::TruncateTable { name: "kv".into() },
+                2 => DictOp::DropTable { name: "kv".into() },
+                3 => DictOp::CreateIndex {
+                    table: "kv".into(),
+                    index: IndexDef {
+                        id: 0,
+                        name: "iv".into(),
+                        columns: vec![1],
+                        unique: false,
+                        kind: IndexKind::Ordered,
+                    },
+                },
+                _ => {
+                    let mut def = d.clone();
+                    def.columns.insert(
+                        0,
+                        ColumnDef::new("w", ColumnType::Int { unsigned: false }).default_value(Value::Int(7)),
+                    );
+                    def.primary_key = vec![1];
+                    for ix in &mut def.indexes {
+                        ix.columns = ix.columns.iter().map(|c| c + 1).collect();
+                    }
+                    let sources = vec![ColumnSource::Value(Value::Int(7)), ColumnSource::Old(0), ColumnSource::Old(1)];
+                    DictOp::AlterTable { table: "kv".into(), def, sources, expect_version: d.version }
+                }
+            };
+            let what = format!("{name}, DDL {kind}");
+            let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dict_within(&mut h, 9, op, 5_000)));
+            let answered = match answered {
+                Ok(a) => a.is_some(),
+                Err(p) => {
+                    let msg = p.downcast_ref::<String>().cloned().unwrap_or_default();
+                    assert!(msg.contains("crash point reached"), "{what}: {msg}");
+                    fired += 1;
+                    false
+                }
+            };
+            drop(h);
+            disk.lock().unwrap().crash();
+            let (mut h, report) = boot(&disk);
+            assert!(report.gci >= durable_gci, "{what}: restarted to GCI {} below {durable_gci}", report.gci);
+            let kv = get_def(&mut h, 20, "kv");
+            let old_rows: Vec<i64> = keys_upto(&before, u64::MAX);
+            let new = match kind {
+                0 => get_def(&mut h, 21, "t2").is_some(),
+                1 => {
+                    let got: Vec<i64> = rows(&mut h, t, 2).into_keys().collect();
+                    assert!(got.is_empty() || got == old_rows, "{what}: rows {got:?}");
+                    got.is_empty()
+                }
+                2 => kv.is_none(),
+                3 => {
+                    let kv = kv.clone().expect("kv kept");
+                    let got: Vec<i64> = rows(&mut h, t, 2).into_keys().collect();
+                    assert_eq!(got, old_rows, "{what}: rows");
+                    kv.indexes.iter().any(|ix| ix.name == "iv")
+                }
+                _ => {
+                    let kv = kv.clone().expect("kv kept");
+                    let altered = kv.columns.len() == 3;
+                    for (k, r) in rows(&mut h, t, 2) {
+                        let want = if altered {
+                            vec![Value::Int(7), Value::Int(k), Value::Int(k * 10)]
+                        } else {
+                            vec![Value::Int(k), Value::Int(k * 10)]
+                        };
+                        assert_eq!(r, want, "{what}: row {k} (altered: {altered})");
+                    }
+                    altered
+                }
+            };
+            if kind != 1 && kind != 2 {
+                let got: Vec<i64> = rows(&mut h, t, 3).into_keys().collect();
+                assert_eq!(got, old_rows, "{what}: rows of kv");
+            }
+            assert!(new || !answered, "{what}: an answered DDL was undone");
+            if new {
+                done += 1;
+            } else {
+                undone += 1;
+            }
+            // The schema goes on: another table can be made and written.
+            let next = table(
+                &mut h,
+                30,
+                DictOp::CreateTable(table_def("after", 2, &[("v", ColumnType::BigInt { unsigned: false })])),
+            );
+            assert!(next.id > t, "{what}: table id {} handed out again", next.id);
+            h.key(
+                100,
+                99,
+                ExecType::Commit,
+                vec![KeyOp::insert(next.id, vec![Value::Int(1)], vec![(1, Value::Int(1))])],
+            )
+            .unwrap_or_else(|r| panic!("{what}: write to a new table: {r:?}"));
+        }
+    }
+    assert_eq!(fired, names.len() * 5, "every point fired in every DDL");
+    assert!(done > 0 && undone > 0, "both ends seen: done {done}, undone {undone}");
 }

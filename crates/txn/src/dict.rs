@@ -17,6 +17,8 @@
 
 use crate::counters::Counters;
 use crate::validate::{validate_alter, validate_index, validate_table};
+use norr_durability::crash::{points, CrashPoints};
+use norr_durability::crash_point;
 use norr_kernel::{Block, BlockRef, Ctx, NodeId, Priority};
 use norr_knobs::Knobs;
 use norr_signals::cluster::{ClusterSignal, DictState, Membership};
@@ -193,6 +195,7 @@ pub struct Dict {
     /// it starts no DDL (a change pending from before the stop comes
     /// first).
     unsettled: bool,
+    crash: CrashPoints,
 }
 
 /// The table definitions a change carries.
@@ -242,7 +245,14 @@ impl Dict {
             pending: None,
             unsettled: false,
             marks: auto_inc::Marks::default(),
+            crash: CrashPoints::off(),
         }
+    }
+
+    /// Crash points of DICT's steps and its schema file writes (tests; the
+    /// node panics "crash point reached: ..." there).
+    pub fn crash_points_mut(&mut self) -> &mut CrashPoints {
+        &mut self.crash
     }
 
     fn is_master(&self) -> bool {
@@ -891,6 +901,9 @@ impl Dict {
         match &mut a.stage {
             Stage::Announce { waiting } => {
                 if waiting.is_empty() {
+                    if crash_point!(self.crash, points::DICT_PENDING_BEFORE_STORAGE) {
+                        panic!("crash point reached: {}", points::DICT_PENDING_BEFORE_STORAGE);
+                    }
                     self.send_to_lqh(ctx);
                 }
             }
@@ -945,6 +958,9 @@ impl Dict {
             Stage::Tc { waiting } => {
                 if !waiting.is_empty() {
                     return;
+                }
+                if crash_point!(self.crash, points::DICT_MADE_BEFORE_SCHEMA_WRITE) {
+                    panic!("crash point reached: {}", points::DICT_MADE_BEFORE_SCHEMA_WRITE);
                 }
                 let change = a.change.take().expect("schema change");
                 // Committed: the schema write below holds it, not pending.

@@ -15,6 +15,8 @@
 //! never. One schema write per `AUTO_INC_MARK_AHEAD` values a table uses.
 
 use super::{Dict, DictResult};
+use norr_durability::crash::points;
+use norr_durability::crash_point;
 use norr_durability::schema::{SchemaSnapshot, SCHEMA_FILE, SCHEMA_TMP};
 use norr_kernel::{BlockRef, Ctx, Priority};
 use norr_signals::cluster::ClusterSignal;
@@ -324,10 +326,16 @@ impl Dict {
                 Step::Close
             }
             (FsSignal::Conf { result: FsResult::Closed, .. }, Step::Close) => {
+                if crash_point!(self.crash, points::SCHEMA_AFTER_TMP_BEFORE_RENAME) {
+                    panic!("crash point reached: {}", points::SCHEMA_AFTER_TMP_BEFORE_RENAME);
+                }
                 fs(ctx, id, FsOp::Rename { from: SCHEMA_TMP.into(), to: SCHEMA_FILE.into() });
                 Step::Rename
             }
             (FsSignal::Conf { result: FsResult::Done, .. }, Step::Rename) => {
+                if r.is_some() && crash_point!(self.crash, points::DICT_WRITTEN_BEFORE_ANSWER) {
+                    panic!("crash point reached: {}", points::DICT_WRITTEN_BEFORE_ANSWER);
+                }
                 self.counters.bump("dict: schema files written");
                 self.auto_inc_write_ended(id, true, ctx);
                 self.dropped_files_write_durable(id, ctx);

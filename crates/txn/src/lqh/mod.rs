@@ -35,7 +35,7 @@ mod takeover;
 
 use crate::counters::Counters;
 use crate::dist_view::DistView;
-use crate::fxhash::FxHashMap;
+use crate::fxhash::{FxBuild, FxHashMap};
 use crate::lock_queue::{Acquire, Grant, LockKey, LockTable, Mode};
 use crate::store::{RowId, Storage};
 use norr_kernel::{Block, BlockRef, Ctx, NodeId, Priority};
@@ -645,12 +645,14 @@ impl Lqh {
     /// rows this node is primary for, keep a backup's row locks (released at
     /// complete). The images are in storage now.
     fn release_committed(&mut self, t: TxnId, txn: &mut LqhTxn, ctx: &mut Ctx<'_, Signal>) {
-        let backup_rows: BTreeSet<&RowKey> = txn.pending.iter().filter(|(_, p)| p.backup).map(|(k, _)| k).collect();
+        // Looked up by borrowed key: a lock key is not cloned to ask.
+        let backup_rows: std::collections::HashSet<(TableId, &[u8]), FxBuild> =
+            txn.pending.iter().filter(|(_, p)| p.backup).map(|((t, k), _)| (*t, k.as_slice())).collect();
         let mut keep = Vec::new();
-        let mut release = Vec::new();
+        let mut release = Vec::with_capacity(txn.locks.len());
         for key in std::mem::take(&mut txn.locks) {
             match &key {
-                LockKey::Row(table, enc) if backup_rows.contains(&(*table, enc.clone())) => keep.push(key),
+                LockKey::Row(table, enc) if backup_rows.contains(&(*table, enc.as_slice())) => keep.push(key),
                 _ => release.push(key),
             }
         }
