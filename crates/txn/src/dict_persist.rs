@@ -19,7 +19,7 @@ use norr_durability::crash::points;
 use norr_durability::crash_point;
 use norr_durability::schema::{SchemaSnapshot, SCHEMA_FILE, SCHEMA_TMP};
 use norr_kernel::{BlockRef, Ctx, Priority};
-use norr_signals::cluster::ClusterSignal;
+use norr_signals::cluster::{ClusterSignal, ShutdownReason};
 use norr_signals::fs::{FileHandle, FsOp, FsResult, FsSignal};
 use norr_signals::schema::TableId;
 use norr_signals::{block, ErrorCode, NodeError, Signal};
@@ -281,8 +281,8 @@ impl Dict {
     }
 
     /// Schema write `id` ended: confirm the changes it holds. Also after a
-    /// failed write (the change is applied in memory; the probe counts it):
-    /// the master must not wait for ever.
+    /// failed write on a lone node (the change is applied in memory; the
+    /// probe counts it); a cluster node whose write failed leaves instead.
     fn state_acks_write_ended(&mut self, id: u64, ctx: &mut Ctx<'_, Signal>) {
         let p = self.persist.as_mut().expect("persisting");
         let (ready, wait): (Vec<_>, Vec<_>) =
@@ -343,9 +343,24 @@ impl Dict {
                 self.write_ended(r.map(Ok), ctx);
                 return;
             }
+            (FsSignal::Ref { error, .. }, _) if !self.others().is_empty() => {
+                // A cluster node whose schema file cannot be written would
+                // confirm changes its files lack (and a restart of every
+                // node could bring its old schema back): it leaves, and the
+                // master's DDL goes on without it (its failure ends the
+                // waits for it). Its restart takes the schema from the
+                // master. Nothing is confirmed or answered from here.
+                crate::probe!(self.counters, "dict: left the cluster, its schema file cannot be written");
+                let reason = ShutdownReason::Fatal(format!("this node cannot write its schema file: {error}"));
+                let host = BlockRef::new(self.node, block::HOST, 0);
+                let req = ClusterSignal::HostShutdownReq { reason, restart: true };
+                ctx.send_prio(host, Signal::Cluster(Box::new(req)), Priority::A);
+                return;
+            }
             (FsSignal::Ref { error, .. }, _) => {
-                // The change is applied in memory but not on disk: the client
-                // hears so (a restart may undo it); the node goes on.
+                // A lone node: the change is applied in memory but not on
+                // disk: the client hears so (a restart may undo it); the
+                // node goes on.
                 crate::probe!(self.counters, "dict: schema file write failed");
                 let e = NodeError::with(
                     ErrorCode::Internal,
