@@ -625,13 +625,14 @@ impl Ckpt {
             return;
         }
         self.local_stopped = Some(why.clone());
+        let host = BlockRef::new(self.node, block::HOST, 0);
         if !self.has_other_members() {
-            // The host shows `stopped()`.
-            return norr_kernel::probe!(self.counters, "ckpt: gcps stopped on a lone node");
+            norr_kernel::probe!(self.counters, "ckpt: gcps stopped on a lone node");
+            let rep = ClusterSignal::DurabilityLostRep { why };
+            return ctx.send_prio(host, Signal::Cluster(Box::new(rep)), Priority::A);
         }
         norr_kernel::probe!(self.counters, "ckpt: left the cluster, its part of a gcp failed");
         let reason = ShutdownReason::Fatal(format!("this node can no longer make commits durable: {why}"));
-        let host = BlockRef::new(self.node, block::HOST, 0);
         let req = ClusterSignal::HostShutdownReq { reason, restart: true };
         ctx.send_prio(host, Signal::Cluster(Box::new(req)), Priority::A);
     }

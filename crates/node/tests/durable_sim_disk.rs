@@ -234,3 +234,50 @@ fn auto_increment_counters_survive_a_crash_without_ddl() {
         assert!((6..=6 + 8192).contains(&first), "seed {seed}: after TRUNCATE and a crash: {first}");
     }
 }
+
+/// A lone data node whose disk fails: global checkpoints stop, the host
+/// hears it (and logs it), writes are refused with a message that says the
+/// REDO log failed (nothing committed now could become durable), and
+/// committed rows can still be read.
+#[test]
+fn a_lone_node_whose_disk_fails_says_so_and_refuses_writes() {
+    use std::sync::{Arc, Mutex};
+    /// The host's side: what the node's blocks tell it.
+    struct HostRecorder(Arc<Mutex<Vec<Signal>>>);
+    impl norr_kernel::Block<Signal> for HostRecorder {
+        fn on_signal(&mut self, env: norr_kernel::Envelope<Signal>, _ctx: &mut norr_kernel::Ctx<'_, Signal>) {
+            self.0.lock().unwrap().push(env.signal);
+        }
+    }
+    let disk = SimDisk::shared(Rng::new(5), DiskFaults::none());
+    let (mut s, _): (Scheduler<Signal>, _) =
+        build_durable(DATA_NODE, None, &knobs(), &SimDataDir(disk.clone())).expect("boot");
+    s.add_block(block::FS, 0, Box::new(SimFsBlock::new(disk.clone())));
+    let host = Arc::new(Mutex::new(Vec::new()));
+    s.add_block(block::HOST, 0, Box::new(HostRecorder(host.clone())));
+    let mut h = Harness::with_scheduler(s);
+    let t = create_table(&mut h);
+    let ops = vec![KeyOp::insert(t, vec![Value::Int(1)], vec![(1, Value::Int(10))])];
+    h.key(100, 1, ExecType::Commit, ops).expect("commit before the failure");
+    disk.lock().unwrap().faults.write_error_p = 1.0;
+    let mut told = None;
+    for _ in 0..200 {
+        h.advance_ms(1);
+        for sig in host.lock().unwrap().drain(..) {
+            if let Signal::Cluster(c) = sig {
+                if let norr_signals::cluster::ClusterSignal::DurabilityLostRep { why } = *c {
+                    told = Some(why);
+                }
+            }
+        }
+        if told.is_some() {
+            break;
+        }
+    }
+    let why = told.expect("the host was not told that durability was lost");
+    assert!(!why.is_empty());
+    let ops = vec![KeyOp::insert(t, vec![Value::Int(2)], vec![(1, Value::Int(20))])];
+    let refused = h.key(100, 2, ExecType::Commit, ops).expect_err("a write after the failure");
+    assert!(refused.error.message.contains("REDO log failed"), "{refused:?}");
+    assert_eq!(h.get(t, vec![Value::Int(1)]), Some(vec![Value::Int(1), Value::Int(10)]));
+}

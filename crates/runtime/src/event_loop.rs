@@ -1100,6 +1100,13 @@ impl EventLoop {
                         s.status = Some(*st);
                     }
                 }
+                ClusterSignal::DurabilityLostRep { why } => {
+                    tracing::error!(
+                        node = self.node_id,
+                        "global checkpoints stopped: commits are no longer made durable and writes are refused \
+                         until this data node is restarted: {why}"
+                    );
+                }
                 ClusterSignal::DurableGciRep { gci, complete_copy } => {
                     if let Ok(mut s) = self.status.lock() {
                         s.durable = Some((gci, complete_copy));

@@ -462,6 +462,13 @@ pub enum ClusterSignal {
         node: NodeId,
         seq: u64,
     },
+    /// CKPT -> its host, on a lone data node whose REDO log or system file
+    /// failed (a cluster node leaves instead): global checkpoints stopped,
+    /// nothing committed from now on becomes durable, and the node's LQHs
+    /// refuse writes; the host logs it. A restart is needed.
+    DurabilityLostRep {
+        why: String,
+    },
 }
 
 /// What a data node shows of itself (`norr mgm show`): DIH tells its host

@@ -169,6 +169,15 @@ impl Lqh {
     /// Prepare-time admission of a write (see the module doc).
     pub(super) fn redo_admit(&mut self) -> Result<(), NodeError> {
         let Some(r) = self.redo.as_ref() else { return Ok(()) };
+        if let Some(why) = &r.broken {
+            // Nothing committed now could become durable (a cluster node
+            // leaves; a lone one keeps serving reads until restarted).
+            crate::probe!(self.counters, "lqh: write refused, redo log failed");
+            return Err(NodeError::with(
+                norr_signals::ErrorCode::RedoLogFull,
+                format!("the REDO log failed, commits cannot be made durable until the node restarts: {why}"),
+            ));
+        }
         // The images of uncommitted writes here bound what their commits
         // append; a page of slack covers record headers and keys.
         let want = self.reserved_bytes as usize + 32 * 1024 + DDL_RESET_RESERVE;
