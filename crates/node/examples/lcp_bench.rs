@@ -92,9 +92,20 @@ fn main() {
     let mut txn = 0u64;
     let started = Instant::now();
     for chunk in (0..rows).collect::<Vec<_>>().chunks(100) {
-        let ops = chunk.iter().map(|&k| KeyOp::insert(t, vec![Value::Int(k as i64)], vec![(1, pad(1))])).collect();
-        txn += 1;
-        h.key(100, txn, ExecType::Commit, ops).expect("insert");
+        let ops: Vec<KeyOp> =
+            chunk.iter().map(|&k| KeyOp::insert(t, vec![Value::Int(k as i64)], vec![(1, pad(1))])).collect();
+        // A loader waits out a full REDO log (410) as a client would: the
+        // local checkpoints free its tail.
+        loop {
+            txn += 1;
+            match h.key(100, txn, ExecType::Commit, ops.clone()) {
+                Ok(_) => break,
+                Err(r) if r.error.code.is_temporary() => {
+                    h.advance_ms(5);
+                }
+                Err(r) => panic!("insert: {r:?}"),
+            }
+        }
         if txn.is_multiple_of(100) {
             h.advance_ms(1);
         }
