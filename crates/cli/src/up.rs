@@ -63,7 +63,9 @@ pub struct UpArgs {
     /// 127.0.0.1); the others take the next ports.
     #[arg(long, default_value_t = 2202, value_name = "PORT")]
     pub port_base: u16,
-    /// Port of the SQL node's MySQL protocol listener (on 127.0.0.1).
+    /// Port of the SQL node's MySQL protocol listener (on 127.0.0.1). Every
+    /// port is bound or checked before anything starts: one in use is
+    /// refused, naming the process that holds it.
     #[arg(long, default_value_t = 3306, value_name = "PORT")]
     pub sql_port: u16,
     /// Start only the data node(s), no SQL node.

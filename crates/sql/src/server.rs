@@ -52,8 +52,10 @@ pub struct SqldArgs {
     pub mgm: Option<String>,
     /// TOML configuration file: `[[users]]` entries (`name`, `password`,
     /// optional `auth_plugin` = "mysql_native_password" |
-    /// "caching_sha2_password") and `[limits]` (`max_connections`,
-    /// `max_allowed_packet`). Command-line flags win over the file.
+    /// "caching_sha2_password"), `default_auth_plugin` (the plugin the
+    /// greeting names; default caching_sha2_password) and `[limits]`
+    /// (`max_connections`, `max_allowed_packet`). Command-line flags win
+    /// over the file.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Password of the `root` account. Defaults to the empty password, which
@@ -64,7 +66,8 @@ pub struct SqldArgs {
     #[arg(long)]
     pub root_password: Option<String>,
     /// Maximum number of concurrent client connections (further clients get
-    /// error 1040 "Too many connections"). Default 151, as MySQL.
+    /// error 1040 "Too many connections"), plus one kept for `root`, as
+    /// MySQL keeps one for an admin account. Default 151, as MySQL.
     #[arg(long)]
     pub max_connections: Option<usize>,
     /// Largest client packet in bytes (error 1153 and disconnect beyond it).
