@@ -17,10 +17,13 @@
 # --reply-spin-us 0): it burns instructions per unit of wall time, and under
 # callgrind wall time is ~50x longer, so it would swamp the per-event work.
 #
-# Env: NORR_BIN (default: release build), NORR_DATAD_ARGS / NORR_SQLD_ARGS
+# Env: NORR_BIN (default: a build with the `profiling` cargo profile, the
+#      release build with debug info, so costs are attributed to source
+#      lines; NORR_PROFILE picks another), NORR_DATAD_ARGS / NORR_SQLD_ARGS
 #      (extra flags), CG_KEEP=1 keeps the callgrind files (path printed).
 set -euo pipefail
 . "$(dirname "$0")/sysbench_common.sh"
+export NORR_PROFILE="${NORR_PROFILE:-profiling}"
 WL="${1:-oltp_point_select}"
 EVENTS="${2:-2000}"
 SB_TABLES=1

@@ -48,14 +48,16 @@ ensure_packages() { # packages...
   fi
 }
 
-# norr binary: $NORR_BIN, else a release build (built if missing).
+# norr binary: $NORR_BIN, else a build with cargo profile $NORR_PROFILE
+# (default release; `profiling` is release with debug info, for profilers),
+# built if missing.
 norr_bin() {
   if [ -n "${NORR_BIN:-}" ]; then echo "$NORR_BIN"; return; fi
-  local target="${CARGO_TARGET_DIR:-$ROOT/target}"
-  if [ ! -x "$target/release/norr" ] || [ "${NORR_REBUILD:-1}" = 1 ]; then
-    (cd "$ROOT" && cargo build --release -p norr-cli >&2)
+  local target="${CARGO_TARGET_DIR:-$ROOT/target}" profile="${NORR_PROFILE:-release}"
+  if [ ! -x "$target/$profile/norr" ] || [ "${NORR_REBUILD:-1}" = 1 ]; then
+    (cd "$ROOT" && cargo build --profile "$profile" -p norr-cli >&2)
   fi
-  echo "$target/release/norr"
+  echo "$target/$profile/norr"
 }
 
 # start_norr -> sets NORR_PORT and NORR_SOCKET. Extra flags: $NORR_DATAD_ARGS

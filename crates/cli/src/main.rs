@@ -4,6 +4,7 @@ mod config;
 mod datad_cluster;
 mod mgm;
 mod mgmd;
+mod ports;
 mod up;
 mod up_cluster;
 

@@ -3,9 +3,10 @@
 //! them) unless `--sql-link tcp` asks for the native protocol's TCP port.
 
 use crate::config::KnobArgs;
+use crate::ports::Port;
 use anyhow::Context;
 use norr_runtime::{start_data_node_with_options, DataNodeConfig, LocalConnector};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -62,15 +63,18 @@ pub struct UpArgs {
     /// 127.0.0.1); the others take the next ports.
     #[arg(long, default_value_t = 2202, value_name = "PORT")]
     pub port_base: u16,
-    /// Port of the SQL node's MySQL protocol listener (on 127.0.0.1).
+    /// Port of the SQL node's MySQL protocol listener (on 127.0.0.1). Every
+    /// port is bound or checked before anything starts: one in use is
+    /// refused, naming the process that holds it.
     #[arg(long, default_value_t = 3306, value_name = "PORT")]
     pub sql_port: u16,
     /// Start only the data node(s), no SQL node.
     #[arg(long)]
     pub no_sql: bool,
-    /// How the SQL node reaches the data node: `local`, an in-process link
-    /// (the same protocol without socket system calls), or `tcp`, the native
-    /// protocol's TCP port as a separate SQL node would.
+    /// With --data-nodes 1, how the SQL node reaches the data node: `local`,
+    /// an in-process link (the same protocol without socket system calls),
+    /// or `tcp`, the native protocol's TCP port as a separate SQL node
+    /// would. With more data nodes (other processes) it is always `tcp`.
     #[arg(long, value_enum, default_value_t = SqlLink::Local)]
     pub sql_link: SqlLink,
     /// Also accept MySQL clients on this Unix socket (`mysql -S PATH`).
@@ -118,40 +122,72 @@ fn sqld_args(
     SqldCommand::try_parse_from(argv).map(|c| c.args).map_err(|e| anyhow::anyhow!("in --sql-arg: {e}"))
 }
 
-/// Start the SQL node on its own thread; returns once it accepts connections.
-/// With `local`, it reaches the data node through in-process links, else
-/// through `data_node`'s TCP port.
-fn start_sqld(sql: SocketAddr, args: norr_sql::server::SqldArgs, local: Option<LocalConnector>) -> anyhow::Result<()> {
-    let (tx, rx) = std::sync::mpsc::channel();
+/// Start the SQL node on its own thread on `listener`, the MySQL port this
+/// process already bound; returns once it serves clients, checked through
+/// the port: a connection made there must be one the started server
+/// greeted. With `local`, it reaches the data node through in-process
+/// links, else through `args.data_node`'s TCP ports.
+fn start_sqld(
+    listener: TcpListener,
+    mut args: norr_sql::server::SqldArgs,
+    local: Option<LocalConnector>,
+    datadir: &std::path::Path,
+) -> anyhow::Result<SocketAddr> {
+    let sql = listener.local_addr().context("the SQL port's address")?;
+    args.listen = sql.to_string();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let embedded = norr_sql::server::Embedded { listener, ready: ready_tx, datadir: Some(datadir.to_path_buf()) };
     std::thread::Builder::new()
         .name("norr-sqld".into())
         .spawn(move || {
-            let r = match local {
-                Some(c) => norr_sql::server::run_sqld_local(args, std::sync::Arc::new(move || c.connect())),
-                None => norr_sql::server::run_sqld(args),
-            };
-            let _ = tx.send(r);
+            let connect = local.map(|c| -> norr_sql::server::LocalConnect { std::sync::Arc::new(move || c.connect()) });
+            let _ = done_tx.send(norr_sql::server::run_sqld_embedded(args, connect, embedded));
         })
         .context("cannot start the SQL node thread")?;
     let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        match rx.try_recv() {
-            Ok(Err(e)) => {
-                return Err(
-                    e.context(format!("SQL node failed (port {} taken? choose another with --sql-port)", sql.port()))
-                )
+    let state = loop {
+        match ready_rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(state) => break state,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(match done_rx.recv_timeout(Duration::from_secs(5)) {
+                    Ok(Err(e)) => e.context("the SQL node failed to start"),
+                    _ => anyhow::anyhow!("the SQL node stopped while starting"),
+                })
             }
-            Ok(Ok(())) => anyhow::bail!("SQL node stopped at once"),
-            Err(_) => {}
-        }
-        if TcpStream::connect_timeout(&sql, Duration::from_millis(200)).is_ok() {
-            return Ok(());
         }
         if Instant::now() > deadline {
-            anyhow::bail!("SQL node did not start listening on {sql} within 60 s");
+            anyhow::bail!("the SQL node on {sql} did not connect to the data nodes within 60 s");
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    };
+    // The listener is ours, so this cannot reach another server; the check
+    // makes sure of it rather than trusting it.
+    let (peer, id) = greeting_from(sql).with_context(|| format!("the SQL node does not answer on {sql}"))?;
+    anyhow::ensure!(
+        state.greeted(peer, id),
+        "a server answered on {sql}, but not the SQL node this `norr up` started; choose another port with --sql-port"
+    );
+    Ok(sql)
+}
+
+/// Connect to `sql` and read the MySQL greeting: this end's address and
+/// the connection id the server gave.
+fn greeting_from(sql: SocketAddr) -> anyhow::Result<(SocketAddr, u32)> {
+    use std::io::Read;
+    let mut s = TcpStream::connect_timeout(&sql, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut head = [0u8; 4];
+    s.read_exact(&mut head)?;
+    let len = usize::from(head[0]) | usize::from(head[1]) << 8 | usize::from(head[2]) << 16;
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body)?;
+    // Protocol 10: version byte, NUL-terminated server version, then the
+    // connection id (4 bytes, little-endian).
+    anyhow::ensure!(body.first() == Some(&10), "not a MySQL protocol 10 greeting");
+    let end = body[1..].iter().position(|&b| b == 0).context("greeting without a version string")? + 2;
+    let id = body.get(end..end + 4).context("greeting without a connection id")?;
+    Ok((s.local_addr()?, u32::from_le_bytes([id[0], id[1], id[2], id[3]])))
 }
 
 fn print_banner(native: SocketAddr, sql: Option<SocketAddr>, link: &str) {
@@ -242,6 +278,10 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
     let native = SocketAddr::from((Ipv4Addr::LOCALHOST, a.port_base));
     let sql = SocketAddr::from((Ipv4Addr::LOCALHOST, a.sql_port));
     let sqld_args = (!a.no_sql).then(|| sqld_args(sql, a.sql_socket.as_deref(), native, &a.sql_args)).transpose()?;
+    // Every port before anything starts: the SQL port is bound and kept.
+    let native_port = Port { addr: native, what: "data node, native protocol", flag: "--port-base" };
+    native_port.check()?;
+    let sql_listener = (!a.no_sql).then(|| sql_port(sql).bind()).transpose()?;
     let cfg = DataNodeConfig { node_id: 1, listen: native, knobs, cluster: None };
     // Held until the node stops: a second `norr up` on the directory is refused.
     let lock = if a.in_memory {
@@ -256,19 +296,20 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
         data_dir: lock.as_ref().map(|l| l.path().to_path_buf()),
         ..norr_runtime::RuntimeOptions::default()
     };
-    let node = start_data_node_with_options(cfg, opts).with_context(|| {
-        format!("cannot start the data node on {native} (port taken? choose another with --port-base)")
+    let node = start_data_node_with_options(cfg, opts).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AddrInUse => native_port.error(&e),
+        _ => anyhow::Error::new(e).context(format!("cannot start the data node on {native}")),
     })?;
 
-    match sqld_args {
-        None => print_banner(node.local_addr(), None, ""),
-        Some(mut args) => {
+    match (sqld_args, sql_listener) {
+        (Some(mut args), Some(listener)) => {
             // The port actually bound (--port-base 0 picks one).
             args.data_node = node.local_addr().to_string();
             let local = (a.sql_link == SqlLink::Local).then(|| node.local_connector());
-            start_sqld(sql, args, local)?;
+            let sql = start_sqld(listener, args, local, &a.data_dir)?;
             print_banner(node.local_addr(), Some(sql), a.sql_link.describe());
         }
+        _ => print_banner(node.local_addr(), None, ""),
     }
 
     let stopper = node.stopper();
@@ -276,6 +317,11 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
     node.join().context("data node failed")?;
     println!("NorrDB local cluster stopped.");
     Ok(())
+}
+
+/// The SQL node's MySQL port (127.0.0.1).
+fn sql_port(addr: SocketAddr) -> Port {
+    Port { addr, what: "SQL node, MySQL protocol", flag: "--sql-port" }
 }
 
 /// Two or more data nodes: mgmd, data node processes and the SQL node.
@@ -295,15 +341,19 @@ fn run_cluster(a: UpArgs) -> anyhow::Result<()> {
         data_root: a.data_dir.clone(),
         in_memory: a.in_memory,
     };
+    // Bound now and kept (the other ports are checked in up_cluster::run
+    // before mgmd starts): nothing else can take it while the data nodes start.
+    let sql_listener = std::cell::Cell::new((!a.no_sql).then(|| sql_port(sql).bind()).transpose()?);
+    let data_dir = a.data_dir.clone();
     let start = move |data_nodes: Vec<String>, _mgm: SocketAddr| -> anyhow::Result<SocketAddr> {
         let mut args = sql_args.clone().expect("only called with a SQL node");
+        let listener = sql_listener.take().context("the SQL node is started once")?;
         // The SQL node connects to every data node: it sends each operation
         // to its partition's primary and goes on through the others when one
         // of them stops.
         anyhow::ensure!(!data_nodes.is_empty(), "no data node");
         args.data_node = data_nodes.join(",");
-        start_sqld(sql, args, None)?;
-        Ok(sql)
+        start_sqld(listener, args, None, &data_dir)
     };
     let start_ref: Option<&dyn Fn(Vec<String>, SocketAddr) -> anyhow::Result<SocketAddr>> =
         if a.no_sql { None } else { Some(&start) };

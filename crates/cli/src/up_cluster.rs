@@ -223,6 +223,25 @@ pub fn run(
             shape.replicas
         );
     }
+    // Every port a process of this cluster will listen on is free, before
+    // anything starts (the SQL port is already bound by the caller).
+    let mgm_port = crate::ports::Port {
+        addr: SocketAddr::from((Ipv4Addr::LOCALHOST, shape.mgm_port)),
+        what: "management server",
+        flag: "--mgm-port",
+    };
+    mgm_port.check()?;
+    for i in 0..shape.data_nodes {
+        let port = shape.port_base.checked_add(i).with_context(|| {
+            format!("--port-base {}: {} data nodes need ports past 65535", shape.port_base, shape.data_nodes)
+        })?;
+        crate::ports::Port {
+            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+            what: "data node, native protocol",
+            flag: "--port-base (data nodes take it and the next ports)",
+        }
+        .check()?;
+    }
     std::fs::create_dir_all(&shape.data_root)
         .with_context(|| format!("cannot create the data directory {}", shape.data_root.display()))?;
     let text = cluster_file(&shape, &knobs);
@@ -230,8 +249,9 @@ pub fn run(
     std::fs::write(&file, &text).with_context(|| format!("cannot write {}", file.display()))?;
     let config = ClusterConfig::parse(&text, Path::new("."))
         .map_err(|e| anyhow::anyhow!("the generated cluster file {} is invalid: {e}", file.display()))?;
-    let mgmd = Mgmd::start(config, Some(MGMD_ID), None).with_context(|| {
-        format!("cannot start mgmd on 127.0.0.1:{} (port taken? choose another with --mgm-port)", shape.mgm_port)
+    let mgmd = Mgmd::start(config, Some(MGMD_ID), None).map_err(|e| match &e {
+        norr_mgmd::server::MgmdError::Listen { source, .. } => mgm_port.error(source),
+        _ => anyhow::Error::new(e).context(format!("cannot start mgmd on {}", mgm_port.addr)),
     })?;
     let mgm_addr = mgmd.local_addr();
     let mgm = mgm_addr.to_string();

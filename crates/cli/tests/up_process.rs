@@ -206,3 +206,85 @@ fn data_nodes_end_when_norr_up_is_killed() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Wait for `norr up` to exit by itself; its status, stdout and stderr.
+fn exit_of(mut up: Proc, dir: &TempDir) -> (std::process::ExitStatus, String, String) {
+    let deadline = Instant::now() + START;
+    loop {
+        if let Some(status) = up.child.try_wait().unwrap() {
+            let out = std::fs::read_to_string(dir.0.join("up.out")).unwrap_or_default();
+            return (status, out, up.log_text());
+        }
+        assert!(Instant::now() < deadline, "norr up kept running; logs:\n{}", logs(&up, dir));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Another server on `port` that greets every client as MySQL would: the
+/// readiness check of a `norr up` whose own SQL node failed to bind once
+/// took its greeting for its own SQL node's.
+fn foreign_mysql_server(port: u16) {
+    let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let mut body = vec![10u8];
+            body.extend_from_slice(b"8.0.99-other\0");
+            body.extend_from_slice(&7u32.to_le_bytes());
+            body.extend_from_slice(&[1u8; 8]);
+            body.push(0);
+            let mut packet = vec![body.len() as u8, 0, 0, 0];
+            packet.extend_from_slice(&body);
+            let _ = std::io::Write::write_all(&mut s, &packet);
+        }
+    });
+}
+
+/// Asserts the one error a busy port gives: the port, the process holding
+/// it (this test process), the flag that picks another; and no success.
+fn assert_busy_port_error(up: Proc, dir: &TempDir, port: u16, flag: &str) {
+    let (status, out, err) = exit_of(up, dir);
+    assert!(!status.success(), "norr up exited with {status}; stdout:\n{out}\nstderr:\n{err}");
+    assert!(!out.contains("is up") && !out.contains("Connect with"), "success reported:\n{out}");
+    let line = err.lines().find(|l| l.starts_with("norr: error:")).unwrap_or_else(|| panic!("no error:\n{err}"));
+    assert!(line.contains(&format!("port {port} ")), "{line}");
+    assert!(line.contains(&format!("pid {}", std::process::id())), "the holder named: {line}");
+    assert!(line.contains(flag), "{line}");
+}
+
+#[test]
+fn a_busy_sql_port_fails_the_start_and_never_reports_success() {
+    let dir = TempDir::new("up-busy-sql");
+    let (native, sql) = (free_port(), free_port());
+    foreign_mysql_server(sql);
+    let up = spawn_up(
+        &dir,
+        &["--data-nodes", "1", "--port-base", &native.to_string(), "--sql-port", &sql.to_string()].map(String::from),
+    );
+    assert_busy_port_error(up, &dir, sql, "--sql-port");
+
+    // The same with the default shape (mgmd and data node processes).
+    let (native, mgm) = (free_ports(2), free_port());
+    let up = spawn_up(
+        &dir,
+        &["--port-base", &native.to_string(), "--sql-port", &sql.to_string(), "--mgm-port", &mgm.to_string()]
+            .map(String::from),
+    );
+    assert_busy_port_error(up, &dir, sql, "--sql-port");
+}
+
+#[test]
+fn a_busy_mgm_or_data_node_port_fails_the_start_before_anything_runs() {
+    let dir = TempDir::new("up-busy-other");
+    let (native, sql, mgm) = (free_ports(2), free_port(), free_port());
+    let args = ["--port-base", &native.to_string(), "--sql-port", &sql.to_string(), "--mgm-port", &mgm.to_string()]
+        .map(String::from);
+    {
+        let _held = std::net::TcpListener::bind(("127.0.0.1", mgm)).unwrap();
+        assert_busy_port_error(spawn_up(&dir, &args), &dir, mgm, "--mgm-port");
+    }
+    // The second data node's port (--port-base + 1).
+    let _held = std::net::TcpListener::bind(("127.0.0.1", native + 1)).unwrap();
+    assert_busy_port_error(spawn_up(&dir, &args), &dir, native + 1, "--port-base");
+    assert!(!dir.0.join("norr-data/node-2.log").exists(), "no data node was started");
+}

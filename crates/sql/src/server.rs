@@ -52,8 +52,10 @@ pub struct SqldArgs {
     pub mgm: Option<String>,
     /// TOML configuration file: `[[users]]` entries (`name`, `password`,
     /// optional `auth_plugin` = "mysql_native_password" |
-    /// "caching_sha2_password") and `[limits]` (`max_connections`,
-    /// `max_allowed_packet`). Command-line flags win over the file.
+    /// "caching_sha2_password"), `default_auth_plugin` (the plugin the
+    /// greeting names; default caching_sha2_password) and `[limits]`
+    /// (`max_connections`, `max_allowed_packet`). Command-line flags win
+    /// over the file.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Password of the `root` account. Defaults to the empty password, which
@@ -64,7 +66,8 @@ pub struct SqldArgs {
     #[arg(long)]
     pub root_password: Option<String>,
     /// Maximum number of concurrent client connections (further clients get
-    /// error 1040 "Too many connections"). Default 151, as MySQL.
+    /// error 1040 "Too many connections"), plus one kept for `root`, as
+    /// MySQL keeps one for an admin account. Default 151, as MySQL.
     #[arg(long)]
     pub max_connections: Option<usize>,
     /// Largest client packet in bytes (error 1153 and disconnect beyond it).
@@ -288,6 +291,9 @@ pub trait Backend: Send + Sync + 'static {
     fn connect_timeout(&self) -> Option<std::time::Duration> {
         None
     }
+    /// A client's statement text ran (and its results were sent) in
+    /// `took`: for the slow query log.
+    fn statement_done(&self, _s: &Session, _sql: &str, _took: std::time::Duration, _rows_sent: u64) {}
 }
 
 /// Connection bookkeeping shared by the accept loop and connection tasks.
@@ -297,7 +303,14 @@ pub struct ServerState {
     next_connection_id: AtomicU32,
     pub started: std::time::Instant,
     pub idle_spin: crate::idle_spin::IdleSpin,
+    /// The last TCP clients accepted and the connection id each was given:
+    /// lets the process that started this server tell its own server's
+    /// greeting from another's on the same address (`greeted`).
+    recent_accepts: std::sync::Mutex<std::collections::VecDeque<(std::net::SocketAddr, u32)>>,
 }
+
+/// How many accepts `ServerState::greeted` remembers.
+const RECENT_ACCEPTS: usize = 16;
 
 impl ServerState {
     pub fn new(config: ServerConfig) -> Arc<ServerState> {
@@ -307,7 +320,24 @@ impl ServerState {
             active_connections: AtomicUsize::new(0),
             next_connection_id: AtomicU32::new(1),
             started: std::time::Instant::now(),
+            recent_accepts: std::sync::Mutex::new(std::collections::VecDeque::with_capacity(RECENT_ACCEPTS)),
         })
+    }
+
+    /// Whether this server recently accepted a TCP client from `peer` and
+    /// greeted it with connection id `id`: a caller that connected from
+    /// `peer` and read `id` in the greeting reached this server, not
+    /// another process on the same port.
+    pub fn greeted(&self, peer: std::net::SocketAddr, id: u32) -> bool {
+        self.recent_accepts.lock().unwrap_or_else(|e| e.into_inner()).contains(&(peer, id))
+    }
+
+    fn note_accept(&self, peer: std::net::SocketAddr, id: u32) {
+        let mut q = self.recent_accepts.lock().unwrap_or_else(|e| e.into_inner());
+        if q.len() == RECENT_ACCEPTS {
+            q.pop_front();
+        }
+        q.push_back((peer, id));
     }
     fn next_id(&self) -> u32 {
         let id = self.next_connection_id.fetch_add(1, Ordering::Relaxed);
@@ -336,7 +366,10 @@ pub async fn serve_listener<B: Backend>(listener: tokio::net::TcpListener, backe
         let _ = stream.set_nodelay(true);
         let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
         let (r, w) = stream.into_split();
-        spawn_session(Box::new(r), Box::new(w), peer.ip().to_string(), Some(fd), &backend, &state);
+        // Noted before the greeting can be sent.
+        let id = state.next_id();
+        state.note_accept(peer, id);
+        spawn_session(Box::new(r), Box::new(w), peer.ip().to_string(), Some(fd), &backend, &state, id);
     }
 }
 
@@ -348,8 +381,8 @@ fn spawn_session<B: Backend>(
     socket: Option<std::os::fd::RawFd>,
     backend: &Arc<B>,
     state: &Arc<ServerState>,
+    id: u32,
 ) {
-    let id = state.next_id();
     let backend = backend.clone();
     let state = state.clone();
     tokio::spawn(async move {
@@ -378,7 +411,7 @@ pub async fn serve_unix<B: Backend>(listener: tokio::net::UnixListener, backend:
         };
         let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
         let (r, w) = stream.into_split();
-        spawn_session(Box::new(r), Box::new(w), "localhost".to_string(), Some(fd), &backend, &state);
+        spawn_session(Box::new(r), Box::new(w), "localhost".to_string(), Some(fd), &backend, &state, state.next_id());
     }
 }
 
@@ -495,6 +528,10 @@ impl Backend for crate::engine::Engine {
             .map(|n| n.clamp(1024, MAX_MAX_ALLOWED_PACKET))
     }
 
+    fn statement_done(&self, s: &Session, sql: &str, took: std::time::Duration, rows_sent: u64) {
+        crate::engine::slow_log::record(s, sql, took, rows_sent)
+    }
+
     fn connect_timeout(&self) -> Option<std::time::Duration> {
         let (lo, hi) = crate::engine::vars::int_bounds("connect_timeout")?;
         crate::engine::vars::global_value("connect_timeout")
@@ -513,23 +550,38 @@ pub type LocalConnect = std::sync::Arc<dyn Fn() -> std::io::Result<norr_client::
 /// `norr sqld`: connects to the data node, then serves MySQL clients until
 /// killed. Runs its own tokio runtime with `--threads` session threads.
 pub fn run_sqld(args: SqldArgs) -> anyhow::Result<()> {
-    run_sqld_inner(args, None)
+    run_sqld_inner(args, None, None)
 }
 
-/// [`run_sqld`] for a SQL node in the data node's process (`norr up`): it
-/// reaches the data node through `connect` instead of `--data-node`.
-pub fn run_sqld_local(args: SqldArgs, connect: LocalConnect) -> anyhow::Result<()> {
-    run_sqld_inner(args, Some(connect))
+/// What a process that runs a SQL node inside itself (`norr up`) hands it.
+pub struct Embedded {
+    /// The MySQL port, already bound by the caller (used instead of
+    /// `--listen`): the caller knows the port is its own before anything
+    /// reports success.
+    pub listener: std::net::TcpListener,
+    /// Sent the server's state once it serves clients; with
+    /// [`ServerState::greeted`] the caller checks that a connection it makes
+    /// reached this server.
+    pub ready: std::sync::mpsc::Sender<Arc<ServerState>>,
+    /// Where the embedding process keeps its files: @@datadir.
+    pub datadir: Option<PathBuf>,
 }
 
-fn run_sqld_inner(args: SqldArgs, local: Option<LocalConnect>) -> anyhow::Result<()> {
+/// [`run_sqld`] for a SQL node inside another process (`norr up`) on a port
+/// that process bound. With `connect`, it reaches a data node of the same
+/// process through in-process links instead of `--data-node`.
+pub fn run_sqld_embedded(args: SqldArgs, connect: Option<LocalConnect>, embedded: Embedded) -> anyhow::Result<()> {
+    run_sqld_inner(args, connect, Some(embedded))
+}
+
+fn run_sqld_inner(args: SqldArgs, local: Option<LocalConnect>, embedded: Option<Embedded>) -> anyhow::Result<()> {
     // Sessions run on threads with a stack of known size, whatever thread
     // called us (`norr up` starts us on one of 2 MiB): the depth limits of
     // `engine::depth` are set for it.
     std::thread::Builder::new()
         .name("sqld".into())
         .stack_size(crate::engine::depth::SESSION_STACK_BYTES)
-        .spawn(move || run_sqld_here(args, local))
+        .spawn(move || run_sqld_here(args, local, embedded))
         .map_err(|e| anyhow::anyhow!("cannot start the SQL node's thread: {e}"))?
         .join()
         .map_err(|_| anyhow::anyhow!("the SQL node's thread panicked"))?
@@ -551,14 +603,28 @@ pub fn session_runtime(threads: u16) -> std::io::Result<tokio::runtime::Runtime>
     }
 }
 
-fn run_sqld_here(args: SqldArgs, local: Option<LocalConnect>) -> anyhow::Result<()> {
+fn run_sqld_here(args: SqldArgs, local: Option<LocalConnect>, embedded: Option<Embedded>) -> anyhow::Result<()> {
     let config = ServerConfig::from_args(&args)?;
     crate::engine::memory::set_process_limit(args.max_memory);
     let rt = session_runtime(args.threads)?;
     rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(&args.listen)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
+        let (listener, ready, datadir) = match embedded {
+            Some(Embedded { listener, ready, datadir }) => {
+                listener.set_nonblocking(true)?;
+                (tokio::net::TcpListener::from_std(listener)?, Some(ready), datadir)
+            }
+            None => {
+                let l = tokio::net::TcpListener::bind(&args.listen)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
+                (l, None, None)
+            }
+        };
+        // As MySQL's, with a trailing slash.
+        let datadir = datadir
+            .map(|d| std::path::absolute(&d).unwrap_or(d).display().to_string())
+            .map(|d| if d.ends_with('/') { d } else { d + "/" })
+            .unwrap_or_default();
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(3306);
         let unix = args.socket.as_deref().map(bind_unix).transpose()?;
         let cfg = crate::engine::EngineConfig {
@@ -571,6 +637,7 @@ fn run_sqld_here(args: SqldArgs, local: Option<LocalConnect>) -> anyhow::Result<
             node_name: args.node_name.clone().unwrap_or_else(|| format!("sqld@{}", args.listen)),
             max_rows_per_txn: args.max_rows_per_transaction.max(1),
             max_statement_memory: args.max_statement_memory,
+            datadir,
             ..Default::default()
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(CONNECT_RETRY_SECS);
@@ -603,6 +670,9 @@ fn run_sqld_here(args: SqldArgs, local: Option<LocalConnect>) -> anyhow::Result<
         if let Some(unix) = unix {
             tracing::info!("sqld: listening on the Unix socket {}", cfg.socket);
             tokio::spawn(serve_unix(unix, engine.clone(), state.clone()));
+        }
+        if let Some(ready) = ready {
+            let _ = ready.send(state.clone());
         }
         serve_listener(listener, engine, state).await;
         Ok(())

@@ -1,6 +1,6 @@
 //! `SET GLOBAL max_connections` through the real engine and server: the new
-//! limit applies to new connections (1040 "Too many connections" past it),
-//! connections already in stay. Its own test binary: system variables are process-wide,
+//! limit applies to new connections (1040 "Too many connections" past it and
+//! the one connection kept for an admin account), connections already in stay. Its own test binary: system variables are process-wide,
 //! and a low limit must not refuse other tests' clients.
 //!
 //! A refused client may get its error before the server has counted the
@@ -66,9 +66,12 @@ fn set_global_max_connections_limits_new_connections() {
         a.query_drop("SET GLOBAL max_connections = 2").await.expect("set");
         assert_eq!(global_limit(&mut a).await, 2);
         let mut b = connect(port).await;
+        // One past the limit is kept for an admin account (root is one).
+        let mut admin = connect(port).await;
         refused(port).await;
         still_works(&mut a).await;
         still_works(&mut b).await;
+        still_works(&mut admin).await;
 
         // Lowered under the number connected: nobody is dropped, nobody new gets in.
         a.query_drop("SET GLOBAL max_connections = 1").await.expect("set");
@@ -91,7 +94,7 @@ fn set_global_max_connections_limits_new_connections() {
         assert!(matches!(e, mysql_async::Error::Server(ref s) if s.code == 1229), "{e:?}");
         a.query_drop("SET GLOBAL max_connections = DEFAULT").await.expect("set");
         assert_eq!(global_limit(&mut a).await, 151);
-        for conn in [a, b, c] {
+        for conn in [a, b, c, admin] {
             conn.disconnect().await.expect("disconnect");
         }
     });

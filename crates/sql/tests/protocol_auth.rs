@@ -87,13 +87,35 @@ async fn connect_with_db_and_init_db() {
 }
 
 #[tokio::test]
-async fn too_many_connections() {
+async fn too_many_connections_keeps_one_for_an_admin() {
     let srv = start_server_with(|c| c.max_connections = 2).await;
-    let _a = mysql_async::Conn::new(opts(srv.port, "root", "rootpw")).await.unwrap();
-    let _b = mysql_async::Conn::new(opts(srv.port, "root", "rootpw")).await.unwrap();
+    let _a = mysql_async::Conn::new(opts(srv.port, "sha", "spw")).await.unwrap();
+    let _b = mysql_async::Conn::new(opts(srv.port, "native", "npw")).await.unwrap();
+    // The connection past the limit is kept for an admin account (as
+    // MySQL's for CONNECTION_ADMIN): another account is refused once it
+    // has logged in, with the SQLSTATE of a refusal after the handshake.
+    let e = mysql_async::Conn::new(opts(srv.port, "sha", "spw")).await.err().unwrap();
+    let (code, state, msg) = server_error(e);
+    assert_eq!((code, state.as_str(), msg.as_str()), (1040, "08004", "Too many connections"));
+    // The refused client may read its error before the server counts it
+    // out: until then the admin's connection would be one more past it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut admin = loop {
+        match mysql_async::Conn::new(opts(srv.port, "root", "rootpw")).await {
+            Ok(c) => break c,
+            Err(e) if std::time::Instant::now() < deadline => {
+                assert_eq!(server_error(e).0, 1040);
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("the admin's connection was refused: {e:?}"),
+        }
+    };
+    admin.ping().await.unwrap();
+    // Past the admin's connection, everyone is refused before the greeting.
     let e = mysql_async::Conn::new(opts(srv.port, "root", "rootpw")).await.err().unwrap();
     assert_eq!(server_error(e).0, 1040);
     drop(_a);
+    drop(admin);
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let _c = mysql_async::Conn::new(opts(srv.port, "root", "rootpw")).await.unwrap();
+    let _c = mysql_async::Conn::new(opts(srv.port, "sha", "spw")).await.unwrap();
 }

@@ -424,7 +424,7 @@ async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> 
     for op in &at.operations {
         apply(&mut d, s, op, &mut new_name, &mut auto_inc)?;
     }
-    apply_table_options(&mut ct, &mut d, &t.meta.collation)?;
+    apply_table_options(s, &mut ct, &mut d, &t.meta.collation)?;
     alter_generated::check_dependencies(d.cols.iter().map(|c| &c.def), &t)?;
     draft_checks(&mut d, &t, new_name.as_ref().map(|(_, n)| n.as_str()))?;
     if d.cols.is_empty() {
@@ -523,13 +523,18 @@ async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> 
 /// `ct` and the draft's columns. A new default charset / collation applies
 /// to columns added later, so every character column that took the old
 /// default keeps it explicitly (as in MySQL); CONVERT TO gives every
-/// character column the new one. ENGINE is checked and kept (every table is
-/// ndbcluster), COMMENT replaced.
-fn apply_table_options(ct: &mut ast::CreateTable, d: &mut Draft, old_collation: &str) -> Result<(), SqlError> {
+/// character column the new one. ENGINE is checked (`check_engine`) and
+/// kept (every table is ndbcluster), COMMENT replaced.
+fn apply_table_options(
+    s: &mut Session,
+    ct: &mut ast::CreateTable,
+    d: &mut Draft,
+    old_collation: &str,
+) -> Result<(), SqlError> {
     use sqlparser::ast::{CommentDef, SqlOption};
     for o in std::mem::take(&mut d.options) {
         if let Some(e) = &o.engine {
-            check_engine(e)?;
+            check_engine(s, e, &d.table, false)?;
         }
         if o.charset.is_some() || o.collate.is_some() {
             let (cs, coll) = table_charset(o.charset.as_deref(), o.collate.as_deref())?;

@@ -246,9 +246,18 @@ pub async fn execute_explain(
     st: &Statement,
     params: &[Value],
 ) -> Result<QueryOutput, SqlError> {
-    let Statement::Explain { statement, analyze: false, .. } = st else {
+    let Statement::Explain { statement, analyze: false, format, .. } = st else {
         return Err(SqlError::unsupported("EXPLAIN ANALYZE"));
     };
+    // Only the traditional table: another format is refused, not answered
+    // with the table (a client parsing JSON would get rows it cannot read).
+    if let Some(sqlparser::ast::AnalyzeFormatKind::Keyword(f) | sqlparser::ast::AnalyzeFormatKind::Assignment(f)) =
+        format
+    {
+        if *f != sqlparser::ast::AnalyzeFormat::TRADITIONAL {
+            return Err(SqlError::unsupported(format!("EXPLAIN FORMAT={f} (only FORMAT=TRADITIONAL)")));
+        }
+    }
     let mut rows = Vec::new();
     match statement.as_ref() {
         Statement::Query(q) => {

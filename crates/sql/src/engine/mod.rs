@@ -17,6 +17,7 @@ pub mod ddl;
 pub mod depth;
 pub mod dialect;
 pub mod do_stmt;
+pub mod engine_status;
 pub mod enumset;
 pub mod error_map;
 pub mod fk;
@@ -24,6 +25,7 @@ pub mod fk_ddl;
 pub mod fk_enforce;
 pub mod found_rows;
 pub mod generated;
+pub mod inert_vars;
 pub mod infoschema;
 pub mod json;
 pub mod load_data;
@@ -34,6 +36,7 @@ pub mod multi_table_text;
 pub mod namespace;
 pub mod parse_ext;
 pub mod show;
+pub mod slow_log;
 pub mod table_locks;
 pub mod table_maintenance;
 pub mod table_stats;
@@ -118,6 +121,10 @@ pub struct EngineConfig {
     /// Most bytes of rows one statement may hold in this SQL node
     /// (`memory`; 0: no limit).
     pub max_statement_memory: u64,
+    /// @@datadir: the directory the process running this SQL node keeps its
+    /// files in (`norr up`'s --data-dir). Empty for a `norr sqld`, which
+    /// keeps nothing on disk (the data nodes keep the rows).
+    pub datadir: String,
 }
 
 /// The data nodes' default max_ops_per_txn.
@@ -137,6 +144,7 @@ impl Default for EngineConfig {
             node_name: String::new(),
             max_rows_per_txn: DEFAULT_MAX_ROWS_PER_TXN,
             max_statement_memory: memory::DEFAULT_MAX_STATEMENT_MEMORY_BYTES,
+            datadir: String::new(),
         }
     }
 }
@@ -570,6 +578,7 @@ impl Engine {
             ("hostname", Value::str(&cfg.hostname)),
             ("socket", Value::str(&cfg.socket)),
             ("max_connections", Value::UInt(cfg.max_connections)),
+            ("datadir", Value::str(&cfg.datadir)),
         ]);
         let engine = Arc::new(Engine {
             client,

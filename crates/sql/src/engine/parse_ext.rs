@@ -898,6 +898,11 @@ pub enum ShowStmt {
         limit: Option<u64>,
     },
     Engines,
+    /// SHOW ENGINE name STATUS (`mutex`: SHOW ENGINE name MUTEX).
+    EngineStatus {
+        engine: String,
+        mutex: bool,
+    },
     Collation {
         filter: ShowFilter,
     },
@@ -1031,6 +1036,16 @@ pub fn parse_show(sql: &str) -> Result<ShowStmt, SqlError> {
         ShowStmt::Errors { count_only: false, limit: limit(&mut c)? }
     } else if c.eat_word("ENGINES") || (c.eat_word("STORAGE") && c.eat_word("ENGINES")) {
         ShowStmt::Engines
+    } else if c.eat_word("ENGINE") {
+        let engine = c.ident()?;
+        let mutex = if c.eat_word("STATUS") {
+            false
+        } else if c.eat_word("MUTEX") {
+            true
+        } else {
+            return Err(c.err());
+        };
+        ShowStmt::EngineStatus { engine, mutex }
     } else if c.eat_word("COLLATION") {
         ShowStmt::Collation { filter: show_filter(&mut c)? }
     } else if c.eat_word("CHARSET") || (c.is_word("CHARACTER") && c.is_word_at(1, "SET")) {

@@ -493,6 +493,7 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
             columns: cols(&["Engine", "Support", "Comment", "Transactions", "XA", "Savepoints"], &[]).into(),
             rows: infoschema::engines_rows(),
         }),
+        ShowStmt::EngineStatus { engine, mutex } => crate::engine::engine_status::show(e, engine, *mutex),
         ShowStmt::Collation { filter } => filtered(
             cols(
                 &["Collation", "Charset", "Id", "Default", "Compiled", "Sortlen", "Pad_attribute"],

@@ -46,8 +46,13 @@ const fn ro(name: &'static str, scope: Scope, kind: Kind, default: &'static str)
 use Kind::*;
 use Scope::*;
 
+/// MySQL 8.0's default less NO_ENGINE_SUBSTITUTION: ndbcluster is the only
+/// engine here, so with it every `ENGINE=InnoDB` of an application or dump
+/// would fail (1286). Without it such a table is made ndbcluster with
+/// warnings 1286 and 1266 (`ddl::check_engine`); a session that wants the
+/// refusal sets the mode.
 pub const DEFAULT_SQL_MODE: &str =
-    "ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION";
+    "ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO";
 
 /// Every variable we know, sorted by name. Values of `version`, `port`,
 /// `hostname`, `max_allowed_packet` come from the engine config (`init_globals`).
@@ -73,7 +78,8 @@ pub static VARS: &[VarDef] = &[
     v("completion_type", Both, Str, "NO_CHAIN"),
     v("connect_timeout", Global, Int, "10"),
     v("cte_max_recursion_depth", Both, Int, "1000"),
-    ro("datadir", Global, Str, "/var/lib/norrdb/"),
+    // Set from the engine config: empty when nothing is kept on disk here.
+    ro("datadir", Global, Str, ""),
     v("default_storage_engine", Both, Str, "ndbcluster"),
     v("default_tmp_storage_engine", Both, Str, "ndbcluster"),
     v("default_week_format", Both, Int, "0"),
@@ -141,7 +147,9 @@ pub static VARS: &[VarDef] = &[
         "time_zone,autocommit,character_set_client,character_set_results,character_set_connection",
     ),
     v("session_track_transaction_info", Both, Str, "OFF"),
+    // Acted on by engine::slow_log.
     v("slow_query_log", Global, Bool, "0"),
+    v("slow_query_log_file", Global, Str, ""),
     ro("socket", Global, Str, ""),
     v("sql_auto_is_null", Both, Bool, "0"),
     v("sql_big_selects", Both, Bool, "1"),
@@ -519,6 +527,9 @@ pub fn set_system_var(s: &mut Session, name: &str, global: bool, value: Value) -
     } else {
         normalise(d, value)?
     };
+    // Values asking for what NorrDB does not do are refused, not stored.
+    crate::engine::inert_vars::check(d.name, &value)?;
+    crate::engine::slow_log::on_set(d.name, &value, global)?;
     if global {
         globals().lock().expect("lock").insert(d.name.to_string(), value);
         return Ok(SetEffect::None);

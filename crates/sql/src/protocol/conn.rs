@@ -176,6 +176,8 @@ struct Conn<B: Backend> {
     /// `run_streaming`.
     results_tx: ResultSink,
     results_rx: ResultReceiver,
+    /// Rows the current COM_QUERY has sent (for the slow query log).
+    rows_sent: u64,
 }
 
 /// The read half of a client's stream (TCP or Unix socket).
@@ -184,6 +186,13 @@ pub type ClientRead = Box<dyn AsyncRead + Send + Unpin>;
 pub type ClientWrite = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// Runs one connection to its end. Never panics on client input.
+/// The accounts with admin rights, which may take the connection kept past
+/// max_connections (MySQL: CONNECTION_ADMIN or SUPER). Accounts have no
+/// privileges yet, so only `root` (see the README).
+fn is_admin_account(user: &str) -> bool {
+    user == "root"
+}
+
 pub async fn run_connection<B: Backend>(
     r: ClientRead,
     w: ClientWrite,
@@ -210,12 +219,16 @@ pub async fn run_connection<B: Backend>(
         socket,
         results_tx,
         results_rx,
+        rows_sent: 0,
     };
     let active = state.active_connections.fetch_add(1, Ordering::SeqCst) + 1;
     // Read per connection: SET GLOBAL max_connections applies to new
     // connections only; those already in are never dropped (as MySQL).
     let limit = conn.backend.max_connections().unwrap_or(state.config.max_connections);
-    if active > limit {
+    // As MySQL, one connection past the limit is kept for an admin account
+    // (checked once the client has logged in, in `login`): an operator can
+    // always get in to see what holds the others, and KILL them.
+    if active > limit.saturating_add(1) {
         conn.wr.seq = 0;
         let e = SqlError::new(1040, "08004", "Too many connections");
         conn.wr.push(&codec::err_packet_pre41(&e));
@@ -223,7 +236,7 @@ pub async fn run_connection<B: Backend>(
         conn.wr.shutdown().await;
     } else {
         let login_limit = conn.backend.connect_timeout().unwrap_or(CONNECT_TIMEOUT);
-        match tokio::time::timeout(login_limit, conn.login()).await {
+        match tokio::time::timeout(login_limit, conn.login(active > limit)).await {
             Ok(Ok(true)) => conn.command_loop().await,
             Ok(Ok(false)) | Ok(Err(_)) => {}
             Err(_) => {
@@ -306,8 +319,9 @@ impl<B: Backend> Conn<B> {
     }
 
     /// Greeting + authentication + optional initial database. Ok(true) when
-    /// the client is logged in.
-    async fn login(&mut self) -> std::io::Result<bool> {
+    /// the client is logged in. `admin_slot`: this connection is the one
+    /// past max_connections, kept for an admin account.
+    async fn login(&mut self, admin_slot: bool) -> std::io::Result<bool> {
         let cfg = &self.state.config;
         let nonce = auth::new_nonce();
         let version = greeting_version(&self.backend.server_version());
@@ -419,6 +433,10 @@ impl<B: Backend> Conn<B> {
         }
         if wanted == AuthPlugin::CachingSha2 && !response.is_empty() {
             self.wr.push(&auth::FAST_AUTH_SUCCESS);
+        }
+        if admin_slot && !is_admin_account(&user) {
+            self.send_err(&SqlError::new(1040, "08004", "Too many connections")).await?;
+            return Ok(false);
         }
         let mut session = self.backend.new_session(self.connection_id, &user);
         session.entry.set_host(&self.peer_host);
@@ -723,6 +741,15 @@ impl<B: Backend> Conn<B> {
     }
 
     async fn com_query(&mut self, sql: &str) -> std::io::Result<()> {
+        let started = std::time::Instant::now();
+        let r = self.com_query_inner(sql).await;
+        if let Some(s) = self.session.as_ref() {
+            self.backend.statement_done(s, sql, started.elapsed(), std::mem::take(&mut self.rows_sent));
+        }
+        r
+    }
+
+    async fn com_query_inner(&mut self, sql: &str) -> std::io::Result<()> {
         let backend = self.backend.clone();
         let fmt = self.stream_format(false);
         let (results, written) = {
@@ -753,7 +780,14 @@ impl<B: Backend> Conn<B> {
                 }
             }
             match r {
-                Ok(out) => self.write_output(out, more, false, true).await?,
+                Ok(out) => {
+                    self.rows_sent += match out {
+                        QueryOutput::Rows { rows, .. } => rows.len() as u64,
+                        QueryOutput::Streamed { rows } => *rows,
+                        QueryOutput::Ok { .. } => 0,
+                    };
+                    self.write_output(out, more, false, true).await?
+                }
                 Err(e) => {
                     self.send_err(e).await?;
                     break;
