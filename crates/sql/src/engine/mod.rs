@@ -23,6 +23,7 @@ pub mod fk;
 pub mod fk_ddl;
 pub mod fk_enforce;
 pub mod found_rows;
+pub mod full_group_by;
 pub mod generated;
 pub mod infoschema;
 pub mod json;
