@@ -7,6 +7,12 @@
 //! operator of other dialects and gives it the precedence of `*`, so that
 //! statement came out as `(1 || 0) AND 0` = 0: a wrong result, not an error.
 //!
+//! `BINARY expr` is MySQL's unary cast to a binary string and binds tighter
+//! than any binary operator: `BINARY name = 'Admin'` is `(BINARY name) =
+//! 'Admin'`, a case-sensitive comparison. sqlparser parses a whole
+//! expression after the keyword, `BINARY (name = 'Admin')`, which compares
+//! case-insensitively and then casts the truth value: a wrong result again.
+//!
 //! `NorrMySql` is `MySqlDialect` in every other respect: it answers
 //! `dialect()` with MySqlDialect's type id, so the parser's
 //! `dialect_of!(self is MySqlDialect)` tests hold, and it forwards every
@@ -14,7 +20,7 @@
 //! both dialects' trees over statements of many kinds, so that an upgrade of
 //! sqlparser that adds a MySQL override not forwarded here shows up.
 
-use sqlparser::ast::{Expr, Statement};
+use sqlparser::ast::{CastKind, DataType, Expr, Statement};
 use sqlparser::dialect::{Dialect, MySqlDialect, Precedence};
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
@@ -35,8 +41,27 @@ impl Dialect for NorrMySql {
     fn get_next_precedence(&self, parser: &Parser) -> Option<Result<u8, ParserError>> {
         match parser.peek_token_ref().token {
             Token::StringConcat => Some(Ok(self.prec_value(Precedence::Or))),
+            // MySQL: `^` binds tighter than `*`, `<<` / `>>` between `+` and `&`.
+            Token::Caret => Some(Ok(self.prec_value(Precedence::MulDivModOp) + 5)),
+            Token::ShiftLeft | Token::ShiftRight => Some(Ok(self.prec_value(Precedence::Ampersand) + 2)),
             _ => None,
         }
+    }
+
+    /// `BINARY expr`: the operand is what follows up to the next binary
+    /// operator (module comment); the tree is the one sqlparser builds.
+    fn parse_prefix(&self, parser: &mut Parser) -> Option<Result<Expr, ParserError>> {
+        if !parser.peek_keyword(Keyword::BINARY) {
+            return None;
+        }
+        parser.next_token();
+        let operand = parser.parse_subexpr(self.prec_value(Precedence::DoubleColon));
+        Some(operand.map(|e| Expr::Cast {
+            kind: CastKind::Cast,
+            expr: Box::new(e),
+            data_type: DataType::Binary(None),
+            format: None,
+        }))
     }
 
     fn is_identifier_start(&self, ch: char) -> bool {
@@ -182,6 +207,18 @@ mod tests {
         for sql in corpus {
             assert_eq!(tree(&NorrMySql, sql), tree(&MySqlDialect {}, sql), "{sql}");
         }
+    }
+
+    /// `BINARY` takes the operand before the next operator, whatever it is.
+    #[test]
+    fn binary_binds_tighter_than_any_operator() {
+        let shown = |sql: &str| Parser::parse_sql(&NorrMySql, sql).unwrap()[0].to_string();
+        assert_eq!(shown("SELECT BINARY name = 'Admin'"), "SELECT CAST(name AS BINARY) = 'Admin'");
+        assert_eq!(shown("SELECT BINARY 'a' = 'A' AND 1"), "SELECT CAST('a' AS BINARY) = 'A' AND 1");
+        assert_eq!(shown("SELECT BINARY a LIKE 'x%'"), "SELECT CAST(a AS BINARY) LIKE 'x%'");
+        assert_eq!(shown("SELECT BINARY a * 2 + 1"), "SELECT CAST(a AS BINARY) * 2 + 1");
+        assert_eq!(shown("SELECT BINARY (a = b)"), "SELECT CAST((a = b) AS BINARY)");
+        assert!(Parser::parse_sql(&NorrMySql, "SELECT BINARY").is_err());
     }
 
     /// `||` parses as `OR` would, in the same place of the tree.

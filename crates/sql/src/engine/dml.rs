@@ -398,6 +398,23 @@ fn pk_of(def: &TableDef, row: &[Value]) -> Vec<Value> {
 }
 
 /// The user partition of `row` (its TIMESTAMP values wall times of `zone`).
+/// 1748 unless `row` belongs to one of the partitions `PARTITION (...)`
+/// named (`only`), as MySQL refuses such a write.
+fn check_partition_set(
+    part: &PartFn,
+    t: &SqlTable,
+    row: &[Value],
+    only: &[PartitionId],
+    zone: Option<&Zone>,
+) -> Result<(), SqlError> {
+    match part.partition_of_local_row(&t.def, row, zone)? {
+        Some(p) if !only.contains(&p) => {
+            Err(SqlError::new(1748, "HY000", "Found a row not matching the given partition set"))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn row_partition(
     part: &PartFn,
     def: &TableDef,
@@ -616,11 +633,21 @@ pub async fn execute_insert(
     if ins.returning.is_some() {
         return Err(SqlError::unsupported("INSERT ... RETURNING"));
     }
-    if ins.partitioned.is_some() {
-        return Err(SqlError::unsupported("INSERT with explicit partition selection (PARTITION (...))"));
-    }
     let tables = resolve_tables(engine, session, st).await?;
     let t = tables.get(name)?;
+    let only = match &ins.partitioned {
+        Some(names) => {
+            let names: Vec<ast::Ident> = names
+                .iter()
+                .map(|e| match e {
+                    Expr::Identifier(i) => Ok(i.clone()),
+                    other => Err(SqlError::parse(format!("bad partition name {other}"))),
+                })
+                .collect::<Result<_, _>>()?;
+            crate::engine::query::selected_partitions(&t, &*exec_part(&t)?, &names)?
+        }
+        None => None,
+    };
     let fk_on = fk_enforce::active(session, &t);
     if ins.insert_alias.is_some() && ins.on.is_none() {
         // The alias names nothing then; still check it as MySQL does.
@@ -757,6 +784,7 @@ pub async fn execute_insert(
     }
 
     let mut ctx = exec::make_ctx(session, params, &sysvars, &uservars)?;
+    ctx.div_zero_error = exec::div_zero_is_error(session, ins.ignore);
     // Evaluate source rows.
     let raw_rows: Vec<Vec<Option<Value>>> = match &src {
         Src::Exprs(rows) => {
@@ -780,11 +808,14 @@ pub async fn execute_insert(
             .collect(),
     };
 
-    let BuiltRows { rows: final_rows, first_ai, need_ai } =
+    let BuiltRows { rows: final_rows, first_ai, need_ai, explicit_ai } =
         build_rows(engine, &t, &target, raw_rows, &mut ctx, ins.ignore, 0, None).await?;
     let part = exec_part(&t)?;
     let mut partitions = Vec::with_capacity(final_rows.len());
     for r in &final_rows {
+        if let Some(only) = &only {
+            check_partition_set(&part, &t, r, only, ctx.tz.as_deref())?;
+        }
         partitions.push(row_partition(&part, &t.def, r, ctx.tz.as_deref())?);
     }
 
@@ -811,11 +842,17 @@ pub async fn execute_insert(
         let mut txn = engine.client().begin();
         let res = txn.execute(ops, txn_control::commit_exec(session)).await;
         txn_control::note_commit(session, &txn);
-        if let Err(e) = res {
-            return Err(insert_client_err(&t, e, &final_rows));
+        match res {
+            Ok(_) => {
+                let n = final_rows.len() as u64;
+                return Ok(finish_insert(session, ctx, n, (first_ai, need_ai, explicit_ai), n, 0));
+            }
+            // Which of several rows collided the batch's error does not say:
+            // nothing was written, so the statement runs again below, row by
+            // row, whose error names the row's key as MySQL does.
+            Err(ClientError::Node(ne)) if is_dup(&ne) && final_rows.len() > 1 => {}
+            Err(e) => return Err(insert_client_err(&t, e, &final_rows)),
         }
-        let n = final_rows.len() as u64;
-        return Ok(finish_insert(session, ctx, n, first_ai, need_ai, n, 0));
     }
 
     txn_control::begin_statement(engine, session);
@@ -835,8 +872,9 @@ pub async fn execute_insert(
         _ => res,
     };
     let (affected, dups) = txn_control::end_statement(engine, session, res).await?;
+    raise_ai_after_update(engine, &t, &ctx).await?;
     let n = final_rows.len() as u64;
-    Ok(finish_insert(session, ctx, affected, first_ai, need_ai, n, dups))
+    Ok(finish_insert(session, ctx, affected, (first_ai, need_ai, explicit_ai), n, dups))
 }
 
 /// Converts a value for column `c` of `t` (row number `row` for messages).
@@ -848,6 +886,9 @@ pub(crate) struct BuiltRows {
     /// The first auto-increment value generated, and how many were.
     pub first_ai: u64,
     pub need_ai: u64,
+    /// The last value given explicitly for the AUTO_INCREMENT column (the
+    /// OK packet's insert id when none was generated, as MySQL reports it).
+    pub explicit_ai: Option<u64>,
 }
 
 /// Full table rows from source rows (`raw[i][j]` is the value for
@@ -897,10 +938,12 @@ pub(crate) async fn build_rows(
         next_ai = first_ai;
     }
     let mut max_explicit_ai = 0u64;
+    let mut last_explicit_ai: Option<u64> = None;
     let mut final_rows: Vec<Row> = Vec::with_capacity(rows.len());
     for (ri, full) in rows.into_iter().enumerate() {
         let rowno = row_base + ri as u64 + 1;
         let mut out = Vec::with_capacity(width);
+        let ai_generated = ai_col.is_some_and(|c| full[c as usize].is_none());
         for (ci, v) in full.into_iter().enumerate() {
             let col = &t.def.columns[ci];
             let meta = &t.meta.columns[ci];
@@ -948,12 +991,15 @@ pub(crate) async fn build_rows(
                 None => store_col(t, ci, v, rowno, ctx.tz.as_deref(), &mut ctx.warnings)?,
             };
             if Some(ci as ColumnId) == ai_col {
-                if let Some(i) = v.as_i64() {
-                    if i > 0 {
-                        max_explicit_ai = max_explicit_ai.max(i as u64);
-                    }
-                } else if let Value::UInt(u) = v {
+                let given = match v {
+                    Value::UInt(u) => Some(u),
+                    _ => v.as_i64().filter(|i| *i > 0).map(|i| i as u64),
+                };
+                if let Some(u) = given {
                     max_explicit_ai = max_explicit_ai.max(u);
+                    if !ai_generated {
+                        last_explicit_ai = Some(u);
+                    }
                 }
             }
             out.push(v);
@@ -967,7 +1013,15 @@ pub(crate) async fn build_rows(
     if max_explicit_ai >= next_ai.max(1) && ai_col.is_some() {
         bump_auto_inc(engine, t, max_explicit_ai).await?;
     }
-    Ok(BuiltRows { rows: final_rows, first_ai, need_ai })
+    // The hidden `$PK` of a table without a PRIMARY KEY is no AUTO_INCREMENT
+    // column to the client: its values are never an insert id.
+    let visible_ai = ai_col.is_some_and(|c| !t.is_hidden(c));
+    Ok(BuiltRows {
+        rows: final_rows,
+        first_ai,
+        need_ai: if visible_ai { need_ai } else { 0 },
+        explicit_ai: last_explicit_ai.filter(|_| visible_ai),
+    })
 }
 
 /// LOAD DATA's write of one batch of built rows in the statement's
@@ -1016,21 +1070,55 @@ fn finish_insert(
     session: &mut Session,
     ctx: EvalCtx,
     affected: u64,
-    first_ai: u64,
-    need_ai: u64,
+    (first_ai, need_ai, explicit_ai): (u64, u64, Option<u64>),
     rows: u64,
     dups: u64,
 ) -> QueryOutput {
     session.warnings = ctx.warnings.list;
-    if need_ai > 0 {
+    // LAST_INSERT_ID() changes only when a value was generated for a row
+    // that went in (not for a row ON DUPLICATE KEY UPDATE updated instead),
+    // or when the statement called LAST_INSERT_ID(expr), which wins. The OK
+    // packet's insert id is that value, else the last explicit value given
+    // to the AUTO_INCREMENT column (MySQL's mysql_insert_id()).
+    let generated = need_ai > 0 && dups < rows;
+    let insert_id = if let Some(id) = ctx.set_last_insert_id {
+        session.last_insert_id = id;
+        id
+    } else if generated {
         session.last_insert_id = first_ai;
-    }
+        first_ai
+    } else {
+        explicit_ai.unwrap_or(0)
+    };
     let info = if rows > 1 || dups > 0 {
         format!("Records: {rows}  Duplicates: {dups}  Warnings: {}", session.warnings.len())
     } else {
         String::new()
     };
-    QueryOutput::Ok { affected_rows: affected, last_insert_id: if need_ai > 0 { first_ai } else { 0 }, info }
+    QueryOutput::Ok { affected_rows: affected, last_insert_id: insert_id, info }
+}
+
+/// The bare keyword DEFAULT (not a column named `default`).
+fn is_default_keyword(e: &Expr) -> bool {
+    matches!(e, Expr::Identifier(id) if id.value.eq_ignore_ascii_case("default") && id.quote_style.is_none())
+}
+
+/// `SET col = DEFAULT`: the column's default as INSERT would give it (1364
+/// for a NOT NULL column without one, as MySQL in strict mode).
+fn column_default_expr(t: &SqlTable, col: ColumnId) -> Result<CExpr, SqlError> {
+    let c = &t.def.columns[col as usize];
+    Ok(match &t.meta.columns[col as usize].default {
+        SqlDefault::CurrentTimestamp { .. } => CExpr::Func(crate::engine::functions::Func::Now, vec![]),
+        SqlDefault::Null => CExpr::Lit(Value::Null),
+        SqlDefault::Literal { .. } => CExpr::Lit(c.default.clone().unwrap_or(Value::Null)),
+        SqlDefault::None => match &c.default {
+            Some(d) => CExpr::Lit(d.clone()),
+            None if c.nullable => CExpr::Lit(Value::Null),
+            None => {
+                return Err(col_err(1364, "HY000", format!("Field '{}' doesn't have a default value", c.name)));
+            }
+        },
+    })
 }
 
 fn compile_value_expr(
@@ -1201,6 +1289,7 @@ async fn conflicting_row(
                 needed: vec![],
                 lock: crate::engine::row_lock::RowLock::waiting(LockMode::Exclusive),
                 compact_local: None,
+                only: None,
             };
             op.partition = key_partition(&ta, &t.def.primary_key, k, zone).ok().flatten();
         }
@@ -1334,12 +1423,41 @@ pub(crate) async fn apply_update(
     ctx: &mut EvalCtx<'_>,
 ) -> Result<(), SqlError> {
     write_update(txn, t, part, old, new, changed, undo, &ctx.tz).await?;
+    note_ai_written(t, changed, ctx);
     if let Some(fx) = fk {
         let cols: Vec<ColumnId> = changed.iter().map(|(c, _)| *c).collect();
         fx.check_parents(txn, t, new, Some(&cols)).await?;
         fx.on_update(txn, t, old, new, ctx, 0).await?;
     }
     Ok(())
+}
+
+/// Remembers a value an update wrote to the AUTO_INCREMENT column (see
+/// `EvalCtx::ai_written`).
+fn note_ai_written(t: &SqlTable, changed: &[(ColumnId, Value)], ctx: &mut EvalCtx<'_>) {
+    let Some(ai) = t.def.columns.iter().position(|c| c.auto_increment) else { return };
+    let Some((_, v)) = changed.iter().find(|(c, _)| *c as usize == ai) else { return };
+    let v = match v {
+        Value::UInt(u) => *u,
+        v => match v.as_i64() {
+            Some(i) if i > 0 => i as u64,
+            _ => return,
+        },
+    };
+    match ctx.ai_written.iter_mut().find(|(id, _)| *id == t.def.id) {
+        Some((_, m)) => *m = (*m).max(v),
+        None => ctx.ai_written.push((t.def.id, v)),
+    }
+}
+
+/// Raises `t`'s AUTO_INCREMENT counter past what the statement's updates
+/// wrote to the column (`note_ai_written`), so that the next generated value
+/// does not collide with them.
+pub(crate) async fn raise_ai_after_update(engine: &Engine, t: &SqlTable, ctx: &EvalCtx<'_>) -> Result<(), SqlError> {
+    match ctx.ai_written.iter().find(|(id, _)| *id == t.def.id) {
+        Some((_, used)) => bump_auto_inc(engine, t, *used).await,
+        None => Ok(()),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1410,14 +1528,20 @@ pub struct RowStmt {
     sets: Vec<(ColumnId, CExpr)>,
     sysvars: Vec<(String, bool)>,
     uservars: Vec<String>,
+    /// `PARTITION (...)`: the partitions the statement may read and write.
+    only: Option<Vec<PartitionId>>,
 }
 
-fn single_table(from: &[ast::TableWithJoins]) -> Result<(&ast::ObjectName, String), SqlError> {
+type SingleTable<'a> = (&'a ast::ObjectName, String, &'a [ast::Ident]);
+
+/// The table of a single-table UPDATE / DELETE: its name, the alias its
+/// columns are qualified with, and the partitions `PARTITION (...)` names.
+fn single_table(from: &[ast::TableWithJoins]) -> Result<SingleTable<'_>, SqlError> {
     if from.len() != 1 || !from[0].joins.is_empty() {
         return Err(SqlError::unsupported("multi-table UPDATE / DELETE"));
     }
     match &from[0].relation {
-        ast::TableFactor::Table { name, alias, .. } => {
+        ast::TableFactor::Table { name, alias, partitions, .. } => {
             let a = alias
                 .as_ref()
                 .map(|a| a.name.value.clone())
@@ -1428,7 +1552,7 @@ fn single_table(from: &[ast::TableWithJoins]) -> Result<(&ast::ObjectName, Strin
                         .map(|p| p.as_ident().map_or_else(|| p.to_string(), |i| i.value.clone()))
                         .unwrap_or_default()
                 });
-            Ok((name, a))
+            Ok((name, a, partitions))
         }
         _ => Err(SqlError::unsupported("UPDATE / DELETE of a derived table")),
     }
@@ -1438,8 +1562,7 @@ fn single_table(from: &[ast::TableWithJoins]) -> Result<(&ast::ObjectName, Strin
 fn compile_row_stmt(
     tables: &Tables,
     pm: ParamMap,
-    name: &ast::ObjectName,
-    alias: &str,
+    (name, alias, partitions): (&ast::ObjectName, &str, &[ast::Ident]),
     selection: Option<&Expr>,
     order_by: &[ast::OrderByExpr],
     limit: Option<&Expr>,
@@ -1458,6 +1581,10 @@ fn compile_row_stmt(
     for a in assigns {
         let col = assignment_col(&t, a)?;
         if generated::skip_assignment(&t, col, &a.value)? {
+            continue;
+        }
+        if is_default_keyword(&a.value) {
+            sets.push((col, column_default_expr(&t, col)?));
             continue;
         }
         let mut c = Compiler::plain(&scope, None, &pm, "field list", &mut sc);
@@ -1481,11 +1608,15 @@ fn compile_row_stmt(
         return Err(SqlError::unsupported("subqueries in UPDATE / DELETE"));
     }
     let part = exec_part(&t)?;
-    let access = plan::choose_access(&t.def, &conj);
+    let only = crate::engine::query::selected_partitions(&t, &part, partitions)?;
+    // PARTITION (...): a scan of those partitions (a key lookup would reach
+    // rows of the others).
+    let access = if only.is_some() { Access::FullScan } else { plan::choose_access(&t.def, &conj) };
     Ok(RowStmt {
         param_count,
         table: t,
         part,
+        only,
         conj,
         access,
         order,
@@ -1550,6 +1681,7 @@ async fn target_rows(txn: &mut Transaction, rs: &RowStmt, ctx: &mut EvalCtx<'_>)
         needed: (0..rs.table.def.columns.len() as ColumnId).collect(),
         lock: crate::engine::row_lock::RowLock::waiting(LockMode::Exclusive),
         compact_local: None,
+        only: rs.only.clone(),
     };
     let mut rd = Reader::Txn(txn);
     let ordered = scan_order::row_stmt_needs_scan_order(rs.limit.is_some(), !rs.sets.is_empty());
@@ -1596,13 +1728,12 @@ pub async fn execute_update(
     if u.from.is_some() {
         return Err(SqlError::unsupported("UPDATE ... FROM"));
     }
-    let (name, alias) = single_table(std::slice::from_ref(&u.table))?;
+    let (name, alias, partitions) = single_table(std::slice::from_ref(&u.table))?;
     let rs = plan_cache::plan(engine, session, st, kept, |tables| {
         compile_row_stmt(
             tables,
             ParamMap::from_statement(st),
-            name,
-            &alias,
+            (name, &alias, partitions),
             u.selection.as_ref(),
             &u.order_by,
             u.limit.as_ref(),
@@ -1615,13 +1746,16 @@ pub async fn execute_update(
     }
     let rs = rs.as_ref();
     let mut ctx = exec::make_ctx(session, params, &rs.sysvars, &rs.uservars)?;
+    ctx.div_zero_error = exec::div_zero_is_error(session, false);
     let def = &rs.table.def;
     let found_rows = session.client_found_rows;
 
     let fk_on = fk_enforce::active(session, &rs.table);
     // Fast path: pk lookup, nothing else in WHERE, row-independent values or increments.
     if let (Access::PkLookup { keys }, false) = (&rs.access, fk_on) {
-        let no_key_change = rs.sets.iter().all(|(c, _)| !def.primary_key.contains(c));
+        // (Nor the AUTO_INCREMENT column: its counter may have to be raised.)
+        let no_key_change =
+            rs.sets.iter().all(|(c, _)| !def.primary_key.contains(c) && !def.columns[*c as usize].auto_increment);
         let part_cols_untouched = rs.sets.iter().all(|(c, _)| !rs.part.columns().contains(c));
         let simple = rs.sets.iter().all(|(c, e)| is_row_independent(e) || as_increment(*c, e, &rs.table).is_some());
         let no_on_update = !rs.table.meta.columns.iter().any(|m| m.on_update_now);
@@ -1656,9 +1790,11 @@ pub async fn execute_update(
         _ => res,
     };
     let (matched, changed) = txn_control::end_statement(engine, session, res).await?;
+    raise_ai_after_update(engine, &rs.table, &ctx).await?;
     session.warnings = std::mem::take(&mut ctx.warnings.list);
     let info = update_info(matched, changed, session.warnings.len());
-    Ok(QueryOutput::Ok { affected_rows: if found_rows { matched } else { changed }, last_insert_id: 0, info })
+    let last_insert_id = exec::note_set_last_insert_id(session, &ctx);
+    Ok(QueryOutput::Ok { affected_rows: if found_rows { matched } else { changed }, last_insert_id, info })
 }
 
 async fn update_general(
@@ -1707,7 +1843,15 @@ async fn update_general(
         if changed.is_empty() {
             continue;
         }
-        if let Err(e) = apply_update(txn, t, &rs.part, old, &new, &changed, &mut undo, fk, ctx).await {
+        let res = match &rs.only {
+            Some(only) => check_partition_set(&rs.part, t, &new, only, ctx.tz.as_deref()),
+            None => Ok(()),
+        };
+        let res = match res {
+            Ok(()) => apply_update(txn, t, &rs.part, old, &new, &changed, &mut undo, fk, ctx).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = res {
             undo.reverse();
             compensate(txn, undo).await;
             return Err(e);
@@ -1757,6 +1901,7 @@ async fn update_by_keys(
         needed: vec![],
         lock: crate::engine::row_lock::RowLock::waiting(LockMode::Exclusive),
         compact_local: None,
+        only: None,
     };
     let read_cols: Vec<ColumnId> = values.iter().map(|(c, _)| *c).collect();
     let mut ops = Vec::with_capacity(keys.len() * 2);
@@ -1867,7 +2012,8 @@ async fn update_by_keys(
     }
     session.warnings = std::mem::take(&mut ctx.warnings.list);
     let info = update_info(matched, changed, session.warnings.len());
-    Ok(QueryOutput::Ok { affected_rows: if found_rows { matched } else { changed }, last_insert_id: 0, info })
+    let last_insert_id = exec::note_set_last_insert_id(session, &ctx);
+    Ok(QueryOutput::Ok { affected_rows: if found_rows { matched } else { changed }, last_insert_id, info })
 }
 
 /// Execute `ops` (made by `op_for`, so in UTC already); rows read come back
@@ -1907,30 +2053,38 @@ pub(crate) async fn explain_access(
     session: &Session,
     st: &Statement,
 ) -> Result<(TableAccess, String), SqlError> {
-    let (name, alias, selection, order_by, limit, assigns): (
+    let (name, alias, partitions, selection, order_by, limit, assigns): (
         &ast::ObjectName,
         String,
+        &[ast::Ident],
         Option<&Expr>,
         &[ast::OrderByExpr],
         Option<&Expr>,
         &[ast::Assignment],
     ) = match st {
         Statement::Update(u) => {
-            let (n, a) = single_table(std::slice::from_ref(&u.table))?;
-            (n, a, u.selection.as_ref(), &u.order_by, u.limit.as_ref(), &u.assignments)
+            let (n, a, p) = single_table(std::slice::from_ref(&u.table))?;
+            (n, a, p, u.selection.as_ref(), &u.order_by, u.limit.as_ref(), &u.assignments)
         }
         Statement::Delete(d) => {
             let from = match &d.from {
                 ast::FromTable::WithFromKeyword(v) | ast::FromTable::WithoutKeyword(v) => v,
             };
-            let (n, a) = single_table(from)?;
-            (n, a, d.selection.as_ref(), &d.order_by, d.limit.as_ref(), &[])
+            let (n, a, p) = single_table(from)?;
+            (n, a, p, d.selection.as_ref(), &d.order_by, d.limit.as_ref(), &[])
         }
         _ => return Err(SqlError::unsupported("EXPLAIN of this statement")),
     };
     let tables = resolve_tables(engine, session, st).await?;
-    let rs =
-        compile_row_stmt(&tables, ParamMap::from_statement(st), name, &alias, selection, order_by, limit, assigns)?;
+    let rs = compile_row_stmt(
+        &tables,
+        ParamMap::from_statement(st),
+        (name, &alias, partitions),
+        selection,
+        order_by,
+        limit,
+        assigns,
+    )?;
     Ok((
         TableAccess {
             table: rs.table,
@@ -1940,6 +2094,7 @@ pub(crate) async fn explain_access(
             needed: vec![],
             lock: crate::engine::row_lock::RowLock::waiting(LockMode::Exclusive),
             compact_local: None,
+            only: None,
         },
         alias,
     ))
@@ -1960,10 +2115,18 @@ pub async fn execute_delete(
     let from = match &d.from {
         ast::FromTable::WithFromKeyword(v) | ast::FromTable::WithoutKeyword(v) => v,
     };
-    let (name, alias) = single_table(from)?;
+    let (name, alias, partitions) = single_table(from)?;
     let rs = plan_cache::plan(engine, session, st, kept, |tables| {
         let pm = ParamMap::from_statement(st);
-        compile_row_stmt(tables, pm, name, &alias, d.selection.as_ref(), &d.order_by, d.limit.as_ref(), &[])
+        compile_row_stmt(
+            tables,
+            pm,
+            (name, &alias, partitions),
+            d.selection.as_ref(),
+            &d.order_by,
+            d.limit.as_ref(),
+            &[],
+        )
     })
     .await?;
     if params.len() < rs.param_count {
@@ -1988,6 +2151,7 @@ pub async fn execute_delete(
                     needed: vec![],
                     lock: crate::engine::row_lock::RowLock::waiting(LockMode::Exclusive),
                     compact_local: None,
+                    only: None,
                 };
                 let ops: Vec<KeyOp> = keys
                     .iter()
@@ -2031,6 +2195,7 @@ pub async fn execute_delete(
     };
     let n = txn_control::end_statement(engine, session, res).await?;
     session.warnings = std::mem::take(&mut ctx.warnings.list);
+    exec::note_set_last_insert_id(session, &ctx);
     Ok(QueryOutput::ok(n))
 }
 

@@ -165,6 +165,35 @@ pub fn make_ctx<'p>(
     Ok(ctx)
 }
 
+/// Is `flag` (upper case, e.g. "ONLY_FULL_GROUP_BY") in the session's sql_mode?
+pub fn sql_mode_has(session: &Session, flag: &str) -> bool {
+    match vars::get_system_var(session, "sql_mode", false) {
+        Some(Value::Bytes(b)) => b.split(|c| *c == b',').any(|f| f == flag.as_bytes()),
+        _ => false,
+    }
+}
+
+/// Does a division by zero in the values an INSERT or UPDATE writes fail it
+/// (strict mode with ERROR_FOR_DIVISION_BY_ZERO, as MySQL)? IGNORE makes it
+/// a warning again.
+pub fn div_zero_is_error(session: &Session, ignore: bool) -> bool {
+    !ignore
+        && sql_mode_has(session, "ERROR_FOR_DIVISION_BY_ZERO")
+        && (sql_mode_has(session, "STRICT_TRANS_TABLES") || sql_mode_has(session, "STRICT_ALL_TABLES"))
+}
+
+/// A statement that called LAST_INSERT_ID(expr) sets the session's value
+/// (and reports it as the OK packet's insert id, returned here; 0 if not).
+pub fn note_set_last_insert_id(session: &mut Session, ctx: &EvalCtx<'_>) -> u64 {
+    match ctx.set_last_insert_id {
+        Some(id) => {
+            session.last_insert_id = id;
+            id
+        }
+        None => 0,
+    }
+}
+
 /// Does any query block of `n` lock rows (a locking clause of a derived
 /// table counts: its rows are locked too)?
 fn node_locks(n: &QueryNode) -> bool {
@@ -209,6 +238,11 @@ pub async fn run_compiled_to(
 ) -> Result<Produced, SqlError> {
     if params.len() < c.param_count {
         return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
+    }
+    if let Some(e) = &c.full_group_by {
+        if sql_mode_has(session, "ONLY_FULL_GROUP_BY") {
+            return Err(e.clone());
+        }
     }
     let mut ctx = make_ctx(session, params, &c.sysvars, &c.uservars)?;
     let use_txn = session.in_transaction
@@ -307,6 +341,7 @@ fn run_sub<'a>(rd: &'a mut Reader<'_>, c: &'a Compiled, i: usize, ctx: &'a mut E
                 }
                 SubResult::Set { values, has_null }
             }
+            SubKind::Rows(_) => SubResult::Rows(rows),
         })
     })
 }
@@ -624,6 +659,16 @@ fn prune_constraints(
 
 /// Partitions a scan of this table needs (None = all).
 pub fn scan_partitions(t: &TableAccess, ctx: &mut EvalCtx) -> Result<Option<Vec<PartitionId>>, SqlError> {
+    let pruned = pruned_partitions(t, ctx)?;
+    // PARTITION (...) names the partitions read; pruning may leave fewer.
+    Ok(match (&t.only, pruned) {
+        (None, p) => p,
+        (Some(only), None) => Some(only.clone()),
+        (Some(only), Some(p)) => Some(p.into_iter().filter(|x| only.contains(x)).collect()),
+    })
+}
+
+fn pruned_partitions(t: &TableAccess, ctx: &mut EvalCtx) -> Result<Option<Vec<PartitionId>>, SqlError> {
     if t.part.partition_count() <= 1 {
         return Ok(None);
     }
@@ -1477,7 +1522,7 @@ pub(crate) fn agg_init(a: &AggSpec) -> AggState {
         AggKind::Min => AggState::Min(None),
         AggKind::Max => AggState::Max(None),
         AggKind::GroupConcat => AggState::Concat(Vec::new(), ConcatBound::default()),
-        AggKind::BitAnd | AggKind::BitOr => AggState::Bit(None),
+        AggKind::BitAnd | AggKind::BitOr | AggKind::BitXor => AggState::Bit(None),
         AggKind::StdPop | AggKind::StdSamp | AggKind::VarPop | AggKind::VarSamp => AggState::Var(0, 0.0, 0.0),
         AggKind::JsonArrayAgg => AggState::JsonArray(None),
         AggKind::JsonObjectAgg => AggState::JsonObject(None),
@@ -1611,6 +1656,7 @@ pub(crate) fn agg_step(
             *b = Some(match (a.kind, *b) {
                 (_, None) => x,
                 (AggKind::BitAnd, Some(y)) => x & y,
+                (AggKind::BitXor, Some(y)) => x ^ y,
                 (_, Some(y)) => x | y,
             });
         }

@@ -282,6 +282,7 @@ async fn find_children(
         needed: (0..child.def.columns.len() as ColumnId).collect(),
         lock: crate::engine::row_lock::RowLock::waiting(LockMode::Exclusive),
         compact_local: None,
+        only: None,
     };
     let mut rd = Reader::Txn(txn);
     exec::fetch_table(&mut rd, &ta, ctx, None, false).await

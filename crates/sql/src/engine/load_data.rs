@@ -804,7 +804,7 @@ impl LoadJob {
         let base = self.written_rows;
         self.written_rows += raw.len() as u64;
         let store: StoreFn = lenient_store;
-        let BuiltRows { rows, first_ai, need_ai } =
+        let BuiltRows { rows, first_ai, need_ai, .. } =
             dml::build_rows(e, &self.table, &self.columns, raw, &mut self.ctx, true, base, Some(store)).await?;
         if need_ai > 0 && self.first_ai.is_none() {
             self.first_ai = Some(first_ai);

@@ -24,6 +24,7 @@ pub mod fk;
 pub mod fk_ddl;
 pub mod fk_enforce;
 pub mod found_rows;
+pub mod full_group_by;
 pub mod generated;
 pub mod inert_vars;
 pub mod infoschema;

@@ -77,10 +77,16 @@ fn plain(twj: &TableWithJoins) -> bool {
 
 /// True if this UPDATE / DELETE goes here rather than to `dml`'s
 /// single-table path: joins, several tables, a derived table, the
-/// multi-table DELETE syntax, or IGNORE.
+/// multi-table DELETE syntax, IGNORE, or a subquery (the read side here is
+/// a SELECT, which runs subqueries; one without ORDER BY / LIMIT, which
+/// this path refuses and the single-table path then reports as unsupported).
 pub fn is_multi(st: &Statement) -> bool {
     match st {
-        Statement::Update(u) => !plain(&u.table) || has_ignore(&u.optimizer_hints),
+        Statement::Update(u) => {
+            !plain(&u.table)
+                || has_ignore(&u.optimizer_hints)
+                || (u.order_by.is_empty() && u.limit.is_none() && has_subquery(st))
+        }
         Statement::Delete(d) => {
             let from = delete_from(d);
             !d.tables.is_empty()
@@ -88,9 +94,19 @@ pub fn is_multi(st: &Statement) -> bool {
                 || from.len() != 1
                 || !from.iter().all(plain)
                 || has_ignore(&d.optimizer_hints)
+                || (d.order_by.is_empty() && d.limit.is_none() && has_subquery(st))
         }
         _ => false,
     }
+}
+
+/// Does the statement have a subquery in an expression (WHERE, SET, ON)?
+fn has_subquery(st: &Statement) -> bool {
+    ast::visit_expressions(st, |e| match e {
+        Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => std::ops::ControlFlow::Break(()),
+        _ => std::ops::ControlFlow::Continue(()),
+    })
+    .is_break()
 }
 
 /// A FROM item: its alias and, for a base table, its name.
@@ -492,6 +508,7 @@ pub async fn execute(
         return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
     }
     let mut ctx = exec::make_ctx(session, params, &ms.read.sysvars, &ms.read.uservars)?;
+    ctx.div_zero_error = !ms.delete && exec::div_zero_is_error(session, false);
     let fk_on = ms.targets.iter().any(|t| fk_enforce::active(session, &t.table));
     let found_rows = session.client_found_rows;
     txn_control::begin_statement(engine, session);
@@ -507,12 +524,16 @@ pub async fn execute(
         _ => res,
     };
     let (matched, changed) = txn_control::end_statement(engine, session, res).await?;
+    for t in &ms.targets {
+        dml::raise_ai_after_update(engine, &t.table, &ctx).await?;
+    }
     session.warnings = std::mem::take(&mut ctx.warnings.list);
+    let last_insert_id = crate::engine::exec::note_set_last_insert_id(session, &ctx);
     if ms.delete {
         return Ok(QueryOutput::ok(changed));
     }
     let info = dml::update_info(matched, changed, session.warnings.len());
-    Ok(QueryOutput::Ok { affected_rows: if found_rows { matched } else { changed }, last_insert_id: 0, info })
+    Ok(QueryOutput::Ok { affected_rows: if found_rows { matched } else { changed }, last_insert_id, info })
 }
 
 /// Read, then write; on an error, undo this statement's own writes.

@@ -46,6 +46,8 @@ pub struct Compiled {
     /// plan is compiled again once a temporary table was created or dropped
     /// (either can change what a name resolves to).
     pub temp_generation: u64,
+    /// What ONLY_FULL_GROUP_BY refuses in the statement (`full_group_by`).
+    pub full_group_by: Option<SqlError>,
 }
 
 impl Compiled {
@@ -205,6 +207,9 @@ pub struct TableAccess {
     /// `needed` columns, in order; see `row_layout`): `local` rewritten to
     /// those positions. None: rows are spread to the table's full width.
     pub compact_local: Option<Vec<CExpr>>,
+    /// `FROM t PARTITION (p, ...)`: only these partitions are read (a full
+    /// scan of them: key lookups would reach rows of the others).
+    pub only: Option<Vec<u32>>,
 }
 
 impl TableAccess {
@@ -467,13 +472,20 @@ pub struct StmtCompiler<'a> {
     grouping: Option<Vec<Vec<CExpr>>>,
     /// Working tables of recursive CTEs handed out so far (see `recursive`).
     pub work_tables: usize,
+    /// The first query block that reads a column ONLY_FULL_GROUP_BY refuses
+    /// (see `full_group_by`): the error, given at execution if the mode is on.
+    pub full_group_by: Option<SqlError>,
 }
 
 impl SubqueryHost for StmtCompiler<'_> {
     fn add_subquery(&mut self, q: &Query, kind: SubKind, outer: &Scope) -> Result<(usize, SqlType), SqlError> {
         let node = self.compile_query(q, Some(outer), RowLock::NONE)?;
-        if kind != SubKind::Exists && node.columns().len() != 1 {
-            return Err(SqlError::new(1241, "21000", "Operand should contain 1 column(s)"));
+        let want = match kind {
+            SubKind::Rows(n) => n,
+            _ => 1,
+        };
+        if kind != SubKind::Exists && node.columns().len() != want {
+            return Err(SqlError::new(1241, "21000", format!("Operand should contain {want} column(s)")));
         }
         let ty = node.types().first().copied().unwrap_or(SqlType::new(crate::engine::expr::TClass::Null));
         let correlated = node_reads_outer(&node);
@@ -619,6 +631,7 @@ impl<'a> StmtCompiler<'a> {
             win: None,
             grouping: None,
             work_tables: 0,
+            full_group_by: None,
         }
     }
 
@@ -634,6 +647,7 @@ impl<'a> StmtCompiler<'a> {
             columns,
             views: Vec::new(),
             temp_generation: 0,
+            full_group_by: self.full_group_by,
         }
     }
 
@@ -826,7 +840,7 @@ impl<'a> StmtCompiler<'a> {
                 self.ctes = saved;
                 self.add_derived(node?, alias_name, &def.columns, base, scope, sources)?;
             }
-            TableFactor::Table { name, alias, .. } => {
+            TableFactor::Table { name, alias, partitions, .. } => {
                 let key = self.tables.key(name)?;
                 let alias_name = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or_else(|| key.1.clone());
                 if sources.iter().any(|s| s.alias.eq_ignore_ascii_case(&alias_name)) {
@@ -872,6 +886,7 @@ impl<'a> StmtCompiler<'a> {
                     }
                 }
                 let part = Arc::new(PartFn::build(&table.def, table.meta.partition.as_ref(), &local_scope)?);
+                let only = selected_partitions(&table, &part, partitions)?;
                 let width = table.def.columns.len();
                 sources.push(Source {
                     alias: alias_name,
@@ -883,6 +898,7 @@ impl<'a> StmtCompiler<'a> {
                         needed: vec![],
                         lock,
                         compact_local: None,
+                        only,
                     }),
                     base,
                     width,
@@ -1392,6 +1408,34 @@ impl<'a> StmtCompiler<'a> {
             order.push(OrderKey { expr, desc: is_desc(o), coll: t.coll });
         }
 
+        if aggregating && self.full_group_by.is_none() {
+            let col_name = |i: usize| {
+                let src = sources.iter().find(|s| (s.base..s.base + s.width).contains(&i));
+                let db = match src.map(|s| &s.kind) {
+                    Some(SourceKind::Table(ta)) => ta.table.def.name.split_once('/').map(|(d, _)| d.to_string()),
+                    _ => None,
+                };
+                let table = src.map(|s| s.alias.as_str()).unwrap_or("");
+                let col = &scope.cols[i].name;
+                match db {
+                    Some(db) => format!("{db}.{table}.{col}"),
+                    None => format!("{table}.{col}"),
+                }
+            };
+            let block = crate::engine::full_group_by::Block {
+                sources: &sources,
+                width,
+                group_by: &group_by,
+                filter: &filter,
+                col_name: &col_name,
+            };
+            use crate::engine::full_group_by::Clause;
+            let mut exprs: Vec<(Clause, usize, &CExpr)> =
+                proj.iter().enumerate().map(|(i, e)| (Clause::Select, i + 1, e)).collect();
+            exprs.extend(having.iter().map(|e| (Clause::Having, 1, e)));
+            exprs.extend(order.iter().enumerate().map(|(i, o)| (Clause::OrderBy, i + 1, &o.expr)));
+            self.full_group_by = crate::engine::full_group_by::violation(&block, &exprs);
+        }
         let distinct = match &s.distinct {
             None | Some(ast::Distinct::All) => false,
             Some(ast::Distinct::Distinct) => true,
@@ -1536,10 +1580,11 @@ impl<'a> StmtCompiler<'a> {
             let src = &mut plan.sources[si];
             match &mut src.kind {
                 SourceKind::Table(t) => {
-                    t.access = choose_access(&t.table.def, &local_rel);
+                    t.access =
+                        if t.only.is_some() { Access::FullScan } else { choose_access(&t.table.def, &local_rel) };
                     t.local = std::mem::take(&mut local_rel);
                     // Join lookup: key columns equal to expressions over earlier sources.
-                    if si > 0 {
+                    if si > 0 && t.only.is_none() {
                         let mut conds: Vec<&CExpr> = src.on.iter().collect();
                         if !left_join {
                             conds.extend(remaining.iter());
@@ -1631,12 +1676,40 @@ fn collect_subs(e: &CExpr, out: &mut Vec<usize>) {
             collect_subs(expr, out);
         }
         CExpr::Exists { sub, .. } | CExpr::ScalarSub(sub) => out.push(*sub),
+        CExpr::Quantified { sub, exprs, .. } => {
+            out.push(*sub);
+            exprs.iter().for_each(|x| collect_subs(x, out));
+        }
         _ => for_each_child(e, &mut |c| collect_subs(c, out)),
     }
 }
 
 fn max_col_at_least(e: &CExpr, width: usize) -> bool {
     crate::engine::expr::max_col(e).is_some_and(|m| m >= width)
+}
+
+/// The partitions `PARTITION (names)` selects (None without the clause):
+/// 1747 on a table that is not partitioned, 1735 for a name it does not
+/// have, as MySQL.
+pub fn selected_partitions(t: &SqlTable, part: &PartFn, names: &[ast::Ident]) -> Result<Option<Vec<u32>>, SqlError> {
+    if names.is_empty() {
+        return Ok(None);
+    }
+    if t.meta.partition.is_none() {
+        return Err(SqlError::new(1747, "HY000", "PARTITION () clause on non partitioned table"));
+    }
+    let all = crate::engine::explain::partition_names(t, part);
+    let mut ids = Vec::new();
+    for n in names {
+        let id = all.iter().position(|p| p.eq_ignore_ascii_case(&n.value)).ok_or_else(|| {
+            SqlError::new(1735, "HY000", format!("Unknown partition '{}' in table '{}'", n.value, t.name))
+        })?;
+        if !ids.contains(&(id as u32)) {
+            ids.push(id as u32);
+        }
+    }
+    ids.sort_unstable();
+    Ok(Some(ids))
 }
 
 fn join_lookup(table: &SqlTable, base: usize, width: usize, conds: &[&CExpr]) -> Option<JoinLookup> {

@@ -64,7 +64,13 @@ fn aggregate_is_order_free(p: &SelectPlan, a: &AggPlan) -> bool {
 /// Whether an aggregate's value does not depend on the order of its input.
 fn aggregate_ignores_order(a: &AggSpec) -> bool {
     match a.kind {
-        AggKind::CountStar | AggKind::Count | AggKind::BitAnd | AggKind::BitOr | AggKind::Min | AggKind::Max => true,
+        AggKind::CountStar
+        | AggKind::Count
+        | AggKind::BitAnd
+        | AggKind::BitOr
+        | AggKind::BitXor
+        | AggKind::Min
+        | AggKind::Max => true,
         // Exact sums; a floating-point sum rounds differently in another order.
         AggKind::Sum | AggKind::Avg => a.ty.class != TClass::Double,
         // Pieces in input order (ties of its ORDER BY too).

@@ -315,6 +315,16 @@ pub async fn describe(
     filtered(columns_header(full), columns_rows(&t, full), f)
 }
 
+/// The name column of SHOW DATABASES / SHOW TABLES: with LIKE, MySQL adds
+/// the pattern (`Tables_in_db (p%)`); with WHERE it stays the bare name the
+/// condition refers to.
+fn like_header(name: &str, filter: &ShowFilter) -> String {
+    match filter {
+        ShowFilter::Like(p) => format!("{name} ({p})"),
+        _ => name.to_string(),
+    }
+}
+
 pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Result<QueryOutput, SqlError> {
     match st {
         ShowStmt::Databases { filter } => {
@@ -322,12 +332,12 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
             names.push(infoschema::DB.to_string());
             names.sort();
             let rows = names.iter().map(|n| vec![s(n)]).collect();
-            filtered(cols(&["Database"], &[]), rows, filter)
+            filtered(cols(&[&like_header("Database", filter)], &[]), rows, filter)
         }
         ShowStmt::Tables { full, db, filter } => {
             let db = db_or_current(sess, db)?;
             check_db(e, &db).await?;
-            let header = format!("Tables_in_{db}");
+            let header = like_header(&format!("Tables_in_{db}"), filter);
             let mut c = vec![col_s("", &header)];
             if *full {
                 c.push(col_s("", "Table_type"));

@@ -140,6 +140,7 @@ pub enum AggKind {
     GroupConcat,
     BitAnd,
     BitOr,
+    BitXor,
     /// STD / STDDEV / STDDEV_POP.
     StdPop,
     StdSamp,
@@ -180,6 +181,8 @@ pub enum SubKind {
     Scalar,
     Exists,
     In,
+    /// Whole rows of this many columns (quantified comparisons, row IN).
+    Rows(usize),
 }
 
 /// Callback into the query compiler for subqueries.
@@ -282,6 +285,7 @@ pub(crate) fn agg_kind(name: &str) -> Option<AggKind> {
         "group_concat" => AggKind::GroupConcat,
         "bit_and" => AggKind::BitAnd,
         "bit_or" => AggKind::BitOr,
+        "bit_xor" => AggKind::BitXor,
         "std" | "stddev" | "stddev_pop" => AggKind::StdPop,
         "stddev_samp" => AggKind::StdSamp,
         "variance" | "var_pop" => AggKind::VarPop,
@@ -440,6 +444,16 @@ impl<'a> Compiler<'a> {
                 (C::Func(f, vec![C::Lit(Value::Bytes(s.into_bytes()))]), t)
             }
             Expr::Nested(x) => self.compile(x)?,
+            // expr COLLATE name: the string's collation from here on (its
+            // comparisons, LIKE, ORDER BY, GROUP BY, DISTINCT).
+            Expr::Collate { expr, collation } => {
+                let (x, mut t) = self.compile(expr)?;
+                let coll = collation_of(&collation.to_string())?;
+                if t.class == TClass::Str {
+                    t.coll = coll;
+                }
+                (x, t)
+            }
             Expr::UnaryOp { op, expr } => {
                 let (x, t) = self.compile(expr)?;
                 let (x, t) =
@@ -457,6 +471,7 @@ impl<'a> Compiler<'a> {
                         x => (C::Neg(Box::new(x)), if t.is_numeric() { t } else { SqlType::new(TClass::Double) }),
                     },
                     UnaryOperator::Plus => (x, t),
+                    UnaryOperator::BitwiseNot => (C::Func(Func::BitNotOp, vec![x]), SqlType::new(TClass::UInt)),
                     UnaryOperator::Not | UnaryOperator::BangNot => (C::Not(Box::new(x)), SqlType::BOOL),
                     other => return Err(SqlError::unsupported(format!("operator {other}"))),
                 }
@@ -505,6 +520,27 @@ impl<'a> Compiler<'a> {
                     items.push(c);
                 }
                 (C::InList { expr: Box::new(x), list: items, negated: *negated, coll }, SqlType::BOOL)
+            }
+            // (a, b) IN (SELECT x, y ...): a row equal to some row of the subquery.
+            Expr::InSubquery { expr, subquery, negated } if is_row(expr) => {
+                let any = self.quantified(expr, CmpKind::Eq, false, subquery)?;
+                (if *negated { C::Not(Box::new(any)) } else { any }, SqlType::BOOL)
+            }
+            // x op ANY / SOME / ALL (SELECT ...).
+            Expr::AnyOp { left, compare_op, right, .. } | Expr::AllOp { left, compare_op, right } => {
+                let Expr::Subquery(q) = right.as_ref() else {
+                    return Err(SqlError::unsupported(format!("ANY / ALL over {right}")));
+                };
+                let op = match compare_op {
+                    BinaryOperator::Eq => CmpKind::Eq,
+                    BinaryOperator::NotEq => CmpKind::Ne,
+                    BinaryOperator::Lt => CmpKind::Lt,
+                    BinaryOperator::LtEq => CmpKind::Le,
+                    BinaryOperator::Gt => CmpKind::Gt,
+                    BinaryOperator::GtEq => CmpKind::Ge,
+                    other => return Err(SqlError::parse(format!("operator {other} before ANY / ALL"))),
+                };
+                (self.quantified(left, op, matches!(e, Expr::AllOp { .. }), q)?, SqlType::BOOL)
             }
             Expr::InSubquery { expr, subquery, negated } => {
                 let (x, tx) = self.compile(expr)?;
@@ -647,8 +683,25 @@ impl<'a> Compiler<'a> {
                         };
                         (C::Func(f, vec![x]), t)
                     }
-                    Some(_) => return Err(SqlError::unsupported("TRIM(... FROM ...) with a custom character")),
+                    // TRIM([BOTH | LEADING | TRAILING] remstr FROM s): whole
+                    // occurrences of remstr (a string, not a set of characters).
+                    Some(what) => {
+                        let (w, _) = self.compile(what)?;
+                        let side = match trim_where {
+                            Some(ast::TrimWhereField::Leading) => 1,
+                            Some(ast::TrimWhereField::Trailing) => 2,
+                            _ => 3,
+                        };
+                        (C::Func(Func::TrimStr, vec![x, w, C::Lit(Value::Int(side))]), t)
+                    }
                 }
+            }
+            // Compound units (YEAR_MONTH, DAY_SECOND, ...), MICROSECOND and
+            // QUARTER: the parts as digits of one number, as MySQL.
+            Expr::Extract { field, expr, .. } if functions::extract_parts(&field.to_string()).is_some() => {
+                let (x, _) = self.compile(expr)?;
+                let unit = C::Lit(Value::str(&field.to_string().to_ascii_uppercase()));
+                (C::Func(Func::ExtractParts, vec![x, unit]), SqlType::new(TClass::Int))
             }
             Expr::Extract { field, expr, .. } => {
                 let f = match unit_of(field)? {
@@ -684,6 +737,31 @@ impl<'a> Compiler<'a> {
         Ok((CExpr::Func(f, cs), t))
     }
 
+    /// `left op ANY (q)` (or ALL): `left` is a value or a row (rows only
+    /// with `=` / `<>`), compared with every row of the subquery.
+    fn quantified(&mut self, left: &Expr, op: CmpKind, all: bool, q: &Query) -> Result<CExpr, SqlError> {
+        let items: Vec<&Expr> = if is_row(left) { row_items(left).iter().collect() } else { vec![left] };
+        if items.len() > 1 && !matches!(op, CmpKind::Eq | CmpKind::Ne) {
+            return Err(SqlError::new(1241, "21000", "Operand should contain 1 column(s)"));
+        }
+        let mut exprs = Vec::with_capacity(items.len());
+        let mut types = Vec::with_capacity(items.len());
+        for it in items {
+            let (x, t) = self.compile(it)?;
+            exprs.push(x);
+            types.push(t);
+        }
+        let (sub, col_types) = self.host.add_subquery(q, SubKind::Rows(exprs.len()), self.scope)?;
+        // The subquery's first column's type is known here; a string
+        // compared with it in binary if either side is binary.
+        let colls = types
+            .iter()
+            .enumerate()
+            .map(|(i, t)| if i == 0 { cmp_coll(t, &col_types) } else { cmp_coll(t, t) })
+            .collect();
+        Ok(CExpr::Quantified { exprs, sub, op, all, colls })
+    }
+
     fn cast(&mut self, x: CExpr, tx: SqlType, dt: &ast::DataType) -> Result<(CExpr, SqlType), SqlError> {
         let name = dt.to_string().to_ascii_uppercase();
         let base = name.split('(').next().unwrap_or("").trim().to_string();
@@ -713,7 +791,21 @@ impl<'a> Compiler<'a> {
             }
             _ => return Err(SqlError::unsupported(format!("CAST AS {name}"))),
         };
-        let t = functions::ret_type(f, &[tx]);
+        let mut t = functions::ret_type(f, &[tx]);
+        // CHAR(n) / BINARY(n): the value is cut to (or, binary, padded to) n.
+        let length = match dt {
+            ast::DataType::Char(Some(ast::CharacterLength::IntegerLength { length, .. }))
+            | ast::DataType::Character(Some(ast::CharacterLength::IntegerLength { length, .. })) => Some(*length),
+            ast::DataType::Binary(Some(n)) => Some(*n),
+            _ => None,
+        };
+        if let (Some(n), Func::CastChar | Func::CastBinary) = (length, f) {
+            let n = u32::try_from(n).map_err(|_| {
+                SqlError::new(1074, "42000", "Column length too big for column 'cast' (max = 4294967295)")
+            })?;
+            t.len = n;
+            return Ok((CExpr::Func(f, vec![x, CExpr::Lit(Value::Int(n as i64))]), t));
+        }
         Ok((CExpr::Func(f, vec![x]), t))
     }
 
@@ -767,6 +859,17 @@ impl<'a> Compiler<'a> {
                 (CExpr::Arith(aop, Box::new(l), Box::new(r)), t)
             }
             B::StringConcat => (CExpr::Or(Box::new(l), Box::new(r)), int),
+            // Bitwise operators work on 64-bit unsigned integers, as MySQL's.
+            B::BitwiseAnd | B::BitwiseOr | B::BitwiseXor | B::PGBitwiseShiftLeft | B::PGBitwiseShiftRight => {
+                let f = match op {
+                    B::BitwiseAnd => Func::BitAndOp,
+                    B::BitwiseOr => Func::BitOrOp,
+                    B::BitwiseXor => Func::BitXorOp,
+                    B::PGBitwiseShiftLeft => Func::ShiftLeftOp,
+                    _ => Func::ShiftRightOp,
+                };
+                (CExpr::Func(f, vec![l, r]), SqlType::new(TClass::UInt))
+            }
             // col->'$.path' is JSON_EXTRACT, col->>'$.path' JSON_UNQUOTE(JSON_EXTRACT(..)).
             B::Arrow | B::LongArrow => {
                 let mask = CExpr::Lit(Value::UInt(tl.json as u64));
@@ -1104,7 +1207,7 @@ pub(crate) fn agg_result_type(kind: AggKind, t: SqlType) -> SqlType {
         },
         AggKind::Min | AggKind::Max => t,
         AggKind::GroupConcat => SqlType::new(TClass::Str),
-        AggKind::BitAnd | AggKind::BitOr => SqlType::new(TClass::UInt),
+        AggKind::BitAnd | AggKind::BitOr | AggKind::BitXor => SqlType::new(TClass::UInt),
         AggKind::CountStar => SqlType::new(TClass::Int),
         AggKind::StdPop | AggKind::StdSamp | AggKind::VarPop | AggKind::VarSamp => {
             SqlType { decimals: 31, ..SqlType::new(TClass::Double) }
@@ -1112,6 +1215,36 @@ pub(crate) fn agg_result_type(kind: AggKind, t: SqlType) -> SqlType {
         AggKind::JsonArrayAgg | AggKind::JsonObjectAgg => {
             SqlType { json: true, coll: Coll::Bin, ..SqlType::new(TClass::Str) }
         }
+    }
+}
+
+/// The comparison a collation name stands for: case-insensitive for the
+/// `_ci` ones, byte order for `_bin`, `_cs` (the nearest we have) and
+/// `binary`. Strings are utf8mb4: another character set's collation is
+/// 1253, a name of none 1273, as in MySQL.
+fn collation_of(name: &str) -> Result<Coll, SqlError> {
+    let n = name.trim_matches('`').trim_matches('\'').to_ascii_lowercase();
+    let utf8 = n.starts_with("utf8mb4_") || n.starts_with("utf8mb3_") || n.starts_with("utf8_");
+    if n == "binary" {
+        return Ok(Coll::Bin);
+    }
+    if !utf8 {
+        const OTHER: [&str; 8] = ["latin1_", "ascii_", "latin2_", "cp1250_", "cp1251_", "ucs2_", "utf16_", "utf32_"];
+        if OTHER.iter().any(|p| n.starts_with(p)) {
+            return Err(SqlError::new(
+                1253,
+                "42000",
+                format!("COLLATION '{n}' is not valid for CHARACTER SET 'utf8mb4'"),
+            ));
+        }
+        return Err(SqlError::new(1273, "HY000", format!("Unknown collation: '{n}'")));
+    }
+    if n.ends_with("_ci") {
+        Ok(Coll::Ci)
+    } else if n.ends_with("_bin") || n.ends_with("_cs") {
+        Ok(Coll::Bin)
+    } else {
+        Err(SqlError::new(1273, "HY000", format!("Unknown collation: '{n}'")))
     }
 }
 

@@ -135,6 +135,8 @@ pub enum SubResult {
         values: Vec<Value>,
         has_null: bool,
     },
+    /// The subquery's rows (for `CExpr::Quantified`).
+    Rows(Vec<Vec<Value>>),
     NotRun,
 }
 
@@ -173,6 +175,18 @@ pub enum CExpr {
         negated: bool,
     },
     ScalarSub(usize),
+    /// `exprs op ANY / ALL (subquery)` over the subquery's rows
+    /// (`SubResult::Rows`), with SQL's three-valued logic: ANY is true if
+    /// some row compares true, ALL if none compares false (so true over no
+    /// rows), NULL where an unknown comparison leaves it open. Row `IN` is
+    /// `= ANY`, `NOT IN` its negation.
+    Quantified {
+        exprs: Vec<CExpr>,
+        sub: usize,
+        op: CmpKind,
+        all: bool,
+        colls: Vec<Coll>,
+    },
     Between {
         expr: Box<CExpr>,
         low: Box<CExpr>,
@@ -228,6 +242,14 @@ pub struct EvalCtx<'a> {
     pub outer_row: Vec<Value>,
     /// Set by LAST_INSERT_ID(expr).
     pub set_last_insert_id: Option<u64>,
+    /// A division by zero fails the statement (1365) instead of giving NULL
+    /// with a warning: set for the values INSERT and UPDATE write when
+    /// sql_mode is strict with ERROR_FOR_DIVISION_BY_ZERO (and not IGNORE).
+    pub div_zero_error: bool,
+    /// Highest value an UPDATE (or ON DUPLICATE KEY UPDATE) wrote to a
+    /// table's AUTO_INCREMENT column, by table id: the statement then raises
+    /// the table's counter past it, as MySQL 8.0 does.
+    pub ai_written: Vec<(u32, u64)>,
     /// Working sets of the recursive CTEs being evaluated, by slot.
     pub work_tables: Vec<Vec<Vec<Value>>>,
     /// The session running the statement, so that long work can stop at a
@@ -249,6 +271,16 @@ pub struct EvalCtx<'a> {
 }
 
 impl<'a> EvalCtx<'a> {
+    /// The value of `x / 0`, `x DIV 0`, `x % 0`: NULL with warning 1365, or
+    /// error 1365 where the statement makes it one (`div_zero_error`).
+    pub fn division_by_zero(&mut self) -> Result<Value, SqlError> {
+        if self.div_zero_error {
+            return Err(SqlError::new(1365, "22012", "Division by 0"));
+        }
+        self.warnings.push(1365, "Division by 0".into());
+        Ok(Value::Null)
+    }
+
     pub fn new(params: &'a [Value]) -> EvalCtx<'a> {
         EvalCtx {
             params,
@@ -264,6 +296,8 @@ impl<'a> EvalCtx<'a> {
             subs: Vec::new(),
             outer_row: Vec::new(),
             set_last_insert_id: None,
+            div_zero_error: false,
+            ai_written: Vec::new(),
             work_tables: Vec::new(),
             stop: None,
             waits: Default::default(),
@@ -396,10 +430,7 @@ pub fn eval(e: &CExpr, row: &[Value], ctx: &mut EvalCtx) -> Result<Value, SqlErr
             })?;
             match res {
                 Some(n) => n.to_value(),
-                None => {
-                    ctx.warnings.push(1365, "Division by 0".into());
-                    Value::Null
-                }
+                None => ctx.division_by_zero()?,
             }
         }
         CExpr::Cmp(k, l, r, coll) => {
@@ -496,6 +527,46 @@ pub fn eval(e: &CExpr, row: &[Value], ctx: &mut EvalCtx) -> Result<Value, SqlErr
                 Value::Null
             } else {
                 Value::Int(*negated as i64)
+            }
+        }
+        CExpr::Quantified { exprs, sub, op, all, colls } => {
+            let mut vals = Vec::with_capacity(exprs.len());
+            for x in exprs {
+                vals.push(eval(x, row, ctx)?);
+            }
+            let Some(SubResult::Rows(rows)) = ctx.subs.get(*sub) else {
+                return Err(SqlError::internal("subquery result missing"));
+            };
+            let mut w = Warnings::default();
+            let mut unknown = false;
+            for r in rows {
+                // A row comparison (only = / <> have rows): false if some
+                // column differs, unknown if none does but one is NULL.
+                let mut res = Some(true);
+                for ((v, x), coll) in vals.iter().zip(r).zip(colls) {
+                    match sql_cmp(v, x, *coll, &mut w) {
+                        None => res = None,
+                        Some(o) if vals.len() == 1 => res = res.map(|_| op.test(o)),
+                        Some(o) if o != Ordering::Equal => {
+                            res = Some(false);
+                            break;
+                        }
+                        Some(_) => {}
+                    }
+                }
+                if vals.len() > 1 && *op == CmpKind::Ne {
+                    res = res.map(|b| !b);
+                }
+                match res {
+                    Some(b) if b != *all => return Ok(Value::Int(b as i64)),
+                    None => unknown = true,
+                    _ => {}
+                }
+            }
+            if unknown {
+                Value::Null
+            } else {
+                Value::Int(*all as i64)
             }
         }
         CExpr::Exists { sub, negated } => match ctx.subs.get(*sub) {
@@ -675,6 +746,7 @@ macro_rules! visit_children {
                 list.$iter().for_each(&mut *$f);
             }
             CExpr::InSub { expr, .. } => $f(expr),
+            CExpr::Quantified { exprs, .. } => exprs.$iter().for_each(&mut *$f),
             CExpr::Between { expr, low, high, .. } => {
                 $f(expr);
                 $f(low);
@@ -733,6 +805,7 @@ pub fn map_cols(e: &mut CExpr, f: &dyn Fn(usize) -> usize) {
             list.iter_mut().for_each(|x| map_cols(x, f));
         }
         CExpr::InSub { expr, .. } => map_cols(expr, f),
+        CExpr::Quantified { exprs, .. } => exprs.iter_mut().for_each(|x| map_cols(x, f)),
         CExpr::Between { expr, low, high, .. } => {
             map_cols(expr, f);
             map_cols(low, f);

@@ -28,6 +28,9 @@ fn name(f: Func) -> &'static str {
         Func::JsonContainsPath => "json_contains_path",
         Func::JsonKeys => "json_keys",
         Func::JsonLength => "json_length",
+        Func::JsonDepth => "json_depth",
+        Func::JsonMergePatch => "json_merge_patch",
+        Func::JsonMergePreserve => "json_merge_preserve",
         Func::JsonSet => "json_set",
         Func::JsonInsert => "json_insert",
         Func::JsonReplace => "json_replace",
@@ -45,6 +48,8 @@ pub fn returns_json(f: Func) -> bool {
             | Func::JsonObject
             | Func::JsonArray
             | Func::JsonKeys
+            | Func::JsonMergePatch
+            | Func::JsonMergePreserve
             | Func::JsonSet
             | Func::JsonInsert
             | Func::JsonReplace
@@ -267,6 +272,18 @@ pub fn call(f: Func, args: &[Value], mask: u64) -> Result<Value, SqlError> {
             }
             text(&d)
         }
+        Func::JsonDepth | Func::JsonMergePatch | Func::JsonMergePreserve if args.iter().any(|a| a.is_null()) => {
+            Value::Null
+        }
+        Func::JsonDepth => Value::Int(depth(&doc(f, args, 0)?)),
+        Func::JsonMergePatch | Func::JsonMergePreserve => {
+            let mut d = doc(f, args, 0)?;
+            for i in 1..args.len() {
+                let next = doc(f, args, i)?;
+                d = if f == Func::JsonMergePatch { merge_patch(d, next) } else { merge_preserve(d, next) };
+            }
+            text(&d)
+        }
         Func::JsonRemove => {
             let mut d = doc(f, args, 0)?;
             for i in 1..args.len() {
@@ -279,6 +296,63 @@ pub fn call(f: Func, args: &[Value], mask: u64) -> Result<Value, SqlError> {
         }
         _ => return Err(SqlError::internal(format!("not a JSON function: {f:?}"))),
     })
+}
+
+/// JSON_DEPTH: 1 for a scalar or an empty array / object, else one more
+/// than the deepest member.
+fn depth(d: &J) -> i64 {
+    match d {
+        J::Array(a) if !a.is_empty() => 1 + a.iter().map(depth).max().unwrap_or(0),
+        J::Object(m) if !m.is_empty() => 1 + m.values().map(depth).max().unwrap_or(0),
+        _ => 1,
+    }
+}
+
+/// JSON_MERGE_PATCH of two documents (RFC 7396): an object patches an
+/// object member by member (a null member removes the key); anything else
+/// replaces the target.
+fn merge_patch(target: J, patch: J) -> J {
+    let J::Object(p) = patch else { return patch };
+    let mut t = match target {
+        J::Object(t) => t,
+        _ => serde_json::Map::new(),
+    };
+    for (k, v) in p {
+        if v.is_null() {
+            t.remove(&k);
+        } else {
+            let old = t.remove(&k).unwrap_or(J::Null);
+            t.insert(k, merge_patch(old, v));
+        }
+    }
+    J::Object(t)
+}
+
+/// JSON_MERGE_PRESERVE of two documents: arrays concatenate, objects merge
+/// (a key in both merges its two values), and a scalar is taken as an
+/// array of itself.
+fn merge_preserve(a: J, b: J) -> J {
+    match (a, b) {
+        (J::Object(mut x), J::Object(y)) => {
+            for (k, v) in y {
+                let merged = match x.remove(&k) {
+                    Some(old) => merge_preserve(old, v),
+                    None => v,
+                };
+                x.insert(k, merged);
+            }
+            J::Object(x)
+        }
+        (a, b) => {
+            let as_array = |v: J| match v {
+                J::Array(items) => items,
+                other => vec![other],
+            };
+            let mut items = as_array(a);
+            items.extend(as_array(b));
+            J::Array(items)
+        }
+    }
 }
 
 /// Validate and normalize a value written to a JSON column (error 3140 as MySQL).

@@ -176,6 +176,19 @@ pub enum Func {
     CastUnsigned,
     CastChar,
     CastBinary,
+    /// The bitwise operators `&`, `|`, `^`, `<<`, `>>`, `~`.
+    BitAndOp,
+    BitOrOp,
+    BitXorOp,
+    ShiftLeftOp,
+    ShiftRightOp,
+    BitNotOp,
+    AddTime,
+    SubTime,
+    /// EXTRACT(unit FROM x) for compound units, MICROSECOND and QUARTER.
+    ExtractParts,
+    /// TRIM(side remstr FROM s) (side: 1 leading, 2 trailing, 3 both).
+    TrimStr,
     CastDate,
     CastDateTime,
     CastTime,
@@ -194,6 +207,9 @@ pub enum Func {
     JsonContainsPath,
     JsonKeys,
     JsonLength,
+    JsonDepth,
+    JsonMergePatch,
+    JsonMergePreserve,
     JsonSet,
     JsonInsert,
     JsonReplace,
@@ -226,6 +242,9 @@ pub fn is_json_fn(f: Func) -> bool {
             | JsonContainsPath
             | JsonKeys
             | JsonLength
+            | JsonDepth
+            | JsonMergePatch
+            | JsonMergePreserve
             | JsonSet
             | JsonInsert
             | JsonReplace
@@ -326,6 +345,8 @@ pub fn lookup(name: &str) -> Option<(Func, usize, usize)> {
         "sec_to_time" => (SecToTime, 1, 1),
         "makedate" => (MakeDate, 2, 2),
         "maketime" => (MakeTime, 3, 3),
+        "addtime" => (AddTime, 2, 2),
+        "subtime" => (SubTime, 2, 2),
         "timediff" => (TimeDiff, 2, 2),
         "from_days" => (FromDays, 1, 1),
         "microsecond" => (Microsecond, 1, 1),
@@ -386,6 +407,9 @@ pub fn lookup(name: &str) -> Option<(Func, usize, usize)> {
         "json_contains_path" => (JsonContainsPath, 3, N),
         "json_keys" => (JsonKeys, 1, 2),
         "json_length" => (JsonLength, 1, 2),
+        "json_depth" => (JsonDepth, 1, 1),
+        "json_merge_patch" => (JsonMergePatch, 2, N),
+        "json_merge_preserve" => (JsonMergePreserve, 2, N),
         "json_set" => (JsonSet, 3, N),
         "json_insert" => (JsonInsert, 3, N),
         "json_replace" => (JsonReplace, 3, N),
@@ -482,9 +506,18 @@ pub fn ret_type(f: Func, args: &[SqlType]) -> SqlType {
         CurTime | UtcTime | CastTime | SecToTime | MakeTime | TimeDiff => SqlType::new(TClass::Time),
         CastDecimal => SqlType::new(TClass::Decimal),
         JsonExtract | JsonObject | JsonArray | JsonKeys | JsonSet | JsonInsert | JsonReplace | JsonRemove
-        | CastJson => SqlType { json: true, coll: vals::Coll::Bin, ..s },
+        | JsonMergePatch | JsonMergePreserve | CastJson => SqlType { json: true, coll: vals::Coll::Bin, ..s },
         JsonUnquote | JsonQuote | JsonType => SqlType { coll: vals::Coll::Bin, ..s },
-        JsonValid | JsonContains | JsonContainsPath | JsonLength => int,
+        JsonValid | JsonContains | JsonContainsPath | JsonLength | JsonDepth => int,
+        BitAndOp | BitOrOp | BitXorOp | ShiftLeftOp | ShiftRightOp | BitNotOp => SqlType::new(TClass::UInt),
+        ExtractParts => int,
+        // A DATETIME or TIME stays one; a string gives a string, as MySQL.
+        AddTime | SubTime => match args.first().map(|t| t.class) {
+            Some(TClass::DateTime) | Some(TClass::Date) => SqlType::new(TClass::DateTime),
+            Some(TClass::Time) => SqlType::new(TClass::Time),
+            _ => s,
+        },
+        TrimStr => args.first().copied().unwrap_or(s),
     }
 }
 
@@ -645,7 +678,32 @@ fn round_num(n: Num, places: i64, truncate: bool) -> Num {
 }
 
 fn date_part(f: Func, v: &Value, ctx: &mut EvalCtx) -> Value {
-    if let (Value::Time(t), Func::Hour | Func::Minute | Func::Second) = (v, f) {
+    let time_part = matches!(f, Func::Hour | Func::Minute | Func::Second);
+    // HOUR / MINUTE / SECOND read a string or number as a TIME ('10:11:12',
+    // '100:00:00', 101112) unless it is a whole DATETIME, as MySQL does.
+    let as_time = match v {
+        Value::Time(t) => Some(*t),
+        Value::Null | Value::Date(_) | Value::DateTime(_) => None,
+        Value::Bytes(b) if dtm::parse_datetime(b).is_some() => None,
+        // 20240102101112: a DATETIME number (a TIME number has at most 7 digits).
+        Value::Int(_) | Value::UInt(_)
+            if text(v).is_some_and(|s| s.len() > 7 && dtm::parse_datetime(s.as_bytes()).is_some()) =>
+        {
+            None
+        }
+        _ if time_part => match text(v) {
+            Some(s) => match dtm::parse_time(s.as_bytes()) {
+                Some(t) => Some(t),
+                None => {
+                    ctx.warnings.push(1292, format!("Truncated incorrect time value: '{s}'"));
+                    return Value::Null;
+                }
+            },
+            None => None,
+        },
+        _ => None,
+    };
+    if let (Some(t), true) = (as_time, time_part) {
         let secs = t.unsigned_abs() / 1_000_000;
         return Value::Int(match f {
             Func::Hour => secs / 3600,
@@ -668,6 +726,63 @@ fn date_part(f: Func, v: &Value, ctx: &mut EvalCtx) -> Value {
         Func::ToDays => dtm::to_days(&d),
         _ => return Value::Null,
     })
+}
+
+/// The parts EXTRACT gives for a unit it computes with `ExtractParts`, in
+/// order (None for the simple units, which have functions of their own).
+pub fn extract_parts(unit: &str) -> Option<&'static [&'static str]> {
+    Some(match unit.to_ascii_uppercase().as_str() {
+        "MICROSECOND" => &["MICROSECOND"],
+        "QUARTER" => &["QUARTER"],
+        "YEAR_MONTH" => &["YEAR", "MONTH"],
+        "DAY_HOUR" => &["DAY", "HOUR"],
+        "DAY_MINUTE" => &["DAY", "HOUR", "MINUTE"],
+        "DAY_SECOND" => &["DAY", "HOUR", "MINUTE", "SECOND"],
+        "DAY_MICROSECOND" => &["DAY", "HOUR", "MINUTE", "SECOND", "MICROSECOND"],
+        "HOUR_MINUTE" => &["HOUR", "MINUTE"],
+        "HOUR_SECOND" => &["HOUR", "MINUTE", "SECOND"],
+        "HOUR_MICROSECOND" => &["HOUR", "MINUTE", "SECOND", "MICROSECOND"],
+        "MINUTE_SECOND" => &["MINUTE", "SECOND"],
+        "MINUTE_MICROSECOND" => &["MINUTE", "SECOND", "MICROSECOND"],
+        "SECOND_MICROSECOND" => &["SECOND", "MICROSECOND"],
+        _ => return None,
+    })
+}
+
+/// An operand of a bitwise operator as MySQL takes it: a 64-bit unsigned
+/// integer (negative numbers in two's complement, others rounded).
+fn bits(v: &Value, ctx: &mut EvalCtx) -> Option<u64> {
+    Some(match to_num(v, &mut ctx.warnings)? {
+        Num::I(i) => i as u64,
+        Num::U(u) => u,
+        n => {
+            let r = n.to_f64().round();
+            if r < 0.0 {
+                (r as i64) as u64
+            } else {
+                r as u64
+            }
+        }
+    })
+}
+
+/// CAST(x AS CHAR(n)) keeps the first n characters, CAST(x AS BINARY(n))
+/// the first n bytes, padding a shorter value with 0x00 bytes; a value cut
+/// short gives warning 1292, as in MySQL.
+fn cast_to_length(mut b: Vec<u8>, n: usize, binary: bool, ctx: &mut EvalCtx) -> Value {
+    let cut = if binary {
+        (b.len() > n).then_some(n)
+    } else {
+        String::from_utf8_lossy(&b).char_indices().nth(n).map(|(i, _)| i)
+    };
+    if let Some(at) = cut {
+        let kind = if binary { "BINARY" } else { "CHAR" };
+        ctx.warnings.push(1292, format!("Truncated incorrect {kind}({n}) value: '{}'", String::from_utf8_lossy(&b)));
+        b.truncate(at);
+    } else if binary {
+        b.resize(n, 0);
+    }
+    Value::Bytes(b)
 }
 
 fn chars(s: &str) -> Vec<char> {
@@ -1018,10 +1133,7 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
             };
             match vals::arith(vals::ArithOp::Mod, x, y, &|| "mod".into())? {
                 Some(n) => n.to_value(),
-                None => {
-                    ctx.warnings.push(1365, "Division by 0".into());
-                    Value::Null
-                }
+                None => ctx.division_by_zero()?,
             }
         }
         Sign => Value::Int(match to_f64(a0, &mut ctx.warnings) {
@@ -1161,8 +1273,90 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
             }
             None => Value::Null,
         },
-        CastChar => Value::Bytes(to_text(a0).unwrap_or_default().into_owned()),
-        CastBinary => Value::Bytes(to_text(a0).unwrap_or_default().into_owned()),
+        BitAndOp | BitOrOp | BitXorOp | ShiftLeftOp | ShiftRightOp => {
+            let (Some(x), Some(y)) = (bits(a0, ctx), bits(&args[1], ctx)) else { return Ok(Value::Null) };
+            Value::UInt(match f {
+                BitAndOp => x & y,
+                BitOrOp => x | y,
+                BitXorOp => x ^ y,
+                ShiftLeftOp => x.checked_shl(u32::try_from(y).unwrap_or(u32::MAX)).unwrap_or(0),
+                _ => x.checked_shr(u32::try_from(y).unwrap_or(u32::MAX)).unwrap_or(0),
+            })
+        }
+        AddTime | SubTime => {
+            let delta = match &args[1] {
+                Value::Time(t) => Some(*t),
+                v => text(v).and_then(|s| dtm::parse_time(s.as_bytes())),
+            };
+            let Some(delta) = delta.map(|d| if f == SubTime { -d } else { d }) else { return Ok(Value::Null) };
+            let add_dt = |dt: &DateTime| {
+                dtm::unix_micros_to_datetime(dtm::datetime_to_unix_micros(dt) + delta).map(Value::DateTime)
+            };
+            let out = match a0 {
+                Value::DateTime(dt) => add_dt(dt),
+                Value::Date(d) => add_dt(&DateTime { date: *d, hour: 0, minute: 0, second: 0, micro: 0 }),
+                Value::Time(t) => Some(Value::Time(t + delta)),
+                v => match text(v) {
+                    Some(s) => match dtm::parse_datetime(s.as_bytes()) {
+                        Some((dt, _)) if s.contains('-') => add_dt(&dt),
+                        _ => dtm::parse_time(s.as_bytes()).map(|t| Value::Time(t + delta)),
+                    }
+                    .and_then(|v| vals::to_string_lossy(&v).map(|s| Value::str(&s))),
+                    None => None,
+                },
+            };
+            out.unwrap_or(Value::Null)
+        }
+        ExtractParts => {
+            let unit = text(&args[1]).unwrap_or_default();
+            let Some(parts) = extract_parts(&unit) else { return Ok(Value::Null) };
+            let Some(dt) = to_datetime(a0, ctx) else { return Ok(Value::Null) };
+            let mut n: i64 = 0;
+            for p in parts {
+                let (v, width) = match *p {
+                    "YEAR" => (dt.date.year as i64, 0),
+                    "QUARTER" => ((dt.date.month as i64 + 2) / 3, 1),
+                    "MONTH" => (dt.date.month as i64, 2),
+                    "DAY" => (dt.date.day as i64, 2),
+                    "HOUR" => (dt.hour as i64, 2),
+                    "MINUTE" => (dt.minute as i64, 2),
+                    "SECOND" => (dt.second as i64, 2),
+                    _ => (dt.micro as i64, 6),
+                };
+                n = n * 10i64.pow(width) + v;
+            }
+            Value::Int(n)
+        }
+        TrimStr => {
+            let s = to_text(a0).unwrap_or_default().into_owned();
+            let what = to_text(&args[1]).unwrap_or_default().into_owned();
+            let side = args[2].as_i64().unwrap_or(3);
+            let mut b: &[u8] = &s;
+            if !what.is_empty() {
+                if side & 1 != 0 {
+                    while b.starts_with(&what) {
+                        b = &b[what.len()..];
+                    }
+                }
+                if side & 2 != 0 {
+                    while b.ends_with(&what) {
+                        b = &b[..b.len() - what.len()];
+                    }
+                }
+            }
+            Value::Bytes(b.to_vec())
+        }
+        BitNotOp => match bits(a0, ctx) {
+            Some(x) => Value::UInt(!x),
+            None => Value::Null,
+        },
+        CastChar | CastBinary => {
+            let b = to_text(a0).unwrap_or_default().into_owned();
+            match args.get(1).and_then(|n| n.as_i64()) {
+                Some(n) => cast_to_length(b, n.max(0) as usize, f == CastBinary, ctx),
+                None => Value::Bytes(b),
+            }
+        }
         CastDateTime => match to_datetime(a0, ctx) {
             Some(dt) => Value::DateTime(dt),
             None => Value::Null,
@@ -1189,7 +1383,8 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
         },
         // Evaluated by `json_fns` before this match.
         JsonExtract | JsonUnquote | JsonQuote | JsonObject | JsonArray | JsonValid | JsonType | JsonContains
-        | JsonContainsPath | JsonKeys | JsonLength | JsonSet | JsonInsert | JsonReplace | JsonRemove | CastJson => {
+        | JsonContainsPath | JsonKeys | JsonLength | JsonDepth | JsonMergePatch | JsonMergePreserve | JsonSet
+        | JsonInsert | JsonReplace | JsonRemove | CastJson => {
             return Err(SqlError::internal("JSON function outside json_fns"))
         }
         CastDouble => Value::Double(to_f64(a0, &mut ctx.warnings).unwrap_or(0.0)),
