@@ -84,10 +84,8 @@ pub fn on_set(name: &str, value: &Value, global: bool) -> Result<(), SqlError> {
                 *lock_file() = Some(f);
             }
         }
-        "long_query_time" => {
-            if !text.trim().parse::<f64>().is_ok_and(|t| t.is_finite()) {
-                return Err(crate::engine::error_map::wrong_type_for_var(name));
-            }
+        "long_query_time" if !text.trim().parse::<f64>().is_ok_and(|t| t.is_finite()) => {
+            return Err(crate::engine::error_map::wrong_type_for_var(name));
         }
         _ => {}
     }
