@@ -152,15 +152,20 @@ pub fn check_engine(s: &mut Session, name: &str, table: &str, creating: bool) ->
     Ok(())
 }
 
-/// The ENGINE a CREATE TABLE names, if any.
-pub fn engine_option(ct: &CreateTable) -> Option<String> {
-    let opts: &[SqlOption] = match &ct.table_options {
+/// The table options of a CREATE TABLE, whichever syntax the parser saw.
+fn table_options(ct: &CreateTable) -> &[SqlOption] {
+    match &ct.table_options {
         CreateTableOptions::None => &[],
         CreateTableOptions::With(v)
         | CreateTableOptions::Options(v)
         | CreateTableOptions::Plain(v)
         | CreateTableOptions::TableProperties(v) => v,
-    };
+    }
+}
+
+/// The ENGINE a CREATE TABLE names, if any.
+pub fn engine_option(ct: &CreateTable) -> Option<String> {
+    let opts = table_options(ct);
     opts.iter().find_map(|o| match o {
         SqlOption::NamedParenthesizedList(l) if l.key.value.eq_ignore_ascii_case("ENGINE") => {
             Some(l.name.as_ref().map(|n| n.value.clone()).unwrap_or_default())
@@ -573,13 +578,7 @@ pub fn build_table(
     let mut t_collation: Option<String> = None;
     let mut comment = ct.comment.as_ref().map(comment_text).unwrap_or_default();
     let mut auto_inc_start = None;
-    let opts: &[SqlOption] = match &ct.table_options {
-        CreateTableOptions::None => &[],
-        CreateTableOptions::With(v)
-        | CreateTableOptions::Options(v)
-        | CreateTableOptions::Plain(v)
-        | CreateTableOptions::TableProperties(v) => v,
-    };
+    let opts = table_options(ct);
     for o in opts {
         match o {
             SqlOption::NamedParenthesizedList(l) if l.key.value.eq_ignore_ascii_case("ENGINE") => {
