@@ -54,7 +54,8 @@ PROFILE=${PROFILE:-release}
 case "$PROFILE" in
     release) BIN="$TARGET/release" ;;
     dev) BIN="$TARGET/debug" ;;
-    *) echo "PROFILE must be release or dev" >&2; exit 2 ;;
+    profiling) BIN="$TARGET/profiling" ;;
+    *) echo "PROFILE must be release, profiling or dev" >&2; exit 2 ;;
 esac
 DURATION_S=${DURATION%s}
 WARMUP_S=1
