@@ -372,3 +372,75 @@ fn a_node_that_was_hung_gets_no_serve_lease_until_it_hears_its_peers_again() {
     assert!(first.0 <= woke + 3 * hb, "no lease for {} ms after waking", (first.0 - woke) / MS);
     assert!(c.counter(4, "qmgr: serve lease not renewed") >= 1);
 }
+
+/// The first revocation of `node`'s serve lease at or after `t`.
+fn revoked_since(c: &QmgrCluster, node: u16, t: u64) -> Option<u64> {
+    c.revocations(node).into_iter().find(|at| *at >= t)
+}
+
+/// A suspicion revokes the serve lease at once, and the round that removes
+/// the failed node renews it at the moment it decides, not at the next
+/// heartbeat tick: a failover does not wait up to an interval for it.
+#[test]
+fn a_failure_revokes_the_serve_lease_and_its_round_renews_it_at_once() {
+    for seed in 0..20 {
+        let mut c = four(seed, Knobs::default());
+        c.run_for_ms(1_000);
+        let t = c.now_ns;
+        c.crash(3);
+        c.run_for_ms(1_000);
+        for s in [1, 2, 4] {
+            let reps = c.fail_reports_since(s, t);
+            assert_eq!(reps.len(), 1, "seed {seed}: node {s}: {reps:?}");
+            let decided = reps[0].0;
+            let revoked = revoked_since(&c, s, t).unwrap_or_else(|| panic!("seed {seed}: node {s} kept its lease"));
+            assert!(revoked <= decided, "seed {seed}: node {s} revoked at {revoked}, after the decision at {decided}");
+            let renewed = c.leases(s).into_iter().find(|(at, _)| *at >= revoked).expect("a lease after the round");
+            assert_eq!(
+                renewed.0,
+                decided,
+                "seed {seed}: node {s}: no lease between the revocation and the decision, and one at the decision"
+            );
+        }
+    }
+}
+
+/// A split that closes the connections (as a reset does): the side that
+/// loses arbitration revokes its serve lease before the winners' round
+/// decides, and gets no lease again; so it answers no read from rows the
+/// winners may change once they took over. (Before the revocation its lease
+/// from the last tick ran on for up to `missed_heartbeats` intervals.)
+#[test]
+fn the_losing_side_of_a_split_stops_serving_before_the_winners_take_over() {
+    for seed in 0..30 {
+        let mut c = four(seed, Knobs::default());
+        c.run_for_ms(1_000);
+        let t = c.now_ns;
+        c.split(&[1, 3], &[2, 4]);
+        // Long enough for the round (milliseconds), short of the losers'
+        // restart (a new incarnation has a new recorder).
+        c.run_for_ms(150);
+        let winners: Vec<u16> = c.checker.generation_membership(2).expect("one side went on").members.clone();
+        let losers: Vec<u16> = [1, 2, 3, 4].into_iter().filter(|n| !winners.contains(n)).collect();
+        let took_over = winners
+            .iter()
+            .map(|w| {
+                let reps = c.fail_reports_since(*w, t);
+                assert!(!reps.is_empty(), "seed {seed}: winner {w} has no report\n{}", c.log_tail(60));
+                reps[0].0
+            })
+            .min()
+            .expect("winners");
+        for l in &losers {
+            let revoked = revoked_since(&c, *l, t).unwrap_or_else(|| {
+                panic!("seed {seed}: node {l} kept its lease: {:?}\n{}", c.revocations(*l), c.log_tail(60))
+            });
+            assert!(
+                revoked <= took_over,
+                "seed {seed}: node {l} revoked at {revoked}, after the winners took over at {took_over}"
+            );
+            let later: Vec<(u64, u64)> = c.leases(*l).into_iter().filter(|(at, _)| *at >= revoked).collect();
+            assert!(later.is_empty(), "seed {seed}: node {l} got leases after losing: {later:?}");
+        }
+    }
+}

@@ -229,7 +229,7 @@ fn a_president_crash_during_a_join_still_ends_in_one_cluster() {
         c.run_for_ms(at);
         c.crash(1);
         c.run_for_ms(3_000);
-        let v = c.settled().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let v = c.settled().unwrap_or_else(|e| panic!("seed {seed}: {e}\n{}", c.log_tail(80)));
         assert_eq!(v.members, vec![2, 3, 4], "seed {seed}");
         assert_eq!(v.president, 2, "seed {seed}");
     }

@@ -292,9 +292,12 @@ fn writes_during_the_copy_reach_the_restarting_node() {
 fn an_index_refused_by_a_restarting_node_is_undone_on_the_live_one() {
     let mut kit = start(57);
     let t = create_table(&mut kit, 1, "t", 4);
-    load(&mut kit, &t, 0..3000);
+    // Enough rows that the copy (which reads every row's key on node 1)
+    // is still under way when the CREATE INDEX arrives: with 3,000 it
+    // could end first, depending on the simulator's timing.
+    load(&mut kit, &t, 0..12000);
     settle_and_kill_2(&mut kit);
-    load(&mut kit, &t, 3000..3010);
+    load(&mut kit, &t, 12000..12010);
     kit.boot(2);
     // Node 2 restored the table and keeps it: its rows are being brought
     // up to date from node 1.

@@ -469,6 +469,19 @@ pub enum ClusterSignal {
     DurabilityLostRep {
         why: String,
     },
+    /// QMGR -> its node's TCs (A), local only: this node suspects
+    /// `suspected` failed, so the serve lease ends now, not when it would
+    /// have run out. Until the failure round decides (and QMGR renews the
+    /// lease at once, `ServeLeaseRep`), the TCs take no new transaction or
+    /// scan. Why: a connection that closes under two live nodes (a cut that
+    /// resets it) lets the side that wins arbitration take over at once,
+    /// while the losing side's lease would still have let it answer reads
+    /// from rows the winner goes on to change. Both sides see the close at
+    /// about the same moment, so the loser stops serving before the winner's
+    /// round can end.
+    ServeLeaseRevokedRep {
+        suspected: Vec<NodeId>,
+    },
 }
 
 /// What a data node shows of itself (`norr mgm show`): DIH tells its host

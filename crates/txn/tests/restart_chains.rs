@@ -369,3 +369,37 @@ fn a_restarted_cluster_node_serves_nothing_before_it_joined() {
         other => panic!("expected one LqhKeyConf to the stale TC: {other:?}"),
     }
 }
+
+/// QMGR revokes the serve lease when it suspects a member failed
+/// (`ServeLeaseRevokedRep`): the TC refuses new transactions with a
+/// temporary error naming the suspects until QMGR gives a lease again (the
+/// failure round decided), then coordinates as before.
+#[test]
+fn a_tc_whose_serve_lease_was_revoked_takes_no_transaction_until_a_new_lease() {
+    let def = table();
+    let mut tc = tc_node();
+    tc.stale_after_rejoin(&def);
+    let (k, _) = key_in_group_of_3(&def);
+    let api = BlockRef::new(API, block::API, 0);
+    let qmgr = BlockRef::new(1, block::QMGR, 0);
+    let write = |v| KeyOp::write(def.id, vec![Value::Int(k)], vec![(1, Value::Int(v))]);
+    let req = |h, v| Signal::TcKeyReq(Box::new(TcKeyReq { txn: h, exec: ExecType::Commit, ops: vec![write(v)] }));
+    let lease = ClusterSignal::ServeLeaseRep { until_ns: u64::MAX / 2 };
+    tc.deliver(qmgr, cluster(lease.clone()));
+    let out = tc.deliver(api, req(1, 5));
+    assert!(
+        internals(&out).iter().any(|(_, s)| matches!(s, InternalSignal::LqhKeyReq { .. })),
+        "served under a lease: {out:?}"
+    );
+    tc.deliver(qmgr, cluster(ClusterSignal::ServeLeaseRevokedRep { suspected: vec![4] }));
+    let out = tc.deliver(api, req(2, 6));
+    assert_refused_until_joined(&out);
+    let Signal::TcKeyRef(r) = &out[0].signal else { unreachable!() };
+    assert!(r.error.message.contains("suspects data node(s) [4]"), "{}", r.error.message);
+    tc.deliver(qmgr, cluster(lease));
+    let out = tc.deliver(api, req(3, 7));
+    assert!(
+        internals(&out).iter().any(|(_, s)| matches!(s, InternalSignal::LqhKeyReq { .. })),
+        "served again under the new lease: {out:?}"
+    );
+}

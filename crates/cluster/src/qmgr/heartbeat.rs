@@ -92,6 +92,38 @@ impl Qmgr {
         }
     }
 
+    /// A member is suspected: the serve lease ends now (see
+    /// `ClusterSignal::ServeLeaseRevokedRep`). `adopt` renews it as soon as
+    /// a round leaves no member suspected.
+    pub(super) fn revoke_lease(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        debug_assert!(!self.acc.failed.is_empty(), "a revocation without a suspect");
+        crate::probe!(self.counters, "qmgr: serve lease revoked");
+        let suspected: Vec<NodeId> = self.acc.failed.iter().copied().collect();
+        for s in self.subscribers.iter().filter(|s| s.block == norr_signals::block::TC) {
+            let rep = ClusterSignal::ServeLeaseRevokedRep { suspected: suspected.clone() };
+            ctx.send_prio(*s, Signal::Cluster(Box::new(rep)), norr_kernel::Priority::A);
+        }
+    }
+
+    /// A membership change left no member suspected: heartbeat every peer
+    /// now and renew the lease from this moment, rather than at the next
+    /// tick. The lease was revoked when the failure was suspected; waiting
+    /// up to an interval for the tick would add that to every failover.
+    /// The bound holds as at a tick: the peers hear this heartbeat no
+    /// earlier than it is sent, and declare this node failed only after
+    /// `missed_heartbeats` intervals of silence from then.
+    pub(super) fn heartbeat_and_renew_now(&mut self, ctx: &mut Ctx<'_, Signal>) {
+        debug_assert!(self.is_member() && self.acc.failed.is_empty());
+        let now = ctx.now_ns();
+        let generation = self.generation();
+        let peers: Vec<NodeId> = self.members_now().into_iter().filter(|m| *m != self.node).collect();
+        for p in &peers {
+            self.send_peer(*p, QmgrMsg::Heartbeat { generation }, ctx);
+        }
+        self.counters.bump_by("qmgr: heartbeats sent", peers.len() as u64);
+        self.renew_lease(now, 0, false, ctx);
+    }
+
     /// Any message of a member (but a starting one's) counts as a heartbeat.
     pub(super) fn heard_from(&mut self, peer: NodeId, ctx: &mut Ctx<'_, Signal>) {
         self.joined_unheard.remove(&peer);
@@ -147,6 +179,7 @@ impl Qmgr {
     /// them to the acting president.
     pub(super) fn failures_changed(&mut self, reason: &str, ctx: &mut Ctx<'_, Signal>) {
         debug_assert!(!self.acc.failed.is_empty());
+        self.revoke_lease(ctx);
         let president = self.acting_president();
         let generation = self.generation();
         if president == self.node {

@@ -217,9 +217,13 @@ impl Qmgr {
         }
         self.promise(ballot);
         let newly: Vec<NodeId> = failed.difference(&self.acc.failed).copied().collect();
+        let learned = !newly.is_empty();
         for n in newly {
             self.acc.failed.insert(n);
             self.cut_off(n, &format!("node {peer}'s membership round declared it failed"), ctx);
+        }
+        if learned {
+            self.revoke_lease(ctx);
         }
         if self.round.as_ref().is_some_and(|r| r.ballot < ballot) {
             crate::probe!(self.counters, "qmgr: own round superseded");
@@ -630,6 +634,18 @@ impl Qmgr {
     ) {
         if self.is_member() && generation >= self.generation() {
             self.excluded(format!("node {peer} declared this node failed: {reason}"), ctx);
+        } else if matches!(self.phase, Phase::Starting(_)) {
+            // The cluster counted this incarnation as joined (a president
+            // decided the join, then failed before telling it), waited for
+            // it in vain and cut it off; members refuse its connections
+            // until it is a new incarnation. Waiting on would never end
+            // (seen in the simulator: a node running but never a member),
+            // so start again.
+            crate::probe!(self.counters, "qmgr: cut off while starting");
+            self.excluded(
+                format!("node {peer} cut this node off while it was starting (it had counted it as joined): {reason}"),
+                ctx,
+            );
         } else {
             crate::probe!(self.counters, "qmgr: stale exclusion ignored");
         }
@@ -695,8 +711,13 @@ impl Qmgr {
         self.register_generation(ctx);
         if !self.acc.failed.is_empty() {
             self.failures_changed("still failed after the last change", ctx);
-        } else if self.leaving.is_some() {
-            self.ask_leave(ctx);
+        } else {
+            if !was_starting {
+                self.heartbeat_and_renew_now(ctx);
+            }
+            if self.leaving.is_some() {
+                self.ask_leave(ctx);
+            }
         }
     }
 

@@ -263,9 +263,20 @@ fn a_stale_exclusion_is_ignored_a_current_one_obeyed() {
         1,
         QmgrMsg::ChangeDecided { view: view(2, &[1, 2, 3]), change: MembershipChange::Fail { failed: vec![4] } },
     );
-    assert!(out.is_empty());
+    // No member is suspected now: it heartbeats the others at once and
+    // renews the serve lease from that moment (not at the next tick).
+    let beats: Vec<NodeId> = out
+        .iter()
+        .filter(|e| matches!(&e.signal, Signal::Cluster(c) if matches!(&**c, ClusterSignal::Qmgr(QmgrMsg::Heartbeat { generation: 2 }))))
+        .map(|e| e.to.node)
+        .collect();
+    assert_eq!(beats, vec![1, 3], "{out:?}");
+    assert_eq!(out.len(), 2, "{out:?}");
     let got = one.local();
-    assert!(matches!(&got[..], [ClusterSignal::NodeFailRep { failed, .. }] if *failed == vec![4]), "{got:?}");
+    assert!(
+        matches!(&got[..], [ClusterSignal::NodeFailRep { failed, .. }, ClusterSignal::ServeLeaseRep { .. }] if *failed == vec![4]),
+        "{got:?}"
+    );
     one.peer_sends(3, QmgrMsg::YouAreExcluded { generation: 1, reason: "old".into() });
     assert!(one.local().is_empty());
     assert_eq!(one.counter("qmgr: stale exclusion ignored"), 1);
@@ -305,7 +316,10 @@ fn a_member_behind_catches_up_from_a_round() {
     );
     // Node 3 is told before its connection is closed.
     assert!(to(3, &|m| matches!(m, QmgrMsg::YouAreExcluded { generation: 2, .. })), "{out:?}");
-    assert_eq!(out.len(), 2);
+    let heartbeat = |e: &&Envelope<Signal>| {
+        matches!(&e.signal, Signal::Cluster(c) if matches!(&**c, ClusterSignal::Qmgr(QmgrMsg::Heartbeat { .. })))
+    };
+    assert_eq!(out.iter().filter(|e| !heartbeat(e)).count(), 2, "{out:?}");
     let got = one.local();
     assert!(
         matches!(&got[0], ClusterSignal::NodeFailRep { failed, membership } if *failed == vec![4] && membership.generation == 2),

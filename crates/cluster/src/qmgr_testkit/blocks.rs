@@ -21,6 +21,8 @@ pub struct RecorderShared {
     pub stats: Option<Vec<(String, u64)>>,
     /// Serve leases (`ServeLeaseRep`): (virtual time, until).
     pub leases: Vec<(u64, u64)>,
+    /// Serve lease revocations (`ServeLeaseRevokedRep`): virtual times.
+    pub revocations: Vec<u64>,
 }
 
 pub struct Recorder {
@@ -49,6 +51,8 @@ impl Block<Signal> for Recorder {
                 }
                 if let ClusterSignal::ServeLeaseRep { until_ns } = *sig {
                     sh.leases.push((ctx.now_ns(), until_ns));
+                } else if let ClusterSignal::ServeLeaseRevokedRep { .. } = *sig {
+                    sh.revocations.push(ctx.now_ns());
                 } else {
                     sh.entries.push((ctx.now_ns(), *sig));
                 }

@@ -968,6 +968,11 @@ impl QmgrCluster {
         self.nodes[&node].recorder.lock().expect("lock").leases.clone()
     }
 
+    /// When `node`'s QMGR revoked its TCs' serve lease (virtual times).
+    pub fn revocations(&self, node: NodeId) -> Vec<u64> {
+        self.nodes[&node].recorder.lock().expect("lock").revocations.clone()
+    }
+
     pub fn reports(&self, node: NodeId) -> Vec<(u32, ClusterSignal)> {
         self.log
             .iter()

@@ -159,10 +159,14 @@ pub struct Tc {
     /// The cluster's distribution as DIH last published it (this node alone
     /// until a DIH runs).
     dist: DistView,
-    /// QMGR's serve lease (`ClusterSignal::ServeLeaseRep`): past it this
-    /// node takes no new transaction or scan. None: no QMGR (a lone node),
+    /// QMGR's serve lease (`ClusterSignal::ServeLeaseRep`): past it, or
+    /// while it is revoked (`lease_revoked_for`), this node takes no new
+    /// transaction or scan. None: no QMGR (a lone node),
     /// or none heard yet.
     serve_until_ns: Option<u64>,
+    /// The members QMGR suspects failed when it revoked the lease
+    /// (`ServeLeaseRevokedRep`); empty once a lease came again.
+    lease_revoked_for: Vec<NodeId>,
     /// On a data node of a cluster (`in_cluster`): its node runs CKPT,
     /// DIH and QMGR too.
     in_cluster: bool,
@@ -239,6 +243,7 @@ impl Tc {
             dist: DistView::new(Dist::single(node)),
             in_cluster: false,
             serve_until_ns: None,
+            lease_revoked_for: Vec::new(),
             membership: None,
             txn_inactive_ns: knobs.txn_inactive_timeout_ms * 1_000_000,
             max_transactions: knobs.max_transactions as usize,
@@ -291,12 +296,24 @@ impl Tc {
     /// Or its QMGR's serve lease ran out: the node did not run for a while
     /// (frozen, stalled) and the others may have excluded it and changed
     /// rows meanwhile; its replicas would answer reads from before (found
-    /// by the real-process chaos test's SIGSTOP rounds).
+    /// by the real-process chaos test's SIGSTOP rounds). Or QMGR revoked
+    /// the lease: it suspects a member failed, and until the round decides
+    /// this node may be on the side that loses.
     fn not_serving(&self, now_ns: u64) -> Option<NodeError> {
         if self.dist.awaiting_dih() {
             return Some(NodeError::with(
                 ErrorCode::PartitionUnavailable,
                 format!("data node {} is restarting and has no distribution yet: use another data node", self.node),
+            ));
+        }
+        if !self.lease_revoked_for.is_empty() {
+            return Some(NodeError::with(
+                ErrorCode::PartitionUnavailable,
+                format!(
+                    "data node {} suspects data node(s) {:?} failed and waits for the cluster to decide its \
+                     membership: retry the transaction",
+                    self.node, self.lease_revoked_for
+                ),
             ));
         }
         match self.serve_until_ns {
@@ -913,6 +930,14 @@ impl Tc {
             ClusterSignal::ServeLeaseRep { until_ns } => {
                 debug_assert_eq!(from.node, self.node, "a lease from another node's QMGR");
                 self.serve_until_ns = Some(self.serve_until_ns.map_or(until_ns, |u| u.max(until_ns)));
+                self.lease_revoked_for.clear();
+            }
+            ClusterSignal::ServeLeaseRevokedRep { suspected } => {
+                debug_assert_eq!(from.node, self.node, "a revocation from another node's QMGR");
+                debug_assert!(!suspected.is_empty(), "a revocation without a suspect");
+                // Ends now (`not_serving`); the next `ServeLeaseRep` ends
+                // the revocation.
+                self.lease_revoked_for = suspected;
             }
             ClusterSignal::NfCompleteRep { node } => {
                 // The president's TC finished the failed node's transactions.
