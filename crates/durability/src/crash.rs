@@ -29,6 +29,10 @@ pub mod points {
     pub const DICT_MADE_BEFORE_SCHEMA_WRITE: &str =
         "dict: every block made the change, before the schema file commits it";
     pub const DICT_WRITTEN_BEFORE_ANSWER: &str = "dict: the schema file commits the change, before the client hears";
+    /// A fault, not a crash (in [`super::FAULTS`], not [`super::ALL`]): the
+    /// LQH finds no REDO room for a TRUNCATE's reset record, as when its log
+    /// broke or the reserve for reset records ran out, and refuses it.
+    pub const LQH_TRUNCATE_NO_REDO_ROOM: &str = "lqh: no REDO room for a TRUNCATE (fault: the LQH refuses it)";
 }
 
 /// All crash points, for tests that crash at each in turn.
@@ -48,6 +52,10 @@ pub const ALL: &[&str] = &[
     points::DICT_MADE_BEFORE_SCHEMA_WRITE,
     points::DICT_WRITTEN_BEFORE_ANSWER,
 ];
+
+/// Fault points: where the caller, instead of crashing, takes the failure
+/// path it would take for a real fault (armed and counted the same way).
+pub const FAULTS: &[&str] = &[points::LQH_TRUNCATE_NO_REDO_ROOM];
 
 /// Which points are armed, and after how many passes each fires.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -70,7 +78,7 @@ impl CrashPoints {
 
     /// Fire `name` on its `(skip + 1)`-th pass. Once fired a point disarms.
     pub fn arm(&mut self, name: &str, skip: u32) -> Result<(), UnknownCrashPoint> {
-        let Some(&n) = ALL.iter().find(|&&p| p == name) else {
+        let Some(&n) = ALL.iter().chain(FAULTS).find(|&&p| p == name) else {
             return Err(UnknownCrashPoint(name.to_string()));
         };
         self.armed.insert(n, skip);
@@ -88,7 +96,10 @@ impl CrashPoints {
 
     /// Pass a point: true if the node must crash here. Use `crash_point!`.
     pub fn hit(&mut self, name: &'static str) -> bool {
-        debug_assert!(ALL.contains(&name), "crash point {name:?} missing from crash::ALL");
+        debug_assert!(
+            ALL.contains(&name) || FAULTS.contains(&name),
+            "crash point {name:?} missing from crash::ALL and crash::FAULTS"
+        );
         if self.armed.is_empty() {
             return false;
         }

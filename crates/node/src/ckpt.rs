@@ -63,7 +63,7 @@ use norr_kernel::counters::Counters;
 use norr_kernel::{Block, BlockRef, Ctx, Envelope, NodeId, Priority};
 use norr_knobs::Knobs;
 use norr_signals::ckpt::{CkptSignal, Gci};
-use norr_signals::cluster::{ClusterSignal, Membership, QmgrMsg, ShutdownReason};
+use norr_signals::cluster::{ClusterSignal, Membership, QmgrMsg};
 use norr_signals::dist::ReplicaState;
 use norr_signals::fs::{FileHandle, FsOp, FsResult, FsSignal};
 use norr_signals::internal::{BlockStats, InternalSignal};
@@ -632,9 +632,11 @@ impl Ckpt {
             return ctx.send_prio(host, Signal::Cluster(Box::new(rep)), Priority::A);
         }
         norr_kernel::probe!(self.counters, "ckpt: left the cluster, its part of a gcp failed");
-        let reason = ShutdownReason::Fatal(format!("this node can no longer make commits durable: {why}"));
-        let req = ClusterSignal::HostShutdownReq { reason, restart: true };
-        ctx.send_prio(host, Signal::Cluster(Box::new(req)), Priority::A);
+        let (host, req) = norr_signals::cluster::leave_and_restart(
+            self.node,
+            format!("this node can no longer make commits durable: {why}"),
+        );
+        ctx.send_prio(host, req, Priority::A);
     }
 
     fn stop_master(&mut self, why: String) {

@@ -11,7 +11,9 @@ mod common;
 use common::*;
 use norr_kernel::{BlockRef, NodeId};
 use norr_knobs::Knobs;
-use norr_node::durable::build_durable_observed;
+use norr_durability::crash::points;
+use norr_durability::CrashPoints;
+use norr_node::durable::build_durable_full;
 use norr_node::testkit::ClusterKit;
 use norr_signals::internal::InternalSignal;
 use norr_signals::schema::IndexKind;
@@ -28,6 +30,12 @@ fn dknobs() -> Knobs {
 
 /// Two durable data nodes (one node group) on simulated disks.
 fn start(seed: u64) -> ClusterKit {
+    start_armed(seed, CrashPoints::off())
+}
+
+/// [`start`], with `first_boot_of_2` armed on node 2's first boot only.
+fn start_armed(seed: u64, first_boot_of_2: CrashPoints) -> ClusterKit {
+    let mut armed = Some(first_boot_of_2);
     let mut rng = Rng::new(seed ^ 0xDE17A);
     let mut disks: BTreeMap<NodeId, SharedDisk> = BTreeMap::new();
     for n in [1, 2] {
@@ -36,8 +44,9 @@ fn start(seed: u64) -> ClusterKit {
     }
     ClusterKit::start_with(vec![vec![1, 2]], dknobs(), seed, move |topo, knobs, observers| {
         let disk = disks[&topo.node].clone();
+        let crash = if topo.node == 2 { armed.take().unwrap_or_else(CrashPoints::off) } else { CrashPoints::off() };
         let (mut s, _report) =
-            build_durable_observed(topo.node, Some(topo), knobs, &SimDataDir(disk.clone()), observers)
+            build_durable_full(topo.node, Some(topo), knobs, &SimDataDir(disk.clone()), observers, &crash)
                 .unwrap_or_else(|e| panic!("node {} restart: {e}", topo.node));
         s.add_block(block::FS, 0, Box::new(SimFsBlock::new(disk)));
         s
@@ -350,4 +359,43 @@ fn an_index_refused_by_a_restarting_node_is_undone_on_the_live_one() {
     );
     assert_replicas_agree(&mut kit, &t);
     assert_eq!(read(&mut kit, 2, &t, 5), Some(-5));
+}
+
+/// A TRUNCATE that node 2's LQH refuses (no REDO room for its reset record;
+/// a fault point stands in for a broken log or a spent reserve) after node
+/// 1's LQH emptied the table cannot be undone there. Node 2 leaves and comes
+/// back as a node restart that copies the table, and the client hears that
+/// the TRUNCATE is done: before, it heard an error while node 1's rows were
+/// gone and node 2's stayed (the replicas differed).
+#[test]
+fn a_truncate_one_node_refuses_after_the_other_made_it_sends_that_node_away() {
+    let mut crash = CrashPoints::off();
+    crash.arm(points::LQH_TRUNCATE_NO_REDO_ROOM, 0).expect("a fault point");
+    let mut kit = start_armed(63, crash);
+    let t = create_table(&mut kit, 1, "t", 4);
+    load(&mut kit, &t, 0..500);
+    match dict(&mut kit, DictOp::TruncateTable { name: "t".into() }) {
+        DictResult::Done | DictResult::Table(_) => {}
+        other => panic!("TRUNCATE answered {other:?}"),
+    }
+    let told = kit.cluster().block_counters(1, block::DICT, 0);
+    assert!(
+        told.iter().any(|(k, v)| k == "dict: nodes told to leave, a change made elsewhere refused" && *v == 1),
+        "{told:?}"
+    );
+    kit.wait_for("node 2 to leave", |k| k.membership().is_some_and(|m| !m.contains(2)));
+    let left = kit.shutdowns(2);
+    assert!(
+        left.iter().any(|(r, restart)| *restart
+            && matches!(r, norr_signals::cluster::ShutdownReason::Fatal(why) if why.contains("refused a schema change"))),
+        "{left:?}"
+    );
+    kit.wait_until_started(2);
+    kit.run();
+    assert_replicas_agree(&mut kit, &t);
+    let rows: u64 = checksums(&mut kit, 2, &t).iter().map(|c| c.0).sum();
+    assert_eq!(rows, 0, "node 2 kept rows of the truncated table");
+    load(&mut kit, &t, 0..20);
+    assert_replicas_agree(&mut kit, &t);
+    assert_eq!(read(&mut kit, 2, &t, 7), Some(7));
 }

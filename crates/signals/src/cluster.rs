@@ -482,6 +482,26 @@ pub enum ClusterSignal {
     ServeLeaseRevokedRep {
         suspected: Vec<NodeId>,
     },
+    /// Master DICT -> the DICT of a node whose LQH refused a schema change
+    /// that other nodes' LQHs made and that cannot be undone (TRUNCATE,
+    /// DROP TABLE, DROP INDEX: the rows are gone there). Its replicas no
+    /// longer match the others', so the node leaves and comes back as a
+    /// node restart, which copies the table from a live replica
+    /// (`leave_and_restart`); the DDL is committed without it.
+    DictLeaveReq {
+        why: String,
+    },
+}
+
+/// What a block sends its node's host (`block::HOST`, priority A) when the
+/// node can no longer be a correct replica but the cluster can go on
+/// without it: it leaves at once (a failure to the others) and starts again
+/// as a node restart, which copies its partitions from live replicas.
+/// `why` is logged.
+pub fn leave_and_restart(node: NodeId, why: String) -> (norr_kernel::BlockRef, crate::Signal) {
+    let host = norr_kernel::BlockRef::new(node, crate::block::HOST, 0);
+    let req = ClusterSignal::HostShutdownReq { reason: ShutdownReason::Fatal(why), restart: true };
+    (host, crate::Signal::Cluster(Box::new(req)))
 }
 
 /// What a data node shows of itself (`norr mgm show`): DIH tells its host

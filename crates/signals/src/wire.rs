@@ -30,7 +30,9 @@ use serde::{Deserialize, Serialize};
 /// 9: system restarts that roll nodes forward: `GcpStateConf::reachable`,
 ///    `GcpRestartGciReq`; `GcpRecordedRep`, `GcpFilesCompleteRep`;
 ///    `ClusterSignal::ServeLeaseRep`.
-pub const WIRE_VERSION: u16 = 9;
+/// 10: `ClusterSignal::DictLeaveReq` (and the local-only
+///    `DurabilityLostRep`, `ServeLeaseRevokedRep` before it).
+pub const WIRE_VERSION: u16 = 10;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct WireMsg<'a> {

@@ -85,10 +85,12 @@ enum Stage {
     Announce {
         waiting: BTreeSet<NodeId>,
     },
-    /// Waiting for these LQH instances.
+    /// Waiting for these LQH instances. `refused`: the nodes whose LQH
+    /// refused the change so far (`error` is the first refusal).
     Lqh {
         waiting: BTreeSet<BlockRef>,
         error: Option<NodeError>,
+        refused: BTreeSet<NodeId>,
     },
     /// Waiting for these TC instances (and DIH blocks) to take the change.
     Tc {
@@ -600,7 +602,7 @@ impl Dict {
         let waiting = self.lqh_targets();
         let a = self.active.as_mut().expect("active request");
         Self::send_change(a.req, a.change.as_ref().expect("schema change"), &waiting, ctx);
-        a.stage = Stage::Lqh { waiting, error: None };
+        a.stage = Stage::Lqh { waiting, error: None, refused: BTreeSet::new() };
         self.progress(ctx);
     }
 
@@ -618,6 +620,41 @@ impl Dict {
             // INDEX that an LQH refuses midway cannot be undone.
             _ => None,
         }
+    }
+
+    /// Some LQHs refused `change`, which cannot be undone where it was made
+    /// (TRUNCATE, DROP TABLE, DROP INDEX). If no live node made it, the
+    /// DDL is refused as a whole. If some did, their replicas and the
+    /// refusers' no longer match: the refusers leave (`DictLeaveReq`) and
+    /// come back as node restarts that copy the table from a live replica,
+    /// and the DDL is committed on the others. (Answering the error while
+    /// the change stays made elsewhere would tell the client the statement
+    /// failed when its rows are gone on some replicas.)
+    fn refused_without_undo(
+        &mut self,
+        change: SchemaChange,
+        refused: BTreeSet<NodeId>,
+        e: NodeError,
+        ctx: &mut Ctx<'_, Signal>,
+    ) {
+        debug_assert!(self.undo_of(&change).is_none());
+        let made_somewhere = self.members().iter().any(|n| !refused.contains(n));
+        if !made_somewhere || self.membership.is_none() {
+            return self.finish(ctx, Err(e));
+        }
+        assert!(!refused.is_empty(), "an LQH refusal without a refusing node");
+        for n in &refused {
+            self.counters.bump("dict: nodes told to leave, a change made elsewhere refused");
+            let why = format!(
+                "its LQH refused a schema change of table id {} that the other nodes made ({}): its replicas would \
+                 differ from theirs",
+                change.table(),
+                e.message
+            );
+            let to = BlockRef::new(*n, block::DICT, 0);
+            ctx.send_prio(to, Signal::Cluster(Box::new(ClusterSignal::DictLeaveReq { why })), Priority::A);
+        }
+        self.send_to_tc(ctx);
     }
 
     /// This DICT became master (the old one failed). A change the old
@@ -868,7 +905,16 @@ impl Dict {
             return;
         };
         match &mut a.stage {
-            Stage::Lqh { waiting, error: first } | Stage::LqhAlterEnd { waiting, error: first } => {
+            Stage::Lqh { waiting, error: first, refused } => {
+                waiting.remove(&from);
+                if error.is_some() {
+                    refused.insert(from.node);
+                }
+                if first.is_none() {
+                    *first = error;
+                }
+            }
+            Stage::LqhAlterEnd { waiting, error: first } => {
                 waiting.remove(&from);
                 if first.is_none() {
                     *first = error;
@@ -913,7 +959,7 @@ impl Dict {
                     self.finish(ctx, Err(e));
                 }
             }
-            Stage::Lqh { waiting, error: first } => {
+            Stage::Lqh { waiting, error: first, refused } => {
                 if !waiting.is_empty() {
                     return;
                 }
@@ -935,8 +981,11 @@ impl Dict {
                 if let Some(e) = first.take() {
                     // Those that made it undo it: the schema stays as DICT
                     // has it on every LQH.
+                    let refused = std::mem::take(refused);
                     let change = a.change.clone().expect("schema change");
-                    let Some(undo) = self.undo_of(&change) else { return self.finish(ctx, Err(e)) };
+                    let Some(undo) = self.undo_of(&change) else {
+                        return self.refused_without_undo(change, refused, e, ctx);
+                    };
                     self.counters.bump("dict: refused changes undone");
                     let waiting = self.lqh_targets();
                     Self::send_change(req, &undo, &waiting, ctx);
@@ -1119,6 +1168,11 @@ impl Dict {
                     self.take_over(ctx);
                 }
                 self.start_next(ctx);
+            }
+            ClusterSignal::DictLeaveReq { why } => {
+                crate::probe!(self.counters, "dict: left the cluster, a change made elsewhere was refused here");
+                let (host, req) = norr_signals::cluster::leave_and_restart(self.node, why);
+                ctx.send_prio(host, req, Priority::A);
             }
             ClusterSignal::DictPendingClearRep => {
                 if !self.leads() && self.pending.take().is_some() {

@@ -19,7 +19,7 @@ use norr_durability::crash::points;
 use norr_durability::crash_point;
 use norr_durability::schema::{SchemaSnapshot, SCHEMA_FILE, SCHEMA_TMP};
 use norr_kernel::{BlockRef, Ctx, Priority};
-use norr_signals::cluster::{ClusterSignal, ShutdownReason};
+use norr_signals::cluster::ClusterSignal;
 use norr_signals::fs::{FileHandle, FsOp, FsResult, FsSignal};
 use norr_signals::schema::TableId;
 use norr_signals::{block, ErrorCode, NodeError, Signal};
@@ -351,10 +351,9 @@ impl Dict {
                 // waits for it). Its restart takes the schema from the
                 // master. Nothing is confirmed or answered from here.
                 crate::probe!(self.counters, "dict: left the cluster, its schema file cannot be written");
-                let reason = ShutdownReason::Fatal(format!("this node cannot write its schema file: {error}"));
-                let host = BlockRef::new(self.node, block::HOST, 0);
-                let req = ClusterSignal::HostShutdownReq { reason, restart: true };
-                ctx.send_prio(host, Signal::Cluster(Box::new(req)), Priority::A);
+                let why = format!("this node cannot write its schema file: {error}");
+                let (host, req) = norr_signals::cluster::leave_and_restart(self.node, why);
+                ctx.send_prio(host, req, Priority::A);
                 return;
             }
             (FsSignal::Ref { error, .. }, _) => {

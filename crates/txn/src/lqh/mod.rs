@@ -835,6 +835,13 @@ impl Lqh {
                 if let Err(e) = self.redo_check_ddl_room(None) {
                     return Some(e);
                 }
+                if norr_durability::crash_point!(self.lcp.crash, norr_durability::crash::points::LQH_TRUNCATE_NO_REDO_ROOM)
+                {
+                    return Some(NodeError::with(
+                        ErrorCode::RedoLogFull,
+                        "the REDO log has no room for the TRUNCATE's reset record (fault point)",
+                    ));
+                }
                 self.doom_writers(t, "table truncated by a concurrent DDL");
                 self.fail_scans(t, None, ctx);
                 let r = self.storage.truncate_table(t);
