@@ -154,6 +154,22 @@ fn rounds(h: &mut Harness, disk: &Disk, t: u32) -> u64 {
     bytes
 }
 
+/// Commit `ops`, waiting out a full REDO log (410) as a client would: the
+/// local checkpoints free its tail (10 % of a 4 GB database is more than
+/// the default log holds).
+fn commit_retrying(h: &mut Harness, txn: &mut u64, ops: Vec<KeyOp>) {
+    loop {
+        *txn += 1;
+        match h.key(100, *txn, ExecType::Commit, ops.clone()) {
+            Ok(_) => return,
+            Err(r) if r.error.code.is_temporary() => {
+                h.advance_ms(5);
+            }
+            Err(r) => panic!("write: {r:?}"),
+        }
+    }
+}
+
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let dir = args.iter().position(|a| a == "--dir").map(|i| {
@@ -192,18 +208,7 @@ fn main() {
     for chunk in (0..rows).collect::<Vec<_>>().chunks(100) {
         let ops: Vec<KeyOp> =
             chunk.iter().map(|&k| KeyOp::insert(t, vec![Value::Int(k as i64)], vec![(1, pad(1))])).collect();
-        // A loader waits out a full REDO log (410) as a client would: the
-        // local checkpoints free its tail.
-        loop {
-            txn += 1;
-            match h.key(100, txn, ExecType::Commit, ops.clone()) {
-                Ok(_) => break,
-                Err(r) if r.error.code.is_temporary() => {
-                    h.advance_ms(5);
-                }
-                Err(r) => panic!("insert: {r:?}"),
-            }
-        }
+        commit_retrying(&mut h, &mut txn, ops);
         if txn.is_multiple_of(100) {
             h.advance_ms(1);
         }
@@ -218,14 +223,19 @@ fn main() {
     // Warm-up: the first partial checkpoint after the load also writes the
     // rows of the GCIs its full predecessor's fuzzy scan may have missed
     // (the whole load, here); steady state starts after it.
-    for pct in [1u64, 1, 10] {
+    // LCP_BENCH_PCTS: the rounds' change percentages (default 1,1,10).
+    let pcts: Vec<u64> = std::env::var("LCP_BENCH_PCTS")
+        .unwrap_or_else(|_| "1,1,10".into())
+        .split(',')
+        .map(|p| p.trim().parse().expect("LCP_BENCH_PCTS: numbers, e.g. 1,1,10"))
+        .collect();
+    for pct in pcts {
         let n = rows * pct / 100;
         for i in 0..n.div_ceil(100) {
             let ops = (0..100.min(n - i * 100))
                 .map(|_| KeyOp::update(t, vec![Value::Int(rng.below(rows) as i64)], vec![(1, pad(pct as u8))]))
                 .collect();
-            txn += 1;
-            h.key(100, txn, ExecType::Commit, ops).expect("update");
+            commit_retrying(&mut h, &mut txn, ops);
         }
         let wrote = rounds(&mut h, &disk, t);
         println!(
