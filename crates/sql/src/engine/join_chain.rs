@@ -201,7 +201,6 @@ mod tests {
             "SELECT 1 FROM c JOIN (l JOIN o ON o.cid = c.id)",
             "SELECT 1 FROM c JOIN ( l JOIN o ON o.cid = c.id)",
             "SELECT 1 FROM c JOIN l RIGHT JOIN o ON o.cid = l.id",
-            "SELECT 1 FROM c JOIN ((SELECT 1 AS id) l JOIN o ON o.cid = c.id)",
         ] {
             let mut st = Parser::parse_sql(&NorrMySql, sql).unwrap().remove(0);
             let before = st.to_string();
