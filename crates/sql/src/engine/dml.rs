@@ -801,7 +801,7 @@ pub async fn execute_insert(
             }
             out
         }
-        Src::Query(c) => exec::run_compiled(engine, session, c, params)
+        Src::Query(c) => exec::run_insert_source(engine, session, c, params, ctx.div_zero_error)
             .await?
             .into_iter()
             .map(|r| r.into_iter().map(Some).collect())

@@ -236,6 +236,33 @@ pub async fn run_compiled_to(
     params: &[Value],
     sink: Option<&crate::engine::stream::ResultSink>,
 ) -> Result<Produced, SqlError> {
+    run_compiled_as(engine, session, c, params, sink, false).await
+}
+
+/// The SELECT of INSERT ... SELECT: a division by zero in it fails the
+/// statement with 1365 where the INSERT's own values would
+/// (`div_zero_is_error`), as MySQL's strict mode does.
+pub async fn run_insert_source(
+    engine: &Engine,
+    session: &mut Session,
+    c: &Compiled,
+    params: &[Value],
+    div_zero_error: bool,
+) -> Result<Vec<Row>, SqlError> {
+    match run_compiled_as(engine, session, c, params, None, div_zero_error).await? {
+        Produced::Rows(rows) => Ok(rows),
+        Produced::Streamed(_) => Err(SqlError::internal("a result streamed without a sink")),
+    }
+}
+
+async fn run_compiled_as(
+    engine: &Engine,
+    session: &mut Session,
+    c: &Compiled,
+    params: &[Value],
+    sink: Option<&crate::engine::stream::ResultSink>,
+    div_zero_error: bool,
+) -> Result<Produced, SqlError> {
     if params.len() < c.param_count {
         return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
     }
@@ -245,6 +272,7 @@ pub async fn run_compiled_to(
         }
     }
     let mut ctx = make_ctx(session, params, &c.sysvars, &c.uservars)?;
+    ctx.div_zero_error = div_zero_error;
     let use_txn = session.in_transaction
         || session.txn.is_some()
         || !session.autocommit
@@ -386,65 +414,9 @@ async fn run_setop(
     finish_rows(keyed, &s.order, &[], false, &[], s.limit.as_ref(), s.offset.as_ref(), ctx)
 }
 
-/// Group / distinct key: values encoded so that SQL-equal values are equal bytes.
-pub fn encode_group_key(vals_: &[Value], colls: &[Coll], out: &mut Vec<u8>) {
-    for (i, v) in vals_.iter().enumerate() {
-        match v {
-            Value::Null => out.push(0),
-            Value::Int(x) => {
-                out.push(1);
-                out.extend_from_slice(&(*x as i128).to_be_bytes());
-            }
-            Value::UInt(x) => {
-                out.push(1);
-                out.extend_from_slice(&(*x as i128).to_be_bytes());
-            }
-            Value::Decimal(d) => {
-                let (mut m, mut s) = (d.mantissa, d.scale);
-                while s > 0 && m % 10 == 0 {
-                    m /= 10;
-                    s -= 1;
-                }
-                if s == 0 {
-                    out.push(1);
-                    out.extend_from_slice(&m.to_be_bytes());
-                } else {
-                    out.push(2);
-                    out.extend_from_slice(&m.to_be_bytes());
-                    out.push(s);
-                }
-            }
-            Value::Float(f) => {
-                out.push(3);
-                out.extend_from_slice(&(*f as f64).to_bits().to_be_bytes());
-            }
-            Value::Double(f) => {
-                out.push(3);
-                out.extend_from_slice(&(if *f == 0.0 { 0.0f64 } else { *f }).to_bits().to_be_bytes());
-            }
-            Value::Bytes(b) => {
-                out.push(4);
-                if colls.get(i).copied().unwrap_or(Coll::Ci) == Coll::Bin {
-                    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
-                    out.extend_from_slice(b);
-                } else if b.is_ascii() {
-                    // ASCII folds byte by byte (what fold_case does), without a copy.
-                    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
-                    out.extend(b.iter().map(|c| c.to_ascii_lowercase()));
-                } else {
-                    let folded = norr_signals::keycode::fold_case(b);
-                    out.extend_from_slice(&(folded.len() as u32).to_be_bytes());
-                    out.extend_from_slice(&folded);
-                }
-            }
-            other => {
-                out.push(5);
-                out.extend_from_slice(format!("{other:?}").as_bytes());
-                out.push(0);
-            }
-        }
-    }
-}
+// The group / distinct key encoding lives with the values (COUNT(DISTINCT
+// a, b) builds one in an expression).
+pub use crate::engine::expr::value::encode_group_key;
 
 /// DISTINCT by hashing: the first of each set of equal rows, in order. The
 /// set of keys seen is about as large again as the rows kept, and is

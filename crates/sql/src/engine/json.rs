@@ -416,6 +416,150 @@ pub fn modify(doc: &mut J, path: &Path, val: J, how: Modify) -> Result<(), SqlEr
     Ok(())
 }
 
+fn no_wildcards(path: &Path) -> Result<(), SqlError> {
+    if path.has_wildcard() {
+        return Err(SqlError::new(
+            3149,
+            "42000",
+            "In this situation, path expressions may not contain the * and ** tokens.",
+        ));
+    }
+    Ok(())
+}
+
+/// JSON_ARRAY_APPEND of one value: appended to the array at `path`; a
+/// non-array there becomes an array of it and the value; a path that
+/// selects nothing changes nothing.
+pub fn array_append(doc: &mut J, path: &Path, val: J) -> Result<(), SqlError> {
+    no_wildcards(path)?;
+    match lookup_mut(doc, &path.legs) {
+        Some(J::Array(a)) => a.push(val),
+        Some(other) => {
+            let old = std::mem::take(other);
+            *other = J::Array(vec![old, val]);
+        }
+        None => {}
+    }
+    Ok(())
+}
+
+/// JSON_ARRAY_INSERT of one value: `path` must end in an array position
+/// (3165); the value goes in before that element, or at the end of a
+/// shorter array. A parent that is not an array changes nothing.
+pub fn array_insert(doc: &mut J, path: &Path, val: J) -> Result<(), SqlError> {
+    no_wildcards(path)?;
+    let not_a_cell = || SqlError::new(3165, "42000", "A path expression is not a path to a cell in an array.");
+    let Some((last, parent_legs)) = path.legs.split_last() else { return Err(not_a_cell()) };
+    if !matches!(last, Leg::Index(_) | Leg::FromEnd(_)) {
+        return Err(not_a_cell());
+    }
+    if let Some(J::Array(a)) = lookup_mut(doc, parent_legs) {
+        let at = match last {
+            Leg::Index(n) => (*n).min(a.len()),
+            // `[last]` is the last element's place; `[last-n]` n before it.
+            Leg::FromEnd(n) => a.len().saturating_sub(n + 1),
+            _ => a.len(),
+        };
+        a.insert(at, val);
+    }
+    Ok(())
+}
+
+/// JSON_SEARCH: the paths of the string scalars `hit` accepts, in document
+/// order, inside the values `within` selects (the whole document when
+/// empty); only the first with `all` false. A value two paths select is
+/// reported once.
+pub fn search(doc: &J, within: &[Path], all: bool, hit: &dyn Fn(&str) -> bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut legs = Vec::new();
+    let roots: Vec<Path> = if within.is_empty() { vec![Path { legs: Vec::new() }] } else { within.to_vec() };
+    search_in(doc, &mut legs, &roots, all, hit, &mut out);
+    out
+}
+
+fn search_in(
+    v: &J,
+    at: &mut Vec<Leg>,
+    roots: &[Path],
+    all: bool,
+    hit: &dyn Fn(&str) -> bool,
+    out: &mut Vec<String>,
+) -> bool {
+    if !all && !out.is_empty() {
+        return true;
+    }
+    match v {
+        J::String(s) => {
+            if roots.iter().any(|r| covers(&r.legs, at)) && hit(s) {
+                out.push(path_text(at));
+            }
+        }
+        J::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                at.push(Leg::Index(i));
+                let done = search_in(x, at, roots, all, hit, out);
+                at.pop();
+                if done {
+                    return true;
+                }
+            }
+        }
+        J::Object(m) => {
+            for k in sorted_keys(m) {
+                at.push(Leg::Key(k.clone()));
+                let done = search_in(&m[k], at, roots, all, hit, out);
+                at.pop();
+                if done {
+                    return true;
+                }
+            }
+        }
+        _ => {}
+    }
+    !all && !out.is_empty()
+}
+
+/// Whether the path `pattern` selects the concrete location `at` or a
+/// value containing it.
+fn covers(pattern: &[Leg], at: &[Leg]) -> bool {
+    let Some((p, rest)) = pattern.split_first() else { return true };
+    match p {
+        Leg::AnyDepth => (0..=at.len()).any(|skip| covers(rest, &at[skip..])),
+        _ => {
+            let Some((a, at_rest)) = at.split_first() else { return false };
+            let same = match (p, a) {
+                (Leg::Key(k), Leg::Key(x)) => k == x,
+                (Leg::Index(n), Leg::Index(x)) => n == x,
+                (Leg::AnyKey, Leg::Key(_)) | (Leg::AnyIndex, Leg::Index(_)) => true,
+                _ => false,
+            };
+            same && covers(rest, at_rest)
+        }
+    }
+}
+
+/// A concrete path as MySQL prints it: `$[0].key."other key"`.
+fn path_text(legs: &[Leg]) -> String {
+    let mut s = String::from("$");
+    for l in legs {
+        match l {
+            Leg::Index(i) => s.push_str(&format!("[{i}]")),
+            Leg::Key(k) => {
+                s.push('.');
+                let plain = k.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_' || c == '$')
+                    && k.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '$');
+                if plain {
+                    s.push_str(k);
+                } else {
+                    s.push_str(&quote(k));
+                }
+            }
+            _ => {}
+        }
+    }
+    s
+}
+
 /// JSON_REMOVE of one path.
 pub fn remove(doc: &mut J, path: &Path) -> Result<(), SqlError> {
     if path.has_wildcard() {

@@ -61,6 +61,8 @@ pub mod explain;
 pub mod expr;
 pub mod from_parens;
 pub mod functions;
+pub mod item_names;
+pub mod join_chain;
 pub mod join_nests;
 pub mod join_plan;
 pub mod join_tree;
@@ -264,6 +266,10 @@ pub(crate) fn parse_sqlparser(sql: &str) -> Result<Statement, SqlError> {
         1 => {
             let mut st = v.remove(0);
             dual::strip(sql, &mut st);
+            join_chain::flatten(sql, &mut st);
+            if parse_ext::mentions(sql, b"select") {
+                item_names::apply(sql, &mut st);
+            }
             Ok(st)
         }
         0 => Err(SqlError::new(1065, "42000", "Query was empty")),

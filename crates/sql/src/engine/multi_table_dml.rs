@@ -21,7 +21,8 @@
 //!   does whenever a SET expression reads a column being updated; MySQL's
 //!   "update on the fly" of the first table (taken when no SET reads an updated
 //!   column) gives the same result then;
-//! * ORDER BY / LIMIT are refused (1221), a SET target or DELETE target that is
+//! * ORDER BY / LIMIT are refused (1221) but in a single-table statement
+//!   (here for IGNORE or a subquery), a SET target or DELETE target that is
 //!   a derived table is not updatable (1288), a DELETE target missing from the
 //!   FROM list is 1109, and a target table read in a subquery of the statement
 //!   is 1093;
@@ -78,15 +79,11 @@ fn plain(twj: &TableWithJoins) -> bool {
 /// True if this UPDATE / DELETE goes here rather than to `dml`'s
 /// single-table path: joins, several tables, a derived table, the
 /// multi-table DELETE syntax, IGNORE, or a subquery (the read side here is
-/// a SELECT, which runs subqueries; one without ORDER BY / LIMIT, which
-/// this path refuses and the single-table path then reports as unsupported).
+/// a SELECT, which runs subqueries; a single-table statement keeps its
+/// ORDER BY and LIMIT there).
 pub fn is_multi(st: &Statement) -> bool {
     match st {
-        Statement::Update(u) => {
-            !plain(&u.table)
-                || has_ignore(&u.optimizer_hints)
-                || (u.order_by.is_empty() && u.limit.is_none() && has_subquery(st))
-        }
+        Statement::Update(u) => !plain(&u.table) || has_ignore(&u.optimizer_hints) || has_subquery(st),
         Statement::Delete(d) => {
             let from = delete_from(d);
             !d.tables.is_empty()
@@ -94,7 +91,7 @@ pub fn is_multi(st: &Statement) -> bool {
                 || from.len() != 1
                 || !from.iter().all(plain)
                 || has_ignore(&d.optimizer_hints)
-                || (d.order_by.is_empty() && d.limit.is_none() && has_subquery(st))
+                || has_subquery(st)
         }
         _ => false,
     }
@@ -318,31 +315,38 @@ fn set_target<'f>(
 }
 
 fn compile(tables: &Tables, st: &Statement) -> Result<MultiStmt, SqlError> {
-    let (from, selection, ignore, delete): (&[TableWithJoins], Option<&Expr>, bool, bool) = match st {
+    // ORDER BY / LIMIT: MySQL takes them in single-table statements only
+    // (1221 otherwise); a single-table statement comes here for IGNORE or a
+    // subquery, and its read then sorts and limits the rows it changes.
+    let (from, selection, ignore, delete, order_by, limit) = match st {
         Statement::Update(u) => {
             if u.from.is_some() {
                 return Err(SqlError::unsupported("UPDATE ... FROM"));
             }
-            if !u.order_by.is_empty() {
+            let single = plain(&u.table);
+            if !u.order_by.is_empty() && !single {
                 return Err(wrong_usage("UPDATE", "ORDER BY"));
             }
-            if u.limit.is_some() {
+            if u.limit.is_some() && !single {
                 return Err(wrong_usage("UPDATE", "LIMIT"));
             }
-            (std::slice::from_ref(&u.table), u.selection.as_ref(), has_ignore(&u.optimizer_hints), false)
+            let from: &[TableWithJoins] = std::slice::from_ref(&u.table);
+            (from, u.selection.as_ref(), has_ignore(&u.optimizer_hints), false, &u.order_by, u.limit.as_ref())
         }
         Statement::Delete(d) => {
-            if !d.order_by.is_empty() {
+            let single = d.tables.is_empty() && d.using.is_none() && delete_from(d).len() == 1
+                && delete_from(d).iter().all(plain);
+            if !d.order_by.is_empty() && !single {
                 return Err(wrong_usage("DELETE", "ORDER BY"));
             }
-            if d.limit.is_some() {
+            if d.limit.is_some() && !single {
                 return Err(wrong_usage("DELETE", "LIMIT"));
             }
             let from = match &d.using {
                 Some(u) => u.as_slice(),
                 None => delete_from(d),
             };
-            (from, d.selection.as_ref(), has_ignore(&d.optimizer_hints), true)
+            (from, d.selection.as_ref(), has_ignore(&d.optimizer_hints), true, &d.order_by, d.limit.as_ref())
         }
         _ => return Err(SqlError::internal("not an UPDATE / DELETE")),
     };
@@ -469,6 +473,13 @@ fn compile(tables: &Tables, st: &Statement) -> Result<MultiStmt, SqlError> {
     }
     sel.from = from.to_vec();
     sel.selection = selection.cloned();
+    if !order_by.is_empty() {
+        q.order_by =
+            Some(ast::OrderBy { kind: ast::OrderByKind::Expressions(order_by.clone()), interpolate: None });
+    }
+    if let Some(l) = limit {
+        q.limit_clause = Some(ast::LimitClause::LimitOffset { limit: Some(l.clone()), offset: None, limit_by: vec![] });
+    }
     let mut sc = StmtCompiler::new(tables, ParamMap::from_statement(st));
     let mut root = sc.compile_query(&q, None, RowLock::NONE)?;
     lock_targets(&mut root, &targets);

@@ -165,6 +165,40 @@ pub fn tokens(sql: &str) -> Result<Vec<Token>, SqlError> {
     Ok(toks.into_iter().filter(|t| !matches!(t, Token::Whitespace(_) | Token::EOF)).collect())
 }
 
+/// The byte offset of a 1-based (line, column in characters) location, as
+/// sqlparser's tokenizer counts them; None for an empty span (line 0) or a
+/// location outside `sql`.
+pub fn byte_offset(sql: &str, at: sqlparser::tokenizer::Location) -> Option<usize> {
+    let (line, column) = (at.line, at.column);
+    if line == 0 || column == 0 {
+        return None;
+    }
+    let mut l = 1u64;
+    let mut line_start = 0usize;
+    if line > 1 {
+        for (i, c) in sql.char_indices() {
+            if c == '\n' {
+                l += 1;
+                if l == line {
+                    line_start = i + 1;
+                    break;
+                }
+            }
+        }
+        if l != line {
+            return None;
+        }
+    }
+    let rest = &sql[line_start..];
+    let col = usize::try_from(column - 1).ok()?;
+    match rest.char_indices().nth(col) {
+        Some((i, _)) => Some(line_start + i),
+        // Just past the last character (a span's end).
+        None if rest.chars().count() == col => Some(sql.len()),
+        None => None,
+    }
+}
+
 /// Does `sql` contain `word` (ASCII, any case) anywhere, quotes and
 /// comments included? A quick test before a rewrite that needs a real scan.
 pub fn mentions(sql: &str, word: &[u8]) -> bool {

@@ -698,6 +698,14 @@ impl<'a> Compiler<'a> {
             }
             // Compound units (YEAR_MONTH, DAY_SECOND, ...), MICROSECOND and
             // QUARTER: the parts as digits of one number, as MySQL.
+            // A name the dialect let through that is no MySQL unit (or a
+            // quoted one): MySQL's grammar refuses it.
+            Expr::Extract { field: ast::DateTimeField::Custom(unit), .. }
+                if unit.quote_style.is_some()
+                    || (functions::extract_parts(&unit.value).is_none() && Unit::parse(&unit.value).is_none()) =>
+            {
+                return Err(crate::engine::error_map::parse_error_near(&format!("{unit} FROM")));
+            }
             Expr::Extract { field, expr, .. } if functions::extract_parts(&field.to_string()).is_some() => {
                 let (x, _) = self.compile(expr)?;
                 let unit = C::Lit(Value::str(&field.to_string().to_ascii_uppercase()));
@@ -1099,6 +1107,24 @@ impl<'a> Compiler<'a> {
                 let (c, t) = r?;
                 let ty = agg_result_type(kind, t);
                 (kind, Some(c), ty, cmp_coll(&t, &t))
+            }
+            (AggKind::Count, many) if distinct && many.len() > 1 => {
+                // COUNT(DISTINCT a, b): distinct tuples without a NULL, counted
+                // by one key value per row (see `Func::DistinctKey`).
+                let saved = self.aggs.take();
+                let r: Result<Vec<(CExpr, SqlType)>, SqlError> = many
+                    .iter()
+                    .map(|a| match a {
+                        FunctionArgExpr::Expr(e) => self.compile(e),
+                        _ => Err(wrong_args(name)),
+                    })
+                    .collect();
+                self.aggs = saved;
+                let parts = r?;
+                let kinds: Vec<u8> = parts.iter().map(|(_, t)| if t.coll == Coll::Bin { b'b' } else { b'c' }).collect();
+                let mut key: Vec<CExpr> = parts.into_iter().map(|(c, _)| c).collect();
+                key.push(CExpr::Lit(Value::Bytes(kinds)));
+                (AggKind::Count, Some(CExpr::Func(Func::DistinctKey, key)), SqlType::new(TClass::Int), Coll::Bin)
             }
             (AggKind::GroupConcat, many) if !many.is_empty() => {
                 // GROUP_CONCAT(a, b, ...) concatenates its arguments.

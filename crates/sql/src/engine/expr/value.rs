@@ -704,6 +704,66 @@ pub fn arith(op: ArithOp, a: Num, b: Num, expr: &dyn Fn() -> String) -> Result<O
     }
 }
 
+/// Group / distinct key: values encoded so that SQL-equal values are equal bytes.
+pub fn encode_group_key(vals_: &[Value], colls: &[Coll], out: &mut Vec<u8>) {
+    for (i, v) in vals_.iter().enumerate() {
+        match v {
+            Value::Null => out.push(0),
+            Value::Int(x) => {
+                out.push(1);
+                out.extend_from_slice(&(*x as i128).to_be_bytes());
+            }
+            Value::UInt(x) => {
+                out.push(1);
+                out.extend_from_slice(&(*x as i128).to_be_bytes());
+            }
+            Value::Decimal(d) => {
+                let (mut m, mut s) = (d.mantissa, d.scale);
+                while s > 0 && m % 10 == 0 {
+                    m /= 10;
+                    s -= 1;
+                }
+                if s == 0 {
+                    out.push(1);
+                    out.extend_from_slice(&m.to_be_bytes());
+                } else {
+                    out.push(2);
+                    out.extend_from_slice(&m.to_be_bytes());
+                    out.push(s);
+                }
+            }
+            Value::Float(f) => {
+                out.push(3);
+                out.extend_from_slice(&(*f as f64).to_bits().to_be_bytes());
+            }
+            Value::Double(f) => {
+                out.push(3);
+                out.extend_from_slice(&(if *f == 0.0 { 0.0f64 } else { *f }).to_bits().to_be_bytes());
+            }
+            Value::Bytes(b) => {
+                out.push(4);
+                if colls.get(i).copied().unwrap_or(Coll::Ci) == Coll::Bin {
+                    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+                    out.extend_from_slice(b);
+                } else if b.is_ascii() {
+                    // ASCII folds byte by byte (what fold_case does), without a copy.
+                    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+                    out.extend(b.iter().map(|c| c.to_ascii_lowercase()));
+                } else {
+                    let folded = norr_signals::keycode::fold_case(b);
+                    out.extend_from_slice(&(folded.len() as u32).to_be_bytes());
+                    out.extend_from_slice(&folded);
+                }
+            }
+            other => {
+                out.push(5);
+                out.extend_from_slice(format!("{other:?}").as_bytes());
+                out.push(0);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

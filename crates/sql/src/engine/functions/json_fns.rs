@@ -35,6 +35,9 @@ fn name(f: Func) -> &'static str {
         Func::JsonInsert => "json_insert",
         Func::JsonReplace => "json_replace",
         Func::JsonRemove => "json_remove",
+        Func::JsonArrayAppend => "json_array_append",
+        Func::JsonArrayInsert => "json_array_insert",
+        Func::JsonSearch => "json_search",
         _ => "json",
     }
 }
@@ -54,13 +57,25 @@ pub fn returns_json(f: Func) -> bool {
             | Func::JsonInsert
             | Func::JsonReplace
             | Func::JsonRemove
+            | Func::JsonArrayAppend
+            | Func::JsonArrayInsert
+            | Func::JsonSearch
     )
 }
 
 /// Functions that embed their (value) arguments in a document, where a
 /// truth value is a JSON boolean.
 pub fn embeds_values(f: Func) -> bool {
-    matches!(f, Func::JsonObject | Func::JsonArray | Func::JsonSet | Func::JsonInsert | Func::JsonReplace)
+    matches!(
+        f,
+        Func::JsonObject
+            | Func::JsonArray
+            | Func::JsonSet
+            | Func::JsonInsert
+            | Func::JsonReplace
+            | Func::JsonArrayAppend
+            | Func::JsonArrayInsert
+    )
 }
 
 /// ER_INVALID_JSON_TEXT_IN_PARAM (3141).
@@ -249,7 +264,7 @@ pub fn call(f: Func, args: &[Value], mask: u64) -> Result<Value, SqlError> {
                 }
             }
         }
-        Func::JsonSet | Func::JsonInsert | Func::JsonReplace => {
+        Func::JsonSet | Func::JsonInsert | Func::JsonReplace | Func::JsonArrayAppend | Func::JsonArrayInsert => {
             if args.len() % 2 != 1 {
                 return Err(SqlError::new(
                     1582,
@@ -268,9 +283,56 @@ pub fn call(f: Func, args: &[Value], mask: u64) -> Result<Value, SqlError> {
                     return Ok(Value::Null);
                 }
                 let p = path(args, i)?;
-                json::modify(&mut d, &p, to_json(f, &args[i + 1], is_json(i + 1), i + 2)?, how)?;
+                let v = to_json(f, &args[i + 1], is_json(i + 1), i + 2)?;
+                match f {
+                    Func::JsonArrayAppend => json::array_append(&mut d, &p, v)?,
+                    Func::JsonArrayInsert => json::array_insert(&mut d, &p, v)?,
+                    _ => json::modify(&mut d, &p, v, how)?,
+                }
             }
             text(&d)
+        }
+        Func::JsonSearch => {
+            let all = match args[1].as_bytes().map(|b| b.to_ascii_lowercase()) {
+                Some(b) if b == b"one" => false,
+                Some(b) if b == b"all" => true,
+                None if args[1].is_null() => return Ok(Value::Null),
+                _ => {
+                    return Err(SqlError::new(
+                        3154,
+                        "42000",
+                        "The oneOrAll argument to json_search may take these values: 'one' or 'all'.",
+                    ))
+                }
+            };
+            if args[2].is_null() {
+                return Ok(Value::Null);
+            }
+            let d = doc(f, args, 0)?;
+            let pattern = crate::engine::expr::value::to_text(&args[2]).unwrap_or_default().into_owned();
+            let escape = match args.get(3) {
+                None | Some(Value::Null) => b'\\',
+                Some(v) => match crate::engine::expr::value::to_text(v).unwrap_or_default().as_ref() {
+                    [] => b'\\',
+                    [c] => *c,
+                    _ => return Err(SqlError::new(1210, "HY000", "Incorrect arguments to ESCAPE")),
+                },
+            };
+            let mut within = Vec::new();
+            for i in 4..args.len() {
+                if args[i].is_null() {
+                    return Ok(Value::Null);
+                }
+                within.push(path(args, i)?);
+            }
+            let found = json::search(&d, &within, all, &|s: &str| {
+                crate::engine::expr::like_match(s.as_bytes(), &pattern, escape, crate::engine::expr::value::Coll::Bin)
+            });
+            match found.len() {
+                0 => Value::Null,
+                1 => text(&J::String(found.into_iter().next().unwrap_or_default())),
+                _ => text(&J::Array(found.into_iter().map(J::String).collect())),
+            }
         }
         Func::JsonDepth | Func::JsonMergePatch | Func::JsonMergePreserve if args.iter().any(|a| a.is_null()) => {
             Value::Null

@@ -187,6 +187,11 @@ pub enum Func {
     SubTime,
     /// EXTRACT(unit FROM x) for compound units, MICROSECOND and QUARTER.
     ExtractParts,
+    /// The argument of COUNT(DISTINCT a, b, ...): the values' group key
+    /// (tuples SQL deems equal give equal bytes), NULL when any value is
+    /// NULL (such rows are not counted). The last argument names each
+    /// value's collation, one byte each: `b` binary, `c` case-insensitive.
+    DistinctKey,
     /// TRIM(side remstr FROM s) (side: 1 leading, 2 trailing, 3 both).
     TrimStr,
     CastDate,
@@ -214,6 +219,9 @@ pub enum Func {
     JsonInsert,
     JsonReplace,
     JsonRemove,
+    JsonArrayAppend,
+    JsonArrayInsert,
+    JsonSearch,
     /// CAST(x AS JSON): args (value, mask).
     CastJson,
     // named locks and SLEEP (`user_lock_fns`)
@@ -249,6 +257,9 @@ pub fn is_json_fn(f: Func) -> bool {
             | JsonInsert
             | JsonReplace
             | JsonRemove
+            | JsonArrayAppend
+            | JsonArrayInsert
+            | JsonSearch
             | CastJson
     )
 }
@@ -414,6 +425,9 @@ pub fn lookup(name: &str) -> Option<(Func, usize, usize)> {
         "json_insert" => (JsonInsert, 3, N),
         "json_replace" => (JsonReplace, 3, N),
         "json_remove" => (JsonRemove, 2, N),
+        "json_array_append" => (JsonArrayAppend, 3, N),
+        "json_array_insert" => (JsonArrayInsert, 3, N),
+        "json_search" => (JsonSearch, 3, N),
         "get_lock" => (GetLock, 2, 2),
         "release_lock" => (ReleaseLock, 1, 1),
         "release_all_locks" => (ReleaseAllLocks, 0, 0),
@@ -506,11 +520,13 @@ pub fn ret_type(f: Func, args: &[SqlType]) -> SqlType {
         CurTime | UtcTime | CastTime | SecToTime | MakeTime | TimeDiff => SqlType::new(TClass::Time),
         CastDecimal => SqlType::new(TClass::Decimal),
         JsonExtract | JsonObject | JsonArray | JsonKeys | JsonSet | JsonInsert | JsonReplace | JsonRemove
+        | JsonArrayAppend | JsonArrayInsert | JsonSearch
         | JsonMergePatch | JsonMergePreserve | CastJson => SqlType { json: true, coll: vals::Coll::Bin, ..s },
         JsonUnquote | JsonQuote | JsonType => SqlType { coll: vals::Coll::Bin, ..s },
         JsonValid | JsonContains | JsonContainsPath | JsonLength | JsonDepth => int,
         BitAndOp | BitOrOp | BitXorOp | ShiftLeftOp | ShiftRightOp | BitNotOp => SqlType::new(TClass::UInt),
         ExtractParts => int,
+        DistinctKey => SqlType { coll: vals::Coll::Bin, ..SqlType::new(TClass::Bin) },
         // A DATETIME or TIME stays one; a string gives a string, as MySQL.
         AddTime | SubTime => match args.first().map(|t| t.class) {
             Some(TClass::DateTime) | Some(TClass::Date) => SqlType::new(TClass::DateTime),
@@ -863,6 +879,19 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
     let null_in = args.iter().any(|a| a.is_null());
     // Functions with their own NULL handling first.
     match f {
+        DistinctKey => {
+            let Some((Value::Bytes(kinds), values)) = args.split_last() else {
+                return Err(SqlError::internal("DistinctKey without collations"));
+            };
+            if values.iter().any(|v| v.is_null()) {
+                return Ok(Value::Null);
+            }
+            let colls: Vec<vals::Coll> =
+                kinds.iter().map(|k| if *k == b'b' { vals::Coll::Bin } else { vals::Coll::Ci }).collect();
+            let mut key = Vec::new();
+            vals::encode_group_key(values, &colls, &mut key);
+            return Ok(Value::Bytes(key));
+        }
         Concat if null_in => return Ok(Value::Null),
         ConcatWs => {
             if args[0].is_null() {
@@ -1384,9 +1413,11 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
         // Evaluated by `json_fns` before this match.
         JsonExtract | JsonUnquote | JsonQuote | JsonObject | JsonArray | JsonValid | JsonType | JsonContains
         | JsonContainsPath | JsonKeys | JsonLength | JsonDepth | JsonMergePatch | JsonMergePreserve | JsonSet
-        | JsonInsert | JsonReplace | JsonRemove | CastJson => {
+        | JsonInsert | JsonReplace | JsonRemove | JsonArrayAppend | JsonArrayInsert | JsonSearch | CastJson => {
             return Err(SqlError::internal("JSON function outside json_fns"))
         }
+        // Evaluated with the functions that handle NULL themselves.
+        DistinctKey => return Err(SqlError::internal("DistinctKey outside its NULL handling")),
         CastDouble => Value::Double(to_f64(a0, &mut ctx.warnings).unwrap_or(0.0)),
         CastDecimal => {
             let p = to_i64(&args[1], &mut ctx.warnings).unwrap_or(10).clamp(1, 38) as u32;
