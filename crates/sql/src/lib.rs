@@ -3,6 +3,7 @@
 
 pub mod engine;
 pub mod idle_spin;
+pub mod off_thread;
 pub mod protocol;
 pub mod server;
 pub mod session_registry;

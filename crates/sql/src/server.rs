@@ -74,12 +74,15 @@ pub struct SqldArgs {
     /// Default 64 MiB, at most 1 GiB.
     #[arg(long)]
     pub max_allowed_packet: Option<usize>,
-    /// Threads that run client sessions. 1 (the default) runs everything on
-    /// one thread: no cross-thread wakeups, which on a 2-core machine shared
-    /// with the data node and the clients gave more throughput than 2
-    /// (bench/RESULTS.md). More threads help only with spare cores.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub threads: u16,
+    /// Threads that run client sessions (default: one per core). Sessions
+    /// are not tied to a thread: an idle thread takes ready work from a busy
+    /// one, and a long statement yields its thread every few milliseconds,
+    /// so one heavy statement does not hold up the others. Fewer threads
+    /// than cores leave cores to a data node or clients on the same machine
+    /// (on 2 cores shared with both, 1 gave the most point selects:
+    /// bench/RESULTS.md).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Option<u16>,
     /// Microseconds a session polls for the data node's reply before it
     /// sleeps: trades CPU for latency, and only while a request is
     /// outstanding (an idle server does not spin). 0 never spins.
@@ -456,7 +459,17 @@ impl Backend for crate::engine::Engine {
         s: &'a mut Session,
         sql: &'a str,
     ) -> impl Future<Output = Vec<Result<QueryOutput, SqlError>>> + Send + 'a {
-        crate::engine::Engine::execute_text(self, s, sql)
+        async move {
+            if crate::off_thread::wanted(sql) {
+                // Its result is built whole: the protocol layer, which
+                // would send streamed batches, waits for this call.
+                let sink = s.result_sink.take();
+                let out = crate::off_thread::run(crate::engine::Engine::execute_text(self, s, sql));
+                s.result_sink = sink;
+                return out;
+            }
+            crate::engine::Engine::execute_text(self, s, sql).await
+        }
     }
 
     fn prepare<'a>(
@@ -465,7 +478,11 @@ impl Backend for crate::engine::Engine {
         sql: &'a str,
     ) -> impl Future<Output = Result<PreparedInfo<Self::Stmt>, SqlError>> + Send + 'a {
         async move {
-            let p = crate::engine::Engine::prepare(self, s, sql).await?;
+            let p = if crate::off_thread::wanted(sql) {
+                crate::off_thread::run(crate::engine::Engine::prepare(self, s, sql))?
+            } else {
+                crate::engine::Engine::prepare(self, s, sql).await?
+            };
             Ok(PreparedInfo { param_count: p.param_count, columns: p.columns.clone(), stmt: p })
         }
     }
@@ -587,26 +604,33 @@ fn run_sqld_inner(args: SqldArgs, local: Option<LocalConnect>, embedded: Option<
         .map_err(|_| anyhow::anyhow!("the SQL node's thread panicked"))?
 }
 
+/// The session threads `norr sqld` runs by default: one per core.
+pub fn default_threads() -> u16 {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(256) as u16)
+}
+
 /// The session runtime of `norr sqld`: `threads` threads, each with the
 /// stack `engine::depth` counts on.
+///
+/// Always tokio's work-stealing runtime, even for one thread: sessions move
+/// to whichever thread is free, and a statement that must run long without
+/// yielding (the parse of a huge text) is moved off the threads with
+/// `block_in_place` (see `engine::off_thread`), which needs this runtime. A
+/// current-thread runtime had one more weakness: with one thread busy in a
+/// statement, no socket was read at all (tokio polls sockets between tasks).
 pub fn session_runtime(threads: u16) -> std::io::Result<tokio::runtime::Runtime> {
-    if threads <= 1 {
-        // Runs on the calling thread (see `run_sqld_inner`).
-        tokio::runtime::Builder::new_current_thread().thread_name("sqld").enable_all().build()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads as usize)
-            .thread_name("sqld")
-            .thread_stack_size(crate::engine::depth::SESSION_STACK_BYTES)
-            .enable_all()
-            .build()
-    }
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.max(1) as usize)
+        .thread_name("sqld")
+        .thread_stack_size(crate::engine::depth::SESSION_STACK_BYTES)
+        .enable_all()
+        .build()
 }
 
 fn run_sqld_here(args: SqldArgs, local: Option<LocalConnect>, embedded: Option<Embedded>) -> anyhow::Result<()> {
     let config = ServerConfig::from_args(&args)?;
     crate::engine::memory::set_process_limit(args.max_memory);
-    let rt = session_runtime(args.threads)?;
+    let rt = session_runtime(args.threads.unwrap_or_else(default_threads))?;
     rt.block_on(async move {
         let (listener, ready, datadir) = match embedded {
             Some(Embedded { listener, ready, datadir }) => {

@@ -2,12 +2,12 @@
 //! each is doing, and a kill request each one watches for.
 //!
 //! `KILL CONNECTION` shuts the connection's socket down, as MySQL does: an
-//! idle connection ends at once, a busy one when its statement ends (its
-//! answer cannot be sent). Both kinds end a wait for a table lock at once with
-//! 1317. A statement that is
-//! reading or writing rows runs to its end (its row-lock waits end with the
-//! data node's lock-wait time-out): stopping it half way would leave a
-//! statement half applied.
+//! idle connection ends at once, a busy one when its statement stops. Both
+//! kinds (and a client that goes away, and max_execution_time) stop the
+//! running statement at its next check with 1317: a wait for a table or row
+//! lock at once, a scan at its next batch, a loop in memory within a few
+//! milliseconds (`engine::exec::Turn`). The stopped statement fails as any
+//! failed statement does: its writes are rolled back.
 //!
 //! Keeping the entry current costs little on the statement path: two atomic
 //! stores and one uncontended lock. Times come from a coarse clock, a
@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -109,6 +109,9 @@ pub struct SessionEntry {
     user_locks: OnceLock<Arc<crate::engine::user_locks::UserLocks>>,
     /// What the session waits for (`WaitState`), shown as PROCESSLIST State.
     wait: AtomicU8,
+    /// The running statement's max_execution_time passed (with a KILL
+    /// QUERY, which stops it; `engine::exec_time` then reports 3024).
+    timed_out: AtomicBool,
 }
 
 /// A wait of a statement that PROCESSLIST shows in its State column (MySQL's
@@ -141,6 +144,7 @@ impl SessionEntry {
             socket: Mutex::new(None),
             user_locks: OnceLock::new(),
             wait: AtomicU8::new(WaitState::None as u8),
+            timed_out: AtomicBool::new(false),
         })
     }
 
@@ -278,6 +282,23 @@ impl SessionEntry {
             Kill::None => return,
         }
         self.killed.notify_waiters();
+    }
+
+    /// The running statement's max_execution_time passed: stop it as KILL
+    /// QUERY does.
+    pub fn time_out(&self) {
+        self.timed_out.store(true, Ordering::Release);
+        self.request_kill(Kill::Query);
+    }
+
+    /// Whether `time_out` hit the statement; clears that and the KILL QUERY
+    /// it made, so that the next statement runs.
+    pub fn take_time_out(&self) -> bool {
+        let hit = self.timed_out.swap(false, Ordering::AcqRel);
+        if hit {
+            self.drop_query_kill();
+        }
+        hit
     }
 
     /// Resolves once a kill of at least `what` is requested.

@@ -233,6 +233,9 @@ pub struct Session {
     /// by the protocol layer, None for statements whose results are built
     /// whole (and while a query of several statements runs).
     pub result_sink: Option<crate::engine::stream::ResultSink>,
+    /// The `/*+ MAX_EXECUTION_TIME(n) */` hint of the statement about to
+    /// run (milliseconds; `engine::exec_time`), taken by it.
+    pub exec_time_hint: Option<u64>,
 }
 
 impl Session {
@@ -266,6 +269,7 @@ impl Session {
             max_rows_per_txn: crate::engine::DEFAULT_MAX_ROWS_PER_TXN,
             max_statement_memory: crate::engine::memory::DEFAULT_MAX_STATEMENT_MEMORY_BYTES,
             result_sink: None,
+            exec_time_hint: None,
         }
     }
 }

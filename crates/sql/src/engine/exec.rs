@@ -104,21 +104,55 @@ async fn scan_rows(
     }
 }
 
-/// Work units (row pairs looked at) between turns of an in-memory loop.
-const WORK_PER_TURN: usize = 1 << 16;
+/// A statement's turn on its session thread, for long in-memory loops
+/// (joins without a usable key, filters, projections of many rows).
+///
+/// Sessions share a few runtime threads, and tokio has no thread of its own
+/// for sockets: while every thread is inside one long poll, no client packet
+/// is read at all, whoever it is for. So a loop gives its thread back every
+/// `TURN` of work (measured in time, as a row pair of a join and a row of a
+/// projection cost very different amounts): `yield_now` lets the runtime
+/// poll its sockets and run or hand out the other sessions' ready work, and
+/// the statement then stops if KILL, a disconnect or max_execution_time
+/// marked it. The clock is read only every `UNITS_PER_CHECK` units.
+pub(crate) struct Turn {
+    units: usize,
+    /// When the turn began; read at the first check only, so that short
+    /// statements (a point select) never read the clock here.
+    since: Option<std::time::Instant>,
+}
 
-/// Called from long in-memory loops (joins without a usable key): every
-/// `WORK_PER_TURN` units of work, let the other sessions of this thread run
-/// (they share it, and one of them may be the KILL QUERY), then stop if the
-/// session was killed.
-async fn interrupt_point(ctx: &EvalCtx<'_>, work: &mut usize, done: usize) -> Result<(), SqlError> {
-    *work += done;
-    if *work >= WORK_PER_TURN {
-        *work = 0;
-        tokio::task::yield_now().await;
-        ctx.check_killed()?;
+/// How long a statement keeps its thread at most between yields (plus the
+/// `UNITS_PER_CHECK` units before the first look at the clock).
+const TURN: std::time::Duration = std::time::Duration::from_millis(2);
+/// Units of work between two looks at the clock.
+const UNITS_PER_CHECK: usize = 1 << 10;
+
+impl Turn {
+    pub(crate) fn new() -> Turn {
+        Turn { units: 0, since: None }
     }
-    Ok(())
+
+    /// `done` more units of work; at the end of a turn, yield and stop on a kill.
+    pub(crate) async fn point(&mut self, ctx: &EvalCtx<'_>, done: usize) -> Result<(), SqlError> {
+        self.units += done;
+        if self.units < UNITS_PER_CHECK {
+            return Ok(());
+        }
+        self.units = 0;
+        let now = std::time::Instant::now();
+        match self.since {
+            Some(t) if now.duration_since(t) >= TURN => {}
+            Some(_) => return Ok(()),
+            None => {
+                self.since = Some(now);
+                return ctx.check_killed();
+            }
+        }
+        tokio::task::yield_now().await;
+        self.since = Some(std::time::Instant::now());
+        ctx.check_killed()
+    }
 }
 
 pub fn table_err(def: &TableDef) -> ErrCtx {
@@ -1004,22 +1038,49 @@ pub(crate) fn concat(a: &[Value], b: &[Value]) -> Row {
     r
 }
 
-/// An equality usable for a hash join: (inner column offset in joined row, outer expr).
-fn hash_key(on: &[CExpr], base: usize, width: usize) -> Option<(usize, usize, Coll)> {
+/// The equalities of ON usable as a hash join's key: (inner column offset
+/// in the joined row, outer column, collation), every one of them. A key
+/// of only the first would make `o.w = ol.w AND o.id = ol.oid` compare each
+/// order with every line of its warehouse (issue 23's TPC-C finding).
+fn hash_keys(on: &[CExpr], base: usize, width: usize) -> Vec<(usize, usize, Coll)> {
+    let mut keys = Vec::new();
     for c in on {
         if let CExpr::Cmp(CmpKind::Eq, l, r, coll) = c {
             if let (CExpr::Col(a), CExpr::Col(b)) = (l.as_ref(), r.as_ref()) {
                 let inner = |x: usize| x >= base && x < base + width;
                 if inner(*a) && *b < base {
-                    return Some((*a, *b, *coll));
-                }
-                if inner(*b) && *a < base {
-                    return Some((*b, *a, *coll));
+                    keys.push((*a, *b, *coll));
+                } else if inner(*b) && *a < base {
+                    keys.push((*b, *a, *coll));
                 }
             }
         }
     }
-    None
+    keys
+}
+
+/// Row pairs that joins compared in this SQL node's memory (a hash join's
+/// candidates in a bucket, a nested loop's every pair): SHOW GLOBAL STATUS
+/// `Norr_join_rows_compared`, which shows a join whose key lets it look at
+/// few pairs.
+static JOIN_ROWS_COMPARED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+pub fn join_rows_compared() -> u64 {
+    JOIN_ROWS_COMPARED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The hash key of `row` over `cols` into `out`; false if a part is NULL
+/// (which equals nothing).
+fn hash_key_of(row: &[Value], cols: &[usize], colls: &[Coll], out: &mut Vec<u8>) -> bool {
+    out.clear();
+    for (&c, coll) in cols.iter().zip(colls) {
+        let v = &row[c];
+        if v.is_null() {
+            return false;
+        }
+        encode_group_key(std::slice::from_ref(v), std::slice::from_ref(coll), out);
+    }
+    true
 }
 
 /// All rows of one source (its own conjuncts applied; not joined).
@@ -1154,29 +1215,31 @@ pub(crate) async fn join_source(
         return Ok(next);
     }
     let inner = source_rows(rd, c, p, s, ctx, lock_pick, push_limit).await?;
-    if let Some((inner_col, outer_col, coll)) = hash_key(&s.on, prefix_width, s.width) {
+    let keys = hash_keys(&s.on, prefix_width, s.width);
+    let mut compared = 0u64;
+    if !keys.is_empty() {
+        let inner_cols: Vec<usize> = keys.iter().map(|k| k.0 - prefix_width).collect();
+        let outer_cols: Vec<usize> = keys.iter().map(|k| k.1).collect();
+        let colls: Vec<Coll> = keys.iter().map(|k| k.2).collect();
         let mut table: HashMap<Vec<u8>, Vec<usize>> = HashMap::with_capacity(inner.len());
+        let mut turn = Turn::new();
+        let mut k = Vec::new();
         for (i, r) in inner.iter().enumerate() {
-            let v = &r[inner_col - prefix_width];
-            if v.is_null() {
+            turn.point(ctx, 1).await?;
+            if !hash_key_of(r, &inner_cols, &colls, &mut k) {
                 continue;
             }
-            let mut k = Vec::new();
-            encode_group_key(std::slice::from_ref(v), &[coll], &mut k);
             // The table is new memory beside the inner rows (which were
             // charged when scanned): a key and an index per row.
             built.add_bytes(&ctx.mem, k.len() as u64 + crate::engine::memory::HASH_ENTRY_BYTES)?;
-            table.entry(k).or_default().push(i);
+            table.entry(std::mem::take(&mut k)).or_default().push(i);
         }
-        let mut work = 0;
         for (from_row, r) in rows.iter().enumerate() {
-            interrupt_point(ctx, &mut work, 1).await?;
+            turn.point(ctx, 1).await?;
             let mut matched = false;
-            let v = &r[outer_col];
-            if !v.is_null() {
-                let mut k = Vec::new();
-                encode_group_key(std::slice::from_ref(v), &[coll], &mut k);
+            if hash_key_of(r, &outer_cols, &colls, &mut k) {
                 if let Some(list) = table.get(&k) {
+                    compared += list.len() as u64;
                     for &i in list {
                         let joined = concat(r, &inner[i]);
                         if all_pass(&s.on, &joined, ctx)? {
@@ -1191,9 +1254,10 @@ pub(crate) async fn join_source(
             }
         }
     } else {
-        let mut work = 0;
+        let mut turn = Turn::new();
         for (from_row, r) in rows.iter().enumerate() {
-            interrupt_point(ctx, &mut work, inner.len().max(1)).await?;
+            turn.point(ctx, inner.len().max(1)).await?;
+            compared += inner.len() as u64;
             let mut matched = false;
             for ir in &inner {
                 let joined = concat(r, ir);
@@ -1210,6 +1274,7 @@ pub(crate) async fn join_source(
             }
         }
     }
+    JOIN_ROWS_COMPARED.fetch_add(compared, std::sync::atomic::Ordering::Relaxed);
     built.flush(&ctx.mem)?;
     Ok(next)
 }
@@ -1276,7 +1341,9 @@ async fn run_select(
     // WHERE (rest), with correlated subqueries run per row.
     if !p.filter.is_empty() || !p.correlated.is_empty() {
         let mut keep = Vec::with_capacity(rows.len());
+        let mut turn = Turn::new();
         'w: for r in rows {
+            turn.point(ctx, 1).await?;
             if !p.correlated.is_empty() {
                 ctx.check_killed()?;
                 run_correlated(rd, c, &p.correlated, &r, ctx).await?;
@@ -1361,7 +1428,9 @@ async fn run_select(
     };
     let mut keyed: Vec<(Vec<Value>, Row)> = Vec::with_capacity(rows.len());
     let mut built = crate::engine::memory::Built::default();
+    let mut turn = Turn::new();
     for mut r in rows {
+        turn.point(ctx, 1).await?;
         if let Some(h) = having {
             if !eval_pred(h, &r, ctx)? {
                 continue;

@@ -57,6 +57,7 @@ pub mod views;
 pub mod dml;
 pub mod dual;
 pub mod exec;
+pub mod exec_time;
 pub mod explain;
 pub mod expr;
 pub mod from_parens;
@@ -689,6 +690,7 @@ impl Engine {
 
     async fn run_text(&self, s: &mut Session, sql: &str) -> Result<QueryOutput, SqlError> {
         self.status.questions.fetch_add(1, Ordering::Relaxed);
+        s.exec_time_hint = exec_time::hint(sql);
         let parsed = match parse_statement(sql) {
             Ok(p) => p,
             Err(e) => {
@@ -724,7 +726,14 @@ impl Engine {
                 return Err(e);
             }
         }
-        let mut r = self.dispatch(s, p, params, row_plan).await;
+        let select = matches!(p, Parsed::Sql(st) if matches!(st.as_ref(), Statement::Query(_)));
+        let mut r = match exec_time::limit(s, select) {
+            None => self.dispatch(s, p, params, row_plan).await,
+            Some(d) => {
+                let entry = s.entry.clone();
+                Box::pin(exec_time::bounded(&entry, d, self.dispatch(s, p, params, row_plan))).await
+            }
+        };
         let mut races = 0;
         while matches!(&r, Err(e) if e.code == 1412) {
             // A table changed under a cached definition (DDL through another
@@ -746,7 +755,6 @@ impl Engine {
         }
         // EXECUTE recorded its statement's result already.
         if !matches!(p, Parsed::SqlPrepare(_)) {
-            let select = matches!(p, Parsed::Sql(st) if matches!(st.as_ref(), Statement::Query(_)));
             found_rows::record(s, &r, select);
         }
         r
@@ -820,9 +828,14 @@ impl Engine {
         }
         s.entry.begin(crate::session_registry::Command::Execute, Some(&p.sql), s.current_db.as_ref());
         let reloaded = if self.catalog_stale() { self.reload_catalog().await } else { Ok(()) };
-        let r = match reloaded {
-            Ok(()) => self.execute_prepared_inner(s, p, params).await,
-            Err(e) => Err(e),
+        s.exec_time_hint = exec_time::hint(&p.sql);
+        let r = match (reloaded, exec_time::limit(s, p.query().is_some())) {
+            (Ok(()), None) => self.execute_prepared_inner(s, p, params).await,
+            (Ok(()), Some(d)) => {
+                let entry = s.entry.clone();
+                Box::pin(exec_time::bounded(&entry, d, self.execute_prepared_inner(s, p, params))).await
+            }
+            (Err(e), _) => Err(e),
         };
         s.entry.end();
         r
@@ -1008,6 +1021,8 @@ impl Engine {
             ("Connections".into(), g(&st.connections)),
             // Rows statements hold in this SQL node (`memory`), and the part
             // of them on their way to clients (`stream`).
+            // Row pairs joins compared in memory (`exec::join_rows_compared`).
+            ("Norr_join_rows_compared".into(), exec::join_rows_compared().to_string()),
             ("Norr_result_bytes_in_flight".into(), memory::result_bytes_in_flight().to_string()),
             ("Norr_statement_memory_bytes".into(), memory::process_used().to_string()),
             ("Queries".into(), g(&st.questions)),

@@ -253,7 +253,7 @@ pub struct EvalCtx<'a> {
     /// Working sets of the recursive CTEs being evaluated, by slot.
     pub work_tables: Vec<Vec<Vec<Value>>>,
     /// The session running the statement, so that long work can stop at a
-    /// KILL QUERY (see `exec::interrupt_point`). None for internal statements.
+    /// KILL QUERY (see `exec::Turn`). None for internal statements.
     pub stop: Option<Arc<crate::session_registry::SessionEntry>>,
     /// GET_LOCK / SLEEP calls of the row being evaluated and the wait one
     /// stopped at (`user_lock_fns`).
