@@ -164,6 +164,28 @@ pub struct Warning {
     pub message: String,
 }
 
+/// The account a session logged in as, and its active roles.
+#[derive(Debug, Clone)]
+pub struct SessionAccount {
+    /// The user name the client gave.
+    pub user: String,
+    /// The host pattern of the account it matched (CURRENT_USER()).
+    pub host: String,
+    /// The client's address (`localhost` for the Unix socket).
+    pub peer: String,
+    /// SET ROLE's roles; None: the account's default roles (looked up when
+    /// a statement needs them, so a change of defaults shows at once).
+    pub active_roles: Option<Vec<(String, String)>>,
+    /// PASSWORD EXPIRE: only ALTER USER / SET PASSWORD may run (1820).
+    pub password_expired: bool,
+}
+
+impl SessionAccount {
+    pub fn me(&self) -> (String, String) {
+        (self.user.clone(), self.host.clone())
+    }
+}
+
 /// Per-connection state. Created by `Engine::new_session`, owned by the
 /// connection task, passed `&mut` to every engine call.
 pub struct Session {
@@ -233,6 +255,10 @@ pub struct Session {
     /// by the protocol layer, None for statements whose results are built
     /// whole (and while a query of several statements runs).
     pub result_sink: Option<crate::engine::stream::ResultSink>,
+    /// The account the client logged in as (set by the protocol layer);
+    /// None for sessions made in-process (the engine's own statements,
+    /// embedding code and tests), which are not privilege-checked.
+    pub account: Option<SessionAccount>,
 }
 
 impl Session {
@@ -266,6 +292,7 @@ impl Session {
             max_rows_per_txn: crate::engine::DEFAULT_MAX_ROWS_PER_TXN,
             max_statement_memory: crate::engine::memory::DEFAULT_MAX_STATEMENT_MEMORY_BYTES,
             result_sink: None,
+            account: None,
         }
     }
 }
