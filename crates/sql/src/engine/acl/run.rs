@@ -671,6 +671,8 @@ fn show_grants(s: &Session, snap: &Snapshot, user: Option<&Account>, using: &[Ac
                 None => cols.push((c.column.clone(), c.privs)),
             }
         }
+        // By name: the rows come in the data nodes' scan order.
+        cols.sort_by(|x, y| x.0.cmp(&y.0));
         lines.push(format!("GRANT {} ON `{d}`.`{t}` TO {to}{}", priv_text(p, Level::Table, &cols), wgo(p)));
     }
     let mut roles: Vec<_> = snap.roles.iter().filter(|r| r.to == target).collect();
