@@ -5,7 +5,7 @@
 //! of a client: accept errors are logged and retried, a connection task that
 //! fails only ends that connection.
 
-use crate::protocol::auth::AuthPlugin;
+use crate::protocol::auth::{AuthPlugin, LoginAccount};
 use crate::protocol::conn;
 use crate::types::{ColumnMeta, QueryOutput, Session, SqlError};
 use norr_signals::Value;
@@ -294,6 +294,23 @@ pub trait Backend: Send + Sync + 'static {
     fn connect_timeout(&self) -> Option<std::time::Duration> {
         None
     }
+    /// The account a client `user` connecting from `peer` (an IP address,
+    /// or `localhost` for the Unix socket) logs in as, if any. The default
+    /// reads `ServerConfig::users` (fake backends of tests); the engine
+    /// reads the accounts stored in the cluster.
+    fn login_account<'a>(
+        &'a self,
+        cfg: &'a ServerConfig,
+        user: &'a str,
+        _peer: &'a str,
+    ) -> impl Future<Output = Result<Option<LoginAccount>, SqlError>> + Send + 'a {
+        std::future::ready(Ok(cfg.users.get(user).map(|u| LoginAccount::from_password("%", &u.password, u.plugin))))
+    }
+    /// Create the first accounts of a fresh cluster from the configuration
+    /// (the engine; nothing for backends that read `ServerConfig::users`).
+    fn seed_accounts<'a>(&'a self, _cfg: &'a ServerConfig) -> impl Future<Output = Result<(), SqlError>> + Send + 'a {
+        std::future::ready(Ok(()))
+    }
     /// A client's statement text ran (and its results were sent) in
     /// `took`: for the slow query log.
     fn statement_done(&self, _s: &Session, _sql: &str, _took: std::time::Duration, _rows_sent: u64) {}
@@ -354,6 +371,11 @@ impl ServerState {
 
 /// Accepts clients on `listener` forever, one task per connection.
 pub async fn serve_listener<B: Backend>(listener: tokio::net::TcpListener, backend: Arc<B>, state: Arc<ServerState>) {
+    // Before the first accept: a client waits in the backlog meanwhile.
+    // A no-op when the cluster has accounts already (`run_sqld_here` did it).
+    if let Err(e) = backend.seed_accounts(&state.config).await {
+        tracing::error!("sqld: the first accounts were not created: {e}");
+    }
     if state.idle_spin.enabled() {
         let state = state.clone();
         tokio::spawn(async move { state.idle_spin.run().await });
@@ -443,8 +465,73 @@ pub async fn serve<B: Backend>(args: SqldArgs, backend: Arc<B>) -> anyhow::Resul
     Ok(())
 }
 
+impl crate::engine::Engine {
+    /// A fresh cluster's first accounts: `root@localhost` (and `root@%`
+    /// too when it has a password, so that a remote root needs one), and
+    /// the users of the --config file at `%` with every privilege, as they
+    /// had before accounts were stored in the cluster. Later starts keep
+    /// the cluster's accounts (a --root-password that differs is reported).
+    pub async fn seed_accounts_from(&self, cfg: &ServerConfig) -> Result<(), SqlError> {
+        use crate::engine::acl::{privs::{Level, Privs}, store::Seed};
+        let all = Privs::all_at(Level::Global);
+        let mut seeds = Vec::new();
+        let mut names: Vec<&String> = cfg.users.keys().collect();
+        names.sort();
+        for name in names {
+            let u = &cfg.users[name];
+            let plugin = u.plugin.map(|p| p.name().to_string());
+            let seed = |host: &str, privs| Seed { user: name.clone(), host: host.into(), password: u.password.clone(), plugin: plugin.clone(), privs };
+            if name == "root" {
+                seeds.push(seed("localhost", all | Privs::GRANT_OPTION));
+                if !u.password.is_empty() {
+                    seeds.push(seed("%", all | Privs::GRANT_OPTION));
+                }
+            } else {
+                seeds.push(seed("%", all));
+            }
+        }
+        if !self.seed_accounts(&seeds).await? {
+            if let Some(root) = cfg.users.get("root").filter(|r| !r.password.is_empty()) {
+                let snap = self.acl().current(self).await?;
+                let stored = snap.user("root", "localhost").map(|u| u.sha2_hash.clone());
+                if stored.as_deref() != Some(crate::engine::acl::store::sha2_hash(&root.password).as_str()) {
+                    tracing::warn!(
+                        "sqld: the cluster already has accounts: the root password given to this SQL node is not \
+                         root@localhost's (change it with ALTER USER root@localhost IDENTIFIED BY '...')"
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Backend for crate::engine::Engine {
     type Stmt = crate::engine::Prepared;
+
+    fn login_account<'a>(
+        &'a self,
+        _cfg: &'a ServerConfig,
+        user: &'a str,
+        peer: &'a str,
+    ) -> impl Future<Output = Result<Option<LoginAccount>, SqlError>> + Send + 'a {
+        async move {
+            let snap = self.acl().current(self).await?;
+            let Some(u) = snap.login_account(user, peer) else { return Ok(None) };
+            let plugin = AuthPlugin::from_name(&u.plugin);
+            let Some(mut a) = LoginAccount::from_hex(&u.host, &u.native_hash, &u.sha2_hash, plugin) else {
+                tracing::warn!("sqld: account '{}'@'{}' has a malformed password hash", u.user, u.host);
+                return Ok(None);
+            };
+            a.locked = u.locked;
+            a.password_expired = u.password_expired;
+            Ok(Some(a))
+        }
+    }
+
+    fn seed_accounts<'a>(&'a self, cfg: &'a ServerConfig) -> impl Future<Output = Result<(), SqlError>> + Send + 'a {
+        self.seed_accounts_from(cfg)
+    }
 
     fn server_version(&self) -> String {
         self.config().version.clone()
@@ -691,6 +778,10 @@ fn run_sqld_here(args: SqldArgs, local: Option<LocalConnect>, embedded: Option<E
         };
         tracing::info!("sqld: listening on {} (data node: {data_node})", args.listen);
         let state = ServerState::new(config);
+        engine
+            .seed_accounts_from(&state.config)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot create the first accounts: {e}"))?;
         if let Some(unix) = unix {
             tracing::info!("sqld: listening on the Unix socket {}", cfg.socket);
             tokio::spawn(serve_unix(unix, engine.clone(), state.clone()));

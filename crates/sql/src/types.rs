@@ -164,6 +164,28 @@ pub struct Warning {
     pub message: String,
 }
 
+/// The account a session logged in as, and its active roles.
+#[derive(Debug, Clone)]
+pub struct SessionAccount {
+    /// The user name the client gave.
+    pub user: String,
+    /// The host pattern of the account it matched (CURRENT_USER()).
+    pub host: String,
+    /// The client's address (`localhost` for the Unix socket).
+    pub peer: String,
+    /// SET ROLE's roles; None: the account's default roles (looked up when
+    /// a statement needs them, so a change of defaults shows at once).
+    pub active_roles: Option<Vec<(String, String)>>,
+    /// PASSWORD EXPIRE: only ALTER USER / SET PASSWORD may run (1820).
+    pub password_expired: bool,
+}
+
+impl SessionAccount {
+    pub fn me(&self) -> (String, String) {
+        (self.user.clone(), self.host.clone())
+    }
+}
+
 /// Per-connection state. Created by `Engine::new_session`, owned by the
 /// connection task, passed `&mut` to every engine call.
 pub struct Session {
@@ -236,6 +258,10 @@ pub struct Session {
     /// The `/*+ MAX_EXECUTION_TIME(n) */` hint of the statement about to
     /// run (milliseconds; `engine::exec_time`), taken by it.
     pub exec_time_hint: Option<u64>,
+    /// The account the client logged in as (set by the protocol layer);
+    /// None for sessions made in-process (the engine's own statements,
+    /// embedding code and tests), which are not privilege-checked.
+    pub account: Option<SessionAccount>,
 }
 
 impl Session {
@@ -270,6 +296,7 @@ impl Session {
             max_statement_memory: crate::engine::memory::DEFAULT_MAX_STATEMENT_MEMORY_BYTES,
             result_sink: None,
             exec_time_hint: None,
+            account: None,
         }
     }
 }

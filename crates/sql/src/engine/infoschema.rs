@@ -33,6 +33,10 @@ pub const TABLES: &[&str] = &[
     "TABLES",
     "TABLE_CONSTRAINTS",
     "TRIGGERS",
+    "USER_PRIVILEGES",
+    "SCHEMA_PRIVILEGES",
+    "TABLE_PRIVILEGES",
+    "COLUMN_PRIVILEGES",
     "VIEWS",
 ];
 
@@ -828,7 +832,32 @@ pub async fn virtual_table(
             Vec::new(),
         ),
         "EVENTS" => (cols(&["EVENT_CATALOG", "EVENT_SCHEMA", "EVENT_NAME", "DEFINER", "STATUS"], &[]), Vec::new()),
+        "USER_PRIVILEGES" | "SCHEMA_PRIVILEGES" | "TABLE_PRIVILEGES" | "COLUMN_PRIVILEGES" => {
+            let names: &[&str] = match up.as_str() {
+                "USER_PRIVILEGES" => &["GRANTEE", "TABLE_CATALOG", "PRIVILEGE_TYPE", "IS_GRANTABLE"],
+                "SCHEMA_PRIVILEGES" => &["GRANTEE", "TABLE_CATALOG", "TABLE_SCHEMA", "PRIVILEGE_TYPE", "IS_GRANTABLE"],
+                "TABLE_PRIVILEGES" => {
+                    &["GRANTEE", "TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "PRIVILEGE_TYPE", "IS_GRANTABLE"]
+                }
+                _ => &[
+                    "GRANTEE",
+                    "TABLE_CATALOG",
+                    "TABLE_SCHEMA",
+                    "TABLE_NAME",
+                    "COLUMN_NAME",
+                    "PRIVILEGE_TYPE",
+                    "IS_GRANTABLE",
+                ],
+            };
+            (cols(names, &[]), crate::engine::acl::views::rows(e, session, &up).await?)
+        }
         _ => return Ok(None),
+    };
+    // A logged-in account sees only the databases and tables it has some
+    // privilege on (as MySQL).
+    let out = match crate::engine::acl::Visibility::of(e, session).await? {
+        Some(v) => v.filter_rows(out),
+        None => out,
     };
     Ok(Some(out))
 }

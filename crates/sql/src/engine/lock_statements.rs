@@ -26,8 +26,8 @@ pub enum LockStmt {
         tables: Vec<Name>,
         read_lock: bool,
     },
-    /// FLUSH PRIVILEGES: users come from the configuration, read at start;
-    /// there are no grant tables to reload.
+    /// FLUSH PRIVILEGES: this SQL node re-reads the accounts' system tables
+    /// at its next statement (`acl`).
     FlushPrivileges,
     /// ALTER TABLE t DISABLE KEYS / ENABLE KEYS.
     AlterKeys(Name),

@@ -6,6 +6,7 @@
 //! everything else (DDL, SHOW, SET, USE, transactions) is handled here and in
 //! the catalog modules.
 
+pub mod acl;
 pub mod alter;
 pub mod alter_generated;
 pub mod alter_text;
@@ -180,6 +181,8 @@ pub struct Engine {
     /// `Client::reconnect_count` when the catalog's caches were last known
     /// to match the data nodes (see `Engine::check_reconnects`).
     seen_reconnects: AtomicU64,
+    /// The accounts and privileges of the cluster, as last read.
+    acl: acl::Acl,
 }
 
 /// A parsed statement.
@@ -215,6 +218,8 @@ pub enum Parsed {
     SelectInto(select_into::SelectInto),
     /// DO expr, ...: the expressions as a SELECT without FROM (`do_stmt`).
     Do(Box<ast::Query>),
+    /// CREATE USER, GRANT, SET ROLE, SHOW GRANTS, ... (`acl::stmt`).
+    Acl(acl::stmt::AclStmt),
 }
 
 /// A prepared statement: parsed once, executed many times.
@@ -384,6 +389,9 @@ pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
     let w = |i: usize| words.get(i).map(|s| s.as_str()).unwrap_or("");
     if let Some(r) = lock_statements::parse(sql, &words) {
         return r.map(Parsed::Lock);
+    }
+    if let Some(r) = acl::stmt::parse(sql, &words) {
+        return r.map(Parsed::Acl);
     }
     if let Some(r) = sql_prepare::parse(sql, &words) {
         return r.map(Parsed::SqlPrepare);
@@ -598,7 +606,10 @@ impl Engine {
             sessions: Default::default(),
             user_locks: Default::default(),
             seen_reconnects: AtomicU64::new(client_reconnects),
+            acl: acl::Acl::default(),
         });
+        // The system tables of accounts (first start of a cluster).
+        acl::store::bootstrap(&engine).await?;
         // Before any session exists: no live temporary table carries this
         // node's tag yet, so everything with it is an orphan.
         if let Err(e) = temp_tables::sweep_orphans(&engine).await {
@@ -617,6 +628,40 @@ impl Engine {
 
     pub fn config(&self) -> &EngineConfig {
         &self.cfg
+    }
+
+    pub fn acl(&self) -> &acl::Acl {
+        &self.acl
+    }
+
+    /// A session for the engine's own statements (the accounts' system
+    /// tables): no account, so no privilege checks; not in the process list.
+    pub fn internal_session(&self) -> Session {
+        let mut s = Session::new(0, "");
+        vars::apply_globals(&mut s, vars::global_value);
+        // Its statements quote strings with backslash escapes (`acl::store::lit`).
+        s.vars.insert("sql_mode".into(), Value::str("STRICT_TRANS_TABLES"));
+        s
+    }
+
+    /// Run one statement of the engine's own on `s` (from `internal_session`).
+    /// Boxed: it is called from inside statement execution.
+    pub fn run_internal<'a>(
+        &'a self,
+        s: &'a mut Session,
+        sql: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<QueryOutput, SqlError>> + Send + 'a>> {
+        Box::pin(async move {
+            debug_assert!(s.account.is_none());
+            let parsed = parse_statement(sql)?;
+            self.run_parsed(s, &parsed, &[], None).await
+        })
+    }
+
+    /// Create the first accounts of a fresh cluster (root and the users of
+    /// the --config file); an existing cluster keeps its accounts.
+    pub async fn seed_accounts(&self, seeds: &[acl::store::Seed]) -> Result<bool, SqlError> {
+        acl::store::seed(self, seeds).await
     }
 
     pub fn new_session(&self, connection_id: u32, user: &str) -> Session {
@@ -722,6 +767,12 @@ impl Engine {
         // while no session holds a lock (every statement comes by here).
         if self.table_locks.any_held() {
             if let Err(e) = self.check_table_locks(s, p).await {
+                self.record_error(s, &e);
+                return Err(e);
+            }
+        }
+        if let Some(a) = &s.account {
+            if let Err(e) = acl::check::check(self, s, a, p).await {
                 self.record_error(s, &e);
                 return Err(e);
             }
@@ -864,6 +915,12 @@ impl Engine {
             p.set_compiled(c.clone());
         }
         s.warnings.clear();
+        if let Some(a) = &s.account {
+            if let Err(e) = acl::check::check(self, s, a, &p.parsed).await {
+                self.record_error(s, &e);
+                return Err(e);
+            }
+        }
         if self.table_locks.any_held() {
             if let Err(e) = self.check_table_locks(s, &p.parsed).await {
                 self.record_error(s, &e);
@@ -934,6 +991,15 @@ impl Engine {
 
     /// COM_INIT_DB / USE.
     pub async fn init_db(&self, s: &mut Session, db: &str) -> Result<(), SqlError> {
+        if let Some(a) = &s.account {
+            // As MySQL: USE needs some privilege in the database (1044).
+            if !infoschema::is_infoschema(db) {
+                let snap = self.acl.current(self).await?;
+                if !snap.any_in_db(&acl::run::who(&snap, a), db) {
+                    return Err(acl::db_denied(a, db));
+                }
+            }
+        }
         if !self.catalog.db_exists(db).await? {
             return Err(error_map::unknown_db(db));
         }
@@ -1183,7 +1249,11 @@ impl Engine {
                 }
                 Ok(QueryOutput::ok(0))
             }
-            LockStmt::FlushPrivileges => Ok(QueryOutput::ok(0)),
+            LockStmt::FlushPrivileges => {
+                // Re-read the accounts now rather than within acl::RECHECK.
+                self.acl.invalidate();
+                Ok(QueryOutput::ok(0))
+            }
             LockStmt::AlterKeys(name) => {
                 let (db, table) = resolve(s, name)?;
                 self.implicit_commit(s).await?;
@@ -1237,6 +1307,14 @@ impl Engine {
             Parsed::LoadData(st) => Box::pin(load_data::start(self, s, st)).await,
             Parsed::SelectInto(st) => select_into::run(self, s, st, params).await,
             Parsed::Do(q) => query::execute_query(self, s, q, params).await.map(|_| QueryOutput::ok(0)),
+            Parsed::Acl(st) => {
+                // As MySQL: account statements end the transaction (not
+                // SET ROLE or SHOW GRANTS, which change nothing stored).
+                if !matches!(st, acl::stmt::AclStmt::SetRole(_) | acl::stmt::AclStmt::ShowGrants { .. }) {
+                    self.implicit_commit(s).await?;
+                }
+                Box::pin(acl::run::execute(self, s, st)).await
+            }
             Parsed::StartConsistentSnapshot(st) => {
                 let out = self.dispatch_sql(s, st, params, row_plan).await?;
                 s.warnings.push(Warning {
@@ -1409,9 +1487,13 @@ impl Engine {
                     .ok()
                     .and_then(|i| self.sessions.get(i))
                     .ok_or_else(|| SqlError::new(1094, "HY000", format!("Unknown thread id: {id}")))?;
-                // Without grants, root plays the role of a user with
-                // CONNECTION_ADMIN; others may kill their own sessions.
-                if target.user != s.user && s.user != "root" {
+                // Another account's session needs SUPER (CONNECTION_ADMIN);
+                // anyone may kill their own sessions.
+                let superuser = match &s.account {
+                    None => true,
+                    Some(_) => acl::run::global_of(&*self.acl.current(self).await?, s).contains(acl::privs::Privs::SUPER),
+                };
+                if target.user != s.user && !superuser {
                     return Err(SqlError::new(1095, "HY000", format!("You are not owner of thread {id}")));
                 }
                 target.request_kill(what);

@@ -329,6 +329,13 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
     match st {
         ShowStmt::Databases { filter } => {
             let mut names: Vec<String> = e.catalog().databases().await?.into_keys().collect();
+            // Only the databases the account has some privilege in (or all
+            // with SHOW DATABASES), as MySQL.
+            if let Some(v) = crate::engine::acl::Visibility::of(e, sess).await? {
+                if !v.global.contains(crate::engine::acl::privs::Privs::SHOW_DATABASES) {
+                    names.retain(|d| v.snap.any_in_db(&v.who, d));
+                }
+            }
             names.push(infoschema::DB.to_string());
             names.sort();
             let rows = names.iter().map(|n| vec![s(n)]).collect();
@@ -351,6 +358,13 @@ pub async fn execute_show(e: &Engine, sess: &mut Session, st: &ShowStmt) -> Resu
                 let mut named: Vec<(String, &str)> =
                     e.catalog().list(&db).await?.iter().map(|t| (t.name.clone(), "BASE TABLE")).collect();
                 named.extend(e.catalog().views()?.list_db(&db).await?.into_iter().map(|v| (v.name, "VIEW")));
+                // Only the tables the account has some privilege on.
+                if let (Some(v), Some(a)) = (crate::engine::acl::Visibility::of(e, sess).await?, &sess.account) {
+                    if !v.snap.any_in_db(&v.who, &db) {
+                        return Err(crate::engine::acl::db_denied(a, &db));
+                    }
+                    named.retain(|(t, _)| v.snap.any_on_table(&v.who, &db, t));
+                }
                 named.sort();
                 named.iter().map(|(n, k)| if *full { vec![s(n), s(k)] } else { vec![s(n)] }).collect()
             };

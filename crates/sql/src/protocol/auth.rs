@@ -1,12 +1,16 @@
 //! Authentication: the handshake v10 greeting, `mysql_native_password` and
 //! `caching_sha2_password`.
 //!
-//! The server knows every account's plaintext password (from configuration),
-//! so it computes the expected scramble for either plugin itself: a
-//! `caching_sha2_password` client is always answered with fast-auth-success
-//! (0x01 0x03) and never needs the RSA key exchange or TLS of a full
-//! authentication. A client that starts with a plugin the account does not
-//! use (or one we do not know) gets an AuthSwitchRequest.
+//! The server keeps no plaintext password: an account has the hashes
+//! `LoginAccount` holds, SHA1(SHA1(pw)) for mysql_native_password and
+//! SHA256(SHA256(pw)) for caching_sha2_password. Either lets the server
+//! check a client's scramble without the password (the scramble XORs the
+//! first hash with a digest of the nonce and the second), so a
+//! `caching_sha2_password` client is always answered with
+//! fast-auth-success (0x01 0x03) and never needs the full authentication
+//! (RSA key exchange or TLS): the cluster's stored verifier plays the role
+//! of MySQL's in-memory cache. A client that starts with a plugin the
+//! account does not use (or one we do not know) gets an AuthSwitchRequest.
 
 use mysql_common::scramble::{scramble_native, scramble_sha256};
 
@@ -90,6 +94,104 @@ pub fn verify(plugin: AuthPlugin, nonce: &[u8], password: &str, response: &[u8])
     }
 }
 
+/// An account as login checks it: hashes only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoginAccount {
+    /// The account's host pattern (CURRENT_USER()).
+    pub host: String,
+    /// SHA1(SHA1(password)); None: the empty password.
+    pub native: Option<[u8; 20]>,
+    /// SHA256(SHA256(password)); None: the empty password.
+    pub sha2: Option<[u8; 32]>,
+    /// The plugin a client must use (None: whichever it starts with).
+    pub plugin: Option<AuthPlugin>,
+    pub locked: bool,
+    pub password_expired: bool,
+}
+
+impl LoginAccount {
+    /// From a plaintext password (configuration of in-process servers).
+    pub fn from_password(host: &str, password: &str, plugin: Option<AuthPlugin>) -> LoginAccount {
+        use sha1::Digest;
+        let (native, sha2) = if password.is_empty() {
+            (None, None)
+        } else {
+            let n1 = sha1::Sha1::digest(password.as_bytes());
+            let s1 = sha2::Sha256::digest(password.as_bytes());
+            (Some(sha1::Sha1::digest(n1).into()), Some(sha2::Sha256::digest(s1).into()))
+        };
+        LoginAccount { host: host.to_string(), native, sha2, plugin, locked: false, password_expired: false }
+    }
+
+    /// From the stored hex texts (`*HEX` for native, hex for sha2; empty
+    /// for the empty password). None: a stored hash is malformed.
+    pub fn from_hex(host: &str, native: &str, sha2: &str, plugin: Option<AuthPlugin>) -> Option<LoginAccount> {
+        fn unhex<const N: usize>(t: &str) -> Option<Option<[u8; N]>> {
+            if t.is_empty() {
+                return Some(None);
+            }
+            if t.len() != 2 * N || !t.is_ascii() {
+                return None;
+            }
+            let mut out = [0u8; N];
+            for (i, b) in out.iter_mut().enumerate() {
+                *b = u8::from_str_radix(&t[2 * i..2 * i + 2], 16).ok()?;
+            }
+            Some(Some(out))
+        }
+        let native = unhex::<20>(native.strip_prefix('*').unwrap_or(native))?;
+        let sha2 = unhex::<32>(sha2)?;
+        Some(LoginAccount { host: host.to_string(), native, sha2, plugin, locked: false, password_expired: false })
+    }
+}
+
+fn xor_eq_digest<const N: usize>(response: &[u8], mask: &[u8], stored: &[u8; N], digest: impl Fn(&[u8]) -> Vec<u8>) -> bool {
+    if response.len() != N || mask.len() != N {
+        return false;
+    }
+    // The client's first hash, recovered: response XOR mask.
+    let first: Vec<u8> = response.iter().zip(mask).map(|(a, b)| a ^ b).collect();
+    let d = digest(&first);
+    // Constant-time compare: do not leak how many bytes matched.
+    d.len() == N && d.iter().zip(stored).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+/// True if `response` is what a client knowing the password of `a` sends
+/// for `nonce`. An empty password expects an empty response (some clients
+/// send one NUL).
+pub fn verify_account(plugin: AuthPlugin, nonce: &[u8], a: &LoginAccount, response: &[u8]) -> bool {
+    use sha1::Digest;
+    let response = match plugin {
+        AuthPlugin::Native if response.len() == 21 && response[20] == 0 => &response[..20],
+        AuthPlugin::CachingSha2 if response.len() == 33 && response[32] == 0 => &response[..32],
+        _ => response,
+    };
+    match plugin {
+        AuthPlugin::Native => match &a.native {
+            None => response.is_empty() || response == [0],
+            Some(stored) => {
+                // scramble = SHA1(pw) XOR SHA1(nonce || SHA1(SHA1(pw)))
+                let mut h = sha1::Sha1::new();
+                h.update(nonce);
+                h.update(stored);
+                let mask = h.finalize();
+                xor_eq_digest(response, &mask, stored, |x| sha1::Sha1::digest(x).to_vec())
+            }
+        },
+        AuthPlugin::CachingSha2 => match &a.sha2 {
+            None => response.is_empty() || response == [0],
+            Some(stored) => {
+                // scramble = SHA256(pw) XOR SHA256(SHA256(SHA256(pw)) || nonce)
+                let mut h = sha2::Sha256::new();
+                h.update(stored);
+                h.update(nonce);
+                let mask = h.finalize();
+                xor_eq_digest(response, &mask, stored, |x| sha2::Sha256::digest(x).to_vec())
+            }
+        },
+    }
+}
+
 /// The Protocol::HandshakeV10 greeting. `mariadb_capabilities` are MariaDB's
 /// extended capability bits (the upper half of its 64-bit flags); MariaDB
 /// clients read them from the last 4 reserved bytes when `capabilities` lacks
@@ -161,5 +263,23 @@ mod tests {
         assert!(verify(AuthPlugin::Native, &n, "", &[]));
         assert!(!verify(AuthPlugin::Native, &n, "", &r));
         assert!(!verify(AuthPlugin::Native, &n, "pw", &[]));
+    }
+
+    #[test]
+    fn verify_from_hashes_only() {
+        let n = new_nonce();
+        let a = LoginAccount::from_password("%", "pw", None);
+        assert!(verify_account(AuthPlugin::Native, &n, &a, &scramble_native(&n, b"pw").unwrap()));
+        assert!(!verify_account(AuthPlugin::Native, &n, &a, &scramble_native(&n, b"px").unwrap()));
+        assert!(verify_account(AuthPlugin::CachingSha2, &n, &a, &scramble_sha256(&n, b"pw").unwrap()));
+        assert!(!verify_account(AuthPlugin::CachingSha2, &n, &a, &scramble_sha256(&n, b"px").unwrap()));
+        assert!(!verify_account(AuthPlugin::CachingSha2, &n, &a, &[]));
+        // The stored texts (mysql.user) give the same account.
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02X}")).collect::<String>();
+        let stored = LoginAccount::from_hex("%", &format!("*{}", hex(&a.native.unwrap())), &hex(&a.sha2.unwrap()), None);
+        assert_eq!(stored.as_ref(), Some(&a));
+        let empty = LoginAccount::from_password("%", "", None);
+        assert!(verify_account(AuthPlugin::Native, &n, &empty, &[]));
+        assert!(!verify_account(AuthPlugin::Native, &n, &empty, &scramble_native(&n, b"pw").unwrap()));
     }
 }

@@ -383,7 +383,15 @@ impl<B: Backend> Conn<B> {
         let mut response = resp.scramble_buf().to_vec();
         drop(resp);
 
-        let account = cfg.users.get(&user).cloned();
+        let account = match self.backend.login_account(cfg, &user, &self.peer_host).await {
+            Ok(a) => a,
+            Err(e) => {
+                // The accounts could not be read (no data node): say so
+                // rather than "access denied".
+                self.send_err(&e).await?;
+                return Ok(false);
+            }
+        };
         let peer_ip = self.peer_host.clone();
         let denied = |using_password: bool| {
             SqlError::new(
@@ -422,12 +430,29 @@ impl<B: Backend> Conn<B> {
             self.wr.seq = self.rd.next_seq;
         }
         let ok = match &account {
-            Some(a) => auth::verify(wanted, &nonce_used, &a.password, &response),
+            Some(a) => auth::verify_account(wanted, &nonce_used, a, &response),
             None => false,
         };
         if !ok {
             // MySQL's message reports whether a password was sent at all.
             let e = denied(!response.is_empty());
+            self.send_err(&e).await?;
+            return Ok(false);
+        }
+        let Some(account) = account else { return Ok(false) };
+        if account.locked {
+            let e = SqlError::new(3118, "HY000", format!("Access denied for user '{user}'@'{}'. Account is locked.", account.host));
+            self.send_err(&e).await?;
+            return Ok(false);
+        }
+        if account.password_expired && client_caps & C::CLIENT_CAN_HANDLE_EXPIRED_PASSWORDS.bits() == 0 {
+            // As MySQL with disconnect_on_expired_password: a client that
+            // cannot run in the sandbox (only ALTER USER allowed) is refused.
+            let e = SqlError::new(
+                1862,
+                "HY000",
+                "Your password has expired. To log in you must change it using a client that supports expired passwords.",
+            );
             self.send_err(&e).await?;
             return Ok(false);
         }
@@ -439,6 +464,13 @@ impl<B: Backend> Conn<B> {
             return Ok(false);
         }
         let mut session = self.backend.new_session(self.connection_id, &user);
+        session.account = Some(crate::types::SessionAccount {
+            user: user.clone(),
+            host: account.host.clone(),
+            peer: self.peer_host.clone(),
+            active_roles: None,
+            password_expired: account.password_expired,
+        });
         session.entry.set_host(&self.peer_host);
         if let Some(fd) = self.socket {
             session.entry.set_socket(fd);
