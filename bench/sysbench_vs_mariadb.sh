@@ -9,7 +9,7 @@
 #   bench/sysbench_vs_mariadb.sh
 #
 # Env: SB_TABLES=4 SB_TABLE_SIZE=100000 SB_THREADS=16 SB_TIME=30 REPS=3
-#      NORR_BIN (default: release build), WORKLOADS="oltp_point_select oltp_read_write"
+#      NORR_BIN (default: release build), COMMIT (label of NORR_BIN's commit; default: HEAD), WORKLOADS="oltp_point_select oltp_read_write"
 #      NORR_LAYOUTS="colocated separate" (each is a column of the results;
 #        "durable" is the separate layout with the data node on disk: REDO,
 #        global and local checkpoints in its --data-dir)
@@ -110,7 +110,7 @@ report="
 
 Command: \`bench/sysbench_vs_mariadb.sh\` (transport=${SB_TRANSPORT:-tcp} tables=$SB_TABLES table-size=$SB_TABLE_SIZE threads=$SB_THREADS time=${SB_TIME}s, median of $REPS runs)
 Machine: nproc=$(nproc), CPU: $cpu; $(sysbench --version); $(mariadbd --version | head -1)
-norr commit: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
+norr commit: ${COMMIT:-$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)}${NORR_BIN:+ (binary: $NORR_BIN)}
 
 $table
 
