@@ -397,8 +397,7 @@ fn a_failure_revokes_the_serve_lease_and_its_round_renews_it_at_once() {
             assert!(revoked <= decided, "seed {seed}: node {s} revoked at {revoked}, after the decision at {decided}");
             let renewed = c.leases(s).into_iter().find(|(at, _)| *at >= revoked).expect("a lease after the round");
             assert_eq!(
-                renewed.0,
-                decided,
+                renewed.0, decided,
                 "seed {seed}: node {s}: no lease between the revocation and the decision, and one at the decision"
             );
         }

@@ -9,10 +9,10 @@
 mod common;
 
 use common::*;
-use norr_kernel::{BlockRef, NodeId};
-use norr_knobs::Knobs;
 use norr_durability::crash::points;
 use norr_durability::CrashPoints;
+use norr_kernel::{BlockRef, NodeId};
+use norr_knobs::Knobs;
 use norr_node::durable::build_durable_full;
 use norr_node::testkit::ClusterKit;
 use norr_signals::internal::InternalSignal;

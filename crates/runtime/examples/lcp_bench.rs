@@ -16,15 +16,15 @@
 
 use norr_durability::lcp::LcpControl;
 use norr_durability::CrashPoints;
+use norr_kernel::{Block, Ctx, Envelope};
 use norr_knobs::Knobs;
+use norr_node::durable::StdDataDir;
 use norr_node::durable::{build_durable_with, RestoreReport};
+use norr_runtime::fs::FsExecutor;
+use norr_signals::fs::FsSignal;
 use norr_signals::ops::KeyOp;
 use norr_signals::value::{ColumnType, Value};
 use norr_signals::{block, DictConf, DictOp, DictReq, DictResult, ExecType, Signal};
-use norr_kernel::{Block, Ctx, Envelope};
-use norr_node::durable::StdDataDir;
-use norr_runtime::fs::FsExecutor;
-use norr_signals::fs::FsSignal;
 use norr_sim::disk::{DiskFaults, SharedDisk, SimDataDir, SimDisk, SimFsBlock};
 use norr_sim::rng::Rng;
 use norr_txn::testkit::{table_def, Harness, DATA_NODE};

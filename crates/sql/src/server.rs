@@ -472,7 +472,10 @@ impl crate::engine::Engine {
     /// had before accounts were stored in the cluster. Later starts keep
     /// the cluster's accounts (a --root-password that differs is reported).
     pub async fn seed_accounts_from(&self, cfg: &ServerConfig) -> Result<(), SqlError> {
-        use crate::engine::acl::{privs::{Level, Privs}, store::Seed};
+        use crate::engine::acl::{
+            privs::{Level, Privs},
+            store::Seed,
+        };
         let all = Privs::all_at(Level::Global);
         let mut seeds = Vec::new();
         let mut names: Vec<&String> = cfg.users.keys().collect();
@@ -480,7 +483,13 @@ impl crate::engine::Engine {
         for name in names {
             let u = &cfg.users[name];
             let plugin = u.plugin.map(|p| p.name().to_string());
-            let seed = |host: &str, privs| Seed { user: name.clone(), host: host.into(), password: u.password.clone(), plugin: plugin.clone(), privs };
+            let seed = |host: &str, privs| Seed {
+                user: name.clone(),
+                host: host.into(),
+                password: u.password.clone(),
+                plugin: plugin.clone(),
+                privs,
+            };
             if name == "root" {
                 seeds.push(seed("localhost", all | Privs::GRANT_OPTION));
                 if !u.password.is_empty() {

@@ -316,9 +316,7 @@ fn a_member_behind_catches_up_from_a_round() {
     );
     // Node 3 is told before its connection is closed.
     assert!(to(3, &|m| matches!(m, QmgrMsg::YouAreExcluded { generation: 2, .. })), "{out:?}");
-    let heartbeat = |e: &&Envelope<Signal>| {
-        matches!(&e.signal, Signal::Cluster(c) if matches!(&**c, ClusterSignal::Qmgr(QmgrMsg::Heartbeat { .. })))
-    };
+    let heartbeat = |e: &&Envelope<Signal>| matches!(&e.signal, Signal::Cluster(c) if matches!(&**c, ClusterSignal::Qmgr(QmgrMsg::Heartbeat { .. })));
     assert_eq!(out.iter().filter(|e| !heartbeat(e)).count(), 2, "{out:?}");
     let got = one.local();
     assert!(

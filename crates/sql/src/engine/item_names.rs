@@ -62,10 +62,8 @@ impl Namer<'_> {
     fn set_expr(&mut self, body: &mut SetExpr) {
         match body {
             SetExpr::Select(sel) => {
-                let wanted = sel
-                    .projection
-                    .iter()
-                    .any(|i| matches!(i, SelectItem::UnnamedExpr(e) if !named_otherwise(e)));
+                let wanted =
+                    sel.projection.iter().any(|i| matches!(i, SelectItem::UnnamedExpr(e) if !named_otherwise(e)));
                 if !wanted {
                     return;
                 }
@@ -77,7 +75,10 @@ impl Namer<'_> {
                 }
                 for (item, text) in sel.projection.iter_mut().zip(texts) {
                     let SelectItem::UnnamedExpr(e) = item else { continue };
-                    if named_otherwise(e) || text == crate::engine::expr::compile::expr_display_name(e) || !reads_as(&text, e) {
+                    if named_otherwise(e)
+                        || text == crate::engine::expr::compile::expr_display_name(e)
+                        || !reads_as(&text, e)
+                    {
                         continue;
                     }
                     let name: String = text.chars().take(MAX_NAME_CHARS).collect();
@@ -221,10 +222,7 @@ mod tests {
             names("SELECT 1 != 1, - -5, TRUE, x'0a0b', a  +  b, COUNT( * ), 'x', NULL, A, t.b FROM t"),
             ["1 != 1", "- -5", "TRUE", "x'0a0b'", "a  +  b", "COUNT( * )", "x", "NULL", "A", "b"]
         );
-        assert_eq!(
-            names("select distinct\n  1+1 ,\tconcat('a', (1)) as c, 2 from t where 1"),
-            ["1+1", "c", "2"]
-        );
+        assert_eq!(names("select distinct\n  1+1 ,\tconcat('a', (1)) as c, 2 from t where 1"), ["1+1", "c", "2"]);
         assert_eq!(names("SELECT 1 != 1 UNION SELECT 2"), ["1 != 1"]);
     }
 

@@ -153,7 +153,11 @@ impl Flatten<'_> {
         let b = before.as_bytes();
         b.len() >= 4
             && b[b.len() - 4..].eq_ignore_ascii_case(b"JOIN")
-            && !b.len().checked_sub(5).and_then(|i| b.get(i)).is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'$')
+            && !b
+                .len()
+                .checked_sub(5)
+                .and_then(|i| b.get(i))
+                .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'$')
     }
 }
 

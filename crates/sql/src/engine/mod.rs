@@ -1491,7 +1491,9 @@ impl Engine {
                 // anyone may kill their own sessions.
                 let superuser = match &s.account {
                     None => true,
-                    Some(_) => acl::run::global_of(&*self.acl.current(self).await?, s).contains(acl::privs::Privs::SUPER),
+                    Some(_) => {
+                        acl::run::global_of(&*self.acl.current(self).await?, s).contains(acl::privs::Privs::SUPER)
+                    }
                 };
                 if target.user != s.user && !superuser {
                     return Err(SqlError::new(1095, "HY000", format!("You are not owner of thread {id}")));

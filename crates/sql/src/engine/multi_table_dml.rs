@@ -334,7 +334,9 @@ fn compile(tables: &Tables, st: &Statement) -> Result<MultiStmt, SqlError> {
             (from, u.selection.as_ref(), has_ignore(&u.optimizer_hints), false, &u.order_by, u.limit.as_ref())
         }
         Statement::Delete(d) => {
-            let single = d.tables.is_empty() && d.using.is_none() && delete_from(d).len() == 1
+            let single = d.tables.is_empty()
+                && d.using.is_none()
+                && delete_from(d).len() == 1
                 && delete_from(d).iter().all(plain);
             if !d.order_by.is_empty() && !single {
                 return Err(wrong_usage("DELETE", "ORDER BY"));
@@ -474,8 +476,7 @@ fn compile(tables: &Tables, st: &Statement) -> Result<MultiStmt, SqlError> {
     sel.from = from.to_vec();
     sel.selection = selection.cloned();
     if !order_by.is_empty() {
-        q.order_by =
-            Some(ast::OrderBy { kind: ast::OrderByKind::Expressions(order_by.clone()), interpolate: None });
+        q.order_by = Some(ast::OrderBy { kind: ast::OrderByKind::Expressions(order_by.clone()), interpolate: None });
     }
     if let Some(l) = limit {
         q.limit_clause = Some(ast::LimitClause::LimitOffset { limit: Some(l.clone()), offset: None, limit_by: vec![] });

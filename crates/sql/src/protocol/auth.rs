@@ -145,7 +145,12 @@ impl LoginAccount {
     }
 }
 
-fn xor_eq_digest<const N: usize>(response: &[u8], mask: &[u8], stored: &[u8; N], digest: impl Fn(&[u8]) -> Vec<u8>) -> bool {
+fn xor_eq_digest<const N: usize>(
+    response: &[u8],
+    mask: &[u8],
+    stored: &[u8; N],
+    digest: impl Fn(&[u8]) -> Vec<u8>,
+) -> bool {
     if response.len() != N || mask.len() != N {
         return false;
     }
@@ -276,7 +281,8 @@ mod tests {
         assert!(!verify_account(AuthPlugin::CachingSha2, &n, &a, &[]));
         // The stored texts (mysql.user) give the same account.
         let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02X}")).collect::<String>();
-        let stored = LoginAccount::from_hex("%", &format!("*{}", hex(&a.native.unwrap())), &hex(&a.sha2.unwrap()), None);
+        let stored =
+            LoginAccount::from_hex("%", &format!("*{}", hex(&a.native.unwrap())), &hex(&a.sha2.unwrap()), None);
         assert_eq!(stored.as_ref(), Some(&a));
         let empty = LoginAccount::from_password("%", "", None);
         assert!(verify_account(AuthPlugin::Native, &n, &empty, &[]));

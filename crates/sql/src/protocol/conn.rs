@@ -441,7 +441,11 @@ impl<B: Backend> Conn<B> {
         }
         let Some(account) = account else { return Ok(false) };
         if account.locked {
-            let e = SqlError::new(3118, "HY000", format!("Access denied for user '{user}'@'{}'. Account is locked.", account.host));
+            let e = SqlError::new(
+                3118,
+                "HY000",
+                format!("Access denied for user '{user}'@'{}'. Account is locked.", account.host),
+            );
             self.send_err(&e).await?;
             return Ok(false);
         }

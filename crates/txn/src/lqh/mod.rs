@@ -835,8 +835,10 @@ impl Lqh {
                 if let Err(e) = self.redo_check_ddl_room(None) {
                     return Some(e);
                 }
-                if norr_durability::crash_point!(self.lcp.crash, norr_durability::crash::points::LQH_TRUNCATE_NO_REDO_ROOM)
-                {
+                if norr_durability::crash_point!(
+                    self.lcp.crash,
+                    norr_durability::crash::points::LQH_TRUNCATE_NO_REDO_ROOM
+                ) {
                     return Some(NodeError::with(
                         ErrorCode::RedoLogFull,
                         "the REDO log has no room for the TRUNCATE's reset record (fault point)",

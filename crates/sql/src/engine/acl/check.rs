@@ -62,7 +62,11 @@ impl Visitor for Relations {
             }
         }
         if let ast::SetExpr::Select(sel) = q.body.as_ref() {
-            if sel.projection.iter().any(|i| matches!(i, ast::SelectItem::Wildcard(_) | ast::SelectItem::QualifiedWildcard(..))) {
+            if sel
+                .projection
+                .iter()
+                .any(|i| matches!(i, ast::SelectItem::Wildcard(_) | ast::SelectItem::QualifiedWildcard(..)))
+            {
                 self.wildcard = true;
             }
         }
@@ -99,7 +103,8 @@ fn relations<V: Visit>(x: &V) -> Relations {
 /// TABLES once, at creation).
 fn resolve(s: &Session, rel: &Relations, name: &ObjectName) -> Result<Option<(String, String)>, SqlError> {
     let parts = ddl::ident_of(name);
-    if parts.len() == 1 && (parts[0].eq_ignore_ascii_case("dual") || rel.ctes.contains(&parts[0].to_ascii_lowercase())) {
+    if parts.len() == 1 && (parts[0].eq_ignore_ascii_case("dual") || rel.ctes.contains(&parts[0].to_ascii_lowercase()))
+    {
         return Ok(None);
     }
     let (db, table) = ddl::resolve_name(s, name)?;
@@ -247,7 +252,9 @@ fn statement_needs(s: &Session, st: &Statement, n: &mut Needs) -> Result<(), Sql
                 n.dbs.push((db, Privs::DROP));
             }
         }
-        Statement::Drop { object_type: ast::ObjectType::Index, table: Some(t), .. } => write(s, n, &rel, t, Privs::INDEX)?,
+        Statement::Drop { object_type: ast::ObjectType::Index, table: Some(t), .. } => {
+            write(s, n, &rel, t, Privs::INDEX)?
+        }
         Statement::CreateIndex(ci) => write(s, n, &rel, &ci.table_name, Privs::INDEX)?,
         Statement::AlterTable(at) => write(s, n, &rel, &at.name, Privs::ALTER)?,
         Statement::RenameTable(pairs) => {
@@ -270,7 +277,9 @@ fn statement_needs(s: &Session, st: &Statement, n: &mut Needs) -> Result<(), Sql
         Statement::Set(set) => {
             let global = match set {
                 ast::Set::SingleAssignment { scope, variable, .. } => is_global(*scope, variable),
-                ast::Set::MultipleAssignments { assignments } => assignments.iter().any(|a| is_global(a.scope, &a.name)),
+                ast::Set::MultipleAssignments { assignments } => {
+                    assignments.iter().any(|a| is_global(a.scope, &a.name))
+                }
                 _ => false,
             };
             if global {
@@ -321,7 +330,9 @@ fn parsed_needs(s: &Session, p: &Parsed, n: &mut Needs) -> Result<(), SqlError> 
             n.dbs.push((name.clone(), Privs::CREATE));
         }
         Parsed::Show(st) => match st {
-            ShowStmt::Columns { db, table, .. } | ShowStmt::Index { db, table, .. } | ShowStmt::CreateTable { db, table } => {
+            ShowStmt::Columns { db, table, .. }
+            | ShowStmt::Index { db, table, .. }
+            | ShowStmt::CreateTable { db, table } => {
                 let d = match db {
                     Some(d) => d.clone(),
                     None => s.current_db.as_deref().ok_or_else(crate::engine::error_map::no_db)?.to_string(),
@@ -520,7 +531,9 @@ fn mentioned_columns(p: &Parsed) -> (HashSet<String>, bool, Option<Vec<String>>,
     };
     let rel = relations(st.as_ref());
     let (ins, upd) = match st.as_ref() {
-        Statement::Insert(i) => (Some(i.columns.iter().filter_map(|c| ddl::ident_of(c).last().cloned()).collect()), Vec::new()),
+        Statement::Insert(i) => {
+            (Some(i.columns.iter().filter_map(|c| ddl::ident_of(c).last().cloned()).collect()), Vec::new())
+        }
         Statement::Update(u) => (
             None,
             u.assignments
@@ -537,7 +550,13 @@ fn mentioned_columns(p: &Parsed) -> (HashSet<String>, bool, Option<Vec<String>>,
 }
 
 /// 1143 for the first column of `used` without `p` in `cols`.
-fn column_error(a: &SessionAccount, p: Privs, cols: &[(String, Privs)], used: &[String], table: &str) -> Option<SqlError> {
+fn column_error(
+    a: &SessionAccount,
+    p: Privs,
+    cols: &[(String, Privs)],
+    used: &[String],
+    table: &str,
+) -> Option<SqlError> {
     let name = p.names().first().copied().unwrap_or("SELECT");
     for c in used {
         let lc = c.to_ascii_lowercase();

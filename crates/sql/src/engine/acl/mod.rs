@@ -339,11 +339,7 @@ impl Visibility {
 
 /// 1142 ER_TABLEACCESS_DENIED_ERROR.
 pub fn table_denied(cmd: &str, a: &SessionAccount, table: &str) -> SqlError {
-    SqlError::new(
-        1142,
-        "42000",
-        format!("{cmd} command denied to user '{}'@'{}' for table '{table}'", a.user, a.host),
-    )
+    SqlError::new(1142, "42000", format!("{cmd} command denied to user '{}'@'{}' for table '{table}'", a.user, a.host))
 }
 
 /// 1143 ER_COLUMNACCESS_DENIED_ERROR.
@@ -362,7 +358,11 @@ pub fn db_denied(a: &SessionAccount, db: &str) -> SqlError {
 
 /// 1227 ER_SPECIFIC_ACCESS_DENIED_ERROR.
 pub fn needs(what: &str) -> SqlError {
-    SqlError::new(1227, "42000", format!("Access denied; you need (at least one of) the {what} privilege(s) for this operation"))
+    SqlError::new(
+        1227,
+        "42000",
+        format!("Access denied; you need (at least one of) the {what} privilege(s) for this operation"),
+    )
 }
 
 /// 1396 ER_CANNOT_USER.

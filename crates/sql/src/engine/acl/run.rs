@@ -136,7 +136,14 @@ pub async fn execute(e: &Engine, s: &mut Session, st: &AclStmt) -> Result<QueryO
                         return Err(unknown_auth_id(u));
                     }
                     if r == u {
-                        return Err(SqlError::new(3573, "HY000", format!("Renaming of a role identifier is forbidden: {} cannot be granted to itself", bq(r))));
+                        return Err(SqlError::new(
+                            3573,
+                            "HY000",
+                            format!(
+                                "Renaming of a role identifier is forbidden: {} cannot be granted to itself",
+                                bq(r)
+                            ),
+                        ));
                     }
                     stmts.push(format!(
                         "INSERT INTO mysql.role_edges VALUES ({}, {}, {}, {}, 0, {}) \
@@ -203,7 +210,11 @@ pub async fn execute(e: &Engine, s: &mut Session, st: &AclStmt) -> Result<QueryO
                 if snap.user(&u.0, &u.1).is_none() {
                     return Err(unknown_auth_id(u));
                 }
-                let edges = format!("UPDATE mysql.role_edges SET is_default = {{}} WHERE to_user = {} AND to_host = {}", lit(&u.0), lit(&u.1));
+                let edges = format!(
+                    "UPDATE mysql.role_edges SET is_default = {{}} WHERE to_user = {} AND to_host = {}",
+                    lit(&u.0),
+                    lit(&u.1)
+                );
                 match roles {
                     RoleSpec::Default => return Err(crate::engine::error_map::parse_error_near("DEFAULT")),
                     RoleSpec::None => stmts.push(edges.replace("{}", "0")),
@@ -287,7 +298,9 @@ async fn create(
     }
     match store::change(e, stmts).await {
         // Another SQL node made the same account in the meantime.
-        Err(err) if err.code == 1062 => Err(cannot_user(op, &users.iter().map(|(a, _)| quoted(&a.0, &a.1)).collect::<Vec<_>>().join(","))),
+        Err(err) if err.code == 1062 => {
+            Err(cannot_user(op, &users.iter().map(|(a, _)| quoted(&a.0, &a.1)).collect::<Vec<_>>().join(",")))
+        }
         r => r.map(|_| QueryOutput::ok(0)),
     }
 }
@@ -426,7 +439,12 @@ async fn grant(
     };
     let level = target.level();
     // REVOKE ALL PRIVILEGES, GRANT OPTION FROM u: every level.
-    let revoke_everything = revoke && grant_option && matches!(target, Target::Global) && items.len() == 1 && items[0].privs.is_none() && items[0].columns.is_empty();
+    let revoke_everything = revoke
+        && grant_option
+        && matches!(target, Target::Global)
+        && items.len() == 1
+        && items[0].privs.is_none()
+        && items[0].columns.is_empty();
     let mut privs = if grant_option { Privs::GRANT_OPTION } else { Privs::NONE };
     let mut column_privs: Vec<(String, Privs)> = Vec::new();
     for it in items {
@@ -435,7 +453,11 @@ async fn grant(
         } else {
             let p = it.privs.unwrap_or(Privs::all_at(Level::Column));
             if !matches!(target, Target::Table(..)) {
-                return Err(SqlError::new(1144, "42000", "Illegal GRANT/REVOKE command; column privileges are granted ON a table"));
+                return Err(SqlError::new(
+                    1144,
+                    "42000",
+                    "Illegal GRANT/REVOKE command; column privileges are granted ON a table",
+                ));
             }
             p.check_level(Level::Column)?;
             for c in &it.columns {
@@ -459,7 +481,11 @@ async fn grant(
         if let Target::Table(Some(d), t) = &target {
             have |= snap.table_privs(&w, d, t);
         }
-        let wanted = if revoke_everything { Privs::CREATE_USER } else { privs | column_privs.iter().fold(Privs::NONE, |a, (_, p)| a | *p) | Privs::GRANT_OPTION };
+        let wanted = if revoke_everything {
+            Privs::CREATE_USER
+        } else {
+            privs | column_privs.iter().fold(Privs::NONE, |a, (_, p)| a | *p) | Privs::GRANT_OPTION
+        };
         let ok = if revoke_everything { have.contains(Privs::CREATE_USER) } else { have.contains(wanted) };
         if !ok {
             let cmd = if revoke { "REVOKE" } else { "GRANT" };
@@ -474,13 +500,21 @@ async fn grant(
     if let Target::Table(Some(d), t) = &target {
         // As MySQL: a grant on a table that does not exist is refused (1146).
         let mut is = e.internal_session();
-        e.run_internal(&mut is, &format!("SELECT 1 FROM `{}`.`{}` LIMIT 0", d.replace('`', "``"), t.replace('`', "``"))).await?;
+        e.run_internal(
+            &mut is,
+            &format!("SELECT 1 FROM `{}`.`{}` LIMIT 0", d.replace('`', "``"), t.replace('`', "``")),
+        )
+        .await?;
     }
     let mut stmts = Vec::new();
     for u in users {
         if snap.user(&u.0, &u.1).is_none() {
             return Err(if revoke {
-                SqlError::new(1141, "42000", format!("There is no such grant defined for user '{}' on host '{}'", u.0, u.1))
+                SqlError::new(
+                    1141,
+                    "42000",
+                    format!("There is no such grant defined for user '{}' on host '{}'", u.0, u.1),
+                )
             } else {
                 SqlError::new(1410, "42000", "You are not allowed to create a user with GRANT")
             });
@@ -521,16 +555,28 @@ async fn grant(
             Target::Table(Some(d), t) => {
                 let wt = format!("{wu} AND db = {} AND table_name = {}", lit(d), lit(t));
                 if revoke {
-                    let has_table = snap.tables.iter().any(|g| g.user == u.0 && g.host == u.1 && &g.db == d && g.table.eq_ignore_ascii_case(t));
-                    let has_cols = snap.columns.iter().any(|g| g.user == u.0 && g.host == u.1 && &g.db == d && g.table.eq_ignore_ascii_case(t));
+                    let has_table = snap
+                        .tables
+                        .iter()
+                        .any(|g| g.user == u.0 && g.host == u.1 && &g.db == d && g.table.eq_ignore_ascii_case(t));
+                    let has_cols = snap
+                        .columns
+                        .iter()
+                        .any(|g| g.user == u.0 && g.host == u.1 && &g.db == d && g.table.eq_ignore_ascii_case(t));
                     if !has_table && !has_cols {
                         return Err(no_such_grant(u));
                     }
                     if !privs.is_empty() {
-                        stmts.push(format!("UPDATE mysql.tables_priv SET privs = privs & {} WHERE {wt}", mask_out(privs)));
+                        stmts.push(format!(
+                            "UPDATE mysql.tables_priv SET privs = privs & {} WHERE {wt}",
+                            mask_out(privs)
+                        ));
                         stmts.push(format!("DELETE FROM mysql.tables_priv WHERE {wt} AND privs = 0"));
                         // Revoking a privilege at table level takes it off every column too.
-                        stmts.push(format!("UPDATE mysql.columns_priv SET privs = privs & {} WHERE {wt}", mask_out(privs)));
+                        stmts.push(format!(
+                            "UPDATE mysql.columns_priv SET privs = privs & {} WHERE {wt}",
+                            mask_out(privs)
+                        ));
                     }
                     for (c, p) in &column_privs {
                         stmts.push(format!(
@@ -602,7 +648,12 @@ fn priv_text(p: Privs, level: Level, cols: &[(String, Privs)]) -> String {
     }
 }
 
-fn show_grants(s: &Session, snap: &Snapshot, user: Option<&Account>, using: &[Account]) -> Result<QueryOutput, SqlError> {
+fn show_grants(
+    s: &Session,
+    snap: &Snapshot,
+    user: Option<&Account>,
+    using: &[Account],
+) -> Result<QueryOutput, SqlError> {
     let (target, mut using) = match (user, &s.account) {
         (Some(u), _) => (u.clone(), using.to_vec()),
         (None, Some(a)) => {
@@ -615,8 +666,10 @@ fn show_grants(s: &Session, snap: &Snapshot, user: Option<&Account>, using: &[Ac
         (None, None) => {
             // An in-process session (no login) is not privilege-checked: it
             // has everything, and says so.
-            let columns: Arc<[ColumnMeta]> =
-                Arc::from(vec![ColumnMeta::expr(&format!("Grants for {}@%", s.user), crate::types::FieldType::VarString)]);
+            let columns: Arc<[ColumnMeta]> = Arc::from(vec![ColumnMeta::expr(
+                &format!("Grants for {}@%", s.user),
+                crate::types::FieldType::VarString,
+            )]);
             let line = format!("GRANT ALL PRIVILEGES ON *.* TO `{}`@`%` WITH GRANT OPTION", s.user);
             return Ok(QueryOutput::Rows { columns, rows: vec![vec![Value::str(&line)]] });
         }
@@ -646,7 +699,8 @@ fn show_grants(s: &Session, snap: &Snapshot, user: Option<&Account>, using: &[Ac
     let g = snap.global_privs(&who);
     let wgo = |p: Privs| if p.contains(Privs::GRANT_OPTION) { " WITH GRANT OPTION" } else { "" };
     lines.push(format!("GRANT {} ON *.* TO {to}{}", priv_text(g, Level::Global, &[]), wgo(g)));
-    let mut dbs: Vec<&str> = snap.dbs.iter().filter(|d| who.iter().any(|w| w.0 == d.user && w.1 == d.host)).map(|d| d.db.as_str()).collect();
+    let mut dbs: Vec<&str> =
+        snap.dbs.iter().filter(|d| who.iter().any(|w| w.0 == d.user && w.1 == d.host)).map(|d| d.db.as_str()).collect();
     dbs.sort();
     dbs.dedup();
     for d in dbs {
@@ -658,14 +712,23 @@ fn show_grants(s: &Session, snap: &Snapshot, user: Option<&Account>, using: &[Ac
         .iter()
         .filter(|t| who.iter().any(|w| w.0 == t.user && w.1 == t.host))
         .map(|t| (t.db.as_str(), t.table.as_str()))
-        .chain(snap.columns.iter().filter(|t| who.iter().any(|w| w.0 == t.user && w.1 == t.host)).map(|t| (t.db.as_str(), t.table.as_str())))
+        .chain(
+            snap.columns
+                .iter()
+                .filter(|t| who.iter().any(|w| w.0 == t.user && w.1 == t.host))
+                .map(|t| (t.db.as_str(), t.table.as_str())),
+        )
         .collect();
     tables.sort();
     tables.dedup();
     for (d, t) in tables {
         let p = snap.table_privs(&who, d, t);
         let mut cols: Vec<(String, Privs)> = Vec::new();
-        for c in snap.columns.iter().filter(|c| who.iter().any(|w| w.0 == c.user && w.1 == c.host) && c.db == d && c.table == t) {
+        for c in snap
+            .columns
+            .iter()
+            .filter(|c| who.iter().any(|w| w.0 == c.user && w.1 == c.host) && c.db == d && c.table == t)
+        {
             match cols.iter_mut().find(|(n, _)| *n == c.column) {
                 Some((_, x)) => *x |= c.privs,
                 None => cols.push((c.column.clone(), c.privs)),

@@ -53,22 +53,63 @@ pub enum RoleSpec {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum AclStmt {
-    CreateUser { if_not_exists: bool, users: Vec<(Account, Option<Auth>)>, opts: UserOpts },
-    CreateRole { if_not_exists: bool, roles: Vec<Account> },
+    CreateUser {
+        if_not_exists: bool,
+        users: Vec<(Account, Option<Auth>)>,
+        opts: UserOpts,
+    },
+    CreateRole {
+        if_not_exists: bool,
+        roles: Vec<Account>,
+    },
     /// `users` None in an entry's account: ALTER USER USER().
-    AlterUser { if_exists: bool, users: Vec<(Option<Account>, Option<Auth>)>, opts: UserOpts },
-    DropUser { if_exists: bool, users: Vec<Account>, role: bool },
+    AlterUser {
+        if_exists: bool,
+        users: Vec<(Option<Account>, Option<Auth>)>,
+        opts: UserOpts,
+    },
+    DropUser {
+        if_exists: bool,
+        users: Vec<Account>,
+        role: bool,
+    },
     RenameUser(Vec<(Account, Account)>),
-    Grant { items: Vec<PrivItem>, target: Target, to: Vec<Account>, grant_option: bool },
-    Revoke { items: Vec<PrivItem>, target: Target, from: Vec<Account>, grant_option: bool },
-    GrantRole { roles: Vec<Account>, to: Vec<Account>, admin: bool },
-    RevokeRole { roles: Vec<Account>, from: Vec<Account> },
+    Grant {
+        items: Vec<PrivItem>,
+        target: Target,
+        to: Vec<Account>,
+        grant_option: bool,
+    },
+    Revoke {
+        items: Vec<PrivItem>,
+        target: Target,
+        from: Vec<Account>,
+        grant_option: bool,
+    },
+    GrantRole {
+        roles: Vec<Account>,
+        to: Vec<Account>,
+        admin: bool,
+    },
+    RevokeRole {
+        roles: Vec<Account>,
+        from: Vec<Account>,
+    },
     SetRole(RoleSpec),
-    SetDefaultRole { roles: RoleSpec, to: Vec<Account> },
+    SetDefaultRole {
+        roles: RoleSpec,
+        to: Vec<Account>,
+    },
     /// None: the session's own.
-    ShowGrants { user: Option<Account>, using: Vec<Account> },
+    ShowGrants {
+        user: Option<Account>,
+        using: Vec<Account>,
+    },
     /// SET PASSWORD [FOR user] = 'pw'.
-    SetPassword { user: Option<Account>, password: String },
+    SetPassword {
+        user: Option<Account>,
+        password: String,
+    },
 }
 
 /// The account statements, picked by their first words; None: not one.
@@ -246,13 +287,16 @@ fn parse_ours(sql: &str) -> Result<AclStmt, SqlError> {
 
 /// Eats the words (or `,`) if all are next.
 fn if_words(c: &mut Cursor, words: &[&str]) -> Result<bool, SqlError> {
-    let all = words.iter().enumerate().all(|(i, w)| {
-        if *w == "," {
-            c.peek_at(i) == Some(&Token::Comma)
-        } else {
-            c.is_word_at(i, w)
-        }
-    });
+    let all =
+        words.iter().enumerate().all(
+            |(i, w)| {
+                if *w == "," {
+                    c.peek_at(i) == Some(&Token::Comma)
+                } else {
+                    c.is_word_at(i, w)
+                }
+            },
+        );
     if all {
         for _ in words {
             c.next_token();
@@ -321,10 +365,18 @@ pub fn account(c: &mut Cursor) -> Result<Account, SqlError> {
         _ => "%".to_string(),
     };
     if user.chars().count() > 32 {
-        return Err(SqlError::new(1470, "HY000", format!("String '{user}' is too long for user name (should be no longer than 32)")));
+        return Err(SqlError::new(
+            1470,
+            "HY000",
+            format!("String '{user}' is too long for user name (should be no longer than 32)"),
+        ));
     }
     if host.chars().count() > 255 {
-        return Err(SqlError::new(1470, "HY000", format!("String '{host}' is too long for host name (should be no longer than 255)")));
+        return Err(SqlError::new(
+            1470,
+            "HY000",
+            format!("String '{host}' is too long for host name (should be no longer than 255)"),
+        ));
     }
     Ok((user, host))
 }
@@ -533,9 +585,15 @@ mod tests {
                 opts: UserOpts { lock: None, expire: None }
             }
         );
-        assert!(matches!(p("ALTER USER u PASSWORD EXPIRE"), AclStmt::AlterUser { opts: UserOpts { expire: Some(true), .. }, .. }));
+        assert!(matches!(
+            p("ALTER USER u PASSWORD EXPIRE"),
+            AclStmt::AlterUser { opts: UserOpts { expire: Some(true), .. }, .. }
+        ));
         assert_eq!(p("RENAME USER a TO b@h"), AclStmt::RenameUser(vec![(a("a", "%"), a("b", "h"))]));
-        assert_eq!(p("DROP ROLE IF EXISTS r"), AclStmt::DropUser { if_exists: true, users: vec![a("r", "%")], role: true });
+        assert_eq!(
+            p("DROP ROLE IF EXISTS r"),
+            AclStmt::DropUser { if_exists: true, users: vec![a("r", "%")], role: true }
+        );
     }
 
     #[test]
@@ -555,7 +613,10 @@ mod tests {
         );
         assert!(matches!(p("GRANT ALL PRIVILEGES ON *.* TO u"), AclStmt::Grant { target: Target::Global, .. }));
         assert!(matches!(p("GRANT ALL ON t TO u"), AclStmt::Grant { target: Target::Table(None, _), .. }));
-        assert_eq!(p("GRANT r1, r2 TO u"), AclStmt::GrantRole { roles: vec![a("r1", "%"), a("r2", "%")], to: vec![a("u", "%")], admin: false });
+        assert_eq!(
+            p("GRANT r1, r2 TO u"),
+            AclStmt::GrantRole { roles: vec![a("r1", "%"), a("r2", "%")], to: vec![a("u", "%")], admin: false }
+        );
         assert!(matches!(p("REVOKE ALL PRIVILEGES, GRANT OPTION FROM u"), AclStmt::Revoke { grant_option: true, .. }));
         assert!(matches!(p("REVOKE SELECT ON *.* FROM u"), AclStmt::Revoke { .. }));
         assert_eq!(p("REVOKE r FROM u"), AclStmt::RevokeRole { roles: vec![a("r", "%")], from: vec![a("u", "%")] });

@@ -35,7 +35,8 @@ fn expand(out: &mut Vec<Vec<Value>>, lead: Vec<Value>, p: Privs, usage: bool) {
 pub async fn rows(e: &Engine, s: &Session, table: &str) -> Result<Vec<Vec<Value>>, SqlError> {
     let snap = e.acl().current(e).await?;
     let all = run::global_of(&snap, s).intersects(Privs::SELECT | Privs::CREATE_USER);
-    let mine = |u: &str, h: &str| all || s.account.as_ref().is_some_and(|a| a.user == u && a.host.eq_ignore_ascii_case(h));
+    let mine =
+        |u: &str, h: &str| all || s.account.as_ref().is_some_and(|a| a.user == u && a.host.eq_ignore_ascii_case(h));
     Ok(build(&snap, table, &mine))
 }
 

@@ -520,8 +520,9 @@ pub fn ret_type(f: Func, args: &[SqlType]) -> SqlType {
         CurTime | UtcTime | CastTime | SecToTime | MakeTime | TimeDiff => SqlType::new(TClass::Time),
         CastDecimal => SqlType::new(TClass::Decimal),
         JsonExtract | JsonObject | JsonArray | JsonKeys | JsonSet | JsonInsert | JsonReplace | JsonRemove
-        | JsonArrayAppend | JsonArrayInsert | JsonSearch
-        | JsonMergePatch | JsonMergePreserve | CastJson => SqlType { json: true, coll: vals::Coll::Bin, ..s },
+        | JsonArrayAppend | JsonArrayInsert | JsonSearch | JsonMergePatch | JsonMergePreserve | CastJson => {
+            SqlType { json: true, coll: vals::Coll::Bin, ..s }
+        }
         JsonUnquote | JsonQuote | JsonType => SqlType { coll: vals::Coll::Bin, ..s },
         JsonValid | JsonContains | JsonContainsPath | JsonLength | JsonDepth => int,
         BitAndOp | BitOrOp | BitXorOp | ShiftLeftOp | ShiftRightOp | BitNotOp => SqlType::new(TClass::UInt),
