@@ -45,7 +45,6 @@ fn knobs() -> Knobs {
 }
 
 /// Where the bench's data directory lives.
-#[derive(Clone)]
 enum Disk {
     Sim(SharedDisk),
     Real(PathBuf),

@@ -28,13 +28,7 @@ impl Qmgr {
         let now = ctx.now_ns();
         let elapsed = now.saturating_sub(self.last_tick_ns);
         self.last_tick_ns = now;
-        let generation = self.generation();
-        let peers: Vec<NodeId> =
-            self.members_now().into_iter().filter(|m| *m != self.node && !self.acc.failed.contains(m)).collect();
-        for p in &peers {
-            self.send_peer(*p, QmgrMsg::Heartbeat { generation }, ctx);
-        }
-        self.counters.bump_by("qmgr: heartbeats sent", peers.len() as u64);
+        let peers = self.send_heartbeats(ctx);
         let stalled = elapsed > 2 * self.heartbeat_ns;
         if stalled {
             // This node itself did not run for a while (a stall, SIGSTOP):
@@ -115,13 +109,21 @@ impl Qmgr {
     pub(super) fn heartbeat_and_renew_now(&mut self, ctx: &mut Ctx<'_, Signal>) {
         debug_assert!(self.is_member() && self.acc.failed.is_empty());
         let now = ctx.now_ns();
+        self.send_heartbeats(ctx);
+        self.renew_lease(now, 0, false, ctx);
+    }
+
+    /// Heartbeat every member but this node and those it holds failed;
+    /// returns them.
+    fn send_heartbeats(&mut self, ctx: &mut Ctx<'_, Signal>) -> Vec<NodeId> {
         let generation = self.generation();
-        let peers: Vec<NodeId> = self.members_now().into_iter().filter(|m| *m != self.node).collect();
+        let peers: Vec<NodeId> =
+            self.members_now().into_iter().filter(|m| *m != self.node && !self.acc.failed.contains(m)).collect();
         for p in &peers {
             self.send_peer(*p, QmgrMsg::Heartbeat { generation }, ctx);
         }
         self.counters.bump_by("qmgr: heartbeats sent", peers.len() as u64);
-        self.renew_lease(now, 0, false, ctx);
+        peers
     }
 
     /// Any message of a member (but a starting one's) counts as a heartbeat.
