@@ -233,6 +233,10 @@ impl Transaction {
         let t = self.inner.take().expect("transaction present until consumed");
         self.rt.block_on(t.commit_with_info())
     }
+    /// See [`crate::Transaction::set_lock_wait_timeout`].
+    pub fn set_lock_wait_timeout(&mut self, timeout: Option<Duration>) {
+        self.txn().set_lock_wait_timeout(timeout)
+    }
     /// See [`crate::Transaction::commit_gci`].
     pub fn commit_gci(&self) -> Option<u64> {
         self.inner.as_ref().and_then(|t| t.commit_gci())

@@ -136,6 +136,9 @@ pub struct Transaction {
     wrote: bool,
     /// Set when the transaction committed.
     commit_gci: Option<u64>,
+    /// `set_lock_wait_timeout`: the bound every waiting operation and scan
+    /// of this transaction is sent with (None: the cluster's time-out).
+    lock_wait_ms: Option<u32>,
 }
 
 /// A savepoint of a [`Transaction`] ([`Transaction::savepoint`]). Releasing
@@ -170,7 +173,19 @@ impl Transaction {
             unsent_savepoint: None,
             wrote: false,
             commit_gci: None,
+            lock_wait_ms: None,
         }
+    }
+
+    /// How long this transaction's operations and locking scans wait for a
+    /// row lock held by another transaction before the transaction is
+    /// aborted with `LockWaitTimeout` (266), instead of the cluster's
+    /// `lock_wait_timeout_ms`; None restores the cluster's. Applies to the
+    /// requests sent after the call (MySQL's `innodb_lock_wait_timeout` for
+    /// one session). Reads with `LockWait::NoWait` / `SkipLocked` keep
+    /// their own rule. Times above `u32::MAX` ms are cut to it.
+    pub fn set_lock_wait_timeout(&mut self, timeout: Option<std::time::Duration>) {
+        self.lock_wait_ms = timeout.map(|d| d.as_millis().min(u128::from(u32::MAX)) as u32);
     }
 
     /// The transaction's handle (unique for the client's lifetime; in logs,
@@ -284,8 +299,11 @@ impl Transaction {
     /// node returns `OpResult::Ok(None)` for each of its writes; if it also
     /// read rows, those are lost: CommittedResultsLost (4115, the
     /// transaction is committed).
-    pub async fn execute(&mut self, ops: Vec<KeyOp>, exec: ExecType) -> Result<Vec<OpResult>, ClientError> {
+    pub async fn execute(&mut self, mut ops: Vec<KeyOp>, exec: ExecType) -> Result<Vec<OpResult>, ClientError> {
         self.check_usable()?;
+        if let Some(ms) = self.lock_wait_ms {
+            ops.iter_mut().for_each(|op| op.wait = op.wait.bounded(ms));
+        }
         if exec == ExecType::Rollback && !ops.is_empty() {
             return Err(ClientError::Protocol("a Rollback batch must be empty".to_string()));
         }
@@ -525,8 +543,11 @@ impl Transaction {
     /// met a row locked by another transaction): that ends the scan only, and
     /// the rows it locked before stay locked. `LockWait::SkipLocked` leaves
     /// such rows out.
-    pub async fn scan(&mut self, spec: ScanSpec) -> Result<ScanStream, ClientError> {
+    pub async fn scan(&mut self, mut spec: ScanSpec) -> Result<ScanStream, ClientError> {
         self.check_usable()?;
+        if let Some(ms) = self.lock_wait_ms {
+            spec.wait = spec.wait.bounded(ms);
+        }
         let tc = self.coord_for(|cluster, spread| cluster.place_scan(&spec, spread))?;
         self.send_unsent_savepoint(tc).await?;
         self.state.store(TXN_OPEN, Ordering::Release);

@@ -164,9 +164,9 @@ fn read_redo(
     }
     let head = match redo::choose_head_file(&geo, part, &firsts).map_err(|e| e.to_string())? {
         Some(f) => {
-            let mut bytes = dir.read(&redo::file_path(part, f))?.unwrap_or_default();
-            bytes.resize(geo.file_bytes as usize, 0);
-            Some(redo::scan_head_file(&geo, part, f, &bytes).map_err(|e| e.to_string())?)
+            let path = redo::file_path(part, f);
+            let found = redo::scan_head_file_at(&geo, part, f, &mut |offset, len| dir.read_at(&path, offset, len))?;
+            Some(found.map_err(|e| e.to_string())?)
         }
         None => None,
     };

@@ -54,6 +54,29 @@ pub enum LockWait {
     /// Leave the row out: a key read answers `NoSuchRow`, a scan goes on
     /// with the next row.
     SkipLocked,
+    /// Queue for the lock as `Wait`, bounded by this many milliseconds
+    /// instead of the cluster's lock-wait time-out (MySQL's
+    /// `innodb_lock_wait_timeout` for one session). Unlike the other
+    /// variants it applies to writes too: a write that must wait for its row
+    /// (or unique key) waits at most this long.
+    WaitMs(u32),
+}
+
+impl LockWait {
+    /// True if a read meeting a lock held by another transaction queues
+    /// for it (`Wait`, `WaitMs`); false if it gives up at once.
+    pub fn queues(self) -> bool {
+        matches!(self, LockWait::Wait | LockWait::WaitMs(_))
+    }
+
+    /// `Wait` made `WaitMs(ms)`; the other variants unchanged (a client
+    /// sets its lock-wait time this way on every operation it sends).
+    pub fn bounded(self, ms: u32) -> LockWait {
+        match self {
+            LockWait::Wait => LockWait::WaitMs(ms),
+            other => other,
+        }
+    }
 }
 
 /// How a key operation finds its row.

@@ -32,7 +32,8 @@ use serde::{Deserialize, Serialize};
 ///    `ClusterSignal::ServeLeaseRep`.
 /// 10: `ClusterSignal::DictLeaveReq` (and the local-only
 ///    `DurabilityLostRep`, `ServeLeaseRevokedRep` before it).
-pub const WIRE_VERSION: u16 = 10;
+/// 11: `LockWait::WaitMs` (a per-operation lock-wait time).
+pub const WIRE_VERSION: u16 = 11;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct WireMsg<'a> {

@@ -221,6 +221,11 @@ pub struct Session {
     /// disk. Kept by `vars::set_system_var` and `vars::apply_globals` so
     /// that a commit does not look the variable up.
     pub commit_wait_disk: bool,
+    /// The session's row-lock wait (`innodb_lock_wait_timeout` once SET for
+    /// the session or globally; None: the data nodes' own time-out). Kept by
+    /// `vars::set_system_var` and `vars::apply_globals`; read by
+    /// `txn_control::row_lock_wait`.
+    pub row_lock_wait: Option<std::time::Duration>,
     /// Warnings of the last statement (SHOW WARNINGS).
     pub warnings: Vec<Warning>,
     /// Client asked for "found rows" instead of "changed rows" (CLIENT_FOUND_ROWS).
@@ -280,6 +285,7 @@ impl Session {
             last_insert_id: 0,
             last_commit_gci: 0,
             commit_wait_disk: false,
+            row_lock_wait: None,
             warnings: Vec::new(),
             client_found_rows: false,
             multi_statements: false,

@@ -2,7 +2,7 @@
 //! inactivity time-out.
 
 use norr_knobs::Knobs;
-use norr_signals::ops::{KeyOp, LockMode, OpResult};
+use norr_signals::ops::{KeyOp, LockMode, LockWait, OpResult};
 use norr_signals::schema::TableDef;
 use norr_signals::value::{ColumnType, Value};
 use norr_signals::{ErrorCode, ExecType, TxnOutcome};
@@ -84,6 +84,44 @@ fn lock_wait_timeout_aborts_the_waiter_only() {
     assert_eq!(h.get(t, vec![Value::Int(1)]).unwrap()[1], Value::Int(11));
     // The aborted handle is free again.
     h.key(2, 5, ExecType::Commit, vec![upd(t, 1, 13)]).unwrap();
+    assert_eq!(h.get(t, vec![Value::Int(1)]).unwrap()[1], Value::Int(13));
+}
+
+#[test]
+fn an_operation_sent_with_its_own_lock_wait_waits_that_long_instead_of_the_clusters() {
+    // Cluster time-out 100 ms; a session asked for 300 ms (a write) and for
+    // 30 ms (a locking read): each times out at its own bound.
+    let knobs = Knobs { lock_wait_timeout_ms: 100, ..Knobs::default() };
+    let (mut h, d) = setup(knobs);
+    let t = d.id;
+    h.key(1, 1, ExecType::NoCommit, vec![upd(t, 1, 11)]).unwrap();
+    let long = KeyOp { wait: LockWait::WaitMs(300), ..upd(t, 1, 12) };
+    assert!(h.try_key(2, 1, ExecType::NoCommit, vec![long]).is_none());
+    let short = KeyOp { wait: LockWait::Wait.bounded(30), ..read(t, 1, LockMode::Shared) };
+    assert!(h.try_key(3, 1, ExecType::NoCommit, vec![short]).is_none());
+    let out = h.advance_ms(29);
+    h.inbox.extend(out);
+    assert!(h.take_key_reply(3, 1).is_none(), "the read waits its 30 ms");
+    let out = h.advance_ms(2);
+    h.inbox.extend(out);
+    let r = h.take_key_reply(3, 1).expect("the read timed out at 30 ms").unwrap_err();
+    assert_eq!(r.error.code, ErrorCode::LockWaitTimeout);
+    let out = h.advance_ms(170);
+    h.inbox.extend(out);
+    assert!(h.take_key_reply(2, 1).is_none(), "past the cluster's 100 ms, the write still waits");
+    let out = h.advance_ms(100);
+    h.inbox.extend(out);
+    let r = h.take_key_reply(2, 1).expect("the write timed out at 300 ms").unwrap_err();
+    assert_eq!(r.error.code, ErrorCode::LockWaitTimeout);
+    // A waiter granted within its bound goes on as usual.
+    let long = KeyOp { wait: LockWait::WaitMs(5_000), ..upd(t, 1, 13) };
+    assert!(h.try_key(4, 1, ExecType::Commit, vec![long]).is_none());
+    let out = h.advance_ms(1_000);
+    h.inbox.extend(out);
+    assert!(h.take_key_reply(4, 1).is_none());
+    h.key(1, 1, ExecType::Commit, vec![]).unwrap();
+    let c = h.take_key_reply(4, 1).expect("granted at the holder's commit").unwrap();
+    assert_eq!(c.outcome, TxnOutcome::Committed);
     assert_eq!(h.get(t, vec![Value::Int(1)]).unwrap()[1], Value::Int(13));
 }
 

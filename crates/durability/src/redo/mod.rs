@@ -36,7 +36,9 @@ mod record;
 mod tests;
 
 pub use part::{AppendError, RedoError, RedoIo, RedoPart, RedoResume, RedoStats};
-pub use reader::{choose_head_file, first_page_reads, scan_head_file, HeadScan, RedoReader, RedoRecovered};
+pub use reader::{
+    choose_head_file, first_page_reads, scan_head_file, scan_head_file_at, HeadScan, RedoReader, RedoRecovered,
+};
 pub use record::{LoggedRecord, RedoOp, RedoRecord, ALL_PARTITIONS};
 
 /// REDO page size unless a test says otherwise.

@@ -74,7 +74,9 @@ impl Harness {
         let head = match choose_head_file(&self.geo, PART, &firsts)? {
             Some(f) => {
                 let bytes = self.disk.read(&file_path(PART, f), 0, self.geo.file_bytes as usize);
-                Some(scan_head_file(&self.geo, PART, f, &bytes)?)
+                let whole = scan_head_file(&self.geo, PART, f, &bytes);
+                assert_eq!(self.head_by_reads(f), whole, "bisection and the whole-file walk disagree");
+                Some(whole?)
             }
             None => None,
         };
@@ -174,6 +176,79 @@ fn buffer_bound_refuses_when_disk_is_behind() {
 
 /// Random work with crashes: after each crash the log recovers exactly the
 /// records of every GCI reported durable, and the part resumes and goes on.
+impl Harness {
+    /// `scan_head_file_at` on file `f`, counting nothing: the restart's way.
+    fn head_by_reads(&self, f: u32) -> Result<HeadScan, crate::FormatError> {
+        let path = file_path(PART, f);
+        let mut read =
+            |offset: u64, len: u32| -> Result<Vec<u8>, ()> { Ok(self.disk.read(&path, offset, len as usize)) };
+        scan_head_file_at(&self.geo, PART, f, &mut read).expect("memory reads do not fail")
+    }
+}
+
+#[test]
+fn the_head_found_by_bisection_is_the_head_the_whole_file_walk_finds() {
+    // Files of 2,000 pages, far more than the window the bisection walks
+    // (`HEAD_WINDOW_PAGES`), crashed at random moments of the IO: torn and
+    // lost unsynced pages at the head, an older lap's pages after it.
+    let geo = RedoGeometry { files: 2, file_bytes: 2_000 * 512, page_bytes: 512 };
+    let (mut heads, mut reads) = (0u64, 0u64);
+    for seed in 0..40u64 {
+        let mut h = Harness::new(seed, geo);
+        let mut x = seed.wrapping_add(7);
+        let mut next = || {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x >> 33
+        };
+        let (mut g, mut durable) = (1u64, 0u64);
+        for i in 0..(500 + next() % 12_000) {
+            let _ = h.part.append(g, &[rec(i, (next() % 700) as usize)]);
+            if next() % 25 == 0 {
+                let _ = h.part.flush_up_to(g);
+                g += 1;
+            }
+            for _ in 0..(next() % 3) {
+                let Some(io) = h.part.poll_io() else { break };
+                let d = match io {
+                    RedoIo::Write { io_id, file_no, offset, data } => {
+                        h.disk.write(&file_path(PART, file_no), offset, &data);
+                        h.part.on_io_done(io_id, Ok(())).unwrap()
+                    }
+                    RedoIo::Sync { io_id, file_no } => {
+                        h.disk.sync(&file_path(PART, file_no));
+                        h.part.on_io_done(io_id, Ok(())).unwrap()
+                    }
+                    RedoIo::Crash(_) => unreachable!(),
+                };
+                durable = d.unwrap_or(durable);
+            }
+            if h.part.fill_ratio() > 0.6 && durable > 2 {
+                h.part.release_before(durable - 1);
+            }
+        }
+        h.disk.crash();
+        let firsts: Vec<(u32, Vec<u8>)> = first_page_reads(&geo)
+            .iter()
+            .map(|r| (r.file_no, h.disk.read(&file_path(PART, r.file_no), r.offset, r.len as usize)))
+            .collect();
+        let Some(f) = choose_head_file(&geo, PART, &firsts).unwrap() else { continue };
+        let whole = scan_head_file(&geo, PART, f, &h.disk.read(&file_path(PART, f), 0, geo.file_bytes as usize));
+        let path = file_path(PART, f);
+        let mut read = |offset: u64, len: u32| -> Result<Vec<u8>, ()> {
+            reads += 1;
+            Ok(h.disk.read(&path, offset, len as usize))
+        };
+        let by_reads = scan_head_file_at(&geo, PART, f, &mut read).unwrap();
+        assert_eq!(by_reads, whole, "seed {seed}");
+        assert!(whole.is_ok(), "seed {seed}: {whole:?}");
+        heads += 1;
+    }
+    assert!(heads >= 30, "only {heads} of 40 crashes left a head file");
+    // The first page, ~11 bisection pages and one window per head, not
+    // 2,000 pages.
+    assert!(reads <= heads * 14, "{reads} reads for {heads} heads");
+}
+
 #[test]
 fn crashes_lose_nothing_durable() {
     for seed in 0..40u64 {

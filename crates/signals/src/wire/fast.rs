@@ -227,6 +227,7 @@ impl<'a> Reader<'a> {
             0 => LockWait::Wait,
             1 => LockWait::NoWait,
             2 => LockWait::SkipLocked,
+            3 => LockWait::WaitMs(self.u32()?),
             _ => return Err(malformed("bad LockWait")),
         };
         let key = match self.u32()? {
@@ -442,11 +443,15 @@ fn put_key_op(out: &mut Vec<u8>, op: &KeyOp) {
         LockMode::Shared => 1,
         LockMode::Exclusive => 2,
     });
-    out.push(match op.wait {
-        LockWait::Wait => 0,
-        LockWait::NoWait => 1,
-        LockWait::SkipLocked => 2,
-    });
+    match op.wait {
+        LockWait::Wait => out.push(0),
+        LockWait::NoWait => out.push(1),
+        LockWait::SkipLocked => out.push(2),
+        LockWait::WaitMs(ms) => {
+            out.push(3);
+            put_varint(out, ms as u64);
+        }
+    }
     match &op.key {
         KeyAccess::Primary(values) => {
             out.push(0);

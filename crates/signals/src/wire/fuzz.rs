@@ -82,7 +82,10 @@ fn lock() -> impl Strategy<Value = LockMode> {
 }
 
 fn wait() -> impl Strategy<Value = LockWait> {
-    select(vec![LockWait::Wait, LockWait::NoWait, LockWait::SkipLocked])
+    prop_oneof![
+        select(vec![LockWait::Wait, LockWait::NoWait, LockWait::SkipLocked]),
+        any::<u32>().prop_map(LockWait::WaitMs),
+    ]
 }
 
 fn key_op() -> impl Strategy<Value = KeyOp> {

@@ -839,7 +839,7 @@ pub async fn execute_insert(
                 op
             })
             .collect();
-        let mut txn = engine.client().begin();
+        let mut txn = txn_control::new_txn(engine, session);
         let res = txn.execute(ops, txn_control::commit_exec(session)).await;
         txn_control::note_commit(session, &txn);
         match res {
@@ -1921,7 +1921,7 @@ async fn update_by_keys(
     // failing one rolls back the others.
     let alone = autocommit_alone(session) && keys.len() == 1;
     let res = if alone {
-        let mut txn = engine.client().begin();
+        let mut txn = txn_control::new_txn(engine, session);
         let exec = txn_control::commit_exec(session);
         let res = run_ops(&mut txn, ops, Some(exec), t, tz.as_deref()).await;
         txn_control::note_commit(session, &txn);
@@ -2162,7 +2162,7 @@ pub async fn execute_delete(
                     })
                     .collect();
                 if ops.len() <= MAX_OPS_PER_BATCH {
-                    let mut txn = engine.client().begin();
+                    let mut txn = txn_control::new_txn(engine, session);
                     let res = txn.execute(ops, txn_control::commit_exec(session)).await;
                     txn_control::note_commit(session, &txn);
                     let res = res.map_err(|e| error_map::from_client(e, &table_ctx(&t)))?;

@@ -61,8 +61,36 @@ pub fn begin_statement(e: &Engine, s: &mut Session) {
         s.savepoints.clear();
     }
     if s.txn.is_none() {
-        s.txn = Some(e.client().begin());
+        s.txn = Some(new_txn(e, s));
+    } else {
+        // A SET innodb_lock_wait_timeout inside the transaction counts from
+        // the next statement, as MySQL reads it at each wait.
+        let wait = row_lock_wait(s);
+        if let Some(t) = s.txn.as_mut() {
+            t.set_lock_wait_timeout(wait);
+        }
     }
+}
+
+/// A native transaction for the session's statements, sent with the
+/// session's row-lock wait (`row_lock_wait`).
+pub fn new_txn(e: &Engine, s: &Session) -> Transaction {
+    let mut t = e.client().begin();
+    if let Some(d) = row_lock_wait(s) {
+        t.set_lock_wait_timeout(Some(d));
+    }
+    t
+}
+
+/// How long the session's row locks wait: `innodb_lock_wait_timeout`
+/// seconds once it was SET for the session or globally; before that None,
+/// and the data nodes' `lock_wait_timeout_ms` applies (1.2 s by default, as
+/// NDB's TransactionDeadlockDetectionTimeout: with no deadlock detector, a
+/// deadlock between sessions lasts that long, so MySQL's 50 s default would
+/// stall deadlocked sessions 50 s). `lock_wait_timeout` stays the bound of
+/// table locks (LOCK TABLES, FLUSH TABLES WITH READ LOCK), as in MySQL.
+pub fn row_lock_wait(s: &Session) -> Option<std::time::Duration> {
+    s.row_lock_wait
 }
 
 /// The session's transaction (begun by `begin_statement`).

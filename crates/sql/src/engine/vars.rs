@@ -288,6 +288,25 @@ pub fn apply_globals(s: &mut Session, global: impl Fn(&str) -> Option<Value>) {
         s.time_zone = crate::engine::functions::tz::session_zone(z);
     }
     s.commit_wait_disk = is_disk(s.vars.get("norr_commit_wait"));
+    // Only a value SET GLOBAL gave: the compiled-in 50 s is MySQL's, not the
+    // data nodes' (see `txn_control::row_lock_wait`).
+    s.row_lock_wait = explicit_global("innodb_lock_wait_timeout").and_then(|v| lock_wait_secs(&v));
+}
+
+/// A global value SET GLOBAL (or the engine's start) gave, without the
+/// compiled-in default.
+fn explicit_global(name: &str) -> Option<Value> {
+    globals().lock().expect("lock").get(name).cloned()
+}
+
+/// `innodb_lock_wait_timeout`'s value as a duration (at least 1 s).
+fn lock_wait_secs(v: &Value) -> Option<std::time::Duration> {
+    let secs = match v {
+        Value::Int(n) => (*n).max(1) as u64,
+        Value::UInt(n) => (*n).max(1),
+        _ => return None,
+    };
+    Some(std::time::Duration::from_secs(secs))
 }
 
 /// Value shown by SHOW VARIABLES (booleans as ON/OFF).
@@ -531,7 +550,14 @@ pub fn set_system_var(s: &mut Session, name: &str, global: bool, value: Value) -
     crate::engine::inert_vars::check(d.name, &value)?;
     crate::engine::slow_log::on_set(d.name, &value, global)?;
     if global {
-        globals().lock().expect("lock").insert(d.name.to_string(), value);
+        let mut g = globals().lock().expect("lock");
+        if is_default {
+            // The compiled-in default again, which `global_value` falls back
+            // to; no longer a value SET GLOBAL gave (`explicit_global`).
+            g.remove(d.name);
+        } else {
+            g.insert(d.name.to_string(), value);
+        }
         return Ok(SetEffect::None);
     }
     let mut effect = SetEffect::None;
@@ -563,6 +589,12 @@ pub fn set_system_var(s: &mut Session, name: &str, global: bool, value: Value) -
                 crate::engine::functions::tz::session_zone(crate::engine::catalog::value_text(&value).as_bytes())
         }
         "norr_commit_wait" => s.commit_wait_disk = is_disk(Some(&value)),
+        // `SET SESSION ... = DEFAULT` with no SET GLOBAL before goes back to
+        // the data nodes' time-out.
+        "innodb_lock_wait_timeout" => {
+            s.row_lock_wait =
+                if is_default && explicit_global(d.name).is_none() { None } else { lock_wait_secs(&value) }
+        }
         _ => {}
     }
     s.vars.insert(d.name.to_string(), value);

@@ -84,7 +84,7 @@ pub(super) fn lock_busy(wait: LockWait) -> NodeError {
     match wait {
         LockWait::NoWait => NodeError::with(ErrorCode::LockNoWait, "row locked by another transaction"),
         LockWait::SkipLocked => NodeError::new(ErrorCode::NoSuchRow),
-        LockWait::Wait => unreachable!("a waiting read queues for the lock"),
+        LockWait::Wait | LockWait::WaitMs(_) => unreachable!("a waiting read queues for the lock"),
     }
 }
 
@@ -322,6 +322,7 @@ impl Lqh {
     /// lock it needs is held.
     pub(super) fn exec_op(&mut self, t: TxnId, q: &mut QueuedOp, ctx: &mut Ctx<'_, Signal>) -> Step {
         let op = &q.op;
+        let wait = op.wait;
         let Some(def) = self.defs.get(&op.table).map(Arc::clone) else {
             return Step::Done(Err(NodeError::with(ErrorCode::NoSuchTable, format!("table id {}", op.table))));
         };
@@ -383,11 +384,11 @@ impl Lqh {
 
         let mode = if op.kind.is_write() || op.lock == LockMode::Exclusive { Mode::Exclusive } else { Mode::Shared };
         let row_lock = LockKey::Row(def.id, enc.clone());
-        if op.kind == OpKind::Read && op.wait != LockWait::Wait {
+        if op.kind == OpKind::Read && !op.wait.queues() {
             if !self.try_lock_owned(t, row_lock, mode) {
                 return Step::Done(Err(lock_busy(op.wait)));
             }
-        } else if let Some(tag) = self.lock_owned(t, row_lock, mode, WaitTarget::Op(t), ctx) {
+        } else if let Some(tag) = self.lock_owned(t, row_lock, mode, op.wait, WaitTarget::Op(t), ctx) {
             return Step::Wait(tag);
         }
         // The pending-image key, built once for every lookup below.
@@ -443,7 +444,7 @@ impl Lqh {
             }
             for k in [&old_k, &new_k].into_iter().flatten() {
                 let key = LockKey::Unique(def.id, idx.id, k.clone());
-                if let Some(tag) = self.lock(t, &key, Mode::Exclusive, WaitTarget::Op(t), ctx) {
+                if let Some(tag) = self.lock(t, &key, Mode::Exclusive, wait, WaitTarget::Op(t), ctx) {
                     return Step::Wait(tag);
                 }
             }

@@ -45,6 +45,7 @@ use norr_signals::dist::{Chain, Dist, ReplicaState};
 use norr_signals::internal::{
     BlockStats, InternalSignal, LqhOp, LqhOpError, LqhOpResult, ReplicaOp, ScanKey, SchemaChange, TxnId,
 };
+use norr_signals::ops::LockWait;
 use norr_signals::schema::{PartitionId, TableDef, TableId};
 use norr_signals::value::Value;
 use norr_signals::{ErrorCode, NodeError, Signal};
@@ -264,16 +265,26 @@ impl Lqh {
         Chain { instance: self.instance, nodes: [self.node].into_iter().collect() }
     }
 
-    /// Ask for a lock for `owner`; Some(tag) if it must wait (a time-out is armed).
+    /// Ask for a lock for `owner`; Some(tag) if it must wait (a time-out is
+    /// armed: `wait`'s own bound for `LockWait::WaitMs`, else the cluster's).
     fn lock(
         &mut self,
         owner: TxnId,
         key: &LockKey,
         mode: Mode,
+        wait: LockWait,
         target: WaitTarget,
         ctx: &mut Ctx<'_, Signal>,
     ) -> Option<u64> {
-        self.lock_owned(owner, key.clone(), mode, target, ctx)
+        self.lock_owned(owner, key.clone(), mode, wait, target, ctx)
+    }
+
+    /// How long a lock request with `wait` may queue, in nanoseconds.
+    fn lock_wait_ns(&self, wait: LockWait) -> u64 {
+        match wait {
+            LockWait::WaitMs(ms) => u64::from(ms) * 1_000_000,
+            _ => self.lock_wait_timeout_ns,
+        }
     }
 
     /// `lock` taking the key: the transaction's list keeps it without a copy.
@@ -282,9 +293,11 @@ impl Lqh {
         owner: TxnId,
         key: LockKey,
         mode: Mode,
+        wait: LockWait,
         target: WaitTarget,
         ctx: &mut Ctx<'_, Signal>,
     ) -> Option<u64> {
+        let wait_ns = self.lock_wait_ns(wait);
         let tag = self.next_tag;
         self.next_tag += 1;
         let txn = self.txns.get_mut(&owner).expect("lock owner has a transaction record");
@@ -301,11 +314,7 @@ impl Lqh {
                 self.counters.bump("lqh: lock waits");
                 self.waits.insert(tag, WaitInfo { key: key.clone(), owner, target });
                 let me = ctx.self_ref();
-                ctx.send_delayed(
-                    me,
-                    Signal::Internal(Box::new(InternalSignal::LqhLockTimeout { tag })),
-                    self.lock_wait_timeout_ns,
-                );
+                ctx.send_delayed(me, Signal::Internal(Box::new(InternalSignal::LqhLockTimeout { tag })), wait_ns);
                 Some(tag)
             }
         }

@@ -17,6 +17,7 @@ use super::{Lqh, LqhTxn, Pending, Queued, RowKey, Step, WaitTarget};
 use crate::lock_queue::{LockKey, Mode};
 use norr_kernel::Ctx;
 use norr_signals::internal::{LqhReplicaReq, ReplicaOp, TxnId};
+use norr_signals::ops::LockWait;
 use norr_signals::{ErrorCode, NodeError, Signal};
 
 impl Lqh {
@@ -60,7 +61,9 @@ impl Lqh {
             )));
         }
         let row_lock = LockKey::Row(r.table, r.key.clone());
-        if let Some(tag) = self.lock_owned(t, row_lock, Mode::Exclusive, WaitTarget::Op(t), ctx) {
+        // A backup waits the cluster's time: the primary took the row's lock
+        // first, with the client's own bound.
+        if let Some(tag) = self.lock_owned(t, row_lock, Mode::Exclusive, LockWait::Wait, WaitTarget::Op(t), ctx) {
             return Step::Wait(tag);
         }
         let rk: RowKey = (r.table, r.key.clone());

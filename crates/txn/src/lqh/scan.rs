@@ -225,7 +225,8 @@ impl Lqh {
                 let ops_run = self.txns.get(&t).map_or(0, |x| x.ops_run);
                 s.front_had_lock = Some((self.locks.holds(&lk, t, Mode::Shared), ops_run));
             }
-            if s.wait != LockWait::Wait {
+            let wait = s.wait;
+            if !wait.queues() {
                 if !self.try_lock_owned(t, lk.clone(), mode) {
                     let s = self.scans.get_mut(&key).expect("scan");
                     if s.wait == LockWait::NoWait {
@@ -237,7 +238,7 @@ impl Lqh {
                     self.counters.bump("lqh: scan skipped a locked row");
                     continue;
                 }
-            } else if let Some(tag) = self.lock(t, &lk, mode, WaitTarget::Scan(key.0, key.1), ctx) {
+            } else if let Some(tag) = self.lock(t, &lk, mode, wait, WaitTarget::Scan(key.0, key.1), ctx) {
                 self.scans.get_mut(&key).expect("scan").waiting = Some(tag);
                 return Ok(false);
             }
