@@ -51,6 +51,7 @@ impl Reader<'_> {
         }
     }
     pub async fn scan(&mut self, spec: ScanSpec) -> Result<norr_client::ScanStream, ClientError> {
+        count_scan(&spec);
         match self {
             Reader::Standalone(c) => c.scan(spec).await,
             Reader::Txn(t) => t.scan(spec).await,
@@ -81,7 +82,9 @@ async fn scan_rows(
     };
     let mut scan = rd.scan(spec).await.map_err(err)?;
     let Some(entry) = ctx.stop.as_deref() else {
-        return scan.collect_all().await.map_err(err).map(to_local);
+        let rows = scan.collect_all().await.map_err(err)?;
+        count_rows_read(rows.len());
+        return Ok(to_local(rows));
     };
     let mut rows = Vec::new();
     loop {
@@ -93,6 +96,7 @@ async fn scan_rows(
             }
         };
         if let Some(b) = &batch {
+            count_rows_read(b.len());
             // Bounded (`memory`): 1041 rather than growing without end.
             ctx.mem.charge(crate::engine::memory::rows_bytes(b))?;
         }
@@ -819,6 +823,7 @@ pub async fn read_keys_with(
                     }
                 }
             }
+            count_rows_read(res.iter().filter(|r| matches!(r, OpResult::Ok(Some(_)))).count());
             for (j, r) in res.into_iter().enumerate() {
                 match r {
                     OpResult::Ok(Some(row)) => out.push((idx[j], widen(t, row))),
@@ -840,6 +845,7 @@ pub async fn read_keys_with(
                 }
             }
         }
+        count_rows_read(res.iter().filter(|r| matches!(r, OpResult::Ok(Some(_)))).count());
         for (j, r) in res.into_iter().enumerate() {
             match r {
                 OpResult::Ok(Some(row)) => out.push((idx[j], widen(t, row))),
@@ -950,8 +956,26 @@ pub async fn fetch_table_with(
         },
         _ => None,
     };
-    let rows: Vec<Row> = match keyed {
-        Some((index, cols, keys)) => {
+    let ranges = match &t.access {
+        Access::IndexKeys { index, keys, .. } => index_key_ranges(def, *index, keys, ctx)?,
+        _ => None,
+    };
+    let rows: Vec<Row> = match (keyed, ranges) {
+        (_, Some(ranges)) => {
+            let mut rows = Vec::new();
+            for r in ranges {
+                let Some((mut spec, _)) = scan_spec_via(t, lock, &Access::FullScan, ctx, None, ordered)? else {
+                    break;
+                };
+                if let Access::IndexKeys { index, .. } = &t.access {
+                    spec.index = Some(*index);
+                }
+                spec.range = Some(r);
+                rows.extend(scan_rows(rd, spec, ctx, def).await?.into_iter().map(|r| widen(t, r)));
+            }
+            rows
+        }
+        (Some((index, cols, keys)), None) => {
             // Not `collect()`: that would reuse the (index, row) buffer and
             // reallocate it to the smaller element size.
             let found = read_keys_with(rd, t, lock, index, cols, keys, ctx.zone()).await?;
@@ -959,12 +983,16 @@ pub async fn fetch_table_with(
             rows.extend(found.into_iter().map(|(_, r)| r));
             rows
         }
-        None => {
+        (None, None) => {
             let access = match (&t.access, &scan_access) {
                 (_, Some(a)) => a,
-                (Access::PkLookup { .. } | Access::UniqueLookup { .. } | Access::PkRange { .. }, None) => {
-                    &Access::FullScan
-                }
+                (
+                    Access::PkLookup { .. }
+                    | Access::UniqueLookup { .. }
+                    | Access::PkRange { .. }
+                    | Access::IndexKeys { .. },
+                    None,
+                ) => &Access::FullScan,
                 (a, None) => a,
             };
             match scan_spec_via(t, lock, access, ctx, limit, ordered)? {
@@ -996,6 +1024,47 @@ pub async fn fetch_table_with(
     Ok(out)
 }
 
+/// The ranges of an `IndexKeys` access with the statement's values, in
+/// index order (so that their rows are too), duplicates dropped; None: a
+/// key did not convert exactly (scan instead).
+fn index_key_ranges(
+    def: &TableDef,
+    index: norr_signals::IndexId,
+    keys: &[Vec<CExpr>],
+    ctx: &mut EvalCtx,
+) -> Result<Option<Vec<norr_signals::ScanRange>>, SqlError> {
+    let Some(ix) = def.index(index) else { return Ok(None) };
+    let len = keys.first().map_or(0, |k| k.len());
+    let cols = &ix.columns[..len.min(ix.columns.len())];
+    let Some(mut vals) = plan::eval_keys(keys, cols, def, ctx)? else { return Ok(None) };
+    let colls: Vec<Coll> = cols.iter().map(|c| plan::coll_of(&def.columns[*c as usize].ty)).collect();
+    let mut w = vals::Warnings::default();
+    vals.sort_by(|a, b| {
+        for ((x, y), coll) in a.iter().zip(b).zip(&colls) {
+            match vals::sql_cmp(x, y, *coll, &mut w) {
+                Some(std::cmp::Ordering::Equal) | None => continue,
+                Some(o) => return o,
+            }
+        }
+        std::cmp::Ordering::Equal
+    });
+    // Keys equal under the collation ('a', 'A') are one range.
+    vals.dedup_by(|a, b| {
+        a.iter()
+            .zip(b.iter())
+            .zip(&colls)
+            .all(|((x, y), c)| vals::sql_cmp(x, y, *c, &mut w) == Some(std::cmp::Ordering::Equal))
+    });
+    Ok(Some(
+        vals.into_iter()
+            .map(|k| norr_signals::ScanRange {
+                low: norr_signals::Bound::inclusive(k.clone()),
+                high: norr_signals::Bound::inclusive(k),
+            })
+            .collect(),
+    ))
+}
+
 /// Opens the scan of a table access that is no key read (see
 /// `fetch_table_with`) for a caller that takes its rows batch by batch
 /// (`stream`): the stream, and the local conjuncts its range decides exactly
@@ -1017,7 +1086,7 @@ pub(crate) async fn open_table_scan(
             }
             plan::PkRangeRun::Keys(_) => return Err(SqlError::internal("a key read opened as a scan")),
         },
-        Access::PkLookup { .. } | Access::UniqueLookup { .. } => &Access::FullScan,
+        Access::PkLookup { .. } | Access::UniqueLookup { .. } | Access::IndexKeys { .. } => &Access::FullScan,
         a => a,
     };
     let Some((spec, skip)) = scan_spec_via(t, t.lock, access, ctx, limit, ordered)? else {
@@ -1067,6 +1136,42 @@ static JOIN_ROWS_COMPARED: std::sync::atomic::AtomicU64 = std::sync::atomic::Ato
 
 pub fn join_rows_compared() -> u64 {
     JOIN_ROWS_COMPARED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Rows this SQL node received from data nodes for statements' table reads
+/// (key reads and scans): SHOW GLOBAL STATUS `Norr_rows_read`, which shows
+/// whether a statement looked up its rows or scanned a table for them.
+static ROWS_READ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+pub fn rows_read() -> u64 {
+    ROWS_READ.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+pub(crate) fn count_rows_read(n: usize) {
+    ROWS_READ.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Scans statements opened: of whole tables (no index, or an index without
+/// bounds), and of bounded index ranges: SHOW GLOBAL STATUS
+/// `Norr_full_scans` and `Norr_range_scans` (MySQL's `Select_scan` and
+/// `Select_range`). Rows a scan's pushed filter drops on the data node never
+/// reach `Norr_rows_read`, so a scan shows here.
+static FULL_SCANS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static RANGE_SCANS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+pub fn full_scans() -> u64 {
+    FULL_SCANS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+pub fn range_scans() -> u64 {
+    RANGE_SCANS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+fn count_scan(spec: &ScanSpec) {
+    let bounded = spec.index.is_some()
+        && spec.range.as_ref().is_some_and(|r| !r.low.values.is_empty() || !r.high.values.is_empty());
+    let counter = if bounded { &RANGE_SCANS } else { &FULL_SCANS };
+    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// The hash key of `row` over `cols` into `out`; false if a part is NULL
@@ -1146,7 +1251,11 @@ pub(crate) async fn join_source(
     let null_ext = if s.left_join { vec![Value::Null; s.width] } else { Vec::new() };
     let mut next: Vec<Row> = Vec::new();
     let mut built = crate::engine::memory::Built::default();
-    if let (Some(l), SourceKind::Table(t)) = (&s.lookup, &s.kind) {
+    let by_ranges = s.lookup.as_ref().is_some_and(|l| l.range);
+    if let (Some(l), SourceKind::Table(t), true) = (&s.lookup, &s.kind, by_ranges && rows.len() <= MAX_REF_OUTER_ROWS) {
+        return ref_join(rd, s, l, t, rows, ctx, from).await;
+    }
+    if let (Some(l), SourceKind::Table(t), false) = (&s.lookup, &s.kind, by_ranges) {
         // Batched key lookups of the inner side, one batch per JOIN_BATCH outer rows.
         for (ci, chunk) in rows.chunks(JOIN_BATCH).enumerate() {
             ctx.check_killed()?;
@@ -1279,6 +1388,113 @@ pub(crate) async fn join_source(
     Ok(next)
 }
 
+/// Most outer rows a join reads through index ranges (`JoinLookup::range`,
+/// one range scan per distinct key): past it, one scan of the inner side and
+/// a hash join cost less than that many round trips.
+pub const MAX_REF_OUTER_ROWS: usize = 1024;
+
+/// The join key of outer row `r` as the inner table's values (None: it
+/// equals no stored value, a NULL say).
+fn join_key_of(
+    l: &crate::engine::query::JoinLookup,
+    t: &TableAccess,
+    r: &Row,
+    ctx: &mut EvalCtx<'_>,
+) -> Result<Option<Vec<Value>>, SqlError> {
+    let mut k = Vec::with_capacity(l.keys.len());
+    for (e, col) in l.keys.iter().zip(&l.cols) {
+        let v = eval(e, r, ctx)?;
+        let zone = ctx.zone();
+        match crate::engine::ts_zone::zoned_value(
+            &v,
+            &t.table.def.columns[*col as usize],
+            zone,
+            crate::engine::ts_zone::Use::JoinLookup,
+        )
+        .0
+        {
+            KeyConv::Val(x) => k.push(x),
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(k))
+}
+
+/// An index nested-loop join through an ordered index (MySQL's `ref`):
+/// the inner rows of each distinct outer key are one range of the index,
+/// read with the inner side's own conditions pushed down.
+async fn ref_join(
+    rd: &mut Reader<'_>,
+    s: &Source,
+    l: &crate::engine::query::JoinLookup,
+    t: &TableAccess,
+    rows: &[Row],
+    ctx: &mut EvalCtx<'_>,
+    mut from: Option<&mut Vec<usize>>,
+) -> Result<Vec<Row>, SqlError> {
+    let def = &t.table.def;
+    let null_ext = if s.left_join { vec![Value::Null; s.width] } else { Vec::new() };
+    let mut next: Vec<Row> = Vec::new();
+    let mut built = crate::engine::memory::Built::default();
+    // Distinct keys, and each outer row's.
+    let mut keys: Vec<Vec<Value>> = Vec::new();
+    let mut key_of_row: Vec<Option<usize>> = Vec::with_capacity(rows.len());
+    let mut key_index: HashMap<Vec<u8>, usize> = HashMap::new();
+    for r in rows {
+        let Some(k) = join_key_of(l, t, r, ctx)? else {
+            key_of_row.push(None);
+            continue;
+        };
+        let mut enc = Vec::new();
+        encode_group_key(&k, &vec![Coll::Ci; k.len()], &mut enc);
+        let ki = *key_index.entry(enc).or_insert_with(|| {
+            keys.push(k);
+            keys.len() - 1
+        });
+        key_of_row.push(Some(ki));
+    }
+    let mut inner: Vec<Vec<Row>> = Vec::with_capacity(keys.len());
+    let checks = t.row_local();
+    for k in keys {
+        ctx.check_killed()?;
+        let Some((mut spec, _)) = scan_spec_via(t, t.lock, &Access::FullScan, ctx, None, false)? else {
+            inner.push(Vec::new());
+            continue;
+        };
+        spec.index = l.index;
+        spec.range = Some(norr_signals::ScanRange {
+            low: norr_signals::Bound::inclusive(k.clone()),
+            high: norr_signals::Bound::inclusive(k),
+        });
+        let mut found = Vec::new();
+        'found: for r in scan_rows(rd, spec, ctx, def).await? {
+            let r = widen(t, r);
+            for c in checks {
+                if !eval_pred(c, &r, ctx)? {
+                    continue 'found;
+                }
+            }
+            found.push(r);
+        }
+        inner.push(found);
+    }
+    for (from_row, (r, key)) in rows.iter().zip(key_of_row).enumerate() {
+        let mut matched = false;
+        for ir in key.map(|k| &inner[k][..]).unwrap_or_default() {
+            let joined = concat(r, ir);
+            if all_pass(&s.on, &joined, ctx)? {
+                matched = true;
+                emit(&mut next, &mut from, &mut built, &ctx.mem, joined, from_row)?;
+            }
+        }
+        if !matched && s.left_join {
+            emit(&mut next, &mut from, &mut built, &ctx.mem, concat(r, &null_ext), from_row)?;
+        }
+    }
+    built.flush(&ctx.mem)?;
+    Ok(next)
+}
+
 async fn run_select(
     rd: &mut Reader<'_>,
     c: &Compiled,
@@ -1344,7 +1560,12 @@ async fn run_select(
         let mut turn = Turn::new();
         'w: for r in rows {
             turn.point(ctx, 1).await?;
-            if !p.correlated.is_empty() {
+            // Without a WHERE to check (nor aggregates, windows or HAVING, which
+            // read them later) the projection runs them for its row: once
+            // here as well read every subquery twice.
+            let for_projection_only =
+                p.filter.is_empty() && p.agg.is_none() && p.windows.is_empty() && p.having.is_none();
+            if !p.correlated.is_empty() && !for_projection_only {
                 ctx.check_killed()?;
                 run_correlated(rd, c, &p.correlated, &r, ctx).await?;
             }

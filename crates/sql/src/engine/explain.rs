@@ -8,7 +8,7 @@ use crate::engine::exec::{self, scan_partitions};
 use crate::engine::expr::EvalCtx;
 use crate::engine::partition::PartFn;
 use crate::engine::plan::{self, Access};
-use crate::engine::query::{prepare_query, QueryNode, SelectPlan, SourceKind, TableAccess};
+use crate::engine::query::{prepare_query, JoinLookup, QueryNode, SelectPlan, SourceKind, TableAccess};
 use crate::engine::{dml, multi_table_dml, Engine};
 use crate::types::{ColumnMeta, FieldType, QueryOutput, Session, SqlError};
 use norr_signals::Value;
@@ -64,13 +64,25 @@ pub fn access_row(
     select_type: &str,
     alias: &str,
     ta: &TableAccess,
-    join_lookup: bool,
+    lookup: Option<&JoinLookup>,
     ctx: &mut EvalCtx,
 ) -> Result<Vec<Value>, SqlError> {
     let def = &ta.table.def;
     let names = partition_names(&ta.table, &ta.part);
-    let (ty, key, mut extra) = match (&ta.access, join_lookup) {
-        (_, true) => ("eq_ref", "PRIMARY".to_string(), "batched key lookup per outer row batch".to_string()),
+    let join_lookup = lookup.is_some();
+    let (ty, key, mut extra) = match (&ta.access, lookup) {
+        (_, Some(l)) => {
+            let name = match l.index.and_then(|i| def.index(i)) {
+                Some(ix) if ix.name.eq_ignore_ascii_case(norr_signals::schema::PK_ORDERED_INDEX) => "PRIMARY".into(),
+                Some(ix) => ix.name.clone(),
+                None => "PRIMARY".to_string(),
+            };
+            if l.range {
+                ("ref", name, "index range per distinct outer key".to_string())
+            } else {
+                ("eq_ref", name, "batched key lookup per outer row batch".to_string())
+            }
+        }
         (Access::PkLookup { keys }, _) if keys.len() == 1 => {
             ("const", "PRIMARY".to_string(), "primary key lookup".to_string())
         }
@@ -81,6 +93,9 @@ pub fn access_row(
             (if keys.len() == 1 { "const" } else { "range" }, name.clone(), "unique index lookup".to_string())
         }
         (Access::IndexRange { name, .. }, _) => ("range", name.clone(), "index range scan".to_string()),
+        (Access::IndexKeys { name, keys, .. }, _) => {
+            ("range", name.clone(), format!("index ranges, one per key ({} keys)", keys.len()))
+        }
         (Access::PkRange { low, high }, _) => match plan::resolve_pk_range(def, low, high, ctx)? {
             plan::PkRangeRun::Keys(k) => {
                 ("range", "PRIMARY".to_string(), format!("primary key range as batched key lookups ({} keys)", k.len()))
@@ -132,6 +147,7 @@ pub fn access_row(
     if parts.is_empty() {
         extra = "no matching row in pruned partitions".to_string();
     }
+    let rows = estimated_rows(ta, lookup.is_some_and(|l| !l.range), ctx)?;
     Ok(vec![
         Value::Int(id),
         s(select_type),
@@ -142,10 +158,35 @@ pub fn access_row(
         if key.is_empty() { Value::Null } else { s(&key) },
         Value::Null,
         Value::Null,
-        Value::Null,
+        rows,
         Value::Double(100.0),
         s(&extra),
     ])
+}
+
+/// EXPLAIN's `rows` for a table access: the keys a lookup reads (with the
+/// statement's values; an evaluation that falls back to a scan, or an access
+/// by range or scan, has no estimate: NULL, as no statistics are kept yet),
+/// 1 per outer row for a join lookup on a unique key (`eq_ref`); NULL for
+/// `ref` (no index statistics yet).
+fn estimated_rows(ta: &TableAccess, eq_ref: bool, ctx: &mut EvalCtx) -> Result<Value, SqlError> {
+    let def = &ta.table.def;
+    if eq_ref {
+        return Ok(Value::Int(1));
+    }
+    let keys = match &ta.access {
+        Access::PkLookup { keys } => plan::eval_keys(keys, &def.primary_key, def, ctx)?,
+        Access::UniqueLookup { index, keys, .. } => match def.index(*index) {
+            Some(ix) => plan::eval_keys(keys, &ix.columns, def, ctx)?,
+            None => None,
+        },
+        Access::PkRange { low, high } => match plan::resolve_pk_range(def, low, high, ctx)? {
+            plan::PkRangeRun::Keys(k) => Some(k),
+            plan::PkRangeRun::Scan(_) => None,
+        },
+        _ => None,
+    };
+    Ok(keys.map_or(Value::Null, |k| Value::Int(k.len() as i64)))
 }
 
 fn explain_node(
@@ -184,7 +225,7 @@ fn explain_select(
     let my_id = *id;
     for src in &p.sources {
         match &src.kind {
-            SourceKind::Table(t) => out.push(access_row(my_id, select_type, &src.alias, t, src.lookup.is_some(), ctx)?),
+            SourceKind::Table(t) => out.push(access_row(my_id, select_type, &src.alias, t, src.lookup.as_ref(), ctx)?),
             SourceKind::Derived(n) => {
                 out.push(vec![
                     Value::Int(my_id),
@@ -312,7 +353,7 @@ pub async fn execute_explain(
             let (ta, alias) = dml::explain_access(engine, session, statement).await?;
             let mut ctx = exec::make_ctx(session, params, &[], &[])?;
             let kind = if matches!(statement.as_ref(), Statement::Update(_)) { "UPDATE" } else { "DELETE" };
-            rows.push(access_row(1, kind, &alias, &ta, false, &mut ctx)?);
+            rows.push(access_row(1, kind, &alias, &ta, None, &mut ctx)?);
         }
         Statement::Insert(_) => {
             rows.push(vec![

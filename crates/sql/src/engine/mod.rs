@@ -13,6 +13,7 @@ pub mod alter_text;
 pub mod bit;
 pub mod catalog;
 pub mod check_constraints;
+pub mod const_prop;
 pub mod create_from;
 pub mod ddl;
 pub mod depth;
@@ -1087,9 +1088,13 @@ impl Engine {
             ("Connections".into(), g(&st.connections)),
             // Rows statements hold in this SQL node (`memory`), and the part
             // of them on their way to clients (`stream`).
-            // Row pairs joins compared in memory (`exec::join_rows_compared`).
+            // Row pairs joins compared in memory (`exec::join_rows_compared`);
+            // scans and rows read from data nodes (`exec::rows_read`).
+            ("Norr_full_scans".into(), exec::full_scans().to_string()),
             ("Norr_join_rows_compared".into(), exec::join_rows_compared().to_string()),
+            ("Norr_range_scans".into(), exec::range_scans().to_string()),
             ("Norr_result_bytes_in_flight".into(), memory::result_bytes_in_flight().to_string()),
+            ("Norr_rows_read".into(), exec::rows_read().to_string()),
             ("Norr_statement_memory_bytes".into(), memory::process_used().to_string()),
             ("Queries".into(), g(&st.questions)),
             ("Questions".into(), g(&st.questions)),

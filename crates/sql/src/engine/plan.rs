@@ -45,6 +45,14 @@ pub enum Access {
         low: Option<(CExpr, bool)>,
         high: Option<(CExpr, bool)>,
     },
+    /// Equality keys on the first `keys[i].len()` columns of an ordered
+    /// index (IN lists, row IN lists, OR of ANDs on a prefix of the index,
+    /// or on a non-unique one): one range of the index per key, in key order.
+    IndexKeys {
+        index: IndexId,
+        name: String,
+        keys: Vec<Vec<CExpr>>,
+    },
     /// Bounded range on a single integer primary-key column, read as a batch
     /// of key lookups when the span is at most `MAX_RANGE_AS_KEYS`, else as a
     /// range scan of the table's `PRIMARY` ordered index (see
@@ -74,6 +82,7 @@ impl Access {
             Access::PkLookup { .. } => "primary key lookup",
             Access::UniqueLookup { .. } => "unique index lookup",
             Access::IndexRange { .. } => "index range scan",
+            Access::IndexKeys { .. } => "index ranges, one per key",
             Access::PkRange { .. } => "primary key range (key lookups, or a PRIMARY index range scan when wide)",
             Access::FullScan => "full table scan",
         }
@@ -132,15 +141,25 @@ enum Atom<'a> {
     In(ColumnId, &'a [CExpr]),
 }
 
+/// A value fixed for one run of the statement, usable as a key: a
+/// row-independent expression, or a column of the enclosing query's current
+/// row (a correlated subquery runs once per outer row, with that row in
+/// `EvalCtx::outer_row`, which is where the keys are evaluated too), so
+/// that `o.c = cu.id` in a subquery looks `o` up by the outer row's value
+/// instead of reading all of `o` for every outer row (issue 23).
+fn is_fixed(e: &CExpr) -> bool {
+    matches!(e, CExpr::Outer(_)) || is_row_independent(e)
+}
+
 fn atom(e: &CExpr) -> Option<Atom<'_>> {
     match e {
         CExpr::Cmp(k, l, r, _) => match (l.as_ref(), r.as_ref()) {
-            (CExpr::Col(c), x) if is_row_independent(x) => Some(Atom::Cmp(*c as ColumnId, *k, x)),
-            (x, CExpr::Col(c)) if is_row_independent(x) => Some(Atom::Cmp(*c as ColumnId, k.flip(), x)),
+            (CExpr::Col(c), x) if is_fixed(x) => Some(Atom::Cmp(*c as ColumnId, *k, x)),
+            (x, CExpr::Col(c)) if is_fixed(x) => Some(Atom::Cmp(*c as ColumnId, k.flip(), x)),
             _ => None,
         },
         CExpr::InList { expr, list, negated: false, .. } => match expr.as_ref() {
-            CExpr::Col(c) if list.iter().all(is_row_independent) => Some(Atom::In(*c as ColumnId, list)),
+            CExpr::Col(c) if list.iter().all(is_fixed) => Some(Atom::In(*c as ColumnId, list)),
             _ => None,
         },
         _ => None,
@@ -149,6 +168,11 @@ fn atom(e: &CExpr) -> Option<Atom<'_>> {
 
 /// Value lists per column from equality / IN conjuncts.
 fn eq_lists(conj: &[CExpr]) -> Vec<(ColumnId, Vec<&CExpr>)> {
+    eq_lists_of(conj.iter())
+}
+
+/// `eq_lists` over conjuncts given by reference (an alternative of a disjunction).
+fn eq_lists_of<'a>(conj: impl Iterator<Item = &'a CExpr>) -> Vec<(ColumnId, Vec<&'a CExpr>)> {
     let mut out: Vec<(ColumnId, Vec<&CExpr>)> = Vec::new();
     for c in conj {
         let (col, vals): (ColumnId, Vec<&CExpr>) = match atom(c) {
@@ -189,6 +213,81 @@ fn key_product(cols: &[ColumnId], lists: &[(ColumnId, Vec<&CExpr>)]) -> Option<V
     Some(keys)
 }
 
+/// Equality lists of one alternative of a disjunction.
+type Alternative<'a> = Vec<(ColumnId, Vec<&'a CExpr>)>;
+
+/// The alternatives of a conjunct that is a disjunction of conjunctions,
+/// `(a = 1 AND b = 5) OR (a = 1 AND b = 77)`, which is also what a row IN
+/// list `(a, b) IN ((1, 5), (1, 77))` compiles to (issue 23: TPC-C's stock
+/// and Delivery statements): per alternative, its equality lists. None for
+/// anything else, or for more alternatives than `MAX_LOOKUP_KEYS`.
+fn or_alternatives(e: &CExpr) -> Option<Vec<Alternative<'_>>> {
+    if !matches!(e, CExpr::Or(..)) {
+        return None;
+    }
+    // Flattened without recursion: a long IN list is a deep left-leaning chain.
+    let mut disjuncts: Vec<&CExpr> = Vec::new();
+    let mut stack = vec![e];
+    while let Some(x) = stack.pop() {
+        match x {
+            CExpr::Or(a, b) => {
+                stack.push(b);
+                stack.push(a);
+            }
+            other => disjuncts.push(other),
+        }
+        if disjuncts.len() > MAX_LOOKUP_KEYS {
+            return None;
+        }
+    }
+    let mut alts = Vec::with_capacity(disjuncts.len());
+    for d in disjuncts {
+        let mut conj: Vec<&CExpr> = Vec::new();
+        let mut stack = vec![d];
+        while let Some(x) = stack.pop() {
+            match x {
+                CExpr::And(a, b) => {
+                    stack.push(b);
+                    stack.push(a);
+                }
+                other => conj.push(other),
+            }
+        }
+        alts.push(eq_lists_of(conj.into_iter()));
+    }
+    Some(alts)
+}
+
+/// Keys over `cols` from the equality lists, or else from one disjunctive
+/// conjunct: the union, over its alternatives, of the keys each gives with
+/// the other conjuncts' lists. A row that satisfies the whole predicate
+/// satisfies one alternative, so one of these keys finds it (every
+/// conjunct is checked again on the rows found).
+fn keys_for(
+    cols: &[ColumnId],
+    lists: &[(ColumnId, Vec<&CExpr>)],
+    alternatives: &[Vec<Alternative<'_>>],
+) -> Option<Vec<Vec<CExpr>>> {
+    if let Some(keys) = key_product(cols, lists) {
+        return Some(keys);
+    }
+    'disjunctions: for alts in alternatives {
+        let mut keys: Vec<Vec<CExpr>> = Vec::new();
+        for alt in alts {
+            // The alternative's own lists first: its values are the ones found first.
+            let mut merged: Vec<(ColumnId, Vec<&CExpr>)> = alt.clone();
+            merged.extend(lists.iter().filter(|(c, _)| !alt.iter().any(|(a, _)| a == c)).cloned());
+            match key_product(cols, &merged) {
+                // Duplicates go when the keys are evaluated (`eval_keys`).
+                Some(k) if keys.len() + k.len() <= MAX_LOOKUP_KEYS => keys.extend(k),
+                _ => continue 'disjunctions,
+            }
+        }
+        return Some(keys);
+    }
+    None
+}
+
 /// A range bound: the bounding expression and whether it is inclusive.
 type RangeBound = Option<(CExpr, bool)>;
 
@@ -227,12 +326,13 @@ fn range_bounds(conj: &[CExpr], col: ColumnId) -> (RangeBound, RangeBound) {
 /// Choose the access path for a table given the conjuncts over its row.
 pub fn choose_access(def: &TableDef, conj: &[CExpr]) -> Access {
     let lists = eq_lists(conj);
-    if let Some(keys) = key_product(&def.primary_key, &lists) {
+    let alternatives: Vec<Vec<Alternative<'_>>> = conj.iter().filter_map(or_alternatives).collect();
+    if let Some(keys) = keys_for(&def.primary_key, &lists, &alternatives) {
         return Access::PkLookup { keys };
     }
     for ix in &def.indexes {
         if ix.unique {
-            if let Some(keys) = key_product(&ix.columns, &lists) {
+            if let Some(keys) = keys_for(&ix.columns, &lists, &alternatives) {
                 return Access::UniqueLookup { index: ix.id, name: ix.name.clone(), keys };
             }
         }
@@ -268,11 +368,36 @@ pub fn choose_access(def: &TableDef, conj: &[CExpr]) -> Access {
             best = Some((score, Access::IndexRange { index: ix.id, name: ix.name.clone(), eq, low, high }));
         }
     }
-    match best {
-        Some((_, a)) => a,
-        None => Access::FullScan,
+    // Several keys on a longer prefix of an ordered index than any single
+    // equality prefix: one range per key.
+    let mut best_keys: Option<(usize, Access)> = None;
+    for ix in def.indexes.iter().filter(|i| i.kind == IndexKind::Ordered) {
+        // TIMESTAMP bounds compare in UTC; lookup keys are wall times.
+        let usable = ix.columns.iter().take_while(|c| !matches!(def.columns[**c as usize].ty, ColumnType::Timestamp));
+        let usable = usable.count();
+        for len in (1..=usable).rev() {
+            if best_keys.as_ref().is_some_and(|(l, _)| *l >= len) {
+                break;
+            }
+            if let Some(keys) = keys_for(&ix.columns[..len], &lists, &alternatives) {
+                if keys.len() > 1 && keys.len() <= MAX_INDEX_KEYS {
+                    best_keys = Some((len, Access::IndexKeys { index: ix.id, name: ix.name.clone(), keys }));
+                }
+                break;
+            }
+        }
+    }
+    match (best, best_keys) {
+        (Some((score, _)), Some((len, a))) if len * 2 > score => a,
+        (None, Some((_, a))) => a,
+        (Some((_, a)), _) => a,
+        (None, None) => Access::FullScan,
     }
 }
+
+/// Most ranges an `IndexKeys` access reads (each is a round trip to the
+/// data nodes; more keys than that scan one range or the table instead).
+pub const MAX_INDEX_KEYS: usize = 256;
 
 /// How a value converts to a key of a column.
 #[derive(Debug, Clone, PartialEq)]
@@ -807,7 +932,7 @@ fn push(def: &TableDef, e: &CExpr, ctx: &mut EvalCtx, budget: &mut usize) -> Res
     })
 }
 
-fn coll_of(ty: &ColumnType) -> Coll {
+pub fn coll_of(ty: &ColumnType) -> Coll {
     if ty.is_text() && ty.collation() == norr_signals::Collation::CaseInsensitive {
         Coll::Ci
     } else {

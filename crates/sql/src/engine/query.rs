@@ -226,6 +226,10 @@ pub struct JoinLookup {
     pub cols: Vec<ColumnId>,
     /// Over the joined row prefix before this source.
     pub keys: Vec<CExpr>,
+    /// `cols` are an equality prefix of the ordered index `index` (MySQL's
+    /// `ref`): each key reads a range of the index, any number of rows.
+    /// false: each key is a whole primary or unique key (`eq_ref`).
+    pub range: bool,
 }
 
 /// Tables of a statement, resolved (async) before compilation.
@@ -1517,6 +1521,8 @@ impl<'a> StmtCompiler<'a> {
     fn plan_access(&self, plan: &mut SelectPlan) {
         let n = plan.sources.len();
         let mut remaining = std::mem::take(&mut plan.filter);
+        let derived = derived_constants(&plan.sources, &remaining);
+        remaining.extend(derived);
         for si in 0..n {
             // A source NULL-extended alone or in a nest: WHERE conjuncts stay out.
             let left_join = plan.sources[si].left_join || plan.sources[si].nested;
@@ -1525,9 +1531,15 @@ impl<'a> StmtCompiler<'a> {
                 let mut cols = Vec::new();
                 collect_cols(e, &mut cols);
                 // A conjunct that may wait stays in WHERE, where it can.
+                // One that reads the enclosing query's row (a correlated
+                // subquery's `o.c = cu.id`) is local: the subquery's tables
+                // are read with that row set, so it can pick the keys
+                // (issue 23), and it is checked on the same row as in WHERE.
+                let mut subs = Vec::new();
+                collect_subs(e, &mut subs);
                 !cols.is_empty()
                     && cols.iter().all(|c| *c >= base && *c < base + width)
-                    && !has_sub(e)
+                    && subs.is_empty()
                     && !crate::engine::user_lock_fns::expr_may_wait(e)
             };
             let mut local: Vec<CExpr> = Vec::new();
@@ -1589,7 +1601,13 @@ impl<'a> StmtCompiler<'a> {
                         if !left_join {
                             conds.extend(remaining.iter());
                         }
-                        src.lookup = join_lookup(&t.table, base, width, &conds);
+                        // A table read by its own constant keys is read once,
+                        // not once per outer key through an index range.
+                        let own_keys = matches!(
+                            t.access,
+                            Access::PkLookup { .. } | Access::UniqueLookup { .. } | Access::IndexKeys { .. }
+                        );
+                        src.lookup = join_lookup(&t.table, base, width, &conds).filter(|l| !(l.range && own_keys));
                     }
                 }
                 _ => {
@@ -1712,6 +1730,38 @@ pub fn selected_partitions(t: &SqlTable, part: &PartFn, names: &[ast::Ident]) ->
     Ok(Some(ids))
 }
 
+/// Equalities with constants that WHERE implies through equalities of
+/// integer columns (`const_prop`), so that `t.a = w.id AND w.id = 1` reads
+/// `t` by the key `a = 1`. An inner join's ON counts as WHERE, unless the
+/// query has outer joins (whose ON only decides NULL-extension).
+fn derived_constants(sources: &[Source], filter: &[CExpr]) -> Vec<CExpr> {
+    let outer = sources.iter().any(|s| s.left_join || s.nested);
+    let ons: Vec<&CExpr> = if outer { Vec::new() } else { sources.iter().flat_map(|s| s.on.iter()).collect() };
+    let is_int_col = |i: usize| {
+        sources.iter().any(|s| {
+            let SourceKind::Table(t) = &s.kind else { return false };
+            if i < s.base || i >= s.base + s.width {
+                return false;
+            }
+            let c = i - s.base;
+            let tbl = &t.table;
+            tbl.def.columns.get(c).is_some_and(|d| {
+                matches!(
+                    d.ty,
+                    norr_signals::ColumnType::TinyInt { .. }
+                        | norr_signals::ColumnType::SmallInt { .. }
+                        | norr_signals::ColumnType::MediumInt { .. }
+                        | norr_signals::ColumnType::Int { .. }
+                        | norr_signals::ColumnType::BigInt { .. }
+                )
+            }) && tbl.bits.get(c).is_none_or(|b| *b == 0)
+                && tbl.enums.get(c).is_none_or(|e| e.is_none())
+                && !tbl.json.get(c).copied().unwrap_or(false)
+        })
+    };
+    crate::engine::const_prop::derived_equalities(filter, &ons, &is_int_col)
+}
+
 fn join_lookup(table: &SqlTable, base: usize, width: usize, conds: &[&CExpr]) -> Option<JoinLookup> {
     // inner_col -> expression over columns before `base`
     let mut eqs: Vec<(ColumnId, CExpr)> = Vec::new();
@@ -1734,14 +1784,35 @@ fn join_lookup(table: &SqlTable, base: usize, width: usize, conds: &[&CExpr]) ->
         cols.iter().map(|c| eqs.iter().find(|(x, _)| x == c).map(|(_, e)| e.clone())).collect()
     };
     if let Some(keys) = find(&table.def.primary_key) {
-        return Some(JoinLookup { index: None, cols: table.def.primary_key.clone(), keys });
+        return Some(JoinLookup { index: None, cols: table.def.primary_key.clone(), keys, range: false });
     }
     for ix in table.def.indexes.iter().filter(|i| i.unique) {
         if let Some(keys) = find(&ix.columns) {
-            return Some(JoinLookup { index: Some(ix.id), cols: ix.columns.clone(), keys });
+            return Some(JoinLookup { index: Some(ix.id), cols: ix.columns.clone(), keys, range: false });
         }
     }
-    None
+    // An ordered index (the primary key's included) whose leading columns
+    // the join sets equal: read as one range of the index per distinct key,
+    // the longest prefix winning. TIMESTAMP columns are left out: a range's
+    // bounds are compared in UTC, a join key is the session's wall time.
+    let mut best: Option<(usize, &norr_signals::IndexDef)> = None;
+    for ix in table.def.indexes.iter().filter(|i| i.kind == norr_signals::IndexKind::Ordered) {
+        let len = ix
+            .columns
+            .iter()
+            .take_while(|c| {
+                eqs.iter().any(|(x, _)| x == *c)
+                    && !matches!(table.def.columns[**c as usize].ty, norr_signals::ColumnType::Timestamp)
+            })
+            .count();
+        if len > 0 && best.is_none_or(|(l, _)| len > l) {
+            best = Some((len, ix));
+        }
+    }
+    let (len, ix) = best?;
+    let cols: Vec<ColumnId> = ix.columns[..len].to_vec();
+    let keys = find(&cols)?;
+    Some(JoinLookup { index: Some(ix.id), cols, keys, range: true })
 }
 
 fn column_meta_for(sources: &[Source], scope: &Scope, i: usize, alias: Option<&str>) -> ColumnMeta {

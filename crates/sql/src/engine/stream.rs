@@ -100,7 +100,12 @@ pub fn streamable(c: &Compiled) -> Option<(&SelectPlan, &TableAccess)> {
     match &s.kind {
         // Key reads return a bounded number of rows: built whole, which is
         // cheaper for a point select than a channel's round trip.
-        SourceKind::Table(t) if !matches!(t.access, Access::PkLookup { .. } | Access::UniqueLookup { .. }) => {
+        SourceKind::Table(t)
+            if !matches!(
+                t.access,
+                Access::PkLookup { .. } | Access::UniqueLookup { .. } | Access::IndexKeys { .. }
+            ) =>
+        {
             Some((p, t))
         }
         _ => None,
@@ -175,6 +180,7 @@ pub async fn run(
                 };
                 match next.map_err(|e| crate::engine::error_map::from_client(e, &exec::table_err(def)))? {
                     Some(mut b) => {
+                        exec::count_rows_read(b.len());
                         for r in b.iter_mut() {
                             crate::engine::ts_zone::row_to_local(r, def, &t.needed, zone.as_deref());
                         }
