@@ -1945,7 +1945,13 @@ pub async fn virtual_table(
                         FieldType::Date => TClass::Date,
                         _ => TClass::Str,
                     };
-                    ScopeCol { table: name.to_lowercase(), name: c.name.clone(), ty: SqlType::new(class), enums: None }
+                    ScopeCol {
+                        table: name.to_lowercase(),
+                        name: c.name.clone(),
+                        ty: SqlType::new(class),
+                        enums: None,
+                        default: None,
+                    }
                 })
                 .collect();
             Ok((scope, rows))

@@ -15,6 +15,7 @@ pub mod catalog;
 pub mod check_constraints;
 pub mod create_from;
 pub mod ddl;
+pub mod default_fn;
 pub mod depth;
 pub mod dialect;
 pub mod do_stmt;

@@ -814,6 +814,7 @@ impl<'a> StmtCompiler<'a> {
                             name: name.clone(),
                             ty: *ty,
                             enums: None,
+                            default: None,
                         });
                     }
                     sources.push(Source {
@@ -853,6 +854,7 @@ impl<'a> StmtCompiler<'a> {
                             name: c.name.clone(),
                             ty: c.ty,
                             enums: None,
+                            default: None,
                         });
                     }
                     sources.push(Source {
@@ -869,12 +871,13 @@ impl<'a> StmtCompiler<'a> {
                 }
                 let table = self.tables.get(name)?;
                 let mut local_scope = Scope::default();
-                for ((c, e), json) in table.def.columns.iter().zip(&table.enums).zip(&table.json) {
+                for (i, ((c, e), json)) in table.def.columns.iter().zip(&table.enums).zip(&table.json).enumerate() {
                     let sc = ScopeCol {
                         table: alias_name.to_lowercase(),
                         name: c.name.clone(),
                         ty: SqlType { json: *json, ..column_sqltype(&c.ty) },
                         enums: e.clone(),
+                        default: Some(crate::engine::default_fn::of_column(&table, i)),
                     };
                     local_scope.cols.push(sc.clone());
                     scope.cols.push(sc);
@@ -1015,7 +1018,7 @@ impl<'a> StmtCompiler<'a> {
         }
         for (i, (c, t)) in cols.iter().zip(&types).enumerate() {
             let name = names.get(i).cloned().unwrap_or_else(|| c.name.clone());
-            scope.cols.push(ScopeCol { table: alias.to_lowercase(), name, ty: *t, enums: None });
+            scope.cols.push(ScopeCol { table: alias.to_lowercase(), name, ty: *t, enums: None, default: None });
         }
         sources.push(Source {
             alias,
