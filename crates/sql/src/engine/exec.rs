@@ -1102,6 +1102,8 @@ pub(crate) async fn source_rows(
         SourceKind::Derived(n) => run_node(rd, c, n, ctx).await?,
         SourceKind::Rows(r) => r.clone(),
         SourceKind::WorkTable(slot) => crate::engine::recursive::work_rows(ctx, *slot),
+        // First in FROM: its document reads no other source.
+        SourceKind::JsonTable(jt) => jt.rows(&[], ctx)?,
     })
 }
 
@@ -1146,6 +1148,9 @@ pub(crate) async fn join_source(
     let null_ext = if s.left_join { vec![Value::Null; s.width] } else { Vec::new() };
     let mut next: Vec<Row> = Vec::new();
     let mut built = crate::engine::memory::Built::default();
+    if let SourceKind::JsonTable(jt) = &s.kind {
+        return crate::engine::json_table::join(jt, s, rows, ctx, from);
+    }
     if let (Some(l), SourceKind::Table(t)) = (&s.lookup, &s.kind) {
         // Batched key lookups of the inner side, one batch per JOIN_BATCH outer rows.
         for (ci, chunk) in rows.chunks(JOIN_BATCH).enumerate() {

@@ -31,6 +31,7 @@ pub mod generated;
 pub mod inert_vars;
 pub mod infoschema;
 pub mod json;
+pub mod json_table;
 pub mod load_data;
 pub mod lock_statements;
 pub mod memory;

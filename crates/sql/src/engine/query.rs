@@ -191,6 +191,8 @@ pub enum SourceKind {
     /// A recursive CTE read by its own recursive block: the working set of
     /// the current iteration (`EvalCtx::work_tables[slot]`).
     WorkTable(usize),
+    /// JSON_TABLE: rows made per joined prefix row (`json_table`).
+    JsonTable(Box<crate::engine::json_table::JsonTable>),
 }
 
 #[derive(Debug)]
@@ -539,8 +541,10 @@ fn node_reads_outer(n: &QueryNode) -> bool {
             all.extend(p.order.iter().map(|o| &o.expr));
             for s in &p.sources {
                 all.extend(s.on.iter());
-                if let SourceKind::Table(t) = &s.kind {
-                    all.extend(t.local.iter());
+                match &s.kind {
+                    SourceKind::Table(t) => all.extend(t.local.iter()),
+                    SourceKind::JsonTable(jt) => all.push(&jt.doc),
+                    _ => {}
                 }
                 if let Some(l) = &s.lookup {
                     all.extend(l.keys.iter());
@@ -918,6 +922,32 @@ impl<'a> StmtCompiler<'a> {
                 let node = self.compile_query(subquery, outer, RowLock::NONE)?;
                 let names: Vec<String> = alias.columns.iter().map(|c| c.name.value.clone()).collect();
                 self.add_derived(node, alias.name.value.clone(), &names, base, scope, sources)?;
+            }
+            TableFactor::JsonTable { json_expr, json_path, columns, alias } => {
+                let params = self.params.clone();
+                let (alias, jt) = crate::engine::json_table::compile(
+                    self,
+                    &params,
+                    outer,
+                    json_expr,
+                    json_path,
+                    columns,
+                    alias.as_ref(),
+                    scope,
+                )?;
+                if sources.iter().any(|s| s.alias.eq_ignore_ascii_case(&alias)) {
+                    return Err(SqlError::new(1066, "42000", format!("Not unique table/alias: '{alias}'")));
+                }
+                sources.push(Source {
+                    alias,
+                    kind: SourceKind::JsonTable(Box::new(jt)),
+                    base,
+                    width: scope.cols.len() - base,
+                    left_join: false,
+                    nested: false,
+                    on: vec![],
+                    lookup: None,
+                });
             }
             TableFactor::NestedJoin { table_with_joins, alias: None } if table_with_joins.joins.is_empty() => {
                 return self.add_factor(&table_with_joins.relation, scope, sources, outer, lock);
@@ -1622,6 +1652,9 @@ impl<'a> StmtCompiler<'a> {
             all.extend(s.on.iter());
             if let Some(l) = &s.lookup {
                 all.extend(l.keys.iter());
+            }
+            if let SourceKind::JsonTable(jt) = &s.kind {
+                all.push(&jt.doc);
             }
         }
         all.extend(plan.nests.iter().flat_map(|n| n.after.iter()));
