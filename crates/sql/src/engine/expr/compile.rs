@@ -804,6 +804,11 @@ impl<'a> Compiler<'a> {
         let t = functions::ret_type(f, &ts);
         if functions::is_json_fn(f) {
             push_json_args(&mut cs, &ts, functions::json_fns::embeds_values(f));
+            if f == Func::JsonSearch && args.get(2).zip(ts.get(2)).is_some_and(|(a, t)| brings_ci_collation(a, t)) {
+                if let Some(CExpr::Lit(Value::UInt(mask))) = cs.last_mut() {
+                    *mask |= functions::json_fns::SEARCH_CI;
+                }
+            }
         }
         Ok((CExpr::Func(f, cs), t))
     }
@@ -1340,6 +1345,21 @@ fn collation_of(name: &str) -> Result<Coll, SqlError> {
     }
 }
 
+/// Whether `e` (of type `t`) imposes a case-insensitive collation on a
+/// comparison with a literal: a character column, a user variable or a
+/// `COLLATE ..._ci` does (MySQL's implicit and explicit derivations); a
+/// literal, a parameter or a function of them does not (`json_fns::SEARCH_CI`).
+fn brings_ci_collation(e: &Expr, t: &SqlType) -> bool {
+    match e {
+        Expr::Nested(x) => brings_ci_collation(x, t),
+        Expr::Collate { .. } => t.coll == Coll::Ci,
+        Expr::Identifier(id) if id.value.starts_with("@@") => false,
+        Expr::Identifier(id) if id.value.starts_with('@') => true,
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) => t.is_string() && !t.json && t.coll == Coll::Ci,
+        _ => false,
+    }
+}
+
 fn is_row(e: &Expr) -> bool {
     match e {
         Expr::Tuple(_) => true,
@@ -1464,6 +1484,9 @@ pub fn literal(v: &ast::Value) -> Result<Value, SqlError> {
 /// Name MySQL gives an unaliased select expression: its text.
 pub fn expr_display_name(e: &Expr) -> String {
     match e {
+        // `SELECT (a)` is named `a` as MySQL does (a column, a string or
+        // NULL keeps its own name inside parentheses).
+        Expr::Nested(x) if named_by_value(x) => expr_display_name(x),
         Expr::Identifier(i) => i.value.clone(),
         Expr::CompoundIdentifier(p) => p.last().map(|i| i.value.clone()).unwrap_or_default(),
         Expr::Value(v) => match &v.value {
@@ -1471,6 +1494,23 @@ pub fn expr_display_name(e: &Expr) -> String {
             _ => e.to_string(),
         },
         _ => e.to_string(),
+    }
+}
+
+/// Whether a select item `e` is named after what it is (a column's name, a
+/// string's value, `NULL`) rather than after its text, as MySQL names items.
+pub fn named_by_value(e: &Expr) -> bool {
+    match e {
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) => true,
+        Expr::Nested(x) => named_by_value(x),
+        Expr::Value(v) => matches!(
+            v.value,
+            ast::Value::SingleQuotedString(_)
+                | ast::Value::DoubleQuotedString(_)
+                | ast::Value::NationalStringLiteral(_)
+                | ast::Value::Null
+        ),
+        _ => false,
     }
 }
 
