@@ -498,11 +498,13 @@ pub(crate) fn table_scope(t: &SqlTable, alias: &str) -> Scope {
             .iter()
             .zip(&t.meta.columns)
             .zip(&t.enums)
-            .map(|((c, m), e)| ScopeCol {
+            .enumerate()
+            .map(|(i, ((c, m), e))| ScopeCol {
                 table: alias.to_lowercase(),
                 name: if m.hidden { "\u{0}hidden".into() } else { c.name.clone() },
                 ty: SqlType { json: m.sql_type == "json", ..column_sqltype(&c.ty) },
                 enums: e.clone(),
+                default: Some(crate::engine::default_fn::of_column(t, i)),
             })
             .collect(),
         merged: vec![],
@@ -689,7 +691,7 @@ pub async fn execute_insert(
         Exprs(Vec<Vec<Option<CExpr>>>),
         Query(crate::engine::query::Compiled),
     }
-    let empty_scope = Scope::default();
+    let empty_scope = crate::engine::default_fn::defaults_only(&t);
     let src = if !set_exprs.is_empty() {
         let mut row = Vec::new();
         for e in set_exprs {
@@ -752,6 +754,7 @@ pub async fn execute_insert(
                 name: format!("\u{1}{}", c.name),
                 ty: c.ty,
                 enums: c.enums.clone(),
+                default: c.default.clone(),
             });
         }
         let row_alias = insert_row_alias(&t, ins.insert_alias.as_ref(), &target)?;

@@ -1207,6 +1207,8 @@ pub(crate) async fn source_rows(
         SourceKind::Derived(n) => run_node(rd, c, n, ctx).await?,
         SourceKind::Rows(r) => r.clone(),
         SourceKind::WorkTable(slot) => crate::engine::recursive::work_rows(ctx, *slot),
+        // First in FROM: its document reads no other source.
+        SourceKind::JsonTable(jt) => jt.rows(&[], ctx)?,
     })
 }
 
@@ -1251,6 +1253,9 @@ pub(crate) async fn join_source(
     let null_ext = if s.left_join { vec![Value::Null; s.width] } else { Vec::new() };
     let mut next: Vec<Row> = Vec::new();
     let mut built = crate::engine::memory::Built::default();
+    if let SourceKind::JsonTable(jt) = &s.kind {
+        return crate::engine::json_table::join(jt, s, rows, ctx, from);
+    }
     let by_ranges = s.lookup.as_ref().is_some_and(|l| l.range);
     if let (Some(l), SourceKind::Table(t), true) = (&s.lookup, &s.kind, by_ranges && rows.len() <= MAX_REF_OUTER_ROWS) {
         return ref_join(rd, s, l, t, rows, ctx, from).await;
@@ -2166,7 +2171,13 @@ pub async fn virtual_table(
                         FieldType::Date => TClass::Date,
                         _ => TClass::Str,
                     };
-                    ScopeCol { table: name.to_lowercase(), name: c.name.clone(), ty: SqlType::new(class), enums: None }
+                    ScopeCol {
+                        table: name.to_lowercase(),
+                        name: c.name.clone(),
+                        ty: SqlType::new(class),
+                        enums: None,
+                        default: None,
+                    }
                 })
                 .collect();
             Ok((scope, rows))

@@ -243,6 +243,20 @@ fn explain_select(
                 ]);
                 explain_node(n, id, "DERIVED", out, ctx)?;
             }
+            SourceKind::JsonTable(_) => out.push(vec![
+                Value::Int(my_id),
+                s(select_type),
+                s(&src.alias),
+                Value::Null,
+                s("ALL"),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Double(100.0),
+                s("Table function: json_table; Using temporary"),
+            ]),
             SourceKind::WorkTable(_) => out.push(vec![
                 Value::Int(my_id),
                 s(select_type),

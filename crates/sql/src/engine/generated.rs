@@ -383,6 +383,7 @@ pub fn row_scope(columns: &[ColumnDef], metas: &[SqlColumnMeta]) -> Scope {
                     c.ty.is_text() && c.ty.collation() == Collation::CaseInsensitive,
                 )
                 .map(Arc::new),
+                default: None,
             })
             .collect(),
         merged: vec![],

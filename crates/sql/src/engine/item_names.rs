@@ -46,16 +46,10 @@ impl VisitorMut for Namer<'_> {
     }
 }
 
-/// Whether MySQL names the item `e` otherwise than by its text.
+/// Whether MySQL names the item `e` otherwise than by its text (also
+/// inside parentheses: `SELECT (a)` is named `a`).
 fn named_otherwise(e: &Expr) -> bool {
-    match e {
-        Expr::Identifier(_) | Expr::CompoundIdentifier(_) => true,
-        Expr::Value(v) => matches!(
-            v.value,
-            Value::SingleQuotedString(_) | Value::DoubleQuotedString(_) | Value::NationalStringLiteral(_) | Value::Null
-        ),
-        _ => false,
-    }
+    crate::engine::expr::compile::named_by_value(e)
 }
 
 impl Namer<'_> {

@@ -480,6 +480,10 @@ impl Cursor {
         }
     }
     /// Tokens up to the end.
+    /// How many tokens the statement has.
+    pub fn token_count(&self) -> usize {
+        self.toks.len()
+    }
     pub fn rest(&mut self) -> Vec<Token> {
         let r = self.toks[self.pos.min(self.toks.len())..].to_vec();
         self.pos = self.toks.len();

@@ -665,7 +665,13 @@ mod tests {
             cols: def
                 .columns
                 .iter()
-                .map(|c| ScopeCol { table: "t1".into(), name: c.name.clone(), ty: column_sqltype(&c.ty), enums: None })
+                .map(|c| ScopeCol {
+                    table: "t1".into(),
+                    name: c.name.clone(),
+                    ty: column_sqltype(&c.ty),
+                    enums: None,
+                    default: None,
+                })
                 .collect(),
             merged: vec![],
         };

@@ -191,6 +191,8 @@ pub enum SourceKind {
     /// A recursive CTE read by its own recursive block: the working set of
     /// the current iteration (`EvalCtx::work_tables[slot]`).
     WorkTable(usize),
+    /// JSON_TABLE: rows made per joined prefix row (`json_table`).
+    JsonTable(Box<crate::engine::json_table::JsonTable>),
 }
 
 #[derive(Debug)]
@@ -543,8 +545,10 @@ fn node_reads_outer(n: &QueryNode) -> bool {
             all.extend(p.order.iter().map(|o| &o.expr));
             for s in &p.sources {
                 all.extend(s.on.iter());
-                if let SourceKind::Table(t) = &s.kind {
-                    all.extend(t.local.iter());
+                match &s.kind {
+                    SourceKind::Table(t) => all.extend(t.local.iter()),
+                    SourceKind::JsonTable(jt) => all.push(&jt.doc),
+                    _ => {}
                 }
                 if let Some(l) = &s.lookup {
                     all.extend(l.keys.iter());
@@ -818,6 +822,7 @@ impl<'a> StmtCompiler<'a> {
                             name: name.clone(),
                             ty: *ty,
                             enums: None,
+                            default: None,
                         });
                     }
                     sources.push(Source {
@@ -857,6 +862,7 @@ impl<'a> StmtCompiler<'a> {
                             name: c.name.clone(),
                             ty: c.ty,
                             enums: None,
+                            default: None,
                         });
                     }
                     sources.push(Source {
@@ -873,12 +879,13 @@ impl<'a> StmtCompiler<'a> {
                 }
                 let table = self.tables.get(name)?;
                 let mut local_scope = Scope::default();
-                for ((c, e), json) in table.def.columns.iter().zip(&table.enums).zip(&table.json) {
+                for (i, ((c, e), json)) in table.def.columns.iter().zip(&table.enums).zip(&table.json).enumerate() {
                     let sc = ScopeCol {
                         table: alias_name.to_lowercase(),
                         name: c.name.clone(),
                         ty: SqlType { json: *json, ..column_sqltype(&c.ty) },
                         enums: e.clone(),
+                        default: Some(crate::engine::default_fn::of_column(&table, i)),
                     };
                     local_scope.cols.push(sc.clone());
                     scope.cols.push(sc);
@@ -919,6 +926,32 @@ impl<'a> StmtCompiler<'a> {
                 let node = self.compile_query(subquery, outer, RowLock::NONE)?;
                 let names: Vec<String> = alias.columns.iter().map(|c| c.name.value.clone()).collect();
                 self.add_derived(node, alias.name.value.clone(), &names, base, scope, sources)?;
+            }
+            TableFactor::JsonTable { json_expr, json_path, columns, alias } => {
+                let params = self.params.clone();
+                let (alias, jt) = crate::engine::json_table::compile(
+                    self,
+                    &params,
+                    outer,
+                    json_expr,
+                    json_path,
+                    columns,
+                    alias.as_ref(),
+                    scope,
+                )?;
+                if sources.iter().any(|s| s.alias.eq_ignore_ascii_case(&alias)) {
+                    return Err(SqlError::new(1066, "42000", format!("Not unique table/alias: '{alias}'")));
+                }
+                sources.push(Source {
+                    alias,
+                    kind: SourceKind::JsonTable(Box::new(jt)),
+                    base,
+                    width: scope.cols.len() - base,
+                    left_join: false,
+                    nested: false,
+                    on: vec![],
+                    lookup: None,
+                });
             }
             TableFactor::NestedJoin { table_with_joins, alias: None } if table_with_joins.joins.is_empty() => {
                 return self.add_factor(&table_with_joins.relation, scope, sources, outer, lock);
@@ -1019,7 +1052,7 @@ impl<'a> StmtCompiler<'a> {
         }
         for (i, (c, t)) in cols.iter().zip(&types).enumerate() {
             let name = names.get(i).cloned().unwrap_or_else(|| c.name.clone());
-            scope.cols.push(ScopeCol { table: alias.to_lowercase(), name, ty: *t, enums: None });
+            scope.cols.push(ScopeCol { table: alias.to_lowercase(), name, ty: *t, enums: None, default: None });
         }
         sources.push(Source {
             alias,
@@ -1637,6 +1670,9 @@ impl<'a> StmtCompiler<'a> {
             all.extend(s.on.iter());
             if let Some(l) = &s.lookup {
                 all.extend(l.keys.iter());
+            }
+            if let SourceKind::JsonTable(jt) = &s.kind {
+                all.push(&jt.doc);
             }
         }
         all.extend(plan.nests.iter().flat_map(|n| n.after.iter()));

@@ -40,7 +40,7 @@ pub fn compact(plan: &mut SelectPlan) {
                     next += 1;
                 }
             }
-            SourceKind::Derived(_) | SourceKind::Rows(_) | SourceKind::WorkTable(_) => {
+            SourceKind::Derived(_) | SourceKind::Rows(_) | SourceKind::WorkTable(_) | SourceKind::JsonTable(_) => {
                 for slot in &mut map[s.base..s.base + s.width] {
                     *slot = Some(next);
                     next += 1;
@@ -71,6 +71,9 @@ pub fn compact(plan: &mut SelectPlan) {
         exprs.extend(s.on.iter());
         if let Some(l) = &s.lookup {
             exprs.extend(l.keys.iter());
+        }
+        if let SourceKind::JsonTable(jt) = &s.kind {
+            exprs.push(&jt.doc);
         }
     }
     exprs.extend(plan.nests.iter().flat_map(|n| n.after.iter()));
@@ -136,8 +139,10 @@ pub fn compact(plan: &mut SelectPlan) {
         }
         s.base = base;
         s.width = width;
-        if let SourceKind::Table(t) = &mut s.kind {
-            t.compact_local = local;
+        match &mut s.kind {
+            SourceKind::Table(t) => t.compact_local = local,
+            SourceKind::JsonTable(jt) => map_cols(&mut jt.doc, &f),
+            _ => {}
         }
     }
     plan.width = next;

@@ -15,7 +15,7 @@ use crate::types::{charset, column_flags as cf, ColumnMeta, FieldType, QueryOutp
 use norr_signals::{Collation, ColumnType, Value};
 use sqlparser::ast::{self, Ident, ObjectNamePart, Query};
 use sqlparser::parser::Parser;
-use sqlparser::tokenizer::Token;
+use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 use std::ops::ControlFlow;
 
 /// A view statement.
@@ -151,6 +151,7 @@ fn parse_create(sql: &str) -> Option<Result<ViewStmt, SqlError>> {
         }),
         check: CheckOption::None,
     };
+    let c_len = c.token_count();
     let r = (|| -> Result<bool, SqlError> {
         if !alter && c.eat_word("OR") {
             c.expect_word("REPLACE")?;
@@ -196,6 +197,7 @@ fn parse_create(sql: &str) -> Option<Result<ViewStmt, SqlError>> {
         }
         c.expect_word("AS")?;
         let mut rest = c.rest();
+        let rest_start = c_len - rest.len();
         while rest.last() == Some(&Token::SemiColon) {
             rest.pop();
         }
@@ -220,8 +222,15 @@ fn parse_create(sql: &str) -> Option<Result<ViewStmt, SqlError>> {
         // Depth-bounded as every statement (`depth`): a view's query is
         // the client's text too.
         let est = crate::engine::depth::preflight(rest.iter())?;
+        // With their places in `sql`, so that the query's result names and
+        // join chains get the same treatment as a statement's (below).
+        let spanned = with_spans(sql, rest_start, &rest);
         let mut q = crate::engine::depth::bounded(est, move || {
-            let mut p = Parser::new(&NorrMySql).with_tokens(rest);
+            let p = Parser::new(&NorrMySql);
+            let mut p = match spanned {
+                Some(toks) => p.with_tokens_with_locations(toks),
+                None => p.with_tokens(rest),
+            };
             let q = p.parse_query().map_err(|e| {
                 let msg = e.to_string();
                 SqlError::parse(format!(
@@ -235,6 +244,12 @@ fn parse_create(sql: &str) -> Option<Result<ViewStmt, SqlError>> {
             Ok(q)
         })?;
         crate::engine::dual::strip_query(&mut q);
+        let mut st = ast::Statement::Query(q);
+        crate::engine::join_chain::flatten(sql, &mut st);
+        crate::engine::item_names::apply(sql, &mut st);
+        let ast::Statement::Query(q) = st else {
+            return Err(SqlError::internal("a view's query is no longer a query"));
+        };
         v.query = q;
         Ok(true)
     })();
@@ -243,6 +258,20 @@ fn parse_create(sql: &str) -> Option<Result<ViewStmt, SqlError>> {
         Ok(false) => None,
         Err(e) => Some(Err(e)),
     }
+}
+
+/// `rest` (the tokens of `sql` from token `start` on, as `Cursor` splits
+/// them, perhaps cut short at the end) with their places in `sql`; None if
+/// the tokens do not line up.
+fn with_spans(sql: &str, start: usize, rest: &[Token]) -> Option<Vec<TokenWithSpan>> {
+    let all = Tokenizer::new(&NorrMySql, sql).tokenize_with_location().ok()?;
+    let toks: Vec<TokenWithSpan> = all
+        .into_iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_) | Token::EOF))
+        .skip(start)
+        .take(rest.len())
+        .collect();
+    (toks.len() == rest.len() && toks.iter().zip(rest).all(|(a, b)| a.token == *b)).then_some(toks)
 }
 
 /// Qualify the unqualified table names of a view's SELECT with `db` (CTE

@@ -111,9 +111,18 @@ pub fn view_error(db: &str, name: &str) -> SqlError {
 }
 
 /// Parse a stored view's SELECT.
+/// A join chain without parentheses reads left to right as in a statement
+/// (`join_chain`): the stored text prints such a chain as it was written.
 pub fn parse_select(v: &View) -> Result<Query, SqlError> {
-    let mut p = Parser::new(&NorrMySql).try_with_sql(&v.meta.select_sql).map_err(|_| view_error(&v.db, &v.name))?;
-    p.parse_query().map(|q| *q).map_err(|_| view_error(&v.db, &v.name))
+    let sql = &v.meta.select_sql;
+    let mut p = Parser::new(&NorrMySql).try_with_sql(sql).map_err(|_| view_error(&v.db, &v.name))?;
+    let q = p.parse_query().map_err(|_| view_error(&v.db, &v.name))?;
+    let mut st = ast::Statement::Query(q);
+    crate::engine::join_chain::flatten(sql, &mut st);
+    match st {
+        ast::Statement::Query(q) => Ok(*q),
+        _ => Err(view_error(&v.db, &v.name)),
+    }
 }
 
 pub fn ident_parts(n: &ObjectName) -> Vec<String> {

@@ -23,6 +23,25 @@ pub struct ScopeCol {
     /// Member list of an ENUM / SET table column: in numeric context the
     /// column is its index / bit mask (`CExpr::EnumIndex`).
     pub enums: Option<std::sync::Arc<crate::engine::enumset::EnumSet>>,
+    /// What `DEFAULT(col)` gives for a base-table column; None for a column
+    /// that is not one (derived tables, CTEs, ...), where it is error 1364.
+    pub default: Option<ColDefault>,
+}
+
+/// Prefix of a scope column's name that only `DEFAULT(col)` finds (INSERT's
+/// VALUES, where no column can be read: `default_fn::defaults_only`).
+pub const DEFAULT_ONLY: &str = "\u{2}";
+
+/// The default of a base-table column, as `DEFAULT(col)` reads it
+/// (filled from the catalog by `engine::default_fn`).
+#[derive(Debug, Clone)]
+pub enum ColDefault {
+    /// A constant (NULL for a nullable column without a DEFAULT clause).
+    Const(Value),
+    /// DEFAULT CURRENT_TIMESTAMP: the statement's time.
+    Now,
+    /// NOT NULL without a DEFAULT clause: error 1364.
+    Missing,
 }
 
 /// The columns of the row an expression is evaluated against, in row order.
@@ -730,6 +749,50 @@ impl<'a> Compiler<'a> {
         })
     }
 
+    /// `DEFAULT(col)`: the column's default value. MySQL's grammar takes a
+    /// column name only (anything else is a syntax error); a column without
+    /// a default, or one that is not a table's column, is 1364 at compile
+    /// time as in MySQL, whatever the rows.
+    fn default_of(&mut self, args: &[&FunctionArgExpr]) -> Result<(CExpr, SqlType), SqlError> {
+        let col = match args {
+            [FunctionArgExpr::Expr(e @ (Expr::Identifier(_) | Expr::CompoundIdentifier(_)))] => e,
+            _ => return Err(crate::engine::error_map::parse_error_near("DEFAULT(")),
+        };
+        let names: Vec<&str> = match col {
+            Expr::Identifier(id) => vec![id.value.as_str()],
+            Expr::CompoundIdentifier(p) => p.iter().map(|i| i.value.as_str()).collect(),
+            _ => vec![],
+        };
+        let display = names.join(".");
+        let (table, name) = match names.as_slice() {
+            [n] => (None, *n),
+            [t, n] | [_, t, n] => (Some(*t), *n),
+            _ => return Err(unknown_column(&display, self.clause)),
+        };
+        // A correlated subquery may name an outer column: its default is a
+        // constant like any other. INSERT's VALUES see their table's
+        // columns only here (`DEFAULT_ONLY`).
+        let hidden = format!("{DEFAULT_ONLY}{name}");
+        let c = match self.scope.find(table, name) {
+            Ok(Some(i)) => &self.scope.cols[i],
+            Err(()) => {
+                return Err(SqlError::new(1052, "23000", format!("Column '{display}' in {} is ambiguous", self.clause)))
+            }
+            Ok(None) => match (self.outer.map(|o| (o, o.find(table, name))), self.scope.find(table, &hidden)) {
+                (Some((o, Ok(Some(i)))), _) => &o.cols[i],
+                (_, Ok(Some(i))) => &self.scope.cols[i],
+                _ => return Err(unknown_column(&display, self.clause)),
+            },
+        };
+        match &c.default {
+            Some(ColDefault::Const(v)) => Ok((CExpr::Lit(v.clone()), c.ty)),
+            Some(ColDefault::Now) => Ok((CExpr::Func(Func::Now, vec![]), c.ty)),
+            Some(ColDefault::Missing) | None => {
+                Err(SqlError::new(1364, "HY000", format!("Field '{}' doesn't have a default value", c.name)))
+            }
+        }
+    }
+
     fn call_fn(&mut self, f: Func, args: &[Expr]) -> Result<(CExpr, SqlType), SqlError> {
         let mut cs = Vec::with_capacity(args.len());
         let mut ts = Vec::with_capacity(args.len());
@@ -741,6 +804,11 @@ impl<'a> Compiler<'a> {
         let t = functions::ret_type(f, &ts);
         if functions::is_json_fn(f) {
             push_json_args(&mut cs, &ts, functions::json_fns::embeds_values(f));
+            if f == Func::JsonSearch && args.get(2).zip(ts.get(2)).is_some_and(|(a, t)| brings_ci_collation(a, t)) {
+                if let Some(CExpr::Lit(Value::UInt(mask))) = cs.last_mut() {
+                    *mask |= functions::json_fns::SEARCH_CI;
+                }
+            }
         }
         Ok((CExpr::Func(f, cs), t))
     }
@@ -955,6 +1023,9 @@ impl<'a> Compiler<'a> {
         }
         if let Some(c) = clauses.first() {
             return Err(SqlError::parse(format!("'{c}' is not allowed in {name}()")));
+        }
+        if name == "default" && !distinct {
+            return self.default_of(&args);
         }
         let exprs: Vec<Expr> = args
             .iter()
@@ -1274,6 +1345,21 @@ fn collation_of(name: &str) -> Result<Coll, SqlError> {
     }
 }
 
+/// Whether `e` (of type `t`) imposes a case-insensitive collation on a
+/// comparison with a literal: a character column, a user variable or a
+/// `COLLATE ..._ci` does (MySQL's implicit and explicit derivations); a
+/// literal, a parameter or a function of them does not (`json_fns::SEARCH_CI`).
+fn brings_ci_collation(e: &Expr, t: &SqlType) -> bool {
+    match e {
+        Expr::Nested(x) => brings_ci_collation(x, t),
+        Expr::Collate { .. } => t.coll == Coll::Ci,
+        Expr::Identifier(id) if id.value.starts_with("@@") => false,
+        Expr::Identifier(id) if id.value.starts_with('@') => true,
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) => t.is_string() && !t.json && t.coll == Coll::Ci,
+        _ => false,
+    }
+}
+
 fn is_row(e: &Expr) -> bool {
     match e {
         Expr::Tuple(_) => true,
@@ -1398,6 +1484,9 @@ pub fn literal(v: &ast::Value) -> Result<Value, SqlError> {
 /// Name MySQL gives an unaliased select expression: its text.
 pub fn expr_display_name(e: &Expr) -> String {
     match e {
+        // `SELECT (a)` is named `a` as MySQL does (a column, a string or
+        // NULL keeps its own name inside parentheses).
+        Expr::Nested(x) if named_by_value(x) => expr_display_name(x),
         Expr::Identifier(i) => i.value.clone(),
         Expr::CompoundIdentifier(p) => p.last().map(|i| i.value.clone()).unwrap_or_default(),
         Expr::Value(v) => match &v.value {
@@ -1405,6 +1494,23 @@ pub fn expr_display_name(e: &Expr) -> String {
             _ => e.to_string(),
         },
         _ => e.to_string(),
+    }
+}
+
+/// Whether a select item `e` is named after what it is (a column's name, a
+/// string's value, `NULL`) rather than after its text, as MySQL names items.
+pub fn named_by_value(e: &Expr) -> bool {
+    match e {
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) => true,
+        Expr::Nested(x) => named_by_value(x),
+        Expr::Value(v) => matches!(
+            v.value,
+            ast::Value::SingleQuotedString(_)
+                | ast::Value::DoubleQuotedString(_)
+                | ast::Value::NationalStringLiteral(_)
+                | ast::Value::Null
+        ),
+        _ => false,
     }
 }
 
@@ -1450,13 +1556,26 @@ mod tests {
         let e = Parser::new(&NorrMySql).try_with_sql(sql).unwrap().parse_expr().unwrap();
         let scope = Scope {
             cols: vec![
-                ScopeCol { table: "t".into(), name: "a".into(), ty: SqlType::new(TClass::Int), enums: None },
-                ScopeCol { table: "t".into(), name: "b".into(), ty: SqlType::new(TClass::Str), enums: None },
+                ScopeCol {
+                    table: "t".into(),
+                    name: "a".into(),
+                    ty: SqlType::new(TClass::Int),
+                    enums: None,
+                    default: None,
+                },
+                ScopeCol {
+                    table: "t".into(),
+                    name: "b".into(),
+                    ty: SqlType::new(TClass::Str),
+                    enums: None,
+                    default: None,
+                },
                 ScopeCol {
                     table: "t".into(),
                     name: "c".into(),
                     ty: SqlType { coll: Coll::Bin, ..SqlType::new(TClass::Bin) },
                     enums: None,
+                    default: None,
                 },
             ],
             merged: vec![],

@@ -63,6 +63,14 @@ pub fn returns_json(f: Func) -> bool {
     )
 }
 
+/// JSON_SEARCH's bit in the JSON-type mask (not an argument's: bit 63 would
+/// be a path's) saying that its search string compares case-insensitively.
+/// MySQL matches with LIKE between each JSON string (utf8mb4_bin) and the
+/// search string: a literal (coercible, as the JSON side) leaves the binary
+/// collation in force, while a column, a user variable or an explicit
+/// `COLLATE` brings its own collation, a `_ci` one here.
+pub const SEARCH_CI: u64 = 1 << 63;
+
 /// Functions that embed their (value) arguments in a document, where a
 /// truth value is a JSON boolean.
 pub fn embeds_values(f: Func) -> bool {
@@ -325,8 +333,13 @@ pub fn call(f: Func, args: &[Value], mask: u64) -> Result<Value, SqlError> {
                 }
                 within.push(path(args, i)?);
             }
+            let coll = if mask & SEARCH_CI != 0 {
+                crate::engine::expr::value::Coll::Ci
+            } else {
+                crate::engine::expr::value::Coll::Bin
+            };
             let found = json::search(&d, &within, all, &|s: &str| {
-                crate::engine::expr::like_match(s.as_bytes(), &pattern, escape, crate::engine::expr::value::Coll::Bin)
+                crate::engine::expr::like_match(s.as_bytes(), &pattern, escape, coll)
             });
             match found.len() {
                 0 => Value::Null,
