@@ -65,6 +65,12 @@ pub struct SqldArgs {
     /// keeps the password out of `ps`).
     #[arg(long)]
     pub root_password: Option<String>,
+    /// Serve on a non-loopback --listen address even though a `root`
+    /// account has an empty password. Without it such a start is refused:
+    /// anyone who can reach the port could then log in as root from this
+    /// host's loopback or, for root@'%', from anywhere.
+    #[arg(long)]
+    pub allow_empty_root_password: bool,
     /// Maximum number of concurrent client connections (further clients get
     /// error 1040 "Too many connections"), plus one kept for `root`, as
     /// MySQL keeps one for an admin account. Default 151, as MySQL.
@@ -466,8 +472,7 @@ pub async fn serve<B: Backend>(args: SqldArgs, backend: Arc<B>) -> anyhow::Resul
 }
 
 impl crate::engine::Engine {
-    /// A fresh cluster's first accounts: `root@localhost` (and `root@%`
-    /// too when it has a password, so that a remote root needs one), and
+    /// A fresh cluster's first accounts: `root@localhost` only, and
     /// the users of the --config file at `%` with every privilege, as they
     /// had before accounts were stored in the cluster. Later starts keep
     /// the cluster's accounts (a --root-password that differs is reported).
@@ -491,10 +496,9 @@ impl crate::engine::Engine {
                 privs,
             };
             if name == "root" {
+                // root@localhost only, as a fresh MySQL: a remote root is
+                // something the operator creates on purpose.
                 seeds.push(seed("localhost", all | Privs::GRANT_OPTION));
-                if !u.password.is_empty() {
-                    seeds.push(seed("%", all | Privs::GRANT_OPTION));
-                }
             } else {
                 seeds.push(seed("%", all));
             }
@@ -512,6 +516,18 @@ impl crate::engine::Engine {
             }
         }
         Ok(())
+    }
+
+    /// The `root` accounts (any host) that log in with an empty password,
+    /// quoted as MySQL shows them.
+    pub async fn root_accounts_without_password(&self) -> Result<Vec<String>, SqlError> {
+        let snap = self.acl().current(self).await?;
+        Ok(snap
+            .users
+            .iter()
+            .filter(|u| u.user == "root" && !u.is_role && u.native_hash.is_empty() && u.sha2_hash.is_empty())
+            .map(|u| crate::engine::acl::quoted(&u.user, &u.host))
+            .collect())
     }
 }
 
@@ -791,6 +807,20 @@ fn run_sqld_here(args: SqldArgs, local: Option<LocalConnect>, embedded: Option<E
             .seed_accounts_from(&state.config)
             .await
             .map_err(|e| anyhow::anyhow!("cannot create the first accounts: {e}"))?;
+        let bound = listener.local_addr()?;
+        if !bound.ip().is_loopback() && !args.allow_empty_root_password {
+            let open = engine.root_accounts_without_password().await?;
+            if !open.is_empty() {
+                anyhow::bail!(
+                    "refusing to listen on {bound}, which is not a loopback address, while {} {} an empty \
+                     password: set one first (ALTER USER ... IDENTIFIED BY '...' from a client on 127.0.0.1, or \
+                     --root-password / NORR_ROOT_PASSWORD on a fresh cluster), or pass \
+                     --allow-empty-root-password to serve anyway",
+                    open.join(", "),
+                    if open.len() == 1 { "has" } else { "have" }
+                );
+            }
+        }
         if let Some(unix) = unix {
             tracing::info!("sqld: listening on the Unix socket {}", cfg.socket);
             tokio::spawn(serve_unix(unix, engine.clone(), state.clone()));

@@ -178,6 +178,27 @@ pub struct SessionAccount {
     pub active_roles: Option<Vec<(String, String)>>,
     /// PASSWORD EXPIRE: only ALTER USER / SET PASSWORD may run (1820).
     pub password_expired: bool,
+    /// USER() and CURRENT_USER(), made once at login (a statement's
+    /// evaluation context takes a reference, not copies of the strings).
+    pub names: Arc<LoginNames>,
+}
+
+/// What USER() / SESSION_USER() / SYSTEM_USER() and CURRENT_USER() return
+/// for a session.
+#[derive(Debug, PartialEq, Eq)]
+pub struct LoginNames {
+    /// `user@peer`: the name the client gave and where it came from (the
+    /// IP address, as MySQL with skip_name_resolve; `localhost` for the
+    /// Unix socket).
+    pub user: String,
+    /// `user@host-pattern` of the account the login matched.
+    pub current_user: String,
+}
+
+impl LoginNames {
+    pub fn new(user: &str, account_host: &str, peer: &str) -> LoginNames {
+        LoginNames { user: format!("{user}@{peer}"), current_user: format!("{user}@{account_host}") }
+    }
 }
 
 impl SessionAccount {
@@ -262,6 +283,13 @@ pub struct Session {
     /// None for sessions made in-process (the engine's own statements,
     /// embedding code and tests), which are not privilege-checked.
     pub account: Option<SessionAccount>,
+    /// The open explicit transaction's access mode (START TRANSACTION READ
+    /// ONLY: Some(true), READ WRITE: Some(false)); None: the session's
+    /// @@transaction_read_only. Cleared when the transaction ends.
+    pub txn_read_only: Option<bool>,
+    /// SET TRANSACTION READ ONLY | READ WRITE without SESSION: the mode of
+    /// the next transaction only, as MySQL.
+    pub next_txn_read_only: Option<bool>,
 }
 
 impl Session {
@@ -297,6 +325,8 @@ impl Session {
             result_sink: None,
             exec_time_hint: None,
             account: None,
+            txn_read_only: None,
+            next_txn_read_only: None,
         }
     }
 }

@@ -258,6 +258,12 @@ pub fn table_accesses(s: &Session, p: &Parsed) -> Vec<Access> {
     out
 }
 
+/// Whether `p` changes rows of a table other than the session's temporary
+/// ones (which a READ ONLY transaction may still change, as MySQL's).
+pub fn writes_tables(s: &Session, p: &Parsed) -> bool {
+    table_accesses(s, p).iter().any(|a| a.mode == Mode::Write)
+}
+
 /// True for statements that change rows (a transaction that ran one must
 /// wait for the global read lock before it commits).
 pub fn writes_rows(p: &Parsed) -> bool {

@@ -432,6 +432,18 @@ pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
             };
             return Ok(Parsed::SetCharacterSet(cs));
         }
+        "SET" if matches!(w(1), "SESSION" | "GLOBAL") && w(2) == "TRANSACTION" => {
+            // sqlparser drops the scope before TRANSACTION; its Postgres
+            // spelling keeps it (`SetTransaction::session`), which tells a
+            // session's characteristics from the next transaction's. GLOBAL
+            // stays what it was: the session's.
+            let mut c = parse_ext::Cursor::new(sql)?;
+            c.expect_word("SET")?;
+            c.next_token();
+            c.expect_word("TRANSACTION")?;
+            let text = format!("SET SESSION CHARACTERISTICS AS TRANSACTION {}", c.rest_text());
+            return Ok(Parsed::Sql(Box::new(parse_sqlparser(&text)?)));
+        }
         "SET" => return Ok(Parsed::Sql(Box::new(parse_sqlparser(&rewrite_set_assign(sql))?))),
         "CREATE" | "ALTER" => {
             let (text, part) = parse_ext::split_partition_clause(sql);
@@ -776,6 +788,11 @@ impl Engine {
                 self.record_error(s, &e);
                 return Err(e);
             }
+        }
+        if lock_statements::writes_rows(p) && txn_control::read_only(s) && lock_statements::writes_tables(s, p) {
+            let e = txn_control::read_only_refusal();
+            self.record_error(s, &e);
+            return Err(e);
         }
         let select = matches!(p, Parsed::Sql(st) if matches!(st.as_ref(), Statement::Query(_)));
         let mut r = match exec_time::limit(s, select) {
@@ -1439,9 +1456,14 @@ impl Engine {
                 self.init_db(s, &db).await?;
                 Ok(QueryOutput::ok(0))
             }
-            Statement::StartTransaction { .. } => {
+            Statement::StartTransaction { modes, .. } => {
                 self.wait_commit_allowed(s).await?;
                 txn_control::begin(s).await?;
+                let asked = modes.iter().rev().find_map(|m| match m {
+                    ast::TransactionMode::AccessMode(a) => Some(matches!(a, ast::TransactionAccessMode::ReadOnly)),
+                    _ => None,
+                });
+                s.txn_read_only = asked.or(s.next_txn_read_only.take());
                 // As MySQL: beginning a transaction ends LOCK TABLES.
                 self.release_table_locks(s, false);
                 Ok(QueryOutput::ok(0))
@@ -1607,7 +1629,16 @@ impl Engine {
                 vars::set_names(s, &charset_name.value, collation_name.as_deref(), false)?;
             }
             ast::Set::SetNamesDefault {} => vars::set_names(s, "utf8mb4", None, false)?,
-            ast::Set::SetTransaction { modes, .. } => {
+            ast::Set::SetTransaction { modes, session, .. } => {
+                // Without SESSION the characteristics are the next
+                // transaction's only, and not while one is open (1568).
+                if !*session && s.in_transaction {
+                    return Err(SqlError::new(
+                        1568,
+                        "25001",
+                        "Transaction characteristics can't be changed while a transaction is in progress",
+                    ));
+                }
                 for m in modes {
                     match m {
                         ast::TransactionMode::IsolationLevel(l) => {
@@ -1629,7 +1660,11 @@ impl Engine {
                         }
                         ast::TransactionMode::AccessMode(a) => {
                             let ro = matches!(a, ast::TransactionAccessMode::ReadOnly);
-                            vars::set_system_var(s, "transaction_read_only", false, Value::Int(ro as i64))?;
+                            if *session {
+                                vars::set_system_var(s, "transaction_read_only", false, Value::Int(ro as i64))?;
+                            } else {
+                                s.next_txn_read_only = Some(ro);
+                            }
                         }
                     }
                 }

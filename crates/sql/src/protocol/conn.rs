@@ -474,6 +474,7 @@ impl<B: Backend> Conn<B> {
             peer: self.peer_host.clone(),
             active_roles: None,
             password_expired: account.password_expired,
+            names: std::sync::Arc::new(crate::types::LoginNames::new(&user, &account.host, &self.peer_host)),
         });
         session.entry.set_host(&self.peer_host);
         if let Some(fd) = self.socket {
