@@ -81,7 +81,7 @@ def test_read_only_transactions_refuse_writes_with_1792(cluster, dbname):
 
     # The session's mode: every later transaction and autocommitted statement.
     cur.execute("SET SESSION TRANSACTION READ ONLY")
-    assert one(cur, "SELECT @@transaction_read_only") == (1,)
+    assert int(one(cur, "SELECT @@transaction_read_only")[0]) == 1
     assert err(lambda: cur.execute("INSERT INTO t VALUES (3, 30)")) == 1792
     cur.execute("SET @@transaction_read_only = 0")
     cur.execute("INSERT INTO t VALUES (3, 30)")

@@ -207,6 +207,16 @@ impl SessionAccount {
     }
 }
 
+/// A TLS connection's cipher suite and protocol version (SHOW STATUS LIKE
+/// 'Ssl_%').
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsInfo {
+    /// The cipher suite as OpenSSL (so MySQL) names it.
+    pub cipher: String,
+    /// "TLSv1.2" / "TLSv1.3".
+    pub version: String,
+}
+
 /// Per-connection state. Created by `Engine::new_session`, owned by the
 /// connection task, passed `&mut` to every engine call.
 pub struct Session {
@@ -290,6 +300,8 @@ pub struct Session {
     /// SET TRANSACTION READ ONLY | READ WRITE without SESSION: the mode of
     /// the next transaction only, as MySQL.
     pub next_txn_read_only: Option<bool>,
+    /// The connection's TLS, if the client asked for it.
+    pub tls: Option<TlsInfo>,
 }
 
 impl Session {
@@ -327,6 +339,7 @@ impl Session {
             account: None,
             txn_read_only: None,
             next_txn_read_only: None,
+            tls: None,
         }
     }
 }

@@ -1089,7 +1089,6 @@ impl Engine {
 
     /// Rows of SHOW [GLOBAL] STATUS.
     pub async fn status_rows(&self, s: &Session, global: bool) -> Vec<Vec<Value>> {
-        let _ = (s, global);
         let st = &self.status;
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed).to_string();
         let mut rows: Vec<(String, String)> = vec![
@@ -1110,8 +1109,9 @@ impl Engine {
             ("Norr_statement_memory_bytes".into(), memory::process_used().to_string()),
             ("Queries".into(), g(&st.questions)),
             ("Questions".into(), g(&st.questions)),
-            ("Ssl_cipher".into(), String::new()),
-            ("Ssl_version".into(), String::new()),
+            // The session's connection (empty without TLS, and for GLOBAL).
+            ("Ssl_cipher".into(), s.tls.as_ref().filter(|_| !global).map(|t| t.cipher.clone()).unwrap_or_default()),
+            ("Ssl_version".into(), s.tls.as_ref().filter(|_| !global).map(|t| t.version.clone()).unwrap_or_default()),
             ("Threads_connected".into(), st.threads_connected.load(Ordering::Relaxed).to_string()),
             ("Threads_running".into(), "1".into()),
             ("Uptime".into(), self.started.elapsed().as_secs().to_string()),

@@ -107,6 +107,8 @@ pub struct LoginAccount {
     pub plugin: Option<AuthPlugin>,
     pub locked: bool,
     pub password_expired: bool,
+    /// REQUIRE SSL: a login over a connection without TLS is refused (1045).
+    pub require_ssl: bool,
 }
 
 impl LoginAccount {
@@ -120,7 +122,15 @@ impl LoginAccount {
             let s1 = sha2::Sha256::digest(password.as_bytes());
             (Some(sha1::Sha1::digest(n1).into()), Some(sha2::Sha256::digest(s1).into()))
         };
-        LoginAccount { host: host.to_string(), native, sha2, plugin, locked: false, password_expired: false }
+        LoginAccount {
+            host: host.to_string(),
+            native,
+            sha2,
+            plugin,
+            locked: false,
+            password_expired: false,
+            require_ssl: false,
+        }
     }
 
     /// From the stored hex texts (`*HEX` for native, hex for sha2; empty
@@ -141,7 +151,15 @@ impl LoginAccount {
         }
         let native = unhex::<20>(native.strip_prefix('*').unwrap_or(native))?;
         let sha2 = unhex::<32>(sha2)?;
-        Some(LoginAccount { host: host.to_string(), native, sha2, plugin, locked: false, password_expired: false })
+        Some(LoginAccount {
+            host: host.to_string(),
+            native,
+            sha2,
+            plugin,
+            locked: false,
+            password_expired: false,
+            require_ssl: false,
+        })
     }
 }
 
@@ -196,6 +214,26 @@ pub fn verify_account(plugin: AuthPlugin, nonce: &[u8], a: &LoginAccount, respon
         },
     }
 }
+
+/// caching_sha2_password's full authentication: the password the client
+/// sent in clear (over TLS only), checked against the stored
+/// SHA256(SHA256(password)). The client ends it with a NUL.
+pub fn verify_cleartext_sha2(a: &LoginAccount, password: &[u8]) -> bool {
+    use sha1::Digest;
+    let password = password.strip_suffix(&[0]).unwrap_or(password);
+    match &a.sha2 {
+        None => password.is_empty(),
+        Some(stored) => {
+            let d = sha2::Sha256::digest(sha2::Sha256::digest(password));
+            d.iter().zip(stored).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+        }
+    }
+}
+
+/// caching_sha2_password's "perform full authentication" request (after
+/// the 0x01 "more data" header): the client then sends its password,
+/// in clear over TLS.
+pub const PERFORM_FULL_AUTH: [u8; 2] = [0x01, 0x04];
 
 /// The Protocol::HandshakeV10 greeting. `mariadb_capabilities` are MariaDB's
 /// extended capability bits (the upper half of its 64-bit flags); MariaDB

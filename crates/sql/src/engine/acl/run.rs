@@ -62,13 +62,13 @@ pub async fn execute(e: &Engine, s: &mut Session, st: &AclStmt) -> Result<QueryO
         AclStmt::CreateRole { if_not_exists, roles } => {
             require_global(&snap, s, Privs::CREATE_USER | Privs::CREATE_ROLE, "CREATE USER or CREATE ROLE")?;
             let users: Vec<(Account, Option<Auth>)> = roles.iter().map(|r| (r.clone(), None)).collect();
-            let opts = UserOpts { lock: Some(true), expire: None };
+            let opts = UserOpts { lock: Some(true), ..Default::default() };
             create(e, s, &snap, &users, &opts, *if_not_exists, true).await
         }
         AclStmt::AlterUser { if_exists, users, opts } => alter(e, s, &snap, users, opts, *if_exists).await,
         AclStmt::SetPassword { user, password } => {
             let auth = Some(Auth::Password { plugin: None, password: password.clone() });
-            let opts = UserOpts { lock: None, expire: None };
+            let opts = UserOpts::default();
             alter(e, s, &snap, &[(user.clone(), auth)], &opts, false).await
         }
         AclStmt::DropUser { if_exists, users, role } => {
@@ -292,6 +292,9 @@ async fn create(
             opts.expire.unwrap_or(false) as u8,
             role as u8
         ));
+        if opts.require_ssl == Some(true) {
+            stmts.push(format!("INSERT INTO mysql.user_ssl VALUES ({}, {})", lit(&a.0), lit(&a.1)));
+        }
     }
     if !failed.is_empty() {
         return Err(cannot_user(op, &failed.join(",")));
@@ -325,7 +328,7 @@ async fn alter(
             },
         };
         // Anyone may set their own password; anything else needs CREATE USER.
-        let own_password = is_self(s, &a) && opts.lock.is_none() && opts.expire.is_none();
+        let own_password = is_self(s, &a) && opts.lock.is_none() && opts.expire.is_none() && opts.require_ssl.is_none();
         if !own_password {
             require_global(snap, s, Privs::CREATE_USER, "CREATE USER")?;
         }
@@ -369,6 +372,13 @@ async fn alter(
         if !sets.is_empty() {
             stmts.push(format!("UPDATE mysql.user SET {} WHERE {}", sets.join(", "), where_user(&a)));
         }
+        match opts.require_ssl {
+            Some(true) => {
+                stmts.push(format!("INSERT IGNORE INTO mysql.user_ssl VALUES ({}, {})", lit(&a.0), lit(&a.1)))
+            }
+            Some(false) => stmts.push(format!("DELETE FROM mysql.user_ssl WHERE {}", where_user(&a))),
+            None => {}
+        }
     }
     if !failed.is_empty() {
         return Err(cannot_user("ALTER USER", &failed.join(",")));
@@ -386,6 +396,7 @@ fn drop_stmts(a: &Account) -> Vec<String> {
     let w = where_user(a);
     vec![
         format!("DELETE FROM mysql.user WHERE {w}"),
+        format!("DELETE FROM mysql.user_ssl WHERE {w}"),
         format!("DELETE FROM mysql.db WHERE {w}"),
         format!("DELETE FROM mysql.tables_priv WHERE {w}"),
         format!("DELETE FROM mysql.columns_priv WHERE {w}"),
@@ -401,6 +412,7 @@ fn rename_stmts(from: &Account, to: &Account) -> Vec<String> {
     let (nu, nh) = (lit(&to.0), lit(&to.1));
     let mut v = vec![
         format!("INSERT INTO mysql.user SELECT {nu}, {nh}, native_hash, sha2_hash, plugin, privs, locked, password_expired, is_role FROM mysql.user WHERE {w}"),
+        format!("INSERT INTO mysql.user_ssl SELECT {nu}, {nh} FROM mysql.user_ssl WHERE {w}"),
         format!("INSERT INTO mysql.db SELECT {nu}, {nh}, db, privs FROM mysql.db WHERE {w}"),
         format!("INSERT INTO mysql.tables_priv SELECT {nu}, {nh}, db, table_name, privs FROM mysql.tables_priv WHERE {w}"),
         format!("INSERT INTO mysql.columns_priv SELECT {nu}, {nh}, db, table_name, column_name, privs FROM mysql.columns_priv WHERE {w}"),

@@ -38,6 +38,11 @@ const TABLES: &[&str] = &[
      role_host VARCHAR(255) COLLATE utf8mb4_bin NOT NULL, to_user VARCHAR(32) COLLATE utf8mb4_bin NOT NULL, \
      to_host VARCHAR(255) COLLATE utf8mb4_bin NOT NULL, is_default TINYINT NOT NULL, \
      with_admin TINYINT NOT NULL, PRIMARY KEY (role_user, role_host, to_user, to_host))",
+    // REQUIRE SSL accounts: a table of their own rather than a column of
+    // mysql.user, so a cluster made before it gets it at the next start
+    // without a change to mysql.user's rows.
+    "CREATE TABLE IF NOT EXISTS mysql.user_ssl (user VARCHAR(32) COLLATE utf8mb4_bin NOT NULL, \
+     host VARCHAR(255) COLLATE utf8mb4_bin NOT NULL, PRIMARY KEY (user, host))",
     "CREATE TABLE IF NOT EXISTS mysql.acl_version (id INT NOT NULL PRIMARY KEY, version BIGINT NOT NULL)",
 ];
 
@@ -204,12 +209,13 @@ pub async fn load(e: &Engine) -> Result<Snapshot, SqlError> {
         "SELECT user, host, db, table_name, privs FROM mysql.tables_priv",
         "SELECT user, host, db, table_name, column_name, privs FROM mysql.columns_priv",
         "SELECT role_user, role_host, to_user, to_host, is_default, with_admin FROM mysql.role_edges",
+        "SELECT user, host FROM mysql.user_ssl",
     ]
     .map(String::from);
     let mut out = run(e, &q).await?.into_iter().map(rows);
     let mut next = || out.next().unwrap_or_default();
     let version = next().first().and_then(|r| r.first()).map(int).unwrap_or(0);
-    let users = next()
+    let users: Vec<UserRow> = next()
         .iter()
         .map(|r| UserRow {
             user: text(&r[0]),
@@ -221,6 +227,7 @@ pub async fn load(e: &Engine) -> Result<Snapshot, SqlError> {
             locked: int(&r[6]) != 0,
             password_expired: int(&r[7]) != 0,
             is_role: int(&r[8]) != 0,
+            require_ssl: false,
         })
         .collect();
     let dbs = next()
@@ -257,6 +264,13 @@ pub async fn load(e: &Engine) -> Result<Snapshot, SqlError> {
             with_admin: int(&r[5]) != 0,
         })
         .collect();
+    let mut users = users;
+    for r in next() {
+        let (user, host) = (text(&r[0]), text(&r[1]));
+        if let Some(u) = users.iter_mut().find(|u| u.user == user && u.host == host) {
+            u.require_ssl = true;
+        }
+    }
     Ok(Snapshot { version, users, dbs, tables, columns, roles })
 }
 
