@@ -75,6 +75,7 @@ pub mod plan;
 pub mod plan_cache;
 pub mod query;
 pub mod recursive;
+pub mod relations;
 pub mod rollup;
 pub mod row_layout;
 pub mod row_lock;

@@ -163,18 +163,21 @@ impl LoginAccount {
     }
 }
 
-fn xor_eq_digest<const N: usize>(
-    response: &[u8],
-    mask: &[u8],
-    stored: &[u8; N],
-    digest: impl Fn(&[u8]) -> Vec<u8>,
-) -> bool {
+/// Both plugins' check: an empty password expects an empty response (some
+/// clients send one NUL); otherwise the client's first hash, recovered as
+/// response XOR `mask`, must hash (`D`) to the stored hash.
+fn check_scramble<D: sha1::Digest, const N: usize>(response: &[u8], stored: Option<&[u8; N]>, mask: &[&[u8]]) -> bool {
+    let Some(stored) = stored else { return response.is_empty() || response == [0] };
+    let mut h = D::new();
+    for part in mask {
+        h.update(part);
+    }
+    let mask = h.finalize();
     if response.len() != N || mask.len() != N {
         return false;
     }
-    // The client's first hash, recovered: response XOR mask.
-    let first: Vec<u8> = response.iter().zip(mask).map(|(a, b)| a ^ b).collect();
-    let d = digest(&first);
+    let first: Vec<u8> = response.iter().zip(mask.iter()).map(|(a, b)| a ^ b).collect();
+    let d = D::digest(&first);
     // Constant-time compare: do not leak how many bytes matched.
     d.len() == N && d.iter().zip(stored).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
@@ -183,35 +186,22 @@ fn xor_eq_digest<const N: usize>(
 /// for `nonce`. An empty password expects an empty response (some clients
 /// send one NUL).
 pub fn verify_account(plugin: AuthPlugin, nonce: &[u8], a: &LoginAccount, response: &[u8]) -> bool {
-    use sha1::Digest;
     let response = match plugin {
         AuthPlugin::Native if response.len() == 21 && response[20] == 0 => &response[..20],
         AuthPlugin::CachingSha2 if response.len() == 33 && response[32] == 0 => &response[..32],
         _ => response,
     };
     match plugin {
-        AuthPlugin::Native => match &a.native {
-            None => response.is_empty() || response == [0],
-            Some(stored) => {
-                // scramble = SHA1(pw) XOR SHA1(nonce || SHA1(SHA1(pw)))
-                let mut h = sha1::Sha1::new();
-                h.update(nonce);
-                h.update(stored);
-                let mask = h.finalize();
-                xor_eq_digest(response, &mask, stored, |x| sha1::Sha1::digest(x).to_vec())
-            }
-        },
-        AuthPlugin::CachingSha2 => match &a.sha2 {
-            None => response.is_empty() || response == [0],
-            Some(stored) => {
-                // scramble = SHA256(pw) XOR SHA256(SHA256(SHA256(pw)) || nonce)
-                let mut h = sha2::Sha256::new();
-                h.update(stored);
-                h.update(nonce);
-                let mask = h.finalize();
-                xor_eq_digest(response, &mask, stored, |x| sha2::Sha256::digest(x).to_vec())
-            }
-        },
+        // scramble = SHA1(pw) XOR SHA1(nonce || SHA1(SHA1(pw)))
+        AuthPlugin::Native => {
+            let stored = a.native.as_ref();
+            check_scramble::<sha1::Sha1, 20>(response, stored, &[nonce, stored.map_or(&[][..], |x| &x[..])])
+        }
+        // scramble = SHA256(pw) XOR SHA256(SHA256(SHA256(pw)) || nonce)
+        AuthPlugin::CachingSha2 => {
+            let stored = a.sha2.as_ref();
+            check_scramble::<sha2::Sha256, 32>(response, stored, &[stored.map_or(&[][..], |x| &x[..]), nonce])
+        }
     }
 }
 
