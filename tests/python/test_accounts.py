@@ -215,7 +215,7 @@ def test_alter_user_lock_expire_rename(cluster, admin):
     assert err(lambda: admin.execute(f"ALTER USER {u} ACCOUNT LOCK")) == 1396
     assert err(lambda: admin.execute(f"GRANT SELECT ON *.* TO {u}")) == 1410
     assert err(lambda: admin.execute(f"GRANT EXECUTE ON *.* TO {v}")) == 1235
-    assert err(lambda: admin.execute(f"CREATE USER {u} REQUIRE SSL")) == 1235
+    assert err(lambda: admin.execute(f"CREATE USER {u} REQUIRE X509")) == 1235
     admin.execute(f"DROP USER {v}")
 
 

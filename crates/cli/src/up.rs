@@ -190,6 +190,20 @@ fn greeting_from(sql: SocketAddr) -> anyhow::Result<(SocketAddr, u32)> {
     Ok((s.local_addr()?, u32::from_le_bytes([id[0], id[1], id[2], id[3]])))
 }
 
+/// What `norr up` says about the root account: a fresh cluster has only
+/// root@localhost, with an empty password, and this is how to set one.
+pub(crate) fn root_password_hint(sql: SocketAddr) -> String {
+    format!(
+        "Root account:   a fresh cluster has only 'root'@'localhost', with an empty password; set one with\n\
+         {:16}mysql -h{} -P{} -uroot -e \"ALTER USER 'root'@'localhost' IDENTIFIED BY 'new-password'\"\n\
+         {:16}(then connect with -p; on a cluster that has one already, use it)",
+        "",
+        sql.ip(),
+        sql.port(),
+        ""
+    )
+}
+
 fn print_banner(native: SocketAddr, sql: Option<SocketAddr>, link: &str) {
     println!("NorrDB local cluster is up:");
     println!("  data node 1   native protocol  {native}");
@@ -200,6 +214,7 @@ fn print_banner(native: SocketAddr, sql: Option<SocketAddr>, link: &str) {
     println!();
     if let Some(sql) = sql {
         println!("Connect with:   mysql -h{} -P{} -uroot", sql.ip(), sql.port());
+        println!("{}", crate::up::root_password_hint(sql));
     }
     println!(
         "Native clients: norr_client::Client::connect(\"{native}\"); load test: norr bench --addr {native} --load"

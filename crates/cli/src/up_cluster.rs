@@ -195,6 +195,7 @@ fn print_table(shape: &ClusterShape, mgm: SocketAddr, procs: &[DataProc], sql: O
     println!();
     if let Some(sql) = sql {
         println!("Connect with:   mysql -h{} -P{} -uroot", sql.ip(), sql.port());
+        println!("{}", crate::up::root_password_hint(sql));
     }
     println!("Cluster state:  norr mgm --mgm {mgm} show");
     if let Some(p) = procs.last() {

@@ -65,6 +65,31 @@ pub struct SqldArgs {
     /// keeps the password out of `ps`).
     #[arg(long)]
     pub root_password: Option<String>,
+    /// Serve on a non-loopback --listen address even though a `root`
+    /// account has an empty password. Without it such a start is refused:
+    /// anyone who can reach the port could then log in as root from this
+    /// host's loopback or, for root@'%', from anywhere.
+    #[arg(long)]
+    pub allow_empty_root_password: bool,
+    /// The server's TLS certificate (PEM; a chain may follow it). With
+    /// --ssl-key. Without both, a self-signed certificate is made on the
+    /// first start and kept (server-cert.pem / server-key.pem in `norr
+    /// up`'s data directory, or beside --config; otherwise made anew at
+    /// every start), as MySQL does. Clients ask for TLS (`mysql
+    /// --ssl-mode=REQUIRED`); accounts made with REQUIRE SSL must.
+    #[arg(long, value_name = "PEM")]
+    pub ssl_cert: Option<PathBuf>,
+    /// The private key of --ssl-cert (PEM).
+    #[arg(long, value_name = "PEM")]
+    pub ssl_key: Option<PathBuf>,
+    /// Certificate authorities (PEM) that client certificates are checked
+    /// against, when a client presents one (a client without one is still
+    /// admitted).
+    #[arg(long, value_name = "PEM")]
+    pub ssl_ca: Option<PathBuf>,
+    /// Offer no TLS at all (as MySQL's --skip-ssl).
+    #[arg(long, conflicts_with_all = ["ssl_cert", "ssl_key", "ssl_ca"])]
+    pub skip_ssl: bool,
     /// Maximum number of concurrent client connections (further clients get
     /// error 1040 "Too many connections"), plus one kept for `root`, as
     /// MySQL keeps one for an admin account. Default 151, as MySQL.
@@ -160,6 +185,8 @@ pub struct ServerConfig {
     pub default_auth_plugin: AuthPlugin,
     /// See `IdleSpin`; zero never spins.
     pub idle_spin: std::time::Duration,
+    /// TLS offered to clients (None: CLIENT_SSL is not announced).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl ServerConfig {
@@ -173,6 +200,7 @@ impl ServerConfig {
             max_allowed_packet: DEFAULT_MAX_ALLOWED_PACKET,
             default_auth_plugin: AuthPlugin::CachingSha2,
             idle_spin: std::time::Duration::ZERO,
+            tls: None,
         }
     }
 
@@ -327,6 +355,10 @@ pub struct ServerState {
     /// lets the process that started this server tell its own server's
     /// greeting from another's on the same address (`greeted`).
     recent_accepts: std::sync::Mutex<std::collections::VecDeque<(std::net::SocketAddr, u32)>>,
+    /// caching_sha2_password's cache: the accounts (with the verifier they
+    /// logged in with) that passed a full authentication on this SQL node.
+    /// A TLS login of one not in it gets the full authentication.
+    sha2_cache: std::sync::Mutex<std::collections::HashSet<(String, String, [u8; 32])>>,
 }
 
 /// How many accepts `ServerState::greeted` remembers.
@@ -341,7 +373,28 @@ impl ServerState {
             next_connection_id: AtomicU32::new(1),
             started: std::time::Instant::now(),
             recent_accepts: std::sync::Mutex::new(std::collections::VecDeque::with_capacity(RECENT_ACCEPTS)),
+            sha2_cache: Default::default(),
         })
+    }
+
+    /// Whether `user` of account `a` passed a full authentication here
+    /// with `a`'s current password.
+    pub fn sha2_cache_has(&self, user: &str, a: &LoginAccount) -> bool {
+        let Some(h) = a.sha2 else { return false };
+        let key = (user.to_string(), a.host.clone(), h);
+        self.sha2_cache.lock().unwrap_or_else(|e| e.into_inner()).contains(&key)
+    }
+
+    pub fn sha2_cache_add(&self, user: &str, a: &LoginAccount) {
+        if let Some(h) = a.sha2 {
+            let mut c = self.sha2_cache.lock().unwrap_or_else(|e| e.into_inner());
+            // A stale entry (an old password) never matches; bound the set
+            // against churn all the same.
+            if c.len() > 100_000 {
+                c.clear();
+            }
+            c.insert((user.to_string(), a.host.clone(), h));
+        }
     }
 
     /// Whether this server recently accepted a TCP client from `peer` and
@@ -466,8 +519,7 @@ pub async fn serve<B: Backend>(args: SqldArgs, backend: Arc<B>) -> anyhow::Resul
 }
 
 impl crate::engine::Engine {
-    /// A fresh cluster's first accounts: `root@localhost` (and `root@%`
-    /// too when it has a password, so that a remote root needs one), and
+    /// A fresh cluster's first accounts: `root@localhost` only, and
     /// the users of the --config file at `%` with every privilege, as they
     /// had before accounts were stored in the cluster. Later starts keep
     /// the cluster's accounts (a --root-password that differs is reported).
@@ -491,10 +543,9 @@ impl crate::engine::Engine {
                 privs,
             };
             if name == "root" {
+                // root@localhost only, as a fresh MySQL: a remote root is
+                // something the operator creates on purpose.
                 seeds.push(seed("localhost", all | Privs::GRANT_OPTION));
-                if !u.password.is_empty() {
-                    seeds.push(seed("%", all | Privs::GRANT_OPTION));
-                }
             } else {
                 seeds.push(seed("%", all));
             }
@@ -512,6 +563,18 @@ impl crate::engine::Engine {
             }
         }
         Ok(())
+    }
+
+    /// The `root` accounts (any host) that log in with an empty password,
+    /// quoted as MySQL shows them.
+    pub async fn root_accounts_without_password(&self) -> Result<Vec<String>, SqlError> {
+        let snap = self.acl().current(self).await?;
+        Ok(snap
+            .users
+            .iter()
+            .filter(|u| u.user == "root" && !u.is_role && u.native_hash.is_empty() && u.sha2_hash.is_empty())
+            .map(|u| crate::engine::acl::quoted(&u.user, &u.host))
+            .collect())
     }
 }
 
@@ -534,6 +597,7 @@ impl Backend for crate::engine::Engine {
             };
             a.locked = u.locked;
             a.password_expired = u.password_expired;
+            a.require_ssl = u.require_ssl;
             Ok(Some(a))
         }
     }
@@ -723,8 +787,32 @@ pub fn session_runtime(threads: u16) -> std::io::Result<tokio::runtime::Runtime>
         .build()
 }
 
+/// The TLS configuration `args` ask for (None: --skip-ssl). A generated
+/// certificate is kept in `datadir` (norr up's), else beside --config.
+fn tls_of(args: &SqldArgs, datadir: Option<&std::path::Path>) -> anyhow::Result<Option<Arc<rustls::ServerConfig>>> {
+    if args.skip_ssl {
+        return Ok(None);
+    }
+    let generated_dir = datadir
+        .map(|d| d.to_path_buf())
+        .or_else(|| args.config.as_ref().map(|c| c.parent().map(|p| p.to_path_buf()).unwrap_or_default()));
+    if args.ssl_cert.is_none() && generated_dir.is_none() {
+        tracing::info!(
+            "sqld: TLS with a self-signed certificate made for this run (give --ssl-cert and --ssl-key to keep one)"
+        );
+    }
+    let src = crate::protocol::tls::TlsSource {
+        cert: args.ssl_cert.clone(),
+        key: args.ssl_key.clone(),
+        ca: args.ssl_ca.clone(),
+        generated_dir,
+    };
+    Ok(Some(crate::protocol::tls::server_config(&src)?))
+}
+
 fn run_sqld_here(args: SqldArgs, local: Option<LocalConnect>, embedded: Option<Embedded>) -> anyhow::Result<()> {
-    let config = ServerConfig::from_args(&args)?;
+    let mut config = ServerConfig::from_args(&args)?;
+    config.tls = tls_of(&args, embedded.as_ref().and_then(|e| e.datadir.as_deref()))?;
     crate::engine::memory::set_process_limit(args.max_memory);
     let rt = session_runtime(args.threads.unwrap_or_else(default_threads))?;
     rt.block_on(async move {
@@ -791,6 +879,20 @@ fn run_sqld_here(args: SqldArgs, local: Option<LocalConnect>, embedded: Option<E
             .seed_accounts_from(&state.config)
             .await
             .map_err(|e| anyhow::anyhow!("cannot create the first accounts: {e}"))?;
+        let bound = listener.local_addr()?;
+        if !bound.ip().is_loopback() && !args.allow_empty_root_password {
+            let open = engine.root_accounts_without_password().await?;
+            if !open.is_empty() {
+                anyhow::bail!(
+                    "refusing to listen on {bound}, which is not a loopback address, while {} {} an empty \
+                     password: set one first (ALTER USER ... IDENTIFIED BY '...' from a client on 127.0.0.1, or \
+                     --root-password / NORR_ROOT_PASSWORD on a fresh cluster), or pass \
+                     --allow-empty-root-password to serve anyway",
+                    open.join(", "),
+                    if open.len() == 1 { "has" } else { "have" }
+                );
+            }
+        }
         if let Some(unix) = unix {
             tracing::info!("sqld: listening on the Unix socket {}", cfg.socket);
             tokio::spawn(serve_unix(unix, engine.clone(), state.clone()));

@@ -178,12 +178,43 @@ pub struct SessionAccount {
     pub active_roles: Option<Vec<(String, String)>>,
     /// PASSWORD EXPIRE: only ALTER USER / SET PASSWORD may run (1820).
     pub password_expired: bool,
+    /// USER() and CURRENT_USER(), made once at login (a statement's
+    /// evaluation context takes a reference, not copies of the strings).
+    pub names: Arc<LoginNames>,
+}
+
+/// What USER() / SESSION_USER() / SYSTEM_USER() and CURRENT_USER() return
+/// for a session.
+#[derive(Debug, PartialEq, Eq)]
+pub struct LoginNames {
+    /// `user@peer`: the name the client gave and where it came from (the
+    /// IP address, as MySQL with skip_name_resolve; `localhost` for the
+    /// Unix socket).
+    pub user: String,
+    /// `user@host-pattern` of the account the login matched.
+    pub current_user: String,
+}
+
+impl LoginNames {
+    pub fn new(user: &str, account_host: &str, peer: &str) -> LoginNames {
+        LoginNames { user: format!("{user}@{peer}"), current_user: format!("{user}@{account_host}") }
+    }
 }
 
 impl SessionAccount {
     pub fn me(&self) -> (String, String) {
         (self.user.clone(), self.host.clone())
     }
+}
+
+/// A TLS connection's cipher suite and protocol version (SHOW STATUS LIKE
+/// 'Ssl_%').
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsInfo {
+    /// The cipher suite as OpenSSL (so MySQL) names it.
+    pub cipher: String,
+    /// "TLSv1.2" / "TLSv1.3".
+    pub version: String,
 }
 
 /// Per-connection state. Created by `Engine::new_session`, owned by the
@@ -267,6 +298,15 @@ pub struct Session {
     /// None for sessions made in-process (the engine's own statements,
     /// embedding code and tests), which are not privilege-checked.
     pub account: Option<SessionAccount>,
+    /// The open explicit transaction's access mode (START TRANSACTION READ
+    /// ONLY: Some(true), READ WRITE: Some(false)); None: the session's
+    /// @@transaction_read_only. Cleared when the transaction ends.
+    pub txn_read_only: Option<bool>,
+    /// SET TRANSACTION READ ONLY | READ WRITE without SESSION: the mode of
+    /// the next transaction only, as MySQL.
+    pub next_txn_read_only: Option<bool>,
+    /// The connection's TLS, if the client asked for it.
+    pub tls: Option<TlsInfo>,
 }
 
 impl Session {
@@ -303,6 +343,9 @@ impl Session {
             result_sink: None,
             exec_time_hint: None,
             account: None,
+            txn_read_only: None,
+            next_txn_read_only: None,
+            tls: None,
         }
     }
 }

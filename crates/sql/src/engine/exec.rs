@@ -175,6 +175,7 @@ pub fn make_ctx<'p>(
     ctx.current_db = session.current_db.clone();
     ctx.tz = session.time_zone.clone();
     ctx.connection_id = session.connection_id;
+    ctx.login = session.account.as_ref().map(|a| a.names.clone());
     ctx.stop = Some(session.entry.clone());
     ctx.last_insert_id = session.last_insert_id;
     ctx.max_rows_per_txn = session.max_rows_per_txn;

@@ -6,12 +6,10 @@
 
 use crate::engine::parse_ext::Cursor;
 use crate::engine::table_locks::{Access, Mode};
-use crate::engine::{ddl, infoschema, Parsed};
+use crate::engine::Parsed;
 use crate::types::{Session, SqlError};
-use sqlparser::ast::{self, ObjectName, Statement, Visit, Visitor};
+use sqlparser::ast::{self, ObjectName, Statement};
 use sqlparser::tokenizer::Token;
-use std::collections::HashSet;
-use std::ops::ControlFlow;
 
 /// A table named in one of these statements: (database if given, table).
 pub type Name = (Option<String>, String);
@@ -142,32 +140,6 @@ pub fn resolve(s: &Session, (db, table): &Name) -> Result<(String, String), SqlE
     }
 }
 
-/// Collects the table names of a statement, and the CTE names that are not
-/// tables.
-#[derive(Default)]
-struct Relations {
-    names: Vec<ObjectName>,
-    ctes: HashSet<String>,
-}
-
-impl Visitor for Relations {
-    type Break = ();
-
-    fn pre_visit_query(&mut self, q: &ast::Query) -> ControlFlow<()> {
-        if let Some(w) = &q.with {
-            for cte in &w.cte_tables {
-                self.ctes.insert(cte.alias.name.value.to_ascii_lowercase());
-            }
-        }
-        ControlFlow::Continue(())
-    }
-
-    fn pre_visit_relation(&mut self, r: &ObjectName) -> ControlFlow<()> {
-        self.names.push(r.clone());
-        ControlFlow::Continue(())
-    }
-}
-
 /// The tables the statement would read and write. Statements that name no
 /// table (or only metadata: SHOW, information_schema) give none; names that do
 /// not resolve are left out (the statement reports them itself).
@@ -226,24 +198,15 @@ pub fn table_accesses(s: &Session, p: &Parsed) -> Vec<Access> {
         Statement::CreateIndex(ci) => vec![&ci.table_name],
         _ => return Vec::new(),
     };
-    let mut rel = Relations::default();
-    let _ = st.visit(&mut rel);
+    let rel = crate::engine::relations::of(st);
     let mut out: Vec<Access> = Vec::new();
     let mut add = |name: &ObjectName, mode: Mode| {
-        let parts = ddl::ident_of(name);
-        if parts.len() == 1
-            && (parts[0].eq_ignore_ascii_case("dual") || rel.ctes.contains(&parts[0].to_ascii_lowercase()))
-        {
-            return;
-        }
-        let Ok((db, table)) = ddl::resolve_name(s, name) else {
+        // The session's own temporary tables are left out too: nobody else
+        // can reach them, so no table lock (its own or another session's)
+        // applies (MySQL).
+        let Ok(Some((db, table))) = crate::engine::relations::table_of(s, &rel, name) else {
             return;
         };
-        // The session's own temporary tables: nobody else can reach them,
-        // so no table lock (its own or another session's) applies (MySQL).
-        if infoschema::is_infoschema(&db) || crate::engine::temp_tables::lookup(s, &db, &table).is_some() {
-            return;
-        }
         match out.iter_mut().find(|a| a.db == db && a.table == table) {
             Some(a) => a.mode = a.mode.max(mode),
             None => out.push(Access { db, table, mode }),
@@ -256,6 +219,12 @@ pub fn table_accesses(s: &Session, p: &Parsed) -> Vec<Access> {
         add(n, Mode::Read);
     }
     out
+}
+
+/// Whether `p` changes rows of a table other than the session's temporary
+/// ones (which a READ ONLY transaction may still change, as MySQL's).
+pub fn writes_tables(s: &Session, p: &Parsed) -> bool {
+    table_accesses(s, p).iter().any(|a| a.mode == Mode::Write)
 }
 
 /// True for statements that change rows (a transaction that ran one must

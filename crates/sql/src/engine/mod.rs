@@ -78,6 +78,7 @@ pub mod plan;
 pub mod plan_cache;
 pub mod query;
 pub mod recursive;
+pub mod relations;
 pub mod rollup;
 pub mod row_layout;
 pub mod row_lock;
@@ -435,6 +436,18 @@ pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
             };
             return Ok(Parsed::SetCharacterSet(cs));
         }
+        "SET" if matches!(w(1), "SESSION" | "GLOBAL") && w(2) == "TRANSACTION" => {
+            // sqlparser drops the scope before TRANSACTION; its Postgres
+            // spelling keeps it (`SetTransaction::session`), which tells a
+            // session's characteristics from the next transaction's. GLOBAL
+            // stays what it was: the session's.
+            let mut c = parse_ext::Cursor::new(sql)?;
+            c.expect_word("SET")?;
+            c.next_token();
+            c.expect_word("TRANSACTION")?;
+            let text = format!("SET SESSION CHARACTERISTICS AS TRANSACTION {}", c.rest_text());
+            return Ok(Parsed::Sql(Box::new(parse_sqlparser(&text)?)));
+        }
         "SET" => return Ok(Parsed::Sql(Box::new(parse_sqlparser(&rewrite_set_assign(sql))?))),
         "CREATE" | "ALTER" => {
             let (text, part) = parse_ext::split_partition_clause(sql);
@@ -780,6 +793,11 @@ impl Engine {
                 return Err(e);
             }
         }
+        if lock_statements::writes_rows(p) && txn_control::read_only(s) && lock_statements::writes_tables(s, p) {
+            let e = txn_control::read_only_refusal();
+            self.record_error(s, &e);
+            return Err(e);
+        }
         let select = matches!(p, Parsed::Sql(st) if matches!(st.as_ref(), Statement::Query(_)));
         let mut r = match exec_time::limit(s, select) {
             None => self.dispatch(s, p, params, row_plan).await,
@@ -1075,7 +1093,6 @@ impl Engine {
 
     /// Rows of SHOW [GLOBAL] STATUS.
     pub async fn status_rows(&self, s: &Session, global: bool) -> Vec<Vec<Value>> {
-        let _ = (s, global);
         let st = &self.status;
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed).to_string();
         let mut rows: Vec<(String, String)> = vec![
@@ -1100,8 +1117,9 @@ impl Engine {
             ("Norr_statement_memory_bytes".into(), memory::process_used().to_string()),
             ("Queries".into(), g(&st.questions)),
             ("Questions".into(), g(&st.questions)),
-            ("Ssl_cipher".into(), String::new()),
-            ("Ssl_version".into(), String::new()),
+            // The session's connection (empty without TLS, and for GLOBAL).
+            ("Ssl_cipher".into(), s.tls.as_ref().filter(|_| !global).map(|t| t.cipher.clone()).unwrap_or_default()),
+            ("Ssl_version".into(), s.tls.as_ref().filter(|_| !global).map(|t| t.version.clone()).unwrap_or_default()),
             ("Threads_connected".into(), st.threads_connected.load(Ordering::Relaxed).to_string()),
             ("Threads_running".into(), "1".into()),
             ("Uptime".into(), self.started.elapsed().as_secs().to_string()),
@@ -1446,9 +1464,14 @@ impl Engine {
                 self.init_db(s, &db).await?;
                 Ok(QueryOutput::ok(0))
             }
-            Statement::StartTransaction { .. } => {
+            Statement::StartTransaction { modes, .. } => {
                 self.wait_commit_allowed(s).await?;
                 txn_control::begin(s).await?;
+                let asked = modes.iter().rev().find_map(|m| match m {
+                    ast::TransactionMode::AccessMode(a) => Some(matches!(a, ast::TransactionAccessMode::ReadOnly)),
+                    _ => None,
+                });
+                s.txn_read_only = asked.or(s.next_txn_read_only.take());
                 // As MySQL: beginning a transaction ends LOCK TABLES.
                 self.release_table_locks(s, false);
                 Ok(QueryOutput::ok(0))
@@ -1614,7 +1637,16 @@ impl Engine {
                 vars::set_names(s, &charset_name.value, collation_name.as_deref(), false)?;
             }
             ast::Set::SetNamesDefault {} => vars::set_names(s, "utf8mb4", None, false)?,
-            ast::Set::SetTransaction { modes, .. } => {
+            ast::Set::SetTransaction { modes, session, .. } => {
+                // Without SESSION the characteristics are the next
+                // transaction's only, and not while one is open (1568).
+                if !*session && s.in_transaction {
+                    return Err(SqlError::new(
+                        1568,
+                        "25001",
+                        "Transaction characteristics can't be changed while a transaction is in progress",
+                    ));
+                }
                 for m in modes {
                     match m {
                         ast::TransactionMode::IsolationLevel(l) => {
@@ -1636,7 +1668,11 @@ impl Engine {
                         }
                         ast::TransactionMode::AccessMode(a) => {
                             let ro = matches!(a, ast::TransactionAccessMode::ReadOnly);
-                            vars::set_system_var(s, "transaction_read_only", false, Value::Int(ro as i64))?;
+                            if *session {
+                                vars::set_system_var(s, "transaction_read_only", false, Value::Int(ro as i64))?;
+                            } else {
+                                s.next_txn_read_only = Some(ro);
+                            }
                         }
                     }
                 }

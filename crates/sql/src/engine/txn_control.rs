@@ -145,6 +145,7 @@ where
 /// COMMIT (also the implicit commit before DDL, BEGIN, SET autocommit=1).
 pub async fn commit(s: &mut Session) -> Result<(), SqlError> {
     s.in_transaction = false;
+    s.txn_read_only = None;
     s.savepoints.clear();
     if let Some(t) = s.txn.take() {
         commit_txn(s, t).await?;
@@ -185,6 +186,7 @@ async fn commit_txn(s: &mut Session, mut t: Transaction) -> Result<(), SqlError>
 /// ROLLBACK.
 pub async fn rollback(s: &mut Session) -> Result<(), SqlError> {
     s.in_transaction = false;
+    s.txn_read_only = None;
     s.savepoints.clear();
     if let Some(t) = s.txn.take() {
         t.rollback().await.map_err(error_map::from_client_plain)?;
@@ -197,6 +199,20 @@ pub async fn begin(s: &mut Session) -> Result<(), SqlError> {
     commit(s).await?;
     s.in_transaction = true;
     Ok(())
+}
+
+/// Whether the statement about to run is in a read-only transaction: the
+/// explicit transaction's mode, else the session's @@transaction_read_only.
+pub fn read_only(s: &Session) -> bool {
+    match s.txn_read_only {
+        Some(ro) if s.in_transaction => ro,
+        _ => matches!(s.vars.get("transaction_read_only"), Some(v) if v.as_i64().unwrap_or(0) != 0),
+    }
+}
+
+/// 1792 ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION.
+pub fn read_only_refusal() -> SqlError {
+    SqlError::new(1792, "25006", "Cannot execute statement in a READ ONLY transaction.")
 }
 
 /// 1305 ER_SP_DOES_NOT_EXIST, as MySQL words it for savepoints.

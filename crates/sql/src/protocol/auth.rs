@@ -107,6 +107,8 @@ pub struct LoginAccount {
     pub plugin: Option<AuthPlugin>,
     pub locked: bool,
     pub password_expired: bool,
+    /// REQUIRE SSL: a login over a connection without TLS is refused (1045).
+    pub require_ssl: bool,
 }
 
 impl LoginAccount {
@@ -120,7 +122,15 @@ impl LoginAccount {
             let s1 = sha2::Sha256::digest(password.as_bytes());
             (Some(sha1::Sha1::digest(n1).into()), Some(sha2::Sha256::digest(s1).into()))
         };
-        LoginAccount { host: host.to_string(), native, sha2, plugin, locked: false, password_expired: false }
+        LoginAccount {
+            host: host.to_string(),
+            native,
+            sha2,
+            plugin,
+            locked: false,
+            password_expired: false,
+            require_ssl: false,
+        }
     }
 
     /// From the stored hex texts (`*HEX` for native, hex for sha2; empty
@@ -141,22 +151,33 @@ impl LoginAccount {
         }
         let native = unhex::<20>(native.strip_prefix('*').unwrap_or(native))?;
         let sha2 = unhex::<32>(sha2)?;
-        Some(LoginAccount { host: host.to_string(), native, sha2, plugin, locked: false, password_expired: false })
+        Some(LoginAccount {
+            host: host.to_string(),
+            native,
+            sha2,
+            plugin,
+            locked: false,
+            password_expired: false,
+            require_ssl: false,
+        })
     }
 }
 
-fn xor_eq_digest<const N: usize>(
-    response: &[u8],
-    mask: &[u8],
-    stored: &[u8; N],
-    digest: impl Fn(&[u8]) -> Vec<u8>,
-) -> bool {
+/// Both plugins' check: an empty password expects an empty response (some
+/// clients send one NUL); otherwise the client's first hash, recovered as
+/// response XOR `mask`, must hash (`D`) to the stored hash.
+fn check_scramble<D: sha1::Digest, const N: usize>(response: &[u8], stored: Option<&[u8; N]>, mask: &[&[u8]]) -> bool {
+    let Some(stored) = stored else { return response.is_empty() || response == [0] };
+    let mut h = D::new();
+    for part in mask {
+        h.update(part);
+    }
+    let mask = h.finalize();
     if response.len() != N || mask.len() != N {
         return false;
     }
-    // The client's first hash, recovered: response XOR mask.
-    let first: Vec<u8> = response.iter().zip(mask).map(|(a, b)| a ^ b).collect();
-    let d = digest(&first);
+    let first: Vec<u8> = response.iter().zip(mask.iter()).map(|(a, b)| a ^ b).collect();
+    let d = D::digest(&first);
     // Constant-time compare: do not leak how many bytes matched.
     d.len() == N && d.iter().zip(stored).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
@@ -165,37 +186,44 @@ fn xor_eq_digest<const N: usize>(
 /// for `nonce`. An empty password expects an empty response (some clients
 /// send one NUL).
 pub fn verify_account(plugin: AuthPlugin, nonce: &[u8], a: &LoginAccount, response: &[u8]) -> bool {
-    use sha1::Digest;
     let response = match plugin {
         AuthPlugin::Native if response.len() == 21 && response[20] == 0 => &response[..20],
         AuthPlugin::CachingSha2 if response.len() == 33 && response[32] == 0 => &response[..32],
         _ => response,
     };
     match plugin {
-        AuthPlugin::Native => match &a.native {
-            None => response.is_empty() || response == [0],
-            Some(stored) => {
-                // scramble = SHA1(pw) XOR SHA1(nonce || SHA1(SHA1(pw)))
-                let mut h = sha1::Sha1::new();
-                h.update(nonce);
-                h.update(stored);
-                let mask = h.finalize();
-                xor_eq_digest(response, &mask, stored, |x| sha1::Sha1::digest(x).to_vec())
-            }
-        },
-        AuthPlugin::CachingSha2 => match &a.sha2 {
-            None => response.is_empty() || response == [0],
-            Some(stored) => {
-                // scramble = SHA256(pw) XOR SHA256(SHA256(SHA256(pw)) || nonce)
-                let mut h = sha2::Sha256::new();
-                h.update(stored);
-                h.update(nonce);
-                let mask = h.finalize();
-                xor_eq_digest(response, &mask, stored, |x| sha2::Sha256::digest(x).to_vec())
-            }
-        },
+        // scramble = SHA1(pw) XOR SHA1(nonce || SHA1(SHA1(pw)))
+        AuthPlugin::Native => {
+            let stored = a.native.as_ref();
+            check_scramble::<sha1::Sha1, 20>(response, stored, &[nonce, stored.map_or(&[][..], |x| &x[..])])
+        }
+        // scramble = SHA256(pw) XOR SHA256(SHA256(SHA256(pw)) || nonce)
+        AuthPlugin::CachingSha2 => {
+            let stored = a.sha2.as_ref();
+            check_scramble::<sha2::Sha256, 32>(response, stored, &[stored.map_or(&[][..], |x| &x[..]), nonce])
+        }
     }
 }
+
+/// caching_sha2_password's full authentication: the password the client
+/// sent in clear (over TLS only), checked against the stored
+/// SHA256(SHA256(password)). The client ends it with a NUL.
+pub fn verify_cleartext_sha2(a: &LoginAccount, password: &[u8]) -> bool {
+    use sha1::Digest;
+    let password = password.strip_suffix(&[0]).unwrap_or(password);
+    match &a.sha2 {
+        None => password.is_empty(),
+        Some(stored) => {
+            let d = sha2::Sha256::digest(sha2::Sha256::digest(password));
+            d.iter().zip(stored).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+        }
+    }
+}
+
+/// caching_sha2_password's "perform full authentication" request (after
+/// the 0x01 "more data" header): the client then sends its password,
+/// in clear over TLS.
+pub const PERFORM_FULL_AUTH: [u8; 2] = [0x01, 0x04];
 
 /// The Protocol::HandshakeV10 greeting. `mariadb_capabilities` are MariaDB's
 /// extended capability bits (the upper half of its 64-bit flags); MariaDB

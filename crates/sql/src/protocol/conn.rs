@@ -28,7 +28,8 @@ use std::time::Duration;
 use tokio::io::BufReader;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-/// Capabilities we offer. Not offered: CLIENT_SSL (no TLS yet), compression,
+/// Capabilities we offer (CLIENT_SSL is added when the server has a TLS
+/// configuration: `Conn::login`). Not offered: compression,
 /// session tracking, query attributes, optional metadata.
 /// CLIENT_LONG_PASSWORD (bit 0) is left out as MariaDB leaves it out: there it
 /// means CLIENT_MYSQL, and its absence tells MariaDB clients that the greeting
@@ -178,6 +179,8 @@ struct Conn<B: Backend> {
     results_rx: ResultReceiver,
     /// Rows the current COM_QUERY has sent (for the slow query log).
     rows_sent: u64,
+    /// Set once the client upgraded the connection to TLS.
+    tls: Option<crate::types::TlsInfo>,
 }
 
 /// The read half of a client's stream (TCP or Unix socket).
@@ -220,6 +223,7 @@ pub async fn run_connection<B: Backend>(
         results_tx,
         results_rx,
         rows_sent: 0,
+        tls: None,
     };
     let active = state.active_connections.fetch_add(1, Ordering::SeqCst) + 1;
     // Read per connection: SET GLOBAL max_connections applies to new
@@ -258,7 +262,54 @@ pub async fn run_connection<B: Backend>(
     state.active_connections.fetch_sub(1, Ordering::SeqCst);
 }
 
+/// An SSLRequest packet: capabilities, max packet, charset, 23 filler bytes.
+const SSL_REQUEST_BYTES: usize = 32;
+
+fn first_u32(b: &[u8]) -> u32 {
+    match b {
+        [a, b, c, d, ..] => u32::from_le_bytes([*a, *b, *c, *d]),
+        _ => 0,
+    }
+}
+
 impl<B: Backend> Conn<B> {
+    /// A packet of the login; None (and the connection ends) when the
+    /// client went away or sent one over the handshake's size limit (1043).
+    async fn read_handshake_packet(&mut self) -> std::io::Result<Option<Vec<u8>>> {
+        match self.rd.read_packet().await {
+            Ok(p) => Ok(Some(p)),
+            Err(PacketError::TooLarge { .. }) => {
+                self.wr.seq = self.rd.next_seq;
+                self.send_err(&SqlError::new(1043, "08S01", "Bad handshake")).await?;
+                Ok(None)
+            }
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// The TLS handshake after an SSLRequest; from then on every packet
+    /// goes through the TLS stream. False: it failed (the client gets no
+    /// MySQL error, as it speaks TLS now; the reason is logged).
+    async fn start_tls(&mut self, cfg: Arc<rustls::ServerConfig>) -> bool {
+        let empty: ClientRead = Box::new(tokio::io::empty());
+        let r = self.rd.replace_inner(BufReader::new(empty));
+        let w = self.wr.replace_inner(Box::new(tokio::io::sink()));
+        match super::tls::accept(cfg, super::tls::Joined { r, w }).await {
+            Ok((stream, info)) => {
+                let (r, w) = tokio::io::split(stream);
+                let r: ClientRead = Box::new(r);
+                self.rd.replace_inner(BufReader::with_capacity(64 * 1024, r));
+                self.wr.replace_inner(Box::new(w));
+                self.tls = Some(info);
+                true
+            }
+            Err(e) => {
+                tracing::debug!("sqld: connection {}: TLS handshake failed: {e}", self.connection_id);
+                false
+            }
+        }
+    }
+
     /// @@session.max_allowed_packet is the limit this connection enforces
     /// (read-only for the session, as in MySQL).
     fn pin_max_allowed_packet(&self, s: &mut Session) {
@@ -322,14 +373,16 @@ impl<B: Backend> Conn<B> {
     /// the client is logged in. `admin_slot`: this connection is the one
     /// past max_connections, kept for an admin account.
     async fn login(&mut self, admin_slot: bool) -> std::io::Result<bool> {
-        let cfg = &self.state.config;
+        let state = self.state.clone();
+        let cfg = &state.config;
         let nonce = auth::new_nonce();
         let version = greeting_version(&self.backend.server_version());
+        let offered = server_capabilities() | if cfg.tls.is_some() { C::CLIENT_SSL.bits() } else { 0 };
         let greeting = auth::handshake_packet(
             &version,
             self.connection_id,
             &nonce,
-            server_capabilities(),
+            offered,
             server_mariadb_capabilities(),
             status::AUTOCOMMIT,
             cfg.default_auth_plugin,
@@ -339,15 +392,21 @@ impl<B: Backend> Conn<B> {
         self.wr.flush().await?;
 
         self.rd.max_allowed_packet = MAX_HANDSHAKE_BYTES.min(cfg.max_allowed_packet.max(4096));
-        let payload = match self.rd.read_packet().await {
-            Ok(p) => p,
-            Err(PacketError::TooLarge { .. }) => {
+        let Some(mut payload) = self.read_handshake_packet().await? else { return Ok(false) };
+        // SSLRequest: the response's first 32 bytes alone, with CLIENT_SSL;
+        // TLS starts right after it, and the whole response follows inside.
+        if payload.len() == SSL_REQUEST_BYTES && first_u32(&payload) & C::CLIENT_SSL.bits() != 0 {
+            let Some(tls) = cfg.tls.clone() else {
                 self.wr.seq = self.rd.next_seq;
                 self.send_err(&SqlError::new(1043, "08S01", "Bad handshake")).await?;
                 return Ok(false);
+            };
+            if !self.start_tls(tls).await {
+                return Ok(false);
             }
-            Err(_) => return Ok(false),
-        };
+            let Some(p) = self.read_handshake_packet().await? else { return Ok(false) };
+            payload = p;
+        }
         // The connection's limit for its lifetime: the global value now
         // (`SET GLOBAL max_allowed_packet` applies to new connections, as in
         // MySQL), also what its @@session.max_allowed_packet shows.
@@ -363,12 +422,14 @@ impl<B: Backend> Conn<B> {
             return Ok(false);
         };
         let client_caps = resp.capabilities().bits();
-        if client_caps & C::CLIENT_PROTOCOL_41.bits() == 0 || client_caps & C::CLIENT_SSL.bits() != 0 {
-            // Pre-4.1 clients, or a client insisting on TLS we did not offer.
+        if client_caps & C::CLIENT_PROTOCOL_41.bits() == 0
+            || (client_caps & C::CLIENT_SSL.bits() != 0 && self.tls.is_none())
+        {
+            // Pre-4.1 clients, or a client claiming TLS it did not start.
             self.send_err(&bad_handshake).await?;
             return Ok(false);
         }
-        self.caps = client_caps & server_capabilities();
+        self.caps = client_caps & offered;
         // A MariaDB client that saw CLIENT_MYSQL clear drops it too and puts
         // its extended capabilities in the last 4 of the 23 filler bytes.
         if client_caps & C::CLIENT_LONG_PASSWORD.bits() == 0 {
@@ -429,7 +490,31 @@ impl<B: Backend> Conn<B> {
             };
             self.wr.seq = self.rd.next_seq;
         }
+        // caching_sha2_password over TLS, for an account this SQL node has
+        // not seen log in since it started (or since its password changed):
+        // the full authentication, as MySQL with an empty cache. The
+        // client sends its password in clear inside the TLS channel.
+        let full_auth = match &account {
+            Some(a) if wanted == AuthPlugin::CachingSha2 && self.tls.is_some() && a.sha2.is_some() => {
+                !state.sha2_cache_has(&user, a)
+            }
+            _ => false,
+        };
         let ok = match &account {
+            Some(a) if full_auth => {
+                self.wr.push(&auth::PERFORM_FULL_AUTH);
+                self.wr.flush().await?;
+                let password = match self.rd.read_packet().await {
+                    Ok(p) => p,
+                    Err(_) => return Ok(false),
+                };
+                self.wr.seq = self.rd.next_seq;
+                let ok = auth::verify_cleartext_sha2(a, &password);
+                if ok {
+                    state.sha2_cache_add(&user, a);
+                }
+                ok
+            }
             Some(a) => auth::verify_account(wanted, &nonce_used, a, &response),
             None => false,
         };
@@ -440,6 +525,15 @@ impl<B: Backend> Conn<B> {
             return Ok(false);
         }
         let Some(account) = account else { return Ok(false) };
+        // A Unix socket (peer `localhost`; TCP peers are addresses) is a
+        // secure transport, as in MySQL.
+        if account.require_ssl && self.tls.is_none() && self.peer_host != "localhost" {
+            // REQUIRE SSL: as MySQL, the same "access denied" as a wrong
+            // password (the reason goes to the log only).
+            tracing::info!("sqld: '{user}'@'{}' requires SSL; refused a login without TLS", account.host);
+            self.send_err(&denied(true)).await?;
+            return Ok(false);
+        }
         if account.locked {
             let e = SqlError::new(
                 3118,
@@ -460,7 +554,7 @@ impl<B: Backend> Conn<B> {
             self.send_err(&e).await?;
             return Ok(false);
         }
-        if wanted == AuthPlugin::CachingSha2 && !response.is_empty() {
+        if wanted == AuthPlugin::CachingSha2 && !response.is_empty() && !full_auth {
             self.wr.push(&auth::FAST_AUTH_SUCCESS);
         }
         if admin_slot && !is_admin_account(&user) {
@@ -474,7 +568,9 @@ impl<B: Backend> Conn<B> {
             peer: self.peer_host.clone(),
             active_roles: None,
             password_expired: account.password_expired,
+            names: std::sync::Arc::new(crate::types::LoginNames::new(&user, &account.host, &self.peer_host)),
         });
+        session.tls = self.tls.clone();
         session.entry.set_host(&self.peer_host);
         if let Some(fd) = self.socket {
             session.entry.set_socket(fd);

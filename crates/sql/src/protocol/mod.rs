@@ -16,11 +16,13 @@
 //! Layout: `packet` (framing, 16 MiB split/join, max_allowed_packet),
 //! `codec` (server packets, bounds-checked reader), `auth` (greeting and
 //! plugins), `value` (text/binary rendering of values), `params` (binary
-//! parameter decoding), `conn` (the per-connection state machine).
+//! parameter decoding), `tls` (certificates and the TLS upgrade), `conn` (the
+//! per-connection state machine).
 
 pub mod auth;
 pub mod codec;
 pub mod conn;
 pub mod packet;
 pub mod params;
+pub mod tls;
 pub mod value;

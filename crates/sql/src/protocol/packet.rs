@@ -52,6 +52,12 @@ impl<R: AsyncRead + Unpin> PacketReader<R> {
         PacketReader { inner, next_seq: 0, max_allowed_packet, idle_timeout: None, read_timeout: None }
     }
 
+    /// Puts `new` in place of the stream read from, returning the old one
+    /// (the TLS upgrade wraps it).
+    pub fn replace_inner(&mut self, new: R) -> R {
+        std::mem::replace(&mut self.inner, new)
+    }
+
     /// Reads one logical packet (joining >16 MiB chains). Returns the payload;
     /// `self.next_seq` becomes last seq + 1. Clean EOF before a header gives
     /// `Closed`.
@@ -171,6 +177,12 @@ const FLUSH_THRESHOLD_BYTES: usize = 256 * 1024;
 impl<W: AsyncWrite + Unpin> PacketWriter<W> {
     pub fn new(inner: W) -> Self {
         PacketWriter { inner, buf: Vec::with_capacity(16 * 1024), seq: 0, write_timeout: None }
+    }
+
+    /// Puts `new` in place of the stream written to, returning the old one
+    /// (the TLS upgrade wraps it). Call with nothing pushed and unflushed.
+    pub fn replace_inner(&mut self, new: W) -> W {
+        std::mem::replace(&mut self.inner, new)
     }
 
     /// Appends one logical packet (split into chunks if needed).

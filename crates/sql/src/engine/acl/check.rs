@@ -14,11 +14,11 @@ use super::run::who;
 use super::stmt::AclStmt;
 use super::{column_denied, db_denied, needs, table_denied, SessionAccount, Snapshot};
 use crate::engine::parse_ext::ShowStmt;
+use crate::engine::relations::Relations;
 use crate::engine::{ddl, infoschema, lock_statements::LockStmt, view_ddl::ViewStmt, Engine, Parsed};
 use crate::types::{Session, SqlError};
-use sqlparser::ast::{self, Expr, ObjectName, Statement, Visit, Visitor};
+use sqlparser::ast::{self, ObjectName, Statement, Visit};
 use std::collections::HashSet;
-use std::ops::ControlFlow;
 
 /// Privileges a table-level grant at the global level implies for every table.
 fn all_table_privs() -> Privs {
@@ -44,74 +44,12 @@ impl Needs {
     }
 }
 
-/// Table names in a statement (CTE names and DUAL left out).
-#[derive(Default)]
-struct Relations {
-    names: Vec<ObjectName>,
-    ctes: HashSet<String>,
-    idents: HashSet<String>,
-    wildcard: bool,
-}
-
-impl Visitor for Relations {
-    type Break = ();
-    fn pre_visit_query(&mut self, q: &ast::Query) -> ControlFlow<()> {
-        if let Some(w) = &q.with {
-            for cte in &w.cte_tables {
-                self.ctes.insert(cte.alias.name.value.to_ascii_lowercase());
-            }
-        }
-        if let ast::SetExpr::Select(sel) = q.body.as_ref() {
-            if sel
-                .projection
-                .iter()
-                .any(|i| matches!(i, ast::SelectItem::Wildcard(_) | ast::SelectItem::QualifiedWildcard(..)))
-            {
-                self.wildcard = true;
-            }
-        }
-        ControlFlow::Continue(())
-    }
-    fn pre_visit_relation(&mut self, r: &ObjectName) -> ControlFlow<()> {
-        self.names.push(r.clone());
-        ControlFlow::Continue(())
-    }
-    fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
-        match e {
-            Expr::Identifier(i) => {
-                self.idents.insert(i.value.to_ascii_lowercase());
-            }
-            Expr::CompoundIdentifier(p) => {
-                if let Some(l) = p.last() {
-                    self.idents.insert(l.value.to_ascii_lowercase());
-                }
-            }
-            _ => {}
-        }
-        ControlFlow::Continue(())
-    }
-}
-
 fn relations<V: Visit>(x: &V) -> Relations {
-    let mut r = Relations::default();
-    let _ = x.visit(&mut r);
-    r
+    crate::engine::relations::of(x)
 }
 
-/// (db, table) of a name, None for CTEs, DUAL, information_schema and the
-/// session's temporary tables (its own: MySQL checks CREATE TEMPORARY
-/// TABLES once, at creation).
 fn resolve(s: &Session, rel: &Relations, name: &ObjectName) -> Result<Option<(String, String)>, SqlError> {
-    let parts = ddl::ident_of(name);
-    if parts.len() == 1 && (parts[0].eq_ignore_ascii_case("dual") || rel.ctes.contains(&parts[0].to_ascii_lowercase()))
-    {
-        return Ok(None);
-    }
-    let (db, table) = ddl::resolve_name(s, name)?;
-    if infoschema::is_infoschema(&db) || crate::engine::temp_tables::lookup(s, &db, &table).is_some() {
-        return Ok(None);
-    }
-    Ok(Some((db, table)))
+    crate::engine::relations::table_of(s, rel, name)
 }
 
 /// SELECT on every table a statement reads (those not in `skip`).

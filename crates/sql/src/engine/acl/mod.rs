@@ -49,6 +49,8 @@ pub struct UserRow {
     pub locked: bool,
     pub password_expired: bool,
     pub is_role: bool,
+    /// REQUIRE SSL (`mysql.user_ssl`): logins without TLS are refused.
+    pub require_ssl: bool,
 }
 
 /// A grant on one database (`mysql.db`).

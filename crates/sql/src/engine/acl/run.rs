@@ -62,13 +62,13 @@ pub async fn execute(e: &Engine, s: &mut Session, st: &AclStmt) -> Result<QueryO
         AclStmt::CreateRole { if_not_exists, roles } => {
             require_global(&snap, s, Privs::CREATE_USER | Privs::CREATE_ROLE, "CREATE USER or CREATE ROLE")?;
             let users: Vec<(Account, Option<Auth>)> = roles.iter().map(|r| (r.clone(), None)).collect();
-            let opts = UserOpts { lock: Some(true), expire: None };
+            let opts = UserOpts { lock: Some(true), ..Default::default() };
             create(e, s, &snap, &users, &opts, *if_not_exists, true).await
         }
         AclStmt::AlterUser { if_exists, users, opts } => alter(e, s, &snap, users, opts, *if_exists).await,
         AclStmt::SetPassword { user, password } => {
             let auth = Some(Auth::Password { plugin: None, password: password.clone() });
-            let opts = UserOpts { lock: None, expire: None };
+            let opts = UserOpts::default();
             alter(e, s, &snap, &[(user.clone(), auth)], &opts, false).await
         }
         AclStmt::DropUser { if_exists, users, role } => {
@@ -82,15 +82,7 @@ pub async fn execute(e: &Engine, s: &mut Session, st: &AclStmt) -> Result<QueryO
             let mut stmts = Vec::new();
             for a in users {
                 if snap.user(&a.0, &a.1).is_none() {
-                    if *if_exists {
-                        s.warnings.push(Warning {
-                            level: WarningLevel::Note,
-                            code: 3162,
-                            message: format!("Authorization ID {} does not exist.", quoted(&a.0, &a.1)),
-                        });
-                    } else {
-                        failed.push(quoted(&a.0, &a.1));
-                    }
+                    note_or_fail(s, a, *if_exists, 3162, "does not exist", &mut failed);
                     continue;
                 }
                 stmts.extend(drop_stmts(a));
@@ -98,8 +90,7 @@ pub async fn execute(e: &Engine, s: &mut Session, st: &AclStmt) -> Result<QueryO
             if !failed.is_empty() {
                 return Err(cannot_user(op, &failed.join(",")));
             }
-            store::change(e, stmts).await?;
-            Ok(QueryOutput::ok(0))
+            apply(e, stmts).await
         }
         AclStmt::RenameUser(pairs) => {
             require_global(&snap, s, Privs::CREATE_USER, "CREATE USER")?;
@@ -115,8 +106,7 @@ pub async fn execute(e: &Engine, s: &mut Session, st: &AclStmt) -> Result<QueryO
             if !failed.is_empty() {
                 return Err(cannot_user("RENAME USER", &failed.join(",")));
             }
-            store::change(e, stmts).await?;
-            Ok(QueryOutput::ok(0))
+            apply(e, stmts).await
         }
         AclStmt::Grant { items, target, to, grant_option } => {
             grant(e, s, &snap, items, target, to, *grant_option, false).await
@@ -157,8 +147,7 @@ pub async fn execute(e: &Engine, s: &mut Session, st: &AclStmt) -> Result<QueryO
                     ));
                 }
             }
-            store::change(e, stmts).await?;
-            Ok(QueryOutput::ok(0))
+            apply(e, stmts).await
         }
         AclStmt::RevokeRole { roles, from } => {
             require_global(&snap, s, Privs::SUPER, "SUPER or ROLE_ADMIN")?;
@@ -168,17 +157,10 @@ pub async fn execute(e: &Engine, s: &mut Session, st: &AclStmt) -> Result<QueryO
                     if !snap.roles.iter().any(|x| &x.role == r && &x.to == u) {
                         return Err(not_granted(r, u));
                     }
-                    stmts.push(format!(
-                        "DELETE FROM mysql.role_edges WHERE role_user = {} AND role_host = {} AND to_user = {} AND to_host = {}",
-                        lit(&r.0),
-                        lit(&r.1),
-                        lit(&u.0),
-                        lit(&u.1)
-                    ));
+                    stmts.push(format!("DELETE FROM mysql.role_edges WHERE {}", edge_where(r, u)));
                 }
             }
-            store::change(e, stmts).await?;
-            Ok(QueryOutput::ok(0))
+            apply(e, stmts).await
         }
         AclStmt::SetRole(spec) => {
             let Some(a) = s.account.as_mut() else {
@@ -225,22 +207,67 @@ pub async fn execute(e: &Engine, s: &mut Session, st: &AclStmt) -> Result<QueryO
                             if !snap.roles.iter().any(|x| &x.role == r && &x.to == u) {
                                 return Err(not_granted(r, u));
                             }
-                            stmts.push(format!(
-                                "UPDATE mysql.role_edges SET is_default = 1 WHERE role_user = {} AND role_host = {} AND to_user = {} AND to_host = {}",
-                                lit(&r.0),
-                                lit(&r.1),
-                                lit(&u.0),
-                                lit(&u.1)
-                            ));
+                            stmts
+                                .push(format!("UPDATE mysql.role_edges SET is_default = 1 WHERE {}", edge_where(r, u)));
                         }
                     }
                 }
             }
-            store::change(e, stmts).await?;
-            Ok(QueryOutput::ok(0))
+            apply(e, stmts).await
         }
         AclStmt::ShowGrants { user, using } => show_grants(s, &snap, user.as_ref(), using),
     }
+}
+
+/// Write `stmts` (one transaction, version bumped): the statement's OK.
+async fn apply(e: &Engine, stmts: Vec<String>) -> Result<QueryOutput, SqlError> {
+    store::change(e, stmts).await.map(|_| QueryOutput::ok(0))
+}
+
+/// IF [NOT] EXISTS met an account that is (not) there: with the clause a
+/// note (`code`, `what` as MySQL words it), without it the account joins
+/// the statement's error list.
+fn note_or_fail(s: &mut Session, a: &Account, if_clause: bool, code: u16, what: &str, failed: &mut Vec<String>) {
+    if if_clause {
+        s.warnings.push(Warning {
+            level: WarningLevel::Note,
+            code,
+            message: format!("Authorization ID {} {what}.", quoted(&a.0, &a.1)),
+        });
+    } else {
+        failed.push(quoted(&a.0, &a.1));
+    }
+}
+
+/// The role_edges rows of role `r` granted to `to`.
+fn edge_where(r: &Account, to: &Account) -> String {
+    format!(
+        "role_user = {} AND role_host = {} AND to_user = {} AND to_host = {}",
+        lit(&r.0),
+        lit(&r.1),
+        lit(&to.0),
+        lit(&to.1)
+    )
+}
+
+/// GRANT at one level: the row keyed `key` (its values in column order)
+/// gets `p` added, made if absent.
+fn add_privs(table: &str, key: &[String], p: Privs) -> String {
+    format!(
+        "INSERT INTO mysql.{table} VALUES ({}, {p}) ON DUPLICATE KEY UPDATE privs = privs | {p}",
+        key.join(", "),
+        p = p.0
+    )
+}
+
+/// REVOKE at one level: the rows matching `cond` lose `p`.
+fn remove_privs(table: &str, cond: &str, p: Privs) -> String {
+    format!("UPDATE mysql.{table} SET privs = privs & {} WHERE {cond}", mask_out(p))
+}
+
+/// The rows matching `cond` that have no privilege left.
+fn drop_empty(table: &str, cond: &str) -> String {
+    format!("DELETE FROM mysql.{table} WHERE {cond} AND privs = 0")
 }
 
 fn unknown_auth_id(a: &Account) -> SqlError {
@@ -265,15 +292,7 @@ async fn create(
     let mut stmts = Vec::new();
     for (a, auth) in users {
         if snap.user(&a.0, &a.1).is_some() {
-            if if_not_exists {
-                s.warnings.push(Warning {
-                    level: WarningLevel::Note,
-                    code: 3163,
-                    message: format!("Authorization ID {} already exists.", quoted(&a.0, &a.1)),
-                });
-            } else {
-                failed.push(quoted(&a.0, &a.1));
-            }
+            note_or_fail(s, a, if_not_exists, 3163, "already exists", &mut failed);
             continue;
         }
         let (plugin, password) = match auth {
@@ -292,6 +311,9 @@ async fn create(
             opts.expire.unwrap_or(false) as u8,
             role as u8
         ));
+        if opts.require_ssl == Some(true) {
+            stmts.push(format!("INSERT INTO mysql.user_ssl VALUES ({}, {})", lit(&a.0), lit(&a.1)));
+        }
     }
     if !failed.is_empty() {
         return Err(cannot_user(op, &failed.join(",")));
@@ -325,20 +347,12 @@ async fn alter(
             },
         };
         // Anyone may set their own password; anything else needs CREATE USER.
-        let own_password = is_self(s, &a) && opts.lock.is_none() && opts.expire.is_none();
+        let own_password = is_self(s, &a) && opts.lock.is_none() && opts.expire.is_none() && opts.require_ssl.is_none();
         if !own_password {
             require_global(snap, s, Privs::CREATE_USER, "CREATE USER")?;
         }
         if snap.user(&a.0, &a.1).is_none() {
-            if if_exists {
-                s.warnings.push(Warning {
-                    level: WarningLevel::Note,
-                    code: 3162,
-                    message: format!("Authorization ID {} does not exist.", quoted(&a.0, &a.1)),
-                });
-            } else {
-                failed.push(quoted(&a.0, &a.1));
-            }
+            note_or_fail(s, &a, if_exists, 3162, "does not exist", &mut failed);
             continue;
         }
         let mut sets = Vec::new();
@@ -369,6 +383,13 @@ async fn alter(
         if !sets.is_empty() {
             stmts.push(format!("UPDATE mysql.user SET {} WHERE {}", sets.join(", "), where_user(&a)));
         }
+        match opts.require_ssl {
+            Some(true) => {
+                stmts.push(format!("INSERT IGNORE INTO mysql.user_ssl VALUES ({}, {})", lit(&a.0), lit(&a.1)))
+            }
+            Some(false) => stmts.push(format!("DELETE FROM mysql.user_ssl WHERE {}", where_user(&a))),
+            None => {}
+        }
     }
     if !failed.is_empty() {
         return Err(cannot_user("ALTER USER", &failed.join(",")));
@@ -386,6 +407,7 @@ fn drop_stmts(a: &Account) -> Vec<String> {
     let w = where_user(a);
     vec![
         format!("DELETE FROM mysql.user WHERE {w}"),
+        format!("DELETE FROM mysql.user_ssl WHERE {w}"),
         format!("DELETE FROM mysql.db WHERE {w}"),
         format!("DELETE FROM mysql.tables_priv WHERE {w}"),
         format!("DELETE FROM mysql.columns_priv WHERE {w}"),
@@ -401,6 +423,7 @@ fn rename_stmts(from: &Account, to: &Account) -> Vec<String> {
     let (nu, nh) = (lit(&to.0), lit(&to.1));
     let mut v = vec![
         format!("INSERT INTO mysql.user SELECT {nu}, {nh}, native_hash, sha2_hash, plugin, privs, locked, password_expired, is_role FROM mysql.user WHERE {w}"),
+        format!("INSERT INTO mysql.user_ssl SELECT {nu}, {nh} FROM mysql.user_ssl WHERE {w}"),
         format!("INSERT INTO mysql.db SELECT {nu}, {nh}, db, privs FROM mysql.db WHERE {w}"),
         format!("INSERT INTO mysql.tables_priv SELECT {nu}, {nh}, db, table_name, privs FROM mysql.tables_priv WHERE {w}"),
         format!("INSERT INTO mysql.columns_priv SELECT {nu}, {nh}, db, table_name, column_name, privs FROM mysql.columns_priv WHERE {w}"),
@@ -531,7 +554,7 @@ async fn grant(
         match &target {
             Target::Global => {
                 stmts.push(if revoke {
-                    format!("UPDATE mysql.user SET privs = privs & {} WHERE {wu}", mask_out(privs))
+                    remove_privs("user", &wu, privs)
                 } else {
                     format!("UPDATE mysql.user SET privs = privs | {} WHERE {wu}", privs.0)
                 });
@@ -542,14 +565,10 @@ async fn grant(
                     if !snap.dbs.iter().any(|g| g.user == u.0 && g.host == u.1 && &g.db == d) {
                         return Err(no_such_grant(u));
                     }
-                    stmts.push(format!("UPDATE mysql.db SET privs = privs & {} WHERE {wd}", mask_out(privs)));
-                    stmts.push(format!("DELETE FROM mysql.db WHERE {wd} AND privs = 0"));
+                    stmts.push(remove_privs("db", &wd, privs));
+                    stmts.push(drop_empty("db", &wd));
                 } else if !privs.is_empty() {
-                    stmts.push(format!(
-                        "INSERT INTO mysql.db VALUES ({uu}, {uh}, {}, {p}) ON DUPLICATE KEY UPDATE privs = privs | {p}",
-                        lit(d),
-                        p = privs.0
-                    ));
+                    stmts.push(add_privs("db", &[uu, uh, lit(d)], privs));
                 }
             }
             Target::Table(Some(d), t) => {
@@ -567,33 +586,18 @@ async fn grant(
                         return Err(no_such_grant(u));
                     }
                     if !privs.is_empty() {
-                        stmts.push(format!(
-                            "UPDATE mysql.tables_priv SET privs = privs & {} WHERE {wt}",
-                            mask_out(privs)
-                        ));
-                        stmts.push(format!("DELETE FROM mysql.tables_priv WHERE {wt} AND privs = 0"));
+                        stmts.push(remove_privs("tables_priv", &wt, privs));
+                        stmts.push(drop_empty("tables_priv", &wt));
                         // Revoking a privilege at table level takes it off every column too.
-                        stmts.push(format!(
-                            "UPDATE mysql.columns_priv SET privs = privs & {} WHERE {wt}",
-                            mask_out(privs)
-                        ));
+                        stmts.push(remove_privs("columns_priv", &wt, privs));
                     }
                     for (c, p) in &column_privs {
-                        stmts.push(format!(
-                            "UPDATE mysql.columns_priv SET privs = privs & {} WHERE {wt} AND column_name = {}",
-                            mask_out(*p),
-                            lit(c)
-                        ));
+                        stmts.push(remove_privs("columns_priv", &format!("{wt} AND column_name = {}", lit(c)), *p));
                     }
-                    stmts.push(format!("DELETE FROM mysql.columns_priv WHERE {wt} AND privs = 0"));
+                    stmts.push(drop_empty("columns_priv", &wt));
                 } else {
                     if !privs.is_empty() {
-                        stmts.push(format!(
-                            "INSERT INTO mysql.tables_priv VALUES ({uu}, {uh}, {}, {}, {p}) ON DUPLICATE KEY UPDATE privs = privs | {p}",
-                            lit(d),
-                            lit(t),
-                            p = privs.0
-                        ));
+                        stmts.push(add_privs("tables_priv", &[uu.clone(), uh.clone(), lit(d), lit(t)], privs));
                     }
                     if !column_privs.is_empty() {
                         let table = e.catalog().get(d, t).await?;
@@ -601,12 +605,10 @@ async fn grant(
                             let Some(col) = table.def.columns.iter().find(|x| x.name.eq_ignore_ascii_case(c)) else {
                                 return Err(SqlError::new(1054, "42S22", format!("Unknown column '{c}' in '{t}'")));
                             };
-                            stmts.push(format!(
-                                "INSERT INTO mysql.columns_priv VALUES ({uu}, {uh}, {}, {}, {}, {p}) ON DUPLICATE KEY UPDATE privs = privs | {p}",
-                                lit(d),
-                                lit(t),
-                                lit(&col.name),
-                                p = p.0
+                            stmts.push(add_privs(
+                                "columns_priv",
+                                &[uu.clone(), uh.clone(), lit(d), lit(t), lit(&col.name)],
+                                *p,
                             ));
                         }
                     }
@@ -615,8 +617,7 @@ async fn grant(
             Target::Db(None) | Target::Table(None, _) => return Err(unreachable_target()),
         }
     }
-    store::change(e, stmts).await?;
-    Ok(QueryOutput::ok(0))
+    apply(e, stmts).await
 }
 
 fn unreachable_target() -> SqlError {

@@ -17,12 +17,14 @@ pub enum Auth {
     Plugin(String),
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct UserOpts {
     /// ACCOUNT LOCK (true) / UNLOCK (false).
     pub lock: Option<bool>,
     /// PASSWORD EXPIRE (true) / PASSWORD EXPIRE NEVER|DEFAULT (false).
     pub expire: Option<bool>,
+    /// REQUIRE SSL (true) / REQUIRE NONE (false).
+    pub require_ssl: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -415,9 +417,18 @@ fn auth(c: &mut Cursor) -> Result<Option<Auth>, SqlError> {
 }
 
 fn user_opts(c: &mut Cursor) -> Result<UserOpts, SqlError> {
-    let mut o = UserOpts { lock: None, expire: None };
+    let mut o = UserOpts::default();
     loop {
-        if c.eat_word("ACCOUNT") {
+        if c.eat_word("REQUIRE") {
+            if c.eat_word("SSL") {
+                o.require_ssl = Some(true);
+            } else if c.eat_word("NONE") {
+                o.require_ssl = Some(false);
+            } else {
+                // X509, ISSUER, SUBJECT, CIPHER: certificate checks per account.
+                return Err(SqlError::unsupported(format!("REQUIRE {} (REQUIRE SSL and NONE are)", c.rest_text())));
+            }
+        } else if c.eat_word("ACCOUNT") {
             if c.eat_word("LOCK") {
                 o.lock = Some(true);
             } else {
@@ -436,7 +447,7 @@ fn user_opts(c: &mut Cursor) -> Result<UserOpts, SqlError> {
         } else if c.at_end() || c.peek() == Some(&Token::SemiColon) {
             return Ok(o);
         } else {
-            // REQUIRE, WITH MAX_..., FAILED_LOGIN_ATTEMPTS, COMMENT, ...
+            // WITH MAX_..., FAILED_LOGIN_ATTEMPTS, COMMENT, ...
             return Err(SqlError::unsupported(format!("account option {}", c.rest_text())));
         }
     }
@@ -560,7 +571,7 @@ mod tests {
             AclStmt::CreateUser {
                 if_not_exists: false,
                 users: vec![(a("app", "%"), Some(Auth::Password { plugin: None, password: "x".into() }))],
-                opts: UserOpts { lock: None, expire: None }
+                opts: UserOpts::default()
             }
         );
         assert_eq!(
@@ -574,7 +585,7 @@ mod tests {
                         Some(Auth::Password { plugin: Some("mysql_native_password".into()), password: "p".into() })
                     )
                 ],
-                opts: UserOpts { lock: Some(true), expire: None }
+                opts: UserOpts { lock: Some(true), ..Default::default() }
             }
         );
         assert_eq!(
@@ -582,7 +593,7 @@ mod tests {
             AclStmt::AlterUser {
                 if_exists: false,
                 users: vec![(Some(a("root", "%")), Some(Auth::Password { plugin: None, password: "pw".into() }))],
-                opts: UserOpts { lock: None, expire: None }
+                opts: UserOpts::default()
             }
         );
         assert!(matches!(

@@ -38,6 +38,11 @@ const TABLES: &[&str] = &[
      role_host VARCHAR(255) COLLATE utf8mb4_bin NOT NULL, to_user VARCHAR(32) COLLATE utf8mb4_bin NOT NULL, \
      to_host VARCHAR(255) COLLATE utf8mb4_bin NOT NULL, is_default TINYINT NOT NULL, \
      with_admin TINYINT NOT NULL, PRIMARY KEY (role_user, role_host, to_user, to_host))",
+    // REQUIRE SSL accounts: a table of their own rather than a column of
+    // mysql.user, so a cluster made before it gets it at the next start
+    // without a change to mysql.user's rows.
+    "CREATE TABLE IF NOT EXISTS mysql.user_ssl (user VARCHAR(32) COLLATE utf8mb4_bin NOT NULL, \
+     host VARCHAR(255) COLLATE utf8mb4_bin NOT NULL, PRIMARY KEY (user, host))",
     "CREATE TABLE IF NOT EXISTS mysql.acl_version (id INT NOT NULL PRIMARY KEY, version BIGINT NOT NULL)",
 ];
 
@@ -137,6 +142,26 @@ fn int(v: &Value) -> i64 {
     }
 }
 
+/// A row's columns read in order, as the struct being built lists its
+/// fields (Rust evaluates a struct expression's fields as written); a
+/// missing column reads as empty / 0.
+struct Cols<'a>(std::slice::Iter<'a, Value>);
+
+impl Cols<'_> {
+    fn text(&mut self) -> String {
+        self.0.next().map(text).unwrap_or_default()
+    }
+    fn int(&mut self) -> i64 {
+        self.0.next().map(int).unwrap_or(0)
+    }
+    fn privs(&mut self) -> Privs {
+        Privs(self.int() as u64)
+    }
+    fn flag(&mut self) -> bool {
+        self.int() != 0
+    }
+}
+
 /// Make the tables if absent (first start of a cluster).
 pub async fn bootstrap(e: &Engine) -> Result<(), SqlError> {
     let mut s = e.internal_session();
@@ -204,59 +229,76 @@ pub async fn load(e: &Engine) -> Result<Snapshot, SqlError> {
         "SELECT user, host, db, table_name, privs FROM mysql.tables_priv",
         "SELECT user, host, db, table_name, column_name, privs FROM mysql.columns_priv",
         "SELECT role_user, role_host, to_user, to_host, is_default, with_admin FROM mysql.role_edges",
+        "SELECT user, host FROM mysql.user_ssl",
     ]
     .map(String::from);
     let mut out = run(e, &q).await?.into_iter().map(rows);
     let mut next = || out.next().unwrap_or_default();
     let version = next().first().and_then(|r| r.first()).map(int).unwrap_or(0);
-    let users = next()
+    let mut users: Vec<UserRow> = next()
         .iter()
-        .map(|r| UserRow {
-            user: text(&r[0]),
-            host: text(&r[1]),
-            native_hash: text(&r[2]),
-            sha2_hash: text(&r[3]),
-            plugin: text(&r[4]),
-            privs: Privs(int(&r[5]) as u64),
-            locked: int(&r[6]) != 0,
-            password_expired: int(&r[7]) != 0,
-            is_role: int(&r[8]) != 0,
+        .map(|r| {
+            let mut c = Cols(r.iter());
+            UserRow {
+                user: c.text(),
+                host: c.text(),
+                native_hash: c.text(),
+                sha2_hash: c.text(),
+                plugin: c.text(),
+                privs: c.privs(),
+                locked: c.flag(),
+                password_expired: c.flag(),
+                is_role: c.flag(),
+                require_ssl: false,
+            }
         })
         .collect();
     let dbs = next()
         .iter()
-        .map(|r| DbGrant { user: text(&r[0]), host: text(&r[1]), db: text(&r[2]), privs: Privs(int(&r[3]) as u64) })
+        .map(|r| {
+            let mut c = Cols(r.iter());
+            DbGrant { user: c.text(), host: c.text(), db: c.text(), privs: c.privs() }
+        })
         .collect();
     let tables = next()
         .iter()
-        .map(|r| TableGrant {
-            user: text(&r[0]),
-            host: text(&r[1]),
-            db: text(&r[2]),
-            table: text(&r[3]),
-            privs: Privs(int(&r[4]) as u64),
+        .map(|r| {
+            let mut c = Cols(r.iter());
+            TableGrant { user: c.text(), host: c.text(), db: c.text(), table: c.text(), privs: c.privs() }
         })
         .collect();
     let columns = next()
         .iter()
-        .map(|r| ColumnGrant {
-            user: text(&r[0]),
-            host: text(&r[1]),
-            db: text(&r[2]),
-            table: text(&r[3]),
-            column: text(&r[4]),
-            privs: Privs(int(&r[5]) as u64),
+        .map(|r| {
+            let mut c = Cols(r.iter());
+            ColumnGrant {
+                user: c.text(),
+                host: c.text(),
+                db: c.text(),
+                table: c.text(),
+                column: c.text(),
+                privs: c.privs(),
+            }
         })
         .collect();
     let roles = next()
         .iter()
-        .map(|r| RoleEdge {
-            role: (text(&r[0]), text(&r[1])),
-            to: (text(&r[2]), text(&r[3])),
-            is_default: int(&r[4]) != 0,
-            with_admin: int(&r[5]) != 0,
+        .map(|r| {
+            let mut c = Cols(r.iter());
+            RoleEdge {
+                role: (c.text(), c.text()),
+                to: (c.text(), c.text()),
+                is_default: c.flag(),
+                with_admin: c.flag(),
+            }
         })
         .collect();
+    for r in next() {
+        let (user, host) = (text(&r[0]), text(&r[1]));
+        if let Some(u) = users.iter_mut().find(|u| u.user == user && u.host == host) {
+            u.require_ssl = true;
+        }
+    }
     Ok(Snapshot { version, users, dbs, tables, columns, roles })
 }
 

@@ -1526,6 +1526,9 @@ fn utc_niladic(name: &str) -> Option<Func> {
         Some(Func::UtcDate)
     } else if name.eq_ignore_ascii_case("utc_time") {
         Some(Func::UtcTime)
+    } else if name.eq_ignore_ascii_case("current_user") {
+        // Also a reserved word MySQL takes without parentheses.
+        Some(Func::CurrentUser)
     } else {
         None
     }

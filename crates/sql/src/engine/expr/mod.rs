@@ -234,6 +234,9 @@ pub struct EvalCtx<'a> {
     pub tz: crate::engine::functions::tz::SessionZone,
     pub current_db: Option<Arc<str>>,
     pub connection_id: u32,
+    /// USER() and CURRENT_USER() (None: an in-process session, which acts
+    /// as root@localhost).
+    pub login: Option<Arc<crate::types::LoginNames>>,
     pub last_insert_id: u64,
     pub sysvals: Vec<Value>,
     pub uservals: Vec<Value>,
@@ -290,6 +293,7 @@ impl<'a> EvalCtx<'a> {
             tz: None,
             current_db: None,
             connection_id: 0,
+            login: None,
             last_insert_id: 0,
             sysvals: Vec::new(),
             uservals: Vec::new(),

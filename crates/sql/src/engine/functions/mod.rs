@@ -170,7 +170,10 @@ pub enum Func {
     Database,
     Version,
     ConnectionId,
+    /// USER(), SESSION_USER(), SYSTEM_USER(): the login's user@client-host.
     User,
+    /// CURRENT_USER(): the matched account's user@host-pattern.
+    CurrentUser,
     // casts: args (value); target in the variant
     CastSigned,
     CastUnsigned,
@@ -406,7 +409,8 @@ pub fn lookup(name: &str) -> Option<(Func, usize, usize)> {
         "database" | "schema" => (Database, 0, 0),
         "version" => (Version, 0, 0),
         "connection_id" => (ConnectionId, 0, 0),
-        "user" | "current_user" | "session_user" | "system_user" => (User, 0, 0),
+        "user" | "session_user" | "system_user" => (User, 0, 0),
+        "current_user" => (CurrentUser, 0, 0),
         "json_extract" => (JsonExtract, 2, N),
         "json_unquote" => (JsonUnquote, 1, 1),
         "json_quote" => (JsonQuote, 1, 1),
@@ -453,9 +457,9 @@ pub fn ret_type(f: Func, args: &[SqlType]) -> SqlType {
     let dbl = SqlType { decimals: 31, ..SqlType::new(TClass::Double) };
     match f {
         Concat | ConcatWs | Substring | Upper | Lower | Trim | LTrim | RTrim | LPad | RPad | Replace | Left | Right
-        | Repeat | Reverse | Space | Hex | DateFormat | MonthName | DayName | Database | Version | User | CastChar
-        | SubstringIndex | Elt | Bin | Oct | Conv | ToBase64 | Quote | Md5 | Sha1 | Sha2 | Insert | Format | Uuid
-        | RegexpSubstr | RegexpReplace | TimeFormat | BinToUuid | InetNtoa | Inet6Ntoa => {
+        | Repeat | Reverse | Space | Hex | DateFormat | MonthName | DayName | Database | Version | User
+        | CurrentUser | CastChar | SubstringIndex | Elt | Bin | Oct | Conv | ToBase64 | Quote | Md5 | Sha1 | Sha2
+        | Insert | Format | Uuid | RegexpSubstr | RegexpReplace | TimeFormat | BinToUuid | InetNtoa | Inet6Ntoa => {
             let mut t = s;
             if args.iter().any(|a| a.class == TClass::Bin || (a.class == TClass::Str && a.coll == vals::Coll::Bin)) {
                 t.coll = vals::Coll::Bin;
@@ -955,7 +959,14 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
         // @@version is global and read-only: looked up here, not per statement.
         Version => return Ok(crate::engine::vars::global_value("version").unwrap_or(Value::Null)),
         ConnectionId => return Ok(Value::Int(ctx.connection_id as i64)),
-        User => return Ok(s_val("root@localhost".into())),
+        User | CurrentUser => {
+            let names = ctx.login.as_deref();
+            return Ok(s_val(match (f, names) {
+                (_, None) => "root@localhost".into(),
+                (User, Some(n)) => n.user.clone(),
+                (_, Some(n)) => n.current_user.clone(),
+            }));
+        }
         Rand => {
             let x = (vals::to_i64(args.first().unwrap_or(&Value::Int(0)), &mut ctx.warnings).unwrap_or(0) as u64)
                 ^ (crate::engine::expr::now_unix_micros() as u64);
@@ -1457,9 +1468,9 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
         | MakeTime | TimeDiff | FromDays | Microsecond | TimeFormat => temporal::call(f, &args, ctx)?,
         // Handled above.
         ConcatWs | If | NullIf | Now | CurDate | CurTime | UtcTimestamp | UtcDate | UtcTime | LastInsertId
-        | Database | Version | ConnectionId | User | Rand | Greatest | Least | IsNull | Pi | Field | Elt | Char
-        | Quote | Uuid | IsIpv4 | IsIpv6 | AnyValue | GetLock | ReleaseLock | ReleaseAllLocks | IsFreeLock
-        | IsUsedLock | Sleep => Value::Null,
+        | Database | Version | ConnectionId | User | CurrentUser | Rand | Greatest | Least | IsNull | Pi | Field
+        | Elt | Char | Quote | Uuid | IsIpv4 | IsIpv6 | AnyValue | GetLock | ReleaseLock | ReleaseAllLocks
+        | IsFreeLock | IsUsedLock | Sleep => Value::Null,
     })
 }
 
