@@ -365,15 +365,25 @@ fn wait_all_started(cluster: &mut Cluster, limit: Duration) -> Option<Duration> 
     None
 }
 
-/// A data node process that ended (its supervisor gave up) is started again.
+/// A data node process that ended (its supervisor gave up, or the cluster
+/// shut it down for good) is started again; its exit status and last log
+/// lines say why.
 fn respawn_exited(cluster: &mut Cluster) {
     for i in 0..cluster.nodes.len() {
         let exited = match cluster.nodes[i].as_mut() {
-            Some(p) => matches!(p.child.try_wait(), Ok(Some(_))),
-            None => false,
+            Some(p) => match p.child.try_wait() {
+                Ok(Some(status)) => Some((status, p.log_text())),
+                _ => None,
+            },
+            None => None,
         };
-        if exited {
-            eprintln!("chaos: data node {} exited by itself; starting it again", cluster.data[i].0);
+        if let Some((status, log)) = exited {
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(6)..].join("\n    ");
+            eprintln!(
+                "chaos: data node {} exited by itself ({status}); starting it again; its last log lines:\n    {tail}",
+                cluster.data[i].0
+            );
             cluster.nodes[i] = Some(cluster.spawn_node(i));
         }
     }
