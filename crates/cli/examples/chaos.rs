@@ -121,7 +121,7 @@ fn parse_args() -> Args {
     }
     assert!(a.norr.exists(), "no norr binary at {} (build it, or pass --norr PATH)", a.norr.display());
     assert!(a.replicas >= 2, "--replicas must be at least 2: a kill needs a surviving replica");
-    assert!(a.data_nodes % a.replicas as u16 == 0, "--data-nodes must be a multiple of --replicas");
+    assert!(a.data_nodes.is_multiple_of(a.replicas as u16), "--data-nodes must be a multiple of --replicas");
     a
 }
 

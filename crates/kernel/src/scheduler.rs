@@ -332,7 +332,10 @@ mod tests {
         }
     }
 
-    fn setup() -> (Scheduler<Sig>, std::sync::Arc<std::sync::Mutex<Vec<(u64, Sig)>>>) {
+    /// What the recorder block saw: (time, signal).
+    type Seen = std::sync::Arc<std::sync::Mutex<Vec<(u64, Sig)>>>;
+
+    fn setup() -> (Scheduler<Sig>, Seen) {
         let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let mut s = Scheduler::new(1, 4);
         s.add_block(1, 0, Box::new(Recorder { log: log.clone() }));

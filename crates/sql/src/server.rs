@@ -581,25 +581,23 @@ impl crate::engine::Engine {
 impl Backend for crate::engine::Engine {
     type Stmt = crate::engine::Prepared;
 
-    fn login_account<'a>(
-        &'a self,
-        _cfg: &'a ServerConfig,
-        user: &'a str,
-        peer: &'a str,
-    ) -> impl Future<Output = Result<Option<LoginAccount>, SqlError>> + Send + 'a {
-        async move {
-            let snap = self.acl().current(self).await?;
-            let Some(u) = snap.login_account(user, peer) else { return Ok(None) };
-            let plugin = AuthPlugin::from_name(&u.plugin);
-            let Some(mut a) = LoginAccount::from_hex(&u.host, &u.native_hash, &u.sha2_hash, plugin) else {
-                tracing::warn!("sqld: account '{}'@'{}' has a malformed password hash", u.user, u.host);
-                return Ok(None);
-            };
-            a.locked = u.locked;
-            a.password_expired = u.password_expired;
-            a.require_ssl = u.require_ssl;
-            Ok(Some(a))
-        }
+    async fn login_account(
+        &self,
+        _cfg: &ServerConfig,
+        user: &str,
+        peer: &str,
+    ) -> Result<Option<LoginAccount>, SqlError> {
+        let snap = self.acl().current(self).await?;
+        let Some(u) = snap.login_account(user, peer) else { return Ok(None) };
+        let plugin = AuthPlugin::from_name(&u.plugin);
+        let Some(mut a) = LoginAccount::from_hex(&u.host, &u.native_hash, &u.sha2_hash, plugin) else {
+            tracing::warn!("sqld: account '{}'@'{}' has a malformed password hash", u.user, u.host);
+            return Ok(None);
+        };
+        a.locked = u.locked;
+        a.password_expired = u.password_expired;
+        a.require_ssl = u.require_ssl;
+        Ok(Some(a))
     }
 
     fn seed_accounts<'a>(&'a self, cfg: &'a ServerConfig) -> impl Future<Output = Result<(), SqlError>> + Send + 'a {
@@ -614,37 +612,25 @@ impl Backend for crate::engine::Engine {
         crate::engine::Engine::new_session(self, connection_id, user)
     }
 
-    fn execute_text<'a>(
-        &'a self,
-        s: &'a mut Session,
-        sql: &'a str,
-    ) -> impl Future<Output = Vec<Result<QueryOutput, SqlError>>> + Send + 'a {
-        async move {
-            if crate::off_thread::wanted(sql) {
-                // Its result is built whole: the protocol layer, which
-                // would send streamed batches, waits for this call.
-                let sink = s.result_sink.take();
-                let out = crate::off_thread::run(crate::engine::Engine::execute_text(self, s, sql));
-                s.result_sink = sink;
-                return out;
-            }
-            crate::engine::Engine::execute_text(self, s, sql).await
+    async fn execute_text(&self, s: &mut Session, sql: &str) -> Vec<Result<QueryOutput, SqlError>> {
+        if crate::off_thread::wanted(sql) {
+            // Its result is built whole: the protocol layer, which would
+            // send streamed batches, waits for this call.
+            let sink = s.result_sink.take();
+            let out = crate::off_thread::run(crate::engine::Engine::execute_text(self, s, sql));
+            s.result_sink = sink;
+            return out;
         }
+        crate::engine::Engine::execute_text(self, s, sql).await
     }
 
-    fn prepare<'a>(
-        &'a self,
-        s: &'a mut Session,
-        sql: &'a str,
-    ) -> impl Future<Output = Result<PreparedInfo<Self::Stmt>, SqlError>> + Send + 'a {
-        async move {
-            let p = if crate::off_thread::wanted(sql) {
-                crate::off_thread::run(crate::engine::Engine::prepare(self, s, sql))?
-            } else {
-                crate::engine::Engine::prepare(self, s, sql).await?
-            };
-            Ok(PreparedInfo { param_count: p.param_count, columns: p.columns.clone(), stmt: p })
-        }
+    async fn prepare(&self, s: &mut Session, sql: &str) -> Result<PreparedInfo<Self::Stmt>, SqlError> {
+        let p = if crate::off_thread::wanted(sql) {
+            crate::off_thread::run(crate::engine::Engine::prepare(self, s, sql))?
+        } else {
+            crate::engine::Engine::prepare(self, s, sql).await?
+        };
+        Ok(PreparedInfo { param_count: p.param_count, columns: p.columns.clone(), stmt: p })
     }
 
     fn execute_prepared<'a>(

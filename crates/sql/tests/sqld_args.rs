@@ -22,6 +22,6 @@ fn data_nodes_come_from_the_command_line_or_from_mgmd() {
     let a = parse(&["--mgm", "10.0.0.9:1186"]).unwrap();
     assert_eq!(a.mgm.as_deref(), Some("10.0.0.9:1186"));
     // Both at once is refused rather than one silently ignored.
-    let e = parse(&["--mgm", "10.0.0.9:1186", "--data-node", "10.0.0.1:2202"]).err().expect("refused");
+    let e = parse(&["--mgm", "10.0.0.9:1186", "--data-node", "10.0.0.1:2202"]).expect_err("refused");
     assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict, "{e}");
 }

@@ -456,8 +456,10 @@ pub(crate) async fn compensate(txn: &mut Transaction, undo: Vec<KeyOp>) {
 
 /// Highest AUTO_INCREMENT value known to be handed out or used, per (engine, table, version):
 /// an explicit value below it needs no `bump_auto_inc` round trip.
-fn auto_inc_known() -> &'static Mutex<HashMap<(usize, u32, u32), u64>> {
-    static M: OnceLock<Mutex<HashMap<(usize, u32, u32), u64>>> = OnceLock::new();
+type AutoIncKnown = Mutex<HashMap<(usize, u32, u32), u64>>;
+
+fn auto_inc_known() -> &'static AutoIncKnown {
+    static M: OnceLock<AutoIncKnown> = OnceLock::new();
     M.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
@@ -2050,21 +2052,25 @@ fn fix_col(mut e: SqlError, def: &TableDef, sets: &[(ColumnId, CExpr)]) -> SqlEr
     e
 }
 
+/// The parts of a single-table UPDATE / DELETE: target name, alias,
+/// PARTITION names, WHERE, ORDER BY, LIMIT and (UPDATE) SET.
+type SingleTableParts<'a> = (
+    &'a ast::ObjectName,
+    String,
+    &'a [ast::Ident],
+    Option<&'a Expr>,
+    &'a [ast::OrderByExpr],
+    Option<&'a Expr>,
+    &'a [ast::Assignment],
+);
+
 /// The table access an UPDATE / DELETE would use (for EXPLAIN).
 pub(crate) async fn explain_access(
     engine: &Engine,
     session: &Session,
     st: &Statement,
 ) -> Result<(TableAccess, String), SqlError> {
-    let (name, alias, partitions, selection, order_by, limit, assigns): (
-        &ast::ObjectName,
-        String,
-        &[ast::Ident],
-        Option<&Expr>,
-        &[ast::OrderByExpr],
-        Option<&Expr>,
-        &[ast::Assignment],
-    ) = match st {
+    let (name, alias, partitions, selection, order_by, limit, assigns): SingleTableParts<'_> = match st {
         Statement::Update(u) => {
             let (n, a, p) = single_table(std::slice::from_ref(&u.table))?;
             (n, a, p, u.selection.as_ref(), &u.order_by, u.limit.as_ref(), &u.assignments)

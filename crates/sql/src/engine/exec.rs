@@ -691,8 +691,10 @@ fn pruned_partitions(t: &TableAccess, ctx: &mut EvalCtx) -> Result<Option<Vec<Pa
 }
 
 /// Partition of a keyed operation on a user-partitioned table (None otherwise).
-/// Err(()) = no partition can hold the key.
+/// Err(()) = no partition can hold the key (callers map it to their own
+/// error or skip the key, so it carries nothing).
 /// `zone`: the session zone, whose wall times the key's TIMESTAMP values are.
+#[allow(clippy::result_unit_err)]
 pub fn key_partition(
     t: &TableAccess,
     key_cols: &[ColumnId],

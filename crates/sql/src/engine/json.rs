@@ -489,11 +489,7 @@ fn search_in(
         return true;
     }
     match v {
-        J::String(s) => {
-            if roots.iter().any(|r| covers(&r.legs, at)) && hit(s) {
-                out.push(path_text(at));
-            }
-        }
+        J::String(s) if roots.iter().any(|r| covers(&r.legs, at)) && hit(s) => out.push(path_text(at)),
         J::Array(a) => {
             for (i, x) in a.iter().enumerate() {
                 at.push(Leg::Index(i));

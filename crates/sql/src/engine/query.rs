@@ -182,6 +182,9 @@ pub struct Source {
     pub lookup: Option<JoinLookup>,
 }
 
+// One per FROM item of a compiled plan, read on every row: a boxed table
+// access would cost an indirection where the plan is hottest.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum SourceKind {
     Table(TableAccess),
@@ -234,11 +237,15 @@ pub struct JoinLookup {
     pub range: bool,
 }
 
+/// The columns and rows of a table the SQL node makes itself
+/// (information_schema and kin), by (db, table) in `Tables::virtual_rows`.
+pub type VirtualRows = (Vec<ScopeCol>, Vec<Vec<Value>>);
+
 /// Tables of a statement, resolved (async) before compilation.
 pub struct Tables {
     pub map: HashMap<(String, String), Arc<SqlTable>>,
     pub default_db: Option<Arc<str>>,
-    pub virtual_rows: HashMap<(String, String), (Vec<ScopeCol>, Vec<Vec<Value>>)>,
+    pub virtual_rows: HashMap<(String, String), VirtualRows>,
 }
 
 impl Tables {

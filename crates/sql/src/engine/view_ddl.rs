@@ -759,7 +759,9 @@ pub async fn infoschema_views(e: &Engine, scope: &infoschema::NameScope) -> Resu
     let mut rows = Vec::new();
     let all = e.catalog().views()?.list().await?;
     // A view of the updatable shape over a view is updatable if that one is.
-    let shapes: std::collections::HashMap<(String, String), (bool, Option<(String, String)>)> = all
+    // (db, view) -> (updatable shape, the (db, table) it reads).
+    type Shape = (bool, Option<(String, String)>);
+    let shapes: std::collections::HashMap<(String, String), Shape> = all
         .iter()
         .map(|v| {
             let (ok, base) = match parse_select(v) {

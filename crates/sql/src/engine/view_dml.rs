@@ -304,15 +304,12 @@ pub async fn execute(
     }
 }
 
-/// Rewrite the statement's target down its chain of views. Returns the top
-/// view (None when the target is a table), the check conditions and the
-/// alias the conditions use.
-fn rewrite_target(
-    st: &mut Statement,
-    s: &Session,
-    set: &ViewSet,
-    kind: Kind,
-) -> Result<(Option<Arc<LoadedView>>, Vec<Expr>, String), SqlError> {
+/// What `rewrite_target` found: the top view (None when the target is a
+/// table), the check conditions and the alias the conditions use.
+type Rewritten = (Option<Arc<LoadedView>>, Vec<Expr>, String);
+
+/// Rewrite the statement's target down its chain of views.
+fn rewrite_target(st: &mut Statement, s: &Session, set: &ViewSet, kind: Kind) -> Result<Rewritten, SqlError> {
     let mut top = None;
     let mut conds = Vec::new();
     let mut cascade = false;

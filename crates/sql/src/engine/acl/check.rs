@@ -55,7 +55,7 @@ fn resolve(s: &Session, rel: &Relations, name: &ObjectName) -> Result<Option<(St
 /// SELECT on every table a statement reads (those not in `skip`).
 fn reads(s: &Session, n: &mut Needs, rel: &Relations, skip: &[&ObjectName]) -> Result<(), SqlError> {
     for name in &rel.names {
-        if skip.iter().any(|x| *x == name) {
+        if skip.contains(&name) {
             continue;
         }
         if let Some((d, t)) = resolve(s, rel, name)? {

@@ -54,7 +54,9 @@ pub struct Scope {
 }
 
 impl Scope {
-    /// Find a column by optional qualifier and name. Err(true) = ambiguous.
+    /// Find a column by optional qualifier and name. Err(()) = ambiguous
+    /// (each caller words its own 1052).
+    #[allow(clippy::result_unit_err)]
     pub fn find(&self, table: Option<&str>, name: &str) -> Result<Option<usize>, ()> {
         let mut hit = None;
         for (i, c) in self.cols.iter().enumerate() {
