@@ -379,7 +379,12 @@ fn respawn_exited(cluster: &mut Cluster) {
         };
         if let Some((status, log)) = exited {
             let lines: Vec<&str> = log.lines().collect();
-            let tail = lines[lines.len().saturating_sub(6)..].join("\n    ");
+            // A panic's message comes first, then its backtrace: show the
+            // message (from the last "panicked at") and the last lines.
+            let from = lines.iter().rposition(|l| l.contains("panicked at")).unwrap_or(lines.len());
+            let mut shown: Vec<&str> = lines[from..lines.len().min(from + 4)].to_vec();
+            shown.extend(&lines[lines.len().saturating_sub(6).max(from + 4).min(lines.len())..]);
+            let tail = shown.join("\n    ");
             eprintln!(
                 "chaos: data node {} exited by itself ({status}); starting it again; its last log lines:\n    {tail}",
                 cluster.data[i].0
