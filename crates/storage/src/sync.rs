@@ -50,6 +50,19 @@ impl SyncMarks {
     pub fn footprint(&self) -> u64 {
         (self.bits.capacity() * 8) as u64
     }
+
+    /// Bytes `mark` of a row id below `bound` may add: nothing while the
+    /// capacity covers it, else a `Vec` growth (to at least twice the
+    /// capacity). An insert adds it to its estimate: a resynchronising
+    /// partition's first row on a new page grows the bitmap.
+    pub fn grow_cost(&self, bound: u64) -> u64 {
+        let need = bound.div_ceil(64) as usize;
+        let cap = self.bits.capacity();
+        if need <= cap {
+            return 0;
+        }
+        ((need.max(cap * 2).max(4) - cap) * 8) as u64
+    }
 }
 
 /// One row of a copy scan (`copy_scan_next`).

@@ -502,7 +502,12 @@ impl TableStore {
             + part.var.alloc_cost(payload.len())
             + part.hash.insert_cost()
             + if self.pk_index.is_some() { part.pk_order.insert_cost(pk.len()) } else { 0 }
-            + Self::keys_cost(&keys);
+            + Self::keys_cost(&keys)
+            // The row may take a slot of a new page (row ids below one more
+            // page's worth).
+            + part.sync.as_ref().map_or(0, |s| {
+                s.grow_cost(part.fixed().row_id_bound() + u64::from(part.fixed().slots_per_page()))
+            });
         if need > budget {
             return Err(self.table_full(need, budget));
         }
