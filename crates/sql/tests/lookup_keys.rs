@@ -7,74 +7,16 @@
 //! One test function: the counter is the process's.
 
 mod node_support;
+mod read_counts;
 
 use mysql_async::prelude::*;
 use mysql_async::Conn;
+use read_counts::{counted, counted_drop, explain, SLACK};
 
 /// `t` holds A x B rows, (a, b) in 1..=A x 1..=B.
 const A: i64 = 20;
 const B: i64 = 100;
 const ROWS: i64 = A * B;
-
-/// What statements read from the data node so far: rows received, full
-/// scans and index range scans opened (a scan's pushed filter may leave few
-/// rows to receive, so scans are counted apart).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-struct Reads {
-    rows: u64,
-    full: u64,
-    ranges: u64,
-}
-
-impl std::ops::Sub for Reads {
-    type Output = Reads;
-    fn sub(self, o: Reads) -> Reads {
-        Reads { rows: self.rows - o.rows, full: self.full - o.full, ranges: self.ranges - o.ranges }
-    }
-}
-
-/// Rows counted beyond a statement's own: once in a handful of runs a
-/// one-key lookup counted 2 rows (cause not found yet; the counter is the
-/// process's). The row bounds allow for it; scans are counted apart and
-/// their bounds are exact, so a scan still fails the test.
-const SLACK: u64 = 2;
-
-async fn reads(c: &mut Conn) -> Reads {
-    let rows: Vec<(String, String)> = c.query("SHOW GLOBAL STATUS LIKE 'Norr_%'").await.expect("SHOW STATUS");
-    let get = |name: &str| -> u64 {
-        rows.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no {name}")).1.parse().expect("a number")
-    };
-    Reads { rows: get("Norr_rows_read"), full: get("Norr_full_scans"), ranges: get("Norr_range_scans") }
-}
-
-/// Runs `sql` and returns its rows with the rows it read from the data node.
-async fn counted<T: FromRow + Send + 'static>(c: &mut Conn, sql: &str) -> (Vec<T>, Reads) {
-    let before = reads(c).await;
-    let rows: Vec<T> = c.query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
-    (rows, reads(c).await - before)
-}
-
-/// Runs a statement that returns no rows; its affected rows and what it read.
-async fn counted_drop(c: &mut Conn, sql: &str) -> (u64, Reads) {
-    let before = reads(c).await;
-    c.query_drop(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let affected = c.affected_rows();
-    (affected, reads(c).await - before)
-}
-
-/// EXPLAIN's (table, type, key, rows) per table.
-async fn explain(c: &mut Conn, sql: &str) -> Vec<(String, String, Option<String>, Option<i64>)> {
-    let rows: Vec<mysql_async::Row> = c.query(format!("EXPLAIN {sql}")).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
-    rows.into_iter()
-        .map(|r| {
-            let table: String = r.get("table").unwrap();
-            let ty: String = r.get("type").unwrap();
-            let key: Option<String> = r.get("key").unwrap();
-            let n: Option<i64> = r.get("rows").unwrap();
-            (table, ty, key, n)
-        })
-        .collect()
-}
 
 async fn fill(c: &mut Conn, table: &str) {
     for a in 1..=A {
