@@ -21,8 +21,19 @@
 //! checkpoints plus REDO. Output: one line per round and a summary with the
 //! restart times (median, max). Exit status 1 if any check failed.
 //!
+//! `--data-nodes 2`: a cluster instead (mgmd and two data nodes, replicas =
+//! 2, default knobs, each node on its own data directory). A round kills
+//! *both* data nodes with SIGKILL, the second 0..500 ms after the first (so
+//! some rounds see the survivor take over alone first), and starts both
+//! again: a system restart from the nodes' files. The recovered GCI is the
+//! highest one the two restart reports name; the rows are read through each
+//! node (each is primary for a share of the partitions) and must agree.
+//!
 //! `bash bench/kill9_durability.sh` builds and runs it; alone:
 //! `cargo run --release -p norr-cli --example kill9_durability -- --rounds 20`.
+
+#[path = "../tests/support/proc_cluster.rs"]
+mod proc_cluster;
 
 use norr_client::blocking::Client;
 use norr_client::{table_def, ColumnDef, ColumnType, ExecType, KeyOp, ScanSpec, TableId, Value};
@@ -35,7 +46,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const HELP: &str = "kill9_durability [--norr PATH] [--rounds N (20)] [--writers N (4)] [--dir DIR] [--seed N]
-      [--keep]
+      [--keep] [--data-nodes 1|2]
 
 Runs one data node on DIR (default: a new temporary directory, removed at
 the end unless --keep), writes with --writers client threads that record the
@@ -43,7 +54,12 @@ GCI of every commit, kills the node with SIGKILL at a random moment (2-6 s
 into the round), restarts it from DIR and checks that every transaction
 acknowledged up to the recovered GCI is present, none of a later GCI is, and
 none is half there. Repeats --rounds times on the same directory. Prints one
-line per round and a summary; exit status 1 if a check failed.";
+line per round and a summary; exit status 1 if a check failed.
+
+--data-nodes 2 runs mgmd and two data nodes (replicas = 2) in a temporary
+directory instead (--dir and --keep do not apply) and kills both data nodes
+each round (the second up to 500 ms after the first): every restart is a
+system restart of the cluster.";
 
 struct Args {
     norr: PathBuf,
@@ -52,6 +68,7 @@ struct Args {
     dir: Option<PathBuf>,
     seed: u64,
     keep: bool,
+    data_nodes: u16,
 }
 
 fn parse_args() -> Args {
@@ -59,8 +76,15 @@ fn parse_args() -> Args {
     // target/<profile>/examples/kill9_durability -> target/<profile>/norr
     let default_norr = exe.parent().and_then(|p| p.parent()).map(|p| p.join("norr")).unwrap_or_default();
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64);
-    let mut a =
-        Args { norr: default_norr, rounds: 20, writers: 4, dir: None, seed: seed.unwrap_or(1) | 1, keep: false };
+    let mut a = Args {
+        norr: default_norr,
+        rounds: 20,
+        writers: 4,
+        dir: None,
+        seed: seed.unwrap_or(1) | 1,
+        keep: false,
+        data_nodes: 1,
+    };
     let mut it = std::env::args().skip(1);
     fn num(it: &mut impl Iterator<Item = String>, arg: &str) -> u64 {
         it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| fail(&format!("{arg} needs a number (see --help)")))
@@ -73,6 +97,10 @@ fn parse_args() -> Args {
             "--dir" => a.dir = Some(PathBuf::from(it.next().unwrap_or_else(|| fail("--dir needs a DIR")))),
             "--seed" => a.seed = num(&mut it, &arg) | 1,
             "--keep" => a.keep = true,
+            "--data-nodes" => match num(&mut it, &arg) {
+                n @ (1 | 2) => a.data_nodes = n as u16,
+                n => fail(&format!("--data-nodes {n}: 1 or 2")),
+            },
             "--help" | "-h" => {
                 println!("{HELP}");
                 std::process::exit(0);
@@ -142,6 +170,138 @@ fn start(norr: &Path, dir: &Path) -> Datad {
     // Keep draining stderr so the node never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
     Datad { child, addr, recovered, start_time: t0.elapsed() }
+}
+
+/// The data nodes under test.
+enum Nodes {
+    One { norr: PathBuf, dir: PathBuf, node: Datad },
+    Cluster(proc_cluster::Cluster),
+}
+
+/// The GCI a data node's last start recovered, from its log ("recovered to
+/// GCI g"; 0 for "no complete global checkpoint on disk").
+fn recovered_in_log(log: &str) -> Option<u64> {
+    log.lines().rev().find_map(|l| {
+        if l.contains("no complete global checkpoint on disk") {
+            return Some(0);
+        }
+        let rest = l.split("recovered to GCI ").nth(1)?;
+        rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+    })
+}
+
+impl Nodes {
+    fn start(a: &Args, dir: &Path) -> Nodes {
+        if a.data_nodes == 1 {
+            return Nodes::One { norr: a.norr.clone(), dir: dir.to_path_buf(), node: start(&a.norr, dir) };
+        }
+        let c = proc_cluster::Cluster::start(&a.norr, "kill9", a.data_nodes, 2, "");
+        let ids: Vec<u16> = c.data.iter().map(|(id, _)| *id).collect();
+        c.wait_started(&ids);
+        Nodes::Cluster(c)
+    }
+
+    /// Where writers connect (a cluster client finds the other nodes).
+    fn addr(&self) -> String {
+        match self {
+            Nodes::One { node, .. } => node.addr.clone(),
+            Nodes::Cluster(c) => c.data[0].1.clone(),
+        }
+    }
+
+    /// Each data node's address: the rows are read through each.
+    fn addrs(&self) -> Vec<String> {
+        match self {
+            Nodes::One { node, .. } => vec![node.addr.clone()],
+            Nodes::Cluster(c) => c.data.iter().map(|(_, a)| a.clone()).collect(),
+        }
+    }
+
+    /// SIGKILL every data node (in a cluster the second 0..500 ms after
+    /// the first, while the writers go on).
+    fn kill(&mut self, rng: &mut Rng) {
+        match self {
+            Nodes::One { node, .. } => {
+                let _ = node.child.kill();
+                let _ = node.child.wait();
+            }
+            Nodes::Cluster(c) => {
+                let first = (rng.next() % 2) as usize;
+                let gap = Duration::from_millis(rng.next() % 500);
+                c.kill(first);
+                std::thread::sleep(gap);
+                c.kill(1 - first);
+            }
+        }
+    }
+
+    /// Start every data node again from its files: the recovered GCI and
+    /// the time until all serve.
+    fn restart(&mut self) -> Result<(u64, Duration), String> {
+        match self {
+            Nodes::One { norr, dir, node } => {
+                *node = start(norr, dir);
+                let gci = node.recovered.ok_or("no \"recovered to GCI\" in the restart report")?;
+                Ok((gci, node.start_time))
+            }
+            Nodes::Cluster(c) => {
+                let t0 = Instant::now();
+                let logs: Vec<usize> = (0..c.data.len())
+                    .map(|i| {
+                        std::fs::metadata(c.dir.0.join(format!("node-{}.log", c.data[i].0)))
+                            .map_or(0, |m| m.len() as usize)
+                    })
+                    .collect();
+                for i in 0..c.data.len() {
+                    let p = c.spawn_node(i);
+                    c.nodes[i] = Some(p);
+                }
+                let ids: Vec<u16> = c.data.iter().map(|(id, _)| *id).collect();
+                c.wait_started(&ids);
+                let took = t0.elapsed();
+                let gci = (0..c.data.len())
+                    .filter_map(|i| {
+                        let text = c.nodes[i].as_ref()?.log_text();
+                        recovered_in_log(text.get(logs[i]..)?)
+                    })
+                    .max()
+                    .ok_or_else(|| format!("no recovered GCI in the restart logs:\n{}", c.logs()))?;
+                Ok((gci, took))
+            }
+        }
+    }
+
+    fn stop(&mut self) {
+        match self {
+            Nodes::One { node, .. } => {
+                let _ = node.child.kill();
+                let _ = node.child.wait();
+            }
+            // Dropping the cluster kills its processes and removes its files.
+            Nodes::Cluster(c) => {
+                for p in c.nodes.iter_mut().flatten() {
+                    let _ = p.child.kill();
+                    let _ = p.child.wait();
+                }
+            }
+        }
+    }
+}
+
+/// The rows present, read through `addr`, retrying temporary errors for a
+/// while (a restarted cluster may still be taking over its partitions).
+fn present_through(addr: &str, table: TableId) -> Result<BTreeMap<i64, u32>, String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r = Client::connect(addr).map_err(|e| format!("connect {addr}: {e}")).and_then(|c| present(&c, table));
+        match r {
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            r => return r,
+        }
+    }
 }
 
 /// What a writer knows about one transaction.
@@ -215,7 +375,14 @@ fn main() {
     if a.dir.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    println!("kill9_durability: {} rounds, {} writers, dir {}, seed {}", a.rounds, a.writers, dir.display(), a.seed);
+    println!(
+        "kill9_durability: {} rounds, {} writers, {} data node(s), dir {}, seed {}",
+        a.rounds,
+        a.writers,
+        a.data_nodes,
+        if a.data_nodes == 1 { dir.display().to_string() } else { "a temporary cluster directory".into() },
+        a.seed
+    );
     let mut rng = Rng(a.seed);
     // Every transaction ever sent and what is known of it; a transaction
     // acknowledged beyond a recovered GCI is gone for good and leaves this map.
@@ -224,9 +391,9 @@ fn main() {
     let mut failures: Vec<String> = Vec::new();
     let (mut restarts, mut total_acked, mut total_beyond) = (Vec::new(), 0u64, 0u64);
 
-    let mut node = start(&a.norr, &dir);
+    let mut nodes = Nodes::start(&a, &dir);
     let table = {
-        let c = Client::connect(node.addr.as_str()).unwrap_or_else(|e| fail(&format!("connect: {e}")));
+        let c = Client::connect(nodes.addr().as_str()).unwrap_or_else(|e| fail(&format!("connect: {e}")));
         let cols = vec![
             ColumnDef::new("k", ColumnType::BigInt { unsigned: false }).not_null(),
             ColumnDef::new("v", ColumnType::BigInt { unsigned: false }),
@@ -236,7 +403,7 @@ fn main() {
             Err(_) => c.create_table(table_def("kill9", cols, vec![0])).unwrap_or_else(|e| fail(&format!("{e}"))).id,
         }
     };
-    if let Ok(c) = Client::connect(node.addr.as_str()) {
+    if let Ok(c) = Client::connect(nodes.addr().as_str()) {
         // A kept directory: continue after the transactions already there.
         if let Ok(seen) = present(&c, table) {
             let top = seen.keys().next_back().map_or(0, |k| k + 1);
@@ -250,14 +417,13 @@ fn main() {
         let log = Arc::new(Mutex::new(Vec::new()));
         let writers: Vec<_> = (0..a.writers)
             .map(|_| {
-                let (addr, next, stop, log) = (node.addr.clone(), next.clone(), stop.clone(), log.clone());
+                let (addr, next, stop, log) = (nodes.addr(), next.clone(), stop.clone(), log.clone());
                 std::thread::spawn(move || writer(addr, table, next, stop, log))
             })
             .collect();
         let load = Duration::from_millis(2_000 + rng.next() % 4_000);
         std::thread::sleep(load);
-        let _ = node.child.kill(); // SIGKILL, writers still running
-        let _ = node.child.wait();
+        nodes.kill(&mut rng); // SIGKILL, writers still running
         stop.store(true, Ordering::Relaxed);
         for w in writers {
             let _ = w.join();
@@ -269,26 +435,33 @@ fn main() {
         known.extend(outcomes);
         total_acked += acked;
 
-        node = start(&a.norr, &dir);
-        restarts.push(node.start_time);
-        let Some(recovered) = node.recovered else {
-            failures.push(format!("round {round}: no \"recovered to GCI\" in the restart report"));
-            break;
-        };
-        let c = match Client::connect(node.addr.as_str()) {
-            Ok(c) => c,
-            Err(e) => {
-                failures.push(format!("round {round}: connect after restart: {e}"));
-                break;
-            }
-        };
-        let seen = match present(&c, table) {
-            Ok(s) => s,
+        let (recovered, took) = match nodes.restart() {
+            Ok(r) => r,
             Err(e) => {
                 failures.push(format!("round {round}: {e}"));
                 break;
             }
         };
+        restarts.push(took);
+        // Read through each data node: the replicas must agree.
+        let mut reads = Vec::new();
+        for addr in nodes.addrs() {
+            match present_through(&addr, table) {
+                Ok(s) => reads.push((addr, s)),
+                Err(e) => failures.push(format!("round {round}: {e}")),
+            }
+        }
+        let Some((first_addr, seen)) = reads.first().cloned() else { break };
+        for (addr, other) in &reads[1..] {
+            if *other != seen {
+                failures.push(format!(
+                    "round {round}: the rows read through {addr} ({} transactions) differ from those through \
+                     {first_addr} ({})",
+                    other.len(),
+                    seen.len()
+                ));
+            }
+        }
         let (mut lost, mut beyond, mut half, mut stray) = (0u64, 0u64, 0u64, 0u64);
         for (&i, &rows) in &seen {
             if rows != 2 {
@@ -340,12 +513,11 @@ fn main() {
              {beyond:3} acknowledged beyond it (network durable only), lost {lost}, restart {:5.2} s, {} rows",
             load.as_secs_f64(),
             last_acked_gci.map_or("-".into(), |g| g.to_string()),
-            node.start_time.as_secs_f64(),
+            took.as_secs_f64(),
             seen.len() * 2,
         );
     }
-    let _ = node.child.kill();
-    let _ = node.child.wait();
+    nodes.stop();
     let max = restarts.iter().max().copied().unwrap_or_default();
     println!(
         "summary: {} rounds, {total_acked} transactions acknowledged, {total_beyond} acknowledged beyond the recovered GCI \

@@ -25,13 +25,16 @@
 
 use crate::error::FormatError;
 use crate::frame::{open_blob, seal, Kind, BLOB_HEADER_BYTES};
+use norr_signals::internal::SchemaChange;
 use norr_signals::{TableDef, TableId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Format version of the schema file: 2 added `pending` (version 1 files
-/// are read as having none).
-pub const SCHEMA_FILE_VERSION: u16 = 2;
+/// are read as having none); 3 changed a pending TRUNCATE to carry the
+/// table's new definition (a TRUNCATE raises the table version; version 2
+/// files are read by giving the table's definition one version more).
+pub const SCHEMA_FILE_VERSION: u16 = 3;
 pub const SCHEMA_FILE: &str = "schema/schema.dat";
 pub const SCHEMA_TMP: &str = "schema/schema.tmp";
 
@@ -54,7 +57,7 @@ pub struct SchemaSnapshot {
     /// not ended (not in `tables` yet). It may have reached some nodes'
     /// storage before every node crashed: the master after a system restart
     /// makes it again everywhere (norr-txn's DICT).
-    pub pending: Option<norr_signals::internal::SchemaChange>,
+    pub pending: Option<SchemaChange>,
 }
 
 /// The schema file's body in format version 1 (no `pending`).
@@ -64,6 +67,52 @@ struct SchemaSnapshotV1 {
     next_table_id: TableId,
     tables: BTreeMap<TableId, TableDef>,
     auto_inc: BTreeMap<TableId, u64>,
+}
+
+/// The schema file's body in format version 2 (`pending` in the layout of
+/// that version's schema changes).
+#[derive(Serialize, Deserialize)]
+struct SchemaSnapshotV2 {
+    last_ddl_id: DdlId,
+    next_table_id: TableId,
+    tables: BTreeMap<TableId, TableDef>,
+    auto_inc: BTreeMap<TableId, u64>,
+    pending: Option<PendingV2>,
+}
+
+/// `norr_signals::internal::SchemaChange` as format version 2 wrote it
+/// (postcard writes variants by position: the order must not change).
+#[derive(Serialize, Deserialize)]
+enum PendingV2 {
+    CreateTable(TableDef),
+    DropTable(TableId),
+    TruncateTable(TableId),
+    CreateIndex { def: TableDef, index: norr_signals::schema::IndexId },
+    DropIndex { def: TableDef, index: norr_signals::schema::IndexId },
+    AlterTable { def: TableDef, sources: Vec<norr_signals::api::ColumnSource> },
+    AlterCommit { def: TableDef },
+    AlterAbort(TableId),
+}
+
+impl PendingV2 {
+    /// The change in today's layout; None for a TRUNCATE of a table the
+    /// file does not hold (nothing to make again).
+    fn upgrade(self, tables: &BTreeMap<TableId, TableDef>) -> Option<SchemaChange> {
+        Some(match self {
+            PendingV2::CreateTable(def) => SchemaChange::CreateTable(def),
+            PendingV2::DropTable(t) => SchemaChange::DropTable(t),
+            PendingV2::TruncateTable(t) => {
+                let mut def = tables.get(&t)?.clone();
+                def.version += 1;
+                SchemaChange::TruncateTable(def)
+            }
+            PendingV2::CreateIndex { def, index } => SchemaChange::CreateIndex { def, index },
+            PendingV2::DropIndex { def, index } => SchemaChange::DropIndex { def, index },
+            PendingV2::AlterTable { def, sources } => SchemaChange::AlterTable { def, sources },
+            PendingV2::AlterCommit { def } => SchemaChange::AlterCommit { def },
+            PendingV2::AlterAbort(t) => SchemaChange::AlterAbort(t),
+        })
+    }
 }
 
 impl SchemaSnapshot {
@@ -86,6 +135,17 @@ impl SchemaSnapshot {
                 tables: v1.tables,
                 auto_inc: v1.auto_inc,
                 pending: None,
+            });
+        }
+        if blob.version == 2 {
+            let v2: SchemaSnapshotV2 = postcard::from_bytes(blob.body).map_err(bad)?;
+            let pending = v2.pending.and_then(|p| p.upgrade(&v2.tables));
+            return Ok(SchemaSnapshot {
+                last_ddl_id: v2.last_ddl_id,
+                next_table_id: v2.next_table_id,
+                tables: v2.tables,
+                auto_inc: v2.auto_inc,
+                pending,
             });
         }
         postcard::from_bytes(blob.body).map_err(bad)

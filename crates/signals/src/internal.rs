@@ -61,7 +61,13 @@ pub enum SchemaChange {
     /// The def carries its assigned id, version, partitions and index ids.
     CreateTable(TableDef),
     DropTable(TableId),
-    TruncateTable(TableId),
+    /// `def` is the table's new definition: the same but for its version,
+    /// one higher. A TRUNCATE is a version change so that whatever was
+    /// planned or cached against the old rows (a SQL node's range of
+    /// AUTO_INCREMENT values, a prepared write) is refused with
+    /// `SchemaVersionMismatch` rather than applied to the new life of the
+    /// table.
+    TruncateTable(TableDef),
     /// `def` is the new definition (new version) that includes the index.
     CreateIndex {
         def: TableDef,
@@ -97,8 +103,9 @@ impl SchemaChange {
     pub fn table(&self) -> TableId {
         match self {
             SchemaChange::CreateTable(d) => d.id,
-            SchemaChange::DropTable(t) | SchemaChange::TruncateTable(t) | SchemaChange::AlterAbort(t) => *t,
-            SchemaChange::CreateIndex { def, .. }
+            SchemaChange::DropTable(t) | SchemaChange::AlterAbort(t) => *t,
+            SchemaChange::TruncateTable(def)
+            | SchemaChange::CreateIndex { def, .. }
             | SchemaChange::DropIndex { def, .. }
             | SchemaChange::AlterTable { def, .. }
             | SchemaChange::AlterCommit { def } => def.id,

@@ -33,7 +33,9 @@ use serde::{Deserialize, Serialize};
 /// 10: `ClusterSignal::DictLeaveReq` (and the local-only
 ///    `DurabilityLostRep`, `ServeLeaseRevokedRep` before it).
 /// 11: `LockWait::WaitMs` (a per-operation lock-wait time).
-pub const WIRE_VERSION: u16 = 11;
+/// 12: `SchemaChange::TruncateTable` carries the table's new definition (a
+///    TRUNCATE raises the table version).
+pub const WIRE_VERSION: u16 = 12;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct WireMsg<'a> {

@@ -207,8 +207,9 @@ fn change_defs(change: &SchemaChange) -> Vec<&TableDef> {
         | SchemaChange::CreateIndex { def: d, .. }
         | SchemaChange::DropIndex { def: d, .. }
         | SchemaChange::AlterTable { def: d, .. }
-        | SchemaChange::AlterCommit { def: d } => vec![d],
-        SchemaChange::DropTable(_) | SchemaChange::TruncateTable(_) | SchemaChange::AlterAbort(_) => Vec::new(),
+        | SchemaChange::AlterCommit { def: d }
+        | SchemaChange::TruncateTable(d) => vec![d],
+        SchemaChange::DropTable(_) | SchemaChange::AlterAbort(_) => Vec::new(),
     }
 }
 
@@ -728,7 +729,11 @@ impl Dict {
                 SchemaChange::CreateTable(def)
             }
             DictOp::DropTable { name } => SchemaChange::DropTable(self.find(&name)?.id),
-            DictOp::TruncateTable { name } => SchemaChange::TruncateTable(self.find(&name)?.id),
+            DictOp::TruncateTable { name } => {
+                let mut def = self.find(&name)?;
+                def.version += 1;
+                SchemaChange::TruncateTable(def)
+            }
             DictOp::CreateIndex { table, mut index } => {
                 let mut def = self.find(&table)?;
                 if def.index_by_name(&index.name).is_some() {
@@ -855,9 +860,14 @@ impl Dict {
                 self.dropped_files_after_next_write(t);
                 DictResult::Done
             }
-            SchemaChange::TruncateTable(t) => {
+            SchemaChange::TruncateTable(def) => {
                 // Counting starts again at 1; the mark goes with the old
-                // values (the snapshot written now holds 1).
+                // values (the snapshot written now holds 1). Values handed
+                // out before are tied to the old version: a write that
+                // carries one is refused (`SchemaVersionMismatch`).
+                let t = def.id;
+                debug_assert_eq!(self.tables.get(&t).map(|d| d.version + 1), Some(def.version));
+                self.tables.insert(t, def);
                 self.auto_inc.insert(t, 1);
                 self.forget_auto_inc_mark(t);
                 DictResult::Done
@@ -1017,8 +1027,8 @@ impl Dict {
                 let (from, req_id) = (a.from, a.req_id);
                 let delta = match &change {
                     SchemaChange::DropTable(t) => DictState { remove: vec![*t], ..DictState::default() },
-                    SchemaChange::TruncateTable(_) => DictState::default(),
                     SchemaChange::CreateTable(d)
+                    | SchemaChange::TruncateTable(d)
                     | SchemaChange::CreateIndex { def: d, .. }
                     | SchemaChange::DropIndex { def: d, .. }
                     | SchemaChange::AlterCommit { def: d } => {

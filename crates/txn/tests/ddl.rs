@@ -3,7 +3,7 @@
 
 use norr_knobs::Knobs;
 use norr_signals::ops::{Bound, KeyOp, ScanRange, ScanSpec};
-use norr_signals::schema::{ColumnDef, IndexKind, PartitionScheme};
+use norr_signals::schema::{ColumnDef, IndexKind, PartitionScheme, TableDef};
 use norr_signals::value::{ColumnType, Value};
 use norr_signals::{DictOp, DictResult, ErrorCode, ExecType, TxnOutcome};
 use norr_txn::testkit::{index_def, table_def, Harness};
@@ -136,6 +136,29 @@ fn truncate_auto_increment_and_stats() {
     assert_eq!(h.stats().rows, 0);
     assert_eq!(h.dict(1, DictOp::NextAutoInc { table: t, count: 1 }).unwrap(), DictResult::AutoInc { first: 1 });
     h.autocommit(vec![KeyOp::insert(t, vec![Value::Int(1)], vec![])]).unwrap();
+
+    // A TRUNCATE is a version change: everything else of the definition
+    // stays, and a write planned against the old version (say, with an
+    // AUTO_INCREMENT value reserved before the counter went back to 1) is
+    // refused by TC and LQH alike, reads and scans too.
+    let DictResult::Table(after) = h.dict(1, DictOp::GetTable { name: "t".into() }).unwrap() else { panic!() };
+    assert_eq!(after, TableDef { version: d.version + 1, ..d.clone() });
+    let mut old = KeyOp::insert(t, vec![Value::Int(11)], vec![]);
+    old.table_version = d.version;
+    assert_eq!(h.autocommit(vec![old.clone()]).unwrap_err().code, ErrorCode::SchemaVersionMismatch);
+    let mut read = KeyOp::read(t, vec![Value::Int(1)]);
+    read.table_version = d.version;
+    assert_eq!(h.autocommit(vec![read.clone()]).unwrap_err().code, ErrorCode::SchemaVersionMismatch);
+    let spec = ScanSpec { table_version: d.version, ..ScanSpec::full(t) };
+    assert_eq!(h.scan_all(1, 1, true, spec).unwrap_err().code, ErrorCode::SchemaVersionMismatch);
+    old.table_version = after.version;
+    h.autocommit(vec![old]).unwrap();
+    read.table_version = after.version;
+    assert_eq!(h.autocommit(vec![read]).unwrap().len(), 1);
+    // Each TRUNCATE raises it again.
+    h.dict(1, DictOp::TruncateTable { name: "t".into() }).unwrap();
+    let DictResult::Table(again) = h.dict(1, DictOp::GetTable { name: "t".into() }).unwrap() else { panic!() };
+    assert_eq!((again.version, h.stats().rows), (after.version + 1, 0));
 }
 
 #[test]

@@ -375,13 +375,14 @@ impl Dih {
             SchemaChange::CreateTable(def)
             | SchemaChange::CreateIndex { def, .. }
             | SchemaChange::DropIndex { def, .. }
-            | SchemaChange::AlterCommit { def } => {
+            | SchemaChange::AlterCommit { def }
+            | SchemaChange::TruncateTable(def) => {
                 self.tables.insert(def.id, Arc::new(def.clone()));
             }
             SchemaChange::DropTable(t) => {
                 self.tables.remove(t);
             }
-            SchemaChange::TruncateTable(_) | SchemaChange::AlterTable { .. } | SchemaChange::AlterAbort(_) => {}
+            SchemaChange::AlterTable { .. } | SchemaChange::AlterAbort(_) => {}
         }
     }
 

@@ -36,14 +36,48 @@ fn a_version_1_schema_file_reads_with_no_pending_change() {
     assert_eq!((got.last_ddl_id, got.next_table_id, got.auto_inc.get(&3)), (7, 4, Some(&100)));
     assert_eq!(got.pending, None);
 
-    let snap = SchemaSnapshot { pending: Some(norr_signals::internal::SchemaChange::DropTable(3)), ..got };
-    let back = SchemaSnapshot::decode(&snap.encode(), SCHEMA_FILE).expect("version 2 reads");
+    let snap = SchemaSnapshot { pending: Some(SchemaChange::DropTable(3)), ..got };
+    let back = SchemaSnapshot::decode(&snap.encode(), SCHEMA_FILE).expect("the current version reads");
     assert_eq!(back, snap);
     // A file from a newer NorrDB is refused with its version named.
     let mut newer = Vec::new();
     seal(Kind::SchemaFile, SCHEMA_FILE_VERSION + 1, &postcard::to_stdvec(&snap).unwrap(), &mut newer);
     let e = SchemaSnapshot::decode(&newer, SCHEMA_FILE).unwrap_err();
-    assert!(e.to_string().contains("format version 3"), "{e}");
+    assert!(e.to_string().contains(&format!("format version {}", SCHEMA_FILE_VERSION + 1)), "{e}");
+}
+
+/// A version-2 file wrote a pending TRUNCATE as the table id alone: it reads
+/// as a TRUNCATE to the next version of the table's definition (what DICT
+/// announces today), and every other pending change as it was.
+#[test]
+fn a_version_2_schema_file_reads_its_pending_truncate_as_a_version_change() {
+    let v2 = |pending| SchemaSnapshotV2 {
+        last_ddl_id: 9,
+        next_table_id: 5,
+        tables: BTreeMap::from([(3, table(3, 2, "t")), (4, table(4, 1, "u"))]),
+        auto_inc: BTreeMap::from([(3, 50)]),
+        pending,
+    };
+    let read = |pending| {
+        let mut bytes = Vec::new();
+        seal(Kind::SchemaFile, 2, &postcard::to_stdvec(&v2(pending)).unwrap(), &mut bytes);
+        SchemaSnapshot::decode(&bytes, SCHEMA_FILE).expect("version 2 reads")
+    };
+    let got = read(Some(PendingV2::TruncateTable(3)));
+    assert_eq!((got.last_ddl_id, got.next_table_id, got.auto_inc.get(&3)), (9, 5, Some(&50)));
+    assert_eq!(got.tables.get(&3).map(|d| d.version), Some(2), "the committed definition is unchanged");
+    assert_eq!(got.pending, Some(SchemaChange::TruncateTable(table(3, 3, "t"))));
+    // A TRUNCATE of a table the file does not hold has nothing to make again.
+    assert_eq!(read(Some(PendingV2::TruncateTable(8))).pending, None);
+    assert_eq!(read(Some(PendingV2::DropTable(4))).pending, Some(SchemaChange::DropTable(4)));
+    assert_eq!(read(Some(PendingV2::AlterAbort(4))).pending, Some(SchemaChange::AlterAbort(4)));
+    let def = table(4, 2, "u");
+    assert_eq!(
+        read(Some(PendingV2::CreateIndex { def: def.clone(), index: 7 })).pending,
+        Some(SchemaChange::CreateIndex { def: def.clone(), index: 7 })
+    );
+    assert_eq!(read(Some(PendingV2::AlterCommit { def: def.clone() })).pending, Some(SchemaChange::AlterCommit { def }));
+    assert_eq!(read(None).pending, None);
 }
 
 /// A damaged schema file is refused with its path and the offset of the

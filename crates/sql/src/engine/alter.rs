@@ -512,6 +512,7 @@ async fn alter_table_once(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> 
     }
     if let Some(n) = auto_inc.filter(|&n| n > 1) {
         e.client().bump_auto_inc(id, n - 1).await.map_err(|err| from_client(err, &ErrCtx::table(&db, &table)))?;
+        e.auto_inc_cache().forget(id);
     }
     if !compute.is_empty() {
         alter_generated::recompute(e, s, &new_db, &new_table).await?;

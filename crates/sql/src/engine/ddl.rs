@@ -1325,6 +1325,10 @@ pub async fn truncate(e: &Engine, s: &mut Session, names: &[ObjectName]) -> Resu
             .truncate_table(&t.native_name())
             .await
             .map_err(|err| from_client(err, &ErrCtx::table(&db, &table)))?;
+        // The TRUNCATE raised the table's version: the cached definition
+        // (and any AUTO_INCREMENT values kept for it) are of the old one.
+        e.catalog().invalidate(&db, &table);
+        e.auto_inc_cache().forget(t.def.id);
         if let Some(start) = t.meta.auto_increment_start.filter(|&x| x > 1) {
             let _ = e.client().bump_auto_inc(t.def.id, start - 1).await;
         }
@@ -1498,6 +1502,7 @@ pub async fn alter_table(e: &Engine, s: &mut Session, at: &ast::AlterTable) -> R
                             .bump_auto_inc(t.def.id, n - 1)
                             .await
                             .map_err(|err| from_client(err, &ErrCtx::table(&db, &table)))?;
+                        e.auto_inc_cache().forget(t.def.id);
                     }
                     continue;
                 }

@@ -42,8 +42,7 @@ use norr_signals::{
     PartitionId, TableDef, Value, MAX_OPS_PER_BATCH,
 };
 use sqlparser::ast::{self, Expr, Statement};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 // ---------------------------------------------------------------- values
 
@@ -454,39 +453,30 @@ pub(crate) async fn compensate(txn: &mut Transaction, undo: Vec<KeyOp>) {
 
 // ---------------------------------------------------------------- auto increment
 
-/// Highest AUTO_INCREMENT value known to be handed out or used, per (engine, table, version):
-/// an explicit value below it needs no `bump_auto_inc` round trip.
-type AutoIncKnown = Mutex<HashMap<(usize, u32, u32), u64>>;
-
-fn auto_inc_known() -> &'static AutoIncKnown {
-    static M: OnceLock<AutoIncKnown> = OnceLock::new();
-    M.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
-fn ai_key(engine: &Engine, def: &TableDef) -> (usize, u32, u32) {
-    (engine as *const Engine as usize, def.id, def.version)
-}
-
-async fn reserve_auto_inc(engine: &Engine, t: &SqlTable, n: u64) -> Result<u64, SqlError> {
-    let first =
-        engine.client().next_auto_inc(t.def.id, n).await.map_err(|e| error_map::from_client(e, &table_ctx(t)))?;
-    if let Ok(mut m) = auto_inc_known().lock() {
-        let e = m.entry(ai_key(engine, &t.def)).or_insert(0);
-        *e = (*e).max(first + n - 1);
+/// `n` consecutive AUTO_INCREMENT values of `t`: from this SQL node's kept
+/// range, or reserved in DICT with `prefetch - n` more kept for later
+/// statements (`auto_inc_cache`, where why a kept value is never stale).
+async fn reserve_auto_inc(engine: &Engine, t: &SqlTable, n: u64, prefetch: u64) -> Result<u64, SqlError> {
+    let cache = engine.auto_inc_cache();
+    if let Some(first) = cache.take(t.def.id, t.def.version, n) {
+        return Ok(first);
     }
+    let got = n.max(prefetch);
+    let first =
+        engine.client().next_auto_inc(t.def.id, got).await.map_err(|e| error_map::from_client(e, &table_ctx(t)))?;
+    cache.install(t.def.id, t.def.version, first, got, n);
     Ok(first)
 }
 
+/// Raise `t`'s AUTO_INCREMENT counter past the explicit value `used`
+/// (one round trip to DICT unless it is known to be past it already).
 async fn bump_auto_inc(engine: &Engine, t: &SqlTable, used: u64) -> Result<(), SqlError> {
-    let known = auto_inc_known().lock().ok().and_then(|m| m.get(&ai_key(engine, &t.def)).copied()).unwrap_or(0);
-    if used <= known {
+    let cache = engine.auto_inc_cache();
+    if !cache.note_explicit(t.def.id, t.def.version, used) {
         return Ok(());
     }
     engine.client().bump_auto_inc(t.def.id, used).await.map_err(|e| error_map::from_client(e, &table_ctx(t)))?;
-    if let Ok(mut m) = auto_inc_known().lock() {
-        let e = m.entry(ai_key(engine, &t.def)).or_insert(0);
-        *e = (*e).max(used);
-    }
+    cache.raised(t.def.id, t.def.version, used);
     Ok(())
 }
 
@@ -939,7 +929,7 @@ pub(crate) async fn build_rows(
     let mut first_ai = 0u64;
     let mut next_ai = 0u64;
     if need_ai > 0 {
-        first_ai = reserve_auto_inc(engine, t, need_ai).await?;
+        first_ai = reserve_auto_inc(engine, t, need_ai, ctx.ai_prefetch).await?;
         next_ai = first_ai;
     }
     let mut max_explicit_ai = 0u64;

@@ -187,6 +187,9 @@ pub fn make_ctx<'p>(
     if let Some(n) = var("group_concat_max_len") {
         ctx.group_concat_max_len = n;
     }
+    if let Some(n) = var("ndb_autoincrement_prefetch_sz") {
+        ctx.ai_prefetch = n.clamp(1, crate::engine::auto_inc_cache::MAX_PREFETCH);
+    }
     for (name, global) in sysvars {
         match vars::get_system_var(session, name, *global) {
             Some(v) => {

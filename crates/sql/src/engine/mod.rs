@@ -10,6 +10,7 @@ pub mod acl;
 pub mod alter;
 pub mod alter_generated;
 pub mod alter_text;
+pub mod auto_inc_cache;
 pub mod bit;
 pub mod catalog;
 pub mod check_constraints;
@@ -187,6 +188,8 @@ pub struct Engine {
     seen_reconnects: AtomicU64,
     /// The accounts and privileges of the cluster, as last read.
     acl: acl::Acl,
+    /// AUTO_INCREMENT values this SQL node reserved and has not used.
+    auto_inc: auto_inc_cache::AutoIncCache,
 }
 
 /// A parsed statement.
@@ -573,6 +576,9 @@ impl Engine {
         let n = self.client.reconnect_count();
         tracing::info!("sqld: a data node was connected again: reloading the catalog");
         self.catalog.after_reconnect().await?;
+        // The data nodes may have started empty: table ids and versions
+        // start again, so a kept range could repeat values.
+        self.auto_inc.clear();
         // Several sessions may reload at once: each reload is complete.
         self.seen_reconnects.fetch_max(n, Ordering::AcqRel);
         Ok(())
@@ -623,6 +629,7 @@ impl Engine {
             user_locks: Default::default(),
             seen_reconnects: AtomicU64::new(client_reconnects),
             acl: acl::Acl::default(),
+            auto_inc: Default::default(),
         });
         // The system tables of accounts (first start of a cluster).
         acl::store::bootstrap(&engine).await?;
@@ -640,6 +647,11 @@ impl Engine {
 
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
+    }
+
+    /// AUTO_INCREMENT values this SQL node keeps (`auto_inc_cache`).
+    pub fn auto_inc_cache(&self) -> &auto_inc_cache::AutoIncCache {
+        &self.auto_inc
     }
 
     pub fn config(&self) -> &EngineConfig {

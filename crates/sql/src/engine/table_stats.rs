@@ -113,6 +113,10 @@ pub async fn auto_increment_cell(e: &Engine, t: &SqlTable) -> Value {
     if !t.columns_visible().any(|(_, c, _)| c.auto_increment) {
         return Value::Null;
     }
+    // This SQL node's kept range comes first: DICT's counter is past it.
+    if let Some(next) = e.auto_inc_cache().peek(t.def.id, t.def.version) {
+        return Value::UInt(next);
+    }
     e.client().next_auto_inc(t.def.id, 0).await.map(Value::UInt).unwrap_or(Value::Null)
 }
 

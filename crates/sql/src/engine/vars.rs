@@ -423,6 +423,8 @@ pub(crate) fn int_bounds(name: &str) -> Option<(i64, i64)> {
         "max_allowed_packet" => Some((1024, 1 << 30)),
         // Enforced for logins starting now (protocol::conn), as MySQL: 2 s to a year.
         "connect_timeout" => Some((2, 31_536_000)),
+        // NDB's bounds: a SQL node keeps at most this many unused values.
+        "ndb_autoincrement_prefetch_sz" => Some((1, 65_536)),
         _ => None,
     }
 }

@@ -800,12 +800,12 @@ impl Lqh {
             SchemaChange::CreateTable(def)
             | SchemaChange::CreateIndex { def, .. }
             | SchemaChange::DropIndex { def, .. }
-            | SchemaChange::AlterCommit { def } => has_def(def),
+            | SchemaChange::AlterCommit { def }
+            | SchemaChange::TruncateTable(def) => has_def(def),
             SchemaChange::AlterTable { def, .. } => has_def(def) || self.storage.is_altering(def.id),
             SchemaChange::DropTable(t) => !self.defs.contains_key(t) && self.storage.table_def(*t).is_none(),
-            // Truncating again empties the table again; discarding is
-            // idempotent.
-            SchemaChange::TruncateTable(_) | SchemaChange::AlterAbort(_) => false,
+            // Discarding is idempotent.
+            SchemaChange::AlterAbort(_) => false,
         }
     }
 
@@ -839,7 +839,12 @@ impl Lqh {
                 self.resync_after_ddl(t, true);
                 self.storage.drop_table(t)
             }
-            SchemaChange::TruncateTable(t) => {
+            SchemaChange::TruncateTable(def) => {
+                let t = def.id;
+                debug_assert!(
+                    self.defs.get(&t).is_none_or(|d| d.version < def.version),
+                    "a TRUNCATE must raise the table's version"
+                );
                 // The reset record must find room once the rows are gone.
                 if let Err(e) = self.redo_check_ddl_room(None) {
                     return Some(e);
@@ -858,7 +863,11 @@ impl Lqh {
                 let r = self.storage.truncate_table(t);
                 self.resync_after_ddl(t, false);
                 if r.is_ok() {
-                    let version = self.defs.get(&t).map_or(0, |d| d.version);
+                    // The reset carries the new version: a restart whose
+                    // schema file still holds the old one (the TRUNCATE was
+                    // never answered) cuts the log there, as for an ALTER.
+                    let version = def.version;
+                    self.defs.insert(t, Arc::new(def));
                     self.ddl_reset_gci = self.redo_log_reset(t, version, Vec::new(), ctx);
                 }
                 r

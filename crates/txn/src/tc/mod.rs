@@ -967,13 +967,13 @@ impl Tc {
         match change {
             SchemaChange::CreateTable(def)
             | SchemaChange::CreateIndex { def, .. }
-            | SchemaChange::DropIndex { def, .. } => {
+            | SchemaChange::DropIndex { def, .. }
+            | SchemaChange::TruncateTable(def) => {
                 self.defs.insert(def.id, Arc::new(def));
             }
             SchemaChange::DropTable(t) => {
                 self.defs.remove(&t);
             }
-            SchemaChange::TruncateTable(_) => {}
             SchemaChange::AlterCommit { def } => {
                 self.defs.insert(def.id, Arc::new(def));
             }

@@ -271,6 +271,9 @@ pub struct EvalCtx<'a> {
     pub max_rows_per_txn: u64,
     /// Rows this statement holds in memory (`memory`).
     pub mem: crate::engine::memory::StatementMemory,
+    /// @@ndb_autoincrement_prefetch_sz: AUTO_INCREMENT values an INSERT
+    /// reserves at least (`auto_inc_cache`).
+    pub ai_prefetch: u64,
 }
 
 impl<'a> EvalCtx<'a> {
@@ -309,6 +312,7 @@ impl<'a> EvalCtx<'a> {
             group_concat_max_len: 1024,
             max_rows_per_txn: crate::engine::DEFAULT_MAX_ROWS_PER_TXN,
             mem: crate::engine::memory::StatementMemory::new(0),
+            ai_prefetch: crate::engine::auto_inc_cache::DEFAULT_PREFETCH,
         }
     }
 
