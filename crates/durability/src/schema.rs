@@ -151,3 +151,6 @@ impl SchemaSnapshot {
         postcard::from_bytes(blob.body).map_err(bad)
     }
 }
+
+#[cfg(test)]
+mod tests;
