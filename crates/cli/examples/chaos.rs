@@ -43,7 +43,7 @@ mod proc_cluster;
 use mysql_async::prelude::*;
 use norr_client::blocking::Client;
 use norr_client::{ClientError, ConnectOptions, DataNodeAddr, ErrorCode, ExecType, KeyOp, Value};
-use proc_cluster::{free_port, Cluster, Proc};
+use proc_cluster::{free_port, Cluster, Proc, Rng};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -123,21 +123,6 @@ fn parse_args() -> Args {
     assert!(a.replicas >= 2, "--replicas must be at least 2: a kill needs a surviving replica");
     assert!(a.data_nodes.is_multiple_of(a.replicas as u16), "--data-nodes must be a multiple of --replicas");
     a
-}
-
-/// xorshift64*: the chaos loop's choices (the seed is printed).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 const INITIAL_BALANCE: i64 = 1_000;

@@ -37,6 +37,7 @@ mod proc_cluster;
 
 use norr_client::blocking::Client;
 use norr_client::{table_def, ColumnDef, ColumnType, ExecType, KeyOp, ScanSpec, TableId, Value};
+use proc_cluster::Rng;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -119,18 +120,6 @@ fn fail(msg: &str) -> ! {
     std::process::exit(2)
 }
 
-/// xorshift64*: the kill moments (the seed is printed).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
-
 struct Datad {
     child: Child,
     addr: String,
@@ -178,6 +167,16 @@ enum Nodes {
     Cluster(proc_cluster::Cluster),
 }
 
+/// The GCI a cluster's system restart restarted to, from a data node's log
+/// ("the cluster restarts to GCI g"): it may be above the GCI the node's own
+/// files restored, when the node rolled forward through its REDO log.
+fn restart_gci_in_log(log: &str) -> Option<u64> {
+    log.lines().rev().find_map(|l| {
+        let rest = l.split("the cluster restarts to GCI ").nth(1)?;
+        rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+    })
+}
+
 /// The GCI a data node's last start recovered, from its log ("recovered to
 /// GCI g"; 0 for "no complete global checkpoint on disk").
 fn recovered_in_log(log: &str) -> Option<u64> {
@@ -219,11 +218,13 @@ impl Nodes {
 
     /// SIGKILL every data node (in a cluster the second 0..500 ms after
     /// the first, while the writers go on).
-    fn kill(&mut self, rng: &mut Rng) {
+    /// What was killed, for the round's line.
+    fn kill(&mut self, rng: &mut Rng) -> String {
         match self {
             Nodes::One { node, .. } => {
                 let _ = node.child.kill();
                 let _ = node.child.wait();
+                String::new()
             }
             Nodes::Cluster(c) => {
                 let first = (rng.next() % 2) as usize;
@@ -231,18 +232,19 @@ impl Nodes {
                 c.kill(first);
                 std::thread::sleep(gap);
                 c.kill(1 - first);
+                format!(", killed node {} then {} {} ms later", c.data[first].0, c.data[1 - first].0, gap.as_millis())
             }
         }
     }
 
     /// Start every data node again from its files: the recovered GCI and
     /// the time until all serve.
-    fn restart(&mut self) -> Result<(u64, Duration), String> {
+    fn restart(&mut self) -> Result<(u64, Duration, String), String> {
         match self {
             Nodes::One { norr, dir, node } => {
                 *node = start(norr, dir);
                 let gci = node.recovered.ok_or("no \"recovered to GCI\" in the restart report")?;
-                Ok((gci, node.start_time))
+                Ok((gci, node.start_time, String::new()))
             }
             Nodes::Cluster(c) => {
                 let t0 = Instant::now();
@@ -259,14 +261,30 @@ impl Nodes {
                 let ids: Vec<u16> = c.data.iter().map(|(id, _)| *id).collect();
                 c.wait_started(&ids);
                 let took = t0.elapsed();
-                let gci = (0..c.data.len())
-                    .filter_map(|i| {
-                        let text = c.nodes[i].as_ref()?.log_text();
-                        recovered_in_log(text.get(logs[i]..)?)
+                let texts: Vec<String> = (0..c.data.len())
+                    .map(|i| {
+                        let text = c.nodes[i].as_ref().map(|p| p.log_text()).unwrap_or_default();
+                        text.get(logs[i]..).unwrap_or_default().to_string()
                     })
-                    .max()
-                    .ok_or_else(|| format!("no recovered GCI in the restart logs:\n{}", c.logs()))?;
-                Ok((gci, took))
+                    .collect();
+                // Every node that restarted to the cluster's GCI says which;
+                // a log without it (an empty cluster's first GCI) falls back
+                // to what the files restored.
+                let told: Vec<u64> = texts.iter().filter_map(|t| restart_gci_in_log(t)).collect();
+                if told.windows(2).any(|w| w[0] != w[1]) {
+                    return Err(format!("the data nodes name different restart GCIs: {told:?}"));
+                }
+                let restored: Vec<Option<u64>> = texts.iter().map(|t| recovered_in_log(t)).collect();
+                let gci = match told.first() {
+                    Some(g) => *g,
+                    None => restored
+                        .iter()
+                        .flatten()
+                        .copied()
+                        .max()
+                        .ok_or_else(|| format!("no recovered GCI in the restart logs:\n{}", c.logs()))?,
+                };
+                Ok((gci, took, format!(", files restored {restored:?}")))
             }
         }
     }
@@ -423,7 +441,7 @@ fn main() {
             .collect();
         let load = Duration::from_millis(2_000 + rng.next() % 4_000);
         std::thread::sleep(load);
-        nodes.kill(&mut rng); // SIGKILL, writers still running
+        let killed = nodes.kill(&mut rng); // SIGKILL, writers still running
         stop.store(true, Ordering::Relaxed);
         for w in writers {
             let _ = w.join();
@@ -435,7 +453,7 @@ fn main() {
         known.extend(outcomes);
         total_acked += acked;
 
-        let (recovered, took) = match nodes.restart() {
+        let (recovered, took, restored) = match nodes.restart() {
             Ok(r) => r,
             Err(e) => {
                 failures.push(format!("round {round}: {e}"));
@@ -463,6 +481,7 @@ fn main() {
             }
         }
         let (mut lost, mut beyond, mut half, mut stray) = (0u64, 0u64, 0u64, 0u64);
+        let mut lost_gcis = std::collections::BTreeSet::new();
         for (&i, &rows) in &seen {
             if rows != 2 {
                 half += 1;
@@ -475,7 +494,10 @@ fn main() {
         for (&i, &o) in &known {
             let rows = seen.get(&i).copied().unwrap_or(0);
             match o {
-                Outcome::Acked(g) if g <= recovered && rows != 2 => lost += 1,
+                Outcome::Acked(g) if g <= recovered && rows != 2 => {
+                    lost += 1;
+                    lost_gcis.insert(g);
+                }
                 Outcome::Acked(g) if g > recovered => {
                     beyond += 1;
                     if rows != 0 {
@@ -500,7 +522,9 @@ fn main() {
         }
         total_beyond += beyond;
         if lost > 0 {
-            failures.push(format!("round {round}: {lost} acknowledged transactions of GCI <= {recovered} lost"));
+            failures.push(format!(
+                "round {round}: {lost} acknowledged transactions of GCI <= {recovered} lost (of GCIs {lost_gcis:?})"
+            ));
         }
         if half > 0 {
             failures.push(format!("round {round}: {half} transactions half present"));
@@ -510,7 +534,8 @@ fn main() {
         }
         println!(
             "round {round:2}: wrote {:4.1} s, {acked:6} acknowledged (last GCI {}), recovered to GCI {recovered}, \
-             {beyond:3} acknowledged beyond it (network durable only), lost {lost}, restart {:5.2} s, {} rows",
+             {beyond:3} acknowledged beyond it (network durable only), lost {lost}, restart {:5.2} s, {} rows\
+             {killed}{restored}",
             load.as_secs_f64(),
             last_acked_gci.map_or("-".into(), |g| g.to_string()),
             took.as_secs_f64(),

@@ -881,6 +881,10 @@ impl Ckpt {
             }
             CkptSignal::GcpRestartGciReq { gci } => {
                 debug_assert!(gci == self.restored || self.reachable.contains(&gci), "restart to {gci} not held");
+                // The operator hears the GCI the cluster restarts to: a node
+                // that rolls forward logged a lower one when it restored.
+                let rep = ClusterSignal::SystemRestartRep { gci, restored: self.restored };
+                ctx.send(BlockRef::new(self.node, block::HOST, 0), Signal::Cluster(Box::new(rep)));
                 self.restore_to(gci, ctx);
                 self.tell_dict_restarted(ctx);
             }

@@ -232,6 +232,7 @@ fn kill_all_and_restart(
         .copied()
         .find(|gci| groups.iter().all(|g| g.iter().any(|n| rec[n] == (*gci, true))))
         .unwrap_or(0);
+    c.kit.cluster().system_restart_gci.clear();
     c.restart_all();
     let upto = committed.keys().next_back().map_or(0, |k| k + 1).max(base + 6);
     let mut got = present(&mut c.kit, order[0], t, upto);
@@ -244,6 +245,10 @@ fn kill_all_and_restart(
     }
     got.retain(|i| !maybe.contains(i) || committed.contains_key(i));
     let expect = restart_gci_of(&got, committed, lo, &format!("{what} (recorded {rec:?})"));
+    // Each node that restarted to it told its host (and so the operator's
+    // log) that GCI, not the lower one a rolled-forward node restored.
+    let told = c.kit.cluster().system_restart_gci.clone();
+    assert!(!told.is_empty() && told.values().all(|g| *g == expect), "{what}: restart GCI {expect}, told {told:?}");
     let nodes = c.nodes();
     replicas_agree(&mut c.kit, &nodes, t, groups);
     committed.retain(|_, g| *g <= expect);
@@ -638,8 +643,11 @@ fn a_crash_between_the_groups_records_of_a_gci_restarts_to_it() {
             after[0].0.max(after[1].0) < restart,
             "seed {seed}: the split held through the kill ({rec:?} -> {after:?})"
         );
+        c.kit.cluster().system_restart_gci.clear();
         c.restart_all();
         let got = present(&mut c.kit, 3, &t, next);
+        let told = c.kit.cluster().system_restart_gci.clone();
+        assert_eq!(told, [1, 2, 3, 4].map(|n| (n, restart)).into(), "seed {seed}: every node told its host");
         let want: Vec<i64> = committed.iter().filter(|(_, g)| **g <= restart).map(|(i, _)| *i).collect();
         assert_eq!(got, want, "seed {seed}: restart GCI {restart}, recorded {after:?}");
         assert!(want.iter().any(|i| committed[i] == restart), "seed {seed}: no commit of GCI {restart} to keep");

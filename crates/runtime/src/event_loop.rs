@@ -1112,6 +1112,16 @@ impl EventLoop {
                         s.durable = Some((gci, complete_copy));
                     }
                 }
+                ClusterSignal::SystemRestartRep { gci, restored } if gci == restored => {
+                    info!(node = self.node_id, "system restart: the cluster restarts to GCI {gci}");
+                }
+                ClusterSignal::SystemRestartRep { gci, restored } => {
+                    info!(
+                        node = self.node_id,
+                        "system restart: the cluster restarts to GCI {gci} (this node's files restored GCI \
+                         {restored}; it rolls forward to {gci} from its REDO log)"
+                    );
+                }
                 // QMGR's answer to a graceful leave the node's owner asked
                 // for (`DataNodeHandle::leave`): refused for good.
                 ClusterSignal::Qmgr(norr_signals::cluster::QmgrMsg::LeaveRef { reason, .. }) => {

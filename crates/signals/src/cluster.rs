@@ -491,6 +491,15 @@ pub enum ClusterSignal {
     DictLeaveReq {
         why: String,
     },
+    /// CKPT -> its host, local only: the restarting cluster's master chose
+    /// `gci` as the system restart GCI and this node restarts to it; its
+    /// own files restored `restored` (lower when it rolls forward through
+    /// its REDO log to a GCI another node recorded). The host logs it: the
+    /// GCI every transaction up to which is in the restarted cluster.
+    SystemRestartRep {
+        gci: crate::ckpt::Gci,
+        restored: crate::ckpt::Gci,
+    },
 }
 
 /// What a block sends its node's host (`block::HOST`, priority A) when the

@@ -34,7 +34,8 @@ use serde::{Deserialize, Serialize};
 ///    `DurabilityLostRep`, `ServeLeaseRevokedRep` before it).
 /// 11: `LockWait::WaitMs` (a per-operation lock-wait time).
 /// 12: `SchemaChange::TruncateTable` carries the table's new definition (a
-///    TRUNCATE raises the table version).
+///    TRUNCATE raises the table version); the local-only
+///    `ClusterSignal::SystemRestartRep`.
 pub const WIRE_VERSION: u16 = 12;
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -10,6 +10,23 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// xorshift64*: the random moments of the chaos and kill -9 harnesses
+/// (they print their seed, so a run can be repeated).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
 /// Starting a cluster on a loaded 2-core machine: generous, but bounded.
 pub const START: Duration = Duration::from_secs(90);
 

@@ -306,6 +306,9 @@ pub struct QmgrCluster {
     /// The last `NodeStatusRep` each node's DIH sent its host (a builder
     /// with DIH), for its current incarnation.
     status: BTreeMap<NodeId, NodeStatus>,
+    /// The GCI each node's CKPT said the cluster restarts to
+    /// (`SystemRestartRep`), at its last system restart.
+    pub system_restart_gci: BTreeMap<NodeId, u64>,
     /// The last `DurableGciRep` each node's CKPT sent its host.
     durable: BTreeMap<NodeId, (u64, bool)>,
     /// Directions (from, to) that lose every message while the connection
@@ -362,6 +365,7 @@ impl QmgrCluster {
             api_inbox: Vec::new(),
             status: BTreeMap::new(),
             durable: BTreeMap::new(),
+            system_restart_gci: BTreeMap::new(),
             drops: BTreeSet::new(),
         }
     }
@@ -882,6 +886,12 @@ impl QmgrCluster {
                 }
                 ClusterSignal::DurableGciRep { gci, complete_copy } => {
                     self.durable.insert(id, (gci, complete_copy));
+                }
+                ClusterSignal::SystemRestartRep { gci, restored } => {
+                    if restored > gci {
+                        self.fail(format!("node {id} restarts to GCI {gci}, below the {restored} it restored"));
+                    }
+                    self.system_restart_gci.insert(id, gci);
                 }
                 other => self.fail(format!("node {id}'s QMGR sent its host {other:?}")),
             }

@@ -76,7 +76,10 @@ fn a_version_2_schema_file_reads_its_pending_truncate_as_a_version_change() {
         read(Some(PendingV2::CreateIndex { def: def.clone(), index: 7 })).pending,
         Some(SchemaChange::CreateIndex { def: def.clone(), index: 7 })
     );
-    assert_eq!(read(Some(PendingV2::AlterCommit { def: def.clone() })).pending, Some(SchemaChange::AlterCommit { def }));
+    assert_eq!(
+        read(Some(PendingV2::AlterCommit { def: def.clone() })).pending,
+        Some(SchemaChange::AlterCommit { def })
+    );
     assert_eq!(read(None).pending, None);
 }
 
