@@ -33,7 +33,8 @@ use serde::{Deserialize, Serialize};
 /// 10: `ClusterSignal::DictLeaveReq` (and the local-only
 ///    `DurabilityLostRep`, `ServeLeaseRevokedRep` before it).
 /// 11: `LockWait::WaitMs` (a per-operation lock-wait time).
-pub const WIRE_VERSION: u16 = 11;
+/// 12: multi-range scans: `ScanSpec::ranges`, `LqhScanReq::ranges`.
+pub const WIRE_VERSION: u16 = 12;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct WireMsg<'a> {
