@@ -217,6 +217,13 @@ impl Client {
         self.inner.reconnects()
     }
 
+    /// Requests this client sent to data nodes and waited for a reply to
+    /// (key operation batches, commits, scan batches, dictionary requests),
+    /// over all its connections: how many round trips its callers cost.
+    pub fn round_trips(&self) -> u64 {
+        self.inner.round_trips.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Every data node of the cluster, in configuration order.
     pub fn data_node_status(&self) -> Vec<DataNodeStatus> {
         self.inner
@@ -416,6 +423,7 @@ impl Client {
     /// node of the partition's primary if the scan is pruned to one
     /// partition, else on any connected node.
     pub async fn scan(&self, spec: ScanSpec) -> Result<ScanStream, ClientError> {
+        crate::scan::check_spec(&spec)?;
         let txn = self.inner.alloc_txn();
         let (conn, instance) = self.inner.place_scan(&spec, txn)?;
         let tc = conn.shared.tc(instance);

@@ -109,6 +109,9 @@ pub(crate) struct ClusterShared {
     next_txn: AtomicU64,
     /// Connections made again after a loss (any node).
     reconnects: AtomicU64,
+    /// Requests sent to data nodes that wait for a reply, over every
+    /// connection (`Client::round_trips`).
+    pub round_trips: Arc<AtomicU64>,
     /// The session with mgmd (`Client::connect_mgm`), kept while the client lives.
     mgm: Option<norr_mgmd::session::MgmLink>,
     /// Wakes the distribution refresher (a link went down or up, or a node
@@ -177,7 +180,12 @@ pub(crate) async fn connect(plan: Plan, opts: ConnectOptions) -> Result<Arc<Clus
     let answers = Arc::new(TakeoverAnswers::default());
     let several = plan.endpoints.len() > 1;
     let request_ids = several || plan.api_node.is_some();
-    let params = |id: Option<NodeId>| LinkParams { requested_api_node: id, answers: answers.clone() };
+    let round_trips = Arc::new(AtomicU64::new(0));
+    let params = |id: Option<NodeId>| LinkParams {
+        requested_api_node: id,
+        answers: answers.clone(),
+        round_trips: round_trips.clone(),
+    };
     let n = plan.endpoints.len();
     let mut conns: Vec<Option<Conn>> = (0..n).map(|_| None).collect();
     let mut failures: Vec<(usize, ClientError)> = Vec::new();
@@ -265,6 +273,7 @@ pub(crate) async fn connect(plan: Plan, opts: ConnectOptions) -> Result<Arc<Clus
         answers,
         next_txn: AtomicU64::new(first_txn_handle()),
         reconnects: AtomicU64::new(0),
+        round_trips,
         mgm: plan.mgm,
         events: events.clone(),
         opts,
@@ -486,7 +495,11 @@ impl ClusterShared {
     async fn reconnect(&self, index: usize) -> Result<Arc<Shared>, ClientError> {
         let link = &self.links[index];
         let requested = self.request_ids.then(|| self.api_node());
-        let params = LinkParams { requested_api_node: requested, answers: self.answers.clone() };
+        let params = LinkParams {
+            requested_api_node: requested,
+            answers: self.answers.clone(),
+            round_trips: self.round_trips.clone(),
+        };
         let conn = connect_endpoint(&link.endpoint, self.opts.clone(), params).await?;
         let got = conn.shared.data_node;
         if let Some(was) = link.node_id().filter(|was| *was != got) {

@@ -35,7 +35,7 @@ use norr_signals::{block, wire, DictResult, Envelope, NodeError, ScanTabConf, Si
 use norr_transport::handshake::{self, Hello, HelloReply};
 use norr_transport::local_pipe::ApiEnd;
 use norr_transport::{encode_frame, encode_frame_with, FrameDecoder};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{tcp, unix, TcpStream, UnixStream};
@@ -112,6 +112,9 @@ pub(crate) struct Shared {
     /// Counts the timeout sweeper's rounds: requests are stamped with it, so
     /// that timing them out needs neither a timer nor a clock read per request.
     sweep_tick: AtomicU32,
+    /// Requests sent that wait for a reply (round trips), shared by every
+    /// connection of the client (`Client::round_trips`).
+    round_trips: Arc<AtomicU64>,
 }
 
 /// The timeout sweeper runs this many rounds per request timeout; a request
@@ -177,6 +180,7 @@ impl Shared {
         if let Some(why) = &p.closed {
             return Err(ClientError::NotConnected(why.clone()));
         }
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
         if p.waiting.len() >= self.opts.max_pending_requests {
             return Err(ClientError::Node(NodeError::with(
                 norr_signals::ErrorCode::Overloaded,
@@ -468,6 +472,8 @@ pub(crate) struct LinkParams {
     /// The API node id to ask the data node for (`Hello::requested_api_node`).
     pub requested_api_node: Option<NodeId>,
     pub answers: Arc<TakeoverAnswers>,
+    /// The client's round-trip counter (`Shared::round_trips`).
+    pub round_trips: Arc<AtomicU64>,
 }
 
 /// Connect over TCP and handshake, then start the IO tasks on the current runtime.
@@ -575,6 +581,7 @@ async fn start(mut rd: ReadHalf, wr: WriteHalf, opts: ConnectOptions, link: Link
         next_scan: AtomicU32::new(1),
         next_dict: AtomicU32::new(1),
         sweep_tick: AtomicU32::new(0),
+        round_trips: link.round_trips,
     });
     if let Some(t) = shared.opts.request_timeout {
         tokio::spawn(timeout_sweeper(Arc::downgrade(&shared), t / SWEEPS_PER_TIMEOUT));

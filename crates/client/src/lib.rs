@@ -69,6 +69,7 @@ pub use norr_signals::{
     Bound, CmpOp, ColumnDef, ColumnId, ColumnType, ErrorClass, ErrorCode, ExecType, Filter, IndexDef, IndexId,
     IndexKind, KeyAccess, KeyOp, LockMode, LockWait, NodeError, NodeStats, OpKind, OpResult, PartitionId,
     PartitionScheme, ScanRange, ScanSpec, TableDef, TableId, Value, MAX_OPS_PER_BATCH, MAX_SCAN_BATCH_ROWS,
+    MAX_SCAN_RANGES,
 };
 /// What kind of API node a connection is ([`ConnectOptions::kind`]).
 pub use norr_transport::handshake::ApiKind;

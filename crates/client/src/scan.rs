@@ -3,7 +3,7 @@
 use crate::conn::{Conn, Reply, ReqKey};
 use crate::error::ClientError;
 use crate::transaction::{send_rollback, TXN_ABORTED, TXN_NODE_FAILED, TXN_OPEN};
-use norr_signals::{BlockRef, ErrorCode, NodeError, ScanNextReq, ScanSpec, ScanTabReq, Signal, Value};
+use norr_signals::{BlockRef, ErrorCode, NodeError, ScanNextReq, ScanSpec, ScanTabReq, Signal, Value, MAX_SCAN_RANGES};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
@@ -46,6 +46,19 @@ async fn fetch(conn: Arc<Conn>, tc: BlockRef, req: Signal, scan_id: u32) -> Fetc
         ))),
         Err(e) => Err(e),
     }
+}
+
+/// Refuse a scan request the data node would refuse to decode (which
+/// would cost the connection, and every request on it): a range list
+/// longer than `MAX_SCAN_RANGES`.
+pub(crate) fn check_spec(spec: &ScanSpec) -> Result<(), ClientError> {
+    if spec.ranges.len() > MAX_SCAN_RANGES {
+        return Err(ClientError::Protocol(format!(
+            "a scan takes at most {MAX_SCAN_RANGES} ranges, not {}",
+            spec.ranges.len()
+        )));
+    }
+    Ok(())
 }
 
 impl std::fmt::Debug for ScanStream {

@@ -545,6 +545,7 @@ impl Transaction {
     /// such rows out.
     pub async fn scan(&mut self, mut spec: ScanSpec) -> Result<ScanStream, ClientError> {
         self.check_usable()?;
+        crate::scan::check_spec(&spec)?;
         if let Some(ms) = self.lock_wait_ms {
             spec.wait = spec.wait.bounded(ms);
         }

@@ -278,6 +278,59 @@ async fn scans_filters_ranges() {
     c.drop_index("kv", "by_n").await.unwrap();
 }
 
+/// A multi-range scan through the client: the rows of every range, tagged,
+/// in one round trip (`Client::round_trips`); a range list over the limit
+/// is refused before it is sent, and the connection serves on.
+#[tokio::test]
+async fn multi_range_scans_cost_one_round_trip() {
+    let node = start_node(knobs());
+    let c = Client::connect(node.local_addr()).await.unwrap();
+    c.create_table(kv_def("mr")).await.unwrap();
+    let ix = IndexDef { id: 0, name: "by_n".into(), columns: vec![2], unique: false, kind: IndexKind::Ordered };
+    let t = c.create_index("mr", ix).await.unwrap();
+    let ops: Vec<_> =
+        (0..300).map(|i| KeyOp::insert(t.id, vec![Value::Int(i)], vec![(2, Value::Int(i % 30))])).collect();
+    c.begin().execute(ops, ExecType::Commit).await.unwrap();
+    let point =
+        |k: i64| ScanRange { low: Bound::inclusive(vec![Value::Int(k)]), high: Bound::inclusive(vec![Value::Int(k)]) };
+    let keys = [7i64, 0, 29, 7, 31];
+    let spec = ScanSpec {
+        index: t.index_by_name("by_n").map(|i| i.id),
+        ordered: false,
+        projection: vec![0],
+        batch_rows: 256,
+        ranges: keys.iter().map(|k| point(*k)).collect(),
+        ..ScanSpec::full(t.id)
+    };
+    let before = c.round_trips();
+    let rows = c.scan(spec.clone()).await.unwrap().collect_all().await.unwrap();
+    assert_eq!(c.round_trips() - before, 1, "one request for five ranges");
+    let mut got: Vec<(i64, i64)> = rows.iter().map(|r| (r[1].as_i64().unwrap(), r[0].as_i64().unwrap())).collect();
+    got.sort();
+    let mut want: Vec<(i64, i64)> = Vec::new();
+    for (no, k) in keys.iter().enumerate() {
+        want.extend((0..300).filter(|i| i % 30 == *k).map(|i| (no as i64, i)));
+    }
+    want.sort();
+    assert_eq!(got, want);
+    // In a transaction too.
+    let mut txn = c.begin();
+    let rows = txn.scan(spec.clone()).await.unwrap().collect_all().await.unwrap();
+    assert_eq!(rows.len(), want.len());
+    txn.commit().await.unwrap();
+    // Over the limit: refused here, not by the node (which would close the
+    // connection on a message it cannot decode).
+    let over = ScanSpec { ranges: (0..=MAX_SCAN_RANGES as i64).map(point).collect(), ..spec.clone() };
+    let before = c.round_trips();
+    let e = c.scan(over.clone()).await.unwrap_err();
+    assert!(e.to_string().contains(&format!("at most {MAX_SCAN_RANGES} ranges")), "{e}");
+    assert_eq!(c.round_trips(), before, "nothing sent");
+    let mut txn = c.begin();
+    assert!(txn.scan(over).await.is_err());
+    txn.rollback().await.unwrap();
+    assert_eq!(c.scan(spec).await.unwrap().collect_all().await.unwrap().len(), want.len());
+}
+
 /// A client that vanishes mid-transaction (connection reset, no rollback sent):
 /// the node aborts its transaction and releases its locks.
 #[tokio::test]

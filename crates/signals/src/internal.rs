@@ -278,6 +278,10 @@ pub struct LqhScanReq {
     pub wait: LockWait,
     /// Most rows per `LqhScanConf`.
     pub batch_rows: u32,
+    /// See `ScanSpec::ranges`: read one after the other (`range` then None),
+    /// each row tagged with its range's position.
+    #[serde(deserialize_with = "crate::ops::bounded_ranges")]
+    pub ranges: Vec<ScanRange>,
 }
 
 /// One operation of an `LqhKeyReq`.

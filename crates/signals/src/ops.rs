@@ -332,9 +332,50 @@ pub struct ScanSpec {
     pub limit: Option<u64>,
     /// Restrict to these partitions (pruning); None = all partitions.
     pub partitions: Option<Vec<PartitionId>>,
+    /// A multi-range scan of `index` (`range` then None): the rows of every
+    /// range in one scan, so that a caller looking up many keys at once (a
+    /// join's batch of outer rows) pays one round trip, not one per key.
+    /// Each returned row has its range's position in this list appended as
+    /// a last `Value::Int`; a row in two overlapping ranges comes once for
+    /// each. Each partition reads the ranges in list order, so with
+    /// `ordered` the rows come in index order if the ranges are ascending
+    /// (descending: descending) and disjoint. At most `MAX_SCAN_RANGES`,
+    /// refused past it already by the decoder. Empty: a scan of `range`.
+    #[serde(deserialize_with = "bounded_ranges")]
+    pub ranges: Vec<ScanRange>,
 }
 
 pub const MAX_SCAN_BATCH_ROWS: u32 = 4096;
+
+/// Most ranges of one multi-range scan (`ScanSpec::ranges`): bounds the
+/// request's size and what a data node holds per scan.
+pub const MAX_SCAN_RANGES: usize = 256;
+
+/// Decodes a range list, refusing one longer than `MAX_SCAN_RANGES` as soon
+/// as its length is read (before decoding or allocating any of it).
+pub(crate) fn bounded_ranges<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ScanRange>, D::Error> {
+    struct Ranges;
+    impl<'de> serde::de::Visitor<'de> for Ranges {
+        type Value = Vec<ScanRange>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "at most {MAX_SCAN_RANGES} scan ranges")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            if let Some(n) = seq.size_hint().filter(|n| *n > MAX_SCAN_RANGES) {
+                return Err(serde::de::Error::invalid_length(n, &self));
+            }
+            let mut out = Vec::new();
+            while let Some(r) = seq.next_element()? {
+                if out.len() == MAX_SCAN_RANGES {
+                    return Err(serde::de::Error::invalid_length(MAX_SCAN_RANGES + 1, &self));
+                }
+                out.push(r);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(Ranges)
+}
 
 impl ScanSpec {
     /// A committed-read full-table scan of every column.
@@ -353,6 +394,7 @@ impl ScanSpec {
             batch_rows: 256,
             limit: None,
             partitions: None,
+            ranges: Vec::new(),
         }
     }
 }

@@ -35,7 +35,8 @@ use serde::{Deserialize, Serialize};
 /// 11: `LockWait::WaitMs` (a per-operation lock-wait time).
 /// 12: `SchemaChange::TruncateTable` carries the table's new definition (a
 ///    TRUNCATE raises the table version); the local-only
-///    `ClusterSignal::SystemRestartRep`.
+///    `ClusterSignal::SystemRestartRep`; multi-range scans:
+///    `ScanSpec::ranges`, `LqhScanReq::ranges`.
 pub const WIRE_VERSION: u16 = 12;
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -161,13 +161,17 @@ fn scan_spec() -> impl Strategy<Value = ScanSpec> {
     (
         (any::<TableId>(), any::<u32>(), any::<Option<IndexId>>(), range, any::<bool>(), any::<bool>()),
         (proptest::option::of(filter()), vec(any::<ColumnId>(), 0..4), lock(), wait(), any::<u32>()),
-        (any::<Option<u64>>(), proptest::option::of(vec(any::<PartitionId>(), 0..4))),
+        (
+            any::<Option<u64>>(),
+            proptest::option::of(vec(any::<PartitionId>(), 0..4)),
+            vec((bound(), bound()).prop_map(|(low, high)| ScanRange { low, high }), 0..3),
+        ),
     )
         .prop_map(
             |(
                 (table, table_version, index, range, descending, ordered),
                 (filter, projection, lock, wait, batch_rows),
-                (limit, partitions),
+                (limit, partitions, ranges),
             )| ScanSpec {
                 table,
                 table_version,
@@ -182,6 +186,7 @@ fn scan_spec() -> impl Strategy<Value = ScanSpec> {
                 batch_rows,
                 limit,
                 partitions,
+                ranges,
             },
         )
 }
@@ -528,7 +533,20 @@ pub(crate) fn corpus_messages() -> Vec<(&'static str, Vec<u8>)> {
     let n = rows_claim.len();
     rows_claim.truncate(n - 3); // the batch's length (1), its row count (0), done
     rows_claim.extend_from_slice(&[3, 0xff, 0xff, 0x03, 1]);
+    // Multi-range scans: three ranges, and one range past the limit.
+    let point =
+        |k: i64| ScanRange { low: Bound::inclusive(vec![Value::Int(k)]), high: Bound::inclusive(vec![Value::Int(k)]) };
+    let ranges_spec =
+        |n: i64| ScanSpec { index: Some(2), ordered: false, ranges: (0..n).map(point).collect(), ..ScanSpec::full(1) };
+    let ranges_req = |n: i64| {
+        let spec = ranges_spec(n);
+        msg(api(100), tc(), Signal::ScanTabReq(Box::new(ScanTabReq { txn: 8, scan_id: 5, standalone: true, spec })))
+    };
+    let over = crate::ops::MAX_SCAN_RANGES as i64 + 1;
     vec![
+        ("ok-scan-tabreq-ranges.bin", ranges_req(3)),
+        ("ok-scan-tabreq-ranges-at-limit.bin", ranges_req(over - 1)),
+        ("bad-scan-tabreq-ranges-over-limit.bin", ranges_req(over)),
         ("ok-tc-keyreq-every-op.bin", msg(api(100), tc(), Signal::TcKeyReq(Box::new(key_req)))),
         (
             "ok-tc-keyconf-rows.bin",

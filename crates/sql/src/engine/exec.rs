@@ -17,7 +17,7 @@ use crate::types::{Session, SqlError};
 use norr_client::{Client, ClientError, Transaction};
 use norr_signals::{
     ColumnId, Decimal, ErrorCode, ExecType, KeyAccess, KeyOp, OpKind, OpResult, PartitionId, ScanSpec, TableDef, Value,
-    MAX_OPS_PER_BATCH,
+    MAX_OPS_PER_BATCH, MAX_SCAN_RANGES,
 };
 use std::collections::HashMap;
 use std::future::Future;
@@ -968,16 +968,18 @@ pub async fn fetch_table_with(
     };
     let rows: Vec<Row> = match (keyed, ranges) {
         (_, Some(ranges)) => {
+            // Up to MAX_SCAN_RANGES keys per scan; ascending and disjoint,
+            // so an ordered scan returns them in index order.
             let mut rows = Vec::new();
-            for r in ranges {
+            for batch in ranges.chunks(MAX_SCAN_RANGES) {
                 let Some((mut spec, _)) = scan_spec_via(t, lock, &Access::FullScan, ctx, None, ordered)? else {
                     break;
                 };
                 if let Access::IndexKeys { index, .. } = &t.access {
                     spec.index = Some(*index);
                 }
-                spec.range = Some(r);
-                rows.extend(scan_rows(rd, spec, ctx, def).await?.into_iter().map(|r| widen(t, r)));
+                spec.ranges = batch.to_vec();
+                rows.extend(scan_ranges_rows(rd, spec, ctx, def).await?.into_iter().map(|(_, r)| widen(t, r)));
             }
             rows
         }
@@ -1173,7 +1175,13 @@ pub fn range_scans() -> u64 {
     RANGE_SCANS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// A multi-range scan counts once per range (ranges read, as before they
+/// were read one scan each); its round trips show in `Norr_round_trips`.
 fn count_scan(spec: &ScanSpec) {
+    if spec.index.is_some() && !spec.ranges.is_empty() {
+        RANGE_SCANS.fetch_add(spec.ranges.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        return;
+    }
     let bounded = spec.index.is_some()
         && spec.range.as_ref().is_some_and(|r| !r.low.values.is_empty() || !r.high.values.is_empty());
     let counter = if bounded { &RANGE_SCANS } else { &FULL_SCANS };
@@ -1270,42 +1278,7 @@ pub(crate) async fn join_source(
         // Batched key lookups of the inner side, one batch per JOIN_BATCH outer rows.
         for (ci, chunk) in rows.chunks(JOIN_BATCH).enumerate() {
             ctx.check_killed()?;
-            let mut keys: Vec<Vec<Value>> = Vec::new();
-            let mut key_of_row: Vec<Option<usize>> = Vec::with_capacity(chunk.len());
-            let mut key_index: HashMap<Vec<u8>, usize> = HashMap::new();
-            for r in chunk {
-                let mut k = Vec::with_capacity(l.keys.len());
-                let mut ok = true;
-                for (e, col) in l.keys.iter().zip(&l.cols) {
-                    let v = eval(e, r, ctx)?;
-                    let zone = ctx.zone();
-                    match crate::engine::ts_zone::zoned_value(
-                        &v,
-                        &t.table.def.columns[*col as usize],
-                        zone,
-                        crate::engine::ts_zone::Use::JoinLookup,
-                    )
-                    .0
-                    {
-                        KeyConv::Val(x) => k.push(x),
-                        _ => {
-                            ok = false;
-                            break;
-                        }
-                    }
-                }
-                if !ok {
-                    key_of_row.push(None);
-                    continue;
-                }
-                let mut enc = Vec::new();
-                encode_group_key(&k, &vec![Coll::Ci; k.len()], &mut enc);
-                let ki = *key_index.entry(enc).or_insert_with(|| {
-                    keys.push(k);
-                    keys.len() - 1
-                });
-                key_of_row.push(Some(ki));
-            }
+            let (keys, key_of_row) = distinct_join_keys(l, t, chunk, ctx)?;
             let found = read_keys(rd, t, l.index, &l.cols, keys, ctx.zone()).await?;
             let mut by_key: HashMap<usize, Row> = HashMap::with_capacity(found.len());
             'found: for (ki, row) in found {
@@ -1400,8 +1373,8 @@ pub(crate) async fn join_source(
 }
 
 /// Most outer rows a join reads through index ranges (`JoinLookup::range`,
-/// one range scan per distinct key): past it, one scan of the inner side and
-/// a hash join cost less than that many round trips.
+/// one multi-range scan per `MAX_SCAN_RANGES` distinct keys): past it, one
+/// scan of the inner side and a hash join are taken to cost less.
 pub const MAX_REF_OUTER_ROWS: usize = 1024;
 
 /// The join key of outer row `r` as the inner table's values (None: it
@@ -1431,23 +1404,15 @@ fn join_key_of(
     Ok(Some(k))
 }
 
-/// An index nested-loop join through an ordered index (MySQL's `ref`):
-/// the inner rows of each distinct outer key are one range of the index,
-/// read with the inner side's own conditions pushed down.
-async fn ref_join(
-    rd: &mut Reader<'_>,
-    s: &Source,
+/// The distinct join keys of outer `rows` (as the inner table's values, in
+/// first-seen order), and each row's position among them (None: its key
+/// equals nothing). Keys are told apart as GROUP BY tells values apart.
+fn distinct_join_keys(
     l: &crate::engine::query::JoinLookup,
     t: &TableAccess,
     rows: &[Row],
     ctx: &mut EvalCtx<'_>,
-    mut from: Option<&mut Vec<usize>>,
-) -> Result<Vec<Row>, SqlError> {
-    let def = &t.table.def;
-    let null_ext = if s.left_join { vec![Value::Null; s.width] } else { Vec::new() };
-    let mut next: Vec<Row> = Vec::new();
-    let mut built = crate::engine::memory::Built::default();
-    // Distinct keys, and each outer row's.
+) -> Result<(Vec<Vec<Value>>, Vec<Option<usize>>), SqlError> {
     let mut keys: Vec<Vec<Value>> = Vec::new();
     let mut key_of_row: Vec<Option<usize>> = Vec::with_capacity(rows.len());
     let mut key_index: HashMap<Vec<u8>, usize> = HashMap::new();
@@ -1464,30 +1429,75 @@ async fn ref_join(
         });
         key_of_row.push(Some(ki));
     }
-    let mut inner: Vec<Vec<Row>> = Vec::with_capacity(keys.len());
+    Ok((keys, key_of_row))
+}
+
+/// The rows of a multi-range scan (`ScanSpec::ranges`) with the position of
+/// the range each came from, taken off the row (see `scan_rows`).
+async fn scan_ranges_rows(
+    rd: &mut Reader<'_>,
+    spec: ScanSpec,
+    ctx: &EvalCtx<'_>,
+    def: &TableDef,
+) -> Result<Vec<(usize, Row)>, SqlError> {
+    let ranges = spec.ranges.len();
+    let mut out = Vec::new();
+    for mut r in scan_rows(rd, spec, ctx, def).await? {
+        match r.pop() {
+            Some(Value::Int(no)) if (0..ranges as i64).contains(&no) => out.push((no as usize, r)),
+            other => return Err(SqlError::internal(format!("a multi-range scan row tagged {other:?}"))),
+        }
+    }
+    Ok(out)
+}
+
+/// A range of exactly the index key prefix `k`.
+fn point_range(k: Vec<Value>) -> norr_signals::ScanRange {
+    norr_signals::ScanRange { low: norr_signals::Bound::inclusive(k.clone()), high: norr_signals::Bound::inclusive(k) }
+}
+
+/// An index nested-loop join through an ordered index (MySQL's `ref`):
+/// the inner rows of each distinct outer key are one range of the index,
+/// read with the inner side's own conditions pushed down; the ranges of up
+/// to `MAX_SCAN_RANGES` keys go in one scan (one round trip per batch).
+async fn ref_join(
+    rd: &mut Reader<'_>,
+    s: &Source,
+    l: &crate::engine::query::JoinLookup,
+    t: &TableAccess,
+    rows: &[Row],
+    ctx: &mut EvalCtx<'_>,
+    mut from: Option<&mut Vec<usize>>,
+) -> Result<Vec<Row>, SqlError> {
+    let def = &t.table.def;
+    let null_ext = if s.left_join { vec![Value::Null; s.width] } else { Vec::new() };
+    let mut next: Vec<Row> = Vec::new();
+    let mut built = crate::engine::memory::Built::default();
+    let (keys, key_of_row) = distinct_join_keys(l, t, rows, ctx)?;
+    // The inner rows of each key.
+    let mut inner: Vec<Vec<Row>> = vec![Vec::new(); keys.len()];
     let checks = t.row_local();
-    for k in keys {
+    let mut keys = keys.into_iter();
+    let mut first = 0;
+    while keys.len() > 0 {
         ctx.check_killed()?;
+        let batch: Vec<_> = keys.by_ref().take(MAX_SCAN_RANGES).map(point_range).collect();
         let Some((mut spec, _)) = scan_spec_via(t, t.lock, &Access::FullScan, ctx, None, false)? else {
-            inner.push(Vec::new());
-            continue;
+            break;
         };
         spec.index = l.index;
-        spec.range = Some(norr_signals::ScanRange {
-            low: norr_signals::Bound::inclusive(k.clone()),
-            high: norr_signals::Bound::inclusive(k),
-        });
-        let mut found = Vec::new();
-        'found: for r in scan_rows(rd, spec, ctx, def).await? {
+        let n = batch.len();
+        spec.ranges = batch;
+        'found: for (no, r) in scan_ranges_rows(rd, spec, ctx, def).await? {
             let r = widen(t, r);
             for c in checks {
                 if !eval_pred(c, &r, ctx)? {
                     continue 'found;
                 }
             }
-            found.push(r);
+            inner[first + no].push(r);
         }
-        inner.push(found);
+        first += n;
     }
     for (from_row, (r, key)) in rows.iter().zip(key_of_row).enumerate() {
         let mut matched = false;

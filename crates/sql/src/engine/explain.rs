@@ -78,7 +78,7 @@ pub fn access_row(
                 None => "PRIMARY".to_string(),
             };
             if l.range {
-                ("ref", name, "index range per distinct outer key".to_string())
+                ("ref", name, "index ranges of a batch of outer keys per scan".to_string())
             } else {
                 ("eq_ref", name, "batched key lookup per outer row batch".to_string())
             }
@@ -94,7 +94,7 @@ pub fn access_row(
         }
         (Access::IndexRange { name, .. }, _) => ("range", name.clone(), "index range scan".to_string()),
         (Access::IndexKeys { name, keys, .. }, _) => {
-            ("range", name.clone(), format!("index ranges, one per key ({} keys)", keys.len()))
+            ("range", name.clone(), format!("index ranges, one scan per batch of keys ({} keys)", keys.len()))
         }
         (Access::PkRange { low, high }, _) => match plan::resolve_pk_range(def, low, high, ctx)? {
             plan::PkRangeRun::Keys(k) => {
@@ -227,50 +227,13 @@ fn explain_select(
         match &src.kind {
             SourceKind::Table(t) => out.push(access_row(my_id, select_type, &src.alias, t, src.lookup.as_ref(), ctx)?),
             SourceKind::Derived(n) => {
-                out.push(vec![
-                    Value::Int(my_id),
-                    s(select_type),
-                    s(&src.alias),
-                    Value::Null,
-                    s("ALL"),
-                    Value::Null,
-                    Value::Null,
-                    Value::Null,
-                    Value::Null,
-                    Value::Null,
-                    Value::Double(100.0),
-                    s("derived table"),
-                ]);
+                out.push(unkeyed_row(my_id, select_type, &src.alias, "derived table"));
                 explain_node(n, id, "DERIVED", out, ctx)?;
             }
-            SourceKind::JsonTable(_) => out.push(vec![
-                Value::Int(my_id),
-                s(select_type),
-                s(&src.alias),
-                Value::Null,
-                s("ALL"),
-                Value::Null,
-                Value::Null,
-                Value::Null,
-                Value::Null,
-                Value::Null,
-                Value::Double(100.0),
-                s("Table function: json_table; Using temporary"),
-            ]),
-            SourceKind::WorkTable(_) => out.push(vec![
-                Value::Int(my_id),
-                s(select_type),
-                s(&src.alias),
-                Value::Null,
-                s("ALL"),
-                Value::Null,
-                Value::Null,
-                Value::Null,
-                Value::Null,
-                Value::Null,
-                Value::Double(100.0),
-                s("Recursive; Using where"),
-            ]),
+            SourceKind::JsonTable(_) => {
+                out.push(unkeyed_row(my_id, select_type, &src.alias, "Table function: json_table; Using temporary"))
+            }
+            SourceKind::WorkTable(_) => out.push(unkeyed_row(my_id, select_type, &src.alias, "Recursive; Using where")),
             SourceKind::Rows(_) => {
                 if p.sources.len() == 1 && src.alias.is_empty() {
                     out.push(vec![
@@ -292,6 +255,26 @@ fn explain_select(
         }
     }
     Ok(())
+}
+
+/// The EXPLAIN row of a source that is not a stored table (a derived
+/// table, JSON_TABLE, a recursive CTE's work table): read whole (`ALL`), no
+/// key, no row estimate; `extra` says what it is.
+fn unkeyed_row(id: i64, select_type: &str, alias: &str, extra: &str) -> Vec<Value> {
+    vec![
+        Value::Int(id),
+        s(select_type),
+        s(alias),
+        Value::Null,
+        s("ALL"),
+        Value::Null,
+        Value::Null,
+        Value::Null,
+        Value::Null,
+        Value::Null,
+        Value::Double(100.0),
+        s(extra),
+    ]
 }
 
 /// The dispatcher's entry point for EXPLAIN <statement>.

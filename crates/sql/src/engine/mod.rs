@@ -1125,6 +1125,9 @@ impl Engine {
             ("Norr_join_rows_compared".into(), exec::join_rows_compared().to_string()),
             ("Norr_range_scans".into(), exec::range_scans().to_string()),
             ("Norr_result_bytes_in_flight".into(), memory::result_bytes_in_flight().to_string()),
+            // Requests sent to data nodes that waited for a reply (every
+            // session's, and the node_stats of earlier status queries).
+            ("Norr_round_trips".into(), self.client.round_trips().to_string()),
             ("Norr_rows_read".into(), exec::rows_read().to_string()),
             ("Norr_statement_memory_bytes".into(), memory::process_used().to_string()),
             ("Queries".into(), g(&st.questions)),

@@ -82,7 +82,7 @@ impl Access {
             Access::PkLookup { .. } => "primary key lookup",
             Access::UniqueLookup { .. } => "unique index lookup",
             Access::IndexRange { .. } => "index range scan",
-            Access::IndexKeys { .. } => "index ranges, one per key",
+            Access::IndexKeys { .. } => "index ranges, one scan per batch of keys",
             Access::PkRange { .. } => "primary key range (key lookups, or a PRIMARY index range scan when wide)",
             Access::FullScan => "full table scan",
         }

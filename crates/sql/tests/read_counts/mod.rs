@@ -1,6 +1,7 @@
 //! Counting what a statement reads from the data node (issue 23's plan
-//! tests): the `Norr_rows_read`, `Norr_full_scans` and `Norr_range_scans`
-//! status counters before and after it, and EXPLAIN's access per table.
+//! tests): the `Norr_rows_read`, `Norr_full_scans`, `Norr_range_scans` and
+//! `Norr_round_trips` status counters before and after it, and EXPLAIN's
+//! access per table.
 
 use mysql_async::prelude::*;
 use mysql_async::Conn;
@@ -50,6 +51,26 @@ pub async fn counted_drop(c: &mut Conn, sql: &str) -> (u64, Reads) {
     c.query_drop(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
     let affected = c.affected_rows();
     (affected, reads(c).await - before)
+}
+
+/// `Norr_round_trips`: requests the SQL node sent to data nodes so far.
+#[allow(dead_code)] // not every test binary that shares this module uses it
+pub async fn round_trips(c: &mut Conn) -> u64 {
+    let rows: Vec<(String, String)> = c.query("SHOW GLOBAL STATUS LIKE 'Norr_round_trips'").await.expect("SHOW STATUS");
+    rows.first().expect("Norr_round_trips").1.parse().expect("a number")
+}
+
+/// Runs `sql` and returns its rows with the round trips to data nodes it
+/// cost. Reading the counter costs some itself (SHOW STATUS asks the data
+/// node for its figures): measured just before, between two reads, and
+/// taken off.
+#[allow(dead_code)] // not every test binary that shares this module uses it
+pub async fn counted_round_trips<T: FromRow + Send + 'static>(c: &mut Conn, sql: &str) -> (Vec<T>, u64) {
+    let a = round_trips(c).await;
+    let b = round_trips(c).await;
+    let rows: Vec<T> = c.query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let after = round_trips(c).await;
+    (rows, (after - b) - (b - a))
 }
 
 /// EXPLAIN's (table, type, key, rows) per table.

@@ -163,6 +163,7 @@ impl Lqh {
             lock: LockMode::Shared,
             wait: LockWait::Wait,
             batch_rows: copy_batch_rows(&def),
+            ranges: Vec::new(),
         };
         let me = ctx.self_ref();
         self.on_scan_req(me, scan, ctx);

@@ -10,6 +10,12 @@
 //!
 //! A scan inside a transaction also returns the transaction's own uncommitted
 //! writes in place of the committed rows (see `scan_own`).
+//!
+//! A multi-range scan (`LqhScanReq::ranges`) reads its ranges one after the
+//! other with one cursor at a time, as if each were a scan of its own, and
+//! appends each row's range position to it. It moves to the next range only
+//! once everything of the current one is returned or queued in `out`, so
+//! every row in `out` past `tagged` belongs to the current range.
 
 use super::exec::{lock_busy, project, project_owned};
 use super::scan_own::{own_scan_row, OwnScanSpec, OwnWrites};
@@ -19,7 +25,7 @@ use crate::store::{ScanBatch, ScanCursor, ScanStep};
 use norr_kernel::{BlockRef, Ctx};
 use norr_signals::filter_eval::eval_filter;
 use norr_signals::internal::{InternalSignal, LqhScanReq, ScanKey, ScanRow, ScanRows, TxnId};
-use norr_signals::ops::{Filter, LockMode, LockWait};
+use norr_signals::ops::{Filter, LockMode, LockWait, ScanRange};
 use norr_signals::schema::{ColumnId, IndexId, PartitionId, TableDef, TableId};
 use norr_signals::value::Value;
 use norr_signals::{ErrorCode, NodeError, Signal};
@@ -63,6 +69,15 @@ pub(crate) struct LqhScan {
     idle: bool,
     pub(super) waiting: Option<u64>,
     pub(super) step_scheduled: bool,
+    /// Multi-range scans: the ranges after the current one, the current
+    /// one's position (None: a plain scan, rows untagged), and how many rows
+    /// of `out` carry their tag already.
+    next_ranges: std::vec::IntoIter<ScanRange>,
+    range_no: Option<usize>,
+    tagged: usize,
+    /// For opening the next range: the reading transaction, the direction.
+    reader: Option<TxnId>,
+    descending: bool,
 }
 
 type Key = (ScanKey, PartitionId);
@@ -88,7 +103,10 @@ impl Lqh {
             return fail(ctx, NodeError::new(ErrorCode::SchemaVersionMismatch));
         }
         assert!(!self.scans.contains_key(&key), "scan {key:?} opened twice");
-        let cursor = match self.storage.scan_open(req.table, req.part, req.index, req.range.as_ref(), req.descending) {
+        let range_no = (!req.ranges.is_empty()).then_some(0);
+        let mut next_ranges = req.ranges.into_iter();
+        let first = if range_no.is_some() { next_ranges.next() } else { req.range };
+        let cursor = match self.storage.scan_open(req.table, req.part, req.index, first.as_ref(), req.descending) {
             Ok(c) => c,
             Err(e) => return fail(ctx, e),
         };
@@ -161,6 +179,11 @@ impl Lqh {
                 idle: false,
                 waiting: None,
                 step_scheduled: false,
+                next_ranges,
+                range_no,
+                tagged: 0,
+                reader: req.reader,
+                descending: req.descending,
             }),
         );
         self.scan_step(key, ctx);
@@ -321,8 +344,16 @@ impl Lqh {
                 return Ok(());
             }
             let s = self.scans.get_mut(&key).expect("scan");
-            let finished = s.exhausted && s.candidates.is_empty() && s.own.as_ref().is_none_or(|o| o.is_empty());
+            let range_done = s.exhausted && s.candidates.is_empty() && s.own.as_ref().is_none_or(|o| o.is_empty());
+            let more_ranges = s.next_ranges.len() > 0;
+            if range_done && more_ranges && s.out.len() < s.batch_rows {
+                self.next_range(key)?;
+            }
+            let finished = range_done && !more_ranges;
+            let s = self.scans.get_mut(&key).expect("scan");
             if s.out.len() >= s.batch_rows || finished {
+                s.tag_rows();
+                s.tagged = 0;
                 let rows = std::mem::take(&mut s.out);
                 let tc = s.tc;
                 if finished {
@@ -397,6 +428,46 @@ impl Lqh {
             }
             s.own = own;
         }
+    }
+}
+
+impl LqhScan {
+    /// Multi-range scans: append the current range's position to the rows
+    /// of `out` that have none yet.
+    fn tag_rows(&mut self) {
+        let Some(no) = self.range_no else { return };
+        for r in &mut self.out.rows[self.tagged..] {
+            r.push(Value::Int(no as i64));
+        }
+        self.tagged = self.out.rows.len();
+    }
+}
+
+impl Lqh {
+    /// Multi-range scans: the current range is done (everything of it is in
+    /// `out`); open the next one, with the reader's own writes in it.
+    fn next_range(&mut self, key: Key) -> Result<(), NodeError> {
+        let s = self.scans.get_mut(&key).expect("scan");
+        s.tag_rows();
+        let range = s.next_ranges.next().expect("a next range");
+        s.range_no = s.range_no.map(|n| n + 1);
+        s.cursor = self.storage.scan_open(s.table, s.part, s.index, Some(&range), s.descending)?;
+        s.exhausted = false;
+        let s = self.scans.get(&key).expect("scan");
+        let own = match s.reader {
+            None => None,
+            Some(reader) => self.own_writes(&OwnScanSpec {
+                reader,
+                def: &s.def,
+                part: s.part,
+                index: s.index,
+                cursor: &s.cursor,
+                filter: s.filter.as_ref(),
+                descending: s.descending,
+            })?,
+        };
+        self.scans.get_mut(&key).expect("scan").own = own;
+        Ok(())
     }
 }
 

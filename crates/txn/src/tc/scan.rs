@@ -13,7 +13,7 @@ use norr_kernel::{BlockRef, Ctx};
 use norr_signals::coerce::coerce_value;
 use norr_signals::filter_eval::validate_filter;
 use norr_signals::internal::{InternalSignal, LqhScanReq, ScanKey, ScanRows, TxnId};
-use norr_signals::ops::{LockMode, ScanSpec, MAX_SCAN_BATCH_ROWS};
+use norr_signals::ops::{LockMode, ScanSpec, MAX_SCAN_BATCH_ROWS, MAX_SCAN_RANGES};
 use norr_signals::schema::{IndexKind, PartitionId, TableDef};
 use norr_signals::value::Value;
 use norr_signals::{ErrorCode, NodeError, ScanNextReq, ScanTabConf, ScanTabRef, ScanTabReq, Signal};
@@ -65,8 +65,17 @@ fn validate_spec(def: &TableDef, spec: &ScanSpec) -> Result<Vec<PartitionId>, No
             format!("batch_rows must be 1..={MAX_SCAN_BATCH_ROWS}"),
         ));
     }
+    if spec.ranges.len() > MAX_SCAN_RANGES {
+        return Err(NodeError::with(
+            ErrorCode::BadScanBound,
+            format!("a scan takes at most {MAX_SCAN_RANGES} ranges, not {}", spec.ranges.len()),
+        ));
+    }
+    if !spec.ranges.is_empty() && spec.range.is_some() {
+        return Err(NodeError::with(ErrorCode::BadScanBound, "a scan has a range or a list of ranges, not both"));
+    }
     match spec.index {
-        None if spec.range.is_some() => {
+        None if spec.range.is_some() || !spec.ranges.is_empty() => {
             return Err(NodeError::with(ErrorCode::BadScanBound, "a range needs an ordered index"));
         }
         None => {}
@@ -75,7 +84,7 @@ fn validate_spec(def: &TableDef, spec: &ScanSpec) -> Result<Vec<PartitionId>, No
             if idx.kind != IndexKind::Ordered {
                 return Err(NodeError::with(ErrorCode::NoSuchIndex, format!("index {} is not ordered", idx.name)));
             }
-            if let Some(r) = &spec.range {
+            for r in spec.range.iter().chain(&spec.ranges) {
                 for b in [&r.low, &r.high] {
                     if b.values.len() > idx.columns.len() {
                         return Err(NodeError::with(ErrorCode::BadScanBound, "bound longer than the index key"));
@@ -264,6 +273,7 @@ impl Tc {
                     lock: if locking { spec.lock } else { LockMode::CommittedRead },
                     wait: spec.wait,
                     batch_rows: per_part,
+                    ranges: spec.ranges.clone(),
                 };
                 ctx.send(lqh, internal(InternalSignal::LqhScanReq(Box::new(r))));
             }
