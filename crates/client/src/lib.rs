@@ -136,6 +136,12 @@ pub struct ConnectOptions {
     /// partition's primary) is fetched again this often, and whenever a
     /// node's connection goes down or comes up.
     pub dist_refresh_interval: Duration,
+    /// The cluster secret, proved (never sent) when a data node challenges
+    /// the connection (`norr_transport::auth`). None (the default): the
+    /// `NORR_CLUSTER_SECRET` environment variable is used if set (`norr up`
+    /// sets it for the processes it starts and writes the secret to its
+    /// cluster file, `[cluster] secret`).
+    pub secret: Option<norr_transport::auth::ClusterSecret>,
 }
 
 impl Default for ConnectOptions {
@@ -154,6 +160,7 @@ impl Default for ConnectOptions {
             reconnect_backoff_min: Duration::from_millis(100),
             reconnect_backoff_max: Duration::from_secs(3),
             dist_refresh_interval: Duration::from_secs(2),
+            secret: None,
         }
     }
 }
