@@ -70,6 +70,8 @@ pub use norr_signals::{
     IndexKind, KeyAccess, KeyOp, LockMode, LockWait, NodeError, NodeStats, OpKind, OpResult, PartitionId,
     PartitionScheme, ScanRange, ScanSpec, TableDef, TableId, Value, MAX_OPS_PER_BATCH, MAX_SCAN_BATCH_ROWS,
 };
+/// The cluster secret of `ConnectOptions::secret` (`norr_transport::auth`).
+pub use norr_transport::auth::ClusterSecret;
 /// What kind of API node a connection is ([`ConnectOptions::kind`]).
 pub use norr_transport::handshake::ApiKind;
 /// The API end of an in-process link to a data node in this process
