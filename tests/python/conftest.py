@@ -5,6 +5,10 @@ unix:PATH`), as a SQL node on the same host would; the Rust tests cover TCP.
 Environment: NORR_BIN (path of the `norr` binary; default target/debug/norr),
 NORR_SQLD_LOG / NORR_DATAD_LOG (log files; default in a temp dir, printed on
 failure).
+
+The data node is given a fresh cluster secret (through a secret file, as an
+operator would) and sqld the same one through NORR_CLUSTER_SECRET, so every
+run goes through the native protocol's authentication.
 """
 import os
 import socket
@@ -55,12 +59,18 @@ class Cluster:
         dlog = open(os.environ.get("NORR_DATAD_LOG", os.path.join(self.dir, "datad.log")), "w")
         slog = open(os.environ.get("NORR_SQLD_LOG", os.path.join(self.dir, "sqld.log")), "w")
         self.logs = [dlog.name, slog.name]
+        secret = uuid.uuid4().hex + uuid.uuid4().hex
+        secret_file = self.secret_file = os.path.join(self.dir, "cluster.secret")
+        with open(os.open(secret_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write(secret + "\n")
+        denv = {k: v for k, v in os.environ.items() if k != "NORR_CLUSTER_SECRET"}
         datad = subprocess.Popen(
-            [self.bin, "datad", "--listen", f"127.0.0.1:{self.data_port}", "--socket", self.data_socket],
-            stdout=dlog, stderr=subprocess.STDOUT, cwd=self.dir)
+            [self.bin, "datad", "--listen", f"127.0.0.1:{self.data_port}", "--socket", self.data_socket,
+             "--secret-file", secret_file],
+            stdout=dlog, stderr=subprocess.STDOUT, cwd=self.dir, env=denv)
         self.procs.append(datad)
         wait_port(self.data_port, datad, "datad")
-        env = dict(os.environ, NORR_ROOT_PASSWORD=PASSWORD)
+        env = dict(os.environ, NORR_ROOT_PASSWORD=PASSWORD, NORR_CLUSTER_SECRET=secret)
         sqld = subprocess.Popen(
             [self.bin, "sqld", "--listen", f"127.0.0.1:{self.port}",
              "--data-node", f"unix:{self.data_socket}", "--socket", self.socket],

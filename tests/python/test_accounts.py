@@ -224,7 +224,8 @@ def test_second_sql_node_sees_the_same_accounts(cluster, admin):
     log = open(os.path.join(cluster.dir, "sqld2.log"), "w")
     env = dict(os.environ, NORR_ROOT_PASSWORD="another-password")
     p = subprocess.Popen([cluster.bin, "sqld", "--listen", f"127.0.0.1:{port}",
-                          "--data-node", f"unix:{cluster.data_socket}", "--node-name", "sqld2"],
+                          "--data-node", f"unix:{cluster.data_socket}", "--node-name", "sqld2",
+                          "--secret-file", cluster.secret_file],
                          stdout=log, stderr=subprocess.STDOUT, cwd=cluster.dir, env=env)
     try:
         wait_port(port, p, "second sqld")

@@ -11,7 +11,7 @@
 
 use anyhow::{bail, Context};
 use norr_kernel::NodeId;
-use norr_mgmd::config::{ClusterConfig, NodeKind};
+use norr_mgmd::config::{ApiAuth, ClusterConfig, NodeKind};
 use norr_mgmd::protocol::{ArbitReply, ArbitReq, NodeCommand, NodeReport, NodeState, PeerRole, Refusal};
 use norr_mgmd::session::{fetch_config, MgmLink};
 use norr_runtime::{
@@ -106,6 +106,8 @@ struct NodePlan {
     config: ClusterConfig,
     digest: u64,
     arbitrator: Arc<dyn Arbitrator>,
+    /// The cluster secret API connections must prove (None: `api_auth = "off"`).
+    secret: Option<norr_transport::auth::ClusterSecret>,
     /// The node's data directory, locked for the life of the process (every
     /// restart of the node by the supervisor recovers from it).
     data_dir: Option<norr_runtime::fs::DataDirLock>,
@@ -121,6 +123,7 @@ impl NodePlan {
             cluster: Some(cluster),
         };
         let opts = RuntimeOptions {
+            api_secret: self.secret.clone(),
             data_dir: self.data_dir.as_ref().map(|l| l.path().to_path_buf()),
             ..RuntimeOptions::default()
         };
@@ -138,6 +141,7 @@ pub fn run(
     listen_override: Option<SocketAddr>,
     data_dir: Option<std::path::PathBuf>,
     in_memory: bool,
+    secret: Option<norr_transport::auth::ClusterSecret>,
 ) -> anyhow::Result<()> {
     let (link, welcome) = fetch_config(mgm, PeerRole::DataNode, Some(node_id), &format!("data node {node_id}"))
         .with_context(|| format!("cannot get the cluster configuration from mgmd at {mgm}"))?;
@@ -146,6 +150,18 @@ pub fn run(
     if me.kind != NodeKind::Data {
         bail!("node {node_id} is {} in the cluster configuration, not a data node", me.kind.with_article());
     }
+    let secret = match config.api_auth {
+        ApiAuth::Secret => Some(secret.with_context(|| crate::secret::missing(&format!("data node {node_id}")))?),
+        ApiAuth::Off => {
+            if secret.is_some() {
+                eprintln!(
+                    "norr datad: the cluster file says api_auth = \"off\": the secret given is not checked, and \
+                     anyone who reaches the data node's port is served"
+                );
+            }
+            None
+        }
+    };
     let listen = match listen_override {
         Some(a) => a,
         None => resolve(&format!("data node {node_id}"), &me.address())?,
@@ -166,6 +182,7 @@ pub fn run(
     };
     let link = Arc::new(link);
     let plan = NodePlan {
+        secret,
         data_dir,
         node_id,
         listen,

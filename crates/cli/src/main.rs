@@ -5,6 +5,7 @@ mod datad_cluster;
 mod mgm;
 mod mgmd;
 mod ports;
+mod secret;
 mod up;
 mod up_cluster;
 
@@ -97,6 +98,13 @@ struct DatadArgs {
     /// data_dir says (a restart of every data node loses every row).
     #[arg(long, conflicts_with = "data_dir", requires = "mgm")]
     in_memory: bool,
+    /// File holding the cluster secret (one line; NORR_CLUSTER_SECRET
+    /// otherwise). With it every API connection (SQL nodes, clients) must
+    /// prove the secret before it is served. With --mgm it is needed when
+    /// the cluster file says `api_auth = "secret"` (the default when it has
+    /// a secret). A lone node without one serves anyone who reaches its port.
+    #[arg(long, value_name = "FILE")]
+    secret_file: Option<std::path::PathBuf>,
     /// Print the effective configuration (file + flags) as TOML and exit.
     #[arg(long)]
     print_config: bool,
@@ -144,7 +152,8 @@ fn datad(a: DatadArgs) -> anyhow::Result<()> {
             );
         }
         let node_id = a.node_id.context("--mgm needs --node-id N (the data node's id in the cluster file)")?;
-        return datad_cluster::run(mgm, node_id, a.listen, a.data_dir.clone(), a.in_memory);
+        let secret = secret::from_flag_or_env(a.secret_file.as_deref())?;
+        return datad_cluster::run(mgm, node_id, a.listen, a.data_dir.clone(), a.in_memory, secret);
     }
     let node_id = a.node_id.unwrap_or(1);
     let listen = a.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 2202)));
@@ -165,7 +174,15 @@ fn datad(a: DatadArgs) -> anyhow::Result<()> {
     if let Some(l) = &lock {
         eprintln!("norr datad: data directory {}", l.path().display());
     }
+    let api_secret = secret::from_flag_or_env(a.secret_file.as_deref())?;
+    if api_secret.is_none() {
+        tracing::warn!(
+            "no cluster secret (--secret-file or NORR_CLUSTER_SECRET): anyone who reaches {listen} can read and \
+             write every row"
+        );
+    }
     let opts = RuntimeOptions {
+        api_secret,
         unix_socket: a.socket.clone(),
         data_dir: lock.as_ref().map(|l| l.path().to_path_buf()),
         ..RuntimeOptions::default()

@@ -39,9 +39,11 @@ pub struct UpArgs {
     /// Port of the management server (mgmd) on 127.0.0.1 (`norr mgm --mgm`).
     #[arg(long, default_value_t = 1186, value_name = "PORT")]
     pub mgm_port: u16,
-    /// Where the cluster keeps its files: the generated cluster.toml, each
-    /// data node's directory (node-N: REDO log, schema, system file) and
-    /// log. The data survives restarts: the next `norr up` with the same
+    /// Where the cluster keeps its files: the generated cluster.toml, the
+    /// cluster secret (cluster.secret: data nodes serve only connections
+    /// that prove it; native clients read it from NORR_CLUSTER_SECRET; kept
+    /// by --fresh), each data node's directory (node-N: REDO log, schema,
+    /// system file) and log. The data survives restarts: the next `norr up` with the same
     /// directory recovers every transaction up to the last complete global
     /// checkpoint.
     #[arg(long, default_value = "norr-data", value_name = "DIR")]
@@ -116,6 +118,11 @@ fn sqld_args(
         let name = a.trim_start_matches('-').split('=').next().unwrap_or_default();
         if matches!(name, "listen" | "socket" | "data-node") {
             anyhow::bail!("--sql-arg={a}: norr up sets --{name} itself (use --sql-port, --sql-socket or --port-base)");
+        }
+        if name == "secret-file" {
+            anyhow::bail!(
+                "--sql-arg={a}: norr up gives the SQL node its cluster secret itself (--data-dir/cluster.secret)"
+            );
         }
     }
     argv.extend(extra.iter().cloned());
@@ -192,6 +199,18 @@ fn greeting_from(sql: SocketAddr) -> anyhow::Result<(SocketAddr, u32)> {
 
 /// What `norr up` says about the root account: a fresh cluster has only
 /// root@localhost, with an empty password, and this is how to set one.
+/// How native clients get the cluster secret the data nodes ask for.
+pub(crate) fn native_secret_hint(secret_file: &std::path::Path) -> String {
+    format!(
+        "{:16}(the data nodes serve only clients that prove the cluster secret: run them with\n\
+         {:16}{}=\"$(cat {})\")",
+        "",
+        "",
+        norr_transport::auth::SECRET_ENV,
+        secret_file.display()
+    )
+}
+
 pub(crate) fn root_password_hint(sql: SocketAddr) -> String {
     format!(
         "Root account:   a fresh cluster has only 'root'@'localhost', with an empty password; set one with\n\
@@ -204,7 +223,7 @@ pub(crate) fn root_password_hint(sql: SocketAddr) -> String {
     )
 }
 
-fn print_banner(native: SocketAddr, sql: Option<SocketAddr>, link: &str) {
+fn print_banner(native: SocketAddr, sql: Option<SocketAddr>, link: &str, secret_file: &std::path::Path) {
     println!("NorrDB local cluster is up:");
     println!("  data node 1   native protocol  {native}");
     match sql {
@@ -219,6 +238,7 @@ fn print_banner(native: SocketAddr, sql: Option<SocketAddr>, link: &str) {
     println!(
         "Native clients: norr_client::Client::connect(\"{native}\"); load test: norr bench --addr {native} --load"
     );
+    println!("{}", native_secret_hint(secret_file));
     println!("Press Ctrl-C to stop.");
 }
 
@@ -292,7 +312,13 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
     let knobs = a.knobs.load()?;
     let native = SocketAddr::from((Ipv4Addr::LOCALHOST, a.port_base));
     let sql = SocketAddr::from((Ipv4Addr::LOCALHOST, a.sql_port));
-    let sqld_args = (!a.no_sql).then(|| sqld_args(sql, a.sql_socket.as_deref(), native, &a.sql_args)).transpose()?;
+    let mut sqld_args =
+        (!a.no_sql).then(|| sqld_args(sql, a.sql_socket.as_deref(), native, &a.sql_args)).transpose()?;
+    // The data node's port (and in-process link) serves only who proves it.
+    let (secret, secret_file) = crate::secret::load_or_create(&a.data_dir)?;
+    if let Some(args) = sqld_args.as_mut() {
+        args.secret_file = Some(secret_file.clone());
+    }
     // Every port before anything starts: the SQL port is bound and kept.
     let native_port = Port { addr: native, what: "data node, native protocol", flag: "--port-base" };
     native_port.check()?;
@@ -308,6 +334,7 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
         Some(l)
     };
     let opts = norr_runtime::RuntimeOptions {
+        api_secret: Some(secret),
         data_dir: lock.as_ref().map(|l| l.path().to_path_buf()),
         ..norr_runtime::RuntimeOptions::default()
     };
@@ -322,9 +349,9 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
             args.data_node = node.local_addr().to_string();
             let local = (a.sql_link == SqlLink::Local).then(|| node.local_connector());
             let sql = start_sqld(listener, args, local, &a.data_dir)?;
-            print_banner(node.local_addr(), Some(sql), a.sql_link.describe());
+            print_banner(node.local_addr(), Some(sql), a.sql_link.describe(), &secret_file);
         }
-        _ => print_banner(node.local_addr(), None, ""),
+        _ => print_banner(node.local_addr(), None, "", &secret_file),
     }
 
     let stopper = node.stopper();
@@ -346,9 +373,15 @@ fn run_cluster(a: UpArgs) -> anyhow::Result<()> {
     let sql = SocketAddr::from((Ipv4Addr::LOCALHOST, a.sql_port));
     // Refuse bad --sql-arg flags before anything starts.
     let placeholder = SocketAddr::from((Ipv4Addr::LOCALHOST, a.port_base));
-    let sql_args =
+    let mut sql_args =
         (!a.no_sql).then(|| sqld_args(sql, a.sql_socket.as_deref(), placeholder, &a.sql_args)).transpose()?;
+    let (secret, secret_file) = crate::secret::load_or_create(&a.data_dir)?;
+    if let Some(args) = sql_args.as_mut() {
+        args.secret_file = Some(secret_file.clone());
+    }
     let shape = crate::up_cluster::ClusterShape {
+        secret,
+        secret_file,
         data_nodes: a.data_nodes,
         replicas: a.replicas(),
         mgm_port: a.mgm_port,

@@ -32,6 +32,10 @@ pub struct ClusterShape {
     pub data_root: PathBuf,
     /// The data nodes keep nothing on disk (`norr up --in-memory`).
     pub in_memory: bool,
+    /// The cluster secret (in the cluster file, and given to every data
+    /// node process as NORR_CLUSTER_SECRET) and the file that holds it.
+    pub secret: norr_transport::auth::ClusterSecret,
+    pub secret_file: PathBuf,
 }
 
 /// mgmd is node 1; data nodes are 2, 3, ...
@@ -49,6 +53,9 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 pub fn cluster_file(shape: &ClusterShape, knobs: &norr_knobs::Knobs) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# written by `norr up`\n[cluster]\nname = \"local\"\nreplicas = {}", shape.replicas);
+    // Data nodes require it of every API connection (api_auth defaults to
+    // "secret" with a secret); mgmd never hands it out.
+    let _ = writeln!(s, "secret = \"{}\"", shape.secret.expose());
     let _ = writeln!(s, "\n[data]");
     // Every knob in field order, except the derived `default_partitions`.
     let text = toml::to_string(knobs).expect("knobs serialize to TOML");
@@ -78,6 +85,9 @@ struct DataProc {
     child: Option<Child>,
     starts: u32,
     in_memory: bool,
+    /// Handed to the process in its environment (not its command line,
+    /// which every user of the host can read).
+    secret: norr_transport::auth::ClusterSecret,
 }
 
 impl DataProc {
@@ -94,6 +104,7 @@ impl DataProc {
         if self.in_memory {
             cmd.arg("--in-memory");
         }
+        cmd.env(norr_transport::auth::SECRET_ENV, self.secret.expose());
         cmd.stdin(Stdio::null()).stdout(log).stderr(err);
         // Its own process group: the terminal's Ctrl-C reaches only `norr
         // up`, which then stops the nodes in order.
@@ -197,6 +208,11 @@ fn print_table(shape: &ClusterShape, mgm: SocketAddr, procs: &[DataProc], sql: O
         println!("Connect with:   mysql -h{} -P{} -uroot", sql.ip(), sql.port());
         println!("{}", crate::up::root_password_hint(sql));
     }
+    println!(
+        "Native clients: norr bench --addr {} --load\n{}",
+        procs.iter().map(|p| p.addr.as_str()).collect::<Vec<_>>().join(","),
+        crate::up::native_secret_hint(&shape.secret_file)
+    );
     println!("Cluster state:  norr mgm --mgm {mgm} show");
     if let Some(p) = procs.last() {
         println!(
@@ -247,7 +263,7 @@ pub fn run(
         .with_context(|| format!("cannot create the data directory {}", shape.data_root.display()))?;
     let text = cluster_file(&shape, &knobs);
     let file = shape.data_root.join("cluster.toml");
-    std::fs::write(&file, &text).with_context(|| format!("cannot write {}", file.display()))?;
+    crate::secret::write_private(&file, &text)?;
     let config = ClusterConfig::parse(&text, Path::new("."))
         .map_err(|e| anyhow::anyhow!("the generated cluster file {} is invalid: {e}", file.display()))?;
     let mgmd = Mgmd::start(config, Some(MGMD_ID), None).map_err(|e| match &e {
@@ -267,6 +283,7 @@ pub fn run(
                 child: None,
                 starts: 0,
                 in_memory: shape.in_memory,
+                secret: shape.secret.clone(),
             }
         })
         .collect();
@@ -362,6 +379,8 @@ mod tests {
             port_base: 2202,
             data_root: PathBuf::from("norr-data"),
             in_memory: false,
+            secret: norr_transport::auth::ClusterSecret::generate().unwrap(),
+            secret_file: PathBuf::from("norr-data/cluster.secret"),
         };
         let knobs = KnobArgs { lock_wait_timeout_ms: Some(777), ..KnobArgs::default() }.load().unwrap();
         let text = cluster_file(&shape, &knobs);
@@ -371,5 +390,8 @@ mod tests {
         assert_eq!(c.knobs.lock_wait_timeout_ms, 777);
         assert_eq!(c.node(5).unwrap().address(), "127.0.0.1:2205");
         assert_eq!(c.mgm_addresses(), "127.0.0.1:1186");
+        assert_eq!(c.secret.as_ref(), Some(&shape.secret));
+        assert_eq!(c.api_auth, norr_mgmd::config::ApiAuth::Secret);
+        assert!(!c.to_toml().contains(shape.secret.expose()), "mgmd never hands the secret out");
     }
 }

@@ -74,9 +74,24 @@ fn spawn_up(dir: &TempDir, args: &[String]) -> Proc {
     Proc { child, log }
 }
 
-/// Write and read back one row through the native API.
-fn native_round_trip(addr: &str, table: &str) {
-    let c = Client::connect(addr).unwrap();
+/// Write and read back one row through the native API, with the cluster
+/// secret `norr up` keeps in `secret_file`; without it (or with another) the
+/// data node refuses the connection.
+fn native_round_trip(addr: &str, table: &str, secret_file: &std::path::Path) {
+    use norr_transport::auth::ClusterSecret;
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(secret_file).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600, "the secret file is its owner's only");
+    let secret = ClusterSecret::from_file(secret_file).unwrap();
+    let with = |secret: Option<ClusterSecret>| {
+        Client::connect_with(addr, ConnectOptions { secret, ..ConnectOptions::default() }).map_err(|e| e.to_string())
+    };
+    if std::env::var_os(norr_transport::auth::SECRET_ENV).is_none() {
+        let e = with(None).err().expect("no secret: refused");
+        assert!(e.contains("requires the cluster secret"), "{e}");
+    }
+    let e = with(Some(ClusterSecret::generate().unwrap())).err().expect("another secret: refused");
+    assert!(e.contains("wrong cluster secret"), "{e}");
+    let c = with(Some(secret)).unwrap();
     let def = table_def(
         table,
         vec![
@@ -117,7 +132,7 @@ fn up_with_one_data_node_keeps_one_copy_in_one_process() {
     );
     let version = wait_for_mysql_greeting(sql, &mut up, &dir);
     assert!(!version.is_empty());
-    native_round_trip(&format!("127.0.0.1:{native}"), "up_one");
+    native_round_trip(&format!("127.0.0.1:{native}"), "up_one", &dir.0.join("norr-data/cluster.secret"));
     interrupt_and_wait(up);
 }
 
@@ -160,7 +175,9 @@ fn up_by_default_starts_mgmd_and_two_replicated_data_nodes() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(dir.0.join("data/cluster.toml").exists(), "the generated cluster file is kept");
-    native_round_trip(&format!("127.0.0.1:{native}"), "up_two");
+    let toml = std::fs::read_to_string(dir.0.join("data/cluster.toml")).unwrap();
+    assert!(toml.contains("secret = "), "the cluster file has the secret");
+    native_round_trip(&format!("127.0.0.1:{native}"), "up_two", &dir.0.join("data/cluster.secret"));
     interrupt_and_wait(up);
 }
 

@@ -32,6 +32,7 @@ use crate::takeover::TakeoverAnswers;
 use crate::ConnectOptions;
 use norr_kernel::{BlockRef, NodeId, Priority};
 use norr_signals::{block, wire, DictResult, Envelope, NodeError, ScanTabConf, Signal, TcKeyConf, TcKeyRef};
+use norr_transport::auth;
 use norr_transport::handshake::{self, Hello, HelloReply};
 use norr_transport::local_pipe::ApiEnd;
 use norr_transport::{encode_frame, encode_frame_with, FrameDecoder};
@@ -532,9 +533,25 @@ async fn start(mut rd: ReadHalf, wr: WriteHalf, opts: ConnectOptions, link: Link
     let hs = async {
         write_all(&wr, &frame).await.map_err(|e| ClientError::NotConnected(format!("handshake write: {e}")))?;
         let mut buf = vec![0u8; 4096];
+        let mut challenged = false;
         loop {
             if let Some(f) = dec.next_frame().map_err(|e| ClientError::Protocol(format!("handshake: {e}")))? {
-                return handshake::decode_reply(f).map_err(ClientError::Protocol);
+                match handshake::decode_reply(f).map_err(ClientError::Protocol)? {
+                    HelloReply::Challenge { nonce, data_node } if !challenged => {
+                        challenged = true;
+                        let answer = answer_challenge(&opts, &hello, &nonce, data_node)?;
+                        frame.clear();
+                        encode_frame(&answer, &mut frame);
+                        write_all(&wr, &frame)
+                            .await
+                            .map_err(|e| ClientError::NotConnected(format!("handshake write: {e}")))?;
+                        continue;
+                    }
+                    HelloReply::Challenge { .. } => {
+                        return Err(ClientError::Protocol("data node sent a second authentication challenge".into()))
+                    }
+                    reply => return Ok(reply),
+                }
             }
             let n = rd.read(&mut buf).await.map_err(|e| ClientError::NotConnected(format!("handshake read: {e}")))?;
             if n == 0 {
@@ -560,6 +577,7 @@ async fn start(mut rd: ReadHalf, wr: WriteHalf, opts: ConnectOptions, link: Link
         HelloReply::Refused { reason } => {
             return Err(ClientError::Protocol(format!("data node refused the connection: {reason}")))
         }
+        HelloReply::Challenge { .. } => unreachable!("the handshake loop answers challenges"),
     };
     if let Some(want) = link.requested_api_node.filter(|w| *w != api_node) {
         return Err(ClientError::Protocol(format!("asked the data node for API node id {want}, was given {api_node}")));
@@ -589,6 +607,32 @@ async fn start(mut rd: ReadHalf, wr: WriteHalf, opts: ConnectOptions, link: Link
     let reader = tokio::spawn(reader_task(shared.clone(), rd, dec)).abort_handle();
     let writer = tokio::spawn(writer_task(shared.clone(), wr)).abort_handle();
     Ok(Conn { shared, reader, writer })
+}
+
+/// The auth response frame's payload for a data node's challenge, with the
+/// secret of `opts` or else of the environment. No secret: an error that
+/// says what the node asked for and where a secret comes from.
+fn answer_challenge(
+    opts: &ConnectOptions,
+    hello: &Hello,
+    nonce: &[u8; auth::NONCE_BYTES],
+    data_node: norr_kernel::NodeId,
+) -> Result<Vec<u8>, ClientError> {
+    let secret = match &opts.secret {
+        Some(s) => s.clone(),
+        None => match auth::ClusterSecret::from_env().map_err(ClientError::Protocol)? {
+            Some(s) => s,
+            None => {
+                return Err(ClientError::Protocol(format!(
+                    "data node {data_node} requires the cluster secret: set ConnectOptions::secret or the {} \
+                     environment variable (`norr up` writes the secret to its cluster file, [cluster] secret)",
+                    auth::SECRET_ENV
+                )))
+            }
+        },
+    };
+    let r = auth::respond(&secret, nonce, &auth::api_context(data_node, hello)).map_err(ClientError::Protocol)?;
+    Ok(auth::encode_auth_response(&r))
 }
 
 /// Times out requests (see `Shared::sweep_timeouts`) until the connection is

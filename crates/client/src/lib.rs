@@ -71,6 +71,8 @@ pub use norr_signals::{
     PartitionScheme, ScanRange, ScanSpec, TableDef, TableId, Value, MAX_OPS_PER_BATCH, MAX_SCAN_BATCH_ROWS,
     MAX_SCAN_RANGES,
 };
+/// The cluster secret of `ConnectOptions::secret` (`norr_transport::auth`).
+pub use norr_transport::auth::ClusterSecret;
 /// What kind of API node a connection is ([`ConnectOptions::kind`]).
 pub use norr_transport::handshake::ApiKind;
 /// The API end of an in-process link to a data node in this process
@@ -137,6 +139,12 @@ pub struct ConnectOptions {
     /// partition's primary) is fetched again this often, and whenever a
     /// node's connection goes down or comes up.
     pub dist_refresh_interval: Duration,
+    /// The cluster secret, proved (never sent) when a data node challenges
+    /// the connection (`norr_transport::auth`). None (the default): the
+    /// `NORR_CLUSTER_SECRET` environment variable is used if set (`norr up`
+    /// sets it for the processes it starts and writes the secret to its
+    /// cluster file, `[cluster] secret`).
+    pub secret: Option<norr_transport::auth::ClusterSecret>,
 }
 
 impl Default for ConnectOptions {
@@ -155,6 +163,7 @@ impl Default for ConnectOptions {
             reconnect_backoff_min: Duration::from_millis(100),
             reconnect_backoff_max: Duration::from_secs(3),
             dist_refresh_interval: Duration::from_secs(2),
+            secret: None,
         }
     }
 }

@@ -89,6 +89,23 @@ pub(crate) struct Conn {
     /// A connection this node dialled to this data node, waiting for its
     /// answer to the hello.
     pub dialed_peer: Option<NodeId>,
+    /// Challenged for the cluster secret, waiting for the answer (the
+    /// connection has no API node id until it proves it).
+    pub auth: Option<PendingAuth>,
+    /// The same for a data node's hello (see `event_loop::peers`).
+    pub peer_auth: Option<PendingPeerAuth>,
+}
+
+/// A data node's hello that this node answered with a challenge.
+pub(crate) struct PendingPeerAuth {
+    pub nonce: [u8; norr_transport::auth::NONCE_BYTES],
+    pub hello: norr_transport::peer_handshake::PeerHello,
+}
+
+/// A client's Hello that the node answered with a challenge.
+pub(crate) struct PendingAuth {
+    pub nonce: [u8; norr_transport::auth::NONCE_BYTES],
+    pub hello: norr_transport::handshake::Hello,
 }
 
 impl Conn {
@@ -121,6 +138,8 @@ impl Conn {
             close: None,
             data_peer: None,
             dialed_peer: None,
+            auth: None,
+            peer_auth: None,
         }
     }
 

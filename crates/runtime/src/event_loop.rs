@@ -25,8 +25,11 @@
 //! timeout 0 looks for more work to batch with).
 //!
 //! Connection life cycle: the first frame must be a handshake `Hello` with our
-//! magic and wire version, else `Refused` and close. The node assigns an API
-//! node id and replies `Welcome`. Every later frame must be one well-formed
+//! magic and wire version, else `Refused` and close. With a cluster secret
+//! (`RuntimeOptions::api_secret`) the node answers `Challenge` and the next
+//! frame must be the proof (`norr_transport::auth`): anything else, or a
+//! wrong proof, is `Refused` and closed, logged with the peer's address.
+//! Then the node assigns an API node id and replies `Welcome`. Every later frame must be one well-formed
 //! wire message carrying a signal an API node may send (`allowed_from_api`),
 //! addressed to a block of this node; anything else (malformed, oversized, bad
 //! checksum, forged internal signal, another node) is logged and the connection
@@ -67,7 +70,7 @@ pub const MAX_OUTSTANDING_REQUESTS: u32 = 1024;
 
 pub(crate) use peers::PeerNet;
 
-use crate::conn::{ApiIdPool, CloseReason, Conn, NoId};
+use crate::conn::{ApiIdPool, CloseReason, Conn, NoId, PendingAuth};
 use crate::fs::FsCompletions;
 use crate::host::{Arbitrator, HostQueue, Inbox};
 use crate::local_link::LocalReady;
@@ -78,6 +81,7 @@ use mio::{Events, Interest, Poll, Token};
 use norr_kernel::{BlockRef, DeliverError, NodeId, Priority, Scheduler};
 use norr_signals::cluster::{ClusterSignal, ShutdownReason};
 use norr_signals::{block, wire, Envelope, Signal};
+use norr_transport::auth;
 use norr_transport::handshake::ApiKind;
 use norr_transport::handshake::{self, HelloReply};
 use norr_transport::AdaptiveSendConfig;
@@ -745,6 +749,17 @@ impl EventLoop {
                 continue;
             }
             let Some(api_node) = c.api_node else {
+                if c.auth.is_some() {
+                    // Challenged: only the answer may come now.
+                    let frame = frame.to_vec();
+                    self.on_auth_response(slot, &frame);
+                    continue;
+                }
+                if c.peer_auth.is_some() {
+                    let frame = frame.to_vec();
+                    self.on_peer_auth_response(slot, &frame);
+                    continue;
+                }
                 if peer_handshake_frame(frame) {
                     let frame = frame.to_vec();
                     self.on_peer_hello(slot, &frame);
@@ -839,16 +854,17 @@ impl EventLoop {
         }
     }
 
-    fn on_hello(&mut self, slot: usize, hello: Result<handshake::Hello, String>) {
+    /// Answer a connection's handshake with `Refused` and close it.
+    fn refuse_hello(&mut self, slot: usize, reason: String) {
         let c = self.conns[slot].as_mut().expect("live connection");
-        let peer = c.peer;
-        let refuse = |this: &mut EventLoop, reason: String| {
-            warn!(%peer, "handshake refused: {reason}");
-            let c = this.conns[slot].as_mut().expect("live connection");
-            let reply = handshake::encode_reply(&HelloReply::Refused { reason: reason.clone() });
-            let _ = c.send.push_frame(&reply);
-            this.mark_close(slot, CloseReason::Refused(reason));
-        };
+        warn!(peer = %c.peer, "handshake refused: {reason}");
+        let reply = handshake::encode_reply(&HelloReply::Refused { reason: reason.clone() });
+        let _ = c.send.push_frame(&reply);
+        self.mark_close(slot, CloseReason::Refused(reason));
+    }
+
+    fn on_hello(&mut self, slot: usize, hello: Result<handshake::Hello, String>) {
+        let refuse = |this: &mut EventLoop, reason: String| this.refuse_hello(slot, reason);
         let hello = match hello {
             Ok(h) => h,
             Err(e) => return refuse(self, e),
@@ -859,6 +875,63 @@ impl EventLoop {
                 format!("wire version {} not supported (this node speaks {})", hello.wire_version, wire::WIRE_VERSION),
             );
         }
+        if self.opts.api_secret.is_some() {
+            // No API node id (nor anything else) before the proof.
+            let nonce = match auth::new_nonce() {
+                Ok(n) => n,
+                Err(e) => return refuse(self, e),
+            };
+            let now = self.now_ns();
+            let reply = HelloReply::Challenge { nonce, data_node: self.node_id };
+            let c = self.conns[slot].as_mut().expect("live connection");
+            debug!(peer = %c.peer, client = %hello.client_name, kind = %hello.kind, "challenged for the cluster secret");
+            c.auth = Some(PendingAuth { nonce, hello });
+            let r = c.send.push_frame(&handshake::encode_reply(&reply));
+            debug_assert!(r.is_ok(), "a handshake reply fits any send buffer");
+            c.policy.on_queued(now);
+            self.mark_dirty(slot);
+            return;
+        }
+        self.admit(slot, hello);
+    }
+
+    /// A challenged connection's answer: admitted if it proves the cluster
+    /// secret, else refused (and logged here, with the peer's address).
+    fn on_auth_response(&mut self, slot: usize, frame: &[u8]) {
+        let c = self.conns[slot].as_mut().expect("live connection");
+        let peer = c.peer;
+        let Some(pending) = c.auth.take() else { return };
+        let Some(secret) = self.opts.api_secret.as_ref() else { return };
+        let refusal = match auth::decode_auth_response(frame) {
+            Err(e) => Some(format!("authentication failed: {e}")),
+            Ok(r) if !auth::verify(secret, &pending.nonce, &auth::api_context(self.node_id, &pending.hello), &r) => {
+                Some(
+                    "authentication failed: wrong cluster secret (the proof does not match this data node's secret)"
+                        .to_string(),
+                )
+            }
+            Ok(_) => None,
+        };
+        match refusal {
+            Some(reason) => {
+                self.stats.auth_refusals += 1;
+                warn!(
+                    %peer,
+                    client = %pending.hello.client_name,
+                    kind = %pending.hello.kind,
+                    "refusing an API connection that did not prove the cluster secret"
+                );
+                self.refuse_hello(slot, reason);
+            }
+            None => self.admit(slot, pending.hello),
+        }
+    }
+
+    /// Give a connection whose Hello was accepted (and, with a secret,
+    /// whose proof was checked) an API node id, and welcome it.
+    fn admit(&mut self, slot: usize, hello: handshake::Hello) {
+        let refuse = |this: &mut EventLoop, reason: String| this.refuse_hello(slot, reason);
+        let peer = self.conns[slot].as_ref().expect("live connection").peer;
         let api_node = match self.ids.alloc_for(hello.requested_api_node, hello.kind) {
             Ok(id) => id,
             Err(NoId::Full) => {

@@ -119,6 +119,11 @@ pub struct RuntimeOptions {
     /// (`block::FS`, real files under this directory, see `fs`). The caller
     /// opens and locks it first with [`fs::open_data_dir`].
     pub data_dir: Option<std::path::PathBuf>,
+    /// The cluster secret: when set, every API connection (native clients,
+    /// SQL nodes, management) must prove it knows it before it gets an API
+    /// node id (`norr_transport::auth`); None: anyone who reaches the port
+    /// is served (`api_auth = "off"`).
+    pub api_secret: Option<norr_transport::auth::ClusterSecret>,
 }
 
 impl Default for RuntimeOptions {
@@ -130,6 +135,7 @@ impl Default for RuntimeOptions {
             handshake_timeout_ms: 10_000,
             unix_socket: None,
             data_dir: None,
+            api_secret: None,
         }
     }
 }
@@ -142,6 +148,9 @@ pub struct RuntimeStats {
     pub connections_closed: u64,
     /// Connections closed for a protocol violation or a refused handshake.
     pub protocol_errors: u64,
+    /// Of those, connections refused because they did not prove the cluster
+    /// secret (no answer to the challenge, a wrong proof, another message).
+    pub auth_refusals: u64,
     /// Signals from other data nodes delivered into the scheduler.
     pub peer_signals_in: u64,
     /// Signals from API nodes delivered into the scheduler.

@@ -89,6 +89,7 @@ fn connect(h: &DataNodeHandle, kind: ApiKind, rcvbuf: Option<usize>) -> Result<C
     match handshake::decode_reply(&f).unwrap() {
         HelloReply::Welcome { api_node, .. } => Ok(Client { s, dec, api_node }),
         HelloReply::Refused { reason } => Err(reason),
+        other => panic!("unexpected handshake reply {other:?}"),
     }
 }
 

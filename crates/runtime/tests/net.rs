@@ -132,6 +132,7 @@ fn connect(h: &DataNodeHandle) -> Client {
             Client { s, dec, api_node }
         }
         HelloReply::Refused { reason } => panic!("refused: {reason}"),
+        other => panic!("unexpected handshake reply {other:?}"),
     }
 }
 
@@ -455,6 +456,7 @@ fn many_connections_get_distinct_ids() {
                 assert!(t.elapsed() < Duration::from_secs(10));
                 std::thread::sleep(Duration::from_millis(10));
             }
+            other => panic!("unexpected handshake reply {other:?}"),
         }
     };
     assert_eq!(c, gone_id);

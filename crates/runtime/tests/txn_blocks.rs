@@ -41,6 +41,7 @@ impl Client {
         match handshake::decode_reply(&f).unwrap() {
             HelloReply::Welcome { api_node, .. } => c.api_node = api_node,
             HelloReply::Refused { reason } => panic!("refused: {reason}"),
+            other => panic!("unexpected handshake reply {other:?}"),
         }
         c
     }

@@ -50,6 +50,12 @@ pub struct SqldArgs {
     /// instead of --data-node.
     #[arg(long, conflicts_with = "data_node")]
     pub mgm: Option<String>,
+    /// File holding the cluster secret (one line), proved (never sent) to
+    /// data nodes that require it (`[cluster] api_auth = "secret"`).
+    /// Without it the NORR_CLUSTER_SECRET environment variable is used.
+    /// `norr up` passes its own (`<data-dir>/cluster.secret`).
+    #[arg(long, value_name = "FILE")]
+    pub secret_file: Option<PathBuf>,
     /// TOML configuration file: `[[users]]` entries (`name`, `password`,
     /// optional `auth_plugin` = "mysql_native_password" |
     /// "caching_sha2_password"), `default_auth_plugin` (the plugin the
@@ -800,6 +806,12 @@ fn run_sqld_here(args: SqldArgs, local: Option<LocalConnect>, embedded: Option<E
     let mut config = ServerConfig::from_args(&args)?;
     config.tls = tls_of(&args, embedded.as_ref().and_then(|e| e.datadir.as_deref()))?;
     crate::engine::memory::set_process_limit(args.max_memory);
+    let secret = args
+        .secret_file
+        .as_deref()
+        .map(norr_client::ClusterSecret::from_file)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
     let rt = session_runtime(args.threads.unwrap_or_else(default_threads))?;
     rt.block_on(async move {
         let (listener, ready, datadir) = match embedded {
@@ -832,6 +844,7 @@ fn run_sqld_here(args: SqldArgs, local: Option<LocalConnect>, embedded: Option<E
             max_rows_per_txn: args.max_rows_per_transaction.max(1),
             max_statement_memory: args.max_statement_memory,
             datadir,
+            secret,
             ..Default::default()
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(CONNECT_RETRY_SECS);

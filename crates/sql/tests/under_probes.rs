@@ -103,6 +103,7 @@ fn native(addr: std::net::SocketAddr) -> Result<(TcpStream, NodeId), String> {
             return match handshake::decode_reply(f).expect("reply") {
                 HelloReply::Welcome { api_node, .. } => Ok((s, api_node)),
                 HelloReply::Refused { reason } => Err(reason),
+                other => panic!("unexpected handshake reply {other:?}"),
             };
         }
         match s.read(&mut buf) {

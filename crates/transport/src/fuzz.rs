@@ -300,4 +300,28 @@ proptest! {
             }
         }
     }
+    /// Damaged auth responses and random bytes: an error, or a response
+    /// with our magic and nothing after it (which then fails to verify
+    /// unless it is the original).
+    #[test]
+    fn damaged_auth_responses_never_panic(
+        ds in vec(damage(), 0..4),
+        random in vec(any::<u8>(), 0..300),
+    ) {
+        use crate::auth;
+        let secret = auth::ClusterSecret::new(&"s".repeat(40)).unwrap();
+        let ctx = auth::api_context(1, &Hello::new("f", ApiKind::NativeClient));
+        let nonce = [3u8; auth::NONCE_BYTES];
+        let good = auth::respond(&secret, &nonce, &ctx).unwrap();
+        let mut b = auth::encode_auth_response(&good);
+        for d in &ds {
+            apply(&mut b, d);
+        }
+        for input in [&b, &random] {
+            if let Ok(r) = auth::decode_auth_response(input) {
+                prop_assert_eq!(r.magic, auth::AUTH_MAGIC);
+                prop_assert_eq!(auth::verify(&secret, &nonce, &ctx, &r), r == good);
+            }
+        }
+    }
 }

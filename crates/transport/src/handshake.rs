@@ -4,6 +4,11 @@
 //! and the node's id) or `Refused`. After that every frame carries one
 //! `norr_signals::wire` message.
 //!
+//! A data node with a cluster secret (`crate::auth`) answers the Hello with
+//! `Challenge` instead; the client then sends one `auth::AuthResponse` frame
+//! and gets `Welcome` or `Refused`. Until then the connection has no API node
+//! id and any other frame closes it.
+//!
 //! # `Hello` on the wire (postcard)
 //!
 //! ```text
@@ -32,7 +37,8 @@ pub const MAGIC: u32 = 0x4E4F_5252;
 /// What kind of API node connects. The data node keeps
 /// `Knobs::reserved_api_connections` of its API slots for SQL nodes and
 /// management servers, so native clients cannot take every slot. Declared by
-/// the client, not authenticated (there is no node authentication yet).
+/// the client; with a cluster secret only a client that proved knowledge of
+/// it gets a connection at all (`crate::auth`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum ApiKind {
     /// An application on the native API (`norr-client`). Wire value 0.
@@ -134,6 +140,13 @@ pub enum HelloReply {
     },
     Refused {
         reason: String,
+    },
+    /// The node requires the cluster secret: answer with an
+    /// `auth::AuthResponse` proving it for this `nonce` (fresh for every
+    /// connection). Wire variant 2.
+    Challenge {
+        nonce: [u8; crate::auth::NONCE_BYTES],
+        data_node: NodeId,
     },
 }
 

@@ -3,6 +3,7 @@
 //! them.
 
 pub mod adaptive_send;
+pub mod auth;
 pub mod frame;
 #[cfg(test)]
 mod fuzz;

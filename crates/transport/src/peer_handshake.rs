@@ -4,7 +4,9 @@
 //! answers `PeerReply::Welcome`, or `Refused` with a reason, and closes.
 //!
 //! Its own magic tells a data node from an API client (`handshake::Hello`)
-//! on the same port.
+//! on the same port. With a cluster secret the node dialled answers
+//! `Challenge` first and the dialler proves the secret (`crate::auth`), as
+//! API clients do.
 //!
 //! ```text
 //! PeerHello (postcard)
@@ -34,8 +36,19 @@ pub struct PeerHello {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PeerReply {
-    Welcome { node_id: NodeId, incarnation: u64 },
-    Refused { reason: String },
+    Welcome {
+        node_id: NodeId,
+        incarnation: u64,
+    },
+    Refused {
+        reason: String,
+    },
+    /// The node dialled requires the cluster secret: the dialler answers
+    /// with an `auth::AuthResponse` over `auth::peer_context(its id, this
+    /// node, its incarnation)`, then gets `Welcome` or `Refused`.
+    Challenge {
+        nonce: [u8; crate::auth::NONCE_BYTES],
+    },
 }
 
 /// True if `frame` starts with the data-node magic (a `PeerHello`).

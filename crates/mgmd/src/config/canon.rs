@@ -1,13 +1,14 @@
 //! The canonical text of a configuration, its digest and the differences
 //! between two configurations.
 //!
-//! Canonical: `[cluster]` with every key, `[data]` with every knob in the
+//! Canonical: `[cluster]` with every key but the secret (`api_auth` only
+//! when "secret"), `[data]` with every knob in the
 //! order of `Knobs`' fields (sizes spelled "1G" where exact), then one
 //! `[[node]]` per node sorted by id with its resolved `data_dir`. It does not
 //! depend on how the source file was written, so equal configurations have
 //! equal text and equal digests.
 
-use super::{ClusterConfig, NodeConfig, NodeKind};
+use super::{ApiAuth, ClusterConfig, NodeConfig, NodeKind};
 use norr_knobs::{format_size, Knobs};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -19,6 +20,11 @@ pub(super) fn to_toml(c: &ClusterConfig) -> String {
     let _ = writeln!(s, "name = {}", Value::String(c.name.clone()));
     let _ = writeln!(s, "replicas = {}", c.replicas);
     let _ = writeln!(s, "partitions_per_node = {}", c.partitions_per_node);
+    // Written only when on, so a configuration without a secret keeps the
+    // text (and digest) it had before the key existed. Never the secret.
+    if c.api_auth == ApiAuth::Secret {
+        let _ = writeln!(s, "api_auth = \"secret\"");
+    }
     s.push_str("\n[data]\n");
     for (k, v) in knob_lines(&c.knobs) {
         let _ = writeln!(s, "{k} = {v}");
@@ -83,6 +89,7 @@ pub(super) fn diff(here: &ClusterConfig, cluster: &ClusterConfig) -> Vec<String>
     cmp("cluster.name", format!("{:?}", here.name), format!("{:?}", cluster.name));
     cmp("cluster.replicas", here.replicas.to_string(), cluster.replicas.to_string());
     cmp("cluster.partitions_per_node", here.partitions_per_node.to_string(), cluster.partitions_per_node.to_string());
+    cmp("cluster.api_auth", here.api_auth.as_str().into(), cluster.api_auth.as_str().into());
     let theirs: BTreeMap<String, String> = knob_lines(&cluster.knobs).into_iter().collect();
     for (k, a) in knob_lines(&here.knobs) {
         let b = theirs.get(&k).cloned().unwrap_or_else(|| "absent".into());

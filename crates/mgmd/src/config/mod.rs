@@ -1,13 +1,22 @@
 //! The cluster configuration: one TOML file that configures every node.
 //!
 //! ```toml
-//! [cluster]                  # name, replicas (1..=4), partitions_per_node
+//! [cluster]                  # name, replicas (1..=4), partitions_per_node,
+//!                            # secret, api_auth ("off" | "secret")
 //! [data]                     # the knobs of every data node (norr_knobs::Knobs)
 //! [[node]]                   # one entry per node: id, kind, host, port, data_dir
 //! ```
 //! `norr mgmd --example-config` prints a commented example. `parse` refuses a
 //! file that breaks any rule with every problem listed, each naming the key,
 //! the value and what is allowed, so nothing starts on a bad configuration.
+//!
+//! `secret` is the cluster secret every connection to a data node's native
+//! port must prove (`norr_transport::auth`); `api_auth` says whether data
+//! nodes require it (default "secret" when the file has a secret). The
+//! canonical text mgmd hands to nodes carries `api_auth` but never the
+//! secret: mgmd's port answers anyone, so what it hands out is public. Each
+//! process gets the secret itself (`NORR_CLUSTER_SECRET` or a secret file;
+//! `norr up` passes it to the processes it starts).
 //!
 //! The parsed form is canonical: nodes sorted by id, every data node's
 //! `data_dir` resolved to a path (absolute when the file was `load`ed), so the
@@ -23,6 +32,7 @@ pub use parse::knobs_from_table;
 
 use norr_kernel::NodeId;
 use norr_knobs::Knobs;
+pub use norr_transport::auth::ClusterSecret;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -129,6 +139,25 @@ impl NodeConfig {
     }
 }
 
+/// `[cluster] api_auth`: what a data node asks of API connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiAuth {
+    /// Anyone who reaches the native port is served (tests, a lone
+    /// development node).
+    Off,
+    /// Every connection proves the cluster secret before it is served.
+    Secret,
+}
+
+impl ApiAuth {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApiAuth::Off => "off",
+            ApiAuth::Secret => "secret",
+        }
+    }
+}
+
 /// The whole cluster's configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClusterConfig {
@@ -143,6 +172,12 @@ pub struct ClusterConfig {
     pub knobs: Knobs,
     /// Every node, sorted by id.
     pub nodes: Vec<NodeConfig>,
+    /// Whether data nodes require the cluster secret of API connections.
+    pub api_auth: ApiAuth,
+    /// The cluster secret, when the file has one. Not part of the canonical
+    /// form (`to_toml`, `digest`, `diff`): it never leaves this process
+    /// through mgmd.
+    pub secret: Option<ClusterSecret>,
     /// The directory relative `data_dir`s were resolved against (the file's
     /// directory). Not part of the canonical form: `to_toml` writes resolved paths.
     pub base_dir: PathBuf,
@@ -214,7 +249,8 @@ impl ClusterConfig {
     }
 
     /// The canonical TOML text: parses back (with any base directory) to an
-    /// equal configuration. This is what mgmd hands to nodes.
+    /// equal configuration, except that it leaves out the secret. This is
+    /// what mgmd hands to nodes.
     pub fn to_toml(&self) -> String {
         canon::to_toml(self)
     }

@@ -1,7 +1,9 @@
 //! TOML text -> `ClusterConfig`, checking every rule. Problems are collected,
 //! not returned at the first, so a user fixes a file in one round.
 
-use super::{ClusterConfig, ConfigError, NodeConfig, NodeKind, DEFAULT_MGMD_PORT, MAX_REPLICAS};
+use super::{
+    ApiAuth, ClusterConfig, ClusterSecret, ConfigError, NodeConfig, NodeKind, DEFAULT_MGMD_PORT, MAX_REPLICAS,
+};
 use norr_kernel::NodeId;
 use norr_knobs::{parse_size, Knobs};
 use std::collections::BTreeMap;
@@ -9,7 +11,7 @@ use std::path::{Component, Path, PathBuf};
 use toml::{Table, Value};
 
 const ORIGIN: &str = "cluster configuration";
-const CLUSTER_KEYS: [&str; 3] = ["name", "replicas", "partitions_per_node"];
+const CLUSTER_KEYS: [&str; 5] = ["name", "replicas", "partitions_per_node", "secret", "api_auth"];
 const NODE_KEYS: [&str; 5] = ["id", "kind", "host", "port", "data_dir"];
 const DEFAULT_HOST: &str = "127.0.0.1";
 const DEFAULT_REPLICAS: u8 = 2;
@@ -59,6 +61,31 @@ pub(super) fn parse(text: &str, base_dir: &Path) -> Result<ClusterConfig, Config
         &mut p,
     )
     .map_or(Knobs::default().default_partitions, |v| v as u32);
+    let secret = match cluster.get("secret") {
+        None => None,
+        // The message never shows the value: it may be a real secret.
+        Some(Value::String(text)) => match ClusterSecret::new(text) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                p.push(format!("cluster.secret: {e}"));
+                None
+            }
+        },
+        Some(_) => {
+            p.push("cluster.secret must be a string".into());
+            None
+        }
+    };
+    let api_auth = match cluster.get("api_auth") {
+        None if secret.is_some() || cluster.contains_key("secret") => ApiAuth::Secret,
+        None => ApiAuth::Off,
+        Some(Value::String(s)) if s == "off" => ApiAuth::Off,
+        Some(Value::String(s)) if s == "secret" => ApiAuth::Secret,
+        Some(v) => {
+            p.push(format!("cluster.api_auth = {} must be \"off\" or \"secret\"", show(v)));
+            ApiAuth::Off
+        }
+    };
     for key in cluster.keys().filter(|k| !CLUSTER_KEYS.contains(&k.as_str())) {
         p.push(format!(
             "unknown key `{key}` in [cluster]{} (allowed: {})",
@@ -101,7 +128,16 @@ pub(super) fn parse(text: &str, base_dir: &Path) -> Result<ClusterConfig, Config
         }
     }
     p.finish()?;
-    Ok(ClusterConfig { name, replicas, partitions_per_node, knobs, nodes, base_dir: base_dir.to_path_buf() })
+    Ok(ClusterConfig {
+        name,
+        replicas,
+        partitions_per_node,
+        knobs,
+        nodes,
+        api_auth,
+        secret,
+        base_dir: base_dir.to_path_buf(),
+    })
 }
 
 /// A table of knob values -> validated `Knobs`: missing knobs take their

@@ -371,3 +371,41 @@ fn normalize_is_lexical() {
     assert_eq!(normalize(Path::new("../a/..")), Path::new(".."));
     assert_eq!(normalize(Path::new("./")), Path::new("."));
 }
+
+#[test]
+fn the_secret_is_validated_never_shown_and_never_in_the_canonical_text() {
+    let secret = "0123456789abcdef0123456789abcdef-_.+/=~";
+    let text = TWO_DATA.replace("replicas = 2", &format!("replicas = 2\nsecret = \"{secret}\""));
+    let c = parse(&text).unwrap();
+    assert_eq!(c.secret.as_ref().map(ClusterSecret::expose), Some(secret));
+    assert_eq!(c.api_auth, ApiAuth::Secret, "the default with a secret");
+    let canon = c.to_toml();
+    assert!(!canon.contains(secret), "mgmd hands this text to anyone:\n{canon}");
+    assert!(canon.contains("api_auth = \"secret\""));
+    // Nodes parse mgmd's text: the same configuration but the secret, same digest.
+    let back = parse(&canon).unwrap();
+    assert_eq!((back.api_auth, back.secret.as_ref()), (ApiAuth::Secret, None));
+    assert_eq!(back.digest(), c.digest());
+    assert!(back.diff(&c).is_empty());
+    // No secret: no api_auth line, the text (and digest) of before the key.
+    let plain = parse(TWO_DATA).unwrap();
+    assert_eq!(plain.api_auth, ApiAuth::Off);
+    assert!(!plain.to_toml().contains("api_auth"));
+    assert_eq!(c.diff(&plain), vec!["cluster.api_auth: secret here, off in the cluster".to_string()]);
+    // Explicitly off with a secret; explicitly on (the secret comes from elsewhere).
+    let off = parse(&text.replace("replicas = 2\n", "replicas = 2\napi_auth = \"off\"\n")).unwrap();
+    assert_eq!(off.api_auth, ApiAuth::Off);
+    let on = parse(&TWO_DATA.replace("replicas = 2", "replicas = 2\napi_auth = \"secret\"")).unwrap();
+    assert_eq!((on.api_auth, on.secret.is_none()), (ApiAuth::Secret, true));
+
+    let short = TWO_DATA.replace("replicas = 2", "replicas = 2\nsecret = \"hunter2\"");
+    refused(&short, &["cluster.secret", "7 characters", "at least 32"]);
+    assert!(problems(&short).iter().all(|p| !p.contains("hunter2")), "the value is never shown");
+    let quote = TWO_DATA.replace("replicas = 2", &format!("replicas = 2\nsecret = \"{} x\"", "a".repeat(40)));
+    refused(&quote, &["cluster.secret", "position 41"]);
+    refused(&TWO_DATA.replace("replicas = 2", "replicas = 2\nsecret = 5"), &["cluster.secret must be a string"]);
+    refused(
+        &TWO_DATA.replace("replicas = 2", "replicas = 2\napi_auth = \"on\""),
+        &["cluster.api_auth", "\"off\" or \"secret\""],
+    );
+}

@@ -13,12 +13,13 @@
 //! with a new incarnation (it restarted its blocks).
 
 use super::EventLoop;
-use crate::conn::{CloseReason, Conn};
+use crate::conn::{CloseReason, Conn, PendingPeerAuth};
 use crate::stream::{Peer, Stream};
 use mio::Interest;
 use norr_kernel::{BlockRef, NodeId, Priority};
 use norr_signals::cluster::ClusterSignal;
 use norr_signals::{block, wire, Envelope, Signal};
+use norr_transport::auth;
 use norr_transport::peer_handshake::{self, PeerHello, PeerReply, PEER_MAGIC};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -197,7 +198,50 @@ impl EventLoop {
         if net.excluded.get(&h.node_id) == Some(&h.incarnation) {
             return refuse(self, format!("node {} was declared failed by the cluster: it must restart", h.node_id));
         }
-        if let Some(&old) = net.slots.get(&h.node_id) {
+        if self.opts.api_secret.is_some() {
+            // It proves the cluster secret before it is a peer.
+            let nonce = match auth::new_nonce() {
+                Ok(n) => n,
+                Err(e) => return refuse(self, e),
+            };
+            let c = self.conns[slot].as_mut().expect("live connection");
+            let _ = c.send.push_frame(&peer_handshake::encode_peer_reply(&PeerReply::Challenge { nonce }));
+            c.peer_auth = Some(PendingPeerAuth { nonce, hello: h });
+            self.mark_dirty(slot);
+            return;
+        }
+        self.admit_peer(slot, h);
+    }
+
+    /// A challenged data node's answer: a peer if it proves the secret,
+    /// else refused and closed (logged with its address).
+    pub(super) fn on_peer_auth_response(&mut self, slot: usize, frame: &[u8]) {
+        let c = self.conns[slot].as_mut().expect("live connection");
+        let peer = c.peer;
+        let Some(pending) = c.peer_auth.take() else { return };
+        let Some(secret) = self.opts.api_secret.as_ref() else { return };
+        let h = pending.hello;
+        let context = auth::peer_context(h.node_id, self.node_id, h.incarnation);
+        let reason = match auth::decode_auth_response(frame) {
+            Err(e) => format!("authentication failed: {e}"),
+            Ok(r) if !auth::verify(secret, &pending.nonce, &context, &r) => {
+                "authentication failed: wrong cluster secret (the proof does not match this data node's secret)"
+                    .to_string()
+            }
+            Ok(_) => return self.admit_peer(slot, h),
+        };
+        self.stats.auth_refusals += 1;
+        warn!(%peer, node = h.node_id, "data node handshake refused: {reason}");
+        let c = self.conns[slot].as_mut().expect("live connection");
+        let _ = c.send.push_frame(&peer_handshake::encode_peer_reply(&PeerReply::Refused { reason: reason.clone() }));
+        self.mark_close(slot, CloseReason::Refused(reason));
+    }
+
+    /// Make an accepted (and, with a secret, authenticated) data node's
+    /// connection its link to this node.
+    fn admit_peer(&mut self, slot: usize, h: PeerHello) {
+        let old = self.peers.as_ref().expect("peers").slots.get(&h.node_id).copied();
+        if let Some(old) = old {
             // It restarted before we noticed its old connection end.
             info!(peer = h.node_id, "data node {} connects again: the old connection is closed first", h.node_id);
             self.mark_close(old, CloseReason::Io("replaced by a new connection from the same data node".into()));
@@ -232,6 +276,26 @@ impl EventLoop {
             Ok(PeerReply::Refused { reason }) => {
                 warn!(peer = node, "data node {node} refused the connection: {reason}");
                 self.mark_close(slot, CloseReason::Refused(reason));
+            }
+            Ok(PeerReply::Challenge { nonce }) => {
+                let Some(secret) = self.opts.api_secret.as_ref() else {
+                    let e = format!(
+                        "data node {node} requires the cluster secret and this node has none (give every data node \
+                         the same secret)"
+                    );
+                    warn!(peer = node, "{e}");
+                    return self.mark_close(slot, CloseReason::Protocol(e));
+                };
+                let incarnation = self.peers.as_ref().expect("peers").incarnation;
+                let answer = auth::respond(secret, &nonce, &auth::peer_context(self.node_id, node, incarnation));
+                match answer {
+                    Ok(r) => {
+                        let c = self.conns[slot].as_mut().expect("live connection");
+                        let _ = c.send.push_frame(&auth::encode_auth_response(&r));
+                        self.mark_dirty(slot);
+                    }
+                    Err(e) => self.mark_close(slot, CloseReason::Io(e)),
+                }
             }
             Err(e) => self.mark_close(slot, CloseReason::Protocol(e)),
         }

@@ -135,6 +135,9 @@ pub struct EngineConfig {
     /// files in (`norr up`'s --data-dir). Empty for a `norr sqld`, which
     /// keeps nothing on disk (the data nodes keep the rows).
     pub datadir: String,
+    /// The cluster secret proved to the data nodes (`--secret-file`);
+    /// None: the client's default, NORR_CLUSTER_SECRET.
+    pub secret: Option<norr_client::ClusterSecret>,
 }
 
 /// The data nodes' default max_ops_per_txn.
@@ -155,6 +158,7 @@ impl Default for EngineConfig {
             max_rows_per_txn: DEFAULT_MAX_ROWS_PER_TXN,
             max_statement_memory: memory::DEFAULT_MAX_STATEMENT_MEMORY_BYTES,
             datadir: String::new(),
+            secret: None,
         }
     }
 }
@@ -558,6 +562,7 @@ impl Engine {
             kind: norr_client::ApiKind::SqlNode,
             reply_spin: cfg.reply_spin,
             direct_send: true,
+            secret: cfg.secret.clone(),
             ..Default::default()
         }
     }
@@ -593,6 +598,7 @@ impl Engine {
         let opts = norr_client::ConnectOptions {
             kind: norr_client::ApiKind::SqlNode,
             reply_spin: cfg.reply_spin,
+            secret: cfg.secret.clone(),
             ..Default::default()
         };
         let link = connect().map_err(|e| {
