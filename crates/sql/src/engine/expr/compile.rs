@@ -514,6 +514,7 @@ impl<'a> Compiler<'a> {
             Expr::BinaryOp { left, op, right } => self.binary(left, op, right)?,
             Expr::IsNull(x) => (C::IsNull(Box::new(self.compile(x)?.0), false), SqlType::BOOL),
             Expr::IsNotNull(x) => (C::IsNull(Box::new(self.compile(x)?.0), true), SqlType::BOOL),
+            Expr::MemberOf(m) => self.call_fn(Func::JsonMemberOf, &[(*m.value).clone(), (*m.array).clone()])?,
             Expr::IsTrue(x) => (C::IsBool(Box::new(self.compile(x)?.0), true, false), SqlType::BOOL),
             Expr::IsNotTrue(x) => (C::IsBool(Box::new(self.compile(x)?.0), true, true), SqlType::BOOL),
             Expr::IsFalse(x) => (C::IsBool(Box::new(self.compile(x)?.0), false, false), SqlType::BOOL),
