@@ -152,7 +152,7 @@ pub async fn check_computable(
             let v = f.and_then(|j| old.get(j).cloned()).unwrap_or(Value::Null);
             // The data node converts the kept columns; an error there is
             // reported by the DICT request, not here.
-            row.push(dml::store_col(&nt, i, v.clone(), row_no, None, &mut ctx.warnings).unwrap_or(v));
+            row.push(crate::engine::store::store_col(&nt, i, v.clone(), row_no, None, &mut ctx.warnings).unwrap_or(v));
         }
         crate::engine::check_constraints::complete_row(&nt, &mut row, &mut ctx, row_no)?;
     }

@@ -1,5 +1,6 @@
 //! `DEFAULT(col)` inside expressions (SELECT lists, `INSERT ... VALUES
-//! (DEFAULT(c) + 1)`, `UPDATE ... SET c = DEFAULT(c)`): each base-table
+//! (DEFAULT(c) + 1)`, `UPDATE ... SET c = DEFAULT(c)`) and the row buffer
+//! INSERT's VALUES start from (`insert_values`): each base-table
 //! column of a scope carries what its default is (`ScopeCol::default`),
 //! read here from the table's metadata, so the expression compiler answers
 //! without the catalog. The rule is MySQL's: a column declared NOT NULL
@@ -7,7 +8,7 @@
 //! whose default is 0; a nullable column without one defaults to NULL.
 
 use crate::engine::catalog::{SqlDefault, SqlTable};
-use crate::engine::expr::compile::{column_sqltype, ColDefault, Scope, ScopeCol, DEFAULT_ONLY};
+use crate::engine::expr::compile::ColDefault;
 use norr_signals::Value;
 
 /// The default of column `i` of `t`.
@@ -24,24 +25,4 @@ pub fn of_column(t: &SqlTable, i: usize) -> ColDefault {
             None => ColDefault::Missing,
         },
     }
-}
-
-/// The scope of INSERT's VALUES and SET expressions: the row is still being
-/// made, so no column can be read there (1054 as before), but `DEFAULT(col)`
-/// names the table's columns (found under `DEFAULT_ONLY` names).
-pub fn defaults_only(t: &SqlTable) -> Scope {
-    let cols = t
-        .def
-        .columns
-        .iter()
-        .enumerate()
-        .map(|(i, c)| ScopeCol {
-            table: t.name.to_lowercase(),
-            name: format!("{DEFAULT_ONLY}{}", c.name),
-            ty: column_sqltype(&c.ty),
-            enums: None,
-            default: Some(of_column(t, i)),
-        })
-        .collect();
-    Scope { cols, merged: vec![] }
 }

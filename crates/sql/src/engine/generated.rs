@@ -86,7 +86,7 @@ impl GenCols {
             let e = g.expr.as_ref().map_err(|e| e.clone())?;
             let v = eval(e, row, ctx)?;
             row[g.id as usize] =
-                crate::engine::dml::store_col(t, g.id as usize, v, row_no, ctx.tz.as_deref(), &mut ctx.warnings)?;
+                crate::engine::store::store_col(t, g.id as usize, v, row_no, ctx.tz.as_deref(), &mut ctx.warnings)?;
         }
         Ok(())
     }

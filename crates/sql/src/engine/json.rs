@@ -605,6 +605,67 @@ fn scalar_eq(a: &J, b: &J) -> bool {
     }
 }
 
+/// Whether two JSON values are equal as MySQL compares them (numbers by
+/// value, objects whatever their key order, arrays element by element).
+pub fn equal(a: &J, b: &J) -> bool {
+    match (a, b) {
+        (J::Array(x), J::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| equal(p, q)),
+        (J::Object(x), J::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| equal(v, w)))
+        }
+        _ => scalar_eq(a, b),
+    }
+}
+
+/// JSON_OVERLAPS: two arrays share an element, two objects a key with equal
+/// values; an array and a non-array overlap when the array holds that value;
+/// otherwise the two must be equal.
+pub fn overlaps(a: &J, b: &J) -> bool {
+    match (a, b) {
+        (J::Array(x), J::Array(y)) => x.iter().any(|p| y.iter().any(|q| equal(p, q))),
+        (J::Object(x), J::Object(y)) => x.iter().any(|(k, v)| y.get(k).is_some_and(|w| equal(v, w))),
+        (J::Array(x), other) | (other, J::Array(x)) => x.iter().any(|p| equal(p, other)),
+        _ => equal(a, b),
+    }
+}
+
+/// JSON_PRETTY's text: one member or element per line, indented by two
+/// spaces per level; an empty array or object stays `[]` / `{}`.
+pub fn pretty(v: &J) -> String {
+    fn go(out: &mut String, v: &J, depth: usize) {
+        let pad = |out: &mut String, d: usize| out.extend(std::iter::repeat_n("  ", d));
+        match v {
+            J::Array(a) if !a.is_empty() => {
+                out.push_str("[\n");
+                for (i, x) in a.iter().enumerate() {
+                    pad(out, depth + 1);
+                    go(out, x, depth + 1);
+                    out.push_str(if i + 1 < a.len() { ",\n" } else { "\n" });
+                }
+                pad(out, depth);
+                out.push(']');
+            }
+            J::Object(m) if !m.is_empty() => {
+                out.push_str("{\n");
+                let keys = sorted_keys(m);
+                for (i, k) in keys.iter().enumerate() {
+                    pad(out, depth + 1);
+                    quote_into(out, k);
+                    out.push_str(": ");
+                    go(out, &m[*k], depth + 1);
+                    out.push_str(if i + 1 < keys.len() { ",\n" } else { "\n" });
+                }
+                pad(out, depth);
+                out.push('}');
+            }
+            other => write(out, other),
+        }
+    }
+    let mut s = String::new();
+    go(&mut s, v, 0);
+    s
+}
+
 /// JSON_LENGTH: members of an object, elements of an array, 1 for a scalar.
 pub fn length(v: &J) -> usize {
     match v {

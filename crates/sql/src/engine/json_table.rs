@@ -15,7 +15,7 @@
 //! parent value.
 //!
 //! Values are converted as when stored in a column of the declared type
-//! (`dml::store_value`, strict): a path that selects nothing takes the ON
+//! (`store::store_value`, strict): a path that selects nothing takes the ON
 //! EMPTY response, one that selects several values, an array or object for a
 //! non-JSON column, or a value that does not convert takes the ON ERROR
 //! response. Each response is NULL by default, a DEFAULT (a JSON text,
@@ -239,7 +239,7 @@ fn convert(v: &J, t: &Target, row: u64) -> Result<Value, Misfit> {
         },
     };
     let mut w = Warnings::default();
-    crate::engine::dml::store_value(sql, &t.def, row, None, &mut w).map_err(Misfit::Other)
+    crate::engine::store::store_value(sql, &t.def, row, None, &mut w).map_err(Misfit::Other)
 }
 
 impl JsonTable {
@@ -303,7 +303,7 @@ fn column_value(c: &Col, m: &J, ordinal: u64, rowno: u64) -> Result<Value, SqlEr
             json::select(m, &path.legs, &mut found);
             let v = Value::Int(!found.is_empty() as i64);
             let mut w = Warnings::default();
-            return crate::engine::dml::store_value(v, &target.def, rowno, None, &mut w);
+            return crate::engine::store::store_value(v, &target.def, rowno, None, &mut w);
         }
         ColKind::Path { path, target, on_empty, on_error } => (path, target, on_empty, on_error),
     };

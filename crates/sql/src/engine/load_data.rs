@@ -38,6 +38,7 @@ use crate::engine::expr::{eval, CExpr, EvalCtx};
 use crate::engine::fk_enforce::{self, StmtGuard};
 use crate::engine::parse_ext::{self, Cursor};
 use crate::engine::query::{resolve_tables, StmtCompiler};
+use crate::engine::store;
 use crate::engine::{exec, generated, txn_control, vars, Engine};
 use crate::types::{QueryOutput, Session, SqlError};
 use norr_signals::{ColumnId, ColumnType, Value};
@@ -833,7 +834,7 @@ fn lenient_store(
     w: &mut Warnings,
 ) -> Result<Value, SqlError> {
     let col = &t.def.columns[c];
-    let first = match dml::store_col(t, c, v.clone(), row, zone, w) {
+    let first = match store::store_col(t, c, v.clone(), row, zone, w) {
         Ok(x) => return Ok(x),
         Err(err) => err,
     };
@@ -852,10 +853,10 @@ fn lenient_store(
         code => (code, first.message.clone()),
     };
     // The adjusted value may itself be out of range (a prefix of "9e99").
-    let stored = match dml::store_col(t, c, x.clone(), row, zone, w) {
+    let stored = match store::store_col(t, c, x.clone(), row, zone, w) {
         Ok(y) => y,
         Err(e2) if e2.code == 1264 => match clip_number(&x, &col.ty) {
-            Some(y) => dml::store_col(t, c, y, row, zone, w)?,
+            Some(y) => store::store_col(t, c, y, row, zone, w)?,
             None => return Err(first),
         },
         Err(_) => return Err(first),

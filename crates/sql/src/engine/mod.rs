@@ -32,8 +32,10 @@ pub mod full_group_by;
 pub mod generated;
 pub mod inert_vars;
 pub mod infoschema;
+pub mod insert_values;
 pub mod json;
 pub mod json_table;
+pub mod json_table_lateral;
 pub mod load_data;
 pub mod lock_statements;
 pub mod memory;
@@ -43,6 +45,7 @@ pub mod namespace;
 pub mod parse_ext;
 pub mod show;
 pub mod slow_log;
+pub mod store;
 pub mod table_locks;
 pub mod table_maintenance;
 pub mod table_stats;
@@ -78,6 +81,7 @@ pub mod partition;
 pub mod plan;
 pub mod plan_cache;
 pub mod query;
+pub mod read_only_ddl;
 pub mod recursive;
 pub mod relations;
 pub mod rollup;
@@ -447,13 +451,20 @@ pub fn parse_statement(sql: &str) -> Result<Parsed, SqlError> {
             // sqlparser drops the scope before TRANSACTION; its Postgres
             // spelling keeps it (`SetTransaction::session`), which tells a
             // session's characteristics from the next transaction's. GLOBAL
-            // stays what it was: the session's.
+            // sets the global values new sessions start from, as MySQL:
+            // the assignments to @@global.transaction_* it stands for.
             let mut c = parse_ext::Cursor::new(sql)?;
             c.expect_word("SET")?;
             c.next_token();
             c.expect_word("TRANSACTION")?;
             let text = format!("SET SESSION CHARACTERISTICS AS TRANSACTION {}", c.rest_text());
-            return Ok(Parsed::Sql(Box::new(parse_sqlparser(&text)?)));
+            let st = parse_sqlparser(&text)?;
+            if w(1) == "GLOBAL" {
+                if let Statement::Set(ast::Set::SetTransaction { modes, .. }) = &st {
+                    return Ok(Parsed::Sql(Box::new(parse_sqlparser(&txn_control::global_characteristics(modes))?)));
+                }
+            }
+            return Ok(Parsed::Sql(Box::new(st)));
         }
         "SET" => return Ok(Parsed::Sql(Box::new(parse_sqlparser(&rewrite_set_assign(sql))?))),
         "CREATE" | "ALTER" => {
@@ -816,6 +827,12 @@ impl Engine {
             self.record_error(s, &e);
             return Err(e);
         }
+        if let Some(when) = read_only_ddl::refused(p) {
+            if let Err(e) = self.refuse_read_only_ddl(s, when).await {
+                self.record_error(s, &e);
+                return Err(e);
+            }
+        }
         let select = matches!(p, Parsed::Sql(st) if matches!(st.as_ref(), Statement::Query(_)));
         let mut r = match exec_time::limit(s, select) {
             None => self.dispatch(s, p, params, row_plan).await,
@@ -1156,6 +1173,19 @@ impl Engine {
         }
         rows.sort();
         rows.into_iter().map(|(k, v)| vec![Value::str(&k), Value::str(&v)]).collect()
+    }
+
+    /// 1792 for DDL in read-only mode (`read_only_ddl`), after the implicit
+    /// commit MySQL makes first when the statement makes one.
+    async fn refuse_read_only_ddl(&self, s: &mut Session, when: read_only_ddl::Refused) -> Result<(), SqlError> {
+        match when {
+            read_only_ddl::Refused::AfterImplicitCommit if txn_control::session_read_only(s) => {
+                self.implicit_commit(s).await?;
+                Err(txn_control::read_only_refusal())
+            }
+            read_only_ddl::Refused::InTransaction if txn_control::read_only(s) => Err(txn_control::read_only_refusal()),
+            _ => Ok(()),
+        }
     }
 
     /// MySQL commits an open transaction before DDL.
@@ -1671,21 +1701,8 @@ impl Engine {
                 for m in modes {
                     match m {
                         ast::TransactionMode::IsolationLevel(l) => {
-                            let name = match l {
-                                ast::TransactionIsolationLevel::ReadUncommitted => "READ-UNCOMMITTED",
-                                ast::TransactionIsolationLevel::ReadCommitted => "READ-COMMITTED",
-                                ast::TransactionIsolationLevel::RepeatableRead => "REPEATABLE-READ",
-                                ast::TransactionIsolationLevel::Serializable => "SERIALIZABLE",
-                                _ => "READ-COMMITTED",
-                            };
+                            let name = txn_control::isolation_name(l);
                             vars::set_system_var(s, "transaction_isolation", false, Value::str(name))?;
-                            if name != "READ-COMMITTED" {
-                                s.warnings.push(Warning {
-                                    level: WarningLevel::Note,
-                                    code: 1235,
-                                    message: format!("NorrDB runs every transaction at READ-COMMITTED; {name} is recorded but not provided"),
-                                });
-                            }
                         }
                         ast::TransactionMode::AccessMode(a) => {
                             let ro = matches!(a, ast::TransactionAccessMode::ReadOnly);

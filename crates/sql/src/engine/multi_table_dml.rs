@@ -128,7 +128,9 @@ fn collect_factor(f: &TableFactor, out: &mut Vec<Factor>) {
                 out.push(Factor { alias: a.name.value.clone(), table: None });
             }
         }
-        TableFactor::Derived { alias, .. } => {
+        // Derived tables and JSON_TABLE: rows made by the statement, which
+        // no SET or DELETE may target (1288).
+        TableFactor::Derived { alias, .. } | TableFactor::JsonTable { alias, .. } => {
             out.push(Factor { alias: alias.as_ref().map(|a| a.name.value.clone()).unwrap_or_default(), table: None })
         }
         _ => out.push(Factor { alias: String::new(), table: None }),
@@ -627,8 +629,14 @@ async fn update_targets(
             let mut new = old.clone();
             for (c, at) in &t.sets {
                 let v = joined[*at].clone();
-                new[*c as usize] =
-                    dml::store_col(&t.table, *c as usize, v, row_no, ctx.tz.as_deref(), &mut ctx.warnings)?;
+                new[*c as usize] = crate::engine::store::store_col(
+                    &t.table,
+                    *c as usize,
+                    v,
+                    row_no,
+                    ctx.tz.as_deref(),
+                    &mut ctx.warnings,
+                )?;
             }
             // ON UPDATE columns take the time before generated columns and
             // checks read the row.

@@ -1206,6 +1206,7 @@ impl<'a> StmtCompiler<'a> {
         lock: RowLock,
     ) -> Result<SelectPlan, SqlError> {
         let params = self.params.clone();
+        crate::engine::json_table_lateral::check(&s.from, self.tables)?;
         let from = if crate::engine::join_tree::needs_tree(&s.from) {
             self.compile_join_tree(&s.from, outer, lock, &params)?
         } else {

@@ -206,8 +206,14 @@ pub async fn begin(s: &mut Session) -> Result<(), SqlError> {
 pub fn read_only(s: &Session) -> bool {
     match s.txn_read_only {
         Some(ro) if s.in_transaction => ro,
-        _ => matches!(s.vars.get("transaction_read_only"), Some(v) if v.as_i64().unwrap_or(0) != 0),
+        _ => session_read_only(s),
     }
+}
+
+/// The session's @@transaction_read_only: what a transaction is after an
+/// implicit commit (which ends any READ ONLY / READ WRITE of its own).
+pub fn session_read_only(s: &Session) -> bool {
+    matches!(s.vars.get("transaction_read_only"), Some(v) if v.as_i64().unwrap_or(0) != 0)
 }
 
 /// 1792 ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION.
@@ -270,4 +276,34 @@ pub fn release_savepoint(s: &mut Session, name: &str) -> Result<(), SqlError> {
     };
     s.savepoints.truncate(i);
     Ok(())
+}
+
+/// @@transaction_isolation's spelling of an isolation level.
+pub fn isolation_name(l: &sqlparser::ast::TransactionIsolationLevel) -> &'static str {
+    use sqlparser::ast::TransactionIsolationLevel as L;
+    match l {
+        L::ReadUncommitted => "READ-UNCOMMITTED",
+        L::RepeatableRead => "REPEATABLE-READ",
+        L::Serializable => "SERIALIZABLE",
+        _ => "READ-COMMITTED",
+    }
+}
+
+/// `SET GLOBAL TRANSACTION <modes>` as the assignments to the global
+/// variables it sets (`@@global.transaction_isolation`,
+/// `@@global.transaction_read_only`), which new sessions start from.
+pub fn global_characteristics(modes: &[sqlparser::ast::TransactionMode]) -> String {
+    use sqlparser::ast::{TransactionAccessMode, TransactionMode};
+    let sets: Vec<String> = modes
+        .iter()
+        .map(|m| match m {
+            TransactionMode::IsolationLevel(l) => {
+                format!("@@global.transaction_isolation = '{}'", isolation_name(l))
+            }
+            TransactionMode::AccessMode(a) => {
+                format!("@@global.transaction_read_only = {}", matches!(a, TransactionAccessMode::ReadOnly) as u8)
+            }
+        })
+        .collect();
+    format!("SET {}", sets.join(", "))
 }

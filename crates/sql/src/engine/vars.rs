@@ -551,14 +551,27 @@ pub fn set_system_var(s: &mut Session, name: &str, global: bool, value: Value) -
     // Values asking for what NorrDB does not do are refused, not stored.
     crate::engine::inert_vars::check(d.name, &value)?;
     crate::engine::slow_log::on_set(d.name, &value, global)?;
+    if matches!(d.name, "transaction_isolation" | "tx_isolation") {
+        note_isolation(s, &value);
+    }
     if global {
         let mut g = globals().lock().expect("lock");
-        if is_default {
-            // The compiled-in default again, which `global_value` falls back
-            // to; no longer a value SET GLOBAL gave (`explicit_global`).
-            g.remove(d.name);
-        } else {
-            g.insert(d.name.to_string(), value);
+        // The two spellings are one variable (as in the session's values).
+        let alias = match d.name {
+            "transaction_isolation" => Some("tx_isolation"),
+            "tx_isolation" => Some("transaction_isolation"),
+            "transaction_read_only" => Some("tx_read_only"),
+            "tx_read_only" => Some("transaction_read_only"),
+            _ => None,
+        };
+        for n in std::iter::once(d.name).chain(alias) {
+            if is_default {
+                // The compiled-in default again, which `global_value` falls
+                // back to; no longer a value SET GLOBAL gave (`explicit_global`).
+                g.remove(n);
+            } else {
+                g.insert(n.to_string(), value.clone());
+            }
         }
         return Ok(SetEffect::None);
     }
@@ -601,6 +614,19 @@ pub fn set_system_var(s: &mut Session, name: &str, global: bool, value: Value) -
     }
     s.vars.insert(d.name.to_string(), value);
     Ok(effect)
+}
+
+/// A note that an isolation level other than READ COMMITTED is recorded
+/// (for the clients that read it back) but not what transactions get.
+fn note_isolation(s: &mut Session, level: &Value) {
+    let name = crate::engine::catalog::value_text(level);
+    if !name.eq_ignore_ascii_case("READ-COMMITTED") {
+        s.warnings.push(crate::types::Warning {
+            level: crate::types::WarningLevel::Note,
+            code: 1235,
+            message: format!("NorrDB runs every transaction at READ-COMMITTED; {name} is recorded but not provided"),
+        });
+    }
 }
 
 /// SET NAMES cs [COLLATE coll] / SET CHARACTER SET cs.

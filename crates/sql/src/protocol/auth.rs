@@ -12,8 +12,6 @@
 //! of MySQL's in-memory cache. A client that starts with a plugin the
 //! account does not use (or one we do not know) gets an AuthSwitchRequest.
 
-use mysql_common::scramble::{scramble_native, scramble_sha256};
-
 pub const NATIVE: &str = "mysql_native_password";
 pub const CACHING_SHA2: &str = "caching_sha2_password";
 
@@ -71,29 +69,6 @@ pub fn new_nonce() -> [u8; NONCE_BYTES] {
     raw
 }
 
-/// True if `response` is what a client knowing `password` sends for `nonce`.
-/// An empty password expects an empty response (some clients send one NUL).
-pub fn verify(plugin: AuthPlugin, nonce: &[u8], password: &str, response: &[u8]) -> bool {
-    if password.is_empty() {
-        return response.is_empty() || response == [0];
-    }
-    // Some clients append a NUL to the scramble.
-    let response = match plugin {
-        AuthPlugin::Native if response.len() == 21 && response[20] == 0 => &response[..20],
-        AuthPlugin::CachingSha2 if response.len() == 33 && response[32] == 0 => &response[..32],
-        _ => response,
-    };
-    let expected: Option<Vec<u8>> = match plugin {
-        AuthPlugin::Native => scramble_native(nonce, password.as_bytes()).map(|x| x.to_vec()),
-        AuthPlugin::CachingSha2 => scramble_sha256(nonce, password.as_bytes()).map(|x| x.to_vec()),
-    };
-    match expected {
-        // Constant-time compare: do not leak how many bytes matched.
-        Some(e) => e.len() == response.len() && e.iter().zip(response).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0,
-        None => false,
-    }
-}
-
 /// An account as login checks it: hashes only.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoginAccount {
@@ -112,6 +87,25 @@ pub struct LoginAccount {
 }
 
 impl LoginAccount {
+    /// An open account (not locked, not expired, TLS not required) with
+    /// these hashes.
+    fn with_hashes(
+        host: &str,
+        native: Option<[u8; 20]>,
+        sha2: Option<[u8; 32]>,
+        plugin: Option<AuthPlugin>,
+    ) -> LoginAccount {
+        LoginAccount {
+            host: host.to_string(),
+            native,
+            sha2,
+            plugin,
+            locked: false,
+            password_expired: false,
+            require_ssl: false,
+        }
+    }
+
     /// From a plaintext password (configuration of in-process servers).
     pub fn from_password(host: &str, password: &str, plugin: Option<AuthPlugin>) -> LoginAccount {
         use sha1::Digest;
@@ -122,15 +116,7 @@ impl LoginAccount {
             let s1 = sha2::Sha256::digest(password.as_bytes());
             (Some(sha1::Sha1::digest(n1).into()), Some(sha2::Sha256::digest(s1).into()))
         };
-        LoginAccount {
-            host: host.to_string(),
-            native,
-            sha2,
-            plugin,
-            locked: false,
-            password_expired: false,
-            require_ssl: false,
-        }
+        LoginAccount::with_hashes(host, native, sha2, plugin)
     }
 
     /// From the stored hex texts (`*HEX` for native, hex for sha2; empty
@@ -151,15 +137,7 @@ impl LoginAccount {
         }
         let native = unhex::<20>(native.strip_prefix('*').unwrap_or(native))?;
         let sha2 = unhex::<32>(sha2)?;
-        Some(LoginAccount {
-            host: host.to_string(),
-            native,
-            sha2,
-            plugin,
-            locked: false,
-            password_expired: false,
-            require_ssl: false,
-        })
+        Some(LoginAccount::with_hashes(host, native, sha2, plugin))
     }
 }
 
@@ -275,6 +253,7 @@ pub const FAST_AUTH_SUCCESS: [u8; 2] = [0x01, 0x03];
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mysql_common::scramble::{scramble_native, scramble_sha256};
 
     #[test]
     fn nonce_is_printable() {
@@ -286,16 +265,25 @@ mod tests {
 
     #[test]
     fn verify_both_plugins() {
+        // The scrambles a client computes from the password (mysql_common's,
+        // an independent implementation) pass the check from hashes only.
         let n = new_nonce();
+        let pw = LoginAccount::from_password("%", "pw", None);
         let r = scramble_native(&n, b"pw").unwrap();
-        assert!(verify(AuthPlugin::Native, &n, "pw", &r));
-        assert!(!verify(AuthPlugin::Native, &n, "px", &r));
-        assert!(!verify(AuthPlugin::CachingSha2, &n, "pw", &r));
+        assert!(verify_account(AuthPlugin::Native, &n, &pw, &r));
+        assert!(!verify_account(AuthPlugin::Native, &n, &LoginAccount::from_password("%", "px", None), &r));
+        assert!(!verify_account(AuthPlugin::CachingSha2, &n, &pw, &r));
+        // Some clients end the scramble with a NUL.
+        let mut with_nul = r.to_vec();
+        with_nul.push(0);
+        assert!(verify_account(AuthPlugin::Native, &n, &pw, &with_nul));
         let r = scramble_sha256(&n, b"pw").unwrap();
-        assert!(verify(AuthPlugin::CachingSha2, &n, "pw", &r));
-        assert!(verify(AuthPlugin::Native, &n, "", &[]));
-        assert!(!verify(AuthPlugin::Native, &n, "", &r));
-        assert!(!verify(AuthPlugin::Native, &n, "pw", &[]));
+        assert!(verify_account(AuthPlugin::CachingSha2, &n, &pw, &r));
+        let empty = LoginAccount::from_password("%", "", None);
+        assert!(verify_account(AuthPlugin::Native, &n, &empty, &[]));
+        assert!(verify_account(AuthPlugin::Native, &n, &empty, &[0]));
+        assert!(!verify_account(AuthPlugin::Native, &n, &empty, &r));
+        assert!(!verify_account(AuthPlugin::Native, &n, &pw, &[]));
     }
 
     #[test]

@@ -28,10 +28,6 @@ pub struct ScopeCol {
     pub default: Option<ColDefault>,
 }
 
-/// Prefix of a scope column's name that only `DEFAULT(col)` finds (INSERT's
-/// VALUES, where no column can be read: `default_fn::defaults_only`).
-pub const DEFAULT_ONLY: &str = "\u{2}";
-
 /// The default of a base-table column, as `DEFAULT(col)` reads it
 /// (filled from the catalog by `engine::default_fn`).
 #[derive(Debug, Clone)]
@@ -518,6 +514,7 @@ impl<'a> Compiler<'a> {
             Expr::BinaryOp { left, op, right } => self.binary(left, op, right)?,
             Expr::IsNull(x) => (C::IsNull(Box::new(self.compile(x)?.0), false), SqlType::BOOL),
             Expr::IsNotNull(x) => (C::IsNull(Box::new(self.compile(x)?.0), true), SqlType::BOOL),
+            Expr::MemberOf(m) => self.call_fn(Func::JsonMemberOf, &[(*m.value).clone(), (*m.array).clone()])?,
             Expr::IsTrue(x) => (C::IsBool(Box::new(self.compile(x)?.0), true, false), SqlType::BOOL),
             Expr::IsNotTrue(x) => (C::IsBool(Box::new(self.compile(x)?.0), true, true), SqlType::BOOL),
             Expr::IsFalse(x) => (C::IsBool(Box::new(self.compile(x)?.0), false, false), SqlType::BOOL),
@@ -772,17 +769,14 @@ impl<'a> Compiler<'a> {
             _ => return Err(unknown_column(&display, self.clause)),
         };
         // A correlated subquery may name an outer column: its default is a
-        // constant like any other. INSERT's VALUES see their table's
-        // columns only here (`DEFAULT_ONLY`).
-        let hidden = format!("{DEFAULT_ONLY}{name}");
+        // constant like any other.
         let c = match self.scope.find(table, name) {
             Ok(Some(i)) => &self.scope.cols[i],
             Err(()) => {
                 return Err(SqlError::new(1052, "23000", format!("Column '{display}' in {} is ambiguous", self.clause)))
             }
-            Ok(None) => match (self.outer.map(|o| (o, o.find(table, name))), self.scope.find(table, &hidden)) {
-                (Some((o, Ok(Some(i)))), _) => &o.cols[i],
-                (_, Ok(Some(i))) => &self.scope.cols[i],
+            Ok(None) => match self.outer.map(|o| (o, o.find(table, name))) {
+                Some((o, Ok(Some(i)))) => &o.cols[i],
                 _ => return Err(unknown_column(&display, self.clause)),
             },
         };

@@ -38,6 +38,9 @@ fn name(f: Func) -> &'static str {
         Func::JsonArrayAppend => "json_array_append",
         Func::JsonArrayInsert => "json_array_insert",
         Func::JsonSearch => "json_search",
+        Func::JsonOverlaps => "json_overlaps",
+        Func::JsonPretty => "json_pretty",
+        Func::JsonMemberOf => "member of",
         _ => "json",
     }
 }
@@ -170,6 +173,27 @@ pub fn call(f: Func, args: &[Value], mask: u64) -> Result<Value, SqlError> {
         return Ok(Value::Null);
     }
     Ok(match f {
+        Func::JsonOverlaps => {
+            if args[1].is_null() {
+                return Ok(Value::Null);
+            }
+            Value::Int(json::overlaps(&doc(f, args, 0)?, &doc(f, args, 1)?) as i64)
+        }
+        Func::JsonPretty => Value::Bytes(json::pretty(&doc(f, args, 0)?).into_bytes()),
+        // value MEMBER OF (array): the value as a JSON value (a string is a
+        // JSON string unless it has JSON type), an element of the array (or
+        // equal to a document that is not one).
+        Func::JsonMemberOf => {
+            if args[1].is_null() {
+                return Ok(Value::Null);
+            }
+            let v = to_json(f, &args[0], is_json(0), 1)?;
+            let a = doc(f, args, 1)?;
+            Value::Int(match &a {
+                J::Array(items) => items.iter().any(|x| json::equal(x, &v)),
+                other => json::equal(other, &v),
+            } as i64)
+        }
         Func::JsonValid => Value::Int(match &args[0] {
             Value::Bytes(b) => json::parse(b).is_ok() as i64,
             _ => 0,

@@ -186,6 +186,14 @@ pub enum Func {
     ShiftLeftOp,
     ShiftRightOp,
     BitNotOp,
+    /// BIT_COUNT(n): the bits set in n as a 64-bit integer.
+    BitCount,
+    /// TO_SECONDS(x): seconds since year 0 (TO_DAYS * 86400 + time of day).
+    ToSeconds,
+    /// TIMESTAMP(x [, time]): x as a DATETIME, plus `time` when given.
+    Timestamp,
+    /// SOUNDEX(s): MySQL's soundex string (not cut to four characters).
+    Soundex,
     AddTime,
     SubTime,
     /// EXTRACT(unit FROM x) for compound units, MICROSECOND and QUARTER.
@@ -225,6 +233,10 @@ pub enum Func {
     JsonArrayAppend,
     JsonArrayInsert,
     JsonSearch,
+    JsonOverlaps,
+    JsonPretty,
+    /// `value MEMBER OF (array)`: args (value, array, mask).
+    JsonMemberOf,
     /// CAST(x AS JSON): args (value, mask).
     CastJson,
     // named locks and SLEEP (`user_lock_fns`)
@@ -263,6 +275,9 @@ pub fn is_json_fn(f: Func) -> bool {
             | JsonArrayAppend
             | JsonArrayInsert
             | JsonSearch
+            | JsonOverlaps
+            | JsonPretty
+            | JsonMemberOf
             | CastJson
     )
 }
@@ -432,6 +447,12 @@ pub fn lookup(name: &str) -> Option<(Func, usize, usize)> {
         "json_array_append" => (JsonArrayAppend, 3, N),
         "json_array_insert" => (JsonArrayInsert, 3, N),
         "json_search" => (JsonSearch, 3, N),
+        "json_overlaps" => (JsonOverlaps, 2, 2),
+        "json_pretty" => (JsonPretty, 1, 1),
+        "bit_count" => (BitCount, 1, 1),
+        "to_seconds" => (ToSeconds, 1, 1),
+        "timestamp" => (Timestamp, 1, 2),
+        "soundex" => (Soundex, 1, 1),
         "get_lock" => (GetLock, 2, 2),
         "release_lock" => (ReleaseLock, 1, 1),
         "release_all_locks" => (ReleaseAllLocks, 0, 0),
@@ -466,7 +487,12 @@ pub fn ret_type(f: Func, args: &[SqlType]) -> SqlType {
             }
             t
         }
-        CastBinary | Char | Unhex | FromBase64 | UuidToBin | Inet6Aton | RandomBytes => SqlType::new(TClass::Bin),
+        // Binary strings: compared by bytes and sent with the binary
+        // character set, so that drivers hand them out as bytes (a random
+        // byte string is no UTF-8).
+        CastBinary | Char | Unhex | FromBase64 | UuidToBin | Inet6Aton | RandomBytes => {
+            SqlType { coll: vals::Coll::Bin, ..SqlType::new(TClass::Bin) }
+        }
         IsUuid | IsIpv4 | IsIpv6 | PeriodAdd | PeriodDiff => int,
         AnyValue => args.first().copied().unwrap_or(s),
         InetAton => SqlType::new(TClass::UInt),
@@ -527,8 +553,11 @@ pub fn ret_type(f: Func, args: &[SqlType]) -> SqlType {
         | JsonArrayAppend | JsonArrayInsert | JsonSearch | JsonMergePatch | JsonMergePreserve | CastJson => {
             SqlType { json: true, coll: vals::Coll::Bin, ..s }
         }
-        JsonUnquote | JsonQuote | JsonType => SqlType { coll: vals::Coll::Bin, ..s },
-        JsonValid | JsonContains | JsonContainsPath | JsonLength | JsonDepth => int,
+        JsonUnquote | JsonQuote | JsonType | JsonPretty => SqlType { coll: vals::Coll::Bin, ..s },
+        JsonValid | JsonContains | JsonContainsPath | JsonLength | JsonDepth | JsonOverlaps | JsonMemberOf => int,
+        BitCount | ToSeconds => int,
+        Soundex => s,
+        Timestamp => SqlType::new(TClass::DateTime),
         BitAndOp | BitOrOp | BitXorOp | ShiftLeftOp | ShiftRightOp | BitNotOp => SqlType::new(TClass::UInt),
         ExtractParts => int,
         DistinctKey => SqlType { coll: vals::Coll::Bin, ..SqlType::new(TClass::Bin) },
@@ -1391,6 +1420,21 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
             Some(x) => Value::UInt(!x),
             None => Value::Null,
         },
+        BitCount => match bits(a0, ctx) {
+            Some(x) => Value::Int(x.count_ones() as i64),
+            None => Value::Null,
+        },
+        ToSeconds => match to_datetime(a0, ctx) {
+            Some(dt) => Value::Int(
+                dtm::to_days(&dt.date) * 86_400 + dt.hour as i64 * 3600 + dt.minute as i64 * 60 + dt.second as i64,
+            ),
+            None => Value::Null,
+        },
+        Timestamp => match to_datetime(a0, ctx) {
+            Some(dt) if args.len() == 1 => Value::DateTime(dt),
+            Some(dt) => call(AddTime, vec![Value::DateTime(dt), args[1].clone()], ctx)?,
+            None => Value::Null,
+        },
         CastChar | CastBinary => {
             let b = to_text(a0).unwrap_or_default().into_owned();
             match args.get(1).and_then(|n| n.as_i64()) {
@@ -1425,9 +1469,8 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
         // Evaluated by `json_fns` before this match.
         JsonExtract | JsonUnquote | JsonQuote | JsonObject | JsonArray | JsonValid | JsonType | JsonContains
         | JsonContainsPath | JsonKeys | JsonLength | JsonDepth | JsonMergePatch | JsonMergePreserve | JsonSet
-        | JsonInsert | JsonReplace | JsonRemove | JsonArrayAppend | JsonArrayInsert | JsonSearch | CastJson => {
-            return Err(SqlError::internal("JSON function outside json_fns"))
-        }
+        | JsonInsert | JsonReplace | JsonRemove | JsonArrayAppend | JsonArrayInsert | JsonSearch | JsonOverlaps
+        | JsonPretty | JsonMemberOf | CastJson => return Err(SqlError::internal("JSON function outside json_fns")),
         // Evaluated with the functions that handle NULL themselves.
         DistinctKey => return Err(SqlError::internal("DistinctKey outside its NULL handling")),
         CastDouble => Value::Double(to_f64(a0, &mut ctx.warnings).unwrap_or(0.0)),
@@ -1456,9 +1499,8 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
             }
         }
         SubstringIndex | FindInSet | Ord | Bin | Oct | Conv | Unhex | ToBase64 | FromBase64 | Md5 | Sha1 | Sha2
-        | Crc32 | BitLength | Insert | Strcmp | Format | RegexpLike | RegexpInstr | RegexpSubstr | RegexpReplace => {
-            text::call(f, &args, ctx)?
-        }
+        | Crc32 | BitLength | Insert | Strcmp | Format | RegexpLike | RegexpInstr | RegexpSubstr | RegexpReplace
+        | Soundex => text::call(f, &args, ctx)?,
         Exp | Ln | Log | Log2 | Log10 | Sin | Cos | Tan | Asin | Acos | Atan | Atan2 | Cot | Radians | Degrees => {
             math::call(f, &args, ctx)?
         }

@@ -73,6 +73,7 @@ pub(super) fn call(f: Func, args: &[Value], ctx: &mut EvalCtx) -> Result<Value, 
             let count = to_i64(&args[2], &mut ctx.warnings).unwrap_or(0);
             Value::Bytes(substring_index(&s, &delim, count).to_vec())
         }
+        Func::Soundex => Value::Bytes(soundex(&to_text(a0).unwrap_or_default()).into_bytes()),
         Func::FindInSet => {
             let needle = text(a0).unwrap_or_default();
             let list = text(&args[1]).unwrap_or_default();
@@ -372,4 +373,30 @@ fn regexp(f: Func, args: &[Value], ctx: &mut EvalCtx) -> Result<Value, SqlError>
         }
         _ => Value::Null,
     })
+}
+
+/// MySQL's SOUNDEX: the first letter, then the code of each later letter
+/// that differs from the code of the letter before it (vowels, H, W and Y
+/// have none and separate equal codes), at least four characters (padded
+/// with '0'), not cut to four. Characters that are not ASCII letters are
+/// skipped.
+fn soundex(s: &[u8]) -> String {
+    // Codes of A..Z.
+    const CODES: &[u8; 26] = b"01230120022455012623010202";
+    let code = |c: u8| CODES[(c.to_ascii_uppercase() - b'A') as usize];
+    let mut letters = s.iter().copied().filter(u8::is_ascii_alphabetic);
+    let Some(first) = letters.next() else { return String::new() };
+    let mut out = String::from(first.to_ascii_uppercase() as char);
+    let mut last = code(first);
+    for c in letters {
+        let k = code(c);
+        if k != b'0' && k != last {
+            out.push(k as char);
+        }
+        last = k;
+    }
+    while out.len() < 4 {
+        out.push('0');
+    }
+    out
 }
