@@ -42,7 +42,7 @@ echo "$out"
     echo "- mgmd and $DATA_NODES data nodes (replicas 2), default knobs; each round writes 2-6 s (random), kills"
     echo "  both data nodes with SIGKILL (the second 0-500 ms after the first) while the writers run, starts"
     echo "  both again (a system restart) and checks every transaction ever acknowledged, reading through each node"
-  fi"
+  fi
   echo
   echo '```'
   echo "$out"

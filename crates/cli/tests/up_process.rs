@@ -86,10 +86,10 @@ fn native_round_trip(addr: &str, table: &str, secret_file: &std::path::Path) {
         Client::connect_with(addr, ConnectOptions { secret, ..ConnectOptions::default() }).map_err(|e| e.to_string())
     };
     if std::env::var_os(norr_transport::auth::SECRET_ENV).is_none() {
-        let e = with(None).err().expect("no secret: refused");
+        let Err(e) = with(None) else { panic!("served without a secret") };
         assert!(e.contains("requires the cluster secret"), "{e}");
     }
-    let e = with(Some(ClusterSecret::generate().unwrap())).err().expect("another secret: refused");
+    let Err(e) = with(Some(ClusterSecret::generate().unwrap())) else { panic!("served with another secret") };
     assert!(e.contains("wrong cluster secret"), "{e}");
     let c = with(Some(secret)).unwrap();
     let def = table_def(

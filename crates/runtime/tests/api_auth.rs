@@ -197,10 +197,10 @@ fn the_client_library_proves_the_secret_and_says_what_is_wrong() {
     let h = start(Some(s.clone()));
     // No secret anywhere (the variable is not set in the test environment).
     if std::env::var_os(auth::SECRET_ENV).is_none() {
-        let e = client_with(&h, None).err().expect("refused without a secret");
+        let Err(e) = client_with(&h, None) else { panic!("served without a secret") };
         assert!(e.contains("requires the cluster secret") && e.contains(auth::SECRET_ENV), "{e}");
     }
-    let e = client_with(&h, Some(secret('x'))).err().expect("refused with a wrong secret");
+    let Err(e) = client_with(&h, Some(secret('x'))) else { panic!("served with a wrong secret") };
     assert!(e.contains("wrong cluster secret"), "{e}");
     refusals(&h, 1);
     let c = client_with(&h, Some(s)).expect("served with the right secret");

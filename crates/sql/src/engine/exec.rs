@@ -1404,6 +1404,10 @@ fn join_key_of(
     Ok(Some(k))
 }
 
+/// Distinct join keys and, per outer row, the position of its key among
+/// them (`distinct_join_keys`).
+type JoinKeys = (Vec<Vec<Value>>, Vec<Option<usize>>);
+
 /// The distinct join keys of outer `rows` (as the inner table's values, in
 /// first-seen order), and each row's position among them (None: its key
 /// equals nothing). Keys are told apart as GROUP BY tells values apart.
@@ -1412,7 +1416,7 @@ fn distinct_join_keys(
     t: &TableAccess,
     rows: &[Row],
     ctx: &mut EvalCtx<'_>,
-) -> Result<(Vec<Vec<Value>>, Vec<Option<usize>>), SqlError> {
+) -> Result<JoinKeys, SqlError> {
     let mut keys: Vec<Vec<Value>> = Vec::new();
     let mut key_of_row: Vec<Option<usize>> = Vec::with_capacity(rows.len());
     let mut key_index: HashMap<Vec<u8>, usize> = HashMap::new();

@@ -37,7 +37,7 @@ pub fn refused(p: &Parsed) -> Option<Refused> {
         Parsed::View(ViewStmt::Create(_) | ViewStmt::Drop { .. }) => Some(AfterImplicitCommit),
         Parsed::Maintenance(m) if matches!(m.op, Op::Optimize | Op::Repair) => Some(AfterImplicitCommit),
         Parsed::Lock(crate::engine::lock_statements::LockStmt::AlterKeys(_)) => Some(AfterImplicitCommit),
-        Parsed::Acl(a) => match a {
+        Parsed::Acl(
             AclStmt::CreateUser { .. }
             | AclStmt::CreateRole { .. }
             | AclStmt::AlterUser { .. }
@@ -47,9 +47,9 @@ pub fn refused(p: &Parsed) -> Option<Refused> {
             | AclStmt::Revoke { .. }
             | AclStmt::GrantRole { .. }
             | AclStmt::RevokeRole { .. }
-            | AclStmt::SetPassword { .. } => Some(AfterImplicitCommit),
-            _ => None,
-        },
+            | AclStmt::SetPassword { .. },
+        ) => Some(AfterImplicitCommit),
+        Parsed::Acl(_) => None,
         Parsed::Sql(st) => match st.as_ref() {
             Statement::Drop { object_type: ObjectType::Table, temporary: true, .. } => Some(InTransaction),
             Statement::CreateTable(ct) if ct.temporary => Some(InTransaction),
