@@ -163,8 +163,9 @@ mod tests {
         assert_eq!(c.take(1, 1, 1), Some(2));
         assert_eq!(c.take(1, 1, 10), Some(3));
         assert_eq!(c.peek(1, 1), Some(13));
-        assert_eq!(c.take(1, 1, 500), None, "499 left");
-        assert_eq!(c.take(1, 1, 499), Some(13));
+        // 1..=512 reserved, 1..=12 handed out: 500 left.
+        assert_eq!(c.take(1, 1, 501), None, "500 left");
+        assert_eq!(c.take(1, 1, 500), Some(13));
         assert_eq!(c.take(1, 1, 1), None);
         assert_eq!(c.peek(1, 1), None);
     }
@@ -212,10 +213,12 @@ mod tests {
         // smaller than the kept 511, which stay.
         c.install(1, 1, 513, 600, 600);
         assert_eq!(c.take(1, 1, 1), Some(2));
-        // A statement that needs more than is left reserves anew; its
-        // leftover (1000 - 700) is larger and replaces the kept one.
+        // A leftover smaller than what is kept (300 < 510) is dropped...
         c.install(1, 1, 1113, 1000, 700);
-        assert_eq!(c.take(1, 1, 1), Some(1813));
+        assert_eq!(c.take(1, 1, 1), Some(3));
+        // ... a larger one (900 > 509) replaces the kept range.
+        c.install(1, 1, 2113, 1000, 100);
+        assert_eq!(c.take(1, 1, 1), Some(2213));
         c.forget(1);
         assert_eq!(c.take(1, 1, 1), None);
         c.install(1, 1, 5000, 10, 1);
