@@ -1010,6 +1010,7 @@ async fn rename_to(e: &Engine, db: &str, table: &str, new_db: &str, new_table: &
         match e.client().alter_table(&t.native_name(), def, sources, t.def.version).await {
             Ok(d) => {
                 e.catalog().invalidate(db, table);
+                e.auto_inc_cache().carry(d.id, t.def.version, d.version);
                 e.catalog().put(d);
                 return Ok(());
             }

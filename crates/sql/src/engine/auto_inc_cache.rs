@@ -132,6 +132,19 @@ impl AutoIncCache {
         m.get(&table).filter(|r| r.version == version && r.left() > 0).map(|r| r.next)
     }
 
+    /// This SQL node changed `table` from version `from` to `to` by a DDL
+    /// that leaves DICT's counter as it was (ALTER TABLE, CREATE / DROP
+    /// INDEX; not a TRUNCATE): the kept values are still this node's alone,
+    /// so they stay, at the new version. A TRUNCATE made elsewhere after the
+    /// change raises the version past `to` and ends them as before.
+    pub fn carry(&self, table: TableId, from: u32, to: u32) {
+        debug_assert!(from <= to, "a DDL never lowers the version");
+        let Ok(mut m) = self.tables.lock() else { return };
+        if let Some(r) = m.get_mut(&table).filter(|r| r.version == from) {
+            r.version = to;
+        }
+    }
+
     /// Forget `table`'s kept values (ALTER TABLE ... AUTO_INCREMENT = n
     /// moved DICT's counter: the next value must come from there).
     pub fn forget(&self, table: TableId) {

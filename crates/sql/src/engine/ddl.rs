@@ -1327,7 +1327,15 @@ pub async fn truncate(e: &Engine, s: &mut Session, names: &[ObjectName]) -> Resu
             .map_err(|err| from_client(err, &ErrCtx::table(&db, &table)))?;
         // The TRUNCATE raised the table's version: the cached definition
         // (and any AUTO_INCREMENT values kept for it) are of the old one.
-        e.catalog().invalidate(&db, &table);
+        // A temporary table's new definition is known here (only this
+        // session changes it: DICT made it the same a version up); its
+        // session keeps it, as after any DDL.
+        if crate::engine::temp_tables::is_temporary(&t) {
+            let def = norr_signals::TableDef { version: t.def.version + 1, ..t.def.clone() };
+            crate::engine::temp_tables::store(e, s, &t, def)?;
+        } else {
+            e.catalog().invalidate(&db, &table);
+        }
         e.auto_inc_cache().forget(t.def.id);
         if let Some(start) = t.meta.auto_increment_start.filter(|&x| x > 1) {
             let _ = e.client().bump_auto_inc(t.def.id, start - 1).await;

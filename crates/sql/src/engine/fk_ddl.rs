@@ -108,6 +108,7 @@ pub async fn update_meta(e: &Engine, db: &str, table: &str, f: impl Fn(&mut SqlT
         e.catalog().invalidate(db, table);
         match e.client().alter_table(&native, def, sources, version).await {
             Ok(altered) => {
+                e.auto_inc_cache().carry(altered.id, version, altered.version);
                 e.catalog().put(altered);
                 return Ok(());
             }
@@ -324,6 +325,7 @@ async fn add_fk(e: &Engine, s: &Session, db: &str, table: &str, c: &ForeignKeyCo
             .create_index(&t.native_name(), ix)
             .await
             .map_err(|err| from_client(err, &ErrCtx::table(db, table)))?;
+        e.auto_inc_cache().carry(def.id, t.def.version, def.version);
         e.catalog().put(def);
     }
     let self_ref = f.references(db, table);

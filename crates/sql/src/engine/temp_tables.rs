@@ -124,7 +124,10 @@ pub async fn for_ddl(e: &Engine, s: &Session, db: &str, name: &str, fresh: bool)
 /// Keep the definition a DDL statement gave `t`: a temporary table's in the
 /// session, under the user's names (bumping the generation, so kept plans
 /// of the old shape are made again), a base table's in the catalog.
+/// The DDL kept DICT's AUTO_INCREMENT counter (callers that reset it, a
+/// TRUNCATE, forget the SQL node's kept range after this).
 pub fn store(e: &Engine, s: &mut Session, t: &SqlTable, def: norr_signals::TableDef) -> Result<(), SqlError> {
+    e.auto_inc_cache().carry(t.def.id, t.def.version, def.version);
     if !is_temporary(t) {
         e.catalog().put(def);
         return Ok(());
