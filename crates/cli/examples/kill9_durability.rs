@@ -37,7 +37,7 @@ mod proc_cluster;
 
 use norr_client::blocking::Client;
 use norr_client::{table_def, ColumnDef, ColumnType, ExecType, KeyOp, ScanSpec, TableId, Value};
-use proc_cluster::Rng;
+use proc_cluster::{recovered_in_log, restart_gci_in_log, Rng};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -167,28 +167,6 @@ enum Nodes {
     Cluster(proc_cluster::Cluster),
 }
 
-/// The GCI a cluster's system restart restarted to, from a data node's log
-/// ("the cluster restarts to GCI g"): it may be above the GCI the node's own
-/// files restored, when the node rolled forward through its REDO log.
-fn restart_gci_in_log(log: &str) -> Option<u64> {
-    log.lines().rev().find_map(|l| {
-        let rest = l.split("the cluster restarts to GCI ").nth(1)?;
-        rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
-    })
-}
-
-/// The GCI a data node's last start recovered, from its log ("recovered to
-/// GCI g"; 0 for "no complete global checkpoint on disk").
-fn recovered_in_log(log: &str) -> Option<u64> {
-    log.lines().rev().find_map(|l| {
-        if l.contains("no complete global checkpoint on disk") {
-            return Some(0);
-        }
-        let rest = l.split("recovered to GCI ").nth(1)?;
-        rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
-    })
-}
-
 impl Nodes {
     fn start(a: &Args, dir: &Path) -> Nodes {
         if a.data_nodes == 1 {
@@ -313,10 +291,7 @@ fn present_through(addr: &str, table: TableId) -> Result<BTreeMap<i64, u32>, Str
     loop {
         let r = Client::connect(addr).map_err(|e| format!("connect {addr}: {e}")).and_then(|c| present(&c, table));
         match r {
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
-                std::thread::sleep(Duration::from_millis(100));
-            }
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
             r => return r,
         }
     }

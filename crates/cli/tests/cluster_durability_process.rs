@@ -14,7 +14,7 @@ use norr_client::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use support::proc_cluster::{Cluster, START};
+use support::proc_cluster::{recovered_in_log, Cluster, START};
 
 const NORR: &str = env!("CARGO_BIN_EXE_norr");
 
@@ -70,18 +70,6 @@ fn wait_restart_gci_at_least(cluster: &Cluster, gci: u64) {
     }
 }
 
-/// The GCI a data node's last start recovered ("recovered to GCI g" in its
-/// log after `from`; 0 for "starting empty").
-fn recovered(log: &str) -> Option<u64> {
-    log.lines().rev().find_map(|l| {
-        if l.contains("no complete global checkpoint on disk") {
-            return Some(0);
-        }
-        let rest = l.split("recovered to GCI ").nth(1)?;
-        rest.split(':').next()?.trim().parse().ok()
-    })
-}
-
 #[test]
 fn killing_both_data_nodes_keeps_every_transaction_up_to_the_restart_gci() {
     let mut cluster =
@@ -116,7 +104,7 @@ fn killing_both_data_nodes_keeps_every_transaction_up_to_the_restart_gci() {
     }
     cluster.wait_started(&[2, 3]);
     let restart = (0..2)
-        .filter_map(|i| recovered(&cluster.nodes[i].as_ref().unwrap().log_text()[lens[i]..]))
+        .filter_map(|i| recovered_in_log(&cluster.nodes[i].as_ref().unwrap().log_text()[lens[i]..]))
         .max()
         .unwrap_or_else(|| panic!("no recovered GCI in the logs:\n{}", cluster.logs()));
     assert!(restart >= durable_before, "restart GCI {restart} < {durable_before}, complete before the kill");

@@ -127,28 +127,29 @@ impl SchemaSnapshot {
         let blob = open_blob(bytes, Kind::SchemaFile, SCHEMA_FILE_VERSION, path, 0)?;
         let bad =
             |e: postcard::Error| FormatError::new(path, BLOB_HEADER_BYTES as u64, format!("schema file body: {e}"));
-        if blob.version == 1 {
-            let v1: SchemaSnapshotV1 = postcard::from_bytes(blob.body).map_err(bad)?;
-            return Ok(SchemaSnapshot {
-                last_ddl_id: v1.last_ddl_id,
-                next_table_id: v1.next_table_id,
-                tables: v1.tables,
-                auto_inc: v1.auto_inc,
-                pending: None,
-            });
-        }
-        if blob.version == 2 {
-            let v2: SchemaSnapshotV2 = postcard::from_bytes(blob.body).map_err(bad)?;
-            let pending = v2.pending.and_then(|p| p.upgrade(&v2.tables));
-            return Ok(SchemaSnapshot {
-                last_ddl_id: v2.last_ddl_id,
-                next_table_id: v2.next_table_id,
-                tables: v2.tables,
-                auto_inc: v2.auto_inc,
-                pending,
-            });
-        }
-        postcard::from_bytes(blob.body).map_err(bad)
+        // Older versions are read as the one after them, up to today's.
+        let v2 = match blob.version {
+            1 => {
+                let v1: SchemaSnapshotV1 = postcard::from_bytes(blob.body).map_err(bad)?;
+                SchemaSnapshotV2 {
+                    last_ddl_id: v1.last_ddl_id,
+                    next_table_id: v1.next_table_id,
+                    tables: v1.tables,
+                    auto_inc: v1.auto_inc,
+                    pending: None,
+                }
+            }
+            2 => postcard::from_bytes(blob.body).map_err(bad)?,
+            _ => return postcard::from_bytes(blob.body).map_err(bad),
+        };
+        let pending = v2.pending.and_then(|p| p.upgrade(&v2.tables));
+        Ok(SchemaSnapshot {
+            last_ddl_id: v2.last_ddl_id,
+            next_table_id: v2.next_table_id,
+            tables: v2.tables,
+            auto_inc: v2.auto_inc,
+            pending,
+        })
     }
 }
 

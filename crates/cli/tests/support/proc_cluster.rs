@@ -10,6 +10,29 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The GCI a data node's last start restored from its own files, from its
+/// log ("recovered to GCI g"; 0 for "no complete global checkpoint on
+/// disk").
+pub fn recovered_in_log(log: &str) -> Option<u64> {
+    log.lines().rev().find_map(|l| {
+        if l.contains("no complete global checkpoint on disk") {
+            return Some(0);
+        }
+        let rest = l.split("recovered to GCI ").nth(1)?;
+        rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+    })
+}
+
+/// The GCI a cluster's system restart restarted to, from a data node's log
+/// ("the cluster restarts to GCI g"): it may be above the GCI the node's own
+/// files restored, when the node rolled forward through its REDO log.
+pub fn restart_gci_in_log(log: &str) -> Option<u64> {
+    log.lines().rev().find_map(|l| {
+        let rest = l.split("the cluster restarts to GCI ").nth(1)?;
+        rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+    })
+}
+
 /// xorshift64*: the random moments of the chaos and kill -9 harnesses
 /// (they print their seed, so a run can be repeated).
 pub struct Rng(pub u64);

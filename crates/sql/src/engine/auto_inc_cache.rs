@@ -52,6 +52,23 @@ impl Range {
     fn left(&self) -> u64 {
         self.end.saturating_sub(self.next)
     }
+
+    /// `used` was written: no kept value at or below it is handed out.
+    fn pass(&mut self, used: u64) {
+        if used >= self.next {
+            self.next = used.saturating_add(1).min(self.end).max(self.next);
+        }
+    }
+}
+
+/// `table`'s range at `version`: a fresh one if none is kept, or one of
+/// another version (its values are not valid at `version`).
+fn range_at(m: &mut HashMap<TableId, Range>, table: TableId, version: u32) -> &mut Range {
+    let r = m.entry(table).or_insert_with(|| Range::fresh(version));
+    if r.version != version {
+        *r = Range::fresh(version);
+    }
+    r
 }
 
 /// The kept ranges of one SQL node (one per `Engine`: two engines in one
@@ -83,10 +100,7 @@ impl AutoIncCache {
     pub fn install(&self, table: TableId, version: u32, first: u64, got: u64, used: u64) {
         assert!(used <= got, "a statement used {used} of the {got} values it reserved");
         let Ok(mut m) = self.tables.lock() else { return };
-        let r = m.entry(table).or_insert_with(|| Range::fresh(version));
-        if r.version != version {
-            *r = Range::fresh(version);
-        }
+        let r = range_at(&mut m, table, version);
         let end = first.saturating_add(got);
         r.known = r.known.max(end.saturating_sub(1));
         if got - used > r.left() {
@@ -104,24 +118,16 @@ impl AutoIncCache {
     pub fn note_explicit(&self, table: TableId, version: u32, used: u64) -> bool {
         let Ok(mut m) = self.tables.lock() else { return true };
         let Some(r) = m.get_mut(&table).filter(|r| r.version == version) else { return true };
-        if used >= r.next {
-            r.next = used.saturating_add(1).min(r.end).max(r.next);
-        }
+        r.pass(used);
         used > r.known
     }
 
     /// DICT's counter is above `used` now.
     pub fn raised(&self, table: TableId, version: u32, used: u64) {
         let Ok(mut m) = self.tables.lock() else { return };
-        let r = m.entry(table).or_insert_with(|| Range::fresh(version));
-        if r.version != version {
-            *r = Range::fresh(version);
-        }
+        let r = range_at(&mut m, table, version);
         r.known = r.known.max(used);
-        // Every kept value is below `used` when it passed them all.
-        if used >= r.next {
-            r.next = used.saturating_add(1).min(r.end).max(r.next);
-        }
+        r.pass(used);
     }
 
     /// The value this SQL node would hand out next at `version`, if it keeps
