@@ -113,7 +113,18 @@ impl std::fmt::Display for RestoreReport {
             self.lcp_bytes as f64 / 1e6 / self.read_checkpoint.as_secs_f64().max(1e-9),
             self.apply_redo.as_secs_f64(),
             self.build_indexes.as_secs_f64()
-        )
+        )?;
+        if !self.restorable {
+            // The GCI above is the system file's; the rows are not all
+            // there (the copy from a live replica had not been covered by a
+            // local checkpoint), so the cluster may restart below it.
+            write!(
+                f,
+                "; an INCOMPLETE copy: this node was copying from a replica when it stopped, \
+                 so it copies again from a node whose files are complete"
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -690,5 +701,24 @@ impl DataDir for StdDataDir {
         }
         names.sort();
         Ok(names)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RestoreReport;
+
+    #[test]
+    fn the_restart_line_says_when_the_files_are_an_incomplete_copy() {
+        let complete = RestoreReport { gci: 42, restorable: true, ..RestoreReport::default() };
+        let incomplete = RestoreReport { gci: 42, restorable: false, ..RestoreReport::default() };
+        let (a, b) = (complete.to_string(), incomplete.to_string());
+        assert!(a.starts_with("recovered to GCI 42:"), "{a}");
+        assert!(!a.contains("INCOMPLETE"), "{a}");
+        // Log readers take the GCI after "recovered to GCI " either way.
+        assert!(b.starts_with("recovered to GCI 42:"), "{b}");
+        assert!(b.contains("an INCOMPLETE copy"), "{b}");
+        let empty = RestoreReport { gci: 0, restorable: false, ..RestoreReport::default() };
+        assert_eq!(empty.to_string(), "no complete global checkpoint on disk: starting empty");
     }
 }
