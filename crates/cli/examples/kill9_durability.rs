@@ -37,7 +37,7 @@ mod proc_cluster;
 
 use norr_client::blocking::Client;
 use norr_client::{table_def, ColumnDef, ColumnType, ExecType, KeyOp, ScanSpec, TableId, Value};
-use proc_cluster::{recovered_in_log, restart_gci_in_log, Rng};
+use proc_cluster::{complete_copy_in_log, recovered_in_log, restart_gci_in_log, Rng};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -253,6 +253,7 @@ impl Nodes {
                     return Err(format!("the data nodes name different restart GCIs: {told:?}"));
                 }
                 let restored: Vec<Option<u64>> = texts.iter().map(|t| recovered_in_log(t)).collect();
+                let complete: Vec<Option<bool>> = texts.iter().map(|t| complete_copy_in_log(t)).collect();
                 let gci = match told.first() {
                     Some(g) => *g,
                     None => restored
@@ -262,7 +263,31 @@ impl Nodes {
                         .max()
                         .ok_or_else(|| format!("no recovered GCI in the restart logs:\n{}", c.logs()))?,
                 };
-                Ok((gci, took, format!(", files restored {restored:?}")))
+                // A GCI a node whose files are a complete copy restored was
+                // complete for the whole cluster: the restart may not go
+                // below it (commits of it were acknowledged). Only a node
+                // that was copying when it stopped may name a higher one.
+                for (i, (r, c)) in restored.iter().zip(&complete).enumerate() {
+                    if let (Some(r), Some(true)) = (r, c) {
+                        if *r > gci {
+                            return Err(format!(
+                                "the cluster restarted to GCI {gci}, below the GCI {r} that node {}'s complete files restored:\n{}",
+                                c.data[i].0,
+                                c.logs()
+                            ));
+                        }
+                    }
+                }
+                let shown: Vec<String> = restored
+                    .iter()
+                    .zip(&complete)
+                    .map(|(r, c)| match (r, c) {
+                        (Some(r), Some(false)) => format!("{r} (incomplete copy)"),
+                        (Some(r), _) => r.to_string(),
+                        (None, _) => "-".to_string(),
+                    })
+                    .collect();
+                Ok((gci, took, format!(", files restored [{}]", shown.join(", "))))
             }
         }
     }

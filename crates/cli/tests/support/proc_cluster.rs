@@ -23,6 +23,20 @@ pub fn recovered_in_log(log: &str) -> Option<u64> {
     })
 }
 
+/// Whether a data node's last start found its files a complete copy of its
+/// partitions: false when its restart line says "an INCOMPLETE copy" (it
+/// was copying from a replica at a node restart when it stopped; the GCI it
+/// names is its system file's, and the cluster may restart below it).
+/// None without a restart line.
+pub fn complete_copy_in_log(log: &str) -> Option<bool> {
+    log.lines().rev().find_map(|l| {
+        if l.contains("no complete global checkpoint on disk") {
+            return Some(true);
+        }
+        l.contains("recovered to GCI ").then(|| !l.contains("an INCOMPLETE copy"))
+    })
+}
+
 /// The GCI a cluster's system restart restarted to, from a data node's log
 /// ("the cluster restarts to GCI g"): it may be above the GCI the node's own
 /// files restored, when the node rolled forward through its REDO log.
