@@ -273,6 +273,8 @@ pub struct Session {
     pub entry: Arc<crate::session_registry::SessionEntry>,
     /// Statements prepared by name in SQL text (PREPARE), lower-case names.
     pub sql_prepared: std::collections::HashMap<String, Arc<crate::engine::Prepared>>,
+    /// Parses of text INSERTs kept for their next run (`engine::text_cache`).
+    pub text_plans: crate::engine::text_cache::TextCache,
     /// What FOUND_ROWS() answers (see `found_rows`).
     pub found_rows: u64,
     /// What ROW_COUNT() answers.
@@ -333,6 +335,7 @@ impl Session {
             txn_wrote: false,
             entry: crate::session_registry::SessionEntry::new(connection_id, user),
             sql_prepared: std::collections::HashMap::new(),
+            text_plans: Default::default(),
             found_rows: 0,
             row_count: -1,
             calc_found_rows: None,

@@ -51,6 +51,7 @@ pub mod table_maintenance;
 pub mod table_stats;
 pub mod table_values;
 pub mod temp_tables;
+pub mod text_cache;
 pub mod ts_zone;
 pub mod txn_control;
 pub mod user_lock_fns;
@@ -179,6 +180,7 @@ struct Status {
     com_rollback: AtomicU64,
     connections: AtomicU64,
     threads_connected: AtomicUsize,
+    text_plan_hits: AtomicU64,
 }
 
 pub struct Engine {
@@ -781,6 +783,30 @@ impl Engine {
     async fn run_text(&self, s: &mut Session, sql: &str) -> Result<QueryOutput, SqlError> {
         self.status.questions.fetch_add(1, Ordering::Relaxed);
         s.exec_time_hint = exec_time::hint(sql);
+        // A repeated INSERT ... VALUES shape runs from its kept parse with
+        // its literals as parameters (`text_cache`).
+        if let Some(n) = text_cache::normalize(sql) {
+            let kept = match s.text_plans.get(&n.key) {
+                Some(p) => {
+                    self.status.text_plan_hits.fetch_add(1, Ordering::Relaxed);
+                    Some(p)
+                }
+                None => match parse_statement(&n.key) {
+                    Ok(p) if text_cache::cacheable(&p) => {
+                        let p = Arc::new(p);
+                        s.text_plans.put(n.key, p.clone());
+                        Some(p)
+                    }
+                    // Not a shape this cache keeps, or the text does not
+                    // parse: the usual path gives the error of the text
+                    // as written.
+                    _ => None,
+                },
+            };
+            if let Some(p) = kept {
+                return self.run_parsed(s, &p, &n.params, None).await;
+            }
+        }
         let parsed = match parse_statement(sql) {
             Ok(p) => p,
             Err(e) => {
@@ -1153,6 +1179,8 @@ impl Engine {
             ("Norr_round_trips".into(), self.client.round_trips().to_string()),
             ("Norr_rows_read".into(), exec::rows_read().to_string()),
             ("Norr_statement_memory_bytes".into(), memory::process_used().to_string()),
+            // Text INSERTs that ran from a session's kept parse (`text_cache`).
+            ("Norr_text_plan_hits".into(), g(&st.text_plan_hits)),
             ("Queries".into(), g(&st.questions)),
             ("Questions".into(), g(&st.questions)),
             // The session's connection (empty without TLS, and for GLOBAL).
