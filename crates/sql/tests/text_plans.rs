@@ -127,6 +127,14 @@ fn kept_parses_of_text_inserts_do_what_the_text_does() {
         // other kept-side statement ran from its kept parse.
         let hits = text_plan_hits(&mut c).await - before;
         assert!(hits + 12 >= statements && hits < statements, "{hits} hits of {statements} statements");
+        // Switched off, every text is parsed.
+        c.query_drop("SET norr_text_plan_cache = OFF").await.unwrap();
+        let before = text_plan_hits(&mut c).await;
+        c.query_drop("INSERT INTO a (i) VALUES (123456)").await.unwrap();
+        c.query_drop("INSERT INTO a (i) VALUES (123457)").await.unwrap();
+        assert_eq!(text_plan_hits(&mut c).await, before);
+        let on: Option<i64> = c.query_first("SELECT @@global.norr_text_plan_cache").await.unwrap();
+        assert_eq!(on, Some(1), "the global default stays on");
     });
 }
 

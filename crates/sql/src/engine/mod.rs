@@ -785,7 +785,8 @@ impl Engine {
         s.exec_time_hint = exec_time::hint(sql);
         // A repeated INSERT ... VALUES shape runs from its kept parse with
         // its literals as parameters (`text_cache`).
-        if let Some(n) = text_cache::normalize(sql) {
+        let cache_on = s.vars.get("norr_text_plan_cache").and_then(|v| v.as_i64()) != Some(0);
+        if let Some(n) = text_cache::normalize(sql).filter(|_| cache_on) {
             let kept = match s.text_plans.get(&n.key) {
                 Some(p) => {
                     self.status.text_plan_hits.fetch_add(1, Ordering::Relaxed);
