@@ -267,8 +267,8 @@ impl Nodes {
                 // complete for the whole cluster: the restart may not go
                 // below it (commits of it were acknowledged). Only a node
                 // that was copying when it stopped may name a higher one.
-                for (i, (r, c)) in restored.iter().zip(&complete).enumerate() {
-                    if let (Some(r), Some(true)) = (r, c) {
+                for (i, (r, whole)) in restored.iter().zip(&complete).enumerate() {
+                    if let (Some(r), Some(true)) = (r, whole) {
                         if *r > gci {
                             return Err(format!(
                                 "the cluster restarted to GCI {gci}, below the GCI {r} that node {}'s complete files restored:\n{}",
