@@ -339,7 +339,15 @@ fn keep(mgm: &str, procs: &mut [DataProc], interrupted: &AtomicBool) -> anyhow::
 /// `stop --all` through mgmd, then wait for the processes; kill what is
 /// left after `STOP_TIMEOUT`.
 fn stop_all(mgm: &str, secret: &norr_transport::auth::ClusterSecret, procs: &mut [DataProc]) {
-    if let Err(e) = run_command_with(mgm, MgmCommand::StopAll, Duration::from_secs(5), Some(secret)) {
+    // mgmd's refusal (an Error reply) is a failure too: before, a refused
+    // stop --all waited out STOP_TIMEOUT and then killed every node.
+    let sent = match run_command_with(mgm, MgmCommand::StopAll, Duration::from_secs(5), Some(secret)) {
+        Ok(MgmReply::Done { .. }) => Ok(()),
+        Ok(MgmReply::Error { message }) => Err(message),
+        Ok(MgmReply::Show(_)) => Err("mgmd answered with a cluster view".to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = sent {
         eprintln!("norr up: stop --all through mgmd failed ({e}); stopping the processes directly");
         for p in procs.iter() {
             if let Some(pid) = p.pid() {
