@@ -5,7 +5,7 @@ use norr_mgmd::config::NodeKind;
 #[cfg(test)]
 use norr_mgmd::protocol::Refusal;
 use norr_mgmd::protocol::{ClusterView, MgmCommand, MgmReply, NodeState, NodeView};
-use norr_mgmd::session::run_command;
+use norr_mgmd::session::run_command_with;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, clap::Args)]
@@ -17,6 +17,16 @@ Examples:
   norr mgm start 3                    # ... and joins again
   norr mgm restart 3 --wait 120       # restart node 3, wait until it is started again
   norr mgm stop --all                 # shut every data node down
+  norr mgm --secret-file /path/cluster.secret stop 3
+  norr mgm --data-dir norr-data stop --all   # the secret `norr up` keeps there
+
+Authentication: when the cluster has a secret ([cluster] secret, api_auth =
+\"secret\"; `norr up` always makes one), mgmd runs stop, start and restart only
+for a client that proves it (a challenge and an HMAC-SHA-256 over it and the
+command; the secret never crosses the wire). norr mgm reads it from
+--secret-file, from DIR/cluster.secret with --data-dir DIR, or from
+NORR_CLUSTER_SECRET. show and status are read-only and open to anyone who
+reaches mgmd's port.
 
 Exit status 0 on success, 1 with a one-line reason on stderr when mgmd cannot
 be reached, the node is unknown or not connected, or the command is refused.")]
@@ -27,6 +37,14 @@ pub struct MgmArgs {
     /// Seconds to wait for mgmd's answer.
     #[arg(long, default_value_t = 10, value_name = "SECS")]
     pub timeout: u64,
+    /// File holding the cluster secret, to prove for stop, start and
+    /// restart (default: NORR_CLUSTER_SECRET).
+    #[arg(long, value_name = "FILE", conflicts_with = "data_dir")]
+    pub secret_file: Option<std::path::PathBuf>,
+    /// Read the cluster secret from DIR/cluster.secret (the file `norr up`
+    /// keeps in its data directory).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<std::path::PathBuf>,
     #[command(subcommand)]
     pub cmd: MgmCmd,
 }
@@ -79,7 +97,10 @@ pub struct Wait {
 
 pub fn run(a: MgmArgs) -> anyhow::Result<()> {
     let timeout = Duration::from_secs(a.timeout.max(1));
-    let ask = |cmd: MgmCommand| -> anyhow::Result<MgmReply> { Ok(run_command(&a.mgm, cmd, timeout)?) };
+    let secret_file = a.secret_file.clone().or_else(|| a.data_dir.as_ref().map(|d| d.join(crate::secret::SECRET_FILE)));
+    let secret = crate::secret::from_flag_or_env(secret_file.as_deref())?;
+    let ask =
+        |cmd: MgmCommand| -> anyhow::Result<MgmReply> { Ok(run_command_with(&a.mgm, cmd, timeout, secret.as_ref())?) };
     let view = || -> anyhow::Result<ClusterView> {
         match ask(MgmCommand::Show)? {
             MgmReply::Show(v) => Ok(v),

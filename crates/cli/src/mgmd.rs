@@ -1,7 +1,7 @@
 //! `norr mgmd`: the management server process.
 
 use anyhow::Context;
-use norr_mgmd::config::{ClusterConfig, EXAMPLE_CONFIG};
+use norr_mgmd::config::{ApiAuth, ClusterConfig, EXAMPLE_CONFIG};
 use norr_mgmd::server::Mgmd;
 use std::path::PathBuf;
 
@@ -15,7 +15,13 @@ Examples:
 
 Data nodes, SQL nodes and clients then start with --mgm HOST:PORT and fetch
 the configuration; `norr mgm show` lists the cluster. A running cluster keeps
-serving while mgmd is down: only starting nodes and arbitration need it.")]
+serving while mgmd is down: only starting nodes and arbitration need it.
+
+With a cluster secret ([cluster] secret, or api_auth = \"secret\" and the
+secret from --secret-file / NORR_CLUSTER_SECRET) mgmd runs stop, start and
+restart only for a client that proves the secret (`norr mgm --secret-file`);
+each refusal is logged with the client's address. show and status stay open,
+and mgmd never hands the secret out.")]
 pub struct MgmdArgs {
     /// The cluster configuration file (TOML): nodes, replicas, data node
     /// knobs. Refused with every problem named if anything in it is wrong.
@@ -31,6 +37,11 @@ pub struct MgmdArgs {
     /// directories) and exit.
     #[arg(long)]
     pub check: bool,
+    /// File holding the cluster secret (NORR_CLUSTER_SECRET otherwise), for
+    /// a file that says api_auth = "secret" but does not hold the secret:
+    /// mgmd needs it to check management commands.
+    #[arg(long, value_name = "FILE")]
+    pub secret_file: Option<PathBuf>,
 }
 
 pub fn run(a: MgmdArgs) -> anyhow::Result<()> {
@@ -39,11 +50,25 @@ pub fn run(a: MgmdArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let path = a.config.context("--config FILE is required")?;
-    let config = ClusterConfig::load(&path)?;
+    let mut config = ClusterConfig::load(&path)?;
     if a.check {
         print!("{}", config.to_toml());
         eprintln!("norr mgmd: {} is valid (digest {:#018x})", path.display(), config.digest());
         return Ok(());
+    }
+    // The file's secret, else (for api_auth = "secret") the one given.
+    let given = crate::secret::from_flag_or_env(a.secret_file.as_deref())?;
+    if let Some(s) = given.filter(|_| config.api_auth == ApiAuth::Secret) {
+        if config.secret.as_ref().is_some_and(|f| *f != s) {
+            anyhow::bail!("{} holds a cluster secret, and another one was given: pass one of them", path.display());
+        }
+        config.secret = Some(s);
+    }
+    if config.api_auth == ApiAuth::Off && config.secret.is_some() {
+        eprintln!(
+            "norr mgmd: warning: the cluster file says api_auth = \"off\": management commands are not checked \
+             against the secret (anyone who reaches mgmd's port may stop the cluster)"
+        );
     }
     let name = config.name.clone();
     let groups = config.node_groups();
@@ -52,12 +77,13 @@ pub fn run(a: MgmdArgs) -> anyhow::Result<()> {
     let mgmd = Mgmd::start(config, a.node_id, None)?;
     eprintln!(
         "norr mgmd: node {} of cluster \"{name}\" listening on {} ({data_nodes} data node{} in {} node group{}, \
-         config digest {digest:#018x}; Ctrl-C stops it)",
+         config digest {digest:#018x}; management commands {}; Ctrl-C stops it)",
         mgmd.node_id(),
         mgmd.local_addr(),
         if data_nodes == 1 { "" } else { "s" },
         groups.len(),
         if groups.len() == 1 { "" } else { "s" },
+        if mgmd.commands_need_secret() { "need the cluster secret" } else { "are open" },
     );
     let stopper = mgmd.stopper();
     ctrlc::set_handler(move || stopper.stop()).context("cannot install the Ctrl-C handler")?;

@@ -14,7 +14,7 @@ use anyhow::{bail, Context};
 use norr_mgmd::config::ClusterConfig;
 use norr_mgmd::protocol::{ClusterView, MgmCommand, MgmReply, NodeState};
 use norr_mgmd::server::Mgmd;
-use norr_mgmd::session::run_command;
+use norr_mgmd::session::{run_command, run_command_with};
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -214,6 +214,10 @@ fn print_table(shape: &ClusterShape, mgm: SocketAddr, procs: &[DataProc], sql: O
         crate::up::native_secret_hint(&shape.secret_file)
     );
     println!("Cluster state:  norr mgm --mgm {mgm} show");
+    println!(
+        "Stop a node:    norr mgm --mgm {mgm} --secret-file {} stop N   (stop/start/restart prove the secret)",
+        shape.secret_file.display()
+    );
     if let Some(p) = procs.last() {
         println!(
             "Try a failure:  kill -9 {} (data node {}); the cluster keeps serving and `norr up` starts it again",
@@ -306,7 +310,7 @@ pub fn run(
     })();
 
     eprintln!("norr up: stopping the data nodes");
-    stop_all(&mgm, &mut procs);
+    stop_all(&mgm, &shape.secret, &mut procs);
     mgmd.stop();
     println!("NorrDB local cluster stopped.");
     result
@@ -334,8 +338,16 @@ fn keep(mgm: &str, procs: &mut [DataProc], interrupted: &AtomicBool) -> anyhow::
 
 /// `stop --all` through mgmd, then wait for the processes; kill what is
 /// left after `STOP_TIMEOUT`.
-fn stop_all(mgm: &str, procs: &mut [DataProc]) {
-    if let Err(e) = run_command(mgm, MgmCommand::StopAll, Duration::from_secs(5)) {
+fn stop_all(mgm: &str, secret: &norr_transport::auth::ClusterSecret, procs: &mut [DataProc]) {
+    // mgmd's refusal (an Error reply) is a failure too: before, a refused
+    // stop --all waited out STOP_TIMEOUT and then killed every node.
+    let sent = match run_command_with(mgm, MgmCommand::StopAll, Duration::from_secs(5), Some(secret)) {
+        Ok(MgmReply::Done { .. }) => Ok(()),
+        Ok(MgmReply::Error { message }) => Err(message),
+        Ok(MgmReply::Show(_)) => Err("mgmd answered with a cluster view".to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = sent {
         eprintln!("norr up: stop --all through mgmd failed ({e}); stopping the processes directly");
         for p in procs.iter() {
             if let Some(pid) = p.pid() {

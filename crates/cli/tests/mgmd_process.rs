@@ -5,11 +5,12 @@
 use norr_mgmd::config::ClusterConfig;
 use norr_mgmd::protocol::{MgmError, NodeCommand, NodeReport, NodeState, PeerRole};
 use norr_mgmd::session::{fetch_config, MgmLink};
+use norr_transport::auth::SECRET_ENV;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::{channel, Receiver};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const NORR: &str = env!("CARGO_BIN_EXE_norr");
@@ -68,6 +69,8 @@ port = 2203
 struct MgmdProcess {
     child: Child,
     addr: String,
+    /// Its stderr lines so far (its log).
+    log: Arc<Mutex<Vec<String>>>,
 }
 
 impl MgmdProcess {
@@ -75,6 +78,7 @@ impl MgmdProcess {
         let mut child = Command::new(NORR)
             .args(["mgmd", "--config"])
             .arg(config)
+            .env_remove(SECRET_ENV)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -87,8 +91,10 @@ impl MgmdProcess {
             }
         };
         // Drain stderr so the child never blocks on a full pipe.
-        std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
-        MgmdProcess { child, addr }
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = log.clone();
+        std::thread::spawn(move || lines.map_while(Result::ok).for_each(|l| sink.lock().unwrap().push(l)));
+        MgmdProcess { child, addr, log }
     }
 
     /// SIGINT, then the exit status.
@@ -114,7 +120,7 @@ impl Drop for MgmdProcess {
 }
 
 fn mgm(addr: &str, args: &[&str]) -> Output {
-    Command::new(NORR).args(["mgm", "--mgm", addr]).args(args).output().expect("run norr mgm")
+    Command::new(NORR).args(["mgm", "--mgm", addr]).args(args).env_remove(SECRET_ENV).output().expect("run norr mgm")
 }
 
 fn text(b: &[u8]) -> String {
@@ -297,4 +303,78 @@ fn example_config_validates_and_check_prints_the_full_file() {
     assert!(text(&out.stdout).contains("txn_inactive_timeout_ms"), "every knob is listed");
     let help = Command::new(NORR).args(["mgm", "--help"]).output().unwrap();
     assert!(text(&help.stdout).contains("norr mgm stop --all"), "{}", text(&help.stdout));
+    assert!(text(&help.stdout).contains("show and status are read-only and open"), "{}", text(&help.stdout));
+}
+
+/// Wait until `norr mgm show` lists node `id` as reporting.
+fn wait_shown(addr: &str, id: u16) {
+    let deadline = Instant::now() + T;
+    loop {
+        let out = mgm(addr, &["show"]);
+        assert!(out.status.success(), "show needs no secret: {}", text(&out.stderr));
+        let s = text(&out.stdout);
+        if s.lines().any(|l| l.trim_start().starts_with(&format!("{id} ")) && l.contains("started")) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "node {id} never shown as reporting:\n{s}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A cluster file with a secret: `norr mgm stop` without it or with
+/// another is refused (exit 1, one line, logged by mgmd with the client's
+/// address); with it (--secret-file, --data-dir, the environment) it
+/// works; show and status stay open.
+#[test]
+fn with_a_cluster_secret_mgm_commands_must_prove_it() {
+    let dir = TempDir::new("secret");
+    let secret = "ab".repeat(20);
+    let file = cluster_file(free_port()).replace("replicas = 2", &format!("replicas = 2\nsecret = \"{secret}\""));
+    let cfg = dir.write("cluster.toml", &file);
+    let right = dir.write("cluster.secret", &format!("{secret}\n"));
+    let wrong = dir.write("wrong.secret", &"cd".repeat(20));
+    let m = MgmdProcess::start(&cfg);
+    let (_link, rx) = fake_data_node(&m.addr, 2);
+    wait_shown(&m.addr, 2);
+    assert!(mgm(&m.addr, &["status"]).status.success());
+
+    let refused = |args: &[&str], why: &str| {
+        let out = mgm(&m.addr, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", text(&out.stdout));
+        let err = text(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(why), "{args:?}: {err}");
+    };
+    refused(&["stop", "2"], "mgmd refused stop 2: this cluster has a secret");
+    refused(&["stop", "--all"], "--secret-file FILE, --data-dir DIR");
+    let wrong = wrong.display().to_string();
+    refused(&["--secret-file", &wrong, "restart", "2"], "mgmd refused restart 2: wrong cluster secret");
+    assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "a refused command reached the node");
+    // mgmd logs before it answers; its stderr reaches us a little later.
+    let deadline = Instant::now() + T;
+    loop {
+        let log = m.log.lock().unwrap().clone();
+        let refusals = log.iter().filter(|l| l.contains("mgmd: refused") && l.contains(" from 127.0.0.1:")).count();
+        if refusals == 3 {
+            break;
+        }
+        assert!(
+            refusals < 3 && Instant::now() < deadline,
+            "each refusal logged once with the peer's address:\n{}",
+            log.join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let out = mgm(&m.addr, &["--secret-file", &right.display().to_string(), "stop", "2"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(rx.recv_timeout(T).unwrap(), NodeCommand::Stop);
+    let out = mgm(&m.addr, &["--data-dir", &dir.0.display().to_string(), "restart", "2"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(rx.recv_timeout(T).unwrap(), NodeCommand::Restart);
+    let out =
+        Command::new(NORR).args(["mgm", "--mgm", &m.addr, "stop", "--all"]).env(SECRET_ENV, &secret).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(rx.recv_timeout(T).unwrap(), NodeCommand::Shutdown);
+    assert_eq!(m.interrupt().code(), Some(0));
 }

@@ -114,7 +114,10 @@ fn interrupt_and_wait(mut up: Proc) {
     let deadline = Instant::now() + START;
     loop {
         if let Some(status) = up.child.try_wait().unwrap() {
-            assert!(status.success(), "norr up exited with {status}; log:\n{}", up.log_text());
+            let log = up.log_text();
+            assert!(status.success(), "norr up exited with {status}; log:\n{log}");
+            // A cluster's stop --all goes through mgmd, signed with the secret.
+            assert!(!log.contains("through mgmd failed"), "mgmd refused norr up's stop --all; log:\n{log}");
             return;
         }
         assert!(Instant::now() < deadline, "norr up did not stop on SIGINT; log:\n{}", up.log_text());

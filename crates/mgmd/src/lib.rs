@@ -6,6 +6,8 @@
 //! * [`server`]: `norr mgmd`: serves the configuration, hands out API node
 //!   ids, keeps every node's latest report, arbitrates, and relays
 //!   management commands.
+//! * [`command_auth`]: with a cluster secret, commands that change the
+//!   cluster (stop, start, restart) need the proof of it.
 //! * [`session`]: the node side: fetch the configuration, report, take
 //!   commands, ask for arbitration; reconnects in the background, so a
 //!   running cluster does not depend on mgmd.
@@ -13,6 +15,7 @@
 //! Blocking std networking (no async runtime): mgmd serves a handful of
 //! long-lived connections, and the session runs beside any runtime.
 
+pub mod command_auth;
 pub mod config;
 pub mod protocol;
 pub mod server;

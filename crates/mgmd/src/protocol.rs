@@ -6,8 +6,14 @@
 //! mgmd -> peer   Welcome | Refused          Refused closes the connection
 //! then, any order:
 //! peer -> mgmd   Report | Heartbeat | Arbitrate | Command
-//! mgmd -> peer   ArbitReply | CommandReply | NodeCommand
+//!                | CommandChallengeReq | SignedCommand
+//! mgmd -> peer   ArbitReply | CommandReply | NodeCommand | CommandChallenge
 //! ```
+//! A mgmd with the cluster secret serves a state-changing command (stop,
+//! start, restart, stop --all) only as a `SignedCommand`: the client asks for
+//! a nonce (`CommandChallengeReq`), mgmd answers `CommandChallenge`, and the
+//! client sends the command with its proof of the secret over that nonce and
+//! the command (`crate::command_auth`). `show` and `status` stay open.
 //! Messages are only ever appended to (new enum variants at the end), and
 //! `MGM_PROTOCOL_VERSION` grows when a shape changes; a Hello of another
 //! version is refused with both versions named. A frame over
@@ -81,6 +87,14 @@ pub enum ToMgmd {
     /// the session live so its node id stays reserved (see the server's
     /// `SESSION_STALE_AFTER`).
     Heartbeat,
+    /// "Give me a nonce to sign command `req_id` with": answered by a
+    /// `CommandChallenge`. A new request replaces an unused nonce.
+    CommandChallengeReq { req_id: u32 },
+    /// A command with the proof of the cluster secret
+    /// (`command_auth::sign`) over the nonce of the last `CommandChallenge`
+    /// on this connection; answered by a CommandReply with the same
+    /// `req_id`. A nonce serves one command only.
+    SignedCommand { req_id: u32, cmd: MgmCommand, client_nonce: [u8; 32], proof: [u8; 32] },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,6 +118,14 @@ pub enum FromMgmd {
     },
     /// Pushed to a data node (`norr mgm stop/start/restart N`, `stop --all`).
     NodeCommand(NodeCommand),
+    /// Answer to `CommandChallengeReq`: the nonce to sign the command with,
+    /// and the node id of the mgmd that will check it (part of what is
+    /// signed).
+    CommandChallenge {
+        req_id: u32,
+        nonce: [u8; 32],
+        mgmd_node: NodeId,
+    },
 }
 
 /// What a node says about itself.
@@ -200,6 +222,14 @@ pub enum MgmCommand {
     Start { node: NodeId },
     Restart { node: NodeId },
     StopAll,
+}
+
+impl MgmCommand {
+    /// Whether the command changes the cluster (and so, with a cluster
+    /// secret, needs the proof of it); `show` and `status` only read.
+    pub fn changes_state(&self) -> bool {
+        !matches!(self, MgmCommand::Show | MgmCommand::Status)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -444,6 +474,13 @@ mod tests {
             ToMgmd::Command { req_id: 7, cmd: MgmCommand::Restart { node: 3 } },
             ToMgmd::Command { req_id: 8, cmd: MgmCommand::StopAll },
             ToMgmd::Heartbeat,
+            ToMgmd::CommandChallengeReq { req_id: 9 },
+            ToMgmd::SignedCommand {
+                req_id: 9,
+                cmd: MgmCommand::Stop { node: 2 },
+                client_nonce: [3; 32],
+                proof: [4; 32],
+            },
         ];
         let view = ClusterView {
             name: "demo".into(),
@@ -477,6 +514,7 @@ mod tests {
             FromMgmd::CommandReply { req_id: 1, reply: MgmReply::Show(view) },
             FromMgmd::CommandReply { req_id: 2, reply: MgmReply::Done { message: "ok".into() } },
             FromMgmd::NodeCommand(NodeCommand::Shutdown),
+            FromMgmd::CommandChallenge { req_id: 9, nonce: [5; 32], mgmd_node: 1 },
         ];
         (to, from)
     }
@@ -539,7 +577,7 @@ mod tests {
 
         /// Valid messages with bytes flipped, cut or inserted never panic.
         #[test]
-        fn mutated_messages_never_panic(pick in 0usize..13, pos in any::<usize>(), byte in any::<u8>(), cut in any::<bool>()) {
+        fn mutated_messages_never_panic(pick in 0usize..16, pos in any::<usize>(), byte in any::<u8>(), cut in any::<bool>()) {
             let (to, from) = samples();
             let mut bytes = if pick < to.len() {
                 postcard::to_stdvec(&to[pick]).unwrap()

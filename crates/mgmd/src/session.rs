@@ -8,7 +8,8 @@
 //! the background with backoff (logged), says Hello again with the same node
 //! id, and carries on. Only arbitration needs mgmd at the moment it is asked.
 
-use crate::config::ClusterConfig;
+use crate::command_auth;
+use crate::config::{ClusterConfig, ClusterSecret};
 use crate::protocol::{
     bounded_text, send_on, ArbitReply, ArbitReq, FramedConn, FromMgmd, MgmCommand, MgmError, MgmReply, NodeCommand,
     NodeReport, PeerRole, Recv, ToMgmd, MGM_MAGIC, MGM_PROTOCOL_VERSION,
@@ -82,14 +83,44 @@ pub fn fetch_config(
     Ok((link, welcome))
 }
 
-/// One command to mgmd on a short connection (what `norr mgm` does).
+/// One command to mgmd on a short connection, without the cluster secret:
+/// a mgmd that has one answers a command that changes the cluster with an
+/// error (see `run_command_with`).
 pub fn run_command(mgm: &str, cmd: MgmCommand, timeout: Duration) -> Result<MgmReply, MgmError> {
+    run_command_with(mgm, cmd, timeout, None)
+}
+
+/// One command to mgmd on a short connection (what `norr mgm` does). With
+/// `secret`, a command that changes the cluster is signed
+/// (`command_auth`): ask for a challenge, answer it with the command and
+/// the proof. `show` and `status` are never signed.
+pub fn run_command_with(
+    mgm: &str,
+    cmd: MgmCommand,
+    timeout: Duration,
+    secret: Option<&ClusterSecret>,
+) -> Result<MgmReply, MgmError> {
     let addrs = split_addrs(mgm)?;
     let (mut conn, _, _) = connect_and_hello(&addrs, PeerRole::Mgm, None, "norr mgm")?;
-    conn.send(&ToMgmd::Command { req_id: 1, cmd })?;
+    const REQ: u32 = 1;
+    match secret.filter(|_| cmd.changes_state()) {
+        None => conn.send(&ToMgmd::Command { req_id: REQ, cmd })?,
+        Some(secret) => {
+            conn.send(&ToMgmd::CommandChallengeReq { req_id: REQ })?;
+            let (nonce, mgmd_node) = loop {
+                match conn.recv_within::<FromMgmd>(timeout)? {
+                    FromMgmd::CommandChallenge { req_id: REQ, nonce, mgmd_node } => break (nonce, mgmd_node),
+                    other => tracing::debug!("norr mgm: ignoring {other:?} while waiting for the challenge"),
+                }
+            };
+            let signed = command_auth::sign(secret, &nonce, mgmd_node, REQ, cmd)
+                .map_err(|detail| MgmError::Protocol { peer: conn.peer().to_string(), detail })?;
+            conn.send(&signed)?;
+        }
+    }
     loop {
         match conn.recv_within::<FromMgmd>(timeout)? {
-            FromMgmd::CommandReply { req_id: 1, reply } => return Ok(reply),
+            FromMgmd::CommandReply { req_id: REQ, reply } => return Ok(reply),
             other => tracing::debug!("norr mgm: ignoring {other:?} while waiting for the reply"),
         }
     }
@@ -338,7 +369,9 @@ impl MgmLink {
         result
     }
 
-    /// A management command over this session (what `norr mgm` sends).
+    /// A management command over this session (what `norr mgm` sends),
+    /// unsigned: a mgmd with the cluster secret answers one that changes the
+    /// cluster with an error (`run_command_with` signs).
     pub fn command(&self, cmd: MgmCommand, timeout: Duration) -> Result<MgmReply, MgmError> {
         let req_id = self.shared.next_req_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = channel();
@@ -489,7 +522,8 @@ fn handle(shared: &LinkShared, m: FromMgmd) -> Result<(), String> {
                 let _ = tx.send(reply);
             }
         }
-        other @ (FromMgmd::Welcome { .. } | FromMgmd::Refused { .. }) => {
+        // A link never asks for a challenge (it sends no signed commands).
+        other @ (FromMgmd::Welcome { .. } | FromMgmd::Refused { .. } | FromMgmd::CommandChallenge { .. }) => {
             return Err(format!("unexpected {other:?} after the welcome"));
         }
     }

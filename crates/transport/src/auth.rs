@@ -17,7 +17,12 @@
 //! transcript = "norr-api-auth-v1" 0x00 | node_nonce (32) | client_nonce (32) | context
 //! context (API client)  = 'A' | data_node (u16 BE) | kind (u8) | requested_api_node (u16 BE, 0 = none)
 //! context (data node)   = 'P' | from node (u16 BE) | to node (u16 BE) | incarnation (u64 BE)
+//! context (mgmd command) = 'M' | mgmd node (u16 BE) | the signed command's bytes
 //! ```
+//! mgmd asks the same proof of a state-changing management command (`norr
+//! mgm stop`), over a nonce it hands out per command and the command itself
+//! ([`mgm_command_context`]): the leading tag keeps a proof made for a
+//! connection from passing for a command, and the other way round.
 //! Data nodes of a cluster authenticate each other the same way on the same
 //! port: the node dialled answers a `PeerHello` with `PeerReply::Challenge`.
 //! The client nonce keeps a node (or someone posing as one) from choosing
@@ -161,9 +166,21 @@ pub fn peer_context(from: NodeId, to: NodeId, incarnation: u64) -> Vec<u8> {
     c
 }
 
+/// What a management command's proof binds: the mgmd that asked for it and
+/// the command's encoded bytes (request id and command, as the mgmd
+/// protocol encodes them), so a proof for `stop 3` is not one for
+/// `stop --all`.
+pub fn mgm_command_context(mgmd: NodeId, command: &[u8]) -> Vec<u8> {
+    let mut c = Vec::with_capacity(3 + command.len());
+    c.push(b'M');
+    c.extend_from_slice(&mgmd.to_be_bytes());
+    c.extend_from_slice(command);
+    c
+}
+
 /// The MAC over a handshake's transcript (see the module doc). `context`
-/// starts with a tag ('A' API, 'P' peer), so a proof of one kind of link is
-/// never one of the other.
+/// starts with a tag ('A' API, 'P' peer, 'M' mgmd command), so a proof of
+/// one purpose is never one of another.
 fn mac_over(
     secret: &ClusterSecret,
     node_nonce: &[u8; NONCE_BYTES],
@@ -264,6 +281,14 @@ mod tests {
         assert!(!verify(&s, &nonce, &peer_context(3, 2, 10), &p));
         assert!(!verify(&s, &nonce, &peer_context(4, 2, 9), &p));
         assert!(!verify(&s, &nonce, &ctx, &p));
+        // A management command's proof: for that command at that mgmd only,
+        // and never an API or peer proof.
+        let m = respond(&s, &nonce, &mgm_command_context(1, b"stop 3")).unwrap();
+        assert!(verify(&s, &nonce, &mgm_command_context(1, b"stop 3"), &m));
+        assert!(!verify(&s, &nonce, &mgm_command_context(1, b"stop --all"), &m));
+        assert!(!verify(&s, &nonce, &mgm_command_context(50, b"stop 3"), &m));
+        assert!(!verify(&s, &nonce, &ctx, &m));
+        assert!(!verify(&s, &nonce, &mgm_command_context(1, b"stop 3"), &r));
         // Any flipped bit of the proof.
         let mut flipped = r.clone();
         flipped.proof[31] ^= 1;

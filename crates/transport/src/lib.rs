@@ -2,6 +2,7 @@
 //! without IO so that the production runtime, the client and the simulator share
 //! them.
 
+pub mod account_auth;
 pub mod adaptive_send;
 pub mod auth;
 pub mod frame;

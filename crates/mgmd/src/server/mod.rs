@@ -3,7 +3,10 @@
 //! One thread accepts, one thread per connection reads (peers are few and
 //! long-lived: data nodes, SQL nodes, clients, `norr mgm`). Every decision
 //! is made by the deterministic `Registry` under one mutex; this module only
-//! moves bytes. A peer that sends a malformed or unexpected message is
+//! moves bytes. With the cluster secret (`[cluster] api_auth = "secret"`),
+//! each connection's `CommandGate` refuses a command that changes the
+//! cluster unless it carries the proof of the secret; every refusal is
+//! logged with the peer's address. A peer that sends a malformed or unexpected message is
 //! disconnected with a logged error; nothing a peer sends can panic mgmd.
 
 pub mod arbitrator;
@@ -11,8 +14,11 @@ pub mod registry;
 
 pub use registry::{check_version, Registry, Routed, SessionId, SESSION_STALE_AFTER};
 
-use crate::config::{ClusterConfig, NodeKind};
-use crate::protocol::{bounded_text, send_on, FramedConn, FromMgmd, MgmError, MgmReply, PeerRole, Recv, ToMgmd};
+use crate::command_auth::CommandGate;
+use crate::config::{ApiAuth, ClusterConfig, ClusterSecret, NodeKind};
+use crate::protocol::{
+    bounded_text, send_on, FramedConn, FromMgmd, MgmCommand, MgmError, MgmReply, PeerRole, Recv, ToMgmd,
+};
 use norr_kernel::NodeId;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -84,6 +90,10 @@ struct Shared {
     writers: Mutex<BTreeMap<SessionId, Arc<Mutex<TcpStream>>>>,
     stopping: AtomicBool,
     connections: AtomicUsize,
+    /// The secret commands that change the cluster must prove (None:
+    /// `api_auth = "off"`, commands are open).
+    command_secret: Option<ClusterSecret>,
+    node_id: NodeId,
 }
 
 impl Shared {
@@ -136,12 +146,26 @@ impl MgmdStopper {
 impl Mgmd {
     /// Listen as mgmd `node_id` (None: the only/first mgmd entry), on its
     /// configured host:port unless `listen` overrides it (tests use port 0).
+    /// With `api_auth = "secret"` the configuration must hold the secret
+    /// (`norr mgmd` puts the one of `--secret-file` / `NORR_CLUSTER_SECRET`
+    /// there): commands that change the cluster must prove it.
     pub fn start(
         config: ClusterConfig,
         node_id: Option<NodeId>,
         listen: Option<SocketAddr>,
     ) -> Result<Mgmd, MgmdError> {
         let node_id = choose_mgmd(&config, node_id)?;
+        let command_secret = match config.api_auth {
+            ApiAuth::Off => None,
+            ApiAuth::Secret => Some(config.secret.clone().ok_or_else(|| {
+                MgmdError::Config(format!(
+                    "the cluster requires the cluster secret ([cluster] api_auth = \"secret\") and this mgmd has none \
+                     to check management commands with: put it in the file's [cluster] secret, or pass \
+                     --secret-file FILE or set {}",
+                    norr_transport::auth::SECRET_ENV
+                ))
+            })?),
+        };
         let entry = config.node(node_id).expect("chosen from the config");
         let addr_text = listen.map_or_else(|| entry.address(), |a| a.to_string());
         let listener = match listen {
@@ -156,6 +180,8 @@ impl Mgmd {
             writers: Mutex::new(BTreeMap::new()),
             stopping: AtomicBool::new(false),
             connections: AtomicUsize::new(0),
+            command_secret,
+            node_id,
         });
         let s2 = shared.clone();
         let accept = std::thread::Builder::new()
@@ -176,6 +202,11 @@ impl Mgmd {
     /// The configuration served and its digest.
     pub fn config_digest(&self) -> u64 {
         self.shared.registry().digest()
+    }
+
+    /// Whether commands that change the cluster need the cluster secret.
+    pub fn commands_need_secret(&self) -> bool {
+        self.shared.command_secret.is_some()
     }
 
     pub fn stopper(&self) -> MgmdStopper {
@@ -341,6 +372,7 @@ fn session_loop(
     let peer: SocketAddr = conn.stream().peer_addr().map_err(|source| MgmError::Io { peer: "?".into(), source })?;
     let _ = conn.stream().set_read_timeout(Some(POLL));
     let unexpected = |what: &str| MgmError::Protocol { peer: peer.to_string(), detail: format!("unexpected {what}") };
+    let mut gate = CommandGate::new(shared.command_secret.clone(), shared.node_id);
     loop {
         if shared.stopping.load(Ordering::SeqCst) {
             return Ok(());
@@ -376,18 +408,54 @@ fn session_loop(
                 send_locked(writer, peer, &FromMgmd::ArbitReply(reply))?;
             }
             ToMgmd::Command { req_id, cmd } => {
-                let routed = shared.registry().route(&cmd, now);
-                let reply = match routed {
-                    Routed::Reply(r) => r,
-                    Routed::Push { targets, message } => push(shared, targets, message),
+                let reply = match gate.check_plain(&cmd) {
+                    Ok(()) => execute(shared, peer, &cmd, now),
+                    Err(reason) => {
+                        tracing::warn!("mgmd: refused {cmd:?} from {peer} ({role}): no proof of the cluster secret");
+                        MgmReply::Error { message: reason }
+                    }
                 };
-                if let MgmReply::Done { message } = &reply {
-                    tracing::info!("mgmd: {cmd:?} from {peer}: {message}");
-                }
                 send_locked(writer, peer, &FromMgmd::CommandReply { req_id, reply })?;
+            }
+            ToMgmd::CommandChallengeReq { req_id } => {
+                let nonce =
+                    gate.challenge(req_id).map_err(|detail| MgmError::Protocol { peer: peer.to_string(), detail })?;
+                send_locked(writer, peer, &FromMgmd::CommandChallenge { req_id, nonce, mgmd_node: gate.mgmd() })?;
+            }
+            ToMgmd::SignedCommand { req_id, cmd, client_nonce, proof } => {
+                match gate.check_signed(req_id, &cmd, &client_nonce, &proof) {
+                    Ok(()) => {
+                        let reply = execute(shared, peer, &cmd, now);
+                        send_locked(writer, peer, &FromMgmd::CommandReply { req_id, reply })?;
+                    }
+                    Err(reason) => {
+                        // Answered, then closed: a guesser gets one try per
+                        // connection.
+                        tracing::warn!("mgmd: refused {cmd:?} from {peer} ({role}): {reason}; closing the connection");
+                        send_locked(
+                            writer,
+                            peer,
+                            &FromMgmd::CommandReply { req_id, reply: MgmReply::Error { message: reason } },
+                        )?;
+                        return Ok(());
+                    }
+                }
             }
         }
     }
+}
+
+/// Run a command that passed the gate.
+fn execute(shared: &Shared, peer: SocketAddr, cmd: &MgmCommand, now: Instant) -> MgmReply {
+    let routed = shared.registry().route(cmd, now);
+    let reply = match routed {
+        Routed::Reply(r) => r,
+        Routed::Push { targets, message } => push(shared, targets, message),
+    };
+    if let MgmReply::Done { message } = &reply {
+        tracing::info!("mgmd: {cmd:?} from {peer}: {message}");
+    }
+    reply
 }
 
 /// Send each node its command; the reply says which sends failed.
