@@ -798,6 +798,18 @@ impl Engine {
         params: &[Value],
         row_plan: Option<&plan_cache::PlanSlot<dml::RowStmt>>,
     ) -> Result<QueryOutput, SqlError> {
+        let r = self.run_statement(s, p, params, row_plan).await;
+        txn_control::end_of_statement(s);
+        r
+    }
+
+    async fn run_statement(
+        &self,
+        s: &mut Session,
+        p: &Parsed,
+        params: &[Value],
+        row_plan: Option<&plan_cache::PlanSlot<dml::RowStmt>>,
+    ) -> Result<QueryOutput, SqlError> {
         let keeps_warnings = matches!(p, Parsed::Show(ShowStmt::Warnings { .. } | ShowStmt::Errors { .. }));
         if !keeps_warnings {
             s.warnings.clear();
@@ -820,6 +832,16 @@ impl Engine {
             if let Err(e) = acl::check::check(self, s, a, p).await {
                 self.record_error(s, &e);
                 return Err(e);
+            }
+        }
+        // A statement on tables outside a transaction starts one: it takes
+        // a pending SET TRANSACTION READ ONLY | READ WRITE (`start_next_txn_mode`).
+        // DDL's implicit commit ends it unused, as a COMMIT does.
+        if s.next_txn_read_only.is_some() && !s.in_transaction {
+            if read_only_ddl::refused(p) == Some(read_only_ddl::Refused::AfterImplicitCommit) {
+                s.next_txn_read_only = None;
+            } else if !lock_statements::table_accesses(s, p).is_empty() {
+                txn_control::start_next_txn_mode(s);
             }
         }
         if lock_statements::writes_rows(p) && txn_control::read_only(s) && lock_statements::writes_tables(s, p) {
@@ -1531,6 +1553,8 @@ impl Engine {
                 self.status.com_commit.fetch_add(1, Ordering::Relaxed);
                 self.wait_commit_allowed(s).await?;
                 txn_control::commit(s).await?;
+                // COMMIT and ROLLBACK end a pending SET TRANSACTION mode too.
+                s.next_txn_read_only = None;
                 if *chain {
                     txn_control::begin(s).await?;
                 }
@@ -1539,6 +1563,7 @@ impl Engine {
             Statement::Rollback { savepoint: None, chain } => {
                 self.status.com_rollback.fetch_add(1, Ordering::Relaxed);
                 txn_control::rollback(s).await?;
+                s.next_txn_read_only = None;
                 if *chain {
                     txn_control::begin(s).await?;
                 }
