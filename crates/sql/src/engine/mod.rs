@@ -30,6 +30,7 @@ pub mod fk_enforce;
 pub mod found_rows;
 pub mod full_group_by;
 pub mod generated;
+pub mod index_stats;
 pub mod inert_vars;
 pub mod infoschema;
 pub mod insert_values;
@@ -85,6 +86,7 @@ pub mod read_only_ddl;
 pub mod recursive;
 pub mod relations;
 pub mod rollup;
+pub mod row_estimates;
 pub mod row_layout;
 pub mod row_lock;
 pub mod scan_order;
@@ -198,6 +200,8 @@ pub struct Engine {
     acl: acl::Acl,
     /// AUTO_INCREMENT values this SQL node reserved and has not used.
     auto_inc: auto_inc_cache::AutoIncCache,
+    /// Row counts and rows per key this SQL node keeps (`index_stats`).
+    index_stats: index_stats::IndexStats,
 }
 
 /// A parsed statement.
@@ -647,6 +651,7 @@ impl Engine {
             seen_reconnects: AtomicU64::new(client_reconnects),
             acl: acl::Acl::default(),
             auto_inc: Default::default(),
+            index_stats: Default::default(),
         });
         // The system tables of accounts (first start of a cluster).
         acl::store::bootstrap(&engine).await?;
@@ -669,6 +674,11 @@ impl Engine {
     /// AUTO_INCREMENT values this SQL node keeps (`auto_inc_cache`).
     pub fn auto_inc_cache(&self) -> &auto_inc_cache::AutoIncCache {
         &self.auto_inc
+    }
+
+    /// Statistics for EXPLAIN (`index_stats`).
+    pub fn index_stats(&self) -> &index_stats::IndexStats {
+        &self.index_stats
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -879,8 +889,10 @@ impl Engine {
             }
             r = self.dispatch(s, p, params, row_plan).await;
         }
-        if let Err(e) = &r {
-            self.record_error(s, e);
+        match &r {
+            Err(e) => self.record_error(s, e),
+            Ok(out) if lock_statements::writes_rows(p) => index_stats::note_statement(self, s, p, out),
+            Ok(_) => {}
         }
         // EXECUTE recorded its statement's result already.
         if !matches!(p, Parsed::SqlPrepare(_)) {
