@@ -13,9 +13,11 @@ use norr_signals::{block, wire, ColumnType, DictOp, DictReq, Envelope, Signal};
 use norr_transport::auth::{self, AuthResponse, ClusterSecret};
 use norr_transport::handshake::{self, ApiKind, Hello, HelloReply};
 use norr_transport::{encode_frame, encode_frame_with, FrameDecoder};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
+
+mod support;
 
 const NODE: NodeId = 1;
 
@@ -54,16 +56,7 @@ impl Raw {
 
     /// The next frame; None once the node closed the connection.
     fn frame(&mut self) -> Option<Vec<u8>> {
-        let mut buf = [0u8; 4096];
-        loop {
-            if let Some(f) = self.dec.next_frame().unwrap() {
-                return Some(f.to_vec());
-            }
-            match self.s.read(&mut buf) {
-                Ok(0) | Err(_) => return None,
-                Ok(n) => self.dec.push(&buf[..n]),
-            }
-        }
+        support::read_frame(&mut self.s, &mut self.dec)
     }
 
     fn reply(&mut self) -> HelloReply {

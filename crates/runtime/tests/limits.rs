@@ -18,6 +18,9 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+mod support;
+use support::read_frame;
+
 const NODE: NodeId = 1;
 
 /// A request's txn: the reply carries one value of `reply_bytes` bytes; `seq`
@@ -54,19 +57,6 @@ struct Client {
     s: TcpStream,
     dec: FrameDecoder,
     api_node: NodeId,
-}
-
-fn read_frame(s: &mut TcpStream, dec: &mut FrameDecoder) -> Option<Vec<u8>> {
-    let mut buf = [0u8; 65536];
-    loop {
-        if let Some(f) = dec.next_frame().unwrap() {
-            return Some(f.to_vec());
-        }
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => dec.push(&buf[..n]),
-        }
-    }
 }
 
 /// Connect and handshake as `kind`; `rcvbuf`: a small socket receive buffer

@@ -14,6 +14,9 @@ use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod support;
+use support::read_frame;
+
 const NODE: NodeId = 1;
 /// TcKeyReq with a txn at or above this gets a reply of (txn - BIG) bytes.
 const BIG: u64 = 1 << 40;
@@ -104,19 +107,6 @@ fn hello_frame(magic: u32, version: u16) -> Vec<u8> {
     };
     encode_frame(&handshake::encode_hello(&h), &mut w);
     w
-}
-
-fn read_frame(s: &mut TcpStream, dec: &mut FrameDecoder) -> Option<Vec<u8>> {
-    let mut buf = [0u8; 65536];
-    loop {
-        if let Some(f) = dec.next_frame().unwrap() {
-            return Some(f.to_vec());
-        }
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => dec.push(&buf[..n]),
-        }
-    }
 }
 
 fn connect(h: &DataNodeHandle) -> Client {

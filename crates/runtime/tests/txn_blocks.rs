@@ -13,6 +13,8 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+mod support;
+
 const NODE: NodeId = 1;
 
 struct Client {
@@ -47,16 +49,7 @@ impl Client {
     }
 
     fn read_frame(&mut self) -> Option<Vec<u8>> {
-        let mut buf = [0u8; 65536];
-        loop {
-            if let Some(f) = self.dec.next_frame().unwrap() {
-                return Some(f.to_vec());
-            }
-            match self.s.read(&mut buf) {
-                Ok(0) | Err(_) => return None,
-                Ok(n) => self.dec.push(&buf[..n]),
-            }
-        }
+        support::read_frame(&mut self.s, &mut self.dec)
     }
 
     fn send(&mut self, to_block: u16, signal: Signal) {

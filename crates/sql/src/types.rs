@@ -307,6 +307,9 @@ pub struct Session {
     /// SET TRANSACTION READ ONLY | READ WRITE without SESSION: the mode of
     /// the next transaction only, as MySQL.
     pub next_txn_read_only: Option<bool>,
+    /// `txn_read_only` is the running autocommitted statement's mode (it
+    /// took `next_txn_read_only`): dropped when the statement ends.
+    pub txn_read_only_stmt: bool,
     /// The connection's TLS, if the client asked for it.
     pub tls: Option<TlsInfo>,
 }
@@ -348,6 +351,7 @@ impl Session {
             account: None,
             txn_read_only: None,
             next_txn_read_only: None,
+            txn_read_only_stmt: false,
             tls: None,
         }
     }

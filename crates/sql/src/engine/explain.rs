@@ -3,16 +3,22 @@
 //! unique lookup or batched join lookup, range = index range or several key
 //! lookups, ALL = full scan; `Extra` spells it out) and the partitions left
 //! after pruning (evaluated with the statement's parameters, if any).
+//! `rows` and `filtered` are estimates from the tables' statistics
+//! (`index_stats`, `row_estimates`), made when a table has none yet.
 
+use crate::engine::catalog::SqlTable;
 use crate::engine::exec::{self, scan_partitions};
 use crate::engine::expr::EvalCtx;
+use crate::engine::index_stats::{self, TableEstimate};
 use crate::engine::partition::PartFn;
 use crate::engine::plan::{self, Access};
 use crate::engine::query::{prepare_query, JoinLookup, QueryNode, SelectPlan, SourceKind, TableAccess};
-use crate::engine::{dml, multi_table_dml, Engine};
+use crate::engine::{dml, multi_table_dml, row_estimates, Engine};
 use crate::types::{ColumnMeta, FieldType, QueryOutput, Session, SqlError};
-use norr_signals::Value;
+use norr_signals::{TableId, Value};
 use sqlparser::ast::Statement;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Column names of EXPLAIN's output.
 pub const EXPLAIN_COLUMNS: [&str; 12] = [
@@ -65,9 +71,11 @@ pub fn access_row(
     alias: &str,
     ta: &TableAccess,
     lookup: Option<&JoinLookup>,
+    est: &Estimates,
     ctx: &mut EvalCtx,
 ) -> Result<Vec<Value>, SqlError> {
     let def = &ta.table.def;
+    let stats = est.get(&def.id).map(|e| e.as_ref());
     let names = partition_names(&ta.table, &ta.part);
     let join_lookup = lookup.is_some();
     let (ty, key, mut extra) = match (&ta.access, lookup) {
@@ -147,7 +155,8 @@ pub fn access_row(
     if parts.is_empty() {
         extra = "no matching row in pruned partitions".to_string();
     }
-    let rows = estimated_rows(ta, lookup.is_some_and(|l| !l.range), ctx)?;
+    let rows = estimated_rows(ta, lookup, stats, ctx)?;
+    let filtered = row_estimates::filtered(ta, lookup, stats);
     Ok(vec![
         Value::Int(id),
         s(select_type),
@@ -159,34 +168,91 @@ pub fn access_row(
         Value::Null,
         Value::Null,
         rows,
-        Value::Double(100.0),
+        Value::Double(filtered),
         s(&extra),
     ])
 }
 
-/// EXPLAIN's `rows` for a table access: the keys a lookup reads (with the
-/// statement's values; an evaluation that falls back to a scan, or an access
-/// by range or scan, has no estimate: NULL, as no statistics are kept yet),
-/// 1 per outer row for a join lookup on a unique key (`eq_ref`); NULL for
-/// `ref` (no index statistics yet).
-fn estimated_rows(ta: &TableAccess, eq_ref: bool, ctx: &mut EvalCtx) -> Result<Value, SqlError> {
+/// EXPLAIN's `rows` for a table access: the keys a lookup of whole keys
+/// reads (with the statement's values), 1 per outer row for a join lookup
+/// on a unique key (`eq_ref`), else the statistics' estimate
+/// (`row_estimates`); NULL without statistics.
+fn estimated_rows(
+    ta: &TableAccess,
+    lookup: Option<&JoinLookup>,
+    stats: Option<&TableEstimate>,
+    ctx: &mut EvalCtx,
+) -> Result<Value, SqlError> {
     let def = &ta.table.def;
-    if eq_ref {
+    if lookup.is_some_and(|l| !l.range) {
         return Ok(Value::Int(1));
     }
-    let keys = match &ta.access {
-        Access::PkLookup { keys } => plan::eval_keys(keys, &def.primary_key, def, ctx)?,
-        Access::UniqueLookup { index, keys, .. } => match def.index(*index) {
+    let keys = match (&ta.access, lookup) {
+        (_, Some(_)) => None,
+        (Access::PkLookup { keys }, _) => plan::eval_keys(keys, &def.primary_key, def, ctx)?,
+        (Access::UniqueLookup { index, keys, .. }, _) => match def.index(*index) {
             Some(ix) => plan::eval_keys(keys, &ix.columns, def, ctx)?,
             None => None,
         },
-        Access::PkRange { low, high } => match plan::resolve_pk_range(def, low, high, ctx)? {
+        (Access::PkRange { low, high }, _) => match plan::resolve_pk_range(def, low, high, ctx)? {
             plan::PkRangeRun::Keys(k) => Some(k),
             plan::PkRangeRun::Scan(_) => None,
         },
         _ => None,
     };
-    Ok(keys.map_or(Value::Null, |k| Value::Int(k.len() as i64)))
+    if let Some(k) = keys {
+        return Ok(Value::Int(k.len() as i64));
+    }
+    Ok(stats.and_then(|e| row_estimates::access_rows(ta, lookup, e)).map_or(Value::Null, |n| Value::Int(n as i64)))
+}
+
+/// The statistics of the tables a plan reads, by table id (`index_stats`).
+pub type Estimates = HashMap<TableId, Arc<TableEstimate>>;
+
+/// The tables `n` reads (derived tables and set operations included).
+fn tables_of(n: &QueryNode, out: &mut Vec<Arc<SqlTable>>) {
+    match n {
+        QueryNode::SetOp(s) => {
+            tables_of(&s.left, out);
+            tables_of(&s.right, out);
+        }
+        QueryNode::Select(p) => {
+            for src in &p.sources {
+                match &src.kind {
+                    SourceKind::Table(t) => out.push(t.table.clone()),
+                    SourceKind::Derived(d) => tables_of(d, out),
+                    _ => {}
+                }
+            }
+        }
+        QueryNode::Recursive(r) => r.anchors.iter().chain(&r.steps).for_each(|x| tables_of(x, out)),
+    }
+}
+
+/// The statistics of `tables` (made now for those that have none). A table
+/// that cannot be read for them gets none: its rows show NULL, the EXPLAIN
+/// still answers.
+async fn estimates_of(engine: &Engine, tables: Vec<Arc<SqlTable>>) -> Estimates {
+    let mut out = Estimates::new();
+    for t in tables {
+        if out.contains_key(&t.def.id) {
+            continue;
+        }
+        if let Ok(e) = index_stats::estimate(engine, &t).await {
+            out.insert(t.def.id, e);
+        }
+    }
+    out
+}
+
+/// The statistics of every table of a compiled query and its subqueries.
+async fn query_estimates(engine: &Engine, c: &crate::engine::query::Compiled) -> Estimates {
+    let mut tables = Vec::new();
+    tables_of(&c.root, &mut tables);
+    for sub in &c.subs {
+        tables_of(&sub.node, &mut tables);
+    }
+    estimates_of(engine, tables).await
 }
 
 fn explain_node(
@@ -194,20 +260,21 @@ fn explain_node(
     id: &mut i64,
     select_type: &str,
     out: &mut Vec<Vec<Value>>,
+    est: &Estimates,
     ctx: &mut EvalCtx,
 ) -> Result<(), SqlError> {
     match n {
         QueryNode::SetOp(s) => {
-            explain_node(&s.left, id, select_type, out, ctx)?;
-            explain_node(&s.right, id, "UNION", out, ctx)
+            explain_node(&s.left, id, select_type, out, est, ctx)?;
+            explain_node(&s.right, id, "UNION", out, est, ctx)
         }
-        QueryNode::Select(p) => explain_select(p, id, select_type, out, ctx),
+        QueryNode::Select(p) => explain_select(p, id, select_type, out, est, ctx),
         QueryNode::Recursive(r) => {
             for a in &r.anchors {
-                explain_node(a, id, select_type, out, ctx)?;
+                explain_node(a, id, select_type, out, est, ctx)?;
             }
             for s in &r.steps {
-                explain_node(s, id, "UNION", out, ctx)?;
+                explain_node(s, id, "UNION", out, est, ctx)?;
             }
             Ok(())
         }
@@ -219,16 +286,19 @@ fn explain_select(
     id: &mut i64,
     select_type: &str,
     out: &mut Vec<Vec<Value>>,
+    est: &Estimates,
     ctx: &mut EvalCtx,
 ) -> Result<(), SqlError> {
     *id += 1;
     let my_id = *id;
     for src in &p.sources {
         match &src.kind {
-            SourceKind::Table(t) => out.push(access_row(my_id, select_type, &src.alias, t, src.lookup.as_ref(), ctx)?),
+            SourceKind::Table(t) => {
+                out.push(access_row(my_id, select_type, &src.alias, t, src.lookup.as_ref(), est, ctx)?)
+            }
             SourceKind::Derived(n) => {
                 out.push(unkeyed_row(my_id, select_type, &src.alias, "derived table"));
-                explain_node(n, id, "DERIVED", out, ctx)?;
+                explain_node(n, id, "DERIVED", out, est, ctx)?;
             }
             SourceKind::JsonTable(_) => {
                 out.push(unkeyed_row(my_id, select_type, &src.alias, "Table function: json_table; Using temporary"))
@@ -300,15 +370,17 @@ pub async fn execute_explain(
     match statement.as_ref() {
         Statement::Query(q) => {
             let c = prepare_query(engine, session, q).await?;
+            let est = query_estimates(engine, &c).await;
             let mut ctx = exec::make_ctx(session, params, &c.sysvars, &c.uservars)?;
             let mut id = 0;
-            explain_node(&c.root, &mut id, "SIMPLE", &mut rows, &mut ctx)?;
+            explain_node(&c.root, &mut id, "SIMPLE", &mut rows, &est, &mut ctx)?;
             for sub in &c.subs {
                 explain_node(
                     &sub.node,
                     &mut id,
                     if sub.correlated { "DEPENDENT SUBQUERY" } else { "SUBQUERY" },
                     &mut rows,
+                    &est,
                     &mut ctx,
                 )?;
             }
@@ -325,9 +397,10 @@ pub async fn execute_explain(
         }
         Statement::Update(_) | Statement::Delete(_) if multi_table_dml::is_multi(statement) => {
             let (c, targets) = multi_table_dml::explain_plan(engine, session, statement).await?;
+            let est = query_estimates(engine, &c).await;
             let mut ctx = exec::make_ctx(session, params, &c.sysvars, &c.uservars)?;
             let mut id = 0;
-            explain_node(&c.root, &mut id, "SIMPLE", &mut rows, &mut ctx)?;
+            explain_node(&c.root, &mut id, "SIMPLE", &mut rows, &est, &mut ctx)?;
             let kind = if matches!(statement.as_ref(), Statement::Update(_)) { "UPDATE" } else { "DELETE" };
             for r in rows.iter_mut() {
                 let written =
@@ -342,15 +415,17 @@ pub async fn execute_explain(
                     &mut id,
                     if sub.correlated { "DEPENDENT SUBQUERY" } else { "SUBQUERY" },
                     &mut rows,
+                    &est,
                     &mut ctx,
                 )?;
             }
         }
         Statement::Update(_) | Statement::Delete(_) => {
             let (ta, alias) = dml::explain_access(engine, session, statement).await?;
+            let est = estimates_of(engine, vec![ta.table.clone()]).await;
             let mut ctx = exec::make_ctx(session, params, &[], &[])?;
             let kind = if matches!(statement.as_ref(), Statement::Update(_)) { "UPDATE" } else { "DELETE" };
-            rows.push(access_row(1, kind, &alias, &ta, None, &mut ctx)?);
+            rows.push(access_row(1, kind, &alias, &ta, None, &est, &mut ctx)?);
         }
         Statement::Insert(_) => {
             rows.push(vec![

@@ -30,6 +30,7 @@ pub mod fk_enforce;
 pub mod found_rows;
 pub mod full_group_by;
 pub mod generated;
+pub mod index_stats;
 pub mod inert_vars;
 pub mod infoschema;
 pub mod insert_values;
@@ -86,6 +87,7 @@ pub mod read_only_ddl;
 pub mod recursive;
 pub mod relations;
 pub mod rollup;
+pub mod row_estimates;
 pub mod row_layout;
 pub mod row_lock;
 pub mod scan_order;
@@ -200,6 +202,8 @@ pub struct Engine {
     acl: acl::Acl,
     /// AUTO_INCREMENT values this SQL node reserved and has not used.
     auto_inc: auto_inc_cache::AutoIncCache,
+    /// Row counts and rows per key this SQL node keeps (`index_stats`).
+    index_stats: index_stats::IndexStats,
 }
 
 /// A parsed statement.
@@ -649,6 +653,7 @@ impl Engine {
             seen_reconnects: AtomicU64::new(client_reconnects),
             acl: acl::Acl::default(),
             auto_inc: Default::default(),
+            index_stats: Default::default(),
         });
         // The system tables of accounts (first start of a cluster).
         acl::store::bootstrap(&engine).await?;
@@ -671,6 +676,11 @@ impl Engine {
     /// AUTO_INCREMENT values this SQL node keeps (`auto_inc_cache`).
     pub fn auto_inc_cache(&self) -> &auto_inc_cache::AutoIncCache {
         &self.auto_inc
+    }
+
+    /// Statistics for EXPLAIN (`index_stats`).
+    pub fn index_stats(&self) -> &index_stats::IndexStats {
+        &self.index_stats
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -825,6 +835,18 @@ impl Engine {
         params: &[Value],
         row_plan: Option<&plan_cache::PlanSlot<dml::RowStmt>>,
     ) -> Result<QueryOutput, SqlError> {
+        let r = self.run_statement(s, p, params, row_plan).await;
+        txn_control::end_of_statement(s);
+        r
+    }
+
+    async fn run_statement(
+        &self,
+        s: &mut Session,
+        p: &Parsed,
+        params: &[Value],
+        row_plan: Option<&plan_cache::PlanSlot<dml::RowStmt>>,
+    ) -> Result<QueryOutput, SqlError> {
         let keeps_warnings = matches!(p, Parsed::Show(ShowStmt::Warnings { .. } | ShowStmt::Errors { .. }));
         if !keeps_warnings {
             s.warnings.clear();
@@ -847,6 +869,16 @@ impl Engine {
             if let Err(e) = acl::check::check(self, s, a, p).await {
                 self.record_error(s, &e);
                 return Err(e);
+            }
+        }
+        // A statement on tables outside a transaction starts one: it takes
+        // a pending SET TRANSACTION READ ONLY | READ WRITE (`start_next_txn_mode`).
+        // DDL's implicit commit ends it unused, as a COMMIT does.
+        if s.next_txn_read_only.is_some() && !s.in_transaction {
+            if read_only_ddl::refused(p) == Some(read_only_ddl::Refused::AfterImplicitCommit) {
+                s.next_txn_read_only = None;
+            } else if !lock_statements::table_accesses(s, p).is_empty() {
+                txn_control::start_next_txn_mode(s);
             }
         }
         if lock_statements::writes_rows(p) && txn_control::read_only(s) && lock_statements::writes_tables(s, p) {
@@ -884,8 +916,10 @@ impl Engine {
             }
             r = self.dispatch(s, p, params, row_plan).await;
         }
-        if let Err(e) = &r {
-            self.record_error(s, e);
+        match &r {
+            Err(e) => self.record_error(s, e),
+            Ok(out) if lock_statements::writes_rows(p) => index_stats::note_statement(self, s, p, out),
+            Ok(_) => {}
         }
         // EXECUTE recorded its statement's result already.
         if !matches!(p, Parsed::SqlPrepare(_)) {
@@ -1560,6 +1594,8 @@ impl Engine {
                 self.status.com_commit.fetch_add(1, Ordering::Relaxed);
                 self.wait_commit_allowed(s).await?;
                 txn_control::commit(s).await?;
+                // COMMIT and ROLLBACK end a pending SET TRANSACTION mode too.
+                s.next_txn_read_only = None;
                 if *chain {
                     txn_control::begin(s).await?;
                 }
@@ -1568,6 +1604,7 @@ impl Engine {
             Statement::Rollback { savepoint: None, chain } => {
                 self.status.com_rollback.fetch_add(1, Ordering::Relaxed);
                 txn_control::rollback(s).await?;
+                s.next_txn_read_only = None;
                 if *chain {
                     txn_control::begin(s).await?;
                 }

@@ -4,9 +4,10 @@
 //! table is reported in its rows, not as a statement error, as MySQL does.
 //!
 //! What each does here, and why:
-//! * ANALYZE: the figures the SQL node shows (rows, row length) are computed
-//!   when asked (`table_stats`), so there is nothing stale to refresh; it
-//!   reads them once, which proves the table is readable, and says OK.
+//! * ANALYZE: the figures SHOW TABLE STATUS shows (rows, row length) are
+//!   computed when asked (`table_stats`), so nothing is stale there; the
+//!   statistics EXPLAIN's estimates come from (row count, rows per key of
+//!   each index prefix: `index_stats`) are made again from the table.
 //! * OPTIMIZE, CHECK, REPAIR: rows live in the data nodes' memory, where no
 //!   fragmentation accumulates that a rebuild would reclaim, and the data node
 //!   has no structure check to run on request. They answer as MySQL does for
@@ -22,7 +23,7 @@
 
 use crate::engine::infoschema::{col_i, col_s};
 use crate::engine::parse_ext::Cursor;
-use crate::engine::{ddl, error_map, exec, table_stats, Engine};
+use crate::engine::{ddl, error_map, exec, Engine};
 use crate::types::{QueryOutput, Session, SqlError, Warning, WarningLevel};
 use norr_signals::{ScanSpec, Value, MAX_SCAN_BATCH_ROWS};
 use sqlparser::tokenizer::Token;
@@ -170,7 +171,7 @@ pub async fn run(e: &Engine, s: &mut Session, st: &MaintenanceStmt) -> Result<Qu
             }
         };
         match st.op {
-            Op::Analyze => match table_stats::table_stats(e, &table).await {
+            Op::Analyze => match crate::engine::index_stats::analyze(e, &table).await {
                 Ok(_) => rows.push(row(db, t, "status", "OK")),
                 Err(err) => {
                     rows.push(row(db, t, "Error", &err.message));

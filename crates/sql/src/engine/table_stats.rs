@@ -49,6 +49,15 @@ pub async fn table_stats(e: &Engine, t: &SqlTable) -> Result<TableStats, SqlErro
     if sample_rows < SAMPLE_ROWS {
         return Ok(TableStats { rows: sample_rows, avg_row_length, data_length: sample_bytes });
     }
+    let n = count_rows(e, t).await?;
+    Ok(TableStats { rows: n, avg_row_length, data_length: avg_row_length.saturating_mul(n) })
+}
+
+/// `t`'s committed rows, counted by a scan that returns only the first
+/// primary-key column of each (see the module comment).
+pub async fn count_rows(e: &Engine, t: &SqlTable) -> Result<u64, SqlError> {
+    let client = e.client();
+    let err = |x| error_map::from_client(x, &exec::table_err(&t.def));
     let mut count = ScanSpec::full(t.def.id);
     count.table_version = t.def.version;
     count.ordered = false;
@@ -59,7 +68,7 @@ pub async fn table_stats(e: &Engine, t: &SqlTable) -> Result<TableStats, SqlErro
     while let Some(batch) = scan.next_batch().await.map_err(err)? {
         n += batch.len() as u64;
     }
-    Ok(TableStats { rows: n, avg_row_length, data_length: avg_row_length.saturating_mul(n) })
+    Ok(n)
 }
 
 /// The Rows, Avg_row_length and Data_length cells of a table's row in SHOW

@@ -202,11 +202,38 @@ pub async fn begin(s: &mut Session) -> Result<(), SqlError> {
 }
 
 /// Whether the statement about to run is in a read-only transaction: the
-/// explicit transaction's mode, else the session's @@transaction_read_only.
+/// explicit transaction's mode (or the autocommitted statement's, after SET
+/// TRANSACTION), else the session's @@transaction_read_only.
 pub fn read_only(s: &Session) -> bool {
     match s.txn_read_only {
-        Some(ro) if s.in_transaction => ro,
+        Some(ro) if s.in_transaction || s.txn_read_only_stmt => ro,
         _ => session_read_only(s),
+    }
+}
+
+/// A statement on tables is about to start a transaction while SET
+/// TRANSACTION READ ONLY | READ WRITE (no SESSION) waits for the next one.
+/// With autocommit off it opens the transaction, which keeps the mode until
+/// it ends; with autocommit on the statement is the whole transaction, so
+/// the mode is this statement's only (`end_of_statement` drops it), and the
+/// next statement is back to the session's @@transaction_read_only.
+pub fn start_next_txn_mode(s: &mut Session) {
+    let Some(ro) = s.next_txn_read_only.take() else { return };
+    s.txn_read_only = Some(ro);
+    if s.autocommit {
+        s.txn_read_only_stmt = true;
+    } else {
+        s.in_transaction = true;
+    }
+}
+
+/// After every statement: an autocommitted statement's own mode ends with it.
+pub fn end_of_statement(s: &mut Session) {
+    if s.txn_read_only_stmt {
+        s.txn_read_only_stmt = false;
+        if !s.in_transaction {
+            s.txn_read_only = None;
+        }
     }
 }
 

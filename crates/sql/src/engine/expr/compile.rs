@@ -604,9 +604,7 @@ impl<'a> Compiler<'a> {
             Expr::RLike { negated, expr, pattern, .. } => {
                 let (x, tx) = self.compile(expr)?;
                 let (p, tp) = self.compile(pattern)?;
-                // Case-sensitive only when a binary string takes part, as in MySQL.
-                let match_type = if cmp_coll(&tx, &tp) == Coll::Bin { "c" } else { "i" };
-                let m = C::Func(Func::RegexpLike, vec![x, p, C::Lit(Value::str(match_type))]);
+                let m = C::Func(Func::RegexpLike, regexp_args(Func::RegexpLike, vec![x, p], &[tx, tp]));
                 (if *negated { C::Not(Box::new(m)) } else { m }, SqlType::BOOL)
             }
             Expr::Case { operand, conditions, else_result, .. } => {
@@ -798,6 +796,9 @@ impl<'a> Compiler<'a> {
             ts.push(t);
         }
         let t = functions::ret_type(f, &ts);
+        if matches!(f, Func::RegexpLike | Func::RegexpInstr | Func::RegexpSubstr | Func::RegexpReplace) {
+            return Ok((CExpr::Func(f, regexp_args(f, cs, &ts)), t));
+        }
         if functions::is_json_fn(f) {
             push_json_args(&mut cs, &ts, functions::json_fns::embeds_values(f));
             if f == Func::JsonSearch && args.get(2).zip(ts.get(2)).is_some_and(|(a, t)| brings_ci_collation(a, t)) {
@@ -1424,6 +1425,31 @@ fn split_scope(name: &str) -> (bool, &str) {
     } else {
         (false, name)
     }
+}
+
+/// The REGEXP_* functions' arguments in the one layout `functions::regexp`
+/// reads: the optional ones the call left out filled with their defaults
+/// (position 1, occurrence 1, or 0 = all for REGEXP_REPLACE, return option
+/// 0, no match type), then the subject's and pattern's case sensitivity:
+/// "c" when a binary string takes part, as in MySQL, else "i".
+fn regexp_args(f: Func, mut args: Vec<CExpr>, types: &[SqlType]) -> Vec<CExpr> {
+    let lit = |v: Value| CExpr::Lit(v);
+    let coll = match (types.first(), types.get(1)) {
+        (Some(a), Some(b)) if cmp_coll(a, b) == Coll::Bin => "c",
+        _ => "i",
+    };
+    // Defaults of the arguments after the required ones, in order.
+    let defaults: Vec<Value> = match f {
+        Func::RegexpInstr => vec![Value::Int(1), Value::Int(1), Value::Int(0), Value::str("")],
+        Func::RegexpSubstr => vec![Value::Int(1), Value::Int(1), Value::str("")],
+        Func::RegexpReplace => vec![Value::Int(1), Value::Int(0), Value::str("")],
+        _ => vec![Value::str("")],
+    };
+    let required = if f == Func::RegexpReplace { 3 } else { 2 };
+    let given = args.len().saturating_sub(required);
+    args.extend(defaults.into_iter().skip(given).map(lit));
+    args.push(lit(Value::str(coll)));
+    args
 }
 
 pub(crate) fn wrong_args(name: &str) -> SqlError {

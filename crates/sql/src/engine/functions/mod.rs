@@ -11,6 +11,7 @@ pub mod json_fns;
 mod math;
 mod net_uuid;
 mod periods;
+mod regexp;
 mod temporal;
 mod text;
 pub mod tz;
@@ -79,6 +80,7 @@ pub enum Func {
     PeriodDiff,
     RandomBytes,
     /// REGEXP_LIKE(s, pattern [, match_type]); also the REGEXP / RLIKE operator.
+    /// The four take the layout of `expr::compile::regexp_args` (`regexp`).
     RegexpLike,
     RegexpInstr,
     RegexpSubstr,
@@ -345,9 +347,9 @@ pub fn lookup(name: &str) -> Option<(Func, usize, usize)> {
         "period_diff" => (PeriodDiff, 2, 2),
         "random_bytes" => (RandomBytes, 1, 1),
         "regexp_like" => (RegexpLike, 2, 3),
-        "regexp_instr" => (RegexpInstr, 2, 2),
-        "regexp_substr" => (RegexpSubstr, 2, 2),
-        "regexp_replace" => (RegexpReplace, 3, 3),
+        "regexp_instr" => (RegexpInstr, 2, 6),
+        "regexp_substr" => (RegexpSubstr, 2, 5),
+        "regexp_replace" => (RegexpReplace, 3, 6),
         "exp" => (Exp, 1, 1),
         "ln" => (Ln, 1, 1),
         "log" => (Log, 1, 2),
@@ -1499,8 +1501,8 @@ pub fn call(f: Func, args: Vec<Value>, ctx: &mut EvalCtx) -> Result<Value, SqlEr
             }
         }
         SubstringIndex | FindInSet | Ord | Bin | Oct | Conv | Unhex | ToBase64 | FromBase64 | Md5 | Sha1 | Sha2
-        | Crc32 | BitLength | Insert | Strcmp | Format | RegexpLike | RegexpInstr | RegexpSubstr | RegexpReplace
-        | Soundex => text::call(f, &args, ctx)?,
+        | Crc32 | BitLength | Insert | Strcmp | Format | Soundex => text::call(f, &args, ctx)?,
+        RegexpLike | RegexpInstr | RegexpSubstr | RegexpReplace => regexp::call(f, &args, ctx)?,
         Exp | Ln | Log | Log2 | Log10 | Sin | Cos | Tan | Asin | Acos | Atan | Atan2 | Cot | Radians | Degrees => {
             math::call(f, &args, ctx)?
         }

@@ -1,7 +1,8 @@
 //! String functions beyond the basic set in `mod.rs`: searching and splitting
 //! (SUBSTRING_INDEX, FIELD, ELT, FIND_IN_SET), codes and encodings (CHAR, ORD,
 //! BIN, OCT, CONV, UNHEX, TO_BASE64, FROM_BASE64, QUOTE), digests (MD5, SHA1,
-//! SHA2, CRC32), FORMAT, INSERT, STRCMP, UUID and regular expressions.
+//! SHA2, CRC32), FORMAT, INSERT, STRCMP and UUID (regular expressions:
+//! `regexp`).
 
 use super::{chars, s_val, text, Func};
 use crate::engine::expr::value::{self as vals, to_i64, to_num, to_text, Coll, Num};
@@ -10,8 +11,6 @@ use crate::types::SqlError;
 use base64::Engine as _;
 use norr_signals::Value;
 use sha2::Digest as _;
-use std::cell::RefCell;
-use std::collections::HashMap;
 
 /// Functions that see NULL arguments themselves.
 pub(super) fn call_null_aware(f: Func, args: &[Value], ctx: &mut EvalCtx) -> Option<Value> {
@@ -164,7 +163,6 @@ pub(super) fn call(f: Func, args: &[Value], ctx: &mut EvalCtx) -> Result<Value, 
                 None => Value::Null,
             }
         }
-        Func::RegexpLike | Func::RegexpInstr | Func::RegexpSubstr | Func::RegexpReplace => regexp(f, args, ctx)?,
         _ => return Err(SqlError::internal(format!("{f:?} is not a text function"))),
     })
 }
@@ -307,72 +305,6 @@ fn uuid_v1() -> String {
         rnd[6],
         rnd[7]
     )
-}
-
-/// Compiled patterns, per thread: a prepared statement re-runs the same few.
-const REGEX_CACHE_MAX: usize = 64;
-/// Bound on a compiled pattern's size, so hostile patterns get an error, not memory.
-const REGEX_SIZE_LIMIT: usize = 1 << 20;
-
-thread_local! {
-    static REGEX_CACHE: RefCell<HashMap<(String, bool), regex::Regex>> = RefCell::new(HashMap::new());
-}
-
-fn compiled(pattern: &str, case_insensitive: bool) -> Result<regex::Regex, SqlError> {
-    REGEX_CACHE.with(|c| {
-        let mut c = c.borrow_mut();
-        if let Some(r) = c.get(&(pattern.to_string(), case_insensitive)) {
-            return Ok(r.clone());
-        }
-        let r = regex::RegexBuilder::new(pattern)
-            .case_insensitive(case_insensitive)
-            .size_limit(REGEX_SIZE_LIMIT)
-            .build()
-            .map_err(|e| SqlError::new(3692, "HY000", format!("Illegal argument to a regular expression: {e}")))?;
-        if c.len() >= REGEX_CACHE_MAX {
-            c.clear();
-        }
-        c.insert((pattern.to_string(), case_insensitive), r.clone());
-        Ok(r)
-    })
-}
-
-/// REGEXP / RLIKE and the REGEXP_* functions. The match type (last argument of
-/// REGEXP_LIKE, or set by the compiler for the operator from the operands'
-/// collation) is MySQL's: 'c' case-sensitive, 'i' case-insensitive.
-fn regexp(f: Func, args: &[Value], ctx: &mut EvalCtx) -> Result<Value, SqlError> {
-    let subject = text(&args[0]).unwrap_or_default();
-    let pattern = text(&args[1]).unwrap_or_default();
-    let match_type = match (f, args.get(2)) {
-        (Func::RegexpLike, Some(m)) => text(m).unwrap_or_default(),
-        _ => String::from("i"),
-    };
-    let ci = match_type.chars().fold(true, |ci, c| match c {
-        'c' => false,
-        'i' => true,
-        _ => ci,
-    });
-    let re = compiled(&pattern, ci)?;
-    Ok(match f {
-        Func::RegexpLike => Value::Int(re.is_match(&subject) as i64),
-        Func::RegexpInstr => {
-            Value::Int(re.find(&subject).map(|m| subject[..m.start()].chars().count() as i64 + 1).unwrap_or(0))
-        }
-        Func::RegexpSubstr => re.find(&subject).map(|m| s_val(m.as_str().to_string())).unwrap_or(Value::Null),
-        Func::RegexpReplace => {
-            let with = text(&args[2]).unwrap_or_default();
-            // The result's size from the matches, before building it (a
-            // `$n` in the replacement is at most the whole subject).
-            let hits = re.find_iter(&subject).count() as u128;
-            let refs = with.matches('$').count() as u128;
-            let each = with.len() as u128 + refs * subject.len() as u128;
-            if super::over_packet(ctx, "regexp_replace", subject.len() as u128 + hits * each) {
-                return Ok(Value::Null);
-            }
-            s_val(re.replace_all(&subject, with.as_str()).into_owned())
-        }
-        _ => Value::Null,
-    })
 }
 
 /// MySQL's SOUNDEX: the first letter, then the code of each later letter
