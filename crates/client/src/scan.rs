@@ -112,7 +112,18 @@ impl ScanStream {
                 // sure.
                 self.done = true;
                 let code = err.code();
-                let scan_only = code == Some(ErrorCode::LockNoWait);
+                // A pushed aggregate the node would not compute (too many
+                // groups, a sum past its range) only ends the scan too: the
+                // caller reads the rows instead.
+                let scan_only = matches!(
+                    code,
+                    Some(
+                        ErrorCode::LockNoWait
+                            | ErrorCode::BadAggregate
+                            | ErrorCode::AggregateTooManyGroups
+                            | ErrorCode::AggregateOverflow
+                    )
+                );
                 if let Some(st) = self.txn_state.as_ref().filter(|_| !scan_only) {
                     let ended = if code == Some(ErrorCode::NodeFailure) { TXN_NODE_FAILED } else { TXN_ABORTED };
                     let prev = st.swap(ended, Ordering::AcqRel);

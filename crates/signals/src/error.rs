@@ -106,6 +106,10 @@ error_codes! {
     RedoLogFull = 410, Temporary, "REDO log files overloaded", "retry; the log frees as checkpoints complete";
     RedoBufferOverloaded = 1221, Temporary, "REDO buffers overloaded", "retry; the disk is slower than the commit rate (a faster disk, or a larger redo_buffer_bytes, helps)";
     CommitDiskTimeout = 4279, Permanent, "Transaction committed in memory on every replica, but its global checkpoint was not confirmed on disk in time", "do NOT retry: the transaction is committed; it reaches disk when global checkpoints run again (check the data nodes' disks and logs; the wait is bounded by commit_disk_timeout_ms)";
+    // --- pushed aggregates (ScanSpec::aggregate) ---
+    BadAggregate = 4280, Permanent, "Pushed aggregate refers to unknown columns or aggregates a type the data node does not aggregate", "fix the aggregate, or read the rows and aggregate them in the client";
+    AggregateTooManyGroups = 4281, Resource, "Pushed aggregate has more groups in a partition than it allowed", "read the rows and aggregate them in the client";
+    AggregateOverflow = 4282, Permanent, "Pushed SUM overflowed the data node's exact accumulator", "read the rows and aggregate them in the client";
 }
 
 impl ErrorCode {

@@ -282,6 +282,9 @@ pub struct LqhScanReq {
     /// each row tagged with its range's position.
     #[serde(deserialize_with = "crate::ops::bounded_ranges")]
     pub ranges: Vec<ScanRange>,
+    /// See `ScanSpec::aggregate`: this partition's partial rows, in one
+    /// `LqhScanConf`, instead of its rows.
+    pub aggregate: Option<crate::ops::ScanAggregate>,
 }
 
 /// One operation of an `LqhKeyReq`.

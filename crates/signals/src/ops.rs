@@ -343,6 +343,157 @@ pub struct ScanSpec {
     /// refused past it already by the decoder. Empty: a scan of `range`.
     #[serde(deserialize_with = "bounded_ranges")]
     pub ranges: Vec<ScanRange>,
+    /// Aggregate the rows in the data node (see `ScanAggregate`): each
+    /// partition returns one partial row per group instead of its rows.
+    pub aggregate: Option<ScanAggregate>,
+}
+
+/// One aggregate a data node computes per group of a partition's rows
+/// (after the scan's filter). Partial results, merged by the client:
+/// `CountStar` and `Count` give `Value::Int` (COUNT(col) skips NULLs);
+/// `Sum` gives the exact sum as `Value::Decimal` at the column's scale
+/// (integers: scale 0), NULL when no non-NULL value was seen; `Min` and
+/// `Max` give the least / greatest non-NULL value (NULL if none). Only
+/// integer and DECIMAL columns are summed, and only numeric and temporal
+/// columns are compared (no collation is involved), so every result is
+/// exact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AggFn {
+    CountStar,
+    Count(ColumnId),
+    Sum(ColumnId),
+    Min(ColumnId),
+    Max(ColumnId),
+}
+
+impl AggFn {
+    /// The column the aggregate reads (None: COUNT(*)).
+    pub fn column(self) -> Option<ColumnId> {
+        match self {
+            AggFn::CountStar => None,
+            AggFn::Count(c) | AggFn::Sum(c) | AggFn::Min(c) | AggFn::Max(c) => Some(c),
+        }
+    }
+}
+
+/// A pushed aggregate (`ScanSpec::aggregate`). Every partition groups its
+/// rows by `group_by` (numeric or temporal columns, NULL a group of its
+/// own) and returns one row per group: the group's values, then one
+/// partial result per `aggs` entry. With no `group_by`, exactly one row,
+/// also for no rows. A partition that meets more than `max_groups` groups
+/// fails the scan with `AggregateTooManyGroups`; a sum that leaves the
+/// accumulator's range fails it with `AggregateOverflow`. The scan takes
+/// no lock, limit or list of ranges; rows come in no order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScanAggregate {
+    #[serde(deserialize_with = "bounded_group_by")]
+    pub group_by: Vec<ColumnId>,
+    #[serde(deserialize_with = "bounded_aggs")]
+    pub aggs: Vec<AggFn>,
+    /// 1..=MAX_AGG_GROUPS.
+    pub max_groups: u32,
+}
+
+impl ScanAggregate {
+    /// Refuse what a data node does not aggregate exactly: unknown columns,
+    /// SUM of a non-integer non-DECIMAL column, grouping or comparing a
+    /// column that is not numeric or temporal (strings would need their
+    /// collation; floating point and TIMESTAMP are left to the client),
+    /// more aggregates or groups than the limits.
+    pub fn validate(&self, def: &crate::schema::TableDef) -> Result<(), NodeError> {
+        use crate::error::ErrorCode;
+        let bad = |m: String| Err(NodeError::with(ErrorCode::BadAggregate, m));
+        if self.max_groups == 0 || self.max_groups > MAX_AGG_GROUPS {
+            return bad(format!("max_groups must be 1..={MAX_AGG_GROUPS}, not {}", self.max_groups));
+        }
+        if self.aggs.is_empty() && self.group_by.is_empty() {
+            return bad("an aggregate with neither aggregates nor GROUP BY columns".into());
+        }
+        if self.aggs.len() > MAX_AGG_FNS || self.group_by.len() > MAX_AGG_GROUP_COLS {
+            return bad(format!("at most {MAX_AGG_FNS} aggregates and {MAX_AGG_GROUP_COLS} GROUP BY columns"));
+        }
+        let ty = |c: ColumnId| def.column(c).map(|col| &col.ty);
+        for c in &self.group_by {
+            match ty(*c) {
+                Some(t) if aggregate_comparable(t) => {}
+                Some(_) => return bad(format!("GROUP BY column {c} is not numeric or temporal")),
+                None => return bad(format!("no column {c} in table {}", def.name)),
+            }
+        }
+        for a in &self.aggs {
+            let Some(c) = a.column() else { continue };
+            let ok = match (a, ty(c)) {
+                (_, None) => return bad(format!("no column {c} in table {}", def.name)),
+                (AggFn::Count(_), Some(_)) => true,
+                (AggFn::Sum(_), Some(t)) => aggregate_summable(t),
+                (_, Some(t)) => aggregate_comparable(t),
+            };
+            if !ok {
+                return bad(format!("{a:?}: the data node does not aggregate this column's type"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether a pushed SUM takes a column of this type (summed exactly).
+pub fn aggregate_summable(ty: &crate::value::ColumnType) -> bool {
+    ty.int_range().is_some() || matches!(ty, crate::value::ColumnType::Decimal { .. })
+}
+
+/// Whether a pushed MIN / MAX / GROUP BY takes a column of this type
+/// (values ordered and equal without a collation or time zone).
+pub fn aggregate_comparable(ty: &crate::value::ColumnType) -> bool {
+    use crate::value::ColumnType as T;
+    aggregate_summable(ty) || matches!(ty, T::Date | T::Time | T::DateTime)
+}
+
+/// Most GROUP BY columns of a pushed aggregate.
+pub const MAX_AGG_GROUP_COLS: usize = 16;
+/// Most aggregates of a pushed aggregate.
+pub const MAX_AGG_FNS: usize = 64;
+/// Most groups a partition holds for one pushed aggregate.
+pub const MAX_AGG_GROUPS: u32 = 4096;
+
+fn bounded_group_by<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ColumnId>, D::Error> {
+    d.deserialize_seq(BoundedSeq::<ColumnId>::new(MAX_AGG_GROUP_COLS, "GROUP BY columns"))
+}
+
+fn bounded_aggs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<AggFn>, D::Error> {
+    d.deserialize_seq(BoundedSeq::<AggFn>::new(MAX_AGG_FNS, "aggregates"))
+}
+
+/// A sequence refused past `max` elements as soon as its length is read.
+struct BoundedSeq<T> {
+    max: usize,
+    what: &'static str,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T> BoundedSeq<T> {
+    fn new(max: usize, what: &'static str) -> Self {
+        BoundedSeq { max, what, _t: std::marker::PhantomData }
+    }
+}
+
+impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for BoundedSeq<T> {
+    type Value = Vec<T>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "at most {} {}", self.max, self.what)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        if let Some(n) = seq.size_hint().filter(|n| *n > self.max) {
+            return Err(serde::de::Error::invalid_length(n, &self));
+        }
+        let mut out = Vec::new();
+        while let Some(x) = seq.next_element()? {
+            if out.len() == self.max {
+                return Err(serde::de::Error::invalid_length(self.max + 1, &self));
+            }
+            out.push(x);
+        }
+        Ok(out)
+    }
 }
 
 pub const MAX_SCAN_BATCH_ROWS: u32 = 4096;
@@ -395,6 +546,7 @@ impl ScanSpec {
             limit: None,
             partitions: None,
             ranges: Vec::new(),
+            aggregate: None,
         }
     }
 }

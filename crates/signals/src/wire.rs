@@ -37,7 +37,10 @@ use serde::{Deserialize, Serialize};
 ///    TRUNCATE raises the table version); the local-only
 ///    `ClusterSignal::SystemRestartRep`; multi-range scans:
 ///    `ScanSpec::ranges`, `LqhScanReq::ranges`.
-pub const WIRE_VERSION: u16 = 12;
+/// 13: pushed aggregates: `ScanSpec::aggregate`, `LqhScanReq::aggregate`
+///    and the error codes `BadAggregate`, `AggregateTooManyGroups`,
+///    `AggregateOverflow`.
+pub const WIRE_VERSION: u16 = 13;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct WireMsg<'a> {

@@ -165,13 +165,14 @@ fn scan_spec() -> impl Strategy<Value = ScanSpec> {
             any::<Option<u64>>(),
             proptest::option::of(vec(any::<PartitionId>(), 0..4)),
             vec((bound(), bound()).prop_map(|(low, high)| ScanRange { low, high }), 0..3),
+            proptest::option::of(scan_aggregate()),
         ),
     )
         .prop_map(
             |(
                 (table, table_version, index, range, descending, ordered),
                 (filter, projection, lock, wait, batch_rows),
-                (limit, partitions, ranges),
+                (limit, partitions, ranges, aggregate),
             )| ScanSpec {
                 table,
                 table_version,
@@ -187,8 +188,21 @@ fn scan_spec() -> impl Strategy<Value = ScanSpec> {
                 limit,
                 partitions,
                 ranges,
+                aggregate,
             },
         )
+}
+
+fn scan_aggregate() -> impl Strategy<Value = ScanAggregate> {
+    let agg = prop_oneof![
+        Just(AggFn::CountStar),
+        any::<ColumnId>().prop_map(AggFn::Count),
+        any::<ColumnId>().prop_map(AggFn::Sum),
+        any::<ColumnId>().prop_map(AggFn::Min),
+        any::<ColumnId>().prop_map(AggFn::Max),
+    ];
+    (vec(any::<ColumnId>(), 0..3), vec(agg, 0..4), any::<u32>())
+        .prop_map(|(group_by, aggs, max_groups)| ScanAggregate { group_by, aggs, max_groups })
 }
 
 fn dict_op() -> impl Strategy<Value = DictOp> {
@@ -543,7 +557,18 @@ pub(crate) fn corpus_messages() -> Vec<(&'static str, Vec<u8>)> {
         msg(api(100), tc(), Signal::ScanTabReq(Box::new(ScanTabReq { txn: 8, scan_id: 5, standalone: true, spec })))
     };
     let over = crate::ops::MAX_SCAN_RANGES as i64 + 1;
+    // Pushed aggregates: a SUM grouped by a column, and one with an
+    // aggregate past the limit.
+    let agg_req = |n: usize| {
+        let mut aggs = vec![AggFn::CountStar, AggFn::Sum(3), AggFn::Min(2), AggFn::Max(2), AggFn::Count(3)];
+        aggs.resize(n, AggFn::CountStar);
+        let aggregate = Some(ScanAggregate { group_by: vec![2], aggs, max_groups: 64 });
+        let spec = ScanSpec { ordered: false, aggregate, ..ScanSpec::full(1) };
+        msg(api(100), tc(), Signal::ScanTabReq(Box::new(ScanTabReq { txn: 8, scan_id: 6, standalone: true, spec })))
+    };
     vec![
+        ("ok-scan-tabreq-aggregate.bin", agg_req(5)),
+        ("bad-scan-tabreq-aggregate-over-limit.bin", agg_req(crate::ops::MAX_AGG_FNS + 1)),
         ("ok-scan-tabreq-ranges.bin", ranges_req(3)),
         ("ok-scan-tabreq-ranges-at-limit.bin", ranges_req(over - 1)),
         ("bad-scan-tabreq-ranges-over-limit.bin", ranges_req(over)),

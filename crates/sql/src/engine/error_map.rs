@@ -164,13 +164,19 @@ pub fn from_node(e: &NodeError, ctx: &ErrCtx) -> SqlError {
         ErrorCode::TooManyTables => {
             SqlError::new(1005, "HY000", format!("Can't create table '{}' (too many tables){detail}", qualified(ctx)))
         }
-        ErrorCode::NoSuchScan | ErrorCode::BadScanBound | ErrorCode::BadFilter | ErrorCode::MalformedSignal => {
-            SqlError::internal(format!(
-                "Got error {} '{}' from NDBCLUSTER{detail}",
-                e.code.code(),
-                e.code.description()
-            ))
-        }
+        // The aggregate refusals reach a statement only if `pushed_agg` did
+        // not run it again unpushed (a bug): as the other bad requests.
+        ErrorCode::NoSuchScan
+        | ErrorCode::BadScanBound
+        | ErrorCode::BadFilter
+        | ErrorCode::MalformedSignal
+        | ErrorCode::BadAggregate
+        | ErrorCode::AggregateTooManyGroups
+        | ErrorCode::AggregateOverflow => SqlError::internal(format!(
+            "Got error {} '{}' from NDBCLUSTER{detail}",
+            e.code.code(),
+            e.code.description()
+        )),
         ErrorCode::UnsupportedVersion | ErrorCode::Internal => SqlError::internal(format!(
             "Got error {} '{}' from NDBCLUSTER{detail}",
             e.code.code(),

@@ -164,6 +164,7 @@ impl Lqh {
             wait: LockWait::Wait,
             batch_rows: copy_batch_rows(&def),
             ranges: Vec::new(),
+            aggregate: None,
         };
         let me = ctx.self_ref();
         self.on_scan_req(me, scan, ctx);

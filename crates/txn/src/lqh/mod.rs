@@ -30,6 +30,7 @@ mod replica;
 mod resync;
 mod savepoint;
 mod scan;
+mod scan_aggregate;
 mod scan_own;
 mod takeover;
 

@@ -18,6 +18,7 @@
 //! every row in `out` past `tagged` belongs to the current range.
 
 use super::exec::{lock_busy, project, project_owned};
+use super::scan_aggregate::ScanAgg;
 use super::scan_own::{own_scan_row, OwnScanSpec, OwnWrites};
 use super::{Lqh, WaitTarget};
 use crate::lock_queue::{Grant, LockKey, Mode};
@@ -78,6 +79,9 @@ pub(crate) struct LqhScan {
     /// For opening the next range: the reading transaction, the direction.
     reader: Option<TxnId>,
     descending: bool,
+    /// A pushed aggregate (`scan_aggregate`): rows are folded into it and
+    /// only its partial rows are returned, when the partition is done.
+    agg: Option<Box<ScanAgg>>,
 }
 
 type Key = (ScanKey, PartitionId);
@@ -103,6 +107,22 @@ impl Lqh {
             return fail(ctx, NodeError::new(ErrorCode::SchemaVersionMismatch));
         }
         assert!(!self.scans.contains_key(&key), "scan {key:?} opened twice");
+        // A pushed aggregate reads just the columns it aggregates.
+        let mut projection = req.projection;
+        let agg = match req.aggregate {
+            None => None,
+            Some(_) if !req.ranges.is_empty() || (req.txn.is_some() && req.lock != LockMode::CommittedRead) => {
+                let e = NodeError::with(ErrorCode::BadAggregate, "a pushed aggregate takes no list of ranges or lock");
+                return fail(ctx, e);
+            }
+            Some(a) => match ScanAgg::new(a, &def) {
+                Ok((agg, cols)) => {
+                    projection = cols;
+                    Some(Box::new(agg))
+                }
+                Err(e) => return fail(ctx, e),
+            },
+        };
         let range_no = (!req.ranges.is_empty()).then_some(0);
         let mut next_ranges = req.ranges.into_iter();
         let first = if range_no.is_some() { next_ranges.next() } else { req.range };
@@ -138,14 +158,14 @@ impl Lqh {
             assert!(!txn.committed);
         }
         self.counters.bump("lqh: scans");
-        let read_cols = (lock == LockMode::CommittedRead && !req.projection.is_empty()).then(|| {
+        let read_cols = (lock == LockMode::CommittedRead && !projection.is_empty()).then(|| {
             let mut m = vec![false; def.columns.len()];
             let mut mark = |c: ColumnId| {
                 if let Some(x) = m.get_mut(c as usize) {
                     *x = true;
                 }
             };
-            req.projection.iter().for_each(|c| mark(*c));
+            projection.iter().for_each(|c| mark(*c));
             if let Some(f) = &req.filter {
                 f.for_each_column(&mut mark);
             }
@@ -161,12 +181,12 @@ impl Lqh {
                 txn: req.txn,
                 table: req.table,
                 index: req.index,
-                row_keys: req.row_keys && req.index.is_some(),
+                row_keys: req.row_keys && req.index.is_some() && agg.is_none(),
                 part: req.part,
                 def,
                 cursor,
                 filter: req.filter,
-                projection: req.projection,
+                projection,
                 read_cols,
                 lock,
                 wait: req.wait,
@@ -184,6 +204,7 @@ impl Lqh {
                 tagged: 0,
                 reader: req.reader,
                 descending: req.descending,
+                agg,
             }),
         );
         self.scan_step(key, ctx);
@@ -351,6 +372,13 @@ impl Lqh {
             }
             let finished = range_done && !more_ranges;
             let s = self.scans.get_mut(&key).expect("scan");
+            if let Some(agg) = s.agg.as_mut() {
+                // Fold what was found; only the partial rows go to TC.
+                agg.fold(&mut s.out)?;
+                if finished {
+                    s.out = agg.take_partials();
+                }
+            }
             if s.out.len() >= s.batch_rows || finished {
                 s.tag_rows();
                 s.tagged = 0;

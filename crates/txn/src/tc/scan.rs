@@ -102,6 +102,15 @@ fn validate_spec(def: &TableDef, spec: &ScanSpec) -> Result<Vec<PartitionId>, No
     if let Some(f) = &spec.filter {
         validate_filter(f, def).map_err(|e| NodeError::with(ErrorCode::BadFilter, e.to_string()))?;
     }
+    if let Some(a) = &spec.aggregate {
+        a.validate(def)?;
+        if !spec.ranges.is_empty() || spec.limit.is_some() || spec.lock != LockMode::CommittedRead {
+            return Err(NodeError::with(
+                ErrorCode::BadAggregate,
+                "a pushed aggregate takes no list of ranges, limit or lock",
+            ));
+        }
+    }
     if let Some(c) = spec.projection.iter().find(|c| def.column(**c).is_none()) {
         return Err(NodeError::with(ErrorCode::NoSuchColumn, format!("column id {c} in table {}", def.name)));
     }
@@ -216,7 +225,8 @@ impl Tc {
         self.counters.bump("tc: scans");
         // Merged on the partitions' ordered keys only when the client needs
         // index order; otherwise an index scan runs as a full scan does.
-        let ordered = spec.index.is_some() && spec.ordered;
+        // A pushed aggregate's partial rows come in no order.
+        let ordered = spec.index.is_some() && spec.ordered && spec.aggregate.is_none();
         if spec.index.is_some() && !ordered {
             crate::probe!(self.counters, "tc: unordered index scan");
         }
@@ -274,6 +284,7 @@ impl Tc {
                     wait: spec.wait,
                     batch_rows: per_part,
                     ranges: spec.ranges.clone(),
+                    aggregate: spec.aggregate.clone(),
                 };
                 ctx.send(lqh, internal(InternalSignal::LqhScanReq(Box::new(r))));
             }
