@@ -237,7 +237,9 @@ pub fn normalize(sql: &str) -> Option<Normalized> {
                 let word_end = i + b[i..].iter().position(|x| !is_word_byte(*x)).unwrap_or(b.len() - i);
                 let w = &text[i..word_end];
                 if depth == 0 {
-                    if !values_done && !in_values && (w.eq_ignore_ascii_case("VALUES") || w.eq_ignore_ascii_case("VALUE"))
+                    if !values_done
+                        && !in_values
+                        && (w.eq_ignore_ascii_case("VALUES") || w.eq_ignore_ascii_case("VALUE"))
                     {
                         in_values = true;
                     } else if in_values {
