@@ -20,7 +20,8 @@
 # Env: NORR_BIN (default: a build with the `profiling` cargo profile, the
 #      release build with debug info, so costs are attributed to source
 #      lines; NORR_PROFILE picks another), NORR_DATAD_ARGS / NORR_SQLD_ARGS
-#      (extra flags), CG_KEEP=1 keeps the callgrind files (path printed).
+#      (extra flags), NORR_SQL_SETUP (a statement run first, e.g. SET GLOBAL ...),
+#      CG_KEEP=1 keeps the callgrind files (path printed).
 set -euo pipefail
 . "$(dirname "$0")/sysbench_common.sh"
 export NORR_PROFILE="${NORR_PROFILE:-profiling}"
@@ -52,6 +53,9 @@ PIDS+=("$SQLD")
 wait_port "$NORR_PORT" 120 "norr sqld (callgrind)"
 
 sql "$NORR_PORT" "CREATE DATABASE sbtest"
+# NORR_SQL_SETUP: a statement run before the counted runs (e.g. `SET GLOBAL
+# norr_text_plan_cache = OFF`, so that one binary gives both sides of an A/B).
+if [ -n "${NORR_SQL_SETUP:-}" ]; then sql "$NORR_PORT" "$NORR_SQL_SETUP"; fi
 sb "$NORR_PORT" "$WL" prepare >"$WORK/prepare.log" 2>&1 || { tail -20 "$WORK/prepare.log" >&2; exit 1; }
 sb "$NORR_PORT" "$WL" run --events=$((EVENTS / 4)) >"$WORK/warmup.log" 2>&1 || { tail -20 "$WORK/warmup.log" >&2; exit 1; }
 # Each sysbench run opens a connection and prepares its statements: a fixed

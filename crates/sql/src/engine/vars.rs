@@ -127,11 +127,11 @@ pub static VARS: &[VarDef] = &[
     // nodes' commit_disk_timeout_ms, then error 1296 / 4279: committed,
     // disk durability unconfirmed).
     v("norr_commit_wait", Both, Str, "network"),
+    // GCI of the session's last commit that wrote something.
+    ro("norr_last_commit_gci", Session, Int, "0"),
     // Text INSERT ... VALUES shapes keep their parse per session
     // (`text_cache`); OFF parses every statement.
     v("norr_text_plan_cache", Both, Bool, "1"),
-    // GCI of the session's last commit that wrote something.
-    ro("norr_last_commit_gci", Session, Int, "0"),
     ro("performance_schema", Global, Bool, "0"),
     ro("port", Global, Int, "3306"),
     ro("protocol_version", Global, Int, "10"),
