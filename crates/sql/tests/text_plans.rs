@@ -112,7 +112,8 @@ fn kept_parses_of_text_inserts_do_what_the_text_does() {
                 let kept = format!("{verb} {}", body.replace("{}", "a"));
                 let parsed = format!("/* parsed */ {verb} {}", body.replace("{}", "b"));
                 let (x, y) = (run(&mut c, &kept).await, run(&mut c, &parsed).await);
-                assert_eq!(x, y, "{kept}");
+                // Messages name the table (`'b.i'` for a duplicate in b).
+                assert_eq!(x, y.replace("'b.", "'a."), "{kept}");
                 statements += 1;
             }
         }

@@ -166,7 +166,7 @@ impl ScanAgg {
         Ok(())
     }
 
-    fn cell<'r>(row: &'r [Value], p: usize) -> Result<&'r Value, NodeError> {
+    fn cell(row: &[Value], p: usize) -> Result<&Value, NodeError> {
         row.get(p).ok_or_else(|| NodeError::with(ErrorCode::Internal, format!("aggregated row has no column {p}")))
     }
 
