@@ -122,7 +122,10 @@ fn kept_parses_of_text_inserts_do_what_the_text_does() {
         let b: Vec<Row> = c.query(rows("b")).await.unwrap();
         let show = |v: Vec<Row>| v.into_iter().map(|r| format!("{:?}", r.unwrap())).collect::<Vec<_>>();
         let (a, b) = (show(a), show(b));
-        assert!(a.len() > 20, "enough rows went in to compare: {}", a.len());
+        // UNIQUE (i) over nine candidate values and strict mode keep most
+        // statements out (that is what their answers above compare); some
+        // rows still went in.
+        assert!(a.len() >= 3, "rows went in to compare: {}", a.len());
         assert_eq!(a, b);
         // Three shapes x two verbs x two modes at most were parsed; every
         // other kept-side statement ran from its kept parse.
