@@ -37,7 +37,7 @@ mod proc_cluster;
 
 use norr_client::blocking::Client;
 use norr_client::{table_def, ColumnDef, ColumnType, ExecType, KeyOp, ScanSpec, TableId, Value};
-use proc_cluster::{complete_copy_in_log, recovered_in_log, restart_gci_in_log, Rng};
+use proc_cluster::{complete_copy_in_log, recovered_in_log, system_restart_gci, Rng};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -248,36 +248,10 @@ impl Nodes {
                 // Every node that restarted to the cluster's GCI says which;
                 // a log without it (an empty cluster's first GCI) falls back
                 // to what the files restored.
-                let told: Vec<u64> = texts.iter().filter_map(|t| restart_gci_in_log(t)).collect();
-                if told.windows(2).any(|w| w[0] != w[1]) {
-                    return Err(format!("the data nodes name different restart GCIs: {told:?}"));
-                }
+                let views: Vec<&str> = texts.iter().map(String::as_str).collect();
+                let gci = system_restart_gci(&views).map_err(|e| format!("{e}:\n{}", c.logs()))?;
                 let restored: Vec<Option<u64>> = texts.iter().map(|t| recovered_in_log(t)).collect();
                 let complete: Vec<Option<bool>> = texts.iter().map(|t| complete_copy_in_log(t)).collect();
-                let gci = match told.first() {
-                    Some(g) => *g,
-                    None => restored
-                        .iter()
-                        .flatten()
-                        .copied()
-                        .max()
-                        .ok_or_else(|| format!("no recovered GCI in the restart logs:\n{}", c.logs()))?,
-                };
-                // A GCI a node whose files are a complete copy restored was
-                // complete for the whole cluster: the restart may not go
-                // below it (commits of it were acknowledged). Only a node
-                // that was copying when it stopped may name a higher one.
-                for (i, (r, whole)) in restored.iter().zip(&complete).enumerate() {
-                    if let (Some(r), Some(true)) = (r, whole) {
-                        if *r > gci {
-                            return Err(format!(
-                                "the cluster restarted to GCI {gci}, below the GCI {r} that node {}'s complete files restored:\n{}",
-                                c.data[i].0,
-                                c.logs()
-                            ));
-                        }
-                    }
-                }
                 let shown: Vec<String> = restored
                     .iter()
                     .zip(&complete)

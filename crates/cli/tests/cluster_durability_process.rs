@@ -14,7 +14,7 @@ use norr_client::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use support::proc_cluster::{complete_copy_in_log, recovered_in_log, restart_gci_in_log, Cluster, START};
+use support::proc_cluster::{system_restart_gci, Cluster, START};
 
 const NORR: &str = env!("CARGO_BIN_EXE_norr");
 
@@ -105,22 +105,11 @@ fn killing_both_data_nodes_keeps_every_transaction_up_to_the_restart_gci() {
     cluster.wait_started(&[2, 3]);
     let texts: Vec<String> =
         (0..2).map(|i| cluster.nodes[i].as_ref().unwrap().log_text()[lens[i]..].to_string()).collect();
-    let restored: Vec<u64> = texts.iter().filter_map(|t| recovered_in_log(t)).collect();
-    // The cluster restarts to the GCI the nodes name: it may be above what
-    // either node's files restored (a node rolls forward through its REDO
-    // log to a GCI the other recorded), never below a complete copy's.
-    let told: Vec<u64> = texts.iter().filter_map(|t| restart_gci_in_log(t)).collect();
-    assert!(told.windows(2).all(|w| w[0] == w[1]), "the nodes name different restart GCIs: {told:?}");
-    let restart = told
-        .first()
-        .copied()
-        .or_else(|| restored.iter().copied().max())
-        .unwrap_or_else(|| panic!("no recovered GCI in the logs:\n{}", cluster.logs()));
-    for t in &texts {
-        if let (Some(r), Some(true)) = (recovered_in_log(t), complete_copy_in_log(t)) {
-            assert!(r <= restart, "restart GCI {restart} below the GCI {r} a complete copy restored");
-        }
-    }
+    // The cluster restarts to the GCI the nodes name (a node may roll
+    // forward past what either's files restored), never below a complete
+    // copy's (`system_restart_gci`).
+    let views: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let restart = system_restart_gci(&views).unwrap_or_else(|e| panic!("{e}:\n{}", cluster.logs()));
     assert!(restart >= durable_before, "restart GCI {restart} < {durable_before}, complete before the kill");
     // What the restarted nodes' files hold is shown again, from the restart GCI on.
     wait_restart_gci_at_least(&cluster, restart);

@@ -10,17 +10,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A data node's last restart line ("recovered to GCI g ..." or "no
+/// complete global checkpoint on disk ...").
+fn restart_line(log: &str) -> Option<&str> {
+    log.lines().rev().find(|l| l.contains("no complete global checkpoint on disk") || l.contains("recovered to GCI "))
+}
+
 /// The GCI a data node's last start restored from its own files, from its
 /// log ("recovered to GCI g"; 0 for "no complete global checkpoint on
 /// disk").
 pub fn recovered_in_log(log: &str) -> Option<u64> {
-    log.lines().rev().find_map(|l| {
-        if l.contains("no complete global checkpoint on disk") {
-            return Some(0);
-        }
-        let rest = l.split("recovered to GCI ").nth(1)?;
-        rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
-    })
+    let l = restart_line(log)?;
+    let Some(rest) = l.split("recovered to GCI ").nth(1) else { return Some(0) };
+    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
 }
 
 /// Whether a data node's last start found its files a complete copy of its
@@ -29,12 +31,34 @@ pub fn recovered_in_log(log: &str) -> Option<u64> {
 /// names is its system file's, and the cluster may restart below it).
 /// None without a restart line.
 pub fn complete_copy_in_log(log: &str) -> Option<bool> {
-    log.lines().rev().find_map(|l| {
-        if l.contains("no complete global checkpoint on disk") {
-            return Some(true);
+    restart_line(log).map(|l| !l.contains("an INCOMPLETE copy"))
+}
+
+/// The GCI a cluster's system restart went to, from each restarted data
+/// node's log since its start: the GCI the nodes name (they must agree; it
+/// may be above what any node's files restored, when a node rolled forward
+/// through its REDO log), else the highest GCI their files restored. Never
+/// below a GCI that a node whose files are a complete copy restored: that
+/// GCI was complete for the whole cluster.
+pub fn system_restart_gci(texts: &[&str]) -> Result<u64, String> {
+    let told: Vec<u64> = texts.iter().filter_map(|t| restart_gci_in_log(t)).collect();
+    if told.windows(2).any(|w| w[0] != w[1]) {
+        return Err(format!("the data nodes name different restart GCIs: {told:?}"));
+    }
+    let gci = match told.first() {
+        Some(g) => *g,
+        None => texts.iter().filter_map(|t| recovered_in_log(t)).max().ok_or("no recovered GCI in the restart logs")?,
+    };
+    for (i, t) in texts.iter().enumerate() {
+        if let (Some(r), Some(true)) = (recovered_in_log(t), complete_copy_in_log(t)) {
+            if r > gci {
+                return Err(format!(
+                    "the cluster restarted to GCI {gci}, below the GCI {r} that data node #{i}'s complete files restored"
+                ));
+            }
         }
-        l.contains("recovered to GCI ").then(|| !l.contains("an INCOMPLETE copy"))
-    })
+    }
+    Ok(gci)
 }
 
 /// The GCI a cluster's system restart restarted to, from a data node's log

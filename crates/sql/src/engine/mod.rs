@@ -795,8 +795,9 @@ impl Engine {
         s.exec_time_hint = exec_time::hint(sql);
         // A repeated INSERT ... VALUES shape runs from its kept parse with
         // its literals as parameters (`text_cache`).
-        let cache_on = s.vars.get("norr_text_plan_cache").and_then(|v| v.as_i64()) != Some(0);
-        if let Some(n) = text_cache::normalize(sql).filter(|_| cache_on) {
+        // The switch is read only for texts the cache would take.
+        let cache_on = |s: &Session| s.vars.get("norr_text_plan_cache").and_then(|v| v.as_i64()) != Some(0);
+        if let Some(n) = text_cache::normalize(sql).filter(|_| cache_on(s)) {
             let kept = match s.text_plans.get(&n.key) {
                 Some(p) => {
                     self.status.text_plan_hits.fetch_add(1, Ordering::Relaxed);
