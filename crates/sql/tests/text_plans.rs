@@ -108,7 +108,7 @@ fn kept_parses_of_text_inserts_do_what_the_text_does() {
                         rng.pick(UNS)
                     ),
                 };
-                let verb = if rng.next() % 4 == 0 { "INSERT IGNORE" } else { "INSERT" };
+                let verb = if rng.next().is_multiple_of(4) { "INSERT IGNORE" } else { "INSERT" };
                 let kept = format!("{verb} {}", body.replace("{}", "a"));
                 let parsed = format!("/* parsed */ {verb} {}", body.replace("{}", "b"));
                 let (x, y) = (run(&mut c, &kept).await, run(&mut c, &parsed).await);

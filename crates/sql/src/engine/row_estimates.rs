@@ -143,15 +143,13 @@ fn selectivity(e: &CExpr, def: &TableDef, est: Option<&TableEstimate>) -> f64 {
             }
             _ => 1.0,
         },
-        CExpr::Between { expr, low, high, negated, .. } if matches!(expr.as_ref(), CExpr::Col(_)) => {
-            if constant(low) && constant(high) {
-                if *negated {
-                    1.0 - BETWEEN
-                } else {
-                    BETWEEN
-                }
+        CExpr::Between { expr, low, high, negated, .. }
+            if matches!(expr.as_ref(), CExpr::Col(_)) && constant(low) && constant(high) =>
+        {
+            if *negated {
+                1.0 - BETWEEN
             } else {
-                1.0
+                BETWEEN
             }
         }
         CExpr::Like { expr, negated, .. } if matches!(expr.as_ref(), CExpr::Col(_)) => {
