@@ -57,17 +57,26 @@ txns_of() { sed -n 's/.*transactions: *\([0-9]*\) .*/\1/p' "$1" | head -1; }
 us_per_txn() { awk -v t="$1" -v n="$2" -v hz="$TICK" 'BEGIN { if (n > 0) printf "%.0f", t * 1e6 / hz / n; else print "n/a" }'; }
 
 declare -A TPS QPS P95 SBCPU SRVCPU
+# Each workload is prepared on every target, then the runs alternate between
+# the targets (rep 1 of each, rep 2 of each, ...): a change in the machine's
+# load (other processes on the shared cores) then falls on every target alike
+# instead of on whichever ran during it.
+declare -A R_TPS R_QPS R_P95 R_SB R_SRV
 for wl in $WORKLOADS; do
   for target in $TARGETS; do
     port="${PORT[$target]}"
-    # sb picks the Unix socket by port; point it at this target's.
     NORR_PORT="$port"; NORR_SOCKET="${SOCK[$target]}"
     sql "$port" "DROP DATABASE IF EXISTS sbtest; CREATE DATABASE sbtest"
     sb "$port" "$wl" prepare >"$WORK/$target-$wl-prepare.log" 2>&1 \
       || { echo "$target $wl prepare failed:" >&2; tail -20 "$WORK/$target-$wl-prepare.log" >&2; exit 1; }
-    srv="${SRV[$target]}"
-    tps=""; qps=""; p95=""; sbcpu=""; srvcpu=""
-    for rep in $(seq 1 "$REPS"); do
+    R_TPS[$target]=""; R_QPS[$target]=""; R_P95[$target]=""; R_SB[$target]=""; R_SRV[$target]=""
+  done
+  for rep in $(seq 1 "$REPS"); do
+    for target in $TARGETS; do
+      port="${PORT[$target]}"
+      # sb picks the Unix socket by port; point it at this target's.
+      NORR_PORT="$port"; NORR_SOCKET="${SOCK[$target]}"
+      srv="${SRV[$target]}"
       log="$WORK/$target-$wl-run$rep.log"
       # shellcheck disable=SC2086 # a list of pids
       c0="$(cpu_of $srv)"
@@ -82,15 +91,18 @@ for wl in $WORKLOADS; do
       sbc="$(us_per_txn "$(awk -v hz="$TICK" '{ printf "%.0f", ($1 + $2) * hz }' "$WORK/sbtime")" "$n")"
       svc="$(us_per_txn $((c1 - c0)) "$n")"
       echo "$target $wl run $rep: $(tps_of "$log") tps, $(qps_of "$log") qps, p95 $(p95_of "$log") ms, CPU per txn: sysbench $sbc us, server $svc us" >&2
-      tps="$tps $(tps_of "$log")"; qps="$qps $(qps_of "$log")"; p95="$p95 $(p95_of "$log")"
-      sbcpu="$sbcpu $sbc"; srvcpu="$srvcpu $svc"
+      R_TPS[$target]="${R_TPS[$target]} $(tps_of "$log")"; R_QPS[$target]="${R_QPS[$target]} $(qps_of "$log")"
+      R_P95[$target]="${R_P95[$target]} $(p95_of "$log")"
+      R_SB[$target]="${R_SB[$target]} $sbc"; R_SRV[$target]="${R_SRV[$target]} $svc"
     done
-    TPS[$target,$wl]="$(echo "$tps" | median)"
-    QPS[$target,$wl]="$(echo "$qps" | median)"
-    P95[$target,$wl]="$(echo "$p95" | median)"
-    SBCPU[$target,$wl]="$(echo "$sbcpu" | median)"
-    SRVCPU[$target,$wl]="$(echo "$srvcpu" | median)"
-    sb "$port" "$wl" cleanup >"$WORK/$target-$wl-cleanup.log" 2>&1 || true
+  done
+  for target in $TARGETS; do
+    TPS[$target,$wl]="$(echo "${R_TPS[$target]}" | median)"
+    QPS[$target,$wl]="$(echo "${R_QPS[$target]}" | median)"
+    P95[$target,$wl]="$(echo "${R_P95[$target]}" | median)"
+    SBCPU[$target,$wl]="$(echo "${R_SB[$target]}" | median)"
+    SRVCPU[$target,$wl]="$(echo "${R_SRV[$target]}" | median)"
+    sb "${PORT[$target]}" "$wl" cleanup >"$WORK/$target-$wl-cleanup.log" 2>&1 || true
   done
 done
 
@@ -108,7 +120,7 @@ done
 report="
 ## sysbench vs MariaDB, $(date -u '+%Y-%m-%d %H:%M UTC')
 
-Command: \`bench/sysbench_vs_mariadb.sh\` (transport=${SB_TRANSPORT:-tcp} tables=$SB_TABLES table-size=$SB_TABLE_SIZE threads=$SB_THREADS time=${SB_TIME}s, median of $REPS runs)
+Command: \`bench/sysbench_vs_mariadb.sh\` (transport=${SB_TRANSPORT:-tcp} tables=$SB_TABLES table-size=$SB_TABLE_SIZE threads=$SB_THREADS time=${SB_TIME}s, median of $REPS runs, alternating between the servers)
 Machine: nproc=$(nproc), CPU: $cpu; $(sysbench --version); $(mariadbd --version | head -1)
 norr commit: ${COMMIT:-$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)}${NORR_BIN:+ (binary: $NORR_BIN)}
 

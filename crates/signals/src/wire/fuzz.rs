@@ -389,12 +389,14 @@ fn corpus_dir() -> std::path::PathBuf {
 fn corpus() -> Vec<(String, Vec<u8>)> {
     let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(corpus_dir())
         .expect("corpus/wire exists")
-        .map(|e| {
-            let p = e.expect("corpus entry").path();
+        .map(|e| e.expect("corpus entry").path())
+        // Names first: a `.tmp` file being written by `write_corpus_when_asked`
+        // (run in parallel with this) is never read.
+        .filter(|p| p.extension().is_some_and(|x| x == "bin"))
+        .map(|p| {
             let name = p.file_name().and_then(|n| n.to_str()).expect("file name").to_string();
             (name, std::fs::read(&p).expect("corpus file reads"))
         })
-        .filter(|(n, _)| n.ends_with(".bin"))
         .collect();
     out.sort();
     out
@@ -684,7 +686,11 @@ fn write_corpus_when_asked() {
     }
     std::fs::create_dir_all(corpus_dir()).unwrap();
     for (name, bytes) in corpus_messages() {
-        std::fs::write(corpus_dir().join(name), bytes).unwrap();
+        // Written aside and renamed: the corpus tests running beside this
+        // one never read a half-written file.
+        let tmp = corpus_dir().join(format!("{name}.tmp"));
+        std::fs::write(&tmp, bytes).unwrap();
+        std::fs::rename(&tmp, corpus_dir().join(name)).unwrap();
     }
 }
 
