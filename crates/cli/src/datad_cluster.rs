@@ -13,7 +13,7 @@ use anyhow::{bail, Context};
 use norr_kernel::NodeId;
 use norr_mgmd::config::{ApiAuth, ClusterConfig, NodeKind};
 use norr_mgmd::protocol::{ArbitReply, ArbitReq, NodeCommand, NodeReport, NodeState, PeerRole, Refusal};
-use norr_mgmd::session::{fetch_config, MgmLink};
+use norr_mgmd::session::{fetch_config_with, MgmLink};
 use norr_runtime::{
     start_data_node_with_options, Arbitrator, ClusterNet, DataNodeConfig, DataNodeHandle, NodeExit, RuntimeOptions,
 };
@@ -143,7 +143,8 @@ pub fn run(
     in_memory: bool,
     secret: Option<norr_transport::auth::ClusterSecret>,
 ) -> anyhow::Result<()> {
-    let (link, welcome) = fetch_config(mgm, PeerRole::DataNode, Some(node_id), &format!("data node {node_id}"))
+    let name = format!("data node {node_id}");
+    let (link, welcome) = fetch_config_with(mgm, PeerRole::DataNode, Some(node_id), &name, secret.clone())
         .with_context(|| format!("cannot get the cluster configuration from mgmd at {mgm}"))?;
     let config = welcome.config.clone();
     let me = config.node(node_id).with_context(|| format!("node {node_id} is not in the cluster configuration"))?;

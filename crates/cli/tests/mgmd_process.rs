@@ -4,7 +4,7 @@
 
 use norr_mgmd::config::ClusterConfig;
 use norr_mgmd::protocol::{MgmError, NodeCommand, NodeReport, NodeState, PeerRole};
-use norr_mgmd::session::{fetch_config, MgmLink};
+use norr_mgmd::session::{fetch_config, fetch_config_with, MgmLink};
 use norr_transport::auth::SECRET_ENV;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -128,7 +128,13 @@ fn text(b: &[u8]) -> String {
 }
 
 fn fake_data_node(addr: &str, id: u16) -> (MgmLink, Receiver<NodeCommand>) {
-    let (link, welcome) = fetch_config(addr, PeerRole::DataNode, Some(id), "fake datad").unwrap();
+    fake_data_node_with(addr, id, None)
+}
+
+/// A fake data node that proves `secret` when mgmd challenges its Hello.
+fn fake_data_node_with(addr: &str, id: u16, secret: Option<&str>) -> (MgmLink, Receiver<NodeCommand>) {
+    let secret = secret.map(|s| norr_transport::auth::ClusterSecret::new(s).unwrap());
+    let (link, welcome) = fetch_config_with(addr, PeerRole::DataNode, Some(id), "fake datad", secret).unwrap();
     assert_eq!(welcome.config.name, "proc");
     let (tx, rx) = channel();
     let tx = Mutex::new(tx);
@@ -334,7 +340,7 @@ fn with_a_cluster_secret_mgm_commands_must_prove_it() {
     let right = dir.write("cluster.secret", &format!("{secret}\n"));
     let wrong = dir.write("wrong.secret", &"cd".repeat(20));
     let m = MgmdProcess::start(&cfg);
-    let (_link, rx) = fake_data_node(&m.addr, 2);
+    let (_link, rx) = fake_data_node_with(&m.addr, 2, Some(&secret));
     wait_shown(&m.addr, 2);
     assert!(mgm(&m.addr, &["status"]).status.success());
 

@@ -165,8 +165,16 @@ impl Client {
             crate::ApiKind::Management => PeerRole::Mgm,
         };
         let (m, name, want) = (mgm.to_string(), opts.client_name.clone(), opts.api_node_id);
+        // The secret the data nodes' challenges get (`ConnectOptions::secret`,
+        // else the environment) also opens the mgmd session of a cluster
+        // that has one.
+        let secret = match &opts.secret {
+            Some(s) => Some(s.clone()),
+            None => norr_transport::auth::ClusterSecret::from_env().map_err(ClientError::Protocol)?,
+        };
         let fetched =
-            tokio::task::spawn_blocking(move || norr_mgmd::session::fetch_config(&m, role, want, &name)).await;
+            tokio::task::spawn_blocking(move || norr_mgmd::session::fetch_config_with(&m, role, want, &name, secret))
+                .await;
         let (link, welcome) = match fetched {
             Ok(Ok(r)) => r,
             Ok(Err(e @ MgmError::Refused { .. })) => return Err(ClientError::Protocol(e.to_string())),

@@ -8,6 +8,8 @@
 //!   management commands.
 //! * [`command_auth`]: with a cluster secret, commands that change the
 //!   cluster (stop, start, restart) need the proof of it.
+//! * [`session_auth`]: with a cluster secret, a node proves it before mgmd
+//!   gives it a session (a node id, the configuration, a say in arbitration).
 //! * [`session`]: the node side: fetch the configuration, report, take
 //!   commands, ask for arbitration; reconnects in the background, so a
 //!   running cluster does not depend on mgmd.
@@ -20,3 +22,4 @@ pub mod config;
 pub mod protocol;
 pub mod server;
 pub mod session;
+pub mod session_auth;

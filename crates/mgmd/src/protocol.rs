@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 /// "NMGM": guards against talking to something that is not a NorrDB mgmd peer.
 pub const MGM_MAGIC: u32 = 0x4E4D_474D;
-pub const MGM_PROTOCOL_VERSION: u16 = 3;
+pub const MGM_PROTOCOL_VERSION: u16 = 4;
 /// Largest frame either side accepts: a configuration of hundreds of nodes
 /// is tens of kilobytes.
 pub const MAX_MGM_FRAME_BYTES: usize = 16 << 20;
@@ -95,6 +95,9 @@ pub enum ToMgmd {
     /// on this connection; answered by a CommandReply with the same
     /// `req_id`. A nonce serves one command only.
     SignedCommand { req_id: u32, cmd: MgmCommand, client_nonce: [u8; 32], proof: [u8; 32] },
+    /// Answer to a `SessionChallenge`: the proof of the cluster secret for
+    /// the session the Hello asked for (`session_auth::prove`).
+    SessionProof { client_nonce: [u8; 32], proof: [u8; 32] },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,6 +126,13 @@ pub enum FromMgmd {
     /// signed).
     CommandChallenge {
         req_id: u32,
+        nonce: [u8; 32],
+        mgmd_node: NodeId,
+    },
+    /// Answer to the Hello of a data node, SQL node or API client when the
+    /// cluster has a secret: prove it (`ToMgmd::SessionProof`) over this
+    /// nonce before mgmd reserves a node id or hands out the configuration.
+    SessionChallenge {
         nonce: [u8; 32],
         mgmd_node: NodeId,
     },

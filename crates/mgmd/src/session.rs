@@ -75,11 +75,24 @@ pub fn fetch_config(
     node_id: Option<NodeId>,
     name: &str,
 ) -> Result<(MgmLink, Welcome), MgmError> {
+    fetch_config_with(mgm, role, node_id, name, None)
+}
+
+/// [`fetch_config`] for a node that holds the cluster secret: it proves it
+/// when mgmd challenges the Hello (`session_auth`), here and at every
+/// reconnect. Without the secret a mgmd that has one refuses the session.
+pub fn fetch_config_with(
+    mgm: &str,
+    role: PeerRole,
+    node_id: Option<NodeId>,
+    name: &str,
+    secret: Option<ClusterSecret>,
+) -> Result<(MgmLink, Welcome), MgmError> {
     let addrs = split_addrs(mgm)?;
     let name = bounded_text(name);
-    let (conn, addr, welcome) = connect_and_hello(&addrs, role, node_id, &name)?;
+    let (conn, addr, welcome) = connect_and_hello(&addrs, role, node_id, &name, secret.as_ref())?;
     tracing::info!("connected to mgmd at {addr} as node {} of cluster \"{}\"", welcome.node_id, welcome.config.name);
-    let link = MgmLink::spawn(addrs, role, welcome.node_id, name, welcome.digest, conn, addr);
+    let link = MgmLink::spawn(addrs, role, welcome.node_id, name, welcome.digest, conn, addr, secret);
     Ok((link, welcome))
 }
 
@@ -101,7 +114,9 @@ pub fn run_command_with(
     secret: Option<&ClusterSecret>,
 ) -> Result<MgmReply, MgmError> {
     let addrs = split_addrs(mgm)?;
-    let (mut conn, _, _) = connect_and_hello(&addrs, PeerRole::Mgm, None, "norr mgm")?;
+    // A management client's session is never challenged (session_auth):
+    // its commands carry their own proofs.
+    let (mut conn, _, _) = connect_and_hello(&addrs, PeerRole::Mgm, None, "norr mgm", None)?;
     const REQ: u32 = 1;
     match secret.filter(|_| cmd.changes_state()) {
         None => conn.send(&ToMgmd::Command { req_id: REQ, cmd })?,
@@ -152,6 +167,7 @@ fn connect_and_hello(
     role: PeerRole,
     node_id: Option<NodeId>,
     name: &str,
+    secret: Option<&ClusterSecret>,
 ) -> Result<(FramedConn, String, Welcome), MgmError> {
     let mut failures = Vec::new();
     for addr in addrs {
@@ -165,7 +181,18 @@ fn connect_and_hello(
         let mut conn = FramedConn::new(stream);
         let hello =
             ToMgmd::Hello { magic: MGM_MAGIC, version: MGM_PROTOCOL_VERSION, role, node_id, name: name.to_string() };
-        let answer = conn.send(&hello).and_then(|()| conn.recv_within::<FromMgmd>(WELCOME_TIMEOUT));
+        let mut answer = conn.send(&hello).and_then(|()| conn.recv_within::<FromMgmd>(WELCOME_TIMEOUT));
+        if let Ok(FromMgmd::SessionChallenge { nonce, mgmd_node }) = answer {
+            let Some(secret) = secret else {
+                return Err(MgmError::Refused {
+                    addr: addr.clone(),
+                    reason: crate::session_auth::missing_secret_reason(role),
+                });
+            };
+            let proof = crate::session_auth::prove(secret, &nonce, mgmd_node, role, node_id)
+                .map_err(|detail| MgmError::Protocol { peer: addr.clone(), detail })?;
+            answer = conn.send(&proof).and_then(|()| conn.recv_within::<FromMgmd>(WELCOME_TIMEOUT));
+        }
         match answer {
             Ok(FromMgmd::Welcome { node_id: got, config_toml, digest }) => {
                 let config = ClusterConfig::parse(&config_toml, Path::new("."))
@@ -229,6 +256,8 @@ struct LinkState {
 
 struct LinkShared {
     addrs: Vec<String>,
+    /// Proved again at every reconnect (session_auth).
+    secret: Option<ClusterSecret>,
     role: PeerRole,
     node_id: NodeId,
     name: String,
@@ -271,6 +300,7 @@ pub struct MgmLink {
 }
 
 impl MgmLink {
+    #[allow(clippy::too_many_arguments)] // one call site, each argument named there
     fn spawn(
         addrs: Vec<String>,
         role: PeerRole,
@@ -279,10 +309,12 @@ impl MgmLink {
         digest: u64,
         conn: FramedConn,
         addr: String,
+        secret: Option<ClusterSecret>,
     ) -> MgmLink {
         let writer = conn.stream().try_clone().ok();
         let shared = Arc::new(LinkShared {
             addrs,
+            secret,
             role,
             node_id,
             name,
@@ -523,7 +555,10 @@ fn handle(shared: &LinkShared, m: FromMgmd) -> Result<(), String> {
             }
         }
         // A link never asks for a challenge (it sends no signed commands).
-        other @ (FromMgmd::Welcome { .. } | FromMgmd::Refused { .. } | FromMgmd::CommandChallenge { .. }) => {
+        other @ (FromMgmd::Welcome { .. }
+        | FromMgmd::Refused { .. }
+        | FromMgmd::CommandChallenge { .. }
+        | FromMgmd::SessionChallenge { .. }) => {
             return Err(format!("unexpected {other:?} after the welcome"));
         }
     }
@@ -533,7 +568,8 @@ fn handle(shared: &LinkShared, m: FromMgmd) -> Result<(), String> {
 /// Hello again with our node id; on success the connection is installed.
 fn reconnect(shared: &LinkShared) -> Result<FramedConn, MgmError> {
     let want = (shared.role != PeerRole::Mgm).then_some(shared.node_id);
-    let (conn, addr, welcome) = connect_and_hello(&shared.addrs, shared.role, want, &shared.name)?;
+    let (conn, addr, welcome) =
+        connect_and_hello(&shared.addrs, shared.role, want, &shared.name, shared.secret.as_ref())?;
     if welcome.digest != shared.digest {
         tracing::warn!(
             "mgmd at {addr} now serves another configuration (digest {:#018x}, this node started with {:#018x}): \

@@ -7,7 +7,7 @@ use norr_mgmd::protocol::{
     MGM_PROTOCOL_VERSION,
 };
 use norr_mgmd::server::Mgmd;
-use norr_mgmd::session::{fetch_config, run_command, run_command_with, MgmLink};
+use norr_mgmd::session::{fetch_config, fetch_config_with, run_command, run_command_with, MgmLink};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
@@ -40,7 +40,9 @@ fn start(config: &str) -> (Mgmd, String) {
 }
 
 fn data_node(addr: &str) -> (MgmLink, Receiver<NodeCommand>) {
-    let (link, _) = fetch_config(addr, PeerRole::DataNode, Some(2), "fake datad").unwrap();
+    // A node of a cluster with a secret proves it to open its session.
+    let secret = ClusterSecret::new(SECRET).unwrap();
+    let (link, _) = fetch_config_with(addr, PeerRole::DataNode, Some(2), "fake datad", Some(secret)).unwrap();
     let (tx, rx) = channel();
     let tx = std::sync::Mutex::new(tx);
     link.start_reporting(
@@ -244,4 +246,87 @@ fn bad_proofs_and_frames_are_refused_and_mgmd_serves_on() {
         other => panic!("{other:?}"),
     }
     assert_eq!(rx.recv_timeout(T).unwrap(), NodeCommand::Restart);
+}
+
+/// The Hello of a data node, SQL node or API client is challenged: without
+/// the secret, with a wrong one, or with a proof made for another node id
+/// it is refused before any node id is reserved (the real node then gets
+/// its id); the right secret opens the session, also after mgmd restarts
+/// (the link proves it again at its reconnect). `norr mgm` sessions are not
+/// challenged (their commands are).
+#[test]
+fn node_sessions_must_prove_the_secret() {
+    let (m, addr) = start(CONFIG);
+    let secret = ClusterSecret::new(SECRET).unwrap();
+    let wrong = ClusterSecret::new(&"x".repeat(40)).unwrap();
+    let refused = |r: Result<(MgmLink, norr_mgmd::session::Welcome), norr_mgmd::protocol::MgmError>| match r {
+        Err(norr_mgmd::protocol::MgmError::Refused { reason, .. }) => reason,
+        Err(e) => panic!("not a refusal: {e}"),
+        Ok(_) => panic!("a session was opened"),
+    };
+    let e = refused(fetch_config(&addr, PeerRole::DataNode, Some(2), "no secret"));
+    assert!(e.contains("proof of the cluster secret") && e.contains("--secret-file"), "{e}");
+    let e = refused(fetch_config_with(&addr, PeerRole::DataNode, Some(2), "wrong", Some(wrong.clone())));
+    assert!(e.contains("wrong cluster secret"), "{e}");
+    let e = refused(fetch_config_with(&addr, PeerRole::Api, None, "wrong api", Some(wrong)));
+    assert!(e.contains("wrong cluster secret"), "{e}");
+    let e = refused(fetch_config(&addr, PeerRole::SqlNode, None, "sql without"));
+    assert!(e.contains("a SQL node") || e.contains("proof"), "{e}");
+
+    // A raw peer that answers the challenge with a proof for node 3 while
+    // its Hello asked for node 2: refused, the connection closed.
+    let mut raw = TcpStream::connect(&addr).unwrap();
+    raw.set_read_timeout(Some(T)).unwrap();
+    let mut r = Raw(raw);
+    r.send(&ToMgmd::Hello {
+        magic: MGM_MAGIC,
+        version: MGM_PROTOCOL_VERSION,
+        role: PeerRole::DataNode,
+        node_id: Some(2),
+        name: "moved proof".into(),
+    });
+    let Some(FromMgmd::SessionChallenge { nonce, mgmd_node }) = r.recv() else { panic!("no challenge") };
+    assert_eq!(mgmd_node, 1);
+    r.send(&norr_mgmd::session_auth::prove(&secret, &nonce, mgmd_node, PeerRole::DataNode, Some(3)).unwrap());
+    match r.recv() {
+        Some(FromMgmd::Refused { reason }) => assert!(reason.contains("wrong cluster secret"), "{reason}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(r.closed());
+    // A peer that sends something else than the proof: refused.
+    let mut r = Raw(TcpStream::connect(&addr).unwrap());
+    r.0.set_read_timeout(Some(T)).unwrap();
+    r.send(&ToMgmd::Hello {
+        magic: MGM_MAGIC,
+        version: MGM_PROTOCOL_VERSION,
+        role: PeerRole::Api,
+        node_id: None,
+        name: "heartbeat instead".into(),
+    });
+    assert!(matches!(r.recv(), Some(FromMgmd::SessionChallenge { .. })));
+    r.send(&ToMgmd::Heartbeat);
+    assert!(matches!(r.recv(), Some(FromMgmd::Refused { .. })));
+
+    // None of that reserved node 2: the real node opens its session.
+    let (link, rx) = data_node(&addr);
+    wait_reported(&addr);
+    assert_eq!(link.node_id(), 2);
+    // An API client with the secret gets an id; show stays open (Mgm role).
+    let (api, w) = fetch_config_with(&addr, PeerRole::Api, None, "api", Some(secret.clone())).unwrap();
+    assert!(w.node_id > 2, "{}", w.node_id);
+    assert!(matches!(run_command(&addr, MgmCommand::Show, T).unwrap(), MgmReply::Show(_)));
+
+    // mgmd restarts on the same port: the link proves the secret again and
+    // commands reach the node.
+    let port = m.local_addr().port();
+    drop(api);
+    m.stop();
+    let c = ClusterConfig::parse(CONFIG, Path::new("/tmp")).unwrap();
+    let m2 = Mgmd::start(c, None, Some(format!("127.0.0.1:{port}").parse().unwrap())).unwrap();
+    wait_reported(&addr);
+    let r = run_command_with(&addr, MgmCommand::Stop { node: 2 }, T, Some(&secret)).unwrap();
+    assert!(!matches!(r, MgmReply::Error { .. }), "{r:?}");
+    assert_eq!(rx.recv_timeout(T).unwrap(), NodeCommand::Stop);
+    drop(link);
+    m2.stop();
 }

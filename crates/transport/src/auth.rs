@@ -18,6 +18,7 @@
 //! context (API client)  = 'A' | data_node (u16 BE) | kind (u8) | requested_api_node (u16 BE, 0 = none)
 //! context (data node)   = 'P' | from node (u16 BE) | to node (u16 BE) | incarnation (u64 BE)
 //! context (mgmd command) = 'M' | mgmd node (u16 BE) | the signed command's bytes
+//! context (mgmd session) = 'S' | mgmd node (u16 BE) | role (u8) | requested node id (u16 BE, 0 = none)
 //! ```
 //! mgmd asks the same proof of a state-changing management command (`norr
 //! mgm stop`), over a nonce it hands out per command and the command itself
@@ -178,9 +179,22 @@ pub fn mgm_command_context(mgmd: NodeId, command: &[u8]) -> Vec<u8> {
     c
 }
 
+/// What a node's proof to mgmd binds when it opens its session (a data
+/// node, SQL node or API client fetching the configuration): the mgmd that
+/// asked, the role the Hello declared (`role`: the mgmd protocol's own
+/// number for it) and the node id it asked for. A proof for data node 3 is
+/// not one for data node 4, nor for an API slot.
+pub fn mgm_session_context(mgmd: NodeId, role: u8, requested: Option<NodeId>) -> Vec<u8> {
+    let mut c = vec![b'S'];
+    c.extend_from_slice(&mgmd.to_be_bytes());
+    c.push(role);
+    c.extend_from_slice(&requested.unwrap_or(0).to_be_bytes());
+    c
+}
+
 /// The MAC over a handshake's transcript (see the module doc). `context`
-/// starts with a tag ('A' API, 'P' peer, 'M' mgmd command), so a proof of
-/// one purpose is never one of another.
+/// starts with a tag ('A' API, 'P' peer, 'M' mgmd command, 'S' mgmd
+/// session), so a proof of one purpose is never one of another.
 fn mac_over(
     secret: &ClusterSecret,
     node_nonce: &[u8; NONCE_BYTES],

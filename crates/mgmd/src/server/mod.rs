@@ -308,8 +308,15 @@ fn serve(stream: TcpStream, shared: &Shared) {
         return;
     };
     let name = bounded_text(&name);
-    let admitted =
-        check_version(magic, version).and_then(|()| shared.registry().admit(role, node_id, peer_addr, Instant::now()));
+    let proven = check_version(magic, version).and_then(|()| {
+        if !crate::session_auth::challenged(shared.command_secret.as_ref(), role) {
+            return Ok(());
+        }
+        // Before anything is reserved or handed out (session_auth).
+        let secret = shared.command_secret.as_ref().expect("challenged only with a secret");
+        prove_session(&mut conn, secret, shared.node_id, role, node_id)
+    });
+    let admitted = proven.and_then(|()| shared.registry().admit(role, node_id, peer_addr, Instant::now()));
     let admitted = match admitted {
         Ok(a) => a,
         Err(reason) => {
@@ -355,6 +362,26 @@ fn serve(stream: TcpStream, shared: &Shared) {
 
 use registry::Admitted;
 
+/// Challenge a node's Hello and check its `SessionProof` (session_auth).
+/// Err: the refusal's text (the caller logs it and sends it).
+fn prove_session(
+    conn: &mut FramedConn,
+    secret: &ClusterSecret,
+    mgmd: NodeId,
+    role: PeerRole,
+    requested: Option<NodeId>,
+) -> Result<(), String> {
+    let nonce = norr_transport::auth::new_nonce()?;
+    conn.send(&FromMgmd::SessionChallenge { nonce, mgmd_node: mgmd }).map_err(|e| e.to_string())?;
+    match conn.recv_within::<ToMgmd>(HELLO_TIMEOUT) {
+        Ok(ToMgmd::SessionProof { client_nonce, proof }) => {
+            crate::session_auth::check(secret, &nonce, mgmd, role, requested, &client_nonce, &proof)
+        }
+        Ok(_) => Err(crate::session_auth::missing_secret_reason(role)),
+        Err(e) => Err(format!("no proof of the cluster secret: {e}")),
+    }
+}
+
 fn send_locked(writer: &Mutex<TcpStream>, peer: SocketAddr, msg: &FromMgmd) -> Result<(), MgmError> {
     let w = writer.lock().unwrap_or_else(|p| p.into_inner());
     send_on(&w, &peer.to_string(), msg)
@@ -388,6 +415,7 @@ fn session_loop(
         }
         match msg {
             ToMgmd::Hello { .. } => return Err(unexpected("second hello")),
+            ToMgmd::SessionProof { .. } => return Err(unexpected("session proof after the hello")),
             ToMgmd::Heartbeat => {}
             ToMgmd::Report(r) if role != PeerRole::Mgm => {
                 shared.registry().report(node_id, sid, r, now).map_err(|e| unexpected(&e))?;
