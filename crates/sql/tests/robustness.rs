@@ -383,6 +383,37 @@ fn a_statement_past_its_memory_limit_fails_with_1041() {
     });
 }
 
+/// Case 7, continued: a correlated subquery's runs give their charge back.
+/// Each run below reads the whole table (2,000 rows of 1,000 bytes, ~2 MB)
+/// and keeps one number; 100 outer rows read ~200 MB in all, far past an
+/// 8 MiB statement limit, while the statement never holds more than one
+/// run's rows. The charge used to add up over the runs, so this failed
+/// with 1041 (TPC-C's consistency check 3.3.2.10 reads 30,000 history rows
+/// per customer and failed after ~400 customers). What one run or the
+/// outer query holds at once still counts: a join of 20 MB fails.
+#[test]
+fn correlated_subquery_runs_give_back_what_they_read() {
+    let cfg = EngineConfig { max_statement_memory: 8 << 20, ..EngineConfig::default() };
+    let (rt, _node, port) = sqld_like(norr_knobs::Knobs::default(), cfg);
+    rt.block_on(async move {
+        let mut c = connect(port).await;
+        fill_db(&mut c, "corr", 2000, 1000).await;
+        let q = "SELECT COUNT(*), SUM(s) FROM (SELECT o.id, \
+                 (SELECT SUM(LENGTH(i.v)) FROM t i WHERE i.id <> o.id) AS s FROM t o WHERE o.id < 100) x";
+        let r: Option<(i64, i64)> = c.query_first(q).await.unwrap();
+        assert_eq!(r, Some((100, 100 * 1999 * 1000)));
+        let q =
+            "SELECT COUNT(*) FROM t o WHERE o.id < 100 AND (SELECT MAX(LENGTH(i.v)) FROM t i WHERE i.id > o.id) = 1000";
+        let n: Option<i64> = c.query_first(q).await.unwrap();
+        assert_eq!(n, Some(100));
+        assert_eq!(
+            error_of(&mut c, "SELECT a.v, b.id FROM t a, t b WHERE a.id < 10 ORDER BY a.v, b.id").await,
+            Some(1041)
+        );
+        still_answers(port, &mut c, "correlated runs").await;
+    });
+}
+
 /// Case 7, continued: rows a statement builds rather than scans count too.
 /// A cross join of a 100-row table with itself three times (a million rows,
 /// about 500 MB) and a sorted select list of 1 MB per row were built whole

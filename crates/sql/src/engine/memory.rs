@@ -112,6 +112,23 @@ impl Drop for Reserved {
     }
 }
 
+impl StatementMemory {
+    /// Gives back what was charged since `mark` (a `used()` taken before):
+    /// a part of the statement that has ended and dropped every row it
+    /// read and built (one run of a correlated subquery) returns its
+    /// charge, so that a statement's charge is what it holds, not what it
+    /// has read. Only for a part that ran alone: nothing else of the
+    /// statement may have charged since `mark`.
+    pub fn release_to(&self, mark: u64) {
+        let now = self.used.load(Ordering::Relaxed);
+        debug_assert!(now >= mark, "a mark above what the statement holds");
+        if now > mark {
+            self.used.store(mark, Ordering::Relaxed);
+            PROCESS_USED_BYTES.fetch_sub(now - mark, Ordering::Relaxed);
+        }
+    }
+}
+
 impl Drop for StatementMemory {
     fn drop(&mut self) {
         let n = *self.used.get_mut();
