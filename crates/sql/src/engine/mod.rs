@@ -82,6 +82,7 @@ pub mod locked_limit;
 pub mod partition;
 pub mod plan;
 pub mod plan_cache;
+pub mod pushed_agg;
 pub mod query;
 pub mod read_only_ddl;
 pub mod recursive;
@@ -1208,6 +1209,10 @@ impl Engine {
             // scans and rows read from data nodes (`exec::rows_read`).
             ("Norr_full_scans".into(), exec::full_scans().to_string()),
             ("Norr_join_rows_compared".into(), exec::join_rows_compared().to_string()),
+            // Aggregates the data nodes computed, and those they turned
+            // down (run again the ordinary way): `pushed_agg`.
+            ("Norr_pushed_aggregates".into(), pushed_agg::pushed().to_string()),
+            ("Norr_pushed_aggregates_refused".into(), pushed_agg::refused().to_string()),
             ("Norr_range_scans".into(), exec::range_scans().to_string()),
             ("Norr_result_bytes_in_flight".into(), memory::result_bytes_in_flight().to_string()),
             // Requests sent to data nodes that waited for a reply (every
