@@ -1774,7 +1774,13 @@ impl Engine {
                     match m {
                         ast::TransactionMode::IsolationLevel(l) => {
                             let name = txn_control::isolation_name(l);
-                            vars::set_system_var(s, "transaction_isolation", false, Value::str(name))?;
+                            if *session {
+                                vars::set_system_var(s, "transaction_isolation", false, Value::str(name))?;
+                            } else {
+                                // The next transaction's only: @@transaction_isolation
+                                // stays the session's (as in MySQL 8.0).
+                                txn_control::next_txn_isolation(s, name);
+                            }
                         }
                         ast::TransactionMode::AccessMode(a) => {
                             let ro = matches!(a, ast::TransactionAccessMode::ReadOnly);
