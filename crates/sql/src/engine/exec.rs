@@ -874,7 +874,7 @@ pub fn scan_spec(t: &TableAccess, ctx: &mut EvalCtx, limit: Option<u64>) -> Resu
 /// says which local conjuncts the scan's range decides exactly (left out of
 /// the pushed filter; the caller need not check them again). `ordered`: an
 /// index scan returns rows in index order (see `scan_order`).
-fn scan_spec_via(
+pub(crate) fn scan_spec_via(
     t: &TableAccess,
     lock: RowLock,
     access: &Access,
@@ -1549,17 +1549,23 @@ async fn run_select(
     } else {
         None
     };
+    // A single-table aggregate the data nodes compute: its groups, not the
+    // rows (`pushed_agg`; None: read the rows).
+    let pushed = match p.agg.is_some() {
+        true => crate::engine::pushed_agg::run(rd, p, lock_pick.is_some(), ctx).await?,
+        false => None,
+    };
     // The rows so far: one empty row to extend. A first source that is not
     // a lookup replaces it, so it is only allocated when something reads it.
     let mut rows: Vec<Row> = match p.sources.first() {
         Some(s) if s.lookup.is_none() => Vec::new(),
         _ => vec![Vec::new()],
     };
-    if !p.nests.is_empty() {
+    if !p.nests.is_empty() && pushed.is_none() {
         rows = crate::engine::join_nests::run(rd, c, p, ctx, lock_pick.is_some(), push_limit).await?;
     }
     for (si, s) in p.sources.iter().enumerate() {
-        if !p.nests.is_empty() {
+        if !p.nests.is_empty() || pushed.is_some() {
             break;
         }
         if si == 0 && s.lookup.is_none() {
@@ -1626,9 +1632,10 @@ async fn run_select(
     }
 
     // Aggregation.
-    let mut rows = match &p.agg {
-        Some(a) => aggregate(rows, a, p.width, ctx)?,
-        None => rows,
+    let mut rows = match (&p.agg, pushed) {
+        (_, Some(groups)) => groups,
+        (Some(a), None) => aggregate(rows, a, p.width, ctx)?,
+        (None, None) => rows,
     };
     // Window functions see the rows HAVING keeps.
     let having = match p.windows.is_empty() {

@@ -294,7 +294,14 @@ fn explain_select(
     for src in &p.sources {
         match &src.kind {
             SourceKind::Table(t) => {
-                out.push(access_row(my_id, select_type, &src.alias, t, src.lookup.as_ref(), est, ctx)?)
+                let mut row = access_row(my_id, select_type, &src.alias, t, src.lookup.as_ref(), est, ctx)?;
+                if crate::engine::pushed_agg::explains_pushed(p, ctx)? {
+                    // The data nodes compute the aggregate (`pushed_agg`).
+                    if let Some(Value::Bytes(extra)) = row.last_mut() {
+                        extra.extend_from_slice(b"; Using pushed aggregate");
+                    }
+                }
+                out.push(row)
             }
             SourceKind::Derived(n) => {
                 out.push(unkeyed_row(my_id, select_type, &src.alias, "derived table"));

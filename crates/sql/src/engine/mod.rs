@@ -82,6 +82,7 @@ pub mod locked_limit;
 pub mod partition;
 pub mod plan;
 pub mod plan_cache;
+pub mod pushed_agg;
 pub mod query;
 pub mod read_only_ddl;
 pub mod recursive;
@@ -1208,6 +1209,10 @@ impl Engine {
             // scans and rows read from data nodes (`exec::rows_read`).
             ("Norr_full_scans".into(), exec::full_scans().to_string()),
             ("Norr_join_rows_compared".into(), exec::join_rows_compared().to_string()),
+            // Aggregates the data nodes computed, and those they turned
+            // down (run again the ordinary way): `pushed_agg`.
+            ("Norr_pushed_aggregates".into(), pushed_agg::pushed().to_string()),
+            ("Norr_pushed_aggregates_refused".into(), pushed_agg::refused().to_string()),
             ("Norr_range_scans".into(), exec::range_scans().to_string()),
             ("Norr_result_bytes_in_flight".into(), memory::result_bytes_in_flight().to_string()),
             // Requests sent to data nodes that waited for a reply (every
@@ -1769,7 +1774,13 @@ impl Engine {
                     match m {
                         ast::TransactionMode::IsolationLevel(l) => {
                             let name = txn_control::isolation_name(l);
-                            vars::set_system_var(s, "transaction_isolation", false, Value::str(name))?;
+                            if *session {
+                                vars::set_system_var(s, "transaction_isolation", false, Value::str(name))?;
+                            } else {
+                                // The next transaction's only: @@transaction_isolation
+                                // stays the session's (as in MySQL 8.0).
+                                txn_control::next_txn_isolation(s, name);
+                            }
                         }
                         ast::TransactionMode::AccessMode(a) => {
                             let ro = matches!(a, ast::TransactionAccessMode::ReadOnly);

@@ -13,7 +13,8 @@
 //! - a full scan reads the table's rows.
 //!
 //! `filtered` is the percentage of those rows expected to pass the table's
-//! other conditions (the ones the access does not decide): an equality
+//! other conditions (the ones the access does not decide; none for a
+//! `const` access, whose row MySQL reads while planning): an equality
 //! keeps the rows of one value of the column (from an index that starts
 //! with it, else a tenth, as MySQL guesses without statistics), a range
 //! comparison a third, BETWEEN and LIKE a ninth; AND multiplies, OR and NOT
@@ -52,8 +53,10 @@ pub fn access_rows(ta: &TableAccess, lookup: Option<&JoinLookup>, est: &TableEst
         (Access::FullScan, _) => rows,
         (Access::PkLookup { .. } | Access::UniqueLookup { .. }, _) => return None,
     };
-    // Some row is read unless the table is empty.
-    Some(if est.rows == 0 { 0 } else { (n.ceil() as u64).max(1) })
+    // At least one: InnoDB reports an empty table as one row (so that the
+    // optimizer never plans on a table staying empty), and MySQL's EXPLAIN
+    // shows that.
+    Some((n.ceil() as u64).max(1))
 }
 
 /// The columns whose conditions the access decides by itself.
@@ -77,6 +80,11 @@ fn decided_columns(def: &TableDef, ta: &TableAccess, lookup: Option<&JoinLookup>
 
 /// EXPLAIN's `filtered` (a percentage, two decimals).
 pub fn filtered(ta: &TableAccess, lookup: Option<&JoinLookup>, est: Option<&TableEstimate>) -> f64 {
+    if lookup.is_none() && const_access(&ta.access) {
+        // MySQL reads a `const` table's one row while it plans, and its
+        // other conditions are then constants: nothing is left to filter.
+        return 100.0;
+    }
     let def = &ta.table.def;
     let decided = decided_columns(def, ta, lookup);
     let mut keep = 1.0;
@@ -89,6 +97,11 @@ pub fn filtered(ta: &TableAccess, lookup: Option<&JoinLookup>, est: Option<&Tabl
         keep *= selectivity(c, def, est);
     }
     (keep.clamp(0.0, 1.0) * 10_000.0).round() / 100.0
+}
+
+/// One whole primary or unique key: EXPLAIN's `const` (see `explain::access_row`).
+fn const_access(a: &Access) -> bool {
+    matches!(a, Access::PkLookup { keys } | Access::UniqueLookup { keys, .. } if keys.len() == 1)
 }
 
 /// Whether `e` is a value fixed for the statement (no column of the row).

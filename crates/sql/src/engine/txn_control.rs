@@ -316,6 +316,20 @@ pub fn isolation_name(l: &sqlparser::ast::TransactionIsolationLevel) -> &'static
     }
 }
 
+/// `SET TRANSACTION ISOLATION LEVEL <level>` (no SESSION or GLOBAL): the
+/// next transaction's level only, which leaves @@transaction_isolation as it
+/// is. Every transaction runs at READ-COMMITTED, so there is nothing to keep
+/// for it; another level gets the note that it is not provided.
+pub fn next_txn_isolation(s: &mut Session, level: &str) {
+    if level != "READ-COMMITTED" {
+        s.warnings.push(crate::types::Warning {
+            level: crate::types::WarningLevel::Note,
+            code: 1235,
+            message: format!("NorrDB runs every transaction at READ-COMMITTED; {level} is not provided"),
+        });
+    }
+}
+
 /// `SET GLOBAL TRANSACTION <modes>` as the assignments to the global
 /// variables it sets (`@@global.transaction_isolation`,
 /// `@@global.transaction_read_only`), which new sessions start from.

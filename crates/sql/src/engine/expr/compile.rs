@@ -443,7 +443,11 @@ impl<'a> Compiler<'a> {
                 let val = literal(&v.value)?;
                 let mut t = lit_type(&val);
                 if binary {
+                    // A binary string, as CAST(... AS BINARY) makes.
                     t.coll = Coll::Bin;
+                    if t.class == TClass::Str {
+                        t.class = TClass::Bin;
+                    }
                 }
                 (C::Lit(val), t)
             }
@@ -604,7 +608,7 @@ impl<'a> Compiler<'a> {
             Expr::RLike { negated, expr, pattern, .. } => {
                 let (x, tx) = self.compile(expr)?;
                 let (p, tp) = self.compile(pattern)?;
-                let m = C::Func(Func::RegexpLike, regexp_args(Func::RegexpLike, vec![x, p], &[tx, tp]));
+                let m = C::Func(Func::RegexpLike, regexp_args(Func::RegexpLike, vec![x, p], &[tx, tp])?);
                 (if *negated { C::Not(Box::new(m)) } else { m }, SqlType::BOOL)
             }
             Expr::Case { operand, conditions, else_result, .. } => {
@@ -797,7 +801,7 @@ impl<'a> Compiler<'a> {
         }
         let t = functions::ret_type(f, &ts);
         if matches!(f, Func::RegexpLike | Func::RegexpInstr | Func::RegexpSubstr | Func::RegexpReplace) {
-            return Ok((CExpr::Func(f, regexp_args(f, cs, &ts)), t));
+            return Ok((CExpr::Func(f, regexp_args(f, cs, &ts)?), t));
         }
         if functions::is_json_fn(f) {
             push_json_args(&mut cs, &ts, functions::json_fns::embeds_values(f));
@@ -1432,7 +1436,10 @@ fn split_scope(name: &str) -> (bool, &str) {
 /// (position 1, occurrence 1, or 0 = all for REGEXP_REPLACE, return option
 /// 0, no match type), then the subject's and pattern's case sensitivity:
 /// "c" when a binary string takes part, as in MySQL, else "i".
-fn regexp_args(f: Func, mut args: Vec<CExpr>, types: &[SqlType]) -> Vec<CExpr> {
+fn regexp_args(f: Func, mut args: Vec<CExpr>, types: &[SqlType]) -> Result<Vec<CExpr>, SqlError> {
+    if let (Some(a), Some(b)) = (types.first(), types.get(1)) {
+        functions::regexp::check_charsets(f, a, b)?;
+    }
     let lit = |v: Value| CExpr::Lit(v);
     let coll = match (types.first(), types.get(1)) {
         (Some(a), Some(b)) if cmp_coll(a, b) == Coll::Bin => "c",
@@ -1449,7 +1456,7 @@ fn regexp_args(f: Func, mut args: Vec<CExpr>, types: &[SqlType]) -> Vec<CExpr> {
     let given = args.len().saturating_sub(required);
     args.extend(defaults.into_iter().skip(given).map(lit));
     args.push(lit(Value::str(coll)));
-    args
+    Ok(args)
 }
 
 pub(crate) fn wrong_args(name: &str) -> SqlError {

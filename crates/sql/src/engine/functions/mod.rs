@@ -11,7 +11,7 @@ pub mod json_fns;
 mod math;
 mod net_uuid;
 mod periods;
-mod regexp;
+pub(crate) mod regexp;
 mod temporal;
 mod text;
 pub mod tz;

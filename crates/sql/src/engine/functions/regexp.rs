@@ -23,8 +23,8 @@
 //! (Unix line endings only) is what the crate always does.
 
 use super::{s_val, text, Func};
-use crate::engine::expr::value::to_i64;
-use crate::engine::expr::EvalCtx;
+use crate::engine::expr::value::{to_i64, Coll};
+use crate::engine::expr::{EvalCtx, SqlType, TClass};
 use crate::types::SqlError;
 use norr_signals::Value;
 use std::cell::RefCell;
@@ -51,6 +51,29 @@ fn name_of(f: Func) -> &'static str {
         Func::RegexpReplace => "regexp_replace",
         _ => "regexp_like",
     }
+}
+
+/// 3995 ER_CHARACTER_SET_MISMATCH: a binary string matched against a
+/// character string, or the other way round (MySQL 8.0.22 and later refuse
+/// the mix rather than guess whether bytes or characters are meant). The
+/// check is on the arguments' types, as MySQL's, so it fails whatever the
+/// rows; only a character string (not a number or a date) counts as the
+/// other side.
+pub(crate) fn check_charsets(f: Func, subject: &SqlType, pattern: &SqlType) -> Result<(), SqlError> {
+    let other = match (subject.class, pattern.class) {
+        (TClass::Bin, TClass::Str) => pattern,
+        (TClass::Str, TClass::Bin) => subject,
+        _ => return Ok(()),
+    };
+    let collation = match other.coll {
+        Coll::Bin => "utf8mb4_bin",
+        Coll::Ci => "utf8mb4_0900_ai_ci",
+    };
+    Err(SqlError::new(
+        3995,
+        "HY000",
+        format!("Character set 'binary' cannot be used in conjunction with '{collation}' in call to {}.", name_of(f)),
+    ))
 }
 
 /// 1210 ER_WRONG_ARGUMENTS (a bad match type or return option).
