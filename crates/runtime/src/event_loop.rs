@@ -29,6 +29,8 @@
 //! (`RuntimeOptions::api_secret`) the node answers `Challenge` and the next
 //! frame must be the proof (`norr_transport::auth`): anything else, or a
 //! wrong proof, is `Refused` and closed, logged with the peer's address.
+//! With accounts (`RuntimeOptions::api_accounts`) a native client may answer
+//! with a SQL account's login instead (`event_loop::account_login`).
 //! Then the node assigns an API node id and replies `Welcome`. Every later frame must be one well-formed
 //! wire message carrying a signal an API node may send (`allowed_from_api`),
 //! addressed to a block of this node; anything else (malformed, oversized, bad
@@ -61,6 +63,7 @@
 //!   API node ids, the rest are kept for SQL nodes and management servers
 //!   (`ApiIdPool`).
 
+mod account_login;
 mod peers;
 
 /// Requests a native client may have open at once on one connection (see
@@ -896,21 +899,27 @@ impl EventLoop {
     }
 
     /// A challenged connection's answer: admitted if it proves the cluster
-    /// secret, else refused (and logged here, with the peer's address).
+    /// secret (or, with accounts, logs in with one: `account_login`), else
+    /// refused (and logged here, with the peer's address).
     fn on_auth_response(&mut self, slot: usize, frame: &[u8]) {
         let c = self.conns[slot].as_mut().expect("live connection");
         let peer = c.peer;
         let Some(pending) = c.auth.take() else { return };
         let Some(secret) = self.opts.api_secret.as_ref() else { return };
-        let refusal = match auth::decode_auth_response(frame) {
-            Err(e) => Some(format!("authentication failed: {e}")),
-            Ok(r) if !auth::verify(secret, &pending.nonce, &auth::api_context(self.node_id, &pending.hello), &r) => {
-                Some(
-                    "authentication failed: wrong cluster secret (the proof does not match this data node's secret)"
-                        .to_string(),
-                )
+        let account = norr_transport::account_auth::is_login(frame);
+        let refusal = if account {
+            self.account_login_refusal(peer, &pending, frame)
+        } else {
+            match auth::decode_auth_response(frame) {
+                Err(e) => Some(format!("authentication failed: {e}")),
+                Ok(r) if !auth::verify(secret, &pending.nonce, &auth::api_context(self.node_id, &pending.hello), &r) => {
+                    Some(
+                        "authentication failed: wrong cluster secret (the proof does not match this data node's secret)"
+                            .to_string(),
+                    )
+                }
+                Ok(_) => None,
             }
-            Ok(_) => None,
         };
         match refusal {
             Some(reason) => {
@@ -919,7 +928,8 @@ impl EventLoop {
                     %peer,
                     client = %pending.hello.client_name,
                     kind = %pending.hello.kind,
-                    "refusing an API connection that did not prove the cluster secret"
+                    "refusing an API connection that did not prove {}",
+                    if account { "an account's password" } else { "the cluster secret" }
                 );
                 self.refuse_hello(slot, reason);
             }
