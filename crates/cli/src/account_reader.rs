@@ -1,6 +1,10 @@
 //! The data node's account reader (`[cluster] api_auth = "account"`): keeps
 //! the node's `AccountDirectory` (what native logins are checked against,
-//! `norr_transport::account_book`) equal to the SQL accounts in `mysql.user`.
+//! `norr_transport::account_book`, and whose grants TC and DICT check their
+//! requests against) equal to the SQL accounts: `mysql.user`, `mysql.db`,
+//! `mysql.tables_priv` and `mysql.role_edges`. (Column grants,
+//! `mysql.columns_priv`, are not read: a native client works on whole rows,
+//! so a column grant alone does not let it at a table.)
 //!
 //! The SQL nodes own those tables: they create them at the first start and
 //! bump `mysql.acl_version` in the same transaction as every change to the
@@ -8,7 +12,7 @@
 //! `norr datad` process, on its own thread and outside the node's blocks
 //! (they stay deterministic state machines without clocks): it connects to
 //! its own data node like any client, proving the cluster secret, reads the
-//! version row every `POLL`, and reads `mysql.user` again when the version
+//! version row every `POLL`, and reads the tables again when the version
 //! moved. The version is read before the rows, so a table published is
 //! never older than its version says (a change between the two reads is
 //! read again at the next poll). A node restarted by the supervisor is
@@ -18,7 +22,7 @@
 use norr_client::blocking::Client;
 use norr_client::{ClientError, ConnectOptions};
 use norr_signals::{ErrorCode, ScanSpec, TableDef, Value};
-use norr_transport::account_book::{AccountDirectory, AccountTable, NativeAccount};
+use norr_transport::account_book::{AccountDirectory, AccountTable, NativeAccount, ObjectGrant, RoleGrant};
 use norr_transport::auth::ClusterSecret;
 use norr_transport::handshake::ApiKind;
 use std::net::SocketAddr;
@@ -35,6 +39,9 @@ const RETRY: Duration = Duration::from_millis(500);
 /// The native names of the tables read (`db/table`, as the SQL nodes name them).
 const VERSION_TABLE: &str = "mysql/acl_version";
 const USER_TABLE: &str = "mysql/user";
+const DB_TABLE: &str = "mysql/db";
+const TABLES_TABLE: &str = "mysql/tables_priv";
+const ROLES_TABLE: &str = "mysql/role_edges";
 
 /// The reader thread; stopped and joined on drop.
 pub struct AccountReader {
@@ -137,7 +144,7 @@ fn refresh(client: &Client, dir: &AccountDirectory) -> Result<Option<AccountTabl
     let version_def = match client.get_table(VERSION_TABLE) {
         Ok(d) => d,
         Err(e) if e.code() == Some(ErrorCode::NoSuchTable) => {
-            return Ok((dir.version() != Some(-1)).then(|| AccountTable { version: -1, accounts: Vec::new() }))
+            return Ok((dir.version() != Some(-1)).then(|| AccountTable { version: -1, ..AccountTable::default() }))
         }
         Err(e) => return Err(e),
     };
@@ -146,10 +153,20 @@ fn refresh(client: &Client, dir: &AccountDirectory) -> Result<Option<AccountTabl
     if dir.version() == Some(version) {
         return Ok(None);
     }
-    let user_def = client.get_table(USER_TABLE)?;
-    let rows =
-        client.scan(ScanSpec { table_version: user_def.version, ..ScanSpec::full(user_def.id) })?.collect_all()?;
-    Ok(Some(table_from_rows(&user_def, version, &rows)))
+    let read = |name: &str| -> Result<(TableDef, Vec<Vec<Value>>), ClientError> {
+        let def = client.get_table(name)?;
+        let rows = client.scan(ScanSpec { table_version: def.version, ..ScanSpec::full(def.id) })?.collect_all()?;
+        Ok((def, rows))
+    };
+    let (user_def, users) = read(USER_TABLE)?;
+    let mut t = table_from_rows(&user_def, version, &users);
+    let (db_def, dbs) = read(DB_TABLE)?;
+    let (tables_def, tables) = read(TABLES_TABLE)?;
+    let (roles_def, roles) = read(ROLES_TABLE)?;
+    t.grants = grants_from_rows(&db_def, &dbs, false);
+    t.grants.extend(grants_from_rows(&tables_def, &tables, true));
+    t.roles = roles_from_rows(&roles_def, &roles);
+    Ok(Some(t))
 }
 
 /// Column `name` of `row` (a row of every column of `def`, in order).
@@ -157,26 +174,58 @@ fn column<'a>(def: &TableDef, row: &'a [Value], name: &str) -> Option<&'a Value>
     def.columns.iter().position(|c| c.name.eq_ignore_ascii_case(name)).and_then(|i| row.get(i))
 }
 
-/// The accounts in rows of `mysql.user`. A missing column reads as empty
-/// text or 0, as the SQL nodes read it: a damaged verifier then refuses its
+/// A missing or non-text column reads as empty text, a missing number as
+/// 0, as the SQL nodes read them: a damaged verifier then refuses its
 /// account's logins (`account_book`), never admits them.
-fn table_from_rows(def: &TableDef, version: i64, rows: &[Vec<Value>]) -> AccountTable {
-    let text = |r: &[Value], name: &str| match column(def, r, name) {
+fn text(def: &TableDef, r: &[Value], name: &str) -> String {
+    match column(def, r, name) {
         Some(Value::Bytes(b)) => String::from_utf8_lossy(b).into_owned(),
         _ => String::new(),
-    };
-    let flag = |r: &[Value], name: &str| column(def, r, name).and_then(Value::as_i64).unwrap_or(0) != 0;
+    }
+}
+
+fn int(def: &TableDef, r: &[Value], name: &str) -> i64 {
+    column(def, r, name).and_then(Value::as_i64).unwrap_or(0)
+}
+
+/// The accounts in rows of `mysql.user`.
+fn table_from_rows(def: &TableDef, version: i64, rows: &[Vec<Value>]) -> AccountTable {
     let accounts = rows
         .iter()
         .map(|r| NativeAccount {
-            user: text(r, "user"),
-            host: text(r, "host"),
-            sha2_hash: text(r, "sha2_hash"),
-            locked: flag(r, "locked"),
-            is_role: flag(r, "is_role"),
+            user: text(def, r, "user"),
+            host: text(def, r, "host"),
+            sha2_hash: text(def, r, "sha2_hash"),
+            locked: int(def, r, "locked") != 0,
+            is_role: int(def, r, "is_role") != 0,
+            privs: int(def, r, "privs") as u64,
         })
         .collect();
-    AccountTable { version, accounts }
+    AccountTable { version, accounts, ..AccountTable::default() }
+}
+
+/// Rows of `mysql.db` (`with_table` false) or `mysql.tables_priv`.
+fn grants_from_rows(def: &TableDef, rows: &[Vec<Value>], with_table: bool) -> Vec<ObjectGrant> {
+    rows.iter()
+        .map(|r| ObjectGrant {
+            user: text(def, r, "user"),
+            host: text(def, r, "host"),
+            db: text(def, r, "db"),
+            table: with_table.then(|| text(def, r, "table_name")),
+            privs: int(def, r, "privs") as u64,
+        })
+        .collect()
+}
+
+/// Rows of `mysql.role_edges`.
+fn roles_from_rows(def: &TableDef, rows: &[Vec<Value>]) -> Vec<RoleGrant> {
+    rows.iter()
+        .map(|r| RoleGrant {
+            role: (text(def, r, "role_user"), text(def, r, "role_host")),
+            to: (text(def, r, "to_user"), text(def, r, "to_host")),
+            is_default: int(def, r, "is_default") != 0,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -188,9 +237,12 @@ mod tests {
         ColumnDef::new(name, ty).not_null()
     }
 
+    fn vc() -> ColumnType {
+        ColumnType::Varchar { len: 64, collation: Default::default() }
+    }
+
     #[test]
     fn rows_of_mysql_user_become_accounts() {
-        let vc = || ColumnType::Varchar { len: 64, collation: Default::default() };
         let cols = vec![
             col("user", vc()),
             col("host", vc()),
@@ -210,7 +262,7 @@ mod tests {
                 Value::str(""),
                 Value::str(sha),
                 Value::str(""),
-                Value::Int(0),
+                Value::Int(5),
                 Value::Int(locked),
                 Value::Int(0),
                 Value::Int(role),
@@ -225,12 +277,44 @@ mod tests {
                 host: "%".into(),
                 sha2_hash: "ab".into(),
                 locked: false,
-                is_role: false
+                is_role: false,
+                privs: 5
             }
         );
         assert!(t.accounts[1].locked && t.accounts[1].is_role);
         // A short row: empty text and 0, never a panic.
         assert_eq!(t.accounts[2].user, "");
         assert!(!t.accounts[2].locked);
+    }
+
+    #[test]
+    fn rows_of_grant_and_role_tables_become_grants() {
+        let tp = norr_client::table_def(
+            "mysql/tables_priv",
+            vec![col("user", vc()), col("host", vc()), col("db", vc()), col("table_name", vc()), col("privs", vc())],
+            vec![0, 1, 2, 3],
+        );
+        let g = grants_from_rows(
+            &tp,
+            &[vec![Value::str("u"), Value::str("%"), Value::str("d"), Value::str("t"), Value::Int(3)]],
+            true,
+        );
+        assert_eq!(
+            g,
+            vec![ObjectGrant { user: "u".into(), host: "%".into(), db: "d".into(), table: Some("t".into()), privs: 3 }]
+        );
+        let re = norr_client::table_def(
+            "mysql/role_edges",
+            ["role_user", "role_host", "to_user", "to_host", "is_default", "with_admin"].map(|n| col(n, vc())).to_vec(),
+            vec![0, 1, 2, 3],
+        );
+        let r = roles_from_rows(
+            &re,
+            &[["r", "%", "u", "%"].map(Value::str).into_iter().chain([Value::Int(1), Value::Int(0)]).collect()],
+        );
+        assert_eq!(
+            r,
+            vec![RoleGrant { role: ("r".into(), "%".into()), to: ("u".into(), "%".into()), is_default: true }]
+        );
     }
 }

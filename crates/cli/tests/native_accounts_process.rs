@@ -1,14 +1,16 @@
 //! Native clients log in with SQL accounts (issue 25 item 4, `[cluster]
 //! api_auth = "account"`), through real processes: mgmd, a data node and a
 //! SQL node. Accounts made and changed through SQL (CREATE USER, ALTER
-//! USER) take effect for native clients without a restart; a wrong
-//! password, a locked account, a client with neither account nor secret and
-//! a SQL node posing with an account are refused with a clear reason.
+//! USER, GRANT, REVOKE) take effect for native clients without a restart
+//! (grants even on a connection already open); a wrong password, a locked
+//! account, a client with neither account nor secret and a SQL node posing
+//! with an account are refused with a clear reason, and operations without
+//! the privilege fail with AccessDenied (MySQL's 1142).
 
 mod support;
 
 use norr_client::blocking::Client;
-use norr_client::{ApiKind, ConnectOptions, Password};
+use norr_client::{ApiKind, ClientError, ConnectOptions, ErrorCode, ExecType, KeyOp, Password, ScanSpec, Value};
 use norr_mgmd::protocol::{MgmCommand, MgmReply, NodeState};
 use norr_mgmd::session::run_command;
 use std::process::{Command, Stdio};
@@ -106,9 +108,9 @@ fn native_clients_log_in_with_sql_accounts_and_see_changes_without_restarts() {
     let mut sql = eventually("the SQL node did not serve root", &logs, || {
         rt.block_on(mysql_async::Conn::from_url(url.as_str())).ok()
     });
-    let mut run = |q: &str| {
+    let mut run = |q: &str| -> Vec<mysql_async::Row> {
         use mysql_async::prelude::Queryable;
-        rt.block_on(sql.query_drop(q)).unwrap_or_else(|e| panic!("{q}: {e}"))
+        rt.block_on(sql.query(q)).unwrap_or_else(|e| panic!("{q}: {e}"))
     };
     run("CREATE USER 'app'@'%' IDENTIFIED BY 'right'");
 
@@ -141,6 +143,64 @@ fn native_clients_log_in_with_sql_accounts_and_see_changes_without_restarts() {
         let e = connect(&data, Some("app"), "changed", ApiKind::NativeClient).err()?;
         e.contains("access denied for user 'app'@'127.0.0.1' (using password: YES)").then_some(())
     });
+
+    // Privileges (item 4): an account without grants logs in but may do
+    // nothing; GRANTs through SQL reach the open connection without a
+    // reconnect or a restart.
+    run("CREATE DATABASE shop");
+    run("CREATE TABLE shop.orders (k INT NOT NULL PRIMARY KEY, v INT)");
+    run("INSERT INTO shop.orders VALUES (1, 10)");
+    run("CREATE USER 'clerk'@'%' IDENTIFIED BY 'pw'");
+    let clerk = eventually("the clerk never logged in", &logs, || {
+        connect(&data, Some("clerk"), "pw", ApiKind::NativeClient).ok()
+    });
+    let orders = clerk.get_table("shop/orders").expect("definitions are readable without privileges");
+    let denied = |r: Result<(), ClientError>, what: &str| {
+        let e = r.err().unwrap_or_else(|| panic!("{what} was allowed"));
+        assert_eq!(e.code(), Some(ErrorCode::AccessDenied), "{what}: {e}");
+        e.to_string()
+    };
+    let read = |c: &Client| c.read(orders.id, vec![Value::Int(1)]).map(|r| assert_eq!(r.unwrap()[1], Value::Int(10)));
+    let scan =
+        |c: &Client| c.scan(ScanSpec::full(orders.id)).and_then(|s| s.collect_all()).map(|r| assert_eq!(r.len(), 1));
+    let insert = |c: &Client, k: i64| {
+        let mut t = c.begin();
+        t.execute(vec![KeyOp::insert(orders.id, vec![Value::Int(k)], vec![(1, Value::Int(k))])], ExecType::Commit)
+            .map(drop)
+    };
+    let e = denied(read(&clerk), "a read without SELECT");
+    assert!(e.contains("SELECT command denied to user 'clerk'@'%' for table 'shop.orders'"), "{e}");
+    denied(scan(&clerk), "a scan without SELECT");
+    denied(insert(&clerk, 2), "an insert without INSERT");
+    denied(clerk.drop_table("shop/orders"), "DROP TABLE without DROP");
+    let e = denied(
+        clerk
+            .create_table(norr_client::table_def(
+                "shop/mine",
+                vec![norr_client::ColumnDef::new("k", norr_client::ColumnType::Int { unsigned: false }).not_null()],
+                vec![0],
+            ))
+            .map(drop),
+        "CREATE TABLE without CREATE",
+    );
+    assert!(e.contains("CREATE command denied to user 'clerk'@'%' for table 'shop.mine'"), "{e}");
+    run("GRANT SELECT ON shop.orders TO 'clerk'@'%'");
+    eventually("GRANT SELECT never reached the open connection", &logs, || read(&clerk).ok());
+    scan(&clerk).expect("a scan with SELECT");
+    denied(insert(&clerk, 2), "an insert with SELECT only");
+    run("GRANT INSERT ON shop.* TO 'clerk'@'%'");
+    eventually("GRANT INSERT ON shop.* never reached the open connection", &logs, || insert(&clerk, 2).ok());
+    run("REVOKE SELECT ON shop.orders FROM 'clerk'@'%'");
+    eventually("REVOKE never reached the open connection", &logs, || {
+        read(&clerk).err().filter(|e| e.code() == Some(ErrorCode::AccessDenied))
+    });
+    // DICT: schema changes need CREATE / DROP.
+    let e = denied(clerk.drop_table("shop/orders"), "DROP TABLE with SELECT and INSERT");
+    assert!(e.contains("DROP command denied to user 'clerk'@'%' for table 'shop.orders'"), "{e}");
+    // The SQL node (the cluster secret) is never checked by the data node.
+    let n: Option<i64> = run("SELECT COUNT(*) FROM shop.orders")[0].get(0);
+    assert_eq!(n, Some(2));
+    drop(clerk);
 
     // The data node logged each refusal's exact reason and the peer.
     let log = node.log_text();

@@ -174,6 +174,9 @@ pub(crate) struct EventLoop {
     read_buf: Box<[u8]>,
     /// The last poll was a zero-timeout look for more work before blocking.
     probed: bool,
+    /// `AccountDirectory::generation` whose grants TC and DICT were last
+    /// given (`account_login::refresh_grants`).
+    grants_generation: u64,
     next_serial: u64,
     /// (deadline_ns, slot, serial) of connections not yet past the handshake,
     /// in deadline order (deadlines are accept time + a constant).
@@ -241,6 +244,7 @@ impl EventLoop {
             remote: Vec::new(),
             read_buf: vec![0u8; READ_CHUNK].into_boxed_slice(),
             probed: false,
+            grants_generation: 0,
             next_serial: 0,
             handshake_deadlines: VecDeque::new(),
             first_request_deadlines: VecDeque::new(),
@@ -323,6 +327,7 @@ impl EventLoop {
                 }
                 return Err(e);
             }
+            self.refresh_grants();
             if self.probed && events.is_empty() {
                 // Nothing more to batch with: send everything before blocking.
                 self.flush_all(true);
@@ -908,7 +913,7 @@ impl EventLoop {
         let Some(secret) = self.opts.api_secret.as_ref() else { return };
         let account = norr_transport::account_auth::is_login(frame);
         let refusal = if account {
-            self.account_login_refusal(peer, &pending, frame)
+            self.account_login_refusal(slot, peer, &pending, frame)
         } else {
             match auth::decode_auth_response(frame) {
                 Err(e) => Some(format!("authentication failed: {e}")),
@@ -980,6 +985,7 @@ impl EventLoop {
         c.policy.on_queued(now);
         self.api_slots.insert(api_node, slot);
         self.mark_dirty(slot);
+        self.send_grants(slot);
         info!(%peer, api_node, client = %hello.client_name, kind = %hello.kind, "API node connected");
     }
 

@@ -16,6 +16,8 @@
 
 use crate::account_auth::{self, AccountLogin};
 use crate::auth::NONCE_BYTES;
+use norr_signals::acl::Grants;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 /// One row of `mysql.user`, as much of it as a native login needs.
@@ -30,6 +32,27 @@ pub struct NativeAccount {
     pub locked: bool,
     /// Roles are rows of `mysql.user` too, but nobody logs in as one.
     pub is_role: bool,
+    /// Global privileges (`mysql.user.privs`, bits of `norr_signals::acl`).
+    pub privs: u64,
+}
+
+/// A grant on a database (`mysql.db`, `table` None) or on one table
+/// (`mysql.tables_priv`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectGrant {
+    pub user: String,
+    pub host: String,
+    pub db: String,
+    pub table: Option<String>,
+    pub privs: u64,
+}
+
+/// A role granted to an account (`mysql.role_edges`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoleGrant {
+    pub role: (String, String),
+    pub to: (String, String),
+    pub is_default: bool,
 }
 
 /// Every account at one version of `mysql.acl_version`.
@@ -37,6 +60,8 @@ pub struct NativeAccount {
 pub struct AccountTable {
     pub version: i64,
     pub accounts: Vec<NativeAccount>,
+    pub grants: Vec<ObjectGrant>,
+    pub roles: Vec<RoleGrant>,
 }
 
 /// Why a login was refused. `to_client` is what the client is told (as
@@ -113,6 +138,37 @@ fn host_rank(h: &str) -> u8 {
 }
 
 impl AccountTable {
+    /// What account `user`@`host` (the row it logged in as) may do: its own
+    /// grants and those of its default roles (and of the roles granted to
+    /// those), as a SQL session of it has at its start. An account no longer
+    /// there has none: its open connections can do nothing.
+    pub fn grants_for(&self, user: &str, host: &str) -> Grants {
+        let me = (user.to_string(), host.to_string());
+        let mut who = vec![me.clone()];
+        let mut todo: Vec<(String, String)> =
+            self.roles.iter().filter(|e| e.to == me && e.is_default).map(|e| e.role.clone()).collect();
+        while let Some(r) = todo.pop() {
+            if !who.contains(&r) {
+                todo.extend(self.roles.iter().filter(|e| e.to == r).map(|e| e.role.clone()));
+                who.push(r);
+            }
+        }
+        let is_of = |u: &str, h: &str| who.iter().any(|(wu, wh)| wu == u && wh.eq_ignore_ascii_case(h));
+        let exists = self.accounts.iter().any(|a| a.user == user && a.host.eq_ignore_ascii_case(host) && !a.is_role);
+        let mut g = Grants { account: format!("'{user}'@'{host}'"), ..Grants::default() };
+        if !exists {
+            return g;
+        }
+        g.global = self.accounts.iter().filter(|a| is_of(&a.user, &a.host)).fold(0, |p, a| p | a.privs);
+        for o in self.grants.iter().filter(|o| is_of(&o.user, &o.host)) {
+            match &o.table {
+                None => g.dbs.push((o.db.clone(), o.privs)),
+                Some(t) => g.tables.push((o.db.clone(), t.clone(), o.privs)),
+            }
+        }
+        g
+    }
+
     /// The account `user` from `peer` logs in as, if any (roles never).
     pub fn login_account(&self, user: &str, peer: &str) -> Option<&NativeAccount> {
         self.accounts
@@ -164,6 +220,9 @@ impl AccountTable {
 #[derive(Debug, Default)]
 pub struct AccountDirectory {
     current: RwLock<Option<Arc<AccountTable>>>,
+    /// Tables published so far: the host compares it, once a loop round,
+    /// with what it last handed its blocks (no lock taken for that).
+    published: AtomicU64,
 }
 
 /// A directory is equal only to itself (options that hold one compare
@@ -184,6 +243,12 @@ impl AccountDirectory {
     /// Replace the table (a newer version, or the first).
     pub fn publish(&self, table: AccountTable) {
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(table));
+        self.published.fetch_add(1, Ordering::Release);
+    }
+
+    /// How many tables were published: changes with every `publish`.
+    pub fn generation(&self) -> u64 {
+        self.published.load(Ordering::Acquire)
     }
 
     /// The table logins are checked against now; None before the first load.
@@ -210,7 +275,14 @@ mod tests {
     }
 
     fn acct(user: &str, host: &str, pw: &str) -> NativeAccount {
-        NativeAccount { user: user.into(), host: host.into(), sha2_hash: stored(pw), locked: false, is_role: false }
+        NativeAccount {
+            user: user.into(),
+            host: host.into(),
+            sha2_hash: stored(pw),
+            locked: false,
+            is_role: false,
+            privs: 0,
+        }
     }
 
     #[test]
@@ -244,6 +316,7 @@ mod tests {
                 NativeAccount { locked: true, ..acct("old", "%", "pw") },
                 NativeAccount { sha2_hash: "zz".into(), ..acct("bad", "%", "") },
             ],
+            ..AccountTable::default()
         };
         let nonce = [9u8; 32];
         let l = |u: &str, pw: &str| account_auth::login(u, pw, &nonce, 2).unwrap();
@@ -269,10 +342,53 @@ mod tests {
     fn the_directory_serves_the_newest_table() {
         let d = AccountDirectory::new();
         assert!(d.current().is_none());
-        d.publish(AccountTable { version: 1, accounts: vec![acct("a", "%", "")] });
+        assert_eq!(d.generation(), 0);
+        d.publish(AccountTable { version: 1, accounts: vec![acct("a", "%", "")], ..AccountTable::default() });
         let old = d.current().unwrap();
-        d.publish(AccountTable { version: 2, accounts: vec![] });
+        d.publish(AccountTable { version: 2, ..AccountTable::default() });
         assert_eq!((old.version, old.accounts.len()), (1, 1), "a reader keeps the table it took");
-        assert_eq!(d.version(), Some(2));
+        assert_eq!((d.version(), d.generation()), (Some(2), 2));
+    }
+
+    #[test]
+    fn grants_add_up_the_account_and_its_default_roles() {
+        use norr_signals::acl::{DELETE, INSERT, SELECT, UPDATE};
+        let pair = |u: &str| (u.to_string(), "%".to_string());
+        let grant = |u: &str, db: &str, table: Option<&str>, privs: u64| ObjectGrant {
+            user: u.into(),
+            host: "%".into(),
+            db: db.into(),
+            table: table.map(str::to_string),
+            privs,
+        };
+        let t = AccountTable {
+            version: 1,
+            accounts: vec![
+                NativeAccount { privs: UPDATE, ..acct("app", "%", "") },
+                NativeAccount { is_role: true, ..acct("reader", "%", "") },
+                NativeAccount { is_role: true, ..acct("base", "%", "") },
+                NativeAccount { is_role: true, ..acct("other", "%", "") },
+            ],
+            grants: vec![
+                grant("app", "shop", Some("orders"), DELETE),
+                grant("reader", "shop", None, SELECT),
+                grant("base", "stock", None, INSERT),
+                grant("other", "hr", None, SELECT),
+            ],
+            roles: vec![
+                RoleGrant { role: pair("reader"), to: pair("app"), is_default: true },
+                RoleGrant { role: pair("base"), to: pair("reader"), is_default: false },
+                // Granted but not a default role: not active at a native login.
+                RoleGrant { role: pair("other"), to: pair("app"), is_default: false },
+            ],
+        };
+        let g = t.grants_for("app", "%");
+        assert_eq!(g.account, "'app'@'%'");
+        assert_eq!(g.global, UPDATE);
+        assert_eq!(g.on_table("shop/orders"), UPDATE | DELETE | SELECT);
+        assert_eq!(g.on_table("stock/items"), UPDATE | INSERT, "a role of a default role");
+        assert_eq!(g.on_table("hr/people"), UPDATE, "a role granted but not default");
+        let gone = t.grants_for("dropped", "%");
+        assert_eq!((gone.global, gone.dbs.len(), gone.tables.len()), (0, 0, 0));
     }
 }
