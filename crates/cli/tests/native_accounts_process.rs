@@ -50,6 +50,14 @@ fn connect(addr: &str, user: Option<&str>, password: &str, kind: ApiKind) -> Res
     Client::connect_with(addr, opts).map_err(|e| e.to_string())
 }
 
+/// The reason a connection that must fail was refused.
+fn refused(r: Result<Client, String>, what: &str) -> String {
+    match r {
+        Ok(_) => panic!("{what}: the data node served the connection"),
+        Err(e) => e,
+    }
+}
+
 /// Retry `f` until it returns Some, or fail with `what` and the logs.
 fn eventually<T>(what: &str, logs: &dyn Fn() -> String, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + PROPAGATE;
@@ -95,10 +103,10 @@ fn native_clients_log_in_with_sql_accounts_and_see_changes_without_restarts() {
     });
 
     // No SQL node has made the accounts yet: nobody logs in with one.
-    let e = connect(&data, Some("app"), "right", ApiKind::NativeClient).err().expect("no accounts yet");
+    let e = refused(connect(&data, Some("app"), "right", ApiKind::NativeClient), "no accounts yet");
     assert!(e.contains("data node refused the connection"), "{e}");
     // Neither account nor secret.
-    let e = connect(&data, None, "", ApiKind::NativeClient).err().expect("no credentials");
+    let e = refused(connect(&data, None, "", ApiKind::NativeClient), "no credentials");
     assert!(e.contains("requires the cluster secret or an account"), "{e}");
 
     let sqld = spawn(&dir, "sqld", &["sqld", "--data-node", &data, "--listen", &format!("127.0.0.1:{sql_port}")]);
@@ -118,12 +126,12 @@ fn native_clients_log_in_with_sql_accounts_and_see_changes_without_restarts() {
     eventually("the right password was never accepted", &logs, || {
         connect(&data, Some("app"), "right", ApiKind::NativeClient).ok()
     });
-    let e = connect(&data, Some("app"), "wrong", ApiKind::NativeClient).err().expect("wrong password");
+    let e = refused(connect(&data, Some("app"), "wrong", ApiKind::NativeClient), "wrong password");
     assert!(e.contains("access denied for user 'app'@'127.0.0.1' (using password: YES)"), "{e}");
-    let e = connect(&data, Some("nobody"), "", ApiKind::NativeClient).err().expect("no such account");
+    let e = refused(connect(&data, Some("nobody"), "", ApiKind::NativeClient), "no such account");
     assert!(e.contains("access denied for user 'nobody'@'127.0.0.1' (using password: NO)"), "{e}");
     // The cluster's own processes prove the secret; an account is not enough.
-    let e = connect(&data, Some("app"), "right", ApiKind::SqlNode).err().expect("a SQL node with an account");
+    let e = refused(connect(&data, Some("app"), "right", ApiKind::SqlNode), "a SQL node with an account");
     assert!(e.contains("account logins are for native clients"), "{e}");
 
     // A new password works at once on both ports; the old one no longer does.
