@@ -108,6 +108,10 @@ struct NodePlan {
     arbitrator: Arc<dyn Arbitrator>,
     /// The cluster secret API connections must prove (None: `api_auth = "off"`).
     secret: Option<norr_transport::auth::ClusterSecret>,
+    /// The SQL accounts native clients may log in with (`api_auth =
+    /// "account"`), kept current by the `account_reader`; shared by every
+    /// restart of the node.
+    accounts: Option<Arc<norr_transport::account_book::AccountDirectory>>,
     /// The node's data directory, locked for the life of the process (every
     /// restart of the node by the supervisor recovers from it).
     data_dir: Option<norr_runtime::fs::DataDirLock>,
@@ -124,6 +128,7 @@ impl NodePlan {
         };
         let opts = RuntimeOptions {
             api_secret: self.secret.clone(),
+            api_accounts: self.accounts.clone(),
             data_dir: self.data_dir.as_ref().map(|l| l.path().to_path_buf()),
             ..RuntimeOptions::default()
         };
@@ -152,7 +157,9 @@ pub fn run(
         bail!("node {node_id} is {} in the cluster configuration, not a data node", me.kind.with_article());
     }
     let secret = match config.api_auth {
-        ApiAuth::Secret => Some(secret.with_context(|| crate::secret::missing(&format!("data node {node_id}")))?),
+        ApiAuth::Secret | ApiAuth::Account => {
+            Some(secret.with_context(|| crate::secret::missing(&format!("data node {node_id}")))?)
+        }
         ApiAuth::Off => {
             if secret.is_some() {
                 eprintln!(
@@ -182,7 +189,10 @@ pub fn run(
         }
     };
     let link = Arc::new(link);
+    let accounts =
+        (config.api_auth == ApiAuth::Account).then(|| Arc::new(norr_transport::account_book::AccountDirectory::new()));
     let plan = NodePlan {
+        accounts,
         secret,
         data_dir,
         node_id,
@@ -224,6 +234,21 @@ pub fn run(
         node.local_addr(),
         plan.config.node_group_of(node_id).map_or_else(|| "?".to_string(), |g| g.to_string()),
     );
+    // Native logins with SQL accounts: read them through the node itself.
+    let _reader = match (&plan.accounts, &plan.secret) {
+        (Some(dir), Some(secret)) => {
+            let mut at = node.local_addr();
+            if at.ip().is_unspecified() {
+                at.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            eprintln!("norr datad: native clients may log in with SQL accounts (api_auth = \"account\")");
+            Some(
+                crate::account_reader::start(at, secret.clone(), dir.clone())
+                    .context("cannot start the account reader")?,
+            )
+        }
+        _ => None,
+    };
     let r = supervise(&plan, node, &rx, &reported);
     eprintln!("norr datad: data node {node_id} stopped");
     r

@@ -1,5 +1,6 @@
 //! `norr`: the NorrDB command-line tool.
 
+mod account_reader;
 mod config;
 mod datad_cluster;
 mod mgm;

@@ -56,9 +56,9 @@ pub fn run(a: MgmdArgs) -> anyhow::Result<()> {
         eprintln!("norr mgmd: {} is valid (digest {:#018x})", path.display(), config.digest());
         return Ok(());
     }
-    // The file's secret, else (for api_auth = "secret") the one given.
+    // The file's secret, else (for api_auth = "secret" or "account") the one given.
     let given = crate::secret::from_flag_or_env(a.secret_file.as_deref())?;
-    if let Some(s) = given.filter(|_| config.api_auth == ApiAuth::Secret) {
+    if let Some(s) = given.filter(|_| config.api_auth.requires_secret()) {
         if config.secret.as_ref().is_some_and(|f| *f != s) {
             anyhow::bail!("{} holds a cluster secret, and another one was given: pass one of them", path.display());
         }

@@ -30,7 +30,7 @@ pub fn from_flag_or_env(file: Option<&Path>) -> anyhow::Result<Option<ClusterSec
 /// The message for a data node that must check a secret it was not given.
 pub fn missing(what: &str) -> String {
     format!(
-        "{what} requires the cluster secret ([cluster] api_auth = \"secret\"), and this process has none: pass \
+        "{what} requires the cluster secret ([cluster] api_auth = \"secret\" or \"account\"), and this process has none: pass \
          --secret-file FILE or set {SECRET_ENV} (mgmd does not hand the secret out)"
     )
 }

@@ -609,23 +609,31 @@ async fn start(mut rd: ReadHalf, wr: WriteHalf, opts: ConnectOptions, link: Link
     Ok(Conn { shared, reader, writer })
 }
 
-/// The auth response frame's payload for a data node's challenge, with the
-/// secret of `opts` or else of the environment. No secret: an error that
-/// says what the node asked for and where a secret comes from.
+/// The answer to a data node's challenge: with `opts.user`, that account's
+/// login (`norr_transport::account_auth`); else the auth response frame's
+/// payload with the secret of `opts` or else of the environment. Neither: an
+/// error that says what the node asked for and where a secret comes from.
 fn answer_challenge(
     opts: &ConnectOptions,
     hello: &Hello,
     nonce: &[u8; auth::NONCE_BYTES],
     data_node: norr_kernel::NodeId,
 ) -> Result<Vec<u8>, ClientError> {
+    if let Some(user) = &opts.user {
+        let l = norr_transport::account_auth::login(user, opts.password.expose(), nonce, data_node)
+            .map_err(ClientError::Protocol)?;
+        return Ok(norr_transport::account_auth::encode_login(&l));
+    }
     let secret = match &opts.secret {
         Some(s) => s.clone(),
         None => match auth::ClusterSecret::from_env().map_err(ClientError::Protocol)? {
             Some(s) => s,
             None => {
                 return Err(ClientError::Protocol(format!(
-                    "data node {data_node} requires the cluster secret: set ConnectOptions::secret or the {} \
-                     environment variable (`norr up` writes the secret to its cluster file, [cluster] secret)",
+                    "data node {data_node} requires the cluster secret or an account: set ConnectOptions::secret \
+                     (or the {} environment variable; `norr up` writes the secret to its cluster file, [cluster] \
+                     secret), or ConnectOptions::user and password where the cluster takes account logins \
+                     (api_auth = \"account\")",
                     auth::SECRET_ENV
                 )))
             }

@@ -145,6 +145,38 @@ pub struct ConnectOptions {
     /// sets it for the processes it starts and writes the secret to its
     /// cluster file, `[cluster] secret`).
     pub secret: Option<norr_transport::auth::ClusterSecret>,
+    /// A SQL account to log in with when a data node challenges the
+    /// connection (a cluster with `api_auth = "account"`): the account's
+    /// password is proved (never sent, `norr_transport::account_auth`) and
+    /// the node checks it, and the account's host pattern, against the
+    /// accounts the SQL nodes keep (`CREATE USER`, `ALTER USER`). Set, it is
+    /// used instead of the cluster secret. None (the default): the cluster
+    /// secret is proved, as before.
+    pub user: Option<String>,
+    /// The password of `user` (empty: an account without a password).
+    pub password: Password,
+}
+
+/// An account's password. Its `Debug` does not show it, so a logged
+/// `ConnectOptions` does not leak it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Password(String);
+
+impl Password {
+    pub fn new(text: impl Into<String>) -> Password {
+        Password(text.into())
+    }
+
+    /// The password's text, for making a login's proof. Never log it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Password(..)")
+    }
 }
 
 impl Default for ConnectOptions {
@@ -164,6 +196,8 @@ impl Default for ConnectOptions {
             reconnect_backoff_max: Duration::from_secs(3),
             dist_refresh_interval: Duration::from_secs(2),
             secret: None,
+            user: None,
+            password: Password::default(),
         }
     }
 }

@@ -94,6 +94,10 @@ pub(crate) struct Conn {
     pub auth: Option<PendingAuth>,
     /// The same for a data node's hello (see `event_loop::peers`).
     pub peer_auth: Option<PendingPeerAuth>,
+    /// The SQL account (user, host pattern) the connection logged in with
+    /// (`event_loop::account_login`); None: it proved the cluster secret, or
+    /// the node asks for nothing.
+    pub account: Option<(String, String)>,
 }
 
 /// A data node's hello that this node answered with a challenge.
@@ -140,6 +144,7 @@ impl Conn {
             dialed_peer: None,
             auth: None,
             peer_auth: None,
+            account: None,
         }
     }
 

@@ -29,6 +29,8 @@
 //! (`RuntimeOptions::api_secret`) the node answers `Challenge` and the next
 //! frame must be the proof (`norr_transport::auth`): anything else, or a
 //! wrong proof, is `Refused` and closed, logged with the peer's address.
+//! With accounts (`RuntimeOptions::api_accounts`) a native client may answer
+//! with a SQL account's login instead (`event_loop::account_login`).
 //! Then the node assigns an API node id and replies `Welcome`. Every later frame must be one well-formed
 //! wire message carrying a signal an API node may send (`allowed_from_api`),
 //! addressed to a block of this node; anything else (malformed, oversized, bad
@@ -61,6 +63,7 @@
 //!   API node ids, the rest are kept for SQL nodes and management servers
 //!   (`ApiIdPool`).
 
+mod account_login;
 mod peers;
 
 /// Requests a native client may have open at once on one connection (see
@@ -171,6 +174,9 @@ pub(crate) struct EventLoop {
     read_buf: Box<[u8]>,
     /// The last poll was a zero-timeout look for more work before blocking.
     probed: bool,
+    /// `AccountDirectory::generation` whose grants TC and DICT were last
+    /// given (`account_login::refresh_grants`).
+    grants_generation: u64,
     next_serial: u64,
     /// (deadline_ns, slot, serial) of connections not yet past the handshake,
     /// in deadline order (deadlines are accept time + a constant).
@@ -238,6 +244,7 @@ impl EventLoop {
             remote: Vec::new(),
             read_buf: vec![0u8; READ_CHUNK].into_boxed_slice(),
             probed: false,
+            grants_generation: 0,
             next_serial: 0,
             handshake_deadlines: VecDeque::new(),
             first_request_deadlines: VecDeque::new(),
@@ -320,6 +327,7 @@ impl EventLoop {
                 }
                 return Err(e);
             }
+            self.refresh_grants();
             if self.probed && events.is_empty() {
                 // Nothing more to batch with: send everything before blocking.
                 self.flush_all(true);
@@ -896,21 +904,27 @@ impl EventLoop {
     }
 
     /// A challenged connection's answer: admitted if it proves the cluster
-    /// secret, else refused (and logged here, with the peer's address).
+    /// secret (or, with accounts, logs in with one: `account_login`), else
+    /// refused (and logged here, with the peer's address).
     fn on_auth_response(&mut self, slot: usize, frame: &[u8]) {
         let c = self.conns[slot].as_mut().expect("live connection");
         let peer = c.peer;
         let Some(pending) = c.auth.take() else { return };
         let Some(secret) = self.opts.api_secret.as_ref() else { return };
-        let refusal = match auth::decode_auth_response(frame) {
-            Err(e) => Some(format!("authentication failed: {e}")),
-            Ok(r) if !auth::verify(secret, &pending.nonce, &auth::api_context(self.node_id, &pending.hello), &r) => {
-                Some(
-                    "authentication failed: wrong cluster secret (the proof does not match this data node's secret)"
-                        .to_string(),
-                )
+        let account = norr_transport::account_auth::is_login(frame);
+        let refusal = if account {
+            self.account_login_refusal(slot, peer, &pending, frame)
+        } else {
+            match auth::decode_auth_response(frame) {
+                Err(e) => Some(format!("authentication failed: {e}")),
+                Ok(r) if !auth::verify(secret, &pending.nonce, &auth::api_context(self.node_id, &pending.hello), &r) => {
+                    Some(
+                        "authentication failed: wrong cluster secret (the proof does not match this data node's secret)"
+                            .to_string(),
+                    )
+                }
+                Ok(_) => None,
             }
-            Ok(_) => None,
         };
         match refusal {
             Some(reason) => {
@@ -919,7 +933,8 @@ impl EventLoop {
                     %peer,
                     client = %pending.hello.client_name,
                     kind = %pending.hello.kind,
-                    "refusing an API connection that did not prove the cluster secret"
+                    "refusing an API connection that did not prove {}",
+                    if account { "an account's password" } else { "the cluster secret" }
                 );
                 self.refuse_hello(slot, reason);
             }
@@ -970,6 +985,7 @@ impl EventLoop {
         c.policy.on_queued(now);
         self.api_slots.insert(api_node, slot);
         self.mark_dirty(slot);
+        self.send_grants(slot);
         info!(%peer, api_node, client = %hello.client_name, kind = %hello.kind, "API node connected");
     }
 

@@ -124,6 +124,13 @@ pub struct RuntimeOptions {
     /// node id (`norr_transport::auth`); None: anyone who reaches the port
     /// is served (`api_auth = "off"`).
     pub api_secret: Option<norr_transport::auth::ClusterSecret>,
+    /// The SQL accounts (`[cluster] api_auth = "account"`): with
+    /// `api_secret` also set, a native client may answer the challenge with
+    /// an account's login (`norr_transport::account_auth`) instead of the
+    /// secret, checked against the newest table published here. None: only
+    /// the secret is accepted. Ignored without `api_secret` (nothing is
+    /// challenged then).
+    pub api_accounts: Option<std::sync::Arc<norr_transport::account_book::AccountDirectory>>,
 }
 
 impl Default for RuntimeOptions {
@@ -136,6 +143,7 @@ impl Default for RuntimeOptions {
             unix_socket: None,
             data_dir: None,
             api_secret: None,
+            api_accounts: None,
         }
     }
 }

@@ -109,6 +109,10 @@ error_codes! {
     // --- pushed aggregates (ScanSpec::aggregate) ---
     BadAggregate = 4280, Permanent, "Pushed aggregate refers to unknown columns or aggregates a type the data node does not aggregate", "fix the aggregate, or read the rows and aggregate them in the client";
     AggregateTooManyGroups = 4281, Resource, "Pushed aggregate has more groups in a partition than it allowed", "read the rows and aggregate them in the client";
+    // Issue 25: a native client logged in with a SQL account lacks a
+    // privilege (the SQL nodes report it as MySQL's 1142). Numbered apart
+    // from the 428x run so that codes added there do not collide.
+    AccessDenied = 4290, Permanent, "Access denied: the account lacks the privilege for this operation", "GRANT the privilege to the account through a SQL node, or log in with another account";
     AggregateOverflow = 4282, Permanent, "Pushed SUM overflowed the data node's exact accumulator", "read the rows and aggregate them in the client";
 }
 

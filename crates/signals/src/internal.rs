@@ -620,6 +620,15 @@ pub enum InternalSignal {
     ApiFailDone {
         api_node: NodeId,
     },
+    /// Host -> every TC instance and DICT (priority A): API node `api_node`
+    /// logged in with a SQL account and holds these grants (sent at the
+    /// login, before any request of it, and again when the accounts
+    /// change); its requests are checked against them
+    /// (`norr_txn::privileges`). None: not checked. No reply.
+    ApiGrants {
+        api_node: NodeId,
+        grants: Option<Box<crate::acl::Grants>>,
+    },
     /// TC -> LQH: undo the changes of `txn`'s operations stamped `savepoint`
     /// or later (see the module doc). Reply `LqhRollbackToConf`, also for a
     /// transaction LQH holds no record of.

@@ -2,6 +2,7 @@
 //! column types, schema objects, operations, error codes, the memcomparable key
 //! encoding and the wire codec.
 
+pub mod acl;
 pub mod api;
 pub mod ckpt;
 pub mod cluster;

@@ -1,8 +1,8 @@
 //! Native API login with a SQL account (issue 25 item 4): the proof of a
 //! password, and the frame that carries it.
 //!
-//! Not wired into the handshake yet (see the issue's notes): this is the
-//! part both ends share. A data node that asks a native client to log in
+//! This is the part both ends share (the data node's check against its
+//! accounts is `crate::account_book`). A data node that asks a native client to log in
 //! sends a fresh nonce (as for the cluster secret, `crate::auth`); the
 //! client answers with an [`AccountLogin`]: the account name, a nonce of its
 //! own and a scramble of the password. The node checks the scramble against
@@ -134,6 +134,13 @@ pub fn verify(verifier: Option<&[u8; 32]>, node_nonce: &[u8; NONCE_BYTES], data_
     got.iter().zip(h2).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
+/// True if `frame` starts with the login magic: an [`AccountLogin`] (to be
+/// decoded with [`decode_login`]) rather than a cluster-secret proof
+/// (`crate::auth::AuthResponse`).
+pub fn is_login(frame: &[u8]) -> bool {
+    matches!(postcard::take_from_bytes::<u32>(frame), Ok((LOGIN_MAGIC, _)))
+}
+
 pub fn encode_login(l: &AccountLogin) -> Vec<u8> {
     postcard::to_stdvec(l).expect("postcard encode to Vec")
 }
@@ -213,6 +220,7 @@ mod tests {
             &crate::auth::respond(&crate::auth::ClusterSecret::generate().unwrap(), &[1; 32], b"x").unwrap(),
         );
         assert!(decode_login(&auth).unwrap_err().contains("another message"));
+        assert!(is_login(&b) && !is_login(&auth) && !is_login(&[]));
         let long = AccountLogin { user: "u".repeat(40), ..l };
         assert!(decode_login(&encode_login(&long)).unwrap_err().contains("at most 32"));
     }

@@ -3,6 +3,7 @@
 //! them.
 
 pub mod account_auth;
+pub mod account_book;
 pub mod adaptive_send;
 pub mod auth;
 pub mod frame;

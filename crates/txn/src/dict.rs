@@ -172,6 +172,8 @@ pub struct Dict {
     next_req: u64,
     /// API nodes whose failure is being handled (see `InternalSignal::ApiFailDone`).
     failed_apis: BTreeSet<NodeId>,
+    /// Grants of API nodes logged in with a SQL account (issue 25).
+    privileges: crate::privileges::Privileges,
     /// The cluster's distribution as DIH last published it (this node alone
     /// until a DIH runs).
     dist: Dist,
@@ -238,6 +240,7 @@ impl Dict {
             active: None,
             next_req: 1,
             failed_apis: Default::default(),
+            privileges: Default::default(),
             dist: Dist::single(node),
             membership: None,
             proxy: proxy::Proxy::default(),
@@ -361,6 +364,13 @@ impl Dict {
 
     fn on_req(&mut self, from: BlockRef, req: DictReq, ctx: &mut Ctx<'_, Signal>) {
         let id = req.req_id;
+        // Checked where the client's request arrives (a proxy's master trusts it).
+        let name_of = |t| self.visible().find(|d| d.id == t).map(|d| d.name.clone());
+        if let Some(e) =
+            self.privileges.check_dict(from.node, &req.op, name_of).err().filter(|_| from.block == block::API)
+        {
+            return Self::dref(ctx, from, id, e);
+        }
         if let DictOp::GetDistribution = &req.op {
             return Self::conf(ctx, from, id, DictResult::Distribution(Box::new(self.dist.clone())));
         }
@@ -1345,6 +1355,7 @@ impl Block<Signal> for Dict {
             Signal::DictReq(req) => self.on_req(from, *req, ctx),
             reply @ (Signal::DictConf(_) | Signal::DictRef(_)) => self.proxy_answer(reply, ctx),
             Signal::ApiFailReq { api_node } => {
+                self.privileges.forget(api_node);
                 if self.failed_apis.insert(api_node) {
                     let me = ctx.self_ref();
                     ctx.send(me, internal(InternalSignal::ApiFailDone { api_node }));
@@ -1363,6 +1374,7 @@ impl Block<Signal> for Dict {
                 InternalSignal::ApiFailDone { api_node } => {
                     self.failed_apis.remove(&api_node);
                 }
+                InternalSignal::ApiGrants { api_node, grants } => self.privileges.set(api_node, grants.map(|g| *g)),
                 InternalSignal::StatsReq { req } => {
                     // DICT's counters (the node's own statistics are
                     // `DictOp::NodeStats`).

@@ -32,6 +32,7 @@ pub mod dist_view;
 pub use norr_kernel::fxhash;
 pub mod lock_queue;
 pub mod lqh;
+pub mod privileges;
 pub mod route;
 pub mod store;
 pub mod tc;

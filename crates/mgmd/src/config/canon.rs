@@ -2,7 +2,7 @@
 //! between two configurations.
 //!
 //! Canonical: `[cluster]` with every key but the secret (`api_auth` only
-//! when "secret"), `[data]` with every knob in the
+//! when not "off"), `[data]` with every knob in the
 //! order of `Knobs`' fields (sizes spelled "1G" where exact), then one
 //! `[[node]]` per node sorted by id with its resolved `data_dir`. It does not
 //! depend on how the source file was written, so equal configurations have
@@ -22,8 +22,8 @@ pub(super) fn to_toml(c: &ClusterConfig) -> String {
     let _ = writeln!(s, "partitions_per_node = {}", c.partitions_per_node);
     // Written only when on, so a configuration without a secret keeps the
     // text (and digest) it had before the key existed. Never the secret.
-    if c.api_auth == ApiAuth::Secret {
-        let _ = writeln!(s, "api_auth = \"secret\"");
+    if c.api_auth != ApiAuth::Off {
+        let _ = writeln!(s, "api_auth = \"{}\"", c.api_auth.as_str());
     }
     s.push_str("\n[data]\n");
     for (k, v) in knob_lines(&c.knobs) {

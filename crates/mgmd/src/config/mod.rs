@@ -2,7 +2,7 @@
 //!
 //! ```toml
 //! [cluster]                  # name, replicas (1..=4), partitions_per_node,
-//!                            # secret, api_auth ("off" | "secret")
+//!                            # secret, api_auth ("off" | "secret" | "account")
 //! [data]                     # the knobs of every data node (norr_knobs::Knobs)
 //! [[node]]                   # one entry per node: id, kind, host, port, data_dir
 //! ```
@@ -147,6 +147,11 @@ pub enum ApiAuth {
     Off,
     /// Every connection proves the cluster secret before it is served.
     Secret,
+    /// As `Secret`, and a native client may instead log in with a SQL
+    /// account (`mysql.user`, the accounts the SQL nodes keep): the password
+    /// then protects data from native clients too. SQL nodes and management
+    /// servers still prove the secret (they read and write the accounts).
+    Account,
 }
 
 impl ApiAuth {
@@ -154,7 +159,14 @@ impl ApiAuth {
         match self {
             ApiAuth::Off => "off",
             ApiAuth::Secret => "secret",
+            ApiAuth::Account => "account",
         }
+    }
+
+    /// Whether the cluster's own processes must prove the cluster secret
+    /// (every mode but `Off`).
+    pub fn requires_secret(self) -> bool {
+        self != ApiAuth::Off
     }
 }
 

@@ -81,8 +81,9 @@ pub(super) fn parse(text: &str, base_dir: &Path) -> Result<ClusterConfig, Config
         None => ApiAuth::Off,
         Some(Value::String(s)) if s == "off" => ApiAuth::Off,
         Some(Value::String(s)) if s == "secret" => ApiAuth::Secret,
+        Some(Value::String(s)) if s == "account" => ApiAuth::Account,
         Some(v) => {
-            p.push(format!("cluster.api_auth = {} must be \"off\" or \"secret\"", show(v)));
+            p.push(format!("cluster.api_auth = {} must be \"off\", \"secret\" or \"account\"", show(v)));
             ApiAuth::Off
         }
     };

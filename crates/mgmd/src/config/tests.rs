@@ -406,6 +406,21 @@ fn the_secret_is_validated_never_shown_and_never_in_the_canonical_text() {
     refused(&TWO_DATA.replace("replicas = 2", "replicas = 2\nsecret = 5"), &["cluster.secret must be a string"]);
     refused(
         &TWO_DATA.replace("replicas = 2", "replicas = 2\napi_auth = \"on\""),
-        &["cluster.api_auth", "\"off\" or \"secret\""],
+        &["cluster.api_auth", "\"off\", \"secret\" or \"account\""],
     );
+}
+
+#[test]
+fn account_logins_are_a_mode_of_their_own_that_needs_the_secret_too() {
+    let acc = parse(&TWO_DATA.replace("replicas = 2", "replicas = 2\napi_auth = \"account\"")).unwrap();
+    assert_eq!(acc.api_auth, ApiAuth::Account);
+    assert!(acc.api_auth.requires_secret() && ApiAuth::Secret.requires_secret() && !ApiAuth::Off.requires_secret());
+    let canon = acc.to_toml();
+    assert!(canon.contains("api_auth = \"account\""), "{canon}");
+    let back = parse(&canon).unwrap();
+    assert_eq!(back.api_auth, ApiAuth::Account);
+    assert_eq!(back.digest(), acc.digest());
+    let secret_only = parse(&TWO_DATA.replace("replicas = 2", "replicas = 2\napi_auth = \"secret\"")).unwrap();
+    assert_ne!(secret_only.digest(), acc.digest(), "nodes of the two modes do not form one cluster");
+    assert_eq!(acc.diff(&secret_only), vec!["cluster.api_auth: account here, secret in the cluster".to_string()]);
 }

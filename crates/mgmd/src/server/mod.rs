@@ -157,11 +157,12 @@ impl Mgmd {
         let node_id = choose_mgmd(&config, node_id)?;
         let command_secret = match config.api_auth {
             ApiAuth::Off => None,
-            ApiAuth::Secret => Some(config.secret.clone().ok_or_else(|| {
+            ApiAuth::Secret | ApiAuth::Account => Some(config.secret.clone().ok_or_else(|| {
                 MgmdError::Config(format!(
-                    "the cluster requires the cluster secret ([cluster] api_auth = \"secret\") and this mgmd has none \
+                    "the cluster requires the cluster secret ([cluster] api_auth = \"{}\") and this mgmd has none \
                      to check management commands with: put it in the file's [cluster] secret, or pass \
                      --secret-file FILE or set {}",
+                    config.api_auth.as_str(),
                     norr_transport::auth::SECRET_ENV
                 ))
             })?),

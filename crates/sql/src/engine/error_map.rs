@@ -177,6 +177,13 @@ pub fn from_node(e: &NodeError, ctx: &ErrCtx) -> SqlError {
             e.code.code(),
             e.code.description()
         )),
+        // A data node refuses this only to native clients logged in with a
+        // SQL account (issue 25); its message is already MySQL's 1142 text.
+        ErrorCode::AccessDenied => SqlError::new(
+            1142,
+            "42000",
+            if e.message.is_empty() { e.code.description().to_string() } else { e.message.clone() },
+        ),
         ErrorCode::UnsupportedVersion | ErrorCode::Internal => SqlError::internal(format!(
             "Got error {} '{}' from NDBCLUSTER{detail}",
             e.code.code(),

@@ -196,6 +196,7 @@ pub struct Tc {
     /// API nodes whose failure is being handled: their requests still queued
     /// behind API_FAILREQ are dropped (see `InternalSignal::ApiFailDone`).
     failed_apis: BTreeSet<NodeId>,
+    privileges: crate::privileges::Privileges,
     committed: u64,
     aborted: u64,
     /// The global checkpoint commits are tagged with (see `norr_signals::ckpt`).
@@ -260,6 +261,7 @@ impl Tc {
             next_scan: first_id,
             timer_armed: false,
             failed_apis: BTreeSet::new(),
+            privileges: Default::default(),
             committed: 0,
             aborted: 0,
             gci: 1,
@@ -517,13 +519,15 @@ impl Tc {
                     ErrorCode::SchemaVersionMismatch,
                     format!("table {} is at version {}", d.name, d.version),
                 )),
-                Some(d) => op_partition(d, &op).and_then(|part| {
-                    if op.kind.is_write() {
-                        wrote = true;
-                        ack_after_complete |= d.options.reads_any_replica();
-                    }
-                    self.route_op(d, part, &op, wrote).map(|to| (part, to))
-                }),
+                Some(d) => self.privileges.check_op(api.node, d, op.kind).and_then(|()| op_partition(d, &op)).and_then(
+                    |part| {
+                        if op.kind.is_write() {
+                            wrote = true;
+                            ack_after_complete |= d.options.reads_any_replica();
+                        }
+                        self.route_op(d, part, &op, wrote).map(|to| (part, to))
+                    },
+                ),
             };
             match routed {
                 Ok((part, to)) => {
@@ -1008,7 +1012,10 @@ impl Block<Signal> for Tc {
             Signal::TcKeyReq(req) => self.on_key_req(from, *req, ctx),
             Signal::ScanTabReq(req) => self.on_scan_tab_req(from, *req, ctx),
             Signal::ScanNextReq(req) => self.on_scan_next_req(from, req, ctx),
-            Signal::ApiFailReq { api_node } => self.on_api_fail(api_node, ctx),
+            Signal::ApiFailReq { api_node } => {
+                self.privileges.forget(api_node);
+                self.on_api_fail(api_node, ctx)
+            }
             Signal::TcSavepointReq(req) => self.on_savepoint_req(from, *req, ctx),
             Signal::Internal(sig) => match *sig {
                 InternalSignal::LqhKeyConf { txn, results } => self.on_op_results(txn, results, ctx),
@@ -1028,6 +1035,7 @@ impl Block<Signal> for Tc {
                 InternalSignal::ApiFailDone { api_node } => {
                     self.failed_apis.remove(&api_node);
                 }
+                InternalSignal::ApiGrants { api_node, grants } => self.privileges.set(api_node, grants.map(|g| *g)),
                 InternalSignal::SchemaChangeReq { req, change } => {
                     self.on_schema_change(*change);
                     ctx.send_prio(from, internal(InternalSignal::SchemaChangeConf { req, error: None }), Priority::B);

@@ -163,6 +163,9 @@ impl Tc {
         let Some(def) = self.defs.get(&spec.table).cloned() else {
             return fail(ctx, NodeError::with(ErrorCode::NoSuchTable, format!("table id {}", spec.table)));
         };
+        if let Err(e) = self.privileges.check_scan(api.node, &def) {
+            return fail(ctx, e);
+        }
         let parts = match validate_spec(&def, &spec) {
             Ok(p) => p,
             Err(e) => return fail(ctx, e),

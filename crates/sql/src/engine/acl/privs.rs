@@ -130,6 +130,26 @@ impl std::ops::BitOrAssign for Privs {
 mod tests {
     use super::*;
 
+    /// The data nodes check native clients' privileges with the bits this
+    /// module stores (`norr_signals::acl`): the two must agree.
+    #[test]
+    fn bits_are_the_data_nodes() {
+        use norr_signals::acl;
+        let pairs = [
+            (Privs::SELECT, acl::SELECT),
+            (Privs::INSERT, acl::INSERT),
+            (Privs::UPDATE, acl::UPDATE),
+            (Privs::DELETE, acl::DELETE),
+            (Privs::CREATE, acl::CREATE),
+            (Privs::DROP, acl::DROP),
+            (Privs::INDEX, acl::INDEX),
+            (Privs::ALTER, acl::ALTER),
+        ];
+        for (p, bit) in pairs {
+            assert_eq!(p.0, bit, "{}", acl::priv_name(bit));
+        }
+    }
+
     #[test]
     fn all_depends_on_level() {
         assert!(Privs::all_at(Level::Global).contains(Privs::SUPER));
