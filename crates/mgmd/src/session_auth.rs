@@ -30,9 +30,13 @@ fn role_byte(role: PeerRole) -> u8 {
 }
 
 /// Does mgmd challenge a Hello of `role`? Only with a secret, and never
-/// the management client's (see the module doc).
-pub fn challenged(secret: Option<&ClusterSecret>, role: PeerRole) -> bool {
-    secret.is_some() && role != PeerRole::Mgm
+/// the management client's (see the module doc). With `accounts`
+/// (`api_auth = "account"`) native clients log in to the data nodes with a
+/// SQL account and need not know the secret: their sessions (an API node
+/// id, which the data nodes still check) are not challenged either; data
+/// and SQL nodes' are.
+pub fn challenged(secret: Option<&ClusterSecret>, role: PeerRole, accounts: bool) -> bool {
+    secret.is_some() && role != PeerRole::Mgm && !(accounts && role == PeerRole::Api)
 }
 
 /// The peer's proof for mgmd `mgmd`'s challenge `nonce`, for the session
@@ -118,11 +122,15 @@ mod tests {
     #[test]
     fn only_nodes_of_a_cluster_with_a_secret_are_challenged() {
         let s = secret('a');
-        assert!(challenged(Some(&s), PeerRole::DataNode));
-        assert!(challenged(Some(&s), PeerRole::SqlNode));
-        assert!(challenged(Some(&s), PeerRole::Api));
-        assert!(!challenged(Some(&s), PeerRole::Mgm));
-        assert!(!challenged(None, PeerRole::DataNode));
+        assert!(challenged(Some(&s), PeerRole::DataNode, false));
+        assert!(challenged(Some(&s), PeerRole::SqlNode, false));
+        assert!(challenged(Some(&s), PeerRole::Api, false));
+        assert!(!challenged(Some(&s), PeerRole::Mgm, false));
+        assert!(!challenged(None, PeerRole::DataNode, false));
+        // Account logins: native clients do not hold the secret.
+        assert!(!challenged(Some(&s), PeerRole::Api, true));
+        assert!(challenged(Some(&s), PeerRole::DataNode, true));
+        assert!(challenged(Some(&s), PeerRole::SqlNode, true));
     }
 
     #[test]

@@ -310,7 +310,8 @@ fn serve(stream: TcpStream, shared: &Shared) {
     };
     let name = bounded_text(&name);
     let proven = check_version(magic, version).and_then(|()| {
-        if !crate::session_auth::challenged(shared.command_secret.as_ref(), role) {
+        let accounts = shared.registry().config().api_auth == ApiAuth::Account;
+        if !crate::session_auth::challenged(shared.command_secret.as_ref(), role, accounts) {
             return Ok(());
         }
         // Before anything is reserved or handed out (session_auth).
