@@ -275,7 +275,7 @@ fn node_sessions_must_prove_the_secret() {
 
     // A raw peer that answers the challenge with a proof for node 3 while
     // its Hello asked for node 2: refused, the connection closed.
-    let mut raw = TcpStream::connect(&addr).unwrap();
+    let raw = TcpStream::connect(&addr).unwrap();
     raw.set_read_timeout(Some(T)).unwrap();
     let mut r = Raw(raw);
     r.send(&ToMgmd::Hello {
