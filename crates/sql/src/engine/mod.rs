@@ -1739,6 +1739,14 @@ impl Engine {
             (_, Some(id)) if !id.starts_with('@') => Value::str(&id),
             _ => self.eval_set_value(s, value, params).await?,
         };
+        // `SET @@transaction_isolation = x`, the @@ form without a scope
+        // word, is the next transaction's only, like SET TRANSACTION
+        // ISOLATION LEVEL (MySQL 8.0); `SET transaction_isolation = x` and
+        // the SESSION forms set the session's value.
+        let bare_at = scope.is_none() && matches!(parts.as_slice(), [one] if one.starts_with("@@"));
+        if bare_at && matches!(var.to_ascii_lowercase().as_str(), "transaction_isolation" | "tx_isolation") {
+            return txn_control::next_txn_isolation_var(s, &var, &v);
+        }
         if vars::set_system_var(s, &var, global, v)? == vars::SetEffect::CommitNow {
             txn_control::commit(s).await?;
         }

@@ -330,6 +330,32 @@ pub fn next_txn_isolation(s: &mut Session, level: &str) {
     }
 }
 
+/// `SET @@transaction_isolation = value` (no scope word): the value is
+/// checked as the variable's (1231), then it is the next transaction's
+/// level only, as `SET TRANSACTION ISOLATION LEVEL` (1568 inside a
+/// transaction).
+pub fn next_txn_isolation_var(s: &mut Session, var: &str, value: &norr_signals::Value) -> Result<(), SqlError> {
+    let text = match value {
+        norr_signals::Value::Null => None,
+        norr_signals::Value::Int(i) => Some(i.to_string()),
+        norr_signals::Value::UInt(u) => Some(u.to_string()),
+        v => v.as_bytes().map(|b| String::from_utf8_lossy(b).into_owned()),
+    };
+    let level = text
+        .as_deref()
+        .and_then(crate::engine::vars::isolation)
+        .ok_or_else(|| crate::engine::error_map::wrong_value_for_var(var, text.as_deref().unwrap_or("NULL")))?;
+    if s.in_transaction {
+        return Err(SqlError::new(
+            1568,
+            "25001",
+            "Transaction characteristics can't be changed while a transaction is in progress",
+        ));
+    }
+    next_txn_isolation(s, level);
+    Ok(())
+}
+
 /// `SET GLOBAL TRANSACTION <modes>` as the assignments to the global
 /// variables it sets (`@@global.transaction_isolation`,
 /// `@@global.transaction_read_only`), which new sessions start from.

@@ -394,7 +394,7 @@ fn norm_sql_mode(v: &str) -> Result<String, SqlError> {
     Ok(out.join(","))
 }
 
-fn isolation(v: &str) -> Option<&'static str> {
+pub(crate) fn isolation(v: &str) -> Option<&'static str> {
     match v.to_ascii_uppercase().replace(' ', "-").as_str() {
         "READ-UNCOMMITTED" => Some("READ-UNCOMMITTED"),
         "READ-COMMITTED" => Some("READ-COMMITTED"),
